@@ -1,0 +1,112 @@
+"""Settings: one `evoteam.toml` (project, then user) overlaid by environment variables.
+
+Precedence, lowest first: built-in defaults, `~/.config/evoteam/evoteam.toml`,
+`./evoteam.toml` (searched upwards from the working directory), then `EVOTEAM_*` and the
+provider keys in the environment. Missing keys never fail here: the part that needs a key
+says so when it is used.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+# The repository (or source tree) the package was installed from in editable mode; the
+# task kits and the corpus fixtures live beside the package there.
+SOURCE_ROOT = PACKAGE_DIR.parent
+
+
+class Settings(BaseModel):
+    """Everything configurable, with the defaults a fresh machine gets."""
+
+    db: Path = Field(default_factory=lambda: Path.home() / ".evoteam" / "evoteam.db")
+    knowledge_url: str | None = None
+    token: str | None = None
+    project: str = "default"
+    kits_dirs: list[Path] = Field(default_factory=lambda: [SOURCE_ROOT / "task_kits"])
+    corpus_dirs: list[Path] = Field(default_factory=list)
+    anthropic_api_key: str | None = None
+    anthropic_base_url: str | None = None
+    tavily_api_key: str | None = None
+    predictor: str = "auto"  # auto | anthropic | agent
+    predictor_model: str = "claude-sonnet-4-5"
+    search_backends: list[str] = Field(default_factory=lambda: ["local", "tavily"])
+    max_artifact_bytes: int = 4 * 1024 * 1024
+    max_request_bytes: int = 8 * 1024 * 1024
+    learnings_doc_max_chars: int = 12_000
+
+    @property
+    def remote(self) -> bool:
+        return bool(self.knowledge_url)
+
+
+def _find_project_config(start: Path) -> Path | None:
+    for folder in [start, *start.parents]:
+        candidate = folder / "evoteam.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from exc
+
+
+class ConfigError(Exception):
+    """A configuration file is unreadable or holds a bad value."""
+
+
+_ENV = {
+    "EVOTEAM_DB": "db",
+    "EVOTEAM_KNOWLEDGE_URL": "knowledge_url",
+    "EVOTEAM_TOKEN": "token",
+    "EVOTEAM_PROJECT": "project",
+    "EVOTEAM_PREDICTOR": "predictor",
+    "EVOTEAM_PREDICTOR_MODEL": "predictor_model",
+    "ANTHROPIC_API_KEY": "anthropic_api_key",
+    "ANTHROPIC_BASE_URL": "anthropic_base_url",
+    "TAVILY_API_KEY": "tavily_api_key",
+}
+_ENV_LISTS = {"EVOTEAM_KITS": "kits_dirs", "EVOTEAM_CORPUS": "corpus_dirs"}
+
+
+def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) -> Settings:
+    """Read the settings for a process started in `cwd` with environment `env`."""
+    env = dict(os.environ if env is None else env)
+    cwd = cwd or Path.cwd()
+    values: dict = {}
+    home = Path(env.get("HOME", str(Path.home())))
+    for path in (home / ".config" / "evoteam" / "evoteam.toml", _find_project_config(cwd)):
+        if path and path.is_file():
+            data = _read_toml(path)
+            base = path.parent
+            for key in ("kits_dirs", "corpus_dirs"):
+                if key in data:
+                    data[key] = [base / Path(p).expanduser() for p in data[key]]
+            if "db" in data:
+                data["db"] = base / Path(data["db"]).expanduser()
+            values.update(data)
+    for var, key in _ENV.items():
+        if env.get(var):
+            values[key] = env[var]
+    for var, key in _ENV_LISTS.items():
+        if env.get(var):
+            extra = [Path(p).expanduser() for p in env[var].split(os.pathsep) if p]
+            values[key] = extra + list(values.get(key, []))
+    if "db" not in values:
+        values["db"] = home / ".evoteam" / "evoteam.db"
+    try:
+        settings = Settings(**values)
+    except ValueError as exc:
+        raise ConfigError(f"bad setting: {exc}") from exc
+    if SOURCE_ROOT / "task_kits" not in settings.kits_dirs:
+        settings.kits_dirs.append(SOURCE_ROOT / "task_kits")
+    return settings

@@ -1,0 +1,188 @@
+"""`evoteam kb ...` (the knowledge store) and `evoteam token ...` (shared-server access)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import click
+
+from evoteam.config import Settings
+from evoteam.servers.knowledge import auth
+from evoteam.servers.knowledge.connect import open_store
+from evoteam.servers.knowledge.errors import StoreError
+from evoteam.servers.knowledge.export import export_run, import_run
+from evoteam.servers.knowledge.local import LocalKnowledgeStore
+from evoteam.servers.knowledge.models import RunCreate
+
+
+def _run(coro):
+    try:
+        return asyncio.run(coro)
+    except StoreError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@click.group()
+def kb() -> None:
+    """The knowledge store: runs, learnings, history, artifacts, candidates."""
+
+
+@kb.command("runs")
+@click.option("--status", type=click.Choice(["active", "paused", "finished", "failed"]))
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def runs_cmd(settings: Settings, status, as_json) -> None:
+    """List runs, newest first."""
+
+    async def go():
+        async with open_store(settings) as store:
+            return await store.list_runs(status=status, limit=200)
+
+    page = _run(go())
+    if as_json:
+        click.echo(page.model_dump_json(indent=2))
+        return
+    if not page.items:
+        click.echo("no runs yet: start one with `evoteam kb start GOAL` or /evolve-team")
+    for run in page.items:
+        best = "-" if run.best_score is None else f"{run.best_score:.6g}"
+        ndg = "" if run.ndg is None else f"  NDG {run.ndg:.1f}"
+        click.echo(f"{run.id}  {run.status:<8} best {best}{ndg}  {run.candidates} candidates  "
+                   f"{run.learnings} learnings  {run.goal[:60]}")
+
+
+@kb.command("start")
+@click.argument("goal")
+@click.option("--kit", default=None)
+@click.option("--direction", type=click.Choice(["maximize", "minimize"]), default="maximize", show_default=True)
+@click.option("--x0", type=float, default=None)
+@click.option("--best-known", type=float, default=None)
+@click.option("--budget-usd", type=float, default=None)
+@click.pass_obj
+def start_cmd(settings: Settings, goal, kit, direction, x0, best_known, budget_usd) -> None:
+    """Start a run and print its id."""
+
+    async def go():
+        async with open_store(settings) as store:
+            return await store.start_run(RunCreate(goal=goal, kit=kit, direction=direction, x0=x0,
+                                                   best_known=best_known, budget_usd=budget_usd))
+
+    click.echo(_run(go()).id)
+
+
+@kb.command("learnings")
+@click.argument("run_id")
+@click.pass_obj
+def learnings_cmd(settings: Settings, run_id) -> None:
+    """Print a run's learnings document."""
+
+    async def go():
+        async with open_store(settings) as store:
+            return await store.render_learnings(run_id)
+
+    click.echo(_run(go()).markdown)
+
+
+@kb.command("search")
+@click.argument("query")
+@click.option("--run", "run_id", default=None)
+@click.option("--limit", default=10, show_default=True)
+@click.pass_obj
+def search_cmd(settings: Settings, query, run_id, limit) -> None:
+    """Full-text search across learnings, history, artifacts and candidate notes."""
+
+    async def go():
+        async with open_store(settings) as store:
+            return await store.search(query, run_id=run_id, limit=limit)
+
+    page = _run(go())
+    for hit in page.items:
+        click.echo(f"{hit.kind:<9} {hit.id}  {hit.title}\n          {hit.snippet}")
+    click.echo(f"{page.total} match(es)")
+
+
+@kb.command("export")
+@click.argument("run_id")
+@click.argument("folder", type=click.Path(file_okay=False, path_type=Path))
+@click.pass_obj
+def export_cmd(settings: Settings, run_id, folder) -> None:
+    """Write a run as a file tree (run.json, LEARNINGS.md, HISTORY.md, artifacts/, candidates/)."""
+
+    async def go():
+        async with open_store(settings) as store:
+            return await export_run(store, run_id, folder)
+
+    bundle = _run(go())
+    click.echo(f"exported {run_id} to {folder}: {len(bundle.learnings)} learnings, {len(bundle.history)} "
+               f"history entries, {len(bundle.artifacts)} artifacts, {len(bundle.candidates)} candidates")
+
+
+@kb.command("import")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--project", default=None, help="Import into this project instead of the exported one.")
+@click.pass_obj
+def import_cmd(settings: Settings, folder, project) -> None:
+    """Restore a run exported with `evoteam kb export` into the local store file."""
+    if settings.remote:
+        raise click.ClickException("import writes other users' provenance, so it runs on the store's own host: "
+                                   "unset EVOTEAM_KNOWLEDGE_URL and point EVOTEAM_DB at the server's file")
+
+    async def go():
+        async with LocalKnowledgeStore.open(settings.db) as store:
+            return await import_run(store, folder, project=project)
+
+    run = _run(go())
+    click.echo(f"imported {run.id} ({run.candidates} candidates, {run.learnings} learnings) into {settings.db}")
+
+
+@click.group()
+def token() -> None:
+    """Bearer tokens for the shared knowledge server (stored as hashes in the store file)."""
+
+
+def _local(settings: Settings, fn):
+    async def go():
+        async with LocalKnowledgeStore.open(settings.db) as store:
+            return await fn(store.db)
+
+    return _run(go())
+
+
+@token.command("add")
+@click.argument("user")
+@click.option("--project", default=None, help="Limit the token to one project.")
+@click.pass_obj
+def token_add(settings: Settings, user, project) -> None:
+    """Make a token for USER and print it once (only its hash is kept)."""
+    new = _local(settings, lambda db: auth.add_token(db, user, project))
+    scope = f"project {project}" if project else "all projects"
+    click.echo(f"token {new.id} for {user} ({scope}); it is shown only now:", err=True)
+    click.echo(new.token)
+
+
+@token.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def token_list(settings: Settings, as_json) -> None:
+    """List tokens (never their values)."""
+    tokens = _local(settings, auth.list_tokens)
+    if as_json:
+        click.echo(json.dumps([t.model_dump(mode="json") for t in tokens], indent=2))
+        return
+    for t in tokens:
+        state = f"revoked {t.revoked_at:%Y-%m-%d}" if t.revoked_at else "active"
+        click.echo(f"{t.id}  {t.user:<16} {t.project or '*':<12} {state}")
+
+
+@token.command("revoke")
+@click.argument("token_id")
+@click.pass_obj
+def token_revoke(settings: Settings, token_id) -> None:
+    """Revoke a token by its id (see `evoteam token list`)."""
+    _local(settings, lambda db: auth.revoke_token(db, token_id))
+    click.echo(f"revoked {token_id}")
+
+
+COMMANDS = [kb, token]

@@ -1,0 +1,25 @@
+"""Open the store a process should use: the local SQLite file, or a shared knowledge server."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from evoteam.config import Settings
+from evoteam.servers.knowledge.store import Actor, KnowledgeStore
+
+
+@asynccontextmanager
+async def open_store(settings: Settings, actor: Actor | None = None) -> AsyncIterator[KnowledgeStore]:
+    """Yield a ready store: remote when `settings.knowledge_url` is set, else the local file."""
+    actor = actor or Actor.local(default_project=settings.project)
+    if settings.knowledge_url:
+        from evoteam.servers.knowledge.remote import RemoteKnowledgeStore
+
+        async with RemoteKnowledgeStore.connect(settings.knowledge_url, settings.token, actor) as store:
+            yield store
+    else:
+        from evoteam.servers.knowledge.local import LocalKnowledgeStore
+
+        async with LocalKnowledgeStore.open(settings.db, actor) as store:
+            yield store

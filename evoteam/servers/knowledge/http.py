@@ -1,0 +1,98 @@
+"""The shared knowledge server over streamable HTTP, with bearer-token auth.
+
+Two MCP endpoints share one app, one store and one token check: `/mcp` (agent tools) and
+`/store` (the store protocol used by evoteam's other servers on remote hosts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import socket
+from collections.abc import AsyncIterator
+
+import click
+import uvicorn
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+
+from evoteam.config import Settings
+from evoteam.servers.knowledge.auth import StoreTokenVerifier, count_active_tokens
+from evoteam.servers.knowledge.local import LocalKnowledgeStore
+from evoteam.servers.knowledge.protocol import build_store_server
+from evoteam.servers.knowledge.server import build_server, token_actor
+from evoteam.servers.knowledge.store import Actor
+
+
+def is_loopback(host: str) -> bool:
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        try:
+            return all(ipaddress.ip_address(info[4][0]).is_loopback
+                       for info in socket.getaddrinfo(host, None))
+        except OSError:
+            return False
+
+
+def security_settings(host: str, port: int, allowed_hosts: list[str],
+                      allowed_origins: list[str]) -> TransportSecuritySettings:
+    """Host/Origin allow-lists: loopback always, the bound address, and what the operator adds."""
+    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", *allowed_hosts]
+    origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", *allowed_origins]
+    if not is_loopback(host) and host not in ("0.0.0.0", "::"):
+        hosts.append(f"{host}:{port}")
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+                                     allowed_origins=origins)
+
+
+def build_http_app(settings: Settings, store: LocalKnowledgeStore, *, host: str = "127.0.0.1", port: int = 8765,
+                   allowed_hosts: list[str] | None = None, allowed_origins: list[str] | None = None) -> Starlette:
+    """The ASGI app: both endpoints behind the same bearer-token check."""
+    verifier = StoreTokenVerifier(store.db)
+    default = Actor(user="anonymous", client="http", default_project=settings.project)
+    resolve = token_actor(default)
+    agent = build_server(settings, store, actor_resolver=resolve)
+    protocol = build_store_server(store, resolve)
+    # Register auth on both servers; the SDK wires the bearer check and the auth context.
+    auth = AuthSettings(issuer_url="http://127.0.0.1", resource_server_url=None)
+    for server in (agent, protocol):
+        server.settings.auth = auth
+        server._token_verifier = verifier  # noqa: SLF001 - the constructor path needs a provider we do not have
+    security = security_settings(host, port, allowed_hosts or [], allowed_origins or [])
+    common = dict(max_request_body_size=settings.max_request_bytes, transport_security=security, host=host)
+    agent_app = agent.streamable_http_app(streamable_http_path="/mcp", **common)
+    protocol_app = protocol.streamable_http_app(streamable_http_path="/store", **common)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        async with agent.session_manager.run(), protocol.session_manager.run():
+            yield
+
+    return Starlette(routes=[*agent_app.routes, *protocol_app.routes],
+                     middleware=agent_app.user_middleware, lifespan=lifespan)
+
+
+async def serve_http_async(settings: Settings, host: str, port: int, allowed_hosts: list[str],
+                           allowed_origins: list[str], ready: asyncio.Event | None = None) -> None:
+    async with LocalKnowledgeStore.open(settings.db, Actor(user="server", client="http"),
+                                        max_artifact_bytes=settings.max_artifact_bytes) as store:
+        if await count_active_tokens(store.db) == 0:
+            where = "off loopback" if not is_loopback(host) else "even on loopback"
+            raise click.ClickException(
+                f"refusing to serve HTTP {where} without tokens: make one with "
+                f"`evoteam token add USER [--project P]`, then start the server again")
+        app = build_http_app(settings, store, host=host, port=port, allowed_hosts=allowed_hosts,
+                             allowed_origins=allowed_origins)
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        server = uvicorn.Server(config)
+        click.echo(f"evoteam knowledge server on http://{host}:{port}/mcp (store: {settings.db})", err=True)
+        await server.serve()
+
+
+def run_http(settings: Settings, host: str, port: int, allowed_hosts: list[str], allowed_origins: list[str]) -> None:
+    asyncio.run(serve_http_async(settings, host, port, allowed_hosts, allowed_origins))

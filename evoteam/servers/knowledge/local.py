@@ -1,0 +1,728 @@
+"""The embedded knowledge store: a SQLite file on this machine."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import re
+import sqlite3
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import aiosqlite
+
+from evoteam.servers.knowledge.db import Database
+from evoteam.servers.knowledge.errors import Forbidden, Invalid, NotFound, TooLarge
+from evoteam.servers.knowledge.models import (
+    Artifact,
+    ArtifactCreate,
+    ArtifactInfo,
+    Candidate,
+    CandidateCreate,
+    CandidateSummary,
+    CostCreate,
+    CostEntry,
+    HistoryDocument,
+    HistoryEntry,
+    HistoryEntryCreate,
+    Learning,
+    LearningCreate,
+    LearningKind,
+    LearningsDocument,
+    Page,
+    Provenance,
+    Run,
+    RunBundle,
+    RunCreate,
+    RunStatus,
+    SearchHit,
+    SearchKind,
+    Spend,
+    SpendLine,
+    Trajectory,
+    TrajectoryPoint,
+    WorkloadResult,
+    normalised_discovery_gain,
+)
+from evoteam.servers.knowledge.render import render_history, render_learnings
+from evoteam.servers.knowledge.store import Actor, KnowledgeStore
+
+MAX_LIMIT = 200
+DEFAULT_MAX_ARTIFACT_BYTES = 4 * 1024 * 1024
+_ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ +-]{0,199}$")
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:16]}"
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str | None) -> int:
+    if not cursor:
+        return 0
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        kind, value = raw.split(":", 1)
+        offset = int(value)
+        if kind != "o" or offset < 0:
+            raise ValueError
+        return offset
+    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
+        raise Invalid("bad cursor: pass back the next_cursor of the previous page, or none to start") from exc
+
+
+def _limit(limit: int) -> int:
+    if limit < 1 or limit > MAX_LIMIT:
+        raise Invalid(f"limit must be between 1 and {MAX_LIMIT}")
+    return limit
+
+
+def _page(items: list, total: int, offset: int, limit: int) -> Page:
+    more = offset + len(items) < total
+    return Page(items=items, total=total, next_cursor=encode_cursor(offset + limit) if more else None)
+
+
+def fts_query(text: str, any_word: bool = False) -> str | None:
+    """Turn arbitrary user text into a safe FTS5 query: every word quoted, so operators,
+    quotes and column filters in the input are plain words, never syntax."""
+    words = _WORD.findall(text)[:32]
+    if not words:
+        return None
+    quoted = ['"' + w.replace('"', '""') + '"' for w in words]
+    return (" OR " if any_word else " ").join(quoted)
+
+
+def _prov(row: sqlite3.Row) -> Provenance:
+    return Provenance(user=row["user"], client=row["client"], role=row["role"],
+                      team_version=row["team_version"], created_at=datetime.fromisoformat(row["created_at"]))
+
+
+class LocalKnowledgeStore(KnowledgeStore):
+    """A knowledge store on a local SQLite file."""
+
+    def __init__(self, db: Database, actor: Actor, max_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES):
+        self.db = db
+        self.actor = actor
+        self.max_artifact_bytes = max_artifact_bytes
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, path: Path, actor: Actor | None = None,
+                   max_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES) -> AsyncIterator[LocalKnowledgeStore]:
+        async with Database(Path(path)) as db:
+            yield cls(db, actor or Actor.local(), max_artifact_bytes)
+
+    def with_actor(self, actor: Actor) -> LocalKnowledgeStore:
+        return LocalKnowledgeStore(self.db, actor, self.max_artifact_bytes)
+
+    # ------------------------------------------------------------ helpers
+
+    def _prov_values(self, project: str, at: str | None = None) -> dict[str, Any]:
+        a = self.actor
+        return {"project": project, "user": a.user, "client": a.client, "role": a.role,
+                "team_version": a.team_version, "created_at": at or now()}
+
+    def _project_filter(self, alias: str = "") -> tuple[str, list]:
+        if self.actor.project is None:
+            return "1", []
+        col = f"{alias}.project" if alias else "project"
+        return f"{col} = ?", [self.actor.project]
+
+    async def _run_row(self, conn: aiosqlite.Connection, run_id: str) -> sqlite3.Row:
+        async with conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)) as cur:
+            row = await cur.fetchone()
+        # A run outside the token's project is reported as missing: its existence is not shared.
+        if row is None or (self.actor.project is not None and row["project"] != self.actor.project):
+            raise NotFound(f"no run {run_id!r} visible to you: list_runs shows the runs you can use")
+        return row
+
+    async def _insert(self, conn: aiosqlite.Connection, table: str, values: dict[str, Any]) -> None:
+        cols = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        await conn.execute(f"INSERT INTO {table} ({cols}) VALUES ({marks})", tuple(values.values()))
+
+    async def _index(self, conn: aiosqlite.Connection, kind: str, ref_id: str, run_id: str, project: str,
+                     title: str, body: str) -> None:
+        await conn.execute(
+            "INSERT INTO search_index (title, body, kind, ref_id, run_id, project) VALUES (?, ?, ?, ?, ?, ?)",
+            (title, body[:100_000], kind, ref_id, run_id, project),
+        )
+
+    async def _replay(self, conn: aiosqlite.Connection, key: str | None, kind: str) -> str | None:
+        """The id a previous write with this idempotency key produced, if any."""
+        if not key:
+            return None
+        async with conn.execute("SELECT kind, ref_id FROM idempotency WHERE user = ? AND key = ?",
+                                (self.actor.user, key)) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            return None
+        if row["kind"] != kind:
+            raise Invalid(f"idempotency key {key!r} was already used for a {row['kind']}; use a fresh key")
+        return row["ref_id"]
+
+    async def _remember(self, conn: aiosqlite.Connection, key: str | None, kind: str, ref_id: str) -> None:
+        if key:
+            await conn.execute("INSERT INTO idempotency (user, key, kind, ref_id) VALUES (?, ?, ?, ?)",
+                               (self.actor.user, key, kind, ref_id))
+
+    # ------------------------------------------------------------ runs
+
+    async def start_run(self, spec: RunCreate) -> Run:
+        project = spec.project or self.actor.project or self.actor.default_project
+        if self.actor.project is not None and project != self.actor.project:
+            raise Forbidden(f"your token is limited to project {self.actor.project!r}; "
+                            f"start the run there (omit project)")
+        run_id = spec.run_id or new_id("run")
+        async with self.db.write() as conn:
+            async with conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)) as cur:
+                if await cur.fetchone():
+                    raise Invalid(f"run {run_id!r} exists already: use get_run, or pick another id")
+            await self._insert(conn, "runs", {
+                "id": run_id, "goal": spec.goal, "kit": spec.kit, "direction": spec.direction,
+                "x0": spec.x0, "best_known": spec.best_known, "budget_usd": spec.budget_usd,
+                "status": "active", **self._prov_values(project),
+            })
+        return await self.get_run(run_id)
+
+    async def _run_view(self, conn: aiosqlite.Connection, row: sqlite3.Row) -> Run:
+        order = "DESC" if row["direction"] == "maximize" else "ASC"
+        async with conn.execute(
+            f"SELECT id, score FROM candidates WHERE run_id = ? AND status = 'PASSED' AND score IS NOT NULL "
+            f"AND split != 'heldout' ORDER BY score {order}, created_at LIMIT 1", (row["id"],)
+        ) as cur:
+            best = await cur.fetchone()
+        async with conn.execute(
+            "SELECT (SELECT count(*) FROM candidates WHERE run_id = :r), "
+            "(SELECT count(*) FROM learnings WHERE run_id = :r AND superseded_by IS NULL), "
+            "(SELECT coalesce(sum(usd), 0) FROM costs WHERE run_id = :r)", {"r": row["id"]}
+        ) as cur:
+            n_cand, n_learn, spent = await cur.fetchone()
+        best_score = best["score"] if best else None
+        return Run(
+            id=row["id"], project=row["project"], goal=row["goal"], kit=row["kit"],
+            direction=row["direction"], x0=row["x0"], best_known=row["best_known"],
+            budget_usd=row["budget_usd"], status=row["status"], spent_usd=spent,
+            best_score=best_score, best_candidate_id=best["id"] if best else None,
+            ndg=normalised_discovery_gain(row["direction"], row["x0"], row["best_known"], best_score),
+            candidates=n_cand, learnings=n_learn, current_version=row["current_version"],
+            provenance=_prov(row),
+        )
+
+    async def get_run(self, run_id: str) -> Run:
+        async with self.db.read() as conn:
+            return await self._run_view(conn, await self._run_row(conn, run_id))
+
+    async def list_runs(self, status: RunStatus | None = None, limit: int = 20,
+                        cursor: str | None = None) -> Page[Run]:
+        limit, offset = _limit(limit), decode_cursor(cursor)
+        where, params = self._project_filter()
+        if status:
+            where += " AND status = ?"
+            params.append(status)
+        async with self.db.read() as conn:
+            async with conn.execute(f"SELECT count(*) FROM runs WHERE {where}", params) as cur:
+                (total,) = await cur.fetchone()
+            async with conn.execute(f"SELECT * FROM runs WHERE {where} ORDER BY created_at DESC LIMIT ? OFFSET ?",
+                                    [*params, limit, offset]) as cur:
+                rows = await cur.fetchall()
+            items = [await self._run_view(conn, r) for r in rows]
+        return _page(items, total, offset, limit)
+
+    async def update_run(self, run_id: str, status: RunStatus | None = None,
+                         current_version: int | None = None) -> Run:
+        async with self.db.write() as conn:
+            await self._run_row(conn, run_id)
+            if status is not None:
+                await conn.execute("UPDATE runs SET status = ? WHERE id = ?", (status, run_id))
+            if current_version is not None:
+                await conn.execute("UPDATE runs SET current_version = ? WHERE id = ?", (current_version, run_id))
+        return await self.get_run(run_id)
+
+    # ------------------------------------------------------------ learnings
+
+    def _learning(self, row: sqlite3.Row) -> Learning:
+        return Learning(id=row["id"], run_id=row["run_id"], text=row["text"], kind=row["kind"],
+                        tags=json.loads(row["tags"]), evidence=json.loads(row["evidence"]),
+                        confidence=row["confidence"], supersedes=row["supersedes"],
+                        superseded_by=row["superseded_by"], provenance=_prov(row))
+
+    async def _get_learning(self, conn: aiosqlite.Connection, learning_id: str) -> Learning:
+        async with conn.execute("SELECT * FROM learnings WHERE id = ?", (learning_id,)) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            raise NotFound(f"no learning {learning_id!r}")
+        await self._run_row(conn, row["run_id"])
+        return self._learning(row)
+
+    async def _check_evidence(self, conn: aiosqlite.Connection, run_id: str, evidence: list[str]) -> None:
+        for ref in evidence:
+            table = {"cand": "candidates", "art": "artifacts"}.get(ref.split("_", 1)[0])
+            if table is None:
+                raise Invalid(f"evidence {ref!r} is neither a candidate (cand_...) nor an artifact (art_...) id")
+            async with conn.execute(f"SELECT run_id FROM {table} WHERE id = ?", (ref,)) as cur:
+                row = await cur.fetchone()
+            if row is None or row["run_id"] != run_id:
+                raise NotFound(f"evidence {ref!r} is not in run {run_id!r}: record it first, or drop it")
+
+    async def add_learning(self, spec: LearningCreate) -> Learning:
+        async with self.db.write() as conn:
+            if (done := await self._replay(conn, spec.idempotency_key, "learning")) is not None:
+                return await self._get_learning(conn, done)
+            run = await self._run_row(conn, spec.run_id)
+            await self._check_evidence(conn, spec.run_id, spec.evidence)
+            if spec.supersedes:
+                old = await self._get_learning(conn, spec.supersedes)
+                if old.run_id != spec.run_id:
+                    raise Invalid("a learning can only supersede one of the same run")
+                if old.superseded_by:
+                    raise Invalid(f"{spec.supersedes} is already superseded by {old.superseded_by}; "
+                                  f"supersede that one instead")
+            learning_id = new_id("lrn")
+            await self._insert(conn, "learnings", {
+                "id": learning_id, "run_id": spec.run_id, "text": spec.text, "kind": spec.kind,
+                "tags": json.dumps(spec.tags), "evidence": json.dumps(spec.evidence),
+                "confidence": spec.confidence, "supersedes": spec.supersedes,
+                **self._prov_values(run["project"]),
+            })
+            if spec.supersedes:
+                await conn.execute("UPDATE learnings SET superseded_by = ? WHERE id = ?",
+                                   (learning_id, spec.supersedes))
+            await self._index(conn, "learning", learning_id, spec.run_id, run["project"],
+                              f"{spec.kind}: {' '.join(spec.tags)}", spec.text)
+            await self._remember(conn, spec.idempotency_key, "learning", learning_id)
+            return await self._get_learning(conn, learning_id)
+
+    async def list_learnings(self, run_id: str, kind: LearningKind | None = None,
+                             include_superseded: bool = False, limit: int = 50,
+                             cursor: str | None = None) -> Page[Learning]:
+        limit, offset = _limit(limit), decode_cursor(cursor)
+        where, params = "run_id = ?", [run_id]
+        if kind:
+            where += " AND kind = ?"
+            params.append(kind)
+        if not include_superseded:
+            where += " AND superseded_by IS NULL"
+        async with self.db.read() as conn:
+            await self._run_row(conn, run_id)
+            async with conn.execute(f"SELECT count(*) FROM learnings WHERE {where}", params) as cur:
+                (total,) = await cur.fetchone()
+            async with conn.execute(
+                f"SELECT * FROM learnings WHERE {where} ORDER BY created_at, id LIMIT ? OFFSET ?",
+                [*params, limit, offset],
+            ) as cur:
+                items = [self._learning(r) for r in await cur.fetchall()]
+        return _page(items, total, offset, limit)
+
+    async def render_learnings(self, run_id: str, max_chars: int | None = None) -> LearningsDocument:
+        async with self.db.read() as conn:
+            run = await self._run_row(conn, run_id)
+            async with conn.execute(
+                "SELECT * FROM learnings WHERE run_id = ? AND superseded_by IS NULL "
+                "ORDER BY confidence DESC, created_at DESC", (run_id,)
+            ) as cur:
+                learnings = [self._learning(r) for r in await cur.fetchall()]
+        return render_learnings(run_id, run["goal"], learnings, max_chars=max_chars or 12_000)
+
+    # ------------------------------------------------------------ history
+
+    def _history(self, row: sqlite3.Row) -> HistoryEntry:
+        return HistoryEntry(id=row["id"], run_id=row["run_id"], team_version=row["team_version"],
+                            observed_behaviour=row["observed_behaviour"], diagnosis=row["diagnosis"],
+                            design_change=row["design_change"], outcome=row["outcome"], provenance=_prov(row))
+
+    async def _get_history(self, conn: aiosqlite.Connection, entry_id: str) -> HistoryEntry:
+        async with conn.execute("SELECT * FROM history WHERE id = ?", (entry_id,)) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            raise NotFound(f"no history entry {entry_id!r}")
+        return self._history(row)
+
+    async def add_history(self, spec: HistoryEntryCreate) -> HistoryEntry:
+        if not any([spec.observed_behaviour, spec.diagnosis, spec.design_change, spec.outcome]):
+            raise Invalid("a history entry needs at least one of observed_behaviour, diagnosis, "
+                          "design_change, outcome")
+        async with self.db.write() as conn:
+            if (done := await self._replay(conn, spec.idempotency_key, "history")) is not None:
+                return await self._get_history(conn, done)
+            run = await self._run_row(conn, spec.run_id)
+            entry_id = new_id("his")
+            values = self._prov_values(run["project"])
+            if spec.team_version is not None:
+                values["team_version"] = spec.team_version
+            await self._insert(conn, "history", {
+                "id": entry_id, "run_id": spec.run_id, "observed_behaviour": spec.observed_behaviour,
+                "diagnosis": spec.diagnosis, "design_change": spec.design_change, "outcome": spec.outcome,
+                **values,
+            })
+            body = "\n".join([spec.observed_behaviour, spec.diagnosis, spec.design_change, spec.outcome])
+            await self._index(conn, "history", entry_id, spec.run_id, run["project"],
+                              f"team v{values['team_version']}", body)
+            await self._remember(conn, spec.idempotency_key, "history", entry_id)
+            return await self._get_history(conn, entry_id)
+
+    async def list_history(self, run_id: str, limit: int = 50, cursor: str | None = None) -> Page[HistoryEntry]:
+        limit, offset = _limit(limit), decode_cursor(cursor)
+        async with self.db.read() as conn:
+            await self._run_row(conn, run_id)
+            async with conn.execute("SELECT count(*) FROM history WHERE run_id = ?", (run_id,)) as cur:
+                (total,) = await cur.fetchone()
+            async with conn.execute(
+                "SELECT * FROM history WHERE run_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?",
+                (run_id, limit, offset),
+            ) as cur:
+                items = [self._history(r) for r in await cur.fetchall()]
+        return _page(items, total, offset, limit)
+
+    async def render_history(self, run_id: str) -> HistoryDocument:
+        async with self.db.read() as conn:
+            run = await self._run_row(conn, run_id)
+            async with conn.execute("SELECT * FROM history WHERE run_id = ? ORDER BY created_at, id",
+                                    (run_id,)) as cur:
+                entries = [self._history(r) for r in await cur.fetchall()]
+        return render_history(run_id, run["goal"], entries)
+
+    # ------------------------------------------------------------ artifacts
+
+    def _decode_content(self, spec: ArtifactCreate) -> tuple[bytes, bool]:
+        if (spec.text is None) == (spec.content_base64 is None):
+            raise Invalid("give exactly one of text or content_base64")
+        if spec.text is not None:
+            data, is_text = spec.text.encode("utf-8"), True
+        else:
+            try:
+                data, is_text = base64.b64decode(spec.content_base64, validate=True), False
+            except (binascii.Error, ValueError) as exc:
+                raise Invalid("content_base64 is not valid base64") from exc
+        if len(data) > self.max_artifact_bytes:
+            raise TooLarge(f"artifact is {len(data)} bytes; the limit is {self.max_artifact_bytes}. "
+                           f"Store a summary, or split it into parts")
+        return data, is_text
+
+    @staticmethod
+    def check_artifact_name(name: str) -> None:
+        if not _ARTIFACT_NAME.match(name) or ".." in name:
+            raise Invalid(f"artifact name {name!r} is not allowed: use a plain file name (letters, digits, "
+                          f"'.', '_', '-', '+', spaces; no '/', no '..'), e.g. 'profile_v2.txt'")
+
+    def _artifact_info(self, row: sqlite3.Row) -> ArtifactInfo:
+        return ArtifactInfo(id=row["id"], run_id=row["run_id"], name=row["name"], kind=row["kind"],
+                            sha256=row["sha256"], size=row["size"], is_text=bool(row["is_text"]),
+                            provenance=_prov(row))
+
+    async def _get_artifact_info(self, conn: aiosqlite.Connection, artifact_id: str) -> ArtifactInfo:
+        async with conn.execute("SELECT * FROM artifacts WHERE id = ?", (artifact_id,)) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            raise NotFound(f"no artifact {artifact_id!r}: list_artifacts shows a run's artifacts")
+        await self._run_row(conn, row["run_id"])
+        return self._artifact_info(row)
+
+    async def put_artifact(self, spec: ArtifactCreate) -> ArtifactInfo:
+        self.check_artifact_name(spec.name)
+        data, is_text = self._decode_content(spec)
+        digest = hashlib.sha256(data).hexdigest()
+        async with self.db.write() as conn:
+            if (done := await self._replay(conn, spec.idempotency_key, "artifact")) is not None:
+                return await self._get_artifact_info(conn, done)
+            run = await self._run_row(conn, spec.run_id)
+            await conn.execute("INSERT OR IGNORE INTO blobs (sha256, size, data) VALUES (?, ?, ?)",
+                               (digest, len(data), data))
+            artifact_id = new_id("art")
+            await self._insert(conn, "artifacts", {
+                "id": artifact_id, "run_id": spec.run_id, "name": spec.name, "kind": spec.kind,
+                "sha256": digest, "size": len(data), "is_text": int(is_text), **self._prov_values(run["project"]),
+            })
+            await self._index(conn, "artifact", artifact_id, spec.run_id, run["project"],
+                              f"{spec.kind}: {spec.name}", spec.text if is_text else "")
+            await self._remember(conn, spec.idempotency_key, "artifact", artifact_id)
+            return await self._get_artifact_info(conn, artifact_id)
+
+    async def get_artifact(self, artifact_id: str) -> Artifact:
+        async with self.db.read() as conn:
+            info = await self._get_artifact_info(conn, artifact_id)
+            async with conn.execute("SELECT data FROM blobs WHERE sha256 = ?", (info.sha256,)) as cur:
+                (data,) = await cur.fetchone()
+        if info.is_text:
+            return Artifact(**info.model_dump(), text=bytes(data).decode("utf-8"))
+        return Artifact(**info.model_dump(), content_base64=base64.b64encode(data).decode())
+
+    async def list_artifacts(self, run_id: str, kind: str | None = None, limit: int = 50,
+                             cursor: str | None = None) -> Page[ArtifactInfo]:
+        limit, offset = _limit(limit), decode_cursor(cursor)
+        where, params = "run_id = ?", [run_id]
+        if kind:
+            where += " AND kind = ?"
+            params.append(kind)
+        async with self.db.read() as conn:
+            await self._run_row(conn, run_id)
+            async with conn.execute(f"SELECT count(*) FROM artifacts WHERE {where}", params) as cur:
+                (total,) = await cur.fetchone()
+            async with conn.execute(
+                f"SELECT * FROM artifacts WHERE {where} ORDER BY created_at, id LIMIT ? OFFSET ?",
+                [*params, limit, offset],
+            ) as cur:
+                items = [self._artifact_info(r) for r in await cur.fetchall()]
+        return _page(items, total, offset, limit)
+
+    # ------------------------------------------------------------ candidates
+
+    def _summary(self, row: sqlite3.Row) -> CandidateSummary:
+        return CandidateSummary(id=row["id"], run_id=row["run_id"], status=row["status"], score=row["score"],
+                                split=row["split"], parent_id=row["parent_id"], flagged=bool(row["flagged"]),
+                                provenance=_prov(row))
+
+    def _candidate(self, row: sqlite3.Row) -> Candidate:
+        return Candidate(
+            **self._summary(row).model_dump(), code=row["code"], artifact_id=row["artifact_id"],
+            metrics=json.loads(row["metrics"]),
+            workloads=[WorkloadResult(**w) for w in json.loads(row["workloads"])],
+            documents_used=json.loads(row["documents_used"]), notes=row["notes"], cost_usd=row["cost_usd"],
+        )
+
+    async def _get_candidate(self, conn: aiosqlite.Connection, candidate_id: str) -> Candidate:
+        async with conn.execute("SELECT * FROM candidates WHERE id = ?", (candidate_id,)) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            raise NotFound(f"no candidate {candidate_id!r}: best_candidates or trajectory list a run's candidates")
+        await self._run_row(conn, row["run_id"])
+        return self._candidate(row)
+
+    async def record_candidate(self, spec: CandidateCreate) -> Candidate:
+        if spec.code is None and spec.artifact_id is None:
+            raise Invalid("a candidate needs its code or an artifact_id holding it")
+        async with self.db.write() as conn:
+            if (done := await self._replay(conn, spec.idempotency_key, "candidate")) is not None:
+                return await self._get_candidate(conn, done)
+            run = await self._run_row(conn, spec.run_id)
+            if spec.parent_id:
+                parent = await self._get_candidate(conn, spec.parent_id)
+                if parent.run_id != spec.run_id:
+                    raise Invalid(f"parent {spec.parent_id} belongs to another run")
+            if spec.artifact_id:
+                art = await self._get_artifact_info(conn, spec.artifact_id)
+                if art.run_id != spec.run_id:
+                    raise Invalid(f"artifact {spec.artifact_id} belongs to another run")
+            candidate_id = new_id("cand")
+            await self._insert(conn, "candidates", {
+                "id": candidate_id, "run_id": spec.run_id, "code": spec.code, "artifact_id": spec.artifact_id,
+                "status": spec.status, "score": spec.score, "split": spec.split,
+                "metrics": json.dumps(spec.metrics, default=str),
+                "workloads": json.dumps([w.model_dump() for w in spec.workloads]),
+                "parent_id": spec.parent_id, "documents_used": json.dumps(spec.documents_used),
+                "notes": spec.notes, "flagged": int(spec.flagged), "cost_usd": spec.cost_usd,
+                **self._prov_values(run["project"]),
+            })
+            await self._index(conn, "candidate", candidate_id, spec.run_id, run["project"],
+                              f"candidate {spec.status} score {spec.score}", spec.notes)
+            await self._remember(conn, spec.idempotency_key, "candidate", candidate_id)
+            return await self._get_candidate(conn, candidate_id)
+
+    async def get_candidate(self, candidate_id: str) -> Candidate:
+        async with self.db.read() as conn:
+            return await self._get_candidate(conn, candidate_id)
+
+    async def list_candidates(self, run_id: str, limit: int = 50,
+                              cursor: str | None = None) -> Page[CandidateSummary]:
+        limit, offset = _limit(limit), decode_cursor(cursor)
+        async with self.db.read() as conn:
+            await self._run_row(conn, run_id)
+            async with conn.execute("SELECT count(*) FROM candidates WHERE run_id = ?", (run_id,)) as cur:
+                (total,) = await cur.fetchone()
+            async with conn.execute(
+                "SELECT * FROM candidates WHERE run_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?",
+                (run_id, limit, offset),
+            ) as cur:
+                items = [self._summary(r) for r in await cur.fetchall()]
+        return _page(items, total, offset, limit)
+
+    async def best_candidates(self, run_id: str, k: int = 5,
+                              split: Literal["dev", "heldout", "all"] | None = None) -> list[CandidateSummary]:
+        k = _limit(k)
+        async with self.db.read() as conn:
+            run = await self._run_row(conn, run_id)
+            order = "DESC" if run["direction"] == "maximize" else "ASC"
+            where, params = "run_id = ? AND status = 'PASSED' AND score IS NOT NULL", [run_id]
+            if split:
+                where += " AND split = ?"
+                params.append(split)
+            async with conn.execute(
+                f"SELECT * FROM candidates WHERE {where} ORDER BY score {order}, created_at LIMIT ?", [*params, k]
+            ) as cur:
+                return [self._summary(r) for r in await cur.fetchall()]
+
+    async def trajectory(self, run_id: str) -> Trajectory:
+        async with self.db.read() as conn:
+            run = await self._run_row(conn, run_id)
+            async with conn.execute(
+                "SELECT id, created_at, score, status, role, team_version FROM candidates "
+                "WHERE run_id = ? AND split != 'heldout' ORDER BY created_at, id", (run_id,)
+            ) as cur:
+                rows = await cur.fetchall()
+        better = (lambda a, b: a > b) if run["direction"] == "maximize" else (lambda a, b: a < b)
+        best, points = None, []
+        for r in rows:
+            if r["status"] == "PASSED" and r["score"] is not None and (best is None or better(r["score"], best)):
+                best = r["score"]
+            points.append(TrajectoryPoint(candidate_id=r["id"], at=datetime.fromisoformat(r["created_at"]),
+                                          score=r["score"], best_so_far=best, status=r["status"],
+                                          role=r["role"], team_version=r["team_version"]))
+        return Trajectory(run_id=run_id, direction=run["direction"], points=points, best_score=best,
+                          ndg=normalised_discovery_gain(run["direction"], run["x0"], run["best_known"], best))
+
+    # ------------------------------------------------------------ costs
+
+    def _cost(self, row: sqlite3.Row) -> CostEntry:
+        return CostEntry(id=row["id"], run_id=row["run_id"], usd=row["usd"], source=row["source"],
+                         detail=json.loads(row["detail"]), provenance=_prov(row))
+
+    async def record_cost(self, spec: CostCreate) -> CostEntry:
+        async with self.db.write() as conn:
+            done = await self._replay(conn, spec.idempotency_key, "cost")
+            if done is None:
+                run = await self._run_row(conn, spec.run_id)
+                done = new_id("cost")
+                await self._insert(conn, "costs", {
+                    "id": done, "run_id": spec.run_id, "usd": spec.usd, "source": spec.source,
+                    "detail": json.dumps(spec.detail, default=str), **self._prov_values(run["project"]),
+                })
+                await self._remember(conn, spec.idempotency_key, "cost", done)
+            async with conn.execute("SELECT * FROM costs WHERE id = ?", (done,)) as cur:
+                return self._cost(await cur.fetchone())
+
+    async def list_costs(self, run_id: str) -> list[CostEntry]:
+        async with self.db.read() as conn:
+            await self._run_row(conn, run_id)
+            async with conn.execute("SELECT * FROM costs WHERE run_id = ? ORDER BY created_at, id", (run_id,)) as cur:
+                return [self._cost(r) for r in await cur.fetchall()]
+
+    async def spend(self, run_id: str) -> Spend:
+        async with self.db.read() as conn:
+            run = await self._run_row(conn, run_id)
+            async with conn.execute(
+                "SELECT role, team_version, sum(usd) AS usd FROM costs WHERE run_id = ? "
+                "GROUP BY role, team_version ORDER BY team_version, role", (run_id,)
+            ) as cur:
+                lines = [SpendLine(role=r["role"], team_version=r["team_version"], usd=r["usd"])
+                         for r in await cur.fetchall()]
+        spent = sum(line.usd for line in lines)
+        budget = run["budget_usd"]
+        return Spend(run_id=run_id, budget_usd=budget, spent_usd=spent,
+                     left_usd=None if budget is None else max(0.0, budget - spent), lines=lines)
+
+    # ------------------------------------------------------------ search
+
+    async def search(self, query: str, run_id: str | None = None, kinds: list[SearchKind] | None = None,
+                     limit: int = 10, cursor: str | None = None) -> Page[SearchHit]:
+        limit, offset = _limit(limit), decode_cursor(cursor)
+        async with self.db.read() as conn:
+            if run_id:
+                await self._run_row(conn, run_id)
+            for any_word in (False, True):
+                match = fts_query(query, any_word=any_word)
+                if match is None:
+                    return Page(items=[], total=0)
+                where, params = "search_index MATCH ?", [match]
+                if self.actor.project is not None:
+                    where += " AND project = ?"
+                    params.append(self.actor.project)
+                if run_id:
+                    where += " AND run_id = ?"
+                    params.append(run_id)
+                if kinds:
+                    where += f" AND kind IN ({', '.join('?' for _ in kinds)})"
+                    params.extend(kinds)
+                async with conn.execute(f"SELECT count(*) FROM search_index WHERE {where}", params) as cur:
+                    (total,) = await cur.fetchone()
+                # All words must match first; only when nothing does, any word may.
+                if total or any_word:
+                    break
+            async with conn.execute(
+                f"SELECT kind, ref_id, run_id, title, snippet(search_index, 1, '[', ']', '…', 16) AS snip, "
+                f"bm25(search_index, 2.0, 1.0) AS rank FROM search_index WHERE {where} "
+                f"ORDER BY rank LIMIT ? OFFSET ?", [*params, limit, offset],
+            ) as cur:
+                items = [SearchHit(kind=r["kind"], id=r["ref_id"], run_id=r["run_id"], title=r["title"],
+                                   snippet=r["snip"], rank=r["rank"]) for r in await cur.fetchall()]
+        return _page(items, total, offset, limit)
+
+    # ------------------------------------------------------------ import
+
+    async def import_bundle(self, bundle: RunBundle, project: str | None = None) -> Run:
+        """Restore an exported run with its ids and provenance. Local only: provenance is
+        taken from the bundle, which a remote caller must not be able to forge."""
+        run = bundle.run
+        project = project or run.project
+        if self.actor.project is not None and project != self.actor.project:
+            raise Forbidden(f"cannot import into project {project!r}")
+
+        def prov(p: Provenance) -> dict[str, Any]:
+            return {"project": project, "user": p.user, "client": p.client, "role": p.role,
+                    "team_version": p.team_version, "created_at": p.created_at.isoformat()}
+
+        async with self.db.write() as conn:
+            async with conn.execute("SELECT 1 FROM runs WHERE id = ?", (run.id,)) as cur:
+                if await cur.fetchone():
+                    raise Invalid(f"run {run.id} exists already in this store; nothing was imported")
+            await self._insert(conn, "runs", {
+                "id": run.id, "goal": run.goal, "kit": run.kit, "direction": run.direction, "x0": run.x0,
+                "best_known": run.best_known, "budget_usd": run.budget_usd, "status": run.status,
+                "current_version": run.current_version, **prov(run.provenance)})
+            for a in bundle.artifacts:
+                data = a.text.encode("utf-8") if a.is_text else base64.b64decode(a.content_base64 or "")
+                if hashlib.sha256(data).hexdigest() != a.sha256:
+                    raise Invalid(f"artifact {a.id} content does not match its sha256; the export is damaged")
+                await conn.execute("INSERT OR IGNORE INTO blobs (sha256, size, data) VALUES (?, ?, ?)",
+                                   (a.sha256, len(data), data))
+                await self._insert(conn, "artifacts", {
+                    "id": a.id, "run_id": run.id, "name": a.name, "kind": a.kind, "sha256": a.sha256,
+                    "size": len(data), "is_text": int(a.is_text), **prov(a.provenance)})
+                await self._index(conn, "artifact", a.id, run.id, project, f"{a.kind}: {a.name}", a.text or "")
+            # Parents before children: candidates are exported in creation order.
+            for c in bundle.candidates:
+                await self._insert(conn, "candidates", {
+                    "id": c.id, "run_id": run.id, "code": c.code, "artifact_id": c.artifact_id,
+                    "status": c.status, "score": c.score, "split": c.split,
+                    "metrics": json.dumps(c.metrics, default=str),
+                    "workloads": json.dumps([w.model_dump() for w in c.workloads]), "parent_id": c.parent_id,
+                    "documents_used": json.dumps(c.documents_used), "notes": c.notes, "flagged": int(c.flagged),
+                    "cost_usd": c.cost_usd, **prov(c.provenance)})
+                await self._index(conn, "candidate", c.id, run.id, project,
+                                  f"candidate {c.status} score {c.score}", c.notes)
+            for item in bundle.learnings:
+                await self._insert(conn, "learnings", {
+                    "id": item.id, "run_id": run.id, "text": item.text, "kind": item.kind,
+                    "tags": json.dumps(item.tags), "evidence": json.dumps(item.evidence),
+                    "confidence": item.confidence, "supersedes": None, "superseded_by": None,
+                    **prov(item.provenance)})
+                await self._index(conn, "learning", item.id, run.id, project,
+                                  f"{item.kind}: {' '.join(item.tags)}", item.text)
+            for item in bundle.learnings:  # links after all rows exist
+                await conn.execute("UPDATE learnings SET supersedes = ?, superseded_by = ? WHERE id = ?",
+                                   (item.supersedes, item.superseded_by, item.id))
+            for h in bundle.history:
+                await self._insert(conn, "history", {
+                    "id": h.id, "run_id": run.id, "observed_behaviour": h.observed_behaviour,
+                    "diagnosis": h.diagnosis, "design_change": h.design_change, "outcome": h.outcome,
+                    **prov(h.provenance)})
+                body = "\n".join([h.observed_behaviour, h.diagnosis, h.design_change, h.outcome])
+                await self._index(conn, "history", h.id, run.id, project, f"team v{h.team_version}", body)
+            for cost in bundle.costs:
+                await self._insert(conn, "costs", {
+                    "id": cost.id, "run_id": run.id, "usd": cost.usd, "source": cost.source,
+                    "detail": json.dumps(cost.detail, default=str), **prov(cost.provenance)})
+        return await self.get_run(run.id)

@@ -1,0 +1,346 @@
+"""The knowledge store's schema: one pydantic model per thing, used by the store, the MCP
+tools, the remote client and the CLI alike."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Direction = Literal["maximize", "minimize"]
+RunStatus = Literal["active", "paused", "finished", "failed"]
+LearningKind = Literal[
+    "observation", "technique", "dead_end", "bug", "hypothesis", "workload", "process", "checkpoint"
+]
+CandidateStatus = Literal[
+    "PASSED",
+    "INCORRECT_SHAPE",
+    "INCORRECT_DTYPE",
+    "INCORRECT_NUMERICAL",
+    "RUNTIME_ERROR",
+    "COMPILE_ERROR",
+    "TIMEOUT",
+    "PENDING",
+]
+SearchKind = Literal["learning", "history", "artifact", "candidate"]
+
+T = TypeVar("T")
+
+
+class Provenance(BaseModel):
+    """Who wrote a row, from where. `user` always comes from the caller's identity (the
+    bearer token, or the local account), never from a tool argument."""
+
+    user: str
+    client: str | None = None
+    role: str | None = None
+    team_version: int | None = None
+    created_at: datetime
+
+
+class Page(BaseModel, Generic[T]):
+    """One page of a listing. Pass `next_cursor` back as `cursor` for the next page."""
+
+    items: list[T]
+    total: int
+    next_cursor: str | None = None
+
+
+# ---------------------------------------------------------------- runs
+
+
+class RunCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    goal: str = Field(min_length=1, max_length=20_000)
+    kit: str | None = Field(default=None, max_length=500)
+    direction: Direction = "maximize"
+    x0: float | None = None
+    best_known: float | None = None
+    budget_usd: float | None = Field(default=None, ge=0)
+    project: str | None = Field(default=None, max_length=100)
+    run_id: str | None = Field(default=None, pattern=r"^run_[A-Za-z0-9_-]{1,60}$")
+
+    @field_validator("x0", "best_known")
+    @classmethod
+    def _finite(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ValueError("must be a finite number")
+        return value
+
+
+class Run(BaseModel):
+    id: str
+    project: str
+    goal: str
+    kit: str | None
+    direction: Direction
+    x0: float | None
+    best_known: float | None
+    budget_usd: float | None
+    status: RunStatus
+    spent_usd: float = 0.0
+    best_score: float | None = None
+    best_candidate_id: str | None = None
+    ndg: float | None = None
+    candidates: int = 0
+    learnings: int = 0
+    current_version: int | None = None
+    provenance: Provenance
+
+
+def normalised_discovery_gain(direction: Direction, x0: float | None, best_known: float | None,
+                              best: float | None) -> float | None:
+    """NDG = 100 (E(best) - E(x0)) / (E(SOTA) - E(x0)), direction-aware, uncapped."""
+    if x0 is None or best_known is None or best is None or best_known == x0:
+        return None
+    sign = 1.0 if direction == "maximize" else -1.0
+    return 100.0 * sign * (best - x0) / (sign * (best_known - x0))
+
+
+# ---------------------------------------------------------------- learnings
+
+
+class LearningCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    text: str = Field(min_length=1, max_length=8_000)
+    kind: LearningKind = "observation"
+    tags: list[str] = Field(default_factory=list, max_length=20)
+    evidence: list[str] = Field(
+        default_factory=list, max_length=20,
+        description="ids of candidates (cand_...) or artifacts (art_...) that back this learning",
+    )
+    confidence: float = Field(default=0.5, ge=0.0, le=1.0)
+    supersedes: str | None = None
+    idempotency_key: str | None = Field(default=None, max_length=200)
+
+
+class Learning(BaseModel):
+    id: str
+    run_id: str
+    text: str
+    kind: LearningKind
+    tags: list[str]
+    evidence: list[str]
+    confidence: float
+    supersedes: str | None
+    superseded_by: str | None = None
+    provenance: Provenance
+
+
+class LearningsDocument(BaseModel):
+    """The run's learnings rendered as Markdown, bounded in size."""
+
+    run_id: str
+    markdown: str
+    shown: int
+    total: int
+    truncated: bool
+
+
+# ---------------------------------------------------------------- history
+
+
+class HistoryEntryCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    team_version: int | None = Field(default=None, ge=0)
+    observed_behaviour: str = Field(default="", max_length=20_000)
+    diagnosis: str = Field(default="", max_length=20_000)
+    design_change: str = Field(default="", max_length=20_000)
+    outcome: str = Field(default="", max_length=20_000)
+    idempotency_key: str | None = Field(default=None, max_length=200)
+
+
+class HistoryEntry(BaseModel):
+    id: str
+    run_id: str
+    team_version: int | None
+    observed_behaviour: str
+    diagnosis: str
+    design_change: str
+    outcome: str
+    provenance: Provenance
+
+
+class HistoryDocument(BaseModel):
+    run_id: str
+    markdown: str
+    entries: int
+
+
+# ---------------------------------------------------------------- artifacts
+
+
+class ArtifactCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    name: str = Field(min_length=1, max_length=200)
+    kind: str = Field(default="file", min_length=1, max_length=50)
+    text: str | None = None
+    content_base64: str | None = None
+    idempotency_key: str | None = Field(default=None, max_length=200)
+
+
+class ArtifactInfo(BaseModel):
+    id: str
+    run_id: str
+    name: str
+    kind: str
+    sha256: str
+    size: int
+    is_text: bool
+    provenance: Provenance
+
+
+class Artifact(ArtifactInfo):
+    text: str | None = None
+    content_base64: str | None = None
+
+
+# ---------------------------------------------------------------- candidates
+
+
+class WorkloadResult(BaseModel):
+    workload: str
+    status: CandidateStatus
+    speedup: float | None = None
+    candidate_ms: float | None = None
+    baseline_ms: float | None = None
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    message: str | None = None
+
+
+class CandidateCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    code: str | None = Field(default=None, max_length=2_000_000)
+    artifact_id: str | None = None
+    status: CandidateStatus = "PENDING"
+    score: float | None = None
+    split: Literal["dev", "heldout", "all"] = "dev"
+    metrics: dict[str, Any] = Field(default_factory=dict)
+    workloads: list[WorkloadResult] = Field(default_factory=list)
+    parent_id: str | None = None
+    documents_used: list[str] = Field(default_factory=list, max_length=50)
+    notes: str = Field(default="", max_length=20_000)
+    flagged: bool = False
+    cost_usd: float | None = Field(default=None, ge=0)
+    idempotency_key: str | None = Field(default=None, max_length=200)
+
+    @field_validator("score")
+    @classmethod
+    def _no_nan(cls, value: float | None) -> float | None:
+        # NaN/inf never score: the harness reports them as failures instead.
+        if value is not None and not math.isfinite(value):
+            raise ValueError("score must be finite (NaN/inf never score)")
+        return value
+
+
+class CandidateSummary(BaseModel):
+    id: str
+    run_id: str
+    status: CandidateStatus
+    score: float | None
+    split: str
+    parent_id: str | None
+    flagged: bool
+    provenance: Provenance
+
+
+class Candidate(CandidateSummary):
+    code: str | None
+    artifact_id: str | None
+    metrics: dict[str, Any]
+    workloads: list[WorkloadResult]
+    documents_used: list[str]
+    notes: str
+    cost_usd: float | None
+
+
+class TrajectoryPoint(BaseModel):
+    candidate_id: str
+    at: datetime
+    score: float | None
+    best_so_far: float | None
+    status: CandidateStatus
+    role: str | None
+    team_version: int | None
+
+
+class Trajectory(BaseModel):
+    run_id: str
+    direction: Direction
+    points: list[TrajectoryPoint]
+    best_score: float | None
+    ndg: float | None
+
+
+# ---------------------------------------------------------------- search
+
+
+class SearchHit(BaseModel):
+    kind: SearchKind
+    id: str
+    run_id: str
+    title: str
+    snippet: str
+    rank: float
+
+
+# ---------------------------------------------------------------- costs
+
+
+class CostCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    usd: float = Field(ge=0)
+    source: str = Field(min_length=1, max_length=100, description="e.g. sdk_result, transcript, predictor")
+    detail: dict[str, Any] = Field(default_factory=dict)
+    idempotency_key: str | None = Field(default=None, max_length=200)
+
+
+class CostEntry(BaseModel):
+    id: str
+    run_id: str
+    usd: float
+    source: str
+    detail: dict[str, Any]
+    provenance: Provenance
+
+
+class SpendLine(BaseModel):
+    role: str | None
+    team_version: int | None
+    usd: float
+
+
+class Spend(BaseModel):
+    run_id: str
+    budget_usd: float | None
+    spent_usd: float
+    left_usd: float | None
+    lines: list[SpendLine]
+
+
+# ---------------------------------------------------------------- whole-run bundles
+
+
+class RunBundle(BaseModel):
+    """Everything a run holds, as exported to and imported from a file tree."""
+
+    run: Run
+    learnings: list[Learning]
+    history: list[HistoryEntry]
+    artifacts: list[Artifact]
+    candidates: list[Candidate]
+    costs: list[CostEntry] = Field(default_factory=list)

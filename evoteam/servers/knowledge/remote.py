@@ -1,0 +1,116 @@
+"""`RemoteKnowledgeStore`: the store interface, served by a shared knowledge server.
+
+Every method is forwarded through the server's `/store` endpoint (see protocol.py), so code
+written against `KnowledgeStore` runs unchanged against a store on another host.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import httpx2
+from mcp import Client
+
+from evoteam.servers.knowledge.errors import StoreError, Unavailable
+from evoteam.servers.knowledge.protocol import STORE_METHODS, CallResult, encode_args, method_signature, raise_call_error
+from evoteam.servers.knowledge.store import Actor, KnowledgeStore
+
+
+def store_endpoint(url: str) -> str:
+    """The `/store` endpoint beside the agent endpoint a user configures (`.../mcp`)."""
+    base = url.rstrip("/")
+    if base.endswith("/mcp"):
+        base = base[: -len("/mcp")]
+    if base.endswith("/store"):
+        return base
+    return base + "/store"
+
+
+class RemoteKnowledgeStore(KnowledgeStore):
+    def __init__(self, client: Client, actor: Actor):
+        self._client = client
+        self.actor = actor
+
+    @classmethod
+    @asynccontextmanager
+    async def connect(cls, url: str, token: str | None, actor: Actor,
+                      timeout: float = 60.0) -> AsyncIterator[RemoteKnowledgeStore]:
+        if not token:
+            raise Unavailable("a shared knowledge server needs a token: set EVOTEAM_TOKEN "
+                              "(made with `evoteam token add USER` on the server host)")
+        endpoint = store_endpoint(url)
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
+                                  timeout=httpx2.Timeout(timeout, read=timeout * 5))
+        async with AsyncExitStack() as stack:
+            await stack.enter_async_context(http)
+            await _preflight(http, endpoint)
+            try:
+                client = await stack.enter_async_context(Client(_transport(endpoint, http)))
+            except Exception as exc:  # the SDK raises exception groups around transport errors
+                raise Unavailable(f"cannot open an MCP session with {endpoint}: {_first_leaf(exc)}") from None
+            yield cls(client, actor)
+
+    def with_actor(self, actor: Actor) -> RemoteKnowledgeStore:
+        return RemoteKnowledgeStore(self._client, actor)
+
+    async def _call(self, method: str, args: tuple, kwargs: dict) -> Any:
+        payload = encode_args(method, args, kwargs)
+        result = await self._client.call_tool("call", {
+            "method": method, "args": payload, "role": self.actor.role, "team_version": self.actor.team_version,
+        })
+        if result.is_error:
+            text = " ".join(getattr(c, "text", "") for c in result.content)
+            raise StoreError(f"knowledge server refused {method}: {text}")
+        data = result.structured_content
+        if data is None:  # older servers answer in text only
+            data = json.loads(result.content[0].text)
+        outcome = CallResult.model_validate(data)
+        if outcome.error:
+            raise_call_error(outcome.error)
+        _, returns = method_signature(method)
+        return returns.validate_python(outcome.result)
+
+
+async def _preflight(http: httpx2.AsyncClient, endpoint: str) -> None:
+    """Turn the common set-up mistakes into plain messages before the MCP handshake."""
+    try:
+        response = await http.get(endpoint, headers={"Accept": "text/event-stream"})
+    except httpx2.HTTPError as exc:
+        raise Unavailable(f"cannot reach the knowledge server at {endpoint}: {exc}") from None
+    if response.status_code == 401:
+        raise Unavailable(f"the knowledge server at {endpoint} refused the token: check EVOTEAM_TOKEN "
+                          "(`evoteam token list` on the server host shows active tokens)")
+    if response.status_code in (403, 421):
+        raise Unavailable(f"the knowledge server at {endpoint} refused this host name: start it with "
+                          "--allowed-host HOST:PORT for the name you connect with")
+    if response.status_code == 404:
+        raise Unavailable(f"no evoteam knowledge server at {endpoint}: check EVOTEAM_KNOWLEDGE_URL")
+
+
+def _first_leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _transport(url: str, http: httpx2.AsyncClient):
+    from mcp.client.streamable_http import streamable_http_client
+
+    return streamable_http_client(url, http_client=http)
+
+
+def _forwarder(name: str):
+    async def method(self: RemoteKnowledgeStore, *args, **kwargs):
+        return await self._call(name, args, kwargs)
+
+    method.__name__ = name
+    method.__doc__ = getattr(KnowledgeStore, name).__doc__
+    return method
+
+
+for _name in STORE_METHODS:
+    setattr(RemoteKnowledgeStore, _name, _forwarder(_name))
+RemoteKnowledgeStore.__abstractmethods__ = frozenset()

@@ -1,0 +1,337 @@
+"""The `knowledge` MCP server: a thin layer over a `KnowledgeStore`.
+
+Each tool validates its arguments, calls the store as the caller's actor and returns a
+pydantic model. Over HTTP the actor's user and project come from the bearer token.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Literal
+
+from mcp.server import MCPServer
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.mcpserver import Context
+from pydantic import BaseModel, Field
+
+from evoteam.config import Settings
+from evoteam.servers.common import resource_errors, session_actor, tool_errors
+from evoteam.servers.knowledge.connect import open_store
+from evoteam.servers.knowledge.models import (
+    Artifact,
+    ArtifactCreate,
+    ArtifactInfo,
+    Candidate,
+    CandidateCreate,
+    CandidateStatus,
+    CandidateSummary,
+    Direction,
+    HistoryEntry,
+    HistoryEntryCreate,
+    Learning,
+    LearningCreate,
+    LearningKind,
+    Page,
+    Run,
+    RunCreate,
+    RunStatus,
+    SearchHit,
+    SearchKind,
+    Trajectory,
+    WorkloadResult,
+)
+from evoteam.servers.knowledge.store import Actor, KnowledgeStore
+
+INSTRUCTIONS = """\
+The evoteam knowledge store: the shared memory of an optimisation run (the team's file system K).
+Start or pick a run (start_run / list_runs), read its learnings document and history before you act,
+record what you learn with evidence (add_learning), keep files you produce (put_artifact), and
+record every evaluated candidate (record_candidate; bench.evaluate does it for you). Use search
+to find anything across learnings, history, artifacts and candidate notes."""
+
+Limit = Annotated[int, Field(ge=1, le=200, description="page size")]
+Cursor = Annotated[str | None, Field(description="next_cursor from the previous page; omit for the first")]
+Role = Annotated[str | None, Field(description="your role name in the team, if any (recorded as provenance)")]
+Version = Annotated[int | None, Field(ge=0, description="the team version you belong to, if any")]
+IdemKey = Annotated[str | None, Field(max_length=200, description="retry-safe key: a repeated write with "
+                                                                   "the same key returns the first result")]
+
+
+class LearningsView(BaseModel):
+    """The learnings of a run: a rendered Markdown document, or a page of entries."""
+
+    run_id: str
+    document: str | None = None
+    items: list[Learning] = Field(default_factory=list)
+    total: int
+    shown: int
+    truncated: bool = False
+    next_cursor: str | None = None
+
+
+class HistoryView(BaseModel):
+    run_id: str
+    document: str | None = None
+    items: list[HistoryEntry] = Field(default_factory=list)
+    total: int
+    next_cursor: str | None = None
+
+
+class CandidateList(BaseModel):
+    run_id: str
+    items: list[CandidateSummary]
+
+
+class ArtifactView(BaseModel):
+    """An artifact's metadata, with its content when asked for."""
+
+    artifact: ArtifactInfo | Artifact
+
+
+ActorResolver = Callable[[Context], Actor]
+
+
+def token_actor(default: Actor) -> ActorResolver:
+    """Over HTTP: user and project from the bearer token; role and version are per call."""
+
+    def resolve(ctx: Context) -> Actor:
+        token = get_access_token()
+        if token is None:
+            return default
+        project = (token.claims or {}).get("project")
+        client = None
+        with contextlib.suppress(Exception):
+            params = ctx.session.client_params
+            client = params.client_info.name if params and params.client_info else None
+        return Actor(user=token.client_id, project=project, client=client or "http",
+                     default_project=project or default.default_project)
+
+    return resolve
+
+
+def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
+                 actor_resolver: ActorResolver | None = None) -> MCPServer:
+    """Build the knowledge server. Without `store`, it opens the configured store for its lifetime."""
+    holder: dict[str, KnowledgeStore] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_server: MCPServer) -> AsyncIterator[dict]:
+        if store is not None:
+            holder["store"] = store
+            yield {}
+            return
+        async with open_store(settings, session_actor(settings, "knowledge")) as opened:
+            holder["store"] = opened
+            yield {}
+
+    server = MCPServer("knowledge", instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING")
+    if store is not None:
+        holder["store"] = store
+
+    def kb(ctx: Context, role: str | None = None, team_version: int | None = None) -> KnowledgeStore:
+        base = holder["store"]
+        actor = actor_resolver(ctx) if actor_resolver else base.actor
+        update = {k: v for k, v in (("role", role), ("team_version", team_version)) if v is not None}
+        if update:
+            actor = actor.model_copy(update=update)
+        return base.with_actor(actor) if actor is not base.actor else base
+
+    # ------------------------------------------------------------ runs
+
+    @server.tool()
+    @tool_errors
+    async def start_run(ctx: Context, goal: str, direction: Direction = "maximize", kit: str | None = None,
+                        x0: float | None = None, best_known: float | None = None,
+                        budget_usd: float | None = None, project: str | None = None) -> Run:
+        """Start an optimisation run: its goal, the task kit or evaluator, whether the score is
+        maximised or minimised, the initial score x0 and the best-known score (for NDG), and a USD
+        budget. Returns the run; pass its id to every other tool."""
+        spec = RunCreate(goal=goal, direction=direction, kit=kit, x0=x0, best_known=best_known,
+                         budget_usd=budget_usd, project=project)
+        return await kb(ctx).start_run(spec)
+
+    @server.tool()
+    @tool_errors
+    async def get_run(ctx: Context, run_id: str) -> Run:
+        """A run's state: goal, direction, budget and spend, best score and candidate, NDG, counts,
+        current team version."""
+        return await kb(ctx).get_run(run_id)
+
+    @server.tool()
+    @tool_errors
+    async def list_runs(ctx: Context, status: RunStatus | None = None, limit: Limit = 20,
+                        cursor: Cursor = None) -> Page[Run]:
+        """Runs you can see, newest first; filter by status (active, paused, finished, failed)."""
+        return await kb(ctx).list_runs(status=status, limit=limit, cursor=cursor)
+
+    # ------------------------------------------------------------ learnings
+
+    @server.tool()
+    @tool_errors
+    async def add_learning(ctx: Context, run_id: str, text: str, kind: LearningKind = "observation",
+                           tags: list[str] | None = None, evidence: list[str] | None = None,
+                           confidence: float = 0.5, supersedes: str | None = None,
+                           role: Role = None, team_version: Version = None,
+                           idempotency_key: IdemKey = None) -> Learning:
+        """Record one empirical learning: what you observed, with evidence ids (cand_... or art_...)
+        that back it and your confidence (0-1). kind: observation, technique (works), dead_end (do not
+        retry), bug, hypothesis, workload, process, checkpoint. To correct or refine an earlier
+        learning, pass its id as `supersedes`: the old one is hidden from the document but kept."""
+        spec = LearningCreate(run_id=run_id, text=text, kind=kind, tags=tags or [], evidence=evidence or [],
+                              confidence=confidence, supersedes=supersedes, idempotency_key=idempotency_key)
+        return await kb(ctx, role, team_version).add_learning(spec)
+
+    @server.tool()
+    @tool_errors
+    async def learnings(ctx: Context, run_id: str, view: Literal["document", "list"] = "document",
+                        kind: LearningKind | None = None, include_superseded: bool = False,
+                        max_chars: Annotated[int, Field(ge=500, le=60_000)] = 12_000,
+                        limit: Limit = 50, cursor: Cursor = None) -> LearningsView:
+        """Read a run's learnings. view=document (default): the learnings document as Markdown,
+        grouped by kind, superseded entries hidden, bounded by max_chars. view=list: a page of
+        entries with ids and provenance (filter by kind; include_superseded to see the old ones)."""
+        store = kb(ctx)
+        if view == "document":
+            doc = await store.render_learnings(run_id, max_chars=max_chars)
+            return LearningsView(run_id=run_id, document=doc.markdown, total=doc.total, shown=doc.shown,
+                                 truncated=doc.truncated)
+        page = await store.list_learnings(run_id, kind=kind, include_superseded=include_superseded,
+                                          limit=limit, cursor=cursor)
+        return LearningsView(run_id=run_id, items=page.items, total=page.total, shown=len(page.items),
+                             next_cursor=page.next_cursor)
+
+    # ------------------------------------------------------------ history
+
+    @server.tool()
+    @tool_errors
+    async def history(ctx: Context, run_id: str, view: Literal["document", "list"] = "document",
+                      limit: Limit = 50, cursor: Cursor = None) -> HistoryView:
+        """Read a run's evolution history: per team version, the observed behaviour, diagnosis,
+        design change and outcome. view=document (Markdown) or list (a page of entries)."""
+        store = kb(ctx)
+        if view == "document":
+            doc = await store.render_history(run_id)
+            return HistoryView(run_id=run_id, document=doc.markdown, total=doc.entries)
+        page = await store.list_history(run_id, limit=limit, cursor=cursor)
+        return HistoryView(run_id=run_id, items=page.items, total=page.total, next_cursor=page.next_cursor)
+
+    @server.tool()
+    @tool_errors
+    async def add_history(ctx: Context, run_id: str, team_version: Version = None, observed_behaviour: str = "",
+                          diagnosis: str = "", design_change: str = "", outcome: str = "", role: Role = None,
+                          idempotency_key: IdemKey = None) -> HistoryEntry:
+        """Append an evolution-history entry (a reflection) for a team version. The supervisor
+        usually records these through team.reflect; use this for notes such as checkpoints."""
+        spec = HistoryEntryCreate(run_id=run_id, team_version=team_version, observed_behaviour=observed_behaviour,
+                                  diagnosis=diagnosis, design_change=design_change, outcome=outcome,
+                                  idempotency_key=idempotency_key)
+        return await kb(ctx, role, team_version).add_history(spec)
+
+    # ------------------------------------------------------------ artifacts
+
+    @server.tool()
+    @tool_errors
+    async def put_artifact(ctx: Context, run_id: str, name: str, text: str | None = None,
+                           content_base64: str | None = None, kind: str = "file", role: Role = None,
+                           team_version: Version = None, idempotency_key: IdemKey = None) -> ArtifactInfo:
+        """Keep a file your work produced (a kernel, a profile, a report): give `text`, or
+        `content_base64` for binary. `name` is a plain file name (no folders). Content is stored
+        once by its SHA-256. Returns the artifact id to cite as evidence."""
+        spec = ArtifactCreate(run_id=run_id, name=name, kind=kind, text=text, content_base64=content_base64,
+                              idempotency_key=idempotency_key)
+        return await kb(ctx, role, team_version).put_artifact(spec)
+
+    @server.tool()
+    @tool_errors
+    async def get_artifact(ctx: Context, artifact_id: str, detail: bool = True) -> ArtifactView:
+        """Fetch an artifact by id; detail=false returns only its metadata (name, kind, size, who)."""
+        artifact = await kb(ctx).get_artifact(artifact_id)
+        if not detail:
+            return ArtifactView(artifact=ArtifactInfo(**artifact.model_dump(exclude={"text", "content_base64"})))
+        return ArtifactView(artifact=artifact)
+
+    @server.tool()
+    @tool_errors
+    async def list_artifacts(ctx: Context, run_id: str, kind: str | None = None, limit: Limit = 50,
+                             cursor: Cursor = None) -> Page[ArtifactInfo]:
+        """A run's artifacts (metadata only), oldest first; filter by kind."""
+        return await kb(ctx).list_artifacts(run_id, kind=kind, limit=limit, cursor=cursor)
+
+    # ------------------------------------------------------------ candidates
+
+    @server.tool()
+    @tool_errors
+    async def record_candidate(ctx: Context, run_id: str, code: str | None = None, artifact_id: str | None = None,
+                               status: CandidateStatus = "PENDING", score: float | None = None,
+                               split: Literal["dev", "heldout", "all"] = "dev",
+                               metrics: dict | None = None, workloads: list[WorkloadResult] | None = None,
+                               parent_id: str | None = None, documents_used: list[str] | None = None,
+                               notes: str = "", cost_usd: float | None = None, role: Role = None,
+                               team_version: Version = None, idempotency_key: IdemKey = None) -> Candidate:
+        """Record a candidate solution in the archive: its code (or an artifact id), status, score,
+        metrics and per-workload results, parent candidate, documents used, notes. Prefer
+        bench.evaluate, which measures and records in one step; use this for results from elsewhere."""
+        spec = CandidateCreate(run_id=run_id, code=code, artifact_id=artifact_id, status=status, score=score,
+                               split=split, metrics=metrics or {}, workloads=workloads or [], parent_id=parent_id,
+                               documents_used=documents_used or [], notes=notes, cost_usd=cost_usd,
+                               idempotency_key=idempotency_key)
+        return await kb(ctx, role, team_version).record_candidate(spec)
+
+    @server.tool()
+    @tool_errors
+    async def get_candidate(ctx: Context, candidate_id: str, detail: bool = False) -> Candidate:
+        """A candidate with its scores and per-workload results; detail=true includes its code."""
+        candidate = await kb(ctx).get_candidate(candidate_id)
+        return candidate if detail else candidate.model_copy(update={"code": None})
+
+    @server.tool()
+    @tool_errors
+    async def best_candidates(ctx: Context, run_id: str, k: Annotated[int, Field(ge=1, le=50)] = 5,
+                              split: Literal["dev", "heldout", "all"] | None = None) -> CandidateList:
+        """The k best passing candidates of a run, best first (direction-aware)."""
+        return CandidateList(run_id=run_id, items=await kb(ctx).best_candidates(run_id, k=k, split=split))
+
+    @server.tool()
+    @tool_errors
+    async def trajectory(ctx: Context, run_id: str) -> Trajectory:
+        """Every evaluated candidate of a run in time order with the best score so far, plus NDG:
+        use it to see whether the team is still improving or has plateaued."""
+        return await kb(ctx).trajectory(run_id)
+
+    # ------------------------------------------------------------ search
+
+    @server.tool()
+    @tool_errors
+    async def search(ctx: Context, query: str, run_id: str | None = None, kinds: list[SearchKind] | None = None,
+                     limit: Annotated[int, Field(ge=1, le=50)] = 10, cursor: Cursor = None) -> Page[SearchHit]:
+        """Full-text search across learnings, history, artifacts' text and candidates' notes, best
+        match first. Any text is a valid query; filter by run and by kinds."""
+        return await kb(ctx).search(query, run_id=run_id, kinds=kinds, limit=limit, cursor=cursor)
+
+    # ------------------------------------------------------------ resources
+
+    @server.resource("evoteam://runs/{run_id}/learnings.md", mime_type="text/markdown")
+    @resource_errors
+    async def learnings_resource(run_id: str, ctx: Context) -> str:
+        """The learnings document of a run."""
+        return (await kb(ctx).render_learnings(run_id)).markdown
+
+    @server.resource("evoteam://runs/{run_id}/history.md", mime_type="text/markdown")
+    @resource_errors
+    async def history_resource(run_id: str, ctx: Context) -> str:
+        """The evolution history of a run."""
+        return (await kb(ctx).render_history(run_id)).markdown
+
+    return server
+
+
+def serve_stdio(settings: Settings) -> None:
+    build_server(settings).run()
+
+
+def serve_http(settings: Settings, host: str, port: int, allowed_hosts: list[str],
+               allowed_origins: list[str]) -> None:
+    from evoteam.servers.knowledge.http import run_http
+
+    run_http(settings, host=host, port=port, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
