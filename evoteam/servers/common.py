@@ -10,6 +10,8 @@ from typing import ParamSpec, TypeVar
 
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 
+from pydantic import ValidationError
+
 from evoteam.config import Settings
 from evoteam.servers.knowledge.errors import StoreError
 from evoteam.servers.knowledge.store import Actor
@@ -31,8 +33,19 @@ def tool_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
             return await fn(*args, **kwargs)
         except (StoreError, DomainError) as exc:
             raise ToolError(str(exc)) from exc
+        except ValidationError as exc:
+            raise ToolError(describe_validation(exc)) from exc
 
     return wrapper
+
+
+def describe_validation(exc: ValidationError) -> str:
+    """One line per bad field, without pydantic's URLs: what was wrong and where."""
+    lines = []
+    for err in exc.errors():
+        where = ".".join(str(part) for part in err["loc"]) or "arguments"
+        lines.append(f"{where}: {err['msg']}")
+    return "invalid arguments: " + "; ".join(lines)
 
 
 def resource_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:

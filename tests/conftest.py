@@ -1,0 +1,48 @@
+"""Shared fixtures. End-to-end harness: see docs/testing.md and tests/support/."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.claude_cli import ClaudeCLIUnavailable, claude_path, prepare_home
+from tests.support.scripted_api import ScriptedAPI
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip ``@pytest.mark.claude_cli`` tests, with the reason, when the bundled CLI is missing."""
+    try:
+        claude_path()
+        return
+    except ClaudeCLIUnavailable as e:
+        reason = str(e)
+    for item in items:
+        if item.get_closest_marker("claude_cli"):
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture
+def claude_cwd(tmp_path: Path) -> Path:
+    """An empty project directory for a CLI run."""
+    d = tmp_path / "project"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def claude_home(tmp_path: Path, claude_cwd: Path) -> Path:
+    """A temporary HOME with onboarding done and ``claude_cwd`` trusted."""
+    return prepare_home(tmp_path / "home", trusted_dirs=[claude_cwd])
+
+
+@pytest.fixture
+def scripted_api() -> Iterator[ScriptedAPI]:
+    """A started scripted Messages API with no rules; add them with ``scripted_api.add(Rule(...))``."""
+    api = ScriptedAPI()
+    api.start()
+    try:
+        yield api
+    finally:
+        api.stop()

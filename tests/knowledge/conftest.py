@@ -1,0 +1,134 @@
+"""Fixtures for the knowledge store: the same tests run on the embedded file and on a shared
+knowledge server reached over HTTP (a real `evoteam serve knowledge --http` subprocess)."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from evoteam.servers.knowledge import auth
+from evoteam.servers.knowledge.db import Database
+from evoteam.servers.knowledge.local import LocalKnowledgeStore
+from evoteam.servers.knowledge.remote import RemoteKnowledgeStore
+from evoteam.servers.knowledge.store import Actor
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_token(db_path: Path, user: str, project: str | None) -> str:
+    async def go():
+        async with Database(db_path) as db:
+            return (await auth.add_token(db, user, project)).token
+
+    # Callable from sync and async code alike: the store runs on a loop of its own.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, go()).result()
+
+
+@asynccontextmanager
+async def held(cm: AbstractAsyncContextManager) -> AsyncIterator:
+    """Enter `cm` inside a task of its own. An MCP client holds anyio cancel scopes, which
+    must be left by the task that entered them; pytest-asyncio may tear an async fixture down
+    from another task."""
+    ready: asyncio.Future = asyncio.get_running_loop().create_future()
+    done = asyncio.Event()
+
+    async def keeper():
+        try:
+            async with cm as value:
+                ready.set_result(value)
+                await done.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            else:
+                raise
+
+    task = asyncio.create_task(keeper())
+    try:
+        yield await ready
+    finally:
+        done.set()
+        await task
+
+
+@dataclass
+class KnowledgeServer:
+    """A running `evoteam serve knowledge --http` process on 127.0.0.1."""
+
+    db: Path
+    port: int
+    home: Path
+    process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "EVOTEAM_DB": str(self.db), "HOME": str(self.home)}
+
+    def start(self, timeout: float = 20.0) -> KnowledgeServer:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "evoteam.cli", "serve", "knowledge", "--http", "--port", str(self.port)],
+            env=self.env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited: {self.process.stderr.read().decode()}")
+            try:
+                httpx.get(f"http://127.0.0.1:{self.port}/mcp", timeout=0.5)
+                return self
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise RuntimeError("server did not start")
+
+    def kill(self, sig: int = signal.SIGTERM) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(sig)
+            self.process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def knowledge_server(tmp_path_factory) -> Iterator[KnowledgeServer]:
+    base = tmp_path_factory.mktemp("kserver")
+    db = base / "kb.db"
+    make_token(db, "bootstrap", None)  # the server refuses to start without any token
+    server = KnowledgeServer(db=db, port=free_port(), home=base).start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture(params=["local", "remote"])
+async def store(request, tmp_path) -> AsyncIterator[LocalKnowledgeStore | RemoteKnowledgeStore]:
+    """A fresh, empty store: a new SQLite file, or a new project on the shared server
+    reached through a project-scoped token (so each test sees only its own rows)."""
+    if request.param == "local":
+        async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="tester", client="pytest")) as s:
+            yield s
+    else:
+        server: KnowledgeServer = request.getfixturevalue("knowledge_server")
+        project = f"p-{uuid.uuid4().hex[:8]}"
+        token = make_token(server.db, "tester", project)
+        actor = Actor(user="ignored-by-server", client="pytest", default_project=project)
+        async with held(RemoteKnowledgeStore.connect(server.url, token, actor)) as s:
+            yield s

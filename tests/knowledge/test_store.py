@@ -1,0 +1,248 @@
+"""The store's behaviour, run on both the embedded file and the shared server (see conftest)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+import pytest
+
+from evoteam.servers.knowledge.errors import Invalid, NotFound, TooLarge
+from evoteam.servers.knowledge.models import (
+    ArtifactCreate,
+    CandidateCreate,
+    CostCreate,
+    HistoryEntryCreate,
+    LearningCreate,
+    RunCreate,
+    WorkloadResult,
+)
+
+
+async def new_run(store, **kw):
+    spec = {"goal": "pack 26 circles", "direction": "maximize", "x0": 1.0, "best_known": 2.635983, **kw}
+    return await store.start_run(RunCreate(**spec))
+
+
+async def test_run_lifecycle_and_provenance(store):
+    run = await new_run(store, budget_usd=5)
+    assert run.status == "active" and run.budget_usd == 5
+    # On the shared server the user comes from the token, never from the client's own claim.
+    assert run.provenance.user == "tester"
+    got = await store.get_run(run.id)
+    assert got.goal == "pack 26 circles"
+    updated = await store.update_run(run.id, status="paused", current_version=2)
+    assert (updated.status, updated.current_version) == ("paused", 2)
+    page = await store.list_runs(status="paused")
+    assert [r.id for r in page.items] == [run.id]
+    with pytest.raises(NotFound, match="list_runs"):
+        await store.get_run("run_doesnotexist")
+
+
+async def test_best_score_and_ndg_follow_direction(store):
+    run = await new_run(store, direction="minimize", x0=0.5, best_known=0.380859, goal="erdos overlap")
+    for score in (0.45, 0.40, 0.42):
+        await store.record_candidate(CandidateCreate(run_id=run.id, code="x", status="PASSED", score=score))
+    await store.record_candidate(CandidateCreate(run_id=run.id, code="y", status="INCORRECT_NUMERICAL", score=0.1))
+    got = await store.get_run(run.id)
+    assert got.best_score == pytest.approx(0.40)
+    assert got.ndg == pytest.approx(100 * (0.5 - 0.40) / (0.5 - 0.380859))
+    best = await store.best_candidates(run.id, k=2)
+    assert [c.score for c in best] == [pytest.approx(0.40), pytest.approx(0.42)]
+    traj = await store.trajectory(run.id)
+    assert [p.best_so_far for p in traj.points] == [0.45, 0.40, 0.40, 0.40]
+
+
+async def test_learnings_supersede_and_document(store):
+    run = await new_run(store)
+    cand = await store.record_candidate(CandidateCreate(run_id=run.id, code="c", status="PASSED", score=2.1))
+    old = await store.add_learning(LearningCreate(run_id=run.id, text="grid layout plateaus at 2.1",
+                                                  kind="dead_end", evidence=[cand.id], confidence=0.7))
+    new = await store.add_learning(LearningCreate(run_id=run.id, text="grid plateaus at 2.10; hex escapes it",
+                                                  kind="dead_end", supersedes=old.id))
+    await store.add_learning(LearningCreate(run_id=run.id, text="SLSQP polish adds 0.02", kind="technique"))
+    current = await store.list_learnings(run.id)
+    assert {x.id for x in current.items} == {new.id, current.items[-1].id} and current.total == 2
+    everything = await store.list_learnings(run.id, include_superseded=True)
+    assert everything.total == 3
+    assert next(x for x in everything.items if x.id == old.id).superseded_by == new.id
+    doc = await store.render_learnings(run.id)
+    assert "hex escapes it" in doc.markdown and "plateaus at 2.1\n" not in doc.markdown
+    assert doc.markdown.index("Techniques") < doc.markdown.index("Dead ends")
+    with pytest.raises(Invalid, match="already superseded"):
+        await store.add_learning(LearningCreate(run_id=run.id, text="again", supersedes=old.id))
+    with pytest.raises(NotFound):
+        await store.add_learning(LearningCreate(run_id=run.id, text="x", evidence=["cand_nope"]))
+    with pytest.raises(Invalid):
+        await store.add_learning(LearningCreate(run_id=run.id, text="x", evidence=["not-an-id"]))
+
+
+async def test_learnings_document_is_bounded_and_points_to_search(store):
+    run = await new_run(store)
+    for i in range(40):
+        await store.add_learning(LearningCreate(run_id=run.id, text=f"observation number {i} " + "x" * 150))
+    doc = await store.render_learnings(run.id, max_chars=2000)
+    assert doc.truncated and len(doc.markdown) < 2300
+    assert doc.total == 40 and 0 < doc.shown < 40
+    assert "use `search`" in doc.markdown
+
+
+async def test_evidence_is_linked_in_the_document(store):
+    run = await new_run(store)
+    cand = await store.record_candidate(CandidateCreate(run_id=run.id, code="c", status="PASSED", score=2.0))
+    await store.add_learning(LearningCreate(run_id=run.id, text="hexagonal start helps", evidence=[cand.id]))
+    assert f"`{cand.id}`" in (await store.render_learnings(run.id)).markdown
+
+
+async def test_history(store):
+    run = await new_run(store)
+    await store.add_history(HistoryEntryCreate(run_id=run.id, team_version=1, observed_behaviour="3 roles tuned tiles",
+                                               diagnosis="micro-optimising", design_change="add a Challenger"))
+    await store.add_history(HistoryEntryCreate(run_id=run.id, team_version=2, outcome="best 2.5"))
+    page = await store.list_history(run.id)
+    assert [h.team_version for h in page.items] == [1, 2]
+    doc = await store.render_history(run.id)
+    assert doc.entries == 2 and "micro-optimising" in doc.markdown and "team v2" in doc.markdown
+    with pytest.raises(Invalid):
+        await store.add_history(HistoryEntryCreate(run_id=run.id))
+
+
+async def test_artifacts_content_addressed(store):
+    run = await new_run(store)
+    a = await store.put_artifact(ArtifactCreate(run_id=run.id, name="profile.txt", kind="profile",
+                                                text="hot loop: 80% in pairwise distance"))
+    b = await store.put_artifact(ArtifactCreate(run_id=run.id, name="profile copy.txt", kind="profile",
+                                                text="hot loop: 80% in pairwise distance"))
+    assert a.sha256 == b.sha256 == hashlib.sha256(b"hot loop: 80% in pairwise distance").hexdigest()
+    assert a.id != b.id
+    raw = bytes(range(256))
+    c = await store.put_artifact(ArtifactCreate(run_id=run.id, name="trace.bin",
+                                                content_base64=base64.b64encode(raw).decode()))
+    got = await store.get_artifact(c.id)
+    assert not got.is_text and base64.b64decode(got.content_base64) == raw
+    assert (await store.get_artifact(a.id)).text.startswith("hot loop")
+    listing = await store.list_artifacts(run.id, kind="profile")
+    assert listing.total == 2
+
+
+@pytest.mark.parametrize("name", ["../../x", "/etc/passwd", "a/b.txt", "..", ".hidden", "a\\b", "x\n.txt"])
+async def test_path_like_artifact_names_are_refused(store, name):
+    run = await new_run(store)
+    with pytest.raises(Invalid, match="not allowed"):
+        await store.put_artifact(ArtifactCreate(run_id=run.id, name=name, text="x"))
+    assert (await store.list_artifacts(run.id)).total == 0
+
+
+async def test_oversized_artifact_is_refused_clearly(store):
+    run = await new_run(store)
+    big = "x" * (4 * 1024 * 1024 + 1)
+    with pytest.raises(TooLarge, match="limit"):
+        await store.put_artifact(ArtifactCreate(run_id=run.id, name="big.txt", text=big))
+    assert (await store.list_artifacts(run.id)).total == 0
+
+
+async def test_candidates_and_parents(store):
+    run = await new_run(store)
+    parent = await store.record_candidate(CandidateCreate(
+        run_id=run.id, code="def f(): pass", status="PASSED", score=1.5, metrics={"sum_radii": 1.5},
+        workloads=[WorkloadResult(workload="w0", status="PASSED", speedup=1.5)], notes="baseline grid"))
+    child = await store.record_candidate(CandidateCreate(
+        run_id=run.id, code="def f(): return 1", status="PASSED", score=2.0, parent_id=parent.id,
+        documents_used=["doc_1"], cost_usd=0.12))
+    got = await store.get_candidate(child.id)
+    assert got.parent_id == parent.id and got.documents_used == ["doc_1"] and got.cost_usd == 0.12
+    assert (await store.get_candidate(parent.id)).workloads[0].speedup == 1.5
+    with pytest.raises(NotFound):
+        await store.record_candidate(CandidateCreate(run_id=run.id, code="x", parent_id="cand_missing"))
+    with pytest.raises(Invalid):
+        await store.record_candidate(CandidateCreate(run_id=run.id))
+    other = await new_run(store)
+    with pytest.raises(Invalid, match="another run"):
+        await store.record_candidate(CandidateCreate(run_id=other.id, code="x", parent_id=parent.id))
+    page = await store.list_candidates(run.id)
+    assert [c.id for c in page.items] == [parent.id, child.id]
+
+
+def test_nan_scores_never_reach_the_store():
+    with pytest.raises(ValueError, match="finite"):
+        CandidateCreate(run_id="run_x", code="x", score=float("nan"))
+
+
+@pytest.mark.parametrize("query", [
+    'hexagonal AND "quoted', "NOT", "col:value", "(((", "*", 'a" OR "b', "NEAR(x y)", "-", "''", "ünïcödé lattice",
+    "",
+])
+async def test_any_text_is_a_valid_query(store, query):
+    run = await new_run(store)
+    await store.add_learning(LearningCreate(run_id=run.id, text="hexagonal lattice start beats random"))
+    page = await store.search(query, run_id=run.id)
+    assert page.total >= 0
+
+
+async def test_search_ranks_and_filters(store):
+    run = await new_run(store)
+    await store.add_learning(LearningCreate(run_id=run.id, text="hexagonal lattice initialisation beats random"))
+    await store.add_history(HistoryEntryCreate(run_id=run.id, diagnosis="search exhausted near the lattice"))
+    await store.put_artifact(ArtifactCreate(run_id=run.id, name="notes.md", text="lattice spacing 0.19"))
+    await store.record_candidate(CandidateCreate(run_id=run.id, code="x", notes="lattice plus SLSQP"))
+    page = await store.search("lattice", run_id=run.id)
+    assert page.total == 4 and {h.kind for h in page.items} == {"learning", "history", "artifact", "candidate"}
+    only = await store.search("lattice", run_id=run.id, kinds=["artifact"])
+    assert [h.kind for h in only.items] == ["artifact"] and "[lattice]" in only.items[0].snippet
+    # All words first; when nothing has them all, any word.
+    assert (await store.search("hexagonal initialisation", run_id=run.id)).total == 1
+    assert (await store.search("hexagonal zebra", run_id=run.id)).total == 1
+
+
+async def test_pagination(store):
+    run = await new_run(store)
+    for i in range(7):
+        await store.add_learning(LearningCreate(run_id=run.id, text=f"fact {i}"))
+    seen, cursor = [], None
+    while True:
+        page = await store.list_learnings(run.id, limit=3, cursor=cursor)
+        assert page.total == 7
+        seen += [x.text for x in page.items]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert seen == [f"fact {i}" for i in range(7)]
+    with pytest.raises(Invalid, match="cursor"):
+        await store.list_learnings(run.id, cursor="garbage!")
+    with pytest.raises(Invalid, match="limit"):
+        await store.list_learnings(run.id, limit=0)
+
+
+async def test_idempotent_retries_do_not_duplicate(store):
+    run = await new_run(store)
+    first = await store.add_learning(LearningCreate(run_id=run.id, text="once", idempotency_key="k1"))
+    again = await store.add_learning(LearningCreate(run_id=run.id, text="once", idempotency_key="k1"))
+    assert first.id == again.id and (await store.list_learnings(run.id)).total == 1
+    c1 = await store.record_candidate(CandidateCreate(run_id=run.id, code="x", idempotency_key="c1"))
+    c2 = await store.record_candidate(CandidateCreate(run_id=run.id, code="x", idempotency_key="c1"))
+    assert c1.id == c2.id and (await store.list_candidates(run.id)).total == 1
+    with pytest.raises(Invalid, match="already used"):
+        await store.add_history(HistoryEntryCreate(run_id=run.id, outcome="x", idempotency_key="k1"))
+
+
+async def test_costs_and_spend(store):
+    run = await new_run(store, budget_usd=2.0)
+    a = store.with_actor(store.actor.model_copy(update={"role": "Profiler", "team_version": 1}))
+    b = store.with_actor(store.actor.model_copy(update={"role": "Challenger", "team_version": 1}))
+    await a.record_cost(CostCreate(run_id=run.id, usd=0.5, source="sdk_result"))
+    await a.record_cost(CostCreate(run_id=run.id, usd=0.25, source="sdk_result"))
+    await b.record_cost(CostCreate(run_id=run.id, usd=0.75, source="transcript", idempotency_key="t1"))
+    await b.record_cost(CostCreate(run_id=run.id, usd=0.75, source="transcript", idempotency_key="t1"))
+    spend = await store.spend(run.id)
+    assert spend.spent_usd == pytest.approx(1.5) and spend.left_usd == pytest.approx(0.5)
+    assert {(line.role, line.usd) for line in spend.lines} == {("Profiler", 0.75), ("Challenger", 0.75)}
+    assert (await store.get_run(run.id)).spent_usd == pytest.approx(1.5)
+    assert len(await store.list_costs(run.id)) == 3
+
+
+async def test_role_provenance_is_recorded(store):
+    run = await new_run(store)
+    role_store = store.with_actor(store.actor.model_copy(update={"role": "Workload Analyst", "team_version": 3}))
+    item = await role_store.add_learning(LearningCreate(run_id=run.id, text="long KV dominates"))
+    assert (item.provenance.role, item.provenance.team_version) == ("Workload Analyst", 3)
+    assert "by Workload Analyst" in (await store.render_learnings(run.id)).markdown
