@@ -71,5 +71,14 @@ def _add_server_commands() -> None:
 
 _add_server_commands()
 
+
+def _add_doctor() -> None:
+    from evoteam.doctor import doctor
+
+    main.add_command(doctor)
+
+
+_add_doctor()
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
