@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from tests.knowledge.conftest import KnowledgeServer, make_token
+from tests.knowledge.conftest import KnowledgeServer, knowledge_server, make_token  # noqa: F401 (fixture)
 from tests.support.claude_cli import claude_mcp_add, claude_mcp_list
 
 SERVERS = ("knowledge", "team", "retrieval", "bench")
