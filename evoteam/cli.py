@@ -1,5 +1,9 @@
-"""The `evoteam` command line. Each server contributes its own command group from
-`evoteam/servers/<server>/cli.py`; this module only assembles them."""
+"""The `evoteam` command line.
+
+Commands live next to the part they drive (`evoteam/servers/<server>/cli.py`, the supervisor,
+the plugin hooks) and are imported only when used: a hook or a stdio server started by an
+agent must not pay for the imports of every other part.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +17,41 @@ from evoteam.config import ConfigError, load_settings
 
 SERVERS = ("knowledge", "team", "retrieval", "bench")
 
+# command name -> "module:attribute" of its click command
+COMMANDS = {
+    "kb": "evoteam.servers.knowledge.cli:kb",
+    "token": "evoteam.servers.knowledge.cli:token",
+    "bench": "evoteam.servers.bench.cli:bench",
+    "corpus": "evoteam.servers.retrieval.cli:corpus",
+    "team": "evoteam.servers.team.cli:team",
+    "supervise": "evoteam.supervisor.cli:supervise",
+    "hook": "evoteam.plugin.cli:hook",
+    "doctor": "evoteam.doctor:doctor",
+}
 
-@click.group()
+
+def _load(target: str) -> click.Command | None:
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:  # that part is not installed in this build
+            return None
+        raise
+    return getattr(module, attr, None)
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in COMMANDS:
+            return _load(COMMANDS[name])
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=LazyGroup)
 @click.version_option(__version__, prog_name="evoteam")
 @click.pass_context
 def main(ctx: click.Context) -> None:
@@ -43,42 +80,13 @@ def serve(settings, server, use_http, host, port, allowed_hosts, allowed_origins
     if use_http:
         if server != "knowledge":
             raise click.UsageError("only the knowledge server is served over HTTP; the others run over stdio")
+        if settings.remote:
+            raise click.UsageError("a shared knowledge server keeps its own store file: unset EVOTEAM_KNOWLEDGE_URL")
         module.serve_http(settings, host=host, port=port, allowed_hosts=list(allowed_hosts),
                           allowed_origins=list(allowed_origins))
     else:
         module.serve_stdio(settings)
 
-
-def _add_server_commands() -> None:
-    for name in SERVERS:
-        try:
-            module = importlib.import_module(f"evoteam.servers.{name}.cli")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"evoteam.servers.{name}.cli":
-                continue
-            raise
-        for command in getattr(module, "COMMANDS", []):
-            main.add_command(command)
-    try:
-        supervisor_cli = importlib.import_module("evoteam.supervisor.cli")
-    except ModuleNotFoundError as exc:
-        if exc.name != "evoteam.supervisor.cli":
-            raise
-    else:
-        for command in getattr(supervisor_cli, "COMMANDS", []):
-            main.add_command(command)
-
-
-_add_server_commands()
-
-
-def _add_doctor() -> None:
-    from evoteam.doctor import doctor
-
-    main.add_command(doctor)
-
-
-_add_doctor()
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

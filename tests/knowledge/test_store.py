@@ -246,3 +246,20 @@ async def test_role_provenance_is_recorded(store):
     item = await role_store.add_learning(LearningCreate(run_id=run.id, text="long KV dominates"))
     assert (item.provenance.role, item.provenance.team_version) == ("Workload Analyst", 3)
     assert "by Workload Analyst" in (await store.render_learnings(run.id)).markdown
+
+
+async def test_words_in_most_entries_are_treated_as_stopwords(tmp_path):
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db") as store:
+        run = await new_run(store)
+        for i in range(1100):
+            extra = " occupancy" if i in (5, 500, 1000) else ""
+            await store.add_learning(LearningCreate(run_id=run.id, text=f"kernel note {i}{extra}"))
+        # "kernel" is everywhere, so it neither filters nor ranks: the three rare hits come back.
+        page = await store.search("kernel occupancy", run_id=run.id)
+        assert page.total == 3 and all("occupancy" in h.snippet for h in page.items)
+        # A query made only of such words lists its matches newest first.
+        newest = await store.search("kernel", run_id=run.id, limit=2)
+        assert newest.total == 1100 and [h.snippet for h in newest.items] == ["[kernel] note 1099",
+                                                                            "[kernel] note 1098"]

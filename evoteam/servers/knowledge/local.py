@@ -97,13 +97,22 @@ def _page(items: list, total: int, offset: int, limit: int) -> Page:
 
 
 def fts_query(text: str, any_word: bool = False) -> str | None:
-    """Turn arbitrary user text into a safe FTS5 query: every word quoted, so operators,
-    quotes and column filters in the input are plain words, never syntax."""
+    """Turn arbitrary user text into a safe FTS5 query over title and body: every word
+    quoted, so operators, quotes and column filters in the input are plain words, never syntax."""
     words = _WORD.findall(text)[:32]
     if not words:
         return None
     quoted = ['"' + w.replace('"', '""') + '"' for w in words]
-    return (" OR " if any_word else " ").join(quoted)
+    return "{title body} : (" + (" OR " if any_word else " ").join(quoted) + ")"
+
+
+def filter_token(kind: str, value: str) -> str:
+    """One opaque, tokenizer-proof token standing for `kind = value` in the index."""
+    return kind + hashlib.sha1(value.encode("utf-8")).hexdigest()[:20]
+
+
+def index_filters(kind: str, run_id: str, project: str) -> str:
+    return " ".join((filter_token("k", kind), filter_token("r", run_id), filter_token("p", project)))
 
 
 def _prov(row: sqlite3.Row) -> Provenance:
@@ -158,8 +167,9 @@ class LocalKnowledgeStore(KnowledgeStore):
     async def _index(self, conn: aiosqlite.Connection, kind: str, ref_id: str, run_id: str, project: str,
                      title: str, body: str) -> None:
         await conn.execute(
-            "INSERT INTO search_index (title, body, kind, ref_id, run_id, project) VALUES (?, ?, ?, ?, ?, ?)",
-            (title, body[:100_000], kind, ref_id, run_id, project),
+            "INSERT INTO search_index (title, body, filters, kind, ref_id, run_id, project) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (title, body[:100_000], index_filters(kind, run_id, project), kind, ref_id, run_id, project),
         )
 
     async def _replay(self, conn: aiosqlite.Connection, key: str | None, kind: str) -> str | None:
@@ -629,36 +639,56 @@ class LocalKnowledgeStore(KnowledgeStore):
     async def search(self, query: str, run_id: str | None = None, kinds: list[SearchKind] | None = None,
                      limit: int = 10, cursor: str | None = None) -> Page[SearchHit]:
         limit, offset = _limit(limit), decode_cursor(cursor)
+        words = list(dict.fromkeys(w.lower() for w in _WORD.findall(query)))[:32]
+        if not words:
+            return Page(items=[], total=0)
+        filters = []
+        if self.actor.project is not None:
+            filters.append(filter_token("p", self.actor.project))
+        if run_id:
+            filters.append(filter_token("r", run_id))
+        if kinds:
+            filters.append("(" + " OR ".join(filter_token("k", k) for k in kinds) + ")")
+        scope = " AND filters : (" + " AND ".join(filters) + ")" if filters else ""
         async with self.db.read() as conn:
             if run_id:
                 await self._run_row(conn, run_id)
+            # Words found in most entries carry no ranking signal (their bm25 weight is ~0) and
+            # only make every match costlier to rank: like stopwords, they are left out when
+            # the query has other words; a query of nothing else lists its matches newest first.
+            informative = await self._informative_words(conn, words)
+            terms = informative or words
             for any_word in (False, True):
-                match = fts_query(query, any_word=any_word)
-                if match is None:
-                    return Page(items=[], total=0)
-                where, params = "search_index MATCH ?", [match]
-                if self.actor.project is not None:
-                    where += " AND project = ?"
-                    params.append(self.actor.project)
-                if run_id:
-                    where += " AND run_id = ?"
-                    params.append(run_id)
-                if kinds:
-                    where += f" AND kind IN ({', '.join('?' for _ in kinds)})"
-                    params.extend(kinds)
-                async with conn.execute(f"SELECT count(*) FROM search_index WHERE {where}", params) as cur:
+                match = fts_query(" ".join(terms), any_word=any_word) + scope
+                async with conn.execute("SELECT count(*) FROM search_index WHERE search_index MATCH ?",
+                                        (match,)) as cur:
                     (total,) = await cur.fetchone()
                 # All words must match first; only when nothing does, any word may.
                 if total or any_word:
                     break
+            order = "rank" if informative else "rowid DESC"
             async with conn.execute(
                 f"SELECT kind, ref_id, run_id, title, snippet(search_index, 1, '[', ']', '…', 16) AS snip, "
-                f"bm25(search_index, 2.0, 1.0) AS rank FROM search_index WHERE {where} "
-                f"ORDER BY rank LIMIT ? OFFSET ?", [*params, limit, offset],
+                f"bm25(search_index, 2.0, 1.0, 0.0) AS rank FROM search_index WHERE search_index MATCH ? "
+                f"ORDER BY {order} LIMIT ? OFFSET ?", (match, limit, offset),
             ) as cur:
                 items = [SearchHit(kind=r["kind"], id=r["ref_id"], run_id=r["run_id"], title=r["title"],
                                    snippet=r["snip"], rank=r["rank"]) for r in await cur.fetchall()]
         return _page(items, total, offset, limit)
+
+    async def _informative_words(self, conn: aiosqlite.Connection, words: list[str]) -> list[str]:
+        async with conn.execute("SELECT coalesce(max(rowid), 0) FROM search_index_docsize") as cur:
+            (indexed,) = await cur.fetchone()
+        if indexed < 1000:  # small stores: every word counts
+            return words
+        keep = []
+        for word in words:
+            async with conn.execute("SELECT count(*) FROM search_index WHERE search_index MATCH ?",
+                                    (fts_query(word),)) as cur:
+                (frequency,) = await cur.fetchone()
+            if frequency <= indexed // 2:
+                keep.append(word)
+        return keep
 
     # ------------------------------------------------------------ import
 

@@ -122,8 +122,10 @@ CREATE TABLE tokens (
 );
 
 -- One full-text index over everything searchable; rows are written with their source row.
+-- `filters` holds one opaque token per filterable value (run, project, kind), so filtering
+-- is a doclist intersection inside FTS5 rather than a per-row check of stored columns.
 CREATE VIRTUAL TABLE search_index USING fts5(
-    title, body,
+    title, body, filters,
     kind UNINDEXED, ref_id UNINDEXED, run_id UNINDEXED, project UNINDEXED,
     tokenize = 'porter unicode61'
 );
