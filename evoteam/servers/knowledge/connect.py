@@ -23,3 +23,14 @@ async def open_store(settings: Settings, actor: Actor | None = None) -> AsyncIte
 
         async with LocalKnowledgeStore.open(settings.db, actor) as store:
             yield store
+
+
+def component_store(service: str, store: KnowledgeStore):
+    """The `service` component store ("retrieval", "team") over `store`: built on the local
+    file, or forwarded to the shared server that holds it."""
+    from evoteam.servers.knowledge.protocol import service_class
+    from evoteam.servers.knowledge.remote import RemoteKnowledgeStore, remote_component_class
+
+    if isinstance(store, RemoteKnowledgeStore):
+        return remote_component_class(service)(store)
+    return service_class(service)(store)

@@ -6,8 +6,9 @@ written against `KnowledgeStore` runs unchanged against a store on another host.
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
@@ -15,7 +16,14 @@ import httpx2
 from mcp import Client
 
 from evoteam.servers.knowledge.errors import StoreError, Unavailable
-from evoteam.servers.knowledge.protocol import STORE_METHODS, CallResult, encode_args, method_signature, raise_call_error
+from evoteam.servers.knowledge.protocol import (
+    CallResult,
+    encode_args,
+    method_signature,
+    raise_call_error,
+    service_class,
+    service_methods,
+)
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
 
 
@@ -56,10 +64,11 @@ class RemoteKnowledgeStore(KnowledgeStore):
     def with_actor(self, actor: Actor) -> RemoteKnowledgeStore:
         return RemoteKnowledgeStore(self._client, actor)
 
-    async def _call(self, method: str, args: tuple, kwargs: dict) -> Any:
-        payload = encode_args(method, args, kwargs)
+    async def _call(self, method: str, args: tuple, kwargs: dict, service: str = "knowledge") -> Any:
+        payload = encode_args(service, method, args, kwargs)
         result = await self._client.call_tool("call", {
-            "method": method, "args": payload, "role": self.actor.role, "team_version": self.actor.team_version,
+            "service": service, "method": method, "args": payload, "role": self.actor.role,
+            "team_version": self.actor.team_version,
         })
         if result.is_error:
             text = " ".join(getattr(c, "text", "") for c in result.content)
@@ -70,7 +79,7 @@ class RemoteKnowledgeStore(KnowledgeStore):
         outcome = CallResult.model_validate(data)
         if outcome.error:
             raise_call_error(outcome.error)
-        _, returns = method_signature(method)
+        _, returns = method_signature(service, method)
         return returns.validate_python(outcome.result)
 
 
@@ -102,15 +111,32 @@ def _transport(url: str, http: httpx2.AsyncClient):
     return streamable_http_client(url, http_client=http)
 
 
-def _forwarder(name: str):
-    async def method(self: RemoteKnowledgeStore, *args, **kwargs):
-        return await self._call(name, args, kwargs)
+def _forwarder(service: str, name: str, kb: Callable[[Any], RemoteKnowledgeStore]):
+    async def method(self, *args, **kwargs):
+        return await kb(self)._call(name, args, kwargs, service=service)
 
     method.__name__ = name
-    method.__doc__ = getattr(KnowledgeStore, name).__doc__
+    method.__doc__ = getattr(service_class(service), name).__doc__
     return method
 
 
-for _name in STORE_METHODS:
-    setattr(RemoteKnowledgeStore, _name, _forwarder(_name))
+for _name in service_methods("knowledge"):
+    setattr(RemoteKnowledgeStore, _name, _forwarder("knowledge", _name, lambda self: self))
 RemoteKnowledgeStore.__abstractmethods__ = frozenset()
+
+
+class RemoteComponent:
+    """A component store (retrieval, team) whose methods run on the shared server."""
+
+    def __init__(self, store: RemoteKnowledgeStore):
+        self.store = store
+
+    @property
+    def actor(self) -> Actor:
+        return self.store.actor
+
+
+@functools.cache
+def remote_component_class(service: str) -> type[RemoteComponent]:
+    methods = {name: _forwarder(service, name, lambda self: self.store) for name in service_methods(service)}
+    return type(f"Remote{service_class(service).__name__}", (RemoteComponent,), methods)
