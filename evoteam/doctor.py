@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from evoteam.config import Settings
 
 SERVERS = ("knowledge", "team", "retrieval", "bench")
-DEFAULT_KIT = "cpu_softmax"
+DEFAULT_KIT = "rmsnorm_cpu"
 
 
 class Check(BaseModel):
@@ -85,14 +85,16 @@ async def check_kit(env: dict[str, str], kit: str) -> str:
         described = await client.call_tool("describe_kit", {"kit": kit})
         if described.is_error:
             raise RuntimeError(described.content[0].text)
-        result = await client.call_tool("evaluate", {"kit": kit, "candidate": "baseline"})
+        start = described.structured_content["starting_point"]
+        result = await client.call_tool("evaluate", {"kit": kit, "candidate_path": start,
+                                                     "notes": "evoteam doctor: the kit's own baseline"})
         if result.is_error:
             raise RuntimeError(result.content[0].text)
     data = result.structured_content or {}
     status, score = data.get("status"), data.get("score")
     if status != "PASSED":
         raise RuntimeError(f"baseline did not pass: {status}: {data.get('message')}")
-    return f"{kit}: baseline {status}, score {score:.3f}"
+    return f"{kit}: baseline {status}, speedup over itself {score:.2f}x ({len(data.get('workloads', []))} workloads)"
 
 
 async def run_checks(settings: Settings, kit: str, servers: tuple[str, ...] = SERVERS) -> list[Check]:

@@ -1,0 +1,368 @@
+"""The hooks' logic as plain functions: `hook_input dict -> output dict | None`.
+
+Each function is called by `evoteam.plugin.run` (the fast entry the hook scripts use) and by
+`evoteam hook <event>`; both read the hook input (JSON) from stdin and print the output (JSON)
+on stdout. A hook never blocks the user's session because of its own failure: the runner
+catches everything, logs it to `~/.evoteam/logs/hooks.log` and exits 0.
+
+Heavy imports (the store, the team service) happen inside the functions, only when there is an
+active run to work on: with no active run, every hook returns after reading one small file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from evoteam.plugin import state as st
+
+# Most consecutive continuations the Stop hook forces without the store changing in between.
+DEFAULT_MAX_IDLE_CONTINUES = 3
+LEARNINGS_CHARS = 1800
+CONTEXT_CHARS = 4000
+
+
+def _settings(project: Path):
+    from evoteam.config import load_settings
+
+    return load_settings(cwd=project)
+
+
+def _actor(settings, client: str, role: str | None = None, version: int | None = None):
+    from evoteam.servers.knowledge.store import Actor
+
+    return Actor.local(client=client, default_project=settings.project, role=role, team_version=version)
+
+
+def _run(coro):
+    return asyncio.run(coro)
+
+
+def _clip(text: str, limit: int) -> str:
+    text = (text or "").strip()
+    return text if len(text) <= limit else text[: limit - 2].rstrip() + " …"
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.6g}"
+
+
+# ---------------------------------------------------------------- the run summary
+
+
+async def _summary(store, run_id: str, learnings_chars: int = LEARNINGS_CHARS) -> tuple[Any, Any, str]:
+    run = await store.get_run(run_id)
+    spend = await store.spend(run_id)
+    budget = ("no budget set" if spend.budget_usd is None
+              else f"${spend.spent_usd:.2f} of ${spend.budget_usd:.2f} spent, ${max(spend.left_usd or 0, 0):.2f} left")
+    ndg = f", NDG {run.ndg:.1f}" if run.ndg is not None else ""
+    lines = [
+        f"evoteam run `{run.id}` ({run.status}): {_clip(run.goal.splitlines()[0], 200)}",
+        f"- kit: {run.kit or 'none'}; score is {run.direction}d; x0 {_fmt(run.x0)}, best-known "
+        f"{_fmt(run.best_known)}; best so far {_fmt(run.best_score)}{ndg} "
+        f"(candidate {run.best_candidate_id or 'none'})",
+        f"- team version: {run.current_version or 'none yet'}; {run.candidates} candidates, "
+        f"{run.learnings} learnings; budget: {budget}",
+    ]
+    doc = await store.render_learnings(run_id, max_chars=learnings_chars) if learnings_chars else None
+    if doc is not None and doc.total:
+        more = f" (showing {doc.shown} of {doc.total})" if doc.truncated or doc.shown < doc.total else ""
+        lines += ["", f"Top learnings{more}:", doc.markdown.strip()]
+    return run, spend, "\n".join(lines)
+
+
+def _active(project: Path) -> dict[str, Any] | None:
+    return st.read_state(project)
+
+
+# ---------------------------------------------------------------- SessionStart
+
+
+def session_start(hook_input: dict[str, Any]) -> dict[str, Any] | None:
+    """A compact context of the project's active run: best score, version, budget, top learnings."""
+    project = st.project_dir(hook_input)
+    state = _active(project)
+    if not state:
+        return None
+
+    async def go():
+        from evoteam.servers.knowledge.connect import open_store
+
+        settings = _settings(project)
+        async with open_store(settings, _actor(settings, "hook")) as store:
+            return await _summary(store, state["run_id"])
+
+    run, spend, text = _run(go())
+    if run.status != "active":
+        return None
+    source = hook_input.get("source") or "startup"
+    tail = ("You were supervising this run before the conversation was compacted; continue the "
+            "supervisor loop (the /evolve-team skill) from the store's state." if source == "compact" else
+            "To continue supervising it, use /evolve-team (it resumes the active run); the knowledge, team, "
+            "bench and retrieval tools read and write this run.")
+    context = _clip(text, CONTEXT_CHARS) + "\n\n" + tail
+    return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}}
+
+
+# ---------------------------------------------------------------- PostToolUse (records the active run)
+
+_RUN_ID = re.compile(r'"id"\s*:\s*"(run_[A-Za-z0-9_-]+)"')
+_RUN_ID_ANY = re.compile(r"\b(run_[A-Za-z0-9_-]+)")
+
+
+def _result_payload(response: Any) -> Any:
+    """The structured result of an MCP tool call, as Claude Code passes it to PostToolUse
+    (a content list, a {"result": ...} text, or already a dict)."""
+    if isinstance(response, list):
+        texts = [b.get("text", "") for b in response if isinstance(b, dict) and b.get("type") == "text"]
+        response = "\n".join(texts)
+    if isinstance(response, str):
+        try:
+            response = json.loads(response)
+        except ValueError:
+            return response
+    if isinstance(response, dict) and set(response) == {"result"}:
+        inner = response["result"]
+        if isinstance(inner, str):
+            try:
+                return json.loads(inner)
+            except ValueError:
+                return inner
+        return inner
+    return response
+
+
+def post_tool_use(hook_input: dict[str, Any]) -> dict[str, Any] | None:
+    """After `knowledge.start_run` or `team.design_team` in the main session: record the run
+    (and version) as the project's active run, so the other hooks know it."""
+    tool = hook_input.get("tool_name") or ""
+    if hook_input.get("agent_id"):  # a subagent's call: roles never change the active run
+        return None
+    project = st.project_dir(hook_input)
+    payload = _result_payload(hook_input.get("tool_response"))
+    session = hook_input.get("session_id")
+    if tool.endswith("knowledge__start_run"):
+        run_id = payload.get("id") if isinstance(payload, dict) else None
+        if not run_id:
+            m = _RUN_ID.search(json.dumps(hook_input.get("tool_response"), default=str))
+            run_id = m.group(1) if m else None
+        if run_id:
+            st.activate(project, run_id, session_id=session)
+    elif tool.endswith("team__design_team"):
+        run_id = (hook_input.get("tool_input") or {}).get("run_id")
+        version = None
+        if isinstance(payload, dict):
+            team = payload.get("team") if isinstance(payload.get("team"), dict) else payload
+            version = team.get("version") if isinstance(team, dict) else None
+            run_id = run_id or (team.get("run_id") if isinstance(team, dict) else None)
+        if run_id:
+            state = st.activate(project, run_id, version=version if isinstance(version, int) else None,
+                                session_id=session)
+            state.pop("finished_version", None)
+            st.write_state(project, state)
+    return None
+
+
+# ---------------------------------------------------------------- SubagentStop
+
+
+def _mentions_marker(path: str, max_lines: int = 50) -> bool:
+    """A cheap check before importing the team code: does the transcript's start hold a role marker?"""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for number, line in enumerate(fh):
+                if number >= max_lines:
+                    return False
+                if "[evoteam role=" in line:
+                    return True
+    except OSError:
+        return False
+    return False
+
+
+def subagent_stop(hook_input: dict[str, Any]) -> dict[str, Any] | None:
+    """Record an evoteam role's end: its status, final report and cost (priced from the
+    subagent's transcript). The role is recognised by the marker line of its spawn prompt. When
+    every role of the version has ended, note it in the state file (the Stop hook then tells
+    the supervisor to reflect) and tell the user."""
+    transcript = hook_input.get("agent_transcript_path")
+    if not transcript or not Path(transcript).is_file() or not _mentions_marker(transcript):
+        return None
+    from evoteam.servers.team.materialise import role_from_transcript
+
+    marker = role_from_transcript(transcript)
+    if marker is None:
+        return None  # not an evoteam role
+    project = st.project_dir(hook_input)
+    summary = hook_input.get("last_assistant_message") or ""
+    if isinstance(summary, (list, dict)):
+        summary = json.dumps(summary)
+
+    async def go():
+        from evoteam.servers.knowledge.connect import open_store
+        from evoteam.servers.team.core import TeamService
+        from evoteam.servers.team.cost import load_price_table
+        from evoteam.servers.team.store import TeamStore
+
+        settings = _settings(project)
+        async with open_store(settings, _actor(settings, "hook")) as store:
+            service = TeamService(TeamStore(store), project_dir=project, prices=load_price_table(settings, cwd=project),
+                                  write_agent_files=False)
+            session = await service.record_role_result(marker.run_id, marker.slug, marker.version, status="finished",
+                                                       summary=_clip(str(summary), 4000), transcript_path=transcript)
+            status = await service.team_status(marker.run_id, marker.version)
+            return session, status
+
+    session, status = _run(go())
+    message = f"evoteam: recorded {session.role} (team v{marker.version}) as {session.status}, cost ${session.cost_usd:.4f}"
+    if status.finished:
+        state = st.read_state(project, env={})
+        if state and state.get("run_id") == marker.run_id:
+            st.update_state(project, finished_version=marker.version)
+        message += f"; every role of team v{marker.version} has ended, the supervisor should reflect now"
+    return {"systemMessage": message}
+
+
+# ---------------------------------------------------------------- Stop
+
+
+def _fingerprint(run, spend) -> list:
+    return [run.candidates, run.learnings, run.current_version, run.best_score, round(spend.spent_usd, 6)]
+
+
+def stop(hook_input: dict[str, Any]) -> dict[str, Any] | None:
+    """Keep an active supervisor going while the run's budget remains.
+
+    It blocks the stop (asking the model to continue the loop) only when: a run is active in this
+    project and was started or designed in *this* session; the off switch is not set; no
+    background role is still running (Claude Code wakes the session when they end); the run has a
+    budget with money left; and the loop guard allows it: at most `EVOTEAM_MAX_IDLE_CONTINUES`
+    (default 3) consecutive continuations during which nothing in the store changed."""
+    project = st.project_dir(hook_input)
+    state = _active(project)
+    if not state:
+        return None
+    if st.autocontinue_off(project):
+        return None
+    if state.get("session_id") and hook_input.get("session_id") and state["session_id"] != hook_input["session_id"]:
+        return None  # another session in this project; only the supervisor is kept going
+    running = [t for t in hook_input.get("background_tasks") or []
+               if isinstance(t, dict) and t.get("status") in ("running", "pending", "started")]
+    if running:
+        return None
+
+    async def go():
+        from evoteam.servers.knowledge.connect import open_store
+
+        settings = _settings(project)
+        async with open_store(settings, _actor(settings, "hook")) as store:
+            run = await store.get_run(state["run_id"])
+            spend = await store.spend(state["run_id"])
+            history = await store.list_history(state["run_id"], limit=200)
+            return run, spend, history
+
+    run, spend, history = _run(go())
+    if run.status != "active" or spend.budget_usd is None or (spend.left_usd or 0) <= 0:
+        return None
+    fingerprint = _fingerprint(run, spend)
+    try:
+        limit = int(os.environ.get("EVOTEAM_MAX_IDLE_CONTINUES", DEFAULT_MAX_IDLE_CONTINUES))
+    except ValueError:
+        limit = DEFAULT_MAX_IDLE_CONTINUES
+    idle = state.get("idle_continues", 0) + 1 if state.get("last_fingerprint") == fingerprint else 1
+    if idle > limit:
+        st.update_state(project, idle_continues=0, last_fingerprint=None,
+                        guard_tripped_at=fingerprint)
+        return {"systemMessage": f"evoteam: stopped keeping the supervisor going after {limit} continuations "
+                                 f"without progress in the store (run {run.id})."}
+    st.update_state(project, idle_continues=idle, last_fingerprint=fingerprint)
+    reflected = {h.team_version for h in history.items}
+    finished = state.get("finished_version")
+    if finished is not None and finished not in reflected:
+        todo = (f"Every role of team v{finished} has ended. Read the state (team_status, trajectory, learnings), "
+                f"record your reflection on v{finished} (team.reflect), then design and start v{finished + 1}.")
+    elif run.current_version is None:
+        todo = "No team has been designed yet: diagnose the task and design team v1 (team.design_team), then start it."
+    else:
+        todo = (f"Check team v{run.current_version} (team.team_status): start any role that has not run, or, if "
+                f"every role has ended, reflect and design the next version.")
+    reason = (f"evoteam: run {run.id} is active with ${spend.left_usd:.2f} of ${spend.budget_usd:.2f} left, "
+              f"best score {_fmt(run.best_score)}. Continue the supervisor loop. {todo} "
+              f"(To end the run: knowledge.get_run shows it; mark it finished, or the user can run "
+              f"`evoteam hook pause` / set EVOTEAM_AUTOCONTINUE=0.)")
+    return {"decision": "block", "reason": reason}
+
+
+# ---------------------------------------------------------------- PreCompact
+
+
+def _last_assistant_texts(transcript: str | None, n: int = 4, limit: int = 3000) -> str:
+    if not transcript:
+        return ""
+    texts: list[str] = []
+    try:
+        with open(transcript, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(entry, dict) or entry.get("type") != "assistant" or entry.get("isSidechain"):
+                    continue
+                content = (entry.get("message") or {}).get("content")
+                if isinstance(content, list):
+                    for block in content:
+                        if isinstance(block, dict) and block.get("type") == "text" and block.get("text", "").strip():
+                            texts.append(block["text"].strip())
+    except OSError:
+        return ""
+    picked = texts[-n:]
+    return _clip("\n---\n".join(picked), limit)
+
+
+def pre_compact(hook_input: dict[str, Any]) -> dict[str, Any] | None:
+    """Before the conversation is compacted, write a checkpoint learning (kind "checkpoint")
+    with the run's state and the supervisor's latest reasoning, so it survives compaction."""
+    project = st.project_dir(hook_input)
+    state = _active(project)
+    if not state:
+        return None
+    trigger = hook_input.get("trigger") or "auto"
+    recent = _last_assistant_texts(hook_input.get("transcript_path"))
+    instructions = (hook_input.get("custom_instructions") or "").strip()
+
+    async def go():
+        from evoteam.servers.knowledge.connect import open_store
+        from evoteam.servers.knowledge.models import LearningCreate
+
+        settings = _settings(project)
+        async with open_store(settings, _actor(settings, "hook", role="supervisor",
+                                               version=state.get("version"))) as store:
+            run, spend, text = await _summary(store, state["run_id"], learnings_chars=0)
+            body = [f"Checkpoint before the supervisor's context was compacted ({trigger}).", text]
+            if recent:
+                body += ["", "The supervisor's latest notes:", recent]
+            if instructions:
+                body += ["", f"Compaction instructions: {_clip(instructions, 500)}"]
+            key = (f"precompact:{hook_input.get('session_id')}:v{run.current_version}:{run.candidates}:"
+                   f"{spend.spent_usd:.6f}")
+            learning = await store.add_learning(LearningCreate(
+                run_id=run.id, text=_clip("\n".join(body), 7900), kind="checkpoint", tags=["checkpoint", trigger],
+                confidence=1.0, idempotency_key=key[:200]))
+            return learning
+
+    learning = _run(go())
+    return {"systemMessage": f"evoteam: checkpoint {learning.id} written to run {state['run_id']} before compaction"}
+
+
+HOOKS = {
+    "session-start": session_start,
+    "post-tool-use": post_tool_use,
+    "subagent-stop": subagent_stop,
+    "stop": stop,
+    "pre-compact": pre_compact,
+}

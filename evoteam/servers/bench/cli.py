@@ -1,0 +1,181 @@
+"""`evoteam bench ...`: the bench on the command line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from evoteam.servers.bench import core
+from evoteam.servers.bench.models import Evaluation
+from evoteam.servers.common import DomainError
+
+
+def _settings(ctx: click.Context):
+    obj = ctx.find_root().obj
+    if obj is None:
+        from evoteam.config import load_settings
+
+        obj = load_settings()
+    return obj
+
+
+@click.group()
+def bench() -> None:
+    """Task kits and honest candidate evaluation."""
+
+
+@bench.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def list_cmd(ctx: click.Context, as_json: bool) -> None:
+    """List the task kits."""
+    result = core.list_kits(_settings(ctx), limit=100)
+    if as_json:
+        click.echo(result.model_dump_json(indent=2))
+        return
+    table = Table(title=f"{result.total} task kits")
+    for col in ("kit", "kind", "device", "direction", "runs here", "goal"):
+        table.add_column(col)
+    for k in result.items:
+        table.add_row(k.name, k.kind, k.device, k.direction,
+                      "yes" if k.available else f"no: {k.unavailable_reason}", k.goal)
+    Console().print(table)
+
+
+@bench.command("describe")
+@click.argument("kit")
+@click.option("--detail", is_flag=True, help="Include the reference and the definition.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def describe_cmd(ctx: click.Context, kit: str, detail: bool, as_json: bool) -> None:
+    """Describe one kit: goal, signature, tolerances, workloads."""
+    try:
+        d = core.describe_kit(_settings(ctx), kit, detail=detail)
+    except DomainError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        click.echo(d.model_dump_json(indent=2, exclude_none=True))
+        return
+    console = Console()
+    console.print(f"[bold]{d.name}[/bold] ({d.kind}, {d.device}, {d.direction})")
+    console.print(escape(d.goal))
+    if not d.available:
+        console.print(f"[yellow]cannot run here: {d.unavailable_reason}[/yellow]")
+    for label, value in (("x0", d.x0), ("best known", d.best_known), ("entry", d.entry),
+                         ("signature", d.signature), ("baseline", d.baseline), ("start from", d.starting_point)):
+        if value is not None:
+            console.print(f"[bold]{label}:[/bold] {escape(str(value))}")
+    if d.tolerance:
+        console.print(f"[bold]tolerance:[/bold] atol={d.tolerance.atol:g} rtol={d.tolerance.rtol:g} "
+                      f"matched ratio={d.tolerance.required_matched_ratio:g}")
+    if d.dev_workloads:
+        table = Table(title=f"dev workloads (+{d.heldout_count} held-out, secret)")
+        table.add_column("workload")
+        table.add_column("axes")
+        for w in d.dev_workloads:
+            table.add_row(w.name, ", ".join(f"{k}={v}" for k, v in w.axes.items()))
+        console.print(table)
+    if detail and d.reference:
+        console.print("[bold]reference:[/bold]")
+        console.print(d.reference, markup=False, highlight=False)
+
+
+def _fmt(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def print_evaluation(e: Evaluation, console: Console) -> None:
+    table = Table(title=f"{e.kit} · {e.split} · {e.status}")
+    for col in ("workload", "status", "speedup", "candidate ms", "baseline ms", "max abs err", "note"):
+        table.add_column(col, overflow="fold")
+    for w in e.workloads:
+        colour = "green" if w.status == "PASSED" else "red"
+        table.add_row(w.workload, f"[{colour}]{w.status}[/{colour}]", _fmt(w.speedup, ".3f"),
+                      _fmt(w.candidate_ms, ".4f"), _fmt(w.baseline_ms, ".4f"), _fmt(w.max_abs_error, ".2e"),
+                      escape(("⚑ " if w.flagged else "") + (w.message or "")[:300]))
+    console.print(table)
+    if e.score is not None:
+        kind = "geomean speedup" if e.kind == "kernel" else "score"
+        line = f"[bold]{kind}: {e.score:.6g}[/bold] ({e.direction})"
+        if e.ndg is not None:
+            line += f"   NDG {e.ndg:.1f}"
+        console.print(line)
+    elif e.message:
+        console.print(f"[red]{escape(e.message[:1500])}[/red]")
+    if e.flagged:
+        console.print("[yellow]flagged for review:[/yellow] " + escape("; ".join(e.flags)[:1000]))
+    if e.recorded:
+        console.print(f"recorded as {e.candidate_id} in {e.run_id}")
+
+
+async def _run(settings, kit: str, candidate: str, split: str, run_id: str | None, record: bool,
+               quiet: bool) -> list[Evaluation]:
+    splits = ["dev", "heldout"] if split == "all" else [split]
+    if split == "all":
+        the_kit = core.find_kit(settings, kit)
+        if the_kit.manifest.kind == "program" or not the_kit.manifest.heldout:
+            splits = ["dev"]
+    code = None
+    results = []
+
+    async def go(store) -> None:
+        with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.1f}/{task.total:.0f}"),
+                      TimeElapsedColumn(), console=Console(stderr=True), disable=quiet, transient=True) as bar:
+            for sp in splits:
+                task = bar.add_task(f"{kit} {sp}", total=1)
+
+                async def progress(done, total, message, _task=task):
+                    bar.update(_task, completed=done, total=total, description=f"{kit} {sp}: {message}"[:80])
+
+                results.append(await core.evaluate_candidate(settings, kit, candidate_path=candidate, code=code,
+                                                             split=sp, store=store, run_id=run_id,
+                                                             progress=progress))
+
+    if record:
+        try:
+            from evoteam.servers.common import session_actor
+            from evoteam.servers.knowledge.connect import open_store
+        except ImportError as exc:  # pragma: no cover - the store is part of the package
+            raise click.ClickException(f"the knowledge store is unavailable ({exc}); use --no-record") from exc
+        async with open_store(settings, session_actor(settings, "cli")) as store:
+            await go(store)
+    else:
+        await go(None)
+    return results
+
+
+@bench.command("run")
+@click.argument("kit")
+@click.argument("candidate", type=click.Path(exists=True, dir_okay=False))
+@click.option("--split", type=click.Choice(["dev", "heldout", "all"]), default="dev", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the evaluation(s) as JSON.")
+@click.option("--run", "run_id", default=None, help="Record in this run (default: the kit's newest active run).")
+@click.option("--no-record", is_flag=True, help="Do not record the candidate in the knowledge store.")
+@click.pass_context
+def run_cmd(ctx: click.Context, kit: str, candidate: str, split: str, as_json: bool, run_id: str | None,
+            no_record: bool) -> None:
+    """Evaluate CANDIDATE (a .py file or a solution .json) on KIT."""
+    settings = _settings(ctx)
+    try:
+        results = asyncio.run(_run(settings, kit, candidate, split, run_id, not no_record, quiet=as_json))
+    except DomainError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        payload = [r.model_dump(mode="json") for r in results]
+        click.echo(json.dumps(payload[0] if len(payload) == 1 else payload, indent=2))
+    else:
+        console = Console()
+        for r in results:
+            print_evaluation(r, console)
+    if any(r.status != "PASSED" for r in results):
+        sys.exit(1)
+
+
+COMMANDS = [bench]

@@ -1,0 +1,230 @@
+"""Finding and loading task kits, and the held-out workloads' secret.
+
+A kit is a folder with ``kit.json`` (a KitManifest) and the files it names. A folder holding only
+a FlashInfer-Bench ``definition.json`` (plus, optionally, ``workloads.jsonl``) loads as a kernel
+kit too, with the reference as its baseline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import importlib.util
+import json
+import os
+import random
+import secrets
+from functools import cached_property
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from evoteam.config import Settings
+from evoteam.servers.bench.models import Definition, KitManifest, Workload
+from evoteam.servers.common import DomainError
+
+
+def state_dir(settings: Settings) -> Path:
+    """The bench's private state (held-out secret, device locks), beside the store's file."""
+    return Path(settings.db).expanduser().resolve().parent / "bench"
+
+
+def heldout_secret(settings: Settings) -> bytes:
+    folder = state_dir(settings)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "heldout.secret"
+    if not path.exists():
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(secrets.token_hex(32))
+    return bytes.fromhex(path.read_text().strip())
+
+
+def cuda_available() -> tuple[bool, str | None]:
+    if importlib.util.find_spec("torch") is None:
+        return False, "needs torch with CUDA; torch is not installed"
+    try:
+        import torch
+    except Exception as exc:  # pragma: no cover - broken installs
+        return False, f"torch fails to import: {exc}"
+    if not torch.cuda.is_available():
+        return False, "needs a CUDA GPU; none is visible on this machine"
+    return True, None
+
+
+class Kit:
+    def __init__(self, root: Path, manifest: KitManifest):
+        self.root = root
+        self.manifest = manifest
+
+    @property
+    def name(self) -> str:
+        return self.manifest.name
+
+    @classmethod
+    def load(cls, root: Path) -> Kit:
+        root = root.resolve()
+        path = root / "kit.json"
+        try:
+            if path.is_file():
+                data = json.loads(path.read_text())
+                manifest = KitManifest(**data)
+            elif (root / "definition.json").is_file():
+                definition = Definition(**json.loads((root / "definition.json").read_text()))
+                uses_torch = "torch" in definition.reference
+                manifest = KitManifest(
+                    name=root.name, kind="kernel", goal=definition.description or definition.name,
+                    device="cuda" if uses_torch else "cpu", framework="torch" if uses_torch else "numpy",
+                    definition="definition.json",
+                    workloads="workloads.jsonl" if (root / "workloads.jsonl").is_file() else None,
+                    x0=1.0)
+            else:
+                raise DomainError(f"{root} is not a kit: it has neither kit.json nor definition.json")
+        except (ValueError, ValidationError) as exc:
+            raise DomainError(f"kit {root.name}: bad manifest: {exc}") from exc
+        kit = cls(root, manifest)
+        if manifest.kind == "kernel":
+            kit.definition  # noqa: B018 - validate now
+        return kit
+
+    def file(self, rel: str) -> Path:
+        path = (self.root / rel).resolve()
+        if self.root not in path.parents and path != self.root:
+            raise DomainError(f"kit {self.name}: {rel} points outside the kit")
+        return path
+
+    @cached_property
+    def definition(self) -> Definition:
+        if not self.manifest.definition:
+            raise DomainError(f"kit {self.name} is a kernel kit without a definition file")
+        try:
+            return Definition(**json.loads(self.file(self.manifest.definition).read_text()))
+        except (OSError, ValueError, ValidationError) as exc:
+            raise DomainError(f"kit {self.name}: bad definition: {exc}") from exc
+
+    def availability(self) -> tuple[bool, str | None]:
+        for module in self.manifest.requires:
+            if importlib.util.find_spec(module) is None:
+                return False, f"needs the Python module {module!r}, which is not installed"
+        if self.manifest.device == "cuda":
+            return cuda_available()
+        if self.manifest.framework == "torch" and importlib.util.find_spec("torch") is None:
+            return False, "needs torch, which is not installed"
+        return True, None
+
+    # -------------------------------------------------------- workloads
+
+    def dev_workloads(self) -> list[Workload]:
+        if not self.manifest.workloads:
+            return []
+        out = []
+        text = self.file(self.manifest.workloads).read_text()
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                row = row.get("workload", row) if isinstance(row, dict) else row
+                out.append(Workload(**row))
+            except (ValueError, ValidationError) as exc:
+                raise DomainError(f"kit {self.name}: workloads line {n} is not a workload: {exc}") from exc
+        return out
+
+    def heldout_workloads(self, secret: bytes) -> list[Workload]:
+        plan = self.manifest.heldout
+        if plan is None or plan.count == 0:
+            return []
+        digest = hmac.new(secret, f"heldout:{self.name}".encode(), hashlib.sha256).digest()
+        rng = random.Random(int.from_bytes(digest, "big"))
+        dev = self.dev_workloads()
+        scalars = {k: v for k, v in (dev[0].inputs.items() if dev else []) if v.type == "scalar"}
+        out = []
+        for i in range(plan.count):
+            axes = {}
+            for name, spec in plan.axes.items():
+                if spec.choices:
+                    axes[name] = rng.choice(spec.choices)
+                else:
+                    lo, hi, m = spec.min or 1, spec.max or spec.min or 1, max(1, spec.multiple_of)
+                    value = rng.randint(lo, hi)
+                    axes[name] = max(m, (value // m) * m)
+            out.append(Workload(uuid=f"heldout-{i + 1}", axes=axes, inputs=scalars))
+        return out
+
+    def inputs_source(self) -> str | None:
+        return self.file(self.manifest.inputs).read_text() if self.manifest.inputs else None
+
+    def baseline_solutions(self) -> list[tuple[dict | None, str]]:
+        """The usable baselines in the manifest's order: (solution dict for the trusted worker, or
+        None for the reference itself; a label). The reference always closes the list."""
+        out: list[tuple[dict | None, str]] = []
+        for entry in self.manifest.baseline:
+            if entry == "reference":
+                break
+            rel, _, function = entry.partition("::")
+            path = self.file(rel)
+            requires = _declared_requirements(path)
+            if any(importlib.util.find_spec(m) is None for m in requires):
+                continue
+            out.append(({"dir": str(path.parent), "file": path.name, "function": function or "run", "dps": None},
+                        entry))
+        out.append((None, "reference"))
+        return out
+
+    def baseline_solution(self) -> tuple[dict | None, str]:
+        return self.baseline_solutions()[0]
+
+    def starting_point(self) -> Path | None:
+        m = self.manifest
+        if m.initial_program:
+            return self.file(m.initial_program)
+        for entry in m.baseline:
+            if entry != "reference":
+                return self.file(entry.partition("::")[0])
+        return None
+
+
+def _declared_requirements(path: Path) -> list[str]:
+    """A baseline file may declare the modules it needs on a line ``# requires: a, b``."""
+    try:
+        for line in path.read_text().splitlines()[:20]:
+            if line.startswith("# requires:"):
+                return [m.strip() for m in line.split(":", 1)[1].split(",") if m.strip()]
+    except OSError:
+        pass
+    return []
+
+
+def kit_dirs(settings: Settings) -> list[Path]:
+    return [Path(d).expanduser() for d in settings.kits_dirs]
+
+
+def discover(settings: Settings) -> dict[str, Kit]:
+    kits: dict[str, Kit] = {}
+    for base in kit_dirs(settings):
+        if not base.is_dir():
+            continue
+        for child in sorted(base.iterdir()):
+            if child.is_dir() and ((child / "kit.json").is_file() or (child / "definition.json").is_file()):
+                try:
+                    kit = Kit.load(child)
+                except DomainError:
+                    continue
+                kits.setdefault(kit.name, kit)
+    return kits
+
+
+def find_kit(settings: Settings, name_or_path: str) -> Kit:
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return Kit.load(path)
+    kits = discover(settings)
+    if name_or_path in kits:
+        return kits[name_or_path]
+    names = ", ".join(sorted(kits)) or "none"
+    raise DomainError(f"no kit named {name_or_path!r}; available kits: {names} (list_kits shows them; a kit "
+                      "folder's path also works)")

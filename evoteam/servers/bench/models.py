@@ -1,0 +1,305 @@
+"""The bench's data model.
+
+Kernel kits follow FlashInfer-Bench's trace schema: a *Definition* names the axes (constant or
+variable), the inputs and outputs (shapes written with axis names, dtypes) and a reference
+implementation; a *Workload* binds every variable axis and says where each input comes from; a
+*Solution* points at source files and an entry point (``file.py::function``). We read the
+subset of that schema the harness needs and ignore the rest, so published definition files load
+unchanged.
+
+A kit adds a manifest (``kit.json``) with the task around it: goal, direction, tolerances,
+timeouts, the dev workloads, the recipe for the held-out workloads and the baseline.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from evoteam.servers.knowledge.models import CandidateStatus, Direction, WorkloadResult
+
+Split = Literal["dev", "heldout", "all"]
+KitKind = Literal["kernel", "program"]
+
+# ---------------------------------------------------------------- FlashInfer-Bench subset
+
+
+class AxisConst(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: Literal["const"]
+    value: int
+    description: str | None = None
+
+
+class AxisVar(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: Literal["var"]
+    description: str | None = None
+
+
+class TensorSpec(BaseModel):
+    """One input or output. ``shape`` lists axis names; ``None`` means a scalar."""
+
+    model_config = ConfigDict(extra="allow")
+    shape: list[str] | None
+    dtype: str
+    description: str | None = None
+    optional: bool = False
+
+
+class Definition(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str
+    description: str | None = None
+    op_type: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    axes: dict[str, AxisConst | AxisVar]
+    constraints: list[str] = Field(default_factory=list)
+    inputs: dict[str, TensorSpec]
+    outputs: dict[str, TensorSpec]
+    reference: str
+
+    def resolve_axes(self, var_values: dict[str, int]) -> dict[str, int]:
+        """All axis values for a workload: constants from the definition, variables bound, and any
+        extra workload parameters the kit's input generator reads (e.g. a per-request length)."""
+        axes: dict[str, int] = {k: int(v) for k, v in var_values.items() if k not in self.axes}
+        for name, axis in self.axes.items():
+            if isinstance(axis, AxisConst):
+                axes[name] = axis.value
+            elif name in var_values:
+                axes[name] = int(var_values[name])
+        return axes
+
+    def shape_of(self, spec: TensorSpec, axes: dict[str, int]) -> tuple[int, ...] | None:
+        if spec.shape is None:
+            return None
+        return tuple(int(axes[a]) for a in spec.shape)
+
+
+class InputSpec(BaseModel):
+    """Where one input's values come from: ``random`` (the kit's generator decides),
+    ``scalar`` (a literal value), or ``safetensors`` (a file; not supported by the harness yet)."""
+
+    model_config = ConfigDict(extra="allow")
+    type: Literal["random", "scalar", "safetensors"] = "random"
+    value: Any = None
+    path: str | None = None
+    tensor_key: str | None = None
+
+
+class Workload(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    uuid: str
+    axes: dict[str, int]
+    inputs: dict[str, InputSpec] = Field(default_factory=dict)
+
+
+class SolutionSource(BaseModel):
+    path: str
+    content: str
+
+
+class SolutionSpec(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    language: str = "python"
+    target_hardware: list[str] = Field(default_factory=list)
+    entry_point: str
+    dependencies: list[str] = Field(default_factory=list)
+    destination_passing_style: bool = False
+
+
+class Solution(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str = "candidate"
+    definition: str | None = None
+    author: str | None = None
+    spec: SolutionSpec
+    sources: list[SolutionSource]
+
+    @field_validator("sources")
+    @classmethod
+    def _safe_paths(cls, sources: list[SolutionSource]) -> list[SolutionSource]:
+        for src in sources:
+            parts = src.path.replace("\\", "/").split("/")
+            if src.path.startswith("/") or ".." in parts or not src.path:
+                raise ValueError(f"source path {src.path!r} must be relative and stay inside the solution")
+        return sources
+
+
+# ---------------------------------------------------------------- kit manifest
+
+
+class Tolerance(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    atol: float = 1e-5
+    rtol: float = 1e-5
+    required_matched_ratio: float = Field(default=1.0, gt=0.0, le=1.0)
+
+
+class Timeouts(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    startup_s: float = 60.0  # importing / compiling the candidate
+    workload_s: float = 60.0  # one correctness or timing request
+    program_s: float = 300.0  # a program kit's whole evaluation
+
+
+class TimingPlan(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    warmup: int = Field(default=2, ge=0, le=100)
+    rounds: int = Field(default=5, ge=1, le=100)
+    reps_per_round: int = Field(default=3, ge=1, le=1000)
+
+
+class HeldoutAxis(BaseModel):
+    """How a held-out workload's variable axis is drawn: from ``choices``, or uniformly from
+    ``[min, max]`` rounded to ``multiple_of``."""
+
+    model_config = ConfigDict(extra="forbid")
+    choices: list[int] | None = None
+    min: int | None = None
+    max: int | None = None
+    multiple_of: int = 1
+
+
+class HeldoutPlan(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    count: int = Field(default=3, ge=0, le=50)
+    axes: dict[str, HeldoutAxis] = Field(default_factory=dict)
+
+
+class KitManifest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,80}$")
+    kind: KitKind
+    goal: str
+    direction: Direction = "maximize"
+    x0: float | None = None
+    best_known: float | None = None
+    device: Literal["cpu", "cuda"] = "cpu"
+    framework: Literal["numpy", "torch"] = "numpy"
+    requires: list[str] = Field(default_factory=list, description="modules the kit needs")
+    tolerance: Tolerance = Field(default_factory=Tolerance)
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    timing: TimingPlan = Field(default_factory=TimingPlan)
+    memory_limit_mb: int = Field(default=4096, ge=64)
+    threads: int | None = Field(default=1, ge=1, description="BLAS/OpenMP threads in every worker of a CPU "
+                                "kit (same for candidate and baseline); null leaves the library default")
+    max_plausible_speedup: float = Field(default=50.0, gt=1.0)
+    # kernel kits
+    definition: str | None = None  # path of a FlashInfer-Bench definition JSON
+    workloads: str | None = None  # JSONL of dev workloads
+    heldout: HeldoutPlan | None = None
+    inputs: str | None = None  # python file with make_inputs(axes, specs, seed, device)
+    baseline: list[str] = Field(default_factory=list, description="entry points, first usable wins")
+    entry: str = "run"  # function a plain candidate file must define
+    # program kits
+    evaluator: str | None = None  # python file with evaluate(program_path) -> metrics
+    objective: str | None = None  # metric that is the score
+    initial_program: str | None = None
+    # examples shipped with the kit (for docs and tests)
+    examples: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("x0", "best_known")
+    @classmethod
+    def _finite(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ValueError("must be finite")
+        return value
+
+
+# ---------------------------------------------------------------- tool outputs
+
+
+class KitSummary(BaseModel):
+    name: str
+    kind: KitKind
+    device: str
+    direction: Direction
+    goal: str = Field(description="first line of the goal")
+    available: bool = Field(description="false when the kit needs hardware or modules this machine lacks")
+    unavailable_reason: str | None = None
+
+
+class KitList(BaseModel):
+    items: list[KitSummary]
+    total: int
+    next_cursor: str | None = None
+
+
+class WorkloadInfo(BaseModel):
+    name: str
+    axes: dict[str, int]
+
+
+class KitDetail(BaseModel):
+    name: str
+    kind: KitKind
+    device: str
+    framework: str
+    goal: str
+    direction: Direction
+    x0: float | None
+    best_known: float | None
+    available: bool
+    unavailable_reason: str | None = None
+    entry: str | None = Field(default=None, description="function a candidate file must define")
+    signature: str | None = Field(default=None, description="how the entry point is called")
+    tolerance: Tolerance | None = None
+    dev_workloads: list[WorkloadInfo] = Field(default_factory=list)
+    heldout_count: int = 0
+    baseline: str | None = None
+    starting_point: str | None = Field(default=None, description="path of the initial program or baseline to copy")
+    reference: str | None = Field(default=None, description="the reference implementation (detail=true)")
+    definition: dict[str, Any] | None = Field(default=None, description="the definition JSON (detail=true)")
+
+
+class WorkloadOutcome(WorkloadResult):
+    """One workload's result. Held-out workloads are named ``heldout-N`` and their shapes are
+    not shown."""
+
+    flagged: bool = False
+
+
+class Evaluation(BaseModel):
+    """The result of evaluating one candidate on one split of a kit."""
+
+    kit: str
+    kind: KitKind
+    split: Split
+    status: CandidateStatus
+    score: float | None = Field(description="kernel: geomean speedup over the baseline; program: the objective")
+    direction: Direction
+    passed: int
+    total: int
+    workloads: list[WorkloadOutcome]
+    metrics: dict[str, Any] = Field(default_factory=dict)
+    flagged: bool = False
+    flags: list[str] = Field(default_factory=list)
+    message: str | None = None
+    ndg: float | None = None
+    best_known: float | None = None
+    candidate_id: str | None = None
+    run_id: str | None = None
+    recorded: bool = False
+    wall_s: float = 0.0
+    sandbox: str = ""
+
+
+class WorkloadComparison(BaseModel):
+    workload: str
+    a_status: CandidateStatus
+    b_status: CandidateStatus
+    a_ms: float | None
+    b_ms: float | None
+    b_over_a: float | None = Field(description="a_ms / b_ms: above 1 means B is faster")
+
+
+class Comparison(BaseModel):
+    kit: str
+    split: Split
+    a: Evaluation
+    b: Evaluation
+    workloads: list[WorkloadComparison]
+    verdict: str

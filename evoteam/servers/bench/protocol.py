@@ -1,0 +1,110 @@
+"""Messages between the harness and its worker processes.
+
+A frame is a JSON header plus raw array blobs. Nothing is pickled: the harness reads frames from
+processes running untrusted code, and unpickling their bytes would run their code in the harness.
+Array blobs carry only plain numeric dtypes; the reader checks sizes before it allocates.
+
+Layout: ``u32 header_len | header JSON | for each blob: u64 len | bytes``. The header's
+``"blobs"`` list names each blob: ``{"key": str, "dtype": str, "shape": [int, ...]}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import struct
+import time
+from typing import Any
+
+import numpy as np
+
+MAX_HEADER = 4 * 1024 * 1024
+ALLOWED_DTYPES = {"float64", "float32", "float16", "int64", "int32", "int16", "int8", "uint8", "bool"}
+
+
+class ProtocolError(Exception):
+    """The other side sent something that is not a valid frame."""
+
+
+class PeerTimeout(Exception):
+    """The other side did not answer in time."""
+
+
+class PeerClosed(Exception):
+    """The other side closed its end (usually: it died)."""
+
+
+def encode(header: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) -> bytes:
+    blobs = []
+    chunks = []
+    for key, arr in (arrays or {}).items():
+        arr = np.ascontiguousarray(arr)
+        if arr.dtype.name not in ALLOWED_DTYPES:
+            raise ProtocolError(f"dtype {arr.dtype.name} cannot be sent")
+        blobs.append({"key": key, "dtype": arr.dtype.name, "shape": list(arr.shape)})
+        data = arr.tobytes()
+        chunks.append(struct.pack("<Q", len(data)) + data)
+    header = dict(header, blobs=blobs)
+    raw = json.dumps(header, allow_nan=True).encode()
+    return struct.pack("<I", len(raw)) + raw + b"".join(chunks)
+
+
+def write_frame(fd: int, header: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) -> None:
+    data = memoryview(encode(header, arrays))
+    while data:
+        n = os.write(fd, data)
+        data = data[n:]
+
+
+class FrameReader:
+    """Reads frames from a file descriptor with a deadline, never trusting sizes blindly."""
+
+    def __init__(self, fd: int, max_bytes: int = 1 << 31):
+        self.fd = fd
+        self.max_bytes = max_bytes
+        self.buf = bytearray()
+
+    def _fill(self, n: int, deadline: float | None) -> None:
+        while len(self.buf) < n:
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self.fd], [], [], timeout)
+            if not ready:
+                raise PeerTimeout()
+            chunk = os.read(self.fd, max(1 << 16, min(n - len(self.buf), 1 << 24)))
+            if not chunk:
+                raise PeerClosed()
+            self.buf += chunk
+
+    def _take(self, n: int, deadline: float | None) -> bytes:
+        self._fill(n, deadline)
+        out = bytes(self.buf[:n])
+        del self.buf[:n]
+        return out
+
+    def read(self, deadline: float | None = None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        (hlen,) = struct.unpack("<I", self._take(4, deadline))
+        if hlen > MAX_HEADER:
+            raise ProtocolError(f"header of {hlen} bytes is too large")
+        try:
+            header = json.loads(self._take(hlen, deadline))
+        except ValueError as exc:
+            raise ProtocolError(f"bad header: {exc}") from exc
+        if not isinstance(header, dict):
+            raise ProtocolError("header is not an object")
+        arrays: dict[str, np.ndarray] = {}
+        total = 0
+        for blob in header.get("blobs", []) or []:
+            try:
+                key, dtype, shape = str(blob["key"]), str(blob["dtype"]), [int(s) for s in blob["shape"]]
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ProtocolError(f"bad blob descriptor: {exc}") from exc
+            if dtype not in ALLOWED_DTYPES or any(s < 0 for s in shape):
+                raise ProtocolError(f"blob {key!r} has a bad dtype or shape")
+            (blen,) = struct.unpack("<Q", self._take(8, deadline))
+            expected = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+            total += blen
+            if blen != expected or total > self.max_bytes:
+                raise ProtocolError(f"blob {key!r} has {blen} bytes, expected {expected} (limit {self.max_bytes})")
+            arrays[key] = np.frombuffer(self._take(blen, deadline), dtype=dtype).reshape(shape)
+        return header, arrays

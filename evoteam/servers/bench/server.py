@@ -1,0 +1,146 @@
+"""The `bench` MCP server: list and describe task kits, evaluate candidates honestly, compare two.
+
+Each tool validates its arguments, calls the core (evoteam.servers.bench.core) and returns a
+pydantic model. Evaluations record the candidate in the knowledge store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Annotated, Literal
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from pydantic import Field
+
+from evoteam.config import Settings
+from evoteam.servers.bench import core
+from evoteam.servers.bench.models import Comparison, Evaluation, KitDetail, KitList, Split
+from evoteam.servers.common import DomainError, session_actor, tool_errors
+from evoteam.servers.knowledge.connect import open_store
+from evoteam.servers.knowledge.store import KnowledgeStore
+
+INSTRUCTIONS = """\
+Honest benchmarks for optimisation candidates. list_kits shows the task kits; describe_kit gives a
+kit's goal, the function signature a candidate must implement, tolerances and dev workloads, and a
+starting point to copy. evaluate runs a candidate (a file path or its code) in a sandboxed process:
+correctness against the reference on fresh inputs, then timing interleaved with the baseline.
+Kernel kits score the geometric-mean speedup over the baseline; program kits score their objective.
+Every evaluation is recorded as a candidate in the knowledge store (pass run_id and parent_id).
+Use split='heldout' only to confirm a final candidate: held-out shapes are secret."""
+
+Limit = Annotated[int, Field(ge=1, le=100, description="page size")]
+Cursor = Annotated[str | None, Field(description="next_cursor from the previous page; omit for the first")]
+
+
+def build_server(settings: Settings, store: KnowledgeStore | None = None) -> MCPServer:
+    """Build the bench server. Without `store`, it opens the configured store for its lifetime."""
+    holder: dict[str, KnowledgeStore] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_server: MCPServer) -> AsyncIterator[dict]:
+        if store is not None:
+            holder["store"] = store
+            yield {}
+            return
+        async with open_store(settings, session_actor(settings, "bench")) as opened:
+            holder["store"] = opened
+            yield {}
+
+    server = MCPServer("bench", instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING")
+    if store is not None:
+        holder["store"] = store
+
+    def kb(role: str | None = None, team_version: int | None = None) -> KnowledgeStore:
+        base = holder["store"]
+        update = {k: v for k, v in (("role", role), ("team_version", team_version)) if v is not None}
+        return base.with_actor(base.actor.model_copy(update=update)) if update else base
+
+    def reporter(ctx: Context):
+        async def report(done: float, total: float, message: str) -> None:
+            with contextlib.suppress(Exception):
+                await ctx.report_progress(done, total, message)
+        return report
+
+    @server.tool()
+    @tool_errors
+    async def list_kits(kind: Literal["kernel", "program"] | None = None, limit: Limit = 20,
+                        cursor: Cursor = None) -> KitList:
+        """The task kits this machine knows (the repository's task_kits/ plus configured folders):
+        name, kind (kernel or program), device, direction, the goal's first line, and whether the kit
+        can run here (a GPU kit on a machine without CUDA cannot; the reason says why)."""
+        return core.list_kits(settings, kind=kind, limit=limit, cursor=cursor)
+
+    @server.tool()
+    @tool_errors
+    async def describe_kit(kit: str, detail: bool = False) -> KitDetail:
+        """Everything needed to write a candidate for a kit: goal, direction, x0 and best-known score,
+        the entry point and its signature (input order, output order, dtypes), tolerances, dev
+        workloads (shapes), how many held-out workloads exist (their shapes are secret), the baseline,
+        and a starting-point file to copy. detail=true adds the reference implementation and the full
+        definition."""
+        return core.describe_kit(settings, kit, detail=detail)
+
+    @server.tool()
+    @tool_errors
+    async def evaluate(
+        ctx: Context,
+        kit: str,
+        candidate_path: Annotated[str | None, Field(description="a .py file (or a FlashInfer-Bench solution "
+                                                                ".json); only this file is copied to the sandbox")] = None,
+        code: Annotated[str | None, Field(description="the candidate's Python source, instead of a path")] = None,
+        split: Split = "dev",
+        run_id: Annotated[str | None, Field(description="the run to record the candidate in; default: the kit's "
+                                                        "newest active run, or a new one")] = None,
+        parent_id: Annotated[str | None, Field(description="the candidate this one was derived from")] = None,
+        documents_used: Annotated[list[str] | None, Field(description="ids of retrieved documents this "
+                                                                      "candidate was built from")] = None,
+        notes: Annotated[str, Field(max_length=2000, description="what this candidate tries")] = "",
+        role: Annotated[str | None, Field(description="your role in the team, if any (provenance)")] = None,
+        team_version: Annotated[int | None, Field(ge=0, description="your team version, if any")] = None,
+    ) -> Evaluation:
+        """Evaluate one candidate on a kit and record it in the knowledge store. Kernel kits: for every
+        workload the candidate runs in a sandboxed process on fresh inputs and is checked against the
+        reference twice (NaN/inf never pass; inputs must stay unchanged; outputs must not alias
+        inputs), then timed interleaved with the baseline (median of repetitions); score = geometric
+        mean speedup, only when every workload passes. Program kits: the kit's evaluator scores the
+        program. Statuses: PASSED, INCORRECT_SHAPE, INCORRECT_DTYPE, INCORRECT_NUMERICAL,
+        RUNTIME_ERROR, COMPILE_ERROR, TIMEOUT; suspicious results are flagged. Reports progress per
+        workload. Use split='heldout' to confirm a final candidate on secret shapes."""
+        if not candidate_path and not code:
+            raise DomainError("pass candidate_path (a file) or code (its source)")
+        return await core.evaluate_candidate(
+            settings, kit, candidate_path=candidate_path, code=code, split=split, store=kb(role, team_version),
+            run_id=run_id, parent_id=parent_id, documents_used=documents_used or [], notes=notes,
+            progress=reporter(ctx))
+
+    @server.tool()
+    @tool_errors
+    async def compare(
+        ctx: Context,
+        kit: str,
+        a_path: str | None = None, a_code: str | None = None,
+        a_candidate_id: Annotated[str | None, Field(description="a recorded candidate (cand_...)")] = None,
+        b_path: str | None = None, b_code: str | None = None, b_candidate_id: str | None = None,
+        split: Split = "dev",
+    ) -> Comparison:
+        """Evaluate two candidates (A and B: each a path, code or a recorded candidate id) on the same kit
+        and split, and line them up per workload: each one's status and time, and A's time over B's
+        (above 1: B is faster). Nothing is recorded in the store. The evaluations' workload messages are
+        shortened."""
+        def spec(path, code, cid, label):
+            given = [x for x in (path, code, cid) if x]
+            if len(given) != 1:
+                raise DomainError(f"give exactly one of {label}_path, {label}_code or {label}_candidate_id")
+            return {"candidate_path": path, "code": code, "candidate_id": cid}
+
+        return await core.compare_candidates(settings, kit, spec(a_path, a_code, a_candidate_id, "a"),
+                                             spec(b_path, b_code, b_candidate_id, "b"), split=split,
+                                             store=kb(), progress=reporter(ctx))
+
+    return server
+
+
+def serve_stdio(settings: Settings) -> None:
+    build_server(settings).run()

@@ -1,0 +1,582 @@
+"""The worker process the harness starts: ``python -I -m evoteam.servers.bench.worker RFD WFD``.
+
+Modes (from the first frame the harness sends):
+
+- ``candidate``: confined (see sandbox.py); imports the candidate from its scratch folder and
+  runs it on inputs it generates itself from seeds the harness chooses.
+- ``trusted``: not confined; runs the kit's reference and baseline. It is a different process
+  from the candidate, so the candidate can neither see reference outputs nor slow the baseline.
+- ``program``: confined; imports a program kit's candidate and calls one function.
+- ``evaluator``: not confined; calls a program kit's ``evaluate(program_path)``.
+
+The clock and the checking functions are bound before any candidate code is imported; after every
+call the worker verifies that ``time.perf_counter``/``perf_counter_ns`` are still the originals.
+Everything the harness decides on (comparisons, statistics) happens in the harness process.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import gc
+import hashlib
+import importlib.util
+import math
+import os
+import sys
+import time
+import traceback
+
+# Bound before any candidate code runs.
+_PC_NS = time.perf_counter_ns
+_PC = time.perf_counter
+_SHA = hashlib.sha256
+_GC_DISABLE = gc.disable
+_GC_ENABLE = gc.enable
+
+
+class Failure(Exception):
+    def __init__(self, status: str, message: str, flagged: bool = False):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.flagged = flagged
+
+
+def _tail(text: str, limit: int = 1500) -> str:
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+def _exc_message(exc: BaseException, memory_mb: int | None) -> str:
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    head = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, MemoryError) or "out of memory" in str(exc).lower():
+        head = (f"the candidate ran out of memory (cap {memory_mb} MiB): {type(exc).__name__}: {exc}. "
+                "Allocate less; large temporaries are the usual cause")
+    return head + "\n" + _tail(tb)
+
+
+def _check_clock() -> None:
+    if time.perf_counter_ns is not _PC_NS or time.perf_counter is not _PC:
+        raise Failure("RUNTIME_ERROR", "the candidate replaced time.perf_counter/perf_counter_ns; timing "
+                      "functions must not be patched (this evaluation is flagged)", flagged=True)
+
+
+class Worker:
+    def __init__(self, init: dict):
+        self.init = init
+        self.mode = init["mode"]
+        self.framework = init.get("framework", "numpy")
+        self.device = init.get("device", "cpu")
+        self.definition = init.get("definition") or {}
+        self.in_names = list((self.definition.get("inputs") or {}).keys())
+        self.out_names = list((self.definition.get("outputs") or {}).keys())
+        self.memory_mb = (init.get("sandbox") or {}).get("memory_mb")
+        self.fns: dict = {}
+        self.dps = False
+        self.pending: dict = {}
+        self.violations_seen = 0
+        self.sandbox_desc = "none"
+        self.np = None
+        self.torch = None
+        self.flush_buf = None
+
+    # ------------------------------------------------------------ set-up
+
+    def setup(self) -> dict:
+        import numpy as np
+
+        self.np = np
+        self._shares = np.shares_memory
+        if self.framework == "torch":
+            import torch
+
+            self.torch = torch
+            if self.device.startswith("cuda"):
+                torch.cuda.init()
+                self.flush_buf = torch.empty(64 * 1024 * 1024, dtype=torch.int32, device=self.device)
+        self.gen_ns: dict = {}
+        if self.init.get("inputs_source"):
+            exec(compile(self.init["inputs_source"], "<kit inputs>", "exec"), self.gen_ns)
+        if self.mode == "trusted":
+            ref_ns: dict = {}
+            exec(compile(self.definition_reference(), "<reference>", "exec"), ref_ns)
+            self.fns["reference"] = ref_ns[self.init.get("reference_entry", "run")]
+            base = self.init.get("baseline")
+            if base:
+                fn, dps = self._import_solution(base)
+                self.fns["baseline"] = fn
+                self.baseline_dps = dps
+            else:
+                self.fns["baseline"] = self.fns["reference"]
+                self.baseline_dps = False
+            return {"ok": True}
+        if self.mode in ("candidate", "program"):
+            from evoteam.servers.bench import sandbox
+
+            self.sandbox_mod = sandbox
+            sb = self.init["sandbox"]
+            self.sandbox_desc = sandbox.confine(sb["scratch"], sb.get("deny", []), sb.get("memory_mb"),
+                                                use_landlock=sb.get("landlock", True))
+            if self.memory_mb is None:
+                pass
+        if self.mode == "candidate":
+            try:
+                fn, dps = self._import_solution(self.init["solution"])
+            except Failure:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - anything the import raises is the candidate's
+                raise Failure("COMPILE_ERROR", "the candidate failed to import: "
+                              + _exc_message(exc, self.memory_mb)) from None
+            _check_clock()
+            self.fns["candidate"] = fn
+            self.dps = dps
+            return {"ok": True, "dps": dps, "sandbox": self.sandbox_desc}
+        if self.mode == "program":
+            try:
+                fn, _ = self._import_solution(self.init["solution"])
+            except Failure:
+                raise
+            except BaseException as exc:  # noqa: BLE001
+                raise Failure("COMPILE_ERROR", "the program failed to import: "
+                              + _exc_message(exc, self.memory_mb)) from None
+            self.fns["program"] = fn
+            return {"ok": True, "sandbox": self.sandbox_desc}
+        if self.mode == "evaluator":
+            for key, value in (self.init.get("env") or {}).items():
+                os.environ[key] = value
+            path = self.init["evaluator"]
+            sys.path.insert(0, os.path.dirname(path))
+            spec = importlib.util.spec_from_file_location("kit_evaluator", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            self.fns["evaluate"] = module.evaluate
+            return {"ok": True}
+        raise Failure("RUNTIME_ERROR", f"unknown worker mode {self.mode}")
+
+    def definition_reference(self) -> str:
+        return self.init["reference_source"]
+
+    def _import_solution(self, sol: dict):
+        folder, rel, function = sol["dir"], sol["file"], sol["function"]
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        path = os.path.join(folder, rel)
+        if not os.path.isfile(path):
+            raise Failure("COMPILE_ERROR", f"the solution file {rel!r} does not exist")
+        modname = "candidate_" + os.path.splitext(os.path.basename(rel))[0].replace("-", "_")
+        spec = importlib.util.spec_from_file_location(modname, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[modname] = module
+        spec.loader.exec_module(module)
+        fn = getattr(module, function, None)
+        if not callable(fn):
+            raise Failure("COMPILE_ERROR", f"{rel} does not define a function {function}(); the kit calls "
+                          f"{function}(*inputs) with the inputs in the definition's order")
+        dps = sol.get("dps")
+        if dps is None:
+            dps = bool(getattr(module, "DESTINATION_PASSING_STYLE", False))
+        return fn, bool(dps)
+
+    # ------------------------------------------------------------ inputs
+
+    def make_inputs(self, axes: dict, scalars: dict, seed: int) -> list:
+        gen = self.gen_ns.get("make_inputs")
+        if gen is not None:
+            values = gen(dict(axes), int(seed), self.device)
+        else:
+            values = self._default_inputs(axes, seed)
+        for name, value in scalars.items():
+            values[name] = value
+        missing = [n for n in self.in_names if n not in values]
+        if missing:
+            raise Failure("RUNTIME_ERROR", f"the kit's input generator did not produce {missing}")
+        return [values[n] for n in self.in_names]
+
+    def _default_inputs(self, axes: dict, seed: int) -> dict:
+        out = {}
+        specs = self.definition["inputs"]
+        if self.framework == "torch":
+            torch = self.torch
+            g = torch.Generator(device=self.device).manual_seed(int(seed) & ((1 << 63) - 1))
+            for name, spec in specs.items():
+                shape = [axes[a] for a in spec["shape"]] if spec.get("shape") is not None else []
+                dtype = getattr(torch, spec["dtype"])
+                if dtype.is_floating_point:
+                    out[name] = torch.randn(shape, generator=g, device=self.device, dtype=torch.float32).to(dtype)
+                elif dtype == torch.bool:
+                    out[name] = torch.randint(0, 2, shape, generator=g, device=self.device).bool()
+                else:
+                    out[name] = torch.randint(0, 100, shape, generator=g, device=self.device, dtype=dtype)
+            return out
+        np = self.np
+        rng = np.random.default_rng(int(seed))
+        for name, spec in specs.items():
+            shape = tuple(axes[a] for a in spec["shape"]) if spec.get("shape") is not None else ()
+            dtype = np.dtype(spec["dtype"])
+            if dtype.kind == "f":
+                out[name] = rng.standard_normal(shape, dtype=np.float64).astype(dtype)
+            elif dtype.kind == "b":
+                out[name] = rng.random(shape) < 0.5
+            else:
+                out[name] = rng.integers(0, 100, size=shape).astype(dtype)
+        return out
+
+    def _is_tensor(self, x) -> bool:
+        return self.torch is not None and isinstance(x, self.torch.Tensor)
+
+    def _bytes(self, x) -> bytes:
+        np = self.np
+        if self._is_tensor(x):
+            t = x.detach().contiguous().cpu().reshape(-1)
+            return t.view(self.torch.uint8).numpy().tobytes() if t.numel() else b""
+        if isinstance(x, np.ndarray):
+            return np.ascontiguousarray(x).tobytes() + repr((x.dtype.str, x.shape)).encode()
+        return repr(x).encode()
+
+    def digest(self, values: list) -> str:
+        h = _SHA()
+        for v in values:
+            h.update(self._bytes(v))
+        return h.hexdigest()
+
+    def _snapshot(self, values: list) -> list:
+        out = []
+        for v in values:
+            if self._is_tensor(v):
+                out.append(v.clone())
+            elif isinstance(v, self.np.ndarray):
+                out.append(v.copy())
+            else:
+                out.append(v)
+        return out
+
+    def _unchanged(self, before, after) -> bool:
+        if self._is_tensor(before):
+            return (before.shape == after.shape and before.dtype == after.dtype
+                    and bool(self.torch.equal(before, after)))
+        if isinstance(before, self.np.ndarray):
+            return (isinstance(after, self.np.ndarray) and before.shape == after.shape
+                    and before.dtype == after.dtype and self.np.array_equal(before, after, equal_nan=True))
+        return before == after
+
+    # ------------------------------------------------------------ calling
+
+    def _alloc_outputs(self, axes: dict) -> list:
+        outs = []
+        for name in self.out_names:
+            spec = self.definition["outputs"][name]
+            shape = [axes[a] for a in spec["shape"]] if spec.get("shape") is not None else []
+            if self.framework == "torch":
+                dtype = getattr(self.torch, spec["dtype"])
+                t = self.torch.empty(shape, dtype=dtype, device=self.device)
+                if dtype.is_floating_point:
+                    t.fill_(float("nan"))
+                outs.append(t)
+            else:
+                dtype = self.np.dtype(spec["dtype"])
+                a = self.np.empty(shape, dtype=dtype)
+                if dtype.kind == "f":
+                    a.fill(self.np.nan)
+                outs.append(a)
+        return outs
+
+    def _normalise(self, result, who: str) -> list:
+        names = self.out_names
+        if isinstance(result, dict):
+            missing = [n for n in names if n not in result]
+            if missing:
+                raise Failure("INCORRECT_SHAPE", f"{who} returned a dict without {missing}")
+            return [result[n] for n in names]
+        if isinstance(result, (tuple, list)) and len(names) != 1:
+            if len(result) != len(names):
+                raise Failure("INCORRECT_SHAPE", f"{who} returned {len(result)} outputs; expected "
+                              f"{len(names)} ({', '.join(names)})")
+            return list(result)
+        if isinstance(result, (tuple, list)) and len(names) == 1 and len(result) == 1 \
+                and (self._is_tensor(result[0]) or isinstance(result[0], self.np.ndarray)):
+            return [result[0]]
+        return [result]
+
+    def _call(self, fn, dps: bool, inputs: list, axes: dict, who: str) -> list:
+        if dps:
+            outs = self._alloc_outputs(axes)
+            fn(*inputs, *outs)
+            return outs
+        return self._normalise(fn(*inputs), who)
+
+    def _check_aliasing(self, outs: list, inputs: list) -> None:
+        for oi, o in enumerate(outs):
+            for ii, x in enumerate(inputs):
+                if self._is_tensor(o) and self._is_tensor(x):
+                    if o.numel() and x.numel():
+                        so, sx = o.untyped_storage(), x.untyped_storage()
+                        a0, a1 = so.data_ptr(), so.data_ptr() + so.nbytes()
+                        b0, b1 = sx.data_ptr(), sx.data_ptr() + sx.nbytes()
+                        if a0 < b1 and b0 < a1:
+                            self._alias_fail(oi, ii)
+                elif isinstance(o, self.np.ndarray) and isinstance(x, self.np.ndarray):
+                    if self._shares(o, x):
+                        self._alias_fail(oi, ii)
+
+    def _alias_fail(self, oi: int, ii: int) -> None:
+        raise Failure("RUNTIME_ERROR", f"output {self.out_names[oi]!r} shares memory with input "
+                      f"{self.in_names[ii]!r}; return newly allocated outputs (inputs must stay unchanged)",
+                      flagged=True)
+
+    def _check_inputs(self, before: list, after: list) -> None:
+        for i, (b, a) in enumerate(zip(before, after)):
+            if not self._unchanged(b, a):
+                raise Failure("RUNTIME_ERROR", f"the candidate modified its input {self.in_names[i]!r}; "
+                              "inputs must be left unchanged (work on a copy)", flagged=True)
+
+    def _encode_outputs(self, outs: list, who: str):
+        np = self.np
+        meta, arrays = [], {}
+        for i, o in enumerate(outs):
+            name = self.out_names[i] if i < len(self.out_names) else f"out{i}"
+            if self._is_tensor(o):
+                dtype = str(o.dtype).replace("torch.", "")
+                shape = list(o.shape)
+                data = o.detach().to(self.torch.float64).cpu().numpy()
+            elif isinstance(o, np.ndarray):
+                dtype, shape = o.dtype.name, list(o.shape)
+                if o.dtype.kind not in "fiub":
+                    raise Failure("INCORRECT_DTYPE", f"{who} output {name!r} has dtype {o.dtype}")
+                data = o.astype(np.float64)
+            elif isinstance(o, (int, float)) and not isinstance(o, bool):
+                dtype, shape, data = "python_scalar", [], np.asarray(float(o))
+            else:
+                raise Failure("INCORRECT_DTYPE", f"{who} output {name!r} is a {type(o).__name__}, not an "
+                              f"array{' or tensor' if self.torch is not None else ''}")
+            meta.append({"name": name, "dtype": dtype, "shape": shape})
+            arrays[name] = data
+        return meta, arrays
+
+    def _sync(self) -> None:
+        if self.torch is not None and self.device.startswith("cuda"):
+            self.torch.cuda.synchronize()
+
+    def _fn(self, who: str):
+        if self.mode == "candidate":
+            return self.fns["candidate"], self.dps, "the candidate"
+        if who == "baseline":
+            return self.fns["baseline"], self.baseline_dps, "the baseline"
+        return self.fns["reference"], False, "the reference"
+
+    # ------------------------------------------------------------ commands
+
+    def cmd_call(self, msg: dict):
+        fn, dps, who = self._fn(msg.get("who", "reference"))
+        axes, scalars, seed = msg["axes"], msg.get("scalars") or {}, msg["seed"]
+        inputs = self.make_inputs(axes, scalars, seed)
+        digest = self.digest(inputs)
+        before = self._snapshot(inputs) if self.mode == "candidate" else None
+        self._sync()
+        try:
+            if self.torch is not None:
+                with self.torch.no_grad():
+                    outs = self._call(fn, dps, inputs, axes, who)
+            else:
+                outs = self._call(fn, dps, inputs, axes, who)
+            self._sync()
+        except Failure:
+            raise
+        except BaseException as exc:  # noqa: BLE001
+            raise Failure("RUNTIME_ERROR", f"{who} raised " + _exc_message(exc, self.memory_mb)) from None
+        if self.mode == "candidate":
+            _check_clock()
+            if not dps:
+                self._check_aliasing(outs, inputs)
+            self._check_inputs(before, inputs)
+        meta, arrays = self._encode_outputs(outs, who)
+        return {"ok": True, "outputs": meta, "digest": digest}, arrays
+
+    def cmd_prepare(self, msg: dict):
+        fn, dps, who = self._fn(msg.get("who", "baseline"))
+        self.pending = {"fn": fn, "dps": dps, "who": who, "axes": msg["axes"],
+                        "scalars": msg.get("scalars") or {}, "seeds": list(msg["seeds"])}
+        gpu = self.torch is not None and self.device.startswith("cuda")
+        try:
+            for s in msg.get("warmup_seeds") or []:
+                inputs = self.make_inputs(msg["axes"], self.pending["scalars"], s)
+                self._call(fn, dps, inputs, msg["axes"], who)
+            self._sync()
+        except Failure:
+            raise
+        except BaseException as exc:  # noqa: BLE001
+            raise Failure("RUNTIME_ERROR", f"{who} raised during warm-up " + _exc_message(exc, self.memory_mb)) from None
+        if not gpu:
+            sets = [self.make_inputs(msg["axes"], self.pending["scalars"], s) for s in self.pending["seeds"]]
+            self.pending["inputs"] = sets
+            if self.mode == "candidate":
+                self.pending["snapshots"] = [self._snapshot(x) for x in sets]
+        return {"ok": True, "ready": True}, None
+
+    def cmd_go(self, msg: dict):
+        p = self.pending
+        fn, dps, axes = p["fn"], p["dps"], p["axes"]
+        gpu = self.torch is not None and self.device.startswith("cuda")
+        samples, walls, outs_all = [], [], []
+        pc = _PC_NS
+        try:
+            if gpu:
+                torch = self.torch
+                with torch.no_grad():
+                    for s in p["seeds"]:
+                        inputs = self.make_inputs(axes, p["scalars"], s)
+                        torch.cuda.synchronize()
+                        self.flush_buf.zero_()
+                        e0 = torch.cuda.Event(enable_timing=True)
+                        e1 = torch.cuda.Event(enable_timing=True)
+                        torch.cuda.synchronize()
+                        t0 = pc()
+                        e0.record()
+                        outs = self._call(fn, dps, inputs, axes, p["who"])
+                        e1.record()
+                        torch.cuda.synchronize()  # device-wide: work on every stream is waited for
+                        t1 = pc()
+                        samples.append(int(e0.elapsed_time(e1) * 1e6))
+                        walls.append(t1 - t0)
+                        outs_all.append((outs, inputs))
+            else:
+                _GC_DISABLE()
+                try:
+                    for inputs in p["inputs"]:
+                        t0 = pc()
+                        outs = self._call(fn, dps, inputs, axes, p["who"])
+                        t1 = pc()
+                        samples.append(t1 - t0)
+                        outs_all.append((outs, inputs))
+                finally:
+                    _GC_ENABLE()
+        except Failure:
+            raise
+        except BaseException as exc:  # noqa: BLE001
+            raise Failure("RUNTIME_ERROR", f"{p['who']} raised while being timed "
+                          + _exc_message(exc, self.memory_mb)) from None
+        p["outs"] = outs_all
+        return {"ok": True, "samples_ns": samples, "wall_ns": walls}, None
+
+    def cmd_reveal(self, msg: dict):
+        p = self.pending
+        if self.mode == "candidate":
+            _check_clock()
+            gpu = self.torch is not None and self.device.startswith("cuda")
+            for k, (outs, inputs) in enumerate(p["outs"]):
+                if not p["dps"]:
+                    self._check_aliasing(outs, inputs)
+                if not gpu:
+                    self._check_inputs(p["snapshots"][k], inputs)
+        index = int(msg.get("index", -1))
+        arrays, meta = None, []
+        if 0 <= index < len(p["outs"]):
+            meta, arrays = self._encode_outputs(p["outs"][index][0], p["who"])
+        self.pending = {}
+        return {"ok": True, "outputs": meta}, arrays
+
+    def cmd_program(self, msg: dict):
+        try:
+            result = self.fns["program"](**(msg.get("kwargs") or {}))
+        except BaseException as exc:  # noqa: BLE001
+            raise Failure("RUNTIME_ERROR", "the program raised " + _exc_message(exc, self.memory_mb)) from None
+        arrays: dict = {}
+        encoded = _encode_value(result, arrays, self.np)
+        return {"ok": True, "result": encoded}, arrays
+
+    def cmd_evaluate(self, msg: dict):
+        from evoteam.servers.bench.sandbox import ProgramFailure
+
+        try:
+            metrics = self.fns["evaluate"](self.init["program"])
+        except ProgramFailure as exc:
+            return {"ok": False, "status": exc.status, "message": exc.message}, None
+        except BaseException as exc:  # noqa: BLE001
+            raise Failure("RUNTIME_ERROR", "the kit's evaluator raised " + _exc_message(exc, None)) from None
+        if not isinstance(metrics, dict):
+            raise Failure("RUNTIME_ERROR", f"the kit's evaluator returned {type(metrics).__name__}, not a dict")
+        clean = {}
+        for key, value in metrics.items():
+            if isinstance(value, bool) or isinstance(value, (int, str)) or value is None:
+                clean[str(key)] = value
+            else:
+                try:
+                    clean[str(key)] = float(value)
+                except (TypeError, ValueError):
+                    clean[str(key)] = str(value)[:500]
+        return {"ok": True, "metrics": clean}, None
+
+
+def _encode_value(value, arrays: dict, np):
+    if isinstance(value, np.ndarray):
+        key = f"a{len(arrays)}"
+        if value.dtype.kind not in "fiub":
+            raise Failure("INCORRECT_DTYPE", f"the program returned an array of dtype {value.dtype}")
+        arrays[key] = value
+        return {"__array__": key}
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (bool, int, str)) or value is None:
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"__float__": repr(value)}
+    if isinstance(value, (list, tuple)):
+        return [_encode_value(v, arrays, np) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _encode_value(v, arrays, np) for k, v in value.items()}
+    raise Failure("INCORRECT_DTYPE", f"the program returned a {type(value).__name__}; return numbers, lists, "
+                  "dicts or numpy arrays")
+
+
+def main() -> None:
+    from evoteam.servers.bench import protocol
+
+    rfd, wfd = int(sys.argv[1]), int(sys.argv[2])
+    faulthandler.enable()
+    from evoteam.servers.bench.sandbox import die_with_parent
+
+    die_with_parent()
+    reader = protocol.FrameReader(rfd)
+    init, _ = reader.read()
+    worker = Worker(init)
+
+    def reply(header: dict, arrays=None) -> None:
+        viol = []
+        if worker.mode in ("candidate", "program"):
+            from evoteam.servers.bench import sandbox
+
+            viol = sandbox.violations[worker.violations_seen:]
+            worker.violations_seen = len(sandbox.violations)
+        if viol:
+            header = dict(header, violations=viol[:5])
+        protocol.write_frame(wfd, header, arrays)
+
+    try:
+        reply(worker.setup())
+    except Failure as f:
+        reply({"ok": False, "status": f.status, "message": f.message, "flagged": f.flagged})
+        return
+    except BaseException as exc:  # noqa: BLE001
+        reply({"ok": False, "status": "RUNTIME_ERROR", "message": "worker set-up failed: " + _exc_message(exc, None)})
+        return
+    handlers = {"call": worker.cmd_call, "prepare": worker.cmd_prepare, "go": worker.cmd_go,
+                "reveal": worker.cmd_reveal, "program": worker.cmd_program, "evaluate": worker.cmd_evaluate}
+    while True:
+        try:
+            msg, _ = reader.read()
+        except protocol.PeerClosed:
+            return
+        cmd = msg.get("cmd")
+        if cmd == "exit":
+            return
+        try:
+            header, arrays = handlers[cmd](msg)
+            reply(header, arrays)
+        except Failure as f:
+            reply({"ok": False, "status": f.status, "message": f.message, "flagged": f.flagged})
+        except BaseException as exc:  # noqa: BLE001
+            reply({"ok": False, "status": "RUNTIME_ERROR", "message": _exc_message(exc, worker.memory_mb)})
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

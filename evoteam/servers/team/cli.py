@@ -1,0 +1,108 @@
+"""`evoteam team ...`: look at a run's teams from the shell; print the supervisor prompt."""
+
+from __future__ import annotations
+
+import asyncio
+
+import click
+
+from evoteam.config import Settings
+from evoteam.servers.common import DomainError
+from evoteam.servers.knowledge.connect import open_store
+from evoteam.servers.knowledge.errors import StoreError
+
+
+def _run(coro):
+    try:
+        return asyncio.run(coro)
+    except (StoreError, DomainError) as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _service(store):
+    from evoteam.servers.team.core import TeamService
+    from evoteam.servers.team.cost import load_price_table
+    from evoteam.servers.team.store import TeamStore
+
+    return TeamService(TeamStore(store), prices=load_price_table(), write_agent_files=False)
+
+
+async def _current_run(store, run_id: str | None) -> str:
+    if run_id:
+        return run_id
+    page = await store.list_runs(status="active", limit=1)
+    if not page.items:
+        raise DomainError("no active run: pass a run id")
+    return page.items[0].id
+
+
+@click.group()
+def team() -> None:
+    """Team versions, role sessions and budget of a run; the supervisor prompt."""
+
+
+@team.command("status")
+@click.argument("run_id", required=False)
+@click.option("--version", type=int, default=None)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def status_cmd(settings: Settings, run_id, version, as_json) -> None:
+    """The current team of a run (default: the newest active run): roles, states, cost, spend."""
+
+    async def go():
+        async with open_store(settings) as store:
+            return await _service(store).team_status(await _current_run(store, run_id), version)
+
+    status = _run(go())
+    if as_json:
+        click.echo(status.model_dump_json(indent=2))
+        return
+    budget = "no budget" if status.budget_usd is None else f"${status.budget_usd:.2f}"
+    click.echo(f"run {status.run_id} ({status.run_status})  team v{status.version}  best {status.best_score}  "
+               f"spent ${status.spent_usd:.2f} of {budget}  {'finished' if status.finished else 'working'}")
+    for r in status.roles:
+        note = r.error or r.last_message.replace("\n", " ")[:80]
+        click.echo(f"  {r.role:<28} {r.status:<12} {r.runner:<8} {r.turns:>4} turns  ${r.cost_usd:.2f}  {note}")
+
+
+@team.command("versions")
+@click.argument("run_id", required=False)
+@click.pass_obj
+def versions_cmd(settings: Settings, run_id) -> None:
+    """Every team version of a run with its roles and diagnosis."""
+
+    async def go():
+        async with open_store(settings) as store:
+            return await _service(store).list_versions(await _current_run(store, run_id))
+
+    for v in _run(go()):
+        click.echo(f"v{v.version}  {', '.join(v.roles)}\n    {v.diagnosis[:200]}")
+
+
+@team.command("budget")
+@click.argument("run_id", required=False)
+@click.pass_obj
+def budget_cmd(settings: Settings, run_id) -> None:
+    """Spend per role and per version."""
+
+    async def go():
+        async with open_store(settings) as store:
+            return await _service(store).budget(await _current_run(store, run_id))
+
+    click.echo(_run(go()).model_dump_json(indent=2))
+
+
+@team.command("prompt")
+@click.option("--mode", type=click.Choice(["session", "headless"]), default="session", show_default=True)
+@click.option("--run", "run_id", default=None)
+@click.option("--plugin", is_flag=True, help="Tool names as installed through the plugin.")
+def prompt_cmd(mode, run_id, plugin) -> None:
+    """Print the supervisor prompt (the /evolve-team skill and the headless driver share it)."""
+    from evoteam.servers.team.materialise import ToolNaming
+    from evoteam.supervisor.prompts import supervisor_prompt
+
+    naming = ToolNaming(prefix="mcp__plugin_evoteam_") if plugin else ToolNaming.from_env()
+    click.echo(supervisor_prompt(mode, run_id, naming))
+
+
+COMMANDS = [team]

@@ -1,0 +1,276 @@
+"""Turning a role into something an agent can run: its brief (the role's system prompt), a
+Claude Code subagent file under `.claude/agents/`, an SDK `AgentDefinition`, and the
+marker line by which hooks recognise which role a subagent played."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from evoteam.servers.knowledge.models import Run
+from evoteam.servers.team.models import RoleSpec, TeamVersion
+from evoteam.servers.team.validate import stage_of
+
+GENERIC_AGENT = "team-member"
+# Claude Code 2.1.x offers no Glob/Grep/TodoWrite tools (search goes through Bash).
+BASE_TOOLS = ["Read", "Write", "Edit", "Bash"]
+
+# Tools of each evoteam server that a role may need. Kept here (not discovered) so that the
+# agent files are deterministic; a server's newer tools can be added by a role's `tools`.
+SERVER_TOOLS: dict[str, list[str]] = {
+    "knowledge": ["get_run", "list_runs", "add_learning", "learnings", "history", "put_artifact", "get_artifact",
+                  "list_artifacts", "record_candidate", "get_candidate", "best_candidates", "trajectory", "search"],
+    "bench": ["list_kits", "describe_kit", "evaluate", "compare"],
+    "retrieval": ["gate", "search", "lookup", "score_documents", "record_outcome", "retrieval_stats"],
+    "team": ["team_status", "budget"],
+}
+
+_MARKER = re.compile(r"\[evoteam role=(?P<slug>[a-z0-9-]+) version=(?P<version>\d+) run=(?P<run>[A-Za-z0-9_-]+)\]")
+
+
+class ToolNaming(BaseModel):
+    """How MCP tools are named in the client: `mcp__<server>__<tool>` when the servers are
+    registered directly, `mcp__plugin_evoteam_<server>__<tool>` when installed as a plugin."""
+
+    prefix: str = "mcp__"
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> ToolNaming:
+        env = dict(os.environ if env is None else env)
+        if env.get("EVOTEAM_TOOL_PREFIX"):
+            return cls(prefix=env["EVOTEAM_TOOL_PREFIX"])
+        if env.get("EVOTEAM_PLUGIN") in ("1", "true", "yes"):
+            return cls(prefix="mcp__plugin_evoteam_")
+        return cls()
+
+    def tool(self, server: str, tool: str) -> str:
+        return f"{self.prefix}{server}__{tool}"
+
+    def server_tools(self, server: str) -> list[str]:
+        return [self.tool(server, t) for t in SERVER_TOOLS.get(server, [])]
+
+
+def role_marker(run_id: str, version: int, slug: str) -> str:
+    """The first line of every role prompt; hooks read it back with `parse_role_marker`."""
+    return f"[evoteam role={slug} version={version} run={run_id}]"
+
+
+class RoleMarker(BaseModel):
+    run_id: str
+    version: int
+    slug: str
+
+
+def parse_role_marker(text: str) -> RoleMarker | None:
+    """Find the role marker in a prompt or transcript text (None if absent)."""
+    match = _MARKER.search(text or "")
+    if not match:
+        return None
+    return RoleMarker(run_id=match["run"], version=int(match["version"]), slug=match["slug"])
+
+
+def role_from_transcript(path: str | Path, max_lines: int = 50) -> RoleMarker | None:
+    """The role a subagent played, from the first user entries of its transcript."""
+    try:
+        with Path(path).open(encoding="utf-8", errors="replace") as fh:
+            for number, line in enumerate(fh):
+                if number >= max_lines:
+                    break
+                marker = parse_role_marker(line)
+                if marker:
+                    return marker
+    except OSError:
+        return None
+    return None
+
+
+def role_tools(role: RoleSpec, naming: ToolNaming) -> list[str]:
+    tools = list(BASE_TOOLS)
+    for server in role.mcp_servers:
+        tools += naming.server_tools(server)
+    for extra in role.tools:
+        if extra not in tools:
+            tools.append(extra)
+    return tools
+
+
+def _bullets(items: list[str], empty: str) -> str:
+    return "\n".join(f"- {item}" for item in items) if items else f"- {empty}"
+
+
+def role_brief(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming | None = None,
+               worktree_note: str | None = None) -> str:
+    """The full brief of a role: the system prompt of its subagent file, the body of its
+    spawn prompt, and the prompt of its headless session."""
+    naming = naming or ToolNaming()
+    stages = stage_of(team)
+    my_stage = stages[role.slug]
+    n_stages = max(stages.values()) + 1
+    teammates = [f"{r.name} (stage {stages[r.slug] + 1})" if n_stages > 1 else r.name
+                 for r in team.roles if r.slug != role.slug]
+    k = naming.tool
+    incoming = [h for h in team.coordination.handoffs if _same(h.to_role, role)]
+    outgoing = [h for h in team.coordination.handoffs if _same(h.from_role, role)]
+    reads = [
+        f"The learnings document of run `{run.id}` (`{k('knowledge', 'learnings')}`): what earlier teams "
+        f"established, what failed, what is still open.",
+        f"The evolution history (`{k('knowledge', 'history')}`): why this team exists and what the previous "
+        f"versions did.",
+        f"The best candidates so far (`{k('knowledge', 'best_candidates')}`) and, before building on one, "
+        f"its code (`{k('knowledge', 'get_candidate')}` with detail=true).",
+        *team.knowledge_plan.shared_reads,
+        *role.reads_first,
+    ]
+    writes = [
+        f"Every empirical finding, with the ids of the candidates or artifacts that back it: "
+        f"`{k('knowledge', 'add_learning')}` with role=\"{role.name}\" and team_version={team.version}. "
+        f"Record dead ends (kind=dead_end) as carefully as successes.",
+        f"Files worth keeping (kernels, profiles, reports): `{k('knowledge', 'put_artifact')}`.",
+        f"Every candidate you want scored: `{k('bench', 'evaluate')}` (it measures honestly and records the "
+        f"candidate with its parent and your role).",
+        *team.knowledge_plan.shared_writes,
+        *role.writes_to,
+    ]
+    if "bench" not in role.mcp_servers:
+        writes.pop(2)
+    place = worktree_note or (
+        "You work in your own git worktree and branch; commit your work there." if role.isolation == "worktree"
+        else "You work in the shared project tree; keep your changes small and coordinated.")
+    coordination = [place]
+    if n_stages > 1:
+        coordination.append(f"You are in stage {my_stage + 1} of {n_stages}; stages run in order and the roles "
+                            f"of one stage run in parallel.")
+    coordination += [f"You receive from {h.from_role}: {h.what}" for h in incoming]
+    coordination += [f"You hand to {h.to_role}: {h.what}" for h in outgoing]
+    if team.coordination.notes:
+        coordination.append(team.coordination.notes)
+    if team.knowledge_plan.notes:
+        coordination.append(f"Knowledge plan: {team.knowledge_plan.notes}")
+    never = [f"Do not touch: {', '.join(role.must_not_touch)}."] if role.must_not_touch else []
+    kit = f"\nTask kit: `{run.kit}`." if run.kit else ""
+    score = (f"\nBest score so far: {run.best_score} ({run.direction}); starting score x0: {run.x0}."
+             if run.best_score is not None or run.x0 is not None else f"\nThe score is to be {run.direction}d.")
+    return f"""You are the **{role.name}** in version {team.version} of an evolving agent team working on \
+evoteam run `{run.id}`. The supervisor invented this role for this version; nobody else holds it.
+
+## The task
+{run.goal.strip()}{kit}{score}
+
+## Your mandate
+{role.mandate.strip()}
+
+## Why this team looks the way it does
+{_clip(team.diagnosis, 1500)}
+
+{_clip(team.rationale, 1500)}
+
+## Read before you act (mandatory)
+{_bullets(reads, "nothing beyond the above")}
+
+## Deliver
+{_bullets(role.deliverables, "a short written account of what you tried, what you measured and what it means")}
+
+## Record as you go (not only at the end)
+{_bullets(writes, "")}
+
+## Coordination
+{_bullets(coordination + never, "")}
+Your teammates in this version: {', '.join(teammates) if teammates else 'none (you work alone)'}.
+
+## Working rules
+- Measure, do not guess: claim a speed-up or a cause only with a measurement you recorded.
+- Never game the evaluator (no special-casing its inputs, no skipping correctness, no caching results).
+- When you are stuck on one thing for long, write down what you know as a learning and change approach.
+- Stay inside your mandate; if something outside it blocks you, record it for the supervisor.
+- Finish with a short report: what you did, the ids of the candidates, learnings and artifacts you \
+recorded, and what the next team should try.
+"""
+
+
+def _same(name: str, role: RoleSpec) -> bool:
+    from evoteam.servers.team.models import slugify
+
+    return slugify(name) == role.slug
+
+
+def _clip(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit].rstrip() + " …"
+
+
+def role_description(team: TeamVersion, role: RoleSpec) -> str:
+    first = role.mandate.strip().split("\n", 1)[0]
+    if len(first) > 200:
+        first = first[:200].rstrip() + "…"
+    return f"{role.name} (evoteam team v{team.version}, run {team.run_id}): {first}"
+
+
+def _yaml_str(value: str) -> str:
+    # A JSON string is a valid YAML double-quoted scalar.
+    return json.dumps(value, ensure_ascii=True)
+
+
+def agent_file_text(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming | None = None) -> str:
+    """A Claude Code subagent definition: YAML frontmatter (name, description, tools, model)
+    and the role's brief as its system prompt."""
+    naming = naming or ToolNaming()
+    front = [
+        "---",
+        f"name: {role.slug}",
+        f"description: {_yaml_str(role_description(team, role))}",
+        f"tools: {', '.join(role_tools(role, naming))}",
+        f"model: {_yaml_str(role.model)}",
+        "---",
+        "",
+    ]
+    return "\n".join(front) + role_brief(team, role, run, naming)
+
+
+def materialise(team: TeamVersion, run: Run, project_dir: Path, naming: ToolNaming | None = None) -> list[Path]:
+    """Write every role of the version to `<project>/.claude/agents/<slug>.md`; returns the paths.
+    A later version's role of the same name replaces the file (the store keeps every version)."""
+    folder = Path(project_dir) / ".claude" / "agents"
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for role in team.roles:
+        path = folder / f"{role.slug}.md"
+        tmp = path.with_suffix(".md.tmp")
+        tmp.write_text(agent_file_text(team, role, run, naming), encoding="utf-8")
+        tmp.replace(path)
+        written.append(path)
+    return written
+
+
+def agent_definition(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming | None = None,
+                     worktree_note: str | None = None):
+    """The role as a `claude_agent_sdk.AgentDefinition` (for the SDK's `agents` option)."""
+    from claude_agent_sdk import AgentDefinition
+
+    naming = naming or ToolNaming()
+    return AgentDefinition(description=role_description(team, role),
+                           prompt=role_brief(team, role, run, naming, worktree_note),
+                           tools=role_tools(role, naming), model=role.model)
+
+
+def parse_frontmatter(text: str) -> tuple[dict[str, str], str]:
+    """Read back the frontmatter this module writes (flat `key: value`, values plain or JSON
+    quoted). Raises ValueError when the text has no frontmatter."""
+    if not text.startswith("---\n"):
+        raise ValueError("no frontmatter: the file must start with '---'")
+    end = text.find("\n---\n", 4)
+    if end < 0:
+        raise ValueError("frontmatter is not closed by '---'")
+    fields: dict[str, str] = {}
+    for line in text[4:end].splitlines():
+        if not line.strip():
+            continue
+        key, sep, value = line.partition(":")
+        if not sep:
+            raise ValueError(f"bad frontmatter line {line!r}")
+        value = value.strip()
+        fields[key.strip()] = json.loads(value) if value.startswith('"') else value
+    return fields, text[end + 5:]

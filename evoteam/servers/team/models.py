@@ -1,0 +1,324 @@
+"""The team model: a team version T_v = (roles, coordination, knowledge plan), the sessions
+that run its roles, spawn plans, and the reports the team tools return.
+
+Roles are invented per diagnosis by the supervisor; nothing here lists role names.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from evoteam.servers.knowledge.models import Provenance
+
+Isolation = Literal["worktree", "shared"]
+RunnerKind = Literal["claude", "codex", "subagent"]
+SessionStatus = Literal[
+    "planned",      # in the spawn plan, not started yet (in-session roles wait for the Agent tool)
+    "queued",       # asked to start headless; waits for a free slot or its stage
+    "running",
+    "finished",
+    "failed",       # crashed or ended with an error
+    "over_budget",  # stopped by its USD cap
+    "stopped",      # stopped on request (stop_role, a new version, the budget stop)
+    "interrupted",  # its driver died; resumed or restarted later
+    "skipped",      # could not start here (e.g. codex is not installed)
+]
+TERMINAL: frozenset[str] = frozenset({"finished", "failed", "over_budget", "stopped", "skipped"})
+ACTIVE: frozenset[str] = frozenset({"queued", "running"})
+
+_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+def slugify(name: str) -> str:
+    """The file and agent name of a role: lowercase words joined by '-' ("Profiling Scientist"
+    -> "profiling-scientist")."""
+    return _SLUG.sub("-", name.lower()).strip("-")[:60].strip("-")
+
+
+class RoleSpec(BaseModel):
+    """One invented role. `name` is free text (e.g. "Workload Analyst"); its slug names the
+    subagent file, the worktree and the branch."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=80)
+    mandate: str = Field(min_length=1, max_length=8_000,
+                         description="what this role is responsible for, and why it exists in this version")
+    deliverables: list[str] = Field(default_factory=list, max_length=20,
+                                    description="what the role must leave behind when it finishes")
+    reads_first: list[str] = Field(default_factory=list, max_length=20,
+                                   description="mandatory reads before acting (store documents, artifacts, files)")
+    writes_to: list[str] = Field(default_factory=list, max_length=20,
+                                 description="where the role records findings (learnings kinds, artifacts, branch)")
+    tools: list[str] = Field(default_factory=list, max_length=60,
+                             description="Claude Code tools beyond the defaults (e.g. WebSearch)")
+    mcp_servers: list[Literal["knowledge", "bench", "retrieval", "team"]] = Field(
+        default_factory=lambda: ["knowledge", "bench"],
+        description="evoteam servers whose tools the role may use")
+    model: str = Field(default="inherit", max_length=100, description="sonnet, opus, haiku, inherit or a model id")
+    isolation: Isolation = Field(default="worktree",
+                                 description="worktree: own git worktree and branch; shared: the project tree")
+    must_not_touch: list[str] = Field(default_factory=list, max_length=20,
+                                      description="paths or branches the role must leave alone (e.g. main)")
+    budget_usd: float | None = Field(default=None, gt=0, description="this role's USD cap when run headless")
+    runner: Literal["claude", "codex"] | None = Field(default=None,
+                                                      description="headless runner; default is the driver's")
+
+    @field_validator("name")
+    @classmethod
+    def _name_has_letters(cls, value: str) -> str:
+        value = value.strip()
+        if not slugify(value):
+            raise ValueError("a role name needs letters or digits (e.g. 'Profiling Scientist')")
+        return value
+
+    @property
+    def slug(self) -> str:
+        return slugify(self.name)
+
+
+class Stage(BaseModel):
+    """A pipeline stage: its roles run in parallel; stages run in order."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(default="", max_length=80)
+    roles: list[str] = Field(min_length=1, max_length=20, description="role names (or slugs) in this stage")
+
+
+class Handoff(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    from_role: str
+    to_role: str
+    what: str = Field(min_length=1, max_length=2_000)
+
+
+class Coordination(BaseModel):
+    """How the roles interact. Without stages, every role starts at once (parallel branches).
+    With stages, stage k starts when every role of stage k-1 has ended; roles not named in any
+    stage run in parallel from the start."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    stages: list[Stage] = Field(default_factory=list, max_length=20)
+    handoffs: list[Handoff] = Field(default_factory=list, max_length=40)
+    notes: str = Field(default="", max_length=8_000)
+
+
+class KnowledgePlan(BaseModel):
+    """What everybody reads first and where shared findings go."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    shared_reads: list[str] = Field(default_factory=list, max_length=20)
+    shared_writes: list[str] = Field(default_factory=list, max_length=20)
+    notes: str = Field(default="", max_length=8_000)
+
+
+class TeamDesign(BaseModel):
+    """What the supervisor submits to design_team."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    diagnosis: str = Field(min_length=1, max_length=20_000, description="why progress stalled (or, for v1, the "
+                                                                          "starting assessment)")
+    rationale: str = Field(min_length=1, max_length=20_000, description="how this design answers the diagnosis")
+    roles: list[RoleSpec] = Field(min_length=1, max_length=12)
+    coordination: Coordination = Field(default_factory=Coordination)
+    knowledge_plan: KnowledgePlan = Field(default_factory=KnowledgePlan)
+
+
+class TeamVersion(TeamDesign):
+    """A stored team version; versions are numbered per run from 1 and never overwritten."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    version: int
+    created_by: Provenance
+
+    def role(self, name_or_slug: str) -> RoleSpec | None:
+        key = slugify(name_or_slug)
+        return next((r for r in self.roles if r.slug == key), None)
+
+
+class TeamVersionSummary(BaseModel):
+    run_id: str
+    version: int
+    roles: list[str]
+    diagnosis: str
+    created_at: datetime
+
+
+# ---------------------------------------------------------------- role sessions
+
+
+class RoleSession(BaseModel):
+    """One execution of one role of one version (headless, or an in-session subagent)."""
+
+    id: str
+    run_id: str
+    version: int
+    role: str           # the role's name
+    slug: str
+    runner: RunnerKind
+    status: SessionStatus
+    stage: int = 0
+    cap_usd: float | None = None
+    cost_usd: float = 0.0
+    turns: int = 0
+    last_message: str = ""
+    error: str | None = None
+    session_id: str | None = None
+    worktree: str | None = None
+    branch: str | None = None
+    owner: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    updated_at: datetime
+
+
+class SessionUpdate(BaseModel):
+    """A partial update of a role session; None leaves a field unchanged."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: SessionStatus | None = None
+    cost_usd: float | None = Field(default=None, ge=0)
+    turns: int | None = Field(default=None, ge=0)
+    last_message: str | None = None
+    error: str | None = None
+    session_id: str | None = None
+    worktree: str | None = None
+    branch: str | None = None
+    owner: str | None = None
+    cap_usd: float | None = None
+    runner: RunnerKind | None = None
+
+
+# ---------------------------------------------------------------- spawn plans
+
+
+class AgentCall(BaseModel):
+    """The input of one Agent (Task) tool call."""
+
+    subagent_type: str
+    description: str
+    prompt: str
+    run_in_background: bool = True
+
+
+class SpawnStep(BaseModel):
+    """One step of a spawn plan: start every call in it at once (parallel); wait for the step
+    to end before the next step."""
+
+    stage: int
+    name: str
+    roles: list[str]
+    calls: list[AgentCall]
+
+
+class SpawnPlan(BaseModel):
+    run_id: str
+    version: int
+    subagent_type: str
+    steps: list[SpawnStep]
+    materialised: list[str] = Field(default_factory=list, description="agent files written")
+    instructions: str
+
+
+class DesignResult(BaseModel):
+    """What design_team returns: the stored version and how to start it."""
+
+    version: int
+    run_id: str
+    roles: list[str]
+    plan: SpawnPlan
+    warnings: list[str] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------- reports
+
+
+class RoleState(BaseModel):
+    role: str
+    slug: str
+    status: SessionStatus
+    runner: RunnerKind
+    stage: int
+    cost_usd: float
+    cap_usd: float | None
+    turns: int
+    last_message: str
+    error: str | None = None
+    session_id: str | None = None
+    branch: str | None = None
+
+
+class TeamStatus(BaseModel):
+    run_id: str
+    run_status: str
+    version: int | None
+    finished: bool = Field(description="every role of the version has ended (finished, failed, over budget, ...)")
+    roles: list[RoleState]
+    best_score: float | None
+    ndg: float | None
+    candidates: int
+    learnings: int
+    spent_usd: float
+    budget_usd: float | None
+    left_usd: float | None
+
+
+class BudgetLine(BaseModel):
+    role: str | None
+    team_version: int | None
+    usd: float
+
+
+class BudgetReport(BaseModel):
+    run_id: str
+    budget_usd: float | None
+    spent_usd: float
+    left_usd: float | None
+    exhausted: bool
+    by_version: dict[str, float]
+    by_role: dict[str, float]
+    lines: list[BudgetLine]
+
+
+class SupervisorWake(BaseModel):
+    """One wake of the headless supervisor (kept so that a restarted driver can resume)."""
+
+    id: str
+    run_id: str
+    seq: int
+    trigger: str
+    status: Literal["running", "done", "failed", "interrupted"]
+    version_before: int | None
+    version_after: int | None = None
+    cost_usd: float = 0.0
+    session_id: str | None = None
+    error: str | None = None
+    owner: str | None = None
+    started_at: datetime
+    ended_at: datetime | None = None
+
+
+class CostRecord(BaseModel):
+    """The result of pricing a transcript or an SDK result."""
+
+    usd: float
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    messages: int = 0
+    priced_with: str = ""
+    detail: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,231 @@
+"""The `team` MCP server: thin tools over `TeamService`.
+
+Environment it honours (besides the usual EVOTEAM_DB / EVOTEAM_PROJECT):
+- EVOTEAM_PROJECT_DIR (else CLAUDE_PROJECT_DIR, else the working directory): where
+  `.claude/agents/` and the role worktrees go;
+- EVOTEAM_TOOL_PREFIX or EVOTEAM_PLUGIN=1: how MCP tools are named in agent files;
+- EVOTEAM_SPAWN_MODE=queue: spawn_role only queues roles (the headless supervisor's driver
+  starts them), instead of running them in this server process;
+- EVOTEAM_SUBAGENT_TYPE: the generic subagent the spawn plan uses (default team-member).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated, Literal
+
+from mcp.server import MCPServer
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from evoteam.config import Settings
+from evoteam.servers.common import DomainError, session_actor, tool_errors
+from evoteam.servers.knowledge.connect import open_store
+from evoteam.servers.knowledge.models import HistoryEntry
+from evoteam.servers.knowledge.store import KnowledgeStore
+from evoteam.servers.team.core import TeamService, role_env
+from evoteam.servers.team.cost import load_price_table
+from evoteam.servers.team.materialise import GENERIC_AGENT, ToolNaming
+from evoteam.servers.team.models import (
+    BudgetReport,
+    Coordination,
+    DesignResult,
+    KnowledgePlan,
+    RoleSession,
+    RoleSpec,
+    SpawnPlan,
+    TeamDesign,
+    TeamStatus,
+    TeamVersion,
+    TeamVersionSummary,
+)
+from evoteam.servers.team.runners import RunnerFactory
+from evoteam.servers.team.store import TeamStore
+
+INSTRUCTIONS = """\
+evoteam team tools: design a team version of invented roles for a run (design_team), start it
+(follow the returned spawn plan with the Agent tool, or spawn_role for headless sessions in their
+own git worktrees), watch it (team_status, budget), stop roles (stop_role), record an in-session
+role's end (record_role_result), and record the supervisor's reflection on a version (reflect).
+Every version, session, reflection and cost is kept in the knowledge store."""
+
+Version = Annotated[int | None, Field(ge=1, description="team version; omit for the run's current one")]
+
+
+class VersionList(BaseModel):
+    run_id: str
+    items: list[TeamVersionSummary]
+    total: int
+
+
+class TeamView(BaseModel):
+    """A team version, and its spawn plan when asked for."""
+
+    team: TeamVersion
+    plan: SpawnPlan | None = None
+
+
+class StopResult(BaseModel):
+    run_id: str
+    stopped: list[RoleSession]
+
+
+def _project_dir(project_dir: Path | None) -> Path:
+    if project_dir is not None:
+        return Path(project_dir)
+    for var in ("EVOTEAM_PROJECT_DIR", "CLAUDE_PROJECT_DIR"):
+        if os.environ.get(var):
+            return Path(os.environ[var])
+    return Path.cwd()
+
+
+def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
+                 runner_factory: RunnerFactory | None = None, project_dir: Path | None = None) -> MCPServer:
+    """Build the team server. Without `store`, it opens the configured store for its lifetime."""
+    holder: dict[str, TeamService] = {}
+    errors: list[str] = []
+
+    def make_service(kb: KnowledgeStore) -> TeamService:
+        mode = "queue" if os.environ.get("EVOTEAM_SPAWN_MODE") == "queue" else "run"
+        return TeamService(TeamStore(kb), project_dir=_project_dir(project_dir), naming=ToolNaming.from_env(),
+                           runner_factory=runner_factory, prices=load_price_table(settings),
+                           subagent_type=os.environ.get("EVOTEAM_SUBAGENT_TYPE") or GENERIC_AGENT,
+                           spawn_mode=mode, env=role_env(settings))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_server: MCPServer) -> AsyncIterator[dict]:
+        if store is not None:
+            holder.setdefault("svc", make_service(store))
+            try:
+                yield {}
+            finally:
+                await holder["svc"].shutdown()
+            return
+        async with open_store(settings, session_actor(settings, "team")) as opened:
+            try:
+                holder["svc"] = make_service(opened)
+            except DomainError as exc:  # e.g. a shared knowledge server: the tools say why they cannot work
+                errors.append(str(exc))
+                yield {}
+                return
+            try:
+                yield {}
+            finally:
+                await holder["svc"].shutdown()
+
+    server = MCPServer("team", instructions=INSTRUCTIONS, lifespan=lifespan)
+
+    def svc() -> TeamService:
+        if errors:
+            raise DomainError(errors[0])
+        if "svc" not in holder:
+            if store is None:
+                raise RuntimeError("the team server's store is not open")
+            holder["svc"] = make_service(store)
+        return holder["svc"]
+
+    @server.tool()
+    @tool_errors
+    async def design_team(run_id: str, diagnosis: str, rationale: str, roles: list[RoleSpec],
+                          coordination: Coordination | None = None,
+                          knowledge_plan: KnowledgePlan | None = None) -> DesignResult:
+        """Store the next team version of a run and get its spawn plan.
+
+        diagnosis: why progress stalled (for v1: your starting assessment of the task).
+        rationale: how this design answers the diagnosis.
+        roles: invented roles, each with name, mandate, deliverables, reads_first, writes_to,
+        tools, mcp_servers, model, isolation (worktree|shared), must_not_touch, budget_usd, runner.
+        coordination: stages (each a list of role names; stages run in order, the roles of a stage
+        in parallel; unstaged roles start at once), handoffs, notes.
+        knowledge_plan: shared_reads, shared_writes, notes.
+        Writes each role to .claude/agents/<role>.md and returns the plan: Agent tool calls (to the
+        generic team-member subagent, with each role's full brief) grouped in steps. Versions are
+        numbered from 1 and never overwritten; roles of earlier versions still planned or running
+        are stopped."""
+        design = TeamDesign(run_id=run_id, diagnosis=diagnosis, rationale=rationale, roles=roles,
+                            coordination=coordination or Coordination(),
+                            knowledge_plan=knowledge_plan or KnowledgePlan())
+        return await svc().design_team(design)
+
+    @server.tool()
+    @tool_errors
+    async def get_team(run_id: str, version: Version = None, plan: bool = False) -> TeamView:
+        """A stored team version (roles, coordination, knowledge plan, diagnosis, rationale).
+        plan=true adds its spawn plan (e.g. to start it again from a new session)."""
+        team = await svc().get_team(run_id, version)
+        return TeamView(team=team, plan=await svc().spawn_plan(run_id, team.version) if plan else None)
+
+    @server.tool()
+    @tool_errors
+    async def list_versions(run_id: str) -> VersionList:
+        """Every team version of a run, oldest first, with its roles and diagnosis (shortened)."""
+        items = await svc().list_versions(run_id)
+        return VersionList(run_id=run_id, items=items, total=len(items))
+
+    @server.tool()
+    @tool_errors
+    async def spawn_role(run_id: str, role: str, version: Version = None,
+                         runner: Literal["claude", "codex"] | None = None,
+                         cap_usd: Annotated[float | None, Field(gt=0)] = None) -> RoleSession:
+        """Start one role headless: a Claude Agent SDK session (runner=claude, default) or
+        `codex exec` (runner=codex), in its own git worktree and branch (unless the role's
+        isolation is shared), capped at cap_usd (default: the role's budget_usd, never more than
+        the run's budget left). Returns at once; follow it with team_status. Use this for long
+        unattended work; inside a session, the spawn plan's Agent calls are the usual way."""
+        return await svc().spawn_role(run_id, role, version, runner=runner, cap_usd=cap_usd)
+
+    @server.tool()
+    @tool_errors
+    async def team_status(run_id: str, version: Version = None) -> TeamStatus:
+        """The state of a team version: each role's status (planned, queued, running, finished,
+        failed, over_budget, stopped, interrupted, skipped), turns, cost, cap, last message;
+        whether the whole version has finished; the run's best score, NDG and spend."""
+        return await svc().team_status(run_id, version)
+
+    @server.tool(annotations=ToolAnnotations(destructiveHint=True, idempotentHint=True))
+    @tool_errors
+    async def stop_role(run_id: str, role: str | None = None, version: Version = None,
+                        reason: str = "stopped by the supervisor") -> StopResult:
+        """Stop one role (or, without role, every role) of a team version: a running headless
+        session is ended, planned or queued ones will not start. Its work so far stays in the
+        store and on its branch. An in-session subagent is only marked stopped here: end the
+        subagent itself with the session's own tools."""
+        stopped = await svc().stop_role(run_id, role, version, reason=reason)
+        return StopResult(run_id=run_id, stopped=stopped)
+
+    @server.tool()
+    @tool_errors
+    async def record_role_result(run_id: str, role: str, version: Version = None,
+                                 status: Literal["finished", "failed", "over_budget", "stopped"] = "finished",
+                                 summary: str = "", cost_usd: Annotated[float | None, Field(ge=0)] = None,
+                                 transcript_path: str | None = None) -> RoleSession:
+        """Record that an in-session role (a subagent you started with the Agent tool) ended:
+        its status, its final report as summary, and its cost (cost_usd, or transcript_path to
+        price the subagent's transcript). The SubagentStop hook does this when installed."""
+        return await svc().record_role_result(run_id, role, version, status=status, summary=summary,
+                                              cost_usd=cost_usd, transcript_path=transcript_path)
+
+    @server.tool()
+    @tool_errors
+    async def reflect(run_id: str, observed_behaviour: str = "", diagnosis: str = "", design_change: str = "",
+                      outcome: str = "", version: Version = None) -> HistoryEntry:
+        """Record the supervisor's reflection on a team version in the evolution history:
+        observed_behaviour (what the team did), diagnosis (why progress stalled or moved),
+        design_change (what the next version changes and why), outcome (what this version
+        achieved, with scores). Do this before designing the next version."""
+        return await svc().reflect(run_id, observed_behaviour, diagnosis, design_change, outcome, version)
+
+    @server.tool()
+    @tool_errors
+    async def budget(run_id: str) -> BudgetReport:
+        """Money spent on a run and left of its budget, per role and per team version."""
+        return await svc().budget(run_id)
+
+    return server
+
+
+def serve_stdio(settings: Settings) -> None:
+    build_server(settings).run()

@@ -1,0 +1,56 @@
+"""Fixtures for the bench tests: isolated settings and a fast copy of a CPU kernel kit."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from evoteam.config import SOURCE_ROOT, Settings
+
+KITS = SOURCE_ROOT / "task_kits"
+
+
+def _tree_hash(folder: Path) -> str:
+    """A hash of every file's path and bytes under `folder` (and of the folder listing)."""
+    h = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        h.update(str(path.relative_to(folder)).encode())
+        if path.is_file():
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.fixture
+def tree_hash():
+    return _tree_hash
+
+
+@pytest.fixture
+def bench_settings(tmp_path: Path) -> Settings:
+    return Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[KITS])
+
+
+@pytest.fixture
+def fast_kit(tmp_path: Path) -> Path:
+    """rmsnorm_cpu with one small dev workload, a short timeout and a short timing plan."""
+    root = tmp_path / "kits" / "rmsnorm_fast"
+    shutil.copytree(KITS / "rmsnorm_cpu", root)
+    manifest = json.loads((root / "kit.json").read_text())
+    manifest.update(name="rmsnorm_fast", memory_limit_mb=2048,
+                    timeouts={"startup_s": 20, "workload_s": 4},
+                    timing={"warmup": 1, "rounds": 2, "reps_per_round": 2},
+                    heldout={"count": 1, "axes": {"num_tokens": {"choices": [32]}, "hidden_size": {"choices": [512]}}})
+    (root / "kit.json").write_text(json.dumps(manifest))
+    (root / "workloads.jsonl").write_text(json.dumps(
+        {"uuid": "t128_h1024", "axes": {"num_tokens": 128, "hidden_size": 1024},
+         "inputs": {"eps": {"type": "scalar", "value": 1e-6}}}) + "\n")
+    return root
+
+
+@pytest.fixture
+def fast_settings(tmp_path: Path, fast_kit: Path) -> Settings:
+    return Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[fast_kit.parent, KITS])

@@ -1,0 +1,109 @@
+"""The bench MCP server through a real in-memory MCP client, with a real SQLite store."""
+
+from __future__ import annotations
+
+import pytest
+from mcp import Client
+
+from evoteam.servers.bench.server import build_server
+from evoteam.servers.knowledge.local import LocalKnowledgeStore
+from evoteam.servers.knowledge.models import RunCreate
+from evoteam.servers.knowledge.store import Actor
+
+BETTER = """
+import numpy as np
+
+def run(hidden_states, weight, eps):
+    ss = np.einsum("ij,ij->i", hidden_states, hidden_states)
+    inv = (1.0 / np.sqrt(ss / np.float32(hidden_states.shape[1]) + np.float32(eps))).astype(np.float32)
+    out = hidden_states * inv[:, None]
+    out *= weight
+    return out
+"""
+
+
+def data(result):
+    assert not result.is_error, result.content[0].text
+    return result.structured_content
+
+
+@pytest.fixture
+async def store(tmp_path):
+    actor = Actor(user="tester", client="pytest", role="Kernel Engineer", team_version=2)
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", actor) as kb:
+        yield kb
+
+
+async def test_tools_are_documented_and_structured(fast_settings, store):
+    async with Client(build_server(fast_settings, store)) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == {"list_kits", "describe_kit", "evaluate", "compare"}
+    for tool in tools.values():
+        assert tool.description and len(tool.description) > 60, tool.name
+        assert tool.output_schema is not None, tool.name
+    assert "items" in tools["evaluate"].input_schema["properties"]["documents_used"]["anyOf"][0]
+
+
+async def test_list_and_describe(fast_settings, store):
+    async with Client(build_server(fast_settings, store)) as client:
+        page = data(await client.call_tool("list_kits", {"limit": 3}))
+        assert len(page["items"]) == 3 and page["total"] >= 7 and page["next_cursor"]
+        rest = data(await client.call_tool("list_kits", {"limit": 100, "cursor": page["next_cursor"]}))
+        assert len(rest["items"]) == page["total"] - 3
+        gpu = [k for k in page["items"] + rest["items"] if k["device"] == "cuda"]
+        assert gpu and all(k["available"] is False and k["unavailable_reason"] for k in gpu) or \
+            all(k["available"] for k in gpu)
+        d = data(await client.call_tool("describe_kit", {"kit": "rmsnorm_fast"}))
+        assert d["signature"].startswith("run(hidden_states") and d["dev_workloads"][0]["name"] == "t128_h1024"
+        assert d.get("reference") is None
+        full = data(await client.call_tool("describe_kit", {"kit": "rmsnorm_fast", "detail": True}))
+        assert "def run" in full["reference"]
+        missing = await client.call_tool("describe_kit", {"kit": "nope"})
+        assert missing.is_error and "available kits" in missing.content[0].text
+
+
+async def test_evaluate_records_candidate_with_progress(fast_settings, store):
+    run = await store.start_run(RunCreate(goal="fast rmsnorm", kit="rmsnorm_fast", x0=1.0))
+    seen = []
+
+    async def on_progress(progress, total, message):
+        seen.append((progress, total, message))
+
+    async with Client(build_server(fast_settings, store)) as client:
+        result = await client.call_tool("evaluate", {"kit": "rmsnorm_fast", "code": BETTER, "run_id": run.id,
+                                                     "documents_used": ["doc_1"], "notes": "einsum"},
+                                        progress_callback=on_progress)
+        ev = data(result)
+        assert ev["status"] == "PASSED" and ev["score"] > 0 and ev["recorded"]
+        assert seen and seen[-1][0] == seen[-1][1] == 1
+        cand = await store.get_candidate(ev["candidate_id"])
+        assert cand.run_id == run.id and cand.status == "PASSED" and cand.score == pytest.approx(ev["score"])
+        assert cand.documents_used == ["doc_1"] and "np.einsum" in cand.code
+        assert cand.workloads[0].workload == "t128_h1024" and cand.workloads[0].speedup
+        assert cand.provenance.role == "Kernel Engineer" and cand.provenance.team_version == 2
+        # A failing child of that candidate, from another role: recorded too, with its parent.
+        bad = data(await client.call_tool("evaluate", {"kit": "rmsnorm_fast", "code": "def run(:\n",
+                                                       "run_id": run.id, "parent_id": cand.id,
+                                                       "role": "Challenger"}))
+        assert bad["status"] == "COMPILE_ERROR" and bad["score"] is None
+        child = await store.get_candidate(bad["candidate_id"])
+        assert child.parent_id == cand.id and child.provenance.role == "Challenger"
+        nothing = await client.call_tool("evaluate", {"kit": "rmsnorm_fast"})
+        assert nothing.is_error and "candidate_path" in nothing.content[0].text
+
+
+async def test_evaluate_without_run_uses_the_kits_run(fast_settings, store):
+    async with Client(build_server(fast_settings, store)) as client:
+        ev = data(await client.call_tool("evaluate", {"kit": "rmsnorm_fast", "code": BETTER}))
+    run = await store.get_run(ev["run_id"])
+    assert run.kit == "rmsnorm_fast" and run.candidates == 1
+
+
+async def test_compare(fast_settings, store, fast_kit):
+    async with Client(build_server(fast_settings, store)) as client:
+        cmp = data(await client.call_tool("compare", {"kit": "rmsnorm_fast",
+                                                      "a_path": str(fast_kit / "baseline.py"), "b_code": BETTER}))
+    assert cmp["a"]["status"] == cmp["b"]["status"] == "PASSED"
+    row = cmp["workloads"][0]
+    assert row["workload"] == "t128_h1024" and row["b_over_a"] > 0
+    assert "better" in cmp["verdict"]
