@@ -203,15 +203,14 @@ def subagent_stop(hook_input: dict[str, Any]) -> dict[str, Any] | None:
         summary = json.dumps(summary)
 
     async def go():
-        from evoteam.servers.knowledge.connect import open_store
+        from evoteam.servers.knowledge.connect import component_store, open_store
         from evoteam.servers.team.core import TeamService
         from evoteam.servers.team.cost import load_price_table
-        from evoteam.servers.team.store import TeamStore
 
         settings = _settings(project)
         async with open_store(settings, _actor(settings, "hook")) as store:
-            service = TeamService(TeamStore(store), project_dir=project, prices=load_price_table(settings, cwd=project),
-                                  write_agent_files=False)
+            service = TeamService(component_store("team", store), kb=store, project_dir=project,
+                                  prices=load_price_table(settings, cwd=project), write_agent_files=False)
             session = await service.record_role_result(marker.run_id, marker.slug, marker.version, status="finished",
                                                        summary=_clip(str(summary), 4000), transcript_path=transcript)
             status = await service.team_status(marker.run_id, marker.version)

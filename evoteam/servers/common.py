@@ -13,15 +13,12 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from pydantic import ValidationError
 
 from evoteam.config import Settings
+from evoteam.errors import DomainError
 from evoteam.servers.knowledge.errors import StoreError
 from evoteam.servers.knowledge.store import Actor
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-class DomainError(Exception):
-    """An anticipated failure in a server's core; its text is shown to the agent as is."""
 
 
 def tool_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:

@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 
 from evoteam.config import Settings
-from evoteam.servers.common import DomainError
-from evoteam.servers.knowledge.connect import open_store
+from evoteam.errors import DomainError
+from evoteam.servers.knowledge.connect import component_store, open_store
 from evoteam.servers.knowledge.errors import StoreError
 from evoteam.servers.knowledge.models import Run, RunCreate
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
@@ -84,7 +84,6 @@ async def supervise_async(settings: Settings, target: str | None, *, budget_usd:
     from evoteam.servers.team.cost import load_price_table
     from evoteam.servers.team.materialise import ToolNaming
     from evoteam.servers.team.runners import default_runner_factory
-    from evoteam.servers.team.store import TeamStore
     from evoteam.supervisor.driver import DriverConfig, SupervisorDriver
     from evoteam.supervisor.view import LiveView
     from evoteam.supervisor.waker import ClaudeWaker
@@ -103,7 +102,7 @@ async def supervise_async(settings: Settings, target: str | None, *, budget_usd:
             click.echo(f"note: run {run.id} keeps its budget of ${run.budget_usd}; --budget-usd applies to new runs",
                        err=True)
         click.echo(f"{how} run {run.id}: {run.goal.splitlines()[0][:100]}", err=True)
-        service = TeamService(TeamStore(store), project_dir=project_dir, naming=ToolNaming.from_env(),
+        service = TeamService(component_store("team", store), kb=store, project_dir=project_dir, naming=ToolNaming.from_env(),
                               runner_factory=runner_factory or default_runner_factory(),
                               prices=load_price_table(settings), default_runner=runner, env=role_env(settings),
                               owner=new_owner("supervise"))

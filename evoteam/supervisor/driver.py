@@ -11,7 +11,6 @@ started again, a wake that was cut off is repeated.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import fcntl
 import logging
@@ -23,9 +22,9 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from evoteam.servers.common import DomainError
+from evoteam.errors import DomainError
 from evoteam.servers.knowledge.models import Run
-from evoteam.servers.team.core import SUPERVISOR_ROLE, TeamService, role_env
+from evoteam.servers.team.core import SUPERVISOR_ROLE, TeamService
 from evoteam.servers.team.cost import record_cost_as
 from evoteam.servers.team.models import TERMINAL, SessionUpdate, TeamStatus
 from evoteam.servers.team.store import TeamStore

@@ -161,3 +161,16 @@ def test_role_from_transcript(tmp_path):
     marker = role_from_transcript(path)
     assert (marker.slug, marker.version, marker.run_id) == ("scout", 2, "run_ab-1")
     assert role_from_transcript(tmp_path / "missing.jsonl") is None
+
+
+async def test_a_users_own_agent_file_is_left_alone(kb, run, service_factory, project):
+    folder = project / ".claude" / "agents"
+    folder.mkdir(parents=True)
+    (folder / "reviewer.md").write_text("---\nname: reviewer\ndescription: mine\n---\nmy reviewer\n")
+    svc = service_factory()
+    result = await svc.design_team(TeamDesign(**design(run.id, "Reviewer", "Builder")))
+    assert (folder / "reviewer.md").read_text().endswith("my reviewer\n")
+    assert any("left your own agent file" in w for w in result.warnings)
+    assert (folder / "builder.md").is_file()
+    again = await svc.design_team(TeamDesign(**design(run.id, "Builder")))  # our own file is replaced
+    assert "team v2" in (folder / "builder.md").read_text() and not again.warnings[1:]

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from evoteam.servers.bench import core
 from evoteam.servers.bench.models import Evaluation
-from evoteam.servers.common import DomainError
+from evoteam.errors import DomainError
 
 
 def _settings(ctx: click.Context):

@@ -35,7 +35,7 @@ from evoteam.servers.bench.models import (
     WorkloadInfo,
     WorkloadOutcome,
 )
-from evoteam.servers.common import DomainError
+from evoteam.errors import DomainError
 from evoteam.servers.knowledge.models import (
     CandidateCreate,
     RunCreate,

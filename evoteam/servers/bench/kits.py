@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from evoteam.config import Settings
 from evoteam.servers.bench.models import Definition, KitManifest, Workload
-from evoteam.servers.common import DomainError
+from evoteam.errors import DomainError
 
 
 def state_dir(settings: Settings) -> Path:

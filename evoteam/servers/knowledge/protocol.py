@@ -108,7 +108,7 @@ def _error_type(exc: Exception) -> str:
 
 def build_store_server(store: KnowledgeStore, actor_of: Callable[[Context], Actor]) -> MCPServer:
     """The `/store` endpoint: one tool that runs a service method as the token's actor."""
-    from evoteam.servers.common import DomainError
+    from evoteam.errors import DomainError
 
     server = MCPServer("knowledge-store", log_level="WARNING",
                        instructions="evoteam's store protocol, used by evoteam's own servers; agents use /mcp.")

@@ -13,7 +13,7 @@ from typing import Protocol
 import httpx
 
 from evoteam.config import Settings
-from evoteam.servers.common import DomainError
+from evoteam.errors import DomainError
 from evoteam.servers.retrieval.corpus import Corpus, index_corpus
 from evoteam.servers.retrieval.models import RawResult
 

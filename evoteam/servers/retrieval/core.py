@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from evoteam.servers.common import DomainError
+from evoteam.errors import DomainError
 from evoteam.servers.knowledge.connect import component_store
 from evoteam.servers.knowledge.local import decode_cursor, encode_cursor, new_id
 from evoteam.servers.knowledge.store import KnowledgeStore

@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import aiosqlite
 from pydantic import BaseModel, Field
 
-from evoteam.servers.common import DomainError
+from evoteam.errors import DomainError
 from evoteam.servers.knowledge.errors import Invalid, NotFound
 from evoteam.servers.knowledge.local import fts_query, new_id, now
 from evoteam.servers.knowledge.store import KnowledgeStore

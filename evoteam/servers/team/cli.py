@@ -7,7 +7,7 @@ import asyncio
 import click
 
 from evoteam.config import Settings
-from evoteam.servers.common import DomainError
+from evoteam.errors import DomainError
 from evoteam.servers.knowledge.connect import open_store
 from evoteam.servers.knowledge.errors import StoreError
 
@@ -22,9 +22,9 @@ def _run(coro):
 def _service(store):
     from evoteam.servers.team.core import TeamService
     from evoteam.servers.team.cost import load_price_table
-    from evoteam.servers.team.store import TeamStore
+    from evoteam.servers.knowledge.connect import component_store
 
-    return TeamService(TeamStore(store), prices=load_price_table(), write_agent_files=False)
+    return TeamService(component_store("team", store), kb=store, prices=load_price_table(), write_agent_files=False)
 
 
 async def _current_run(store, run_id: str | None) -> str:

@@ -16,8 +16,9 @@ import uuid
 from pathlib import Path
 from typing import Any, Literal
 
-from evoteam.servers.common import DomainError
+from evoteam.errors import DomainError
 from evoteam.servers.knowledge.models import HistoryEntry, HistoryEntryCreate, Run
+from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.team.cost import PriceTable, record_cost_as, record_transcript_cost
 from evoteam.servers.team.materialise import (
     GENERIC_AGENT,
@@ -76,13 +77,17 @@ def role_env(settings: Any) -> dict[str, str]:
 
 
 class TeamService:
-    def __init__(self, team: TeamStore, *, project_dir: Path | None = None, naming: ToolNaming | None = None,
+    """`team` is a `TeamStore` (or its remote proxy from `component_store("team", store)`);
+    `kb` is the knowledge store it works on (default: the team store's own)."""
+
+    def __init__(self, team: TeamStore, *, kb: KnowledgeStore | None = None, project_dir: Path | None = None, naming: ToolNaming | None = None,
                  runner_factory: RunnerFactory | None = None, owner: str | None = None,
                  prices: PriceTable | None = None, default_runner: Literal["claude", "codex"] = "claude",
                  subagent_type: str = GENERIC_AGENT, spawn_mode: Literal["run", "queue"] = "run",
                  env: dict[str, str] | None = None, default_role_cap_usd: float | None = None,
                  write_agent_files: bool = True):
         self.team = team
+        self.kb = kb if kb is not None else getattr(team, "kb", None) or team.store
         self.project_dir = Path(project_dir or os.getcwd())
         self.naming = naming or ToolNaming()
         self.runner_factory = runner_factory or default_runner_factory()
@@ -98,10 +103,6 @@ class TeamService:
         self._stopping: dict[str, SessionStatus] = {}
         self._changed = asyncio.Condition()
         self._generation = 0
-
-    @property
-    def kb(self):
-        return self.team.kb
 
     # ------------------------------------------------------------ versions
 
@@ -124,7 +125,10 @@ class TeamService:
         files: list[str] = []
         if self.write_agent_files:
             try:
-                files = [str(p) for p in materialise(team, run, self.project_dir, self.naming)]
+                kept: list[Path] = []
+                files = [str(p) for p in materialise(team, run, self.project_dir, self.naming, skipped=kept)]
+                warnings += [f"left your own agent file {p} alone; role {p.stem} is spawned through the plan"
+                             for p in kept]
             except OSError as exc:
                 warnings.append(f"could not write the subagent files under {self.project_dir}/.claude/agents: "
                                 f"{exc}; the spawn plan does not need them")

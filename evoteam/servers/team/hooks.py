@@ -13,16 +13,17 @@ A subagent that is not an evoteam role returns None.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
+from evoteam.servers.knowledge.connect import component_store
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.team.core import TeamService
 from evoteam.servers.team.cost import PriceTable, load_price_table
 from evoteam.servers.team.materialise import RoleMarker, parse_role_marker, role_from_transcript
 from evoteam.servers.team.models import RoleSession
-from evoteam.servers.team.store import TeamStore
 
 
 class SubagentStopResult(BaseModel):
@@ -54,14 +55,12 @@ async def on_subagent_stop(store: KnowledgeStore, payload: dict[str, Any], *,
     marker = find_role(payload)
     if marker is None:
         return None
-    svc = TeamService(TeamStore(store), prices=prices or load_price_table(), write_agent_files=False)
+    svc = TeamService(component_store("team", store), kb=store, prices=prices or load_price_table(), write_agent_files=False)
     team = await svc.get_team(marker.run_id, marker.version)
     spec = team.role(marker.slug)
     if spec is None:
         return None
     path = payload.get("agent_transcript_path")
-    from pathlib import Path
-
     transcript = path if path and Path(path).is_file() else None
     summary = str(payload.get("last_assistant_message") or "")
     session = await svc.record_role_result(marker.run_id, spec.name, marker.version, status="finished",

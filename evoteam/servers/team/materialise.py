@@ -230,14 +230,23 @@ def agent_file_text(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNam
     return "\n".join(front) + role_brief(team, role, run, naming)
 
 
-def materialise(team: TeamVersion, run: Run, project_dir: Path, naming: ToolNaming | None = None) -> list[Path]:
+OWN_FILE_MARK = "(evoteam team v"
+
+
+def materialise(team: TeamVersion, run: Run, project_dir: Path, naming: ToolNaming | None = None,
+                skipped: list[Path] | None = None) -> list[Path]:
     """Write every role of the version to `<project>/.claude/agents/<slug>.md`; returns the paths.
-    A later version's role of the same name replaces the file (the store keeps every version)."""
+    A later version's role of the same name replaces the file (the store keeps every version);
+    an agent file evoteam did not write is left alone (and listed in `skipped`)."""
     folder = Path(project_dir) / ".claude" / "agents"
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for role in team.roles:
         path = folder / f"{role.slug}.md"
+        if path.exists() and OWN_FILE_MARK not in path.read_text(encoding="utf-8", errors="replace")[:2000]:
+            if skipped is not None:
+                skipped.append(path)
+            continue
         tmp = path.with_suffix(".md.tmp")
         tmp.write_text(agent_file_text(team, role, run, naming), encoding="utf-8")
         tmp.replace(path)

@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 
 from evoteam.config import Settings
 from evoteam.servers.common import DomainError, session_actor, tool_errors
-from evoteam.servers.knowledge.connect import open_store
+from evoteam.servers.knowledge.connect import component_store, open_store
 from evoteam.servers.knowledge.models import HistoryEntry
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.team.core import TeamService, role_env
@@ -43,7 +43,6 @@ from evoteam.servers.team.models import (
     TeamVersionSummary,
 )
 from evoteam.servers.team.runners import RunnerFactory
-from evoteam.servers.team.store import TeamStore
 
 INSTRUCTIONS = """\
 evoteam team tools: design a team version of invented roles for a run (design_team), start it
@@ -90,7 +89,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
 
     def make_service(kb: KnowledgeStore) -> TeamService:
         mode = "queue" if os.environ.get("EVOTEAM_SPAWN_MODE") == "queue" else "run"
-        return TeamService(TeamStore(kb), project_dir=_project_dir(project_dir), naming=ToolNaming.from_env(),
+        return TeamService(component_store("team", kb), kb=kb, project_dir=_project_dir(project_dir), naming=ToolNaming.from_env(),
                            runner_factory=runner_factory, prices=load_price_table(settings),
                            subagent_type=os.environ.get("EVOTEAM_SUBAGENT_TYPE") or GENERIC_AGENT,
                            spawn_mode=mode, env=role_env(settings))

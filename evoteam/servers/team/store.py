@@ -13,7 +13,7 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
-from evoteam.servers.common import DomainError
+from evoteam.errors import DomainError
 from evoteam.servers.knowledge.errors import NotFound
 from evoteam.servers.knowledge.local import LocalKnowledgeStore, new_id, now
 from evoteam.servers.knowledge.models import Provenance, Run

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evoteam.servers.common import DomainError
+from evoteam.errors import DomainError
 from evoteam.servers.team.models import TeamDesign, slugify
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from evoteam.servers.common import DomainError
+from evoteam.errors import DomainError
 
 
 async def _git(cwd: Path, *args: str) -> tuple[int, str]:
