@@ -7,7 +7,6 @@ pydantic model. Evaluations record the candidate in the knowledge store.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
 from typing import Annotated, Literal
 
 from mcp.server import MCPServer
@@ -17,8 +16,7 @@ from pydantic import Field
 from evoteam.config import Settings
 from evoteam.servers.bench import core
 from evoteam.servers.bench.models import Comparison, Evaluation, KitDetail, KitList, Split
-from evoteam.servers.common import DomainError, session_actor, tool_errors
-from evoteam.servers.knowledge.connect import open_store
+from evoteam.servers.common import DomainError, ServerStore, tool_errors
 from evoteam.servers.knowledge.store import KnowledgeStore
 
 INSTRUCTIONS = """\
@@ -36,26 +34,9 @@ Cursor = Annotated[str | None, Field(description="next_cursor from the previous 
 
 def build_server(settings: Settings, store: KnowledgeStore | None = None) -> MCPServer:
     """Build the bench server. Without `store`, it opens the configured store for its lifetime."""
-    holder: dict[str, KnowledgeStore] = {}
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_server: MCPServer) -> AsyncIterator[dict]:
-        if store is not None:
-            holder["store"] = store
-            yield {}
-            return
-        async with open_store(settings, session_actor(settings, "bench")) as opened:
-            holder["store"] = opened
-            yield {}
-
-    server = MCPServer("bench", instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING")
-    if store is not None:
-        holder["store"] = store
-
-    def kb(role: str | None = None, team_version: int | None = None) -> KnowledgeStore:
-        base = holder["store"]
-        update = {k: v for k, v in (("role", role), ("team_version", team_version)) if v is not None}
-        return base.with_actor(base.actor.model_copy(update=update)) if update else base
+    holder = ServerStore(settings, store, "bench")
+    server = MCPServer("bench", instructions=INSTRUCTIONS, lifespan=holder.lifespan, log_level="WARNING")
+    kb = holder.scoped
 
     def reporter(ctx: Context):
         async def report(done: float, total: float, message: str) -> None:

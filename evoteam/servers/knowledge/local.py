@@ -115,7 +115,13 @@ def index_filters(kind: str, run_id: str, project: str) -> str:
     return " ".join((filter_token("k", kind), filter_token("r", run_id), filter_token("p", project)))
 
 
-def _prov(row: sqlite3.Row) -> Provenance:
+async def insert_row(conn: aiosqlite.Connection, table: str, values: dict[str, Any]) -> None:
+    cols = ", ".join(values)
+    marks = ", ".join("?" for _ in values)
+    await conn.execute(f"INSERT INTO {table} ({cols}) VALUES ({marks})", tuple(values.values()))
+
+
+def provenance_of(row: sqlite3.Row) -> Provenance:
     return Provenance(user=row["user"], client=row["client"], role=row["role"],
                       team_version=row["team_version"], created_at=datetime.fromisoformat(row["created_at"]))
 
@@ -140,7 +146,8 @@ class LocalKnowledgeStore(KnowledgeStore):
 
     # ------------------------------------------------------------ helpers
 
-    def _prov_values(self, project: str, at: str | None = None) -> dict[str, Any]:
+    def provenance_values(self, project: str, at: str | None = None) -> dict[str, Any]:
+        """The provenance columns of a row this actor writes now in `project`."""
         a = self.actor
         return {"project": project, "user": a.user, "client": a.client, "role": a.role,
                 "team_version": a.team_version, "created_at": at or now()}
@@ -151,18 +158,15 @@ class LocalKnowledgeStore(KnowledgeStore):
         col = f"{alias}.project" if alias else "project"
         return f"{col} = ?", [self.actor.project]
 
-    async def _run_row(self, conn: aiosqlite.Connection, run_id: str) -> sqlite3.Row:
+    async def visible_run_row(self, conn: aiosqlite.Connection, run_id: str) -> sqlite3.Row:
+        """The run's row, if this actor may see it; NotFound otherwise."""
         async with conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)) as cur:
             row = await cur.fetchone()
         # A run outside the token's project is reported as missing: its existence is not shared.
         if row is None or (self.actor.project is not None and row["project"] != self.actor.project):
-            raise NotFound(f"no run {run_id!r} visible to you: list_runs shows the runs you can use")
+            raise NotFound(f"no run {run_id!r} visible to you: list_runs shows the runs you can use, "
+                           f"start_run starts one")
         return row
-
-    async def _insert(self, conn: aiosqlite.Connection, table: str, values: dict[str, Any]) -> None:
-        cols = ", ".join(values)
-        marks = ", ".join("?" for _ in values)
-        await conn.execute(f"INSERT INTO {table} ({cols}) VALUES ({marks})", tuple(values.values()))
 
     async def _index(self, conn: aiosqlite.Connection, kind: str, ref_id: str, run_id: str, project: str,
                      title: str, body: str) -> None:
@@ -202,10 +206,10 @@ class LocalKnowledgeStore(KnowledgeStore):
             async with conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)) as cur:
                 if await cur.fetchone():
                     raise Invalid(f"run {run_id!r} exists already: use get_run, or pick another id")
-            await self._insert(conn, "runs", {
+            await insert_row(conn, "runs", {
                 "id": run_id, "goal": spec.goal, "kit": spec.kit, "direction": spec.direction,
                 "x0": spec.x0, "best_known": spec.best_known, "budget_usd": spec.budget_usd,
-                "status": "active", **self._prov_values(project),
+                "status": "active", **self.provenance_values(project),
             })
         return await self.get_run(run_id)
 
@@ -230,12 +234,12 @@ class LocalKnowledgeStore(KnowledgeStore):
             best_score=best_score, best_candidate_id=best["id"] if best else None,
             ndg=normalised_discovery_gain(row["direction"], row["x0"], row["best_known"], best_score),
             candidates=n_cand, learnings=n_learn, current_version=row["current_version"],
-            provenance=_prov(row),
+            provenance=provenance_of(row),
         )
 
     async def get_run(self, run_id: str) -> Run:
         async with self.db.read() as conn:
-            return await self._run_view(conn, await self._run_row(conn, run_id))
+            return await self._run_view(conn, await self.visible_run_row(conn, run_id))
 
     async def list_runs(self, status: RunStatus | None = None, limit: int = 20,
                         cursor: str | None = None) -> Page[Run]:
@@ -256,7 +260,7 @@ class LocalKnowledgeStore(KnowledgeStore):
     async def update_run(self, run_id: str, status: RunStatus | None = None,
                          current_version: int | None = None) -> Run:
         async with self.db.write() as conn:
-            await self._run_row(conn, run_id)
+            await self.visible_run_row(conn, run_id)
             if status is not None:
                 await conn.execute("UPDATE runs SET status = ? WHERE id = ?", (status, run_id))
             if current_version is not None:
@@ -269,14 +273,14 @@ class LocalKnowledgeStore(KnowledgeStore):
         return Learning(id=row["id"], run_id=row["run_id"], text=row["text"], kind=row["kind"],
                         tags=json.loads(row["tags"]), evidence=json.loads(row["evidence"]),
                         confidence=row["confidence"], supersedes=row["supersedes"],
-                        superseded_by=row["superseded_by"], provenance=_prov(row))
+                        superseded_by=row["superseded_by"], provenance=provenance_of(row))
 
     async def _get_learning(self, conn: aiosqlite.Connection, learning_id: str) -> Learning:
         async with conn.execute("SELECT * FROM learnings WHERE id = ?", (learning_id,)) as cur:
             row = await cur.fetchone()
         if row is None:
             raise NotFound(f"no learning {learning_id!r}")
-        await self._run_row(conn, row["run_id"])
+        await self.visible_run_row(conn, row["run_id"])
         return self._learning(row)
 
     async def _check_evidence(self, conn: aiosqlite.Connection, run_id: str, evidence: list[str]) -> None:
@@ -293,7 +297,7 @@ class LocalKnowledgeStore(KnowledgeStore):
         async with self.db.write() as conn:
             if (done := await self._replay(conn, spec.idempotency_key, "learning")) is not None:
                 return await self._get_learning(conn, done)
-            run = await self._run_row(conn, spec.run_id)
+            run = await self.visible_run_row(conn, spec.run_id)
             await self._check_evidence(conn, spec.run_id, spec.evidence)
             if spec.supersedes:
                 old = await self._get_learning(conn, spec.supersedes)
@@ -303,11 +307,11 @@ class LocalKnowledgeStore(KnowledgeStore):
                     raise Invalid(f"{spec.supersedes} is already superseded by {old.superseded_by}; "
                                   f"supersede that one instead")
             learning_id = new_id("lrn")
-            await self._insert(conn, "learnings", {
+            await insert_row(conn, "learnings", {
                 "id": learning_id, "run_id": spec.run_id, "text": spec.text, "kind": spec.kind,
                 "tags": json.dumps(spec.tags), "evidence": json.dumps(spec.evidence),
                 "confidence": spec.confidence, "supersedes": spec.supersedes,
-                **self._prov_values(run["project"]),
+                **self.provenance_values(run["project"]),
             })
             if spec.supersedes:
                 await conn.execute("UPDATE learnings SET superseded_by = ? WHERE id = ?",
@@ -328,7 +332,7 @@ class LocalKnowledgeStore(KnowledgeStore):
         if not include_superseded:
             where += " AND superseded_by IS NULL"
         async with self.db.read() as conn:
-            await self._run_row(conn, run_id)
+            await self.visible_run_row(conn, run_id)
             async with conn.execute(f"SELECT count(*) FROM learnings WHERE {where}", params) as cur:
                 (total,) = await cur.fetchone()
             async with conn.execute(
@@ -340,7 +344,7 @@ class LocalKnowledgeStore(KnowledgeStore):
 
     async def render_learnings(self, run_id: str, max_chars: int | None = None) -> LearningsDocument:
         async with self.db.read() as conn:
-            run = await self._run_row(conn, run_id)
+            run = await self.visible_run_row(conn, run_id)
             async with conn.execute(
                 "SELECT * FROM learnings WHERE run_id = ? AND superseded_by IS NULL "
                 "ORDER BY confidence DESC, created_at DESC", (run_id,)
@@ -353,7 +357,7 @@ class LocalKnowledgeStore(KnowledgeStore):
     def _history(self, row: sqlite3.Row) -> HistoryEntry:
         return HistoryEntry(id=row["id"], run_id=row["run_id"], team_version=row["team_version"],
                             observed_behaviour=row["observed_behaviour"], diagnosis=row["diagnosis"],
-                            design_change=row["design_change"], outcome=row["outcome"], provenance=_prov(row))
+                            design_change=row["design_change"], outcome=row["outcome"], provenance=provenance_of(row))
 
     async def _get_history(self, conn: aiosqlite.Connection, entry_id: str) -> HistoryEntry:
         async with conn.execute("SELECT * FROM history WHERE id = ?", (entry_id,)) as cur:
@@ -369,12 +373,12 @@ class LocalKnowledgeStore(KnowledgeStore):
         async with self.db.write() as conn:
             if (done := await self._replay(conn, spec.idempotency_key, "history")) is not None:
                 return await self._get_history(conn, done)
-            run = await self._run_row(conn, spec.run_id)
+            run = await self.visible_run_row(conn, spec.run_id)
             entry_id = new_id("his")
-            values = self._prov_values(run["project"])
+            values = self.provenance_values(run["project"])
             if spec.team_version is not None:
                 values["team_version"] = spec.team_version
-            await self._insert(conn, "history", {
+            await insert_row(conn, "history", {
                 "id": entry_id, "run_id": spec.run_id, "observed_behaviour": spec.observed_behaviour,
                 "diagnosis": spec.diagnosis, "design_change": spec.design_change, "outcome": spec.outcome,
                 **values,
@@ -388,7 +392,7 @@ class LocalKnowledgeStore(KnowledgeStore):
     async def list_history(self, run_id: str, limit: int = 50, cursor: str | None = None) -> Page[HistoryEntry]:
         limit, offset = _limit(limit), decode_cursor(cursor)
         async with self.db.read() as conn:
-            await self._run_row(conn, run_id)
+            await self.visible_run_row(conn, run_id)
             async with conn.execute("SELECT count(*) FROM history WHERE run_id = ?", (run_id,)) as cur:
                 (total,) = await cur.fetchone()
             async with conn.execute(
@@ -400,7 +404,7 @@ class LocalKnowledgeStore(KnowledgeStore):
 
     async def render_history(self, run_id: str) -> HistoryDocument:
         async with self.db.read() as conn:
-            run = await self._run_row(conn, run_id)
+            run = await self.visible_run_row(conn, run_id)
             async with conn.execute("SELECT * FROM history WHERE run_id = ? ORDER BY created_at, id",
                                     (run_id,)) as cur:
                 entries = [self._history(r) for r in await cur.fetchall()]
@@ -432,14 +436,14 @@ class LocalKnowledgeStore(KnowledgeStore):
     def _artifact_info(self, row: sqlite3.Row) -> ArtifactInfo:
         return ArtifactInfo(id=row["id"], run_id=row["run_id"], name=row["name"], kind=row["kind"],
                             sha256=row["sha256"], size=row["size"], is_text=bool(row["is_text"]),
-                            provenance=_prov(row))
+                            provenance=provenance_of(row))
 
     async def _get_artifact_info(self, conn: aiosqlite.Connection, artifact_id: str) -> ArtifactInfo:
         async with conn.execute("SELECT * FROM artifacts WHERE id = ?", (artifact_id,)) as cur:
             row = await cur.fetchone()
         if row is None:
             raise NotFound(f"no artifact {artifact_id!r}: list_artifacts shows a run's artifacts")
-        await self._run_row(conn, row["run_id"])
+        await self.visible_run_row(conn, row["run_id"])
         return self._artifact_info(row)
 
     async def put_artifact(self, spec: ArtifactCreate) -> ArtifactInfo:
@@ -449,13 +453,13 @@ class LocalKnowledgeStore(KnowledgeStore):
         async with self.db.write() as conn:
             if (done := await self._replay(conn, spec.idempotency_key, "artifact")) is not None:
                 return await self._get_artifact_info(conn, done)
-            run = await self._run_row(conn, spec.run_id)
+            run = await self.visible_run_row(conn, spec.run_id)
             await conn.execute("INSERT OR IGNORE INTO blobs (sha256, size, data) VALUES (?, ?, ?)",
                                (digest, len(data), data))
             artifact_id = new_id("art")
-            await self._insert(conn, "artifacts", {
+            await insert_row(conn, "artifacts", {
                 "id": artifact_id, "run_id": spec.run_id, "name": spec.name, "kind": spec.kind,
-                "sha256": digest, "size": len(data), "is_text": int(is_text), **self._prov_values(run["project"]),
+                "sha256": digest, "size": len(data), "is_text": int(is_text), **self.provenance_values(run["project"]),
             })
             await self._index(conn, "artifact", artifact_id, spec.run_id, run["project"],
                               f"{spec.kind}: {spec.name}", spec.text if is_text else "")
@@ -479,7 +483,7 @@ class LocalKnowledgeStore(KnowledgeStore):
             where += " AND kind = ?"
             params.append(kind)
         async with self.db.read() as conn:
-            await self._run_row(conn, run_id)
+            await self.visible_run_row(conn, run_id)
             async with conn.execute(f"SELECT count(*) FROM artifacts WHERE {where}", params) as cur:
                 (total,) = await cur.fetchone()
             async with conn.execute(
@@ -494,7 +498,7 @@ class LocalKnowledgeStore(KnowledgeStore):
     def _summary(self, row: sqlite3.Row) -> CandidateSummary:
         return CandidateSummary(id=row["id"], run_id=row["run_id"], status=row["status"], score=row["score"],
                                 split=row["split"], parent_id=row["parent_id"], flagged=bool(row["flagged"]),
-                                provenance=_prov(row))
+                                provenance=provenance_of(row))
 
     def _candidate(self, row: sqlite3.Row) -> Candidate:
         return Candidate(
@@ -509,7 +513,7 @@ class LocalKnowledgeStore(KnowledgeStore):
             row = await cur.fetchone()
         if row is None:
             raise NotFound(f"no candidate {candidate_id!r}: best_candidates or trajectory list a run's candidates")
-        await self._run_row(conn, row["run_id"])
+        await self.visible_run_row(conn, row["run_id"])
         return self._candidate(row)
 
     async def record_candidate(self, spec: CandidateCreate) -> Candidate:
@@ -518,7 +522,7 @@ class LocalKnowledgeStore(KnowledgeStore):
         async with self.db.write() as conn:
             if (done := await self._replay(conn, spec.idempotency_key, "candidate")) is not None:
                 return await self._get_candidate(conn, done)
-            run = await self._run_row(conn, spec.run_id)
+            run = await self.visible_run_row(conn, spec.run_id)
             if spec.parent_id:
                 parent = await self._get_candidate(conn, spec.parent_id)
                 if parent.run_id != spec.run_id:
@@ -528,14 +532,14 @@ class LocalKnowledgeStore(KnowledgeStore):
                 if art.run_id != spec.run_id:
                     raise Invalid(f"artifact {spec.artifact_id} belongs to another run")
             candidate_id = new_id("cand")
-            await self._insert(conn, "candidates", {
+            await insert_row(conn, "candidates", {
                 "id": candidate_id, "run_id": spec.run_id, "code": spec.code, "artifact_id": spec.artifact_id,
                 "status": spec.status, "score": spec.score, "split": spec.split,
                 "metrics": json.dumps(spec.metrics, default=str),
                 "workloads": json.dumps([w.model_dump() for w in spec.workloads]),
                 "parent_id": spec.parent_id, "documents_used": json.dumps(spec.documents_used),
                 "notes": spec.notes, "flagged": int(spec.flagged), "cost_usd": spec.cost_usd,
-                **self._prov_values(run["project"]),
+                **self.provenance_values(run["project"]),
             })
             await self._index(conn, "candidate", candidate_id, spec.run_id, run["project"],
                               f"candidate {spec.status} score {spec.score}", spec.notes)
@@ -550,7 +554,7 @@ class LocalKnowledgeStore(KnowledgeStore):
                               cursor: str | None = None) -> Page[CandidateSummary]:
         limit, offset = _limit(limit), decode_cursor(cursor)
         async with self.db.read() as conn:
-            await self._run_row(conn, run_id)
+            await self.visible_run_row(conn, run_id)
             async with conn.execute("SELECT count(*) FROM candidates WHERE run_id = ?", (run_id,)) as cur:
                 (total,) = await cur.fetchone()
             async with conn.execute(
@@ -564,7 +568,7 @@ class LocalKnowledgeStore(KnowledgeStore):
                               split: Literal["dev", "heldout", "all"] | None = None) -> list[CandidateSummary]:
         k = _limit(k)
         async with self.db.read() as conn:
-            run = await self._run_row(conn, run_id)
+            run = await self.visible_run_row(conn, run_id)
             order = "DESC" if run["direction"] == "maximize" else "ASC"
             where, params = "run_id = ? AND status = 'PASSED' AND score IS NOT NULL", [run_id]
             if split:
@@ -577,7 +581,7 @@ class LocalKnowledgeStore(KnowledgeStore):
 
     async def trajectory(self, run_id: str) -> Trajectory:
         async with self.db.read() as conn:
-            run = await self._run_row(conn, run_id)
+            run = await self.visible_run_row(conn, run_id)
             async with conn.execute(
                 "SELECT id, created_at, score, status, role, team_version FROM candidates "
                 "WHERE run_id = ? AND split != 'heldout' ORDER BY created_at, id", (run_id,)
@@ -598,17 +602,17 @@ class LocalKnowledgeStore(KnowledgeStore):
 
     def _cost(self, row: sqlite3.Row) -> CostEntry:
         return CostEntry(id=row["id"], run_id=row["run_id"], usd=row["usd"], source=row["source"],
-                         detail=json.loads(row["detail"]), provenance=_prov(row))
+                         detail=json.loads(row["detail"]), provenance=provenance_of(row))
 
     async def record_cost(self, spec: CostCreate) -> CostEntry:
         async with self.db.write() as conn:
             done = await self._replay(conn, spec.idempotency_key, "cost")
             if done is None:
-                run = await self._run_row(conn, spec.run_id)
+                run = await self.visible_run_row(conn, spec.run_id)
                 done = new_id("cost")
-                await self._insert(conn, "costs", {
+                await insert_row(conn, "costs", {
                     "id": done, "run_id": spec.run_id, "usd": spec.usd, "source": spec.source,
-                    "detail": json.dumps(spec.detail, default=str), **self._prov_values(run["project"]),
+                    "detail": json.dumps(spec.detail, default=str), **self.provenance_values(run["project"]),
                 })
                 await self._remember(conn, spec.idempotency_key, "cost", done)
             async with conn.execute("SELECT * FROM costs WHERE id = ?", (done,)) as cur:
@@ -616,13 +620,13 @@ class LocalKnowledgeStore(KnowledgeStore):
 
     async def list_costs(self, run_id: str) -> list[CostEntry]:
         async with self.db.read() as conn:
-            await self._run_row(conn, run_id)
+            await self.visible_run_row(conn, run_id)
             async with conn.execute("SELECT * FROM costs WHERE run_id = ? ORDER BY created_at, id", (run_id,)) as cur:
                 return [self._cost(r) for r in await cur.fetchall()]
 
     async def spend(self, run_id: str) -> Spend:
         async with self.db.read() as conn:
-            run = await self._run_row(conn, run_id)
+            run = await self.visible_run_row(conn, run_id)
             async with conn.execute(
                 "SELECT role, team_version, sum(usd) AS usd FROM costs WHERE run_id = ? "
                 "GROUP BY role, team_version ORDER BY team_version, role", (run_id,)
@@ -652,7 +656,7 @@ class LocalKnowledgeStore(KnowledgeStore):
         scope = " AND filters : (" + " AND ".join(filters) + ")" if filters else ""
         async with self.db.read() as conn:
             if run_id:
-                await self._run_row(conn, run_id)
+                await self.visible_run_row(conn, run_id)
             # Words found in most entries carry no ranking signal (their bm25 weight is ~0) and
             # only make every match costlier to rank: like stopwords, they are left out when
             # the query has other words; a query of nothing else lists its matches newest first.
@@ -708,7 +712,7 @@ class LocalKnowledgeStore(KnowledgeStore):
             async with conn.execute("SELECT 1 FROM runs WHERE id = ?", (run.id,)) as cur:
                 if await cur.fetchone():
                     raise Invalid(f"run {run.id} exists already in this store; nothing was imported")
-            await self._insert(conn, "runs", {
+            await insert_row(conn, "runs", {
                 "id": run.id, "goal": run.goal, "kit": run.kit, "direction": run.direction, "x0": run.x0,
                 "best_known": run.best_known, "budget_usd": run.budget_usd, "status": run.status,
                 "current_version": run.current_version, **prov(run.provenance)})
@@ -718,13 +722,13 @@ class LocalKnowledgeStore(KnowledgeStore):
                     raise Invalid(f"artifact {a.id} content does not match its sha256; the export is damaged")
                 await conn.execute("INSERT OR IGNORE INTO blobs (sha256, size, data) VALUES (?, ?, ?)",
                                    (a.sha256, len(data), data))
-                await self._insert(conn, "artifacts", {
+                await insert_row(conn, "artifacts", {
                     "id": a.id, "run_id": run.id, "name": a.name, "kind": a.kind, "sha256": a.sha256,
                     "size": len(data), "is_text": int(a.is_text), **prov(a.provenance)})
                 await self._index(conn, "artifact", a.id, run.id, project, f"{a.kind}: {a.name}", a.text or "")
             # Parents before children: candidates are exported in creation order.
             for c in bundle.candidates:
-                await self._insert(conn, "candidates", {
+                await insert_row(conn, "candidates", {
                     "id": c.id, "run_id": run.id, "code": c.code, "artifact_id": c.artifact_id,
                     "status": c.status, "score": c.score, "split": c.split,
                     "metrics": json.dumps(c.metrics, default=str),
@@ -734,7 +738,7 @@ class LocalKnowledgeStore(KnowledgeStore):
                 await self._index(conn, "candidate", c.id, run.id, project,
                                   f"candidate {c.status} score {c.score}", c.notes)
             for item in bundle.learnings:
-                await self._insert(conn, "learnings", {
+                await insert_row(conn, "learnings", {
                     "id": item.id, "run_id": run.id, "text": item.text, "kind": item.kind,
                     "tags": json.dumps(item.tags), "evidence": json.dumps(item.evidence),
                     "confidence": item.confidence, "supersedes": None, "superseded_by": None,
@@ -745,14 +749,14 @@ class LocalKnowledgeStore(KnowledgeStore):
                 await conn.execute("UPDATE learnings SET supersedes = ?, superseded_by = ? WHERE id = ?",
                                    (item.supersedes, item.superseded_by, item.id))
             for h in bundle.history:
-                await self._insert(conn, "history", {
+                await insert_row(conn, "history", {
                     "id": h.id, "run_id": run.id, "observed_behaviour": h.observed_behaviour,
                     "diagnosis": h.diagnosis, "design_change": h.design_change, "outcome": h.outcome,
                     **prov(h.provenance)})
                 body = "\n".join([h.observed_behaviour, h.diagnosis, h.design_change, h.outcome])
                 await self._index(conn, "history", h.id, run.id, project, f"team v{h.team_version}", body)
             for cost in bundle.costs:
-                await self._insert(conn, "costs", {
+                await insert_row(conn, "costs", {
                     "id": cost.id, "run_id": run.id, "usd": cost.usd, "source": cost.source,
                     "detail": json.dumps(cost.detail, default=str), **prov(cost.provenance)})
         return await self.get_run(run.id)

@@ -4,7 +4,7 @@ from evoteam.servers.knowledge.db import register_migrations
 
 # Every row carries its provenance: project (from the run), user (from the caller's
 # identity), client, role, team version, time.
-_PROVENANCE = """
+PROVENANCE_COLUMNS = """
     project TEXT NOT NULL,
     user TEXT NOT NULL,
     client TEXT,
@@ -24,7 +24,7 @@ CREATE TABLE runs (
     budget_usd REAL,
     status TEXT NOT NULL DEFAULT 'active',
     current_version INTEGER,
-    {_PROVENANCE}
+    {PROVENANCE_COLUMNS}
 );
 CREATE INDEX runs_project ON runs(project, created_at);
 
@@ -38,7 +38,7 @@ CREATE TABLE learnings (
     confidence REAL NOT NULL DEFAULT 0.5,
     supersedes TEXT REFERENCES learnings(id),
     superseded_by TEXT REFERENCES learnings(id),
-    {_PROVENANCE}
+    {PROVENANCE_COLUMNS}
 );
 CREATE INDEX learnings_run ON learnings(run_id, created_at);
 
@@ -49,7 +49,7 @@ CREATE TABLE history (
     diagnosis TEXT NOT NULL DEFAULT '',
     design_change TEXT NOT NULL DEFAULT '',
     outcome TEXT NOT NULL DEFAULT '',
-    {_PROVENANCE}
+    {PROVENANCE_COLUMNS}
 );
 CREATE INDEX history_run ON history(run_id, created_at);
 
@@ -67,7 +67,7 @@ CREATE TABLE artifacts (
     sha256 TEXT NOT NULL REFERENCES blobs(sha256),
     size INTEGER NOT NULL,
     is_text INTEGER NOT NULL,
-    {_PROVENANCE}
+    {PROVENANCE_COLUMNS}
 );
 CREATE INDEX artifacts_run ON artifacts(run_id, created_at);
 
@@ -86,7 +86,7 @@ CREATE TABLE candidates (
     notes TEXT NOT NULL DEFAULT '',
     flagged INTEGER NOT NULL DEFAULT 0,
     cost_usd REAL,
-    {_PROVENANCE}
+    {PROVENANCE_COLUMNS}
 );
 CREATE INDEX candidates_run ON candidates(run_id, created_at);
 CREATE INDEX candidates_score ON candidates(run_id, status, score);
@@ -99,7 +99,7 @@ CREATE TABLE costs (
     usd REAL NOT NULL CHECK (usd >= 0),
     source TEXT NOT NULL,
     detail TEXT NOT NULL DEFAULT '{{}}',
-    {_PROVENANCE}
+    {PROVENANCE_COLUMNS}
 );
 CREATE INDEX costs_run ON costs(run_id, role, team_version);
 

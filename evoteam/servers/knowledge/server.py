@@ -7,7 +7,7 @@ pydantic model. Over HTTP the actor's user and project come from the bearer toke
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 from mcp.server import MCPServer
@@ -16,8 +16,7 @@ from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
 from evoteam.config import Settings
-from evoteam.servers.common import resource_errors, session_actor, tool_errors
-from evoteam.servers.knowledge.connect import open_store
+from evoteam.servers.common import ServerStore, resource_errors, tool_errors
 from evoteam.servers.knowledge.models import (
     Artifact,
     ArtifactCreate,
@@ -113,29 +112,11 @@ def token_actor(default: Actor) -> ActorResolver:
 def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                  actor_resolver: ActorResolver | None = None) -> MCPServer:
     """Build the knowledge server. Without `store`, it opens the configured store for its lifetime."""
-    holder: dict[str, KnowledgeStore] = {}
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_server: MCPServer) -> AsyncIterator[dict]:
-        if store is not None:
-            holder["store"] = store
-            yield {}
-            return
-        async with open_store(settings, session_actor(settings, "knowledge")) as opened:
-            holder["store"] = opened
-            yield {}
-
-    server = MCPServer("knowledge", instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING")
-    if store is not None:
-        holder["store"] = store
+    holder = ServerStore(settings, store, "knowledge")
+    server = MCPServer("knowledge", instructions=INSTRUCTIONS, lifespan=holder.lifespan, log_level="WARNING")
 
     def kb(ctx: Context, role: str | None = None, team_version: int | None = None) -> KnowledgeStore:
-        base = holder["store"]
-        actor = actor_resolver(ctx) if actor_resolver else base.actor
-        update = {k: v for k, v in (("role", role), ("team_version", team_version)) if v is not None}
-        if update:
-            actor = actor.model_copy(update=update)
-        return base.with_actor(actor) if actor is not base.actor else base
+        return holder.scoped(role, team_version, actor=actor_resolver(ctx) if actor_resolver else None)
 
     # ------------------------------------------------------------ runs
 

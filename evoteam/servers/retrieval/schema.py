@@ -7,15 +7,7 @@ frozen: triggers refuse to update or delete them.
 """
 
 from evoteam.servers.knowledge.db import register_migrations
-
-_PROVENANCE = """
-    project TEXT NOT NULL,
-    user TEXT NOT NULL,
-    client TEXT,
-    role TEXT,
-    team_version INTEGER,
-    created_at TEXT NOT NULL
-"""
+from evoteam.servers.knowledge.schema import PROVENANCE_COLUMNS
 
 V1 = f"""
 CREATE TABLE retrieval_documents (
@@ -26,7 +18,7 @@ CREATE TABLE retrieval_documents (
     title TEXT NOT NULL,
     content TEXT NOT NULL,
     backend TEXT NOT NULL,
-    {_PROVENANCE}
+    {PROVENANCE_COLUMNS}
 );
 CREATE UNIQUE INDEX retrieval_documents_url ON retrieval_documents(project, url_key);
 CREATE INDEX retrieval_documents_hash ON retrieval_documents(project, content_sha256);
@@ -46,7 +38,7 @@ CREATE TABLE retrieval_gates (
     reason TEXT NOT NULL DEFAULT '',
     knowledge_state TEXT NOT NULL DEFAULT '{{}}',
     n_candidates INTEGER NOT NULL,
-    {_PROVENANCE}
+    {PROVENANCE_COLUMNS}
 );
 CREATE INDEX retrieval_gates_run ON retrieval_gates(run_id, created_at);
 
@@ -65,7 +57,7 @@ CREATE TABLE retrieval_searches (
     status TEXT NOT NULL,
     state TEXT NOT NULL,
     updated_at TEXT NOT NULL,
-    {_PROVENANCE}
+    {PROVENANCE_COLUMNS}
 );
 CREATE INDEX retrieval_searches_run ON retrieval_searches(run_id, created_at);
 
@@ -78,7 +70,7 @@ CREATE TABLE retrieval_queries (
     backend TEXT NOT NULL,
     results INTEGER NOT NULL,
     new_documents INTEGER NOT NULL,
-    {_PROVENANCE}
+    {PROVENANCE_COLUMNS}
 );
 CREATE INDEX retrieval_queries_run ON retrieval_queries(run_id, created_at);
 
@@ -104,7 +96,7 @@ CREATE TABLE retrieval_predictions (
     promising INTEGER,
     why TEXT NOT NULL DEFAULT '',
     predictor TEXT NOT NULL,
-    {_PROVENANCE},
+    {PROVENANCE_COLUMNS},
     UNIQUE (search_id, document_id)
 );
 CREATE INDEX retrieval_predictions_doc ON retrieval_predictions(document_id, run_id);
@@ -127,7 +119,7 @@ CREATE TABLE retrieval_outcomes (
     realised_score REAL NOT NULL,
     parent_score REAL,
     improved INTEGER,
-    {_PROVENANCE}
+    {PROVENANCE_COLUMNS}
 );
 CREATE INDEX retrieval_outcomes_run ON retrieval_outcomes(run_id, created_at);
 CREATE UNIQUE INDEX retrieval_outcomes_candidate ON retrieval_outcomes(candidate_id)

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 
 from evoteam.errors import DomainError
 from evoteam.servers.knowledge.errors import Invalid, NotFound
-from evoteam.servers.knowledge.local import fts_query, new_id, now
+from evoteam.servers.knowledge.local import fts_query, insert_row, new_id, now
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.retrieval.models import (
     EXCERPT_CHARS,
@@ -146,26 +146,15 @@ class RetrievalStore:
     # ------------------------------------------------------------ helpers
 
     def _prov(self, project: str) -> dict[str, Any]:
-        a = self.actor
-        return {"project": project, "user": a.user, "client": a.client, "role": a.role,
-                "team_version": a.team_version, "created_at": now()}
+        return self.store.provenance_values(project)
 
     def _project(self) -> str | None:
         return self.actor.project
 
     async def _run_row(self, conn: aiosqlite.Connection, run_id: str) -> sqlite3.Row:
-        async with conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)) as cur:
-            row = await cur.fetchone()
-        if row is None or (self._project() is not None and row["project"] != self._project()):
-            raise NotFound(f"no run {run_id!r} visible to you: start one with the knowledge server's "
-                           f"start_run, or pass the id list_runs shows")
-        return row
+        return await self.store.visible_run_row(conn, run_id)
 
-    @staticmethod
-    async def _insert(conn: aiosqlite.Connection, table: str, values: dict[str, Any]) -> None:
-        cols = ", ".join(values)
-        marks = ", ".join("?" for _ in values)
-        await conn.execute(f"INSERT INTO {table} ({cols}) VALUES ({marks})", tuple(values.values()))
+    _insert = staticmethod(insert_row)
 
     async def run_info(self, run_id: str) -> RunInfo:
         async with self.db.read() as conn:

@@ -15,8 +15,8 @@ from typing import Any
 
 from evoteam.errors import DomainError
 from evoteam.servers.knowledge.errors import NotFound
-from evoteam.servers.knowledge.local import LocalKnowledgeStore, new_id, now
-from evoteam.servers.knowledge.models import Provenance, Run
+from evoteam.servers.knowledge.local import LocalKnowledgeStore, new_id, now, provenance_of
+from evoteam.servers.knowledge.models import Run
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.team.models import (
     TERMINAL,
@@ -57,9 +57,7 @@ class TeamStore:
 
     def _version(self, row: sqlite3.Row) -> TeamVersion:
         design = json.loads(row["design"])
-        prov = Provenance(user=row["user"], client=row["client"], role=row["role"],
-                          team_version=row["team_version"], created_at=datetime.fromisoformat(row["created_at"]))
-        return TeamVersion(**design, version=row["version"], created_by=prov)
+        return TeamVersion(**design, version=row["version"], created_by=provenance_of(row))
 
     async def create_version(self, design: TeamDesign) -> TeamVersion:
         """Store the next version of the run's team (1, 2, ...) and make it the run's current one."""
