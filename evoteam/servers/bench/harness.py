@@ -79,7 +79,7 @@ class WorkerProc:
         p_r, c_w = os.pipe()  # child -> parent
         c_r, p_w = os.pipe()  # parent -> child
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-m", "evoteam.servers.bench.worker", str(c_r), str(c_w)],
+            [sys.executable, "-I", "-B", "-m", "evoteam.servers.bench.worker", str(c_r), str(c_w)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             pass_fds=(c_r, c_w), cwd=str(scratch), env=_worker_env(scratch, extra_env),
             start_new_session=True, close_fds=True)
