@@ -61,6 +61,10 @@ async def test_anthropic_loop_ranks_the_helpful_document_first(store, run, corpu
         assert set(rounds[0]["queries"]).isdisjoint(rounds[1]["queries"])
         assert any("single-pass" in s for s in found["knowledge_state"]["learned"])
         assert progress and progress[-1][0] == progress[-1][1] == 3
+        # The server-side predictor's calls are charged to the run's budget.
+        costs = [c for c in await store.list_costs(run.id) if c.source == "retrieval_predictor"]
+        assert costs and sum(c.detail["input_tokens"] for c in costs) == 100 * len(model.requests)
+        assert (await store.spend(run.id)).spent_usd > 0
         # one scoring call per round with new documents, plus one query-writing call
         tools_called = [r["tool_choice"]["name"] for r in model.requests]
         assert tools_called[0] == "propose_queries"

@@ -17,14 +17,15 @@ from collections.abc import Awaitable, Callable
 from evoteam.errors import DomainError
 from evoteam.servers.knowledge.connect import component_store
 from evoteam.servers.knowledge.local import decode_cursor, encode_cursor, new_id
+from evoteam.servers.knowledge.models import CostCreate
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.retrieval.backends import BackendError, BackendSet
 from evoteam.servers.retrieval.models import (
     Direction,
     Document,
     DocumentRef,
-    GateDecision,
     GateCreate,
+    GateDecision,
     GateInput,
     GateReply,
     KnowledgeState,
@@ -81,12 +82,30 @@ class RetrievalService:
         self.predictor: Predictor = predictor or AgentPredictor()
         self.backends = backends or BackendSet([], ["no search backend configured"])
         self.notes = [n for n in (notes or []) if n] + list(self.backends.notes)
+        self._charged = (0, 0)  # predictor tokens already recorded as costs
 
     async def aclose(self) -> None:
         await self.backends.aclose()
         await self.predictor.aclose()
 
     # ------------------------------------------------------------ helpers
+
+    async def _charge_predictor(self, run_id: str) -> None:
+        """Record what the server-side predictor's calls since the last charge cost the run,
+        so its spend shows in the run's budget beside the roles'."""
+        used_in = getattr(self.predictor, "input_tokens", 0)
+        used_out = getattr(self.predictor, "output_tokens", 0)
+        new_in, new_out = used_in - self._charged[0], used_out - self._charged[1]
+        if new_in <= 0 and new_out <= 0:
+            return
+        from evoteam.servers.team.cost import load_price_table
+
+        model = getattr(self.predictor, "model", None)
+        key, price = load_price_table().lookup(model)
+        await self.store.record_cost(CostCreate(
+            run_id=run_id, usd=price.usd(new_in, new_out, 0, 0), source="retrieval_predictor",
+            detail={"model": model, "priced_as": key, "input_tokens": new_in, "output_tokens": new_out}))
+        self._charged = (used_in, used_out)
 
     async def _parent_score(self, run: RunInfo, candidate_id: str | None, given: float | None) -> float | None:
         if given is not None:
@@ -147,6 +166,7 @@ class RetrievalService:
                 except PredictorError as exc:
                     answer = None
                     reason += f" (predictor unavailable: {exc})"
+                await self._charge_predictor(run.id)
                 if answer is not None:
                     decision, reason, decided_by = answer.decision, answer.reason or "predictor", self.predictor.name
         else:
@@ -240,6 +260,7 @@ class RetrievalService:
                         count=cfg.queries_per_round))
                 except PredictorError as exc:
                     state.notes.append(str(exc))
+                await self._charge_predictor(state.run_id)
             queries, rejected = novel_queries(proposed, earlier, cfg.queries_per_round)
             if len(queries) < cfg.queries_per_round:
                 queries += fallback_queries(state.knowledge_state, earlier + queries, evidence,
@@ -270,6 +291,7 @@ class RetrievalService:
                     round=state.round, rounds=cfg.rounds))
             except PredictorError as exc:
                 result = ScoringResult(dropped=[str(exc)])
+            await self._charge_predictor(state.run_id)
             await self._apply(state, result, report, {d.id: d.title for d in new_docs})
             await self.rstore.save_search(state)
         state.status = "done"
