@@ -28,9 +28,12 @@ async def open_store(settings: Settings, actor: Actor | None = None) -> AsyncIte
 def component_store(service: str, store: KnowledgeStore):
     """The `service` component store ("retrieval", "team") over `store`: built on the local
     file, or forwarded to the shared server that holds it."""
-    from evoteam.servers.knowledge.protocol import service_class
-    from evoteam.servers.knowledge.remote import RemoteKnowledgeStore, remote_component_class
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.services import local_component
 
-    if isinstance(store, RemoteKnowledgeStore):
-        return remote_component_class(service)(store)
-    return service_class(service)(store)
+    if isinstance(store, LocalKnowledgeStore):
+        return local_component(service, store)
+    # Only a shared-server store reaches here; its client needs the MCP SDK (hooks do not).
+    from evoteam.servers.knowledge.remote import remote_component_class
+
+    return remote_component_class(service)(store)

@@ -16,7 +16,7 @@ import httpx2
 from mcp import Client
 
 from evoteam.servers.knowledge.errors import StoreError, Unavailable
-from evoteam.servers.knowledge.protocol import (
+from evoteam.servers.knowledge.services import (
     CallResult,
     encode_args,
     method_signature,

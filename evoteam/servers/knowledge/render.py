@@ -3,7 +3,12 @@ LEARNINGS.md and HISTORY.md)."""
 
 from __future__ import annotations
 
-from evoteam.servers.knowledge.models import HistoryDocument, HistoryEntry, Learning, LearningsDocument
+from evoteam.servers.knowledge.models import (
+    HistoryDocument,
+    HistoryEntry,
+    Learning,
+    LearningsDocument,
+)
 
 # The order kinds appear in the document: what works first, what to avoid next.
 KIND_TITLES = {

@@ -1,0 +1,105 @@
+"""Store services: the interfaces a shared knowledge server carries for evoteam's servers.
+
+A shared knowledge server serves two MCP endpoints: `/mcp`, the agent-facing tools, and
+`/store`, one tool (`call`) through which the remote store invokes any method of a store
+*service*: the `KnowledgeStore` interface itself, and the component stores other servers keep
+in the same database (retrieval's documents and forecasts, team versions and role sessions).
+Arguments and results travel as the services' own pydantic types, so the remote store behaves
+as the embedded one, method for method. Identity still comes from the token.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import typing
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
+
+from evoteam.servers.knowledge import errors
+from evoteam.servers.knowledge.store import KnowledgeStore
+
+# service name -> "module:Class". A component class is built as Class(knowledge_store) and
+# every public coroutine method it defines is callable remotely.
+COMPONENT_SERVICES = {
+    "retrieval": "evoteam.servers.retrieval.store:RetrievalStore",
+    "team": "evoteam.servers.team.store:TeamStore",
+}
+
+@functools.cache
+def service_class(service: str) -> type:
+    if service == "knowledge":
+        return KnowledgeStore
+    target = COMPONENT_SERVICES.get(service)
+    if target is None:
+        raise errors.Invalid(f"unknown store service {service!r}")
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+@functools.cache
+def service_methods(service: str) -> tuple[str, ...]:
+    """The methods a remote caller may invoke: the public interface, nothing else (no import,
+    no token administration, no private helpers)."""
+    cls = service_class(service)
+    if cls is KnowledgeStore:
+        return tuple(sorted(n for n in KnowledgeStore.__abstractmethods__ if n != "with_actor"))
+    return tuple(sorted(name for name, fn in vars(cls).items()
+                        if not name.startswith("_") and inspect.iscoroutinefunction(fn)))
+
+
+class CallError(BaseModel):
+    type: str
+    message: str
+
+
+class CallResult(BaseModel):
+    """The outcome of one store call: `result` (JSON of the method's return type) or `error`."""
+
+    result: Any = None
+    error: CallError | None = None
+
+
+@functools.cache
+def method_signature(service: str, name: str) -> tuple[type[BaseModel], TypeAdapter]:
+    """The argument model and return-type adapter of one service method."""
+    fn = getattr(service_class(service), name)
+    hints = typing.get_type_hints(fn)
+    fields: dict[str, Any] = {}
+    for param in list(inspect.signature(fn).parameters.values())[1:]:
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (hints.get(param.name, Any), default)
+    args_model = create_model(f"{service}_{name}_args", __config__=ConfigDict(extra="forbid"), **fields)
+    return args_model, TypeAdapter(hints.get("return", Any))
+
+
+def encode_args(service: str, name: str, args: tuple, kwargs: dict) -> dict[str, Any]:
+    fn = getattr(service_class(service), name)
+    bound = inspect.signature(fn).bind(None, *args, **kwargs)
+    bound.apply_defaults()
+    values = dict(bound.arguments)
+    values.pop("self")
+    model, _ = method_signature(service, name)
+    return model(**values).model_dump(mode="json")
+
+
+_ERRORS = {cls.__name__: cls for cls in (errors.NotFound, errors.Invalid, errors.Forbidden, errors.TooLarge,
+                                         errors.StoreError)}
+
+
+def raise_call_error(error: CallError) -> typing.NoReturn:
+    raise _ERRORS.get(error.type, errors.StoreError)(error.message)
+
+
+def error_type(exc: Exception) -> str:
+    for cls in type(exc).__mro__:
+        if cls.__name__ in _ERRORS:
+            return cls.__name__
+    return "StoreError"
+
+
+def local_component(service: str, store: KnowledgeStore):
+    """The component store `service` built directly on a local store."""
+    return service_class(service)(store)
