@@ -273,7 +273,7 @@ def main() -> None:
               [(f"{statistics.median(cold):.2f}", f"{max(cold):.2f}")])
         table("evoteam vs @modelcontextprotocol/server-memory over stdio (median ms; ratio = memory/evoteam)",
               ("entries", "op", "evoteam", "memory", "ratio"),
-              asyncio.run(versus_memory_server(tmp, vs_sizes, 30 if args.quick else 60)))
+              asyncio.run(versus_memory_server(tmp, vs_sizes, 30 if args.quick else 150)))
 
 
 if __name__ == "__main__":

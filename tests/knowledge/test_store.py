@@ -263,3 +263,22 @@ async def test_words_in_most_entries_are_treated_as_stopwords(tmp_path):
         newest = await store.search("kernel", run_id=run.id, limit=2)
         assert newest.total == 1100 and [h.snippet for h in newest.items] == ["[kernel] note 1099",
                                                                             "[kernel] note 1098"]
+
+
+async def test_large_match_sets_rank_only_the_newest_window(tmp_path):
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db") as store:
+        store.rank_window = 3
+        run = await new_run(store)
+        # The oldest match is the best by bm25 (the word three times in a short note) ...
+        await store.add_learning(LearningCreate(run_id=run.id, text="occupancy occupancy occupancy"))
+        for i in range(5):
+            await store.add_learning(LearningCreate(run_id=run.id, text=f"note {i} mentions occupancy once among "
+                                                                         f"many other words of text"))
+        page = await store.search("occupancy", run_id=run.id)
+        # ... but beyond the window only the newest matches are ranked; the total still counts all.
+        assert page.total == 6 and len(page.items) == 3
+        assert all("mentions" in h.snippet for h in page.items)
+        store.rank_window = 100
+        assert "mentions" not in (await store.search("occupancy", run_id=run.id)).items[0].snippet

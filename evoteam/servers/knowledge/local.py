@@ -54,6 +54,7 @@ from evoteam.servers.knowledge.render import render_history, render_learnings
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
 
 MAX_LIMIT = 200
+RANK_WINDOW = 5000  # search ranks at most this many of the newest matches
 DEFAULT_MAX_ARTIFACT_BYTES = 4 * 1024 * 1024
 _ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ +-]{0,199}$")
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -128,6 +129,8 @@ def provenance_of(row: sqlite3.Row) -> Provenance:
 
 class LocalKnowledgeStore(KnowledgeStore):
     """A knowledge store on a local SQLite file."""
+
+    rank_window = RANK_WINDOW
 
     def __init__(self, db: Database, actor: Actor, max_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES):
         self.db = db
@@ -657,9 +660,10 @@ class LocalKnowledgeStore(KnowledgeStore):
         async with self.db.read() as conn:
             if run_id:
                 await self.visible_run_row(conn, run_id)
-            # Words found in most entries carry no ranking signal (their bm25 weight is ~0) and
-            # only make every match costlier to rank: like stopwords, they are left out when
-            # the query has other words; a query of nothing else lists its matches newest first.
+            # Words found in more than a third of the entries carry little ranking signal (their
+            # bm25 weight is near or at 0) and make every match costlier to rank: like stopwords,
+            # they are left out when the query has other words; a query of nothing else lists
+            # its matches newest first.
             informative = await self._informative_words(conn, words)
             terms = informative or words
             for any_word in (False, True):
@@ -671,10 +675,18 @@ class LocalKnowledgeStore(KnowledgeStore):
                 if total or any_word:
                     break
             order = "rank" if informative else "rowid DESC"
+            # Ranking costs time in proportion to the matches; beyond RANK_WINDOW matches only
+            # the newest RANK_WINDOW are ranked (a rowid bound FTS5 applies while scanning).
+            newest_first = 0
+            if informative and total > self.rank_window:
+                async with conn.execute(
+                    "SELECT rowid FROM search_index WHERE search_index MATCH ? ORDER BY rowid DESC "
+                    "LIMIT 1 OFFSET ?", (match, self.rank_window - 1)) as cur:
+                    (newest_first,) = await cur.fetchone()
             async with conn.execute(
                 f"SELECT kind, ref_id, run_id, title, snippet(search_index, 1, '[', ']', '…', 16) AS snip, "
                 f"bm25(search_index, 2.0, 1.0, 0.0) AS rank FROM search_index WHERE search_index MATCH ? "
-                f"ORDER BY {order} LIMIT ? OFFSET ?", (match, limit, offset),
+                f"AND rowid >= ? ORDER BY {order} LIMIT ? OFFSET ?", (match, newest_first, limit, offset),
             ) as cur:
                 items = [SearchHit(kind=r["kind"], id=r["ref_id"], run_id=r["run_id"], title=r["title"],
                                    snippet=r["snip"], rank=r["rank"]) for r in await cur.fetchall()]
@@ -690,7 +702,7 @@ class LocalKnowledgeStore(KnowledgeStore):
             async with conn.execute("SELECT count(*) FROM search_index WHERE search_index MATCH ?",
                                     (fts_query(word),)) as cur:
                 (frequency,) = await cur.fetchone()
-            if frequency <= indexed // 2:
+            if frequency <= indexed // 3:
                 keep.append(word)
         return keep
 

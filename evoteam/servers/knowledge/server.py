@@ -287,7 +287,9 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     async def search(ctx: Context, query: str, run_id: str | None = None, kinds: list[SearchKind] | None = None,
                      limit: Annotated[int, Field(ge=1, le=50)] = 10, cursor: Cursor = None) -> Page[SearchHit]:
         """Full-text search across learnings, history, artifacts' text and candidates' notes, best
-        match first. Any text is a valid query; filter by run and by kinds."""
+        match first. Any text is a valid query; filter by run and by kinds. Words found in more
+        than a third of the entries count as stopwords; when more than 5,000 entries match, the
+        newest 5,000 are ranked (total still counts every match)."""
         return await kb(ctx).search(query, run_id=run_id, kinds=kinds, limit=limit, cursor=cursor)
 
     # ------------------------------------------------------------ resources
