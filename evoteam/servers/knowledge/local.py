@@ -310,11 +310,11 @@ class LocalKnowledgeStore(KnowledgeStore):
                     raise Invalid(f"{spec.supersedes} is already superseded by {old.superseded_by}; "
                                   f"supersede that one instead")
             learning_id = new_id("lrn")
+            prov = self.provenance_values(run["project"])
             await insert_row(conn, "learnings", {
                 "id": learning_id, "run_id": spec.run_id, "text": spec.text, "kind": spec.kind,
                 "tags": json.dumps(spec.tags), "evidence": json.dumps(spec.evidence),
-                "confidence": spec.confidence, "supersedes": spec.supersedes,
-                **self.provenance_values(run["project"]),
+                "confidence": spec.confidence, "supersedes": spec.supersedes, **prov,
             })
             if spec.supersedes:
                 await conn.execute("UPDATE learnings SET superseded_by = ? WHERE id = ?",
@@ -322,7 +322,12 @@ class LocalKnowledgeStore(KnowledgeStore):
             await self._index(conn, "learning", learning_id, spec.run_id, run["project"],
                               f"{spec.kind}: {' '.join(spec.tags)}", spec.text)
             await self._remember(conn, spec.idempotency_key, "learning", learning_id)
-            return await self._get_learning(conn, learning_id)
+        # The row is exactly what was written: no need to read it back (the hottest write path).
+        return Learning(id=learning_id, run_id=spec.run_id, text=spec.text, kind=spec.kind, tags=spec.tags,
+                        evidence=spec.evidence, confidence=spec.confidence, supersedes=spec.supersedes,
+                        provenance=Provenance(user=prov["user"], client=prov["client"], role=prov["role"],
+                                              team_version=prov["team_version"],
+                                              created_at=datetime.fromisoformat(prov["created_at"])))
 
     async def list_learnings(self, run_id: str, kind: LearningKind | None = None,
                              include_superseded: bool = False, limit: int = 50,
