@@ -197,6 +197,24 @@ class LocalKnowledgeStore(KnowledgeStore):
             await conn.execute("INSERT INTO idempotency (user, key, kind, ref_id) VALUES (?, ?, ?, ?)",
                                (self.actor.user, key, kind, ref_id))
 
+    async def _run_page(self, table: str, row_to_model, run_id: str, filters: dict[str, Any], limit: int,
+                        cursor: str | None) -> Page:
+        """One page of a run's rows of `table`, oldest first. `filters` maps SQL conditions to
+        their parameter (None for a condition without one)."""
+        limit, offset = _limit(limit), decode_cursor(cursor)
+        where = " AND ".join(["run_id = ?", *filters])
+        params = [run_id, *(v for v in filters.values() if v is not None)]
+        async with self.db.read() as conn:
+            await self.visible_run_row(conn, run_id)
+            async with conn.execute(f"SELECT count(*) FROM {table} WHERE {where}", params) as cur:
+                (total,) = await cur.fetchone()
+            async with conn.execute(
+                f"SELECT * FROM {table} WHERE {where} ORDER BY created_at, id LIMIT ? OFFSET ?",
+                [*params, limit, offset],
+            ) as cur:
+                items = [row_to_model(r) for r in await cur.fetchall()]
+        return _page(items, total, offset, limit)
+
     # ------------------------------------------------------------ runs
 
     async def start_run(self, spec: RunCreate) -> Run:
@@ -332,23 +350,10 @@ class LocalKnowledgeStore(KnowledgeStore):
     async def list_learnings(self, run_id: str, kind: LearningKind | None = None,
                              include_superseded: bool = False, limit: int = 50,
                              cursor: str | None = None) -> Page[Learning]:
-        limit, offset = _limit(limit), decode_cursor(cursor)
-        where, params = "run_id = ?", [run_id]
-        if kind:
-            where += " AND kind = ?"
-            params.append(kind)
+        filters = {"kind = ?": kind} if kind else {}
         if not include_superseded:
-            where += " AND superseded_by IS NULL"
-        async with self.db.read() as conn:
-            await self.visible_run_row(conn, run_id)
-            async with conn.execute(f"SELECT count(*) FROM learnings WHERE {where}", params) as cur:
-                (total,) = await cur.fetchone()
-            async with conn.execute(
-                f"SELECT * FROM learnings WHERE {where} ORDER BY created_at, id LIMIT ? OFFSET ?",
-                [*params, limit, offset],
-            ) as cur:
-                items = [self._learning(r) for r in await cur.fetchall()]
-        return _page(items, total, offset, limit)
+            filters["superseded_by IS NULL"] = None
+        return await self._run_page("learnings", self._learning, run_id, filters, limit, cursor)
 
     async def render_learnings(self, run_id: str, max_chars: int | None = None) -> LearningsDocument:
         async with self.db.read() as conn:
@@ -398,17 +403,7 @@ class LocalKnowledgeStore(KnowledgeStore):
             return await self._get_history(conn, entry_id)
 
     async def list_history(self, run_id: str, limit: int = 50, cursor: str | None = None) -> Page[HistoryEntry]:
-        limit, offset = _limit(limit), decode_cursor(cursor)
-        async with self.db.read() as conn:
-            await self.visible_run_row(conn, run_id)
-            async with conn.execute("SELECT count(*) FROM history WHERE run_id = ?", (run_id,)) as cur:
-                (total,) = await cur.fetchone()
-            async with conn.execute(
-                "SELECT * FROM history WHERE run_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?",
-                (run_id, limit, offset),
-            ) as cur:
-                items = [self._history(r) for r in await cur.fetchall()]
-        return _page(items, total, offset, limit)
+        return await self._run_page("history", self._history, run_id, {}, limit, cursor)
 
     async def render_history(self, run_id: str) -> HistoryDocument:
         async with self.db.read() as conn:
@@ -485,21 +480,8 @@ class LocalKnowledgeStore(KnowledgeStore):
 
     async def list_artifacts(self, run_id: str, kind: str | None = None, limit: int = 50,
                              cursor: str | None = None) -> Page[ArtifactInfo]:
-        limit, offset = _limit(limit), decode_cursor(cursor)
-        where, params = "run_id = ?", [run_id]
-        if kind:
-            where += " AND kind = ?"
-            params.append(kind)
-        async with self.db.read() as conn:
-            await self.visible_run_row(conn, run_id)
-            async with conn.execute(f"SELECT count(*) FROM artifacts WHERE {where}", params) as cur:
-                (total,) = await cur.fetchone()
-            async with conn.execute(
-                f"SELECT * FROM artifacts WHERE {where} ORDER BY created_at, id LIMIT ? OFFSET ?",
-                [*params, limit, offset],
-            ) as cur:
-                items = [self._artifact_info(r) for r in await cur.fetchall()]
-        return _page(items, total, offset, limit)
+        return await self._run_page("artifacts", self._artifact_info, run_id, {"kind = ?": kind} if kind else {},
+                                    limit, cursor)
 
     # ------------------------------------------------------------ candidates
 
@@ -560,17 +542,7 @@ class LocalKnowledgeStore(KnowledgeStore):
 
     async def list_candidates(self, run_id: str, limit: int = 50,
                               cursor: str | None = None) -> Page[CandidateSummary]:
-        limit, offset = _limit(limit), decode_cursor(cursor)
-        async with self.db.read() as conn:
-            await self.visible_run_row(conn, run_id)
-            async with conn.execute("SELECT count(*) FROM candidates WHERE run_id = ?", (run_id,)) as cur:
-                (total,) = await cur.fetchone()
-            async with conn.execute(
-                "SELECT * FROM candidates WHERE run_id = ? ORDER BY created_at, id LIMIT ? OFFSET ?",
-                (run_id, limit, offset),
-            ) as cur:
-                items = [self._summary(r) for r in await cur.fetchall()]
-        return _page(items, total, offset, limit)
+        return await self._run_page("candidates", self._summary, run_id, {}, limit, cursor)
 
     async def best_candidates(self, run_id: str, k: int = 5,
                               split: Literal["dev", "heldout", "all"] | None = None) -> list[CandidateSummary]:
