@@ -177,7 +177,7 @@ def _kill_group(proc: subprocess.Popen[str], quiet: bool = False) -> None:
 # claude mcp list
 # --------------------------------------------------------------------------------------------
 
-_MCP_LINE = re.compile(r"^(?P<name>[^\s:][^:]*?): (?P<target>.*?) - (?P<status>\S.*)$")
+_MCP_LINE = re.compile(r"^(?P<name>\S+): (?P<target>.*?) - (?P<status>\S.*)$")
 
 
 @dataclass
