@@ -54,12 +54,18 @@ async def test_design_status_reflect_budget(client_factory, run, project):
         plan = data(await client.call_tool("get_team", {"run_id": run.id, "plan": True}))
         assert plan["team"]["version"] == 1 and plan["plan"]["steps"][0]["roles"] == ["Profiler"]
         listed = data(await client.call_tool("list_versions", {"run_id": run.id}))
-        assert listed["total"] == 1
+        assert listed["total"] == 1 and listed["next_cursor"] is None
         entry = data(await client.call_tool("reflect", {"run_id": run.id, "diagnosis": "stuck debugging",
                                                          "design_change": "add an auditor"}))
         assert entry["team_version"] == 1 and entry["provenance"]["role"] == "supervisor"
         budget = data(await client.call_tool("budget", {"run_id": run.id}))
         assert budget["budget_usd"] == 10.0 and budget["spent_usd"] == 0 and not budget["exhausted"]
+        await client.call_tool("design_team", design(run.id, "Auditor"))
+        first = data(await client.call_tool("list_versions", {"run_id": run.id, "limit": 1}))
+        assert first["total"] == 2 and [v["version"] for v in first["items"]] == [1] and first["next_cursor"]
+        second = data(await client.call_tool("list_versions", {"run_id": run.id, "limit": 1,
+                                                                "cursor": first["next_cursor"]}))
+        assert [v["version"] for v in second["items"]] == [2] and second["next_cursor"] is None
 
 
 async def test_errors_are_tool_errors_that_say_what_to_do(client_factory, run):

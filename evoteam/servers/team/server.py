@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from evoteam.config import Settings
 from evoteam.servers.common import DomainError, session_actor, tool_errors
 from evoteam.servers.knowledge.connect import component_store, open_store
+from evoteam.servers.knowledge.local import decode_cursor, encode_cursor
 from evoteam.servers.knowledge.models import HistoryEntry
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.team.core import TeamService, role_env
@@ -58,6 +59,7 @@ class VersionList(BaseModel):
     run_id: str
     items: list[TeamVersionSummary]
     total: int
+    next_cursor: str | None = None
 
 
 class TeamView(BaseModel):
@@ -159,10 +161,17 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
 
     @server.tool()
     @tool_errors
-    async def list_versions(run_id: str) -> VersionList:
-        """Every team version of a run, oldest first, with its roles and diagnosis (shortened)."""
+    async def list_versions(run_id: str, limit: Annotated[int, Field(ge=1, le=200)] = 50,
+                            cursor: Annotated[str | None, Field(description="next_cursor of the previous page")] = None
+                            ) -> VersionList:
+        """The team versions of a run, oldest first, with their roles and diagnosis (shortened).
+        Paged: pass next_cursor back as cursor."""
         items = await svc().list_versions(run_id)
-        return VersionList(run_id=run_id, items=items, total=len(items))
+        start = decode_cursor(cursor)
+        page = items[start:start + limit]
+        more = start + len(page) < len(items)
+        return VersionList(run_id=run_id, items=page, total=len(items),
+                           next_cursor=encode_cursor(start + limit) if more else None)
 
     @server.tool()
     @tool_errors
