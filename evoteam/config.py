@@ -37,7 +37,6 @@ class Settings(BaseModel):
     search_backends: list[str] = Field(default_factory=lambda: ["local", "tavily"])
     max_artifact_bytes: int = 4 * 1024 * 1024
     max_request_bytes: int = 8 * 1024 * 1024
-    learnings_doc_max_chars: int = 12_000
 
     @property
     def remote(self) -> bool:

@@ -282,3 +282,15 @@ async def test_large_match_sets_rank_only_the_newest_window(tmp_path):
         assert all("mentions" in h.snippet for h in page.items)
         store.rank_window = 100
         assert "mentions" not in (await store.search("occupancy", run_id=run.id)).items[0].snippet
+
+
+async def test_the_configured_artifact_limit_reaches_the_embedded_store(tmp_path):
+    from evoteam.config import Settings
+    from evoteam.servers.knowledge.connect import open_store
+
+    settings = Settings(db=tmp_path / "kb.db", max_artifact_bytes=10)
+    async with open_store(settings) as store:
+        run = await new_run(store)
+        await store.put_artifact(ArtifactCreate(run_id=run.id, name="small.txt", text="0123456789"))
+        with pytest.raises(TooLarge, match="limit is 10"):
+            await store.put_artifact(ArtifactCreate(run_id=run.id, name="big.txt", text="0123456789!"))

@@ -21,7 +21,7 @@ async def open_store(settings: Settings, actor: Actor | None = None) -> AsyncIte
     else:
         from evoteam.servers.knowledge.local import LocalKnowledgeStore
 
-        async with LocalKnowledgeStore.open(settings.db, actor) as store:
+        async with LocalKnowledgeStore.open(settings.db, actor, max_artifact_bytes=settings.max_artifact_bytes) as store:
             yield store
 
 
