@@ -20,6 +20,7 @@ from mcp import Client, StdioServerParameters
 from pydantic import BaseModel
 
 from evoteam.config import Settings
+from evoteam.errors import first_leaf
 
 SERVERS = ("knowledge", "team", "retrieval", "bench")
 DEFAULT_KIT = "rmsnorm_cpu"
@@ -38,14 +39,9 @@ async def _timed(name: str, fn: Callable[[], Awaitable[str]]) -> Check:
         detail = await fn()
         ok = True
     except Exception as exc:  # a failed check is reported, never raised
-        detail, ok = f"{type(exc).__name__}: {_leaf(exc)}", False
+        detail, ok = f"{type(exc).__name__}: {first_leaf(exc)}", False
     return Check(name=name, ok=ok, detail=detail, seconds=time.perf_counter() - start)
 
-
-def _leaf(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
 
 
 def _server_params(name: str, env: dict[str, str]) -> StdioServerParameters:
@@ -63,7 +59,11 @@ async def check_server(name: str, env: dict[str, str]) -> str:
 async def check_round_trip(env: dict[str, str], workdir: Path) -> str:
     from evoteam.servers.knowledge.export import collect_bundle, export_run, import_run
     from evoteam.servers.knowledge.local import LocalKnowledgeStore
-    from evoteam.servers.knowledge.models import CandidateCreate, LearningCreate, RunCreate
+    from evoteam.servers.knowledge.models import (
+        CandidateCreate,
+        LearningCreate,
+        RunCreate,
+    )
 
     async with LocalKnowledgeStore.open(Path(env["EVOTEAM_DB"])) as store:
         run = await store.start_run(RunCreate(goal="doctor round trip", x0=1.0, best_known=2.0))

@@ -15,6 +15,7 @@ from typing import Any
 import httpx2
 from mcp import Client
 
+from evoteam.errors import first_leaf
 from evoteam.servers.knowledge.errors import StoreError, Unavailable
 from evoteam.servers.knowledge.services import (
     CallResult,
@@ -58,7 +59,7 @@ class RemoteKnowledgeStore(KnowledgeStore):
             try:
                 client = await stack.enter_async_context(Client(_transport(endpoint, http)))
             except Exception as exc:  # the SDK raises exception groups around transport errors
-                raise Unavailable(f"cannot open an MCP session with {endpoint}: {_first_leaf(exc)}") from None
+                raise Unavailable(f"cannot open an MCP session with {endpoint}: {first_leaf(exc)}") from None
             yield cls(client, actor)
 
     def with_actor(self, actor: Actor) -> RemoteKnowledgeStore:
@@ -98,11 +99,6 @@ async def _preflight(http: httpx2.AsyncClient, endpoint: str) -> None:
     if response.status_code == 404:
         raise Unavailable(f"no evoteam knowledge server at {endpoint}: check EVOTEAM_KNOWLEDGE_URL")
 
-
-def _first_leaf(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
 
 
 def _transport(url: str, http: httpx2.AsyncClient):
