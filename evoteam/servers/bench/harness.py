@@ -8,6 +8,7 @@ The functions here block; the async core calls them in threads.
 from __future__ import annotations
 
 import fcntl
+import json
 import math
 import os
 import secrets
@@ -65,31 +66,68 @@ def _worker_env(scratch: Path, extra: dict[str, str] | None = None) -> dict[str,
     return env
 
 
+STATUSES = {"PASSED", "INCORRECT_SHAPE", "INCORRECT_DTYPE", "INCORRECT_NUMERICAL", "RUNTIME_ERROR",
+            "COMPILE_ERROR", "TIMEOUT"}
+UNTRUSTED_LIMIT = 1200
+
+
+def untrusted(text: str, limit: int = UNTRUSTED_LIMIT) -> str:
+    """Text that came from candidate code (its errors, its prints), fenced and truncated so that
+    whoever reads a report sees it as data, not as the harness's words."""
+    text = str(text)
+    if len(text) > limit:
+        text = text[: limit // 3] + f"\n[... {len(text) - limit} characters cut ...]\n" + text[-(2 * limit // 3):]
+    text = text.replace("<<<", "< < <").replace(">>>", "> > >")
+    return f"\n<<<candidate output (untrusted, truncated)\n{text}\n>>>"
+
+
 class WorkerProc:
-    """One worker process, in its own session (process group), with its output drained and
-    capped, its memory watched and every request under a deadline."""
+    """One worker process, in its own process group (and cgroup where available), with its
+    output drained and capped, its memory watched and every request under a deadline. Between
+    requests the worker is stopped: it runs only while the harness is waiting for it."""
 
     def __init__(self, label: str, init: dict, scratch: Path, memory_mb: int | None,
-                 extra_env: dict[str, str] | None = None):
+                 extra_env: dict[str, str] | None = None, untrusted_code: bool = False, arena: bool = False):
+        from evoteam.servers.bench.jail import Jail
+
         self.label = label
         self.memory_mb = memory_mb
+        self.untrusted = untrusted_code
         self.reason: str | None = None
         self.tail = bytearray()
         self.printed = 0
+        self.jail = Jail(label)
+        self.arena_fd: int | None = None
+        self.arena_map = None
+        self.arena_size = 0
+        self.layout_key = None
+        pass_fds = []
+        if arena:
+            self.arena_fd = os.memfd_create(f"evoteam-{label.split()[0]}", 0)
+            init = dict(init, arena_fd=self.arena_fd)
+            pass_fds.append(self.arena_fd)
         p_r, c_w = os.pipe()  # child -> parent
         c_r, p_w = os.pipe()  # parent -> child
+        for fd in (p_r, p_w):
+            try:
+                fcntl.fcntl(fd, 1031, 1 << 20)  # F_SETPIPE_SZ: fewer round trips for large inputs
+            except OSError:
+                pass
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-B", "-m", "evoteam.servers.bench.worker", str(c_r), str(c_w)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            pass_fds=(c_r, c_w), cwd=str(scratch), env=_worker_env(scratch, extra_env),
+            pass_fds=(c_r, c_w, *pass_fds), cwd=str(scratch), env=_worker_env(scratch, extra_env),
             start_new_session=True, close_fds=True)
+        # Before it is sent anything (so before any candidate code exists in it).
+        self.jail.attach(self.proc.pid)
         os.close(c_r)
         os.close(c_w)
         self.wfd = p_w
         self.reader = protocol.FrameReader(p_r)
         self.rfd = p_r
         self._stop = threading.Event()
-        threading.Thread(target=self._drain, daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
         threading.Thread(target=self._watch_memory, daemon=True).start()
         protocol.write_frame(self.wfd, init)
 
@@ -134,20 +172,30 @@ class WorkerProc:
     def output_tail(self) -> str:
         return bytes(self.tail).decode("utf-8", "replace")[-1500:]
 
+    def _text(self, text: str) -> str:
+        return untrusted(text) if self.untrusted else str(text)[:4000]
+
     # -------------------------------------------------------- requests
 
     def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        self.jail.kill_all()
 
-    def _death(self) -> WorkerFailure:
+    def _returncode(self, timeout: float) -> int:
+        if self.jail.exit_status is not None:  # reaped by the jail's wait for a stop
+            st = self.jail.exit_status
+            return -os.WTERMSIG(st) if os.WIFSIGNALED(st) else os.WEXITSTATUS(st)
         try:
-            code = self.proc.wait(timeout=5)
+            return self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            code = self.proc.wait()
+            try:
+                return self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return -signal.SIGKILL
+
+    def _death(self) -> WorkerFailure:
+        self.jail.resume()
+        code = self._returncode(5)
         if self.reason:
             return WorkerFailure("RUNTIME_ERROR", self.reason, fatal=True)
         if code < 0:
@@ -162,8 +210,13 @@ class WorkerProc:
             msg = f"the {self.label} process exited with code {code}"
         tail = self.output_tail().strip()
         if tail:
-            msg += "; last output:\n" + tail
+            msg += "; last output:" + self._text(tail)
         return WorkerFailure("RUNTIME_ERROR", msg, fatal=True)
+
+    def _malformed(self, why: str) -> WorkerFailure:
+        self.kill()
+        return WorkerFailure("RUNTIME_ERROR", f"the {self.label} sent a malformed reply to the harness ({why}); "
+                             "this evaluation is flagged", flagged=True, fatal=True)
 
     def read(self, timeout: float, what: str) -> tuple[dict, dict]:
         deadline = time.monotonic() + timeout
@@ -176,50 +229,97 @@ class WorkerProc:
         except protocol.PeerClosed:
             raise self._death() from None
         except protocol.ProtocolError as exc:
-            self.kill()
-            raise WorkerFailure("RUNTIME_ERROR", f"the {self.label} sent malformed data to the harness ({exc})",
-                                flagged=True, fatal=True) from None
+            raise self._malformed(str(exc)) from None
         if self.reason:  # flooded or over memory but still answered
             self.kill()
             raise WorkerFailure("RUNTIME_ERROR", self.reason, fatal=True)
         violations = header.get("violations") or []
         if violations:
-            raise WorkerFailure("RUNTIME_ERROR", f"{violations[0]} (this evaluation is flagged)", flagged=True)
-        if not header.get("ok", False):
-            raise WorkerFailure(str(header.get("status", "RUNTIME_ERROR")), str(header.get("message", "failed")),
-                                flagged=bool(header.get("flagged")))
+            if not isinstance(violations, list):
+                raise self._malformed("violations is not a list")
+            raise WorkerFailure("RUNTIME_ERROR", self._text(str(violations[0])[:500]).lstrip("\n")
+                                + " (this evaluation is flagged)", flagged=True)
+        ok = header.get("ok")
+        if ok is not True:
+            if ok is not False:
+                raise self._malformed("no ok field")
+            status = header.get("status", "RUNTIME_ERROR")
+            if status not in STATUSES or status == "PASSED":
+                raise self._malformed(f"unknown failure status {str(status)[:40]!r}")
+            message = header.get("message", "failed")
+            if not isinstance(message, str):
+                raise self._malformed("message is not text")
+            if self.untrusted:
+                message = f"the {self.label} reported {status}:" + untrusted(message)
+            raise WorkerFailure(status, message, flagged=header.get("flagged") is True)
         return header, arrays
 
-    def request(self, msg: dict, timeout: float, what: str, arrays: dict | None = None) -> tuple[dict, dict]:
+    def request(self, msg: dict, timeout: float, what: str, arrays: dict | None = None,
+                timed: bool = False) -> tuple[dict, dict] | tuple[dict, dict, int]:
+        """Resume the worker, send one message, wait for its reply, stop the worker again. With
+        ``timed``, also return the harness's own clock from just before the worker was resumed to
+        just after it was stopped: the only time that scores."""
+        data = protocol.encode(msg, arrays)
+        t0 = time.perf_counter_ns()
+        self.jail.resume()
         try:
-            protocol.write_frame(self.wfd, msg, arrays)
+            view = memoryview(data)
+            while view:
+                n = os.write(self.wfd, view)
+                view = view[n:]
         except (BrokenPipeError, OSError):
             raise self._death() from None
-        return self.read(timeout, what)
+        try:
+            header, out = self.read(timeout, what)
+        finally:
+            self.jail.stop()
+            t1 = time.perf_counter_ns()
+            self.jail.hold()
+        if timed:
+            return header, out, t1 - t0
+        return header, out
+
+    # -------------------------------------------------------- the shared input area
+
+    def arena(self, size: int):
+        """The harness's mapping of the worker's shared area, grown to at least ``size`` bytes."""
+        import mmap
+
+        if size > self.arena_size:
+            os.ftruncate(self.arena_fd, size)
+            self.arena_map = mmap.mmap(self.arena_fd, size)
+            self.arena_size = size
+        return self.arena_map
 
     def close(self) -> None:
         self._stop.set()
-        if self.proc.poll() is None:
+        self.jail.resume()
+        if self.proc.poll() is None and self.jail.exit_status is None:
             try:
                 protocol.write_frame(self.wfd, {"cmd": "exit"})
-                self.proc.wait(timeout=2)
+                self.proc.wait(timeout=1)
             except Exception:
                 pass
-        self.kill()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-        for fd in (self.wfd, self.rfd):
+        # Every process of the worker, whatever it started (daemons, stdout-holding grandchildren).
+        self.jail.close()
+        self._returncode(2)
+        for fd in (self.wfd, self.rfd, self.arena_fd):
+            if fd is None:
+                continue
             try:
                 os.close(fd)
             except OSError:
                 pass
-        if self.proc.stdout:
+        # Never block on the output pipe: closing it while the drain thread reads would wait for
+        # that thread, and a surviving holder of the pipe would wedge the harness. Once every
+        # process is gone the pipe reaches EOF and the drain thread closes nothing but itself.
+        self._drainer.join(timeout=0.5)
+        if self.proc.stdout and not self._drainer.is_alive():
             try:
                 self.proc.stdout.close()
-            except OSError:
+            except (OSError, ValueError):
                 pass
+        self.arena_map = None
 
 
 # ---------------------------------------------------------------- judging outputs
@@ -281,6 +381,31 @@ def compare_outputs(meta: list[dict], got: dict[str, np.ndarray], ref_meta: list
     return check
 
 
+def quick_match(meta: list[dict], got: dict[str, np.ndarray], ref: dict[str, np.ndarray],
+                expected: dict[str, tuple[tuple[int, ...] | None, str]], atol: float, rtol: float,
+                matched_ratio: float) -> bool:
+    """True when the outputs surely pass compare_outputs (same shapes and dtypes, all finite,
+    within tolerance), computed in the outputs' own precision; False means: ask compare_outputs."""
+    by_name = {m["name"]: m for m in meta}
+    for name, (shape, dtype) in expected.items():
+        m = by_name.get(name)
+        if m is None or m["dtype"] != dtype or name not in got or name not in ref:
+            return False
+        a, r = got[name], ref[name]
+        if a.shape != r.shape or (shape is not None and a.shape != tuple(shape)):
+            return False
+        if a.dtype.kind != "f" or a.dtype != r.dtype:
+            a, r = a.astype(np.float64), r.astype(np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = np.abs(a - r)
+            bad = (diff > atol) & (diff > rtol * np.abs(r))
+        if not np.isfinite(a).all() or not np.isfinite(r).all():
+            return False
+        if bad.any() and 1.0 - int(bad.sum()) / max(1, bad.size) < matched_ratio:
+            return False
+    return True
+
+
 # ---------------------------------------------------------------- locks
 
 
@@ -332,91 +457,299 @@ def new_seed() -> int:
     return secrets.randbits(62)
 
 
+_LABELS = {"float64": np.float64, "float32": np.float32, "float16": np.float16, "bfloat16": np.uint16,
+           "int64": np.int64, "int32": np.int32, "int16": np.int16, "int8": np.int8, "uint8": np.uint8,
+           "bool": np.bool_}
+MAX_OUTPUT_BYTES = 1 << 31
+
+
+def _from_raw(label: str, data: bytes | np.ndarray, shape: list[int]) -> np.ndarray:
+    arr = np.frombuffer(data, dtype=_LABELS[label]).reshape(shape)
+    if label == "bfloat16":  # the top half of a float32
+        arr = (arr.astype(np.uint32) << 16).view(np.float32)
+    return arr
+
+
+def _align(n: int) -> int:
+    return (n + 63) // 64 * 64
+
+
+@dataclass
+class Payload:
+    """One call's inputs, made by the trusted worker: raw bytes per array input, scalars."""
+
+    specs: list[dict]
+    blobs: dict[str, np.ndarray]  # uint8
+
+
 class KernelSession:
-    """A candidate worker and a trusted worker for one evaluation of one kernel kit."""
+    """A candidate worker and a trusted worker for one evaluation of one kernel kit.
+
+    Every call that matters goes through one path for both workers: the harness writes the
+    call's inputs into the worker's shared area while the worker is stopped, starts its clock,
+    resumes the worker and asks for the call, stops the worker the moment it answers, stops its
+    clock, then reads the outputs out of the stopped worker's memory and checks that the inputs
+    are unchanged. While one worker is being called the other is stopped."""
 
     def __init__(self, *, definition: dict, framework: str, device: str, inputs_source: str | None,
                  reference_source: str, baseline: dict | None, candidate_dir: Path, candidate_file: str,
                  function: str, dps: bool | None, deny: list[str], memory_mb: int, timeouts, tolerance,
                  timing, use_landlock: bool = True, threads: int | None = None):
+        from evoteam.servers.bench.jail import can_drop_privileges, pick_uid
+
         self.tolerance = tolerance
         self.timeouts = timeouts
         self.timing = timing
         self.device = device
         self.gpu = device.startswith("cuda")
         self.sandbox = ""
+        self.out_names = list(definition["outputs"].keys())
         self.trusted_dir = Path(tempfile.mkdtemp(prefix="evoteam-trusted-"))
         self.candidate_dir = candidate_dir
         public_def = {"inputs": definition["inputs"], "outputs": definition["outputs"]}
         env = {}
         if threads and not self.gpu:
             env = {k: str(threads) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
-        common = {"framework": framework, "device": device, "inputs_source": inputs_source,
-                  "definition": public_def}
-        self.trusted = WorkerProc("reference/baseline worker", dict(common, mode="trusted",
+        common = {"framework": framework, "device": device, "definition": public_def}
+        uid = None
+        if can_drop_privileges():
+            uid = pick_uid()
+            for path in [candidate_dir, *candidate_dir.rglob("*")]:
+                os.chown(path, uid, uid)
+        self.trusted = WorkerProc("reference/baseline worker", dict(common, mode="trusted", inputs_source=inputs_source,
                                   reference_source=reference_source, baseline=baseline),
-                                  self.trusted_dir, None if self.gpu else max(memory_mb, 8192), extra_env=env)
-        cand_mem = memory_mb
+                                  self.trusted_dir, None if self.gpu else max(memory_mb, 8192), extra_env=env,
+                                  arena=True)
         self.candidate = WorkerProc("candidate", dict(common, mode="candidate",
                                     solution={"dir": str(candidate_dir), "file": candidate_file,
                                               "function": function, "dps": dps},
                                     sandbox={"scratch": str(candidate_dir), "deny": deny,
-                                             "memory_mb": None if self.gpu else cand_mem,
-                                             "landlock": use_landlock}),
-                                    candidate_dir, cand_mem, extra_env=env)
+                                             "memory_mb": None if self.gpu else memory_mb,
+                                             "landlock": use_landlock, "uid": uid, "private_tmp": uid is not None}),
+                                    candidate_dir, memory_mb, extra_env=env, untrusted_code=True, arena=True)
         self.candidate_error: WorkerFailure | None = None
         self.dead = False
+        self.sched: dict[str, tuple] = {}
+        self.null_ns: dict[str, int] = {}
+        self.read_by_pipe = False
 
     def start(self) -> None:
+        from evoteam.servers.bench.jail import sched_state
+
         try:
-            header, _ = self.trusted.read(self.timeouts.startup_s, "loading the reference")
+            self.trusted.read(self.timeouts.startup_s, "loading the reference")
         except WorkerFailure as exc:
             raise RuntimeError(f"the kit's reference/baseline failed to load: {exc.message}") from None
+        finally:
+            self.trusted.jail.stop()
+            self.trusted.jail.hold()
         try:
             header, _ = self.candidate.read(self.timeouts.startup_s, "importing the candidate")
-            self.sandbox = header.get("sandbox", "")
+            desc = header.get("sandbox", "")
+            self.sandbox = (desc if isinstance(desc, str) else "")[:300] + "+" + self.candidate.jail.describe()
         except WorkerFailure as exc:
             self.candidate_error = exc
             self.dead = True
+        finally:
+            self.candidate.jail.stop()
+            self.candidate.jail.hold()
+        # Where the harness cannot read a stopped worker's memory, outputs come back through the
+        # pipe inside the timed call instead (same for both sides; slower, still sound).
+        self.read_by_pipe = self.candidate.jail.mem_fd is None or self.trusted.jail.mem_fd is None
+        if self.read_by_pipe:
+            self.sandbox += "+OUTPUTS-BY-PIPE(cannot read worker memory)"
+        for w in (self.trusted, self.candidate):
+            try:
+                self.sched[w.label] = self._sched_of(w)
+            except OSError:
+                pass
 
     def close(self) -> None:
         for w in (self.candidate, self.trusted):
             w.close()
         shutil.rmtree(self.trusted_dir, ignore_errors=True)
 
-    # -------------------------------------------------------- steps
+    # -------------------------------------------------------- helpers
 
-    def _cand(self, msg: dict, what: str):
+    @staticmethod
+    def _sched_of(w: WorkerProc) -> tuple:
+        from evoteam.servers.bench.jail import sched_state
+
+        pid = w.proc.pid
+        states = [sched_state(int(t)) for t in sorted(os.listdir(f"/proc/{pid}/task"))]
+        return tuple(sorted(set(states)))
+
+    def _check_sched(self) -> None:
+        """The trusted worker's nice value, CPU affinity and scheduling policy (and the candidate's)
+        must be what they were at start: anything else means someone tried to tilt the timing."""
+        for w in (self.trusted, self.candidate):
+            before = self.sched.get(w.label)
+            if before is None:
+                continue
+            try:
+                now = self._sched_of(w)
+            except OSError:
+                continue
+            if now != before:
+                raise WorkerFailure("RUNTIME_ERROR", f"the {w.label}'s scheduling (nice value, CPU affinity or "
+                                    f"policy) changed during the evaluation: {before} -> {now}; timings are not "
+                                    "comparable (this evaluation is flagged)", flagged=True)
+
+    def _cand(self, msg: dict, what: str, timed: bool = False):
         try:
-            return self.candidate.request(msg, self.timeouts.workload_s, what)
+            return self.candidate.request(msg, self.timeouts.workload_s, what, timed=timed)
         except WorkerFailure as exc:
             if exc.fatal:
                 self.dead = True
                 self.candidate_error = exc
             raise
 
-    def _trusted(self, msg: dict, what: str):
+    def _trusted(self, msg: dict, what: str, timed: bool = False):
         try:
-            return self.trusted.request(msg, max(self.timeouts.workload_s, 120.0), what)
+            return self.trusted.request(msg, max(self.timeouts.workload_s, 120.0), what, timed=timed)
         except WorkerFailure as exc:
             raise RuntimeError(f"the kit's {msg.get('who', 'reference')} failed on {what}: {exc.message}") from None
+
+    def _gen(self, wl: WorkloadSpec, seed: int) -> Payload:
+        h, arrays = self._trusted({"cmd": "gen", "axes": wl.axes, "scalars": wl.scalars, "seed": seed},
+                                  f"making inputs for {wl.name}")
+        specs = h.get("inputs")
+        if not isinstance(specs, list) or any(s.get("name") not in arrays for s in specs if "scalar" not in s):
+            raise RuntimeError(f"the kit's input generator returned malformed inputs for {wl.name}")
+        return Payload(specs, {k: v.reshape(-1).view(np.uint8) for k, v in arrays.items()})
+
+    def _layout(self, w: WorkerProc, payload: Payload, wl: WorkloadSpec, who: str) -> dict:
+        """Place the inputs (and output slots, when every output shape is known) in the worker's
+        shared area; tell the worker when the layout changes."""
+        specs, off = [], 0
+        for spec in payload.specs:
+            if "scalar" in spec:
+                specs.append(dict(spec))
+                continue
+            n = int(payload.blobs[spec["name"]].nbytes)
+            specs.append(dict(spec, offset=off, nbytes=n))
+            off = _align(off + n)
+        outs = []
+        if all(shape is not None for shape, _ in wl.expected.values()):
+            for name in self.out_names:
+                shape, dtype = wl.expected[name]
+                n = int(np.prod(shape, dtype=np.int64)) * np.dtype(_LABELS.get(dtype, np.float32)).itemsize
+                outs.append({"name": name, "dtype": dtype, "shape": list(shape), "offset": off, "nbytes": n})
+                off = _align(off + n)
+        layout = {"inputs": specs, "outputs": outs, "size": off, "who": who}
+        key = json.dumps(layout, sort_keys=True)
+        w.arena(max(off, 64))
+        if w.layout_key != key:
+            msg = dict(layout, cmd="arena")
+            if w is self.candidate:
+                self._cand(msg, "setting up inputs")
+            else:
+                self._trusted(msg, "setting up inputs")
+            w.layout_key = key
+            w.nan_fill = {}
+        return layout
+
+    def _fill(self, w: WorkerProc, layout: dict, payload: Payload) -> None:
+        """Write one call's inputs (and NaN-filled output slots) while the worker is stopped."""
+        mm = w.arena_map
+        for spec in layout["inputs"]:
+            if "offset" in spec:
+                mm[spec["offset"]:spec["offset"] + spec["nbytes"]] = payload.blobs[spec["name"]]
+        for spec in layout["outputs"]:
+            fill = w.nan_fill.get(spec["name"])
+            if fill is None:
+                kind = np.dtype(_LABELS.get(spec["dtype"], np.uint8)).kind
+                arr = np.full(spec["shape"], np.nan if kind == "f" else 0, dtype=_LABELS.get(spec["dtype"], np.uint8))
+                if spec["dtype"] == "bfloat16":
+                    arr = np.full(spec["shape"], 0x7FC0, dtype=np.uint16)
+                fill = w.nan_fill[spec["name"]] = arr.tobytes()
+            mm[spec["offset"]:spec["offset"] + spec["nbytes"]] = fill
+
+    def _inputs_unchanged(self, w: WorkerProc, layout: dict, payload: Payload) -> str | None:
+        for spec in layout["inputs"]:
+            if "offset" in spec:
+                now = np.frombuffer(w.arena_map, np.uint8, spec["nbytes"], spec["offset"])
+                if not np.array_equal(now, payload.blobs[spec["name"]]):
+                    return spec["name"]
+        return None
+
+    def _capture(self, w: WorkerProc, header: dict, arrays: dict) -> tuple[list[dict], dict[str, np.ndarray]]:
+        """The outputs the stopped worker reported, read from its memory (or from the reply where
+        the harness cannot read memory). Every count, size and type is checked first."""
+        outs = header.get("outputs")
+        if not isinstance(outs, list) or len(outs) != len(self.out_names):
+            raise w._malformed(f"expected {len(self.out_names)} output descriptions, got "
+                               f"{len(outs) if isinstance(outs, list) else type(outs).__name__}")
+        meta, got = [], {}
+        for i, (name, o) in enumerate(zip(self.out_names, outs)):
+            if not isinstance(o, dict):
+                raise w._malformed(f"output {i} is not described")
+            label, shape = o.get("dtype"), o.get("shape")
+            if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape) or len(shape) > 16:
+                raise w._malformed(f"output {name!r} has no valid shape")
+            if label == "python_scalar":
+                value = o.get("value")
+                if not isinstance(value, (int, float)) or isinstance(value, bool) or shape:
+                    raise w._malformed(f"output {name!r} is a scalar without a number")
+                meta.append({"name": name, "dtype": label, "shape": []})
+                got[name] = np.asarray(float(value))
+                continue
+            if label not in _LABELS:
+                raise WorkerFailure("INCORRECT_DTYPE", f"output {name!r} has dtype {str(label)[:40]}, which the "
+                                    "harness does not accept")
+            nbytes, addr = o.get("nbytes"), o.get("addr")
+            expected = int(np.prod(shape, dtype=np.int64)) * np.dtype(_LABELS[label]).itemsize
+            if not isinstance(nbytes, int) or nbytes != expected or nbytes > MAX_OUTPUT_BYTES:
+                raise w._malformed(f"output {name!r} claims {nbytes!r} bytes for shape {shape} of {label}")
+            if self.read_by_pipe:
+                blob = arrays.get(f"o{i}")
+                data = bytes(blob) if blob is not None else None
+            else:
+                if not isinstance(addr, int) or addr < 0:
+                    raise w._malformed(f"output {name!r} has no valid address")
+                data = w.jail.read_memory(addr, nbytes) if nbytes else b""
+            if data is None or len(data) != nbytes:
+                raise w._malformed(f"output {name!r} could not be read ({nbytes} bytes)")
+            meta.append({"name": name, "dtype": label, "shape": shape})
+            got[name] = _from_raw(label, data, shape)
+        return meta, got
+
+    def _call(self, w: WorkerProc, wl: WorkloadSpec, payload: Payload, who: str, what: str,
+              calibrate: bool = False) -> tuple[list[dict], dict[str, np.ndarray], int]:
+        """One call through the common path. Returns the outputs and the harness-clocked time."""
+        layout = self._layout(w, payload, wl, who)
+        self._fill(w, layout, payload)
+        msg = {"cmd": "tcall", "calibrate": calibrate, "send": self.read_by_pipe}
+        if w is self.candidate:
+            header, arrays, ns = self._cand(msg, what, timed=True)
+        else:
+            header, arrays, ns = self._trusted(msg, what, timed=True)
+        meta, got = self._capture(w, header, arrays)
+        changed = self._inputs_unchanged(w, layout, payload)
+        if changed is not None:
+            raise WorkerFailure("RUNTIME_ERROR", f"the {'candidate' if w is self.candidate else who} modified its "
+                                f"input {changed!r}; inputs must be left unchanged (work on a copy)", flagged=True)
+        return meta, got, ns
+
+    def _ref(self, wl: WorkloadSpec, seed: int) -> tuple[list[dict], dict]:
+        rh, ra = self._trusted({"cmd": "call", "who": "reference", "axes": wl.axes, "scalars": wl.scalars,
+                                "seed": seed}, f"workload {wl.name}")
+        return rh["outputs"], ra
+
+    # -------------------------------------------------------- steps
 
     def check_correctness(self, wl: WorkloadSpec) -> WorkloadVerdict:
         v = WorkloadVerdict()
         tol = self.tolerance
-        for round_no in range(2):  # candidate -> reference -> candidate, each on a fresh seed
+        for round_no in range(2):  # two calls, each on fresh inputs, each against the reference
             seed = new_seed()
-            msg = {"cmd": "call", "axes": wl.axes, "scalars": wl.scalars, "seed": seed}
+            payload = self._gen(wl, seed)
             try:
-                ch, ca = self._cand(dict(msg, who="candidate"), f"workload {wl.name}")
+                meta, got, _ = self._call(self.candidate, wl, payload, "candidate", f"workload {wl.name}")
             except WorkerFailure as exc:
                 return WorkloadVerdict(exc.status, exc.message, exc.flagged)
-            rh, ra = self._trusted(dict(msg, who="reference"), f"workload {wl.name}")
-            if ch.get("digest") != rh.get("digest"):
-                return WorkloadVerdict("RUNTIME_ERROR", "the inputs generated in the candidate's process differ "
-                                       "from the harness's: the input generator was tampered with "
-                                       "(this evaluation is flagged)", True)
-            check = compare_outputs(ch["outputs"], ca, rh["outputs"], ra, wl.expected, tol.atol, tol.rtol,
+            ref_meta, ref = self._ref(wl, seed)
+            check = compare_outputs(meta, got, ref_meta, ref, wl.expected, tol.atol, tol.rtol,
                                     tol.required_matched_ratio)
             v.max_abs, v.max_rel = max(v.max_abs, check.max_abs), max(v.max_rel, check.max_rel)
             if check.status != "PASSED":
@@ -440,69 +773,57 @@ class KernelSession:
                                 tol.required_matched_ratio)
         return None if check.status == "PASSED" else f"{check.status}: {check.message}"
 
+    def calibrate(self, wl: WorkloadSpec, payload: Payload, n: int = 9) -> int:
+        """The cost of the call path itself (resume, message, reply, stop; on GPU also the copies
+        in and out), measured on the trusted worker with no kernel in between. It is subtracted
+        from both sides' times; the candidate cannot make it larger."""
+        samples = [self._call(self.trusted, wl, payload, "baseline", "calibrating", calibrate=True)[2]
+                   for _ in range(n)]
+        # The fastest trip: what every call costs at least. A median would include scheduling
+        # delays of a busy machine and could exceed a fast kernel's whole time.
+        return int(min(samples))
+
     def measure(self, wl: WorkloadSpec, v: WorkloadVerdict, rng: secrets.SystemRandom | None = None) -> None:
-        """Interleaved timing of baseline and candidate, then a spot check of one timed call."""
-        rng = rng or secrets.SystemRandom()
+        """Interleaved timing of baseline and candidate on the same fresh inputs, every call timed by
+        the harness; every timed candidate output is checked against the baseline's output for
+        the same inputs."""
         plan = self.timing
-        samples = {"baseline": [], "candidate": []}
-        walls = {"baseline": [], "candidate": []}
-        harness_wall = {"baseline": 0, "candidate": 0}
-        spot_round, spot_index = rng.randrange(plan.rounds), rng.randrange(plan.reps_per_round)
-        spot_seed, spot_out = None, None
+        samples: dict[str, list[int]] = {"baseline": [], "candidate": []}
+        what = f"timing workload {wl.name}"
+        tol = self.tolerance
+        null = None
         for r in range(plan.rounds):
             order = ("baseline", "candidate") if r % 2 == 0 else ("candidate", "baseline")
+            payloads = [self._gen(wl, new_seed()) for _ in range(plan.reps_per_round)]
+            warm = [self._gen(wl, new_seed()) for _ in range(plan.warmup)] if r == 0 else []
+            if null is None:
+                null = self.calibrate(wl, payloads[0])
+            outputs: dict[str, list] = {"baseline": [], "candidate": []}
             for side in order:
-                seeds = [new_seed() for _ in range(plan.reps_per_round)]
-                warm = [new_seed() for _ in range(plan.warmup)] if r == 0 else []
-                prep = {"cmd": "prepare", "who": side, "axes": wl.axes, "scalars": wl.scalars, "seeds": seeds,
-                        "warmup_seeds": warm}
-                what = f"timing workload {wl.name}"
-                if side == "candidate":
-                    self._cand(prep, what)
-                    t0 = time.perf_counter_ns()
-                    h, _ = self._cand({"cmd": "go"}, what)
-                    harness_wall[side] += time.perf_counter_ns() - t0
-                    index = spot_index if r == spot_round else -1
-                    rh, ra = self._cand({"cmd": "reveal", "index": index}, what)
-                    if index >= 0:
-                        spot_seed, spot_out = seeds[index], (rh["outputs"], ra)
-                else:
-                    self._trusted(prep, what)
-                    t0 = time.perf_counter_ns()
-                    h, _ = self._trusted({"cmd": "go", "who": side}, what)
-                    harness_wall[side] += time.perf_counter_ns() - t0
-                    self._trusted({"cmd": "reveal", "index": -1, "who": side}, what)
-                samples[side] += [int(s) for s in h["samples_ns"]]
-                walls[side] += [int(s) for s in h.get("wall_ns") or []]
-        # The harness's own clock bounds what the candidate's process reported.
-        reported = sum(samples["candidate"])
-        wall = harness_wall["candidate"]
-        # Scheduling delays on a busy machine only ever add to the harness's figure, so the lower
-        # bound is loose (a quarter): it catches a faked clock, not a slow pipe.
-        if not self.gpu and (reported > 1.05 * wall + 1e6 or reported < 0.25 * wall - 2e6 * plan.rounds):
-            raise WorkerFailure("RUNTIME_ERROR", f"timer tampering suspected: the candidate's process reported "
-                                f"{reported / 1e6:.2f} ms of kernel time for calls the harness clocked at "
-                                f"{wall / 1e6:.2f} ms (this evaluation is flagged)", flagged=True)
-        # Spot check: one timed call, chosen after the fact, must match the reference too.
-        if spot_out is not None:
-            rh, ra = self._trusted({"cmd": "call", "who": "reference", "axes": wl.axes, "scalars": wl.scalars,
-                                    "seed": spot_seed}, f"workload {wl.name}")
-            tol = self.tolerance
-            check = compare_outputs(spot_out[0], spot_out[1], rh["outputs"], ra, wl.expected, tol.atol, tol.rtol,
-                                    tol.required_matched_ratio)
-            if check.status != "PASSED":
-                raise WorkerFailure(check.status, f"a timed call returned a wrong result ({check.message}); "
-                                    "outputs must be computed on every call", flagged=True)
-        use = samples
-        if self.gpu and walls["candidate"]:
-            ev, wa = statistics.median(samples["candidate"]), statistics.median(walls["candidate"])
-            if wa > 1.25 * ev + 30_000:
-                use = walls
-                v.notes.append("work outside the timed stream detected; both sides timed with device-wide "
-                               "synchronisation")
-                v.flagged = True
-        base_ns = statistics.median(use["baseline"])
-        cand_ns = statistics.median(use["candidate"])
+                w = self.candidate if side == "candidate" else self.trusted
+                self._check_sched()
+                for p in warm:
+                    self._call(w, wl, p, side, what)
+                for p in payloads:
+                    meta, got, ns = self._call(w, wl, p, side, what)
+                    samples[side].append(ns)
+                    outputs[side].append((meta, got))
+                self._check_sched()
+            for k, ((cm, cg), (bm, bg)) in enumerate(zip(outputs["candidate"], outputs["baseline"])):
+                # Baseline and reference agree within the tolerance, so a correct candidate is
+                # within twice that of the baseline.
+                if quick_match(cm, cg, bg, wl.expected, 2 * tol.atol, 2 * tol.rtol, tol.required_matched_ratio):
+                    continue
+                check = compare_outputs(cm, cg, bm, bg, wl.expected, 2 * tol.atol, 2 * tol.rtol,
+                                        tol.required_matched_ratio)
+                if check.status != "PASSED":
+                    raise WorkerFailure(check.status, f"a timed call returned a wrong result ({check.message}); "
+                                        "outputs must be computed on every call", flagged=True)
+        floor = 1000  # 1 us: below the harness's resolution
+        base = [max(floor, s - null) for s in samples["baseline"]]
+        cand = [max(floor, s - null) for s in samples["candidate"]]
+        base_ns, cand_ns = statistics.median(base), statistics.median(cand)
+        self.null_ns[wl.name] = null
         v.baseline_ms = base_ns / 1e6
         v.candidate_ms = cand_ns / 1e6
         v.speedup = base_ns / cand_ns if cand_ns > 0 else math.inf
@@ -526,15 +847,22 @@ def _decode_value(value: Any, arrays: dict[str, np.ndarray]) -> Any:
 
 def run_program_worker(program: Path, function: str, kwargs: dict, timeout_s: float, memory_mb: int,
                        deny: list[str], use_landlock: bool = True) -> Any:
+    from evoteam.servers.bench.jail import can_drop_privileges, pick_uid
+
     scratch = Path(tempfile.mkdtemp(prefix="evoteam-program-"))
     try:
         shutil.copyfile(program, scratch / "program.py")
+        uid = pick_uid() if can_drop_privileges() else None
+        if uid is not None:
+            for path in (scratch, scratch / "program.py"):
+                os.chown(path, uid, uid)
         w = WorkerProc("program", {"mode": "program", "framework": "numpy",
                                    "solution": {"dir": str(scratch), "file": "program.py", "function": function,
                                                 "dps": False},
                                    "sandbox": {"scratch": str(scratch), "deny": deny, "memory_mb": memory_mb,
-                                               "landlock": use_landlock}},
-                       scratch, memory_mb)
+                                               "landlock": use_landlock, "uid": uid,
+                                               "private_tmp": uid is not None}},
+                       scratch, memory_mb, untrusted_code=True)
         try:
             start = time.monotonic()
             w.read(min(timeout_s, 120.0), "importing the program")

@@ -28,6 +28,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from evoteam.servers.bench import seccomp
+
 # Programs a candidate may start (GPU toolchains compile through subprocesses).
 ALLOWED_EXECUTABLES = {
     "nvcc", "ptxas", "cicc", "fatbinary", "nvlink", "cudafe++", "cuobjdump", "nvdisasm",
@@ -152,8 +154,11 @@ def default_read_roots(scratch: str) -> list[str]:
     package itself (not the repository around it: the kits live there) and its scratch folder."""
     import evoteam
 
-    roots = {"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/proc", "/sys", "/dev", "/opt",
-             "/run/nvidia-persistenced", scratch,
+    # /proc only for this process itself (and a few system-wide files): /proc/<other pid> holds
+    # other processes' environments and command lines.
+    roots = {"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/sys", "/dev", "/opt",
+             f"/proc/{os.getpid()}", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/sys",
+             "/proc/filesystems", "/run/nvidia-persistenced", scratch,
              sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
              str(Path(evoteam.__file__).resolve().parent)}
     for entry in sys.path:
@@ -204,12 +209,20 @@ _PATH_EVENTS_WRITE = {"os.remove", "os.rmdir", "os.mkdir", "os.chmod", "os.chown
                       "os.removexattr"}
 
 
+def _other_process(path: str) -> bool:
+    """A path in /proc/<pid> of a process other than this one."""
+    if not path.startswith("/proc/"):
+        return False
+    head = path[6:].split("/", 1)[0]
+    return head.isdigit() and int(head) != os.getpid()
+
+
 def _hook(event: str, args: tuple) -> None:
     if event == "open":
         path = _real(args[0])
         if path is None:
             return
-        if _under(path, _state["deny"]):
+        if _under(path, _state["deny"]) or _other_process(path):
             _refuse(f"opening {path}")
         if _write_mode(args[1] if len(args) > 1 else None, args[2] if len(args) > 2 else None) \
                 and not _under(path, _state["write"]):
@@ -272,21 +285,124 @@ def die_with_parent() -> None:
 
 
 def confine(scratch: str, deny_roots: list[str], memory_mb: int | None, extra_read: list[str] | None = None,
-            use_landlock: bool = True) -> str:
+            use_landlock: bool = True, private_tmp: bool = False) -> str:
     """Apply every layer to this process. Returns a description of the layers in force."""
     layers = []
     set_limits(memory_mb)
     layers.append("rlimits" + (f"(as={memory_mb}MiB)" if memory_mb else ""))
-    write_roots = [scratch, "/dev"]
+    # Writable: the scratch folder and device files; not /dev/shm or /tmp (files there would
+    # outlive the evaluation), except where they are this worker's private tmpfs.
+    write_roots = [scratch, "/dev/null", "/dev/zero", "/dev/full", "/dev/tty"] + sorted(
+        str(p) for p in Path("/dev").glob("nvidia*"))
+    if private_tmp:
+        write_roots += ["/tmp", "/dev/shm"]
     if use_landlock and os.environ.get("EVOTEAM_BENCH_NO_LANDLOCK") != "1":
         try:
             layers.append(apply_landlock(default_read_roots(scratch) + list(extra_read or []), write_roots))
         except OSError as exc:
-            layers.append(f"no-landlock({exc})")
-    install_audit_hook(deny_roots, [scratch, "/dev/null", "/dev/shm", "/dev/nvidia", "/dev/nvidiactl",
-                                    "/dev/nvidia-uvm"])
+            layers.append(f"NO-LANDLOCK({exc})")
+    else:
+        layers.append("NO-LANDLOCK(disabled)")
+    try:
+        layers.append(seccomp.apply())
+    except OSError as exc:
+        layers.append(f"NO-SECCOMP({exc})")
+    install_audit_hook(deny_roots, write_roots)
     layers.append("audit-hook")
     return "+".join(layers)
+
+
+# ---------------------------------------------------------------- namespaces and identity
+
+_CLONE_NEWNS = 0x00020000
+_MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x1000, 0x2000, 0x4000, 0x40000
+_PR_SET_SECUREBITS, _SECBIT_KEEP_CAPS = 28, 0x10
+_PR_CAPBSET_DROP = 24
+_CAP_DAC_READ_SEARCH = 2
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        raise OSError(ctypes.get_errno(), f"{what} failed: {os.strerror(ctypes.get_errno())}")
+
+
+def private_mounts(scratch: str) -> str:
+    """A mount namespace of this worker's own: fresh tmpfs on /tmp and /dev/shm (gone with the
+    worker), /proc showing only processes of this worker's user. Needs CAP_SYS_ADMIN."""
+    libc = _libc()
+    scratch = os.path.realpath(scratch)
+    if scratch.startswith("/dev/shm/"):
+        raise OSError(22, "the scratch folder is in /dev/shm")
+    _check(libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    # Private first: without it the new mounts would propagate back to the host.
+    _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "making / private")
+    mounted: list[bytes] = []
+    try:
+        in_tmp = scratch.startswith("/tmp/")
+        if in_tmp:  # park the scratch folder on /dev/shm while /tmp is replaced, then move it back
+            _check(libc.mount(scratch.encode(), b"/dev/shm", None, _MS_BIND, None), "parking the scratch folder")
+            mounted.append(b"/dev/shm")
+        _check(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=256m,mode=1777"),
+               "mounting a tmpfs on /tmp")
+        mounted.append(b"/tmp")
+        if in_tmp:
+            os.makedirs(scratch, exist_ok=True)
+            _check(libc.mount(b"/dev/shm", scratch.encode(), None, _MS_MOVE, None), "moving the scratch folder back")
+            mounted.remove(b"/dev/shm")
+        _check(libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=256m,mode=1777"),
+               "mounting a tmpfs on /dev/shm")
+        mounted.append(b"/dev/shm")
+        _check(libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV, b"hidepid=2"),
+               "mounting /proc with hidepid=2")
+    except OSError:
+        for target in reversed(mounted):
+            libc.umount2(target, 2)  # MNT_DETACH: back to the host's view
+        raise
+    return "private-tmp"
+
+
+def drop_identity(uid: int) -> str:
+    """Run as ``uid`` from now on with no capability but reading files (which Landlock limits to
+    its allow-list): the Python installation may sit in a folder only root can read."""
+    libc = _libc()
+    for cap in range(64):
+        if cap != _CAP_DAC_READ_SEARCH:
+            libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+    _check(libc.prctl(_PR_SET_SECUREBITS, _SECBIT_KEEP_CAPS, 0, 0, 0), "prctl(SECBIT_KEEP_CAPS)")
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    keep = 1 << _CAP_DAC_READ_SEARCH
+    data = (Data * 2)(Data(keep, keep, 0), Data(0, 0, 0))
+    _check(libc.capset(ctypes.byref(Header(0x20080522, 0)), data), "capset")
+    return f"uid{uid}"
+
+
+def isolate(scratch: str, uid: int | None, private: bool) -> tuple[str, bool]:
+    """Namespaces and identity, applied first (they need root). Returns the layers in force and
+    whether /tmp and /dev/shm are private. A layer that cannot be applied is named in capitals
+    with the reason, so results say what protection is missing."""
+    layers = []
+    private_tmp = False
+    if private:
+        try:
+            layers.append(private_mounts(scratch))
+            private_tmp = True
+        except OSError as exc:
+            layers.append(f"NO-PRIVATE-TMP({exc})")
+    if uid is not None:
+        try:
+            layers.append(drop_identity(uid))
+        except OSError as exc:
+            layers.append(f"NO-OWN-UID({exc})")
+    return "+".join(layers), private_tmp
 
 
 # ---------------------------------------------------------------- program kits

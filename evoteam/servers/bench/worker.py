@@ -95,7 +95,8 @@ class Worker:
                 torch.cuda.init()
                 self.flush_buf = torch.empty(64 * 1024 * 1024, dtype=torch.int32, device=self.device)
         self.gen_ns: dict = {}
-        if self.init.get("inputs_source"):
+        if self.init.get("inputs_source") and self.mode == "trusted":
+            # Only the trusted worker makes inputs; candidates receive them from the harness.
             exec(compile(self.init["inputs_source"], "<kit inputs>", "exec"), self.gen_ns)
         if self.mode == "trusted":
             ref_ns: dict = {}
@@ -115,10 +116,11 @@ class Worker:
 
             self.sandbox_mod = sandbox
             sb = self.init["sandbox"]
+            ident, private_tmp = sandbox.isolate(sb["scratch"], sb.get("uid"), bool(sb.get("private_tmp")))
             self.sandbox_desc = sandbox.confine(sb["scratch"], sb.get("deny", []), sb.get("memory_mb"),
-                                                use_landlock=sb.get("landlock", True))
-            if self.memory_mb is None:
-                pass
+                                                use_landlock=sb.get("landlock", True), private_tmp=private_tmp)
+            if ident:
+                self.sandbox_desc = ident + "+" + self.sandbox_desc
         if self.mode == "candidate":
             try:
                 fn, dps = self._import_solution(self.init["solution"])
@@ -391,88 +393,119 @@ class Worker:
         meta, arrays = self._encode_outputs(outs, who)
         return {"ok": True, "outputs": meta, "digest": digest}, arrays
 
-    def cmd_prepare(self, msg: dict):
-        fn, dps, who = self._fn(msg.get("who", "baseline"))
-        self.pending = {"fn": fn, "dps": dps, "who": who, "axes": msg["axes"],
-                        "scalars": msg.get("scalars") or {}, "seeds": list(msg["seeds"])}
+    # ------------------------------------------------------------ harness-timed calls
+
+    def _raw(self, x):
+        """(dtype label, shape, contiguous host array of the raw bytes) of an array or tensor."""
+        np = self.np
+        if self._is_tensor(x):
+            t = x.detach().contiguous()
+            if t.device.type != "cpu":
+                t = t.cpu()
+            label = str(t.dtype).replace("torch.", "")
+            if label == "bfloat16":
+                return label, list(t.shape), t.view(self.torch.int16).numpy()
+            return label, list(t.shape), t.numpy()
+        a = np.ascontiguousarray(x)
+        return a.dtype.name, list(a.shape), a
+
+    def cmd_gen(self, msg: dict):
+        """Trusted worker: the inputs for one seed, as raw arrays, for the harness to hand over."""
+        values = self.make_inputs(msg["axes"], msg.get("scalars") or {}, msg["seed"])
+        specs, arrays = [], {}
+        for name, v in zip(self.in_names, values):
+            if self._is_tensor(v) or isinstance(v, self.np.ndarray):
+                label, shape, data = self._raw(v)
+                arrays[name] = data.reshape(-1).view(self.np.uint8)
+                specs.append({"name": name, "dtype": label, "shape": shape})
+            else:
+                specs.append({"name": name, "scalar": v})
+        return {"ok": True, "inputs": specs}, arrays
+
+    def cmd_arena(self, msg: dict):
+        """Map the shared input (and output) area the harness fills before each timed call. The
+        harness writes each call's inputs there while this process is stopped."""
+        import mmap
+
+        np = self.np
+        size = int(msg["size"])
+        self.arena = mmap.mmap(int(self.init["arena_fd"]), size) if size else None
+        self.who = msg.get("who", "candidate")
+
+        def view(spec):
+            label = spec["dtype"]
+            raw = np.frombuffer(self.arena, dtype=np.uint8, count=int(spec["nbytes"]), offset=int(spec["offset"]))
+            if self.torch is not None:
+                t = self.torch.frombuffer(self.arena, dtype=self.torch.uint8, count=int(spec["nbytes"]),
+                                          offset=int(spec["offset"])) if spec["nbytes"] else self.torch.empty(0, dtype=self.torch.uint8)
+                return t.view(getattr(self.torch, label)).reshape(spec["shape"])
+            return raw.view(np.dtype(label)).reshape(spec["shape"])
+
+        self.arena_inputs = [(spec, view(spec) if "offset" in spec else spec.get("scalar"))
+                             for spec in msg["inputs"]]
+        self.arena_outputs = [view(spec) for spec in msg.get("outputs") or []]
+        return {"ok": True}, None
+
+    def cmd_tcall(self, msg: dict):
+        """One call the harness times from outside: inputs from the arena, outputs left in this
+        process's memory (the harness reads them after stopping it). Nothing here is trusted by
+        the harness beyond the addresses and sizes, which it checks."""
+        fn, dps, who = self._fn(self.who)
         gpu = self.torch is not None and self.device.startswith("cuda")
+        inputs = []
+        for spec, value in self.arena_inputs:
+            if gpu and self._is_tensor(value):
+                value = value.to(self.device, non_blocking=False)
+            inputs.append(value)
+        outs_dev = self.arena_outputs
+        if gpu:
+            self.flush_buf.zero_()
+            outs_dev = [o.to(self.device) for o in self.arena_outputs]
+        _GC_DISABLE()
         try:
-            for s in msg.get("warmup_seeds") or []:
-                inputs = self.make_inputs(msg["axes"], self.pending["scalars"], s)
-                self._call(fn, dps, inputs, msg["axes"], who)
+            if msg.get("calibrate"):
+                outs = outs_dev
+            elif dps:
+                outs = outs_dev
+                self._call_dps(fn, inputs, outs)
+            elif self.torch is not None:
+                with self.torch.no_grad():
+                    outs = self._normalise(fn(*inputs), who)
+            else:
+                outs = self._normalise(fn(*inputs), who)
             self._sync()
         except Failure:
             raise
         except BaseException as exc:  # noqa: BLE001
-            raise Failure("RUNTIME_ERROR", f"{who} raised during warm-up " + _exc_message(exc, self.memory_mb)) from None
-        if not gpu:
-            sets = [self.make_inputs(msg["axes"], self.pending["scalars"], s) for s in self.pending["seeds"]]
-            self.pending["inputs"] = sets
-            if self.mode == "candidate":
-                self.pending["snapshots"] = [self._snapshot(x) for x in sets]
-        return {"ok": True, "ready": True}, None
-
-    def cmd_go(self, msg: dict):
-        p = self.pending
-        fn, dps, axes = p["fn"], p["dps"], p["axes"]
-        gpu = self.torch is not None and self.device.startswith("cuda")
-        samples, walls, outs_all = [], [], []
-        pc = _PC_NS
-        try:
-            if gpu:
-                torch = self.torch
-                with torch.no_grad():
-                    for s in p["seeds"]:
-                        inputs = self.make_inputs(axes, p["scalars"], s)
-                        torch.cuda.synchronize()
-                        self.flush_buf.zero_()
-                        e0 = torch.cuda.Event(enable_timing=True)
-                        e1 = torch.cuda.Event(enable_timing=True)
-                        torch.cuda.synchronize()
-                        t0 = pc()
-                        e0.record()
-                        outs = self._call(fn, dps, inputs, axes, p["who"])
-                        e1.record()
-                        torch.cuda.synchronize()  # device-wide: work on every stream is waited for
-                        t1 = pc()
-                        samples.append(int(e0.elapsed_time(e1) * 1e6))
-                        walls.append(t1 - t0)
-                        outs_all.append((outs, inputs))
+            raise Failure("RUNTIME_ERROR", f"{who} raised " + _exc_message(exc, self.memory_mb)) from None
+        finally:
+            _GC_ENABLE()
+        meta, held = [], []
+        for i, o in enumerate(outs):
+            if self._is_tensor(o) or isinstance(o, self.np.ndarray):
+                label, shape, data = self._raw(o)
+                held.append(data)
+                meta.append({"dtype": label, "shape": shape, "addr": int(data.ctypes.data),
+                             "nbytes": int(data.nbytes)})
+            elif isinstance(o, (int, float)) and not isinstance(o, bool):
+                meta.append({"dtype": "python_scalar", "shape": [], "value": float(o)})
             else:
-                _GC_DISABLE()
-                try:
-                    for inputs in p["inputs"]:
-                        t0 = pc()
-                        outs = self._call(fn, dps, inputs, axes, p["who"])
-                        t1 = pc()
-                        samples.append(t1 - t0)
-                        outs_all.append((outs, inputs))
-                finally:
-                    _GC_ENABLE()
-        except Failure:
-            raise
-        except BaseException as exc:  # noqa: BLE001
-            raise Failure("RUNTIME_ERROR", f"{p['who']} raised while being timed "
-                          + _exc_message(exc, self.memory_mb)) from None
-        p["outs"] = outs_all
-        return {"ok": True, "samples_ns": samples, "wall_ns": walls}, None
-
-    def cmd_reveal(self, msg: dict):
-        p = self.pending
+                raise Failure("INCORRECT_DTYPE", f"{who} output {i} is a {type(o).__name__}, not an array")
+        self.held = held  # keeps the memory the harness is about to read alive
+        arrays = {f"o{i}": d.reshape(-1).view(self.np.uint8) for i, d in enumerate(held)} if msg.get("send") else None
         if self.mode == "candidate":
             _check_clock()
-            gpu = self.torch is not None and self.device.startswith("cuda")
-            for k, (outs, inputs) in enumerate(p["outs"]):
-                if not p["dps"]:
-                    self._check_aliasing(outs, inputs)
-                if not gpu:
-                    self._check_inputs(p["snapshots"][k], inputs)
-        index = int(msg.get("index", -1))
-        arrays, meta = None, []
-        if 0 <= index < len(p["outs"]):
-            meta, arrays = self._encode_outputs(p["outs"][index][0], p["who"])
-        self.pending = {}
+            if not dps:
+                arena_in = [v for _, v in self.arena_inputs if isinstance(v, self.np.ndarray)]
+                self._check_aliasing([o for o in outs if isinstance(o, self.np.ndarray)], arena_in)
         return {"ok": True, "outputs": meta}, arrays
+
+    def _call_dps(self, fn, inputs, outs) -> None:
+        if self.torch is not None:
+            with self.torch.no_grad():
+                fn(*inputs, *outs)
+        else:
+            fn(*inputs, *outs)
 
     def cmd_program(self, msg: dict):
         try:
@@ -558,8 +591,10 @@ def main() -> None:
     except BaseException as exc:  # noqa: BLE001
         reply({"ok": False, "status": "RUNTIME_ERROR", "message": "worker set-up failed: " + _exc_message(exc, None)})
         return
-    handlers = {"call": worker.cmd_call, "prepare": worker.cmd_prepare, "go": worker.cmd_go,
-                "reveal": worker.cmd_reveal, "program": worker.cmd_program, "evaluate": worker.cmd_evaluate}
+    handlers = {"call": worker.cmd_call, "gen": worker.cmd_gen, "arena": worker.cmd_arena,
+                "tcall": worker.cmd_tcall, "program": worker.cmd_program, "evaluate": worker.cmd_evaluate}
+    if worker.mode == "candidate":  # a candidate only ever gets inputs from the harness
+        handlers = {"arena": worker.cmd_arena, "tcall": worker.cmd_tcall}
     while True:
         try:
             msg, _ = reader.read()

@@ -1,0 +1,278 @@
+"""The harness's hold on a worker process tree: stop it, resume it, read its memory, kill all of it.
+
+Every worker is the leader of its own process group, and candidate workers cannot leave it
+(seccomp refuses ``setsid``/``setpgid``), so a signal to the group reaches every process the
+candidate started. Where a cgroup v2 hierarchy is writable (root), each worker also gets a cgroup
+of its own: ``cgroup.freeze`` holds every process in it (SIGCONT cannot undo that) and
+``cgroup.kill`` ends all of them at once, whatever group or session they are in.
+
+The harness stops a worker (SIGSTOP to its group, then waits until the kernel reports the worker
+stopped) the moment a call returns: the harness's clock stops only then, and the outputs are read
+from the stopped process's memory (``/proc/PID/mem``), so nothing of the candidate runs between
+the end of the timed call and the capture of its result.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import time
+from pathlib import Path
+
+_CG_ROOT: Path | None | bool = False  # False: not probed yet
+
+
+def _own_cgroup_dir() -> Path | None:
+    """This process's directory in a cgroup v2 hierarchy where a child with freeze and kill can
+    be made, or None."""
+    try:
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+        rel = next((line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
+                    if line.startswith("0::")), None)
+    except OSError:
+        return None
+    if rel is None:
+        return None
+    for line in mounts:
+        parts = line.split()
+        if len(parts) > 2 and parts[2] == "cgroup2":
+            base = Path(parts[1]) / rel.lstrip("/")
+            probe = base / f"evoteam-probe-{os.getpid()}-{secrets.token_hex(3)}"
+            try:
+                probe.mkdir()
+            except OSError:
+                continue
+            try:
+                ok = (probe / "cgroup.freeze").exists() and (probe / "cgroup.kill").exists()
+            finally:
+                try:
+                    probe.rmdir()
+                except OSError:
+                    pass
+            if ok:
+                return base
+    return None
+
+
+def cgroup_root() -> Path | None:
+    global _CG_ROOT
+    if _CG_ROOT is False:
+        _CG_ROOT = _own_cgroup_dir() if os.environ.get("EVOTEAM_BENCH_NO_CGROUP") != "1" else None
+    return _CG_ROOT  # type: ignore[return-value]
+
+
+def can_drop_privileges() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0 and os.environ.get("EVOTEAM_BENCH_NO_UID") != "1"
+
+
+def pick_uid() -> int:
+    """A uid of its own for one candidate worker: no other process (in particular no other
+    candidate's) runs as it, so it can signal, trace or read /proc of nothing but itself."""
+    return 200_000 + secrets.randbelow(800_000)
+
+
+def sched_state(pid: int) -> tuple:
+    """Nice value, CPU affinity and scheduling policy of a process (what a hostile process would
+    change to slow another down)."""
+    return (os.getpriority(os.PRIO_PROCESS, pid), tuple(sorted(os.sched_getaffinity(pid))),
+            os.sched_getscheduler(pid))
+
+
+class Jail:
+    """One worker's process group (and cgroup, where available)."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self.pid: int | None = None
+        self.cgroup: Path | None = None
+        self.stopped = False
+        self.exit_status: int | None = None
+        self.mem_fd: int | None = None
+        root = cgroup_root()
+        if root is not None:
+            path = root / f"evoteam-{os.getpid()}-{secrets.token_hex(4)}"
+            try:
+                path.mkdir()
+                self.cgroup = path
+            except OSError:
+                self.cgroup = None
+
+    def describe(self) -> str:
+        return "cgroup" if self.cgroup else "process-group"
+
+    def attach(self, pid: int) -> None:
+        """Called right after the worker starts, before it is sent anything (so before any
+        candidate code can run)."""
+        self.pid = pid
+        if self.cgroup is not None:
+            try:
+                (self.cgroup / "cgroup.procs").write_text(str(pid))
+            except OSError:
+                self._remove_cgroup()
+        try:
+            self.mem_fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self.mem_fd = None
+
+    # ------------------------------------------------------------ stop / resume
+
+    def _cg_freeze(self, value: str) -> None:
+        if self.cgroup is None:
+            return
+        try:
+            (self.cgroup / "cgroup.freeze").write_text(value)
+        except OSError:
+            return
+        if value == "1":
+            deadline = time.monotonic() + 2.0
+            events = self.cgroup / "cgroup.events"
+            while time.monotonic() < deadline:
+                try:
+                    if "frozen 1" in events.read_text():
+                        return
+                except OSError:
+                    return
+                time.sleep(0.0001)
+
+    def stop(self, timeout: float = 5.0) -> bool:
+        """Stop every process of the worker and wait until the worker itself is stopped. Returns
+        False when the worker is gone."""
+        if self.pid is None or self.exit_status is not None:
+            return False
+        try:
+            os.killpg(self.pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            return False
+        deadline = time.monotonic() + timeout
+        spins = 0
+        while True:
+            try:
+                pid, status = os.waitpid(self.pid, os.WUNTRACED | os.WNOHANG)
+            except ChildProcessError:
+                return False
+            if pid == self.pid:
+                if os.WIFSTOPPED(status):
+                    break
+                self.exit_status = status
+                return False
+            if time.monotonic() > deadline:
+                break  # stuck in the kernel; the cgroup freeze below still holds the rest
+            spins += 1
+            if spins > 50:
+                time.sleep(0.00005)
+        self.stopped = True
+        return True
+
+    def hold(self) -> None:
+        """After stop(): freeze the cgroup too, so that nothing (not even a SIGCONT from a
+        sibling that escaped the stop) runs while the harness reads the worker's memory."""
+        self._cg_freeze("1")
+
+    def resume(self) -> None:
+        if self.pid is None or self.exit_status is not None:
+            return
+        self._cg_freeze("0")
+        try:
+            os.killpg(self.pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+        self.stopped = False
+
+    def read_memory(self, addr: int, nbytes: int) -> bytes | None:
+        """Bytes of the stopped worker's memory, or None where the harness cannot read it."""
+        if self.mem_fd is None:
+            return None
+        try:
+            data = os.pread(self.mem_fd, nbytes, addr)
+        except OSError:
+            return None
+        return data if len(data) == nbytes else None
+
+    # ------------------------------------------------------------ the end
+
+    def kill_all(self) -> None:
+        """Kill every process of the worker: the cgroup as a whole, and the process group."""
+        if self.cgroup is not None:
+            try:
+                (self.cgroup / "cgroup.kill").write_text("1")
+            except OSError:
+                pass
+        if self.pid is not None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            if self.stopped:
+                try:
+                    os.killpg(self.pid, signal.SIGCONT)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+    def members(self) -> list[int]:
+        """Processes still in the worker's cgroup or process group."""
+        pids: set[int] = set()
+        if self.cgroup is not None:
+            try:
+                pids |= {int(x) for x in (self.cgroup / "cgroup.procs").read_text().split()}
+            except OSError:
+                pass
+        if self.pid is not None:
+            for entry in os.listdir("/proc"):
+                if entry.isdigit():
+                    try:
+                        stat = Path(f"/proc/{entry}/stat").read_text()
+                        fields = stat.rsplit(")", 1)[1].split()
+                        if int(fields[2]) == self.pid and fields[0] != "Z":
+                            pids.add(int(entry))
+                    except (OSError, IndexError, ValueError):
+                        continue
+        return sorted(pids)
+
+    def close(self) -> None:
+        self.kill_all()
+        if self.mem_fd is not None:
+            try:
+                os.close(self.mem_fd)
+            except OSError:
+                pass
+            self.mem_fd = None
+        deadline = time.monotonic() + 3.0
+        while self.members() and time.monotonic() < deadline:
+            self.kill_all()
+            time.sleep(0.01)
+        self._remove_cgroup()
+
+    def _remove_cgroup(self) -> None:
+        if self.cgroup is None:
+            return
+        for _ in range(50):
+            try:
+                self.cgroup.rmdir()
+                break
+            except OSError:
+                time.sleep(0.01)
+        self.cgroup = None
+
+
+def protections() -> dict[str, str]:
+    """What confinement this machine gives candidate workers (for doctor and results): each
+    layer with 'yes' or why not."""
+    from evoteam.servers.bench import sandbox, seccomp
+
+    out = {}
+    abi = sandbox.landlock_abi()
+    out["landlock"] = f"yes (ABI {abi})" if abi >= 1 else "no: the kernel has no Landlock; file access is " \
+        "checked by the audit hook only, which native code bypasses"
+    try:
+        seccomp.build_filter()
+        out["seccomp"] = "yes"
+    except OSError as exc:
+        out["seccomp"] = f"no: {exc}; a candidate could leave its process group"
+    out["cgroup"] = "yes" if cgroup_root() else ("no: no writable cgroup v2 hierarchy; workers are stopped "
+                                                 "and killed by process group")
+    out["own_uid"] = "yes" if can_drop_privileges() else ("no: the harness is not root, so candidates run as "
+                                                          "its user (Landlock and seccomp still confine them)")
+    out["private_tmp"] = "yes" if can_drop_privileges() else "no: needs root; /tmp and /dev/shm are closed by " \
+        "Landlock instead" if abi >= 1 else "no"
+    return out
