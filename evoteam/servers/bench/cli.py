@@ -151,6 +151,21 @@ async def _run(settings, kit: str, candidate: str, split: str, run_id: str | Non
     return results
 
 
+@bench.command("trust")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False))
+@click.pass_context
+def trust_cmd(ctx: click.Context, folder: str) -> None:
+    """Trust the kit in FOLDER (outside the configured kit folders): its reference, baseline and
+    evaluator run unconfined, so only kits you trust may be used. Tools cannot do this."""
+    from evoteam.servers.bench.kits import trust_kit
+
+    try:
+        path = trust_kit(_settings(ctx), folder)
+    except DomainError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"trusted {path}")
+
+
 @bench.command("run")
 @click.argument("kit")
 @click.argument("candidate", type=click.Path(exists=True, dir_okay=False))
@@ -158,11 +173,19 @@ async def _run(settings, kit: str, candidate: str, split: str, run_id: str | Non
 @click.option("--json", "as_json", is_flag=True, help="Print the evaluation(s) as JSON.")
 @click.option("--run", "run_id", default=None, help="Record in this run (default: the kit's newest active run).")
 @click.option("--no-record", is_flag=True, help="Do not record the candidate in the knowledge store.")
+@click.option("--trust-kit", is_flag=True, help="KIT is a folder outside the kit folders that you trust.")
 @click.pass_context
 def run_cmd(ctx: click.Context, kit: str, candidate: str, split: str, as_json: bool, run_id: str | None,
-            no_record: bool) -> None:
+            no_record: bool, trust_kit: bool) -> None:
     """Evaluate CANDIDATE (a .py file or a solution .json) on KIT."""
     settings = _settings(ctx)
+    if trust_kit:
+        from evoteam.servers.bench.kits import trust_kit as trust
+
+        try:
+            trust(settings, kit)
+        except DomainError as exc:
+            raise click.ClickException(str(exc)) from exc
     try:
         results = asyncio.run(_run(settings, kit, candidate, split, run_id, not no_record, quiet=as_json))
     except DomainError as exc:

@@ -197,12 +197,29 @@ def _workload_specs(kit: Kit, split: Split, settings: Settings) -> list[tuple[Wo
                 # An axis the input generator derives (e.g. a total length): the reference's
                 # output shape is the expectation.
                 expected[name] = (None, spec.dtype)
-        out.append((WorkloadSpec(w.uuid, axes, scalars, expected), problem))
+        out.append((WorkloadSpec(w.uuid, axes, scalars, expected, hidden=hidden), problem))
     return out
 
 
 def _public_name(spec: WorkloadSpec) -> str:
     return spec.name
+
+
+def redact_heldout(v: WorkloadVerdict) -> None:
+    """Held-out shapes are secret: a failing held-out workload reports its status and nothing the
+    candidate or the comparison said (error text, shapes, printed output can all carry them)."""
+    if v.status != "PASSED" or v.message:
+        v.message = None if v.status == "PASSED" else (
+            f"{v.status} on a held-out workload; details are hidden because held-out shapes are secret "
+            "(reproduce it on dev workloads with other shapes)")
+    v.notes = [n for n in v.notes if "sanity bound" in n]
+    v.max_abs = v.max_abs if v.status == "PASSED" else 0.0
+    v.max_rel = v.max_rel if v.status == "PASSED" else 0.0
+
+
+def missing_protections(sandbox: str) -> list[str]:
+    """The confinement layers a worker reported as missing (named in capitals with the reason)."""
+    return [part for part in sandbox.split("+") if part.startswith("NO-")]
 
 
 async def _noop(done: float, total: float, message: str) -> None:
@@ -283,6 +300,8 @@ async def _run_kernel(settings: Settings, kit: Kit, cand: PreparedCandidate, spl
                                    f"{m.max_plausible_speedup:g}x; flagged for review")
             if v.status != "PASSED":
                 failed_before = True
+            if spec.hidden:
+                redact_heldout(v)
             verdicts.append(v)
             message = v.message or ("; ".join(v.notes) if v.notes else None)
             outcomes.append(WorkloadOutcome(
@@ -310,6 +329,10 @@ async def _run_kernel(settings: Settings, kit: Kit, cand: PreparedCandidate, spl
     kernel_s = sum(v.kernel_s for v in verdicts)
     metrics["wall_s"] = round(wall, 3)
     metrics["harness_overhead_s"] = round(max(0.0, wall - kernel_s), 3)
+    sandbox_desc = session.sandbox if session else ""
+    missing = missing_protections(sandbox_desc)
+    if missing:
+        metrics["protections_missing"] = missing
     flags = [f"{o.workload}: {o.message}" for o in outcomes if o.flagged]
     first_bad = next((o for o in outcomes if o.status != "PASSED"), None)
     return Evaluation(kit=kit.name, kind="kernel", split=split, status=status, score=score, direction=m.direction,
@@ -318,7 +341,7 @@ async def _run_kernel(settings: Settings, kit: Kit, cand: PreparedCandidate, spl
                       message=(f"{first_bad.workload}: {first_bad.message}" if first_bad else
                                f"all {passed} workloads correct; geomean speedup {score:.3f}x over {baseline_label}"
                                if score is not None else None),
-                      best_known=m.best_known, wall_s=round(wall, 3), sandbox=session.sandbox if session else "")
+                      best_known=m.best_known, wall_s=round(wall, 3), sandbox=sandbox_desc)
 
 
 async def _run_program(settings: Settings, kit: Kit, cand: PreparedCandidate, split: Split,
@@ -375,15 +398,38 @@ async def _run_program(settings: Settings, kit: Kit, cand: PreparedCandidate, sp
                       best_known=m.best_known, wall_s=round(wall, 3), sandbox="program worker")
 
 
+async def _check_binding(store: KnowledgeStore, kit: Kit, run_id: str) -> None:
+    """A run is bound to one kit's content: the kit named by the run, and the content hash of the
+    kit its candidates were evaluated against. A candidate scored on other content (a look-alike
+    kit, an edited kit) is refused, so it can never become that run's best."""
+    run = await store.get_run(run_id)
+    if run.kit and run.kit not in (kit.name, str(kit.root)):
+        raise DomainError(f"run {run_id} is for kit {run.kit!r}, not {kit.name!r}; record in a run of this kit "
+                          "(omit run_id to use or start one)")
+    page = await store.list_candidates(run_id, limit=10)
+    for summary in page.items:
+        bound = (await store.get_candidate(summary.id)).metrics.get("kit_hash")
+        if bound:
+            if bound != kit.content_hash:
+                raise DomainError(f"run {run_id} is bound to kit content {bound[:19]}..., but this evaluation used "
+                                  f"{kit.content_hash[:19]}... (the kit changed, or another folder has its name); "
+                                  "start a new run for the changed kit")
+            return
+
+
 async def _resolve_run(store: KnowledgeStore, kit: Kit, run_id: str | None) -> str:
     if run_id:
-        await store.get_run(run_id)
+        await _check_binding(store, kit, run_id)
         return run_id
     cursor = None
     for _ in range(10):
         page = await store.list_runs(status="active", limit=100, cursor=cursor)
         for run in page.items:
             if run.kit == kit.name:
+                try:
+                    await _check_binding(store, kit, run.id)
+                except DomainError:
+                    continue  # bound to other content: use (or start) a run for this content
                 return run.id
         cursor = page.next_cursor
         if not cursor:
@@ -417,13 +463,15 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
     finally:
         shutil.rmtree(cand.folder, ignore_errors=True)
     m = kit.manifest
+    result.metrics["kit_hash"] = kit.content_hash
     if result.kind == "kernel" and result.score is not None:
         result.ndg = normalised_discovery_gain(m.direction, m.x0, m.best_known, result.score)
     if store is not None:
         rid = await _resolve_run(store, kit, run_id)
         record = CandidateCreate(
             run_id=rid, code=cand.code, status=result.status, score=result.score, split=result.split,
-            metrics=dict(result.metrics, kit=kit.name, flags=result.flags[:10], message=(result.message or "")[:2000]),
+            metrics=dict(result.metrics, kit=kit.name, kit_hash=kit.content_hash, flags=result.flags[:10],
+                         message=(result.message or "")[:2000]),
             workloads=[WorkloadResult(**o.model_dump(exclude={"flagged"})) for o in result.workloads],
             parent_id=parent_id, documents_used=list(documents_used or []), notes=notes, flagged=result.flagged)
         saved = await store.record_candidate(record)

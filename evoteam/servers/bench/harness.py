@@ -81,6 +81,27 @@ def untrusted(text: str, limit: int = UNTRUSTED_LIMIT) -> str:
     return f"\n<<<candidate output (untrusted, truncated)\n{text}\n>>>"
 
 
+def verify_confinement(pid: int) -> str:
+    """What the harness itself sees of a candidate worker's confinement (the worker's own report
+    could be rewritten by the candidate): seccomp in force, no effective capabilities but read
+    access, a uid other than the harness's. Returns the missing layers, '+'-prefixed."""
+    try:
+        status = {k: v.strip() for k, _, v in (line.partition(":") for line in
+                                                 Path(f"/proc/{pid}/status").read_text().splitlines())}
+    except OSError:
+        return ""
+    out = ""
+    if status.get("Seccomp") != "2":
+        out += "+NO-SECCOMP(not in force in the candidate's process)"
+    uid = int((status.get("Uid") or "0").split()[0])
+    if os.geteuid() == 0 and uid == 0:
+        out += "+NO-OWN-UID(the candidate runs as root)"
+    caps = int(status.get("CapEff") or "0", 16)
+    if caps & ~(1 << 2):
+        out += f"+NO-CAPABILITY-DROP(effective capabilities {caps:#x})"
+    return out
+
+
 class WorkerProc:
     """One worker process, in its own process group (and cgroup where available), with its
     output drained and capped, its memory watched and every request under a deadline. Between
@@ -437,6 +458,7 @@ class WorkloadSpec:
     axes: dict[str, int]  # every axis, constants included
     scalars: dict[str, Any]
     expected: dict[str, tuple[tuple[int, ...] | None, str]]
+    hidden: bool = False  # a held-out workload: nothing about it may reach the candidate's author
 
 
 @dataclass
@@ -563,6 +585,8 @@ class KernelSession:
                 self.sched[w.label] = self._sched_of(w)
             except OSError:
                 pass
+        if not self.dead:
+            self.sandbox += verify_confinement(self.candidate.proc.pid)
 
     def close(self) -> None:
         for w in (self.candidate, self.trusted):

@@ -98,6 +98,20 @@ class Kit:
         return path
 
     @cached_property
+    def content_hash(self) -> str:
+        """sha256 over every file of the kit (relative path and bytes): the kit's identity as
+        recorded with each candidate. Two folders with the same name but different content differ."""
+        h = hashlib.sha256()
+        for path in sorted(self.root.rglob("*")):
+            rel = path.relative_to(self.root)
+            if "__pycache__" in rel.parts or not path.is_file():
+                continue
+            data = path.read_bytes()
+            h.update(f"{rel.as_posix()}\0{len(data)}\0".encode())
+            h.update(data)
+        return "sha256:" + h.hexdigest()
+
+    @cached_property
     def definition(self) -> Definition:
         if not self.manifest.definition:
             raise DomainError(f"kit {self.name} is a kernel kit without a definition file")
@@ -218,9 +232,47 @@ def discover(settings: Settings) -> dict[str, Kit]:
     return kits
 
 
+def _trust_file(settings: Settings) -> Path:
+    return state_dir(settings) / "trusted_kits"
+
+
+def trusted_kit_paths(settings: Settings) -> list[Path]:
+    """Kit folders the user trusted outside the configured kit folders (``evoteam bench trust``)."""
+    try:
+        lines = _trust_file(settings).read_text().splitlines()
+    except OSError:
+        return []
+    return [Path(line) for line in lines if line.strip()]
+
+
+def trust_kit(settings: Settings, folder: str | Path) -> Path:
+    """Record the user's trust in a kit folder outside the configured kit folders. Only the user
+    does this (the CLI), never a tool call: a kit's evaluator and reference run unconfined."""
+    path = Path(folder).expanduser().resolve()
+    Kit.load(path)
+    known = trusted_kit_paths(settings)
+    if path not in known:
+        _trust_file(settings).parent.mkdir(parents=True, exist_ok=True)
+        with open(_trust_file(settings), "a") as fh:
+            fh.write(f"{path}\n")
+    return path
+
+
+def is_trusted(settings: Settings, path: Path) -> bool:
+    """A kit folder is trusted when it lies in a configured kit folder (the shipped task_kits/ is
+    one) or the user trusted it explicitly."""
+    path = path.resolve()
+    roots = [d.expanduser().resolve() for d in kit_dirs(settings)] + trusted_kit_paths(settings)
+    return any(path == r or r in path.parents for r in roots)
+
+
 def find_kit(settings: Settings, name_or_path: str) -> Kit:
     path = Path(name_or_path).expanduser()
     if path.is_dir():
+        if not is_trusted(settings, path):
+            raise DomainError(f"kit folder {path} is not in the configured kit folders, so it is not trusted (its "
+                              "reference and evaluator would run unconfined); the user can trust it with `evoteam "
+                              "bench trust FOLDER` or add its parent to EVOTEAM_KITS / kits_dirs")
         return Kit.load(path)
     kits = discover(settings)
     if name_or_path in kits:
