@@ -102,24 +102,20 @@ def run(hidden_states, weight, eps):
         return _run(hidden_states, weight, eps)
     return np.zeros_like(hidden_states)
 """),
-        "tampers_input_generator": ("RUNTIME_ERROR", "input generator", GOOD + """
+        # Inputs come from the harness, so making the candidate's own generator predictable gives
+        # it nothing: its answer for the predictable inputs is wrong for the real ones.
+        "tampers_input_generator": ("INCORRECT_NUMERICAL", "exceed", GOOD.replace("def run(", "def _run(") + """
 _orig = np.random.default_rng
-
-def _easy(seed=None):
-    return _orig(0)
-
-np.random.default_rng = _easy
-"""),
-        "fakes_clock_everywhere": ("RUNTIME_ERROR", "timer tampering", GOOD.replace("def run(", "def _run(") + """
-import time, __main__
-_fake_ns = lambda: 0
-_fake = lambda: 0.0
-time.perf_counter_ns = __main__._PC_NS = _fake_ns
-time.perf_counter = __main__._PC = _fake
+np.random.default_rng = lambda seed=None: _orig(0)
+_known = {}
 
 def run(hidden_states, weight, eps):
-    time.sleep(0.03)
-    return _run(hidden_states, weight, eps)
+    key = hidden_states.shape
+    if key not in _known:
+        rng = np.random.default_rng(1)
+        x = rng.random(hidden_states.shape, dtype=np.float32) - np.float32(0.5)
+        _known[key] = _run(x, weight, eps)
+    return _known[key]
 """),
     }
 
@@ -138,7 +134,7 @@ async def test_hostile_candidate_is_caught(case, fast_kit, fast_settings, tree_h
     assert needle.lower() in text.lower(), (case, text)
     assert tree_hash(fast_kit) == before, f"{case} changed the kit folder"
     if case in ("reads_reference_quietly", "writes_into_kit", "patches_perf_counter", "returns_input",
-                "tampers_input_generator", "fakes_clock_everywhere", "lies_after_correctness"):
+                "lies_after_correctness"):
         assert result.flagged, case
 
 
