@@ -94,7 +94,10 @@ async def check_kit(env: dict[str, str], kit: str) -> str:
     status, score = data.get("status"), data.get("score")
     if status != "PASSED":
         raise RuntimeError(f"baseline did not pass: {status}: {data.get('message')}")
-    return f"{kit}: baseline {status}, speedup over itself {score:.2f}x ({len(data.get('workloads', []))} workloads)"
+    missing = (data.get("metrics") or {}).get("protections_missing") or []
+    confined = f"; candidate sandbox MISSING {', '.join(missing)}" if missing else "; candidate sandbox complete"
+    return (f"{kit}: baseline {status}, speedup over itself {score:.2f}x ({len(data.get('workloads', []))} "
+            f"workloads){confined}")
 
 
 async def run_checks(settings: Settings, kit: str, servers: tuple[str, ...] = SERVERS) -> list[Check]:
