@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from evoteam.servers.bench.core import describe_kit, evaluate_candidate, list_kits
-from evoteam.servers.bench.kits import Kit, discover, find_kit
+from evoteam.servers.bench.kits import Kit, discover, find_kit, trust_kit
 
 CPU_KERNEL_KITS = ["rmsnorm_cpu", "pairwise_distance_cpu"]
 PROGRAM_KITS = ["circle_packing_26", "erdos_min_overlap"]
@@ -205,6 +205,7 @@ async def test_gpu_kit_through_the_harness_on_cpu(name, axes, tmp_path, bench_se
     wl = json.loads((root / "workloads.jsonl").read_text().splitlines()[0])
     wl.update(uuid="tiny", axes=axes)
     (root / "workloads.jsonl").write_text(json.dumps(wl) + "\n")
+    trust_kit(bench_settings, root)  # outside the kit folders: the user's trust, as `evoteam bench trust`
     good = await evaluate_candidate(bench_settings, str(root), candidate_path=str(root / "baseline_torch.py"))
     assert good.status == "PASSED", good.message
     assert good.score > 0
