@@ -215,14 +215,18 @@ def run(hidden_states, weight, eps):
     assert result.score < 0.5
 
 
-@pytest.mark.parametrize("reply,needle", [
-    ("{'ok': True}", "malformed reply"),
-    ("{'ok': True, 'outputs': [{'dtype': 'float32', 'shape': [1], 'addr': 0, 'nbytes': 99}]}", "malformed reply"),
-    ("{'ok': False, 'status': 'PASSED', 'message': 'fine'}", "malformed reply"),
+@pytest.mark.parametrize("reply,status,needle", [
+    ("{'ok': True}", "RUNTIME_ERROR", "malformed reply"),
+    ("{'ok': True, 'outputs': [{'dtype': 'float32', 'shape': [128, 1024], 'addr': 0, 'nbytes': 99}]}",
+     "RUNTIME_ERROR", "malformed reply"),
+    ("{'ok': False, 'status': 'PASSED', 'message': 'fine'}", "RUNTIME_ERROR", "malformed reply"),
     ("{'ok': True, 'outputs': [{'dtype': 'float32', 'shape': [128, 1024], 'addr': 1, 'nbytes': 524288}]}",
-     "malformed reply"),
+     "RUNTIME_ERROR", "malformed reply"),
+    # a wrong shape is refused before the harness reads a byte of it
+    ("{'ok': True, 'outputs': [{'dtype': 'float32', 'shape': [1 << 40], 'addr': 0, 'nbytes': 1 << 42}]}",
+     "INCORRECT_SHAPE", "expected (128, 1024)"),
 ])
-async def test_malformed_reply_is_a_flagged_runtime_error(reply, needle, fast_kit, fast_settings):
+async def test_malformed_reply_is_refused(reply, status, needle, fast_kit, fast_settings):
     code = BASE + f"""
 import __main__
 __main__.Worker.cmd_tcall = lambda self, msg: ({reply}, None)
@@ -231,8 +235,8 @@ def run(hidden_states, weight, eps):
     return _math(hidden_states, weight, eps)
 """
     result = await evaluate_candidate(fast_settings, str(fast_kit), code=textwrap.dedent(code))
-    assert result.status == "RUNTIME_ERROR", result.message
-    assert result.flagged
+    assert result.status == status, result.message
+    assert result.flagged == (status == "RUNTIME_ERROR")
     assert needle in result.message
 
 

@@ -312,9 +312,11 @@ async def _run_kernel(settings: Settings, kit: Kit, cand: PreparedCandidate, spl
             await progress(i + 1, total, f"{label}: {v.status}"
                            + (f" {v.speedup:.2f}x" if v.speedup is not None else ""))
     finally:
-        if session is not None:
-            await asyncio.to_thread(session.close)
-        lock.__exit__(None, None, None)
+        try:
+            if session is not None:
+                await asyncio.to_thread(session.close)
+        finally:
+            lock.__exit__(None, None, None)  # whatever happened, the device is free again
     wall = time.perf_counter() - t_start
     passed = sum(o.status == "PASSED" for o in outcomes)
     status = "PASSED" if passed == len(outcomes) else min(

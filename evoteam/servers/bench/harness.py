@@ -14,7 +14,6 @@ import os
 import secrets
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -557,8 +556,6 @@ class KernelSession:
         self.read_by_pipe = False
 
     def start(self) -> None:
-        from evoteam.servers.bench.jail import sched_state
-
         try:
             self.trusted.read(self.timeouts.startup_s, "loading the reference")
         except WorkerFailure as exc:
@@ -698,7 +695,8 @@ class KernelSession:
                     return spec["name"]
         return None
 
-    def _capture(self, w: WorkerProc, header: dict, arrays: dict) -> tuple[list[dict], dict[str, np.ndarray]]:
+    def _capture(self, w: WorkerProc, header: dict, arrays: dict,
+                 expected: dict | None = None) -> tuple[list[dict], dict[str, np.ndarray]]:
         """The outputs the stopped worker reported, read from its memory (or from the reply where
         the harness cannot read memory). Every count, size and type is checked first."""
         outs = header.get("outputs")
@@ -722,6 +720,10 @@ class KernelSession:
             if label not in _LABELS:
                 raise WorkerFailure("INCORRECT_DTYPE", f"output {name!r} has dtype {str(label)[:40]}, which the "
                                     "harness does not accept")
+            want = (expected or {}).get(name, (None, None))[0]
+            if want is not None and tuple(shape) != tuple(want):  # before reading anything
+                raise WorkerFailure("INCORRECT_SHAPE", f"output {name!r} has shape {tuple(shape)}, expected "
+                                    f"{tuple(want)}")
             nbytes, addr = o.get("nbytes"), o.get("addr")
             expected = int(np.prod(shape, dtype=np.int64)) * np.dtype(_LABELS[label]).itemsize
             if not isinstance(nbytes, int) or nbytes != expected or nbytes > MAX_OUTPUT_BYTES:
@@ -749,7 +751,7 @@ class KernelSession:
             header, arrays, ns = self._cand(msg, what, timed=True)
         else:
             header, arrays, ns = self._trusted(msg, what, timed=True)
-        meta, got = self._capture(w, header, arrays)
+        meta, got = self._capture(w, header, arrays, wl.expected)
         changed = self._inputs_unchanged(w, layout, payload)
         if changed is not None:
             raise WorkerFailure("RUNTIME_ERROR", f"the {'candidate' if w is self.candidate else who} modified its "

@@ -1,0 +1,68 @@
+"""The candidate workers' seccomp filter, applied in a throw-away process: what it refuses (with
+EPERM) and that ordinary work (threads, forks, compilers' subprocesses) still runs."""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64", "aarch64", "arm64")
+                                or not sys.platform.startswith("linux"), reason="seccomp tables: Linux x86_64/aarch64")
+
+PROBE = r"""
+import json, os, resource, signal, subprocess, threading
+from evoteam.servers.bench import seccomp
+seccomp.apply()
+results = {}
+def attempt(name, fn):
+    try:
+        fn()
+        results[name] = "allowed"
+    except OSError as exc:
+        results[name] = exc.errno
+attempt("setsid", os.setsid)
+attempt("setpgid", lambda: os.setpgid(0, 0))
+attempt("setpriority", lambda: os.setpriority(os.PRIO_PROCESS, 0, 5))
+attempt("sched_setaffinity", lambda: os.sched_setaffinity(0, {0}))
+attempt("sched_setscheduler", lambda: os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0)))
+attempt("sigcont", lambda: os.kill(os.getpid(), signal.SIGCONT))
+attempt("prlimit_other", lambda: resource.prlimit(1, resource.RLIMIT_NOFILE))
+import ctypes
+_libc = ctypes.CDLL(None, use_errno=True)
+def _unshare():
+    if _libc.unshare(0x00020000) != 0:  # CLONE_NEWNS
+        raise OSError(ctypes.get_errno(), "unshare")
+attempt("unshare", _unshare)
+attempt("prlimit_self", lambda: resource.prlimit(0, resource.RLIMIT_NOFILE))
+attempt("signal_self_0", lambda: os.kill(os.getpid(), 0))
+t = threading.Thread(target=lambda: None); t.start(); t.join()
+results["thread"] = "allowed"
+pid = os.fork()
+if pid == 0:
+    os._exit(7)
+results["fork"] = os.WEXITSTATUS(os.waitpid(pid, 0)[1])
+results["subprocess"] = subprocess.run(["true"]).returncode
+print(json.dumps(results))
+"""
+
+
+def test_filter_refuses_escapes_and_allows_ordinary_work():
+    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    for name in ("setsid", "setpgid", "setpriority", "sched_setaffinity", "sched_setscheduler", "sigcont",
+                 "prlimit_other", "unshare"):
+        assert r[name] == 1, (name, r[name])  # EPERM
+    assert r["prlimit_self"] == "allowed" and r["signal_self_0"] == "allowed"
+    assert r["thread"] == "allowed" and r["fork"] == 7 and r["subprocess"] == 0
+
+
+def test_unknown_architecture_is_refused_loudly():
+    from evoteam.servers.bench import seccomp
+
+    with pytest.raises(OSError, match="no seccomp syscall table"):
+        seccomp.build_filter("sparc64")
