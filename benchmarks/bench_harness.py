@@ -1,9 +1,9 @@
 """Harness overhead and repeatability on the CPU kernel kits.
 
 For each CPU kernel kit, evaluate the kit's known-better example five times (dev split) and print:
-- wall time per evaluation, the time spent inside timed kernel calls (both sides), and the
-  harness overhead = wall - kernel time (process start, input generation, reference runs,
-  correctness checks, transfers);
+- wall time per evaluation, the time spent inside timed calls (both sides, as the harness clocks
+  them: resume, call, stop), and the harness overhead = wall - that time (process start, input
+  generation, reference runs, correctness and per-call output checks, transfers);
 - the coefficient of variation of the geometric-mean speedup over the five repeats.
 
 Targets on a 2-core machine: overhead <= 1 s per evaluation, CV <= 3 %.
