@@ -270,3 +270,20 @@ async def test_run_bound_to_kit_content_refuses_a_lookalike(fast_kit, tmp_path):
         # Without a run id it goes to a run of its own, never the real kit's.
         other = await evaluate_candidate(settings, str(lookalike_dir / "rmsnorm_fast"), code=GOOD, store=store)
         assert other.run_id != real.run_id
+
+
+async def test_without_root_layers_the_process_group_still_holds(fast_kit, fast_settings, monkeypatch):
+    """As on a machine where the harness is not root (no cgroup, no own uid, no private /tmp): the
+    missing layers are named, and seccomp plus the process group still end every process."""
+    monkeypatch.setattr(jail, "_CG_ROOT", None)
+    monkeypatch.setenv("EVOTEAM_BENCH_NO_UID", "1")
+    tag = _tag()
+    code = DAEMON + GOOD + f"\n_daemon({tag!r})\n"
+    result = await asyncio.wait_for(evaluate_candidate(fast_settings, str(fast_kit), code=textwrap.dedent(code)),
+                                    _limit(fast_kit))
+    assert result.status == "PASSED", result.message
+    assert "process-group" in result.sandbox and "uid" not in result.sandbox, result.sandbox
+    if os.geteuid() == 0:
+        assert any("OWN-UID" in m for m in result.metrics.get("protections_missing", [])), result.metrics
+    assert _survivors(tag) == []
+    assert _NO_FILE_GUARD or _files(tag) == []
