@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from evoteam.config import Settings
 from evoteam.servers.bench import harness
+from evoteam.servers.bench.candidates import as_verifier, check_candidate_path
 from evoteam.servers.bench.harness import KernelSession, WorkerFailure, WorkloadSpec, WorkloadVerdict
 from evoteam.servers.bench.kits import Kit, discover, find_kit, heldout_secret, kit_dirs, state_dir
 from evoteam.servers.bench.models import (
@@ -120,7 +121,8 @@ class PreparedCandidate:
         self.folder, self.file, self.function, self.dps, self.code = folder, file, function, dps, code
 
 
-def prepare_candidate(kit: Kit, candidate_path: str | None, code: str | None) -> PreparedCandidate:
+def prepare_candidate(kit: Kit, candidate_path: str | None, code: str | None,
+                      settings: Settings | None = None) -> PreparedCandidate:
     """Copy just the candidate's own files into a fresh scratch folder."""
     if bool(candidate_path) == bool(code):
         raise DomainError("pass exactly one of candidate_path (a .py file or a FlashInfer-Bench solution .json) "
@@ -134,6 +136,8 @@ def prepare_candidate(kit: Kit, candidate_path: str | None, code: str | None) ->
             (folder / "candidate.py").write_text(code)
             return PreparedCandidate(folder, "candidate.py", entry, None, code)
         path = Path(candidate_path).expanduser()
+        if settings is not None:
+            path = check_candidate_path(settings, candidate_path, extra_roots=(kit.root,))
         if not path.is_file():
             raise DomainError(f"candidate file {path} does not exist; pass an existing .py path or the code itself")
         text = path.read_text()
@@ -408,7 +412,7 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
     if split not in ("dev", "heldout", "all"):
         raise DomainError("split must be dev, heldout or all")
     progress = progress or _noop
-    cand = prepare_candidate(kit, candidate_path, code)
+    cand = prepare_candidate(kit, candidate_path, code, settings)
     try:
         if kit.manifest.kind == "kernel":
             result = await _run_kernel(settings, kit, cand, split, progress, use_landlock)
@@ -425,8 +429,9 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
             run_id=rid, code=cand.code, status=result.status, score=result.score, split=result.split,
             metrics=dict(result.metrics, kit=kit.name, flags=result.flags[:10], message=(result.message or "")[:2000]),
             workloads=[WorkloadResult(**o.model_dump(exclude={"flagged"})) for o in result.workloads],
-            parent_id=parent_id, documents_used=list(documents_used or []), notes=notes, flagged=result.flagged)
-        saved = await store.record_candidate(record)
+            parent_id=parent_id, documents_used=list(documents_used or []), notes=notes, flagged=result.flagged,
+            verified=True)
+        saved = await as_verifier(store).record_candidate(record)
         result.candidate_id, result.run_id, result.recorded = saved.id, rid, True
         if documents_used and result.score is not None:
             await _credit_documents(store, rid, saved.id, list(documents_used), result.score, parent_id)

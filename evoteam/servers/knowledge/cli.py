@@ -153,11 +153,13 @@ def _local(settings: Settings, fn):
 @token.command("add")
 @click.argument("user")
 @click.option("--project", default=None, help="Limit the token to one project.")
+@click.option("--verifier", is_flag=True,
+              help="Let this token record bench-verified scores (only for a bench service on another host).")
 @click.pass_obj
-def token_add(settings: Settings, user, project) -> None:
+def token_add(settings: Settings, user, project, verifier) -> None:
     """Make a token for USER and print it once (only its hash is kept)."""
-    new = _local(settings, lambda db: auth.add_token(db, user, project))
-    scope = f"project {project}" if project else "all projects"
+    new = _local(settings, lambda db: auth.add_token(db, user, project, verifier))
+    scope = (f"project {project}" if project else "all projects") + (", verifier" if verifier else "")
     click.echo(f"token {new.id} for {user} ({scope}); it is shown only now:", err=True)
     click.echo(new.token)
 

@@ -104,7 +104,8 @@ def token_actor(default: Actor) -> ActorResolver:
             params = ctx.session.client_params
             client = params.client_info.name if params and params.client_info else None
         return Actor(user=token.client_id, project=project, client=client or "http",
-                     default_project=project or default.default_project)
+                     default_project=project or default.default_project,
+                     verifier=bool((token.claims or {}).get("verifier")))
 
     return resolve
 
