@@ -122,16 +122,19 @@ def export_cmd(settings: Settings, run_id, folder) -> None:
 @kb.command("import")
 @click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--project", default=None, help="Import into this project instead of the exported one.")
+@click.option("--trust-scores", is_flag=True,
+              help="Keep the export's verified scores (only for exports from a bench you trust); "
+                   "otherwise its scores are imported as unverified claims that never rank.")
 @click.pass_obj
-def import_cmd(settings: Settings, folder, project) -> None:
+def import_cmd(settings: Settings, folder, project, trust_scores) -> None:
     """Restore a run exported with `evoteam kb export` into the local store file."""
     if settings.remote:
         raise click.ClickException("import writes other users' provenance, so it runs on the store's own host: "
                                    "unset EVOTEAM_KNOWLEDGE_URL and point EVOTEAM_DB at the server's file")
 
     async def go():
-        async with LocalKnowledgeStore.open(settings.db) as store:
-            return await import_run(store, folder, project=project)
+        async with LocalKnowledgeStore.open(settings.db, max_artifact_bytes=settings.max_artifact_bytes) as store:
+            return await import_run(store, folder, project=project, trust_scores=trust_scores)
 
     run = _run(go())
     click.echo(f"imported {run.id} ({run.candidates} candidates, {run.learnings} learnings) into {settings.db}")

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import aiosqlite
 
+from evoteam.servers.knowledge.bundlecheck import existing_ids
 from evoteam.servers.knowledge.db import Database
 from evoteam.servers.knowledge.errors import Forbidden, Invalid, NotFound, TooLarge
 from evoteam.servers.knowledge.models import (
@@ -689,7 +690,7 @@ class LocalKnowledgeStore(KnowledgeStore):
 
     # ------------------------------------------------------------ import
 
-    async def import_bundle(self, bundle: RunBundle, project: str | None = None) -> Run:
+    async def import_bundle(self, bundle: RunBundle, project: str | None = None, trust_scores: bool = False) -> Run:
         """Restore an exported run with its ids and provenance. Local only: provenance is
         taken from the bundle, which a remote caller must not be able to forge."""
         run = bundle.run
@@ -705,6 +706,7 @@ class LocalKnowledgeStore(KnowledgeStore):
             async with conn.execute("SELECT 1 FROM runs WHERE id = ?", (run.id,)) as cur:
                 if await cur.fetchone():
                     raise Invalid(f"run {run.id} exists already in this store; nothing was imported")
+            await existing_ids(conn, bundle)
             await insert_row(conn, "runs", {
                 "id": run.id, "goal": run.goal, "kit": run.kit, "direction": run.direction, "x0": run.x0,
                 "best_known": run.best_known, "budget_usd": run.budget_usd, "status": run.status,
@@ -727,7 +729,7 @@ class LocalKnowledgeStore(KnowledgeStore):
                     "metrics": json.dumps(c.metrics, default=str),
                     "workloads": json.dumps([w.model_dump() for w in c.workloads]), "parent_id": c.parent_id,
                     "documents_used": json.dumps(c.documents_used), "notes": c.notes, "flagged": int(c.flagged),
-                    "cost_usd": c.cost_usd, **prov(c.provenance)})
+                    "verified": int(c.verified and trust_scores), "cost_usd": c.cost_usd, **prov(c.provenance)})
                 await self._index(conn, "candidate", c.id, run.id, project,
                                   f"candidate {c.status} score {c.score}", c.notes)
             for item in bundle.learnings:

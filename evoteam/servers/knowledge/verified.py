@@ -39,3 +39,4 @@ def check_may_verify(verified: bool, actor_is_verifier: bool) -> None:
 def ranks(status: str, score: float | None, verified: bool, flagged: bool) -> bool:
     """The Python twin of RANKED, for views that walk rows themselves (trajectory)."""
     return status == "PASSED" and score is not None and verified and not flagged
+
