@@ -145,3 +145,4 @@ async def verifier(request, store) -> AsyncIterator[LocalKnowledgeStore | Remote
     token = make_token(server.db, "bench", store.actor.default_project, verifier=True)
     async with held(RemoteKnowledgeStore.connect(server.url, token, store.actor)) as s:
         yield s
+

@@ -315,7 +315,8 @@ def serve_stdio(settings: Settings) -> None:
 
 
 def serve_http(settings: Settings, host: str, port: int, allowed_hosts: list[str],
-               allowed_origins: list[str]) -> None:
+               allowed_origins: list[str], tls_cert: str | None = None, tls_key: str | None = None) -> None:
     from evoteam.servers.knowledge.http import run_http
 
-    run_http(settings, host=host, port=port, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
+    run_http(settings, host=host, port=port, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins,
+             tls_cert=tls_cert, tls_key=tls_key)
