@@ -138,3 +138,23 @@ async def test_a_full_disk_is_one_line_and_the_store_recovers(tmp_path: Path):
         await store.db._writer.execute("PRAGMA max_page_count = 1073741823")  # noqa: SLF001
         await store.put_artifact(ArtifactCreate(run_id=run_id, name="big.txt", text="x" * 200_000))
         assert (await store.list_artifacts(run_id)).total == 1
+
+
+async def test_doctor_checks_the_real_store_without_writing_it(tmp_path: Path):
+    from evoteam.config import Settings
+    from evoteam.doctor import check_store
+
+    db = tmp_path / "kb.db"
+    await make_store(db)
+    assert "integrity ok" in await check_store(Settings(db=db))
+    db.chmod(0o644)
+    assert "WARNING: readable by others" in await check_store(Settings(db=db))
+    db.write_bytes(b"garbage " * 1000)
+    before = db.read_bytes()
+    with pytest.raises(RuntimeError, match="damaged"):
+        await check_store(Settings(db=db))
+    assert db.read_bytes() == before
+    # The whole command fails on a damaged store instead of saying "all checks passed".
+    doctor = cli(db, "doctor", "--server", "knowledge", timeout=120)
+    assert doctor.returncode != 0 and "your store" in doctor.stdout and "damaged" in doctor.stdout, doctor.stdout
+    assert "all" not in doctor.stdout.splitlines()[-1]
