@@ -19,6 +19,8 @@ from pathlib import Path
 
 from evoteam.config import Settings
 from evoteam.errors import DomainError
+from evoteam.servers.knowledge.errors import Forbidden
+from evoteam.servers.knowledge.models import Candidate, CandidateCreate
 from evoteam.servers.knowledge.store import KnowledgeStore
 
 MAX_CANDIDATE_BYTES = 2_000_000
@@ -64,7 +66,17 @@ def check_candidate_path(settings: Settings, candidate_path: str, cwd: Path | No
     return path
 
 
-def as_verifier(store: KnowledgeStore) -> KnowledgeStore:
-    """The store as the bench itself: it measured the result, so it may record it as verified.
-    Over a shared server the token decides (`evoteam token add --verifier`), not this flag."""
-    return store.with_actor(store.actor.model_copy(update={"verifier": True}))
+UNVERIFIED_NOTE = ("recorded as unverified: the shared knowledge server's token is not a verifier, so this "
+                   "score is listed but never ranked (give the bench a token made with `evoteam token add "
+                   "--verifier`)")
+
+
+async def record_measured(store: KnowledgeStore, record: CandidateCreate) -> tuple[Candidate, str | None]:
+    """Record a result the bench measured, as verified. In process the bench holds the verifier
+    capability; over a shared server the token decides (`evoteam token add --verifier`), and a
+    plain token's result is kept as an unverified claim, with a note saying so."""
+    bench = store.with_actor(store.actor.model_copy(update={"verifier": True}))
+    try:
+        return await bench.record_candidate(record.model_copy(update={"verified": True})), None
+    except Forbidden:
+        return await store.record_candidate(record.model_copy(update={"verified": False})), UNVERIFIED_NOTE

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from evoteam.config import Settings
 from evoteam.servers.bench import harness
-from evoteam.servers.bench.candidates import as_verifier, check_candidate_path
+from evoteam.servers.bench.candidates import check_candidate_path, record_measured
 from evoteam.servers.bench.harness import KernelSession, WorkerFailure, WorkloadSpec, WorkloadVerdict
 from evoteam.servers.bench.kits import Kit, discover, find_kit, heldout_secret, kit_dirs, state_dir
 from evoteam.servers.bench.models import (
@@ -429,9 +429,10 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
             run_id=rid, code=cand.code, status=result.status, score=result.score, split=result.split,
             metrics=dict(result.metrics, kit=kit.name, flags=result.flags[:10], message=(result.message or "")[:2000]),
             workloads=[WorkloadResult(**o.model_dump(exclude={"flagged"})) for o in result.workloads],
-            parent_id=parent_id, documents_used=list(documents_used or []), notes=notes, flagged=result.flagged,
-            verified=True)
-        saved = await as_verifier(store).record_candidate(record)
+            parent_id=parent_id, documents_used=list(documents_used or []), notes=notes, flagged=result.flagged)
+        saved, note = await record_measured(store, record)
+        if note:
+            result.message = f"{result.message}; {note}" if result.message else note
         result.candidate_id, result.run_id, result.recorded = saved.id, rid, True
         if documents_used and result.score is not None:
             await _credit_documents(store, rid, saved.id, list(documents_used), result.score, parent_id)
