@@ -445,7 +445,9 @@ async def _credit_documents(store: KnowledgeStore, run_id: str, candidate_id: st
     score (and whether it beat its parent), so later look-ups rank by what actually helped."""
     from evoteam.servers.retrieval.core import credit_documents
 
-    parent_score = (await store.get_candidate(parent_id)).score if parent_id else None
+    parent = await store.get_candidate(parent_id) if parent_id else None
+    # A parent's self-reported score is a claim: only a measured one is a baseline for credit.
+    parent_score = parent.score if parent is not None and parent.verified and not parent.flagged else None
     await credit_documents(store, run_id, documents, score, parent_score, candidate_id=candidate_id)
 
 

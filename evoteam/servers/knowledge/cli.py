@@ -178,7 +178,7 @@ def token_list(settings: Settings, as_json) -> None:
         return
     for t in tokens:
         state = f"revoked {t.revoked_at:%Y-%m-%d}" if t.revoked_at else "active"
-        click.echo(f"{t.id}  {t.user:<16} {t.project or '*':<12} {state}")
+        click.echo(f"{t.id}  {t.user:<16} {t.project or '*':<12} {state}{'  verifier' if t.verifier else ''}")
 
 
 @token.command("revoke")
