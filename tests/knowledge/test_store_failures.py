@@ -158,3 +158,27 @@ async def test_doctor_checks_the_real_store_without_writing_it(tmp_path: Path):
     doctor = cli(db, "doctor", "--server", "knowledge", timeout=120)
     assert doctor.returncode != 0 and "your store" in doctor.stdout and "damaged" in doctor.stdout, doctor.stdout
     assert "all" not in doctor.stdout.splitlines()[-1]
+
+
+async def test_an_agent_sees_the_full_disk_as_a_one_line_tool_error(tmp_path: Path):
+    from mcp import Client
+
+    from evoteam.config import load_settings
+    from evoteam.servers.knowledge.server import build_server
+    from tests.knowledge.conftest import held
+
+    db = tmp_path / "kb.db"
+    run_id = await make_store(db)
+    async with LocalKnowledgeStore.open(db) as store:
+        writer = store.db._writer  # noqa: SLF001
+        async with writer.execute("PRAGMA page_count") as cur:
+            (pages,) = await cur.fetchone()
+        await writer.execute(f"PRAGMA max_page_count = {pages}")
+        async with held(Client(build_server(load_settings(), store))) as client:
+            result = await client.call_tool("put_artifact", {"run_id": run_id, "name": "a.txt", "text": "x" * 200_000})
+            assert result.is_error
+            text = result.content[0].text
+            assert "is full" in text and "free space" in text and "\n" not in text
+            await store.db._writer.execute("PRAGMA max_page_count = 1073741823")  # noqa: SLF001
+            again = await client.call_tool("put_artifact", {"run_id": run_id, "name": "a.txt", "text": "x" * 200_000})
+            assert not again.is_error

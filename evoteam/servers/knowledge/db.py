@@ -209,6 +209,10 @@ class Database:
         except sqlite3.Error as exc:
             await self.close()
             raise (describe(exc, self.path) or exc) from None
+        except OSError as exc:  # the folder cannot be made or the file not created
+            await self.close()
+            raise StoreFailure(f"cannot create the store {self.path}: {exc.strerror}; point EVOTEAM_DB at a "
+                               f"writable place") from None
         return self
 
     async def _connect(self) -> aiosqlite.Connection:
