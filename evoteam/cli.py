@@ -71,8 +71,12 @@ def main(ctx: click.Context) -> None:
               help="Extra Host header values to accept (e.g. kb.example.org:8765).")
 @click.option("--allowed-origin", "allowed_origins", multiple=True, help="Extra Origin values to accept.")
 @click.option("--knowledge-url", default=None, help="Use a shared knowledge server instead of the local file.")
+@click.option("--tls-cert", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="Serve HTTPS with this certificate (PEM); with --tls-key.")
+@click.option("--tls-key", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="The private key (PEM) of --tls-cert.")
 @click.pass_obj
-def serve(settings, server, use_http, host, port, allowed_hosts, allowed_origins, knowledge_url):
+def serve(settings, server, use_http, host, port, allowed_hosts, allowed_origins, knowledge_url, tls_cert, tls_key):
     """Run one of the MCP servers (stdio by default)."""
     if knowledge_url:
         settings.knowledge_url = knowledge_url
@@ -83,7 +87,7 @@ def serve(settings, server, use_http, host, port, allowed_hosts, allowed_origins
         if settings.remote:
             raise click.UsageError("a shared knowledge server keeps its own store file: unset EVOTEAM_KNOWLEDGE_URL")
         module.serve_http(settings, host=host, port=port, allowed_hosts=list(allowed_hosts),
-                          allowed_origins=list(allowed_origins))
+                          allowed_origins=list(allowed_origins), tls_cert=tls_cert, tls_key=tls_key)
     else:
         module.serve_stdio(settings)
 

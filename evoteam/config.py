@@ -29,6 +29,8 @@ class Settings(BaseModel):
     project: str = "default"
     kits_dirs: list[Path] = Field(default_factory=lambda: [SOURCE_ROOT / "task_kits"])
     corpus_dirs: list[Path] = Field(default_factory=list)
+    # Folders besides the working directory that bench.evaluate may read candidate files from.
+    candidate_dirs: list[Path] = Field(default_factory=list)
     anthropic_api_key: str | None = None
     anthropic_base_url: str | None = None
     tavily_api_key: str | None = None
@@ -74,7 +76,8 @@ _ENV = {
     "ANTHROPIC_BASE_URL": "anthropic_base_url",
     "TAVILY_API_KEY": "tavily_api_key",
 }
-_ENV_LISTS = {"EVOTEAM_KITS": "kits_dirs", "EVOTEAM_CORPUS": "corpus_dirs"}
+_ENV_LISTS = {"EVOTEAM_KITS": "kits_dirs", "EVOTEAM_CORPUS": "corpus_dirs",
+              "EVOTEAM_CANDIDATE_DIRS": "candidate_dirs"}
 
 
 def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) -> Settings:
@@ -87,7 +90,7 @@ def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) ->
         if path and path.is_file():
             data = _read_toml(path)
             base = path.parent
-            for key in ("kits_dirs", "corpus_dirs"):
+            for key in ("kits_dirs", "corpus_dirs", "candidate_dirs"):
                 if key in data:
                     data[key] = [base / Path(p).expanduser() for p in data[key]]
             if "db" in data:

@@ -2,7 +2,8 @@
 
 It proves the product works on this machine with its embedded defaults: each MCP server
 starts over stdio and lists its tools, the store round-trips a run through export and import,
-and a CPU kit's baseline evaluates.
+and a CPU kit's baseline evaluates — all on a scratch store — and it checks the user's own store
+(read-only: integrity, schema, permissions; or the shared server it points at).
 """
 
 from __future__ import annotations
@@ -67,12 +68,14 @@ async def check_round_trip(env: dict[str, str], workdir: Path) -> str:
 
     async with LocalKnowledgeStore.open(Path(env["EVOTEAM_DB"])) as store:
         run = await store.start_run(RunCreate(goal="doctor round trip", x0=1.0, best_known=2.0))
-        cand = await store.record_candidate(CandidateCreate(run_id=run.id, code="x = 1", status="PASSED", score=1.5))
+        bench = store.with_actor(store.actor.model_copy(update={"verifier": True}))  # stands in for the bench
+        cand = await bench.record_candidate(CandidateCreate(run_id=run.id, code="x = 1", status="PASSED", score=1.5,
+                                                            verified=True))
         await store.add_learning(LearningCreate(run_id=run.id, text="the store round-trips", evidence=[cand.id]))
         before = await collect_bundle(store, run.id)
         await export_run(store, run.id, workdir / "export")
     async with LocalKnowledgeStore.open(workdir / "imported.db") as other:
-        await import_run(other, workdir / "export")
+        await import_run(other, workdir / "export", trust_scores=True)
         after = await collect_bundle(other, run.id)
     if after.model_dump() != before.model_dump():
         raise RuntimeError("the imported run differs from the exported one")
@@ -100,6 +103,51 @@ async def check_kit(env: dict[str, str], kit: str) -> str:
             f"workloads){confined}")
 
 
+async def check_store(settings: Settings) -> str:
+    """The user's real store, without writing to it: a shared server answers, or the local
+    file is a sound, current evoteam database that only its owner can read."""
+    if settings.remote:
+        from evoteam.servers.knowledge.connect import open_store
+
+        async with open_store(settings) as store:
+            page = await store.list_runs(limit=1)
+        return f"shared server {settings.knowledge_url}: reachable, {page.total} run(s) visible to your token"
+    return await asyncio.to_thread(_check_local_store, Path(settings.db).expanduser())
+
+
+def _check_local_store(path: Path) -> str:
+    import sqlite3
+    import stat
+
+    from evoteam.servers.knowledge.db import _load_components, connect_readonly, current_versions, is_current
+    from evoteam.servers.knowledge.storefail import describe
+
+    if not path.exists():
+        return f"{path}: no store yet (it is created on first use)"
+    _load_components()
+    try:
+        conn = connect_readonly(path)
+        try:
+            verdict = conn.execute("PRAGMA quick_check").fetchone()[0]
+        finally:
+            conn.close()
+        versions = current_versions(path)
+    except sqlite3.Error as exc:
+        raise RuntimeError(str(describe(exc, path) or exc)) from None
+    if verdict != "ok":
+        raise RuntimeError(f"{path} is damaged ({verdict[:200]}): restore it from a backup or `evoteam kb import` "
+                           f"an export into a new file")
+    if versions is None:
+        raise RuntimeError(f"{path} is an SQLite file but not an evoteam store: point EVOTEAM_DB elsewhere")
+    notes = ["schema current" if is_current(versions) else "schema will be upgraded on the next write"]
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        notes.append(f"WARNING: readable by others (mode {mode:o}); run `chmod 600 {path}`")
+    if not os.access(path, os.W_OK):
+        notes.append("read-only here (reads work, writes are refused)")
+    return f"{path}: integrity ok, " + ", ".join(notes)
+
+
 async def run_checks(settings: Settings, kit: str, servers: tuple[str, ...] = SERVERS) -> list[Check]:
     with tempfile.TemporaryDirectory(prefix="evoteam-doctor-") as tmp:
         workdir = Path(tmp)
@@ -110,6 +158,7 @@ async def run_checks(settings: Settings, kit: str, servers: tuple[str, ...] = SE
         checks.append(await _timed("store round trip", lambda: check_round_trip(env, workdir)))
         if "bench" in servers:
             checks.append(await _timed(f"kit {kit}", lambda: check_kit(env, kit)))
+        checks.append(await _timed("your store", lambda: check_store(settings)))
         return checks
 
 

@@ -33,10 +33,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def make_token(db_path: Path, user: str, project: str | None) -> str:
+def make_token(db_path: Path, user: str, project: str | None, verifier: bool = False) -> str:
     async def go():
         async with Database(db_path) as db:
-            return (await auth.add_token(db, user, project)).token
+            return (await auth.add_token(db, user, project, verifier)).token
 
     # Callable from sync and async code alike: the store runs on a loop of its own.
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -132,3 +132,17 @@ async def store(request, tmp_path) -> AsyncIterator[LocalKnowledgeStore | Remote
         actor = Actor(user="ignored-by-server", client="pytest", default_project=project)
         async with held(RemoteKnowledgeStore.connect(server.url, token, actor)) as s:
             yield s
+
+
+@pytest.fixture
+async def verifier(request, store) -> AsyncIterator[LocalKnowledgeStore | RemoteKnowledgeStore]:
+    """The same store and project as `store`, as the bench: allowed to record verified scores
+    (in process: the actor's capability; over HTTP: a `--verifier` token)."""
+    if isinstance(store, LocalKnowledgeStore):
+        yield store.with_actor(store.actor.model_copy(update={"verifier": True}))
+        return
+    server: KnowledgeServer = request.getfixturevalue("knowledge_server")
+    token = make_token(server.db, "bench", store.actor.default_project, verifier=True)
+    async with held(RemoteKnowledgeStore.connect(server.url, token, store.actor)) as s:
+        yield s
+

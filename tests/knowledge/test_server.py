@@ -54,8 +54,10 @@ async def test_a_session_through_the_tools(client):
     assert "hex start gives 2.0" in doc["document"]
     listed = (await client.call_tool("learnings", {"run_id": rid, "view": "list", "limit": 1})).structured_content
     assert listed["total"] == 1 and listed["items"][0]["evidence"] == [cand["id"]]
+    # A score an agent reports itself is kept as a claim, never ranked: only the bench verifies.
+    assert cand["verified"] is False
     best = (await client.call_tool("best_candidates", {"run_id": rid})).structured_content
-    assert best["items"][0]["id"] == cand["id"]
+    assert best["items"] == []
     short = (await client.call_tool("get_candidate", {"candidate_id": cand["id"]})).structured_content
     assert short["code"] is None
     full = (await client.call_tool("get_candidate", {"candidate_id": cand["id"], "detail": True})).structured_content

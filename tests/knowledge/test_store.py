@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 
-from evoteam.servers.knowledge.errors import Invalid, NotFound, TooLarge
+from evoteam.servers.knowledge.errors import Forbidden, Invalid, NotFound, TooLarge
 from evoteam.servers.knowledge.models import (
     ArtifactCreate,
     CandidateCreate,
@@ -39,18 +39,43 @@ async def test_run_lifecycle_and_provenance(store):
         await store.get_run("run_doesnotexist")
 
 
-async def test_best_score_and_ndg_follow_direction(store):
+async def test_best_score_and_ndg_follow_direction(store, verifier):
     run = await new_run(store, direction="minimize", x0=0.5, best_known=0.380859, goal="erdos overlap")
     for score in (0.45, 0.40, 0.42):
-        await store.record_candidate(CandidateCreate(run_id=run.id, code="x", status="PASSED", score=score))
-    await store.record_candidate(CandidateCreate(run_id=run.id, code="y", status="INCORRECT_NUMERICAL", score=0.1))
+        await verifier.record_candidate(CandidateCreate(run_id=run.id, code="x", status="PASSED", score=score,
+                                                        verified=True))
+    await verifier.record_candidate(CandidateCreate(run_id=run.id, code="y", status="INCORRECT_NUMERICAL",
+                                                    score=0.1, verified=True))
+    # Neither a self-reported score nor a flagged measurement ranks, however good.
+    await store.record_candidate(CandidateCreate(run_id=run.id, code="z", status="PASSED", score=0.2))
+    await verifier.record_candidate(CandidateCreate(run_id=run.id, code="w", status="PASSED", score=0.3,
+                                                    verified=True, flagged=True))
     got = await store.get_run(run.id)
     assert got.best_score == pytest.approx(0.40)
     assert got.ndg == pytest.approx(100 * (0.5 - 0.40) / (0.5 - 0.380859))
     best = await store.best_candidates(run.id, k=2)
     assert [c.score for c in best] == [pytest.approx(0.40), pytest.approx(0.42)]
+    assert all(c.verified for c in best)
     traj = await store.trajectory(run.id)
-    assert [p.best_so_far for p in traj.points] == [0.45, 0.40, 0.40, 0.40]
+    assert [p.best_so_far for p in traj.points] == [0.45, 0.40, 0.40, 0.40, 0.40, 0.40]
+    assert [p.verified for p in traj.points] == [True, True, True, True, False, True]
+    assert traj.best_score == pytest.approx(0.40)
+
+
+async def test_a_self_awarded_score_is_refused_or_never_ranks(store):
+    """The attack: record_candidate(status=PASSED, score=1000) as an ordinary writer."""
+    run = await new_run(store)
+    with pytest.raises(Forbidden, match="bench"):
+        await store.record_candidate(CandidateCreate(run_id=run.id, code="x", status="PASSED", score=1000,
+                                                     verified=True))
+    cand = await store.record_candidate(CandidateCreate(run_id=run.id, code="x", status="PASSED", score=1000))
+    assert cand.verified is False
+    got = await store.get_run(run.id)
+    assert got.best_score is None and got.best_candidate_id is None and got.ndg is None
+    assert await store.best_candidates(run.id) == []
+    traj = await store.trajectory(run.id)
+    assert traj.best_score is None and traj.points[0].best_so_far is None
+    assert (await store.list_candidates(run.id)).items[0].score == 1000  # still listed, as a claim
 
 
 async def test_learnings_supersede_and_document(store):

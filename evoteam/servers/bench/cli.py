@@ -15,6 +15,7 @@ from rich.table import Table
 from evoteam.servers.bench import core
 from evoteam.servers.bench.models import Evaluation
 from evoteam.errors import DomainError
+from evoteam.servers.knowledge.errors import StoreError
 
 
 def _settings(ctx: click.Context):
@@ -188,7 +189,7 @@ def run_cmd(ctx: click.Context, kit: str, candidate: str, split: str, as_json: b
             raise click.ClickException(str(exc)) from exc
     try:
         results = asyncio.run(_run(settings, kit, candidate, split, run_id, not no_record, quiet=as_json))
-    except DomainError as exc:
+    except (DomainError, StoreError) as exc:  # a refused path or a failing store: one line
         raise click.ClickException(str(exc)) from exc
     if as_json:
         payload = [r.model_dump(mode="json") for r in results]

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from evoteam.config import Settings
 from evoteam.servers.bench import harness
+from evoteam.servers.bench.candidates import check_candidate_path, record_measured
 from evoteam.servers.bench.harness import KernelSession, WorkerFailure, WorkloadSpec, WorkloadVerdict
 from evoteam.servers.bench.kits import Kit, discover, find_kit, heldout_secret, kit_dirs, state_dir
 from evoteam.servers.bench.models import (
@@ -120,7 +121,8 @@ class PreparedCandidate:
         self.folder, self.file, self.function, self.dps, self.code = folder, file, function, dps, code
 
 
-def prepare_candidate(kit: Kit, candidate_path: str | None, code: str | None) -> PreparedCandidate:
+def prepare_candidate(kit: Kit, candidate_path: str | None, code: str | None,
+                      settings: Settings | None = None) -> PreparedCandidate:
     """Copy just the candidate's own files into a fresh scratch folder."""
     if bool(candidate_path) == bool(code):
         raise DomainError("pass exactly one of candidate_path (a .py file or a FlashInfer-Bench solution .json) "
@@ -134,6 +136,8 @@ def prepare_candidate(kit: Kit, candidate_path: str | None, code: str | None) ->
             (folder / "candidate.py").write_text(code)
             return PreparedCandidate(folder, "candidate.py", entry, None, code)
         path = Path(candidate_path).expanduser()
+        if settings is not None:
+            path = check_candidate_path(settings, candidate_path, extra_roots=(kit.root,))
         if not path.is_file():
             raise DomainError(f"candidate file {path} does not exist; pass an existing .py path or the code itself")
         text = path.read_text()
@@ -456,7 +460,7 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
     if split not in ("dev", "heldout", "all"):
         raise DomainError("split must be dev, heldout or all")
     progress = progress or _noop
-    cand = prepare_candidate(kit, candidate_path, code)
+    cand = prepare_candidate(kit, candidate_path, code, settings)
     try:
         if kit.manifest.kind == "kernel":
             result = await _run_kernel(settings, kit, cand, split, progress, use_landlock)
@@ -476,7 +480,9 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
                          message=(result.message or "")[:2000]),
             workloads=[WorkloadResult(**o.model_dump(exclude={"flagged"})) for o in result.workloads],
             parent_id=parent_id, documents_used=list(documents_used or []), notes=notes, flagged=result.flagged)
-        saved = await store.record_candidate(record)
+        saved, note = await record_measured(store, record)
+        if note:
+            result.message = f"{result.message}; {note}" if result.message else note
         result.candidate_id, result.run_id, result.recorded = saved.id, rid, True
         if documents_used and result.score is not None:
             await _credit_documents(store, rid, saved.id, list(documents_used), result.score, parent_id)
@@ -489,7 +495,9 @@ async def _credit_documents(store: KnowledgeStore, run_id: str, candidate_id: st
     score (and whether it beat its parent), so later look-ups rank by what actually helped."""
     from evoteam.servers.retrieval.core import credit_documents
 
-    parent_score = (await store.get_candidate(parent_id)).score if parent_id else None
+    parent = await store.get_candidate(parent_id) if parent_id else None
+    # A parent's self-reported score is a claim: only a measured one is a baseline for credit.
+    parent_score = parent.score if parent is not None and parent.verified and not parent.flagged else None
     await credit_documents(store, run_id, documents, score, parent_score, candidate_id=candidate_id)
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from evoteam.config import Settings
+from evoteam.servers.bench.heldout_key import external_heldout_key
 from evoteam.servers.bench.models import Definition, KitManifest, Workload
 from evoteam.errors import DomainError
 
@@ -30,6 +31,8 @@ def state_dir(settings: Settings) -> Path:
 
 
 def heldout_secret(settings: Settings) -> bytes:
+    if (key := external_heldout_key()) is not None:  # kept out of the agents' reach (heldout_key.py)
+        return key
     folder = state_dir(settings)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "heldout.secret"

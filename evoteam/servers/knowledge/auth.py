@@ -28,6 +28,7 @@ class TokenInfo(BaseModel):
     id: str
     user: str
     project: str | None
+    verifier: bool = False  # may record bench-verified scores (for a bench on another host)
     created_at: datetime
     revoked_at: datetime | None = None
 
@@ -36,7 +37,7 @@ class NewToken(TokenInfo):
     token: str
 
 
-async def add_token(db: Database, user: str, project: str | None = None) -> NewToken:
+async def add_token(db: Database, user: str, project: str | None = None, verifier: bool = False) -> NewToken:
     user = user.strip()
     if not user or len(user) > 100:
         raise Invalid("user must be 1-100 characters")
@@ -45,17 +46,17 @@ async def add_token(db: Database, user: str, project: str | None = None) -> NewT
     created = datetime.now(UTC)
     async with db.write() as conn:
         await conn.execute(
-            "INSERT INTO tokens (id, user, project, token_sha256, created_at) VALUES (?, ?, ?, ?, ?)",
-            (token_id, user, project, _digest(token), created.isoformat()),
+            "INSERT INTO tokens (id, user, project, token_sha256, created_at, verifier) VALUES (?, ?, ?, ?, ?, ?)",
+            (token_id, user, project, _digest(token), created.isoformat(), int(verifier)),
         )
-    return NewToken(id=token_id, user=user, project=project, created_at=created, token=token)
+    return NewToken(id=token_id, user=user, project=project, verifier=verifier, created_at=created, token=token)
 
 
 async def list_tokens(db: Database) -> list[TokenInfo]:
     async with db.read() as conn:
         async with conn.execute("SELECT * FROM tokens ORDER BY created_at") as cur:
             rows = await cur.fetchall()
-    return [TokenInfo(id=r["id"], user=r["user"], project=r["project"],
+    return [TokenInfo(id=r["id"], user=r["user"], project=r["project"], verifier=bool(r["verifier"]),
                       created_at=datetime.fromisoformat(r["created_at"]),
                       revoked_at=datetime.fromisoformat(r["revoked_at"]) if r["revoked_at"] else None)
             for r in rows]
@@ -88,7 +89,7 @@ class StoreTokenVerifier:
         digest = _digest(token)
         async with self.db.read() as conn:
             async with conn.execute(
-                "SELECT user, project, token_sha256 FROM tokens WHERE token_sha256 = ? AND revoked_at IS NULL",
+                "SELECT user, project, verifier, token_sha256 FROM tokens WHERE token_sha256 = ? AND revoked_at IS NULL",
                 (digest,),
             ) as cur:
                 row = await cur.fetchone()
@@ -97,4 +98,4 @@ class StoreTokenVerifier:
         if row is None or not hmac.compare_digest(row["token_sha256"], digest):
             return None
         return AccessToken(token=token, client_id=row["user"], scopes=[], subject=row["user"],
-                           claims={"project": row["project"]})
+                           claims={"project": row["project"], "verifier": bool(row["verifier"])})

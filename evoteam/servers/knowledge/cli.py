@@ -122,16 +122,19 @@ def export_cmd(settings: Settings, run_id, folder) -> None:
 @kb.command("import")
 @click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--project", default=None, help="Import into this project instead of the exported one.")
+@click.option("--trust-scores", is_flag=True,
+              help="Keep the export's verified scores (only for exports from a bench you trust); "
+                   "otherwise its scores are imported as unverified claims that never rank.")
 @click.pass_obj
-def import_cmd(settings: Settings, folder, project) -> None:
+def import_cmd(settings: Settings, folder, project, trust_scores) -> None:
     """Restore a run exported with `evoteam kb export` into the local store file."""
     if settings.remote:
         raise click.ClickException("import writes other users' provenance, so it runs on the store's own host: "
                                    "unset EVOTEAM_KNOWLEDGE_URL and point EVOTEAM_DB at the server's file")
 
     async def go():
-        async with LocalKnowledgeStore.open(settings.db) as store:
-            return await import_run(store, folder, project=project)
+        async with LocalKnowledgeStore.open(settings.db, max_artifact_bytes=settings.max_artifact_bytes) as store:
+            return await import_run(store, folder, project=project, trust_scores=trust_scores)
 
     run = _run(go())
     click.echo(f"imported {run.id} ({run.candidates} candidates, {run.learnings} learnings) into {settings.db}")
@@ -153,11 +156,13 @@ def _local(settings: Settings, fn):
 @token.command("add")
 @click.argument("user")
 @click.option("--project", default=None, help="Limit the token to one project.")
+@click.option("--verifier", is_flag=True,
+              help="Let this token record bench-verified scores (only for a bench service on another host).")
 @click.pass_obj
-def token_add(settings: Settings, user, project) -> None:
+def token_add(settings: Settings, user, project, verifier) -> None:
     """Make a token for USER and print it once (only its hash is kept)."""
-    new = _local(settings, lambda db: auth.add_token(db, user, project))
-    scope = f"project {project}" if project else "all projects"
+    new = _local(settings, lambda db: auth.add_token(db, user, project, verifier))
+    scope = (f"project {project}" if project else "all projects") + (", verifier" if verifier else "")
     click.echo(f"token {new.id} for {user} ({scope}); it is shown only now:", err=True)
     click.echo(new.token)
 
@@ -173,7 +178,7 @@ def token_list(settings: Settings, as_json) -> None:
         return
     for t in tokens:
         state = f"revoked {t.revoked_at:%Y-%m-%d}" if t.revoked_at else "active"
-        click.echo(f"{t.id}  {t.user:<16} {t.project or '*':<12} {state}")
+        click.echo(f"{t.id}  {t.user:<16} {t.project or '*':<12} {state}{'  verifier' if t.verifier else ''}")
 
 
 @token.command("revoke")

@@ -4,6 +4,13 @@ Several processes (one stdio server per agent session, the CLI, hooks) may open 
 file, so every write takes the database lock up front (`BEGIN IMMEDIATE`) and waits on a busy
 timeout rather than failing; WAL lets readers run beside the writer.
 
+Opening never takes the write lock when the schema is current, so a long write (a big import)
+never stops a session, a hook or a read-only command from starting; a file this process may not
+write is opened read-only (reads work, writes say why not). The file is created 0600 in a 0700
+folder: it holds a team's work. Failures of the file itself (read-only, damaged, locked, disk
+full) become one-line `StoreFailure`s (storefail.py), and a failed write leaves the writer clean,
+so the next write succeeds once the condition clears.
+
 Other parts of evoteam add their own tables by registering migrations under their own
 component name (`register_migrations("retrieval", [...])`); each component's version is
 tracked separately, so adding a server never renumbers another's schema.
@@ -12,6 +19,7 @@ tracked separately, so adding a server never renumbers another's schema.
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -19,7 +27,11 @@ from pathlib import Path
 
 import aiosqlite
 
-BUSY_TIMEOUT_MS = 30_000
+from evoteam.servers.knowledge.errors import StoreFailure
+from evoteam.servers.knowledge.storefail import describe
+
+# How long a write waits for another process's write lock (EVOTEAM_BUSY_TIMEOUT_MS overrides).
+BUSY_TIMEOUT_MS = int(os.environ.get("EVOTEAM_BUSY_TIMEOUT_MS") or 30_000)
 
 # component -> ordered list of migrations; a migration is SQL text or a callable on a
 # sqlite3.Connection (run inside the migration's transaction).
@@ -38,10 +50,74 @@ def _configure(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL survives process crashes
 
 
+def _ro_uri(path: Path, immutable: bool = False) -> str:
+    return f"file:{path.resolve().as_posix()}?mode=ro" + ("&immutable=1" if immutable else "")
+
+
+def readonly_uri(path: Path) -> str:
+    """The URI of a read-only connection; a store in a folder we cannot write (no -shm can be
+    made there) is read as immutable."""
+    uri = _ro_uri(path)
+    try:
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            conn.close()
+        return uri
+    except sqlite3.OperationalError as exc:
+        if "not a database" in str(exc) or "malformed" in str(exc):
+            raise
+        return _ro_uri(path, immutable=True)
+
+
+def connect_readonly(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(readonly_uri(path), uri=True, isolation_level=None)
+
+
+def current_versions(path: Path) -> dict[str, int] | None:
+    """The file's component versions, read without any write lock (None: no schema yet)."""
+    conn = connect_readonly(path)
+    try:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'schema_versions'").fetchone():
+            return None
+        return dict(conn.execute("SELECT component, version FROM schema_versions").fetchall())
+    finally:
+        conn.close()
+
+
+def is_current(versions: dict[str, int] | None) -> bool:
+    return versions is not None and all(versions.get(c, 0) == len(m) for c, m in _MIGRATIONS.items())
+
+
+def create_private(path: Path) -> None:
+    """Create the store file 0600 (and its folder 0700) before SQLite creates it 0644."""
+    if not path.parent.exists():
+        path.parent.mkdir(parents=True, mode=0o700)
+    if not path.exists():
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        except FileExistsError:
+            pass
+
+
+def writable(path: Path) -> bool:
+    return not path.exists() or (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+
+
 def migrate(path: Path) -> dict[str, int]:
-    """Bring the file at `path` up to every registered component's latest version."""
+    """Bring the file at `path` up to every registered component's latest version. Takes the
+    write lock only when a migration is due."""
     _load_components()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = Path(path)
+    if path.exists() and path.stat().st_size > 0:
+        versions = current_versions(path)
+        if is_current(versions):
+            return versions
+        if not writable(path):
+            raise StoreFailure(f"the store {path} is read-only and was made by an older evoteam: open it once "
+                               f"with write access to upgrade it, or export it with that version")
+    create_private(path)
     conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
     try:
         _configure(conn)
@@ -99,7 +175,7 @@ def _split_sql(script: str) -> list[str]:
 
 def _load_components() -> None:
     # Importing a component's schema module registers its migrations.
-    from evoteam.servers.knowledge import schema  # noqa: F401
+    from evoteam.servers.knowledge import schema, verified  # noqa: F401
 
     for name in ("evoteam.servers.retrieval.schema", "evoteam.servers.team.schema"):
         try:
@@ -114,6 +190,7 @@ class Database:
 
     def __init__(self, path: Path, readers: int = 2):
         self.path = Path(path)
+        self.readonly = False
         self._reader_count = readers
         self._writer: aiosqlite.Connection | None = None
         self._readers: asyncio.Queue[aiosqlite.Connection] | None = None
@@ -121,15 +198,28 @@ class Database:
         self._write_lock = asyncio.Lock()
 
     async def open(self) -> Database:
-        await asyncio.to_thread(migrate, self.path)
-        self._writer = await self._connect()
-        self._readers = asyncio.Queue()
-        for _ in range(self._reader_count):
-            self._readers.put_nowait(await self._connect())
+        try:
+            await asyncio.to_thread(migrate, self.path)
+            self.readonly = not writable(self.path)
+            if not self.readonly:
+                self._writer = await self._connect()
+            self._readers = asyncio.Queue()
+            for _ in range(self._reader_count):
+                self._readers.put_nowait(await self._connect())
+        except sqlite3.Error as exc:
+            await self.close()
+            raise (describe(exc, self.path) or exc) from None
+        except OSError as exc:  # the folder cannot be made or the file not created
+            await self.close()
+            raise StoreFailure(f"cannot create the store {self.path}: {exc.strerror}; point EVOTEAM_DB at a "
+                               f"writable place") from None
         return self
 
     async def _connect(self) -> aiosqlite.Connection:
-        conn = await aiosqlite.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+        if self.readonly:
+            conn = await aiosqlite.connect(readonly_uri(self.path), uri=True, isolation_level=None)
+        else:
+            conn = await aiosqlite.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
         conn.row_factory = sqlite3.Row
         await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         await conn.execute("PRAGMA foreign_keys = ON")
@@ -152,17 +242,43 @@ class Database:
     @asynccontextmanager
     async def write(self) -> AsyncIterator[aiosqlite.Connection]:
         """A write transaction; commits on success, rolls back on any error."""
+        if self.readonly:
+            raise StoreFailure(f"the store {self.path} is read-only here, so it cannot be written: fix its "
+                               f"permissions (and its folder's), or point EVOTEAM_DB at a writable copy")
         if self._writer is None:
             raise RuntimeError("database is not open")
         async with self._write_lock:
-            await self._writer.execute("BEGIN IMMEDIATE")
             try:
-                yield self._writer
-            except BaseException:
-                await self._writer.execute("ROLLBACK")
-                raise
-            else:
-                await self._writer.execute("COMMIT")
+                await self._writer.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._writer
+                except BaseException:
+                    await self._rollback()
+                    raise
+                else:
+                    try:
+                        await self._writer.execute("COMMIT")
+                    except BaseException:
+                        await self._rollback()
+                        raise
+            except sqlite3.Error as exc:
+                raise (describe(exc, self.path) or exc) from None
+
+    async def _rollback(self) -> None:
+        """End the failed transaction; if even that fails (a full disk can), start a fresh
+        writer so the next write does not inherit a half-open transaction."""
+        try:
+            await self._writer.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+        if self._writer.in_transaction:
+            old = self._writer
+            self._all.remove(old)
+            try:
+                await old.close()
+            except sqlite3.Error:
+                pass
+            self._writer = await self._connect()
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[aiosqlite.Connection]:
@@ -172,5 +288,7 @@ class Database:
         conn = await self._readers.get()
         try:
             yield conn
+        except sqlite3.Error as exc:
+            raise (describe(exc, self.path) or exc) from None
         finally:
             self._readers.put_nowait(conn)

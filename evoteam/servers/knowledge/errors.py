@@ -23,3 +23,7 @@ class TooLarge(StoreError):
 
 class Unavailable(StoreError):
     """The shared knowledge server could not be reached."""
+
+
+class StoreFailure(StoreError):
+    """The store file itself failed: read-only, damaged, locked, or its disk is full."""

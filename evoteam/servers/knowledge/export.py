@@ -18,15 +18,18 @@ import restores ids and provenance and so runs against the local file only.
 from __future__ import annotations
 
 import base64
+import errno
 import json
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
+from evoteam.servers.knowledge.bundlecheck import MAX_JSON_BYTES, check_bundle, check_id, inside, read_plain_file
 from evoteam.servers.knowledge.errors import Invalid
-from evoteam.servers.knowledge.local import LocalKnowledgeStore
+from evoteam.servers.knowledge.local import DEFAULT_MAX_ARTIFACT_BYTES, LocalKnowledgeStore
 from evoteam.servers.knowledge.models import (
     Artifact,
     ArtifactInfo,
@@ -41,6 +44,7 @@ from evoteam.servers.knowledge.models import (
 from evoteam.servers.knowledge.store import KnowledgeStore
 
 T = TypeVar("T")
+MAX_CODE_BYTES = 8_000_000  # a candidate's code is at most 2,000,000 characters
 
 
 async def _all(fetch: Callable[[str | None], Awaitable[Page[T]]]) -> AsyncIterator[T]:
@@ -78,6 +82,13 @@ async def export_run(store: KnowledgeStore, run_id: str, out: Path) -> RunBundle
     if out.exists() and any(out.iterdir()):
         raise Invalid(f"{out} is not empty: export into a new or empty folder")
     bundle = await collect_bundle(store, run_id)
+    # Ids and names become file names: checked before the first write, whatever the store
+    # holds; `inside` then refuses any path that would leave the folder.
+    for artifact in bundle.artifacts:
+        check_id(artifact.id, "art", "artifact id")
+        LocalKnowledgeStore.check_artifact_name(artifact.name)
+    for candidate in bundle.candidates:
+        check_id(candidate.id, "cand", "candidate id")
     (out / "artifacts").mkdir(parents=True, exist_ok=True)
     (out / "candidates").mkdir(exist_ok=True)
     _dump(out / "run.json", bundle.run.model_dump(mode="json"))
@@ -91,47 +102,82 @@ async def export_run(store: KnowledgeStore, run_id: str, out: Path) -> RunBundle
     for artifact in bundle.artifacts:
         filename = f"{artifact.id}--{artifact.name}"
         data = artifact.text.encode("utf-8") if artifact.is_text else base64.b64decode(artifact.content_base64 or "")
-        (out / "artifacts" / filename).write_bytes(data)
+        inside(out / "artifacts", filename).write_bytes(data)
         index.append({**artifact.model_dump(mode="json", exclude={"text", "content_base64"}), "file": filename})
     _dump(out / "artifacts" / "index.json", index)
     for candidate in bundle.candidates:
-        _dump(out / "candidates" / f"{candidate.id}.json", candidate.model_dump(mode="json", exclude={"code"}))
+        _dump(inside(out / "candidates", f"{candidate.id}.json"), candidate.model_dump(mode="json", exclude={"code"}))
         if candidate.code is not None:
-            (out / "candidates" / f"{candidate.id}.py").write_text(candidate.code, encoding="utf-8")
+            inside(out / "candidates", f"{candidate.id}.py").write_text(candidate.code, encoding="utf-8")
     return bundle
 
 
-def read_bundle(folder: Path) -> RunBundle:
-    """Read an exported tree back into a bundle, checking it is complete."""
+def _one_line(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        err = exc.errors()[0]
+        return f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}"
+    if isinstance(exc, RecursionError):
+        return "it is nested too deeply"
+    return str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+
+
+class _IndexEntry(ArtifactInfo):
+    file: str
+
+
+def read_bundle(folder: Path, max_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES) -> RunBundle:
+    """Read an exported tree back into a bundle, checking it is complete and well-formed
+    (see bundlecheck.py: plain files only, bounded sizes, ids and links inside the run)."""
     folder = Path(folder)
+
+    def read(path: Path, limit: int = MAX_JSON_BYTES) -> bytes:
+        return read_plain_file(path, limit)
+
     try:
-        run = Run.model_validate_json((folder / "run.json").read_text(encoding="utf-8"))
-        learnings = TypeAdapter(list[Learning]).validate_json((folder / "learnings.json").read_bytes())
-        history = TypeAdapter(list[HistoryEntry]).validate_json((folder / "history.json").read_bytes())
+        run = Run.model_validate_json(read(folder / "run.json"))
+        learnings = TypeAdapter(list[Learning]).validate_json(read(folder / "learnings.json"))
+        history = TypeAdapter(list[HistoryEntry]).validate_json(read(folder / "history.json"))
         costs_file = folder / "costs.json"
-        costs = TypeAdapter(list[CostEntry]).validate_json(costs_file.read_bytes()) if costs_file.exists() else []
+        costs = TypeAdapter(list[CostEntry]).validate_json(read(costs_file)) if os.path.lexists(costs_file) else []
         artifacts = []
-        for entry in json.loads((folder / "artifacts" / "index.json").read_text(encoding="utf-8")):
-            data = (folder / "artifacts" / entry.pop("file")).read_bytes()
-            info = ArtifactInfo.model_validate(entry)
+        art_dir = folder / "artifacts"
+        for entry in TypeAdapter(list[_IndexEntry]).validate_json(read(art_dir / "index.json")):
+            data = read(inside(art_dir, entry.file), max_artifact_bytes)
+            info = ArtifactInfo.model_validate(entry.model_dump(exclude={"file"}))
             if info.is_text:
                 artifacts.append(Artifact(**info.model_dump(), text=data.decode("utf-8")))
             else:
                 artifacts.append(Artifact(**info.model_dump(), content_base64=base64.b64encode(data).decode()))
         candidates = []
-        for path in sorted((folder / "candidates").glob("*.json")):
-            record = json.loads(path.read_text(encoding="utf-8"))
+        cand_dir = folder / "candidates"
+        if not cand_dir.is_dir() or cand_dir.is_symlink():
+            raise FileNotFoundError(errno.ENOENT, "missing", str(cand_dir))
+        for path in sorted(cand_dir.glob("*.json")):
+            record = json.loads(read(path))
+            if not isinstance(record, dict):
+                raise Invalid(f"{path} is not a candidate record")
             code_path = path.with_suffix(".py")
-            record["code"] = code_path.read_text(encoding="utf-8") if code_path.exists() else None
+            record["code"] = read(code_path, MAX_CODE_BYTES).decode("utf-8") if os.path.lexists(code_path) else None
             candidates.append(Candidate.model_validate(record))
     except FileNotFoundError as exc:
-        raise Invalid(f"{folder} is not a complete evoteam export: {exc.filename} is missing") from exc
-    except (ValueError, KeyError) as exc:
-        raise Invalid(f"{folder} holds a damaged export: {exc}") from exc
+        raise Invalid(f"{folder} is not a complete evoteam export: {exc.filename} is missing") from None
+    except Invalid as exc:
+        raise Invalid(f"{folder} holds a damaged export: {exc}") from None
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OSError) as exc:
+        raise Invalid(f"{folder} holds a damaged export: {_one_line(exc)}") from None
     candidates.sort(key=lambda c: (c.provenance.created_at, c.id))  # parents before children
-    return RunBundle(run=run, learnings=learnings, history=history, artifacts=artifacts, candidates=candidates,
-                     costs=costs)
+    bundle = RunBundle(run=run, learnings=learnings, history=history, artifacts=artifacts, candidates=candidates,
+                       costs=costs)
+    try:
+        check_bundle(bundle, max_artifact_bytes)
+    except Invalid as exc:
+        raise Invalid(f"{folder} cannot be imported: {exc}") from None
+    return bundle
 
 
-async def import_run(store: LocalKnowledgeStore, folder: Path, project: str | None = None) -> Run:
-    return await store.import_bundle(read_bundle(folder), project=project)
+async def import_run(store: LocalKnowledgeStore, folder: Path, project: str | None = None,
+                     trust_scores: bool = False) -> Run:
+    """Import an export folder. Its scores are claims unless `trust_scores` (the importer vouches
+    that the export comes from a bench they trust): a forged export cannot award itself a best."""
+    bundle = read_bundle(folder, store.max_artifact_bytes)
+    return await store.import_bundle(bundle, project=project, trust_scores=trust_scores)

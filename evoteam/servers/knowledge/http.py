@@ -17,9 +17,11 @@ import uvicorn
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 
 from evoteam.config import Settings
 from evoteam.servers.knowledge.auth import StoreTokenVerifier, count_active_tokens
+from evoteam.servers.knowledge.hostcheck import ExactHostOrigin
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.protocol import build_store_server
 from evoteam.servers.knowledge.server import build_server, token_actor
@@ -73,12 +75,23 @@ def build_http_app(settings: Settings, store: LocalKnowledgeStore, *, host: str 
         async with agent.session_manager.run(), protocol.session_manager.run():
             yield
 
+    exact = Middleware(ExactHostOrigin, hosts=security.allowed_hosts, origins=security.allowed_origins)
     return Starlette(routes=[*agent_app.routes, *protocol_app.routes],
-                     middleware=agent_app.user_middleware, lifespan=lifespan)
+                     middleware=[exact, *agent_app.user_middleware], lifespan=lifespan)
+
+
+def plain_http_warning(host: str) -> str | None:
+    """The start-up warning for plain HTTP off loopback (tokens would cross the network in clear)."""
+    if is_loopback(host):
+        return None
+    return (f"WARNING: serving plain HTTP on {host}: bearer tokens and the team's work cross the network "
+            f"unencrypted. Pass --tls-cert/--tls-key, or put a TLS-terminating proxy in front and bind "
+            f"127.0.0.1.")
 
 
 async def serve_http_async(settings: Settings, host: str, port: int, allowed_hosts: list[str],
-                           allowed_origins: list[str], ready: asyncio.Event | None = None) -> None:
+                           allowed_origins: list[str], ready: asyncio.Event | None = None,
+                           tls_cert: str | None = None, tls_key: str | None = None) -> None:
     async with LocalKnowledgeStore.open(settings.db, Actor(user="server", client="http"),
                                         max_artifact_bytes=settings.max_artifact_bytes) as store:
         if await count_active_tokens(store.db) == 0:
@@ -88,11 +101,19 @@ async def serve_http_async(settings: Settings, host: str, port: int, allowed_hos
                 f"`evoteam token add USER [--project P]`, then start the server again")
         app = build_http_app(settings, store, host=host, port=port, allowed_hosts=allowed_hosts,
                              allowed_origins=allowed_origins)
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        if bool(tls_cert) != bool(tls_key):
+            raise click.ClickException("TLS needs both --tls-cert and --tls-key")
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
+                                ssl_certfile=tls_cert, ssl_keyfile=tls_key)
         server = uvicorn.Server(config)
-        click.echo(f"evoteam knowledge server on http://{host}:{port}/mcp (store: {settings.db})", err=True)
+        if not tls_cert and (warning := plain_http_warning(host)):
+            click.echo(warning, err=True)
+        scheme = "https" if tls_cert else "http"
+        click.echo(f"evoteam knowledge server on {scheme}://{host}:{port}/mcp (store: {settings.db})", err=True)
         await server.serve()
 
 
-def run_http(settings: Settings, host: str, port: int, allowed_hosts: list[str], allowed_origins: list[str]) -> None:
-    asyncio.run(serve_http_async(settings, host, port, allowed_hosts, allowed_origins))
+def run_http(settings: Settings, host: str, port: int, allowed_hosts: list[str], allowed_origins: list[str],
+             tls_cert: str | None = None, tls_key: str | None = None) -> None:
+    asyncio.run(serve_http_async(settings, host, port, allowed_hosts, allowed_origins, tls_cert=tls_cert,
+                                 tls_key=tls_key))

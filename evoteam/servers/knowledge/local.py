@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import aiosqlite
 
+from evoteam.servers.knowledge.bundlecheck import existing_ids
 from evoteam.servers.knowledge.db import Database
 from evoteam.servers.knowledge.errors import Forbidden, Invalid, NotFound, TooLarge
 from evoteam.servers.knowledge.models import (
@@ -52,6 +53,7 @@ from evoteam.servers.knowledge.models import (
 )
 from evoteam.servers.knowledge.render import render_history, render_learnings
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
+from evoteam.servers.knowledge.verified import RANKED, check_may_verify, ranks
 
 MAX_LIMIT = 200
 RANK_WINDOW = 5000  # search ranks at most this many of the newest matches
@@ -237,7 +239,7 @@ class LocalKnowledgeStore(KnowledgeStore):
     async def _run_view(self, conn: aiosqlite.Connection, row: sqlite3.Row) -> Run:
         order = "DESC" if row["direction"] == "maximize" else "ASC"
         async with conn.execute(
-            f"SELECT id, score FROM candidates WHERE run_id = ? AND status = 'PASSED' AND score IS NOT NULL "
+            f"SELECT id, score FROM candidates WHERE run_id = ? AND {RANKED} "
             f"AND split != 'heldout' ORDER BY score {order}, created_at LIMIT 1", (row["id"],)
         ) as cur:
             best = await cur.fetchone()
@@ -488,7 +490,7 @@ class LocalKnowledgeStore(KnowledgeStore):
     def _summary(self, row: sqlite3.Row) -> CandidateSummary:
         return CandidateSummary(id=row["id"], run_id=row["run_id"], status=row["status"], score=row["score"],
                                 split=row["split"], parent_id=row["parent_id"], flagged=bool(row["flagged"]),
-                                provenance=provenance_of(row))
+                                verified=bool(row["verified"]), provenance=provenance_of(row))
 
     def _candidate(self, row: sqlite3.Row) -> Candidate:
         return Candidate(
@@ -509,6 +511,7 @@ class LocalKnowledgeStore(KnowledgeStore):
     async def record_candidate(self, spec: CandidateCreate) -> Candidate:
         if spec.code is None and spec.artifact_id is None:
             raise Invalid("a candidate needs its code or an artifact_id holding it")
+        check_may_verify(spec.verified, self.actor.verifier)
         async with self.db.write() as conn:
             if (done := await self._replay(conn, spec.idempotency_key, "candidate")) is not None:
                 return await self._get_candidate(conn, done)
@@ -528,8 +531,8 @@ class LocalKnowledgeStore(KnowledgeStore):
                 "metrics": json.dumps(spec.metrics, default=str),
                 "workloads": json.dumps([w.model_dump() for w in spec.workloads]),
                 "parent_id": spec.parent_id, "documents_used": json.dumps(spec.documents_used),
-                "notes": spec.notes, "flagged": int(spec.flagged), "cost_usd": spec.cost_usd,
-                **self.provenance_values(run["project"]),
+                "notes": spec.notes, "flagged": int(spec.flagged), "verified": int(spec.verified),
+                "cost_usd": spec.cost_usd, **self.provenance_values(run["project"]),
             })
             await self._index(conn, "candidate", candidate_id, spec.run_id, run["project"],
                               f"candidate {spec.status} score {spec.score}", spec.notes)
@@ -550,7 +553,7 @@ class LocalKnowledgeStore(KnowledgeStore):
         async with self.db.read() as conn:
             run = await self.visible_run_row(conn, run_id)
             order = "DESC" if run["direction"] == "maximize" else "ASC"
-            where, params = "run_id = ? AND status = 'PASSED' AND score IS NOT NULL", [run_id]
+            where, params = f"run_id = ? AND {RANKED}", [run_id]
             if split:
                 where += " AND split = ?"
                 params.append(split)
@@ -563,17 +566,19 @@ class LocalKnowledgeStore(KnowledgeStore):
         async with self.db.read() as conn:
             run = await self.visible_run_row(conn, run_id)
             async with conn.execute(
-                "SELECT id, created_at, score, status, role, team_version FROM candidates "
+                "SELECT id, created_at, score, status, verified, flagged, role, team_version FROM candidates "
                 "WHERE run_id = ? AND split != 'heldout' ORDER BY created_at, id", (run_id,)
             ) as cur:
                 rows = await cur.fetchall()
         better = (lambda a, b: a > b) if run["direction"] == "maximize" else (lambda a, b: a < b)
         best, points = None, []
         for r in rows:
-            if r["status"] == "PASSED" and r["score"] is not None and (best is None or better(r["score"], best)):
+            ranked = ranks(r["status"], r["score"], bool(r["verified"]), bool(r["flagged"]))
+            if ranked and (best is None or better(r["score"], best)):
                 best = r["score"]
             points.append(TrajectoryPoint(candidate_id=r["id"], at=datetime.fromisoformat(r["created_at"]),
                                           score=r["score"], best_so_far=best, status=r["status"],
+                                          verified=bool(r["verified"]),
                                           role=r["role"], team_version=r["team_version"]))
         return Trajectory(run_id=run_id, direction=run["direction"], points=points, best_score=best,
                           ndg=normalised_discovery_gain(run["direction"], run["x0"], run["best_known"], best))
@@ -685,7 +690,7 @@ class LocalKnowledgeStore(KnowledgeStore):
 
     # ------------------------------------------------------------ import
 
-    async def import_bundle(self, bundle: RunBundle, project: str | None = None) -> Run:
+    async def import_bundle(self, bundle: RunBundle, project: str | None = None, trust_scores: bool = False) -> Run:
         """Restore an exported run with its ids and provenance. Local only: provenance is
         taken from the bundle, which a remote caller must not be able to forge."""
         run = bundle.run
@@ -701,6 +706,7 @@ class LocalKnowledgeStore(KnowledgeStore):
             async with conn.execute("SELECT 1 FROM runs WHERE id = ?", (run.id,)) as cur:
                 if await cur.fetchone():
                     raise Invalid(f"run {run.id} exists already in this store; nothing was imported")
+            await existing_ids(conn, bundle)
             await insert_row(conn, "runs", {
                 "id": run.id, "goal": run.goal, "kit": run.kit, "direction": run.direction, "x0": run.x0,
                 "best_known": run.best_known, "budget_usd": run.budget_usd, "status": run.status,
@@ -723,7 +729,7 @@ class LocalKnowledgeStore(KnowledgeStore):
                     "metrics": json.dumps(c.metrics, default=str),
                     "workloads": json.dumps([w.model_dump() for w in c.workloads]), "parent_id": c.parent_id,
                     "documents_used": json.dumps(c.documents_used), "notes": c.notes, "flagged": int(c.flagged),
-                    "cost_usd": c.cost_usd, **prov(c.provenance)})
+                    "verified": int(c.verified and trust_scores), "cost_usd": c.cost_usd, **prov(c.provenance)})
                 await self._index(conn, "candidate", c.id, run.id, project,
                                   f"candidate {c.status} score {c.score}", c.notes)
             for item in bundle.learnings:

@@ -233,6 +233,8 @@ class CandidateCreate(BaseModel):
     documents_used: list[str] = Field(default_factory=list, max_length=50)
     notes: str = Field(default="", max_length=20_000)
     flagged: bool = False
+    # Measured by the bench (only a verifier actor may set it); see knowledge/verified.py.
+    verified: bool = False
     cost_usd: float | None = Field(default=None, ge=0)
     idempotency_key: str | None = Field(default=None, max_length=200)
 
@@ -253,6 +255,7 @@ class CandidateSummary(BaseModel):
     split: str
     parent_id: str | None
     flagged: bool
+    verified: bool = False  # measured by the bench; only verified, unflagged candidates rank
     provenance: Provenance
 
 
@@ -272,6 +275,7 @@ class TrajectoryPoint(BaseModel):
     score: float | None
     best_so_far: float | None
     status: CandidateStatus
+    verified: bool = False
     role: str | None
     team_version: int | None
 

@@ -104,7 +104,8 @@ def token_actor(default: Actor) -> ActorResolver:
             params = ctx.session.client_params
             client = params.client_info.name if params and params.client_info else None
         return Actor(user=token.client_id, project=project, client=client or "http",
-                     default_project=project or default.default_project)
+                     default_project=project or default.default_project,
+                     verifier=bool((token.claims or {}).get("verifier")))
 
     return resolve
 
@@ -314,7 +315,8 @@ def serve_stdio(settings: Settings) -> None:
 
 
 def serve_http(settings: Settings, host: str, port: int, allowed_hosts: list[str],
-               allowed_origins: list[str]) -> None:
+               allowed_origins: list[str], tls_cert: str | None = None, tls_key: str | None = None) -> None:
     from evoteam.servers.knowledge.http import run_http
 
-    run_http(settings, host=host, port=port, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
+    run_http(settings, host=host, port=port, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins,
+             tls_cert=tls_cert, tls_key=tls_key)

@@ -50,6 +50,8 @@ class Actor(BaseModel):
     default_project: str = "default"
     role: str | None = None
     team_version: int | None = None
+    # May record bench-verified scores: the in-process bench, or a `--verifier` token.
+    verifier: bool = False
 
     @classmethod
     def local(cls, client: str = "cli", **extra) -> Actor:

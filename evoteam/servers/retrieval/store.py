@@ -22,6 +22,7 @@ from evoteam.errors import DomainError
 from evoteam.servers.knowledge.errors import Invalid, NotFound
 from evoteam.servers.knowledge.local import fts_query, insert_row, new_id, now
 from evoteam.servers.knowledge.store import KnowledgeStore
+from evoteam.servers.knowledge.verified import RANKED
 from evoteam.servers.retrieval.models import (
     EXCERPT_CHARS,
     DecisionStats,
@@ -161,7 +162,7 @@ class RetrievalStore:
             row = await self._run_row(conn, run_id)
             order = "DESC" if row["direction"] == "maximize" else "ASC"
             async with conn.execute(
-                f"SELECT score FROM candidates WHERE run_id = ? AND status = 'PASSED' AND score IS NOT NULL "
+                f"SELECT score FROM candidates WHERE run_id = ? AND {RANKED} "
                 f"AND split != 'heldout' ORDER BY score {order} LIMIT 1", (run_id,)) as cur:
                 best = await cur.fetchone()
         return RunInfo(id=row["id"], project=row["project"], goal=row["goal"], direction=row["direction"], x0=row["x0"],

@@ -1,0 +1,82 @@
+"""What `bench.evaluate(candidate_path=...)` may read, and how the bench records a verified result.
+
+The bench reads a candidate file with the bench's own rights and stores its text in the shared
+knowledge store, so an unchecked path is a way to read any file (`/proc/self/environ`, the
+held-out secret, someone's keys) and publish it to the whole project. A candidate path must:
+
+- resolve (links followed) inside one of the allowed folders: the bench's working directory
+  (the caller's project or worktree), a configured candidate folder (`candidate_dirs`,
+  `EVOTEAM_CANDIDATE_DIRS`), or a kit folder (its baseline and examples are candidates too);
+- never resolve under evoteam's state directory (the store file's folder: secrets, locks);
+- be a regular file (no FIFO, device or directory) ending in .py or .json, of bounded size.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from evoteam.config import Settings
+from evoteam.errors import DomainError
+from evoteam.servers.knowledge.errors import Forbidden
+from evoteam.servers.knowledge.models import Candidate, CandidateCreate
+from evoteam.servers.knowledge.store import KnowledgeStore
+
+MAX_CANDIDATE_BYTES = 2_000_000
+SUFFIXES = (".py", ".json")
+
+
+def candidate_roots(settings: Settings, cwd: Path | None = None, extra: tuple[Path, ...] = ()) -> list[Path]:
+    """The folders a candidate file may live in, resolved."""
+    roots = [Path(cwd or Path.cwd()), *settings.candidate_dirs, *settings.kits_dirs, *extra]
+    return [r.expanduser().resolve() for r in roots]
+
+
+def _state_root(settings: Settings) -> Path:
+    return Path(settings.db).expanduser().resolve().parent
+
+
+def check_candidate_path(settings: Settings, candidate_path: str, cwd: Path | None = None,
+                         extra_roots: tuple[Path, ...] = ()) -> Path:
+    """The resolved candidate file, or a DomainError saying why it may not be read."""
+    given = Path(candidate_path).expanduser()
+    if not given.is_absolute():
+        given = Path(cwd or Path.cwd()) / given
+    path = given.resolve()
+    state = _state_root(settings)
+    if path == state or state in path.parents:
+        raise DomainError(f"{candidate_path} is inside evoteam's state folder; a candidate lives in your "
+                          f"project or worktree")
+    roots = candidate_roots(settings, cwd, extra_roots)
+    if not any(path == r or r in path.parents for r in roots):
+        raise DomainError(f"{candidate_path} is outside your project: put the candidate in your working folder "
+                          f"(or a folder listed in EVOTEAM_CANDIDATE_DIRS), or pass its code instead")
+    if path.suffix not in SUFFIXES:
+        raise DomainError(f"{candidate_path} is not a .py file or a FlashInfer-Bench solution .json")
+    try:
+        info = os.stat(path)
+    except OSError:
+        raise DomainError(f"candidate file {candidate_path} does not exist; pass an existing .py path or the code "
+                          f"itself") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise DomainError(f"{candidate_path} is not a regular file; pass a .py file or the code itself")
+    if info.st_size > MAX_CANDIDATE_BYTES:
+        raise DomainError(f"{candidate_path} is {info.st_size} bytes; the limit is {MAX_CANDIDATE_BYTES}")
+    return path
+
+
+UNVERIFIED_NOTE = ("recorded as unverified: the shared knowledge server's token is not a verifier, so this "
+                   "score is listed but never ranked (give the bench a token made with `evoteam token add "
+                   "--verifier`)")
+
+
+async def record_measured(store: KnowledgeStore, record: CandidateCreate) -> tuple[Candidate, str | None]:
+    """Record a result the bench measured, as verified. In process the bench holds the verifier
+    capability; over a shared server the token decides (`evoteam token add --verifier`), and a
+    plain token's result is kept as an unverified claim, with a note saying so."""
+    bench = store.with_actor(store.actor.model_copy(update={"verifier": True}))
+    try:
+        return await bench.record_candidate(record.model_copy(update={"verified": True})), None
+    except Forbidden:
+        return await store.record_candidate(record.model_copy(update={"verified": False})), UNVERIFIED_NOTE

@@ -1,0 +1,42 @@
+"""Verified versus self-reported scores.
+
+Only the bench measures a candidate; any other writer (an agent's `record_candidate`, a script
+on the store endpoint, an imported export) only *claims* a score. A candidate row says which
+(`verified`), and every ranking — a run's best, `best_candidates`, the trajectory's best so far,
+and everything built on them (hooks, supervisor, reports) — counts only verified, unflagged,
+passing candidates. Self-reported candidates stay visible (list, get, search) but never rank.
+
+Who may write `verified=True`: an actor with the `verifier` capability. The in-process bench has
+it; over HTTP it comes only from a token made with `evoteam token add --verifier`.
+"""
+
+from __future__ import annotations
+
+from evoteam.servers.knowledge.db import register_migrations
+from evoteam.servers.knowledge.errors import Forbidden
+
+# The SQL condition (over `candidates`) of a candidate that may rank. Flagged results (the
+# harness suspected tampering or a measurement it cannot trust) never rank until reviewed.
+RANKED = "status = 'PASSED' AND score IS NOT NULL AND verified = 1 AND flagged = 0"
+
+register_migrations("knowledge.verified", [
+    """
+    ALTER TABLE candidates ADD COLUMN verified INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE tokens ADD COLUMN verifier INTEGER NOT NULL DEFAULT 0;
+    DROP INDEX IF EXISTS candidates_score;
+    CREATE INDEX candidates_ranked ON candidates(run_id, verified, flagged, status, score);
+    """,
+])
+
+
+def check_may_verify(verified: bool, actor_is_verifier: bool) -> None:
+    """Refuse a verified score from anyone but the bench (or a verifier token)."""
+    if verified and not actor_is_verifier:
+        raise Forbidden("only the bench records verified scores: evaluate the candidate with bench.evaluate, "
+                        "or record it without verified (it is then listed but never ranked)")
+
+
+def ranks(status: str, score: float | None, verified: bool, flagged: bool) -> bool:
+    """The Python twin of RANKED, for views that walk rows themselves (trajectory)."""
+    return status == "PASSED" and score is not None and verified and not flagged
+
