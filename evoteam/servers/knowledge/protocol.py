@@ -14,6 +14,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import Field, ValidationError
 
+from evoteam.servers.guard import EvoServer
 from evoteam.errors import DomainError
 from evoteam.servers.knowledge import errors
 from evoteam.servers.knowledge.services import (
@@ -31,7 +32,7 @@ TeamVersion = Annotated[int | None, Field(ge=0)]
 
 def build_store_server(store: KnowledgeStore, actor_of: Callable[[Context], Actor]) -> MCPServer:
     """The `/store` endpoint: one tool that runs a service method as the token's actor."""
-    server = MCPServer("knowledge-store", log_level="WARNING",
+    server = EvoServer("knowledge-store", log_level="WARNING",
                        instructions="evoteam's store protocol, used by evoteam's own servers; agents use /mcp.")
 
     @server.tool()
