@@ -41,6 +41,7 @@ from evoteam.servers.knowledge.models import (
     Trajectory,
     WorkloadResult,
 )
+from evoteam.servers.knowledge.scope import guard
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
 
 INSTRUCTIONS = """\
@@ -117,7 +118,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     server = EvoServer("knowledge", instructions=INSTRUCTIONS, lifespan=holder.lifespan, log_level="WARNING")
 
     def kb(ctx: Context, role: str | None = None, team_version: int | None = None) -> KnowledgeStore:
-        return holder.scoped(role, team_version, actor=actor_resolver(ctx) if actor_resolver else None)
+        return guard(holder.scoped(role, team_version, actor=actor_resolver(ctx) if actor_resolver else None),
+                     "knowledge")
 
     # ------------------------------------------------------------ runs
 
