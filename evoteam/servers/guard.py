@@ -20,7 +20,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
-from mcp_types import ErrorData, JSONRPCError
+from mcp_types import ErrorData, JSONRPCError, jsonrpc_message_adapter
 from mcp_types.jsonrpc import INVALID_REQUEST, PARSE_ERROR
 from pydantic import ValidationError
 
@@ -47,8 +47,10 @@ class EvoServer(MCPServer):
     async def call_tool(self, name: str, arguments: dict[str, Any], context=None):
         try:
             return await super().call_tool(name, arguments, context)
-        except UnexpectedToolError:
-            raise
+        except UnexpectedToolError as exc:
+            # The cause stays in the server's log; the caller learns it was not their input.
+            raise UnexpectedToolError(f"{name} failed inside the server ({type(exc.__cause__).__name__}); "
+                                      f"the server's log has the details") from exc.__cause__
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError):
                 raise ToolError(f"{name}: {describe_validation(exc.__cause__)}") from exc.__cause__
@@ -98,9 +100,61 @@ class AnsweringReadStream:
                 raise StopAsyncIteration from None
 
 
+class AnswerUnreadableHTTP:
+    """ASGI middleware for the streamable-HTTP endpoints: a POST body that is not a JSON-RPC
+    message gets the same one-line JSON-RPC error as over stdio, with the request's id (the
+    SDK answers with pydantic's dump and no id). Runs inside authentication: only a caller
+    with a valid token gets this far; bodies without a length or over `max_body` go on to the
+    SDK, which refuses them by size."""
+
+    def __init__(self, app, max_body: int):
+        self.app, self.max_body = app, max_body
+
+    async def __call__(self, scope, receive, send) -> None:
+        if (scope["type"] != "http" or scope["method"] != "POST"
+                or not getattr(scope.get("user"), "is_authenticated", False)):
+            return await self.app(scope, receive, send)
+        length = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if not length.isdigit() or int(length) > self.max_body:
+            return await self.app(scope, receive, send)
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return await self.app(scope, _replay([], message, receive), send)
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        try:
+            jsonrpc_message_adapter.validate_json(body, by_name=False)
+        except ValidationError as exc:
+            reply = unreadable_reply(exc).model_dump_json(by_alias=True, exclude_unset=True).encode()
+            await send({"type": "http.response.start", "status": 400,
+                        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(reply)).encode())]})
+            await send({"type": "http.response.body", "body": reply})
+            return
+        await self.app(scope, _replay([body], None, receive), send)
+
+
+def _replay(bodies: list[bytes], pending, receive):
+    """A `receive` that first hands back what was already read."""
+    queue = [{"type": "http.request", "body": b, "more_body": False} for b in bodies]
+    if pending is not None:
+        queue.append(pending)
+
+    async def replay():
+        return queue.pop(0) if queue else await receive()
+
+    return replay
+
+
 def unreadable_reply(exc: Exception) -> JSONRPCError:
     """The JSON-RPC error for a message the transport could not read."""
     line = _raw_input(exc)
+    if isinstance(line, dict):  # JSON, but not a JSON-RPC message
+        request_id = line.get("id") if isinstance(line.get("id"), int | str) else None
+        return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(
+            code=INVALID_REQUEST, message="Invalid request: not a JSON-RPC 2.0 request, notification or response"))
     request_id = find_request_id(line) if line is not None else None
     code, message = PARSE_ERROR, "Parse error: the message is not valid JSON"
     try:
@@ -122,12 +176,15 @@ def unreadable_reply(exc: Exception) -> JSONRPCError:
     return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
 
 
-def _raw_input(exc: Exception) -> str | None:
+def _raw_input(exc: Exception) -> str | dict | None:
+    """The line the transport could not read (or the object, when it was JSON but not JSON-RPC)."""
     if isinstance(exc, ValidationError):
         for err in exc.errors():
             value = err.get("input")
-            if isinstance(value, str | bytes):
-                return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+            if isinstance(value, bytes):
+                return value.decode("utf-8", "replace")
+            if isinstance(value, str | dict):
+                return value
     return None
 
 

@@ -17,8 +17,10 @@ import uvicorn
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 
 from evoteam.config import Settings
+from evoteam.servers.guard import AnswerUnreadableHTTP
 from evoteam.servers.knowledge.auth import StoreTokenVerifier, count_active_tokens
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.protocol import build_store_server
@@ -74,7 +76,9 @@ def build_http_app(settings: Settings, store: LocalKnowledgeStore, *, host: str 
             yield
 
     return Starlette(routes=[*agent_app.routes, *protocol_app.routes],
-                     middleware=agent_app.user_middleware, lifespan=lifespan)
+                     middleware=[*agent_app.user_middleware,
+                                 Middleware(AnswerUnreadableHTTP, max_body=settings.max_request_bytes)],
+                     lifespan=lifespan)
 
 
 async def serve_http_async(settings: Settings, host: str, port: int, allowed_hosts: list[str],

@@ -313,7 +313,7 @@ class LocalKnowledgeStore(KnowledgeStore):
             if (done := await self._replay(conn, run, "learning", spec)) is not None:
                 return await self._get_learning(conn, done)
             await self._check_evidence(conn, spec.run_id, spec.evidence)
-            if spec.supersedes:
+            if spec.supersedes is not None:
                 old = await self._get_learning(conn, spec.supersedes)
                 if old.run_id != spec.run_id:
                     raise Invalid("a learning can only supersede one of the same run")
@@ -327,7 +327,7 @@ class LocalKnowledgeStore(KnowledgeStore):
                 "tags": json.dumps(spec.tags), "evidence": json.dumps(spec.evidence),
                 "confidence": spec.confidence, "supersedes": spec.supersedes, **prov,
             })
-            if spec.supersedes:
+            if spec.supersedes is not None:
                 await conn.execute("UPDATE learnings SET superseded_by = ? WHERE id = ?",
                                    (learning_id, spec.supersedes))
             await self._index(conn, "learning", learning_id, spec.run_id, run["project"],
@@ -504,11 +504,11 @@ class LocalKnowledgeStore(KnowledgeStore):
             run = await self.visible_run_row(conn, spec.run_id)
             if (done := await self._replay(conn, run, "candidate", spec)) is not None:
                 return await self._get_candidate(conn, done)
-            if spec.parent_id:
+            if spec.parent_id is not None:
                 parent = await self._get_candidate(conn, spec.parent_id)
                 if parent.run_id != spec.run_id:
                     raise Invalid(f"parent {spec.parent_id} belongs to another run")
-            if spec.artifact_id:
+            if spec.artifact_id is not None:
                 art = await self._get_artifact_info(conn, spec.artifact_id)
                 if art.run_id != spec.run_id:
                     raise Invalid(f"artifact {spec.artifact_id} belongs to another run")
