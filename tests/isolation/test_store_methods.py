@@ -7,6 +7,8 @@ arguments here, or without a scope declaration (knowledge/scope.py), fails this 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -17,7 +19,7 @@ from evoteam.servers.knowledge.errors import Invalid, StoreError
 from evoteam.servers.knowledge.models import RunCreate
 from evoteam.servers.knowledge.services import COMPONENT_SERVICES, service_methods, undeclared_methods
 from tests.isolation.conftest import ALICE, Shared
-from tests.isolation.world import leaks, missing_like, snapshot, store_calls, substitute
+from tests.isolation.world import SECRET, leaks, missing_like, snapshot, store_calls, substitute
 
 SERVICES = ["knowledge", *COMPONENT_SERVICES]
 
@@ -78,3 +80,23 @@ async def test_a_scoped_caller_never_chooses_a_run_id(shared: Shared, which: str
     with pytest.raises(Invalid) as err:
         await shared.bob.start_run(RunCreate(goal="mine", run_id=run_id))
     assert str(err.value) == "run_id is chosen by the server on a shared knowledge server: omit it"
+
+
+def _cli(shared: Shared, *args: str) -> subprocess.CompletedProcess:
+    env = {**shared.server.env(), "EVOTEAM_KNOWLEDGE_URL": shared.server.url, "EVOTEAM_TOKEN": shared.bob_token,
+           "EVOTEAM_DB": str(shared.db.parent / "bob-local.db")}
+    return subprocess.run([sys.executable, "-m", "evoteam.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+async def test_the_cli_against_a_shared_store_sees_only_its_project(shared: Shared):
+    """The CLI (and hooks, which open the store the same way) as bob: alice's run reads as a
+    missing one, and listing and searching show nothing of alice's."""
+    theirs, nowhere = shared.alice["runs"], missing_like(shared.alice["runs"])
+    a, m = _cli(shared, "kb", "learnings", theirs), _cli(shared, "kb", "learnings", nowhere)
+    assert a.returncode == m.returncode == 1
+    assert a.stderr.replace(theirs, "<ID>") == m.stderr.replace(nowhere, "<ID>") and "Traceback" not in a.stderr
+    listed = _cli(shared, "kb", "runs", "--json")
+    assert listed.returncode == 0 and shared.mine["runs"] in listed.stdout and not leaks(listed.stdout, shared.alice)
+    found = _cli(shared, "kb", "search", SECRET)
+    assert found.returncode == 0 and not leaks(found.stdout, shared.alice)
