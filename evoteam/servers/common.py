@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from evoteam.config import Settings
 from evoteam.errors import DomainError
+from evoteam.servers.guard import describe_validation
 from evoteam.servers.knowledge.errors import StoreError
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
 
@@ -35,15 +36,6 @@ def tool_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
             raise ToolError(describe_validation(exc)) from exc
 
     return wrapper
-
-
-def describe_validation(exc: ValidationError) -> str:
-    """One line per bad field, without pydantic's URLs: what was wrong and where."""
-    lines = []
-    for err in exc.errors():
-        where = ".".join(str(part) for part in err["loc"]) or "arguments"
-        lines.append(f"{where}: {err['msg']}")
-    return "invalid arguments: " + "; ".join(lines)
 
 
 def resource_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:

@@ -13,6 +13,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
+from evoteam.servers.guard import EvoServer
 from evoteam.config import Settings
 from evoteam.servers.bench import core
 from evoteam.servers.bench.models import Comparison, Evaluation, KitDetail, KitList, Split
@@ -35,7 +36,7 @@ Cursor = Annotated[str | None, Field(description="next_cursor from the previous 
 def build_server(settings: Settings, store: KnowledgeStore | None = None) -> MCPServer:
     """Build the bench server. Without `store`, it opens the configured store for its lifetime."""
     holder = ServerStore(settings, store, "bench")
-    server = MCPServer("bench", instructions=INSTRUCTIONS, lifespan=holder.lifespan, log_level="WARNING")
+    server = EvoServer("bench", instructions=INSTRUCTIONS, lifespan=holder.lifespan, log_level="WARNING")
     kb = holder.scoped
 
     def reporter(ctx: Context):

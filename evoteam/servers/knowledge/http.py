@@ -20,6 +20,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
 from evoteam.config import Settings
+from evoteam.servers.guard import AnswerUnreadableHTTP
 from evoteam.servers.knowledge.auth import StoreTokenVerifier, count_active_tokens
 from evoteam.servers.knowledge.hostcheck import ExactHostOrigin
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
@@ -77,7 +78,9 @@ def build_http_app(settings: Settings, store: LocalKnowledgeStore, *, host: str 
 
     exact = Middleware(ExactHostOrigin, hosts=security.allowed_hosts, origins=security.allowed_origins)
     return Starlette(routes=[*agent_app.routes, *protocol_app.routes],
-                     middleware=[exact, *agent_app.user_middleware], lifespan=lifespan)
+                     middleware=[exact, *agent_app.user_middleware,
+                                 Middleware(AnswerUnreadableHTTP, max_body=settings.max_request_bytes)],
+                     lifespan=lifespan)
 
 
 def plain_http_warning(host: str) -> str | None:

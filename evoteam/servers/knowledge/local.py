@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import aiosqlite
 
+from evoteam.servers.knowledge import idempotency
 from evoteam.servers.knowledge.bundlecheck import existing_ids
 from evoteam.servers.knowledge.db import Database
 from evoteam.servers.knowledge.errors import Forbidden, Invalid, NotFound, TooLarge
@@ -52,6 +53,7 @@ from evoteam.servers.knowledge.models import (
     normalised_discovery_gain,
 )
 from evoteam.servers.knowledge.render import render_history, render_learnings
+from evoteam.servers.knowledge.scope import missing
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
 from evoteam.servers.knowledge.verified import RANKED, check_may_verify, ranks
 
@@ -168,10 +170,13 @@ class LocalKnowledgeStore(KnowledgeStore):
         async with conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)) as cur:
             row = await cur.fetchone()
         # A run outside the token's project is reported as missing: its existence is not shared.
-        if row is None or (self.actor.project is not None and row["project"] != self.actor.project):
-            raise NotFound(f"no run {run_id!r} visible to you: list_runs shows the runs you can use, "
-                           f"start_run starts one")
+        if row is None or not self._sees(row):
+            raise missing("runs", run_id)
         return row
+
+    def _sees(self, row: sqlite3.Row) -> bool:
+        """Whether a row (every row carries its project) is within this actor's scope."""
+        return self.actor.project is None or row["project"] == self.actor.project
 
     async def _index(self, conn: aiosqlite.Connection, kind: str, ref_id: str, run_id: str, project: str,
                      title: str, body: str) -> None:
@@ -181,23 +186,12 @@ class LocalKnowledgeStore(KnowledgeStore):
             (title, body[:100_000], index_filters(kind, run_id, project), kind, ref_id, run_id, project),
         )
 
-    async def _replay(self, conn: aiosqlite.Connection, key: str | None, kind: str) -> str | None:
-        """The id a previous write with this idempotency key produced, if any."""
-        if not key:
-            return None
-        async with conn.execute("SELECT kind, ref_id FROM idempotency WHERE user = ? AND key = ?",
-                                (self.actor.user, key)) as cur:
-            row = await cur.fetchone()
-        if row is None:
-            return None
-        if row["kind"] != kind:
-            raise Invalid(f"idempotency key {key!r} was already used for a {row['kind']}; use a fresh key")
-        return row["ref_id"]
+    async def _replay(self, conn: aiosqlite.Connection, run: sqlite3.Row, kind: str, spec) -> str | None:
+        """The id a previous write with the spec's idempotency key produced in this run, if any."""
+        return await idempotency.replay(conn, run, kind, spec)
 
-    async def _remember(self, conn: aiosqlite.Connection, key: str | None, kind: str, ref_id: str) -> None:
-        if key:
-            await conn.execute("INSERT INTO idempotency (user, key, kind, ref_id) VALUES (?, ?, ?, ?)",
-                               (self.actor.user, key, kind, ref_id))
+    async def _remember(self, conn: aiosqlite.Connection, run: sqlite3.Row, kind: str, spec, ref_id: str) -> None:
+        await idempotency.remember(conn, run, kind, spec, ref_id, self.actor.user)
 
     async def _run_page(self, table: str, row_to_model, run_id: str, filters: dict[str, Any], limit: int,
                         cursor: str | None) -> Page:
@@ -301,9 +295,8 @@ class LocalKnowledgeStore(KnowledgeStore):
     async def _get_learning(self, conn: aiosqlite.Connection, learning_id: str) -> Learning:
         async with conn.execute("SELECT * FROM learnings WHERE id = ?", (learning_id,)) as cur:
             row = await cur.fetchone()
-        if row is None:
-            raise NotFound(f"no learning {learning_id!r}")
-        await self.visible_run_row(conn, row["run_id"])
+        if row is None or not self._sees(row):
+            raise missing("learnings", learning_id)
         return self._learning(row)
 
     async def _check_evidence(self, conn: aiosqlite.Connection, run_id: str, evidence: list[str]) -> None:
@@ -318,11 +311,11 @@ class LocalKnowledgeStore(KnowledgeStore):
 
     async def add_learning(self, spec: LearningCreate) -> Learning:
         async with self.db.write() as conn:
-            if (done := await self._replay(conn, spec.idempotency_key, "learning")) is not None:
-                return await self._get_learning(conn, done)
             run = await self.visible_run_row(conn, spec.run_id)
+            if (done := await self._replay(conn, run, "learning", spec)) is not None:
+                return await self._get_learning(conn, done)
             await self._check_evidence(conn, spec.run_id, spec.evidence)
-            if spec.supersedes:
+            if spec.supersedes is not None:
                 old = await self._get_learning(conn, spec.supersedes)
                 if old.run_id != spec.run_id:
                     raise Invalid("a learning can only supersede one of the same run")
@@ -336,12 +329,12 @@ class LocalKnowledgeStore(KnowledgeStore):
                 "tags": json.dumps(spec.tags), "evidence": json.dumps(spec.evidence),
                 "confidence": spec.confidence, "supersedes": spec.supersedes, **prov,
             })
-            if spec.supersedes:
+            if spec.supersedes is not None:
                 await conn.execute("UPDATE learnings SET superseded_by = ? WHERE id = ?",
                                    (learning_id, spec.supersedes))
             await self._index(conn, "learning", learning_id, spec.run_id, run["project"],
                               f"{spec.kind}: {' '.join(spec.tags)}", spec.text)
-            await self._remember(conn, spec.idempotency_key, "learning", learning_id)
+            await self._remember(conn, run, "learning", spec, learning_id)
         # The row is exactly what was written: no need to read it back (the hottest write path).
         return Learning(id=learning_id, run_id=spec.run_id, text=spec.text, kind=spec.kind, tags=spec.tags,
                         evidence=spec.evidence, confidence=spec.confidence, supersedes=spec.supersedes,
@@ -386,9 +379,9 @@ class LocalKnowledgeStore(KnowledgeStore):
             raise Invalid("a history entry needs at least one of observed_behaviour, diagnosis, "
                           "design_change, outcome")
         async with self.db.write() as conn:
-            if (done := await self._replay(conn, spec.idempotency_key, "history")) is not None:
-                return await self._get_history(conn, done)
             run = await self.visible_run_row(conn, spec.run_id)
+            if (done := await self._replay(conn, run, "history", spec)) is not None:
+                return await self._get_history(conn, done)
             entry_id = new_id("his")
             values = self.provenance_values(run["project"])
             if spec.team_version is not None:
@@ -401,7 +394,7 @@ class LocalKnowledgeStore(KnowledgeStore):
             body = "\n".join([spec.observed_behaviour, spec.diagnosis, spec.design_change, spec.outcome])
             await self._index(conn, "history", entry_id, spec.run_id, run["project"],
                               f"team v{values['team_version']}", body)
-            await self._remember(conn, spec.idempotency_key, "history", entry_id)
+            await self._remember(conn, run, "history", spec, entry_id)
             return await self._get_history(conn, entry_id)
 
     async def list_history(self, run_id: str, limit: int = 50, cursor: str | None = None) -> Page[HistoryEntry]:
@@ -446,9 +439,8 @@ class LocalKnowledgeStore(KnowledgeStore):
     async def _get_artifact_info(self, conn: aiosqlite.Connection, artifact_id: str) -> ArtifactInfo:
         async with conn.execute("SELECT * FROM artifacts WHERE id = ?", (artifact_id,)) as cur:
             row = await cur.fetchone()
-        if row is None:
-            raise NotFound(f"no artifact {artifact_id!r}: list_artifacts shows a run's artifacts")
-        await self.visible_run_row(conn, row["run_id"])
+        if row is None or not self._sees(row):
+            raise missing("artifacts", artifact_id)
         return self._artifact_info(row)
 
     async def put_artifact(self, spec: ArtifactCreate) -> ArtifactInfo:
@@ -456,9 +448,9 @@ class LocalKnowledgeStore(KnowledgeStore):
         data, is_text = self._decode_content(spec)
         digest = hashlib.sha256(data).hexdigest()
         async with self.db.write() as conn:
-            if (done := await self._replay(conn, spec.idempotency_key, "artifact")) is not None:
-                return await self._get_artifact_info(conn, done)
             run = await self.visible_run_row(conn, spec.run_id)
+            if (done := await self._replay(conn, run, "artifact", spec)) is not None:
+                return await self._get_artifact_info(conn, done)
             await conn.execute("INSERT OR IGNORE INTO blobs (sha256, size, data) VALUES (?, ?, ?)",
                                (digest, len(data), data))
             artifact_id = new_id("art")
@@ -468,7 +460,7 @@ class LocalKnowledgeStore(KnowledgeStore):
             })
             await self._index(conn, "artifact", artifact_id, spec.run_id, run["project"],
                               f"{spec.kind}: {spec.name}", spec.text if is_text else "")
-            await self._remember(conn, spec.idempotency_key, "artifact", artifact_id)
+            await self._remember(conn, run, "artifact", spec, artifact_id)
             return await self._get_artifact_info(conn, artifact_id)
 
     async def get_artifact(self, artifact_id: str) -> Artifact:
@@ -503,9 +495,8 @@ class LocalKnowledgeStore(KnowledgeStore):
     async def _get_candidate(self, conn: aiosqlite.Connection, candidate_id: str) -> Candidate:
         async with conn.execute("SELECT * FROM candidates WHERE id = ?", (candidate_id,)) as cur:
             row = await cur.fetchone()
-        if row is None:
-            raise NotFound(f"no candidate {candidate_id!r}: best_candidates or trajectory list a run's candidates")
-        await self.visible_run_row(conn, row["run_id"])
+        if row is None or not self._sees(row):
+            raise missing("candidates", candidate_id)
         return self._candidate(row)
 
     async def record_candidate(self, spec: CandidateCreate) -> Candidate:
@@ -513,14 +504,14 @@ class LocalKnowledgeStore(KnowledgeStore):
             raise Invalid("a candidate needs its code or an artifact_id holding it")
         check_may_verify(spec.verified, self.actor.verifier)
         async with self.db.write() as conn:
-            if (done := await self._replay(conn, spec.idempotency_key, "candidate")) is not None:
-                return await self._get_candidate(conn, done)
             run = await self.visible_run_row(conn, spec.run_id)
-            if spec.parent_id:
+            if (done := await self._replay(conn, run, "candidate", spec)) is not None:
+                return await self._get_candidate(conn, done)
+            if spec.parent_id is not None:
                 parent = await self._get_candidate(conn, spec.parent_id)
                 if parent.run_id != spec.run_id:
                     raise Invalid(f"parent {spec.parent_id} belongs to another run")
-            if spec.artifact_id:
+            if spec.artifact_id is not None:
                 art = await self._get_artifact_info(conn, spec.artifact_id)
                 if art.run_id != spec.run_id:
                     raise Invalid(f"artifact {spec.artifact_id} belongs to another run")
@@ -536,7 +527,7 @@ class LocalKnowledgeStore(KnowledgeStore):
             })
             await self._index(conn, "candidate", candidate_id, spec.run_id, run["project"],
                               f"candidate {spec.status} score {spec.score}", spec.notes)
-            await self._remember(conn, spec.idempotency_key, "candidate", candidate_id)
+            await self._remember(conn, run, "candidate", spec, candidate_id)
             return await self._get_candidate(conn, candidate_id)
 
     async def get_candidate(self, candidate_id: str) -> Candidate:
@@ -591,15 +582,15 @@ class LocalKnowledgeStore(KnowledgeStore):
 
     async def record_cost(self, spec: CostCreate) -> CostEntry:
         async with self.db.write() as conn:
-            done = await self._replay(conn, spec.idempotency_key, "cost")
+            run = await self.visible_run_row(conn, spec.run_id)
+            done = await self._replay(conn, run, "cost", spec)
             if done is None:
-                run = await self.visible_run_row(conn, spec.run_id)
                 done = new_id("cost")
                 await insert_row(conn, "costs", {
                     "id": done, "run_id": spec.run_id, "usd": spec.usd, "source": spec.source,
                     "detail": json.dumps(spec.detail, default=str), **self.provenance_values(run["project"]),
                 })
-                await self._remember(conn, spec.idempotency_key, "cost", done)
+                await self._remember(conn, run, "cost", spec, done)
             async with conn.execute("SELECT * FROM costs WHERE id = ?", (done,)) as cur:
                 return self._cost(await cur.fetchone())
 

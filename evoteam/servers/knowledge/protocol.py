@@ -14,8 +14,10 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from pydantic import Field, ValidationError
 
+from evoteam.servers.guard import EvoServer
 from evoteam.errors import DomainError
 from evoteam.servers.knowledge import errors
+from evoteam.servers.knowledge.scope import guard
 from evoteam.servers.knowledge.services import (
     CallError,
     CallResult,
@@ -31,7 +33,7 @@ TeamVersion = Annotated[int | None, Field(ge=0)]
 
 def build_store_server(store: KnowledgeStore, actor_of: Callable[[Context], Actor]) -> MCPServer:
     """The `/store` endpoint: one tool that runs a service method as the token's actor."""
-    server = MCPServer("knowledge-store", log_level="WARNING",
+    server = EvoServer("knowledge-store", log_level="WARNING",
                        instructions="evoteam's store protocol, used by evoteam's own servers; agents use /mcp.")
 
     @server.tool()
@@ -51,7 +53,7 @@ def build_store_server(store: KnowledgeStore, actor_of: Callable[[Context], Acto
         except ValidationError as exc:
             return CallResult(error=CallError(type="Invalid", message=f"bad arguments for {method}: {exc}"))
         scoped = store.with_actor(actor)
-        target = scoped if service == "knowledge" else service_class(service)(scoped)
+        target = guard(scoped if service == "knowledge" else service_class(service)(scoped), service)
         try:
             value = await getattr(target, method)(**dict(parsed))
         except (errors.StoreError, DomainError) as exc:

@@ -53,14 +53,21 @@ class RemoteKnowledgeStore(KnowledgeStore):
         endpoint = store_endpoint(url)
         http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
                                   timeout=httpx2.Timeout(timeout, read=timeout * 5))
-        async with AsyncExitStack() as stack:
-            await stack.enter_async_context(http)
-            await _preflight(http, endpoint)
-            try:
-                client = await stack.enter_async_context(Client(_transport(endpoint, http)))
-            except Exception as exc:  # the SDK raises exception groups around transport errors
-                raise Unavailable(f"cannot open an MCP session with {endpoint}: {first_leaf(exc)}") from None
-            yield cls(client, actor)
+        try:
+            async with AsyncExitStack() as stack:
+                await stack.enter_async_context(http)
+                await _preflight(http, endpoint)
+                try:
+                    client = await stack.enter_async_context(Client(_transport(endpoint, http)))
+                except Exception as exc:  # the SDK raises exception groups around transport errors
+                    raise Unavailable(f"cannot open an MCP session with {endpoint}: {first_leaf(exc)}") from None
+                yield cls(client, actor)
+        except BaseExceptionGroup as group:
+            # The client's task group wraps what the caller's code raised (a NotFound, say);
+            # hand back that one error, so callers catch it as they would from a local store.
+            if len(group.exceptions) == 1 and not isinstance(sole := first_leaf(group), BaseExceptionGroup):
+                raise sole from None
+            raise
 
     def with_actor(self, actor: Actor) -> RemoteKnowledgeStore:
         return RemoteKnowledgeStore(self._client, actor)

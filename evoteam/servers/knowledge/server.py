@@ -15,6 +15,7 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import Context
 from pydantic import BaseModel, Field
 
+from evoteam.servers.guard import EvoServer
 from evoteam.config import Settings
 from evoteam.servers.common import ServerStore, resource_errors, tool_errors
 from evoteam.servers.knowledge.models import (
@@ -40,6 +41,7 @@ from evoteam.servers.knowledge.models import (
     Trajectory,
     WorkloadResult,
 )
+from evoteam.servers.knowledge.scope import guard
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
 
 INSTRUCTIONS = """\
@@ -114,10 +116,11 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                  actor_resolver: ActorResolver | None = None) -> MCPServer:
     """Build the knowledge server. Without `store`, it opens the configured store for its lifetime."""
     holder = ServerStore(settings, store, "knowledge")
-    server = MCPServer("knowledge", instructions=INSTRUCTIONS, lifespan=holder.lifespan, log_level="WARNING")
+    server = EvoServer("knowledge", instructions=INSTRUCTIONS, lifespan=holder.lifespan, log_level="WARNING")
 
     def kb(ctx: Context, role: str | None = None, team_version: int | None = None) -> KnowledgeStore:
-        return holder.scoped(role, team_version, actor=actor_resolver(ctx) if actor_resolver else None)
+        return guard(holder.scoped(role, team_version, actor=actor_resolver(ctx) if actor_resolver else None),
+                     "knowledge")
 
     # ------------------------------------------------------------ runs
 

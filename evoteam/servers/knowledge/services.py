@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
 
 from evoteam.servers.knowledge import errors
+from evoteam.servers.knowledge.scope import declaration
 from evoteam.servers.knowledge.store import KnowledgeStore
 
 # service name -> "module:Class". A component class is built as Class(knowledge_store) and
@@ -41,13 +42,19 @@ def service_class(service: str) -> type:
 
 @functools.cache
 def service_methods(service: str) -> tuple[str, ...]:
-    """The methods a remote caller may invoke: the public interface, nothing else (no import,
-    no token administration, no private helpers)."""
+    """The methods a remote caller may invoke: those declared with their scope (scope.py), and
+    nothing else (no import, no token administration, no private helpers)."""
     cls = service_class(service)
-    if cls is KnowledgeStore:
-        return tuple(sorted(n for n in KnowledgeStore.__abstractmethods__ if n != "with_actor"))
-    return tuple(sorted(name for name, fn in vars(cls).items()
-                        if not name.startswith("_") and inspect.iscoroutinefunction(fn)))
+    names = KnowledgeStore.__abstractmethods__ if cls is KnowledgeStore else vars(cls)
+    return tuple(sorted(name for name in names if not name.startswith("_") and declaration(cls, name) is not None))
+
+
+def undeclared_methods(service: str) -> list[str]:
+    """Public coroutine methods of a service without a scope declaration (should be none)."""
+    cls = service_class(service)
+    names = KnowledgeStore.__abstractmethods__ - {"with_actor"} if cls is KnowledgeStore else [
+        name for name, fn in vars(cls).items() if not name.startswith("_") and inspect.iscoroutinefunction(fn)]
+    return sorted(name for name in names if declaration(cls, name) is None)
 
 
 class CallError(BaseModel):

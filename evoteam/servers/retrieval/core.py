@@ -217,7 +217,7 @@ class RetrievalService:
             config=inp.config,
             knowledge_state=inp.knowledge_state or (gate.knowledge_state if gate else KnowledgeState()),
             predictor=self.predictor.name, next_queries=list(inp.queries), notes=list(self.notes))
-        await self.rstore.create_search(state)
+        state = await self.rstore.create_search(state)
         return await self._advance(state, run, progress or _no_progress)
 
     async def score_documents(self, inp: ScoreInput, progress: Progress | None = None) -> SearchReply:

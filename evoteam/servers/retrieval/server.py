@@ -16,6 +16,7 @@ from mcp.server.mcpserver import Context
 from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
+from evoteam.servers.guard import EvoServer
 from evoteam.config import Settings
 from evoteam.servers.common import DomainError, session_actor, tool_errors
 from evoteam.servers.knowledge.store import KnowledgeStore
@@ -97,7 +98,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *, pre
                 finally:
                     await holder.pop("service").aclose()
 
-    server = MCPServer("retrieval", instructions=INSTRUCTIONS, lifespan=lifespan)
+    server = EvoServer("retrieval", instructions=INSTRUCTIONS, lifespan=lifespan)
 
     def svc() -> RetrievalService:
         try:

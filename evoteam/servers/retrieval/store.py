@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from evoteam.errors import DomainError
 from evoteam.servers.knowledge.errors import Invalid, NotFound
 from evoteam.servers.knowledge.local import fts_query, insert_row, new_id, now
+from evoteam.servers.knowledge.scope import Ref, scoped
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.verified import RANKED
 from evoteam.servers.retrieval.models import (
@@ -128,6 +129,12 @@ class IdList(BaseModel):
     ids: list[str]
 
 
+# The rows a search's stored state names: its run, its gate and the documents it has seen.
+STATE_REFS = (Ref("state.run_id", "runs"), Ref("state.gate_id", "retrieval_gates"),
+              Ref("state.pool[]", "retrieval_documents"), Ref("state.pending[]", "retrieval_documents"),
+              Ref("state.kept[]", "retrieval_documents"))
+
+
 class RetrievalStore:
     """Documents, queries, gate decisions, frozen forecasts and outcomes."""
 
@@ -157,6 +164,7 @@ class RetrievalStore:
 
     _insert = staticmethod(insert_row)
 
+    @scoped(Ref("run_id", "runs"))
     async def run_info(self, run_id: str) -> RunInfo:
         async with self.db.read() as conn:
             row = await self._run_row(conn, run_id)
@@ -168,6 +176,7 @@ class RetrievalStore:
         return RunInfo(id=row["id"], project=row["project"], goal=row["goal"], direction=row["direction"], x0=row["x0"],
                        best_known=row["best_known"], best_score=best["score"] if best else None)
 
+    @scoped(Ref("candidate_id", "candidates"))
     async def candidate_score(self, candidate_id: str) -> float | None:
         async with self.db.read() as conn:
             async with conn.execute("SELECT run_id, score FROM candidates WHERE id = ?", (candidate_id,)) as cur:
@@ -180,6 +189,7 @@ class RetrievalStore:
 
     # ------------------------------------------------------------ documents and queries
 
+    @scoped(Ref("run_id", "runs"))
     async def previous_queries(self, run_id: str) -> StringList:
         async with self.db.read() as conn:
             await self._run_row(conn, run_id)
@@ -187,6 +197,7 @@ class RetrievalStore:
                                     "ORDER BY created_at", (run_id,)) as cur:
                 return StringList(items=[r["text"] for r in await cur.fetchall()])
 
+    @scoped(Ref("spec.query.run_id", "runs"), Ref("spec.query.search_id", "retrieval_searches"))
     async def record_query_results(self, spec: QueryResultsCreate) -> QueryResults:
         """Store a query, its results as documents (deduplicated by URL and content hash
         within the project), and one hit per result."""
@@ -246,6 +257,7 @@ class RetrievalStore:
                              new_documents=new_docs)
         return QueryResults(query=record, documents=stored)
 
+    @scoped(Ref("document_id", "retrieval_documents"))
     async def get_document(self, document_id: str) -> Document:
         async with self.db.read() as conn:
             async with conn.execute("SELECT * FROM retrieval_documents WHERE id = ?", (document_id,)) as cur:
@@ -263,6 +275,7 @@ class RetrievalStore:
                         content_sha256=row["content_sha256"], backend=row["backend"],
                         first_seen_at=datetime.fromisoformat(row["created_at"]), predictions=preds, outcomes=outs)
 
+    @scoped()
     async def existing_documents(self, ids: IdList) -> IdList:
         """The subset of `ids` that are stored documents visible to the caller."""
         if not ids.ids:
@@ -277,6 +290,7 @@ class RetrievalStore:
                 found = {r["id"] for r in await cur.fetchall()}
         return IdList(ids=[i for i in ids.ids if i in found])
 
+    @scoped(Ref("ids.ids[]", "retrieval_documents"), Ref("run_id", "runs"), Ref("search_id", "retrieval_searches"))
     async def document_refs(self, ids: IdList, run_id: str | None = None, search_id: str | None = None,
                             excerpt_chars: int = EXCERPT_CHARS) -> list[DocumentRef]:
         """Compact views of documents, in the order given, with the forecast made in
@@ -321,6 +335,7 @@ class RetrievalStore:
             promising=None if pred is None or pred["promising"] is None else bool(pred["promising"]),
             why=pred["why"] if pred else None, realised_score=best, outcomes=outcomes, improved=improved)
 
+    @scoped(Ref("run_id", "runs"))
     async def lookup_rows(self, run_id: str, text: str, limit: int = 200) -> LookupRows:
         """Stored documents a look-up may return: those matching `text` (the open questions)
         in the project's documents, plus every document this run forecast or credited."""
@@ -361,6 +376,7 @@ class RetrievalStore:
                                       best_prediction=best_pred))
         return LookupRows(rows=rows)
 
+    @scoped(Ref("run_id", "runs"))
     async def forecast_texts(self, run_id: str, k: int = 5, chars: int = 2000) -> LookupTexts:
         """Texts of the run's documents with the best and with the worst forecasts so far:
         relevance feedback for the query writer."""
@@ -379,6 +395,7 @@ class RetrievalStore:
 
     # ------------------------------------------------------------ gates and searches
 
+    @scoped(Ref("spec.run_id", "runs"), Ref("spec.parent_candidate_id", "candidates"))
     async def create_gate(self, spec: GateCreate) -> GateRecord:
         async with self.db.write() as conn:
             run = await self._run_row(conn, spec.run_id)
@@ -391,6 +408,7 @@ class RetrievalStore:
                 "n_candidates": spec.n_candidates, **prov})
         return GateRecord(id=gate_id, created_at=datetime.fromisoformat(prov["created_at"]), **spec.model_dump())
 
+    @scoped(Ref("gate_id", "retrieval_gates"))
     async def get_gate(self, gate_id: str) -> GateRecord:
         async with self.db.read() as conn:
             async with conn.execute("SELECT * FROM retrieval_gates WHERE id = ?", (gate_id,)) as cur:
@@ -408,12 +426,14 @@ class RetrievalStore:
             reason=row["reason"], knowledge_state=KnowledgeState.model_validate_json(row["knowledge_state"]),
             n_candidates=row["n_candidates"], created_at=datetime.fromisoformat(row["created_at"]))
 
+    @scoped(Ref("gate_id", "retrieval_gates"), Ref("ids.ids[]", "retrieval_documents"))
     async def link_gate_documents(self, gate_id: str, ids: IdList) -> None:
         async with self.db.write() as conn:
             for rank, doc_id in enumerate(ids.ids):
                 await conn.execute("INSERT OR IGNORE INTO retrieval_gate_documents (gate_id, document_id, rank) "
                                    "VALUES (?, ?, ?)", (gate_id, doc_id, rank))
 
+    @scoped(Ref("run_id", "runs"), Ref("ids.ids[]", "retrieval_documents"))
     async def latest_gate_for(self, run_id: str, ids: IdList) -> GateRecord | None:
         """The most recent gate of the run that handed out any of these documents."""
         if not ids.ids:
@@ -427,7 +447,10 @@ class RetrievalStore:
                 row = await cur.fetchone()
         return self._gate(row) if row else None
 
+    @scoped(*STATE_REFS)
     async def create_search(self, state: SearchState) -> SearchState:
+        """Store a new search under an id the store chooses; returns the state with that id."""
+        state = state.model_copy(update={"id": new_id("srch")})
         async with self.db.write() as conn:
             run = await self._run_row(conn, state.run_id)
             prov = self._prov(run["project"])
@@ -436,12 +459,14 @@ class RetrievalStore:
                 "state": state.model_dump_json(), "updated_at": prov["created_at"], **prov})
         return state
 
+    @scoped(Ref("state.id", "retrieval_searches"), *STATE_REFS)
     async def save_search(self, state: SearchState) -> SearchState:
         async with self.db.write() as conn:
             await conn.execute("UPDATE retrieval_searches SET status = ?, state = ?, updated_at = ? WHERE id = ?",
                                (state.status, state.model_dump_json(), now(), state.id))
         return state
 
+    @scoped(Ref("search_id", "retrieval_searches"))
     async def get_search(self, search_id: str) -> SearchState:
         async with self.db.read() as conn:
             async with conn.execute("SELECT run_id, state FROM retrieval_searches WHERE id = ?", (search_id,)) as cur:
@@ -461,6 +486,7 @@ class RetrievalStore:
             promising=None if row["promising"] is None else bool(row["promising"]), why=row["why"],
             predictor=row["predictor"], created_at=datetime.fromisoformat(row["created_at"]))
 
+    @scoped(Ref("specs[].run_id", "runs"), Ref("specs[].search_id", "retrieval_searches"), Ref("specs[].document_id", "retrieval_documents"))
     async def freeze_predictions(self, specs: list[PredictionCreate]) -> list[Prediction]:
         """Store forecasts. A document already forecast in the same search keeps its first
         forecast (frozen); the returned list holds the forecasts in force."""
@@ -484,6 +510,7 @@ class RetrievalStore:
                 [specs[0].search_id, *[s.document_id for s in specs]]) as cur:
                 return [self._prediction(r) for r in await cur.fetchall()]
 
+    @scoped(Ref("search_id", "retrieval_searches"))
     async def search_predictions(self, search_id: str) -> list[Prediction]:
         async with self.db.read() as conn:
             async with conn.execute("SELECT * FROM retrieval_predictions WHERE search_id = ? ORDER BY created_at",
@@ -500,6 +527,7 @@ class RetrievalStore:
             improved=None if row["improved"] is None else bool(row["improved"]),
             created_at=datetime.fromisoformat(row["created_at"]))
 
+    @scoped(Ref("spec.run_id", "runs"), Ref("spec.gate_id", "retrieval_gates"), Ref("spec.candidate_id", "candidates"))
     async def record_outcome(self, spec: OutcomeCreate) -> OutcomeReply:
         """Credit the documents with a realised score (idempotent per candidate id)."""
         async with self.db.write() as conn:
@@ -555,6 +583,7 @@ class RetrievalStore:
 
     # ------------------------------------------------------------ stats
 
+    @scoped(Ref("run_id", "runs"))
     async def stats(self, run_id: str | None) -> RetrievalStats:
         """Counts for one run, or for every run visible to the caller."""
         from evoteam.servers.retrieval.rank import spearman

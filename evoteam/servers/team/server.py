@@ -21,6 +21,7 @@ from mcp.server import MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
+from evoteam.servers.guard import EvoServer
 from evoteam.config import Settings
 from evoteam.servers.common import DomainError, session_actor, tool_errors
 from evoteam.servers.knowledge.connect import component_store, open_store
@@ -117,7 +118,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
             finally:
                 await holder["svc"].shutdown()
 
-    server = MCPServer("team", instructions=INSTRUCTIONS, lifespan=lifespan)
+    server = EvoServer("team", instructions=INSTRUCTIONS, lifespan=lifespan)
 
     def svc() -> TeamService:
         if errors:

@@ -17,6 +17,7 @@ from evoteam.errors import DomainError
 from evoteam.servers.knowledge.errors import NotFound
 from evoteam.servers.knowledge.local import LocalKnowledgeStore, new_id, now, provenance_of
 from evoteam.servers.knowledge.models import Run
+from evoteam.servers.knowledge.scope import Ref, scoped
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.team.models import (
     TERMINAL,
@@ -49,6 +50,7 @@ class TeamStore:
     def actor(self):
         return self.kb.actor
 
+    @scoped(Ref("run_id", "runs"))
     async def run(self, run_id: str) -> Run:
         """The run, if the caller may see it (NotFound otherwise)."""
         return await self.kb.get_run(run_id)
@@ -59,6 +61,7 @@ class TeamStore:
         design = json.loads(row["design"])
         return TeamVersion(**design, version=row["version"], created_by=provenance_of(row))
 
+    @scoped(Ref("design.run_id", "runs"))
     async def create_version(self, design: TeamDesign) -> TeamVersion:
         """Store the next version of the run's team (1, 2, ...) and make it the run's current one."""
         run = await self.run(design.run_id)
@@ -76,6 +79,7 @@ class TeamStore:
             await conn.execute("UPDATE runs SET current_version = ? WHERE id = ?", (version, design.run_id))
         return await self.get_version(design.run_id, version)
 
+    @scoped(Ref("run_id", "runs"))
     async def get_version(self, run_id: str, version: int | None = None) -> TeamVersion:
         """A stored version; None means the latest."""
         await self.run(run_id)
@@ -93,12 +97,14 @@ class TeamStore:
             raise NotFound(f"run {run_id} has no team version {version}: list_versions shows the versions")
         return self._version(row)
 
+    @scoped(Ref("run_id", "runs"))
     async def latest_version_number(self, run_id: str) -> int | None:
         async with self.db.read() as conn:
             async with conn.execute("SELECT max(version) FROM team_versions WHERE run_id = ?", (run_id,)) as cur:
                 (value,) = await cur.fetchone()
         return value
 
+    @scoped(Ref("run_id", "runs"))
     async def list_versions(self, run_id: str) -> list[TeamVersionSummary]:
         await self.run(run_id)
         async with self.db.read() as conn:
@@ -123,6 +129,7 @@ class TeamStore:
             started_at=_dt(row["started_at"]), ended_at=_dt(row["ended_at"]),
             updated_at=datetime.fromisoformat(row["updated_at"]))
 
+    @scoped(Ref("run_id", "runs"))
     async def create_session(self, run_id: str, version: int, role: str, slug: str, runner: RunnerKind,
                              status: SessionStatus = "planned", stage: int = 0, cap_usd: float | None = None,
                              owner: str | None = None) -> RoleSession:
@@ -137,6 +144,7 @@ class TeamStore:
                  self.actor.user, at if status == "running" else None, at, at))
         return await self.get_session(session_id)
 
+    @scoped(Ref("session_id", "role_sessions"))
     async def get_session(self, session_id: str) -> RoleSession:
         async with self.db.read() as conn:
             async with conn.execute("SELECT * FROM role_sessions WHERE id = ?", (session_id,)) as cur:
@@ -146,6 +154,7 @@ class TeamStore:
         await self.run(row["run_id"])
         return self._session(row)
 
+    @scoped(Ref("session_id", "role_sessions"))
     async def update_session(self, session_id: str, update: SessionUpdate) -> RoleSession:
         """Apply a partial update; sets started_at on the first 'running' and ended_at on an end state.
         An ended session keeps its end state (a late 'running' or 'finished' does not revive it)."""
@@ -172,6 +181,7 @@ class TeamStore:
             await conn.execute(f"UPDATE role_sessions SET {sets} WHERE id = ?", (*values.values(), session_id))
         return await self.get_session(session_id)
 
+    @scoped(Ref("run_id", "runs"))
     async def list_sessions(self, run_id: str, version: int | None = None,
                             status: list[SessionStatus] | None = None) -> list[RoleSession]:
         """Sessions of a run (of one version), oldest first."""
@@ -188,6 +198,7 @@ class TeamStore:
                                     args) as cur:
                 return [self._session(r) for r in await cur.fetchall()]
 
+    @scoped(Ref("run_id", "runs"))
     async def latest_sessions(self, run_id: str, version: int) -> dict[str, RoleSession]:
         """Role slug -> its most recent session in this version."""
         latest: dict[str, RoleSession] = {}
@@ -204,6 +215,7 @@ class TeamStore:
             session_id=row["session_id"], error=row["error"], owner=row["owner"],
             started_at=datetime.fromisoformat(row["started_at"]), ended_at=_dt(row["ended_at"]))
 
+    @scoped(Ref("run_id", "runs"))
     async def start_wake(self, run_id: str, trigger: str, version_before: int | None,
                          owner: str | None = None) -> SupervisorWake:
         run = await self.run(run_id)
@@ -226,6 +238,7 @@ class TeamStore:
             raise NotFound(f"no supervisor wake {wake_id!r}")
         return self._wake(row)
 
+    @scoped(Ref("wake_id", "supervisor_wakes"))
     async def end_wake(self, wake_id: str, status: str, version_after: int | None = None,
                        cost_usd: float = 0.0, session_id: str | None = None,
                        error: str | None = None) -> SupervisorWake:
@@ -235,6 +248,7 @@ class TeamStore:
                 "ended_at = ? WHERE id = ?", (status, version_after, cost_usd, session_id, error, now(), wake_id))
         return await self._get_wake(wake_id)
 
+    @scoped(Ref("run_id", "runs"))
     async def list_wakes(self, run_id: str, status: str | None = None) -> list[SupervisorWake]:
         await self.run(run_id)
         where, args = "run_id = ?", [run_id]

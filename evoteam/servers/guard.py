@@ -1,0 +1,269 @@
+"""Every request gets an answer: the MCP server class all of evoteam's servers are built from.
+
+Two gaps of the MCP SDK are closed here, at our layer:
+
+- Over stdio, a line the SDK cannot read as JSON-RPC (malformed JSON, a lone UTF-16 surrogate
+  escape such as `\\ud800`, nesting deeper than the parser allows) is dropped without a reply,
+  and the client waits forever. `EvoServer` answers it with a JSON-RPC error carrying the
+  request's id when it can be recovered (else `null`, as JSON-RPC prescribes).
+- Arguments that do not fit a tool's signature came back as pydantic's multi-line dump with
+  documentation URLs; they come back as one line per bad field.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp_types import ErrorData, JSONRPCError, jsonrpc_message_adapter
+from mcp_types.jsonrpc import INVALID_REQUEST, PARSE_ERROR
+from pydantic import ValidationError
+
+MAX_ERROR_CHARS = 600
+
+
+def one_line(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def describe_validation(exc: ValidationError) -> str:
+    """One line for all bad fields, without pydantic's URLs or echoed input: what was wrong and where."""
+    parts = []
+    for err in exc.errors(include_url=False, include_input=False):
+        where = ".".join(str(part) for part in err["loc"]) or "arguments"
+        parts.append(f"{where}: {err['msg']}")
+    return one_line("invalid arguments: " + "; ".join(dict.fromkeys(parts)))
+
+
+class EvoServer(MCPServer):
+    """`MCPServer` that answers every request with a result or a one-line error."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context=None):
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError as exc:
+            # The cause stays in the server's log; the caller learns it was not their input.
+            raise UnexpectedToolError(f"{name} failed inside the server ({type(exc.__cause__).__name__}); "
+                                      f"the server's log has the details") from exc.__cause__
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(f"{name}: {describe_validation(exc.__cause__)}") from exc.__cause__
+            raise ToolError(one_line(str(exc))) from exc
+
+    async def run_stdio_async(self) -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await self._lowlevel_server.run(
+                AnsweringReadStream(read_stream, write_stream), write_stream,
+                self._lowlevel_server.create_initialization_options())
+
+
+class AnsweringReadStream:
+    """A transport's read stream that answers the lines it could not read instead of passing
+    the parse exception on (where the SDK drops it)."""
+
+    def __init__(self, inner, write_stream):
+        self._inner = inner
+        self._write = write_stream
+
+    @property
+    def last_context(self):
+        return getattr(self._inner, "last_context", None)
+
+    async def __aenter__(self) -> AnsweringReadStream:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc) -> Any:
+        return await self._inner.__aexit__(*exc)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> AnsweringReadStream:
+        return self
+
+    async def __anext__(self):
+        while True:
+            item = await self._inner.__anext__()
+            if not isinstance(item, Exception):
+                return item
+            reply = unreadable_reply(item)
+            try:
+                await self._write.send(SessionMessage(reply))
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                raise StopAsyncIteration from None
+
+
+class AnswerUnreadableHTTP:
+    """ASGI middleware for the streamable-HTTP endpoints: a POST body that is not a JSON-RPC
+    message gets the same one-line JSON-RPC error as over stdio, with the request's id (the
+    SDK answers with pydantic's dump and no id). Runs inside authentication: only a caller
+    with a valid token gets this far; bodies without a length or over `max_body` go on to the
+    SDK, which refuses them by size."""
+
+    def __init__(self, app, max_body: int):
+        self.app, self.max_body = app, max_body
+
+    async def __call__(self, scope, receive, send) -> None:
+        if (scope["type"] != "http" or scope["method"] != "POST"
+                or not getattr(scope.get("user"), "is_authenticated", False)):
+            return await self.app(scope, receive, send)
+        length = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if not length.isdigit() or int(length) > self.max_body:
+            return await self.app(scope, receive, send)
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return await self.app(scope, _replay([], message, receive), send)
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        try:
+            jsonrpc_message_adapter.validate_json(body, by_name=False)
+        except ValidationError as exc:
+            reply = unreadable_reply(exc).model_dump_json(by_alias=True, exclude_unset=True).encode()
+            await send({"type": "http.response.start", "status": 400,
+                        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(reply)).encode())]})
+            await send({"type": "http.response.body", "body": reply})
+            return
+        await self.app(scope, _replay([body], None, receive), send)
+
+
+def _replay(bodies: list[bytes], pending, receive):
+    """A `receive` that first hands back what was already read."""
+    queue = [{"type": "http.request", "body": b, "more_body": False} for b in bodies]
+    if pending is not None:
+        queue.append(pending)
+
+    async def replay():
+        return queue.pop(0) if queue else await receive()
+
+    return replay
+
+
+def unreadable_reply(exc: Exception) -> JSONRPCError:
+    """The JSON-RPC error for a message the transport could not read."""
+    line = _raw_input(exc)
+    if isinstance(line, dict):  # JSON, but not a JSON-RPC message
+        request_id = line.get("id") if isinstance(line.get("id"), int | str) else None
+        return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(
+            code=INVALID_REQUEST, message="Invalid request: not a JSON-RPC 2.0 request, notification or response"))
+    request_id = find_request_id(line) if line is not None else None
+    code, message = PARSE_ERROR, "Parse error: the message is not valid JSON"
+    try:
+        decoded = json.loads(line) if line is not None else None
+    except RecursionError:
+        message = "Parse error: the message nests deeper than this server accepts; flatten the arguments"
+    except ValueError:
+        message = "Parse error: the message is not valid JSON; send one JSON-RPC object per line"
+    else:
+        if line is not None and has_lone_surrogate(decoded):
+            message = ("Parse error: the message contains a lone UTF-16 surrogate escape (e.g. \\ud800), "
+                       "which is not text; send valid Unicode")
+        elif line is not None:
+            code = INVALID_REQUEST
+            message = "Invalid request: not a JSON-RPC 2.0 request, notification or response"
+            if _nesting_too_deep(exc):
+                code, message = PARSE_ERROR, ("Parse error: the message nests deeper than this server "
+                                              "accepts; flatten the arguments")
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
+
+
+def _raw_input(exc: Exception) -> str | dict | None:
+    """The line the transport could not read (or the object, when it was JSON but not JSON-RPC)."""
+    if isinstance(exc, ValidationError):
+        for err in exc.errors():
+            value = err.get("input")
+            if isinstance(value, bytes):
+                return value.decode("utf-8", "replace")
+            if isinstance(value, str | dict):
+                return value
+    return None
+
+
+def _nesting_too_deep(exc: Exception) -> bool:
+    return isinstance(exc, ValidationError) and any("recursion" in e["msg"].lower() for e in exc.errors())
+
+
+def has_lone_surrogate(value: Any) -> bool:
+    """Whether any string in a decoded JSON value holds an unpaired surrogate (iterative:
+    the value may be nested deeply)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if any("\ud800" <= ch <= "\udfff" for ch in item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def find_request_id(text: str) -> int | str | None:
+    """The top-level "id" of a JSON object, read without a recursive parser (the text may be
+    too deep or otherwise unreadable). None when there is none or it cannot be told."""
+    depth, i, n = 0, 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == '"':
+            end = _string_end(text, i)
+            if end < 0:
+                return None
+            if depth == 1:
+                j = end + 1
+                while j < n and text[j] in " \t\r\n":
+                    j += 1
+                if j < n and text[j] == ":" and text[i + 1:end] == "id":
+                    return _scalar(text, j + 1)
+            i = end + 1
+            continue
+        if ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+        i += 1
+    return None
+
+
+def _string_end(text: str, start: int) -> int:
+    i = start + 1
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] == '"':
+            return i
+        i += 1
+    return -1
+
+
+def _scalar(text: str, start: int) -> int | str | None:
+    i = start
+    while i < len(text) and text[i] in " \t\r\n":
+        i += 1
+    if i < len(text) and text[i] == '"':
+        end = _string_end(text, i)
+        if end < 0:
+            return None
+        try:
+            value = json.loads(text[i:end + 1])
+        except ValueError:
+            return None
+        return value if not has_lone_surrogate(value) and len(value) <= 200 else None
+    j = i
+    while j < len(text) and (text[j].isdigit() or text[j] == "-"):
+        j += 1
+    try:
+        return int(text[i:j]) if j > i and j - i <= 20 else None
+    except ValueError:
+        return None
