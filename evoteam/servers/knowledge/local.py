@@ -50,7 +50,13 @@ from evoteam.servers.knowledge.models import (
     WorkloadResult,
     normalised_discovery_gain,
 )
-from evoteam.servers.knowledge.render import render_history, render_learnings
+from evoteam.servers.knowledge.render import (
+    HISTORY_CHARS,
+    KIND_TITLES,
+    LearningsDraft,
+    history_entry_chars,
+    render_history,
+)
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
 
 MAX_LIMIT = 200
@@ -241,12 +247,11 @@ class LocalKnowledgeStore(KnowledgeStore):
             f"AND split != 'heldout' ORDER BY score {order}, created_at LIMIT 1", (row["id"],)
         ) as cur:
             best = await cur.fetchone()
-        async with conn.execute(
-            "SELECT (SELECT count(*) FROM candidates WHERE run_id = :r), "
-            "(SELECT count(*) FROM learnings WHERE run_id = :r AND superseded_by IS NULL), "
-            "(SELECT coalesce(sum(usd), 0) FROM costs WHERE run_id = :r)", {"r": row["id"]}
-        ) as cur:
-            n_cand, n_learn, spent = await cur.fetchone()
+        # Counts and spend come from the counters the triggers keep (knowledge/counters.py):
+        # one row, whatever the size of the run's history.
+        async with conn.execute("SELECT candidates, learnings, spent_usd FROM run_counters WHERE run_id = ?",
+                                (row["id"],)) as cur:
+            n_cand, n_learn, spent = await cur.fetchone() or (0, 0, 0.0)
         best_score = best["score"] if best else None
         return Run(
             id=row["id"], project=row["project"], goal=row["goal"], kit=row["kit"],
@@ -358,12 +363,20 @@ class LocalKnowledgeStore(KnowledgeStore):
     async def render_learnings(self, run_id: str, max_chars: int | None = None) -> LearningsDocument:
         async with self.db.read() as conn:
             run = await self.visible_run_row(conn, run_id)
-            async with conn.execute(
-                "SELECT * FROM learnings WHERE run_id = ? AND superseded_by IS NULL "
-                "ORDER BY confidence DESC, created_at DESC", (run_id,)
-            ) as cur:
-                learnings = [self._learning(r) for r in await cur.fetchall()]
-        return render_learnings(run_id, run["goal"], learnings, max_chars=max_chars or 12_000)
+            async with conn.execute("SELECT learnings FROM run_counters WHERE run_id = ?", (run_id,)) as cur:
+                (total,) = await cur.fetchone() or (0,)
+            draft = LearningsDraft(run_id, run["goal"], total, max_chars or 12_000)
+            # Kind by kind, read no more rows than can still fit (index learnings_document).
+            for kind in KIND_TITLES:
+                room = draft.room()
+                if not room:
+                    break
+                async with conn.execute(
+                    "SELECT * FROM learnings WHERE run_id = ? AND kind = ? AND superseded_by IS NULL "
+                    "ORDER BY confidence DESC, created_at DESC LIMIT ?", (run_id, kind, room)
+                ) as cur:
+                    draft.add(kind, [self._learning(r) for r in await cur.fetchall()])
+        return draft.finish()
 
     # ------------------------------------------------------------ history
 
@@ -405,13 +418,29 @@ class LocalKnowledgeStore(KnowledgeStore):
     async def list_history(self, run_id: str, limit: int = 50, cursor: str | None = None) -> Page[HistoryEntry]:
         return await self._run_page("history", self._history, run_id, {}, limit, cursor)
 
-    async def render_history(self, run_id: str) -> HistoryDocument:
+    async def render_history(self, run_id: str, max_chars: int | None = None) -> HistoryDocument:
+        max_chars = max_chars or HISTORY_CHARS
         async with self.db.read() as conn:
             run = await self.visible_run_row(conn, run_id)
-            async with conn.execute("SELECT * FROM history WHERE run_id = ? ORDER BY created_at, id",
-                                    (run_id,)) as cur:
-                entries = [self._history(r) for r in await cur.fetchall()]
-        return render_history(run_id, run["goal"], entries)
+            async with conn.execute("SELECT history FROM run_counters WHERE run_id = ?", (run_id,)) as cur:
+                (total,) = await cur.fetchone() or (0,)
+            # The newest entries, a batch at a time, until the document is full (index history_newest).
+            newest: list[HistoryEntry] = []
+            used, offset, batch = 0, 0, 16
+            while used < max_chars and offset < total:
+                async with conn.execute("SELECT * FROM history WHERE run_id = ? ORDER BY created_at DESC, id DESC "
+                                        "LIMIT ? OFFSET ?", (run_id, batch, offset)) as cur:
+                    rows = await cur.fetchall()
+                if not rows:
+                    break
+                for r in rows:
+                    entry = self._history(r)
+                    newest.append(entry)
+                    used += history_entry_chars(entry)
+                    if used >= max_chars:
+                        break
+                offset += len(rows)
+        return render_history(run_id, run["goal"], newest[::-1], total=total, max_chars=max_chars)
 
     # ------------------------------------------------------------ artifacts
 
@@ -607,9 +636,10 @@ class LocalKnowledgeStore(KnowledgeStore):
     async def spend(self, run_id: str) -> Spend:
         async with self.db.read() as conn:
             run = await self.visible_run_row(conn, run_id)
+            # One maintained line per role and team version (knowledge/counters.py), not every cost.
             async with conn.execute(
-                "SELECT role, team_version, sum(usd) AS usd FROM costs WHERE run_id = ? "
-                "GROUP BY role, team_version ORDER BY team_version, role", (run_id,)
+                "SELECT role, team_version, usd FROM run_spend WHERE run_id = ? AND n > 0 "
+                "ORDER BY version_key, role_key", (run_id,)
             ) as cur:
                 lines = [SpendLine(role=r["role"], team_version=r["team_version"], usd=r["usd"])
                          for r in await cur.fetchall()]

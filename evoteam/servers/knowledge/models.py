@@ -169,9 +169,13 @@ class HistoryEntry(BaseModel):
 
 
 class HistoryDocument(BaseModel):
+    """The evolution history rendered as Markdown: the newest entries that fit, in time order."""
+
     run_id: str
     markdown: str
     entries: int
+    shown: int | None = None
+    truncated: bool = False
 
 
 # ---------------------------------------------------------------- artifacts

@@ -74,6 +74,8 @@ class HistoryView(BaseModel):
     document: str | None = None
     items: list[HistoryEntry] = Field(default_factory=list)
     total: int
+    shown: int | None = None
+    truncated: bool = False
     next_cursor: str | None = None
 
 
@@ -187,13 +189,16 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @server.tool()
     @tool_errors
     async def history(ctx: Context, run_id: str, view: Literal["document", "list"] = "document",
+                      max_chars: Annotated[int, Field(ge=500, le=200_000)] = 20_000,
                       limit: Limit = 50, cursor: Cursor = None) -> HistoryView:
         """Read a run's evolution history: per team version, the observed behaviour, diagnosis,
-        design change and outcome. view=document (Markdown) or list (a page of entries)."""
+        design change and outcome. view=document (Markdown, the newest entries that fit in
+        max_chars, in time order) or list (a page of entries, oldest first)."""
         store = kb(ctx)
         if view == "document":
-            doc = await store.render_history(run_id)
-            return HistoryView(run_id=run_id, document=doc.markdown, total=doc.entries)
+            doc = await store.render_history(run_id, max_chars=max_chars)
+            return HistoryView(run_id=run_id, document=doc.markdown, total=doc.entries, shown=doc.shown,
+                               truncated=doc.truncated)
         page = await store.list_history(run_id, limit=limit, cursor=cursor)
         return HistoryView(run_id=run_id, items=page.items, total=page.total, next_cursor=page.next_cursor)
 
