@@ -7,7 +7,15 @@ import math
 from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel as PydanticModel
+from pydantic import ConfigDict, Field, field_validator
+
+
+class BaseModel(PydanticModel):
+    # Validators are built on first use, not at import: a hook or a CLI command that touches a
+    # few of these models does not pay for all of them.
+    model_config = ConfigDict(defer_build=True)
+
 
 Direction = Literal["maximize", "minimize"]
 RunStatus = Literal["active", "paused", "finished", "failed"]
