@@ -160,3 +160,19 @@ async def test_history_document_shows_the_newest_entries_that_fit_in_time_order(
         clipped = await store.render_history(run.id, max_chars=1000)
         assert clipped.shown == 1 and "team v41" in clipped.markdown and len(clipped.markdown) < 1400
         assert clipped.markdown.rstrip().endswith("…")
+
+
+async def test_search_counts_up_to_a_cap_and_still_ranks_the_newest_window(tmp_path):
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db") as store:
+        store.count_cap, store.rank_window = 4, 3
+        run = await store.start_run(RunCreate(goal="search"))
+        await store.add_learning(LearningCreate(run_id=run.id, text="occupancy occupancy occupancy"))
+        for i in range(5):
+            await store.add_learning(LearningCreate(run_id=run.id, text=f"note {i} mentions occupancy once"))
+        page = await store.search("occupancy", run_id=run.id, limit=2)
+        assert (page.total, page.total_capped) == (4, True) and page.next_cursor
+        # The best match by bm25 is the oldest, outside the window of the newest three: not ranked.
+        assert all("mentions" in h.snippet for h in page.items) and page.items[0].rank < 0
+        store.count_cap, store.rank_window = 100, 100
+        exact = await store.search("occupancy", run_id=run.id)
+        assert (exact.total, exact.total_capped) == (6, False) and "mentions" not in exact.items[0].snippet

@@ -42,6 +42,7 @@ from evoteam.servers.knowledge.models import (
     RunCreate,
     RunStatus,
     SearchHit,
+    SearchPage,
     SearchKind,
     Spend,
     SpendLine,
@@ -61,6 +62,8 @@ from evoteam.servers.knowledge.store import Actor, KnowledgeStore
 
 MAX_LIMIT = 200
 RANK_WINDOW = 5000  # search ranks at most this many of the newest matches
+COUNT_CAP = 1000  # search counts matches up to this many (then says the total is a lower bound)
+SAMPLE_WINDOW = 3000  # a word's frequency is judged on this many of the newest index entries
 DEFAULT_MAX_ARTIFACT_BYTES = 4 * 1024 * 1024
 _ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ +-]{0,199}$")
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -137,6 +140,8 @@ class LocalKnowledgeStore(KnowledgeStore):
     """A knowledge store on a local SQLite file."""
 
     rank_window = RANK_WINDOW
+    count_cap = COUNT_CAP
+    sample_window = SAMPLE_WINDOW
 
     def __init__(self, db: Database, actor: Actor, max_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES):
         self.db = db
@@ -651,11 +656,11 @@ class LocalKnowledgeStore(KnowledgeStore):
     # ------------------------------------------------------------ search
 
     async def search(self, query: str, run_id: str | None = None, kinds: list[SearchKind] | None = None,
-                     limit: int = 10, cursor: str | None = None) -> Page[SearchHit]:
+                     limit: int = 10, cursor: str | None = None) -> SearchPage:
         limit, offset = _limit(limit), decode_cursor(cursor)
         words = list(dict.fromkeys(w.lower() for w in _WORD.findall(query)))[:32]
         if not words:
-            return Page(items=[], total=0)
+            return SearchPage(items=[], total=0)
         filters = []
         if self.actor.project is not None:
             filters.append(filter_token("p", self.actor.project))
@@ -675,41 +680,51 @@ class LocalKnowledgeStore(KnowledgeStore):
             terms = informative or words
             for any_word in (False, True):
                 match = fts_query(" ".join(terms), any_word=any_word) + scope
-                async with conn.execute("SELECT count(*) FROM search_index WHERE search_index MATCH ?",
-                                        (match,)) as cur:
+                # Counting costs time in proportion to the matches: it stops at COUNT_CAP.
+                async with conn.execute("SELECT count(*) FROM (SELECT 1 FROM search_index WHERE search_index "
+                                        "MATCH ? LIMIT ?)", (match, self.count_cap + 1)) as cur:
                     (total,) = await cur.fetchone()
                 # All words must match first; only when nothing does, any word may.
                 if total or any_word:
                     break
-            order = "rank" if informative else "rowid DESC"
+            capped = total > self.count_cap
+            total = min(total, self.count_cap)
+            order = "rank" if informative else "rowid DESC"  # newest first: no ranking signal
             # Ranking costs time in proportion to the matches; beyond RANK_WINDOW matches only
             # the newest RANK_WINDOW are ranked (a rowid bound FTS5 applies while scanning).
             newest_first = 0
-            if informative and total > self.rank_window:
+            if informative and (capped or total > self.rank_window):
                 async with conn.execute(
                     "SELECT rowid FROM search_index WHERE search_index MATCH ? ORDER BY rowid DESC "
                     "LIMIT 1 OFFSET ?", (match, self.rank_window - 1)) as cur:
-                    (newest_first,) = await cur.fetchone()
+                    newest_first = ((await cur.fetchone()) or (0,))[0]
+            # bm25 reads every matching entry's statistics once per query: only ranking pays for it.
+            rank = "bm25(search_index, 2.0, 1.0, 0.0)" if informative else "0.0"
             async with conn.execute(
                 f"SELECT kind, ref_id, run_id, title, snippet(search_index, 1, '[', ']', '…', 16) AS snip, "
-                f"bm25(search_index, 2.0, 1.0, 0.0) AS rank FROM search_index WHERE search_index MATCH ? "
+                f"{rank} AS rank FROM search_index WHERE search_index MATCH ? "
                 f"AND rowid >= ? ORDER BY {order} LIMIT ? OFFSET ?", (match, newest_first, limit, offset),
             ) as cur:
                 items = [SearchHit(kind=r["kind"], id=r["ref_id"], run_id=r["run_id"], title=r["title"],
                                    snippet=r["snip"], rank=r["rank"]) for r in await cur.fetchall()]
-        return _page(items, total, offset, limit)
+        more = offset + len(items) < total
+        return SearchPage(items=items, total=total, total_capped=capped,
+                          next_cursor=encode_cursor(offset + limit) if more else None)
 
     async def _informative_words(self, conn: aiosqlite.Connection, words: list[str]) -> list[str]:
+        """The query's words that are not stopwords. A word's frequency is judged on a sample —
+        the newest SAMPLE_WINDOW entries of the index — so the cost does not grow with the store."""
         async with conn.execute("SELECT coalesce(max(rowid), 0) FROM search_index_docsize") as cur:
             (indexed,) = await cur.fetchone()
         if indexed < 1000:  # small stores: every word counts
             return words
+        window = min(indexed, self.sample_window)
         keep = []
         for word in words:
-            async with conn.execute("SELECT count(*) FROM search_index WHERE search_index MATCH ?",
-                                    (fts_query(word),)) as cur:
+            async with conn.execute("SELECT count(*) FROM search_index WHERE search_index MATCH ? AND rowid > ?",
+                                    (fts_query(word), indexed - window)) as cur:
                 (frequency,) = await cur.fetchone()
-            if frequency <= indexed // 3:
+            if frequency <= window // 3:
                 keep.append(word)
         return keep
 

@@ -308,6 +308,13 @@ class SearchHit(BaseModel):
     rank: float
 
 
+class SearchPage(Page[SearchHit]):
+    """A page of search hits. Counting stops at a bound: `total_capped` says `total` is a lower
+    bound (at least that many entries match)."""
+
+    total_capped: bool = False
+
+
 # ---------------------------------------------------------------- costs
 
 

@@ -36,6 +36,7 @@ from evoteam.servers.knowledge.models import (
     RunCreate,
     RunStatus,
     SearchHit,
+    SearchPage,
     SearchKind,
     Trajectory,
     WorkloadResult,
@@ -290,11 +291,12 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @server.tool()
     @tool_errors
     async def search(ctx: Context, query: str, run_id: str | None = None, kinds: list[SearchKind] | None = None,
-                     limit: Annotated[int, Field(ge=1, le=50)] = 10, cursor: Cursor = None) -> Page[SearchHit]:
+                     limit: Annotated[int, Field(ge=1, le=50)] = 10, cursor: Cursor = None) -> SearchPage:
         """Full-text search across learnings, history, artifacts' text and candidates' notes, best
         match first. Any text is a valid query; filter by run and by kinds. Words found in more
-        than a third of the entries count as stopwords; when more than 5,000 entries match, the
-        newest 5,000 are ranked (total still counts every match)."""
+        than a third of the newest 3,000 entries count as stopwords (a query of nothing else lists
+        its matches newest first); when more than 5,000 entries match, the newest 5,000 are ranked.
+        total counts up to 1,000 matches; total_capped=true means at least that many."""
         return await kb(ctx).search(query, run_id=run_id, kinds=kinds, limit=limit, cursor=cursor)
 
     # ------------------------------------------------------------ resources

@@ -34,6 +34,7 @@ from evoteam.servers.knowledge.models import (
     RunCreate,
     RunStatus,
     SearchHit,
+    SearchPage,
     SearchKind,
     Spend,
     Trajectory,
@@ -152,4 +153,4 @@ class KnowledgeStore(abc.ABC):
     # search
     @abc.abstractmethod
     async def search(self, query: str, run_id: str | None = None, kinds: list[SearchKind] | None = None,
-                     limit: int = 10, cursor: str | None = None) -> Page[SearchHit]: ...
+                     limit: int = 10, cursor: str | None = None) -> SearchPage: ...
