@@ -11,7 +11,6 @@ active run to work on: with no active run, every hook returns after reading one 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -39,6 +38,8 @@ def _actor(settings, client: str, role: str | None = None, version: int | None =
 
 
 def _run(coro):
+    import asyncio  # only a hook with an active run gets here: the others return without it
+
     return asyncio.run(coro)
 
 
