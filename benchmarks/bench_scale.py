@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_knowledge import VOCAB, pct, sentence, typical_query  # noqa: E402
+from benchmarks.bench_knowledge import VOCAB, pct, sentence, time_calls, typical_query  # noqa: E402
 from evoteam.plugin import state  # noqa: E402
 from evoteam.servers.knowledge.local import LocalKnowledgeStore, index_filters, new_id, now  # noqa: E402
 from evoteam.servers.knowledge.store import Actor  # noqa: E402
@@ -89,15 +89,6 @@ async def grow(store: LocalKnowledgeStore, run_id: str, start: int, stop: int, r
                 "VALUES (?,?,?,?,?,?,?)", index)
 
 
-async def timed(call, n: int) -> list[float]:
-    out = []
-    for i in range(n):
-        t = time.perf_counter()
-        await call(i)
-        out.append(time.perf_counter() - t)
-    return out
-
-
 async def in_process(store: LocalKnowledgeStore, run_id: str, calls: int, rng: random.Random) -> dict[str, list]:
     service = TeamService(TeamStore(store), write_agent_files=False)
     queries = [typical_query(rng) for _ in range(calls)]
@@ -113,8 +104,8 @@ async def in_process(store: LocalKnowledgeStore, run_id: str, calls: int, rng: r
     }
     out = {}
     for name, call in paths.items():
-        await timed(call, 3)  # warm-up
-        out[name] = await timed(call, calls)
+        await time_calls(call, 3)  # warm-up
+        out[name] = await time_calls(call, calls)
     return out
 
 
