@@ -13,7 +13,6 @@ import sys
 import click
 
 from evoteam import __version__
-from evoteam.config import ConfigError, load_settings
 
 SERVERS = ("knowledge", "team", "retrieval", "bench")
 
@@ -30,6 +29,21 @@ COMMANDS = {
 }
 
 
+# command name -> its one-line summary, so that `evoteam --help` lists the commands without
+# importing them (tests/test_cli_help.py keeps these equal to the commands' own help). A command
+# missing here is still listed: it is imported to read its help.
+SUMMARIES = {
+    "kb": "The knowledge store: runs, learnings, history, artifacts, candidates.",
+    "token": "Bearer tokens for the shared knowledge server (stored as hashes in the store file).",
+    "bench": "Task kits and honest candidate evaluation.",
+    "corpus": "Clean-room corpus for the retrieval server's `local` search backend.",
+    "team": "Team versions, role sessions and budget of a run; the supervisor prompt.",
+    "supervise": "Drive an evolving agent team headless on KIT_OR_GOAL until the budget is spent.",
+    "hook": "evoteam's Claude Code / Codex hooks and the project's active run.",
+    "doctor": "Check that every server starts, the store round-trips and a CPU kit evaluates.",
+}
+
+
 def _load(target: str) -> click.Command | None:
     module_name, _, attr = target.partition(":")
     try:
@@ -42,13 +56,24 @@ def _load(target: str) -> click.Command | None:
 
 
 class LazyGroup(click.Group):
+    _listing = False  # True while the help lists the commands: summaries only, nothing imported
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *COMMANDS})
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in COMMANDS:
+            if self._listing and name in SUMMARIES:
+                return click.Command(name, help=SUMMARIES[name])
             return _load(COMMANDS[name])
         return super().get_command(ctx, name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self._listing = True
+        try:
+            super().format_commands(ctx, formatter)
+        finally:
+            self._listing = False
 
 
 @click.group(cls=LazyGroup)
@@ -56,6 +81,8 @@ class LazyGroup(click.Group):
 @click.pass_context
 def main(ctx: click.Context) -> None:
     """evoteam: evolving agent teams for open-ended optimisation."""
+    from evoteam.config import ConfigError, load_settings  # pydantic: not needed for --help
+
     try:
         ctx.obj = load_settings()
     except ConfigError as exc:

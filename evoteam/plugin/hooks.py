@@ -11,7 +11,6 @@ active run to work on: with no active run, every hook returns after reading one 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -39,6 +38,8 @@ def _actor(settings, client: str, role: str | None = None, version: int | None =
 
 
 def _run(coro):
+    import asyncio  # only a hook with an active run gets here: the others return without it
+
     return asyncio.run(coro)
 
 
@@ -229,6 +230,15 @@ def subagent_stop(hook_input: dict[str, Any]) -> dict[str, Any] | None:
 # ---------------------------------------------------------------- Stop
 
 
+async def _newest_history(store, run_id: str, n: int = 50):
+    """The run's newest `n` history entries (a reflection on the version that just ended is
+    among them), read as one bounded page however long the history is."""
+    from evoteam.servers.knowledge.local import encode_cursor
+
+    total = (await store.list_history(run_id, limit=1)).total
+    return await store.list_history(run_id, limit=n, cursor=encode_cursor(max(0, total - n)) if total > n else None)
+
+
 def _fingerprint(run, spend) -> list:
     return [run.candidates, run.learnings, run.current_version, run.best_score, round(spend.spent_usd, 6)]
 
@@ -261,7 +271,7 @@ def stop(hook_input: dict[str, Any]) -> dict[str, Any] | None:
         async with open_store(settings, _actor(settings, "hook")) as store:
             run = await store.get_run(state["run_id"])
             spend = await store.spend(state["run_id"])
-            history = await store.list_history(state["run_id"], limit=200)
+            history = await _newest_history(store, state["run_id"])
             return run, spend, history
 
     run, spend, history = _run(go())

@@ -94,7 +94,7 @@ async def export_run(store: KnowledgeStore, run_id: str, out: Path) -> RunBundle
     _dump(out / "run.json", bundle.run.model_dump(mode="json"))
     (out / "LEARNINGS.md").write_text((await store.render_learnings(run_id, max_chars=1_000_000)).markdown,
                                       encoding="utf-8")
-    (out / "HISTORY.md").write_text((await store.render_history(run_id)).markdown, encoding="utf-8")
+    (out / "HISTORY.md").write_text((await store.render_history(run_id, max_chars=100_000_000)).markdown, encoding="utf-8")
     _dump(out / "learnings.json", [x.model_dump(mode="json") for x in bundle.learnings])
     _dump(out / "history.json", [x.model_dump(mode="json") for x in bundle.history])
     _dump(out / "costs.json", [x.model_dump(mode="json") for x in bundle.costs])

@@ -44,6 +44,7 @@ from evoteam.servers.knowledge.models import (
     RunCreate,
     RunStatus,
     SearchHit,
+    SearchPage,
     SearchKind,
     Spend,
     SpendLine,
@@ -52,13 +53,21 @@ from evoteam.servers.knowledge.models import (
     WorkloadResult,
     normalised_discovery_gain,
 )
-from evoteam.servers.knowledge.render import render_history, render_learnings
+from evoteam.servers.knowledge.render import (
+    HISTORY_CHARS,
+    KIND_TITLES,
+    LearningsDraft,
+    history_entry_chars,
+    render_history,
+)
 from evoteam.servers.knowledge.scope import missing
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
 from evoteam.servers.knowledge.verified import RANKED, check_may_verify, ranks
 
 MAX_LIMIT = 200
 RANK_WINDOW = 5000  # search ranks at most this many of the newest matches
+COUNT_CAP = 1000  # search counts matches up to this many (then says the total is a lower bound)
+SAMPLE_WINDOW = 3000  # a word's frequency is judged on this many of the newest index entries
 DEFAULT_MAX_ARTIFACT_BYTES = 4 * 1024 * 1024
 _ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ +-]{0,199}$")
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -135,6 +144,8 @@ class LocalKnowledgeStore(KnowledgeStore):
     """A knowledge store on a local SQLite file."""
 
     rank_window = RANK_WINDOW
+    count_cap = COUNT_CAP
+    sample_window = SAMPLE_WINDOW
 
     def __init__(self, db: Database, actor: Actor, max_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES):
         self.db = db
@@ -237,12 +248,11 @@ class LocalKnowledgeStore(KnowledgeStore):
             f"AND split != 'heldout' ORDER BY score {order}, created_at LIMIT 1", (row["id"],)
         ) as cur:
             best = await cur.fetchone()
-        async with conn.execute(
-            "SELECT (SELECT count(*) FROM candidates WHERE run_id = :r), "
-            "(SELECT count(*) FROM learnings WHERE run_id = :r AND superseded_by IS NULL), "
-            "(SELECT coalesce(sum(usd), 0) FROM costs WHERE run_id = :r)", {"r": row["id"]}
-        ) as cur:
-            n_cand, n_learn, spent = await cur.fetchone()
+        # Counts and spend come from the counters the triggers keep (knowledge/counters.py):
+        # one row, whatever the size of the run's history.
+        async with conn.execute("SELECT candidates, learnings, spent_usd FROM run_counters WHERE run_id = ?",
+                                (row["id"],)) as cur:
+            n_cand, n_learn, spent = await cur.fetchone() or (0, 0, 0.0)
         best_score = best["score"] if best else None
         return Run(
             id=row["id"], project=row["project"], goal=row["goal"], kit=row["kit"],
@@ -353,12 +363,20 @@ class LocalKnowledgeStore(KnowledgeStore):
     async def render_learnings(self, run_id: str, max_chars: int | None = None) -> LearningsDocument:
         async with self.db.read() as conn:
             run = await self.visible_run_row(conn, run_id)
-            async with conn.execute(
-                "SELECT * FROM learnings WHERE run_id = ? AND superseded_by IS NULL "
-                "ORDER BY confidence DESC, created_at DESC", (run_id,)
-            ) as cur:
-                learnings = [self._learning(r) for r in await cur.fetchall()]
-        return render_learnings(run_id, run["goal"], learnings, max_chars=max_chars or 12_000)
+            async with conn.execute("SELECT learnings FROM run_counters WHERE run_id = ?", (run_id,)) as cur:
+                (total,) = await cur.fetchone() or (0,)
+            draft = LearningsDraft(run_id, run["goal"], total, max_chars or 12_000)
+            # Kind by kind, read no more rows than can still fit (index learnings_document).
+            for kind in KIND_TITLES:
+                room = draft.room()
+                if not room:
+                    break
+                async with conn.execute(
+                    "SELECT * FROM learnings WHERE run_id = ? AND kind = ? AND superseded_by IS NULL "
+                    "ORDER BY confidence DESC, created_at DESC LIMIT ?", (run_id, kind, room)
+                ) as cur:
+                    draft.add(kind, [self._learning(r) for r in await cur.fetchall()])
+        return draft.finish()
 
     # ------------------------------------------------------------ history
 
@@ -400,13 +418,29 @@ class LocalKnowledgeStore(KnowledgeStore):
     async def list_history(self, run_id: str, limit: int = 50, cursor: str | None = None) -> Page[HistoryEntry]:
         return await self._run_page("history", self._history, run_id, {}, limit, cursor)
 
-    async def render_history(self, run_id: str) -> HistoryDocument:
+    async def render_history(self, run_id: str, max_chars: int | None = None) -> HistoryDocument:
+        max_chars = max_chars or HISTORY_CHARS
         async with self.db.read() as conn:
             run = await self.visible_run_row(conn, run_id)
-            async with conn.execute("SELECT * FROM history WHERE run_id = ? ORDER BY created_at, id",
-                                    (run_id,)) as cur:
-                entries = [self._history(r) for r in await cur.fetchall()]
-        return render_history(run_id, run["goal"], entries)
+            async with conn.execute("SELECT history FROM run_counters WHERE run_id = ?", (run_id,)) as cur:
+                (total,) = await cur.fetchone() or (0,)
+            # The newest entries, a batch at a time, until the document is full (index history_newest).
+            newest: list[HistoryEntry] = []
+            used, offset, batch = 0, 0, 16
+            while used < max_chars and offset < total:
+                async with conn.execute("SELECT * FROM history WHERE run_id = ? ORDER BY created_at DESC, id DESC "
+                                        "LIMIT ? OFFSET ?", (run_id, batch, offset)) as cur:
+                    rows = await cur.fetchall()
+                if not rows:
+                    break
+                for r in rows:
+                    entry = self._history(r)
+                    newest.append(entry)
+                    used += history_entry_chars(entry)
+                    if used >= max_chars:
+                        break
+                offset += len(rows)
+        return render_history(run_id, run["goal"], newest[::-1], total=total, max_chars=max_chars)
 
     # ------------------------------------------------------------ artifacts
 
@@ -603,9 +637,10 @@ class LocalKnowledgeStore(KnowledgeStore):
     async def spend(self, run_id: str) -> Spend:
         async with self.db.read() as conn:
             run = await self.visible_run_row(conn, run_id)
+            # One maintained line per role and team version (knowledge/counters.py), not every cost.
             async with conn.execute(
-                "SELECT role, team_version, sum(usd) AS usd FROM costs WHERE run_id = ? "
-                "GROUP BY role, team_version ORDER BY team_version, role", (run_id,)
+                "SELECT role, team_version, usd FROM run_spend WHERE run_id = ? AND n > 0 "
+                "ORDER BY version_key, role_key", (run_id,)
             ) as cur:
                 lines = [SpendLine(role=r["role"], team_version=r["team_version"], usd=r["usd"])
                          for r in await cur.fetchall()]
@@ -617,11 +652,11 @@ class LocalKnowledgeStore(KnowledgeStore):
     # ------------------------------------------------------------ search
 
     async def search(self, query: str, run_id: str | None = None, kinds: list[SearchKind] | None = None,
-                     limit: int = 10, cursor: str | None = None) -> Page[SearchHit]:
+                     limit: int = 10, cursor: str | None = None) -> SearchPage:
         limit, offset = _limit(limit), decode_cursor(cursor)
         words = list(dict.fromkeys(w.lower() for w in _WORD.findall(query)))[:32]
         if not words:
-            return Page(items=[], total=0)
+            return SearchPage(items=[], total=0)
         filters = []
         if self.actor.project is not None:
             filters.append(filter_token("p", self.actor.project))
@@ -641,41 +676,51 @@ class LocalKnowledgeStore(KnowledgeStore):
             terms = informative or words
             for any_word in (False, True):
                 match = fts_query(" ".join(terms), any_word=any_word) + scope
-                async with conn.execute("SELECT count(*) FROM search_index WHERE search_index MATCH ?",
-                                        (match,)) as cur:
+                # Counting costs time in proportion to the matches: it stops at COUNT_CAP.
+                async with conn.execute("SELECT count(*) FROM (SELECT 1 FROM search_index WHERE search_index "
+                                        "MATCH ? LIMIT ?)", (match, self.count_cap + 1)) as cur:
                     (total,) = await cur.fetchone()
                 # All words must match first; only when nothing does, any word may.
                 if total or any_word:
                     break
-            order = "rank" if informative else "rowid DESC"
+            capped = total > self.count_cap
+            total = min(total, self.count_cap)
+            order = "rank" if informative else "rowid DESC"  # newest first: no ranking signal
             # Ranking costs time in proportion to the matches; beyond RANK_WINDOW matches only
             # the newest RANK_WINDOW are ranked (a rowid bound FTS5 applies while scanning).
             newest_first = 0
-            if informative and total > self.rank_window:
+            if informative and (capped or total > self.rank_window):
                 async with conn.execute(
                     "SELECT rowid FROM search_index WHERE search_index MATCH ? ORDER BY rowid DESC "
                     "LIMIT 1 OFFSET ?", (match, self.rank_window - 1)) as cur:
-                    (newest_first,) = await cur.fetchone()
+                    newest_first = ((await cur.fetchone()) or (0,))[0]
+            # bm25 reads every matching entry's statistics once per query: only ranking pays for it.
+            rank = "bm25(search_index, 2.0, 1.0, 0.0)" if informative else "0.0"
             async with conn.execute(
                 f"SELECT kind, ref_id, run_id, title, snippet(search_index, 1, '[', ']', '…', 16) AS snip, "
-                f"bm25(search_index, 2.0, 1.0, 0.0) AS rank FROM search_index WHERE search_index MATCH ? "
+                f"{rank} AS rank FROM search_index WHERE search_index MATCH ? "
                 f"AND rowid >= ? ORDER BY {order} LIMIT ? OFFSET ?", (match, newest_first, limit, offset),
             ) as cur:
                 items = [SearchHit(kind=r["kind"], id=r["ref_id"], run_id=r["run_id"], title=r["title"],
                                    snippet=r["snip"], rank=r["rank"]) for r in await cur.fetchall()]
-        return _page(items, total, offset, limit)
+        more = offset + len(items) < total
+        return SearchPage(items=items, total=total, total_capped=capped,
+                          next_cursor=encode_cursor(offset + limit) if more else None)
 
     async def _informative_words(self, conn: aiosqlite.Connection, words: list[str]) -> list[str]:
+        """The query's words that are not stopwords. A word's frequency is judged on a sample —
+        the newest SAMPLE_WINDOW entries of the index — so the cost does not grow with the store."""
         async with conn.execute("SELECT coalesce(max(rowid), 0) FROM search_index_docsize") as cur:
             (indexed,) = await cur.fetchone()
         if indexed < 1000:  # small stores: every word counts
             return words
+        window = min(indexed, self.sample_window)
         keep = []
         for word in words:
-            async with conn.execute("SELECT count(*) FROM search_index WHERE search_index MATCH ?",
-                                    (fts_query(word),)) as cur:
+            async with conn.execute("SELECT count(*) FROM search_index WHERE search_index MATCH ? AND rowid > ?",
+                                    (fts_query(word), indexed - window)) as cur:
                 (frequency,) = await cur.fetchone()
-            if frequency <= indexed // 3:
+            if frequency <= window // 3:
                 keep.append(word)
         return keep
 

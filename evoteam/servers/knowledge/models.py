@@ -7,7 +7,15 @@ import math
 from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel as PydanticModel
+from pydantic import ConfigDict, Field, field_validator
+
+
+class BaseModel(PydanticModel):
+    # Validators are built on first use, not at import: a hook or a CLI command that touches a
+    # few of these models does not pay for all of them.
+    model_config = ConfigDict(defer_build=True)
+
 
 Direction = Literal["maximize", "minimize"]
 RunStatus = Literal["active", "paused", "finished", "failed"]
@@ -169,9 +177,13 @@ class HistoryEntry(BaseModel):
 
 
 class HistoryDocument(BaseModel):
+    """The evolution history rendered as Markdown: the newest entries that fit, in time order."""
+
     run_id: str
     markdown: str
     entries: int
+    shown: int | None = None
+    truncated: bool = False
 
 
 # ---------------------------------------------------------------- artifacts
@@ -298,6 +310,13 @@ class SearchHit(BaseModel):
     title: str
     snippet: str
     rank: float
+
+
+class SearchPage(Page[SearchHit]):
+    """A page of search hits. Counting stops at a bound: `total_capped` says `total` is a lower
+    bound (at least that many entries match)."""
+
+    total_capped: bool = False
 
 
 # ---------------------------------------------------------------- costs

@@ -133,3 +133,6 @@ CREATE VIRTUAL TABLE search_index USING fts5(
 """
 
 register_migrations("knowledge", [V1])
+
+# Per-run counters and the documents' indexes: a component of their own, migrated after this one.
+from evoteam.servers.knowledge import counters  # noqa: E402,F401

@@ -37,6 +37,7 @@ from evoteam.servers.knowledge.models import (
     RunCreate,
     RunStatus,
     SearchHit,
+    SearchPage,
     SearchKind,
     Trajectory,
     WorkloadResult,
@@ -76,6 +77,8 @@ class HistoryView(BaseModel):
     document: str | None = None
     items: list[HistoryEntry] = Field(default_factory=list)
     total: int
+    shown: int | None = None
+    truncated: bool = False
     next_cursor: str | None = None
 
 
@@ -191,13 +194,16 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @server.tool()
     @tool_errors
     async def history(ctx: Context, run_id: str, view: Literal["document", "list"] = "document",
+                      max_chars: Annotated[int, Field(ge=500, le=200_000)] = 20_000,
                       limit: Limit = 50, cursor: Cursor = None) -> HistoryView:
         """Read a run's evolution history: per team version, the observed behaviour, diagnosis,
-        design change and outcome. view=document (Markdown) or list (a page of entries)."""
+        design change and outcome. view=document (Markdown, the newest entries that fit in
+        max_chars, in time order) or list (a page of entries, oldest first)."""
         store = kb(ctx)
         if view == "document":
-            doc = await store.render_history(run_id)
-            return HistoryView(run_id=run_id, document=doc.markdown, total=doc.entries)
+            doc = await store.render_history(run_id, max_chars=max_chars)
+            return HistoryView(run_id=run_id, document=doc.markdown, total=doc.entries, shown=doc.shown,
+                               truncated=doc.truncated)
         page = await store.list_history(run_id, limit=limit, cursor=cursor)
         return HistoryView(run_id=run_id, items=page.items, total=page.total, next_cursor=page.next_cursor)
 
@@ -289,11 +295,12 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @server.tool()
     @tool_errors
     async def search(ctx: Context, query: str, run_id: str | None = None, kinds: list[SearchKind] | None = None,
-                     limit: Annotated[int, Field(ge=1, le=50)] = 10, cursor: Cursor = None) -> Page[SearchHit]:
+                     limit: Annotated[int, Field(ge=1, le=50)] = 10, cursor: Cursor = None) -> SearchPage:
         """Full-text search across learnings, history, artifacts' text and candidates' notes, best
         match first. Any text is a valid query; filter by run and by kinds. Words found in more
-        than a third of the entries count as stopwords; when more than 5,000 entries match, the
-        newest 5,000 are ranked (total still counts every match)."""
+        than a third of the newest 3,000 entries count as stopwords (a query of nothing else lists
+        its matches newest first); when more than 5,000 entries match, the newest 5,000 are ranked.
+        total counts up to 1,000 matches; total_capped=true means at least that many."""
         return await kb(ctx).search(query, run_id=run_id, kinds=kinds, limit=limit, cursor=cursor)
 
     # ------------------------------------------------------------ resources

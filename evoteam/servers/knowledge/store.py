@@ -34,6 +34,7 @@ from evoteam.servers.knowledge.models import (
     RunCreate,
     RunStatus,
     SearchHit,
+    SearchPage,
     SearchKind,
     Spend,
     Trajectory,
@@ -124,7 +125,7 @@ class KnowledgeStore(abc.ABC):
 
     @abc.abstractmethod
     @scoped(RUN)
-    async def render_history(self, run_id: str) -> HistoryDocument: ...
+    async def render_history(self, run_id: str, max_chars: int | None = None) -> HistoryDocument: ...
 
     # artifacts
     @abc.abstractmethod
@@ -180,4 +181,4 @@ class KnowledgeStore(abc.ABC):
     @abc.abstractmethod
     @scoped(RUN)
     async def search(self, query: str, run_id: str | None = None, kinds: list[SearchKind] | None = None,
-                     limit: int = 10, cursor: str | None = None) -> Page[SearchHit]: ...
+                     limit: int = 10, cursor: str | None = None) -> SearchPage: ...
