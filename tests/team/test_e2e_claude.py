@@ -154,7 +154,7 @@ def test_full_cycle_then_budget_stop(scripted_api, claude_home, tmp_path):
     assert history[0].provenance.role == "supervisor"
     assert "budget is spent" in history[-1].outcome
     assert by_role["Budget Burner"].status == "over_budget", by_role["Budget Burner"]
-    assert run.status == "finished"
+    assert run.status == "budget_spent"
     assert spend.spent_usd >= 2.0
     roles_paid = {line.role for line in spend.lines}
     assert {"supervisor", "Distance Prober", "Budget Burner"} <= roles_paid

@@ -10,7 +10,7 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Direction = Literal["maximize", "minimize"]
-RunStatus = Literal["active", "paused", "finished", "failed"]
+RunStatus = Literal["active", "paused", "finished", "failed", "budget_spent"]
 LearningKind = Literal[
     "observation", "technique", "dead_end", "bug", "hypothesis", "workload", "process", "checkpoint"
 ]

@@ -240,6 +240,9 @@ def materialise(team: TeamVersion, run: Run, project_dir: Path, naming: ToolNami
     an agent file evoteam did not write is left alone (and listed in `skipped`)."""
     folder = Path(project_dir) / ".claude" / "agents"
     folder.mkdir(parents=True, exist_ok=True)
+    from evoteam.plugin.gitexclude import keep_out_of_git
+
+    keep_out_of_git(Path(project_dir), [f".claude/agents/{role.slug}.md" for role in team.roles] + [".evoteam/"])
     written = []
     for role in team.roles:
         path = folder / f"{role.slug}.md"
