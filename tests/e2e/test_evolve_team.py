@@ -284,3 +284,98 @@ def test_evolve_team_cycle_on_a_cpu_kit(installed, scripted_api, tmp_path):
     assert cand.status == "PASSED" and cand.score and cand.score > 0, cand
     assert any("ROLE-LEARNING" in x.text for x in got["learnings"]), got["learnings"]
     assert any("SUPERVISOR-REFLECTION" in h.diagnosis and h.team_version == 1 for h in got["history"]), got["history"]
+
+
+# ------------------------------------------------------------------ evoteam's own sessions on a plugin machine
+
+
+def _git_status(project: Path) -> str:
+    return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=project,
+                          capture_output=True, text=True, check=True).stdout
+
+
+def test_headless_run_on_a_machine_with_the_plugin(installed, scripted_api, tmp_path):
+    """`evoteam supervise` where the plugin (and so its hooks) is installed: the wake and the role
+    cost exactly their scripted requests (no hook keeps them going), the role's first request
+    already offers the evoteam tools, what the role records carries its role and version, and
+    evoteam's own files stay out of the user's git status."""
+    from evoteam.config import Settings
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.store import Actor
+    from evoteam.servers.team.runners import default_runner_factory
+    from evoteam.supervisor.cli import supervise_async
+    from evoteam.supervisor.waker import ClaudeWaker
+    from tests.team.conftest import git_project
+    from tests.team.test_e2e_claude import KIT as HKIT
+    from tests.team.test_e2e_claude import cycle_rules
+
+    project = git_project(tmp_path / "repo")
+    scripted_api.add(*cycle_rules())
+    env = claude_env(installed["home"], scripted_api.base_url, {
+        "TMPDIR": str(tmp_path), "EVOTEAM_HOOK_LOG": str(tmp_path / "hooks.log")})
+    settings = Settings(db=tmp_path / "evoteam.db")
+
+    async def main():
+        await supervise_async(
+            settings, f"task_kits/{HKIT}", budget_usd=5.0, interval_s=3600, runner="claude", max_parallel=None,
+            run_id=None, new=True, project_dir=project, supervisor_cap=None, role_cap=None, max_versions=1,
+            model=None, live=False, waker=ClaudeWaker(extra_env=env),
+            runner_factory=default_runner_factory(extra_env=env), poll_s=0.2)
+        async with LocalKnowledgeStore.open(settings.db, Actor(user="tester")) as kb:
+            run = (await kb.list_runs()).items[0]
+            return run, (await kb.list_candidates(run.id)).items, (await kb.list_learnings(run.id)).items
+
+    run, candidates, learnings = asyncio.run(main())
+    dump = scripted_api.dump()
+    assert run.kit == HKIT, run  # the path-like argument named the shipped kit
+    assert len(scripted_api.matched("wake-start")) == 2, dump
+    prober = scripted_api.matched("prober")
+    assert len(prober) == 3, dump
+    assert "mcp__bench__evaluate" in prober[0].tool_names, prober[0].tool_names
+    assert [(c.provenance.role, c.provenance.team_version) for c in candidates] == [("Distance Prober", 1)]
+    technique = [x for x in learnings if x.kind == "technique"]
+    assert [(x.provenance.role, x.provenance.team_version) for x in technique] == [("Distance Prober", 1)]
+    assert _git_status(project) == "", _git_status(project)
+
+
+def test_kernel_loop_stays_solo_and_the_supervisor_spend_counts(installed, scripted_api, tmp_path):
+    """/kernel-loop in the user's repository with a budget its own session alone exceeds: the
+    Stop hook prices the session, marks the run budget_spent and stops; it never asks for a team."""
+    from tests.team.conftest import git_project
+
+    home = installed["home"]
+    project = git_project(tmp_path / "proj")
+    prepare_home(home, trusted_dirs=[project])
+    db = tmp_path / "kb.db"
+
+    def start(req):
+        return tool_use(P + "knowledge__start_run", {
+            "goal": "Make RMSNorm fast on the CPU", "kit": KIT, "direction": "maximize", "x0": 1.0,
+            "budget_usd": 0.001})
+
+    scripted_api.add(Rule(first_user="kernel-loop", name="solo", replies=[start, "SOLO: one round done"],
+                          after="still here"))
+    s = run_print_session(f"/kernel-loop task_kits/{KIT} --budget-usd 0.001", home=home, cwd=project,
+                          api=scripted_api, permission_mode="bypassPermissions", timeout=150,
+                          env_extra=_session_env(db, {"EVOTEAM_MAX_IDLE_CONTINUES": "2",
+                                                      "EVOTEAM_HOOK_LOG": str(tmp_path / "hooks.log"),
+                                                      "TMPDIR": str(tmp_path)}))
+    dump = scripted_api.dump()
+    hook_log = (tmp_path / "hooks.log").read_text() if (tmp_path / "hooks.log").exists() else "(no hook log)"
+    assert s.returncode == 0, s.describe() + dump + hook_log
+    solo = scripted_api.matched("solo")
+    assert not any("design team" in r.all_text for r in solo), dump
+    assert len(solo) == 2, dump + hook_log
+
+    async def read():
+        from evoteam.servers.knowledge.local import LocalKnowledgeStore
+        from evoteam.servers.knowledge.store import Actor
+
+        async with LocalKnowledgeStore.open(db, Actor.local()) as store:
+            run = (await store.list_runs()).items[0]
+            return run, await store.spend(run.id)
+
+    run, spend = asyncio.run(read())
+    assert run.status == "budget_spent", (run, hook_log)
+    assert [line.role for line in spend.lines] == ["supervisor"] and spend.spent_usd > 0.001, spend
+    assert _git_status(project) == "", _git_status(project)
