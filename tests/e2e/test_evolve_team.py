@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -166,12 +167,18 @@ def test_session_start_context_reaches_first_request(installed, scripted_api, tm
 _MARKER = re.compile(r"\[evoteam role=(?P<slug>[a-z0-9-]+) version=(?P<version>\d+) run=(?P<run>[A-Za-z0-9_-]+)\]")
 
 
-def _role_rule() -> Rule:
+def _role_rule(db: Path | None = None, seen: dict | None = None) -> Rule:
     def evaluate(req):
         m = _MARKER.search(req.first_user_text)
+        if db is not None and seen is not None:
+            # what the store says while the role works (read directly: this runs in the API's thread)
+            with sqlite3.connect(db) as conn:
+                seen["while_working"] = conn.execute("SELECT status FROM role_sessions WHERE run_id = ?",
+                                                     (m["run"],)).fetchall()
+        # no role or team_version given: the provenance must come from the session's context
         return tool_use(P + "bench__evaluate", {
-            "kit": KIT, "candidate_path": str(CANDIDATE), "run_id": m["run"], "role": "Vectorisation Scout",
-            "team_version": int(m["version"]), "notes": "float32 einsum instead of the float64 upcast"})
+            "kit": KIT, "candidate_path": str(CANDIDATE), "run_id": m["run"],
+            "notes": "float32 einsum instead of the float64 upcast"})
 
     def learn(req):
         m = _MARKER.search(req.first_user_text)
@@ -238,15 +245,17 @@ async def _read_store(db: Path, run_id: str) -> dict:
 
 def test_evolve_team_cycle_on_a_cpu_kit(installed, scripted_api, tmp_path):
     home = installed["home"]
-    project = tmp_path / "proj"
-    project.mkdir()
+    from tests.team.conftest import git_project
+
+    project = git_project(tmp_path / "proj")
     prepare_home(home, trusted_dirs=[project])
     db = tmp_path / "kb.db"
+    seen: dict = {}
     # The generic team-member agent comes with the plugin once agents/team-member.md exists.
     has_member = (ROOT / "agents" / "team-member.md").is_file()
     subagent_type = "evoteam:team-member" if has_member else "general-purpose"
     state: dict = {}
-    scripted_api.add(_role_rule(), _supervisor_rule(subagent_type, state))
+    scripted_api.add(_role_rule(db, seen), _supervisor_rule(subagent_type, state))
     s = run_print_session(f"/evolve-team task_kits/{KIT} --budget-usd 5", home=home, cwd=project,
                           api=scripted_api, permission_mode="bypassPermissions", timeout=150,
                           env_extra=_session_env(db, {"EVOTEAM_MAX_IDLE_CONTINUES": "1",
@@ -275,13 +284,19 @@ def test_evolve_team_cycle_on_a_cpu_kit(installed, scripted_api, tmp_path):
     assert got["run"].kit == KIT and got["run"].current_version == 1
     assert [r.name for r in got["version"].roles] == ["Vectorisation Scout"]
     (session,) = got["sessions"]
+    assert seen["while_working"] == [("running",)], seen  # launched and working: not "planned"
     assert session.status == "finished" and session.runner == "subagent", session
+    assert session.turns == 3, session  # the role's real assistant turns, from its transcript
     assert "ROLE-REPORT" in (session.last_message or ""), session
     assert session.cost_usd and session.cost_usd > 0, session
     transcript_costs = [c for c in got["costs"] if c.source == "transcript"]
     assert transcript_costs and transcript_costs[0].provenance.role == "Vectorisation Scout", got["costs"]
     (cand,) = got["candidates"]
     assert cand.status == "PASSED" and cand.score and cand.score > 0, cand
+    assert (cand.provenance.role, cand.provenance.team_version) == ("Vectorisation Scout", 1), cand.provenance
+    role_learning = next(x for x in got["learnings"] if "ROLE-LEARNING" in x.text)
+    assert (role_learning.provenance.role, role_learning.provenance.team_version) == ("Vectorisation Scout", 1)
+    assert _git_status(project) == "", _git_status(project)  # .evoteam/ and the agent files are excluded
     assert any("ROLE-LEARNING" in x.text for x in got["learnings"]), got["learnings"]
     assert any("SUPERVISOR-REFLECTION" in h.diagnosis and h.team_version == 1 for h in got["history"]), got["history"]
 
