@@ -302,7 +302,9 @@ def subagent_stop(hook_input: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _fingerprint(run, spend) -> list:
-    return [run.candidates, run.learnings, run.current_version, run.best_score, round(spend.spent_usd, 6)]
+    # the supervisor's own spend grows with every continuation: it is not progress
+    others = sum(line.usd for line in spend.lines if line.role != "supervisor")
+    return [run.candidates, run.learnings, run.current_version, run.best_score, round(others, 6)]
 
 
 @not_in_own_sessions
