@@ -347,10 +347,25 @@ def test_headless_run_on_a_machine_with_the_plugin(installed, scripted_api, tmp_
     prober = scripted_api.matched("prober")
     assert len(prober) == 3, dump
     assert "mcp__bench__evaluate" in prober[0].tool_names, prober[0].tool_names
+    assert "mcp__team__design_team" in scripted_api.matched("wake-start")[0].tool_names
     assert [(c.provenance.role, c.provenance.team_version) for c in candidates] == [("Distance Prober", 1)]
     technique = [x for x in learnings if x.kind == "technique"]
     assert [(x.provenance.role, x.provenance.team_version) for x in technique] == [("Distance Prober", 1)]
     assert _git_status(project) == "", _git_status(project)
+    # the same records on the command line
+    env_kb = {**os.environ, "EVOTEAM_DB": str(settings.db)}
+
+    def kb(*args: str):
+        out = subprocess.run([sys.executable, "-m", "evoteam.cli", "kb", *args, run.id, "--json"], env=env_kb,
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    listed = kb("candidates")
+    assert [(c["provenance"]["role"], c["provenance"]["team_version"]) for c in listed["items"]] == [
+        ("Distance Prober", 1)]
+    history = kb("history")
+    assert history["total"] == 1 and history["items"][0]["provenance"]["role"] == "supervisor", history
 
 
 def test_kernel_loop_stays_solo_and_the_supervisor_spend_counts(installed, scripted_api, tmp_path):
@@ -368,7 +383,8 @@ def test_kernel_loop_stays_solo_and_the_supervisor_spend_counts(installed, scrip
             "goal": "Make RMSNorm fast on the CPU", "kit": KIT, "direction": "maximize", "x0": 1.0,
             "budget_usd": 0.001})
 
-    scripted_api.add(Rule(first_user="kernel-loop", name="solo", replies=[start, "SOLO: one round done"],
+    describe = tool_use(P + "bench__describe_kit", {"kit": f"task_kits/{KIT}"})  # the README's form
+    scripted_api.add(Rule(first_user="kernel-loop", name="solo", replies=[describe, start, "SOLO: one round done"],
                           after="still here"))
     s = run_print_session(f"/kernel-loop task_kits/{KIT} --budget-usd 0.001", home=home, cwd=project,
                           api=scripted_api, permission_mode="bypassPermissions", timeout=150,
@@ -380,7 +396,8 @@ def test_kernel_loop_stays_solo_and_the_supervisor_spend_counts(installed, scrip
     assert s.returncode == 0, s.describe() + dump + hook_log
     solo = scripted_api.matched("solo")
     assert not any("design team" in r.all_text for r in solo), dump
-    assert len(solo) == 2, dump + hook_log
+    assert len(solo) == 3, dump + hook_log
+    assert solo[1].tool_results()[-1]["is_error"] is False, solo[1].tool_results()  # the path named the kit
 
     async def read():
         from evoteam.servers.knowledge.local import LocalKnowledgeStore

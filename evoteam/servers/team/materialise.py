@@ -130,8 +130,9 @@ def role_brief(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming |
         f"`{k('knowledge', 'add_learning')}` with role=\"{role.name}\" and team_version={team.version}. "
         f"Record dead ends (kind=dead_end) as carefully as successes.",
         f"Files worth keeping (kernels, profiles, reports): `{k('knowledge', 'put_artifact')}`.",
-        f"Every candidate you want scored: `{k('bench', 'evaluate')}` (it measures honestly and records the "
-        f"candidate with its parent and your role).",
+        f"Every candidate you want scored: `{k('bench', 'evaluate')}` with role=\"{role.name}\" and "
+        f"team_version={team.version} (it measures honestly and records the candidate with its parent and your "
+        f"role).",
         *team.knowledge_plan.shared_writes,
         *role.writes_to,
     ]
