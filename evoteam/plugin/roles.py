@@ -49,25 +49,34 @@ def role_in_text(text: str) -> dict[str, Any] | None:
             "name": name["name"].strip() if name and int(name["version"]) == int(marker["version"]) else None}
 
 
-def role_of_transcript(path: Path, max_lines: int = 20) -> dict[str, Any] | None:
-    """The role from the first user entry of a subagent transcript."""
+def _entries(path: str | Path, max_lines: int | None = None, needle: str | None = None):
+    """The JSON object entries of a JSONL transcript (lines without `needle` skipped unparsed)."""
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             for number, line in enumerate(fh):
-                if number >= max_lines:
-                    return None
+                if max_lines is not None and number >= max_lines:
+                    return
+                if needle is not None and needle not in line:
+                    continue
                 try:
                     entry = json.loads(line)
                 except ValueError:
                     continue
-                if not isinstance(entry, dict) or entry.get("type") != "user":
-                    continue
-                content = (entry.get("message") or {}).get("content")
-                if isinstance(content, list):
-                    content = "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
-                return role_in_text(str(content or ""))
+                if isinstance(entry, dict):
+                    yield entry
     except OSError:
-        return None
+        return
+
+
+def role_of_transcript(path: Path, max_lines: int = 20) -> dict[str, Any] | None:
+    """The role from the first user entry of a subagent transcript."""
+    for entry in _entries(path, max_lines):
+        if entry.get("type") != "user":
+            continue
+        content = (entry.get("message") or {}).get("content")
+        if isinstance(content, list):
+            content = "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
+        return role_in_text(str(content or ""))
     return None
 
 
@@ -80,28 +89,15 @@ def assistant_turns(path: str | Path) -> int:
     """Assistant messages in a transcript (a message streamed as several entries counts once)."""
     ids: set[str] = set()
     count = 0
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if '"assistant"' not in line:
-                    continue
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    continue
-                if not isinstance(entry, dict) or entry.get("type") != "assistant":
-                    continue
-                message = entry.get("message") or {}
-                if message.get("model") == "<synthetic>":
-                    continue
-                key = message.get("id")
-                if key is None:
-                    count += 1
-                elif key not in ids:
-                    ids.add(key)
-                    count += 1
-    except OSError:
-        return 0
+    for entry in _entries(path, needle='"assistant"'):
+        message = entry.get("message") or {}
+        if entry.get("type") != "assistant" or message.get("model") == "<synthetic>":
+            continue
+        key = message.get("id")
+        if key is None or key not in ids:
+            count += 1
+            if key is not None:
+                ids.add(key)
     return count
 
 

@@ -164,6 +164,19 @@ def test_session_start_context_reaches_first_request(installed, scripted_api, tm
 
 # ------------------------------------------------------------------ a whole /evolve-team cycle
 
+
+def _skill_session(prompt: str, home: Path, project: Path, db: Path, tmp_path: Path, api,
+                   idle_continues: int) -> tuple[str, str]:
+    """Run one `-p` session with a skill command; returns (the API's dump, the hook log)."""
+    s = run_print_session(prompt, home=home, cwd=project, api=api, permission_mode="bypassPermissions",
+                          timeout=150, env_extra=_session_env(db, {
+                              "EVOTEAM_MAX_IDLE_CONTINUES": str(idle_continues),
+                              "EVOTEAM_HOOK_LOG": str(tmp_path / "hooks.log"), "TMPDIR": str(tmp_path)}))
+    dump = api.dump()
+    hook_log = (tmp_path / "hooks.log").read_text() if (tmp_path / "hooks.log").exists() else "(no hook log)"
+    assert s.returncode == 0, s.describe() + dump + hook_log
+    return dump, hook_log
+
 _MARKER = re.compile(r"\[evoteam role=(?P<slug>[a-z0-9-]+) version=(?P<version>\d+) run=(?P<run>[A-Za-z0-9_-]+)\]")
 
 
@@ -256,14 +269,8 @@ def test_evolve_team_cycle_on_a_cpu_kit(installed, scripted_api, tmp_path):
     subagent_type = "evoteam:team-member" if has_member else "general-purpose"
     state: dict = {}
     scripted_api.add(_role_rule(db, seen), _supervisor_rule(subagent_type, state))
-    s = run_print_session(f"/evolve-team task_kits/{KIT} --budget-usd 5", home=home, cwd=project,
-                          api=scripted_api, permission_mode="bypassPermissions", timeout=150,
-                          env_extra=_session_env(db, {"EVOTEAM_MAX_IDLE_CONTINUES": "1",
-                                                      "EVOTEAM_HOOK_LOG": str(tmp_path / "hooks.log"),
-                                                      "TMPDIR": str(tmp_path)}))
-    dump = scripted_api.dump()
-    hook_log = (tmp_path / "hooks.log").read_text() if (tmp_path / "hooks.log").exists() else "(no hook log)"
-    assert s.returncode == 0, s.describe() + dump + hook_log
+    dump, hook_log = _skill_session(f"/evolve-team task_kits/{KIT} --budget-usd 5", home, project, db, tmp_path,
+                                    scripted_api, idle_continues=1)
     sup = scripted_api.matched("supervisor")
     assert len(sup) >= 5, dump + hook_log
     # the skill expanded: the supervisor guide (the shared supervisor prompt) is in the first message
@@ -386,14 +393,8 @@ def test_kernel_loop_stays_solo_and_the_supervisor_spend_counts(installed, scrip
     describe = tool_use(P + "bench__describe_kit", {"kit": f"task_kits/{KIT}"})  # the README's form
     scripted_api.add(Rule(first_user="kernel-loop", name="solo", replies=[describe, start, "SOLO: one round done"],
                           after="still here"))
-    s = run_print_session(f"/kernel-loop task_kits/{KIT} --budget-usd 0.001", home=home, cwd=project,
-                          api=scripted_api, permission_mode="bypassPermissions", timeout=150,
-                          env_extra=_session_env(db, {"EVOTEAM_MAX_IDLE_CONTINUES": "2",
-                                                      "EVOTEAM_HOOK_LOG": str(tmp_path / "hooks.log"),
-                                                      "TMPDIR": str(tmp_path)}))
-    dump = scripted_api.dump()
-    hook_log = (tmp_path / "hooks.log").read_text() if (tmp_path / "hooks.log").exists() else "(no hook log)"
-    assert s.returncode == 0, s.describe() + dump + hook_log
+    dump, hook_log = _skill_session(f"/kernel-loop task_kits/{KIT} --budget-usd 0.001", home, project, db,
+                                    tmp_path, scripted_api, idle_continues=2)
     solo = scripted_api.matched("solo")
     assert not any("design team" in r.all_text for r in solo), dump
     assert len(solo) == 3, dump + hook_log

@@ -22,6 +22,20 @@ async def _all(list_page, run_id: str) -> Page:
             return Page(items=items, total=page.total)
 
 
+def _listing(settings: Settings, run_id: str, method: str, as_json: bool) -> Page | None:
+    """Every item of one of the store's run listings; printed as JSON (and None returned) with --json."""
+
+    async def go():
+        async with open_store(settings) as store:
+            return await _all(getattr(store, method), run_id)
+
+    page = _run(go())
+    if as_json:
+        click.echo(page.model_dump_json(indent=2))
+        return None
+    return page
+
+
 def _who(provenance) -> str:
     version = "" if provenance.team_version is None else f" v{provenance.team_version}"
     return f"{provenance.role or provenance.user}{version}"
@@ -33,14 +47,8 @@ def _who(provenance) -> str:
 @click.pass_obj
 def history_cmd(settings: Settings, run_id, as_json) -> None:
     """The evolution history of a run: one entry per reflection, oldest first."""
-
-    async def go():
-        async with open_store(settings) as store:
-            return await _all(store.list_history, run_id)
-
-    page = _run(go())
-    if as_json:
-        click.echo(page.model_dump_json(indent=2))
+    page = _listing(settings, run_id, "list_history", as_json)
+    if page is None:
         return
     if not page.items:
         click.echo(f"run {run_id} has no history yet (the supervisor records one entry per team version)")
@@ -59,14 +67,8 @@ def history_cmd(settings: Settings, run_id, as_json) -> None:
 @click.pass_obj
 def candidates_cmd(settings: Settings, run_id, as_json) -> None:
     """The candidates of a run with status, score and who recorded them, in recording order."""
-
-    async def go():
-        async with open_store(settings) as store:
-            return await _all(store.list_candidates, run_id)
-
-    page = _run(go())
-    if as_json:
-        click.echo(page.model_dump_json(indent=2))
+    page = _listing(settings, run_id, "list_candidates", as_json)
+    if page is None:
         return
     if not page.items:
         click.echo(f"run {run_id} has no candidates yet")
