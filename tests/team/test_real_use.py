@@ -1,4 +1,4 @@
-"""A restarted driver counts what a cut-off headless role spent (priced from its CLI transcript)."""
+"""Teams in real use (issue 12): an orphan's spend, `team status` wording, the supervisor's own spend."""
 
 from __future__ import annotations
 
@@ -63,3 +63,17 @@ def test_team_status_says_not_started_until_a_role_runs(project, tmp_path):
     assert status_line().endswith("not started")
     asyncio.run(setup(run_id))
     assert status_line().endswith("working")
+
+
+async def test_a_budget_the_supervisor_alone_spends_stops_the_run(kb, run, project):
+    """Headless: the wakes' own cost counts; a supervisor that spends the whole budget (10 USD)
+    designing v1 ends the run before any role starts."""
+    from tests.team.conftest import FakeRunner
+    from tests.team.test_driver import FakeSupervisor, make_driver
+
+    runner = FakeRunner(kb)
+    supervisor = FakeSupervisor(kb, project, [design("", "Profiler")], cost=12.0)
+    result = await make_driver(kb, project, runner, supervisor, run).run()
+    assert result.reason == "budget spent" and runner.jobs == []
+    assert (await kb.get_run(run.id)).status == "budget_spent"
+    assert [(x.role, x.usd) for x in (await kb.spend(run.id)).lines] == [("supervisor", 12.0)]
