@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evoteam.plugin import state as st
+from evoteam.plugin.roles import assistant_turns, role_in_text, role_of_call, session_mode
 
 # Most consecutive continuations the Stop hook forces without the store changing in between.
 DEFAULT_MAX_IDLE_CONTINUES = 3
@@ -80,9 +81,24 @@ def _active(project: Path) -> dict[str, Any] | None:
     return st.read_state(project)
 
 
+def not_in_own_sessions(fn):
+    """Hooks never act in a session evoteam started itself (a headless role or supervisor
+    wake): the driver or team server runs those, and a hook's "keep going" or context would
+    change what they cost and report."""
+
+    def hook(hook_input: dict[str, Any]) -> dict[str, Any] | None:
+        if st.started_by_evoteam(hook_input):
+            return None
+        return fn(hook_input)
+
+    hook.__name__, hook.__doc__ = fn.__name__, fn.__doc__
+    return hook
+
+
 # ---------------------------------------------------------------- SessionStart
 
 
+@not_in_own_sessions
 def session_start(hook_input: dict[str, Any]) -> dict[str, Any] | None:
     """A compact context of the project's active run: best score, version, budget, top learnings."""
     project = st.project_dir(hook_input)
@@ -137,6 +153,7 @@ def _result_payload(response: Any) -> Any:
     return response
 
 
+@not_in_own_sessions
 def post_tool_use(hook_input: dict[str, Any]) -> dict[str, Any] | None:
     """After `knowledge.start_run` or `team.design_team` in the main session: record the run
     (and version) as the project's active run, so the other hooks know it."""
@@ -152,7 +169,10 @@ def post_tool_use(hook_input: dict[str, Any]) -> dict[str, Any] | None:
             m = _RUN_ID.search(json.dumps(hook_input.get("tool_response"), default=str))
             run_id = m.group(1) if m else None
         if run_id:
-            st.activate(project, run_id, session_id=session)
+            state = st.activate(project, run_id, session_id=session)
+            mode = session_mode(hook_input.get("transcript_path"))
+            if mode and state.get("mode") != mode:
+                st.update_state(project, mode=mode)
     elif tool.endswith("team__design_team"):
         run_id = (hook_input.get("tool_input") or {}).get("run_id")
         version = None
@@ -164,8 +184,58 @@ def post_tool_use(hook_input: dict[str, Any]) -> dict[str, Any] | None:
             state = st.activate(project, run_id, version=version if isinstance(version, int) else None,
                                 session_id=session)
             state.pop("finished_version", None)
+            state["mode"] = "team"  # a session that designs a team supervises one
             st.write_state(project, state)
     return None
+
+
+# ---------------------------------------------------------------- PreToolUse (provenance, roles launched)
+
+PROVENANCE_TOOLS = re.compile(r"^mcp__.*(knowledge__(add_learning|record_candidate|put_artifact)|bench__evaluate)$")
+
+
+@not_in_own_sessions
+def pre_tool_use(hook_input: dict[str, Any]) -> dict[str, Any] | None:
+    """Two jobs, both from the session's own context:
+
+    - an Agent (Task) call whose prompt opens with a role marker: the role is marked `running`
+      at once (a background subagent's Agent call returns before the role has done anything);
+    - an evoteam tool that records a candidate, learning or artifact, called by a subagent
+      that plays a role: its `role` and `team_version` are set from the subagent's spawn prompt
+      (its transcript), whatever the model passed or forgot."""
+    tool = hook_input.get("tool_name") or ""
+    tool_input = hook_input.get("tool_input") if isinstance(hook_input.get("tool_input"), dict) else {}
+    if tool in ("Agent", "Task"):
+        role = role_in_text(str(tool_input.get("prompt") or ""))
+        if role is not None and not hook_input.get("agent_id"):
+            _mark_running(st.project_dir(hook_input), role)
+        return None
+    if not PROVENANCE_TOOLS.search(tool) or not hook_input.get("agent_id"):
+        return None
+    role = role_of_call(hook_input)
+    if role is None or not role.get("name"):
+        return None
+    if tool_input.get("role") == role["name"] and tool_input.get("team_version") == role["version"]:
+        return None
+    updated = {**tool_input, "role": role["name"], "team_version": role["version"]}
+    return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow",
+                                   "permissionDecisionReason": f"evoteam: provenance of {role['name']} "
+                                                               f"(team v{role['version']}) set from its spawn prompt",
+                                   "updatedInput": updated}}
+
+
+def _mark_running(project: Path, role: dict[str, Any]) -> None:
+    async def go():
+        from evoteam.servers.knowledge.connect import component_store, open_store
+        from evoteam.servers.team.core import TeamService
+
+        settings = _settings(project)
+        async with open_store(settings, _actor(settings, "hook")) as store:
+            service = TeamService(component_store("team", store), kb=store, project_dir=project,
+                                  write_agent_files=False)
+            await service.mark_running(role["run_id"], role["slug"], role["version"])
+
+    _run(go())
 
 
 # ---------------------------------------------------------------- SubagentStop
@@ -185,6 +255,7 @@ def _mentions_marker(path: str, max_lines: int = 50) -> bool:
     return False
 
 
+@not_in_own_sessions
 def subagent_stop(hook_input: dict[str, Any]) -> dict[str, Any] | None:
     """Record an evoteam role's end: its status, final report and cost (priced from the
     subagent's transcript). The role is recognised by the marker line of its spawn prompt. When
@@ -213,7 +284,8 @@ def subagent_stop(hook_input: dict[str, Any]) -> dict[str, Any] | None:
             service = TeamService(component_store("team", store), kb=store, project_dir=project,
                                   prices=load_price_table(settings, cwd=project), write_agent_files=False)
             session = await service.record_role_result(marker.run_id, marker.slug, marker.version, status="finished",
-                                                       summary=_clip(str(summary), 4000), transcript_path=transcript)
+                                                       summary=_clip(str(summary), 4000), transcript_path=transcript,
+                                                       turns=assistant_turns(transcript))
             status = await service.team_status(marker.run_id, marker.version)
             return session, status
 
@@ -240,9 +312,12 @@ async def _newest_history(store, run_id: str, n: int = 50):
 
 
 def _fingerprint(run, spend) -> list:
-    return [run.candidates, run.learnings, run.current_version, run.best_score, round(spend.spent_usd, 6)]
+    # the supervisor's own spend grows with every continuation: it is not progress
+    others = sum(line.usd for line in spend.lines if line.role != "supervisor")
+    return [run.candidates, run.learnings, run.current_version, run.best_score, round(others, 6)]
 
 
+@not_in_own_sessions
 def stop(hook_input: dict[str, Any]) -> dict[str, Any] | None:
     """Keep an active supervisor going while the run's budget remains.
 
@@ -264,17 +339,31 @@ def stop(hook_input: dict[str, Any]) -> dict[str, Any] | None:
     if running:
         return None
 
+    own = not state.get("session_id") or state["session_id"] == hook_input.get("session_id")
+
     async def go():
         from evoteam.servers.knowledge.connect import open_store
+        from evoteam.servers.team.cost import load_price_table, record_session_cost
 
         settings = _settings(project)
         async with open_store(settings, _actor(settings, "hook")) as store:
+            if own and hook_input.get("transcript_path") and Path(hook_input["transcript_path"]).is_file():
+                # the supervisor's own spend counts against the run's budget
+                await record_session_cost(store, state["run_id"], hook_input["transcript_path"],
+                                          role="supervisor", team_version=state.get("version"),
+                                          prices=load_price_table(settings, cwd=project))
             run = await store.get_run(state["run_id"])
             spend = await store.spend(state["run_id"])
+            if run.status == "active" and spend.left_usd is not None and spend.left_usd <= 0:
+                run = await store.update_run(run.id, status="budget_spent")
             history = await _newest_history(store, state["run_id"])
             return run, spend, history
 
     run, spend, history = _run(go())
+    if run.status == "budget_spent" and not state.get("budget_told"):
+        st.update_state(project, budget_told=True)
+        return {"systemMessage": f"evoteam: run {run.id} has spent its budget (${spend.spent_usd:.2f} of "
+                                 f"${spend.budget_usd:.2f}, the supervisor included); it is now budget_spent."}
     if run.status != "active" or spend.budget_usd is None or (spend.left_usd or 0) <= 0:
         return None
     fingerprint = _fingerprint(run, spend)
@@ -294,13 +383,17 @@ def stop(hook_input: dict[str, Any]) -> dict[str, Any] | None:
     if finished is not None and finished not in reflected:
         todo = (f"Every role of team v{finished} has ended. Read the state (team_status, trajectory, learnings), "
                 f"record your reflection on v{finished} (team.reflect), then design and start v{finished + 1}.")
+    elif state.get("mode") == "solo":
+        todo = ("Continue the kernel loop by yourself (no team): state the next hypothesis, write the candidate, "
+                "score it with bench.evaluate and record what you learned.")
     elif run.current_version is None:
         todo = "No team has been designed yet: diagnose the task and design team v1 (team.design_team), then start it."
     else:
         todo = (f"Check team v{run.current_version} (team.team_status): start any role that has not run, or, if "
                 f"every role has ended, reflect and design the next version.")
     reason = (f"evoteam: run {run.id} is active with ${spend.left_usd:.2f} of ${spend.budget_usd:.2f} left, "
-              f"best score {_fmt(run.best_score)}. Continue the supervisor loop. {todo} "
+              f"best score {_fmt(run.best_score)}. "
+              f"{'Keep optimising.' if state.get('mode') == 'solo' else 'Continue the supervisor loop.'} {todo} "
               f"(To end the run: knowledge.get_run shows it; mark it finished, or the user can run "
               f"`evoteam hook pause` / set EVOTEAM_AUTOCONTINUE=0.)")
     return {"decision": "block", "reason": reason}
@@ -333,6 +426,7 @@ def _last_assistant_texts(transcript: str | None, n: int = 4, limit: int = 3000)
     return _clip("\n---\n".join(picked), limit)
 
 
+@not_in_own_sessions
 def pre_compact(hook_input: dict[str, Any]) -> dict[str, Any] | None:
     """Before the conversation is compacted, write a checkpoint learning (kind "checkpoint")
     with the run's state and the supervisor's latest reasoning, so it survives compaction."""
@@ -371,6 +465,7 @@ def pre_compact(hook_input: dict[str, Any]) -> dict[str, Any] | None:
 HOOKS = {
     "session-start": session_start,
     "post-tool-use": post_tool_use,
+    "pre-tool-use": pre_tool_use,
     "subagent-stop": subagent_stop,
     "stop": stop,
     "pre-compact": pre_compact,

@@ -42,6 +42,35 @@ def project_dir(hook_input: dict[str, Any] | None = None, env: dict[str, str] | 
     return Path.cwd()
 
 
+ORIGIN_VAR = "EVOTEAM_SESSION_ORIGIN"  # set by evoteam.servers.team.launch.session_env
+_OWN_MARKERS = ("[evoteam role=", "[evoteam supervisor wake")
+
+
+def started_by_evoteam(hook_input: dict[str, Any] | None, env: dict[str, str] | None = None) -> str | None:
+    """Why this session is one evoteam started itself (a headless role or supervisor wake), or
+    None. Such sessions are driven by `evoteam supervise` / the team server; the hooks never
+    steer them. Known by the environment the runner sets, or by the marker that opens the
+    session's first prompt (the first lines of its transcript)."""
+    env = os.environ if env is None else env
+    if env.get(ORIGIN_VAR):
+        return f"{ORIGIN_VAR}={env[ORIGIN_VAR]}"
+    path = (hook_input or {}).get("transcript_path")
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for number, line in enumerate(fh):
+                if number >= 8:
+                    break
+                if '"type":"user"' not in line.replace(" ", ""):
+                    continue
+                # the first user entry decides: its prompt opens with the marker or it does not
+                return "marker" if any(m in line for m in _OWN_MARKERS) else None
+    except OSError:
+        return None
+    return None
+
+
 def state_path(project: Path) -> Path:
     return Path(project) / STATE_DIR / STATE_FILE
 
@@ -65,6 +94,10 @@ def read_state(project: Path, env: dict[str, str] | None = None) -> dict[str, An
 def write_state(project: Path, state: dict[str, Any]) -> Path:
     """Write the record atomically (a temp file, then rename)."""
     path = state_path(project)
+    if not path.parent.is_dir():
+        from evoteam.plugin.gitexclude import keep_out_of_git
+
+        keep_out_of_git(Path(project), [f"{STATE_DIR}/"])
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {**state, "updated_at": time.time()}
     fd, tmp = tempfile.mkstemp(prefix=".active_run.", dir=path.parent)

@@ -44,6 +44,8 @@ def describe_target(settings: Settings, target: str) -> RunCreate:
     if kit is None:
         if Path(target).expanduser().is_dir():
             raise click.ClickException(f"{target} is a folder but not a task kit (no kit.json / definition.json)")
+        kit = _kit_by_path_name(settings, target)
+    if kit is None:
         return RunCreate(goal=target)
     m = kit.manifest
     # The bench finds kits by name in the kit folders; a kit elsewhere is kept by its path.
@@ -54,6 +56,26 @@ def describe_target(settings: Settings, target: str) -> RunCreate:
     except DomainError:
         where = str(kit.root)
     return RunCreate(goal=m.goal, kit=where, direction=m.direction, x0=m.x0, best_known=m.best_known)
+
+
+def _looks_like_path(target: str) -> bool:
+    return " " not in target.strip() and ("/" in target or target.startswith((".", "~")))
+
+
+def _kit_by_path_name(settings: Settings, target: str):
+    """`task_kits/<kit>` (the README's form) given from another folder: the shipped kit of that
+    name. Any other path-like text that names no kit is an error, never a free-form goal."""
+    if not _looks_like_path(target):
+        return None
+    from evoteam.servers.bench.kits import discover, find_kit
+
+    name = Path(target.rstrip("/")).name
+    try:
+        return find_kit(settings, name)
+    except DomainError:
+        kits = ", ".join(sorted(discover(settings))) or "none"
+        raise click.ClickException(f"{target} is not a task kit here (no such folder, and no kit named {name!r}); "
+                                   f"kits: {kits}. Give a kit name, a kit folder, or a goal in words.") from None
 
 
 async def resolve_run(store: KnowledgeStore, settings: Settings, target: str | None, budget_usd: float | None,

@@ -210,9 +210,12 @@ class SupervisorDriver:
             if session.runner == "subagent":
                 continue
             if session.owner != self.svc.owner:
+                killed = await self.svc.reconcile_orphan(session)
                 await self.team.update_session(session.id, SessionUpdate(
                     status="interrupted", error="its driver stopped; restarted by the next driver"))
-                self._event("resume", f"{session.role} (v{session.version}) was cut off; it will start again")
+                self._event("resume", f"{session.role} (v{session.version}) was cut off"
+                                      f"{' (its process outlived the driver and was ended)' if killed else ''}; "
+                                      f"it will start again")
         for wake in await self.team.list_wakes(self.run_id, status="running"):
             await self.team.end_wake(wake.id, "interrupted", error="the driver stopped during this wake")
             run = await self.kb.get_run(self.run_id)
@@ -352,7 +355,7 @@ class SupervisorDriver:
                               f"{len(stopped)} role(s)")
         await self._reflect_final(run, f"the run stopped: its budget is spent (${spent:.2f} of "
                                        f"${run.budget_usd:.2f}); best score {run.best_score}")
-        await self.kb.update_run(self.run_id, status="finished")
+        await self.kb.update_run(self.run_id, status="budget_spent")
 
     async def _reflect_final(self, run: Run, outcome: str) -> None:
         with contextlib.suppress(Exception):

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evoteam.servers.team.launch import guarded_cli, session_env
 from evoteam.servers.team.materialise import ToolNaming
 from evoteam.servers.team.runners import EVOTEAM_SERVERS, Progress, _aclose, mcp_server_config
 
@@ -65,12 +66,13 @@ class ClaudeWaker:
         server_env = {**{k: v for k, v in request.env.items() if k.startswith("EVOTEAM_")},
                       "EVOTEAM_SPAWN_MODE": "queue", "EVOTEAM_PROJECT_DIR": str(request.cwd)}
         return ClaudeAgentOptions(
-            cwd=str(request.cwd), env={**self.extra_env, **request.env}, max_budget_usd=request.cap_usd,
+            cwd=str(request.cwd), env={**session_env("wake"), **self.extra_env, **request.env},
+            max_budget_usd=request.cap_usd,
             mcp_servers={name: mcp_server_config(name, server_env) for name in self.servers},
             strict_mcp_config=True,
             system_prompt={"type": "preset", "preset": "claude_code", "append": request.system_prompt},
             allowed_tools=["Read", "Bash"] + [f"mcp__{name}" for name in self.servers],
-            permission_mode=self.permission_mode, model=self.model, cli_path=self.cli_path,
+            permission_mode=self.permission_mode, model=self.model, cli_path=guarded_cli(self.cli_path),
             max_turns=self.max_turns, stderr=self.stderr)
 
     async def wake(self, request: WakeRequest) -> WakeOutcome:

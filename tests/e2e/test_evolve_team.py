@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -163,15 +164,34 @@ def test_session_start_context_reaches_first_request(installed, scripted_api, tm
 
 # ------------------------------------------------------------------ a whole /evolve-team cycle
 
+
+def _skill_session(prompt: str, home: Path, project: Path, db: Path, tmp_path: Path, api,
+                   idle_continues: int) -> tuple[str, str]:
+    """Run one `-p` session with a skill command; returns (the API's dump, the hook log)."""
+    s = run_print_session(prompt, home=home, cwd=project, api=api, permission_mode="bypassPermissions",
+                          timeout=150, env_extra=_session_env(db, {
+                              "EVOTEAM_MAX_IDLE_CONTINUES": str(idle_continues),
+                              "EVOTEAM_HOOK_LOG": str(tmp_path / "hooks.log"), "TMPDIR": str(tmp_path)}))
+    dump = api.dump()
+    hook_log = (tmp_path / "hooks.log").read_text() if (tmp_path / "hooks.log").exists() else "(no hook log)"
+    assert s.returncode == 0, s.describe() + dump + hook_log
+    return dump, hook_log
+
 _MARKER = re.compile(r"\[evoteam role=(?P<slug>[a-z0-9-]+) version=(?P<version>\d+) run=(?P<run>[A-Za-z0-9_-]+)\]")
 
 
-def _role_rule() -> Rule:
+def _role_rule(db: Path | None = None, seen: dict | None = None) -> Rule:
     def evaluate(req):
         m = _MARKER.search(req.first_user_text)
+        if db is not None and seen is not None:
+            # what the store says while the role works (read directly: this runs in the API's thread)
+            with sqlite3.connect(db) as conn:
+                seen["while_working"] = conn.execute("SELECT status FROM role_sessions WHERE run_id = ?",
+                                                     (m["run"],)).fetchall()
+        # no role or team_version given: the provenance must come from the session's context
         return tool_use(P + "bench__evaluate", {
-            "kit": KIT, "candidate_path": str(CANDIDATE), "run_id": m["run"], "role": "Vectorisation Scout",
-            "team_version": int(m["version"]), "notes": "float32 einsum instead of the float64 upcast"})
+            "kit": KIT, "candidate_path": str(CANDIDATE), "run_id": m["run"],
+            "notes": "float32 einsum instead of the float64 upcast"})
 
     def learn(req):
         m = _MARKER.search(req.first_user_text)
@@ -238,23 +258,19 @@ async def _read_store(db: Path, run_id: str) -> dict:
 
 def test_evolve_team_cycle_on_a_cpu_kit(installed, scripted_api, tmp_path):
     home = installed["home"]
-    project = tmp_path / "proj"
-    project.mkdir()
+    from tests.team.conftest import git_project
+
+    project = git_project(tmp_path / "proj")
     prepare_home(home, trusted_dirs=[project])
     db = tmp_path / "kb.db"
+    seen: dict = {}
     # The generic team-member agent comes with the plugin once agents/team-member.md exists.
     has_member = (ROOT / "agents" / "team-member.md").is_file()
     subagent_type = "evoteam:team-member" if has_member else "general-purpose"
     state: dict = {}
-    scripted_api.add(_role_rule(), _supervisor_rule(subagent_type, state))
-    s = run_print_session(f"/evolve-team task_kits/{KIT} --budget-usd 5", home=home, cwd=project,
-                          api=scripted_api, permission_mode="bypassPermissions", timeout=150,
-                          env_extra=_session_env(db, {"EVOTEAM_MAX_IDLE_CONTINUES": "1",
-                                                      "EVOTEAM_HOOK_LOG": str(tmp_path / "hooks.log"),
-                                                      "TMPDIR": str(tmp_path)}))
-    dump = scripted_api.dump()
-    hook_log = (tmp_path / "hooks.log").read_text() if (tmp_path / "hooks.log").exists() else "(no hook log)"
-    assert s.returncode == 0, s.describe() + dump + hook_log
+    scripted_api.add(_role_rule(db, seen), _supervisor_rule(subagent_type, state))
+    dump, hook_log = _skill_session(f"/evolve-team task_kits/{KIT} --budget-usd 5", home, project, db, tmp_path,
+                                    scripted_api, idle_continues=1)
     sup = scripted_api.matched("supervisor")
     assert len(sup) >= 5, dump + hook_log
     # the skill expanded: the supervisor guide (the shared supervisor prompt) is in the first message
@@ -275,12 +291,124 @@ def test_evolve_team_cycle_on_a_cpu_kit(installed, scripted_api, tmp_path):
     assert got["run"].kit == KIT and got["run"].current_version == 1
     assert [r.name for r in got["version"].roles] == ["Vectorisation Scout"]
     (session,) = got["sessions"]
+    assert seen["while_working"] == [("running",)], seen  # launched and working: not "planned"
     assert session.status == "finished" and session.runner == "subagent", session
+    assert session.turns == 3, session  # the role's real assistant turns, from its transcript
     assert "ROLE-REPORT" in (session.last_message or ""), session
     assert session.cost_usd and session.cost_usd > 0, session
     transcript_costs = [c for c in got["costs"] if c.source == "transcript"]
     assert transcript_costs and transcript_costs[0].provenance.role == "Vectorisation Scout", got["costs"]
     (cand,) = got["candidates"]
     assert cand.status == "PASSED" and cand.score and cand.score > 0, cand
+    assert (cand.provenance.role, cand.provenance.team_version) == ("Vectorisation Scout", 1), cand.provenance
+    role_learning = next(x for x in got["learnings"] if "ROLE-LEARNING" in x.text)
+    assert (role_learning.provenance.role, role_learning.provenance.team_version) == ("Vectorisation Scout", 1)
+    assert _git_status(project) == "", _git_status(project)  # .evoteam/ and the agent files are excluded
     assert any("ROLE-LEARNING" in x.text for x in got["learnings"]), got["learnings"]
     assert any("SUPERVISOR-REFLECTION" in h.diagnosis and h.team_version == 1 for h in got["history"]), got["history"]
+
+
+# ------------------------------------------------------------------ evoteam's own sessions on a plugin machine
+
+
+def _git_status(project: Path) -> str:
+    return subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=project,
+                          capture_output=True, text=True, check=True).stdout
+
+
+def test_headless_run_on_a_machine_with_the_plugin(installed, scripted_api, tmp_path):
+    """`evoteam supervise` where the plugin (and so its hooks) is installed: the wake and the role
+    cost exactly their scripted requests (no hook keeps them going), the role's first request
+    already offers the evoteam tools, what the role records carries its role and version, and
+    evoteam's own files stay out of the user's git status."""
+    from evoteam.config import Settings
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.store import Actor
+    from evoteam.servers.team.runners import default_runner_factory
+    from evoteam.supervisor.cli import supervise_async
+    from evoteam.supervisor.waker import ClaudeWaker
+    from tests.team.conftest import git_project
+    from tests.team.test_e2e_claude import KIT as HKIT
+    from tests.team.test_e2e_claude import cycle_rules
+
+    project = git_project(tmp_path / "repo")
+    scripted_api.add(*cycle_rules())
+    env = claude_env(installed["home"], scripted_api.base_url, {
+        "TMPDIR": str(tmp_path), "EVOTEAM_HOOK_LOG": str(tmp_path / "hooks.log")})
+    settings = Settings(db=tmp_path / "evoteam.db")
+
+    async def main():
+        await supervise_async(
+            settings, f"task_kits/{HKIT}", budget_usd=5.0, interval_s=3600, runner="claude", max_parallel=None,
+            run_id=None, new=True, project_dir=project, supervisor_cap=None, role_cap=None, max_versions=1,
+            model=None, live=False, waker=ClaudeWaker(extra_env=env),
+            runner_factory=default_runner_factory(extra_env=env), poll_s=0.2)
+        async with LocalKnowledgeStore.open(settings.db, Actor(user="tester")) as kb:
+            run = (await kb.list_runs()).items[0]
+            return run, (await kb.list_candidates(run.id)).items, (await kb.list_learnings(run.id)).items
+
+    run, candidates, learnings = asyncio.run(main())
+    dump = scripted_api.dump()
+    assert run.kit == HKIT, run  # the path-like argument named the shipped kit
+    assert len(scripted_api.matched("wake-start")) == 2, dump
+    prober = scripted_api.matched("prober")
+    assert len(prober) == 3, dump
+    assert "mcp__bench__evaluate" in prober[0].tool_names, prober[0].tool_names
+    assert "mcp__team__design_team" in scripted_api.matched("wake-start")[0].tool_names
+    assert [(c.provenance.role, c.provenance.team_version) for c in candidates] == [("Distance Prober", 1)]
+    technique = [x for x in learnings if x.kind == "technique"]
+    assert [(x.provenance.role, x.provenance.team_version) for x in technique] == [("Distance Prober", 1)]
+    assert _git_status(project) == "", _git_status(project)
+    # the same records on the command line
+    env_kb = {**os.environ, "EVOTEAM_DB": str(settings.db)}
+
+    def kb(*args: str):
+        out = subprocess.run([sys.executable, "-m", "evoteam.cli", "kb", *args, run.id, "--json"], env=env_kb,
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    listed = kb("candidates")
+    assert [(c["provenance"]["role"], c["provenance"]["team_version"]) for c in listed["items"]] == [
+        ("Distance Prober", 1)]
+    history = kb("history")
+    assert history["total"] == 1 and history["items"][0]["provenance"]["role"] == "supervisor", history
+
+
+def test_kernel_loop_stays_solo_and_the_supervisor_spend_counts(installed, scripted_api, tmp_path):
+    """/kernel-loop in the user's repository with a budget its own session alone exceeds: the
+    Stop hook prices the session, marks the run budget_spent and stops; it never asks for a team."""
+    from tests.team.conftest import git_project
+
+    home = installed["home"]
+    project = git_project(tmp_path / "proj")
+    prepare_home(home, trusted_dirs=[project])
+    db = tmp_path / "kb.db"
+
+    def start(req):
+        return tool_use(P + "knowledge__start_run", {
+            "goal": "Make RMSNorm fast on the CPU", "kit": KIT, "direction": "maximize", "x0": 1.0,
+            "budget_usd": 0.001})
+
+    describe = tool_use(P + "bench__describe_kit", {"kit": f"task_kits/{KIT}"})  # the README's form
+    scripted_api.add(Rule(first_user="kernel-loop", name="solo", replies=[describe, start, "SOLO: one round done"],
+                          after="still here"))
+    dump, hook_log = _skill_session(f"/kernel-loop task_kits/{KIT} --budget-usd 0.001", home, project, db,
+                                    tmp_path, scripted_api, idle_continues=2)
+    solo = scripted_api.matched("solo")
+    assert not any("design team" in r.all_text for r in solo), dump
+    assert len(solo) == 3, dump + hook_log
+    assert solo[1].tool_results()[-1]["is_error"] is False, solo[1].tool_results()  # the path named the kit
+
+    async def read():
+        from evoteam.servers.knowledge.local import LocalKnowledgeStore
+        from evoteam.servers.knowledge.store import Actor
+
+        async with LocalKnowledgeStore.open(db, Actor.local()) as store:
+            run = (await store.list_runs()).items[0]
+            return run, await store.spend(run.id)
+
+    run, spend = asyncio.run(read())
+    assert run.status == "budget_spent", (run, hook_log)
+    assert [line.role for line in spend.lines] == ["supervisor"] and spend.spent_usd > 0.001, spend
+    assert _git_status(project) == "", _git_status(project)

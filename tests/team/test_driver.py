@@ -72,7 +72,7 @@ async def test_full_cycle_then_budget_stop(kb, run, project):
     assert spend.spent_usd >= 10.0
     lines = {(l.role, l.team_version): l.usd for l in spend.lines}
     assert lines[("Profiler", 1)] == 2.0 and lines[("supervisor", None)] == pytest.approx(0.2)
-    assert (await kb.get_run(run.id)).status == "finished"
+    assert (await kb.get_run(run.id)).status == "budget_spent"
     learnings = (await kb.list_learnings(run.id)).items
     assert {(l.provenance.role, l.provenance.team_version) for l in learnings} >= {("Profiler", 1), ("Challenger", 2)}
     # the wake message carried the state of the finished team

@@ -11,6 +11,7 @@ the real evoteam MCP servers over stdio.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import json
 import os
@@ -19,6 +20,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -108,6 +110,17 @@ def cycle_rules(stall: threading.Event | None = None) -> list[Rule]:
     ]
 
 
+def _group_alive(pgid: int) -> bool:
+    """Does any process of this process group still run (zombies do not count)?"""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            text = stat.read_text()
+            fields = text[text.rfind(")") + 2:].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+    return False
+
+
 async def _store(db: Path):
     return LocalKnowledgeStore.open(db, Actor(user="tester"))
 
@@ -154,7 +167,7 @@ def test_full_cycle_then_budget_stop(scripted_api, claude_home, tmp_path):
     assert history[0].provenance.role == "supervisor"
     assert "budget is spent" in history[-1].outcome
     assert by_role["Budget Burner"].status == "over_budget", by_role["Budget Burner"]
-    assert run.status == "finished"
+    assert run.status == "budget_spent"
     assert spend.spent_usd >= 2.0
     roles_paid = {line.role for line in spend.lines}
     assert {"supervisor", "Distance Prober", "Budget Burner"} <= roles_paid
@@ -177,16 +190,25 @@ def test_kill_and_resume(scripted_api, claude_home, tmp_path):
                                 text=True, start_new_session=True)
 
     first = start()
+    procs = project / ".evoteam" / "procs"
     try:
-        # wait until the prober's first model request is pending (it stalls there), then kill everything
-        while not scripted_api.matched("prober"):
+        # wait until the prober's first model request is pending (it stalls there), then kill the
+        # driver's pid alone (not its group): the role's process group must go with it
+        give_up = time.monotonic() + 180
+        while not scripted_api.matched("prober") or not list(procs.glob("*.json")):
             assert first.poll() is None, first.stdout.read()
+            assert time.monotonic() < give_up, f"no role process was recorded in {procs}"
             threading.Event().wait(0.1)
-        os.killpg(first.pid, signal.SIGKILL)
+        (record,) = [json.loads(p.read_text()) for p in procs.glob("*.json")]
+        os.kill(first.pid, signal.SIGKILL)
         first.wait()
+        deadline = time.monotonic() + 30
+        while _group_alive(record["pgid"]) and time.monotonic() < deadline:
+            threading.Event().wait(0.1)
+        assert not _group_alive(record["pgid"]), "the role's processes outlived the killed driver"
     finally:
         stall.set()
-        if first.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(first.pid, signal.SIGKILL)
 
     async def state():
@@ -209,6 +231,15 @@ def test_kill_and_resume(scripted_api, claude_home, tmp_path):
     assert [w.trigger for w in wakes] == ["start", "team_finished"], out
     # the prober's conversation was started twice: once cut off, once to the end
     assert sum(1 for r in scripted_api.matched("prober") if r.turn == 0) == 2, scripted_api.dump()
+
+    async def records():
+        async with LocalKnowledgeStore.open(db, Actor(user="tester")) as kb:
+            return (await kb.list_candidates(run.id)).items, (await kb.list_learnings(run.id)).items
+
+    candidates, learnings = asyncio.run(records())
+    # exactly one candidate and one learning by the role: the cut-off process did not finish its work
+    assert [c.provenance.role for c in candidates] == ["Distance Prober"], candidates
+    assert [x.provenance.role for x in learnings if x.kind == "technique"] == ["Distance Prober"], learnings
 
 
 def test_materialised_agents_are_seen_by_claude_code(scripted_api, claude_home, tmp_path):

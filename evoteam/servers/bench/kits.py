@@ -280,6 +280,8 @@ def find_kit(settings: Settings, name_or_path: str) -> Kit:
     kits = discover(settings)
     if name_or_path in kits:
         return kits[name_or_path]
+    if "/" in name_or_path and Path(name_or_path.rstrip("/")).name in kits:
+        return kits[Path(name_or_path.rstrip("/")).name]  # `task_kits/<kit>` from another folder
     names = ", ".join(sorted(kits)) or "none"
     raise DomainError(f"no kit named {name_or_path!r}; available kits: {names} (list_kits shows them; a kit "
                       "folder's path also works)")

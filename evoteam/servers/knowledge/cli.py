@@ -30,7 +30,7 @@ def kb() -> None:
 
 
 @kb.command("runs")
-@click.option("--status", type=click.Choice(["active", "paused", "finished", "failed"]))
+@click.option("--status", type=click.Choice(["active", "paused", "finished", "failed", "budget_spent"]))
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
 def runs_cmd(settings: Settings, status, as_json) -> None:
@@ -191,3 +191,6 @@ def token_revoke(settings: Settings, token_id) -> None:
 
 
 COMMANDS = [kb, token]
+
+
+from evoteam.servers.knowledge import cli_records  # noqa: E402,F401  (registers kb history, kb candidates)

@@ -18,7 +18,7 @@ class BaseModel(PydanticModel):
 
 
 Direction = Literal["maximize", "minimize"]
-RunStatus = Literal["active", "paused", "finished", "failed"]
+RunStatus = Literal["active", "paused", "finished", "failed", "budget_spent"]
 LearningKind = Literal[
     "observation", "technique", "dead_end", "bug", "hypothesis", "workload", "process", "checkpoint"
 ]

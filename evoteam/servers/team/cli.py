@@ -41,6 +41,21 @@ def team() -> None:
     """Team versions, role sessions and budget of a run; the supervisor prompt."""
 
 
+def status_word(status) -> str:
+    """One word for a version: finished, working (a role is queued or runs), not started
+    (every role only planned), waiting (some ended, the rest not started), or no team."""
+    if status.version is None:
+        return "no team yet"
+    if status.finished:
+        return "finished"
+    states = {r.status for r in status.roles}
+    if states & {"running", "queued"}:
+        return "working"
+    if states <= {"planned"}:
+        return "not started"
+    return "waiting"
+
+
 @team.command("status")
 @click.argument("run_id", required=False)
 @click.option("--version", type=int, default=None)
@@ -59,7 +74,7 @@ def status_cmd(settings: Settings, run_id, version, as_json) -> None:
         return
     budget = "no budget" if status.budget_usd is None else f"${status.budget_usd:.2f}"
     click.echo(f"run {status.run_id} ({status.run_status})  team v{status.version}  best {status.best_score}  "
-               f"spent ${status.spent_usd:.2f} of {budget}  {'finished' if status.finished else 'working'}")
+               f"spent ${status.spent_usd:.2f} of {budget}  {status_word(status)}")
     for r in status.roles:
         note = r.error or r.last_message.replace("\n", " ")[:80]
         click.echo(f"  {r.role:<28} {r.status:<12} {r.runner:<8} {r.turns:>4} turns  ${r.cost_usd:.2f}  {note}")

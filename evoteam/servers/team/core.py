@@ -19,7 +19,9 @@ from typing import Any, Literal
 from evoteam.errors import DomainError
 from evoteam.servers.knowledge.models import HistoryEntry, HistoryEntryCreate, Run
 from evoteam.servers.knowledge.store import KnowledgeStore
-from evoteam.servers.team.cost import PriceTable, record_cost_as, record_transcript_cost
+from evoteam.servers.team.cost import PriceTable, find_transcript, record_cost_as, record_transcript_cost
+from evoteam.plugin.gitexclude import keep_out_of_git
+from evoteam.servers.team.launch import proc_file
 from evoteam.servers.team.materialise import (
     GENERIC_AGENT,
     ToolNaming,
@@ -111,7 +113,7 @@ class TeamService:
         run = await self.team.run(design.run_id)
         spend = await self.kb.spend(design.run_id)
         warnings = validate_design(design, spend.left_usd)
-        if run.status in ("finished", "failed"):
+        if run.status in ("finished", "failed", "budget_spent"):
             raise DomainError(f"run {run.id} is {run.status}; start a new run to design more teams")
         team = await self.team.create_version(design)
         superseded = await self._supersede(run.id, team.version)
@@ -139,6 +141,8 @@ class TeamService:
     async def _supersede(self, run_id: str, version: int) -> list[RoleSession]:
         stopped = []
         for session in await self.team.list_sessions(run_id, status=["planned", "queued", "running", "interrupted"]):
+            if session.runner == "subagent" and session.status == "running":
+                continue  # an in-session subagent at work: nothing here can stop it; its report still counts
             if session.version < version:
                 stopped.append(await self._stop(session, f"superseded by team v{version}"))
         return stopped
@@ -175,7 +179,7 @@ class TeamService:
         """Start one role headless (or queue it, in queue mode). Returns its session."""
         team, spec = await self._role(run_id, role, version)
         run = await self.team.run(run_id)
-        if run.status in ("finished", "failed", "paused"):
+        if run.status in ("finished", "failed", "paused", "budget_spent"):
             raise DomainError(f"run {run_id} is {run.status}; nothing new is started in it")
         current = (await self.team.latest_sessions(run_id, team.version)).get(spec.slug)
         if current is not None and current.status in ACTIVE:
@@ -243,7 +247,9 @@ class TeamService:
                     cwd=cwd, cap_usd=session.cap_usd, model=spec.model, tools=role_tools(spec, self.naming),
                     mcp_servers=list(spec.mcp_servers), description=role_description(team, spec),
                     env={**self.env, "EVOTEAM_ROLE": spec.name, "EVOTEAM_TEAM_VERSION": str(team.version),
-                         "EVOTEAM_RUN": run.id, "EVOTEAM_ROLE_SESSION": session.id})
+                         "EVOTEAM_RUN": run.id, "EVOTEAM_ROLE_SESSION": session.id},
+                    proc_file=proc_file(self.project_dir, session.id))
+                keep_out_of_git(self.project_dir, [".evoteam/"])  # the guard's proc files go there
                 runner = self.runner_factory(session.runner if session.runner != "subagent" else self.default_runner)
 
                 async def report(progress: Progress) -> bool:
@@ -344,6 +350,21 @@ class TeamService:
                 ended.append(session_id)
         return ended
 
+    async def reconcile_orphan(self, session: RoleSession) -> bool:
+        """A headless session whose driver died: end its process group if it still runs (its
+        guard recorded it), and count what it spent (priced from its CLI transcript, once).
+        Returns True when a live process was killed."""
+        from evoteam.servers.team.procguard import kill_recorded
+
+        killed = kill_recorded(proc_file(self.project_dir, session.id))
+        transcript = find_transcript(session.session_id) if session.session_id else None
+        if transcript is not None:
+            record, _ = await record_transcript_cost(self.kb, session.run_id, transcript, role=session.role,
+                                                     team_version=session.version, prices=self.prices)
+            if record.usd > 0:
+                await self.team.update_session(session.id, SessionUpdate(cost_usd=session.cost_usd + record.usd))
+        return killed
+
     async def shutdown(self, status: SessionStatus = "interrupted") -> None:
         """End every role this process runs (marking them `status`), e.g. on exit."""
         for session_id, task in list(self._tasks.items()):
@@ -359,7 +380,7 @@ class TeamService:
     async def record_role_result(self, run_id: str, role: str, version: int | None = None,
                                  status: Literal["finished", "failed", "over_budget", "stopped"] = "finished",
                                  summary: str = "", cost_usd: float | None = None,
-                                 transcript_path: str | None = None) -> RoleSession:
+                                 transcript_path: str | None = None, turns: int | None = None) -> RoleSession:
         """Record that an in-session role (a subagent) ended: its status, final report and cost
         (given in USD, or priced from its transcript)."""
         team, spec = await self._role(run_id, role, version)
@@ -382,7 +403,7 @@ class TeamService:
                 return await self.team.update_session(session.id, SessionUpdate(cost_usd=usd))
             return session
         return await self.team.update_session(session.id, SessionUpdate(
-            status=status, last_message=summary or None, cost_usd=usd, runner="subagent"))
+            status=status, last_message=summary or None, cost_usd=usd, runner="subagent", turns=turns or None))
 
     async def mark_running(self, run_id: str, role: str, version: int | None = None) -> RoleSession:
         """Mark an in-session role as started (e.g. from a SubagentStart hook)."""

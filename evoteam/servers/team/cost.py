@@ -138,7 +138,7 @@ def _usage_of(entry: dict[str, Any]) -> tuple[str | None, str | None, dict[str, 
     return message.get("id") or entry.get("uuid"), message.get("model"), usage
 
 
-def transcript_usage(path: str | Path) -> list[tuple[str | None, dict[str, Any]]]:
+def transcript_usage(path: str | Path, main_only: bool = False) -> list[tuple[str | None, dict[str, Any]]]:
     """(model, usage) per assistant message of a Claude Code JSONL transcript. A message
     streamed as several entries (one per content block) shares one id and is counted once,
     with its last-seen usage. Unreadable lines are skipped."""
@@ -155,6 +155,8 @@ def transcript_usage(path: str | Path) -> list[tuple[str | None, dict[str, Any]]
                 continue
             if not isinstance(entry, dict):
                 continue
+            if main_only and entry.get("isSidechain"):
+                continue  # a subagent's message (older CLIs keep them in the main transcript)
             message_id, model, usage = _usage_of(entry)
             if usage is None or model == "<synthetic>":
                 continue
@@ -185,6 +187,16 @@ def price_usage(items: list[tuple[str | None, dict[str, Any]]], prices: PriceTab
             counts[k] += n[k]
     return CostRecord(usd=round(total, 6), model=", ".join(sorted(models)) or None, messages=len(items),
                       priced_with=", ".join(sorted(keys)), **counts)
+
+
+def find_transcript(session_id: str, env: Mapping[str, str] | None = None) -> Path | None:
+    """The JSONL transcript Claude Code keeps for a session id (under CLAUDE_CONFIG_DIR or
+    ~/.claude), or None."""
+    env = os.environ if env is None else env
+    base = Path(env["CLAUDE_CONFIG_DIR"]) if env.get("CLAUDE_CONFIG_DIR") else Path.home() / ".claude"
+    if not session_id or "/" in session_id:
+        return None
+    return next(iter(sorted((base / "projects").glob(f"*/{session_id}.jsonl"))), None)
 
 
 def price_transcript(path: str | Path, prices: PriceTable | None = None) -> CostRecord:
@@ -222,3 +234,21 @@ async def record_transcript_cost(store: KnowledgeStore, run_id: str, transcript_
         detail={**record.model_dump(exclude={"detail", "usd"}), **record.detail},
         idempotency_key=idempotency_key or transcript_key(transcript_path))
     return record, entry
+
+
+async def record_session_cost(store: KnowledgeStore, run_id: str, transcript_path: str | Path, *, role: str,
+                              team_version: int | None, prices: PriceTable | None = None) -> float:
+    """Count a growing session transcript (the in-session supervisor's own): price its main
+    messages and record what was not counted yet under `role`. Returns the USD added."""
+    items = transcript_usage(transcript_path, main_only=True)
+    total = price_usage(items, prices).usd
+    key = transcript_key(transcript_path)
+    counted = sum(c.usd for c in await store.list_costs(run_id)
+                  if c.source == "session_transcript" and c.detail.get("key") == key)
+    delta = round(total - counted, 6)
+    if delta <= 0:
+        return 0.0
+    await record_cost_as(store, run_id, delta, "session_transcript", role=role, team_version=team_version,
+                         detail={"key": key, "transcript": str(transcript_path), "messages": len(items)},
+                         idempotency_key=f"{key}:{len(items)}:{total:.6f}")
+    return delta

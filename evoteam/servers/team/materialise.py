@@ -130,8 +130,9 @@ def role_brief(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming |
         f"`{k('knowledge', 'add_learning')}` with role=\"{role.name}\" and team_version={team.version}. "
         f"Record dead ends (kind=dead_end) as carefully as successes.",
         f"Files worth keeping (kernels, profiles, reports): `{k('knowledge', 'put_artifact')}`.",
-        f"Every candidate you want scored: `{k('bench', 'evaluate')}` (it measures honestly and records the "
-        f"candidate with its parent and your role).",
+        f"Every candidate you want scored: `{k('bench', 'evaluate')}` with role=\"{role.name}\" and "
+        f"team_version={team.version} (it measures honestly and records the candidate with its parent and your "
+        f"role).",
         *team.knowledge_plan.shared_writes,
         *role.writes_to,
     ]
@@ -240,6 +241,9 @@ def materialise(team: TeamVersion, run: Run, project_dir: Path, naming: ToolNami
     an agent file evoteam did not write is left alone (and listed in `skipped`)."""
     folder = Path(project_dir) / ".claude" / "agents"
     folder.mkdir(parents=True, exist_ok=True)
+    from evoteam.plugin.gitexclude import keep_out_of_git
+
+    keep_out_of_git(Path(project_dir), [f".claude/agents/{role.slug}.md" for role in team.roles] + [".evoteam/"])
     written = []
     for role in team.roles:
         path = folder / f"{role.slug}.md"

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from evoteam.servers.team.cost import PriceTable, price_usage
+from evoteam.servers.team.launch import ORIGIN_VAR, guarded_cli, session_env
 from evoteam.servers.team.models import SessionStatus
 
 EVOTEAM_SERVERS = ("knowledge", "team", "retrieval", "bench")
@@ -44,6 +45,7 @@ class RoleJob(BaseModel):
     mcp_servers: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     description: str = ""
+    proc_file: Path | None = None   # where the process guard records the session's process group
 
 
 class Progress(BaseModel):
@@ -103,8 +105,11 @@ class ClaudeRunner:
     def options(self, job: RoleJob):
         from claude_agent_sdk import AgentDefinition, ClaudeAgentOptions
 
-        env = {**self.extra_env, **job.env}
-        server_env = {**self.mcp_env, **{k: v for k, v in env.items() if k.startswith("EVOTEAM_")}}
+        env = {**session_env("role"), **self.extra_env, **job.env}
+        if job.proc_file is not None:
+            env["EVOTEAM_PROC_FILE"] = str(job.proc_file)
+        server_env = {**self.mcp_env, **{k: v for k, v in env.items() if k.startswith("EVOTEAM_")
+                                         and k not in ("EVOTEAM_PROC_FILE", ORIGIN_VAR)}}
         servers = {name: mcp_server_config(name, server_env) for name in job.mcp_servers}
         agent = AgentDefinition(description=job.description or job.role, prompt=job.brief,
                                 tools=job.tools or None,
@@ -114,7 +119,7 @@ class ClaudeRunner:
             cwd=str(job.cwd), env=env, max_budget_usd=job.cap_usd, mcp_servers=servers,
             strict_mcp_config=True, agents={job.slug: agent}, extra_args={"agent": job.slug},
             allowed_tools=allowed, permission_mode=self.permission_mode, max_turns=self.max_turns,
-            cli_path=self.cli_path, setting_sources=self.setting_sources,
+            cli_path=guarded_cli(self.cli_path), setting_sources=self.setting_sources,
             model=job.model if job.model and job.model != "inherit" else None,
             stderr=self.stderr,
         )
@@ -130,7 +135,9 @@ class ClaudeRunner:
             try:
                 async for message in stream:
                     if isinstance(message, SystemMessage) and message.subtype == "init":
+                        # recorded at once: a cut-off role's spend is priced from its transcript
                         progress.session_id = message.data.get("session_id") or progress.session_id
+                        await report(progress)
                     elif isinstance(message, AssistantMessage):
                         if message.parent_tool_use_id is None:
                             progress.turns += 1

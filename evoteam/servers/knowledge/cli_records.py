@@ -1,0 +1,79 @@
+"""`evoteam kb history RUN_ID` and `evoteam kb candidates RUN_ID`: a run's evolution history and
+its candidates on the command line, with who recorded each (role, team version); `--json` for
+scripts. Registered on the `kb` group by evoteam.servers.knowledge.cli."""
+
+from __future__ import annotations
+
+import click
+
+from evoteam.config import Settings
+from evoteam.servers.knowledge.cli import _run, kb
+from evoteam.servers.knowledge.connect import open_store
+from evoteam.servers.knowledge.models import Page
+
+
+async def _all(list_page, run_id: str) -> Page:
+    items, cursor = [], None
+    while True:
+        page = await list_page(run_id, limit=200, cursor=cursor)
+        items += page.items
+        cursor = page.next_cursor
+        if not cursor:
+            return Page(items=items, total=page.total)
+
+
+def _listing(settings: Settings, run_id: str, method: str, as_json: bool) -> Page | None:
+    """Every item of one of the store's run listings; printed as JSON (and None returned) with --json."""
+
+    async def go():
+        async with open_store(settings) as store:
+            return await _all(getattr(store, method), run_id)
+
+    page = _run(go())
+    if as_json:
+        click.echo(page.model_dump_json(indent=2))
+        return None
+    return page
+
+
+def _who(provenance) -> str:
+    version = "" if provenance.team_version is None else f" v{provenance.team_version}"
+    return f"{provenance.role or provenance.user}{version}"
+
+
+@kb.command("history")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="The entries as JSON.")
+@click.pass_obj
+def history_cmd(settings: Settings, run_id, as_json) -> None:
+    """The evolution history of a run: one entry per reflection, oldest first."""
+    page = _listing(settings, run_id, "list_history", as_json)
+    if page is None:
+        return
+    if not page.items:
+        click.echo(f"run {run_id} has no history yet (the supervisor records one entry per team version)")
+    for entry in page.items:
+        click.echo(f"team v{entry.team_version if entry.team_version is not None else '-'}  ({_who(entry.provenance)}, "
+                   f"{entry.provenance.created_at:%Y-%m-%d %H:%M})")
+        for label, text in (("observed", entry.observed_behaviour), ("diagnosis", entry.diagnosis),
+                            ("change", entry.design_change), ("outcome", entry.outcome)):
+            if text.strip():
+                click.echo(f"  {label}: {text.strip()}")
+
+
+@kb.command("candidates")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="The candidates as JSON.")
+@click.pass_obj
+def candidates_cmd(settings: Settings, run_id, as_json) -> None:
+    """The candidates of a run with status, score and who recorded them, in recording order."""
+    page = _listing(settings, run_id, "list_candidates", as_json)
+    if page is None:
+        return
+    if not page.items:
+        click.echo(f"run {run_id} has no candidates yet")
+    for c in page.items:
+        score = "-" if c.score is None else f"{c.score:.6g}"
+        flag = "  FLAGGED" if c.flagged else ""
+        parent = f"  parent {c.parent_id}" if c.parent_id else ""
+        click.echo(f"{c.id}  {c.status:<20} score {score:<10} {c.split:<8} {_who(c.provenance)}{parent}{flag}")

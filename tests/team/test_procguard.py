@@ -1,0 +1,68 @@
+"""The process guard: a role's process group dies with the process that started it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from evoteam.servers.team.procguard import group_alive, kill_recorded, read_proc_file
+
+
+def _wait(predicate, seconds: float = 20.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def _parent_with_guard(tmp_path: Path, command: list[str]) -> tuple[subprocess.Popen, Path]:
+    """A stand-in driver: a Python process that starts the guard around `command` and waits."""
+    proc_file = tmp_path / "role.json"
+    code = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-m', 'evoteam.servers.team.procguard', "
+            f"*{command!r}]); p.wait()")
+    env = {**os.environ, "EVOTEAM_PROC_FILE": str(proc_file)}
+    parent = subprocess.Popen([sys.executable, "-c", code], env=env, start_new_session=True)
+    assert _wait(proc_file.exists), "the guard recorded no process group"
+    return parent, proc_file
+
+
+def test_killing_the_driver_alone_ends_the_role_group(tmp_path):
+    # the "CLI" starts a grandchild, as Claude Code starts MCP servers and commands
+    parent, proc_file = _parent_with_guard(tmp_path, ["/bin/sh", "-c", "sleep 300 & sleep 300"])
+    record = read_proc_file(proc_file)
+    try:
+        assert record is not None and group_alive(record)
+        os.kill(parent.pid, signal.SIGKILL)  # the driver's pid alone
+        parent.wait()
+        assert _wait(lambda: subprocess.run(["pgrep", "-g", str(record["pgid"])], capture_output=True).returncode
+                     != 0), "processes of the role's group outlived the driver"
+    finally:
+        with_group = subprocess.run(["pgrep", "-g", str(record["pgid"])], capture_output=True, text=True).stdout
+        for pid in with_group.split():
+            os.kill(int(pid), signal.SIGKILL)
+
+
+def test_a_restarted_driver_kills_a_recorded_group_that_still_runs(tmp_path):
+    sleeper = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    from evoteam.servers.team.procguard import start_time
+
+    proc_file = tmp_path / "orphan.json"
+    proc_file.write_text(json.dumps({"pid": sleeper.pid, "pgid": sleeper.pid, "start": start_time(sleeper.pid)}))
+    assert kill_recorded(proc_file) is True
+    assert sleeper.wait(timeout=10) == -signal.SIGKILL
+    assert not proc_file.exists()
+    # a pid reused by another process is never killed: the start time must match
+    other = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        proc_file.write_text(json.dumps({"pid": other.pid, "pgid": other.pid, "start": "1"}))
+        assert kill_recorded(proc_file) is False and other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
