@@ -27,6 +27,7 @@ COMMANDS = {
     "supervise": "evoteam.supervisor.cli:supervise",
     "hook": "evoteam.plugin.cli:hook",
     "doctor": "evoteam.doctor:doctor",
+    "install-plugin": "evoteam.install:install_plugin",
 }
 
 
