@@ -14,6 +14,7 @@ import click
 
 from evoteam import __version__
 from evoteam.config import ConfigError, load_settings
+from evoteam.exitcodes import HELP
 
 SERVERS = ("knowledge", "team", "retrieval", "bench")
 
@@ -52,7 +53,7 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, name)
 
 
-@click.group(cls=LazyGroup)
+@click.group(cls=LazyGroup, epilog=HELP)
 @click.version_option(__version__, prog_name="evoteam")
 @click.pass_context
 def main(ctx: click.Context) -> None:
