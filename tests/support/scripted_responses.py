@@ -13,6 +13,7 @@ returned (a run id, a version). Every request is recorded for assertions.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import uuid
@@ -146,7 +147,7 @@ class ScriptedResponses:
         with self._lock:
             self.requests.append(rec)
         try:
-            reply = self._pick(rec)
+            reply = await asyncio.to_thread(self._pick, rec)  # a script may block (to stall a session)
         except Exception as exc:  # noqa: BLE001 - a broken script shows up as the model's text
             with self._lock:
                 self.errors.append(repr(exc))

@@ -204,7 +204,8 @@ class CodexRunner:
         self.mcp_env = mcp_env or {}
 
     def command(self, job: RoleJob) -> list[str]:
-        cmd = [self.executable or "codex", "exec", "--json", "--skip-git-repo-check", "--full-auto",
+        # `--full-auto` is gone from codex exec (0.171); the sandbox lets the role write its worktree
+        cmd = [self.executable or "codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write",
                "-C", str(job.cwd)]
         if self.model:
             cmd += ["-m", self.model]
