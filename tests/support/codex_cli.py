@@ -46,12 +46,12 @@ def codex_bin() -> Path:
 def provider_config(base_url: str, model: str = "gpt-5.4") -> str:
     """config.toml lines that send every request to the scripted Responses API."""
     return (f'model = "{model}"\nmodel_provider = "scripted"\n\n[model_providers.scripted]\nname = "scripted"\n'
-            f'base_url = "{base_url}"\nwire_api = "responses"\nenv_key = "SCRIPTED_API_KEY"\n')
+            f'base_url = "{base_url}"\nwire_api = "responses"\nenv_key = "OPENAI_API_KEY"\n')
 
 
 def codex_env(home: Path, bin_dir: Path, **extra: str) -> dict[str, str]:
     home.mkdir(parents=True, exist_ok=True)
-    return {"HOME": str(home), "CODEX_HOME": str(home / ".codex"), "SCRIPTED_API_KEY": "test", "LANG": "C.UTF-8",
+    return {"HOME": str(home), "CODEX_HOME": str(home / ".codex"), "OPENAI_API_KEY": "test", "LANG": "C.UTF-8",
             "PATH": os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), "/usr/bin", "/bin"]), **extra}
 
 

@@ -89,7 +89,7 @@ def test_supervise_runner_codex_survives_kill_and_restart(scripted_api, claude_h
         (codex_home / "config.toml").write_text(provider_config(codex_api.base_url))
         env = claude_env(claude_home, scripted_api.base_url, {
             "TMPDIR": str(tmp_path), "EVOTEAM_DB": str(db), "PYTHONPATH": os.pathsep.join(sys.path),
-            "CODEX_HOME": str(codex_home), "SCRIPTED_API_KEY": "test"})
+            "CODEX_HOME": str(codex_home), "OPENAI_API_KEY": "test"})
         env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
         cmd = [sys.executable, "-m", "evoteam.cli", "supervise", KIT, "--budget-usd", "50", "--max-versions", "2",
                "--runner", "codex", "--no-live", "--project-dir", str(project)]
