@@ -23,11 +23,11 @@ from evoteam.servers.knowledge.store import Actor
 from evoteam.servers.team.store import TeamStore
 from tests.support.claude_cli import claude_env
 from tests.support.codex_cli import codex_bin, provider_config
-from tests.support.scripted_api import Rule, tool_use
+from tests.support.scripted_api import Rule
 from tests.support.scripted_responses import Call, ScriptedResponses
 from tests.support.scripted_responses import Rule as CodexRule
 from tests.team.conftest import git_project
-from tests.team.test_e2e_claude import CAND_RE, KIT, RUN_RE, SUPERVISOR, better_code, design_call, role, run_of
+from tests.team.test_e2e_claude import CAND_RE, KIT, RUN_RE, better_code, cycle_rules
 
 pytestmark = [pytest.mark.claude_cli, pytest.mark.slow]
 
@@ -57,24 +57,12 @@ def prober_rules(stall: threading.Event | None = None) -> list[CodexRule]:
                     namespace="mcp__knowledge")
 
     return [CodexRule(PROBER, [evaluate, learning, "report: evaluated the better variant and recorded why"]),
-            CodexRule("You are the **Quiet Closer**", ["v1's finding is recorded; nothing else to do"])]
+            CodexRule("You are the **Budget Burner**", ["nothing to burn here"])]
 
 
 def supervisor_rules() -> list[Rule]:
-    return [
-        Rule(system=SUPERVISOR, first_user="wake 1: start]", name="wake-start",
-             replies=[design_call("v1", [role("Distance Prober", "Evaluate a faster distance kernel and say why "
-                                                                 "it is faster.")], "first look at the task"),
-                      "designed v1"]),
-        Rule(system=SUPERVISOR, first_user=": team_finished]", name="wake-finished",
-             replies=[lambda req: tool_use("mcp__team__reflect", {
-                          "run_id": run_of(req), "observed_behaviour": "the prober evaluated",
-                          "diagnosis": "one idea tried", "design_change": "none yet",
-                          "outcome": "first candidate recorded"}),
-                      design_call("v2", [role("Quiet Closer", "Write down what v1 found.", isolation="shared")],
-                                  "one idea tried"),
-                      "designed v2"]),
-    ]
+    """The Claude test's supervisor wakes: design v1 (the prober); reflect and design v2."""
+    return [r for r in cycle_rules() if r.name.startswith("wake")]
 
 
 def test_supervise_runner_codex_survives_kill_and_restart(scripted_api, claude_home, tmp_path):
@@ -138,9 +126,10 @@ def test_supervise_runner_codex_survives_kill_and_restart(scripted_api, claude_h
         lrn = next(x for x in learnings if x.kind == "technique")
         assert lrn.evidence == [cand.id] and lrn.provenance.role == "Distance Prober"
         # the supervisor reflected on v1 and designed v2, whose codex role ran too
-        assert history and history[0].team_version == 1 and history[0].diagnosis == "one idea tried", out
+        assert history and history[0].team_version == 1 and history[0].diagnosis == "exhausted search on one idea", out
         assert "reached 2 team versions" in out, out
-        assert [(s.role, s.status) for s in sessions if s.role == "Quiet Closer"] == [("Quiet Closer", "finished")]
+        assert [(s.role, s.status, s.runner) for s in sessions if s.role == "Budget Burner"] == [
+            ("Budget Burner", "finished", "codex")]
         assert [w.trigger for w in wakes][:2] == ["start", "team_finished"], out
         # the role's conversation was started twice: once cut off, once to the end
         assert sum(1 for r in codex_api.conversation(PROBER) if r.turn() == 0) == 2
