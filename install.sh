@@ -48,7 +48,8 @@ find_python() {
 # hooks and the team-member agent in one): install.sh stages the plugin's files (no .venv) in
 # $EVOTEAM_HOME/plugin, adds that folder as a local marketplace and installs evoteam@evoteam at
 # user scope. The plugin's launcher (hooks/evoteam-launch) finds this virtual environment
-# through $EVOTEAM_HOME/python. Codex gets the four servers with `codex mcp add`.
+# through $EVOTEAM_HOME/python. Codex gets the four servers, the hooks and the skills through
+# `evoteam install-plugin --codex` (the same command registers an installed wheel).
 # `--mcp-only` registers the servers with `claude mcp add` and copies the skills instead.
 EVOTEAM_HOME="${EVOTEAM_HOME:-$HOME/.evoteam}"
 PLUGIN_FILES=(.claude-plugin .codex-plugin .mcp.json hooks skills agents)
@@ -68,7 +69,8 @@ unregister() {
   fi
   if command -v codex >/dev/null 2>&1; then
     for s in "${SERVERS[@]}"; do codex mcp remove "$s" >/dev/null 2>&1 || true; done
-    say "removed the evoteam servers from Codex"
+    if [ -x "$VENV/bin/python" ]; then EVOTEAM_HOME="$EVOTEAM_HOME" "$VENV/bin/python" -m evoteam install-plugin --no-claude --codex --uninstall >/dev/null || true; fi
+    say "removed the evoteam servers, hooks and skills from Codex"
   fi
   rm -rf "$EVOTEAM_HOME/plugin" "$EVOTEAM_HOME/python"
 }
@@ -108,11 +110,9 @@ register() {
     say "Claude Code CLI not found: skipped its registration (see docs/plugin.md for the marketplace route)"
   fi
   if command -v codex >/dev/null 2>&1; then
-    for s in "${SERVERS[@]}"; do
-      codex mcp remove "$s" >/dev/null 2>&1 || true
-      codex mcp add "$s" -- "$launcher" serve "$s" >/dev/null
-    done
-    say "registered ${SERVERS[*]} with Codex"
+    # servers (required, tools approved, absolute paths), hooks and skills: see evoteam/plugin/codex.py
+    EVOTEAM_HOME="$EVOTEAM_HOME" "$VENV/bin/python" -m evoteam install-plugin --no-claude --codex >/dev/null
+    say "registered ${SERVERS[*]} with Codex, with the skills \$${SKILLS[0]} etc. and the hooks (trust them once with /hooks)"
   else
     say "Codex CLI not found: skipped its registration"
   fi

@@ -13,6 +13,7 @@ import sys
 import click
 
 from evoteam import __version__
+from evoteam.exitcodes import HELP
 
 SERVERS = ("knowledge", "team", "retrieval", "bench")
 
@@ -26,6 +27,7 @@ COMMANDS = {
     "supervise": "evoteam.supervisor.cli:supervise",
     "hook": "evoteam.plugin.cli:hook",
     "doctor": "evoteam.doctor:doctor",
+    "install-plugin": "evoteam.install:install_plugin",
 }
 
 
@@ -41,6 +43,7 @@ SUMMARIES = {
     "supervise": "Drive an evolving agent team headless on KIT_OR_GOAL until the budget is spent.",
     "hook": "evoteam's Claude Code / Codex hooks and the project's active run.",
     "doctor": "Check that every server starts, the store round-trips and a CPU kit evaluates.",
+    "install-plugin": "Register evoteam with Claude Code and Codex from the installed package.",
 }
 
 
@@ -76,7 +79,7 @@ class LazyGroup(click.Group):
             self._listing = False
 
 
-@click.group(cls=LazyGroup)
+@click.group(cls=LazyGroup, epilog=HELP)
 @click.version_option(__version__, prog_name="evoteam")
 @click.pass_context
 def main(ctx: click.Context) -> None:

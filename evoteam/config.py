@@ -14,6 +14,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from evoteam.resources import kits_dir
+
 PACKAGE_DIR = Path(__file__).resolve().parent
 # The repository (or source tree) the package was installed from in editable mode; the
 # task kits and the corpus fixtures live beside the package there.
@@ -27,7 +29,7 @@ class Settings(BaseModel):
     knowledge_url: str | None = None
     token: str | None = None
     project: str = "default"
-    kits_dirs: list[Path] = Field(default_factory=lambda: [SOURCE_ROOT / "task_kits"])
+    kits_dirs: list[Path] = Field(default_factory=lambda: [kits_dir()])
     corpus_dirs: list[Path] = Field(default_factory=list)
     # Folders besides the working directory that bench.evaluate may read candidate files from.
     candidate_dirs: list[Path] = Field(default_factory=list)
@@ -109,6 +111,6 @@ def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) ->
         settings = Settings(**values)
     except ValueError as exc:
         raise ConfigError(f"bad setting: {exc}") from exc
-    if SOURCE_ROOT / "task_kits" not in settings.kits_dirs:
-        settings.kits_dirs.append(SOURCE_ROOT / "task_kits")
+    if kits_dir() not in settings.kits_dirs:
+        settings.kits_dirs.append(kits_dir())
     return settings

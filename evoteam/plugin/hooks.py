@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evoteam.plugin import state as st
+from evoteam.plugin.codex import tool_response as codex_tool_response
 from evoteam.plugin.roles import assistant_turns, role_in_text, role_of_call, session_mode
 
 # Most consecutive continuations the Stop hook forces without the store changing in between.
@@ -161,7 +162,7 @@ def post_tool_use(hook_input: dict[str, Any]) -> dict[str, Any] | None:
     if hook_input.get("agent_id"):  # a subagent's call: roles never change the active run
         return None
     project = st.project_dir(hook_input)
-    payload = _result_payload(hook_input.get("tool_response"))
+    payload = _result_payload(codex_tool_response(hook_input.get("tool_response")))
     session = hook_input.get("session_id")
     if tool.endswith("knowledge__start_run"):
         run_id = payload.get("id") if isinstance(payload, dict) else None

@@ -50,17 +50,10 @@ def test_register_without_agent_clis_skips_visibly(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def codex_bin(tmp_path_factory) -> Path:
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.skip("npm is not installed: cannot install @openai/codex for the Codex registration test")
-    prefix = tmp_path_factory.mktemp("codex")
-    proc = subprocess.run([npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "@openai/codex"],
-                          capture_output=True, text=True, timeout=240)
-    codex = prefix / "node_modules" / ".bin" / "codex"
-    if proc.returncode != 0 or not codex.exists():
-        pytest.skip(f"could not install @openai/codex from the npm registry: {proc.stderr.strip()[-300:]}")
-    return codex.parent
+def codex_bin() -> Path:
+    from tests.support.codex_cli import codex_bin as pinned
+
+    return pinned()  # the pinned @openai/codex from npm (skips with the reason when npm is unavailable)
 
 
 def test_codex_mcp_list_shows_servers_after_install(codex_bin, tmp_path):
@@ -77,11 +70,18 @@ def test_codex_mcp_list_shows_servers_after_install(codex_bin, tmp_path):
     assert _install("--register-only", env=env).returncode == 0
     config = (tmp_path / "home" / ".codex" / "config.toml").read_text()
     assert all(config.count(f"[mcp_servers.{n}]") == 1 for n in SERVERS), config
+    # `codex exec` waits only for required servers, and runs MCP tools only when approved
+    assert config.count("required = true") == 4 and config.count('default_tools_approval_mode = "approve"') == 4
+    codex_home = tmp_path / "home" / ".codex"
+    assert (codex_home / "skills" / "evolve-team" / "SKILL.md").is_file()
+    assert "evoteam-launch" in (codex_home / "hooks.json").read_text()
     # the launcher the entries point at starts a real server (it finds the venv via ~/.evoteam/python)
     proc = _install("--unregister", env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     listing = subprocess.run(["codex", "mcp", "list"], env=env, capture_output=True, text=True, timeout=60)
     assert not any(x.split() and x.split()[0] in SERVERS for x in listing.stdout.splitlines()), listing.stdout
+    assert not (codex_home / "skills" / "evolve-team").exists()
+    assert "evoteam-launch" not in (codex_home / "hooks.json").read_text()
 
 
 @pytest.mark.claude_cli

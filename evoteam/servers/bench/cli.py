@@ -15,6 +15,7 @@ from rich.table import Table
 from evoteam.servers.bench import core
 from evoteam.servers.bench.models import Evaluation
 from evoteam.errors import DomainError
+from evoteam.exitcodes import CANDIDATE_FAILED, cli_error
 from evoteam.servers.knowledge.errors import StoreError
 
 
@@ -190,7 +191,7 @@ def run_cmd(ctx: click.Context, kit: str, candidate: str, split: str, as_json: b
     try:
         results = asyncio.run(_run(settings, kit, candidate, split, run_id, not no_record, quiet=as_json))
     except (DomainError, StoreError) as exc:  # a refused path or a failing store: one line
-        raise click.ClickException(str(exc)) from exc
+        raise cli_error(exc) from exc
     if as_json:
         payload = [r.model_dump(mode="json") for r in results]
         click.echo(json.dumps(payload[0] if len(payload) == 1 else payload, indent=2))
@@ -199,7 +200,7 @@ def run_cmd(ctx: click.Context, kit: str, candidate: str, split: str, as_json: b
         for r in results:
             print_evaluation(r, console)
     if any(r.status != "PASSED" for r in results):
-        sys.exit(1)
+        sys.exit(CANDIDATE_FAILED)
 
 
 COMMANDS = [bench]

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from evoteam.config import Settings
+from evoteam.exitcodes import cli_error
 from evoteam.servers.knowledge import auth
 from evoteam.servers.knowledge.connect import open_store
 from evoteam.servers.knowledge.errors import StoreError
@@ -21,7 +22,7 @@ def _run(coro):
     try:
         return asyncio.run(coro)
     except StoreError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise cli_error(exc) from exc
 
 
 @click.group()
@@ -74,9 +75,17 @@ def start_cmd(settings: Settings, goal, kit, direction, x0, best_known, budget_u
 
 @kb.command("learnings")
 @click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the learnings as JSON (every field).")
 @click.pass_obj
-def learnings_cmd(settings: Settings, run_id) -> None:
+def learnings_cmd(settings: Settings, run_id, as_json) -> None:
     """Print a run's learnings document."""
+    if as_json:
+        async def every():
+            async with open_store(settings) as store:
+                return await store.list_learnings(run_id, limit=200)
+
+        click.echo(_run(every()).model_dump_json(indent=2))
+        return
 
     async def go():
         async with open_store(settings) as store:
@@ -89,8 +98,9 @@ def learnings_cmd(settings: Settings, run_id) -> None:
 @click.argument("query")
 @click.option("--run", "run_id", default=None)
 @click.option("--limit", default=10, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def search_cmd(settings: Settings, query, run_id, limit) -> None:
+def search_cmd(settings: Settings, query, run_id, limit, as_json) -> None:
     """Full-text search across learnings, history, artifacts and candidate notes."""
 
     async def go():
@@ -98,6 +108,9 @@ def search_cmd(settings: Settings, query, run_id, limit) -> None:
             return await store.search(query, run_id=run_id, limit=limit)
 
     page = _run(go())
+    if as_json:
+        click.echo(page.model_dump_json(indent=2))
+        return
     for hit in page.items:
         click.echo(f"{hit.kind:<9} {hit.id}  {hit.title}\n          {hit.snippet}")
     click.echo(f"{page.total} match(es)")

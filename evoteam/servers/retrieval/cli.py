@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -35,22 +36,30 @@ def index_cmd(directory: Path, index_file: Path | None) -> None:
 @click.option("--dir", "directories", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Corpus directory (repeatable; default: corpus_dirs from the settings).")
 @click.option("--limit", default=5, show_default=True, type=int)
+@click.option("--json", "as_json", is_flag=True, help="Print the passages as JSON.")
 @click.pass_obj
-def search_cmd(settings, query: str, directories: tuple[Path, ...], limit: int) -> None:
+def search_cmd(settings, query: str, directories: tuple[Path, ...], limit: int, as_json: bool) -> None:
     """Search indexed corpora for QUERY and print the top passages."""
     dirs = list(directories) or list(getattr(settings, "corpus_dirs", []) or [])
     if not dirs:
         raise click.UsageError("no corpus: pass --dir DIR or set corpus_dirs / EVOTEAM_CORPUS")
+    passages: list[dict] = []
     for d in dirs:
         if not index_path(d).exists():
             raise click.ClickException(f"{d} is not indexed: run `evoteam corpus index {d}`")
         c = Corpus(d)
         try:
-            for r in c.search(query, limit):
+            found = c.search(query, limit)
+            if as_json:
+                passages += [r.model_dump(mode="json") for r in found]
+                continue
+            for r in found:
                 snippet = " ".join(r.content.split())[:200]
                 click.echo(f"{r.title}\n  {r.url}\n  {snippet}\n")
         finally:
             c.close()
+    if as_json:
+        click.echo(json.dumps(passages, indent=2))
 
 
 COMMANDS = [corpus]

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import click
 
 from evoteam.config import Settings
 from evoteam.errors import DomainError
+from evoteam.exitcodes import cli_error
 from evoteam.servers.knowledge.connect import open_store
 from evoteam.servers.knowledge.errors import StoreError
 
@@ -16,7 +18,7 @@ def _run(coro):
     try:
         return asyncio.run(coro)
     except (StoreError, DomainError) as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise cli_error(exc) from exc
 
 
 def _service(store):
@@ -82,22 +84,28 @@ def status_cmd(settings: Settings, run_id, version, as_json) -> None:
 
 @team.command("versions")
 @click.argument("run_id", required=False)
+@click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def versions_cmd(settings: Settings, run_id) -> None:
+def versions_cmd(settings: Settings, run_id, as_json) -> None:
     """Every team version of a run with its roles and diagnosis."""
 
     async def go():
         async with open_store(settings) as store:
             return await _service(store).list_versions(await _current_run(store, run_id))
 
-    for v in _run(go()):
+    versions = _run(go())
+    if as_json:
+        click.echo(json.dumps([v.model_dump(mode="json") for v in versions], indent=2))
+        return
+    for v in versions:
         click.echo(f"v{v.version}  {', '.join(v.roles)}\n    {v.diagnosis[:200]}")
 
 
 @team.command("budget")
 @click.argument("run_id", required=False)
+@click.option("--json", "as_json", is_flag=True, help="JSON (the default output is already JSON; kept for symmetry).")
 @click.pass_obj
-def budget_cmd(settings: Settings, run_id) -> None:
+def budget_cmd(settings: Settings, run_id, as_json) -> None:
     """Spend per role and per version."""
 
     async def go():

@@ -211,13 +211,16 @@ class CodexRunner:
         self.mcp_env = mcp_env or {}
 
     def command(self, job: RoleJob) -> list[str]:
-        cmd = [self.executable or "codex", "exec", "--json", "--skip-git-repo-check", "--full-auto",
+        # `--full-auto` is gone from codex exec (0.171); the sandbox lets the role write its worktree
+        cmd = [self.executable or "codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write",
                "-C", str(job.cwd)]
         if self.model:
             cmd += ["-m", self.model]
-        for name in job.mcp_servers:
-            cmd += ["-c", f"mcp_servers.{name}.command={json.dumps(sys.executable)}",
-                    "-c", f"mcp_servers.{name}.args={json.dumps(['-m', 'evoteam.cli', 'serve', name])}"]
+        from evoteam.plugin.codex import exec_overrides
+
+        server_env = {**self.mcp_env, **{k: v for k, v in job.env.items() if k.startswith("EVOTEAM_")}}
+        for name in job.mcp_servers:  # waited for, tools approved, the store passed on (see plugin/codex.py)
+            cmd += exec_overrides(name, sys.executable, ["-m", "evoteam.cli", "serve", name], server_env)
         return cmd + self.extra_args + [f"{job.brief}\n\n---\n\n{job.kickoff}"]
 
     async def run(self, job: RoleJob, report: Report) -> RoleOutcome:
