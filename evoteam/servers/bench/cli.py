@@ -72,6 +72,10 @@ def describe_cmd(ctx: click.Context, kit: str, detail: bool, as_json: bool) -> N
                          ("signature", d.signature), ("baseline", d.baseline), ("start from", d.starting_point)):
         if value is not None:
             console.print(f"[bold]{label}:[/bold] {escape(str(value))}")
+    if d.timing_note:
+        console.print(f"[yellow]timing: {escape(d.timing_note)}[/yellow]")
+    if d.solutions:
+        console.print(f"[bold]solutions:[/bold] {escape(', '.join(d.solutions))}")
     if d.tolerance:
         console.print(f"[bold]tolerance:[/bold] atol={d.tolerance.atol:g} rtol={d.tolerance.rtol:g} "
                       f"matched ratio={d.tolerance.required_matched_ratio:g}")
@@ -109,6 +113,8 @@ def print_evaluation(e: Evaluation, console: Console) -> None:
         console.print(line)
     elif e.message:
         console.print(f"[red]{escape(e.message[:1500])}[/red]")
+    if e.metrics.get("timing_note"):
+        console.print(f"[yellow]timings not representative: {escape(str(e.metrics['timing_note']))}[/yellow]")
     if e.flagged:
         console.print("[yellow]flagged for review:[/yellow] " + escape("; ".join(e.flags)[:1000]))
     if e.recorded:
@@ -153,7 +159,7 @@ async def _run(settings, kit: str, candidate: str, split: str, run_id: str | Non
 
 @bench.command("run")
 @click.argument("kit")
-@click.argument("candidate", type=click.Path(exists=True, dir_okay=False))
+@click.argument("candidate")
 @click.option("--split", type=click.Choice(["dev", "heldout", "all"]), default="dev", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the evaluation(s) as JSON.")
 @click.option("--run", "run_id", default=None, help="Record in this run (default: the kit's newest active run).")
@@ -161,7 +167,8 @@ async def _run(settings, kit: str, candidate: str, split: str, run_id: str | Non
 @click.pass_context
 def run_cmd(ctx: click.Context, kit: str, candidate: str, split: str, as_json: bool, run_id: str | None,
             no_record: bool) -> None:
-    """Evaluate CANDIDATE (a .py file or a solution .json) on KIT."""
+    """Evaluate CANDIDATE (a .py file, a FlashInfer-Bench solution .json, or the name of a solution in
+    KIT's trace set) on KIT (a kit name, a kit folder, or a FlashInfer-Bench trace-set root)."""
     settings = _settings(ctx)
     try:
         results = asyncio.run(_run(settings, kit, candidate, split, run_id, not no_record, quiet=as_json))
