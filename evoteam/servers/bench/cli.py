@@ -185,4 +185,37 @@ def run_cmd(ctx: click.Context, kit: str, candidate: str, split: str, as_json: b
         sys.exit(1)
 
 
+@bench.command("export-traces")
+@click.argument("ident", metavar="RUN|CANDIDATE")
+@click.option("-o", "--output", "output", required=True, type=click.Path(file_okay=False),
+              help="Folder to write the FlashInfer-Bench trace set into.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_context
+def export_traces_cmd(ctx: click.Context, ident: str, output: str, as_json: bool) -> None:
+    """Write a run's (or one candidate's) evaluations as FlashInfer-Bench Trace records, with each
+    candidate as a FIB Solution and the kit's definition and workloads beside them."""
+    from pathlib import Path
+
+    from evoteam.servers.bench.fib_export import export_traces
+    from evoteam.servers.common import session_actor
+    from evoteam.servers.knowledge.connect import open_store
+
+    settings = _settings(ctx)
+
+    async def go():
+        async with open_store(settings, session_actor(settings, "cli")) as store:
+            return await export_traces(settings, store, ident, Path(output))
+
+    try:
+        result = asyncio.run(go())
+    except DomainError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        click.echo(result.model_dump_json(indent=2))
+        return
+    click.echo(f"wrote {result.traces} traces and {len(result.solutions)} solutions to {result.folder}")
+    for line in result.skipped:
+        click.echo(f"skipped: {line}")
+
+
 COMMANDS = [bench]

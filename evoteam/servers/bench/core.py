@@ -250,7 +250,7 @@ async def _run_kernel(settings: Settings, kit: Kit, cand: PreparedCandidate, spl
             baseline_notes.append(f"baseline {baseline_label} was skipped: {problem[:300]}")
             await asyncio.to_thread(session.close)
             session = None
-        metrics_base: dict[str, Any] = {"baseline": baseline_label, "device": m.device,
+        metrics_base: dict[str, Any] = {"baseline": baseline_label, "device": m.device, "kit_source": str(kit.root),
                                         "environment": fib.environment(m.device)}
         if m.timing_note:
             metrics_base["timing_note"] = m.timing_note

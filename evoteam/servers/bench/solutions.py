@@ -16,6 +16,7 @@ import ast
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -111,7 +112,11 @@ def _cuda_visible() -> bool:
 
 
 def _tail(text: str) -> str:
-    text = text.strip()
+    # The compiler's diagnostics, without the (long) command lines the build tool echoes.
+    text = re.sub(r"\[\d+/\d+\][^\n]*", "", text)
+    lines = [ln for ln in text.strip().splitlines()
+             if not ln.lstrip().startswith(("c++ ", "g++ ", "gcc ", "nvcc ", "/usr/bin/", "[", "FAILED:"))]
+    text = "\n".join(lines).strip()
     return text if len(text) <= MESSAGE_LIMIT else "..." + text[-MESSAGE_LIMIT:]
 
 
