@@ -264,14 +264,16 @@ def inputs_source(kit, workloads: list[Workload]) -> str:
     Blobs are read when the source runs, i.e. before a candidate worker is confined (the
     candidate may not read the kit's folder afterwards); each call hands out fresh copies."""
     d = kit.definition
-    plan = {
-        "inputs": {n: {"shape": s.shape, "dtype": s.dtype} for n, s in d.inputs.items()},
-        "workloads": [
+    plan: dict[str, Any] = {"inputs": {n: {"shape": s.shape, "dtype": s.dtype} for n, s in d.inputs.items()},
+                            "workloads": []}
+    for w in workloads:
+        if workload_problem(kit, w, d.resolve_axes(w.axes)):
+            plan["workloads"].append({})  # never run: the evaluation reports it as a kit problem
+            continue
+        plan["workloads"].append(
             {n: ({"type": "safetensors", "path": str(resolve_blob(kit.root, s.path)), "key": s.tensor_key}
                  if s.type == "safetensors" else {"type": s.type, "value": s.value})
-             for n, s in w.inputs.items()}
-            for w in workloads],
-    }
+             for n, s in w.inputs.items()})
     return ("from evoteam.servers.bench.fib_inputs import WorkloadInputs as _WorkloadInputs\n"
             f"_plan = _WorkloadInputs({json.dumps(plan)!r}, {WORKLOAD_AXIS!r})\n"
             "def make_inputs(axes, seed, device):\n"

@@ -62,7 +62,7 @@ def _write_definition(kit, folder: Path, op_type: str) -> None:
     d = kit.definition
     dest = folder / "definitions" / op_type / f"{d.name}.json"
     dest.parent.mkdir(parents=True, exist_ok=True)
-    body = d.model_dump(mode="json", exclude_none=True)
+    body = d.model_dump(mode="json")  # scalars keep their "shape": null
     body["op_type"] = op_type
     dest.write_text(json.dumps(body, indent=2))
     lines = []
