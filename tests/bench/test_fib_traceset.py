@@ -194,3 +194,27 @@ def _validate_with_fib(folder: Path) -> None:
     source = TraceSet.from_path(str(TINY))
     assert len(source.solutions[DEF]) == 6
     assert source.get_solution("segsum_dps").spec.destination_passing_style is True
+
+
+@pytest.mark.parametrize("kit_name", ["mla_paged_decode_h16_ckv512_kpe64_ps1", "gdn_prefill_qk4_v8_d128_k_last"])
+def test_gpu_kits_as_fib_trace_sets_follow_fib_workload_rules(kit_name):
+    from evoteam.config import SOURCE_ROOT
+    from evoteam.servers.bench import fib
+
+    root = SOURCE_ROOT / "task_kits" / kit_name / "fib"
+    kit = fib.find_in_trace_set(root)
+    d = kit.definition
+    var_axes = {a for a, spec in d.axes.items() if spec.type == "var"}
+    workloads = kit.dev_workloads()
+    assert workloads
+    for w in workloads:
+        # FIB's validator: every variable axis bound, no extra axes, every input named.
+        assert set(w.axes) == var_axes and set(w.inputs) == set(d.inputs), w.uuid
+        assert fib.workload_problem(kit, w, d.resolve_axes(w.axes)) is None
+    assert any(s.type == "safetensors" for w in workloads for s in w.inputs.values())
+    try:
+        from flashinfer_bench.data import TraceSet
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"flashinfer_bench is not importable here ({type(exc).__name__}); FIB's models not checked")
+    ts = TraceSet.from_path(str(root))
+    assert len(ts.workloads[kit_name]) == len(workloads)
