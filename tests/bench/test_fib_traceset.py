@@ -60,8 +60,8 @@ def test_every_definition_is_a_kit_with_fib_defaults_and_its_solutions(fib_setti
 
 async def test_python_solutions_with_fib_defaults_run_unchanged(fib_settings):
     # segsum_dps has no destination_passing_style: FIB's default (destination passing) applies.
-    for name, status in (("segsum_dps", "PASSED"), ("segsum_returning", "PASSED"),
-                         ("segsum_wrong", "INCORRECT_NUMERICAL")):
+    # (segsum_returning and segsum_wrong run through the CLI below.)
+    for name, status in (("segsum_dps", "PASSED"),):
         e = await core.evaluate_candidate(fib_settings, DEF, candidate_path=name)
         assert e.status == status, (name, e.message)
         assert [w.workload for w in e.workloads] == ["w3", "w2"]
@@ -140,6 +140,63 @@ async def test_input_mutation_is_flagged_on_a_fib_kit(fib_settings):
             "    x.zero_()\n")
     e = await core.evaluate_candidate(fib_settings, DEF, code=code)
     assert e.status == "RUNTIME_ERROR" and e.flagged and "modified its input 'x'" in e.message, e.message
+
+
+CORRECT_DPS = ("DESTINATION_PASSING_STYLE = True\n"
+               "def run(x, cu_seqlens, scale, y):\n"
+               "    idx = cu_seqlens.tolist()\n"
+               "    for s in range(len(idx) - 1):\n"
+               "        y[s] = x[idx[s]:idx[s + 1]].sum(0) * scale\n")
+
+
+async def test_tampering_with_the_preloaded_blobs_is_flagged(fib_settings):
+    # The blob tensors live in the candidate's process (loaded before it was confined); changing
+    # them changes the next call's inputs, which the harness's input hash catches.
+    code = CORRECT_DPS + ("    import gc\n"
+                          "    for o in gc.get_objects():\n"
+                          "        if type(o).__name__ == 'WorkloadInputs':\n"
+                          "            for t in o.blobs.values():\n"
+                          "                t.zero_()\n")
+    e = await core.evaluate_candidate(fib_settings, DEF, code=code)
+    assert e.status == "RUNTIME_ERROR" and e.flagged and "tampered" in e.message, e.message
+
+
+async def test_reading_the_trace_set_is_refused_and_flagged(fib_settings):
+    target = TINY / "definitions" / "segment_sum" / f"{DEF}.json"
+    code = CORRECT_DPS + f"    open({str(target)!r}).read()\n"
+    e = await core.evaluate_candidate(fib_settings, DEF, code=code)
+    assert e.status == "RUNTIME_ERROR" and e.flagged and "not allowed" in e.message, e.message
+
+
+GEMM_REFERENCE = """import torch
+
+
+def run(a, b):
+    return (a.float() @ b.float()).half()
+"""
+
+
+async def test_bare_definition_gets_fib_tolerance_so_a_correct_fp16_gemm_passes(tmp_path):
+    kit = tmp_path / "kits" / "gemm_fp16"
+    kit.mkdir(parents=True)
+    (kit / "definition.json").write_text(json.dumps({
+        "name": "gemm_fp16", "op_type": "gemm",
+        "axes": {"m": {"type": "var"}, "n": {"type": "const", "value": 64}, "k": {"type": "const", "value": 64}},
+        "inputs": {"a": {"shape": ["m", "k"], "dtype": "float16"}, "b": {"shape": ["k", "n"], "dtype": "float16"}},
+        "outputs": {"c": {"shape": ["m", "n"], "dtype": "float16"}}, "reference": GEMM_REFERENCE}))
+    (kit / "workloads.jsonl").write_text(json.dumps({"uuid": "m32", "axes": {"m": 32},
+                                                     "inputs": {"a": {"type": "random"}, "b": {"type": "random"}}}) + "\n")
+    settings = Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[kit.parent])
+    # Split-K with fp16 partial sums: correct, and about one fp16 step from the fp32 reference.
+    code = ("def run(a, b):\n"
+            "    lo = (a[:, :32].float() @ b[:32].float()).half()\n"
+            "    hi = (a[:, 32:].float() @ b[32:].float()).half()\n"
+            "    return lo + hi\n")
+    e = await core.evaluate_candidate(settings, "gemm_fp16", code=code)
+    assert e.status == "PASSED", e.message
+    assert e.workloads[0].max_abs_error and e.workloads[0].max_abs_error > 1e-5  # would fail at 1e-5
+    if not HAS_CUDA:
+        assert find_kit(settings, "gemm_fp16").manifest.device == "cpu"
 
 
 @pytest.mark.slow
