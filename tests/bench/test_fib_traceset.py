@@ -47,7 +47,7 @@ def test_every_definition_is_a_kit_with_fib_defaults_and_its_solutions(fib_setti
     assert [k.name for k in listed.items] == [DEF]
     d = core.describe_kit(fib_settings, DEF)
     assert d.solutions == ["segsum_cpp", "segsum_cpp_broken", "segsum_cuda", "segsum_dps", "segsum_returning",
-                           "segsum_wrong"]
+                           "segsum_tvm_ffi", "segsum_wrong"]
     assert (d.tolerance.atol, d.tolerance.rtol) == (1e-2, 1e-2)  # FIB's defaults, not ours (1e-5)
     kit = find_kit(fib_settings, DEF)
     assert kit.manifest.goal == "Sum the segments fast."  # kits/<definition>.json overrides
@@ -140,6 +140,17 @@ async def test_input_mutation_is_flagged_on_a_fib_kit(fib_settings):
             "    x.zero_()\n")
     e = await core.evaluate_candidate(fib_settings, DEF, code=code)
     assert e.status == "RUNTIME_ERROR" and e.flagged and "modified its input 'x'" in e.message, e.message
+
+
+async def test_cpp_solution_with_fibs_default_binding_builds_with_tvm_ffi(fib_settings):
+    if shutil.which("g++") is None and shutil.which("c++") is None:
+        pytest.skip("no C++ compiler on this machine")
+    try:
+        import tvm_ffi  # noqa: F401
+    except ImportError:
+        pytest.skip("apache-tvm-ffi is not installed (pip install apache-tvm-ffi); tvm-ffi builds not checked")
+    e = await core.evaluate_candidate(fib_settings, DEF, candidate_path="segsum_tvm_ffi")
+    assert e.status == "PASSED", e.message
 
 
 CORRECT_DPS = ("DESTINATION_PASSING_STYLE = True\n"
@@ -249,7 +260,7 @@ def _validate_with_fib(folder: Path) -> None:
     for w in ts.workloads[DEF]:
         assert set(w.workload.axes) == set(d.var_axes) and set(w.workload.inputs) == set(d.inputs)
     source = TraceSet.from_path(str(TINY))
-    assert len(source.solutions[DEF]) == 6
+    assert len(source.solutions[DEF]) == 7
     assert source.get_solution("segsum_dps").spec.destination_passing_style is True
 
 

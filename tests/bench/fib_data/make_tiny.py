@@ -4,7 +4,8 @@ One CPU definition, segment_sum_d8: per-segment row sums of x scaled by `scale`,
 segments given by a `cu_seqlens` index tensor stored as a safetensors blob (as FIB stores real
 index tensors). Solutions: a destination-passing Python one (no destination_passing_style field:
 FIB's default), a value-returning one, a C++ one (binding torch), a C++ one that does not
-compile, a CUDA one (needs a GPU) and a wrong one.
+compile, a C++ one with FIB's default binding (tvm-ffi), a CUDA one (needs a GPU) and a
+wrong one.
 """
 
 from __future__ import annotations
@@ -76,6 +77,27 @@ void segment_sum(torch::Tensor x, torch::Tensor cu_seqlens, double scale, torch:
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("segment_sum", &segment_sum); }
 '''
 
+TVM_FFI = '''#include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/function.h>
+
+// FIB's default binding (tvm-ffi), destination-passing, on the CPU.
+void segment_sum(tvm::ffi::TensorView x, tvm::ffi::TensorView cu_seqlens, double scale, tvm::ffi::TensorView y) {
+  const float* xp = static_cast<const float*>(x.data_ptr());
+  const int64_t* cu = static_cast<const int64_t*>(cu_seqlens.data_ptr());
+  float* yp = static_cast<float*>(y.data_ptr());
+  const int64_t d = x.size(1);
+  for (int64_t s = 0; s + 1 < cu_seqlens.size(0); ++s) {
+    for (int64_t j = 0; j < d; ++j) {
+      double acc = 0.0;
+      for (int64_t r = cu[s]; r < cu[s + 1]; ++r) acc += xp[r * d + j];
+      yp[s * d + j] = static_cast<float>(acc * scale);
+    }
+  }
+}
+
+TVM_FFI_DLL_EXPORT_TYPED_FUNC(segment_sum, segment_sum);
+'''
+
 BROKEN = '''// Does not compile: the declaration below is missing its closing parenthesis.
 void segment_sum(float* x, int n {
 }
@@ -134,6 +156,7 @@ def main() -> None:
     solution("segsum_returning", "python", "main.py::run", {"main.py": RETURNING}, destination_passing_style=False)
     solution("segsum_wrong", "python", "main.py::run", {"main.py": WRONG})
     solution("segsum_cpp", "cpp", "kernel.cpp::segment_sum", {"kernel.cpp": CPP}, binding="torch")
+    solution("segsum_tvm_ffi", "cpp", "kernel.cpp::segment_sum", {"kernel.cpp": TVM_FFI})
     solution("segsum_cpp_broken", "cpp", "kernel.cpp::segment_sum", {"kernel.cpp": BROKEN}, binding="torch")
     solution("segsum_cuda", "cuda", "kernel.cu::segment_sum", {"kernel.cu": CUDA}, binding="torch")
     # A short timing plan for the tests; tolerances and the rest stay FIB's defaults.
