@@ -120,7 +120,10 @@ def trace_set_kits(root: Path):
     ts = TraceSet(root)
     kits = {}
     for name in ts.definitions:
-        kits[name] = TraceSetKit(ts, name)
+        try:
+            kits[name] = TraceSetKit(ts, name)
+        except DomainError as exc:  # a bad override: that kit is left out, the others load
+            ts.problems.append(str(exc))
     return kits
 
 
