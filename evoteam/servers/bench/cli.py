@@ -74,6 +74,10 @@ def describe_cmd(ctx: click.Context, kit: str, detail: bool, as_json: bool) -> N
                          ("signature", d.signature), ("baseline", d.baseline), ("start from", d.starting_point)):
         if value is not None:
             console.print(f"[bold]{label}:[/bold] {escape(str(value))}")
+    if d.timing_note:
+        console.print(f"[yellow]timing: {escape(d.timing_note)}[/yellow]")
+    if d.solutions:
+        console.print(f"[bold]solutions:[/bold] {escape(', '.join(d.solutions))}")
     if d.tolerance:
         console.print(f"[bold]tolerance:[/bold] atol={d.tolerance.atol:g} rtol={d.tolerance.rtol:g} "
                       f"matched ratio={d.tolerance.required_matched_ratio:g}")
@@ -111,6 +115,8 @@ def print_evaluation(e: Evaluation, console: Console) -> None:
         console.print(line)
     elif e.message:
         console.print(f"[red]{escape(e.message[:1500])}[/red]")
+    if e.metrics.get("timing_note"):
+        console.print(f"[yellow]timings not representative: {escape(str(e.metrics['timing_note']))}[/yellow]")
     if e.flagged:
         console.print("[yellow]flagged for review:[/yellow] " + escape("; ".join(e.flags)[:1000]))
     if e.recorded:
@@ -170,7 +176,7 @@ def trust_cmd(ctx: click.Context, folder: str) -> None:
 
 @bench.command("run")
 @click.argument("kit")
-@click.argument("candidate", type=click.Path(exists=True, dir_okay=False))
+@click.argument("candidate")
 @click.option("--split", type=click.Choice(["dev", "heldout", "all"]), default="dev", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the evaluation(s) as JSON.")
 @click.option("--run", "run_id", default=None, help="Record in this run (default: the kit's newest active run).")
@@ -179,7 +185,8 @@ def trust_cmd(ctx: click.Context, folder: str) -> None:
 @click.pass_context
 def run_cmd(ctx: click.Context, kit: str, candidate: str, split: str, as_json: bool, run_id: str | None,
             no_record: bool, trust_kit: bool) -> None:
-    """Evaluate CANDIDATE (a .py file or a solution .json) on KIT."""
+    """Evaluate CANDIDATE (a .py file, a FlashInfer-Bench solution .json, or the name of a solution in
+    KIT's trace set) on KIT (a kit name, a kit folder, or a FlashInfer-Bench trace-set root)."""
     settings = _settings(ctx)
     if trust_kit:
         from evoteam.servers.bench.kits import trust_kit as trust
@@ -201,6 +208,39 @@ def run_cmd(ctx: click.Context, kit: str, candidate: str, split: str, as_json: b
             print_evaluation(r, console)
     if any(r.status != "PASSED" for r in results):
         sys.exit(CANDIDATE_FAILED)
+
+
+@bench.command("export-traces")
+@click.argument("ident", metavar="RUN|CANDIDATE")
+@click.option("-o", "--output", "output", required=True, type=click.Path(file_okay=False),
+              help="Folder to write the FlashInfer-Bench trace set into.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_context
+def export_traces_cmd(ctx: click.Context, ident: str, output: str, as_json: bool) -> None:
+    """Write a run's (or one candidate's) evaluations as FlashInfer-Bench Trace records, with each
+    candidate as a FIB Solution and the kit's definition and workloads beside them."""
+    from pathlib import Path
+
+    from evoteam.servers.bench.fib_export import export_traces
+    from evoteam.servers.common import session_actor
+    from evoteam.servers.knowledge.connect import open_store
+
+    settings = _settings(ctx)
+
+    async def go():
+        async with open_store(settings, session_actor(settings, "cli")) as store:
+            return await export_traces(settings, store, ident, Path(output))
+
+    try:
+        result = asyncio.run(go())
+    except DomainError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        click.echo(result.model_dump_json(indent=2))
+        return
+    click.echo(f"wrote {result.traces} traces and {len(result.solutions)} solutions to {result.folder}")
+    for line in result.skipped:
+        click.echo(f"skipped: {line}")
 
 
 COMMANDS = [bench]

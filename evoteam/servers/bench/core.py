@@ -8,7 +8,6 @@ store when one is given.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import shutil
 import tempfile
@@ -17,10 +16,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from evoteam.config import Settings
-from evoteam.servers.bench import harness
+from evoteam.servers.bench import fib, harness, solutions
 from evoteam.servers.bench.candidates import check_candidate_path, record_measured
 from evoteam.servers.bench.harness import KernelSession, WorkerFailure, WorkloadSpec, WorkloadVerdict
 from evoteam.servers.bench.kits import Kit, discover, find_kit, heldout_secret, kit_dirs, state_dir
@@ -30,7 +27,6 @@ from evoteam.servers.bench.models import (
     KitDetail,
     KitList,
     KitSummary,
-    Solution,
     Split,
     WorkloadComparison,
     WorkloadInfo,
@@ -104,6 +100,8 @@ def describe_kit(settings: Settings, name: str, detail: bool = False) -> KitDeta
         out.dev_workloads = [WorkloadInfo(name=w.uuid, axes=w.axes) for w in kit.dev_workloads()]
         out.heldout_count = m.heldout.count if m.heldout else 0
         out.baseline = label
+        out.timing_note = m.timing_note
+        out.solutions = sorted(kit.solutions()) if hasattr(kit, "solutions") else []
         if detail:
             out.reference = kit.definition.reference
             out.definition = kit.definition.model_dump(exclude={"reference"})
@@ -136,24 +134,19 @@ def prepare_candidate(kit: Kit, candidate_path: str | None, code: str | None,
             (folder / "candidate.py").write_text(code)
             return PreparedCandidate(folder, "candidate.py", entry, None, code)
         path = Path(candidate_path).expanduser()
+        named = kit.solutions() if hasattr(kit, "solutions") and not path.is_file() else {}
+        if candidate_path in named:  # a trace-set kit's solution, by name
+            path = named[candidate_path]
         if settings is not None:
-            path = check_candidate_path(settings, candidate_path, extra_roots=(kit.root,))
+            path = check_candidate_path(settings, str(path), extra_roots=(kit.root,))
         if not path.is_file():
             raise DomainError(f"candidate file {path} does not exist; pass an existing .py path or the code itself")
         text = path.read_text()
         if len(text) > MAX_CODE:
             raise DomainError(f"{path} is {len(text)} characters; the limit is {MAX_CODE}")
         if path.suffix == ".json":
-            try:
-                sol = Solution(**json.loads(text))
-            except (ValueError, ValidationError) as exc:
-                raise DomainError(f"{path} is not a FlashInfer-Bench solution: {exc}") from exc
-            for src in sol.sources:
-                dest = folder / src.path
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_text(src.content)
-            rel, _, function = sol.spec.entry_point.partition("::")
-            return PreparedCandidate(folder, rel, function or entry, sol.spec.destination_passing_style, text)
+            rel, function, dps = solutions.materialise(solutions.parse(text, str(path)), folder, entry)
+            return PreparedCandidate(folder, rel, function, dps, text)
         shutil.copyfile(path, folder / "candidate.py")
         return PreparedCandidate(folder, "candidate.py", entry, None, text)
     except BaseException:
@@ -181,7 +174,7 @@ def _workload_specs(kit: Kit, split: Split, settings: Settings) -> list[tuple[Wo
     if not rows:
         raise DomainError(f"kit {kit.name} has no {split} workloads")
     out = []
-    for w, hidden in rows:
+    for index, (w, hidden) in enumerate(rows):
         axes = d.resolve_axes(w.axes)
         problem = None
         missing = [a for a in d.axes if a not in axes]
@@ -189,10 +182,14 @@ def _workload_specs(kit: Kit, split: Split, settings: Settings) -> list[tuple[Wo
         for name, spec in w.inputs.items():
             if spec.type == "scalar":
                 scalars[name] = spec.value
-            elif spec.type == "safetensors":
-                problem = "safetensors inputs are not supported by the harness yet; give the kit an input generator"
+            elif spec.type == "safetensors" and not kit.fib_inputs():
+                problem = "safetensors inputs need FIB inputs (a torch kit without its own input generator)"
         if missing and not kit.manifest.inputs:
             problem = f"workload does not bind the axes {missing}"
+        if kit.fib_inputs() and not problem:
+            problem = fib.workload_problem(kit, w, axes)
+            if not hidden:  # dev workloads come first, in the order the FIB input plan lists them
+                axes[fib.WORKLOAD_AXIS] = index
         expected = {}
         for name, spec in d.outputs.items():
             try:
@@ -274,7 +271,10 @@ async def _run_kernel(settings: Settings, kit: Kit, cand: PreparedCandidate, spl
             baseline_notes.append(f"baseline {baseline_label} was skipped: {problem[:300]}")
             await asyncio.to_thread(session.close)
             session = None
-        metrics_base = {"baseline": baseline_label}
+        metrics_base: dict[str, Any] = {"baseline": baseline_label, "device": m.device, "kit_source": str(kit.root),
+                                        "environment": fib.environment(m.device)}
+        if m.timing_note:
+            metrics_base["timing_note"] = m.timing_note
         if baseline_notes:
             metrics_base["baseline_notes"] = baseline_notes
         failed_before = False

@@ -77,14 +77,15 @@ class Kit:
                 data = json.loads(path.read_text())
                 manifest = KitManifest(**data)
             elif (root / "definition.json").is_file():
+                from evoteam.servers.bench import fib
+
                 definition = Definition(**json.loads((root / "definition.json").read_text()))
-                uses_torch = "torch" in definition.reference
+                device, framework, note = fib.default_device(definition.reference)
                 manifest = KitManifest(
                     name=root.name, kind="kernel", goal=definition.description or definition.name,
-                    device="cuda" if uses_torch else "cpu", framework="torch" if uses_torch else "numpy",
-                    definition="definition.json",
+                    device=device, framework=framework, definition="definition.json",
                     workloads="workloads.jsonl" if (root / "workloads.jsonl").is_file() else None,
-                    x0=1.0)
+                    x0=1.0, tolerance=fib.fib_tolerance(), timing_note=note)
             else:
                 raise DomainError(f"{root} is not a kit: it has neither kit.json nor definition.json")
         except (ValueError, ValidationError) as exc:
@@ -172,7 +173,17 @@ class Kit:
             out.append(Workload(uuid=f"heldout-{i + 1}", axes=axes, inputs=scalars))
         return out
 
+    def fib_inputs(self) -> bool:
+        """Inputs follow FlashInfer-Bench's workload rules (random / scalar / safetensors) unless the
+        kit brings its own generator."""
+        m = self.manifest
+        return m.kind == "kernel" and not m.inputs and m.framework == "torch"
+
     def inputs_source(self) -> str | None:
+        if self.fib_inputs():
+            from evoteam.servers.bench import fib
+
+            return fib.inputs_source(self, self.dev_workloads())
         return self.file(self.manifest.inputs).read_text() if self.manifest.inputs else None
 
     def baseline_solutions(self) -> list[tuple[dict | None, str]]:
@@ -222,11 +233,20 @@ def kit_dirs(settings: Settings) -> list[Path]:
 
 def discover(settings: Settings) -> dict[str, Kit]:
     kits: dict[str, Kit] = {}
+    from evoteam.servers.bench import fib
+
     for base in kit_dirs(settings):
         if not base.is_dir():
             continue
+        if fib.is_trace_set(base):
+            for name, kit in fib.trace_set_kits(base).items():
+                kits.setdefault(name, kit)
+            continue
         for child in sorted(base.iterdir()):
-            if child.is_dir() and ((child / "kit.json").is_file() or (child / "definition.json").is_file()):
+            if child.is_dir() and fib.is_trace_set(child):
+                for name, kit in fib.trace_set_kits(child).items():
+                    kits.setdefault(name, kit)
+            elif child.is_dir() and ((child / "kit.json").is_file() or (child / "definition.json").is_file()):
                 try:
                     kit = Kit.load(child)
                 except DomainError:
@@ -270,7 +290,15 @@ def is_trusted(settings: Settings, path: Path) -> bool:
 
 
 def find_kit(settings: Settings, name_or_path: str) -> Kit:
+    from evoteam.servers.bench import fib
+
     path = Path(name_or_path).expanduser()
+    if path.is_dir() and fib.is_trace_set(path):
+        return fib.find_in_trace_set(path)
+    if path.is_file() and path.suffix == ".json" and "definitions" in path.resolve().parts:
+        kit = fib.find_in_trace_set(path)
+        if kit is not None:
+            return kit
     if path.is_dir():
         if not is_trusted(settings, path):
             raise DomainError(f"kit folder {path} is not in the configured kit folders, so it is not trusted (its "

@@ -80,7 +80,8 @@ class Definition(BaseModel):
 
 class InputSpec(BaseModel):
     """Where one input's values come from: ``random`` (the kit's generator decides),
-    ``scalar`` (a literal value), or ``safetensors`` (a file; not supported by the harness yet)."""
+    ``scalar`` (a literal value), or ``safetensors`` (a tensor in a file under the kit's or trace
+    set's root; see fib.py)."""
 
     model_config = ConfigDict(extra="allow")
     type: Literal["random", "scalar", "safetensors"] = "random"
@@ -107,7 +108,9 @@ class SolutionSpec(BaseModel):
     target_hardware: list[str] = Field(default_factory=list)
     entry_point: str
     dependencies: list[str] = Field(default_factory=list)
-    destination_passing_style: bool = False
+    # FIB's default: the outputs are passed in after the inputs and written in place.
+    destination_passing_style: bool = True
+    binding: Literal["tvm-ffi", "torch"] | None = None  # C++/CUDA only; FIB defaults to tvm-ffi
 
 
 class Solution(BaseModel):
@@ -187,6 +190,8 @@ class KitManifest(BaseModel):
     threads: int | None = Field(default=1, ge=1, description="BLAS/OpenMP threads in every worker of a CPU "
                                 "kit (same for candidate and baseline); null leaves the library default")
     max_plausible_speedup: float = Field(default=50.0, gt=1.0)
+    timing_note: str | None = Field(default=None, description="why timings on this machine are not "
+                                    "representative (e.g. a GPU reference running on the CPU)")
     # kernel kits
     definition: str | None = None  # path of a FlashInfer-Bench definition JSON
     workloads: str | None = None  # JSONL of dev workloads
@@ -251,6 +256,9 @@ class KitDetail(BaseModel):
     heldout_count: int = 0
     baseline: str | None = None
     starting_point: str | None = Field(default=None, description="path of the initial program or baseline to copy")
+    solutions: list[str] = Field(default_factory=list, description="named FlashInfer-Bench solutions of a "
+                                 "trace-set kit; pass one's name as the candidate to run it")
+    timing_note: str | None = None
     reference: str | None = Field(default=None, description="the reference implementation (detail=true)")
     definition: dict[str, Any] | None = Field(default=None, description="the definition JSON (detail=true)")
 

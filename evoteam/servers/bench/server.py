@@ -49,19 +49,22 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None) -> MCP
     @tool_errors
     async def list_kits(kind: Literal["kernel", "program"] | None = None, limit: Limit = 20,
                         cursor: Cursor = None) -> KitList:
-        """The task kits this machine knows (the repository's task_kits/ plus configured folders):
+        """The task kits this machine knows (the repository's task_kits/ plus configured folders; every
+        definition of a FlashInfer-Bench trace set there is a kit named after it):
         name, kind (kernel or program), device, direction, the goal's first line, and whether the kit
         can run here (a GPU kit on a machine without CUDA cannot; the reason says why)."""
         return core.list_kits(settings, kind=kind, limit=limit, cursor=cursor)
 
     @server.tool()
     @tool_errors
-    async def describe_kit(kit: str, detail: bool = False) -> KitDetail:
+    async def describe_kit(kit: Annotated[str, Field(description="a kit name, a kit folder, or a FlashInfer-Bench "
+                                                                  "trace-set root (or a definition JSON in one)")],
+                           detail: bool = False) -> KitDetail:
         """Everything needed to write a candidate for a kit: goal, direction, x0 and best-known score,
         the entry point and its signature (input order, output order, dtypes), tolerances, dev
         workloads (shapes), how many held-out workloads exist (their shapes are secret), the baseline,
-        and a starting-point file to copy. detail=true adds the reference implementation and the full
-        definition."""
+        and a starting-point file to copy; for a trace-set kit, its named solutions. detail=true adds
+        the reference implementation and the full definition."""
         return core.describe_kit(settings, kit, detail=detail)
 
     @server.tool()
@@ -69,8 +72,9 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None) -> MCP
     async def evaluate(
         ctx: Context,
         kit: str,
-        candidate_path: Annotated[str | None, Field(description="a .py file (or a FlashInfer-Bench solution "
-                                                                ".json); only this file is copied to the sandbox")] = None,
+        candidate_path: Annotated[str | None, Field(description="a .py file, a FlashInfer-Bench solution .json, "
+                                                                "or the name of a solution in the kit's trace set; "
+                                                                "only the candidate's own files reach the sandbox")] = None,
         code: Annotated[str | None, Field(description="the candidate's Python source, instead of a path")] = None,
         split: Split = "dev",
         run_id: Annotated[str | None, Field(description="the run to record the candidate in; default: the kit's "

@@ -159,6 +159,14 @@ class Worker:
         return self.init["reference_source"]
 
     def _import_solution(self, sol: dict):
+        from evoteam.servers.bench import solutions  # FlashInfer-Bench solutions: C++/CUDA builds
+
+        try:
+            native = solutions.load_native(sol)
+        except solutions.BuildFailure as exc:
+            raise Failure(exc.status, str(exc)) from None
+        if native is not None:
+            return native
         folder, rel, function = sol["dir"], sol["file"], sol["function"]
         if folder not in sys.path:
             sys.path.insert(0, folder)

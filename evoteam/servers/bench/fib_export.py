@@ -1,0 +1,144 @@
+"""Recorded candidates back out as FlashInfer-Bench data: Trace records and Solution JSON.
+
+``export_traces`` writes a trace-set folder FIB's own tools read: the kit's definition
+(``definitions/<op_type>/<name>.json``), its workloads as workload traces
+(``workloads/<op_type>/<name>.jsonl``) with the blobs they name, each candidate as a Solution
+(``solutions/<author>/<op_type>/<name>/<solution>.json``) and one Trace per evaluated workload
+(``traces/<author>/<op_type>/<name>.jsonl``). Held-out workloads are secret and not exported.
+FIB's ``reference_latency_ms`` holds our baseline's time (the kit's baseline, which is the
+reference unless the kit names a faster one).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from evoteam.config import Settings
+from evoteam.errors import DomainError
+from evoteam.servers.bench import fib, solutions
+from evoteam.servers.bench.kits import find_kit
+from evoteam.servers.knowledge.models import Candidate
+from evoteam.servers.knowledge.store import KnowledgeStore
+
+AUTHOR = "evoteam"
+WITH_CORRECTNESS = {"PASSED", "INCORRECT_NUMERICAL"}
+
+
+class ExportResult(BaseModel):
+    folder: str
+    traces: int = Field(description="Trace records written")
+    solutions: list[str] = Field(default_factory=list, description="Solution names written")
+    skipped: list[str] = Field(default_factory=list, description="what was left out, and why")
+
+
+async def _candidates(store: KnowledgeStore, ident: str) -> list[Candidate]:
+    if ident.startswith("run"):
+        await store.get_run(ident)
+        out, cursor = [], None
+        while True:
+            page = await store.list_candidates(ident, limit=100, cursor=cursor)
+            out += [await store.get_candidate(c.id) for c in page.items]
+            cursor = page.next_cursor
+            if not cursor:
+                return out
+    return [await store.get_candidate(ident)]
+
+
+def _evaluation(w, env: dict, timestamp: str) -> dict:
+    body: dict = {"status": w.status, "environment": env, "timestamp": timestamp, "log": w.message or ""}
+    if w.status in WITH_CORRECTNESS:
+        body["correctness"] = {"max_relative_error": w.max_rel_error or 0.0, "max_absolute_error": w.max_abs_error or 0.0}
+    if w.status == "PASSED":
+        body["performance"] = {"latency_ms": w.candidate_ms or 0.0, "reference_latency_ms": w.baseline_ms or 0.0,
+                               "speedup_factor": w.speedup or 0.0}
+    return body
+
+
+def _write_definition(kit, folder: Path, op_type: str) -> None:
+    d = kit.definition
+    dest = folder / "definitions" / op_type / f"{d.name}.json"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    body = d.model_dump(mode="json")  # scalars keep their "shape": null
+    body["op_type"] = op_type
+    dest.write_text(json.dumps(body, indent=2))
+    lines = []
+    for w in kit.dev_workloads():
+        for spec in w.inputs.values():
+            if spec.type == "safetensors" and spec.path:
+                target = folder / spec.path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(fib.resolve_blob(kit.root, spec.path), target)
+        workload = w.model_dump(mode="json", exclude_none=True)
+        lines.append(json.dumps({"definition": d.name, "workload": workload, "solution": None, "evaluation": None}))
+    wl = folder / "workloads" / op_type / f"{d.name}.jsonl"
+    wl.parent.mkdir(parents=True, exist_ok=True)
+    wl.write_text("\n".join(lines) + ("\n" if lines else ""))
+
+
+def _kit(settings: Settings, name: str, source: str | None):
+    """The kit a candidate was evaluated on: by name, else from the folder it was loaded from."""
+    try:
+        return find_kit(settings, name)
+    except DomainError:
+        if not source or not Path(source).is_dir():
+            raise
+    if fib.is_trace_set(Path(source)):
+        return fib.find_in_trace_set(Path(source), name)
+    return find_kit(settings, source)
+
+
+async def export_traces(settings: Settings, store: KnowledgeStore, ident: str, folder: Path) -> ExportResult:
+    """Write the candidates of run ``ident`` (or the one candidate ``ident``) as FIB traces."""
+    folder = folder.expanduser().resolve()
+    result = ExportResult(folder=str(folder), traces=0)
+    written_defs: set[str] = set()
+    for cand in await _candidates(store, ident):
+        kit_name = cand.metrics.get("kit")
+        if not kit_name or not cand.code:
+            result.skipped.append(f"{cand.id}: no kit or no code recorded")
+            continue
+        try:
+            kit = _kit(settings, kit_name, cand.metrics.get("kit_source"))
+        except DomainError as exc:
+            result.skipped.append(f"{cand.id}: kit {kit_name} is not available here ({exc})")
+            continue
+        if kit.manifest.kind != "kernel":
+            result.skipped.append(f"{cand.id}: kit {kit_name} is a program kit; FIB traces are for kernels")
+            continue
+        d = kit.definition
+        op_type = d.op_type or "unknown"
+        if d.name not in written_defs:
+            _write_definition(kit, folder, op_type)
+            written_defs.add(d.name)
+        sol = solutions.from_candidate(cand.code, definition=d.name, name=f"evoteam_{cand.id}", author=AUTHOR,
+                                       entry=kit.manifest.entry, device=kit.manifest.device)
+        body = sol.model_dump(mode="json", exclude_none=True)
+        body["author"] = sol.author or AUTHOR
+        body["spec"]["target_hardware"] = body["spec"].get("target_hardware") or [kit.manifest.device]
+        author = body["author"]
+        sol_path = folder / "solutions" / author / op_type / d.name / f"{sol.name}.json"
+        sol_path.parent.mkdir(parents=True, exist_ok=True)
+        sol_path.write_text(json.dumps(body, indent=2))
+        result.solutions.append(sol.name)
+        workloads = {w.uuid: w for w in kit.dev_workloads()}
+        env = cand.metrics.get("environment") or fib.environment(kit.manifest.device)
+        timestamp = cand.provenance.created_at.isoformat()
+        lines = []
+        for w in cand.workloads:
+            if w.workload not in workloads:
+                result.skipped.append(f"{cand.id}: workload {w.workload} is held out or unknown; not exported")
+                continue
+            trace = {"definition": d.name, "workload": workloads[w.workload].model_dump(mode="json", exclude_none=True),
+                     "solution": sol.name, "evaluation": _evaluation(w, env, timestamp)}
+            lines.append(json.dumps(trace))
+        if lines:
+            path = folder / "traces" / author / op_type / f"{d.name}.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a") as fh:
+                fh.write("\n".join(lines) + "\n")
+            result.traces += len(lines)
+    return result
