@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from evoteam.config import Settings
+from evoteam.servers.bench import openevolve
 from evoteam.servers.bench.models import Definition, KitManifest, Workload
 from evoteam.errors import DomainError
 
@@ -82,8 +83,11 @@ class Kit:
                     definition="definition.json",
                     workloads="workloads.jsonl" if (root / "workloads.jsonl").is_file() else None,
                     x0=1.0)
+            elif openevolve.is_scaffold_folder(root):
+                manifest = KitManifest(**openevolve.manifest_fields(root))
             else:
-                raise DomainError(f"{root} is not a kit: it has neither kit.json nor definition.json")
+                raise DomainError(f"{root} is not a kit: it has neither kit.json nor definition.json, nor an "
+                                  "OpenEvolve-style evaluator.py with an initial_program")
         except (ValueError, ValidationError) as exc:
             raise DomainError(f"kit {root.name}: bad manifest: {exc}") from exc
         kit = cls(root, manifest)
@@ -209,7 +213,8 @@ def discover(settings: Settings) -> dict[str, Kit]:
         if not base.is_dir():
             continue
         for child in sorted(base.iterdir()):
-            if child.is_dir() and ((child / "kit.json").is_file() or (child / "definition.json").is_file()):
+            if child.is_dir() and ((child / "kit.json").is_file() or (child / "definition.json").is_file()
+                                   or openevolve.is_scaffold_folder(child)):
                 try:
                     kit = Kit.load(child)
                 except DomainError:

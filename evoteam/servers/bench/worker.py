@@ -145,11 +145,15 @@ class Worker:
             for key, value in (self.init.get("env") or {}).items():
                 os.environ[key] = value
             path = self.init["evaluator"]
+            from evoteam.servers.bench.openevolve import install_evaluation_result_shim
+
+            install_evaluation_result_shim()  # evaluators may import openevolve.evaluation_result
             sys.path.insert(0, os.path.dirname(path))
             spec = importlib.util.spec_from_file_location("kit_evaluator", path)
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
             self.fns["evaluate"] = module.evaluate
+            self.evaluator_module = module
             return {"ok": True}
         raise Failure("RUNTIME_ERROR", f"unknown worker mode {self.mode}")
 
@@ -486,6 +490,11 @@ class Worker:
     def cmd_evaluate(self, msg: dict):
         from evoteam.servers.bench.sandbox import ProgramFailure
 
+        if self.init.get("options") is not None:
+            from evoteam.servers.bench.openevolve import run_evaluation
+
+            return {"ok": True, "evaluation": run_evaluation(self.evaluator_module, self.init["program"],
+                                                             self.init["options"])}, None
         try:
             metrics = self.fns["evaluate"](self.init["program"])
         except ProgramFailure as exc:
