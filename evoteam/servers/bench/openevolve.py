@@ -228,7 +228,8 @@ def evolve_block_problem(initial: str, candidate: str) -> str | None:
         if sa != sb:
             where = "before the first evolve block" if n == 0 else (
                 "after the last evolve block" if n == len(base[0]) - 1 else f"between evolve blocks {n} and {n + 1}")
-            changed = next((x for x, y in zip(sb, sa) if x != y), (sb[len(sa)] if len(sb) > len(sa) else sa[len(sb)]))
+            k = next((i for i, (x, y) in enumerate(zip(sa, sb)) if x != y), min(len(sa), len(sb)))
+            changed = sb[k] if k < len(sb) else sa[k]
             return (f"the candidate changes code outside the EVOLVE-BLOCKs ({where}, near {changed.strip()[:80]!r}); "
                     "only the code between EVOLVE-BLOCK-START and EVOLVE-BLOCK-END may change")
     return None
