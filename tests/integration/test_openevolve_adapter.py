@@ -60,17 +60,19 @@ class Script:
             return {"tool": tool, "arguments": {"forecasts": rows, "next_queries": ["line search per coordinate"],
                                                 "knowledge_state": {"learned": ["larger budgets help"]}}}
         assert not body.get("tools"), f"unexpected tool {tool}"
-        # A mutation prompt: change the budget of the current program's search().
+        # A mutation prompt: narrow the current program's sampling box towards the minimum.
         current = text.split("# Current Program")[-1]
-        budget = int(re.search(r"def search\(budget=(\d+)", current).group(1))
+        lo, hi = re.search(r"rng\.uniform\(([-0-9.]+), ([-0-9.]+)\)", current).groups()
         key = body["messages"][-1]["content"]
         k = self.seen[key]
         self.seen[key] += 1
         if k == 1:  # the second candidate of a prompt is broken: best-of-N must skip it
             return ("Return two coordinates only.\n<<<<<<< SEARCH\n    return best_point\n=======\n"
                     "    return best_point[:2]\n>>>>>>> REPLACE\n")
-        return (f"Spend a larger sample budget.\n<<<<<<< SEARCH\ndef search(budget={budget}, seed=0):\n=======\n"
-                f"def search(budget={budget * (2 + k)}, seed=0):\n>>>>>>> REPLACE\n")
+        new_lo, new_hi = (float(lo) + 1.5) / 2, (float(hi) + 1.5) / 2
+        return (f"Sample a smaller box around the region the documents point to.\n<<<<<<< SEARCH\n"
+                f"        point = [rng.uniform({lo}, {hi}) for _ in range(3)]\n=======\n"
+                f"        point = [rng.uniform({new_lo}, {new_hi}) for _ in range(3)]\n>>>>>>> REPLACE\n")
 
 
 async def test_openevolve_run_with_the_retrieval_adapter(tmp_path: Path):
@@ -125,12 +127,14 @@ async def test_openevolve_run_with_the_retrieval_adapter(tmp_path: Path):
             doc = (await service.lookup(document_id=doc_id)).document
             assert doc.title == title
         credited = (await service.lookup(document_id=retrieved[0][1])).document
-        assert credited.outcomes and all(o.realised_score > 0.62 for o in credited.outcomes)
+        assert credited.outcomes and all(o.realised_score > 0.63 for o in credited.outcomes)
         stats = await service.stats(run_id)
         assert stats.searches == 1 and stats.outcomes == 3 and stats.predictions >= 1
         decisions = {d.decision: d for d in stats.by_decision}
         assert set(decisions) == {"retrieve", "look-up", "no-op"}
         assert all(d.outcomes == 1 for d in decisions.values())
         best_candidate = max((c for c in page.items if c.score is not None), key=lambda c: c.score)
-    # OpenEvolve got the best valid candidates back: its best is at least as good as the bench's.
+    # OpenEvolve got the best valid candidate back each time: its best is the bench's best, and
+    # the run improved on the initial program (0.625).
+    assert best_candidate.score > 0.7
     assert summary["best_score"] == pytest.approx(best_candidate.score)
