@@ -149,7 +149,8 @@ async def test_crash_artifacts_are_kept_with_the_candidate(sphere, tmp_path):
     settings = Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[sphere.parent])
     async with LocalKnowledgeStore.open(tmp_path / "state" / "kb.db", Actor(user="t", client="pytest")) as store:
         result = await evaluate_candidate(settings, str(sphere), code=variant(CRASH), store=store)
-        assert result.status == "RUNTIME_ERROR" and result.message == "search exploded"
+        assert result.status == "RUNTIME_ERROR" and result.message.startswith("search exploded; stderr:")
+        assert result.message.endswith("RuntimeError: search exploded")
         assert result.metrics["combined_score"] == 0.0  # what the evaluator said; it does not score
         stored = await store.get_candidate(result.candidate_id)
         assert "RuntimeError: search exploded" in stored.metrics["artifacts"]["stderr"]

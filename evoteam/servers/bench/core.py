@@ -369,6 +369,9 @@ async def _run_program(settings: Settings, kit: Kit, cand: PreparedCandidate, sp
         verdict = openevolve.interpret(metrics, m.objective, STATUS_ORDER)
     status, message, score = verdict.status, verdict.message, verdict.score
     stopped = next((r for r in stage_rows if r.get("passed") is False), None)
+    artifacts = dict(result.get("artifacts") or {})
+    if status != "PASSED":
+        message = openevolve.with_artifact_hint(message, artifacts)
     if status == "PASSED":
         if stopped:
             message += (f" (cascade stopped after {stopped['stage']}: fitness {stopped['fitness']} is below its "
@@ -387,7 +390,7 @@ async def _run_program(settings: Settings, kit: Kit, cand: PreparedCandidate, sp
                       workloads=[outcome], metrics=metrics, flagged=flagged,
                       flags=[message] if flagged and message else [], message=message, ndg=ndg,
                       best_known=m.best_known, wall_s=round(wall, 3), sandbox="program worker",
-                      artifacts=dict(result.get("artifacts") or {}), stages=stage_rows)
+                      artifacts=artifacts, stages=stage_rows)
 
 
 async def _resolve_run(store: KnowledgeStore, kit: Kit, run_id: str | None) -> str:

@@ -490,3 +490,15 @@ def stored_extras(artifacts: dict[str, str], stages: list[dict[str, Any]]) -> di
     if stages:
         out["stages"] = stages
     return out
+
+
+_HINT_KEYS = ("stderr", "error", "error_message", "failure_reason", "stage1_stderr", "stage2_stderr")
+
+
+def with_artifact_hint(message: str, artifacts: dict[str, str]) -> str:
+    """A failure message plus the evaluator's own words from its artifacts, when it gave any."""
+    for key in _HINT_KEYS:
+        text = (artifacts.get(key) or "").strip()
+        if text and text not in message:
+            return f"{message}; {key}: {text[-300:]}"
+    return message
