@@ -199,6 +199,10 @@ def attach_retrieval(config: Any, options: RetrievalOptions) -> Any:
     if not config.llm.models:
         raise DomainError("the OpenEvolve config has no LLM models; add llm.models (or llm.primary_model)")
     data = options.model_dump()
+    # OpenEvolve's workers may run elsewhere in the file system: pass absolute paths.
+    if Path(options.kit).expanduser().is_dir():
+        data["kit"] = str(Path(options.kit).expanduser().resolve())
+    data["db"] = str(Path(options.db).expanduser().resolve())
     for model in config.llm.models:
         if model.init_client is not None:
             raise DomainError(f"model {model.name} already has a custom client (init_client); the retrieval "
