@@ -109,6 +109,7 @@ def describe_kit(settings: Settings, name: str, detail: bool = False) -> KitDeta
     else:
         out.entry = "a program file; the kit's evaluator runs it"
         out.signature = f"score = metric {m.objective!r} from the kit's evaluator ({m.direction})"
+        out.heldout_count = m.program_heldout.count if m.program_heldout else 0
     return out
 
 

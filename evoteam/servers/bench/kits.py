@@ -2,7 +2,9 @@
 
 A kit is a folder with ``kit.json`` (a KitManifest) and the files it names. A folder holding only
 a FlashInfer-Bench ``definition.json`` (plus, optionally, ``workloads.jsonl``) loads as a kernel
-kit too, with the reference as its baseline.
+kit too, with the reference as its baseline. An OpenEvolve or SkyDiscover task folder
+(``evaluator.py`` and ``initial_program.*``, usually ``config.yaml``) loads as a program kit (see
+``openevolve.py``).
 """
 
 from __future__ import annotations
