@@ -36,28 +36,8 @@ from pydantic import BaseModel, Field, ValidationError
 
 from evoteam.config import Settings
 from evoteam.errors import DomainError
-from evoteam.servers.retrieval.models import Direction, KnowledgeState, ScoringResult
-from evoteam.servers.retrieval.predictor import (
-    GATE_SYSTEM,
-    GATE_TOOL,
-    MAX_PROMPT_DOCS,
-    QUERY_SYSTEM,
-    QUERY_TOOL,
-    SCORE_TOOL,
-    UNTRUSTED_RULE,
-    DocForScoring,
-    GateAnswer,
-    GateAsk,
-    PredictorError,
-    QueryRequest,
-    ScoreRequest,
-    _context,
-    _queries,
-    _state_or_none,
-    fence,
-    score_prompt,
-    validate_rows,
-)
+from evoteam.servers.retrieval.models import Direction, KnowledgeState
+from evoteam.servers.retrieval.predictor import UNTRUSTED_RULE, AnthropicPredictor, DocForScoring, PredictorError, fence
 
 log = logging.getLogger(__name__)
 
@@ -105,21 +85,25 @@ def _as_function(tool: dict) -> dict:
                                              "parameters": tool["input_schema"]}}
 
 
-class ChatPredictor:
+class ChatPredictor(AnthropicPredictor):
     """The retrieval predictor on an OpenAI-compatible chat-completions endpoint (the scaffold's
-    own model): forced function calls carry the forecasts, queries and gate decision."""
+    own model). Same prompts and validation as the Anthropic predictor; forced function calls
+    carry the forecasts, queries and gate decision."""
 
     name = "chat"
     server_side = True
 
     def __init__(self, model: str, api_base: str | None, api_key: str | None, timeout_s: float = 120.0):
+        # Not the Anthropic client: only the transport (_call) differs.
         import openai
 
         self.model = model
         self.client = openai.AsyncOpenAI(base_url=api_base, api_key=api_key or "unused", timeout=timeout_s,
                                          max_retries=1)
+        self._http = None
         self.input_tokens = 0
         self.output_tokens = 0
+        self.calls = 0
 
     async def _call(self, system: str, user: str, tool: dict) -> dict | None:
         import openai
@@ -130,6 +114,7 @@ class ChatPredictor:
                 tools=[_as_function(tool)], tool_choice={"type": "function", "function": {"name": tool["name"]}})
         except openai.OpenAIError as exc:
             raise PredictorError(f"the chat predictor call failed: {exc}") from exc
+        self.calls += 1
         usage = getattr(reply, "usage", None)
         if usage is not None:
             self.input_tokens += getattr(usage, "prompt_tokens", 0) or 0
@@ -143,40 +128,6 @@ class ChatPredictor:
                         return None
                     return data if isinstance(data, dict) else None
         return None
-
-    async def score(self, req: ScoreRequest) -> ScoringResult:
-        nonce = secrets.token_hex(6)
-        system, user = score_prompt(req, nonce)
-        system = system.replace("calling the submit_forecasts tool", "calling the submit_forecasts function")
-        data = await self._call(system, user, SCORE_TOOL)
-        if data is None:
-            return ScoringResult(dropped=["the predictor replied without a submit_forecasts call"])
-        allowed = {d.id for d in req.documents[:MAX_PROMPT_DOCS]}
-        rows, dropped = validate_rows(data.get("forecasts"), allowed, req.bounds)
-        return ScoringResult(rows=rows, dropped=dropped, knowledge_state=_state_or_none(data.get("knowledge_state")),
-                             next_queries=_queries(data.get("next_queries")))
-
-    async def write_queries(self, req: QueryRequest) -> list[str]:
-        earlier = "\n".join(f"- {q}" for q in req.earlier_queries[-40:]) or "(none)"
-        user = (f"{_context(req.goal, req.direction, req.parent_score, req.parent_summary, req.knowledge_state)}"
-                f"\n\nEarlier queries of this run:\n{earlier}\n\nWrite {req.count} new queries.")
-        return _queries((await self._call(QUERY_SYSTEM, user, QUERY_TOOL) or {}).get("queries"))
-
-    async def decide(self, ask: GateAsk) -> GateAnswer | None:
-        nonce = secrets.token_hex(6)
-        stored = "\n".join(f"- {s}" for s in ask.stored) or "(none)"
-        recent = "\n".join(f"- {s}" for s in ask.recent) or "(none)"
-        user = (f"{_context(ask.goal, ask.direction, ask.parent_score, ask.parent_summary, ask.knowledge_state)}\n\n"
-                f"Recent gate decisions and outcomes:\n{recent}\n\n"
-                f"<untrusted-{nonce} id=\"stored-documents\">\n{stored}\n</untrusted-{nonce}>")
-        data = await self._call(GATE_SYSTEM.format(untrusted=UNTRUSTED_RULE.format(nonce=nonce)), user, GATE_TOOL)
-        try:
-            return GateAnswer.model_validate(data) if data else None
-        except ValidationError:
-            return None
-
-    async def aclose(self) -> None:
-        await self.client.close()
 
 
 # ---------------------------------------------------------------- set-up (in the controller's process)

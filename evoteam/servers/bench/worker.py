@@ -488,31 +488,15 @@ class Worker:
         return {"ok": True, "result": encoded}, arrays
 
     def cmd_evaluate(self, msg: dict):
-        from evoteam.servers.bench.sandbox import ProgramFailure
+        from evoteam.servers.bench.openevolve import run_evaluation
 
-        if self.init.get("options") is not None:
-            from evoteam.servers.bench.openevolve import run_evaluation
-
-            return {"ok": True, "evaluation": run_evaluation(self.evaluator_module, self.init["program"],
-                                                             self.init["options"])}, None
-        try:
-            metrics = self.fns["evaluate"](self.init["program"])
-        except ProgramFailure as exc:
-            return {"ok": False, "status": exc.status, "message": exc.message}, None
-        except BaseException as exc:  # noqa: BLE001
-            raise Failure("RUNTIME_ERROR", "the kit's evaluator raised " + _exc_message(exc, None)) from None
-        if not isinstance(metrics, dict):
-            raise Failure("RUNTIME_ERROR", f"the kit's evaluator returned {type(metrics).__name__}, not a dict")
-        clean = {}
-        for key, value in metrics.items():
-            if isinstance(value, bool) or isinstance(value, (int, str)) or value is None:
-                clean[str(key)] = value
-            else:
-                try:
-                    clean[str(key)] = float(value)
-                except (TypeError, ValueError):
-                    clean[str(key)] = str(value)[:500]
-        return {"ok": True, "metrics": clean}, None
+        options = self.init.get("options")
+        evaluation = run_evaluation(self.evaluator_module, self.init["program"], options or {})
+        if options is None:  # the plain contract: the metrics, or the failure
+            if evaluation["failure"]:
+                return {"ok": False, **evaluation["failure"]}, None
+            return {"ok": True, "metrics": evaluation["metrics"]}, None
+        return {"ok": True, "evaluation": evaluation}, None
 
 
 def _encode_value(value, arrays: dict, np):
