@@ -342,8 +342,11 @@ async def _run_program(settings: Settings, kit: Kit, cand: PreparedCandidate, sp
         problem = openevolve.evolve_block_problem(start.read_text(errors="replace"), cand.code)
         if problem:
             raise DomainError(f"kit {kit.name}: {problem}")
-    stages = len(m.cascade_thresholds or []) + 1 if m.cascade_thresholds is not None else 1
-    options = {"cascade_thresholds": m.cascade_thresholds, "kwargs": kwargs,
+    # Stage functions take only the program path (as in OpenEvolve), so instances passed as an
+    # argument mean a direct evaluate(): a cascade would score the stages without them.
+    thresholds = None if m.program_heldout is not None else m.cascade_thresholds
+    stages = len(thresholds) + 1 if thresholds is not None else 1
+    options = {"cascade_thresholds": thresholds, "kwargs": kwargs,
                "stage_timeout_s": m.timeouts.program_s}
     t_start = time.perf_counter()
     await progress(0, 1, "waiting for the cpu and running the evaluator")
