@@ -117,6 +117,11 @@ def print_evaluation(e: Evaluation, console: Console) -> None:
         console.print(f"[red]{escape(e.message[:1500])}[/red]")
     if e.metrics.get("timing_note"):
         console.print(f"[yellow]timings not representative: {escape(str(e.metrics['timing_note']))}[/yellow]")
+    for st in e.stages:
+        console.print(f"stage {st.get('stage')}: " + escape(", ".join(f"{k}={v}" for k, v in st.items() if k != "stage")))
+    if e.artifacts and e.status != "PASSED":
+        for key, text in list(e.artifacts.items())[:4]:
+            console.print(f"[bold]{escape(key)}:[/bold] " + escape(text[:600]))
     if e.flagged:
         console.print("[yellow]flagged for review:[/yellow] " + escape("; ".join(e.flags)[:1000]))
     if e.recorded:
@@ -128,7 +133,7 @@ async def _run(settings, kit: str, candidate: str, split: str, run_id: str | Non
     splits = ["dev", "heldout"] if split == "all" else [split]
     if split == "all":
         the_kit = core.find_kit(settings, kit)
-        if the_kit.manifest.kind == "program" or not the_kit.manifest.heldout:
+        if not (the_kit.manifest.heldout if the_kit.manifest.kind == "kernel" else the_kit.manifest.program_heldout):
             splits = ["dev"]
     code = None
     results = []

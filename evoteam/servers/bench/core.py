@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evoteam.config import Settings
-from evoteam.servers.bench import fib, harness, solutions
+from evoteam.servers.bench import fib, harness, openevolve, solutions
 from evoteam.servers.bench.candidates import check_candidate_path, record_measured
 from evoteam.servers.bench.harness import KernelSession, WorkerFailure, WorkloadSpec, WorkloadVerdict
 from evoteam.servers.bench.kits import Kit, discover, find_kit, heldout_secret, kit_dirs, state_dir
@@ -108,6 +108,7 @@ def describe_kit(settings: Settings, name: str, detail: bool = False) -> KitDeta
     else:
         out.entry = "a program file; the kit's evaluator runs it"
         out.signature = f"score = metric {m.objective!r} from the kit's evaluator ({m.direction})"
+        out.heldout_count = m.program_heldout.count if m.program_heldout else 0
     return out
 
 
@@ -353,55 +354,76 @@ async def _run_kernel(settings: Settings, kit: Kit, cand: PreparedCandidate, spl
 async def _run_program(settings: Settings, kit: Kit, cand: PreparedCandidate, split: Split,
                        progress: Progress) -> Evaluation:
     m = kit.manifest
-    if split == "heldout":
-        raise DomainError(f"kit {kit.name} is a program kit with a single objective; it has no held-out split "
-                          "(use split='dev')")
     if not m.evaluator or not m.objective:
         raise DomainError(f"kit {kit.name} names no evaluator or objective in its kit.json")
+    kwargs = dict(m.evaluator_args)
+    if split == "all":
+        split = "dev"
+    if m.program_heldout is not None:
+        plan = m.program_heldout
+        kwargs[plan.argument] = (list(plan.dev) if split == "dev" else
+                                 openevolve.heldout_instances(heldout_secret(settings), kit.name, plan))
+    elif split == "heldout":
+        raise DomainError(f"kit {kit.name} is a program kit without held-out instances (no 'heldout' in its "
+                          "kit.json or in the evoteam section of its config.yaml); use split='dev'")
+    start = kit.starting_point()
+    if m.enforce_evolve_blocks and start is not None and start.is_file():
+        problem = openevolve.evolve_block_problem(start.read_text(errors="replace"), cand.code)
+        if problem:
+            raise DomainError(f"kit {kit.name}: {problem}")
+    # Stage functions take only the program path (as in OpenEvolve), so instances passed as an
+    # argument mean a direct evaluate(): a cascade would score the stages without them.
+    thresholds = None if m.program_heldout is not None else m.cascade_thresholds
+    stages = len(thresholds) + 1 if thresholds is not None else 1
+    options = {"cascade_thresholds": thresholds, "kwargs": kwargs,
+               "stage_timeout_s": m.timeouts.program_s}
     t_start = time.perf_counter()
     await progress(0, 1, "waiting for the cpu and running the evaluator")
     lock = harness.device_lock(state_dir(settings) / "locks", "cpu")
     await asyncio.to_thread(lock.__enter__)
-    metrics: dict[str, Any] = {}
+    result: dict[str, Any] = {}
     flagged = False
     try:
         program = cand.folder / cand.file
         try:
-            metrics = await asyncio.to_thread(harness.run_evaluator, kit.file(m.evaluator), program,
-                                              m.timeouts.program_s, m.memory_limit_mb, _deny_roots(settings, kit))
-            status, message = "PASSED", None
+            result = await asyncio.to_thread(harness.run_evaluator, kit.file(m.evaluator), program,
+                                             m.timeouts.program_s * min(stages, 3), m.memory_limit_mb,
+                                             _deny_roots(settings, kit), options)
+            failure = result.get("failure")
         except WorkerFailure as exc:
-            status, message, flagged = exc.status, exc.message, exc.flagged
+            failure, flagged = {"status": exc.status, "message": exc.message}, exc.flagged
     finally:
         lock.__exit__(None, None, None)
-    score = None
+    metrics: dict[str, Any] = dict(result.get("metrics") or {})
+    stage_rows = list(result.get("stages") or [])
+    if failure:
+        verdict = openevolve.Verdict(failure["status"], failure["message"])
+    else:
+        verdict = openevolve.interpret(metrics, m.objective, STATUS_ORDER)
+    status, message, score = verdict.status, verdict.message, verdict.score
+    stopped = next((r for r in stage_rows if r.get("passed") is False), None)
+    artifacts = dict(result.get("artifacts") or {})
+    if status != "PASSED":
+        message = openevolve.with_artifact_hint(message, artifacts)
     if status == "PASSED":
-        explicit = metrics.get("status")
-        value = metrics.get(m.objective)
-        if isinstance(explicit, str) and explicit in STATUS_ORDER and explicit != "PASSED":
-            status, message = explicit, str(metrics.get("error") or metrics.get("message") or explicit)
-        elif metrics.get("error") and value is None:
-            status, message = "RUNTIME_ERROR", str(metrics["error"])
-        elif not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(float(value)):
-            status, message = "INCORRECT_NUMERICAL", (f"the evaluator gave no finite {m.objective!r} "
-                                                      f"({value!r}); NaN/inf never score")
-        elif metrics.get("valid") in (False, 0):
-            status, message = "INCORRECT_NUMERICAL", str(metrics.get("error") or "the evaluator marked the result invalid")
-        else:
-            score = float(value)
-            message = f"{m.objective} = {score:.6g}"
-            if m.best_known is not None:
-                message += f" (best known {m.best_known:g})"
+        if stopped:
+            message += (f" (cascade stopped after {stopped['stage']}: fitness {stopped['fitness']} is below its "
+                        f"threshold {stopped['threshold']})")
+        if m.best_known is not None:
+            message += f" (best known {m.best_known:g})"
     await progress(1, 1, status)
     wall = time.perf_counter() - t_start
     metrics = dict(metrics, wall_s=round(wall, 3))
+    if m.program_heldout is not None:
+        metrics["instances"] = len(kwargs[m.program_heldout.argument])
     outcome = WorkloadOutcome(workload="program", status=status, message=message, flagged=flagged)
     ndg = normalised_discovery_gain(m.direction, m.x0, m.best_known, score)
-    return Evaluation(kit=kit.name, kind="program", split="dev" if split == "all" else split, status=status,
+    return Evaluation(kit=kit.name, kind="program", split=split, status=status,
                       score=score, direction=m.direction, passed=int(status == "PASSED"), total=1,
                       workloads=[outcome], metrics=metrics, flagged=flagged,
                       flags=[message] if flagged and message else [], message=message, ndg=ndg,
-                      best_known=m.best_known, wall_s=round(wall, 3), sandbox="program worker")
+                      best_known=m.best_known, wall_s=round(wall, 3), sandbox="program worker",
+                      artifacts=artifacts, stages=stage_rows)
 
 
 async def _check_binding(store: KnowledgeStore, kit: Kit, run_id: str) -> None:
@@ -477,7 +499,8 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
         record = CandidateCreate(
             run_id=rid, code=cand.code, status=result.status, score=result.score, split=result.split,
             metrics=dict(result.metrics, kit=kit.name, kit_hash=kit.content_hash, flags=result.flags[:10],
-                         message=(result.message or "")[:2000]),
+                         message=(result.message or "")[:2000],
+                         **openevolve.stored_extras(result.artifacts, result.stages)),
             workloads=[WorkloadResult(**o.model_dump(exclude={"flagged"})) for o in result.workloads],
             parent_id=parent_id, documents_used=list(documents_used or []), notes=notes, flagged=result.flagged)
         saved, note = await record_measured(store, record)

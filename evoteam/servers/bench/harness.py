@@ -911,19 +911,21 @@ def run_program_worker(program: Path, function: str, kwargs: dict, timeout_s: fl
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: int, deny: list[str]) -> dict:
+def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: int, deny: list[str],
+                  options: dict | None = None) -> dict:
     """Run a program kit's ``evaluate(program_path)`` in a worker of its own. Returns metrics, or
-    raises WorkerFailure."""
+    raises WorkerFailure. With ``options`` (see bench/openevolve.py ``run_evaluation``) it returns
+    the whole evaluation: metrics, artifacts, stages and any failure."""
     scratch = Path(tempfile.mkdtemp(prefix="evoteam-evaluator-"))
     try:
         env = {"EVOTEAM_BENCH_PROGRAM_TIMEOUT": str(timeout_s), "EVOTEAM_BENCH_MEMORY_MB": str(memory_mb),
                "EVOTEAM_BENCH_DENY": os.pathsep.join(deny)}
         w = WorkerProc("kit evaluator", {"mode": "evaluator", "evaluator": str(evaluator), "program": str(program),
-                                         "env": env}, scratch, None, extra_env=env)
+                                         "env": env, "options": options}, scratch, None, extra_env=env)
         try:
             w.read(60.0, "loading the evaluator")
             header, _ = w.request({"cmd": "evaluate"}, timeout_s + 30.0, "evaluating the program")
-            return header["metrics"]
+            return header["evaluation"] if options is not None else header["metrics"]
         finally:
             w.close()
     finally:

@@ -2,7 +2,9 @@
 
 A kit is a folder with ``kit.json`` (a KitManifest) and the files it names. A folder holding only
 a FlashInfer-Bench ``definition.json`` (plus, optionally, ``workloads.jsonl``) loads as a kernel
-kit too, with the reference as its baseline.
+kit too, with the reference as its baseline. An OpenEvolve or SkyDiscover task folder
+(``evaluator.py`` and ``initial_program.*``, usually ``config.yaml``) loads as a program kit (see
+``openevolve.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from evoteam.config import Settings
+from evoteam.servers.bench import openevolve
 from evoteam.servers.bench.heldout_key import external_heldout_key
 from evoteam.servers.bench.models import Definition, KitManifest, Workload
 from evoteam.errors import DomainError
@@ -86,8 +89,11 @@ class Kit:
                     device=device, framework=framework, definition="definition.json",
                     workloads="workloads.jsonl" if (root / "workloads.jsonl").is_file() else None,
                     x0=1.0, tolerance=fib.fib_tolerance(), timing_note=note)
+            elif openevolve.is_scaffold_folder(root):
+                manifest = KitManifest(**openevolve.manifest_fields(root))
             else:
-                raise DomainError(f"{root} is not a kit: it has neither kit.json nor definition.json")
+                raise DomainError(f"{root} is not a kit: it has neither kit.json nor definition.json, nor an "
+                                  "OpenEvolve-style evaluator.py with an initial_program")
         except (ValueError, ValidationError) as exc:
             raise DomainError(f"kit {root.name}: bad manifest: {exc}") from exc
         kit = cls(root, manifest)
@@ -246,7 +252,8 @@ def discover(settings: Settings) -> dict[str, Kit]:
             if child.is_dir() and fib.is_trace_set(child):
                 for name, kit in fib.trace_set_kits(child).items():
                     kits.setdefault(name, kit)
-            elif child.is_dir() and ((child / "kit.json").is_file() or (child / "definition.json").is_file()):
+            elif child.is_dir() and ((child / "kit.json").is_file() or (child / "definition.json").is_file()
+                                     or openevolve.is_scaffold_folder(child)):
                 try:
                     kit = Kit.load(child)
                 except DomainError:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from evoteam.servers.bench.openevolve import ProgramHeldout
 from evoteam.servers.knowledge.models import CandidateStatus, Direction, WorkloadResult
 
 Split = Literal["dev", "heldout", "all"]
@@ -203,6 +204,12 @@ class KitManifest(BaseModel):
     evaluator: str | None = None  # python file with evaluate(program_path) -> metrics
     objective: str | None = None  # metric that is the score
     initial_program: str | None = None
+    cascade_thresholds: list[float] | None = Field(default=None, description="run evaluate_stage1/2/3 with "
+                                                   "these thresholds when the evaluator defines them")
+    evaluator_args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for evaluate()")
+    program_heldout: ProgramHeldout | None = None
+    enforce_evolve_blocks: bool = True  # refuse edits outside the initial program's EVOLVE-BLOCKs
+    source: Literal["kit.json", "openevolve"] = "kit.json"
     # examples shipped with the kit (for docs and tests)
     examples: dict[str, str] = Field(default_factory=dict)
 
@@ -293,6 +300,9 @@ class Evaluation(BaseModel):
     recorded: bool = False
     wall_s: float = 0.0
     sandbox: str = ""
+    artifacts: dict[str, str] = Field(default_factory=dict, description="program kits: the evaluator's "
+                                      "artifacts (stderr, feedback), kept with the recorded candidate")
+    stages: list[dict[str, Any]] = Field(default_factory=list, description="program kits: each cascade stage")
 
 
 class WorkloadComparison(BaseModel):

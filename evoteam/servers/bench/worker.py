@@ -147,11 +147,15 @@ class Worker:
             for key, value in (self.init.get("env") or {}).items():
                 os.environ[key] = value
             path = self.init["evaluator"]
+            from evoteam.servers.bench.openevolve import install_evaluation_result_shim
+
+            install_evaluation_result_shim()  # evaluators may import openevolve.evaluation_result
             sys.path.insert(0, os.path.dirname(path))
             spec = importlib.util.spec_from_file_location("kit_evaluator", path)
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
             self.fns["evaluate"] = module.evaluate
+            self.evaluator_module = module
             return {"ok": True}
         raise Failure("RUNTIME_ERROR", f"unknown worker mode {self.mode}")
 
@@ -494,26 +498,15 @@ class Worker:
         return {"ok": True, "result": encoded}, arrays
 
     def cmd_evaluate(self, msg: dict):
-        from evoteam.servers.bench.sandbox import ProgramFailure
+        from evoteam.servers.bench.openevolve import run_evaluation
 
-        try:
-            metrics = self.fns["evaluate"](self.init["program"])
-        except ProgramFailure as exc:
-            return {"ok": False, "status": exc.status, "message": exc.message}, None
-        except BaseException as exc:  # noqa: BLE001
-            raise Failure("RUNTIME_ERROR", "the kit's evaluator raised " + _exc_message(exc, None)) from None
-        if not isinstance(metrics, dict):
-            raise Failure("RUNTIME_ERROR", f"the kit's evaluator returned {type(metrics).__name__}, not a dict")
-        clean = {}
-        for key, value in metrics.items():
-            if isinstance(value, bool) or isinstance(value, (int, str)) or value is None:
-                clean[str(key)] = value
-            else:
-                try:
-                    clean[str(key)] = float(value)
-                except (TypeError, ValueError):
-                    clean[str(key)] = str(value)[:500]
-        return {"ok": True, "metrics": clean}, None
+        options = self.init.get("options")
+        evaluation = run_evaluation(self.evaluator_module, self.init["program"], options or {})
+        if options is None:  # the plain contract: the metrics, or the failure
+            if evaluation["failure"]:
+                return {"ok": False, **evaluation["failure"]}, None
+            return {"ok": True, "metrics": evaluation["metrics"]}, None
+        return {"ok": True, "evaluation": evaluation}, None
 
 
 def _encode_value(value, arrays: dict, np):
