@@ -27,6 +27,8 @@ COMMANDS = {
     "supervise": "evoteam.supervisor.cli:supervise",
     "hook": "evoteam.plugin.cli:hook",
     "doctor": "evoteam.doctor:doctor",
+    "report": "evoteam.report.cli:report",
+    "compare": "evoteam.report.cli:compare",
 }
 
 

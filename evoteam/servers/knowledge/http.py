@@ -50,6 +50,29 @@ def security_settings(host: str, port: int, allowed_hosts: list[str],
                                      allowed_origins=origins)
 
 
+def live_pages(store: LocalKnowledgeStore, verifier: StoreTokenVerifier, security: TransportSecuritySettings,
+               default_project: str) -> list:
+    """`/runs` and `/runs/{id}` (the live run reports) behind the same tokens and Host/Origin checks."""
+    from mcp.server.transport_security import TransportSecurityMiddleware
+
+    from evoteam.report.live import dashboard_routes
+
+    checker = TransportSecurityMiddleware(security)
+
+    async def verify(token: str) -> Actor | None:
+        access = await verifier.verify_token(token)
+        if access is None:
+            return None
+        project = (access.claims or {}).get("project")
+        return Actor(user=access.client_id, project=project, client="browser",
+                     default_project=project or default_project)
+
+    async def guard(request):
+        return await checker.validate_request(request, is_post=False)
+
+    return dashboard_routes(store, verify, guard)
+
+
 def build_http_app(settings: Settings, store: LocalKnowledgeStore, *, host: str = "127.0.0.1", port: int = 8765,
                    allowed_hosts: list[str] | None = None, allowed_origins: list[str] | None = None) -> Starlette:
     """The ASGI app: both endpoints behind the same bearer-token check."""
@@ -73,7 +96,8 @@ def build_http_app(settings: Settings, store: LocalKnowledgeStore, *, host: str 
         async with agent.session_manager.run(), protocol.session_manager.run():
             yield
 
-    return Starlette(routes=[*agent_app.routes, *protocol_app.routes],
+    return Starlette(routes=[*agent_app.routes, *protocol_app.routes,
+                             *live_pages(store, verifier, security, settings.project)],
                      middleware=agent_app.user_middleware, lifespan=lifespan)
 
 
@@ -90,7 +114,8 @@ async def serve_http_async(settings: Settings, host: str, port: int, allowed_hos
                              allowed_origins=allowed_origins)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
         server = uvicorn.Server(config)
-        click.echo(f"evoteam knowledge server on http://{host}:{port}/mcp (store: {settings.db})", err=True)
+        click.echo(f"evoteam knowledge server on http://{host}:{port}/mcp (store: {settings.db}); "
+                   f"live run pages at http://{host}:{port}/runs", err=True)
         await server.serve()
 
 
