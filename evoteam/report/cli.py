@@ -23,7 +23,7 @@ def _run(coro):
 
 
 @click.command("report")
-@click.argument("run_id")
+@click.argument("run_id", required=False)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where to write the HTML file (default: report-RUN.html).")
 @click.option("--png", "png_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -41,6 +41,8 @@ def report(settings: Settings, run_id, output, png_dir, as_json, serve, port) ->
     if serve:
         _serve(settings, port)
         return
+    if not run_id:
+        raise click.UsageError("give the run to report on (see `evoteam kb runs`), or --serve")
 
     async def go():
         async with open_store(settings) as store:
