@@ -138,3 +138,36 @@ def _serve(settings: Settings, port: int) -> None:
             await uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")).serve()
 
     _run(main())
+
+
+@click.command("remeasure")
+@click.argument("run_id")
+@click.option("--split", type=click.Choice(["dev", "heldout", "all"]), default="dev", show_default=True)
+@click.option("--rounds", type=click.IntRange(1, 20), default=3, show_default=True,
+              help="How many times each finalist is measured (interleaved across finalists).")
+@click.option("--noise", "allowance", type=click.FloatRange(0, 1), default=0.10, show_default=True,
+              help="Relative slack around the re-measured range before a recorded score counts as changed.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_obj
+def remeasure(settings: Settings, run_id, split, rounds, allowance, as_json) -> None:
+    """Measure the best candidate of every team version, and the baseline, again in one batch on
+    this machine; store the measurement set in the run (the report shows it beside the recorded
+    scores)."""
+    from evoteam.report.remeasure import remeasure_run
+
+    async def go():
+        async with open_store(settings) as store:
+            return await remeasure_run(settings, store, run_id, rounds=rounds, split=split, allowance=allowance,
+                                       progress=lambda m: click.echo(m, err=True))
+
+    mset = _run(go())
+    if as_json:
+        click.echo(mset.model_dump_json(indent=2))
+        return
+    for e in mset.entries:
+        mark = "  CHANGED beyond noise" if e.changed else ""
+        rec = "—" if e.recorded_score is None else f"{e.recorded_score:.4g}"
+        med = "—" if e.dev_median is None else f"{e.dev_median:.4g}"
+        held = "" if e.heldout_median is None else f"  held-out {e.heldout_median:.4g}"
+        click.echo(f"{e.candidate_id:<24} v{e.team_version if e.team_version is not None else '-':<3} "
+                   f"recorded {rec:>8}  re-measured {med:>8}{held}{mark}")

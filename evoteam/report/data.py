@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from evoteam.servers.knowledge.models import Run, WorkloadResult
 from evoteam.servers.knowledge.store import KnowledgeStore
+from evoteam.report.remeasure import MeasurementSet, latest_measurement_set
 from evoteam.servers.retrieval.models import RetrievalSeries
 
 _PAGE = 100
@@ -62,6 +63,8 @@ class RunReport(BaseModel):
     spend_by_version: list[SpendSlice] = Field(default_factory=list)
     retrieval: RetrievalSeries = Field(default_factory=RetrievalSeries)
     direction: Literal["maximize", "minimize"] = "maximize"
+    remeasured: MeasurementSet | None = Field(default=None, description="the newest `evoteam bench remeasure` "
+                                                                        "of this run, if any")
 
     @property
     def interventions(self) -> list[VersionPoint]:
@@ -151,4 +154,5 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
 
     retrieval = component_store("retrieval", store)
     report.retrieval = await retrieval.report_series(run_id)
+    report.remeasured = await latest_measurement_set(store, run_id)
     return report

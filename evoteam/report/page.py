@@ -83,6 +83,24 @@ def _timeline(report: RunReport) -> str:
     return f"<table>{head}{body}</table>"
 
 
+def _remeasured(report: RunReport) -> str:
+    m = report.remeasured
+    if m is None:
+        return ("<p class=muted>Not re-measured yet: <code>evoteam bench remeasure RUN --split all</code> measures "
+                "the best candidate of every version and the baseline again, in one batch.</p>")
+    head = ("<tr><th>candidate</th><th>version</th><th class=num>recorded</th><th class=num>re-measured dev "
+            "(median)</th><th>dev rounds</th><th class=num>held-out (median)</th><th></th></tr>")
+    rows = "".join(
+        f"<tr><td>{html.escape(e.candidate_id)}</td><td>{'' if e.team_version is None else f'v{e.team_version}'}</td>"
+        f"<td class=num>{_fmt(e.recorded_score)}</td><td class=num>{_fmt(e.dev_median)}</td>"
+        f"<td class=muted>{', '.join(_fmt(v, 3) for v in e.dev_scores)}</td>"
+        f"<td class=num>{_fmt(e.heldout_median)}</td>"
+        f"<td>{'<b>changed beyond noise</b>' if e.changed else ''}</td></tr>" for e in m.entries)
+    return (f"<p>Measured {m.measured_at:%Y-%m-%d %H:%M} UTC, {m.rounds} interleaved rounds, splits "
+            f"{', '.join(m.splits)}; a recorded score counts as changed outside the rounds' range "
+            f"± {100 * m.noise_allowance:.0f}%.</p><table>{head}{rows}</table>")
+
+
 def _retrieval_summary(report: RunReport) -> str:
     r = report.retrieval
     rate = "—" if r.repeated_url_rate is None else f"{100 * r.repeated_url_rate:.0f}%"
@@ -129,6 +147,7 @@ def render_report(report: RunReport, refresh_s: int | None = None) -> str:
         ("Summary", _summary(report)),
         ("Progress", _chart("progress", specs)),
         ("Team versions", _chart("versions", specs) + _timeline(report)),
+        ("Re-measured together", _remeasured(report)),
         ("Best candidate per workload", _chart("workloads", specs)),
         ("Cost", _chart("spend", specs)),
         ("Retrieval", _retrieval_summary(report) + _chart("retrieval", specs)),

@@ -179,3 +179,13 @@ def run_cmd(ctx: click.Context, kit: str, candidate: str, split: str, as_json: b
 
 
 COMMANDS = [bench]
+
+
+def _add_remeasure() -> None:
+    # `evoteam bench remeasure` lives with the report it feeds.
+    from evoteam.report.cli import remeasure
+
+    bench.add_command(remeasure)
+
+
+_add_remeasure()
