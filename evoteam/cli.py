@@ -28,6 +28,8 @@ COMMANDS = {
     "hook": "evoteam.plugin.cli:hook",
     "doctor": "evoteam.doctor:doctor",
     "install-plugin": "evoteam.install:install_plugin",
+    "report": "evoteam.report.cli:report",
+    "compare": "evoteam.report.cli:compare",
 }
 
 
@@ -44,6 +46,8 @@ SUMMARIES = {
     "hook": "evoteam's Claude Code / Codex hooks and the project's active run.",
     "doctor": "Check that every server starts, the store round-trips and a CPU kit evaluates.",
     "install-plugin": "Register evoteam with Claude Code and Codex from the installed package.",
+    "report": "Draw one run as a self-contained HTML report (and PNGs), or serve the live run pages.",
+    "compare": "Compare runs of the same kit (e.g. evolving vs solo) at matched spend.",
 }
 
 

@@ -249,3 +249,13 @@ def export_traces_cmd(ctx: click.Context, ident: str, output: str, as_json: bool
 
 
 COMMANDS = [bench]
+
+
+def _add_remeasure() -> None:
+    # `evoteam bench remeasure` lives with the report it feeds.
+    from evoteam.report.cli import remeasure
+
+    bench.add_command(remeasure)
+
+
+_add_remeasure()

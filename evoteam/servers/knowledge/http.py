@@ -53,6 +53,29 @@ def security_settings(host: str, port: int, allowed_hosts: list[str],
                                      allowed_origins=origins)
 
 
+def live_pages(store: LocalKnowledgeStore, verifier: StoreTokenVerifier, security: TransportSecuritySettings,
+               default_project: str) -> list:
+    """`/runs` and `/runs/{id}` (the live run reports) behind the same tokens and Host/Origin checks."""
+    from mcp.server.transport_security import TransportSecurityMiddleware
+
+    from evoteam.report.live import dashboard_routes
+
+    checker = TransportSecurityMiddleware(security)
+
+    async def verify(token: str) -> Actor | None:
+        access = await verifier.verify_token(token)
+        if access is None:
+            return None
+        project = (access.claims or {}).get("project")
+        return Actor(user=access.client_id, project=project, client="browser",
+                     default_project=project or default_project)
+
+    async def guard(request):
+        return await checker.validate_request(request, is_post=False)
+
+    return dashboard_routes(store, verify, guard)
+
+
 def build_http_app(settings: Settings, store: LocalKnowledgeStore, *, host: str = "127.0.0.1", port: int = 8765,
                    allowed_hosts: list[str] | None = None, allowed_origins: list[str] | None = None) -> Starlette:
     """The ASGI app: both endpoints behind the same bearer-token check."""
@@ -77,7 +100,8 @@ def build_http_app(settings: Settings, store: LocalKnowledgeStore, *, host: str 
             yield
 
     exact = Middleware(ExactHostOrigin, hosts=security.allowed_hosts, origins=security.allowed_origins)
-    return Starlette(routes=[*agent_app.routes, *protocol_app.routes],
+    return Starlette(routes=[*agent_app.routes, *protocol_app.routes,
+                             *live_pages(store, verifier, security, settings.project)],
                      middleware=[exact, *agent_app.user_middleware,
                                  Middleware(AnswerUnreadableHTTP, max_body=settings.max_request_bytes)],
                      lifespan=lifespan)
@@ -112,7 +136,8 @@ async def serve_http_async(settings: Settings, host: str, port: int, allowed_hos
         if not tls_cert and (warning := plain_http_warning(host)):
             click.echo(warning, err=True)
         scheme = "https" if tls_cert else "http"
-        click.echo(f"evoteam knowledge server on {scheme}://{host}:{port}/mcp (store: {settings.db})", err=True)
+        click.echo(f"evoteam knowledge server on {scheme}://{host}:{port}/mcp (store: {settings.db}); "
+                   f"live run pages at {scheme}://{host}:{port}/runs", err=True)
         await server.serve()
 
 

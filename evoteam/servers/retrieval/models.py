@@ -375,6 +375,27 @@ class RetrievalStats(BaseModel):
         description="share of finished searches that kept at least one promising document")
 
 
+class GateMark(BaseModel):
+    at: datetime
+    decision: str
+
+
+class ForecastPair(BaseModel):
+    predicted: float
+    realised: float
+
+
+class RetrievalSeries(BaseModel):
+    """A run's retrieval over time, as its report draws it."""
+
+    gates: list[GateMark] = Field(default_factory=list)
+    pairs: list[ForecastPair] = Field(default_factory=list)
+    distinct_urls: int = 0
+    results_returned: int = 0
+    repeated_url_rate: float | None = None
+    spearman: float | None = None
+
+
 Document.model_rebuild()
 
 

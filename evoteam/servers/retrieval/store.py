@@ -30,6 +30,8 @@ from evoteam.servers.retrieval.models import (
     Direction,
     Document,
     DocumentRef,
+    ForecastPair,
+    GateMark,
     GateCreate,
     GateRecord,
     KnowledgeState,
@@ -41,6 +43,7 @@ from evoteam.servers.retrieval.models import (
     QueryCreate,
     QueryRecord,
     RawResult,
+    RetrievalSeries,
     RetrievalStats,
     SearchState,
     StoredDocument,
@@ -583,6 +586,33 @@ class RetrievalStore:
 
     # ------------------------------------------------------------ stats
 
+    @staticmethod
+    async def _forecast_pairs(conn: aiosqlite.Connection, where: str, params: list) -> list[tuple[float, float]]:
+        """(predicted, realised) for each (outcome, document) pair, against the forecast made for
+        that document in the same run most recently before the outcome."""
+        async with conn.execute(
+            f"SELECT o.realised_score AS realised, (SELECT p.predicted_score FROM retrieval_predictions p "
+            f"WHERE p.document_id = d.document_id AND p.run_id = o.run_id AND p.created_at <= o.created_at "
+            f"ORDER BY p.created_at DESC LIMIT 1) AS predicted FROM retrieval_outcomes o "
+            f"JOIN retrieval_outcome_documents d ON d.outcome_id = o.id WHERE {where}", params) as cur:
+            return [(r["predicted"], r["realised"]) for r in await cur.fetchall() if r["predicted"] is not None]
+
+    @scoped(Ref("run_id", "runs"))
+    async def report_series(self, run_id: str) -> RetrievalSeries:
+        """What a run report draws of retrieval: every gate decision in time order, each
+        predicted-vs-realised pair, and the URL counts of `stats`."""
+        stats = await self.stats(run_id)
+        async with self.db.read() as conn:
+            async with conn.execute("SELECT created_at, decision FROM retrieval_gates WHERE run_id = ? "
+                                    "ORDER BY created_at, id", (run_id,)) as cur:
+                gates = [GateMark(at=datetime.fromisoformat(r["created_at"]), decision=r["decision"])
+                         for r in await cur.fetchall()]
+            pairs = await self._forecast_pairs(conn, "o.run_id = ?", [run_id])
+        return RetrievalSeries(gates=gates, pairs=[ForecastPair(predicted=p, realised=r) for p, r in pairs],
+                               distinct_urls=stats.distinct_urls, results_returned=stats.results_returned,
+                               repeated_url_rate=stats.repeated_url_rate,
+                               spearman=stats.spearman_predicted_vs_realised)
+
     @scoped(Ref("run_id", "runs"))
     async def stats(self, run_id: str | None) -> RetrievalStats:
         """Counts for one run, or for every run visible to the caller."""
@@ -614,14 +644,7 @@ class RetrievalStore:
                 f"ON d.id = h.document_id WHERE {sc('h')}")
             predictions = await one(f"SELECT count(*) FROM retrieval_predictions WHERE {scope}")
             outcomes = await one(f"SELECT count(*) FROM retrieval_outcomes WHERE {scope}")
-            # Each (outcome, document) pair against the forecast made for that document in the
-            # same run most recently before the outcome.
-            async with conn.execute(
-                f"SELECT o.realised_score AS realised, (SELECT p.predicted_score FROM retrieval_predictions p "
-                f"WHERE p.document_id = d.document_id AND p.run_id = o.run_id AND p.created_at <= o.created_at "
-                f"ORDER BY p.created_at DESC LIMIT 1) AS predicted FROM retrieval_outcomes o "
-                f"JOIN retrieval_outcome_documents d ON d.outcome_id = o.id WHERE {sc('o')}", params) as cur:
-                pairs = [(r["predicted"], r["realised"]) for r in await cur.fetchall() if r["predicted"] is not None]
+            pairs = await self._forecast_pairs(conn, sc("o"), params)
             by_decision = []
             async with conn.execute(
                 f"SELECT g.decision AS decision, count(DISTINCT g.id) AS gates, count(o.id) AS outcomes, "

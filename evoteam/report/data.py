@@ -1,0 +1,158 @@
+"""Gather what a report draws from the store, through the same interfaces the tools use, so a
+report works on the embedded file and on a shared knowledge server alike."""
+
+from __future__ import annotations
+
+import bisect
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from evoteam.servers.knowledge.models import Run, WorkloadResult
+from evoteam.servers.knowledge.store import KnowledgeStore
+from evoteam.report.remeasure import MeasurementSet, latest_measurement_set
+from evoteam.servers.retrieval.models import RetrievalSeries
+
+_PAGE = 100
+
+
+class CandidatePoint(BaseModel):
+    """One evaluated candidate, placed on the run's cost axis."""
+
+    id: str
+    at: datetime
+    score: float | None
+    status: str
+    split: str
+    flagged: bool
+    role: str | None
+    team_version: int | None
+    spent_usd: float = Field(description="the run's cumulative spend when the candidate was recorded")
+    best_so_far: float | None = None
+
+
+class VersionPoint(BaseModel):
+    """One team version: when it was designed, what it changed, and what it achieved."""
+
+    version: int
+    at: datetime
+    roles: list[str]
+    diagnosis: str
+    spent_usd: float = Field(description="cumulative spend when the version was designed")
+    best_before: float | None = Field(description="the running best when the version was designed")
+    best_of_version: float | None = Field(description="best dev score of the version's own candidates")
+    cost_usd: float = 0.0
+
+
+class SpendSlice(BaseModel):
+    label: str
+    usd: float
+
+
+class RunReport(BaseModel):
+    """Everything one run's report shows."""
+
+    run: Run
+    candidates: list[CandidatePoint]
+    versions: list[VersionPoint]
+    best_workloads: list[WorkloadResult] = Field(default_factory=list)
+    best_candidate_id: str | None = None
+    best_heldout: float | None = None
+    spend_by_role: list[SpendSlice] = Field(default_factory=list)
+    spend_by_version: list[SpendSlice] = Field(default_factory=list)
+    retrieval: RetrievalSeries = Field(default_factory=RetrievalSeries)
+    direction: Literal["maximize", "minimize"] = "maximize"
+    remeasured: MeasurementSet | None = Field(default=None, description="the newest `evoteam bench remeasure` "
+                                                                        "of this run, if any")
+
+    @property
+    def interventions(self) -> list[VersionPoint]:
+        """Versions after the first: the moments the supervisor restructured the team."""
+        return [v for v in self.versions if v.version > 1]
+
+
+def _ranks(c: CandidatePoint) -> bool:
+    # Flagged results never rank until reviewed (see docs/bench.md).
+    return c.status == "PASSED" and c.score is not None and not c.flagged
+
+
+async def _all_candidates(store: KnowledgeStore, run_id: str) -> list:
+    out, cursor = [], None
+    while True:
+        page = await store.list_candidates(run_id, limit=_PAGE, cursor=cursor)
+        out.extend(page.items)
+        cursor = page.next_cursor
+        if not cursor:
+            return out
+
+
+async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
+    """Read one run's candidates, costs, team versions and retrieval records."""
+    from evoteam.servers.knowledge.connect import component_store
+
+    run = await store.get_run(run_id)
+    costs = await store.list_costs(run_id)
+    cost_times = [c.provenance.created_at for c in costs]
+    cumulative, total = [], 0.0
+    for c in costs:
+        total += c.usd
+        cumulative.append(total)
+
+    def spent_at(at: datetime) -> float:
+        i = bisect.bisect_right(cost_times, at)
+        return cumulative[i - 1] if i else 0.0
+
+    better = (lambda a, b: a > b) if run.direction == "maximize" else (lambda a, b: a < b)
+    summaries = sorted(await _all_candidates(store, run_id), key=lambda s: (s.provenance.created_at, s.id))
+    points, best = [], None
+    for s in summaries:
+        p = CandidatePoint(id=s.id, at=s.provenance.created_at, score=s.score, status=s.status, split=s.split,
+                           flagged=s.flagged, role=s.provenance.role, team_version=s.provenance.team_version,
+                           spent_usd=spent_at(s.provenance.created_at))
+        if _ranks(p) and p.split != "heldout" and (best is None or better(p.score, best)):
+            best = p.score
+        p.best_so_far = best
+        points.append(p)
+
+    team = component_store("team", store)
+    versions = []
+    by_version: dict[int, float] = {}
+    for c in costs:
+        if c.provenance.team_version is not None:
+            by_version[c.provenance.team_version] = by_version.get(c.provenance.team_version, 0.0) + c.usd
+    times = [p.at for p in points]
+    best_of: dict[int, float] = {}
+    for p in points:
+        if _ranks(p) and p.split != "heldout" and p.team_version is not None:
+            held = best_of.get(p.team_version)
+            if held is None or better(p.score, held):
+                best_of[p.team_version] = p.score
+    for v in await team.list_versions(run_id):
+        i = bisect.bisect_right(times, v.created_at)
+        versions.append(VersionPoint(
+            version=v.version, at=v.created_at, roles=v.roles, diagnosis=v.diagnosis,
+            spent_usd=spent_at(v.created_at), best_before=points[i - 1].best_so_far if i else None,
+            best_of_version=best_of.get(v.version), cost_usd=by_version.get(v.version, 0.0)))
+
+    report = RunReport(run=run, candidates=points, versions=versions, direction=run.direction)
+    ranked = [p for p in points if _ranks(p) and p.split != "heldout"]
+    if ranked:
+        top = max(ranked, key=lambda p: p.score) if run.direction == "maximize" else min(ranked, key=lambda p: p.score)
+        report.best_candidate_id = top.id
+        report.best_workloads = (await store.get_candidate(top.id)).workloads
+    held = [p.score for p in points if _ranks(p) and p.split == "heldout"]
+    if held:
+        report.best_heldout = max(held) if run.direction == "maximize" else min(held)
+
+    by_role: dict[str, float] = {}
+    for c in costs:
+        key = c.provenance.role or ("supervisor" if c.source.startswith("supervisor") else c.source)
+        by_role[key] = by_role.get(key, 0.0) + c.usd
+    report.spend_by_role = [SpendSlice(label=k, usd=v) for k, v in sorted(by_role.items(), key=lambda kv: -kv[1])]
+    report.spend_by_version = [SpendSlice(label=f"v{k}", usd=v) for k, v in sorted(by_version.items())]
+
+    retrieval = component_store("retrieval", store)
+    report.retrieval = await retrieval.report_series(run_id)
+    report.remeasured = await latest_measurement_set(store, run_id)
+    return report

@@ -1,0 +1,114 @@
+"""A store filled by a real run of a CPU kit: retrieval through the local corpus with the
+scripted predictor, candidates measured by the real bench harness, two team versions designed
+through the team service, and the spend of each role and of the supervisor."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import shutil
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from evoteam.config import SOURCE_ROOT, load_settings
+from evoteam.servers.bench.server import build_server as build_bench
+from evoteam.servers.knowledge.connect import component_store
+from evoteam.servers.knowledge.local import LocalKnowledgeStore
+from evoteam.servers.knowledge.models import CostCreate, RunCreate
+from evoteam.servers.knowledge.store import Actor
+from evoteam.servers.retrieval.backends import BackendSet, LocalBackend
+from evoteam.servers.retrieval.predictor import AnthropicPredictor
+from evoteam.servers.retrieval.server import build_server as build_retrieval
+from evoteam.servers.team.core import TeamService
+from evoteam.servers.team.models import TeamDesign
+from tests.knowledge.conftest import held
+from tests.retrieval.conftest import CORPUS, ScriptedModel
+
+KIT = "rmsnorm_cpu"
+EXAMPLES = SOURCE_ROOT / "task_kits" / KIT / "examples"
+
+
+async def call(client: Client, tool: str, args: dict) -> dict:
+    result = await client.call_tool(tool, args)
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+def _design(run_id: str, diagnosis: str, *roles: str) -> TeamDesign:
+    return TeamDesign.model_validate({
+        "run_id": run_id, "diagnosis": diagnosis, "rationale": "answer the diagnosis",
+        "roles": [{"name": r, "mandate": f"do the {r} work", "isolation": "shared"} for r in roles]})
+
+
+async def fill_run(store: LocalKnowledgeStore, tmp_path: Path, *, goal: str = "fast RMSNorm",
+                   versions: int = 2) -> str:
+    """One run of rmsnorm_cpu: v1 evaluates the baseline; each later version (an intervention)
+    evaluates the better kernel and a wrong one; every role and the supervisor spend money."""
+    corpus = tmp_path / "corpus"
+    if not corpus.exists():
+        shutil.copytree(CORPUS, corpus)
+    settings = load_settings()
+    settings.corpus_dirs = [corpus]
+    run = await store.start_run(RunCreate(goal=goal, kit=KIT, direction="maximize", x0=1.0, best_known=6.0,
+                                          budget_usd=20.0))
+    team = TeamService(component_store("team", store), kb=store, write_agent_files=False, project_dir=tmp_path)
+    retrieval = build_retrieval(settings, store, backends=BackendSet([LocalBackend([corpus])]),
+                                predictor=AnthropicPredictor("sk-test", "claude-test",
+                                                             transport=ScriptedModel().transport))
+    bench = build_bench(settings, store)
+    sup = store.with_actor(Actor(user="tester", client="test", role="supervisor"))
+    async with held(Client(retrieval)) as r, held(Client(bench)) as b:
+        for v in range(1, versions + 1):
+            await sup.record_cost(CostCreate(run_id=run.id, usd=0.25, source="supervisor_transcript"))
+            roles = ("Profiler", "Implementer") if v == 1 else ("Challenger", "Implementer")
+            await team.design_team(_design(run.id, f"diagnosis {v}: stalled on pass count", *roles))
+            for role in roles:
+                await store.with_actor(Actor(user="tester", client="test", role=role, team_version=v)).record_cost(
+                    CostCreate(run_id=run.id, usd=0.5 * v, source="transcript"))
+            if v == 1:
+                await call(b, "evaluate", {"kit": KIT, "candidate_path": str(SOURCE_ROOT / "task_kits" / KIT /
+                                                                             "baseline.py"),
+                                           "run_id": run.id, "role": "Implementer", "team_version": 1})
+                continue
+            gate = await call(r, "gate", {"run_id": run.id, "decision": "retrieve", "parent_score": 1.0,
+                                          "open_questions": ["how to avoid three passes over the row"]})
+            found = await call(r, "search", {"gate_id": gate["gate_id"]})
+            used = [d["id"] for d in found["documents"][:2]]
+            await call(b, "evaluate", {"kit": KIT, "candidate_path": str(EXAMPLES / "better.py"), "run_id": run.id,
+                                       "documents_used": used, "role": "Implementer", "team_version": v})
+            await call(b, "evaluate", {"kit": KIT, "candidate_path": str(EXAMPLES / "wrong.py"), "run_id": run.id,
+                                       "role": "Challenger", "team_version": v})
+    return run.id
+
+
+@pytest.fixture
+async def kb(tmp_path: Path):
+    async with LocalKnowledgeStore.open(tmp_path / "evoteam.db", Actor(user="tester", client="test")) as store:
+        yield store
+
+
+@pytest.fixture(scope="session")
+def filled_db(tmp_path_factory) -> tuple[Path, str]:
+    """A store file holding one three-version run (filled once per test session: it measures
+    real candidates). Tests read it; none writes to it."""
+    base = tmp_path_factory.mktemp("report")
+    db = base / "evoteam.db"
+
+    async def fill():
+        async with LocalKnowledgeStore.open(db, Actor(user="tester", client="test")) as store:
+            return await fill_run(store, base, versions=3)
+
+    # The store runs on a loop of its own, so sync and async tests alike can use the file.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return db, pool.submit(asyncio.run, fill()).result()
+
+
+@pytest.fixture
+async def filled(filled_db):
+    from evoteam.report.data import gather
+
+    db, run_id = filled_db
+    async with LocalKnowledgeStore.open(db, Actor(user="tester", client="test")) as store:
+        yield store, run_id, await gather(store, run_id)
