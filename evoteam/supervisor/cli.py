@@ -78,11 +78,21 @@ def _kit_by_path_name(settings: Settings, target: str):
                                    f"kits: {kits}. Give a kit name, a kit folder, or a goal in words.") from None
 
 
+async def _run_mode(store: KnowledgeStore, run_id: str) -> str:
+    from evoteam.supervisor.modes import mode_of
+
+    versions = await component_store("team", store).list_versions(run_id)
+    return mode_of([v.diagnosis for v in versions])
+
+
 async def resolve_run(store: KnowledgeStore, settings: Settings, target: str | None, budget_usd: float | None,
-                      run_id: str | None, new: bool) -> tuple[Run, str]:
-    """The run to drive, and how it was found (continued or started)."""
+                      run_id: str | None, new: bool, mode: str = "evolving") -> tuple[Run, str]:
+    """The run to drive, and how it was found (continued or started). A run is continued only in
+    the mode it was driven in: a solo run never turns into an evolving one, or back."""
     if run_id:
         run = await store.get_run(run_id)
+        if (was := await _run_mode(store, run.id)) != mode:
+            raise click.UsageError(f"run {run.id} was driven in {was} mode; continue it with --mode {was}")
         return run, "continuing"
     if not target:
         raise click.UsageError("give a kit or a goal, or --run RUN_ID to continue a run")
@@ -91,7 +101,8 @@ async def resolve_run(store: KnowledgeStore, settings: Settings, target: str | N
         page = await store.list_runs(status="active", limit=200)
         for run in page.items:
             if (spec.kit and run.kit == spec.kit) or (not spec.kit and run.goal == spec.goal and not run.kit):
-                return run, "continuing"
+                if await _run_mode(store, run.id) == mode:
+                    return run, "continuing"
     if budget_usd is None:
         raise click.UsageError("a new run needs --budget-usd")
     return await store.start_run(spec.model_copy(update={"budget_usd": budget_usd})), "started"
@@ -101,7 +112,8 @@ async def supervise_async(settings: Settings, target: str | None, *, budget_usd:
                           runner: str, max_parallel: int | None, run_id: str | None, new: bool,
                           project_dir: Path, supervisor_cap: float | None, role_cap: float | None,
                           max_versions: int | None, model: str | None, live: bool | None,
-                          waker=None, runner_factory=None, poll_s: float = 5.0) -> int:
+                          waker=None, runner_factory=None, poll_s: float = 5.0, mode: str = "evolving",
+                          team_file: Path | None = None) -> int:
     from evoteam.servers.team.core import TeamService, new_owner, role_env
     from evoteam.servers.team.cost import load_price_table
     from evoteam.servers.team.materialise import ToolNaming
@@ -119,7 +131,7 @@ async def supervise_async(settings: Settings, target: str | None, *, budget_usd:
                                    f"at a repository)") from exc
     actor = Actor.local(client="supervise", default_project=settings.project)
     async with open_store(settings, actor) as store:
-        run, how = await resolve_run(store, settings, target, budget_usd, run_id, new)
+        run, how = await resolve_run(store, settings, target, budget_usd, run_id, new, mode)
         if budget_usd is not None and run.budget_usd != budget_usd and how == "continuing":
             click.echo(f"note: run {run.id} keeps its budget of ${run.budget_usd}; --budget-usd applies to new runs",
                        err=True)
@@ -128,8 +140,11 @@ async def supervise_async(settings: Settings, target: str | None, *, budget_usd:
                               runner_factory=runner_factory or default_runner_factory(),
                               prices=load_price_table(settings), default_runner=runner, env=role_env(settings),
                               owner=new_owner("supervise"))
+        from evoteam.supervisor.modes import load_team_file
+
         config = DriverConfig(interval_s=interval_s, poll_s=poll_s, max_parallel=max_parallel, runner=runner,
-                              supervisor_cap_usd=supervisor_cap, role_cap_usd=role_cap, max_versions=max_versions)
+                              supervisor_cap_usd=supervisor_cap, role_cap_usd=role_cap, max_versions=max_versions,
+                              mode=mode, team_roles=load_team_file(team_file) if team_file else None)
         with LiveView(live=live) as view:
             driver = SupervisorDriver(service, run.id, waker=waker or ClaudeWaker(model=model), config=config,
                                       settings=settings, on_event=view.event,
@@ -138,6 +153,8 @@ async def supervise_async(settings: Settings, target: str | None, *, budget_usd:
         budget = "no budget" if result.budget_usd is None else f"${result.budget_usd:.2f}"
         click.echo(f"run {result.run_id}: {result.reason}; team versions: {result.versions}; best score: "
                    f"{result.best_score}; spent ${result.spent_usd:.2f} of {budget}", err=True)
+        click.echo(f"report: evoteam report {result.run_id}   (compare runs of this kit: evoteam compare RUN RUN)",
+                   err=True)
         return 0
 
 
@@ -158,20 +175,27 @@ async def supervise_async(settings: Settings, target: str | None, *, budget_usd:
 @click.option("--max-versions", type=click.IntRange(min=1), default=None, help="Stop after this many team versions.")
 @click.option("--model", default=None, help="Model of the supervisor sessions.")
 @click.option("--live/--no-live", default=None, help="Live terminal view (default: when stderr is a terminal).")
+@click.option("--mode", type=click.Choice(["evolving", "fixed", "solo"]), default="evolving", show_default=True,
+              help="evolving: the supervisor redesigns the team; fixed: one static team, never redesigned; "
+                   "solo: one agent. For matched-budget comparisons (evoteam compare).")
+@click.option("--team", "team_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="With --mode fixed: a JSON list of roles (name, mandate, ...) instead of the default four.")
 @click.pass_obj
 def supervise(settings: Settings, target, budget_usd, interval, runner, max_parallel, run_id, new, project_dir,
-              supervisor_cap_usd, role_cap_usd, max_versions, model, live):
+              supervisor_cap_usd, role_cap_usd, max_versions, model, live, mode, team_file):
     """Drive an evolving agent team headless on KIT_OR_GOAL until the budget is spent.
 
     The supervisor wakes when a team finishes or the interval passes, reflects, and designs the
     next team; roles run as headless sessions in their own git worktrees. Stop it any time
     (Ctrl-C, kill): run the same command again and it continues the run from the store."""
+    if team_file and mode != "fixed":
+        raise click.UsageError("--team goes with --mode fixed")
     try:
         asyncio.run(supervise_async(
             settings, target, budget_usd=budget_usd, interval_s=parse_duration(interval), runner=runner,
             max_parallel=max_parallel, run_id=run_id, new=new, project_dir=(project_dir or Path.cwd()).resolve(),
             supervisor_cap=supervisor_cap_usd, role_cap=role_cap_usd, max_versions=max_versions, model=model,
-            live=live))
+            live=live, mode=mode, team_file=team_file))
     except (DomainError, StoreError) as exc:
         raise click.ClickException(str(exc)) from exc
     except KeyboardInterrupt:

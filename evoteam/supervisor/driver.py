@@ -26,9 +26,10 @@ from evoteam.errors import DomainError
 from evoteam.servers.knowledge.models import Run
 from evoteam.servers.team.core import SUPERVISOR_ROLE, TeamService
 from evoteam.servers.team.cost import record_cost_as
-from evoteam.servers.team.models import TERMINAL, SessionUpdate, TeamStatus
+from evoteam.servers.team.models import TERMINAL, RoleSpec, SessionUpdate, TeamStatus
 from evoteam.servers.team.store import TeamStore
 from evoteam.servers.team.validate import stage_of
+from evoteam.supervisor.modes import Mode, static_design
 from evoteam.supervisor.prompts import read_prompt, render, supervisor_prompt
 from evoteam.supervisor.waker import Waker, WakeRequest
 
@@ -56,6 +57,8 @@ class DriverConfig(BaseModel):
     role_cap_usd: float | None = None          # per role session
     max_versions: int | None = None
     max_failed_wakes: int = 3
+    mode: Mode = "evolving"
+    team_roles: list[RoleSpec] | None = None   # --mode fixed --team FILE
 
 
 class DriverEvent(BaseModel):
@@ -183,6 +186,9 @@ class SupervisorDriver:
                     return f"reached {status.version} team versions"
                 trigger: Trigger = resume_trigger or ("start" if status.version is None else "team_finished")
                 resume_trigger = None
+                if self.config.mode != "evolving":
+                    await self._design_static(status.version)
+                    continue
                 designed = await self._wake(trigger, status.version)
                 if not designed:
                     if self._failed_wakes >= self.config.max_failed_wakes:
@@ -193,7 +199,7 @@ class SupervisorDriver:
             await self.svc.wait_for_change(timeout=self._time_to_next_check())
             for session_id in await self.svc.reap_stopped():
                 self._event("role", f"ended {session_id}: stopped from outside the driver")
-            if await self._interval_due():
+            if self.config.mode == "evolving" and await self._interval_due():
                 before = (await self.kb.get_run(self.run_id)).current_version
                 await self._wake("interval", before)
                 after = (await self.kb.get_run(self.run_id)).current_version
@@ -344,6 +350,17 @@ class SupervisorDriver:
             self._event("error", f"wake {record.seq} designed no new team version"
                                  f"{': ' + outcome.last_message[:200] if outcome.last_message else ''}")
         return designed
+
+    async def _design_static(self, version_before: int | None) -> None:
+        """Fixed and solo modes: the same team again as the next version, no supervisor."""
+        version = (version_before or 0) + 1
+        if version_before is not None:
+            await self.svc.reflect(self.run_id, outcome=f"{self.config.mode} mode: version {version_before} ended; "
+                                                        f"the same team starts again as v{version}",
+                                   version=version_before, idempotency_key=f"static:{self.run_id}:{version_before}")
+        await self.svc.design_team(static_design(self.config.mode, self.run_id, version, self.config.team_roles))
+        self._event("design", f"team v{version} ({self.config.mode} mode, not redesigned)")
+        await self._refresh()
 
     # ------------------------------------------------------------ the end
 
