@@ -441,6 +441,7 @@ def pre_compact(hook_input: dict[str, Any]) -> dict[str, Any] | None:
 
     async def go():
         from evoteam.servers.knowledge.connect import open_store
+        from evoteam.servers.knowledge.errors import Invalid
         from evoteam.servers.knowledge.models import LearningCreate
 
         settings = _settings(project)
@@ -454,12 +455,19 @@ def pre_compact(hook_input: dict[str, Any]) -> dict[str, Any] | None:
                 body += ["", f"Compaction instructions: {_clip(instructions, 500)}"]
             key = (f"precompact:{hook_input.get('session_id')}:v{run.current_version}:{run.candidates}:"
                    f"{spend.spent_usd:.6f}")
-            learning = await store.add_learning(LearningCreate(
-                run_id=run.id, text=_clip("\n".join(body), 7900), kind="checkpoint", tags=["checkpoint", trigger],
-                confidence=1.0, idempotency_key=key[:200]))
-            return learning
+            try:
+                return await store.add_learning(LearningCreate(
+                    run_id=run.id, text=_clip("\n".join(body), 7900), kind="checkpoint",
+                    tags=["checkpoint", trigger], confidence=1.0, idempotency_key=key[:200]))
+            except Invalid as exc:
+                # This state's checkpoint exists; the summary now counts it, so the text differs.
+                if "already used" not in str(exc):
+                    raise
+                return None
 
     learning = _run(go())
+    if learning is None:
+        return {"systemMessage": f"evoteam: run {state['run_id']} already has a checkpoint of this state"}
     return {"systemMessage": f"evoteam: checkpoint {learning.id} written to run {state['run_id']} before compaction"}
 
 
