@@ -158,6 +158,7 @@ def store_calls(i: Ids) -> dict[tuple[str, str], list[dict[str, Any]]]:
         ("retrieval", "record_outcome"): [{"spec": OutcomeCreate(run_id=R, document_ids=[D], realised_score=2.0,
                                                                  gate_id=G, candidate_id=C)}],
         ("retrieval", "stats"): [{"run_id": R}, {"run_id": None}],
+        ("retrieval", "report_series"): [{"run_id": R}],
         ("team", "run"): [{"run_id": R}],
         ("team", "create_version"): [{"design": TeamDesign(**design(R))}],
         ("team", "get_version"): [{"run_id": R, "version": 1}],
