@@ -80,9 +80,12 @@ def _survivors(tag: str) -> list[str]:
 
 
 def _files(tag: str) -> list[Path]:
+    # os.walk, not glob: other processes create and delete temporary folders meanwhile, and a
+    # folder that vanishes mid-walk must not fail the search.
     out = []
     for d in ("/tmp", "/dev/shm"):
-        out += [p for p in Path(d).glob(f"**/{tag}*") if "pytest-of" not in str(p)]
+        for folder, dirs, names in os.walk(d):
+            out += [Path(folder) / n for n in [*dirs, *names] if n.startswith(tag) and "pytest-of" not in folder]
     return out
 
 
