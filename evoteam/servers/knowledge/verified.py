@@ -23,7 +23,6 @@ register_migrations("knowledge.verified", [
     """
     ALTER TABLE candidates ADD COLUMN verified INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE tokens ADD COLUMN verifier INTEGER NOT NULL DEFAULT 0;
-    DROP INDEX IF EXISTS candidates_score;
     CREATE INDEX candidates_ranked ON candidates(run_id, verified, flagged, status, score);
     """,
     # Who cleared a flagged result after looking at it (`evoteam kb review`), and when.
