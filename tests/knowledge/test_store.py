@@ -320,3 +320,24 @@ async def test_the_configured_artifact_limit_reaches_the_embedded_store(tmp_path
         await store.put_artifact(ArtifactCreate(run_id=run.id, name="small.txt", text="0123456789"))
         with pytest.raises(TooLarge, match="limit is 10"):
             await store.put_artifact(ArtifactCreate(run_id=run.id, name="big.txt", text="0123456789!"))
+
+
+async def test_a_flagged_result_ranks_only_after_review(tmp_path):
+    """Issue 11: a flagged measurement never ranks until a person accepts it (locally)."""
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.store import Actor
+    from evoteam.servers.knowledge.verified import accept_flagged
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="bench", verifier=True)) as store:
+        run = await new_run(store)
+        flagged = await store.record_candidate(CandidateCreate(run_id=run.id, code="x", status="PASSED", score=41.9,
+                                                               verified=True, flagged=True))
+        claim = await store.record_candidate(CandidateCreate(run_id=run.id, code="y", status="PASSED", score=50,
+                                                             flagged=True))
+        assert (await store.get_run(run.id)).best_score is None
+        with pytest.raises(Invalid, match="cannot make a claim verified"):
+            await accept_flagged(store.db, claim.id, "reviewer")
+        await accept_flagged(store.db, flagged.id, "reviewer")
+        assert (await store.get_run(run.id)).best_candidate_id == flagged.id
+        with pytest.raises(Invalid, match="not flagged"):
+            await accept_flagged(store.db, flagged.id, "reviewer")

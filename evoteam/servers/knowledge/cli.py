@@ -153,6 +153,42 @@ def import_cmd(settings: Settings, folder, project, trust_scores) -> None:
     click.echo(f"imported {run.id} ({run.candidates} candidates, {run.learnings} learnings) into {settings.db}")
 
 
+@kb.command("review")
+@click.argument("run_id")
+@click.option("--accept", "accept_id", default=None, metavar="CANDIDATE_ID",
+              help="Clear this flagged candidate's flag after looking at it: it may rank from now on.")
+@click.pass_obj
+def review_cmd(settings: Settings, run_id, accept_id) -> None:
+    """List a run's flagged candidates (they never rank), or accept one after review."""
+    from evoteam.servers.knowledge.verified import accept_flagged
+
+    if settings.remote:
+        raise click.ClickException("reviews run on the store's own host: unset EVOTEAM_KNOWLEDGE_URL")
+
+    async def go():
+        async with LocalKnowledgeStore.open(settings.db) as store:
+            if accept_id:
+                if (await store.get_candidate(accept_id)).run_id != run_id:
+                    raise click.ClickException(f"{accept_id} is not a candidate of {run_id}")
+                await accept_flagged(store.db, accept_id, store.actor.user)
+                return []
+            found, cursor = [], None
+            while True:
+                page = await store.list_candidates(run_id, limit=200, cursor=cursor)
+                found += [c for c in page.items if c.flagged]
+                if not (cursor := page.next_cursor):
+                    return found
+
+    flagged = _run(go())
+    if accept_id:
+        click.echo(f"accepted {accept_id}: it ranks from now on")
+        return
+    for c in flagged:
+        click.echo(f"{c.id}  {c.status:<8} score {c.score}  {c.provenance.role or '-'}  "
+                   f"{'verified' if c.verified else 'self-reported'}")
+    click.echo(f"{len(flagged)} flagged candidate(s); `evoteam kb review {run_id} --accept ID` after checking one")
+
+
 @click.group()
 def token() -> None:
     """Bearer tokens for the shared knowledge server (stored as hashes in the store file)."""

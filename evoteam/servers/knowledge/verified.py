@@ -23,8 +23,12 @@ register_migrations("knowledge.verified", [
     """
     ALTER TABLE candidates ADD COLUMN verified INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE tokens ADD COLUMN verifier INTEGER NOT NULL DEFAULT 0;
-    DROP INDEX IF EXISTS candidates_score;
     CREATE INDEX candidates_ranked ON candidates(run_id, verified, flagged, status, score);
+    """,
+    # Who cleared a flagged result after looking at it (`evoteam kb review`), and when.
+    """
+    ALTER TABLE candidates ADD COLUMN reviewed_by TEXT;
+    ALTER TABLE candidates ADD COLUMN reviewed_at TEXT;
     """,
 ])
 
@@ -40,3 +44,23 @@ def ranks(status: str, score: float | None, verified: bool, flagged: bool) -> bo
     """The Python twin of RANKED, for views that walk rows themselves (trajectory)."""
     return status == "PASSED" and score is not None and verified and not flagged
 
+
+
+async def accept_flagged(db, candidate_id: str, reviewer: str) -> None:
+    """A person looked at a flagged result and vouches for it: it may rank from now on.
+    Local only (the CLI on the store's host), never a tool or a store-endpoint method."""
+    from datetime import UTC, datetime
+
+    from evoteam.servers.knowledge.errors import Invalid, NotFound
+
+    async with db.write() as conn:
+        async with conn.execute("SELECT flagged, verified FROM candidates WHERE id = ?", (candidate_id,)) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            raise NotFound(f"no candidate {candidate_id!r}: `evoteam kb review RUN_ID` lists the flagged ones")
+        if not row["flagged"]:
+            raise Invalid(f"{candidate_id} is not flagged; nothing to review")
+        if not row["verified"]:
+            raise Invalid(f"{candidate_id} was not measured by the bench; a review cannot make a claim verified")
+        await conn.execute("UPDATE candidates SET flagged = 0, reviewed_by = ?, reviewed_at = ? WHERE id = ?",
+                           (reviewer, datetime.now(UTC).isoformat(), candidate_id))
