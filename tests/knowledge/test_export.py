@@ -112,4 +112,4 @@ def test_cli_round_trip(tmp_path: Path):
     assert run_id in out.stdout
     assert run_id in cli("kb", "runs", db=tmp_path / "b.db").stdout
     bad = cli("kb", "import", str(tmp_path / "tree"), db=tmp_path / "b.db", check=False)
-    assert bad.returncode == 1 and "exists already" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and "exists already" in bad.stderr  # exit 2: bad input (evoteam --help) and "Traceback" not in bad.stderr

@@ -211,4 +211,4 @@ def test_token_cli_stores_only_a_hash(tmp_path: Path):
     tok_id = listed.split()[0]
     assert run_cli(["token", "revoke", tok_id], env).returncode == 0
     again = run_cli(["token", "revoke", tok_id], env)
-    assert again.returncode == 1 and "no active token" in again.stderr
+    assert again.returncode == 3 and "no active token" in again.stderr  # exit 3: not found (evoteam --help)
