@@ -31,9 +31,10 @@ def _with_data(spec: dict[str, Any], **datasets: list[dict[str, Any]]) -> dict[s
 def progress(report: RunReport) -> dict[str, Any]:
     """Score against cumulative spend: every ranked candidate, the running best as a step line,
     a diamond where the supervisor restructured the team (hover: version, roles, diagnosis)."""
-    ranked = [c for c in report.candidates if c.status == "PASSED" and c.score is not None and c.split != "heldout"]
+    shown = [c for c in report.candidates if c.status == "PASSED" and c.score is not None and c.split != "heldout"]
     rows = [{**c.model_dump(mode="json"), "label": f"candidate {c.id} v{c.team_version} {c.role or ''}",
-             "kind": "flagged (not ranked)" if c.flagged else "passed"} for c in ranked]
+             "kind": "flagged (not ranked)" if c.flagged else "passed" if c.verified else "self-reported (not ranked)"}
+            for c in shown]
     marks = [{"version": v.version, "spent_usd": v.spent_usd, "best": v.best_before,
               "roles": ", ".join(v.roles), "diagnosis": v.diagnosis[:300],
               "label": f"intervention v{v.version}"}

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from evoteam.servers.knowledge.models import Run, WorkloadResult
 from evoteam.servers.knowledge.store import KnowledgeStore
+from evoteam.servers.knowledge.verified import ranks
 from evoteam.report.remeasure import MeasurementSet, latest_measurement_set
 from evoteam.servers.retrieval.models import RetrievalSeries
 
@@ -26,6 +27,7 @@ class CandidatePoint(BaseModel):
     status: str
     split: str
     flagged: bool
+    verified: bool = False
     role: str | None
     team_version: int | None
     spent_usd: float = Field(description="the run's cumulative spend when the candidate was recorded")
@@ -73,8 +75,8 @@ class RunReport(BaseModel):
 
 
 def _ranks(c: CandidatePoint) -> bool:
-    # Flagged results never rank until reviewed (see docs/bench.md).
-    return c.status == "PASSED" and c.score is not None and not c.flagged
+    # Only bench-verified, unflagged results rank (knowledge/verified.py; docs/bench.md).
+    return ranks(c.status, c.score, c.verified, c.flagged)
 
 
 async def _all_candidates(store: KnowledgeStore, run_id: str) -> list:
@@ -108,7 +110,7 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
     points, best = [], None
     for s in summaries:
         p = CandidatePoint(id=s.id, at=s.provenance.created_at, score=s.score, status=s.status, split=s.split,
-                           flagged=s.flagged, role=s.provenance.role, team_version=s.provenance.team_version,
+                           flagged=s.flagged, verified=s.verified, role=s.provenance.role, team_version=s.provenance.team_version,
                            spent_usd=spent_at(s.provenance.created_at))
         if _ranks(p) and p.split != "heldout" and (best is None or better(p.score, best)):
             best = p.score

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from evoteam.config import Settings
 from evoteam.servers.knowledge.models import ArtifactCreate, CandidateSummary
 from evoteam.servers.knowledge.store import KnowledgeStore
+from evoteam.servers.knowledge.verified import ranks
 
 KIND = "measurement_set"
 BASELINE = "baseline"
@@ -78,7 +79,7 @@ async def finalists(store: KnowledgeStore, run_id: str) -> list[CandidateSummary
     better = (lambda a, b: a > b) if run.direction == "maximize" else (lambda a, b: a < b)
     best: dict[int | None, CandidateSummary] = {}
     for c in await _all_candidates(store, run_id):
-        if c.status != "PASSED" or c.score is None or c.flagged or c.split == "heldout":
+        if not ranks(c.status, c.score, c.verified, c.flagged) or c.split == "heldout":
             continue
         held = best.get(c.provenance.team_version)
         if held is None or better(c.score, held.score):

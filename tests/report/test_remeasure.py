@@ -29,7 +29,7 @@ def _expected_finalists(db, run_id) -> list[tuple[str, int]]:
 
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT id, team_version, score FROM candidates WHERE run_id = ? AND status = 'PASSED' "
-                            "AND flagged = 0 AND split = 'dev' AND score IS NOT NULL", (run_id,)).fetchall()
+                            "AND flagged = 0 AND verified = 1 AND split = 'dev' AND score IS NOT NULL", (run_id,)).fetchall()
     best: dict[int, tuple[str, float]] = {}
     for cid, version, score in rows:
         if version not in best or score > best[version][1]:
