@@ -391,14 +391,14 @@ def test_kernel_loop_stays_solo_and_the_supervisor_spend_counts(installed, scrip
             "budget_usd": 0.001})
 
     describe = tool_use(P + "bench__describe_kit", {"kit": f"task_kits/{KIT}"})  # the README's form
-    scripted_api.add(Rule(first_user="kernel-loop", name="solo", replies=[describe, start, "SOLO: one round done"],
+    scripted_api.add(Rule(first_user="kernel-loop", name="solo", replies=[start, describe, "SOLO: one round done"],
                           after="still here"))
     dump, hook_log = _skill_session(f"/kernel-loop task_kits/{KIT} --budget-usd 0.001", home, project, db,
                                     tmp_path, scripted_api, idle_continues=2)
     solo = scripted_api.matched("solo")
     assert not any("design team" in r.all_text for r in solo), dump
     assert len(solo) == 3, dump + hook_log
-    assert solo[1].tool_results()[-1]["is_error"] is False, solo[1].tool_results()  # the path named the kit
+    assert solo[2].tool_results()[-1]["is_error"] is False, solo[2].tool_results()  # the path named the kit
 
     async def read():
         from evoteam.servers.knowledge.local import LocalKnowledgeStore
