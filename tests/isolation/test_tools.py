@@ -64,6 +64,7 @@ def tool_calls(i: Ids) -> dict[str, dict[str, list[dict]]]:
             "record_role_result": [{"run_id": R, "role": "Solo", "status": "finished", "summary": "done"}],
             "reflect": [{"run_id": R, "outcome": "bob"}],
             "budget": [{"run_id": R}],
+            "run_report": [{"run_id": R}],
         },
         "retrieval": {
             "gate": [{"run_id": R, "decision": "no-op", "parent_candidate_id": C}],

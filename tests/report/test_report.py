@@ -104,3 +104,28 @@ async def test_page_renders_in_headless_chromium(filled, tmp_path):
     subprocess.run([CHROMIUM, *flags, f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120)
     # A blank page of this size compresses to a few KB; text, axes and marks do not.
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 60_000
+
+
+async def test_the_team_server_tells_the_supervisor_the_reports_numbers(filled_db):
+    from mcp import Client
+
+    from evoteam.config import load_settings
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.store import Actor
+    from evoteam.servers.team.server import build_server
+    from tests.knowledge.conftest import held
+
+    db, run_id = filled_db
+    async with LocalKnowledgeStore.open(db, Actor(user="tester", client="test")) as store:
+        run = await store.get_run(run_id)
+        async with held(Client(build_server(load_settings(), store))) as client:
+            result = await client.call_tool("run_report", {"run_id": run_id})
+            assert not result.is_error, result.content
+            summary = result.structured_content
+            missing = await client.call_tool("run_report", {"run_id": "run_nope"})
+    assert summary["best_dev_score"] == run.best_score and summary["spent_usd"] == run.spent_usd
+    assert [v["version"] for v in summary["versions"]] == [1, 2, 3]
+    assert summary["spend_by_role"]["supervisor"] == 0.75
+    assert summary["gate_decisions"] == {"retrieve": 2}
+    assert summary["report_command"].startswith(f"evoteam report {run_id}")
+    assert missing.is_error and "run_nope" in missing.content[0].text

@@ -21,6 +21,7 @@ from mcp.server import MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
+from evoteam.report.summary import RunSummary, summarise_run
 from evoteam.servers.guard import EvoServer
 from evoteam.config import Settings
 from evoteam.servers.common import DomainError, session_actor, tool_errors
@@ -232,6 +233,15 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     async def budget(run_id: str) -> BudgetReport:
         """Money spent on a run and left of its budget, per role and per team version."""
         return await svc().budget(run_id)
+
+    @server.tool()
+    @tool_errors
+    async def run_report(run_id: str) -> RunSummary:
+        """The numbers behind the run's report: best dev and held-out scores, NDG, each team
+        version's best score and cost, spend by role (supervisor included), gate decisions,
+        repeated-URL rate, predicted-vs-realised Spearman, and candidates a re-measurement did not
+        confirm. Read it when you diagnose; `report_command` draws the same run for a person."""
+        return await summarise_run(svc().kb, run_id)
 
     return server
 
