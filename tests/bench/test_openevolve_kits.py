@@ -44,13 +44,15 @@ def settings(tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
-def sphere(tmp_path: Path) -> Path:
-    """A copy of sphere_search with a short evaluator timeout (for the hanging candidate)."""
+def sphere(tmp_path: Path, settings: Settings) -> Path:
+    """A copy of sphere_search with a short evaluator timeout (for the hanging candidate), in a
+    folder the kit settings list (a kit folder passed by path must be trusted)."""
     root = tmp_path / "kits" / "sphere_search"
     shutil.copytree(SPHERE, root)
     config = yaml.safe_load((root / "config.yaml").read_text())
     config["evaluator"]["timeout"] = 3
     (root / "config.yaml").write_text(yaml.safe_dump(config))
+    settings.kits_dirs = [*settings.kits_dirs, root.parent]
     return root
 
 
@@ -90,7 +92,7 @@ def test_bench_run_reports_the_evaluators_own_score(settings, tmp_path):
     runner = CliRunner()
     from evoteam.cli import main
 
-    result = runner.invoke(main, ["bench", "run", str(SPHERE), str(program), "--no-record", "--json"],
+    result = runner.invoke(main, ["bench", "run", str(SPHERE), str(program), "--no-record", "--json", "--trust-kit"],
                            env={"EVOTEAM_DB": str(tmp_path / "cli" / "kb.db")})
     assert result.exit_code == 0, result.output
     evaluation = json.loads(result.output)
