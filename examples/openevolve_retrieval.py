@@ -20,9 +20,11 @@ import argparse
 import asyncio
 import json
 import os
+import sys
 import tempfile
 
 from evoteam.config import load_settings
+from evoteam.errors import DomainError
 from evoteam.integrations.openevolve import RetrievalOptions, run_openevolve
 
 
@@ -47,8 +49,11 @@ def main() -> None:
         corpus_dirs=args.corpus or [str(d) for d in settings.corpus_dirs], decision=args.decision,
         open_questions=args.question, n_candidates=args.n, keep=args.keep, rounds=args.rounds)
     output = args.output or tempfile.mkdtemp(prefix="openevolve-evoteam-")
-    summary = asyncio.run(run_openevolve(args.kit, options, iterations=args.iterations, output_dir=output,
-                                         model=args.model, api_base=args.api_base, api_key=args.api_key))
+    try:
+        summary = asyncio.run(run_openevolve(args.kit, options, iterations=args.iterations, output_dir=output,
+                                             model=args.model, api_base=args.api_base, api_key=args.api_key))
+    except DomainError as exc:  # a kit that is not trusted or not found, a refused setting: one line
+        sys.exit(f"error: {exc}")
     print(json.dumps(dict(summary, output_dir=output), indent=2))
 
 

@@ -84,6 +84,9 @@ async def test_openevolve_run_with_the_retrieval_adapter(tmp_path: Path):
     script = Script()
     env = dict(os.environ, EVOTEAM_DB=str(db), HOME=str(tmp_path / "home"), PYTHONPATH=str(SOURCE_ROOT))
     env.pop("EVOTEAM_KITS", None)
+    # A folder outside the kit folders runs only once its user trusts it (its evaluator is code).
+    subprocess.run([sys.executable, "-m", "evoteam.cli", "bench", "trust", str(kit)], env=env, check=True,
+                   capture_output=True, timeout=120)
     with ScriptedChat(script) as chat:
         proc = subprocess.run(
             [sys.executable, str(SOURCE_ROOT / "examples" / "openevolve_retrieval.py"), str(kit), "--iterations", "3",

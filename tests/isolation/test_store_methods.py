@@ -94,7 +94,7 @@ async def test_the_cli_against_a_shared_store_sees_only_its_project(shared: Shar
     missing one, and listing and searching show nothing of alice's."""
     theirs, nowhere = shared.alice["runs"], missing_like(shared.alice["runs"])
     a, m = _cli(shared, "kb", "learnings", theirs), _cli(shared, "kb", "learnings", nowhere)
-    assert a.returncode == m.returncode == 1
+    assert a.returncode == m.returncode == 3  # "not found" (evoteam --help lists the exit codes)
     assert a.stderr.replace(theirs, "<ID>") == m.stderr.replace(nowhere, "<ID>") and "Traceback" not in a.stderr
     listed = _cli(shared, "kb", "runs", "--json")
     assert listed.returncode == 0 and shared.mine["runs"] in listed.stdout and not leaks(listed.stdout, shared.alice)
