@@ -112,7 +112,9 @@ class Worker:
                 self.baseline_dps = False
             return {"ok": True}
         if self.mode in ("candidate", "program"):
-            from evoteam.servers.bench import sandbox
+            # Import what loading a solution needs before the jail: its private /tmp hides an
+            # installation that lives there (a venv under /tmp), and Landlock forbids new reads.
+            from evoteam.servers.bench import sandbox, solutions  # noqa: F401
 
             self.sandbox_mod = sandbox
             sb = self.init["sandbox"]
