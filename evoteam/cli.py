@@ -45,8 +45,8 @@ SUMMARIES = {
     "supervise": "Drive an evolving agent team headless on KIT_OR_GOAL until the budget is spent.",
     "hook": "evoteam's Claude Code / Codex hooks and the project's active run.",
     "doctor": "Check that every server starts, the store round-trips and a CPU kit evaluates.",
-    "install-plugin": "Register evoteam with Claude Code and Codex from the installed package.",
-    "report": "Draw one run as a self-contained HTML report (and PNGs), or serve the live run pages.",
+    "install-plugin": "Register evoteam's servers, skills and hooks with Claude Code and Codex.",
+    "report": "Draw one run: score vs spend with team redesigns, versions, per-workload speedups, cost, retrieval.",
     "compare": "Compare runs of the same kit (e.g. evolving vs solo) at matched spend.",
 }
 
