@@ -189,3 +189,17 @@ async def test_an_in_process_program_cannot_rewrite_the_evaluators_ground_truth(
     settings = Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[OE])
     e = await core.evaluate_candidate(settings, "seeded_mean_heldout", candidate_path=str(folder / "cheat.py"))
     assert not (e.status == "PASSED" and e.score == 0.0 and not e.flagged), (e.status, e.score, e.message)
+
+
+def test_a_blob_reached_through_a_symlink_out_of_the_root_is_refused(tmp_path):
+    from evoteam.servers.bench.fib import resolve_blob
+
+    root = tmp_path / "ts"
+    (root / "blob").mkdir(parents=True)
+    outside = tmp_path / "secret.safetensors"
+    outside.write_bytes(b"\0" * 16)
+    (root / "blob" / "w.safetensors").symlink_to(outside)
+    (root / "blob" / "up").symlink_to(tmp_path)
+    for rel in ("blob/w.safetensors", "blob/up/secret.safetensors", "../secret.safetensors", str(outside)):
+        with pytest.raises(ValueError, match="outside the trace set root"):
+            resolve_blob(root, rel)
