@@ -46,7 +46,8 @@ def test_a_trace_set_the_user_trusted_loads_by_path(tmp_path):
 
     root, _ = _hostile_trace_set(tmp_path)
     settings = Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[tmp_path / "kits"])
-    trust_kit(settings, root)
+    definition = root / "definitions" / "segment_sum" / f"{DEF}.json"
+    assert trust_kit(settings, definition) == root.resolve()  # `bench run --trust-kit DEFINITION.json`
     assert find_kit(settings, str(root)).name == DEF
     assert find_kit(settings, str(root / "definitions" / "segment_sum" / f"{DEF}.json")).name == DEF
 

@@ -281,6 +281,8 @@ def trust_kit(settings: Settings, folder: str | Path) -> Path:
     from evoteam.servers.bench import fib
 
     path = Path(folder).expanduser().resolve()
+    if path.is_file():  # a trace set's definition file: trust the trace set it belongs to
+        path = next((p for p in path.parents if fib.is_trace_set(p)), path)
     if not fib.is_trace_set(path):
         Kit.load(path)
     known = trusted_kit_paths(settings)
