@@ -82,7 +82,9 @@ def _survivors(tag: str) -> list[str]:
 def _files(tag: str) -> list[Path]:
     out = []
     for d in ("/tmp", "/dev/shm"):
-        out += [p for p in Path(d).glob(f"**/{tag}*") if "pytest-of" not in str(p)]
+        # os.walk skips folders that vanish while it looks (other evaluations clean up theirs)
+        for folder, _, names in os.walk(d):
+            out += [Path(folder, n) for n in names if n.startswith(tag) and "pytest-of" not in folder]
     return out
 
 
