@@ -159,7 +159,8 @@ async def test_crash_artifacts_are_kept_with_the_candidate(sphere, tmp_path):
         assert stored.metrics["artifacts"]["failure_stage"] == "evaluate"
 
 
-async def test_a_raising_evaluator_and_a_weak_stage(sphere, settings):
+async def test_a_raising_evaluator_and_a_weak_stage(sphere, tmp_path):
+    settings = Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[sphere.parent])  # a kit folder: trusted
     # An evaluator that raises (not the scaffold idiom) is a failure with its message too.
     (sphere / "evaluator.py").write_text((sphere / "evaluator.py").read_text().replace(
         "evaluate_stage2 = evaluate", "def evaluate_stage2(program_path):\n    raise KeyError('stage two broke')\n"))

@@ -278,8 +278,13 @@ def trusted_kit_paths(settings: Settings) -> list[Path]:
 def trust_kit(settings: Settings, folder: str | Path) -> Path:
     """Record the user's trust in a kit folder outside the configured kit folders. Only the user
     does this (the CLI), never a tool call: a kit's evaluator and reference run unconfined."""
+    from evoteam.servers.bench import fib
+
     path = Path(folder).expanduser().resolve()
-    Kit.load(path)
+    if path.is_file():  # a trace set's definition file: trust the trace set it belongs to
+        path = next((p for p in path.parents if fib.is_trace_set(p)), path)
+    if not fib.is_trace_set(path):
+        Kit.load(path)
     known = trusted_kit_paths(settings)
     if path not in known:
         _trust_file(settings).parent.mkdir(parents=True, exist_ok=True)
@@ -296,21 +301,29 @@ def is_trusted(settings: Settings, path: Path) -> bool:
     return any(path == r or r in path.parents for r in roots)
 
 
+def _require_trust(settings: Settings, path: Path) -> None:
+    if not is_trusted(settings, path):
+        raise DomainError(f"kit folder {path} is not in the configured kit folders, so it is not trusted (its "
+                          "reference and evaluator would run unconfined); the user can trust it with `evoteam "
+                          "bench trust FOLDER` or add its parent to EVOTEAM_KITS / kits_dirs")
+
+
 def find_kit(settings: Settings, name_or_path: str) -> Kit:
     from evoteam.servers.bench import fib
 
     path = Path(name_or_path).expanduser()
     if path.is_dir() and fib.is_trace_set(path):
+        _require_trust(settings, path)  # a trace set's reference runs unconfined, like any kit's
         return fib.find_in_trace_set(path)
     if path.is_file() and path.suffix == ".json" and "definitions" in path.resolve().parts:
+        root = next((p for p in path.resolve().parents if fib.is_trace_set(p)), None)
+        if root is not None:
+            _require_trust(settings, root)
         kit = fib.find_in_trace_set(path)
         if kit is not None:
             return kit
     if path.is_dir():
-        if not is_trusted(settings, path):
-            raise DomainError(f"kit folder {path} is not in the configured kit folders, so it is not trusted (its "
-                              "reference and evaluator would run unconfined); the user can trust it with `evoteam "
-                              "bench trust FOLDER` or add its parent to EVOTEAM_KITS / kits_dirs")
+        _require_trust(settings, path)
         return Kit.load(path)
     kits = discover(settings)
     if name_or_path in kits:

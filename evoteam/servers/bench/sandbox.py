@@ -319,6 +319,7 @@ _MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x10
 _PR_SET_SECUREBITS, _SECBIT_KEEP_CAPS = 28, 0x10
 _PR_CAPBSET_DROP = 24
 _CAP_DAC_READ_SEARCH = 2
+_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_RAISE = 47, 2
 
 
 def _check(rc: int, what: str) -> None:
@@ -380,8 +381,11 @@ def drop_identity(uid: int) -> str:
         _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
     keep = 1 << _CAP_DAC_READ_SEARCH
-    data = (Data * 2)(Data(keep, keep, 0), Data(0, 0, 0))
+    data = (Data * 2)(Data(keep, keep, keep), Data(0, 0, 0))
     _check(libc.capset(ctypes.byref(Header(0x20080522, 0)), data), "capset")
+    # Ambient, so the programs it starts keep it too: a C++ solution's compiler reads the Python
+    # headers, which sit wherever Python does. Landlock still decides what any of them reads.
+    _check(libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_RAISE, _CAP_DAC_READ_SEARCH, 0, 0), "prctl(CAP_AMBIENT)")
     return f"uid{uid}"
 
 

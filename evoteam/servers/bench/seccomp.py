@@ -1,12 +1,15 @@
 """A small seccomp filter for candidate workers, built by hand (no library needed).
 
 It refuses (EPERM) the system calls through which candidate code could reach outside its own
-evaluation: leaving its process group or session (``setsid``, ``setpgid``), changing anyone's
+evaluation: leaving its session (``setsid``), changing anyone's
 priority, policy or CPU affinity, tracing or reading other processes, sending SIGCONT (which
 would wake a worker the harness has stopped), making namespaces or mounts, and kernel
 facilities that bypass the filter (io_uring, BPF, userfaultfd). ``clone3`` answers ENOSYS so
 that libc falls back to ``clone``, whose flags the filter can read; ``clone`` with any
-namespace flag is refused. Everything else is allowed: the point is the harness's integrity,
+namespace flag is refused. ``setpgid`` succeeds without doing anything: build tools (ninja, which
+torch's ``cpp_extension`` runs for FIB C++ solutions) spawn every compiler with
+``POSIX_SPAWN_SETPGROUP`` and fail outright on EPERM, while a no-op keeps the child in the worker's
+process group, where the harness stops and kills it. Everything else is allowed: the point is the harness's integrity,
 not a minimal system-call surface.
 
 Applied after ``PR_SET_NO_NEW_PRIVS``; inherited by every thread and child; cannot be removed.
@@ -44,7 +47,7 @@ def _arg(i: int) -> int:
 
 # name -> (x86_64, aarch64)
 _DENY = {
-    "setsid": (112, 157), "setpgid": (109, 154), "setpriority": (141, 140),
+    "setsid": (112, 157), "setpriority": (141, 140),
     "sched_setparam": (142, 118), "sched_setscheduler": (144, 119), "sched_setaffinity": (203, 122),
     "sched_setattr": (314, 274), "ptrace": (101, 117), "process_vm_readv": (310, 270),
     "process_vm_writev": (311, 271), "unshare": (272, 97), "setns": (308, 268), "mount": (165, 40),
@@ -64,6 +67,8 @@ _DENY = {
 _SIGNAL_ARG = {"kill": ((62, 129), 1), "tkill": ((200, 130), 1), "tgkill": ((234, 131), 2),
                "rt_sigqueueinfo": ((129, 138), 1), "rt_tgsigqueueinfo": ((297, 240), 2),
                "pidfd_send_signal": ((424, 424), 1)}
+# answered 0 without effect (see the module's docstring)
+_SETPGID = (109, 154)
 # prlimit64(pid, ...): only on itself (pid 0)
 _PRLIMIT = (302, 261)
 _CLONE, _CLONE3 = (56, 220), (435, 435)
@@ -89,6 +94,7 @@ def build_filter(machine: str | None = None) -> bytes:
         prog += [_insn(_JGE_K, 0, 1, 0x40000000), errno(_EPERM)]
     for nrs in _DENY.values():
         prog += [_insn(_JEQ_K, 0, 1, nrs[col]), errno(_EPERM)]
+    prog += [_insn(_JEQ_K, 0, 1, _SETPGID[col]), errno(0)]
     prog += [_insn(_JEQ_K, 0, 1, _CLONE3[col]), errno(_ENOSYS)]
     # The argument checks reload the accumulator, so each ends by reloading the number.
     reload_nr = _insn(_LD_W_ABS, 0, 0, _NR)

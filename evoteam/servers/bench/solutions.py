@@ -56,8 +56,13 @@ def materialise(sol, folder: Path, default_function: str) -> tuple[str, str, boo
                           "its sources")
     for src in sol.sources:
         dest = folder / src.path
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_text(src.content)
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_text(src.content)
+        except (OSError, ValueError) as exc:  # clashing paths ("a" and "a/b"), a NUL in a name
+            raise DomainError(f"solution {sol.name}: source {src.path!r} cannot be written: "
+                              f"{exc.strerror if isinstance(exc, OSError) else exc}; give each source "
+                              "its own plain relative path") from None
     (folder / SPEC_FILE).write_text(json.dumps({"name": sol.name, **sol.spec.model_dump(mode="json")}))
     return rel, function or default_function, sol.spec.destination_passing_style
 
