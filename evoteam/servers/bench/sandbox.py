@@ -315,7 +315,7 @@ def confine(scratch: str, deny_roots: list[str], memory_mb: int | None, extra_re
 # ---------------------------------------------------------------- namespaces and identity
 
 _CLONE_NEWNS = 0x00020000
-_MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_MOVE, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x1000, 0x2000, 0x4000, 0x40000
+_MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x1000, 0x4000, 0x40000
 _PR_SET_SECUREBITS, _SECBIT_KEEP_CAPS = 28, 0x10
 _PR_CAPBSET_DROP = 24
 _CAP_DAC_READ_SEARCH = 2
@@ -327,29 +327,48 @@ def _check(rc: int, what: str) -> None:
         raise OSError(ctypes.get_errno(), f"{what} failed: {os.strerror(ctypes.get_errno())}")
 
 
+def _under_tmp(paths: list[str]) -> list[str]:
+    """The paths below /tmp that must stay visible, outermost only (a path inside another is
+    carried along with it)."""
+    inside = sorted({os.path.realpath(p) for p in paths if os.path.realpath(p).startswith("/tmp/")})
+    out: list[str] = []
+    for path in inside:
+        if not any(path == kept or path.startswith(kept + "/") for kept in out):
+            out.append(path)
+    return out
+
+
 def private_mounts(scratch: str) -> str:
     """A mount namespace of this worker's own: fresh tmpfs on /tmp and /dev/shm (gone with the
-    worker), /proc showing only processes of this worker's user. Needs CAP_SYS_ADMIN."""
+    worker), /proc showing only processes of this worker's user. Needs CAP_SYS_ADMIN.
+
+    What the worker must still read below /tmp — its scratch folder, and the Python installation
+    or evoteam checkout when they live there (a CI clone or a venv in /tmp) — is bound back into
+    the fresh /tmp from the host's, reached through a descriptor opened before the swap. Landlock
+    still decides what may be read."""
     libc = _libc()
     scratch = os.path.realpath(scratch)
     if scratch.startswith("/dev/shm/"):
         raise OSError(22, "the scratch folder is in /dev/shm")
+    keep = _under_tmp([scratch, *default_read_roots(scratch)])
     _check(libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     # Private first: without it the new mounts would propagate back to the host.
     _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "making / private")
     mounted: list[bytes] = []
+    host_tmp = os.open("/tmp", os.O_PATH | os.O_DIRECTORY)
     try:
-        in_tmp = scratch.startswith("/tmp/")
-        if in_tmp:  # park the scratch folder on /dev/shm while /tmp is replaced, then move it back
-            _check(libc.mount(scratch.encode(), b"/dev/shm", None, _MS_BIND, None), "parking the scratch folder")
-            mounted.append(b"/dev/shm")
         _check(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=256m,mode=1777"),
                "mounting a tmpfs on /tmp")
         mounted.append(b"/tmp")
-        if in_tmp:
-            os.makedirs(scratch, exist_ok=True)
-            _check(libc.mount(b"/dev/shm", scratch.encode(), None, _MS_MOVE, None), "moving the scratch folder back")
-            mounted.remove(b"/dev/shm")
+        for path in keep:
+            source = f"/proc/self/fd/{host_tmp}/{path[len('/tmp/'):]}"
+            if os.path.isdir(source):
+                os.makedirs(path, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                open(path, "a").close()  # noqa: SIM115 - a mount point for one file
+            _check(libc.mount(source.encode(), path.encode(), None, _MS_BIND | _MS_REC, None),
+                   f"keeping {path} visible")
         _check(libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=256m,mode=1777"),
                "mounting a tmpfs on /dev/shm")
         mounted.append(b"/dev/shm")
@@ -359,6 +378,8 @@ def private_mounts(scratch: str) -> str:
         for target in reversed(mounted):
             libc.umount2(target, 2)  # MNT_DETACH: back to the host's view
         raise
+    finally:
+        os.close(host_tmp)
     return "private-tmp"
 
 
