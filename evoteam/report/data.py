@@ -79,7 +79,7 @@ def _ranks(c: CandidatePoint) -> bool:
     return ranks(c.status, c.score, c.verified, c.flagged)
 
 
-async def _all_candidates(store: KnowledgeStore, run_id: str) -> list:
+async def all_candidates(store: KnowledgeStore, run_id: str) -> list:
     out, cursor = [], None
     while True:
         page = await store.list_candidates(run_id, limit=_PAGE, cursor=cursor)
@@ -106,7 +106,7 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
         return cumulative[i - 1] if i else 0.0
 
     better = (lambda a, b: a > b) if run.direction == "maximize" else (lambda a, b: a < b)
-    summaries = sorted(await _all_candidates(store, run_id), key=lambda s: (s.provenance.created_at, s.id))
+    summaries = sorted(await all_candidates(store, run_id), key=lambda s: (s.provenance.created_at, s.id))
     points, best = [], None
     for s in summaries:
         p = CandidatePoint(id=s.id, at=s.provenance.created_at, score=s.score, status=s.status, split=s.split,

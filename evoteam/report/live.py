@@ -31,8 +31,6 @@ REFRESH_SECONDS = 30
 
 # token text -> the caller's identity, or None when the token is not (or no longer) valid
 Verify = Callable[[str], Awaitable[Actor | None]]
-# a request-level check (Host/Origin allow-lists) returning an error response, or None
-Guard = Callable[[Request], Awaitable[Response | None]]
 
 
 @dataclass
@@ -74,8 +72,7 @@ def _login_page(message: str, status: int) -> HTMLResponse:
                         headers={"Cache-Control": "no-store"})
 
 
-def dashboard_routes(store: KnowledgeStore, verify: Verify, guard: Guard | None = None,
-                     secure_cookie: bool = False) -> list[Route]:
+def dashboard_routes(store: KnowledgeStore, verify: Verify, secure_cookie: bool = False) -> list[Route]:
     """Routes for the live pages over `store`, each request as the identity of its token."""
     sessions = Sessions()
 
@@ -87,8 +84,6 @@ def dashboard_routes(store: KnowledgeStore, verify: Verify, guard: Guard | None 
 
     def page(handler: Callable[[Request, KnowledgeStore], Awaitable[Response]]):
         async def endpoint(request: Request) -> Response:
-            if guard and (refused := await guard(request)):
-                return refused
             actor = await caller(request)
             if actor is None:
                 return _login_page("Sign in with your evoteam token to see the runs.", 401)
@@ -118,8 +113,6 @@ def dashboard_routes(store: KnowledgeStore, verify: Verify, guard: Guard | None 
         return HTMLResponse(render_report(report, refresh_s=refresh), headers={"Cache-Control": "no-store"})
 
     async def login(request: Request) -> Response:
-        if guard and (refused := await guard(request)):
-            return refused
         form = await request.form()
         token = str(form.get("token") or "").strip()
         if not token or await verify(token) is None:
@@ -135,9 +128,7 @@ def dashboard_routes(store: KnowledgeStore, verify: Verify, guard: Guard | None 
         response.delete_cookie(COOKIE, path="/")
         return response
 
-    async def login_form(request: Request) -> Response:
-        if guard and (refused := await guard(request)):
-            return refused
+    async def login_form(_request: Request) -> Response:
         return _login_page("Sign in with your evoteam token.", 200)
 
     return [Route("/runs", page(runs), methods=["GET"]),

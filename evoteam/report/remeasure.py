@@ -73,12 +73,12 @@ def judge(entry: Remeasured, allowance: float) -> None:
 
 async def finalists(store: KnowledgeStore, run_id: str) -> list[CandidateSummary]:
     """The best ranked candidate of each team version (candidates of no version count as one group)."""
-    from evoteam.report.data import _all_candidates
+    from evoteam.report.data import all_candidates
 
     run = await store.get_run(run_id)
     better = (lambda a, b: a > b) if run.direction == "maximize" else (lambda a, b: a < b)
     best: dict[int | None, CandidateSummary] = {}
-    for c in await _all_candidates(store, run_id):
+    for c in await all_candidates(store, run_id):
         if not ranks(c.status, c.score, c.verified, c.flagged) or c.split == "heldout":
             continue
         held = best.get(c.provenance.team_version)

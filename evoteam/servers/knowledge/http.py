@@ -53,14 +53,10 @@ def security_settings(host: str, port: int, allowed_hosts: list[str],
                                      allowed_origins=origins)
 
 
-def live_pages(store: LocalKnowledgeStore, verifier: StoreTokenVerifier, security: TransportSecuritySettings,
-               default_project: str) -> list:
-    """`/runs` and `/runs/{id}` (the live run reports) behind the same tokens and Host/Origin checks."""
-    from mcp.server.transport_security import TransportSecurityMiddleware
-
+def live_pages(store: LocalKnowledgeStore, verifier: StoreTokenVerifier, default_project: str) -> list:
+    """`/runs` and `/runs/{id}` (the live run reports) behind the same tokens; the app-wide exact
+    Host/Origin check covers them like every other route."""
     from evoteam.report.live import dashboard_routes
-
-    checker = TransportSecurityMiddleware(security)
 
     async def verify(token: str) -> Actor | None:
         access = await verifier.verify_token(token)
@@ -70,10 +66,7 @@ def live_pages(store: LocalKnowledgeStore, verifier: StoreTokenVerifier, securit
         return Actor(user=access.client_id, project=project, client="browser",
                      default_project=project or default_project)
 
-    async def guard(request):
-        return await checker.validate_request(request, is_post=False)
-
-    return dashboard_routes(store, verify, guard)
+    return dashboard_routes(store, verify)
 
 
 def build_http_app(settings: Settings, store: LocalKnowledgeStore, *, host: str = "127.0.0.1", port: int = 8765,
@@ -101,7 +94,7 @@ def build_http_app(settings: Settings, store: LocalKnowledgeStore, *, host: str 
 
     exact = Middleware(ExactHostOrigin, hosts=security.allowed_hosts, origins=security.allowed_origins)
     return Starlette(routes=[*agent_app.routes, *protocol_app.routes,
-                             *live_pages(store, verifier, security, settings.project)],
+                             *live_pages(store, verifier, settings.project)],
                      middleware=[exact, *agent_app.user_middleware,
                                  Middleware(AnswerUnreadableHTTP, max_body=settings.max_request_bytes)],
                      lifespan=lifespan)
