@@ -215,6 +215,10 @@ def pre_tool_use(hook_input: dict[str, Any]) -> dict[str, Any] | None:
         return None
     role = role_of_call(hook_input)
     if role is None or not role.get("name"):
+        if os.environ.get("EVOTEAM_HOOK_DEBUG"):
+            from evoteam.plugin.run import log
+
+            log(f"pre-tool-use: {tool} by subagent {hook_input.get('agent_id')}: no role found in its transcript")
         return None
     if tool_input.get("role") == role["name"] and tool_input.get("team_version") == role["version"]:
         return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import glob
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +81,25 @@ def role_of_transcript(path: Path, max_lines: int = 20) -> dict[str, Any] | None
     return None
 
 
-def role_of_call(hook_input: dict[str, Any]) -> dict[str, Any] | None:
-    path = agent_transcript(hook_input)
-    return role_of_transcript(path) if path is not None else None
+def role_of_call(hook_input: dict[str, Any], wait_s: float = 3.0) -> dict[str, Any] | None:
+    """The role of the subagent that made this hook call, or None (main session, or a subagent
+    that plays no role). Claude Code queues transcript writes and flushes them every ~100 ms, so
+    a hook that starts quickly can run before the subagent's transcript (or its first entry) is
+    on disk: a subagent call waits up to `wait_s` for it."""
+    if not hook_input.get("agent_id"):
+        return None
+    deadline = time.monotonic() + wait_s
+    while True:
+        path = agent_transcript(hook_input)
+        if path is not None and _has_user_entry(path):
+            return role_of_transcript(path)
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.05)
+
+
+def _has_user_entry(path: Path, max_lines: int = 20) -> bool:
+    return any(entry.get("type") == "user" for entry in _entries(path, max_lines))
 
 
 def assistant_turns(path: str | Path) -> int:

@@ -171,7 +171,7 @@ def _skill_session(prompt: str, home: Path, project: Path, db: Path, tmp_path: P
     s = run_print_session(prompt, home=home, cwd=project, api=api, permission_mode="bypassPermissions",
                           timeout=150, env_extra=_session_env(db, {
                               "EVOTEAM_MAX_IDLE_CONTINUES": str(idle_continues),
-                              "EVOTEAM_HOOK_LOG": str(tmp_path / "hooks.log"), "TMPDIR": str(tmp_path)}))
+                              "EVOTEAM_HOOK_LOG": str(tmp_path / "hooks.log"), "EVOTEAM_HOOK_DEBUG": "1", "TMPDIR": str(tmp_path)}))
     dump = api.dump()
     hook_log = (tmp_path / "hooks.log").read_text() if (tmp_path / "hooks.log").exists() else "(no hook log)"
     assert s.returncode == 0, s.describe() + dump + hook_log
@@ -300,7 +300,8 @@ def test_evolve_team_cycle_on_a_cpu_kit(installed, scripted_api, tmp_path):
     assert transcript_costs and transcript_costs[0].provenance.role == "Vectorisation Scout", got["costs"]
     (cand,) = got["candidates"]
     assert cand.status == "PASSED" and cand.score and cand.score > 0, cand
-    assert (cand.provenance.role, cand.provenance.team_version) == ("Vectorisation Scout", 1), cand.provenance
+    assert (cand.provenance.role, cand.provenance.team_version) == ("Vectorisation Scout", 1), \
+        f"{cand.provenance}\n{hook_log}"
     role_learning = next(x for x in got["learnings"] if "ROLE-LEARNING" in x.text)
     assert (role_learning.provenance.role, role_learning.provenance.team_version) == ("Vectorisation Scout", 1)
     assert _git_status(project) == "", _git_status(project)  # .evoteam/ and the agent files are excluded

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 
 from evoteam.plugin import hooks, state
 from evoteam.servers.team.core import TeamService
@@ -96,6 +98,35 @@ def test_provenance_and_running_status_come_from_the_subagent_context(env, tmp_p
             return await TeamStore(kb).list_sessions(run_id, 1)
 
     assert [(s.role, s.status) for s in asyncio.run(read())] == [("Profiling Scientist", "running")]
+
+
+def test_provenance_waits_for_a_transcript_still_in_claude_codes_write_queue(env, tmp_path):
+    """Claude Code flushes transcripts every ~100 ms; a fast hook can start before the subagent's
+    spawn prompt is on disk. It waits for it rather than record the call without its role."""
+    p = env["project"]
+    run_id = seed(env["db"])
+    prompt = _design(env["db"], p, run_id)
+    main = tmp_path / "sess-2.jsonl"
+    main.write_text("")
+    agent = tmp_path / "sess-2" / "subagents" / "agent-b9.jsonl"
+    agent.parent.mkdir(parents=True)
+    agent.write_text("")  # created, nothing flushed yet
+
+    def flush_later():
+        time.sleep(0.4)
+        _transcript(agent, prompt)
+
+    writer = threading.Thread(target=flush_later)
+    writer.start()
+    call = base_input(p, "PreToolUse", tool_name="mcp__plugin_evoteam_knowledge__add_learning", agent_id="b9",
+                      transcript_path=str(main), tool_input={"run_id": run_id, "text": "t"})
+    out = hooks.pre_tool_use(call)
+    writer.join()
+    assert out is not None and out["hookSpecificOutput"]["updatedInput"]["role"] == "Profiling Scientist", out
+    # a subagent whose transcript never shows up is left alone after the wait, not blocked
+    started = time.monotonic()
+    assert hooks.pre_tool_use({**call, "agent_id": "never"}) is None
+    assert time.monotonic() - started >= 2.5
 
 
 def test_a_new_version_keeps_a_working_subagents_report(env):
