@@ -19,7 +19,7 @@ from typing import Any
 
 from evoteam.plugin import state as st
 from evoteam.plugin.codex import tool_response as codex_tool_response
-from evoteam.plugin.roles import assistant_turns, role_in_text, role_of_call, session_mode
+from evoteam.plugin.roles import assistant_turns, role_in_text, role_of_call, session_mode, wait_for_last_message
 
 # Most consecutive continuations the Stop hook forces without the store changing in between.
 DEFAULT_MAX_IDLE_CONTINUES = 3
@@ -278,6 +278,8 @@ def subagent_stop(hook_input: dict[str, Any]) -> dict[str, Any] | None:
     summary = hook_input.get("last_assistant_message") or ""
     if isinstance(summary, (list, dict)):
         summary = json.dumps(summary)
+    elif summary:
+        wait_for_last_message(transcript, str(summary))
 
     async def go():
         from evoteam.servers.knowledge.connect import component_store, open_store

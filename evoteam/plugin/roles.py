@@ -118,6 +118,29 @@ def assistant_turns(path: str | Path) -> int:
     return count
 
 
+def wait_for_last_message(path: str | Path, text: str, wait_s: float = 2.0) -> bool:
+    """Wait (bounded) until the transcript's last assistant entry holds `text`, the final
+    message the SubagentStop hook was given: Claude Code flushes transcripts every ~100 ms, and
+    the turns and cost read from the file must include that last message. False on timeout."""
+    want = " ".join((text or "").split())[:200]
+    if not want:
+        return True
+    deadline = time.monotonic() + wait_s
+    while True:
+        last = ""
+        for entry in _entries(path, needle='"assistant"'):
+            content = (entry.get("message") or {}).get("content") if entry.get("type") == "assistant" else None
+            if isinstance(content, list):
+                last = " ".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+            elif isinstance(content, str):
+                last = content
+        if want in " ".join(last.split()):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
 _COMMAND = re.compile(r"<command-name>/?(?:evoteam:)?(kernel-loop|evolve-team)</command-name>"
                       r"|\"skill\"\s*:\s*\"(?:evoteam:)?(kernel-loop|evolve-team)\"")
 

@@ -221,7 +221,7 @@ def _transcript(path: Path, prompt: str) -> Path:
         {"type": "user", "isSidechain": True, "message": {"role": "user", "content": prompt}},
         {"type": "assistant", "isSidechain": True,
          "message": {"id": "msg_1", "model": "claude-sonnet-4-5", "role": "assistant", "usage": usage,
-                     "content": [{"type": "text", "text": "profiled"}]}},
+                     "content": [{"type": "text", "text": "REPORT: profiled it"}]}},
     ]
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     return path

@@ -8,6 +8,8 @@ import json
 import threading
 import time
 
+import pytest
+
 from evoteam.plugin import hooks, state
 from evoteam.servers.team.core import TeamService
 from evoteam.servers.team.models import RoleSpec, TeamDesign
@@ -127,6 +129,38 @@ def test_provenance_waits_for_a_transcript_still_in_claude_codes_write_queue(env
     started = time.monotonic()
     assert hooks.pre_tool_use({**call, "agent_id": "never"}) is None
     assert time.monotonic() - started >= 2.5
+
+
+def test_subagent_stop_waits_for_the_final_message_to_reach_the_transcript(env, tmp_path):
+    """The final message and its usage count in the role's turns and cost even when the hook
+    starts before Claude Code has flushed that message."""
+    p = env["project"]
+    run_id = seed(env["db"])
+    prompt = _design(env["db"], p, run_id)
+    agent = _transcript(tmp_path / "agent-c3.jsonl", prompt)
+    final = {"type": "assistant", "isSidechain": True,
+             "message": {"id": "msg_2", "model": "claude-sonnet-4-5", "role": "assistant",
+                         "usage": {"input_tokens": 2000, "output_tokens": 100},
+                         "content": [{"type": "text", "text": "FINAL REPORT: done"}]}}
+
+    def flush_later():
+        time.sleep(0.4)
+        with agent.open("a") as fh:
+            fh.write(json.dumps(final) + "\n")
+
+    writer = threading.Thread(target=flush_later)
+    writer.start()
+    hooks.subagent_stop(base_input(p, "SubagentStop", agent_id="c3", agent_transcript_path=str(agent),
+                                   last_assistant_message="FINAL REPORT: done", stop_hook_active=False))
+    writer.join()
+
+    async def read():
+        async with _store(env["db"]) as kb:
+            return await TeamStore(kb).list_sessions(run_id, 1), await kb.list_costs(run_id)
+
+    (session,), costs = asyncio.run(read())
+    assert session.turns == 2 and session.last_message == "FINAL REPORT: done", session
+    assert len(costs) == 1 and costs[0].usd == pytest.approx((3000 * 3 + 300 * 15) / 1e6), costs
 
 
 def test_a_new_version_keeps_a_working_subagents_report(env):
