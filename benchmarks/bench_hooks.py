@@ -59,7 +59,7 @@ def main() -> None:
             ("session-start", base_input(project, "SessionStart", source="startup")),
             ("subagent-stop", base_input(project, "SubagentStop", agent_id="a1", agent_type="evoteam:team-member",
                                          agent_transcript_path=str(transcript),
-                                         last_assistant_message="REPORT: done", stop_hook_active=False)),
+                                         last_assistant_message="REPORT: profiled it", stop_hook_active=False)),
             ("stop", base_input(project, "Stop", background_tasks=[], stop_hook_active=False)),
             ("pre-compact", base_input(project, "PreCompact", trigger="auto")),
         ]

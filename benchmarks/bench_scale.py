@@ -148,7 +148,7 @@ def main() -> None:
             ("hook: Stop", ("stop", base_input(project, "Stop", background_tasks=[], stop_hook_active=False))),
             ("hook: SubagentStop", ("subagent-stop", base_input(
                 project, "SubagentStop", agent_id="a1", agent_type="evoteam:team-member",
-                agent_transcript_path=str(transcript), last_assistant_message="REPORT: done",
+                agent_transcript_path=str(transcript), last_assistant_message="REPORT: profiled it",
                 stop_hook_active=False))),
             ("hook: PreCompact", ("pre-compact", base_input(project, "PreCompact", trigger="auto"))),
         ]

@@ -160,36 +160,7 @@ async def test_cpp_solution_build_cannot_read_the_trace_set(tmp_path, monkeypatc
     assert "KIT_SENTINEL_8513" not in e.message and "notes.h" in e.message, e.message
 
 
-# ---------------------------------------------------------------- OpenEvolve folders (known hole)
-
-OE = Path(__file__).parent / "openevolve_data"
-
-
-@pytest.mark.xfail(strict=True, reason="known hole, reported: an unchanged OpenEvolve evaluator imports the "
-                   "program into its own (unconfined) process, so the program can rewrite the evaluator's "
-                   "ground truth; only evaluators that use sandbox.run_program are protected")
-async def test_an_in_process_program_cannot_rewrite_the_evaluators_ground_truth(tmp_path, monkeypatch):
-    from evoteam.servers.bench import core
-
-    program = ('"""Guess a number close to each instance\'s hidden target (SkyDiscover-style test data)."""\n\n\n'
-               "# EVOLVE-BLOCK-START\n"
-               "import sys\n"
-               "f = sys._getframe()\n"
-               "while f is not None:\n"
-               "    if 'target' in f.f_globals:\n"
-               "        f.f_globals['target'] = lambda seed: 0.0\n"
-               "    f = f.f_back\n"
-               "def solve(instance):\n"
-               '    """Return a guess for the instance; the evaluator scores closeness to its target."""\n'
-               "    return 0.0\n"
-               "# EVOLVE-BLOCK-END\n")
-    folder = tmp_path / "project"
-    folder.mkdir()
-    (folder / "cheat.py").write_text(program)
-    monkeypatch.chdir(folder)
-    settings = Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[OE])
-    e = await core.evaluate_candidate(settings, "seeded_mean_heldout", candidate_path=str(folder / "cheat.py"))
-    assert not (e.status == "PASSED" and e.score == 0.0 and not e.flagged), (e.status, e.score, e.message)
+# An OpenEvolve evaluator that runs the program in its own process: tests/bench/test_evaluator_jail.py
 
 
 def test_a_blob_reached_through_a_symlink_out_of_the_root_is_refused(tmp_path):

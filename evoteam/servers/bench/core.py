@@ -351,6 +351,12 @@ async def _run_kernel(settings: Settings, kit: Kit, cand: PreparedCandidate, spl
                       best_known=m.best_known, wall_s=round(wall, 3), sandbox=sandbox_desc)
 
 
+IN_PROCESS_FLAG = ("the kit's evaluator ran the program inside its own process (it imported or exec'd it), where "
+                   "the program can change how it is scored: the score is kept but does not rank until a person "
+                   "reviews it (`evoteam kb review`). An evaluator that runs the program with evoteam's "
+                   "sandbox.run_program, or in a subprocess, gives scores that rank (docs/kits.md)")
+
+
 async def _run_program(settings: Settings, kit: Kit, cand: PreparedCandidate, split: Split,
                        progress: Progress) -> Evaluation:
     m = kit.manifest
@@ -388,7 +394,8 @@ async def _run_program(settings: Settings, kit: Kit, cand: PreparedCandidate, sp
         try:
             result = await asyncio.to_thread(harness.run_evaluator, kit.file(m.evaluator), program,
                                              m.timeouts.program_s * min(stages, 3), m.memory_limit_mb,
-                                             _deny_roots(settings, kit), options)
+                                             _deny_roots(settings, kit), options, kit.root,
+                                             [str(state_dir(settings))])
             failure = result.get("failure")
         except WorkerFailure as exc:
             failure, flagged = {"status": exc.status, "message": exc.message}, exc.flagged
@@ -416,13 +423,20 @@ async def _run_program(settings: Settings, kit: Kit, cand: PreparedCandidate, sp
     metrics = dict(metrics, wall_s=round(wall, 3))
     if m.program_heldout is not None:
         metrics["instances"] = len(kwargs[m.program_heldout.argument])
+    flags = [message] if flagged and message else []
+    if result.get("program_in_process"):
+        # The program ran inside the evaluator's process, where it can change what the evaluator
+        # computes or returns: its score is kept, and ranks only once a person has reviewed it.
+        flagged = True
+        flags.append(IN_PROCESS_FLAG)
     outcome = WorkloadOutcome(workload="program", status=status, message=message, flagged=flagged)
     ndg = normalised_discovery_gain(m.direction, m.x0, m.best_known, score)
     return Evaluation(kit=kit.name, kind="program", split=split, status=status,
                       score=score, direction=m.direction, passed=int(status == "PASSED"), total=1,
                       workloads=[outcome], metrics=metrics, flagged=flagged,
-                      flags=[message] if flagged and message else [], message=message, ndg=ndg,
-                      best_known=m.best_known, wall_s=round(wall, 3), sandbox="program worker",
+                      flags=flags, message=message, ndg=ndg,
+                      best_known=m.best_known, wall_s=round(wall, 3),
+                      sandbox="kit evaluator: " + str(result.get("sandbox") or "program worker"),
                       artifacts=artifacts, stages=stage_rows)
 
 

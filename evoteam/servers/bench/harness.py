@@ -7,6 +7,7 @@ The functions here block; the async core calls them in threads.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import math
@@ -107,7 +108,8 @@ class WorkerProc:
     requests the worker is stopped: it runs only while the harness is waiting for it."""
 
     def __init__(self, label: str, init: dict, scratch: Path, memory_mb: int | None,
-                 extra_env: dict[str, str] | None = None, untrusted_code: bool = False, arena: bool = False):
+                 extra_env: dict[str, str] | None = None, untrusted_code: bool = False, arena: bool = False,
+                 extra_fds: tuple[int, ...] = ()):
         from evoteam.servers.bench.jail import Jail
 
         self.label = label
@@ -121,7 +123,7 @@ class WorkerProc:
         self.arena_map = None
         self.arena_size = 0
         self.layout_key = None
-        pass_fds = []
+        pass_fds = list(extra_fds)
         if arena:
             self.arena_fd = os.memfd_create(f"evoteam-{label.split()[0]}", 0)
             init = dict(init, arena_fd=self.arena_fd)
@@ -872,20 +874,28 @@ class KernelSession:
 # ---------------------------------------------------------------- program kits
 
 
-def _decode_value(value: Any, arrays: dict[str, np.ndarray]) -> Any:
+def decode_value(value: Any, arrays: dict[str, np.ndarray]) -> Any:
+    """A program's result as the worker encoded it (numbers, text, lists, dicts, arrays)."""
     if isinstance(value, dict):
         if set(value) == {"__array__"}:
             return np.array(arrays[value["__array__"]])
         if set(value) == {"__float__"}:
             return float(value["__float__"])
-        return {k: _decode_value(v, arrays) for k, v in value.items()}
+        return {k: decode_value(v, arrays) for k, v in value.items()}
     if isinstance(value, list):
-        return [_decode_value(v, arrays) for v in value]
+        return [decode_value(v, arrays) for v in value]
     return value
 
 
 def run_program_worker(program: Path, function: str, kwargs: dict, timeout_s: float, memory_mb: int,
                        deny: list[str], use_landlock: bool = True) -> Any:
+    header, arrays = _program_call(program, function, kwargs, timeout_s, memory_mb, deny, use_landlock)
+    return decode_value(header.get("result"), arrays)
+
+
+def _program_call(program: Path, function: str, kwargs: dict, timeout_s: float, memory_mb: int,
+                  deny: list[str], use_landlock: bool = True) -> tuple[dict, dict]:
+    """Run ``function(**kwargs)`` of a program in a confined worker; the worker's reply, encoded."""
     from evoteam.servers.bench.jail import can_drop_privileges, pick_uid
 
     scratch = Path(tempfile.mkdtemp(prefix="evoteam-program-"))
@@ -907,29 +917,118 @@ def run_program_worker(program: Path, function: str, kwargs: dict, timeout_s: fl
             w.read(min(timeout_s, 120.0), "importing the program")
             left = max(1.0, timeout_s - (time.monotonic() - start))
             header, arrays = w.request({"cmd": "program", "kwargs": kwargs}, left, f"{function}()")
-            return _decode_value(header.get("result"), arrays)
+            return {"ok": True, "result": header.get("result")}, arrays
         finally:
             w.close()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+# What a kit evaluator may start: Python, to run the program in a process of its own (as many
+# OpenEvolve evaluators do); everything it starts inherits its confinement.
+EVALUATOR_EXECUTABLES = {"python", "python3", os.path.basename(sys.executable),
+                         os.path.basename(os.path.realpath(sys.executable))}
 
 
 def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: int, deny: list[str],
-                  options: dict | None = None) -> dict:
+                  options: dict | None = None, kit_root: Path | None = None,
+                  evaluator_deny: list[str] | None = None) -> dict:
     """Run a program kit's ``evaluate(program_path)`` in a worker of its own. Returns metrics, or
     raises WorkerFailure. With ``options`` (see bench/openevolve.py ``run_evaluation``) it returns
-    the whole evaluation: metrics, artifacts, stages and any failure."""
+    the whole evaluation: metrics, artifacts, stages, any failure, the worker's sandbox, and
+    ``program_in_process`` when the evaluator imported or exec'd the program in its own process.
+
+    The evaluator is kit code, but it may run the program inside itself (OpenEvolve's examples
+    import it), so it is confined like a candidate: its own uid, private /tmp, Landlock (its kit
+    folder, its working folder and the Python installation readable; only the working folder
+    writable), seccomp, the audit hook (``evaluator_deny``: evoteam's state folder), a cgroup that
+    is killed whole at the end. The program is copied into its working folder. ``run_program``
+    called inside it is served here, by a program worker the harness starts (``deny``)."""
+    from evoteam.servers.bench.jail import can_drop_privileges, pick_uid
+    from evoteam.servers.bench.sandbox import SERVICE_VAR
+
     scratch = Path(tempfile.mkdtemp(prefix="evoteam-evaluator-"))
+    fds: list[int] = []
+    serving: threading.Thread | None = None
     try:
+        work = scratch / "program"
+        shutil.copytree(program.parent, work, symlinks=False)
+        uid = pick_uid() if can_drop_privileges() else None
+        if uid is not None:
+            for folder, dirs, files in os.walk(scratch):
+                for name in [folder, *(os.path.join(folder, x) for x in dirs + files)]:
+                    os.chown(name, uid, uid)
+        request_r, request_w = os.pipe()
+        reply_r, reply_w = os.pipe()
+        notice_r, notice_w = os.pipe()
+        fds += [request_r, request_w, reply_r, reply_w, notice_r, notice_w]
         env = {"EVOTEAM_BENCH_PROGRAM_TIMEOUT": str(timeout_s), "EVOTEAM_BENCH_MEMORY_MB": str(memory_mb),
-               "EVOTEAM_BENCH_DENY": os.pathsep.join(deny)}
-        w = WorkerProc("kit evaluator", {"mode": "evaluator", "evaluator": str(evaluator), "program": str(program),
-                                         "env": env, "options": options}, scratch, None, extra_env=env)
+               SERVICE_VAR: f"{request_w},{reply_r}"}
+        read = [str(kit_root or evaluator.parent)]
+        w = WorkerProc("kit evaluator", {
+            "mode": "evaluator", "evaluator": str(evaluator), "program": str(work / program.name), "env": env,
+            "options": options, "notice_fd": notice_w,
+            "sandbox": {"scratch": str(scratch), "deny": list(evaluator_deny or []), "read": read,
+                        "memory_mb": None, "landlock": True, "uid": uid, "private_tmp": uid is not None,
+                        "executables": sorted(EVALUATOR_EXECUTABLES)},
+        }, scratch, None, extra_env=env, untrusted_code=True, extra_fds=(request_w, reply_r, notice_w))
+        for fd in (request_w, reply_r, notice_w):  # the worker's ends
+            os.close(fd)
+            fds.remove(fd)
+        serving = threading.Thread(target=_serve_program_requests, daemon=True,
+                                   args=(request_r, reply_w, scratch, deny, timeout_s, memory_mb))
+        serving.start()
         try:
-            w.read(60.0, "loading the evaluator")
+            header, _ = w.read(60.0, "loading the evaluator")
+            sandbox_desc = str(header.get("sandbox") or "")[:300] + "+" + w.jail.describe()
+            w.jail.stop()
+            w.jail.hold()
             header, _ = w.request({"cmd": "evaluate"}, timeout_s + 30.0, "evaluating the program")
-            return header["evaluation"] if options is not None else header["metrics"]
         finally:
             w.close()
+        os.set_blocking(notice_r, False)
+        try:
+            in_process = bool(os.read(notice_r, 64))
+        except (BlockingIOError, OSError):
+            in_process = False
+        if options is None:
+            return header["metrics"]
+        return dict(header["evaluation"], program_in_process=in_process, sandbox=sandbox_desc)
     finally:
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if serving is not None:
+            serving.join(timeout=5.0)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _serve_program_requests(request_fd: int, reply_fd: int, scratch: Path, deny: list[str], timeout_s: float,
+                            memory_mb: int) -> None:
+    """Answer an evaluator's ``run_program`` calls (sandbox.py) until it closes its end."""
+    reader = protocol.FrameReader(request_fd, max_bytes=64 << 20)
+    root = os.path.realpath(scratch)
+    while True:
+        try:
+            msg, _ = reader.read()
+        except (protocol.PeerClosed, protocol.ProtocolError, OSError):
+            return
+        reply: tuple[dict, dict | None]
+        try:
+            path = os.path.realpath(str(msg.get("path") or ""))
+            if not path.startswith(root + os.sep) or not os.path.isfile(path):
+                raise WorkerFailure("RUNTIME_ERROR", "run_program runs only a file in the evaluator's working "
+                                    f"folder (the program it was given), not {str(msg.get('path'))[:200]!r}")
+            kwargs = msg.get("kwargs") if isinstance(msg.get("kwargs"), dict) else {}
+            reply = _program_call(Path(path), str(msg.get("function") or "run"), kwargs,
+                                  min(float(msg.get("timeout_s") or timeout_s), timeout_s),
+                                  min(int(msg.get("memory_mb") or memory_mb), memory_mb), deny)
+        except WorkerFailure as exc:
+            reply = ({"ok": False, "status": exc.status, "message": exc.message}, None)
+        except (TypeError, ValueError) as exc:
+            reply = ({"ok": False, "status": "RUNTIME_ERROR", "message": f"a malformed run_program call: {exc}"},
+                     None)
+        try:
+            protocol.write_frame(reply_fd, *reply)
+        except OSError:
+            return

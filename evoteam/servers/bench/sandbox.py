@@ -25,6 +25,7 @@ import os
 import resource
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -191,7 +192,7 @@ def _under(path: str, roots: list[str]) -> bool:
 
 
 def _refuse(what: str) -> None:
-    message = f"evoteam sandbox: {what} is not allowed for candidate code"
+    message = f"evoteam sandbox: {what} is not allowed inside the bench's sandbox"
     violations.append(message)
     raise PermissionError(message)
 
@@ -246,7 +247,7 @@ def _hook(event: str, args: tuple) -> None:
             argv = args[1]
             exe = argv if isinstance(argv, (str, bytes)) else argv[0]
         name = os.path.basename(os.fsdecode(exe)) if isinstance(exe, (str, bytes, os.PathLike)) else str(exe)
-        if name not in ALLOWED_EXECUTABLES:
+        if name not in _state.get("exec", ALLOWED_EXECUTABLES):
             _refuse(f"starting the program {name!r}")
     elif event in ("os.system", "os.exec", "os.posix_spawn", "os.spawn", "pty.spawn"):
         _refuse(f"{event}")
@@ -285,8 +286,11 @@ def die_with_parent() -> None:
 
 
 def confine(scratch: str, deny_roots: list[str], memory_mb: int | None, extra_read: list[str] | None = None,
-            use_landlock: bool = True, private_tmp: bool = False) -> str:
-    """Apply every layer to this process. Returns a description of the layers in force."""
+            use_landlock: bool = True, private_tmp: bool = False, executables: set[str] | None = None) -> str:
+    """Apply every layer to this process. Returns a description of the layers in force.
+    ``executables``: programs it may start beyond the build tools (a kit evaluator may start
+    Python to run the program in a process of its own)."""
+    _state["exec"] = ALLOWED_EXECUTABLES | set(executables or ())
     layers = []
     set_limits(memory_mb)
     layers.append("rlimits" + (f"(as={memory_mb}MiB)" if memory_mb else ""))
@@ -338,7 +342,7 @@ def _under_tmp(paths: list[str]) -> list[str]:
     return out
 
 
-def private_mounts(scratch: str) -> str:
+def private_mounts(scratch: str, keep_visible: list[str] | None = None) -> str:
     """A mount namespace of this worker's own: fresh tmpfs on /tmp and /dev/shm (gone with the
     worker), /proc showing only processes of this worker's user. Needs CAP_SYS_ADMIN.
 
@@ -350,7 +354,7 @@ def private_mounts(scratch: str) -> str:
     scratch = os.path.realpath(scratch)
     if scratch.startswith("/dev/shm/"):
         raise OSError(22, "the scratch folder is in /dev/shm")
-    keep = _under_tmp([scratch, *default_read_roots(scratch)])
+    keep = _under_tmp([scratch, *default_read_roots(scratch), *(keep_visible or [])])
     _check(libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     # Private first: without it the new mounts would propagate back to the host.
     _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "making / private")
@@ -410,15 +414,16 @@ def drop_identity(uid: int) -> str:
     return f"uid{uid}"
 
 
-def isolate(scratch: str, uid: int | None, private: bool) -> tuple[str, bool]:
+def isolate(scratch: str, uid: int | None, private: bool, keep_visible: list[str] | None = None) -> tuple[str, bool]:
     """Namespaces and identity, applied first (they need root). Returns the layers in force and
-    whether /tmp and /dev/shm are private. A layer that cannot be applied is named in capitals
+    whether /tmp and /dev/shm are private (``keep_visible``: folders below /tmp that must stay
+    readable there, such as a kit's folder). A layer that cannot be applied is named in capitals
     with the reason, so results say what protection is missing."""
     layers = []
     private_tmp = False
     if private:
         try:
-            layers.append(private_mounts(scratch))
+            layers.append(private_mounts(scratch, keep_visible))
             private_tmp = True
         except OSError as exc:
             layers.append(f"NO-PRIVATE-TMP({exc})")
@@ -455,8 +460,38 @@ def run_program(program_path: str | os.PathLike, function: str = "run", kwargs: 
 
     timeout_s = timeout_s or float(os.environ.get("EVOTEAM_BENCH_PROGRAM_TIMEOUT", "120"))
     memory_mb = memory_mb or int(os.environ.get("EVOTEAM_BENCH_MEMORY_MB", "4096"))
+    if os.environ.get(SERVICE_VAR):
+        return _run_program_by_the_harness(program_path, function, kwargs or {}, timeout_s, memory_mb)
     deny = [p for p in os.environ.get("EVOTEAM_BENCH_DENY", "").split(os.pathsep) if p]
     try:
         return run_program_worker(Path(program_path), function, kwargs or {}, timeout_s, memory_mb, deny)
     except WorkerFailure as exc:
         raise ProgramFailure(exc.status, exc.message) from None
+
+
+# ---------------------------------------------------------------- inside a kit evaluator
+
+# A kit's evaluator runs confined itself, so it cannot start and jail a program worker of its
+# own (namespaces, identities and cgroups are the harness's). Inside an evaluator, run_program
+# asks the harness, over two pipes the harness passed, to run the program in a worker of the
+# same kind as a candidate's; only files in the evaluator's own working folder can be run.
+SERVICE_VAR = "EVOTEAM_BENCH_SERVICE"
+_service_lock = threading.Lock()
+_service_reader: dict[int, Any] = {}
+
+
+def _run_program_by_the_harness(program_path: str | os.PathLike, function: str, kwargs: dict,
+                                timeout_s: float, memory_mb: int) -> Any:
+    from evoteam.servers.bench import protocol
+    from evoteam.servers.bench.harness import decode_value
+
+    request_fd, reply_fd = (int(x) for x in os.environ[SERVICE_VAR].split(","))
+    with _service_lock:
+        protocol.write_frame(request_fd, {"cmd": "run_program", "path": os.path.realpath(os.fspath(program_path)),
+                                          "function": function, "kwargs": kwargs, "timeout_s": timeout_s,
+                                          "memory_mb": memory_mb})
+        reader = _service_reader.setdefault(reply_fd, protocol.FrameReader(reply_fd))
+        header, arrays = reader.read()
+    if header.get("ok") is not True:
+        raise ProgramFailure(str(header.get("status") or "RUNTIME_ERROR"), str(header.get("message") or "failed"))
+    return decode_value(header.get("result"), arrays)

@@ -9,7 +9,9 @@ Modes (from the first frame the harness sends):
 - ``trusted``: not confined; runs the kit's input generator, reference and baseline. It is a
   different process from the candidate, and it is stopped while the candidate runs.
 - ``program``: confined; imports a program kit's candidate and calls one function.
-- ``evaluator``: not confined; calls a program kit's ``evaluate(program_path)``.
+- ``evaluator``: confined like a candidate (it may run the program inside itself); calls a
+  program kit's ``evaluate(program_path)``, and tells the harness at once if the program is
+  compiled or executed in its own process (``watch_program``).
 
 After each candidate call the worker also checks that ``time.perf_counter``/``perf_counter_ns``
 are the originals: a tripwire that flags the crude attempts, not what keeps the score honest.
@@ -60,6 +62,50 @@ def _check_clock() -> None:
     if time.perf_counter_ns is not _PC_NS or time.perf_counter is not _PC:
         raise Failure("RUNTIME_ERROR", "the candidate replaced time.perf_counter/perf_counter_ns; timing "
                       "functions must not be patched (this evaluation is flagged)", flagged=True)
+
+
+def watch_program(program: str, notice_fd: int | None) -> None:
+    """Report (one byte on ``notice_fd``) the moment the program at ``program`` is compiled or
+    executed in this process: by file, or by its source (a copy, or its text inside other code).
+    An audit hook cannot be removed, and it fires before the program's first line runs."""
+    if notice_fd is None:
+        return
+    target = os.path.realpath(program)
+    with open(target, "rb") as fh:
+        source = fh.read()
+    source = source.strip()
+    text = source.decode("utf-8", "replace")
+    # Only a program of some length is looked for inside other code (a one-liner is everywhere).
+    look_inside = len(source) >= 40
+    name = os.path.basename(target)
+    fired: list[bool] = []
+
+    def same_file(filename) -> bool:
+        if not isinstance(filename, (str, bytes)):
+            return False
+        filename = os.fsdecode(filename)
+        return filename == target or (os.path.basename(filename) == name and os.path.realpath(filename) == target)
+
+    def contains_program(src) -> bool:
+        if isinstance(src, (bytes, bytearray)):
+            return src.strip() == source or (look_inside and source in src)
+        return isinstance(src, str) and (src.strip() == text or (look_inside and text in src))
+
+    def hook(event: str, args: tuple) -> None:
+        if fired or event not in ("compile", "exec"):
+            return
+        if event == "compile":
+            hit = same_file(args[1] if len(args) > 1 else None) or contains_program(args[0])
+        else:
+            hit = same_file(getattr(args[0], "co_filename", None))
+        if hit:
+            fired.append(True)
+            try:
+                os.write(notice_fd, b"P")
+            except OSError:
+                pass
+
+    sys.addaudithook(hook)
 
 
 class Worker:
@@ -146,19 +192,35 @@ class Worker:
             self.fns["program"] = fn
             return {"ok": True, "sandbox": self.sandbox_desc}
         if self.mode == "evaluator":
+            # Before anything can run the program: from here on, its being compiled or executed
+            # in this process is reported to the harness at once (the program cannot take it back).
+            watch_program(self.init["program"], self.init.get("notice_fd"))
             for key, value in (self.init.get("env") or {}).items():
                 os.environ[key] = value
             path = self.init["evaluator"]
-            from evoteam.servers.bench.openevolve import install_evaluation_result_shim
+            from evoteam.servers.bench import harness, openevolve, protocol, sandbox  # noqa: F401 - before the jail
 
-            install_evaluation_result_shim()  # evaluators may import openevolve.evaluation_result
+            openevolve.install_evaluation_result_shim()  # evaluators may import openevolve.evaluation_result
+            sb = self.init.get("sandbox")
+            if sb:
+                ident, private_tmp = sandbox.isolate(sb["scratch"], sb.get("uid"), bool(sb.get("private_tmp")),
+                                                     keep_visible=sb.get("read"))
+                self.sandbox_desc = sandbox.confine(sb["scratch"], sb.get("deny", []), sb.get("memory_mb"),
+                                                    extra_read=sb.get("read"), use_landlock=sb.get("landlock", True),
+                                                    private_tmp=private_tmp, executables=set(sb.get("executables") or ()))
+                if ident:
+                    self.sandbox_desc = ident + "+" + self.sandbox_desc
             sys.path.insert(0, os.path.dirname(path))
-            spec = importlib.util.spec_from_file_location("kit_evaluator", path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
+            try:
+                spec = importlib.util.spec_from_file_location("kit_evaluator", path)
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+            except BaseException as exc:  # noqa: BLE001 - the kit's evaluator does not load (here)
+                raise Failure("RUNTIME_ERROR", "the kit's evaluator failed to load in the bench's sandbox: "
+                              + _exc_message(exc, None)) from None
             self.fns["evaluate"] = module.evaluate
             self.evaluator_module = module
-            return {"ok": True}
+            return {"ok": True, "sandbox": self.sandbox_desc}
         raise Failure("RUNTIME_ERROR", f"unknown worker mode {self.mode}")
 
     def definition_reference(self) -> str:
@@ -546,7 +608,7 @@ def main() -> None:
 
     def reply(header: dict, arrays=None) -> None:
         viol = []
-        if worker.mode in ("candidate", "program"):
+        if worker.mode in ("candidate", "program", "evaluator"):
             from evoteam.servers.bench import sandbox
 
             viol = sandbox.violations[worker.violations_seen:]
