@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from evoteam.config import Settings
-from evoteam.servers.bench import core, sandbox
+from evoteam.servers.bench import core, jail, sandbox
 from evoteam.servers.bench.kits import state_dir
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.store import Actor
@@ -263,3 +263,106 @@ def test_run_program_inside_an_evaluator_runs_only_files_of_its_working_folder(t
     assert e.status == "PASSED" and e.score == 3.0 and e.metrics["refused"] is True, (e.status, e.message, e.metrics)
     assert not e.flagged, e.flags
     assert json.dumps(e.model_dump(mode="json")).count("secret") == 0
+
+
+READS_PARENT = '''
+# EVOLVE-BLOCK-START
+import os
+
+try:
+    # the evaluator's memory holds its targets: read a page of its heap
+    with open(f"/proc/{os.getppid()}/maps") as fh:
+        heap = next(line for line in fh if "[heap]" in line)
+    start = int(heap.split("-")[0], 16)
+    with open(f"/proc/{os.getppid()}/mem", "rb") as fh:
+        fh.seek(start)
+        READ = len(fh.read(4096)) > 0
+except (OSError, StopIteration, ValueError):
+    READ = False
+
+
+def solve(instance):
+    return 1000.0 if READ else 30.0
+# EVOLVE-BLOCK-END
+'''
+
+
+@pytest.mark.skipif(os.geteuid() == 0 and not jail.can_drop_privileges(),
+                    reason="root kept as the evaluator's identity (EVOTEAM_BENCH_NO_UID) keeps CAP_SYS_PTRACE")
+async def test_a_program_run_by_the_evaluator_cannot_read_the_evaluators_memory(kits):
+    # in a process of its own (the subprocess evaluator), the program could still look for the
+    # targets in its parent's memory; the evaluator is not dumpable, so /proc/<it>/mem is closed
+    settings, project = kits
+    e = await _evaluate(settings, "guess_subprocess", project, READS_PARENT)
+    assert e.status == "PASSED" and e.metrics["mean_error"] == pytest.approx((7 + 44 + 20) / 3), (e.status, e.metrics)
+
+
+# OpenEvolve's evaluators often run the program in a process of their own and read its results
+# back as a pickle: whatever the program leaves in that file is unpickled in the evaluator.
+PICKLE_EVALUATOR = '''
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+
+TARGETS = {1: 37.0, 2: 74.0, 3: 10.0}
+RUNNER = """
+import importlib.util, pickle, sys
+spec = importlib.util.spec_from_file_location("candidate_program", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+with open(sys.argv[2], "wb") as fh:
+    pickle.dump([float(module.solve(s)) for s in (1, 2, 3)], fh)
+"""
+
+
+def evaluate(program_path):
+    results = os.path.join(tempfile.mkdtemp(), "results.pkl")
+    subprocess.run([sys.executable, "-c", RUNNER, program_path, results], check=True, timeout=60)
+    with open(results, "rb") as fh:
+        guesses = pickle.load(fh)
+    errors = [abs(g - TARGETS[s]) for g, s in zip(guesses, (1, 2, 3))]
+    return {"combined_score": -sum(errors) / len(errors), "mean_error": sum(errors) / len(errors)}
+'''
+
+PICKLE_FORGER = '''
+# EVOLVE-BLOCK-START
+import os
+import pickle
+import sys
+
+REWRITE = (
+    "import sys\\n"
+    "f = sys._getframe()\\n"
+    "while f is not None:\\n"
+    "    if 'TARGETS' in f.f_globals:\\n"
+    "        f.f_globals['TARGETS'] = {1: 0.0, 2: 0.0, 3: 0.0}\\n"
+    "    f = f.f_back\\n"
+)
+
+
+class Forged(list):
+    def __reduce__(self):
+        return (eval, ("(exec(%r), [0.0, 0.0, 0.0])[1]" % REWRITE,))
+
+
+with open(sys.argv[2], "wb") as fh:
+    pickle.dump(Forged(), fh)
+os._exit(0)
+
+
+def solve(instance):
+    return 0.0
+# EVOLVE-BLOCK-END
+'''
+
+
+async def test_a_pickle_that_runs_code_in_the_evaluator_is_flagged(tmp_path, kits):
+    settings, project = kits
+    _kit(settings.kits_dirs[0], "guess_by_pickle", PICKLE_EVALUATOR)
+    honest = await _evaluate(settings, "guess_by_pickle", project, HONEST)
+    assert honest.status == "PASSED" and not honest.flagged, (honest.status, honest.message, honest.flags)
+    e = await _evaluate(settings, "guess_by_pickle", project, PICKLE_FORGER)
+    assert e.status == "PASSED" and e.score == 0.0, (e.status, e.score, e.message)  # it forged ...
+    assert e.flagged and any("inside its own process" in f for f in e.flags), e.flags  # ... and is caught

@@ -277,6 +277,14 @@ def set_limits(memory_mb: int | None, file_mb: int = 1024) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
 
+def undumpable() -> str:
+    """No process of another identity's and none without CAP_SYS_PTRACE — in particular not a
+    program this process starts — may read this process's memory (/proc/PID/mem), even as the
+    same user. (Dropping to a uid of its own does this too; without root it is the only guard.)"""
+    _check(_libc().prctl(4, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE, 0)")  # PR_SET_DUMPABLE
+    return "undumpable"
+
+
 def die_with_parent() -> None:
     if sys.platform.startswith("linux"):
         try:

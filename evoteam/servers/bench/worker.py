@@ -64,10 +64,18 @@ def _check_clock() -> None:
                       "functions must not be patched (this evaluation is flagged)", flagged=True)
 
 
+_CODE_MODULES = {"os", "posix", "nt", "subprocess", "sys", "importlib", "ctypes", "_ctypes", "runpy", "code",
+                 "codeop", "types", "marshal", "pickle", "_pickle", "shutil", "socket", "pty", "gc", "inspect",
+                 "operator", "functools", "io", "_io", "threading", "_thread", "signal", "multiprocessing"}
+_CODE_BUILTINS = {"exec", "eval", "compile", "__import__", "getattr", "setattr", "delattr", "open", "globals",
+                  "vars", "breakpoint", "input", "__build_class__"}
+
+
 def watch_program(program: str, notice_fd: int | None) -> None:
     """Report (one byte on ``notice_fd``) the moment the program at ``program`` is compiled or
-    executed in this process: by file, or by its source (a copy, or its text inside other code).
-    An audit hook cannot be removed, and it fires before the program's first line runs."""
+    executed in this process: by file, or by its source (a copy, or its text inside other code),
+    or code runs through a pickle being loaded (what a program in a process of its own may hand
+    back). An audit hook cannot be removed, and it fires before the program's first line runs."""
     if notice_fd is None:
         return
     target = os.path.realpath(program)
@@ -92,9 +100,15 @@ def watch_program(program: str, notice_fd: int | None) -> None:
         return isinstance(src, str) and (src.strip() == text or (look_inside and text in src))
 
     def hook(event: str, args: tuple) -> None:
-        if fired or event not in ("compile", "exec"):
+        if fired or event not in ("compile", "exec", "pickle.find_class"):
             return
-        if event == "compile":
+        if event == "pickle.find_class":
+            # Unpickling what the program wrote (OpenEvolve's runners pass results as pickles)
+            # runs the program's choice of callables here: one that runs code is the program in
+            # this process.
+            module, name = str(args[0]), str(args[1]) if len(args) > 1 else ""
+            hit = module.split(".")[0] in _CODE_MODULES or (module == "builtins" and name in _CODE_BUILTINS)
+        elif event == "compile":
             hit = same_file(args[1] if len(args) > 1 else None) or contains_program(args[0])
         else:
             hit = same_file(getattr(args[0], "co_filename", None))
@@ -210,6 +224,8 @@ class Worker:
                                                     private_tmp=private_tmp, executables=set(sb.get("executables") or ()))
                 if ident:
                     self.sandbox_desc = ident + "+" + self.sandbox_desc
+                # What it starts (the program, in a process of its own) must not read its memory.
+                self.sandbox_desc += "+" + sandbox.undumpable()
             sys.path.insert(0, os.path.dirname(path))
             try:
                 spec = importlib.util.spec_from_file_location("kit_evaluator", path)
