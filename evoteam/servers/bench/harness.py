@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from evoteam.servers.bench import protocol
+from evoteam.servers.bench.workerenv import CARRY_VAR, tuning_env
 
 OUTPUT_CAP_BYTES = 1 << 20  # what a worker may print before it is stopped
 _SIGNALS = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error", signal.SIGABRT: "abort",
@@ -46,21 +47,22 @@ class WorkerFailure(Exception):
 
 
 def _worker_env(scratch: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """A small environment: no API keys or tokens reach a worker."""
+    """A small environment: no API keys or tokens reach a worker. Its allocator and thread
+    variables are `workerenv.tuning_env()`'s defaults unless `extra` (the kit's tuning_env, the
+    same dict for every worker of an evaluation) replaces them."""
     env = {
         "PATH": os.pathsep.join(p for p in ["/usr/local/cuda/bin", "/usr/local/bin", "/usr/bin", "/bin"]),
         "HOME": str(scratch), "TMPDIR": str(scratch), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
         "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
         "TRITON_CACHE_DIR": str(scratch / ".triton"), "TORCH_EXTENSIONS_DIR": str(scratch / ".torch_ext"),
-        # A fixed allocator policy in every worker, so baseline and candidate processes allocate
-        # alike (glibc's adaptive mmap threshold otherwise depends on each process's history).
-        "MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
-        "MALLOC_TOP_PAD_": str(64 << 20),
     }
-    for key in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                "OPENBLAS_NUM_THREADS", "NVIDIA_VISIBLE_DEVICES", "EVOTEAM_BENCH_NO_LANDLOCK"):
+    for key in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "NVIDIA_VISIBLE_DEVICES",
+                "EVOTEAM_BENCH_NO_LANDLOCK"):
         if os.environ.get(key):
             env[key] = os.environ[key]
+    # A fixed allocator policy and thread counts in every worker, so baseline and candidate
+    # processes allocate alike (see workerenv.py for why, and what a kit may override).
+    env.update(tuning_env())
     env.update(extra or {})
     return env
 
@@ -516,7 +518,8 @@ class KernelSession:
     def __init__(self, *, definition: dict, framework: str, device: str, inputs_source: str | None,
                  reference_source: str, baseline: dict | None, candidate_dir: Path, candidate_file: str,
                  function: str, dps: bool | None, deny: list[str], memory_mb: int, timeouts, tolerance,
-                 timing, use_landlock: bool = True, threads: int | None = None):
+                 timing, use_landlock: bool = True, threads: int | None = None,
+                 worker_env: dict[str, str] | None = None):
         from evoteam.servers.bench.jail import can_drop_privileges, pick_uid
 
         self.tolerance = tolerance
@@ -529,9 +532,9 @@ class KernelSession:
         self.trusted_dir = Path(tempfile.mkdtemp(prefix="evoteam-trusted-"))
         self.candidate_dir = candidate_dir
         public_def = {"inputs": definition["inputs"], "outputs": definition["outputs"]}
-        env = {}
-        if threads and not self.gpu:
-            env = {k: str(threads) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+        # One environment for both workers: the same allocator policy and thread counts, or the
+        # speedup would reflect them (workerenv.py).
+        env = self.worker_env = tuning_env(threads, self.gpu, worker_env)
         common = {"framework": framework, "device": device, "definition": public_def}
         uid = None
         if can_drop_privileges():
@@ -885,7 +888,7 @@ def _decode_value(value: Any, arrays: dict[str, np.ndarray]) -> Any:
 
 
 def run_program_worker(program: Path, function: str, kwargs: dict, timeout_s: float, memory_mb: int,
-                       deny: list[str], use_landlock: bool = True) -> Any:
+                       deny: list[str], use_landlock: bool = True, worker_env: dict[str, str] | None = None) -> Any:
     from evoteam.servers.bench.jail import can_drop_privileges, pick_uid
 
     scratch = Path(tempfile.mkdtemp(prefix="evoteam-program-"))
@@ -901,7 +904,7 @@ def run_program_worker(program: Path, function: str, kwargs: dict, timeout_s: fl
                                    "sandbox": {"scratch": str(scratch), "deny": deny, "memory_mb": memory_mb,
                                                "landlock": use_landlock, "uid": uid,
                                                "private_tmp": uid is not None}},
-                       scratch, memory_mb, untrusted_code=True)
+                       scratch, memory_mb, extra_env=tuning_env(overrides=worker_env), untrusted_code=True)
         try:
             start = time.monotonic()
             w.read(min(timeout_s, 120.0), "importing the program")
@@ -915,16 +918,18 @@ def run_program_worker(program: Path, function: str, kwargs: dict, timeout_s: fl
 
 
 def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: int, deny: list[str],
-                  options: dict | None = None) -> dict:
+                  options: dict | None = None, worker_env: dict[str, str] | None = None) -> dict:
     """Run a program kit's ``evaluate(program_path)`` in a worker of its own. Returns metrics, or
     raises WorkerFailure. With ``options`` (see bench/openevolve.py ``run_evaluation``) it returns
-    the whole evaluation: metrics, artifacts, stages and any failure."""
+    the whole evaluation: metrics, artifacts, stages and any failure. ``worker_env`` (the kit's
+    overrides) applies to the evaluator and, through it, to every program it runs."""
     scratch = Path(tempfile.mkdtemp(prefix="evoteam-evaluator-"))
     try:
         env = {"EVOTEAM_BENCH_PROGRAM_TIMEOUT": str(timeout_s), "EVOTEAM_BENCH_MEMORY_MB": str(memory_mb),
-               "EVOTEAM_BENCH_DENY": os.pathsep.join(deny)}
+               "EVOTEAM_BENCH_DENY": os.pathsep.join(deny), CARRY_VAR: json.dumps(worker_env or {})}
         w = WorkerProc("kit evaluator", {"mode": "evaluator", "evaluator": str(evaluator), "program": str(program),
-                                         "env": env, "options": options}, scratch, None, extra_env=env)
+                                         "env": env, "options": options}, scratch, None,
+                       extra_env={**tuning_env(overrides=worker_env), **env})
         try:
             w.read(60.0, "loading the evaluator")
             header, _ = w.request({"cmd": "evaluate"}, timeout_s + 30.0, "evaluating the program")

@@ -452,11 +452,15 @@ def run_program(program_path: str | os.PathLike, function: str = "run", kwargs: 
     Limits default to the kit's, which the harness passes to the evaluator's process.
     """
     from evoteam.servers.bench.harness import WorkerFailure, run_program_worker
+    from evoteam.servers.bench.workerenv import carried_overrides
 
     timeout_s = timeout_s or float(os.environ.get("EVOTEAM_BENCH_PROGRAM_TIMEOUT", "120"))
     memory_mb = memory_mb or int(os.environ.get("EVOTEAM_BENCH_MEMORY_MB", "4096"))
     deny = [p for p in os.environ.get("EVOTEAM_BENCH_DENY", "").split(os.pathsep) if p]
     try:
-        return run_program_worker(Path(program_path), function, kwargs or {}, timeout_s, memory_mb, deny)
+        # The kit's worker_env reaches every program alike (the evaluator's run of the initial
+        # program and of the candidate both come through here).
+        return run_program_worker(Path(program_path), function, kwargs or {}, timeout_s, memory_mb, deny,
+                                  worker_env=carried_overrides())
     except WorkerFailure as exc:
         raise ProgramFailure(exc.status, exc.message) from None
