@@ -3,10 +3,11 @@
 A speedup is the ratio of two processes' timings, so both must allocate memory and use threads
 the same way: glibc's adaptive mmap threshold, for one, depends on each process's allocation
 history, and a candidate measured in a fresh process against a baseline in another can look
-faster or slower for that alone (rmsnorm_cpu's better example measured 3.8x in one plain process
-and 5.75x in another). Every worker of a kit therefore gets the same fixed allocator policy and
-the same thread counts, built by ``tuning_env`` in one place for the baseline/reference worker,
-the candidate worker, a program kit's evaluator and the programs it runs.
+faster or slower for that alone (rmsnorm_cpu's better example has been seen at 3.8x in plain
+processes and 5.75x otherwise). Every worker of a kit therefore gets the same fixed allocator
+policy and the same thread counts, built by ``tuning_env`` in one place for the
+baseline/reference worker, the candidate worker, a program kit's evaluator and the programs it
+runs.
 
 A kit may override these in ``kit.json`` (``worker_env``), for a kernel that wants, say, four
 OpenMP threads or a different arena count. Only the named allocator and thread variables are
