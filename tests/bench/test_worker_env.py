@@ -133,7 +133,8 @@ async def test_program_kit_override_reaches_the_evaluator_and_its_programs(tmp_p
         f"    own = {PROBE}\n"
         "    return {'score': 1.0, 'program_arena': float(seen['MALLOC_ARENA_MAX']),\n"
         "            'program_omp': float(seen['OMP_NUM_THREADS']),\n"
-        "            'evaluator_arena': float(own['MALLOC_ARENA_MAX']), 'evaluator_omp': float(own['OMP_NUM_THREADS'])}\n")
+        "            'evaluator_arena': float(own['MALLOC_ARENA_MAX']),\n"
+        "            'evaluator_omp': float(own['OMP_NUM_THREADS'])}\n")
     program = f"import os\n\n\ndef run():\n    return {PROBE}\n"
     (root / "initial_program.py").write_text(program)
     settings = Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[root.parent])
