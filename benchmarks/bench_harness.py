@@ -1,10 +1,15 @@
-"""Harness overhead and repeatability on the CPU kernel kits.
+"""Harness overhead and repeatability on the CPU kernel kits, next to a minimal honest harness.
 
 For each CPU kernel kit, evaluate the kit's known-better example five times (dev split) and print:
 - wall time per evaluation, the time spent inside timed calls (both sides, as the harness clocks
   them: resume, call, stop), and the harness overhead = wall - that time (process start, input
   generation, reference runs, correctness and per-call output checks, transfers);
-- the coefficient of variation of the geometric-mean speedup over the five repeats.
+- the coefficient of variation of the geometric-mean speedup over the five repeats;
+- the same evaluation by a minimal honest harness (MINIMAL below, ~40 lines: one spawned
+  process imports the candidate and the baseline, runs reference, candidate and baseline on the
+  same inputs and compares them once per workload, then times both sides on fresh inputs with the
+  same warm-up and call counts, interleaved, median of the calls), run in the same loop, and the
+  ratio of the two overheads: what our isolation, confinement and per-call checks cost.
 
 Targets on a 2-core machine: overhead <= 1 s per evaluation, CV <= 3 %.
 Usage: python benchmarks/bench_harness.py [--repeats 5] [--kits a,b]
@@ -14,13 +19,83 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import math
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 from evoteam.config import load_settings
 from evoteam.servers.bench.core import evaluate_candidate
-from evoteam.servers.bench.kits import discover
+from evoteam.servers.bench.kits import Kit, discover
+from evoteam.servers.bench.workerenv import tuning_env
+
+# The minimal honest harness: no sandbox, no separate trusted process, no per-call output checks,
+# no tamper checks. Inputs are made outside the clock and fresh for every call (so a cache keyed
+# on inputs never hits), both sides run in one process with the same allocator and threads.
+MINIMAL = r"""
+import importlib.util, json, statistics, sys, time
+import numpy as np
+cfg = json.loads(sys.argv[1])
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+ns = {}
+exec(cfg["reference"], ns)
+make = load(cfg["inputs"], "kit_inputs").make_inputs
+sides = {"candidate": getattr(load(cfg["candidate"], "cand"), cfg["entry"]),
+         "baseline": getattr(load(cfg["baseline"], "base"), cfg["baseline_fn"])}
+def call(fn, inputs):
+    out = fn(*[inputs[n] for n in cfg["names"]])
+    return [np.asarray(o, dtype=np.float64) for o in (out if isinstance(out, (tuple, list)) else (out,))]
+inside, speedups, seed = 0.0, [], 0
+for axes in cfg["workloads"]:
+    inputs = make(axes, seed, "cpu")
+    want = call(ns["run"], inputs)
+    for fn in sides.values():
+        if not all(np.allclose(g, w, atol=cfg["atol"], rtol=cfg["rtol"]) for g, w in zip(call(fn, inputs), want)):
+            sys.exit("wrong result")
+    times = {"candidate": [], "baseline": []}
+    for r in range(cfg["rounds"]):
+        for side in (("baseline", "candidate") if r % 2 == 0 else ("candidate", "baseline")):
+            for i in range((cfg["warmup"] if r == 0 else 0) + cfg["reps"]):
+                seed += 1
+                args = [make(axes, seed, "cpu")[n] for n in cfg["names"]]
+                t = time.perf_counter()
+                sides[side](*args)
+                dt = time.perf_counter() - t
+                if r > 0 or i >= cfg["warmup"]:
+                    times[side].append(dt)
+                    inside += dt
+    speedups.append(statistics.median(times["baseline"]) / statistics.median(times["candidate"]))
+print(json.dumps({"kernel_s": inside, "speedups": speedups}))
+"""
+
+
+def minimal_harness(kit: Kit, candidate: Path) -> tuple[float, float, float]:
+    """Evaluate `candidate` with MINIMAL in a fresh process: (wall s, s inside timed calls,
+    geomean speedup)."""
+    m = kit.manifest
+    base_file, _, base_fn = m.baseline[0].partition("::")
+    cfg = {"reference": kit.definition.reference, "inputs": str(kit.file(m.inputs)), "candidate": str(candidate),
+           "entry": m.entry, "baseline": str(kit.file(base_file)), "baseline_fn": base_fn or "run",
+           "names": list(kit.definition.inputs), "workloads": [w.axes for w in kit.dev_workloads()],
+           "atol": m.tolerance.atol, "rtol": m.tolerance.rtol, "warmup": m.timing.warmup,
+           "rounds": m.timing.rounds, "reps": m.timing.reps_per_round}
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **tuning_env(m.threads, False, m.worker_env)}
+    t = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", MINIMAL, json.dumps(cfg)], capture_output=True, text=True,
+                         env=env, check=True, timeout=600)
+    wall = time.perf_counter() - t
+    result = json.loads(out.stdout)
+    speedups = result["speedups"]
+    return wall, result["kernel_s"], math.exp(sum(math.log(x) for x in speedups) / len(speedups))
 
 
 async def main() -> None:
@@ -43,30 +118,41 @@ async def main() -> None:
         else:
             path = kit.file(kit.manifest.examples["better"])
         scores, walls, overheads, kernels = [], [], [], []
-        for _ in range(args.repeats):
+        m_walls, m_overheads, m_scores = [], [], []
+        for _ in range(args.repeats):  # ours and the minimal one in turn, so load hits both alike
             e = await evaluate_candidate(settings, kit, candidate_path=str(path))
             assert e.status == "PASSED", e.message
             scores.append(e.score)
             walls.append(e.metrics["wall_s"])
             overheads.append(e.metrics["harness_overhead_s"])
             kernels.append(e.metrics["wall_s"] - e.metrics["harness_overhead_s"])
+            wall, inside, speedup = minimal_harness(kit, path)
+            m_walls.append(wall)
+            m_overheads.append(wall - inside)
+            m_scores.append(speedup)
         mean = statistics.mean(scores)
         cv = statistics.stdev(scores) / mean * 100 if len(scores) > 1 else 0.0
+        ours, minimal = statistics.median(overheads), statistics.median(m_overheads)
         rows.append((kit.name, args.candidate, len(kit.dev_workloads()), statistics.median(walls),
-                     statistics.median(kernels), statistics.median(overheads),
-                     statistics.median(overheads) / len(kit.dev_workloads()), mean, cv))
+                     statistics.median(kernels), ours, ours / len(kit.dev_workloads()), mean, cv,
+                     statistics.median(m_walls), minimal, ours / minimal, statistics.median(m_scores)))
     header = ("kit", "candidate", "workloads", "wall s", "kernel s", "overhead s", "overhead/wl s",
-              "speedup (mean)", "speedup CV %")
+              "speedup (mean)", "speedup CV %", "minimal wall s", "minimal overhead s", "overhead ratio",
+              "minimal speedup")
     widths = [max(len(h), 22 if i == 0 else 10) for i, h in enumerate(header)]
     print(" | ".join(h.ljust(w) for h, w in zip(header, widths)))
     print("-|-".join("-" * w for w in widths))
     for r in rows:
         cells = [r[0], r[1], str(r[2]), f"{r[3]:.2f}", f"{r[4]:.2f}", f"{r[5]:.2f}", f"{r[6]:.2f}", f"{r[7]:.3f}",
-                 f"{r[8]:.2f}"]
+                 f"{r[8]:.2f}", f"{r[9]:.2f}", f"{r[10]:.2f}", f"{r[11]:.1f}x", f"{r[12]:.3f}"]
         print(" | ".join(c.ljust(w) for c, w in zip(cells, widths)))
     tmp.cleanup()
+    load = os.getloadavg()
     print(f"(median over {args.repeats} evaluations each; overhead = wall time minus time inside timed "
-          "kernel calls of candidate and baseline)")
+          "kernel calls of candidate and baseline; minimal = the ~40-line honest harness MINIMAL in this file "
+          "on the same workloads, warm-up and call counts, its speedup the median call's, ours the fastest "
+          f"call's less the call path; overhead ratio = ours / minimal. {os.cpu_count()} CPUs, load average "
+          f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f})")
 
 
 if __name__ == "__main__":

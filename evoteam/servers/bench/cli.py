@@ -78,6 +78,8 @@ def describe_cmd(ctx: click.Context, kit: str, detail: bool, as_json: bool) -> N
         console.print(f"[yellow]timing: {escape(d.timing_note)}[/yellow]")
     if d.solutions:
         console.print(f"[bold]solutions:[/bold] {escape(', '.join(d.solutions))}")
+    if d.worker_env:  # the same for the baseline's worker and the candidate's
+        console.print(f"[bold]worker env:[/bold] {escape(' '.join(f'{k}={v}' for k, v in d.worker_env.items()))}")
     if d.tolerance:
         console.print(f"[bold]tolerance:[/bold] atol={d.tolerance.atol:g} rtol={d.tolerance.rtol:g} "
                       f"matched ratio={d.tolerance.required_matched_ratio:g}")

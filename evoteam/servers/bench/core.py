@@ -32,6 +32,7 @@ from evoteam.servers.bench.models import (
     WorkloadInfo,
     WorkloadOutcome,
 )
+from evoteam.servers.bench.workerenv import tuning_env
 from evoteam.errors import DomainError
 from evoteam.servers.knowledge.models import (
     CandidateCreate,
@@ -91,7 +92,10 @@ def describe_kit(settings: Settings, name: str, detail: bool = False) -> KitDeta
     start = kit.starting_point()
     out = KitDetail(name=kit.name, kind=m.kind, device=m.device, framework=m.framework, goal=m.goal,
                     direction=m.direction, x0=m.x0, best_known=m.best_known, available=ok,
-                    unavailable_reason=reason, starting_point=str(start) if start else None)
+                    unavailable_reason=reason, starting_point=str(start) if start else None,
+                    # What the harness will pass to every worker (threads apply to CPU kernel kits).
+                    worker_env=tuning_env(m.threads if m.kind == "kernel" else None, m.device == "cuda",
+                                          m.worker_env))
     if m.kind == "kernel":
         _, label = kit.baseline_solution()
         out.entry = m.entry
@@ -252,7 +256,8 @@ async def _run_kernel(settings: Settings, kit: Kit, cand: PreparedCandidate, spl
                 inputs_source=kit.inputs_source(), reference_source=kit.definition.reference, baseline=baseline,
                 candidate_dir=cand.folder, candidate_file=cand.file, function=cand.function, dps=cand.dps,
                 deny=_deny_roots(settings, kit), memory_mb=m.memory_limit_mb, timeouts=m.timeouts,
-                tolerance=m.tolerance, timing=m.timing, use_landlock=use_landlock, threads=m.threads))
+                tolerance=m.tolerance, timing=m.timing, use_landlock=use_landlock, threads=m.threads,
+                worker_env=m.worker_env))
             try:
                 await asyncio.to_thread(session.start)
             except RuntimeError as exc:
@@ -395,7 +400,7 @@ async def _run_program(settings: Settings, kit: Kit, cand: PreparedCandidate, sp
             result = await asyncio.to_thread(harness.run_evaluator, kit.file(m.evaluator), program,
                                              m.timeouts.program_s * min(stages, 3), m.memory_limit_mb,
                                              _deny_roots(settings, kit), options, kit.root,
-                                             [str(state_dir(settings))])
+                                             [str(state_dir(settings))], m.worker_env)
             failure = result.get("failure")
         except WorkerFailure as exc:
             failure, flagged = {"status": exc.status, "message": exc.message}, exc.flagged

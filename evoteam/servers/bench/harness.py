@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from evoteam.servers.bench import protocol
+from evoteam.servers.bench.workerenv import tuning_env
 
 OUTPUT_CAP_BYTES = 1 << 20  # what a worker may print before it is stopped
 _SIGNALS = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error", signal.SIGABRT: "abort",
@@ -47,21 +48,22 @@ class WorkerFailure(Exception):
 
 
 def _worker_env(scratch: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """A small environment: no API keys or tokens reach a worker."""
+    """A small environment: no API keys or tokens reach a worker. Its allocator and thread
+    variables are `workerenv.tuning_env()`'s defaults unless `extra` (the kit's tuning_env, the
+    same dict for every worker of an evaluation) replaces them."""
     env = {
         "PATH": os.pathsep.join(p for p in ["/usr/local/cuda/bin", "/usr/local/bin", "/usr/bin", "/bin"]),
         "HOME": str(scratch), "TMPDIR": str(scratch), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
         "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
         "TRITON_CACHE_DIR": str(scratch / ".triton"), "TORCH_EXTENSIONS_DIR": str(scratch / ".torch_ext"),
-        # A fixed allocator policy in every worker, so baseline and candidate processes allocate
-        # alike (glibc's adaptive mmap threshold otherwise depends on each process's history).
-        "MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
-        "MALLOC_TOP_PAD_": str(64 << 20),
     }
-    for key in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                "OPENBLAS_NUM_THREADS", "NVIDIA_VISIBLE_DEVICES", "EVOTEAM_BENCH_NO_LANDLOCK"):
+    for key in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "NVIDIA_VISIBLE_DEVICES",
+                "EVOTEAM_BENCH_NO_LANDLOCK"):
         if os.environ.get(key):
             env[key] = os.environ[key]
+    # A fixed allocator policy and thread counts in every worker, so baseline and candidate
+    # processes allocate alike (see workerenv.py for why, and what a kit may override).
+    env.update(tuning_env())
     env.update(extra or {})
     return env
 
@@ -518,7 +520,8 @@ class KernelSession:
     def __init__(self, *, definition: dict, framework: str, device: str, inputs_source: str | None,
                  reference_source: str, baseline: dict | None, candidate_dir: Path, candidate_file: str,
                  function: str, dps: bool | None, deny: list[str], memory_mb: int, timeouts, tolerance,
-                 timing, use_landlock: bool = True, threads: int | None = None):
+                 timing, use_landlock: bool = True, threads: int | None = None,
+                 worker_env: dict[str, str] | None = None):
         from evoteam.servers.bench.jail import can_drop_privileges, pick_uid
 
         self.tolerance = tolerance
@@ -531,9 +534,9 @@ class KernelSession:
         self.trusted_dir = Path(tempfile.mkdtemp(prefix="evoteam-trusted-"))
         self.candidate_dir = candidate_dir
         public_def = {"inputs": definition["inputs"], "outputs": definition["outputs"]}
-        env = {}
-        if threads and not self.gpu:
-            env = {k: str(threads) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+        # One environment for both workers: the same allocator policy and thread counts, or the
+        # speedup would reflect them (workerenv.py).
+        env = self.worker_env = tuning_env(threads, self.gpu, worker_env)
         common = {"framework": framework, "device": device, "definition": public_def}
         uid = None
         if can_drop_privileges():
@@ -888,13 +891,14 @@ def decode_value(value: Any, arrays: dict[str, np.ndarray]) -> Any:
 
 
 def run_program_worker(program: Path, function: str, kwargs: dict, timeout_s: float, memory_mb: int,
-                       deny: list[str], use_landlock: bool = True) -> Any:
-    header, arrays = _program_call(program, function, kwargs, timeout_s, memory_mb, deny, use_landlock)
+                       deny: list[str], use_landlock: bool = True, worker_env: dict[str, str] | None = None) -> Any:
+    header, arrays = _program_call(program, function, kwargs, timeout_s, memory_mb, deny, use_landlock, worker_env)
     return decode_value(header.get("result"), arrays)
 
 
 def _program_call(program: Path, function: str, kwargs: dict, timeout_s: float, memory_mb: int,
-                  deny: list[str], use_landlock: bool = True) -> tuple[dict, dict]:
+                  deny: list[str], use_landlock: bool = True,
+                  worker_env: dict[str, str] | None = None) -> tuple[dict, dict]:
     """Run ``function(**kwargs)`` of a program in a confined worker; the worker's reply, encoded."""
     from evoteam.servers.bench.jail import can_drop_privileges, pick_uid
 
@@ -911,7 +915,7 @@ def _program_call(program: Path, function: str, kwargs: dict, timeout_s: float, 
                                    "sandbox": {"scratch": str(scratch), "deny": deny, "memory_mb": memory_mb,
                                                "landlock": use_landlock, "uid": uid,
                                                "private_tmp": uid is not None}},
-                       scratch, memory_mb, untrusted_code=True)
+                       scratch, memory_mb, extra_env=tuning_env(overrides=worker_env), untrusted_code=True)
         try:
             start = time.monotonic()
             w.read(min(timeout_s, 120.0), "importing the program")
@@ -932,7 +936,7 @@ EVALUATOR_EXECUTABLES = {"python", "python3", os.path.basename(sys.executable),
 
 def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: int, deny: list[str],
                   options: dict | None = None, kit_root: Path | None = None,
-                  evaluator_deny: list[str] | None = None) -> dict:
+                  evaluator_deny: list[str] | None = None, worker_env: dict[str, str] | None = None) -> dict:
     """Run a program kit's ``evaluate(program_path)`` in a worker of its own. Returns metrics, or
     raises WorkerFailure. With ``options`` (see bench/openevolve.py ``run_evaluation``) it returns
     the whole evaluation: metrics, artifacts, stages, any failure, the worker's sandbox, and
@@ -943,7 +947,8 @@ def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: i
     folder, its working folder and the Python installation readable; only the working folder
     writable), seccomp, the audit hook (``evaluator_deny``: evoteam's state folder), a cgroup that
     is killed whole at the end. The program is copied into its working folder. ``run_program``
-    called inside it is served here, by a program worker the harness starts (``deny``)."""
+    called inside it is served here, by a program worker the harness starts (``deny``).
+    ``worker_env`` (the kit's overrides) applies to the evaluator and to every program it runs."""
     from evoteam.servers.bench.jail import can_drop_privileges, pick_uid
     from evoteam.servers.bench.sandbox import SERVICE_VAR
 
@@ -971,12 +976,13 @@ def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: i
             "sandbox": {"scratch": str(scratch), "deny": list(evaluator_deny or []), "read": read,
                         "memory_mb": None, "landlock": True, "uid": uid, "private_tmp": uid is not None,
                         "executables": sorted(EVALUATOR_EXECUTABLES)},
-        }, scratch, None, extra_env=env, untrusted_code=True, extra_fds=(request_w, reply_r, notice_w))
+        }, scratch, None, extra_env={**tuning_env(overrides=worker_env), **env}, untrusted_code=True,
+           extra_fds=(request_w, reply_r, notice_w))
         for fd in (request_w, reply_r, notice_w):  # the worker's ends
             os.close(fd)
             fds.remove(fd)
         serving = threading.Thread(target=_serve_program_requests, daemon=True,
-                                   args=(request_r, reply_w, scratch, deny, timeout_s, memory_mb))
+                                   args=(request_r, reply_w, scratch, deny, timeout_s, memory_mb, worker_env))
         serving.start()
         try:
             header, _ = w.read(60.0, "loading the evaluator")
@@ -1004,7 +1010,7 @@ def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: i
 
 
 def _serve_program_requests(request_fd: int, reply_fd: int, scratch: Path, deny: list[str], timeout_s: float,
-                            memory_mb: int) -> None:
+                            memory_mb: int, worker_env: dict[str, str] | None = None) -> None:
     """Answer an evaluator's ``run_program`` calls (sandbox.py) until it closes its end."""
     reader = protocol.FrameReader(request_fd, max_bytes=64 << 20)
     root = os.path.realpath(scratch)
@@ -1022,7 +1028,8 @@ def _serve_program_requests(request_fd: int, reply_fd: int, scratch: Path, deny:
             kwargs = msg.get("kwargs") if isinstance(msg.get("kwargs"), dict) else {}
             reply = _program_call(Path(path), str(msg.get("function") or "run"), kwargs,
                                   min(float(msg.get("timeout_s") or timeout_s), timeout_s),
-                                  min(int(msg.get("memory_mb") or memory_mb), memory_mb), deny)
+                                  min(int(msg.get("memory_mb") or memory_mb), memory_mb), deny,
+                                  worker_env=worker_env)
         except WorkerFailure as exc:
             reply = ({"ok": False, "status": exc.status, "message": exc.message}, None)
         except (TypeError, ValueError) as exc:

@@ -330,6 +330,11 @@ def find_kit(settings: Settings, name_or_path: str) -> Kit:
         return kits[name_or_path]
     if "/" in name_or_path and Path(name_or_path.rstrip("/")).name in kits:
         return kits[Path(name_or_path.rstrip("/")).name]  # `task_kits/<kit>` from another folder
+    if "/" not in name_or_path and name_or_path not in (".", ".."):
+        # A folder of that name whose manifest is refused is left out of the list: say why.
+        for base in kit_dirs(settings):
+            if (base / name_or_path / "kit.json").is_file():
+                Kit.load(base / name_or_path)
     names = ", ".join(sorted(kits)) or "none"
     raise DomainError(f"no kit named {name_or_path!r}; available kits: {names} (list_kits shows them; a kit "
                       "folder's path also works)")

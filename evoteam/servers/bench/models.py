@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from evoteam.servers.bench.openevolve import ProgramHeldout
+from evoteam.servers.bench.workerenv import check_worker_env
 from evoteam.servers.knowledge.models import CandidateStatus, Direction, WorkloadResult
 
 Split = Literal["dev", "heldout", "all"]
@@ -190,6 +191,9 @@ class KitManifest(BaseModel):
     memory_limit_mb: int = Field(default=4096, ge=64)
     threads: int | None = Field(default=1, ge=1, description="BLAS/OpenMP threads in every worker of a CPU "
                                 "kit (same for candidate and baseline); null leaves the library default")
+    worker_env: dict[str, str] = Field(default_factory=dict, description="allocator and thread variables "
+                                       "(MALLOC_ARENA_MAX, OMP_NUM_THREADS, ...) for every worker of the kit, "
+                                       "baseline and candidate alike; they override the defaults and `threads`")
     max_plausible_speedup: float = Field(default=50.0, gt=1.0)
     timing_note: str | None = Field(default=None, description="why timings on this machine are not "
                                     "representative (e.g. a GPU reference running on the CPU)")
@@ -212,6 +216,12 @@ class KitManifest(BaseModel):
     source: Literal["kit.json", "openevolve"] = "kit.json"
     # examples shipped with the kit (for docs and tests)
     examples: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("worker_env", mode="before")
+    @classmethod
+    def _tuning_only(cls, value: object) -> dict[str, str]:
+        # Only allocator and thread variables: this environment reaches the trusted worker too.
+        return check_worker_env(value)
 
     @field_validator("x0", "best_known")
     @classmethod
@@ -266,6 +276,8 @@ class KitDetail(BaseModel):
     solutions: list[str] = Field(default_factory=list, description="named FlashInfer-Bench solutions of a "
                                  "trace-set kit; pass one's name as the candidate to run it")
     timing_note: str | None = None
+    worker_env: dict[str, str] = Field(default_factory=dict, description="the allocator and thread variables "
+                                       "every worker of an evaluation gets, baseline and candidate alike")
     reference: str | None = Field(default=None, description="the reference implementation (detail=true)")
     definition: dict[str, Any] | None = Field(default=None, description="the definition JSON (detail=true)")
 
