@@ -234,9 +234,10 @@ async def test_no_process_the_program_starts_outlives_the_evaluation(kits):
     assert not alive, alive
 
 
-def test_run_program_inside_an_evaluator_runs_only_files_of_its_working_folder(tmp_path, monkeypatch):
-    # the harness serves run_program for a confined evaluator: anything outside its working
-    # folder (here evoteam's state, as if it were a program) is refused, never read or run
+def test_run_program_inside_an_evaluator_runs_only_what_the_evaluator_may_read(tmp_path, monkeypatch):
+    # the harness runs, for a confined evaluator, the source the evaluator read itself: asking
+    # for evoteam's state (as if it were a program) is refused by the evaluator's own sandbox,
+    # the evaluation is flagged, and nothing of the file comes back
     settings_dir = tmp_path / "state"
     settings_dir.mkdir()
     (settings_dir / "heldout.key").write_text("print('secret')\n")
@@ -247,22 +248,32 @@ def test_run_program_inside_an_evaluator_runs_only_files_of_its_working_folder(t
 
 
         def evaluate(program_path):
+            score = float(run_program(program_path, "run"))
             try:
                 run_program({str(settings_dir / "heldout.key")!r}, "run")
             except ProgramFailure as exc:
-                refused = "working folder" in exc.message
-            else:
-                refused = False
-            return {{"combined_score": float(run_program(program_path, "run")), "refused": refused}}
+                return {{"combined_score": score, "refused": "cannot read" in exc.message}}
+            return {{"combined_score": score, "refused": False}}
     '''))
     (kit / "initial_program.py").write_text("def run():\n    return 3.0\n")
     (kit / "config.yaml").write_text("evoteam:\n  name: asks_for_a_file\n  objective: combined_score\n")
     monkeypatch.chdir(tmp_path)
     settings = Settings(db=settings_dir / "kb.db", kits_dirs=[tmp_path / "kits"])
+    honest = asyncio.run(core.evaluate_candidate(settings, "asks_for_a_file",
+                                                 candidate_path=str(kit / "initial_program.py")))
+    # refused below Python (Landlock: the evaluator reads nothing of evoteam's store folder) or by
+    # the audit hook (the bench's state: then the evaluation fails, flagged)
+    assert (honest.status == "PASSED" and honest.metrics.get("refused") is True) or \
+        (honest.status == "RUNTIME_ERROR" and honest.flagged and "sandbox" in honest.message), \
+        (honest.status, honest.message, honest.metrics)
+    assert "secret" not in json.dumps(honest.model_dump(mode="json"))
+    # the same evaluator without the look at evoteam's state: the program runs and scores
+    (kit / "evaluator.py").write_text(
+        "from evoteam.servers.bench.sandbox import run_program\n\n\n"
+        "def evaluate(program_path):\n    return {'combined_score': float(run_program(program_path, 'run'))}\n")
+    settings = Settings(db=tmp_path / "state2" / "kb.db", kits_dirs=[tmp_path / "kits"])
     e = asyncio.run(core.evaluate_candidate(settings, "asks_for_a_file", candidate_path=str(kit / "initial_program.py")))
-    assert e.status == "PASSED" and e.score == 3.0 and e.metrics["refused"] is True, (e.status, e.message, e.metrics)
-    assert not e.flagged, e.flags
-    assert json.dumps(e.model_dump(mode="json")).count("secret") == 0
+    assert e.status == "PASSED" and e.score == 3.0 and not e.flagged, (e.status, e.message, e.flags)
 
 
 READS_PARENT = '''

@@ -159,6 +159,12 @@ def prepare_candidate(kit: Kit, candidate_path: str | None, code: str | None,
         raise
 
 
+def _store_files(settings: Settings) -> list[str]:
+    """What a kit's evaluator must never open: the bench's state (held-out secret) and the store."""
+    db = Path(settings.db).expanduser().resolve()
+    return [str(state_dir(settings)), str(db), f"{db}-wal", f"{db}-shm", f"{db}-journal"]
+
+
 def _deny_roots(settings: Settings, kit: Kit) -> list[str]:
     roots = {str(kit.root), str(state_dir(settings))}
     for d in kit_dirs(settings):
@@ -400,7 +406,7 @@ async def _run_program(settings: Settings, kit: Kit, cand: PreparedCandidate, sp
             result = await asyncio.to_thread(harness.run_evaluator, kit.file(m.evaluator), program,
                                              m.timeouts.program_s * min(stages, 3), m.memory_limit_mb,
                                              _deny_roots(settings, kit), options, kit.root,
-                                             [str(state_dir(settings))], m.worker_env)
+                                             _store_files(settings), m.worker_env)
             failure = result.get("failure")
         except WorkerFailure as exc:
             failure, flagged = {"status": exc.status, "message": exc.message}, exc.flagged

@@ -892,19 +892,21 @@ def decode_value(value: Any, arrays: dict[str, np.ndarray]) -> Any:
 
 def run_program_worker(program: Path, function: str, kwargs: dict, timeout_s: float, memory_mb: int,
                        deny: list[str], use_landlock: bool = True, worker_env: dict[str, str] | None = None) -> Any:
-    header, arrays = _program_call(program, function, kwargs, timeout_s, memory_mb, deny, use_landlock, worker_env)
+    header, arrays = _program_call(program.read_bytes(), function, kwargs, timeout_s, memory_mb, deny, use_landlock,
+                                   worker_env)
     return decode_value(header.get("result"), arrays)
 
 
-def _program_call(program: Path, function: str, kwargs: dict, timeout_s: float, memory_mb: int,
+def _program_call(source: bytes, function: str, kwargs: dict, timeout_s: float, memory_mb: int,
                   deny: list[str], use_landlock: bool = True,
                   worker_env: dict[str, str] | None = None) -> tuple[dict, dict]:
-    """Run ``function(**kwargs)`` of a program in a confined worker; the worker's reply, encoded."""
+    """Run ``function(**kwargs)`` of a program (its source) in a confined worker; the worker's
+    reply, encoded."""
     from evoteam.servers.bench.jail import can_drop_privileges, pick_uid
 
     scratch = Path(tempfile.mkdtemp(prefix="evoteam-program-"))
     try:
-        shutil.copyfile(program, scratch / "program.py")
+        (scratch / "program.py").write_bytes(source)
         uid = pick_uid() if can_drop_privileges() else None
         if uid is not None:
             for path in (scratch, scratch / "program.py"):
@@ -953,26 +955,30 @@ def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: i
     from evoteam.servers.bench.sandbox import SERVICE_VAR
 
     scratch = Path(tempfile.mkdtemp(prefix="evoteam-evaluator-"))
+    # The program's folder is read-only to the evaluator and what it starts (no file can be
+    # added beside the program, e.g. a package that a later import by name would prefer).
+    work = Path(tempfile.mkdtemp(prefix="evoteam-evaluated-"))
     fds: list[int] = []
     serving: threading.Thread | None = None
     try:
-        work = scratch / "program"
-        shutil.copytree(program.parent, work, symlinks=False)
+        shutil.copytree(program.parent, work, symlinks=False, dirs_exist_ok=True)
+        for folder, dirs, files in os.walk(work):
+            os.chmod(folder, 0o555)
+            for name in files:
+                os.chmod(os.path.join(folder, name), 0o444)
         uid = pick_uid() if can_drop_privileges() else None
         if uid is not None:
-            for folder, dirs, files in os.walk(scratch):
-                for name in [folder, *(os.path.join(folder, x) for x in dirs + files)]:
-                    os.chown(name, uid, uid)
+            os.chown(scratch, uid, uid)
         request_r, request_w = os.pipe()
         reply_r, reply_w = os.pipe()
         notice_r, notice_w = os.pipe()
         fds += [request_r, request_w, reply_r, reply_w, notice_r, notice_w]
         env = {"EVOTEAM_BENCH_PROGRAM_TIMEOUT": str(timeout_s), "EVOTEAM_BENCH_MEMORY_MB": str(memory_mb),
                SERVICE_VAR: f"{request_w},{reply_r}"}
-        read = [str(kit_root or evaluator.parent)]
+        read = [str(kit_root or evaluator.parent), str(work)]
         w = WorkerProc("kit evaluator", {
             "mode": "evaluator", "evaluator": str(evaluator), "program": str(work / program.name), "env": env,
-            "options": options, "notice_fd": notice_w,
+            "options": options, "notice_fd": notice_w, "watch": [str(work), str(scratch)],
             "sandbox": {"scratch": str(scratch), "deny": list(evaluator_deny or []), "read": read,
                         "memory_mb": None, "landlock": True, "uid": uid, "private_tmp": uid is not None,
                         "executables": sorted(EVALUATOR_EXECUTABLES)},
@@ -982,7 +988,7 @@ def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: i
             os.close(fd)
             fds.remove(fd)
         serving = threading.Thread(target=_serve_program_requests, daemon=True,
-                                   args=(request_r, reply_w, scratch, deny, timeout_s, memory_mb, worker_env))
+                                   args=(request_r, reply_w, deny, timeout_s, memory_mb, worker_env))
         serving.start()
         try:
             header, _ = w.read(60.0, "loading the evaluator")
@@ -1007,32 +1013,37 @@ def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: i
         if serving is not None:
             serving.join(timeout=5.0)
         shutil.rmtree(scratch, ignore_errors=True)
+        for folder, _, _ in os.walk(work):
+            with contextlib.suppress(OSError):
+                os.chmod(folder, 0o755)
+        shutil.rmtree(work, ignore_errors=True)
 
 
-def _serve_program_requests(request_fd: int, reply_fd: int, scratch: Path, deny: list[str], timeout_s: float,
+def _serve_program_requests(request_fd: int, reply_fd: int, deny: list[str], timeout_s: float,
                             memory_mb: int, worker_env: dict[str, str] | None = None) -> None:
-    """Answer an evaluator's ``run_program`` calls (sandbox.py) until it closes its end."""
+    """Answer an evaluator's ``run_program`` calls (sandbox.py) until it closes its end. The
+    evaluator sends the program's source, read under its own confinement: the harness opens no
+    path the evaluator names (a path can be swapped for a link to a secret between a check and
+    a read)."""
     reader = protocol.FrameReader(request_fd, max_bytes=64 << 20)
-    root = os.path.realpath(scratch)
     while True:
         try:
-            msg, _ = reader.read()
+            msg, arrays = reader.read()
         except (protocol.PeerClosed, protocol.ProtocolError, OSError):
             return
         reply: tuple[dict, dict | None]
         try:
-            path = os.path.realpath(str(msg.get("path") or ""))
-            if not path.startswith(root + os.sep) or not os.path.isfile(path):
-                raise WorkerFailure("RUNTIME_ERROR", "run_program runs only a file in the evaluator's working "
-                                    f"folder (the program it was given), not {str(msg.get('path'))[:200]!r}")
+            source = arrays.get("source")
+            if source is None or source.dtype != np.uint8 or source.ndim != 1:
+                raise WorkerFailure("RUNTIME_ERROR", "a malformed run_program call: no program source")
             kwargs = msg.get("kwargs") if isinstance(msg.get("kwargs"), dict) else {}
-            reply = _program_call(Path(path), str(msg.get("function") or "run"), kwargs,
+            reply = _program_call(source.tobytes(), str(msg.get("function") or "run"), kwargs,
                                   min(float(msg.get("timeout_s") or timeout_s), timeout_s),
                                   min(int(msg.get("memory_mb") or memory_mb), memory_mb), deny,
                                   worker_env=worker_env)
         except WorkerFailure as exc:
             reply = ({"ok": False, "status": exc.status, "message": exc.message}, None)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OSError) as exc:
             reply = ({"ok": False, "status": "RUNTIME_ERROR", "message": f"a malformed run_program call: {exc}"},
                      None)
         try:

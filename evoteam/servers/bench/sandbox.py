@@ -481,8 +481,8 @@ def run_program(program_path: str | os.PathLike, function: str = "run", kwargs: 
 
 # A kit's evaluator runs confined itself, so it cannot start and jail a program worker of its
 # own (namespaces, identities and cgroups are the harness's). Inside an evaluator, run_program
-# asks the harness, over two pipes the harness passed, to run the program in a worker of the
-# same kind as a candidate's; only files in the evaluator's own working folder can be run.
+# reads the program (as the evaluator, under its confinement) and asks the harness, over two
+# pipes the harness passed, to run that source in a worker of the same kind as a candidate's.
 SERVICE_VAR = "EVOTEAM_BENCH_SERVICE"
 _service_lock = threading.Lock()
 _service_reader: dict[int, Any] = {}
@@ -493,11 +493,18 @@ def _run_program_by_the_harness(program_path: str | os.PathLike, function: str, 
     from evoteam.servers.bench import protocol
     from evoteam.servers.bench.harness import decode_value
 
+    import numpy as np
+
     request_fd, reply_fd = (int(x) for x in os.environ[SERVICE_VAR].split(","))
+    try:
+        with open(program_path, "rb") as fh:  # as the evaluator: its confinement decides
+            source = fh.read(32 << 20)
+    except OSError as exc:
+        raise ProgramFailure("RUNTIME_ERROR", f"cannot read the program {os.fspath(program_path)!r}: {exc}") from None
     with _service_lock:
-        protocol.write_frame(request_fd, {"cmd": "run_program", "path": os.path.realpath(os.fspath(program_path)),
-                                          "function": function, "kwargs": kwargs, "timeout_s": timeout_s,
-                                          "memory_mb": memory_mb})
+        protocol.write_frame(request_fd, {"cmd": "run_program", "function": function, "kwargs": kwargs,
+                                          "timeout_s": timeout_s, "memory_mb": memory_mb},
+                             {"source": np.frombuffer(source, dtype=np.uint8)})
         reader = _service_reader.setdefault(reply_fd, protocol.FrameReader(reply_fd))
         header, arrays = reader.read()
     if header.get("ok") is not True:

@@ -64,18 +64,33 @@ def _check_clock() -> None:
                       "functions must not be patched (this evaluation is flagged)", flagged=True)
 
 
-_CODE_MODULES = {"os", "posix", "nt", "subprocess", "sys", "importlib", "ctypes", "_ctypes", "runpy", "code",
-                 "codeop", "types", "marshal", "pickle", "_pickle", "shutil", "socket", "pty", "gc", "inspect",
-                 "operator", "functools", "io", "_io", "threading", "_thread", "signal", "multiprocessing"}
-_CODE_BUILTINS = {"exec", "eval", "compile", "__import__", "getattr", "setattr", "delattr", "open", "globals",
-                  "vars", "breakpoint", "input", "__build_class__"}
+# What a pickle loaded in the evaluator may name: data types only (numpy arrays and scalars,
+# builtin containers, a few stdlib value types). Any other global (a function, a class with a
+# __reduce__ of its own, a dotted name resolved by getattr) could run code of the program's choice.
+_PICKLE_DATA = {
+    "builtins": {"list", "dict", "set", "frozenset", "tuple", "bytearray", "bytes", "str", "int", "float",
+                 "complex", "bool", "slice", "range", "object"},
+    "copyreg": {"_reconstructor"},
+    "_codecs": {"encode"},
+    "collections": {"OrderedDict", "deque", "Counter"},
+    "datetime": {"datetime", "date", "time", "timedelta", "timezone"},
+    "decimal": {"Decimal"},
+    "fractions": {"Fraction"},
+    "numpy": {"ndarray", "dtype"},
+    "numpy.core.multiarray": {"_reconstruct", "scalar"},
+    "numpy._core.multiarray": {"_reconstruct", "scalar"},
+    "numpy.core.numeric": {"_frombuffer"},
+    "numpy._core.numeric": {"_frombuffer"},
+}
 
 
-def watch_program(program: str, notice_fd: int | None) -> None:
+def watch_program(program: str, notice_fd: int | None, folders: list[str] | None = None) -> None:
     """Report (one byte on ``notice_fd``) the moment the program at ``program`` is compiled or
     executed in this process: by file, or by its source (a copy, or its text inside other code),
-    or code runs through a pickle being loaded (what a program in a process of its own may hand
-    back). An audit hook cannot be removed, and it fires before the program's first line runs."""
+    or any code file from ``folders`` (the program's folder and the evaluator's working folder:
+    whatever the program could have written there), or a pickle loaded here names anything but
+    data types (what a program in a process of its own may hand back). An audit hook cannot be
+    removed, and it fires before the program's first line runs."""
     if notice_fd is None:
         return
     target = os.path.realpath(program)
@@ -88,11 +103,16 @@ def watch_program(program: str, notice_fd: int | None) -> None:
     name = os.path.basename(target)
     fired: list[bool] = []
 
+    watched = [os.path.realpath(f).rstrip("/") + "/" for f in folders or []]
+
     def same_file(filename) -> bool:
         if not isinstance(filename, (str, bytes)):
             return False
         filename = os.fsdecode(filename)
-        return filename == target or (os.path.basename(filename) == name and os.path.realpath(filename) == target)
+        if filename == target or (os.path.basename(filename) == name and os.path.realpath(filename) == target):
+            return True
+        # only real paths: "<string>", "<frozen ...>" and the like name no file
+        return os.path.isabs(filename) and any(os.path.realpath(filename).startswith(f) for f in watched)
 
     def contains_program(src) -> bool:
         if isinstance(src, (bytes, bytearray)):
@@ -106,8 +126,8 @@ def watch_program(program: str, notice_fd: int | None) -> None:
             # Unpickling what the program wrote (OpenEvolve's runners pass results as pickles)
             # runs the program's choice of callables here: one that runs code is the program in
             # this process.
-            module, name = str(args[0]), str(args[1]) if len(args) > 1 else ""
-            hit = module.split(".")[0] in _CODE_MODULES or (module == "builtins" and name in _CODE_BUILTINS)
+            module, qualname = str(args[0]), str(args[1]) if len(args) > 1 else ""
+            hit = qualname not in _PICKLE_DATA.get(module, ())
         elif event == "compile":
             hit = same_file(args[1] if len(args) > 1 else None) or contains_program(args[0])
         else:
@@ -208,7 +228,7 @@ class Worker:
         if self.mode == "evaluator":
             # Before anything can run the program: from here on, its being compiled or executed
             # in this process is reported to the harness at once (the program cannot take it back).
-            watch_program(self.init["program"], self.init.get("notice_fd"))
+            watch_program(self.init["program"], self.init.get("notice_fd"), self.init.get("watch"))
             for key, value in (self.init.get("env") or {}).items():
                 os.environ[key] = value
             path = self.init["evaluator"]
