@@ -85,6 +85,7 @@ def test_tls_is_served_with_a_certificate(tmp_path: Path):
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
                     "/CN=localhost", "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
     proc, port = _serve(tmp_path, "--tls-cert", str(cert), "--tls-key", str(key))
+    token = make_token(tmp_path / "kb.db", "alice", None)
     try:
         assert "https://" in proc.stderr.readline()
         deadline = time.monotonic() + 20
@@ -99,5 +100,9 @@ def test_tls_is_served_with_a_certificate(tmp_path: Path):
         assert response.status_code == 401  # TLS answered; the token check is behind it
         with pytest.raises(httpx.HTTPError):
             httpx.post(f"http://127.0.0.1:{port}/mcp", json=INIT, timeout=3)  # no plain HTTP on a TLS port
+        # the live pages' session cookie is Secure: a browser never sends it over plain HTTP
+        login = httpx.post(f"https://127.0.0.1:{port}/login", data={"token": token}, verify=False)  # noqa: S501
+        assert login.status_code == 303, login.text[:300]
+        assert "secure" in [part.strip().lower() for part in login.headers["set-cookie"].split(";")]
     finally:
         _stop(proc)

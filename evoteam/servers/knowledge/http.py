@@ -53,9 +53,11 @@ def security_settings(host: str, port: int, allowed_hosts: list[str],
                                      allowed_origins=origins)
 
 
-def live_pages(store: LocalKnowledgeStore, verifier: StoreTokenVerifier, default_project: str) -> list:
+def live_pages(store: LocalKnowledgeStore, verifier: StoreTokenVerifier, default_project: str,
+               secure_cookie: bool = False) -> list:
     """`/runs` and `/runs/{id}` (the live run reports) behind the same tokens; the app-wide exact
-    Host/Origin check covers them like every other route."""
+    Host/Origin check covers them like every other route. Served over TLS, the session cookie is
+    marked Secure (never sent over plain HTTP)."""
     from evoteam.report.live import dashboard_routes
 
     async def verify(token: str) -> Actor | None:
@@ -66,12 +68,14 @@ def live_pages(store: LocalKnowledgeStore, verifier: StoreTokenVerifier, default
         return Actor(user=access.client_id, project=project, client="browser",
                      default_project=project or default_project)
 
-    return dashboard_routes(store, verify)
+    return dashboard_routes(store, verify, secure_cookie=secure_cookie)
 
 
 def build_http_app(settings: Settings, store: LocalKnowledgeStore, *, host: str = "127.0.0.1", port: int = 8765,
-                   allowed_hosts: list[str] | None = None, allowed_origins: list[str] | None = None) -> Starlette:
-    """The ASGI app: both endpoints behind the same bearer-token check."""
+                   allowed_hosts: list[str] | None = None, allowed_origins: list[str] | None = None,
+                   tls: bool = False) -> Starlette:
+    """The ASGI app: both endpoints behind the same bearer-token check (``tls``: it is served
+    over TLS, so its cookies are Secure)."""
     verifier = StoreTokenVerifier(store.db)
     default = Actor(user="anonymous", client="http", default_project=settings.project)
     resolve = token_actor(default)
@@ -94,7 +98,7 @@ def build_http_app(settings: Settings, store: LocalKnowledgeStore, *, host: str 
 
     exact = Middleware(ExactHostOrigin, hosts=security.allowed_hosts, origins=security.allowed_origins)
     return Starlette(routes=[*agent_app.routes, *protocol_app.routes,
-                             *live_pages(store, verifier, settings.project)],
+                             *live_pages(store, verifier, settings.project, secure_cookie=tls)],
                      middleware=[exact, *agent_app.user_middleware,
                                  Middleware(AnswerUnreadableHTTP, max_body=settings.max_request_bytes)],
                      lifespan=lifespan)
@@ -119,10 +123,10 @@ async def serve_http_async(settings: Settings, host: str, port: int, allowed_hos
             raise click.ClickException(
                 f"refusing to serve HTTP {where} without tokens: make one with "
                 f"`evoteam token add USER [--project P]`, then start the server again")
-        app = build_http_app(settings, store, host=host, port=port, allowed_hosts=allowed_hosts,
-                             allowed_origins=allowed_origins)
         if bool(tls_cert) != bool(tls_key):
             raise click.ClickException("TLS needs both --tls-cert and --tls-key")
+        app = build_http_app(settings, store, host=host, port=port, allowed_hosts=allowed_hosts,
+                             allowed_origins=allowed_origins, tls=bool(tls_cert))
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
                                 ssl_certfile=tls_cert, ssl_keyfile=tls_key)
         server = uvicorn.Server(config)
