@@ -245,6 +245,10 @@ def test_cli_runs_by_name_and_exports_fib_traces(tmp_path):
     assert (out / "blob/workloads/segment_sum/segment_sum_d8/segment_sum_d8_w3.safetensors").is_file()
     solution = json.loads((out / "solutions/alice/segment_sum" / DEF / "segsum_returning.json").read_text())
     assert solution["spec"]["destination_passing_style"] is False and solution["definition"] == DEF
+    # exporting again into the same folder adds nothing: one trace per solution and workload
+    again = _cli(tmp_path, "export-traces", run_id, "-o", str(out), "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["traces"] == 0, again.stdout
+    assert len((out / "traces" / "alice" / "segment_sum" / f"{DEF}.jsonl").read_text().splitlines()) == 4
     _validate_with_fib(out)
 
 

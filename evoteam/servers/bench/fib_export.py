@@ -135,10 +135,33 @@ async def export_traces(settings: Settings, store: KnowledgeStore, ident: str, f
             trace = {"definition": d.name, "workload": workloads[w.workload].model_dump(mode="json", exclude_none=True),
                      "solution": sol.name, "evaluation": _evaluation(w, env, timestamp)}
             lines.append(json.dumps(trace))
+        path = folder / "traces" / author / op_type / f"{d.name}.jsonl"
+        # Exporting again (or another run into the same folder) adds only what is not there:
+        # one trace per solution and workload.
+        have = _exported(path)
+        lines = [line for line in lines if _trace_key(json.loads(line)) not in have]
         if lines:
-            path = folder / "traces" / author / op_type / f"{d.name}.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "a") as fh:
                 fh.write("\n".join(lines) + "\n")
             result.traces += len(lines)
     return result
+
+
+def _trace_key(trace: dict) -> tuple[str, str]:
+    return str(trace.get("solution")), str((trace.get("workload") or {}).get("uuid"))
+
+
+def _exported(path: Path) -> set[tuple[str, str]]:
+    """The (solution, workload) pairs a trace file already holds."""
+    keys: set[tuple[str, str]] = set()
+    if not path.is_file():
+        return keys
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            trace = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(trace, dict):
+            keys.add(_trace_key(trace))
+    return keys
