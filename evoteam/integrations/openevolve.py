@@ -340,6 +340,7 @@ class EvoDuetLLM:
                     try:
                         result = await evaluate_candidate(
                             settings, kit, code=child, store=store, run_id=opts.run_id,
+                            documents_used=[d[0] for d in docs], credit_documents=False,
                             notes=f"OpenEvolve iteration, candidate {k + 1}/{n} of gate {gate.gate_id} "
                                   f"({decision}; documents {', '.join(d[0] for d in docs) or 'none'})")
                     except DomainError as exc:  # e.g. an edit outside the EVOLVE-BLOCKs

@@ -124,6 +124,9 @@ async def test_openevolve_run_with_the_retrieval_adapter(tmp_path: Path):
         page = await store.list_candidates(run_id, limit=50)
         statuses = Counter(c.status for c in page.items)
         assert statuses == {"PASSED": 3, "RUNTIME_ERROR": 2}, statuses
+        # the candidates built with documents name them (the provenance of their ideas)
+        used = [set((await store.get_candidate(c.id)).documents_used) for c in page.items]
+        assert sum(1 for u in used if u) == 4 and {d[1] for d in retrieved} in used, used
         service = RetrievalService(store)
         # The documents in the prompts are the store's documents, with outcome credit.
         for _, doc_id, title in retrieved + looked_up:

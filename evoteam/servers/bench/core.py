@@ -497,9 +497,12 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
                              code: str | None = None, split: Split = "dev", store: KnowledgeStore | None = None,
                              run_id: str | None = None, parent_id: str | None = None,
                              documents_used: list[str] | None = None, notes: str = "",
-                             progress: Progress | None = None, use_landlock: bool = True) -> Evaluation:
+                             progress: Progress | None = None, use_landlock: bool = True,
+                             credit_documents: bool = True) -> Evaluation:
     """Evaluate one candidate on a kit's split and, when ``store`` is given, record it there (in
-    ``run_id``, or the kit's newest active run, or a new run for the kit)."""
+    ``run_id``, or the kit's newest active run, or a new run for the kit). The documents it was
+    built from are credited with its score unless ``credit_documents`` is false (a caller that
+    credits once for several candidates, such as the OpenEvolve adapter keeping the best of N)."""
     kit = kit if isinstance(kit, Kit) else find_kit(settings, kit)
     ok, reason = kit.availability()
     if not ok:
@@ -532,7 +535,7 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
         if note:
             result.message = f"{result.message}; {note}" if result.message else note
         result.candidate_id, result.run_id, result.recorded = saved.id, rid, True
-        if documents_used and result.score is not None:
+        if documents_used and credit_documents and result.score is not None:
             await _credit_documents(store, rid, saved.id, list(documents_used), result.score, parent_id)
     return result
 
