@@ -120,3 +120,20 @@ def test_rank_helpers():
     assert len(first) == 3 and len(second) == 3
     assert not set(first) & set(second)
     assert novel_queries(second, first, 3)[0] == second
+
+
+async def test_linking_documents_to_a_gate_names_what_is_missing(store, run):
+    from evoteam.servers.retrieval.models import GateCreate
+    from evoteam.servers.retrieval.store import IdList
+
+    rs = RetrievalStore(store)
+    doc = (await put(rs, run.id, "q", results(("https://a.org/x", "alpha")))).documents[0]
+    gate = await rs.create_gate(GateCreate(run_id=run.id, parent_candidate_id=None, parent_score=None,
+                                           requested="retrieve", decision="retrieve", reason="r",
+                                           knowledge_state=KnowledgeState(), n_candidates=1))
+    with pytest.raises(NotFound, match="no gate 'gate_missing'"):
+        await rs.link_gate_documents("gate_missing", IdList(ids=[doc.id]))
+    with pytest.raises(NotFound, match="no document 'doc_missing'"):
+        await rs.link_gate_documents(gate.id, IdList(ids=[doc.id, "doc_missing"]))
+    await rs.link_gate_documents(gate.id, IdList(ids=[doc.id]))
+    assert (await rs.latest_gate_for(run.id, IdList(ids=[doc.id]))).id == gate.id

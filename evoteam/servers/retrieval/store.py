@@ -432,6 +432,16 @@ class RetrievalStore:
     @scoped(Ref("gate_id", "retrieval_gates"), Ref("ids.ids[]", "retrieval_documents"))
     async def link_gate_documents(self, gate_id: str, ids: IdList) -> None:
         async with self.db.write() as conn:
+            async with conn.execute("SELECT 1 FROM retrieval_gates WHERE id = ?", (gate_id,)) as cur:
+                if await cur.fetchone() is None:
+                    raise NotFound(f"no gate {gate_id!r}; call gate first and pass the gate_id it returns")
+            if ids.ids:
+                marks = ", ".join("?" for _ in ids.ids)
+                async with conn.execute(f"SELECT id FROM retrieval_documents WHERE id IN ({marks})", ids.ids) as cur:
+                    missing = set(ids.ids) - {row["id"] for row in await cur.fetchall()}
+                if missing:
+                    raise NotFound(f"no document {sorted(missing)[0]!r}; ids look like doc_..., as search and "
+                                   "lookup list them")
             for rank, doc_id in enumerate(ids.ids):
                 await conn.execute("INSERT OR IGNORE INTO retrieval_gate_documents (gate_id, document_id, rank) "
                                    "VALUES (?, ?, ?)", (gate_id, doc_id, rank))
