@@ -8,81 +8,15 @@ from __future__ import annotations
 
 import platform
 import sys
-import textwrap
-from pathlib import Path
 
 import pytest
 
-from evoteam.config import Settings
-from evoteam.servers.bench import core
+from tests.bench.test_evaluator_jail import HONEST, PICKLE_EVALUATOR, _evaluate, _kit, kits  # noqa: F401,F811 - kits: a fixture
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the bench's sandbox is Linux-only")
 
-HONEST_SCORE = -(7 + 44 + 20) / 3
+HONEST_SCORE = -(7 + 44 + 20) / 3  # the kits of test_evaluator_jail.py: targets 37, 74, 10; HONEST guesses 30
 FORGED = 12345.0
-
-# An unchanged OpenEvolve-style evaluator (the circle_packing examples' run_with_timeout): the
-# program runs in `python` of its own and hands its results back as a pickle, read here.
-PICKLE_EVALUATOR = '''
-import os
-import pickle
-import subprocess
-import sys
-import tempfile
-
-TARGETS = {1: 37.0, 2: 74.0, 3: 10.0}
-RUNNER = """
-import importlib.util, pickle, sys
-spec = importlib.util.spec_from_file_location("candidate_program", sys.argv[1])
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-with open(sys.argv[2], "wb") as fh:
-    pickle.dump([float(module.solve(s)) for s in (1, 2, 3)], fh)
-"""
-
-
-def evaluate(program_path):
-    results = os.path.join(tempfile.mkdtemp(), "results.pkl")
-    subprocess.run([sys.executable, "-c", RUNNER, program_path, results], check=True, timeout=60)
-    with open(results, "rb") as fh:
-        guesses = pickle.load(fh)
-    errors = [abs(g - TARGETS[s]) for g, s in zip(guesses, (1, 2, 3))]
-    return {"combined_score": -sum(errors) / len(errors), "mean_error": sum(errors) / len(errors)}
-'''
-
-HONEST = '''
-# EVOLVE-BLOCK-START
-def solve(instance):
-    return 30.0
-# EVOLVE-BLOCK-END
-'''
-
-
-def _kit(root: Path, name: str, evaluator: str) -> Path:
-    folder = root / name
-    folder.mkdir(parents=True)
-    (folder / "evaluator.py").write_text(textwrap.dedent(evaluator))
-    (folder / "initial_program.py").write_text(HONEST)
-    (folder / "config.yaml").write_text(
-        "language: python\nevaluator:\n  timeout: 60\n  cascade_evaluation: false\n"
-        f"evoteam:\n  name: {name}\n  objective: combined_score\n  direction: maximize\n")
-    return folder
-
-
-@pytest.fixture
-def kits(tmp_path, monkeypatch):
-    root = tmp_path / "kits"
-    _kit(root, "guess_by_pickle", PICKLE_EVALUATOR)
-    project = tmp_path / "project"
-    project.mkdir()
-    monkeypatch.chdir(project)
-    return Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[root]), project
-
-
-async def _evaluate(settings: Settings, kit: str, project: Path, program: str):
-    path = project / f"{kit}_{abs(hash(program))}.py"
-    path.write_text(program)
-    return await core.evaluate_candidate(settings, kit, candidate_path=str(path))
 
 
 def _honest_or_caught(e) -> None:
@@ -93,10 +27,10 @@ def _honest_or_caught(e) -> None:
 
 # ------------------------------------------------------------------ 1. pickle: dotted global names
 #
-# watch_program's pickle.find_class check looks at the module's first component and, for
-# "builtins", at the exact name. Protocol 4's STACK_GLOBAL resolves *dotted* names with getattr,
+# watch_program's pickle.find_class check looked at the module's first component and, for
+# "builtins", at the exact name (now: an allow-list of data types, whole names). Protocol 4's STACK_GLOBAL resolves *dotted* names with getattr,
 # so ("builtins", "print.__self__.exec") is builtins.exec, and e.g. ("glob", "os.system") is
-# os.system: neither is reported. exec() of a string compiles code that is not the program's
+# os.system: neither was reported. exec() of a string compiles code that is not the program's
 # source, so the compile/exec events do not fire either. The code runs inside the evaluator and
 # here replaces protocol.write_frame, so the evaluator's reply to the harness carries any metrics.
 
@@ -146,34 +80,21 @@ def solve(instance):
 
 async def test_dotted_pickle_global_runs_code_in_the_evaluator_unflagged(kits):
     settings, project = kits
+    _kit(settings.kits_dirs[0], "guess_by_pickle", PICKLE_EVALUATOR)
     e = await _evaluate(settings, "guess_by_pickle", project, DOTTED_PICKLE_FORGER)
     _honest_or_caught(e)
 
 
 # ------------------------------------------------------------------ 2. run_program: check-then-copy race
 #
-# _serve_program_requests (harness, root, unconfined) checks os.path.realpath(path) is inside the
-# evaluator's working folder, then _program_call copies the *path* with shutil.copyfile, which
-# follows a symlink put there in between. Code running in the evaluator (here: a program the
+# _serve_program_requests (harness, root, unconfined) checked os.path.realpath(path) was inside the
+# evaluator's working folder, then _program_call copied the *path* with shutil.copyfile, which
+# followed a symlink put there in between (now the evaluator sends the source it read itself). Code running in the evaluator (here: a program the
 # evaluator imports, as OpenEvolve's in-process examples do; finding 1 gives the same unflagged)
 # swaps a regular file and a symlink to evoteam's held-out secret (renameat2 RENAME_EXCHANGE)
 # while asking for run_program: the harness copies the secret into a program worker, whose
 # import of it fails with the secret in the traceback, which comes back as the ProgramFailure
 # message. Flagging the evaluation does not matter: the secret is in its stored message.
-
-IN_PROCESS_EVALUATOR = '''
-import importlib.util
-
-TARGETS = {1: 37.0, 2: 74.0, 3: 10.0}
-
-
-def evaluate(program_path):
-    spec = importlib.util.spec_from_file_location("candidate_program", program_path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    errors = [abs(float(module.solve(s)) - TARGETS[s]) for s in TARGETS]
-    return {"combined_score": -sum(errors) / len(errors), "mean_error": sum(errors) / len(errors)}
-'''
 
 RACE_READER = '''
 # EVOLVE-BLOCK-START
@@ -245,8 +166,7 @@ async def test_run_program_race_copies_a_file_outside_the_working_folder(kits):
 
     from evoteam.servers.bench.kits import heldout_secret, state_dir
 
-    settings, project = kits
-    _kit(settings.kits_dirs[0], "guess_in_process", IN_PROCESS_EVALUATOR)
+    settings, project = kits  # its guess_in_process kit imports the program in its own process
     secret = heldout_secret(settings).hex()
     program = RACE_READER.format(secret=str(state_dir(settings) / "heldout.secret"))
     e = await _evaluate(settings, "guess_in_process", project, program)
@@ -255,12 +175,13 @@ async def test_run_program_race_copies_a_file_outside_the_working_folder(kits):
 
 # ------------------------------------------------------------------ 3. a package written beside the program
 #
-# watch_program recognises the program by its file (realpath) or its source. A cascade whose first
-# stage runs the program in `python` of its own (a quick "does it run" check) lets the program
-# write into its working folder; when a later stage imports the program by name after putting its
-# folder on sys.path, the import system prefers a package directory of that name over the module
-# file, so `<name>/__init__.py` -- other code, another file -- runs in the evaluator unreported.
-# An honest program is flagged by this kit (stage 2 imports it); the forger ranks unflagged.
+# watch_program recognised the program by its file (realpath) or its source. A cascade whose first
+# stage runs the program in `python` of its own (a quick "does it run" check) let the program
+# write into its folder; when a later stage imported the program by name after putting its folder
+# on sys.path, the import system preferred a package directory of that name over the module file,
+# so `<name>/__init__.py` -- other code, another file -- ran in the evaluator unreported. Now the
+# folder is read-only and code run from it counts as the program. An honest program is flagged by
+# this kit (stage 2 imports it); the forger must not rank unflagged.
 
 CASCADE_EVALUATOR = '''
 import importlib
