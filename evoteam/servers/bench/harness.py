@@ -946,10 +946,11 @@ def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: i
 
     The evaluator is kit code, but it may run the program inside itself (OpenEvolve's examples
     import it), so it is confined like a candidate: its own uid, private /tmp, Landlock (its kit
-    folder, its working folder and the Python installation readable; only the working folder
-    writable), seccomp, the audit hook (``evaluator_deny``: evoteam's state folder), a cgroup that
-    is killed whole at the end. The program is copied into its working folder. ``run_program``
-    called inside it is served here, by a program worker the harness starts (``deny``).
+    folder, a read-only copy of the program's folder, its working folder and the Python
+    installation readable; only the working folder writable), seccomp, the audit hook
+    (``evaluator_deny``: the store and the bench's state), a cgroup that is killed whole at the
+    end, not dumpable. ``run_program`` called inside it is served here: the evaluator sends the
+    source, a program worker the harness starts runs it (``deny``).
     ``worker_env`` (the kit's overrides) applies to the evaluator and to every program it runs."""
     from evoteam.servers.bench.jail import can_drop_privileges, pick_uid
     from evoteam.servers.bench.sandbox import SERVICE_VAR
