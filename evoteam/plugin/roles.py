@@ -69,15 +69,16 @@ def _entries(path: str | Path, max_lines: int | None = None, needle: str | None 
         return
 
 
-def role_of_transcript(path: Path, max_lines: int = 20) -> dict[str, Any] | None:
-    """The role from the first user entry of a subagent transcript."""
+def spawn_prompt(path: Path, max_lines: int = 20) -> str | None:
+    """The text of a subagent transcript's first user entry (its spawn prompt), or None while
+    the transcript holds no user entry yet."""
     for entry in _entries(path, max_lines):
         if entry.get("type") != "user":
             continue
         content = (entry.get("message") or {}).get("content")
         if isinstance(content, list):
             content = "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
-        return role_in_text(str(content or ""))
+        return str(content or "")
     return None
 
 
@@ -91,15 +92,12 @@ def role_of_call(hook_input: dict[str, Any], wait_s: float = 3.0) -> dict[str, A
     deadline = time.monotonic() + wait_s
     while True:
         path = agent_transcript(hook_input)
-        if path is not None and _has_user_entry(path):
-            return role_of_transcript(path)
+        prompt = spawn_prompt(path) if path is not None else None
+        if prompt is not None:
+            return role_in_text(prompt)
         if time.monotonic() >= deadline:
             return None
         time.sleep(0.05)
-
-
-def _has_user_entry(path: Path, max_lines: int = 20) -> bool:
-    return any(entry.get("type") == "user" for entry in _entries(path, max_lines))
 
 
 def assistant_turns(path: str | Path) -> int:

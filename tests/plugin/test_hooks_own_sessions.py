@@ -75,14 +75,20 @@ def test_the_supervisors_own_spend_ends_the_run(env, tmp_path):
     assert [(x.role, round(x.usd, 6)) for x in spend.lines] == [("supervisor", 0.00315)]
 
 
+def _session_files(tmp_path, session: str, agent_id: str):
+    """A main session's (empty) transcript and where Claude Code keeps its subagent's."""
+    main = tmp_path / f"{session}.jsonl"
+    main.write_text("")
+    agent = tmp_path / session / "subagents" / f"agent-{agent_id}.jsonl"
+    agent.parent.mkdir(parents=True)
+    return main, agent
+
+
 def test_provenance_and_running_status_come_from_the_subagent_context(env, tmp_path):
     p = env["project"]
     run_id = seed(env["db"])
     prompt = _design(env["db"], p, run_id)
-    main = tmp_path / "sess-1.jsonl"
-    main.write_text("")
-    agent = tmp_path / "sess-1" / "subagents" / "agent-a7.jsonl"
-    agent.parent.mkdir(parents=True)
+    main, agent = _session_files(tmp_path, "sess-1", "a7")
     _transcript(agent, prompt)
     # the Agent call that launches the role (background: it returns at once) marks it running
     hooks.pre_tool_use(base_input(p, "PreToolUse", tool_name="Agent", transcript_path=str(main),
@@ -108,10 +114,7 @@ def test_provenance_waits_for_a_transcript_still_in_claude_codes_write_queue(env
     p = env["project"]
     run_id = seed(env["db"])
     prompt = _design(env["db"], p, run_id)
-    main = tmp_path / "sess-2.jsonl"
-    main.write_text("")
-    agent = tmp_path / "sess-2" / "subagents" / "agent-b9.jsonl"
-    agent.parent.mkdir(parents=True)
+    main, agent = _session_files(tmp_path, "sess-2", "b9")
     agent.write_text("")  # created, nothing flushed yet
 
     def flush_later():
