@@ -490,10 +490,10 @@ _service_reader: dict[int, Any] = {}
 
 def _run_program_by_the_harness(program_path: str | os.PathLike, function: str, kwargs: dict,
                                 timeout_s: float, memory_mb: int) -> Any:
+    import numpy as np
+
     from evoteam.servers.bench import protocol
     from evoteam.servers.bench.harness import decode_value
-
-    import numpy as np
 
     request_fd, reply_fd = (int(x) for x in os.environ[SERVICE_VAR].split(","))
     try:
@@ -505,7 +505,9 @@ def _run_program_by_the_harness(program_path: str | os.PathLike, function: str, 
         protocol.write_frame(request_fd, {"cmd": "run_program", "function": function, "kwargs": kwargs,
                                           "timeout_s": timeout_s, "memory_mb": memory_mb},
                              {"source": np.frombuffer(source, dtype=np.uint8)})
-        reader = _service_reader.setdefault(reply_fd, protocol.FrameReader(reply_fd))
+        reader = _service_reader.get(reply_fd)
+        if reader is None:  # one reader per pipe: it may hold bytes read ahead
+            reader = _service_reader[reply_fd] = protocol.FrameReader(reply_fd)
         header, arrays = reader.read()
     if header.get("ok") is not True:
         raise ProgramFailure(str(header.get("status") or "RUNTIME_ERROR"), str(header.get("message") or "failed"))
