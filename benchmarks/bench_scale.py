@@ -12,7 +12,9 @@ At each size it times, on the run with the active team:
   `team_status`, `best_candidates`, and search (a typical two-word query; the commonest word);
 - as Claude Code runs them (`hooks/evoteam-launch hook <event>`, a fresh process, spawn to exit):
   SessionStart, Stop, SubagentStop and PreCompact, next to the floor (the launcher and Python
-  start on an unknown event), measured in the same loop.
+  start on an unknown event), measured in the same loop; each both served by the warm hook
+  process (every hook after the first, evoteam/plugin/warm.py) and run in its own process (the
+  first hook of an environment, or with EVOTEAM_HOOK_WARM=0).
 
 The last column is the ratio of the largest size to the smallest: flat hot paths stay near 1.
 """
@@ -109,13 +111,16 @@ async def in_process(store: LocalKnowledgeStore, run_id: str, calls: int, rng: r
     return out
 
 
-def hook_times(cases: list[tuple[str, dict]], env: dict[str, str], repeats: int) -> dict[str, list]:
+OWN_PROCESS = {"EVOTEAM_HOOK_WARM": "0"}
+
+
+def hook_times(cases: list[tuple[str, tuple]], env: dict[str, str], repeats: int) -> dict[str, list]:
     out: dict[str, list] = {name: [] for name, _ in cases}
     for _ in range(repeats):  # interleaved, so load changes hit every hook alike
-        for name, (event, payload) in cases:
+        for name, (event, payload, extra) in cases:
             t = time.perf_counter()
-            subprocess.run([str(LAUNCHER), "hook", event], input=json.dumps(payload), text=True, env=env,
-                           capture_output=True, timeout=120)
+            subprocess.run([str(LAUNCHER), "hook", event], input=json.dumps(payload), text=True,
+                           env={**env, **extra}, capture_output=True, timeout=120)
             out[name].append(time.perf_counter() - t)
     return out
 
@@ -142,16 +147,20 @@ def main() -> None:
         prompt = _design(db, project, run_id)
         state.activate(project, run_id, version=1, session_id="sess-1")
         transcript = _transcript(tmp / "agent.jsonl", prompt)
-        cases = [
-            ("hook: (floor: launcher + Python start)", ("unknown-event", {})),
-            ("hook: SessionStart", ("session-start", base_input(project, "SessionStart", source="startup"))),
-            ("hook: Stop", ("stop", base_input(project, "Stop", background_tasks=[], stop_hook_active=False))),
-            ("hook: SubagentStop", ("subagent-stop", base_input(
+        events = [
+            ("SessionStart", "session-start", base_input(project, "SessionStart", source="startup")),
+            ("Stop", "stop", base_input(project, "Stop", background_tasks=[], stop_hook_active=False)),
+            ("SubagentStop", "subagent-stop", base_input(
                 project, "SubagentStop", agent_id="a1", agent_type="evoteam:team-member",
                 agent_transcript_path=str(transcript), last_assistant_message="REPORT: profiled it",
-                stop_hook_active=False))),
-            ("hook: PreCompact", ("pre-compact", base_input(project, "PreCompact", trigger="auto"))),
+                stop_hook_active=False)),
+            ("PreCompact", "pre-compact", base_input(project, "PreCompact", trigger="auto")),
         ]
+        # Each hook twice: as it runs after the first hook of an environment (in the warm hook
+        # process), and in its own process (the first hook; EVOTEAM_HOOK_WARM=0).
+        cases = [("hook: (floor: launcher + Python start)", ("unknown-event", {}, OWN_PROCESS))]
+        cases += [(f"hook: {name}", (event, payload, {})) for name, event, payload in events]
+        cases += [(f"hook: {name}, own process", (event, payload, OWN_PROCESS)) for name, event, payload in events]
         have = 1  # seed() wrote one learning
         loads = []
         for n in sizes:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -100,6 +99,8 @@ def write_state(project: Path, state: dict[str, Any]) -> Path:
         keep_out_of_git(Path(project), [f"{STATE_DIR}/"])
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {**state, "updated_at": time.time()}
+    import tempfile  # only writers need it; hooks that only read start faster
+
     fd, tmp = tempfile.mkstemp(prefix=".active_run.", dir=path.parent)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(state, fh, indent=2, sort_keys=True)

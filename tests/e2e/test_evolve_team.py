@@ -12,9 +12,12 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -167,11 +170,19 @@ def test_session_start_context_reaches_first_request(installed, scripted_api, tm
 
 def _skill_session(prompt: str, home: Path, project: Path, db: Path, tmp_path: Path, api,
                    idle_continues: int) -> tuple[str, str]:
-    """Run one `-p` session with a skill command; returns (the API's dump, the hook log)."""
-    s = run_print_session(prompt, home=home, cwd=project, api=api, permission_mode="bypassPermissions",
-                          timeout=150, env_extra=_session_env(db, {
-                              "EVOTEAM_MAX_IDLE_CONTINUES": str(idle_continues),
-                              "EVOTEAM_HOOK_LOG": str(tmp_path / "hooks.log"), "EVOTEAM_HOOK_DEBUG": "1", "TMPDIR": str(tmp_path)}))
+    """Run one `-p` session with a skill command; returns (the API's dump, the hook log).
+
+    The hooks use a warm hook process (evoteam.plugin.warm) as they do on a user's machine: its
+    socket folder is short (pytest's paths are too long for a socket) and it leaves soon after."""
+    warm_home = Path(tempfile.mkdtemp(prefix="evw-", dir="/tmp"))
+    try:
+        s = run_print_session(prompt, home=home, cwd=project, api=api, permission_mode="bypassPermissions",
+                              timeout=150, env_extra=_session_env(db, {
+                                  "EVOTEAM_MAX_IDLE_CONTINUES": str(idle_continues), "EVOTEAM_HOME": str(warm_home),
+                                  "EVOTEAM_HOOK_WARM_IDLE": "5", "EVOTEAM_HOOK_LOG": str(tmp_path / "hooks.log"),
+                                  "EVOTEAM_HOOK_DEBUG": "1", "TMPDIR": str(tmp_path)}))
+    finally:
+        shutil.rmtree(warm_home, ignore_errors=True)  # a warm process whose socket is gone leaves
     dump = api.dump()
     hook_log = (tmp_path / "hooks.log").read_text() if (tmp_path / "hooks.log").exists() else "(no hook log)"
     assert s.returncode == 0, s.describe() + dump + hook_log
@@ -307,6 +318,9 @@ def test_evolve_team_cycle_on_a_cpu_kit(installed, scripted_api, tmp_path):
     assert _git_status(project) == "", _git_status(project)  # .evoteam/ and the agent files are excluded
     assert any("ROLE-LEARNING" in x.text for x in got["learnings"]), got["learnings"]
     assert any("SUPERVISOR-REFLECTION" in h.diagnosis and h.team_version == 1 for h in got["history"]), got["history"]
+    # After the first hook, the others ran in the warm hook process: one pid served several hooks.
+    pids = Counter(line.split("(pid ")[1].split(")")[0] for line in hook_log.splitlines() if ": ok in " in line)
+    assert pids and max(pids.values()) >= 3, hook_log
 
 
 # ------------------------------------------------------------------ evoteam's own sessions on a plugin machine

@@ -28,6 +28,7 @@ def env(tmp_path, monkeypatch):
     db = tmp_path / "kb.db"
     monkeypatch.setenv("EVOTEAM_DB", str(db))
     monkeypatch.setenv("EVOTEAM_HOOK_LOG", str(tmp_path / "hooks.log"))
+    monkeypatch.setenv("EVOTEAM_HOOK_WARM", "0")  # these run the hook in this process; test_warm_hooks.py runs them warm
     project = tmp_path / "project"
     project.mkdir()
     return {"db": db, "project": project, "log": tmp_path / "hooks.log"}

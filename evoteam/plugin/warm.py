@@ -1,0 +1,314 @@
+"""The warm hook process: hooks after the first skip the imports that make a hook slow.
+
+A hook is a fresh Python process. With an active run, most of its time (about 0.2 s on two
+cores) goes on importing pydantic, asyncio and the store; the hook's own work takes 10–30 ms.
+So the first hook of an environment starts one *warm process* in the background, which has
+those imports done and listens on a Unix socket, and runs its own event in-process as before.
+Every later hook of the same environment sends its event and input to the warm process and
+prints the answer; its own process imports only the standard library.
+
+What keeps this equivalent to running the hook in its own process:
+
+- The socket's name is a hash of everything the hook can see: the interpreter, the evoteam
+  code (sizes and modification times of its files), the working folder, uid, gid and umask,
+  and the environment (less `VOLATILE_VARS`). A different environment, an edited evoteam or another project gets
+  another warm process; the warm process checks the hash of each request again.
+- The warm process was started with that same environment and folder, and serves the same
+  user only (the socket lives in `~/.evoteam/run/`, 0700, and the peer's uid is checked where
+  the OS tells it).
+- It exits after `EVOTEAM_HOOK_WARM_IDLE` seconds without a request (default 600), or when its
+  socket file is removed or taken by a newer warm process.
+
+`EVOTEAM_HOOK_WARM=0` turns it off (every hook runs in its own process). A hook that could not
+reach the warm process runs in-process; once a request has been sent, it is never re-run
+in-process, so a hook's writes never happen twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import sys
+import time
+from typing import Any
+
+# Variables Claude Code (2.1.x) sets per session or per event, and the shell's own; no hook
+# reads them, and the warm process is started without them. Leaving them out of the key lets
+# the sessions of one project share a warm process.
+VOLATILE_VARS = frozenset({
+    "CLAUDE_ENV_FILE", "CLAUDE_EFFORT", "CLAUDE_PID", "CLAUDE_CODE_SESSION_ID", "CLAUDE_CODE_CHILD_NOTES_DIR",
+    "CLAUDE_CODE_MESSAGING_SOCKET", "CLAUDE_CODE_MESSAGING_TOKEN", "OLDPWD", "PWD", "SHLVL", "_"})
+DEFAULT_IDLE_S = 600.0
+# A warm process nobody came back to leaves sooner: should a client start setting a variable
+# per hook, each would start its own warm process, and those must not pile up.
+FIRST_REQUEST_S = 300.0
+MAX_REQUEST_BYTES = 16 * 1024 * 1024  # a hook input carries a tool's input or response
+REPLY_TIMEOUT_S = 120.0  # Claude Code kills the hook at its own timeout first
+_SUN_PATH_MAX = 100
+TAKEN = b"taken\n"  # the warm process's first bytes: from here on the hook is its job  # sockaddr_un's path is 104–108 bytes depending on the OS
+
+
+def enabled(env: dict[str, str] | None = None) -> bool:
+    env = os.environ if env is None else env
+    return hasattr(socket, "AF_UNIX") and env.get("EVOTEAM_HOOK_WARM", "").strip().lower() not in (
+        "0", "off", "false", "no")
+
+
+def run_dirs(env: dict[str, str] | None = None) -> list[str]:
+    """Where warm processes' sockets may live, best first: evoteam's own folder, then the
+    user's runtime folder (short, for a home whose path is too long for a socket)."""
+    env = os.environ if env is None else env
+    home = env.get("EVOTEAM_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".evoteam")
+    folders = [os.path.join(home, "run")]
+    if env.get("XDG_RUNTIME_DIR"):
+        folders.append(os.path.join(env["XDG_RUNTIME_DIR"], "evoteam"))
+    return folders
+
+
+def code_fingerprint(root: str | None = None) -> str:
+    """Sizes and modification times of evoteam's Python files: an edit or upgrade changes it."""
+    root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    digest = hashlib.sha256(root.encode())
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name not in ("__pycache__", "_shipped"):
+                    stack.append(entry.path)
+            elif entry.name.endswith(".py"):
+                st = entry.stat()
+                digest.update(f"{entry.path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def environment_key(env: dict[str, str] | None = None, cwd: str | None = None) -> str:
+    """The hash that names a warm process: interpreter, code, working folder, environment."""
+    env = os.environ if env is None else env
+    umask = os.umask(0o077)
+    os.umask(umask)  # files the hooks write get the caller's umask: part of what it sees
+    digest = hashlib.sha256()
+    digest.update(f"{sys.executable}\0{code_fingerprint()}\0{cwd or os.getcwd()}\0"
+                  f"{os.getuid()}:{os.getgid()}:{umask:o}\0".encode("utf-8", "surrogateescape"))
+    for name in sorted(env):
+        if name not in VOLATILE_VARS:
+            digest.update(f"{name}={env[name]}\0".encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()
+
+
+def socket_path(key: str, env: dict[str, str] | None = None) -> str | None:
+    """Where the warm process of `key` listens, or None if no safe place exists here."""
+    for folder in run_dirs(env):
+        path = os.path.join(folder, f"hooks-{key[:24]}.sock")
+        if len(path.encode()) > _SUN_PATH_MAX:
+            continue
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            st = os.stat(folder)
+        except OSError:
+            continue
+        # Another user's folder, or one others can write into, could hold their socket under our name.
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:
+            return None
+        return path
+    return None
+
+
+# ---------------------------------------------------------------- the hook's side
+
+
+def ask(event: str, raw_input: str, *, env: dict[str, str] | None = None) -> tuple[bool, str | None]:
+    """Run `event` in the warm process. Returns (handled, output or None).
+
+    Not handled (False) when the warm process did not take the request (none is running, it
+    was leaving, or it refused): the caller then runs the hook itself, and a warm process is
+    started for the next hooks. Once taken, the request is never run a second time."""
+    env = os.environ if env is None else env
+    cwd = os.getcwd()
+    key = environment_key(env, cwd)
+    path = socket_path(key, env)
+    if path is None:
+        return False, None
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    taken = False
+    try:
+        conn.settimeout(0.5)
+        try:
+            conn.connect(path)
+        except OSError:
+            start(path, key, env, cwd)
+            return False, None
+        conn.settimeout(REPLY_TIMEOUT_S)
+        conn.sendall(json.dumps({"key": key, "event": event, "input": raw_input}).encode("utf-8", "surrogatepass"))
+        conn.shutdown(socket.SHUT_WR)
+        received = b""
+        while chunk := conn.recv(65536):
+            received += chunk
+            if not taken and len(received) >= len(TAKEN):
+                if not received.startswith(TAKEN):
+                    return False, None
+                taken = True
+        if not taken:
+            return False, None
+    except OSError as exc:
+        if not taken:
+            return False, None
+        _log(f"{event}: the warm hook process did not finish ({type(exc).__name__}: {exc}); "
+             f"the hook was not run again in-process")
+        return True, None
+    finally:
+        conn.close()
+    try:
+        reply = json.loads(received[len(TAKEN):] or b"{}")
+    except ValueError:
+        _log(f"{event}: the warm hook process answered something unreadable")
+        return True, None
+    return True, reply.get("output") if isinstance(reply, dict) else None
+
+
+def start(path: str, key: str, env: dict[str, str], cwd: str) -> None:
+    """Start the warm process for `key` in the background (it outlives this hook)."""
+    import subprocess
+
+    child_env = {name: value for name, value in env.items() if name not in VOLATILE_VARS}
+    try:
+        subprocess.Popen([sys.executable, "-m", "evoteam.plugin.warm", path, key], cwd=cwd, env=child_env,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True, close_fds=True)
+    except OSError as exc:
+        _log(f"could not start the warm hook process: {exc}")
+
+
+def _log(line: str) -> None:
+    from evoteam.plugin.run import log
+
+    log(line)
+
+
+# ---------------------------------------------------------------- the warm process
+
+
+def _peer_is_us(conn: socket.socket) -> bool:
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:  # no peer credentials here: the 0700 folder is the boundary
+        return True
+    import struct
+
+    creds = conn.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return uid == os.getuid()
+
+
+def _read_request(conn: socket.socket) -> dict[str, Any] | None:
+    chunks, size = [], 0
+    while chunk := conn.recv(65536):
+        size += len(chunk)
+        if size > MAX_REQUEST_BYTES:
+            return None
+        chunks.append(chunk)
+    try:
+        request = json.loads(b"".join(chunks).decode("utf-8", "surrogatepass"))
+    except ValueError:
+        return None
+    return request if isinstance(request, dict) else None
+
+
+def _serve_one(conn: socket.socket, key: str, hooks: dict) -> None:
+    from evoteam.plugin.run import run_hook
+
+    with conn:
+        try:
+            conn.settimeout(10)
+            if not _peer_is_us(conn):
+                return
+            request = _read_request(conn)
+            if request is None or request.get("key") != key or not isinstance(request.get("input"), str):
+                return  # the client sees an empty answer and logs it
+            conn.sendall(TAKEN)
+            conn.settimeout(None)
+            output = run_hook(str(request.get("event") or ""), request["input"], hooks)
+            conn.sendall(json.dumps({"output": output}).encode())
+        except OSError:
+            pass  # the hook went away (Claude Code's timeout): nothing to tell
+
+
+def _still_ours(path: str, inode: int) -> bool:
+    try:
+        return os.stat(path).st_ino == inode
+    except OSError:
+        return False
+
+
+def serve(path: str, key: str) -> int:
+    """Listen on `path` for the hooks of `key` until idle, replaced or removed."""
+    import threading
+
+    if environment_key() != key:
+        return 2  # started with another environment than the hook's: serve nothing
+    # What a hook with an active run imports, once.
+    from evoteam.plugin.hooks import HOOKS
+    from evoteam.plugin.run import preload
+
+    preload()
+    try:
+        idle = float(os.environ.get("EVOTEAM_HOOK_WARM_IDLE", DEFAULT_IDLE_S))
+    except ValueError:
+        idle = DEFAULT_IDLE_S
+    # Bind under a private name, then rename over the public one: a concurrent start or a stale
+    # file from a dead process is replaced atomically, and the loser notices and leaves.
+    tmp = f"{path}.{os.getpid()}"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o077)
+    try:
+        server.bind(tmp)
+    finally:
+        os.umask(old_umask)
+    server.listen(64)
+    os.replace(tmp, path)
+    inode = os.stat(path).st_ino
+    server.settimeout(1.0)
+    last, served = time.monotonic(), False
+    busy: list[threading.Thread] = []
+    def take(conn: socket.socket) -> None:
+        # Hooks of parallel subagents arrive together, and some wait for a transcript flush.
+        thread = threading.Thread(target=_serve_one, args=(conn, key, HOOKS), daemon=True)
+        thread.start()
+        busy.append(thread)
+
+    try:
+        while _still_ours(path, inode):
+            busy = [t for t in busy if t.is_alive()]
+            if not busy and time.monotonic() - last > (idle if served else min(idle, FIRST_REQUEST_S)):
+                break
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            last, served = time.monotonic(), True
+            take(conn)
+        # Leaving: new hooks must find no socket (they run in-process), and hooks that
+        # connected just before are still served.
+        if _still_ours(path, inode):
+            os.unlink(path)
+        server.settimeout(0.2)
+        while True:
+            try:
+                conn, _ = server.accept()
+            except (TimeoutError, OSError):
+                break
+            take(conn)
+    finally:
+        server.close()
+        for thread in busy:
+            thread.join(timeout=60)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(serve(sys.argv[1], sys.argv[2]))

@@ -1,0 +1,242 @@
+"""The warm hook process (evoteam.plugin.warm): hooks run as Claude Code runs them (a fresh
+`python -m evoteam.plugin.run <event>` with JSON on stdin) against a real store, and answer the
+same whether they ran warm or in their own process; what keys, refuses, and ends a warm process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from evoteam.plugin import state, warm
+from tests.plugin.test_hooks import base_input, seed
+
+
+def _warm_pids(home: Path) -> list[int]:
+    """Warm processes whose socket lives under `home` (read from /proc)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"evoteam.plugin.warm" in cmd and any(str(home).encode() in part for part in cmd):
+            pids.append(int(entry.name))
+    return pids
+
+
+def _wait(predicate, timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+@pytest.fixture
+def case(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    # A short folder: a socket's path has at most ~100 bytes, and pytest's are long.
+    home = Path(tempfile.mkdtemp(prefix="evw-", dir="/tmp"))
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("EVOTEAM_", "CLAUDE_")) and k not in ("PYTEST_CURRENT_TEST",)}
+    env.update({"EVOTEAM_HOME": str(home), "EVOTEAM_DB": str(tmp_path / "kb.db"), "HOME": str(tmp_path),
+                "EVOTEAM_HOOK_LOG": str(tmp_path / "hooks.log"), "EVOTEAM_HOOK_DEBUG": "1",
+                "EVOTEAM_HOOK_WARM_IDLE": "60", "CLAUDE_PROJECT_DIR": str(project)})
+    run_id = seed(tmp_path / "kb.db")
+    state.activate(project, run_id, version=1, session_id="sess-1")
+    yield {"env": env, "project": project, "home": home, "log": tmp_path / "hooks.log", "run_id": run_id,
+           "cwd": tmp_path}
+    for pid in _warm_pids(home):
+        os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def hook(case, event: str, payload: dict, **env_changes: str) -> tuple[dict | None, int]:
+    """Run one hook as Claude Code does; its output and the hook process's pid."""
+    env = {**case["env"], **env_changes}
+    proc = subprocess.Popen([sys.executable, "-m", "evoteam.plugin.run", event], cwd=case["cwd"], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(json.dumps(payload), timeout=60)
+    assert proc.returncode == 0 and err == "", err
+    return (json.loads(out) if out.strip() else None), proc.pid
+
+
+def ran_in(case, event: str) -> list[int]:
+    """The pids that ran `event`, in order (from the debug log)."""
+    pids = []
+    for line in case["log"].read_text().splitlines():
+        if f" {event}: ok in " in line:
+            pids.append(int(line.split("(pid ")[1].split(")")[0]))
+    return pids
+
+
+def sockets(case) -> list[Path]:
+    folder = case["home"] / "run"
+    return sorted(folder.glob("hooks-*.sock")) if folder.is_dir() else []
+
+
+def test_later_hooks_run_warm_and_answer_as_a_fresh_process(case):
+    start = base_input(case["project"], "SessionStart", source="startup")
+    cold, cold_pid = hook(case, "session-start", start)
+    assert case["run_id"] in cold["hookSpecificOutput"]["additionalContext"]
+    assert _wait(lambda: sockets(case)), "the first hook did not start a warm process"
+    (warm_pid,) = _warm_pids(case["home"])
+    hot, hot_pid = hook(case, "session-start", start)
+    assert hot == cold
+    assert ran_in(case, "session-start") == [cold_pid, warm_pid]  # the second ran in the warm process
+    alone, _ = hook(case, "session-start", start, EVOTEAM_HOOK_WARM="0")
+    assert alone == cold
+    # Per-session variables of Claude Code do not make another warm process.
+    again, _ = hook(case, "session-start", start, CLAUDE_CODE_SESSION_ID="another", CLAUDE_ENV_FILE="/x")
+    assert again == cold and ran_in(case, "session-start")[-1] == warm_pid and len(sockets(case)) == 1
+
+
+def test_another_environment_gets_another_warm_process(case):
+    stop = base_input(case["project"], "Stop", session_id="sess-1")
+    first, _ = hook(case, "stop", stop, EVOTEAM_MAX_IDLE_CONTINUES="10")
+    assert first["decision"] == "block"
+    assert _wait(lambda: sockets(case))
+    warm_pid = _warm_pids(case["home"])[0]
+    second, _ = hook(case, "stop", stop, EVOTEAM_MAX_IDLE_CONTINUES="10")
+    assert second["decision"] == "block" and ran_in(case, "stop")[-1] == warm_pid
+    # The off switch lives in the environment: the warm process of the old one must not answer.
+    off, off_pid = hook(case, "stop", stop, EVOTEAM_MAX_IDLE_CONTINUES="10", EVOTEAM_AUTOCONTINUE="0")
+    assert off is None and ran_in(case, "stop")[-1] == off_pid  # no warm process had that environment
+    assert _wait(lambda: len(sockets(case)) == 2)  # it started its own
+
+
+def test_parallel_hooks_all_answered(case):
+    start = base_input(case["project"], "SessionStart", source="startup")
+    expected, _ = hook(case, "session-start", start)
+    assert _wait(lambda: sockets(case))
+    results: list = []
+    threads = [threading.Thread(target=lambda: results.append(hook(case, "session-start", start)[0]))
+               for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [expected] * 6
+
+
+def test_a_failing_hook_is_logged_and_the_session_goes_on(case):
+    state.activate(case["project"], "run_missing", session_id="sess-1")
+    hook(case, "session-start", base_input(case["project"], "SessionStart"))
+    assert _wait(lambda: sockets(case))
+    out, _ = hook(case, "session-start", base_input(case["project"], "SessionStart"))
+    assert out is None
+    assert case["log"].read_text().count("session-start: failed") == 2
+
+
+def test_idle_warm_process_leaves_and_the_next_hook_starts_another(case):
+    start = base_input(case["project"], "SessionStart", source="startup")
+    hook(case, "session-start", start, EVOTEAM_HOOK_WARM_IDLE="1")
+    assert _wait(lambda: sockets(case))
+    first = _warm_pids(case["home"])
+    assert _wait(lambda: not _warm_pids(case["home"]) and not sockets(case)), "the idle warm process stayed"
+    out, pid = hook(case, "session-start", start, EVOTEAM_HOOK_WARM_IDLE="1")
+    assert out is not None and ran_in(case, "session-start")[-1] == pid  # ran in its own process
+    assert _wait(lambda: _warm_pids(case["home"]) not in ([], first))
+
+
+def test_removing_the_socket_ends_the_warm_process(case):
+    hook(case, "session-start", base_input(case["project"], "SessionStart"))
+    assert _wait(lambda: sockets(case))
+    sockets(case)[0].unlink()
+    assert _wait(lambda: not _warm_pids(case["home"]), timeout=10)
+
+
+def test_off_switch_and_unsafe_folder_start_nothing(case):
+    start = base_input(case["project"], "SessionStart", source="startup")
+    out, _ = hook(case, "session-start", start, EVOTEAM_HOOK_WARM="off")
+    assert out is not None
+    time.sleep(1.0)
+    assert not sockets(case) and not _warm_pids(case["home"])
+    # A run folder that others can write into could hold someone else's socket under our name.
+    (case["home"] / "run").mkdir(parents=True)
+    os.chmod(case["home"] / "run", 0o777)
+    out2, pid = hook(case, "session-start", start)
+    assert out2 == out and ran_in(case, "session-start")[-1] == pid
+    time.sleep(1.0)
+    assert not sockets(case) and not _warm_pids(case["home"])
+
+
+def test_warm_process_refuses_a_request_of_another_environment(case):
+    hook(case, "session-start", base_input(case["project"], "SessionStart"))
+    assert _wait(lambda: sockets(case))
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.connect(str(sockets(case)[0]))
+    conn.sendall(json.dumps({"key": "0" * 64, "event": "session-start", "input": "{}"}).encode())
+    conn.shutdown(socket.SHUT_WR)
+    conn.settimeout(10)
+    assert conn.recv(100) == b""  # closed without taking it
+    conn.close()
+
+
+def _fake_warm(monkeypatch, tmp_path: Path, reply: bytes | None) -> threading.Thread:
+    """A socket where `ask` looks, that reads the request and answers `reply` (None: closes
+    without a word)."""
+    monkeypatch.setenv("EVOTEAM_HOME", tempfile.mkdtemp(prefix="evw-", dir="/tmp"))
+    monkeypatch.chdir(tmp_path)
+    path = warm.socket_path(warm.environment_key())
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+
+    def serve():
+        conn, _ = server.accept()
+        with conn:
+            while conn.recv(65536):
+                pass
+            if reply:
+                conn.sendall(reply)
+        server.close()
+        shutil.rmtree(os.environ["EVOTEAM_HOME"], ignore_errors=True)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    return thread
+
+
+def test_a_taken_request_is_never_run_twice(tmp_path, monkeypatch):
+    thread = _fake_warm(monkeypatch, tmp_path, warm.TAKEN)  # takes it, then dies before answering
+    assert warm.ask("stop", "{}") == (True, None)
+    thread.join()
+
+
+def test_an_untaken_request_falls_back_to_the_hooks_own_process(tmp_path, monkeypatch):
+    thread = _fake_warm(monkeypatch, tmp_path, None)
+    assert warm.ask("stop", "{}") == (False, None)
+    thread.join()
+    thread = _fake_warm(monkeypatch, tmp_path, warm.TAKEN + json.dumps({"output": {"systemMessage": "x"}}).encode())
+    assert warm.ask("stop", "{}") == (True, {"systemMessage": "x"})
+    thread.join()
+
+
+def test_code_fingerprint_follows_edits(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    module = pkg / "sub" / "m.py"
+    module.write_text("x = 1\n")
+    before = warm.code_fingerprint(str(pkg))
+    assert warm.code_fingerprint(str(pkg)) == before
+    module.write_text("x = 22\n")
+    assert warm.code_fingerprint(str(pkg)) != before
+    after = warm.code_fingerprint(str(pkg))
+    os.utime(module, ns=(1, 1))
+    assert warm.code_fingerprint(str(pkg)) != after
