@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from evoteam.config import load_settings
+from evoteam.servers.bench import harness
 from evoteam.servers.bench.core import evaluate_candidate
 from evoteam.servers.bench.kits import Kit, discover
 from evoteam.servers.bench.workerenv import tuning_env
@@ -78,6 +79,65 @@ print(json.dumps({"kernel_s": inside, "speedups": speedups}))
 """
 
 
+# Where our overhead goes: the harness's steps, each timed exclusive of the steps it calls, and
+# named after what it pays for. Timed kernel calls (the scored ones) are not overhead.
+PHASES = {
+    "__init__": "start", "start": "start",
+    "check_correctness": "correctness", "check_baseline": "correctness",
+    "_gen": "inputs", "_call": "call path", "calibrate": "call path", "_check_sched": "call path",
+    "measure": "output checks", "close": "close",
+}
+PHASE_NOTES = {
+    "start": "spawn both workers, confine them (uid, seccomp, Landlock, cgroup), import both sides",
+    "correctness": "reference, baseline and candidate once per workload, compared",
+    "inputs": "fresh inputs for every call, made by the trusted worker and moved to the harness",
+    "call path": "outside the clock: shared-memory fill, output capture, input tamper check, cgroup freeze",
+    "output checks": "every timed candidate output compared with the baseline's",
+    "warm-up": "warm-up and calibration calls (timed, not scored)",
+    "close": "kill both workers whole, reap, remove their cgroups",
+    "other": "kit and candidate checks, device lock, the result",
+}
+
+
+class PhaseClock:
+    """Times KernelSession's steps while installed (exclusive time, by phase)."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, float] = {}
+        self.stack: list[list] = []  # [name, time spent in wrapped steps it called]
+        self.originals = {name: getattr(harness.KernelSession, name) for name in PHASES}
+
+    def __enter__(self) -> PhaseClock:
+        for name, fn in self.originals.items():
+            setattr(harness.KernelSession, name, self._wrap(name, fn))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for name, fn in self.originals.items():
+            setattr(harness.KernelSession, name, fn)
+
+    def _wrap(self, name, fn):
+        def timed(session, *args, **kwargs):
+            self.stack.append([name, 0.0])
+            t = time.perf_counter()
+            out = None
+            try:
+                out = fn(session, *args, **kwargs)
+                return out
+            finally:
+                dt = time.perf_counter() - t
+                _, inner = self.stack.pop()
+                own = dt - inner
+                if name == "_call" and out is not None and self.stack and self.stack[-1][0] == "measure":
+                    ns = out[2] / 1e9  # the clocked call: kernel time, unless warm-up
+                    own -= ns
+                    self.spent["timed"] = self.spent.get("timed", 0.0) + ns
+                self.spent[PHASES[name]] = self.spent.get(PHASES[name], 0.0) + own
+                if self.stack:
+                    self.stack[-1][1] += dt
+        return timed
+
+
 def minimal_harness(kit: Kit, candidate: Path) -> tuple[float, float, float]:
     """Evaluate `candidate` with MINIMAL in a fresh process: (wall s, s inside timed calls,
     geomean speedup)."""
@@ -111,7 +171,7 @@ async def main() -> None:
     if args.kits:
         wanted = set(args.kits.split(","))
         kits = [k for k in kits if k.name in wanted]
-    rows = []
+    rows, breakdown = [], []
     for kit in kits:
         if args.candidate == "baseline":
             path = kit.starting_point()
@@ -119,9 +179,16 @@ async def main() -> None:
             path = kit.file(kit.manifest.examples["better"])
         scores, walls, overheads, kernels = [], [], [], []
         m_walls, m_overheads, m_scores = [], [], []
+        phase_runs: list[dict[str, float]] = []
         for _ in range(args.repeats):  # ours and the minimal one in turn, so load hits both alike
-            e = await evaluate_candidate(settings, kit, candidate_path=str(path))
+            with PhaseClock() as clock:
+                e = await evaluate_candidate(settings, kit, candidate_path=str(path))
             assert e.status == "PASSED", e.message
+            kernel = e.metrics["wall_s"] - e.metrics["harness_overhead_s"]
+            spent = dict(clock.spent)
+            spent["warm-up"] = spent.pop("timed", 0.0) - kernel
+            spent["other"] = e.metrics["harness_overhead_s"] - sum(spent.values())
+            phase_runs.append(spent)
             scores.append(e.score)
             walls.append(e.metrics["wall_s"])
             overheads.append(e.metrics["harness_overhead_s"])
@@ -136,6 +203,8 @@ async def main() -> None:
         rows.append((kit.name, args.candidate, len(kit.dev_workloads()), statistics.median(walls),
                      statistics.median(kernels), ours, ours / len(kit.dev_workloads()), mean, cv,
                      statistics.median(m_walls), minimal, ours / minimal, statistics.median(m_scores)))
+        breakdown.append((kit.name, {k: statistics.median(r.get(k, 0.0) for r in phase_runs) for k in PHASE_NOTES},
+                          ours, minimal))
     header = ("kit", "candidate", "workloads", "wall s", "kernel s", "overhead s", "overhead/wl s",
               "speedup (mean)", "speedup CV %", "minimal wall s", "minimal overhead s", "overhead ratio",
               "minimal speedup")
@@ -146,6 +215,16 @@ async def main() -> None:
         cells = [r[0], r[1], str(r[2]), f"{r[3]:.2f}", f"{r[4]:.2f}", f"{r[5]:.2f}", f"{r[6]:.2f}", f"{r[7]:.3f}",
                  f"{r[8]:.2f}", f"{r[9]:.2f}", f"{r[10]:.2f}", f"{r[11]:.1f}x", f"{r[12]:.3f}"]
         print(" | ".join(c.ljust(w) for c, w in zip(cells, widths)))
+    print("\nWhere our overhead goes (median ms per evaluation; each step exclusive of the steps it calls)")
+    names = [k for k, _, _, _ in breakdown]
+    print(" | ".join(["step".ljust(14), *(n.ljust(22) for n in names), "pays for"]))
+    print("-|-".join(["-" * 14, *("-" * 22 for _ in names), "-" * 40]))
+    for phase, note in PHASE_NOTES.items():
+        cells = [f"{b[phase] * 1000:.0f}" for _, b, _, _ in breakdown]
+        print(" | ".join([phase.ljust(14), *(c.ljust(22) for c in cells), note]))
+    print(" | ".join(["total (ours)".ljust(14), *(f"{o * 1000:.0f}".ljust(22) for _, _, o, _ in breakdown), ""]))
+    print(" | ".join(["minimal".ljust(14), *(f"{m * 1000:.0f}".ljust(22) for _, _, _, m in breakdown),
+                      "the minimal harness's whole overhead (one process, no isolation)"]))
     tmp.cleanup()
     load = os.getloadavg()
     print(f"(median over {args.repeats} evaluations each; overhead = wall time minus time inside timed "

@@ -317,14 +317,9 @@ class WorkerProc:
 
     def close(self) -> None:
         self._stop.set()
-        self.jail.resume()
-        if self.proc.poll() is None and self.jail.exit_status is None:
-            try:
-                protocol.write_frame(self.wfd, {"cmd": "exit"})
-                self.proc.wait(timeout=1)
-            except Exception:
-                pass
-        # Every process of the worker, whatever it started (daemons, stdout-holding grandchildren).
+        # Killed, not asked to exit: every answer is in, and an interpreter's teardown (tens of
+        # ms with numpy or torch loaded) would only add to every evaluation. Every process of the
+        # worker goes, whatever it started (daemons, stdout-holding grandchildren).
         self.jail.close()
         self._returncode(2)
         for fd in (self.wfd, self.rfd, self.arena_fd):
@@ -496,6 +491,16 @@ def _from_raw(label: str, data: bytes | np.ndarray, shape: list[int]) -> np.ndar
     return arr
 
 
+def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    """Byte-for-byte equality of two flat uint8 arrays, compared 8 bytes at a time where the
+    size allows (half the time of a byte-wise compare on large inputs)."""
+    if a.nbytes != b.nbytes:
+        return False
+    if a.nbytes % 8 == 0:
+        return np.array_equal(a.view(np.uint64), b.view(np.uint64))
+    return np.array_equal(a, b)
+
+
 def _align(n: int) -> int:
     return (n + 63) // 64 * 64
 
@@ -592,8 +597,13 @@ class KernelSession:
             self.sandbox += verify_confinement(self.candidate.proc.pid)
 
     def close(self) -> None:
-        for w in (self.candidate, self.trusted):
-            w.close()
+        # Both at once: each close waits for its worker to exit and its cgroup to empty.
+        other = threading.Thread(target=self.trusted.close)
+        other.start()
+        try:
+            self.candidate.close()
+        finally:
+            other.join()
         shutil.rmtree(self.trusted_dir, ignore_errors=True)
 
     # -------------------------------------------------------- helpers
@@ -696,7 +706,7 @@ class KernelSession:
         for spec in layout["inputs"]:
             if "offset" in spec:
                 now = np.frombuffer(w.arena_map, np.uint8, spec["nbytes"], spec["offset"])
-                if not np.array_equal(now, payload.blobs[spec["name"]]):
+                if not _same_bytes(now, payload.blobs[spec["name"]]):
                     return spec["name"]
         return None
 

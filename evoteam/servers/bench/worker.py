@@ -671,8 +671,6 @@ def main() -> None:
         except protocol.PeerClosed:
             return
         cmd = msg.get("cmd")
-        if cmd == "exit":
-            return
         try:
             header, arrays = handlers[cmd](msg)
             reply(header, arrays)
