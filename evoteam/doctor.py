@@ -20,6 +20,7 @@ import click
 from mcp import Client, StdioServerParameters
 from pydantic import BaseModel
 
+from evoteam import python_module_args
 from evoteam.config import Settings
 from evoteam.errors import first_leaf
 
@@ -46,7 +47,8 @@ async def _timed(name: str, fn: Callable[[], Awaitable[str]]) -> Check:
 
 
 def _server_params(name: str, env: dict[str, str]) -> StdioServerParameters:
-    return StdioServerParameters(command=sys.executable, args=["-m", "evoteam.cli", "serve", name], env=env)
+    return StdioServerParameters(command=sys.executable, args=python_module_args("evoteam.cli", "serve", name),
+                                 env=env)
 
 
 async def check_server(name: str, env: dict[str, str]) -> str:

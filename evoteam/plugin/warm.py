@@ -46,8 +46,8 @@ DEFAULT_IDLE_S = 600.0
 FIRST_REQUEST_S = 300.0
 MAX_REQUEST_BYTES = 16 * 1024 * 1024  # a hook input carries a tool's input or response
 REPLY_TIMEOUT_S = 120.0  # Claude Code kills the hook at its own timeout first
-_SUN_PATH_MAX = 100
-TAKEN = b"taken\n"  # the warm process's first bytes: from here on the hook is its job  # sockaddr_un's path is 104–108 bytes depending on the OS
+_SUN_PATH_MAX = 100  # sockaddr_un's path is 104–108 bytes depending on the OS
+TAKEN = b"taken\n"  # the warm process's first bytes: from here on the hook is its job
 
 
 def enabled(env: dict[str, str] | None = None) -> bool:
@@ -123,7 +123,7 @@ def socket_path(key: str, env: dict[str, str] | None = None) -> str | None:
 # ---------------------------------------------------------------- the hook's side
 
 
-def ask(event: str, raw_input: str, *, env: dict[str, str] | None = None) -> tuple[bool, str | None]:
+def ask(event: str, raw_input: str, *, env: dict[str, str] | None = None) -> tuple[bool, dict | None]:
     """Run `event` in the warm process. Returns (handled, output or None).
 
     Not handled (False) when the warm process did not take the request (none is running, it
@@ -178,7 +178,9 @@ def start(path: str, key: str, env: dict[str, str], cwd: str) -> None:
 
     child_env = {name: value for name, value in env.items() if name not in VOLATILE_VARS}
     try:
-        subprocess.Popen([sys.executable, "-m", "evoteam.plugin.warm", path, key], cwd=cwd, env=child_env,
+        from evoteam import python_module_command
+
+        subprocess.Popen(python_module_command("evoteam.plugin.warm", path, key), cwd=cwd, env=child_env,
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          start_new_session=True, close_fds=True)
     except OSError as exc:

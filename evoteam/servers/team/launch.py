@@ -57,7 +57,7 @@ def guarded_cli(cli_path: str | Path | None = None) -> str:
     if real not in _GUARDS:
         folder = Path(tempfile.mkdtemp(prefix="evoteam-guard-"))
         script = folder / "claude"
-        script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m evoteam.servers.team.procguard "{real}" "$@"\n')
+        script.write_text(f'#!/bin/sh\nexec "{sys.executable}" -P -m evoteam.servers.team.procguard "{real}" "$@"\n')
         script.chmod(0o755)
         _GUARDS[real] = str(script)
     return _GUARDS[real]

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evoteam import python_module_args
 from evoteam.servers.team.cost import PriceTable, price_usage
 from evoteam.servers.team.launch import ORIGIN_VAR, guarded_cli, session_env
 from evoteam.servers.team.models import SessionStatus
@@ -78,7 +79,7 @@ class RoleRunner(Protocol):
 
 def mcp_server_config(server: str, env: dict[str, str]) -> dict[str, Any]:
     """The stdio config of one evoteam server, started with this Python."""
-    return {"type": "stdio", "command": sys.executable, "args": ["-m", "evoteam.cli", "serve", server],
+    return {"type": "stdio", "command": sys.executable, "args": python_module_args("evoteam.cli", "serve", server),
             "env": env}
 
 
@@ -220,7 +221,7 @@ class CodexRunner:
 
         server_env = {**self.mcp_env, **{k: v for k, v in job.env.items() if k.startswith("EVOTEAM_")}}
         for name in job.mcp_servers:  # waited for, tools approved, the store passed on (see plugin/codex.py)
-            cmd += exec_overrides(name, sys.executable, ["-m", "evoteam.cli", "serve", name], server_env)
+            cmd += exec_overrides(name, sys.executable, python_module_args("evoteam.cli", "serve", name), server_env)
         return cmd + self.extra_args + [f"{job.brief}\n\n---\n\n{job.kickoff}"]
 
     async def run(self, job: RoleJob, report: Report) -> RoleOutcome:
