@@ -1,0 +1,233 @@
+"""The fast-start front of `evoteam serve <server>` over stdio (evoteam/servers/front.py), driven
+as a client drives it: a real process, a real `mcp` client or raw JSON-RPC lines.
+
+A first start records the manifest; a second answers `initialize`/`server/discover` and
+`tools/list` from it while the real server imports, then forwards everything to that server;
+`EVOTEAM_FAST_START=0` is the plain path. The three give the same tools and the same answers."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+
+from evoteam.servers import front
+
+# A call per server whose answer depends only on a fresh store (an error is an answer too).
+CALLS = {
+    "knowledge": ("list_runs", {}),
+    "team": ("get_team", {"run_id": "run_missing"}),
+    "retrieval": ("retrieval_stats", {}),
+    "bench": ("list_kits", {}),
+}
+ANSWER_WITHIN_S = 30
+
+
+def server_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {**os.environ, "EVOTEAM_DB": str(home / "kb.db"), "HOME": str(home), **extra}
+    for var in ("EVOTEAM_KNOWLEDGE_URL", "ANTHROPIC_API_KEY", "EVOTEAM_HOME", "EVOTEAM_FAST_START"):
+        if var not in extra:
+            env.pop(var, None)
+    return env
+
+
+def manifests(home: Path, server: str) -> list[Path]:
+    return sorted((home / ".evoteam" / "fast-start").glob(f"{server}-*.json"))
+
+
+async def session(server: str, env: dict[str, str], cwd: Path, mode: str = "auto",
+                  call: tuple[str, dict] | None = None) -> tuple[list[dict], dict]:
+    """One client session: the tools listed and the answer to `call` (default: CALLS[server])."""
+    name, arguments = call or CALLS[server]
+    params = StdioServerParameters(command=sys.executable, args=["-m", "evoteam.cli", "serve", server],
+                                   env=env, cwd=str(cwd))
+    with anyio.fail_after(ANSWER_WITHIN_S):
+        async with Client(params, mode=mode) as client:
+            tools = [t.model_dump(mode="json") for t in (await client.list_tools()).tools]
+            result = await client.call_tool(name, arguments)
+    return tools, {"is_error": result.is_error, "content": [c.model_dump(mode="json") for c in result.content],
+                   "structured": result.structured_content}
+
+
+@pytest.mark.parametrize("server", sorted(CALLS))
+async def test_a_warm_start_lists_and_answers_as_the_plain_server(server: str, tmp_path: Path):
+    env = server_env(tmp_path)
+    cold = await session(server, env, tmp_path)
+    [manifest] = manifests(tmp_path, server)
+    assert stat.S_IMODE(manifest.stat().st_mode) == 0o600
+    assert stat.S_IMODE(manifest.parent.stat().st_mode) == 0o700
+    written = json.loads(manifest.read_text())["written"]
+
+    warm = await session(server, env, tmp_path)
+    plain = await session(server, {**env, "EVOTEAM_FAST_START": "0"}, tmp_path)
+    assert warm == cold == plain
+    assert {t["name"] for t in warm[0]} >= {CALLS[server][0]}
+    # The warm start was a hit: the manifest was served and verified, not written again.
+    assert manifests(tmp_path, server) == [manifest]
+    assert json.loads(manifest.read_text())["written"] == written
+
+
+async def test_the_initialize_handshake_is_served_too(tmp_path: Path):
+    env = server_env(tmp_path)
+    cold = await session("knowledge", env, tmp_path, mode="legacy")
+    warm = await session("knowledge", env, tmp_path, mode="legacy")
+    assert warm == cold
+    # The handshake and the stateless protocol are cached apart (their answers differ).
+    await session("knowledge", env, tmp_path)
+    assert len(manifests(tmp_path, "knowledge")) == 2
+
+
+async def test_a_change_of_environment_is_a_miss(tmp_path: Path):
+    await session("bench", server_env(tmp_path), tmp_path)
+    await session("bench", server_env(tmp_path, EVOTEAM_PROJECT="another"), tmp_path)
+    (tmp_path / "evoteam.toml").write_text('project = "third"\n')
+    await session("bench", server_env(tmp_path), tmp_path)
+    assert len(manifests(tmp_path, "bench")) == 3
+
+
+async def test_a_stale_manifest_is_served_then_found_and_rewritten(tmp_path: Path):
+    env = server_env(tmp_path)
+    tools, _ = await session("bench", env, tmp_path)
+    [path] = manifests(tmp_path, "bench")
+    data = json.loads(path.read_text())
+    data["tools"]["result"]["tools"].append({"name": "ghost_tool", "inputSchema": {"type": "object"}})
+    path.write_text(json.dumps(data))
+
+    stale, ghost = await session("bench", env, tmp_path, call=("ghost_tool", {}))
+    assert [t["name"] for t in stale] == [t["name"] for t in tools] + ["ghost_tool"]  # served from the file
+    assert ghost["is_error"] and "ghost_tool" in json.dumps(ghost["content"])  # the real server's error
+
+    # The verification rewrote the manifest: the next start lists the real tools.
+    assert "ghost_tool" not in path.read_text()
+    assert (await session("bench", env, tmp_path))[0] == tools
+
+
+def test_a_manifest_of_the_wrong_shape_is_a_miss(tmp_path: Path):
+    key = "k" * 64
+    good = {"method": "initialize", "result": {"capabilities": {}, "protocolVersion": "x", "serverInfo": {}}}
+    tools = {"params": None, "result": {"tools": [{"name": "a"}]}}
+    front.save_manifest(tmp_path, "bench", key, good, tools)
+    assert front.load_manifest(tmp_path, "bench", key)["tools"] == tools
+    assert front.load_manifest(tmp_path, "bench", "other" + key) is None
+    path = next(tmp_path.glob("bench-*.json"))
+    for bad in ("not json", "[]", json.dumps({"format": 1, "key": key, "first": good, "tools": {"params": None}}),
+                json.dumps({"format": 1, "key": key, "first": {**good, "method": "tools/call"}, "tools": tools}),
+                json.dumps({"format": 1, "key": key, "first": good,
+                            "tools": {"params": None, "result": {"tools": [{"name": 3}]}}})):
+        path.write_text(bad)
+        assert front.load_manifest(tmp_path, "bench", key) is None, bad
+
+
+def test_the_front_imports_neither_mcp_nor_pydantic(tmp_path: Path):
+    probe = ("import sys; import evoteam.cli; from evoteam.servers import front\n"
+             "front.base_key('knowledge', {}); front.manifest_key({}, None)\n"
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'mcp', 'mcp_types', 'pydantic', 'anyio'}))")
+    out = subprocess.run([sys.executable, "-c", probe], env=server_env(tmp_path), capture_output=True,
+                         text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------- raw lines
+
+
+class Raw:
+    """`evoteam serve` driven line by line: what a client sends, unprocessed."""
+
+    def __init__(self, server: str, home: Path, **env: str):
+        self.process = subprocess.Popen([sys.executable, "-m", "evoteam.cli", "serve", server],
+                                        env=server_env(home, **env), cwd=home, stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.buffer = b""
+
+    def send(self, message: dict | str) -> None:
+        line = message if isinstance(message, str) else json.dumps(message)
+        self.process.stdin.write(line.encode() + b"\n")
+        self.process.stdin.flush()
+
+    def receive(self) -> dict:
+        fd = self.process.stdout.fileno()
+        while b"\n" not in self.buffer:
+            ready, _, _ = select.select([fd], [], [], ANSWER_WITHIN_S)
+            assert ready, "no answer in time"
+            chunk = os.read(fd, 1 << 20)
+            assert chunk, "the server closed its output"
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return json.loads(line)
+
+    def handshake(self) -> list[dict]:
+        self.send({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                   "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                              "clientInfo": {"name": "raw", "version": "1"}}})
+        init = self.receive()
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        self.send({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        return [init, self.receive()]
+
+    def close(self, within_s: float = 10) -> int:
+        self.process.stdin.close()
+        try:
+            return self.process.wait(within_s)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait(5)
+
+
+def test_early_requests_wait_for_the_real_server_in_order(tmp_path: Path):
+    cold = Raw("knowledge", tmp_path)
+    recorded = cold.handshake()
+    assert cold.close() == 0
+
+    warm = Raw("knowledge", tmp_path)
+    started = time.monotonic()
+    assert warm.handshake() == recorded
+    # Sent at once, before the real server has finished importing: a call, a frame the server
+    # cannot read, a frame too deep for a parser, a ping and a second list.
+    warm.send({"jsonrpc": "2.0", "id": "call-1", "method": "tools/call",
+               "params": {"name": "start_run", "arguments": {"goal": "early"}}})
+    warm.send("this is not json at all")
+    warm.send('{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"x","arguments":{"x":'
+              + "[" * 10_000 + "]" * 10_000 + "}}}")
+    warm.send({"jsonrpc": "2.0", "id": 7, "method": "ping"})
+    warm.send({"jsonrpc": "2.0", "id": "call-2", "method": "tools/call",
+               "params": {"name": "get_run", "arguments": {"run_id": "run_missing"}}})
+    answers = [warm.receive() for _ in range(5)]
+    assert time.monotonic() - started < ANSWER_WITHIN_S
+    by_id = {a.get("id"): a for a in answers}
+    assert set(by_id) == {"call-1", None, 13, 7, "call-2"}
+    assert by_id[7]["result"] == {}
+    run = by_id["call-1"]["result"]["structuredContent"]
+    assert run["goal"] == "early" and not by_id["call-1"]["result"].get("isError")
+    assert by_id[None]["error"]["code"] == -32700 and "not valid JSON" in by_id[None]["error"]["message"]
+    assert "nests deeper" in by_id[13]["error"]["message"]
+    assert by_id["call-2"]["result"]["isError"]
+    # (The real server runs requests concurrently: the order of these answers is its own.)
+    # And after the real server is up, everything is its own answer.
+    warm.send({"jsonrpc": "2.0", "id": 8, "method": "tools/list"})
+    assert warm.receive() == {**recorded[1], "id": 8}
+    assert warm.close() == 0
+    assert warm.process.stderr.read() == b""
+
+
+@pytest.mark.parametrize("fast", ["1", "0"])
+def test_stdin_closed_ends_the_process_cleanly(tmp_path: Path, fast: str):
+    Raw("bench", tmp_path).close(30)  # record the manifest
+    for _ in range(2):
+        raw = Raw("bench", tmp_path, EVOTEAM_FAST_START=fast)
+        raw.handshake()
+        started = time.monotonic()
+        assert raw.close() == 0
+        assert time.monotonic() - started < 8
+        assert raw.process.stderr.read() == b""
+    silent = Raw("bench", tmp_path, EVOTEAM_FAST_START=fast)
+    assert silent.close() == 0  # closed before saying anything
