@@ -298,8 +298,7 @@ class Front:
             self.outbox.put(None)
 
     def on_client_line(self, line: bytes) -> None:
-        # Once the real server answers and tools/list went by, lines pass unread.
-        msg = None if self.ready.is_set() and self.tools_seen else _parse(line)
+        msg = _parse(line) if self.reading() else None
         method = _request_method(msg)
         if self.first:
             self.first = False
@@ -315,6 +314,15 @@ class Front:
                 and not self.ready.is_set():
             return self.reply(msg["id"], {})
         self.outbox.put(line)
+
+    def reading(self) -> bool:
+        """Whether the front still looks into the client's lines: for the opening request, the
+        first tools/list, and the pings it answers while the real server starts."""
+        if self.first:
+            return True
+        if self.key is None:
+            return False  # a session the front does not cache: bytes pass unread
+        return not self.tools_seen or (self.manifest is not None and not self.ready.is_set())
 
     def on_first(self, msg: dict) -> None:
         """The opening request (`initialize`, or `server/discover` of the stateless protocol):
@@ -514,19 +522,20 @@ def serve(server: str, options: dict[str, Any]) -> int | None:
         os.dup2(wire_in, 0)
         os.dup2(wire_out, 1)
         return None
-    threads = [threading.Thread(target=front.run_server, name="evoteam-server", daemon=True),
-               threading.Thread(target=front.write_server, name="evoteam-front-writer", daemon=True),
-               threading.Thread(target=front.pump_server, name="evoteam-front-pump", daemon=True)]
+    server = threading.Thread(target=front.run_server, name="evoteam-server", daemon=True)
+    pump = threading.Thread(target=front.pump_server, name="evoteam-front-pump", daemon=True)
+    writer = threading.Thread(target=front.write_server, name="evoteam-front-writer", daemon=True)
     reader = threading.Thread(target=front.read_client, name="evoteam-front-reader", daemon=True)
-    for thread in (reader, *threads):
+    for thread in (reader, writer, server, pump):
         thread.start()
     try:
-        for thread in threads:
-            thread.join()
+        server.join()
+        pump.join()
+        if not reader.is_alive():  # the usual end: stdin closed, so the writer has stopped too
+            reader.join()
+            writer.join()
     except KeyboardInterrupt:
         return 130
-    # The reader is left only when the server ended while the client still talks: the
-    # process exits under it (a daemon thread blocked on a read).
-    if not reader.is_alive():
-        reader.join()
+    # Otherwise the server ended while the client still talks: the process exits under the
+    # reader and the writer (daemon threads waiting on stdin and on the reader).
     return front.exit_code
