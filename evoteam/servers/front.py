@@ -246,8 +246,13 @@ def _answers_first(msg: dict) -> bool:
 
 
 def _log(text: str) -> None:
+    _log_line(f"evoteam {text}")
+
+
+def _log_line(text: str) -> None:
+    """One line on stderr, written at once (threads share it)."""
     try:
-        os.write(2, f"evoteam {text}\n".encode("utf-8", "replace"))
+        os.write(2, f"{text}\n".encode("utf-8", "replace"))
     except OSError:
         pass
 
@@ -447,8 +452,8 @@ class Front:
 
             try:
                 settings = load_settings()
-            except ConfigError as exc:
-                _log(f"serve {self.server}: {exc}")
+            except ConfigError as exc:  # said as the plain path's click error says it
+                _log_line(f"Error: {exc}")
                 self.exit_code = 1
                 return
             if self.options.get("knowledge_url"):
@@ -465,8 +470,9 @@ class Front:
 
 
 def _lines(fd: int, chunk: int = 1 << 16):
-    """The lines read from `fd`, each with its newline (a last line without one gets one)."""
-    buffer = b""
+    """The lines read from `fd`, each with its newline (a last line without one gets one).
+    A long line is gathered in parts, joined once."""
+    parts: list[bytes] = []
     while True:
         try:
             data = os.read(fd, chunk)
@@ -475,14 +481,17 @@ def _lines(fd: int, chunk: int = 1 << 16):
         except OSError:
             data = b""
         if not data:
-            if buffer:
-                yield buffer + b"\n"
+            if parts:
+                yield b"".join(parts) + b"\n"
             return
-        buffer += data
-        if b"\n" in data:
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                yield line + b"\n"
+        if b"\n" not in data:
+            parts.append(data)
+            continue
+        head, *middle, tail = data.split(b"\n")
+        yield b"".join([*parts, head, b"\n"])
+        for line in middle:
+            yield line + b"\n"
+        parts = [tail] if tail else []
 
 
 def _write_all(fd: int, data: bytes) -> None:

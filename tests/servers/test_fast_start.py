@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import stat
 import subprocess
 import sys
@@ -231,3 +232,21 @@ def test_stdin_closed_ends_the_process_cleanly(tmp_path: Path, fast: str):
         assert raw.process.stderr.read() == b""
     silent = Raw("bench", tmp_path, EVOTEAM_FAST_START=fast)
     assert silent.close() == 0  # closed before saying anything
+
+
+@pytest.mark.parametrize("fast", ["1", "0"])
+def test_a_bad_config_file_is_one_line_and_exit_1(tmp_path: Path, fast: str):
+    (tmp_path / "evoteam.toml").write_text("project = [\n")
+    raw = Raw("bench", tmp_path, EVOTEAM_FAST_START=fast)
+    assert raw.process.wait(30) == 1  # before the client says anything, as before
+    err = raw.process.stderr.read().decode()
+    assert err.startswith("Error: cannot read") and err.count("\n") == 1 and "Traceback" not in err
+    raw.close()
+
+
+def test_sigterm_ends_a_fronted_session(tmp_path: Path):
+    Raw("bench", tmp_path).close(30)
+    raw = Raw("bench", tmp_path)
+    raw.handshake()
+    raw.process.send_signal(signal.SIGTERM)
+    assert raw.process.wait(10) == -signal.SIGTERM
