@@ -216,9 +216,9 @@ def save_manifest(folder: Path, server: str, key: str, first: dict, tools: dict)
 # ---------------------------------------------------------------- the session
 
 
-def _parse(line: bytes) -> dict | None:
-    """The JSON object on a line, or None (not JSON, too deep, too long, not an object)."""
-    if len(line) > MAX_PARSED_LINE:
+def _parse(line: bytes, limit: int | None = MAX_PARSED_LINE) -> dict | None:
+    """The JSON object on a line, or None (not JSON, too deep, longer than `limit`, not an object)."""
+    if limit is not None and len(line) > limit:
         return None
     try:
         value = json.loads(line)
@@ -362,8 +362,9 @@ class Front:
         self.outbox.put(line)
 
     def reply(self, request_id: Any, result: dict) -> None:
+        # ASCII escapes: any string read back from a manifest is written, even a lone surrogate.
         self.write_client(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result},
-                                     ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+                                     separators=(",", ":")).encode() + b"\n")
 
     def write_server(self) -> None:
         """Feed the real server in order; the queue keeps the reader from ever blocking."""
@@ -388,7 +389,8 @@ class Front:
     def _pump(self) -> None:
         for line in _lines(self.from_server_r):
             if self.expected:
-                msg = _parse(line)
+                # The server's own output, however long: a tools/list reply can be big.
+                msg = _parse(line, limit=None)
                 if msg is not None and ("result" in msg or "error" in msg):
                     with self.expect_lock:
                         what, swallow = self.expected.get(msg.get("id"), (None, False))

@@ -14,6 +14,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -250,3 +251,76 @@ def test_sigterm_ends_a_fronted_session(tmp_path: Path):
     raw.handshake()
     raw.process.send_signal(signal.SIGTERM)
     assert raw.process.wait(10) == -signal.SIGTERM
+
+
+# ---------------------------------------------------------------- the front alone
+
+
+class FakeServer:
+    """Stands in for the real server inside a `front.Front`: answers the opening request and
+    tools/list (with a list far longer than a line the front parses from the client)."""
+
+    TOOLS = {"tools": [{"name": f"tool_{i}", "description": "d" * 1000, "inputSchema": {"type": "object"}}
+                       for i in range(200)]}
+
+    def __init__(self, session: front.Front):
+        self.session = session
+
+    def run(self) -> None:
+        s = self.session
+        try:
+            for line in front._lines(s.to_server_r):
+                msg = json.loads(line)
+                if msg.get("method") == "initialize":
+                    result = {"protocolVersion": "2025-06-18", "capabilities": {}, "serverInfo": {"name": "fake"}}
+                elif msg.get("method") == "tools/list":
+                    result = self.TOOLS
+                elif "id" in msg:
+                    result = {"echo": msg["method"]}
+                else:
+                    continue
+                front._write_all(s.from_server_w, json.dumps({"jsonrpc": "2.0", "id": msg["id"],
+                                                              "result": result}).encode() + b"\n")
+        finally:
+            os.close(s.from_server_w)
+            os.close(s.to_server_r)
+
+
+def fake_session(home: Path, monkeypatch: pytest.MonkeyPatch, requests: list[dict]) -> list[dict]:
+    """Run one session of the front against FakeServer; the client's answers."""
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("EVOTEAM_HOME", raising=False)
+    client_in_r, client_in_w = os.pipe()
+    client_out_r, client_out_w = os.pipe()
+    session = front.Front("fake", {}, client_in_r, client_out_w)
+    received: list[bytes] = []
+    threads = [threading.Thread(target=target, daemon=True)
+               for target in (session.read_client, session.write_server, session.pump_server, FakeServer(session).run)]
+    client = threading.Thread(target=lambda: received.extend(front._lines(client_out_r)), daemon=True)
+    for thread in (*threads, client):
+        thread.start()
+    front._write_all(client_in_w, b"".join(json.dumps(r).encode() + b"\n" for r in requests))
+    os.close(client_in_w)
+    for thread in threads:
+        thread.join(10)
+        assert not thread.is_alive()
+    os.close(client_out_w)
+    client.join(10)
+    os.close(client_out_r)
+    os.close(client_in_r)
+    return [json.loads(line) for line in received]
+
+
+def test_a_long_tool_list_is_recorded_and_the_fronts_own_reply_never_reaches_the_client(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    requests = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}},
+                {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "tool_1"}}]
+    assert len(json.dumps(FakeServer.TOOLS)) > front.MAX_PARSED_LINE
+    cold = fake_session(tmp_path, monkeypatch, requests)
+    assert [a["id"] for a in cold] == [1, 2, 3] and cold[1]["result"] == FakeServer.TOOLS
+    warm = fake_session(tmp_path, monkeypatch, requests)
+    assert sorted(warm, key=lambda a: a["id"]) == cold  # nothing under the front's own id
+    [path] = (tmp_path / ".evoteam" / "fast-start").glob("fake-*.json")
+    assert json.loads(path.read_text())["tools"]["result"] == FakeServer.TOOLS
