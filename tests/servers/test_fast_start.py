@@ -324,3 +324,32 @@ def test_a_long_tool_list_is_recorded_and_the_fronts_own_reply_never_reaches_the
     assert sorted(warm, key=lambda a: a["id"]) == cold  # nothing under the front's own id
     [path] = (tmp_path / ".evoteam" / "fast-start").glob("fake-*.json")
     assert json.loads(path.read_text())["tools"]["result"] == FakeServer.TOOLS
+
+
+def test_the_key_follows_what_can_change_the_answers(tmp_path: Path):
+    env = server_env(tmp_path)
+    base = front.base_key("bench", {}, env, tmp_path)
+
+    def key(b=base, params=None) -> str:
+        return front.manifest_key(b, ["initialize", params or {"protocolVersion": "2025-06-18"}])
+
+    changed = [
+        front.base_key("team", {}, env, tmp_path),
+        front.base_key("bench", {"knowledge_url": "https://kb"}, env, tmp_path),
+        front.base_key("bench", {}, {**env, "EVOTEAM_ROLE": "x"}, tmp_path),
+        front.base_key("bench", {}, {**env, "SOME_OTHER_VAR": "1"}, tmp_path),
+        front.base_key("bench", {}, env, tmp_path / "sub"),
+    ]
+    (tmp_path / "evoteam.toml").write_text('project = "p"\n')
+    changed.append(front.base_key("bench", {}, env, tmp_path))
+    (tmp_path / "evoteam.toml").unlink()
+    keys = {key(), *(key(b) for b in changed), key(params={"protocolVersion": "2025-11-25"})}
+    assert len(keys) == len(changed) + 2
+    # Per-terminal and per-session variables no server reads leave it alone.
+    assert key(front.base_key("bench", {}, {**env, "SHLVL": "9", "CLAUDE_CODE_SESSION_ID": "s"}, tmp_path)) == key()
+    # An edited source file changes the fingerprint.
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m.py").write_text("a = 1\n")
+    before = front._package_fingerprint(tmp_path / "pkg")
+    (tmp_path / "pkg" / "m.py").write_text("a = 22\n")
+    assert front._package_fingerprint(tmp_path / "pkg") != before
