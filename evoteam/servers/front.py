@@ -41,6 +41,7 @@ from typing import Any
 FAST_START_ENV = "EVOTEAM_FAST_START"
 MANIFEST_FORMAT = 1
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
+KEEP_PER_SERVER = 32
 # A client line longer than this is never one of the few messages the front answers itself;
 # it is forwarded without being parsed.
 MAX_PARSED_LINE = 64 * 1024
@@ -212,7 +213,21 @@ def save_manifest(folder: Path, server: str, key: str, first: dict, tools: dict)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    _prune(folder, server)
     return path
+
+
+def _prune(folder: Path, server: str, keep: int = KEEP_PER_SERVER) -> None:
+    """Drop all but the newest `keep` manifests of `server`: every source edit or new project
+    folder makes a new key, and old ones are never asked for again."""
+    def mtime(path: Path) -> float:
+        try:
+            return path.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    for old in sorted(folder.glob(f"{server}-*.json"), key=mtime, reverse=True)[keep:]:
+        old.unlink(missing_ok=True)
 
 
 # ---------------------------------------------------------------- the session

@@ -129,6 +129,18 @@ def test_a_manifest_of_the_wrong_shape_is_a_miss(tmp_path: Path):
         assert front.load_manifest(tmp_path, "bench", key) is None, bad
 
 
+def test_old_manifests_are_pruned(tmp_path: Path):
+    first = {"method": "initialize", "result": {"capabilities": {}}}
+    tools = {"params": None, "result": {"tools": []}}
+    for i in range(front.KEEP_PER_SERVER + 3):
+        path = front.save_manifest(tmp_path, "bench", f"{i:040d}" + "x" * 24, first, tools)
+        os.utime(path, (1_000_000 + i, 1_000_000 + i))
+    front.save_manifest(tmp_path, "team", "t" * 64, first, tools)
+    kept = sorted(tmp_path.glob("bench-*.json"))
+    assert len(kept) == front.KEEP_PER_SERVER and kept[0].name == f"bench-{3:040d}.json"
+    assert len(list(tmp_path.glob("team-*.json"))) == 1
+
+
 def test_the_front_imports_neither_mcp_nor_pydantic(tmp_path: Path):
     probe = ("import sys; import evoteam.cli; from evoteam.servers import front\n"
              "front.base_key('knowledge', {}); front.manifest_key({}, None)\n"
