@@ -4,7 +4,10 @@
 
 - `evoteam --help`, next to `python -c "import click"` (the CLI's own floor);
 - each MCP server over stdio, spawn → tools listed, next to `python -c "import mcp"` (the SDK's
-  import alone: the part of a server's start evoteam does not control);
+  import alone): on the plain path (`EVOTEAM_FAST_START=0`), behind the fast-start front with no
+  manifest cached (cold: the first start after a change), and with a warm manifest (the front
+  answers from it while the real server imports); and, warm, spawn → first tool call answered
+  (that call waits for the real server's import);
 - the plugin's hook launcher on an unknown event (Python start + launcher: the hooks' floor).
 
 Runs are interleaved (one of each per round) so that a change in the machine's load hits every
@@ -24,6 +27,7 @@ import time
 from pathlib import Path
 
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 ROOT = Path(__file__).resolve().parents[1]
 EVOTEAM = Path(sys.executable).with_name("evoteam")
@@ -36,13 +40,28 @@ def spawn(cmd: list[str], env: dict[str, str], stdin: str = "") -> float:
     return time.perf_counter() - t
 
 
-def tools_listed(server: str, env: dict[str, str]) -> float:
+# A call per server that needs nothing but the store (an error answer is an answer).
+FIRST_CALLS = {"knowledge": ("list_runs", {}), "team": ("get_team", {"run_id": "run_missing"}),
+               "retrieval": ("retrieval_stats", {}), "bench": ("list_kits", {})}
+
+
+def tools_listed(server: str, env: dict[str, str], first_call: bool = False, cold: bool = False) -> float:
+    """Spawn → tools listed (or → the first tool call answered). `cold` forgets the server's
+    fast-start manifests first."""
+    if cold:
+        for path in (Path(env["HOME"]) / ".evoteam" / "fast-start").glob(f"{server}-*.json"):
+            path.unlink()
+
     async def once() -> float:
         params = StdioServerParameters(command=sys.executable, args=["-m", "evoteam.cli", "serve", server], env=env)
-        t = time.perf_counter()
-        async with Client(params) as client:
-            await client.list_tools()
-            return time.perf_counter() - t
+        # The servers' own logs (e.g. the team call's "no run" error) stay out of the table.
+        with open(os.devnull, "w") as quiet:
+            t = time.perf_counter()
+            async with Client(stdio_client(params, errlog=quiet)) as client:
+                await client.list_tools()
+                if first_call:
+                    await client.call_tool(*FIRST_CALLS[server])
+                return time.perf_counter() - t
 
     return asyncio.run(once())
 
@@ -56,13 +75,24 @@ def main() -> None:
                "EVOTEAM_HOOK_LOG": str(Path(tmp) / "hooks.log"), "EVOTEAM_PYTHON": sys.executable,
                "CLAUDE_PROJECT_DIR": tmp}
         env.pop("EVOTEAM_KNOWLEDGE_URL", None)
+        env.pop("EVOTEAM_HOME", None)  # manifests go to the temporary HOME
+        env.pop("EVOTEAM_FAST_START", None)
+        plain = {**env, "EVOTEAM_FAST_START": "0"}
         py = sys.executable
         rows: dict[str, tuple[str, callable]] = {
             "python -c 'import click'": ("", lambda: spawn([py, "-c", "import click"], env)),
             "evoteam --help": ("python -c 'import click'", lambda: spawn([str(EVOTEAM), "--help"], env)),
             "python -c 'import mcp'": ("", lambda: spawn([py, "-c", "import mcp"], env)),
-            **{f"serve {s}: spawn → tools listed": ("python -c 'import mcp'", lambda s=s: tools_listed(s, env))
-               for s in SERVERS},
+            **{row: spec for s in SERVERS for row, spec in {
+                f"serve {s}, plain: spawn → tools listed": (
+                    "python -c 'import mcp'", lambda s=s: tools_listed(s, plain)),
+                f"serve {s}, cold manifest: spawn → tools listed": (
+                    "python -c 'import mcp'", lambda s=s: tools_listed(s, env, cold=True)),
+                f"serve {s}, warm manifest: spawn → tools listed": (
+                    "python -c 'import mcp'", lambda s=s: tools_listed(s, env)),
+                f"serve {s}, warm manifest: spawn → first call answered": (
+                    "python -c 'import mcp'", lambda s=s: tools_listed(s, env, first_call=True)),
+            }.items()},
             "python -c pass": ("", lambda: spawn([py, "-c", "pass"], env)),
             "hook launcher, unknown event (hooks' floor)": (
                 "python -c pass", lambda: spawn([str(ROOT / "hooks" / "evoteam-launch"), "hook", "none"], env, "{}")),

@@ -88,10 +88,16 @@ class LazyGroup(click.Group):
 @click.pass_context
 def main(ctx: click.Context) -> None:
     """evoteam: evolving agent teams for open-ended optimisation."""
+    if ctx.invoked_subcommand == "serve":
+        return  # serve reads its settings itself: behind the fast-start front, in the background
+    ctx.obj = _settings()
+
+
+def _settings():
     from evoteam.config import ConfigError, load_settings  # pydantic: not needed for --help
 
     try:
-        ctx.obj = load_settings()
+        return load_settings()
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from exc
 
@@ -109,9 +115,16 @@ def main(ctx: click.Context) -> None:
               help="Serve HTTPS with this certificate (PEM); with --tls-key.")
 @click.option("--tls-key", default=None, type=click.Path(exists=True, dir_okay=False),
               help="The private key (PEM) of --tls-cert.")
-@click.pass_obj
-def serve(settings, server, use_http, host, port, allowed_hosts, allowed_origins, knowledge_url, tls_cert, tls_key):
+def serve(server, use_http, host, port, allowed_hosts, allowed_origins, knowledge_url, tls_cert, tls_key):
     """Run one of the MCP servers (stdio by default)."""
+    if not use_http:
+        from evoteam.servers import front  # standard library only: no mcp, no pydantic
+
+        if front.enabled():
+            code = front.serve(server, {"knowledge_url": knowledge_url})
+            if code is not None:
+                sys.exit(code)
+    settings = _settings()
     if knowledge_url:
         settings.knowledge_url = knowledge_url
     module = importlib.import_module(f"evoteam.servers.{server}.server")

@@ -12,7 +12,9 @@ Two gaps of the MCP SDK are closed here, at our layer:
 
 from __future__ import annotations
 
+import io
 import json
+import os
 from typing import Any
 
 import anyio
@@ -25,6 +27,28 @@ from mcp_types.jsonrpc import INVALID_REQUEST, PARSE_ERROR
 from pydantic import ValidationError
 
 MAX_ERROR_CHARS = 600
+
+# Descriptors (read, write) the next stdio session speaks on instead of the process's stdin and
+# stdout: set by the fast-start front (evoteam/servers/front.py), which owns the real wire.
+_pipes: tuple[int, int] | None = None
+
+
+def speak_on(read_fd: int, write_fd: int) -> None:
+    """Make `EvoServer.run_stdio_async` in this process speak on these descriptors (they stay
+    the caller's to close)."""
+    global _pipes
+    _pipes = (read_fd, write_fd)
+
+
+def _stdio_streams() -> tuple[Any, Any]:
+    """The streams for `stdio_server`: None, None (the process's own) unless `speak_on` was called."""
+    if _pipes is None:
+        return None, None
+    read_fd, write_fd = _pipes
+    # As the SDK wraps stdin/stdout: UTF-8, undecodable input replaced (guard answers it).
+    stdin = io.TextIOWrapper(os.fdopen(read_fd, "rb", closefd=False), encoding="utf-8", errors="replace")
+    stdout = io.TextIOWrapper(os.fdopen(write_fd, "wb", closefd=False), encoding="utf-8", write_through=True)
+    return anyio.wrap_file(stdin), anyio.wrap_file(stdout)
 
 
 def one_line(text: str, limit: int = MAX_ERROR_CHARS) -> str:
@@ -57,7 +81,7 @@ class EvoServer(MCPServer):
             raise ToolError(one_line(str(exc))) from exc
 
     async def run_stdio_async(self) -> None:
-        async with stdio_server() as (read_stream, write_stream):
+        async with stdio_server(*_stdio_streams()) as (read_stream, write_stream):
             await self._lowlevel_server.run(
                 AnsweringReadStream(read_stream, write_stream), write_stream,
                 self._lowlevel_server.create_initialization_options())

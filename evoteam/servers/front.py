@@ -1,0 +1,569 @@
+"""The fast-start front of the stdio servers: the client's tools are listed before `mcp` is imported.
+
+Importing the MCP SDK takes most of a server's start (its protocol types are pydantic models
+built at import). A client, though, first only asks `initialize` and `tools/list`, whose answers
+depend on nothing but the code, its environment and the client's `initialize` parameters. So
+`evoteam serve <server>` over stdio runs this front, which imports only the standard library:
+
+- it owns the process's stdin and stdout for the whole session (fd 0 and fd 1 are pointed at
+  the null device and at stderr, as the SDK's own transport does, so that children and stray
+  prints miss the wire);
+- in a background thread it starts the real server (`EvoServer`, unchanged) on a pair of
+  in-process pipes;
+- when a *manifest* (the answers the real server gave earlier under the same key, see
+  `manifest_key`) is cached, it answers `initialize`, `tools/list` and `ping` from it at once;
+  every other message waits, in order, for the real server;
+- it replays the client's `initialize` into the real server and swallows that reply, sends a
+  `tools/list` of its own under an id no client uses, and compares both answers with the
+  manifest: a difference rewrites the manifest (one line on stderr); the client already holds
+  the list, and a call to a tool that is gone gets the real server's error;
+- on a cache miss it answers nothing itself: it forwards, and records the real answers.
+
+Everything else goes through as bytes, both ways, in order: the real server still answers the
+lines it cannot read (evoteam/servers/guard.py). `EVOTEAM_FAST_START=0` runs the plain path.
+The front never runs anything read from a manifest; it only echoes JSON from it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import queue
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+FAST_START_ENV = "EVOTEAM_FAST_START"
+MANIFEST_FORMAT = 1
+MAX_MANIFEST_BYTES = 4 * 1024 * 1024
+KEEP_PER_SERVER = 32
+# A client line longer than this is never one of the few messages the front answers itself;
+# it is forwarded without being parsed.
+MAX_PARSED_LINE = 64 * 1024
+# How long a session whose stdin closed still waits for the real server's answer to the
+# front's own tools/list (the answer that records or verifies the manifest).
+SETTLE_AT_EXIT_S = 5.0
+# The requests that open a session: `initialize` (the stateful protocol) and `server/discover`
+# (the stateless one, 2026-07-28, whose requests each carry the client's version in `_meta`).
+FIRST_METHODS = ("initialize", "server/discover")
+# Variables that change from one terminal, shell or editor session to the next and that no
+# server reads: keying on them would make every start a cache miss. Everything else in the
+# environment is part of the key (a miss costs only speed; a wrong hit serves wrong tools).
+VOLATILE_ENV = frozenset({
+    "_", "SHLVL", "OLDPWD", "PWD", "TERM_SESSION_ID", "ITERM_SESSION_ID", "WINDOWID", "TMUX_PANE",
+    "SSH_AUTH_SOCK", "SSH_AGENT_PID", "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "XDG_SESSION_ID",
+    "GPG_AGENT_INFO", "SECURITYSESSIONID", "KITTY_WINDOW_ID", "KITTY_PID", "WEZTERM_PANE",
+    "VSCODE_GIT_IPC_HANDLE", "VSCODE_IPC_HOOK_CLI", "VSCODE_PID", "VSCODE_NONCE", "VSCODE_INJECTION",
+    # Claude Code's per-session values (its IDE port, session ids and tokens); evoteam reads none.
+    "CLAUDE_CODE_SSE_PORT", "CLAUDE_CODE_SESSION_ID", "CLAUDE_CODE_REMOTE_SESSION_ID",
+    "CLAUDE_CODE_SESSION_ACCESS_TOKEN", "CLAUDE_CODE_LAUNCHED_BY_SESSION_IDS",
+})
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+def enabled(env: dict[str, str] | None = None) -> bool:
+    """Whether `evoteam serve` over stdio should run behind the front (the default)."""
+    return (os.environ if env is None else env).get(FAST_START_ENV, "1").strip() != "0"
+
+
+def manifest_dir(env: dict[str, str] | None = None) -> Path:
+    """Where manifests are cached: `$EVOTEAM_HOME/fast-start` (default `~/.evoteam/fast-start`)."""
+    env = os.environ if env is None else env
+    home = env.get("EVOTEAM_HOME") or str(Path(env.get("HOME") or Path.home()) / ".evoteam")
+    return Path(home) / "fast-start"
+
+
+# ---------------------------------------------------------------- the key
+
+
+def _package_fingerprint(root: Path = PACKAGE_DIR) -> list[tuple[str, int, int]]:
+    """Size and modification time of every evoteam source file: a few ms, and any edit shows."""
+    found: list[tuple[str, int, int]] = []
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != "__pycache__":
+                        stack.append(Path(entry.path))
+                elif entry.name.endswith(".py"):
+                    st = entry.stat()
+                    found.append((os.path.relpath(entry.path, root), st.st_size, st.st_mtime_ns))
+    return sorted(found)
+
+
+def _installed_fingerprint() -> list[str]:
+    """The distributions installed beside `mcp` (names carry versions: an upgrade of mcp,
+    pydantic or anything else there changes the key) and the mtime of mcp's own package."""
+    spec = importlib.util.find_spec("mcp")  # finds the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        return ["no mcp"]
+    package = Path(list(spec.submodule_search_locations)[0])
+    site = package.parent
+    names = sorted(n for n in os.listdir(site) if n.endswith((".dist-info", ".egg-info", ".pth")))
+    return [str(package), str(package.stat().st_mtime_ns), *names]
+
+
+def _config_files(env: dict[str, str], cwd: Path) -> list[tuple[str, str]]:
+    """The files evoteam/config.py would read, with a hash of their bytes (mirrors its search)."""
+    home = Path(env.get("HOME") or Path.home())
+    candidates = [home / ".config" / "evoteam" / "evoteam.toml"]
+    for folder in [cwd, *cwd.parents]:
+        if (folder / "evoteam.toml").is_file():
+            candidates.append(folder / "evoteam.toml")
+            break
+    out = []
+    for path in candidates:
+        try:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            digest = "absent"
+        out.append((str(path), digest))
+    return out
+
+
+def base_key(server: str, options: dict[str, Any], env: dict[str, str] | None = None,
+             cwd: Path | None = None) -> dict[str, Any]:
+    """Everything but the client's own parameters that can change the answers to
+    `initialize` and `tools/list`: the server and its options, the interpreter, the installed
+    packages, evoteam's files, the environment, the working directory and the config files."""
+    from evoteam import __version__
+
+    env = dict(os.environ if env is None else env)
+    cwd = cwd or Path.cwd()
+    return {
+        "format": MANIFEST_FORMAT,
+        "server": server,
+        "options": options,
+        "python": [sys.executable, sys.version, sys.prefix],
+        "evoteam": [__version__, str(PACKAGE_DIR), _package_fingerprint()],
+        "installed": _installed_fingerprint(),
+        "env": sorted((k, v) for k, v in env.items() if k not in VOLATILE_ENV),
+        "cwd": str(cwd),
+        "config": _config_files(env, cwd),
+    }
+
+
+def manifest_key(base: dict[str, Any], initialize_params: Any) -> str:
+    """The cache key: the base key plus the client's `initialize` parameters (its protocol
+    version, capabilities and name)."""
+    text = json.dumps([base, initialize_params], sort_keys=True, ensure_ascii=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# ---------------------------------------------------------------- the manifest file
+
+
+def _manifest_path(folder: Path, server: str, key: str) -> Path:
+    return folder / f"{server}-{key[:40]}.json"
+
+
+def _valid(data: Any, key: str) -> bool:
+    """A manifest of the right shape for this key; anything else is a cache miss."""
+    if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT or data.get("key") != key:
+        return False
+    first, tools = data.get("first"), data.get("tools")
+    if not (isinstance(first, dict) and first.get("method") in FIRST_METHODS
+            and isinstance(first.get("result"), dict) and isinstance(first["result"].get("capabilities"), dict)):
+        return False
+    if not (isinstance(tools, dict) and "params" in tools and isinstance(tools.get("result"), dict)):
+        return False
+    listed = tools["result"].get("tools")
+    return (isinstance(listed, list) and "nextCursor" not in tools["result"]
+            and all(isinstance(t, dict) and isinstance(t.get("name"), str) for t in listed))
+
+
+def load_manifest(folder: Path, server: str, key: str) -> dict[str, Any] | None:
+    """The cached manifest for `key`, or None (absent, unreadable, too big, a link, wrong shape)."""
+    try:
+        fd = os.open(_manifest_path(folder, server, key), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            raw = fh.read(MAX_MANIFEST_BYTES + 1)
+        if len(raw) > MAX_MANIFEST_BYTES:
+            return None
+        data = json.loads(raw)
+    except (OSError, ValueError, RecursionError):
+        return None
+    return data if _valid(data, key) else None
+
+
+def save_manifest(folder: Path, server: str, key: str, first: dict, tools: dict) -> Path:
+    """Write the manifest atomically, 0600 in a 0700 folder. `first`: the opening request's
+    method and result; `tools`: the client's tools/list params and the result."""
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(folder, 0o700)
+    path = _manifest_path(folder, server, key)
+    data = {"format": MANIFEST_FORMAT, "key": key, "server": server, "written": time.time(),
+            "first": first, "tools": tools}
+    tmp = folder / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, ensure_ascii=False)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _prune(folder, server)
+    return path
+
+
+def _prune(folder: Path, server: str, keep: int = KEEP_PER_SERVER) -> None:
+    """Drop all but the newest `keep` manifests of `server`: every source edit or new project
+    folder makes a new key, and old ones are never asked for again."""
+    def mtime(path: Path) -> float:
+        try:
+            return path.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    for old in sorted(folder.glob(f"{server}-*.json"), key=mtime, reverse=True)[keep:]:
+        old.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------- the session
+
+
+def _parse(line: bytes, limit: int | None = MAX_PARSED_LINE) -> dict | None:
+    """The JSON object on a line, or None (not JSON, too deep, longer than `limit`, not an object)."""
+    if limit is not None and len(line) > limit:
+        return None
+    try:
+        value = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _request_method(msg: dict | None) -> str | None:
+    """The method of a request (a message with a usable id), else None."""
+    if msg is None or not isinstance(msg.get("method"), str) or "id" not in msg:
+        return None
+    request_id = msg["id"]
+    return msg["method"] if isinstance(request_id, int | str) and not isinstance(request_id, bool) else None
+
+
+def _first_page(params: Any) -> bool:
+    """tools/list params without a cursor (the only page a manifest holds)."""
+    return params is None or (isinstance(params, dict) and "cursor" not in params)
+
+
+def _answers_first(msg: dict) -> bool:
+    result = msg.get("result")
+    return "error" in msg or (isinstance(result, dict) and "capabilities" in result)
+
+
+def _log(text: str) -> None:
+    _log_line(f"evoteam {text}")
+
+
+def _log_line(text: str) -> None:
+    """One line on stderr, written at once (threads share it)."""
+    try:
+        os.write(2, f"{text}\n".encode("utf-8", "replace"))
+    except OSError:
+        pass
+
+
+class Front:
+    """One stdio session: the client on `wire_in`/`wire_out`, the real server on pipes."""
+
+    def __init__(self, server: str, options: dict[str, Any], wire_in: int, wire_out: int):
+        self.server, self.options = server, options
+        self.wire_in, self.wire_out = wire_in, wire_out
+        self.folder = manifest_dir()
+        self.base = base_key(server, options)
+        self.key: str | None = None
+        self.manifest: dict | None = None
+        self.first_method: str | None = None
+        self.to_server_r, self.to_server_w = os.pipe()
+        self.from_server_r, self.from_server_w = os.pipe()
+        self.outbox: queue.Queue[bytes | None] = queue.Queue()
+        self.out_lock = threading.Lock()
+        self.expect_lock = threading.Lock()
+        # reply id -> (what, swallow): the real server's replies the front records ("first",
+        # "tools"), and whether the client must not see them (it was answered already)
+        self.expected: dict[Any, tuple[str, bool]] = {}
+        self.recorded: dict[str, Any] = {}
+        self.internal_id = f"evoteam-front-{uuid.uuid4().hex}"
+        self.first = True
+        self.tools_seen = False
+        self.ready = threading.Event()  # the real server has answered the opening request
+        self.settled = threading.Event()  # the front's recorded replies are in (or will not come)
+        self.exit_code = 0
+
+    # -- client -> server
+
+    def read_client(self) -> None:
+        """Read the client's lines until stdin closes, then close the real server's input."""
+        try:
+            for line in _lines(self.wire_in):
+                try:
+                    self.on_client_line(line)
+                except Exception as exc:  # the front's own fault: forward the line as is
+                    _log(f"fast start: {type(exc).__name__}: {exc}; forwarding")
+                    self.outbox.put(line)
+        finally:
+            # A client that leaves at once (lists, then closes stdin) would take the real
+            # server's answer to tools/list with it: wait a little for it, to record or verify.
+            if self.tools_seen and self.key is not None:
+                self.settled.wait(SETTLE_AT_EXIT_S)
+            self.outbox.put(None)
+
+    def on_client_line(self, line: bytes) -> None:
+        msg = _parse(line) if self.reading() else None
+        method = _request_method(msg)
+        if self.first:
+            self.first = False
+            if method in FIRST_METHODS:
+                self.on_first(msg)
+            self.outbox.put(line)
+            return
+        if method == "tools/list" and not self.tools_seen and self.key is not None:
+            self.tools_seen = True
+            if _first_page(msg.get("params")):
+                return self.on_tools_list(msg, line)
+        if method == "ping" and self.manifest is not None and self.first_method == "initialize" \
+                and not self.ready.is_set():
+            return self.reply(msg["id"], {})
+        self.outbox.put(line)
+
+    def reading(self) -> bool:
+        """Whether the front still looks into the client's lines: for the opening request, the
+        first tools/list, and the pings it answers while the real server starts."""
+        if self.first:
+            return True
+        if self.key is None:
+            return False  # a session the front does not cache: bytes pass unread
+        return not self.tools_seen or (self.manifest is not None and not self.ready.is_set())
+
+    def on_first(self, msg: dict) -> None:
+        """The opening request (`initialize`, or `server/discover` of the stateless protocol):
+        its method and parameters complete the key; a cached manifest answers it at once."""
+        self.first_method = msg["method"]
+        try:
+            self.key = manifest_key(self.base, [msg["method"], msg.get("params")])
+        except (TypeError, ValueError):
+            return
+        manifest = load_manifest(self.folder, self.server, self.key)
+        if manifest is not None and manifest["first"]["method"] == msg["method"]:
+            self.manifest = manifest
+            self.reply(msg["id"], manifest["first"]["result"])
+        with self.expect_lock:
+            self.expected[msg["id"]] = ("first", self.manifest is not None)
+
+    def on_tools_list(self, msg: dict, line: bytes) -> None:
+        """The client's first tools/list: from the manifest while the real server is starting
+        (then the same request, under the front's own id, verifies it), else forwarded and
+        its answer recorded."""
+        params = msg.get("params")
+        if self.manifest is not None and not self.ready.is_set() and self.manifest["tools"]["params"] == params:
+            self.reply(msg["id"], self.manifest["tools"]["result"])
+            with self.expect_lock:
+                self.expected[self.internal_id] = ("tools", True)
+            self.recorded["tools_params"] = params
+            self.outbox.put(json.dumps({**msg, "id": self.internal_id}).encode() + b"\n")
+            return
+        with self.expect_lock:
+            self.expected[msg["id"]] = ("tools", False)
+        self.recorded["tools_params"] = params
+        self.outbox.put(line)
+
+    def reply(self, request_id: Any, result: dict) -> None:
+        # ASCII escapes: any string read back from a manifest is written, even a lone surrogate.
+        self.write_client(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result},
+                                     separators=(",", ":")).encode() + b"\n")
+
+    def write_server(self) -> None:
+        """Feed the real server in order; the queue keeps the reader from ever blocking."""
+        try:
+            while (item := self.outbox.get()) is not None:
+                _write_all(self.to_server_w, item)
+        except OSError:
+            pass  # the server is gone; its end of the session is handled by pump_server
+        finally:
+            os.close(self.to_server_w)
+
+    # -- server -> client
+
+    def pump_server(self) -> None:
+        """Forward the server's lines to the client, taking out the replies the front asked for."""
+        try:
+            self._pump()
+        finally:
+            self.settled.set()
+            os.close(self.from_server_r)
+
+    def _pump(self) -> None:
+        for line in _lines(self.from_server_r):
+            if self.expected:
+                # The server's own output, however long: a tools/list reply can be big.
+                msg = _parse(line, limit=None)
+                if msg is not None and ("result" in msg or "error" in msg):
+                    with self.expect_lock:
+                        what, swallow = self.expected.get(msg.get("id"), (None, False))
+                        if what == "first" and not _answers_first(msg):
+                            what = None  # a reply to a later request that reuses the id
+                        if what is not None:
+                            del self.expected[msg.get("id")]
+                    if what is not None:
+                        self.on_recorded_reply(what, msg)
+                        if swallow:
+                            continue
+            self.write_client(line)
+
+    def on_recorded_reply(self, what: str, msg: dict) -> None:
+        if what == "first":
+            self.ready.set()
+        result = msg.get("result")
+        if not isinstance(result, dict):
+            self.key = None  # an error is nothing to cache
+            self.settled.set()
+            return
+        self.recorded[what] = result
+        if "first" in self.recorded and "tools" in self.recorded:
+            try:
+                if self.key is not None:
+                    self.settle()
+            finally:
+                self.settled.set()
+
+    def settle(self) -> None:
+        """Record the real answers, or compare them with the manifest and rewrite it if stale."""
+        first = {"method": self.first_method, "result": self.recorded["first"]}
+        tools = {"params": self.recorded["tools_params"], "result": self.recorded["tools"]}
+        if "nextCursor" in tools["result"]:
+            return
+        if self.manifest is not None and self.manifest["first"] == first and self.manifest["tools"] == tools:
+            return
+        try:
+            save_manifest(self.folder, self.server, self.key, first, tools)
+        except OSError as exc:
+            _log(f"fast start: cannot write the manifest in {self.folder}: {exc}")
+            return
+        if self.manifest is not None:
+            _log(f"fast start: the {self.server} server's answers differ from its cached manifest; "
+                 f"the cache is rewritten (this session's client got the old list)")
+
+    def write_client(self, data: bytes) -> None:
+        with self.out_lock:
+            try:
+                _write_all(self.wire_out, data)
+            except OSError:
+                pass  # the client is gone; stdin's end closes the session
+
+    # -- the real server
+
+    def run_server(self) -> None:
+        """Import and run the real server on the pipes (in its own thread)."""
+        try:
+            from evoteam.config import ConfigError, load_settings
+            from evoteam.servers import guard
+
+            try:
+                settings = load_settings()
+            except ConfigError as exc:  # said as the plain path's click error says it
+                _log_line(f"Error: {exc}")
+                self.exit_code = 1
+                return
+            if self.options.get("knowledge_url"):
+                settings.knowledge_url = self.options["knowledge_url"]
+            guard.speak_on(self.to_server_r, self.from_server_w)
+            module = importlib.import_module(f"evoteam.servers.{self.server}.server")
+            module.serve_stdio(settings)
+        except BaseException as exc:  # reported in one line: the client sees the session end
+            _log(f"serve {self.server} stopped: {type(exc).__name__}: {exc}")
+            self.exit_code = 1
+        finally:
+            os.close(self.from_server_w)
+            os.close(self.to_server_r)
+
+
+def _lines(fd: int, chunk: int = 1 << 16):
+    """The lines read from `fd`, each with its newline (a last line without one gets one).
+    A long line is gathered in parts, joined once."""
+    parts: list[bytes] = []
+    while True:
+        try:
+            data = os.read(fd, chunk)
+        except InterruptedError:
+            continue
+        except OSError:
+            data = b""
+        if not data:
+            if parts:
+                yield b"".join(parts) + b"\n"
+            return
+        if b"\n" not in data:
+            parts.append(data)
+            continue
+        head, *middle, tail = data.split(b"\n")
+        yield b"".join([*parts, head, b"\n"])
+        for line in middle:
+            yield line + b"\n"
+        parts = [tail] if tail else []
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _take_wire() -> tuple[int, int]:
+    """Keep private copies of stdin and stdout for the session and point fd 0 at the null
+    device and fd 1 at stderr, as the SDK's stdio transport does: a child process or a stray
+    print then never reads the client's messages or corrupts the server's."""
+    import fcntl
+
+    wire_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    wire_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    return wire_in, wire_out
+
+
+def serve(server: str, options: dict[str, Any]) -> int | None:
+    """Run `server` over stdio behind the front; the exit status, or None when the front could
+    not be set up and the caller should run the plain path (nothing has been read yet then)."""
+    try:
+        if sys.platform == "win32":
+            return None
+        wire_in, wire_out = _take_wire()
+    except (OSError, ImportError):
+        return None
+    try:
+        front = Front(server, options, wire_in, wire_out)
+    except Exception as exc:  # nothing read yet: hand the wire back for the plain path
+        _log(f"fast start unavailable ({type(exc).__name__}: {exc}); starting the plain server")
+        os.dup2(wire_in, 0)
+        os.dup2(wire_out, 1)
+        return None
+    server = threading.Thread(target=front.run_server, name="evoteam-server", daemon=True)
+    pump = threading.Thread(target=front.pump_server, name="evoteam-front-pump", daemon=True)
+    writer = threading.Thread(target=front.write_server, name="evoteam-front-writer", daemon=True)
+    reader = threading.Thread(target=front.read_client, name="evoteam-front-reader", daemon=True)
+    for thread in (reader, writer, server, pump):
+        thread.start()
+    try:
+        server.join()
+        pump.join()
+        if not reader.is_alive():  # the usual end: stdin closed, so the writer has stopped too
+            reader.join()
+            writer.join()
+    except KeyboardInterrupt:
+        return 130
+    # Otherwise the server ended while the client still talks: the process exits under the
+    # reader and the writer (daemon threads waiting on stdin and on the reader).
+    return front.exit_code
