@@ -10,9 +10,10 @@ prints the answer; its own process imports only the standard library.
 What keeps this equivalent to running the hook in its own process:
 
 - The socket's name is a hash of everything the hook can see: the interpreter, the evoteam
-  code (sizes and modification times of its files), the working folder, uid, gid and umask,
-  and the environment (less `VOLATILE_VARS`). A different environment, an edited evoteam or another project gets
-  another warm process; the warm process checks the hash of each request again.
+  code and the installed packages (evoteam/reuse_key.py), the working folder, uid, gid and
+  umask, and the environment but for variables no hook reads. A different environment, an
+  edited or upgraded evoteam or another project gets another warm process; the warm process
+  checks the hash of each request again.
 - The warm process was started with that same environment and folder, and serves the same
   user only (the socket lives in `~/.evoteam/run/`, 0700, and the peer's uid is checked where
   the OS tells it).
@@ -34,12 +35,8 @@ import sys
 import time
 from typing import Any
 
-# Variables Claude Code (2.1.x) sets per session or per event, and the shell's own; no hook
-# reads them, and the warm process is started without them. Leaving them out of the key lets
-# the sessions of one project share a warm process.
-VOLATILE_VARS = frozenset({
-    "CLAUDE_ENV_FILE", "CLAUDE_EFFORT", "CLAUDE_PID", "CLAUDE_CODE_SESSION_ID", "CLAUDE_CODE_CHILD_NOTES_DIR",
-    "CLAUDE_CODE_MESSAGING_SOCKET", "CLAUDE_CODE_MESSAGING_TOKEN", "OLDPWD", "PWD", "SHLVL", "_"})
+from evoteam.reuse_key import VOLATILE_ENV, code_fingerprint, environment_items, installed_fingerprint
+
 DEFAULT_IDLE_S = 600.0
 # A warm process nobody came back to leaves sooner: should a client start setting a variable
 # per hook, each would start its own warm process, and those must not pile up.
@@ -67,39 +64,14 @@ def run_dirs(env: dict[str, str] | None = None) -> list[str]:
     return folders
 
 
-def code_fingerprint(root: str | None = None) -> str:
-    """Sizes and modification times of evoteam's Python files: an edit or upgrade changes it."""
-    root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    digest = hashlib.sha256(root.encode())
-    stack = [root]
-    while stack:
-        folder = stack.pop()
-        try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                if entry.name not in ("__pycache__", "_shipped"):
-                    stack.append(entry.path)
-            elif entry.name.endswith(".py"):
-                st = entry.stat()
-                digest.update(f"{entry.path}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
-    return digest.hexdigest()
-
-
 def environment_key(env: dict[str, str] | None = None, cwd: str | None = None) -> str:
-    """The hash that names a warm process: interpreter, code, working folder, environment."""
+    """The hash that names a warm process: interpreter, code, packages, folder, environment."""
     env = os.environ if env is None else env
     umask = os.umask(0o077)
     os.umask(umask)  # files the hooks write get the caller's umask: part of what it sees
-    digest = hashlib.sha256()
-    digest.update(f"{sys.executable}\0{code_fingerprint()}\0{cwd or os.getcwd()}\0"
-                  f"{os.getuid()}:{os.getgid()}:{umask:o}\0".encode("utf-8", "surrogateescape"))
-    for name in sorted(env):
-        if name not in VOLATILE_VARS:
-            digest.update(f"{name}={env[name]}\0".encode("utf-8", "surrogateescape"))
-    return digest.hexdigest()
+    parts = [sys.executable, code_fingerprint(), *installed_fingerprint(), cwd or os.getcwd(),
+             f"{os.getuid()}:{os.getgid()}:{umask:o}", *(f"{k}={v}" for k, v in environment_items(env))]
+    return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def socket_path(key: str, env: dict[str, str] | None = None) -> str | None:
@@ -176,7 +148,7 @@ def start(path: str, key: str, env: dict[str, str], cwd: str) -> None:
     """Start the warm process for `key` in the background (it outlives this hook)."""
     import subprocess
 
-    child_env = {name: value for name, value in env.items() if name not in VOLATILE_VARS}
+    child_env = {name: value for name, value in env.items() if name not in VOLATILE_ENV}
     try:
         from evoteam import python_module_command
 

@@ -38,6 +38,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from evoteam.reuse_key import PACKAGE_DIR, code_fingerprint, environment_items, installed_fingerprint
+
 FAST_START_ENV = "EVOTEAM_FAST_START"
 MANIFEST_FORMAT = 1
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
@@ -51,19 +53,6 @@ SETTLE_AT_EXIT_S = 5.0
 # The requests that open a session: `initialize` (the stateful protocol) and `server/discover`
 # (the stateless one, 2026-07-28, whose requests each carry the client's version in `_meta`).
 FIRST_METHODS = ("initialize", "server/discover")
-# Variables that change from one terminal, shell or editor session to the next and that no
-# server reads: keying on them would make every start a cache miss. Everything else in the
-# environment is part of the key (a miss costs only speed; a wrong hit serves wrong tools).
-VOLATILE_ENV = frozenset({
-    "_", "SHLVL", "OLDPWD", "PWD", "TERM_SESSION_ID", "ITERM_SESSION_ID", "WINDOWID", "TMUX_PANE",
-    "SSH_AUTH_SOCK", "SSH_AGENT_PID", "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "XDG_SESSION_ID",
-    "GPG_AGENT_INFO", "SECURITYSESSIONID", "KITTY_WINDOW_ID", "KITTY_PID", "WEZTERM_PANE",
-    "VSCODE_GIT_IPC_HANDLE", "VSCODE_IPC_HOOK_CLI", "VSCODE_PID", "VSCODE_NONCE", "VSCODE_INJECTION",
-    # Claude Code's per-session values (its IDE port, session ids and tokens); evoteam reads none.
-    "CLAUDE_CODE_SSE_PORT", "CLAUDE_CODE_SESSION_ID", "CLAUDE_CODE_REMOTE_SESSION_ID",
-    "CLAUDE_CODE_SESSION_ACCESS_TOKEN", "CLAUDE_CODE_LAUNCHED_BY_SESSION_IDS",
-})
-PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 
 def enabled(env: dict[str, str] | None = None) -> bool:
@@ -79,35 +68,6 @@ def manifest_dir(env: dict[str, str] | None = None) -> Path:
 
 
 # ---------------------------------------------------------------- the key
-
-
-def _package_fingerprint(root: Path = PACKAGE_DIR) -> list[tuple[str, int, int]]:
-    """Size and modification time of every evoteam source file: a few ms, and any edit shows."""
-    found: list[tuple[str, int, int]] = []
-    stack = [root]
-    while stack:
-        folder = stack.pop()
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    if entry.name != "__pycache__":
-                        stack.append(Path(entry.path))
-                elif entry.name.endswith(".py"):
-                    st = entry.stat()
-                    found.append((os.path.relpath(entry.path, root), st.st_size, st.st_mtime_ns))
-    return sorted(found)
-
-
-def _installed_fingerprint() -> list[str]:
-    """The distributions installed beside `mcp` (names carry versions: an upgrade of mcp,
-    pydantic or anything else there changes the key) and the mtime of mcp's own package."""
-    spec = importlib.util.find_spec("mcp")  # finds the package without importing it
-    if spec is None or not spec.submodule_search_locations:
-        return ["no mcp"]
-    package = Path(list(spec.submodule_search_locations)[0])
-    site = package.parent
-    names = sorted(n for n in os.listdir(site) if n.endswith((".dist-info", ".egg-info", ".pth")))
-    return [str(package), str(package.stat().st_mtime_ns), *names]
 
 
 def _config_files(env: dict[str, str], cwd: Path) -> list[tuple[str, str]]:
@@ -142,9 +102,9 @@ def base_key(server: str, options: dict[str, Any], env: dict[str, str] | None = 
         "server": server,
         "options": options,
         "python": [sys.executable, sys.version, sys.prefix],
-        "evoteam": [__version__, str(PACKAGE_DIR), _package_fingerprint()],
-        "installed": _installed_fingerprint(),
-        "env": sorted((k, v) for k, v in env.items() if k not in VOLATILE_ENV),
+        "evoteam": [__version__, str(PACKAGE_DIR), code_fingerprint()],
+        "installed": installed_fingerprint(),
+        "env": environment_items(env),
         "cwd": str(cwd),
         "config": _config_files(env, cwd),
     }

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from evoteam import reuse_key
 from evoteam.plugin import state, warm
 from tests.plugin.test_hooks import base_input, seed
 
@@ -233,10 +234,10 @@ def test_code_fingerprint_follows_edits(tmp_path):
     (pkg / "sub").mkdir(parents=True)
     module = pkg / "sub" / "m.py"
     module.write_text("x = 1\n")
-    before = warm.code_fingerprint(str(pkg))
-    assert warm.code_fingerprint(str(pkg)) == before
+    before = reuse_key.code_fingerprint(pkg)
+    assert reuse_key.code_fingerprint(pkg) == before
     module.write_text("x = 22\n")
-    assert warm.code_fingerprint(str(pkg)) != before
-    after = warm.code_fingerprint(str(pkg))
+    assert reuse_key.code_fingerprint(pkg) != before
+    after = reuse_key.code_fingerprint(pkg)
     os.utime(module, ns=(1, 1))
-    assert warm.code_fingerprint(str(pkg)) != after
+    assert reuse_key.code_fingerprint(pkg) != after

@@ -359,9 +359,4 @@ def test_the_key_follows_what_can_change_the_answers(tmp_path: Path):
     assert len(keys) == len(changed) + 2
     # Per-terminal and per-session variables no server reads leave it alone.
     assert key(front.base_key("bench", {}, {**env, "SHLVL": "9", "CLAUDE_CODE_SESSION_ID": "s"}, tmp_path)) == key()
-    # An edited source file changes the fingerprint.
-    (tmp_path / "pkg").mkdir()
-    (tmp_path / "pkg" / "m.py").write_text("a = 1\n")
-    before = front._package_fingerprint(tmp_path / "pkg")
-    (tmp_path / "pkg" / "m.py").write_text("a = 22\n")
-    assert front._package_fingerprint(tmp_path / "pkg") != before
+    # (An edited source file changes the code fingerprint: tests/plugin/test_warm_hooks.py.)
