@@ -29,6 +29,8 @@ from pathlib import Path
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from evoteam import python_module_args
+
 ROOT = Path(__file__).resolve().parents[1]
 EVOTEAM = Path(sys.executable).with_name("evoteam")
 SERVERS = ("knowledge", "team", "retrieval", "bench")
@@ -53,7 +55,7 @@ def tools_listed(server: str, env: dict[str, str], first_call: bool = False, col
             path.unlink()
 
     async def once() -> float:
-        params = StdioServerParameters(command=sys.executable, args=["-m", "evoteam.cli", "serve", server], env=env)
+        params = StdioServerParameters(command=sys.executable, args=python_module_args("evoteam.cli", "serve", server), env=env)
         # The servers' own logs (e.g. the team call's "no run" error) stay out of the table.
         with open(os.devnull, "w") as quiet:
             t = time.perf_counter()
@@ -95,7 +97,8 @@ def main() -> None:
             }.items()},
             "python -c pass": ("", lambda: spawn([py, "-c", "pass"], env)),
             "hook launcher, unknown event (hooks' floor)": (
-                "python -c pass", lambda: spawn([str(ROOT / "hooks" / "evoteam-launch"), "hook", "none"], env, "{}")),
+                "python -c pass", lambda: spawn([str(ROOT / "hooks" / "evoteam-launch"), "hook", "none"],
+                                                {**env, "EVOTEAM_HOOK_WARM": "0"}, "{}")),
         }
         times: dict[str, list[float]] = {name: [] for name in rows}
         tools_listed("knowledge", env)  # creates the store file: later starts only open it
