@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +10,9 @@ import pytest
 
 from tests.support.claude_cli import ClaudeCLIUnavailable, claude_path, prepare_home
 from tests.support.scripted_api import ScriptedAPI
+
+# Warm hook processes started by hooks the tests run leave 20 s after their last hook.
+os.environ.setdefault("EVOTEAM_HOOK_WARM_IDLE", "20")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

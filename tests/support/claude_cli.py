@@ -35,6 +35,9 @@ OFFLINE_ENV: dict[str, str] = {
     "IS_SANDBOX": "1",  # lets --dangerously-skip-permissions / bypassPermissions run as root
     "NO_COLOR": "1",
     "TERM": "dumb",
+    # evoteam's warm hook process (evoteam/plugin/warm.py), if a test's hooks start one, leaves
+    # 20 s after its last hook instead of 10 minutes.
+    "EVOTEAM_HOOK_WARM_IDLE": "20",
 }
 
 # Parent-env variables passed through (everything else, e.g. a real ANTHROPIC_* or

@@ -52,7 +52,8 @@ def provider_config(base_url: str, model: str = "gpt-5.4") -> str:
 def codex_env(home: Path, bin_dir: Path, **extra: str) -> dict[str, str]:
     home.mkdir(parents=True, exist_ok=True)
     return {"HOME": str(home), "CODEX_HOME": str(home / ".codex"), "OPENAI_API_KEY": "test", "LANG": "C.UTF-8",
-            "PATH": os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), "/usr/bin", "/bin"]), **extra}
+            "PATH": os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), "/usr/bin", "/bin"]),
+            "EVOTEAM_HOOK_WARM_IDLE": "20", **extra}  # a warm hook process leaves soon after the test
 
 
 if __name__ == "__main__":
