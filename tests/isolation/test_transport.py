@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -16,6 +13,7 @@ import pytest
 
 from evoteam.servers.guard import find_request_id
 from tests.knowledge.conftest import KnowledgeServer, free_port, make_token
+from tests.support.raw_stdio import RawStdio
 
 ANSWER_WITHIN_S = 20
 DEEP = 10_000
@@ -47,29 +45,12 @@ def test_the_request_id_is_found_without_a_recursive_parser():
     assert find_request_id('{"id":') is None
 
 
-class StdioServer:
+class StdioServer(RawStdio):
     def __init__(self, name: str, tmp_path: Path):
         env = {**os.environ, "EVOTEAM_DB": str(tmp_path / "kb.db"), "HOME": str(tmp_path)}
         env.pop("EVOTEAM_KNOWLEDGE_URL", None)
         env.pop("ANTHROPIC_API_KEY", None)
-        self.process = subprocess.Popen([sys.executable, "-m", "evoteam.cli", "serve", name], env=env,
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        self.buffer = b""
-
-    def send(self, line: str) -> None:
-        self.process.stdin.write(line.encode("utf-8", "surrogatepass") + b"\n")
-        self.process.stdin.flush()
-
-    def receive(self, timeout: float = ANSWER_WITHIN_S) -> dict:
-        fd = self.process.stdout.fileno()
-        while b"\n" not in self.buffer:
-            ready, _, _ = select.select([fd], [], [], timeout)
-            assert ready, "no answer in time"
-            chunk = os.read(fd, 1 << 20)
-            assert chunk, "the server closed its output"
-            self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return json.loads(line)
+        super().__init__(name, env, answer_within_s=ANSWER_WITHIN_S)
 
     def close(self) -> None:
         self.process.kill()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import stat
 import subprocess
@@ -23,6 +22,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from evoteam.servers import front
+from tests.support.raw_stdio import RawStdio
 
 # A call per server whose answer depends only on a fresh store (an error is an answer too).
 CALLS = {
@@ -153,30 +153,12 @@ def test_the_front_imports_neither_mcp_nor_pydantic(tmp_path: Path):
 # ---------------------------------------------------------------- raw lines
 
 
-class Raw:
+class Raw(RawStdio):
     """`evoteam serve` driven line by line: what a client sends, unprocessed."""
 
     def __init__(self, server: str, home: Path, **env: str):
-        self.process = subprocess.Popen([sys.executable, "-m", "evoteam.cli", "serve", server],
-                                        env=server_env(home, **env), cwd=home, stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self.buffer = b""
-
-    def send(self, message: dict | str) -> None:
-        line = message if isinstance(message, str) else json.dumps(message)
-        self.process.stdin.write(line.encode() + b"\n")
-        self.process.stdin.flush()
-
-    def receive(self) -> dict:
-        fd = self.process.stdout.fileno()
-        while b"\n" not in self.buffer:
-            ready, _, _ = select.select([fd], [], [], ANSWER_WITHIN_S)
-            assert ready, "no answer in time"
-            chunk = os.read(fd, 1 << 20)
-            assert chunk, "the server closed its output"
-            self.buffer += chunk
-        line, _, self.buffer = self.buffer.partition(b"\n")
-        return json.loads(line)
+        super().__init__(server, server_env(home, **env), cwd=home, stderr=subprocess.PIPE,
+                         answer_within_s=ANSWER_WITHIN_S)
 
     def handshake(self) -> list[dict]:
         self.send({"jsonrpc": "2.0", "id": 0, "method": "initialize",
