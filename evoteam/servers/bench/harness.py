@@ -597,7 +597,7 @@ class KernelSession:
             self.sandbox += verify_confinement(self.candidate.proc.pid)
 
     def close(self) -> None:
-        # Both at once: each close waits for its worker to exit and its cgroup to empty.
+        # Both at once: each close waits until its worker's processes are gone and its cgroup removed.
         other = threading.Thread(target=self.trusted.close)
         other.start()
         try:
