@@ -30,6 +30,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from evoteam import python_module_args
+from evoteam.servers.front import manifest_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 EVOTEAM = Path(sys.executable).with_name("evoteam")
@@ -51,11 +52,12 @@ def tools_listed(server: str, env: dict[str, str], first_call: bool = False, col
     """Spawn → tools listed (or → the first tool call answered). `cold` forgets the server's
     fast-start manifests first."""
     if cold:
-        for path in (Path(env["HOME"]) / ".evoteam" / "fast-start").glob(f"{server}-*.json"):
+        for path in manifest_dir(env).glob(f"{server}-*.json"):
             path.unlink()
 
     async def once() -> float:
-        params = StdioServerParameters(command=sys.executable, args=python_module_args("evoteam.cli", "serve", server), env=env)
+        params = StdioServerParameters(command=sys.executable,
+                                       args=python_module_args("evoteam.cli", "serve", server), env=env)
         # The servers' own logs (e.g. the team call's "no run" error) stay out of the table.
         with open(os.devnull, "w") as quiet:
             t = time.perf_counter()

@@ -6,7 +6,6 @@ checkout."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -14,14 +13,11 @@ from pathlib import Path
 
 import click
 
+from evoteam import evoteam_home
 from evoteam.plugin import codex
 from evoteam.resources import PLUGIN_FILES, shipped_root
 
 SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".venv", "build", "dist", "*.egg-info")
-
-
-def evoteam_home() -> Path:
-    return Path(os.environ.get("EVOTEAM_HOME") or Path.home() / ".evoteam")
 
 
 def stage_plugin(target: Path) -> Path:

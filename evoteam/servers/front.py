@@ -38,6 +38,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from evoteam import evoteam_home
 from evoteam.reuse_key import PACKAGE_DIR, code_fingerprint, environment_items, installed_fingerprint
 
 FAST_START_ENV = "EVOTEAM_FAST_START"
@@ -62,9 +63,7 @@ def enabled(env: dict[str, str] | None = None) -> bool:
 
 def manifest_dir(env: dict[str, str] | None = None) -> Path:
     """Where manifests are cached: `$EVOTEAM_HOME/fast-start` (default `~/.evoteam/fast-start`)."""
-    env = os.environ if env is None else env
-    home = env.get("EVOTEAM_HOME") or str(Path(env.get("HOME") or Path.home()) / ".evoteam")
-    return Path(home) / "fast-start"
+    return evoteam_home(env) / "fast-start"
 
 
 # ---------------------------------------------------------------- the key
