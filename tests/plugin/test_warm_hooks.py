@@ -21,6 +21,7 @@ import pytest
 from evoteam import reuse_key
 from evoteam.plugin import state, warm
 from tests.plugin.test_hooks import base_input, seed
+from tests.support.polling import wait_until
 
 
 def _warm_pids(home: Path) -> list[int]:
@@ -36,15 +37,6 @@ def _warm_pids(home: Path) -> list[int]:
         if b"evoteam.plugin.warm" in cmd and any(str(home).encode() in part for part in cmd):
             pids.append(int(entry.name))
     return pids
-
-
-def _wait(predicate, timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 @pytest.fixture
@@ -95,7 +87,7 @@ def test_later_hooks_run_warm_and_answer_as_a_fresh_process(case):
     start = base_input(case["project"], "SessionStart", source="startup")
     cold, cold_pid = hook(case, "session-start", start)
     assert case["run_id"] in cold["hookSpecificOutput"]["additionalContext"]
-    assert _wait(lambda: sockets(case)), "the first hook did not start a warm process"
+    assert wait_until(lambda: sockets(case)), "the first hook did not start a warm process"
     (warm_pid,) = _warm_pids(case["home"])
     hot, hot_pid = hook(case, "session-start", start)
     assert hot == cold
@@ -111,20 +103,20 @@ def test_another_environment_gets_another_warm_process(case):
     stop = base_input(case["project"], "Stop", session_id="sess-1")
     first, _ = hook(case, "stop", stop, EVOTEAM_MAX_IDLE_CONTINUES="10")
     assert first["decision"] == "block"
-    assert _wait(lambda: sockets(case))
+    assert wait_until(lambda: sockets(case))
     warm_pid = _warm_pids(case["home"])[0]
     second, _ = hook(case, "stop", stop, EVOTEAM_MAX_IDLE_CONTINUES="10")
     assert second["decision"] == "block" and ran_in(case, "stop")[-1] == warm_pid
     # The off switch lives in the environment: the warm process of the old one must not answer.
     off, off_pid = hook(case, "stop", stop, EVOTEAM_MAX_IDLE_CONTINUES="10", EVOTEAM_AUTOCONTINUE="0")
     assert off is None and ran_in(case, "stop")[-1] == off_pid  # no warm process had that environment
-    assert _wait(lambda: len(sockets(case)) == 2)  # it started its own
+    assert wait_until(lambda: len(sockets(case)) == 2)  # it started its own
 
 
 def test_parallel_hooks_all_answered(case):
     start = base_input(case["project"], "SessionStart", source="startup")
     expected, _ = hook(case, "session-start", start)
-    assert _wait(lambda: sockets(case))
+    assert wait_until(lambda: sockets(case))
     results: list = []
     threads = [threading.Thread(target=lambda: results.append(hook(case, "session-start", start)[0]))
                for _ in range(6)]
@@ -138,7 +130,7 @@ def test_parallel_hooks_all_answered(case):
 def test_a_failing_hook_is_logged_and_the_session_goes_on(case):
     state.activate(case["project"], "run_missing", session_id="sess-1")
     hook(case, "session-start", base_input(case["project"], "SessionStart"))
-    assert _wait(lambda: sockets(case))
+    assert wait_until(lambda: sockets(case))
     out, _ = hook(case, "session-start", base_input(case["project"], "SessionStart"))
     assert out is None
     assert case["log"].read_text().count("session-start: failed") == 2
@@ -147,19 +139,19 @@ def test_a_failing_hook_is_logged_and_the_session_goes_on(case):
 def test_idle_warm_process_leaves_and_the_next_hook_starts_another(case):
     start = base_input(case["project"], "SessionStart", source="startup")
     hook(case, "session-start", start, EVOTEAM_HOOK_WARM_IDLE="1")
-    assert _wait(lambda: sockets(case))
+    assert wait_until(lambda: sockets(case))
     first = _warm_pids(case["home"])
-    assert _wait(lambda: not _warm_pids(case["home"]) and not sockets(case)), "the idle warm process stayed"
+    assert wait_until(lambda: not _warm_pids(case["home"]) and not sockets(case)), "the idle warm process stayed"
     out, pid = hook(case, "session-start", start, EVOTEAM_HOOK_WARM_IDLE="1")
     assert out is not None and ran_in(case, "session-start")[-1] == pid  # ran in its own process
-    assert _wait(lambda: _warm_pids(case["home"]) not in ([], first))
+    assert wait_until(lambda: _warm_pids(case["home"]) not in ([], first))
 
 
 def test_removing_the_socket_ends_the_warm_process(case):
     hook(case, "session-start", base_input(case["project"], "SessionStart"))
-    assert _wait(lambda: sockets(case))
+    assert wait_until(lambda: sockets(case))
     sockets(case)[0].unlink()
-    assert _wait(lambda: not _warm_pids(case["home"]), timeout=10)
+    assert wait_until(lambda: not _warm_pids(case["home"]), seconds=10)
 
 
 def test_off_switch_and_unsafe_folder_start_nothing(case):
@@ -179,7 +171,7 @@ def test_off_switch_and_unsafe_folder_start_nothing(case):
 
 def test_warm_process_refuses_a_request_of_another_environment(case):
     hook(case, "session-start", base_input(case["project"], "SessionStart"))
-    assert _wait(lambda: sockets(case))
+    assert wait_until(lambda: sockets(case))
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.connect(str(sockets(case)[0]))
     conn.sendall(json.dumps({"key": "0" * 64, "event": "session-start", "input": "{}"}).encode())

@@ -7,19 +7,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from evoteam.servers.team.procguard import group_alive, kill_recorded, read_proc_file
-
-
-def _wait(predicate, seconds: float = 20.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
+from tests.support.polling import wait_until
 
 
 def _parent_with_guard(tmp_path: Path, command: list[str]) -> tuple[subprocess.Popen, Path]:
@@ -29,7 +20,7 @@ def _parent_with_guard(tmp_path: Path, command: list[str]) -> tuple[subprocess.P
             f"*{command!r}]); p.wait()")
     env = {**os.environ, "EVOTEAM_PROC_FILE": str(proc_file)}
     parent = subprocess.Popen([sys.executable, "-c", code], env=env, start_new_session=True)
-    assert _wait(proc_file.exists), "the guard recorded no process group"
+    assert wait_until(proc_file.exists, seconds=20.0), "the guard recorded no process group"
     return parent, proc_file
 
 
@@ -41,8 +32,8 @@ def test_killing_the_driver_alone_ends_the_role_group(tmp_path):
         assert record is not None and group_alive(record)
         os.kill(parent.pid, signal.SIGKILL)  # the driver's pid alone
         parent.wait()
-        assert _wait(lambda: subprocess.run(["pgrep", "-g", str(record["pgid"])], capture_output=True).returncode
-                     != 0), "processes of the role's group outlived the driver"
+        assert wait_until(lambda: subprocess.run(["pgrep", "-g", str(record["pgid"])], capture_output=True).returncode
+                          != 0, seconds=20.0), "processes of the role's group outlived the driver"
     finally:
         with_group = subprocess.run(["pgrep", "-g", str(record["pgid"])], capture_output=True, text=True).stdout
         for pid in with_group.split():
