@@ -35,6 +35,7 @@ import sys
 import time
 from typing import Any
 
+from evoteam import evoteam_home
 from evoteam.reuse_key import VOLATILE_ENV, code_fingerprint, environment_items, installed_fingerprint
 
 DEFAULT_IDLE_S = 600.0
@@ -43,7 +44,9 @@ DEFAULT_IDLE_S = 600.0
 FIRST_REQUEST_S = 300.0
 MAX_REQUEST_BYTES = 16 * 1024 * 1024  # a hook input carries a tool's input or response
 REPLY_TIMEOUT_S = 120.0  # Claude Code kills the hook at its own timeout first
-_SUN_PATH_MAX = 100  # sockaddr_un's path is 104–108 bytes depending on the OS
+# sockaddr_un holds 104–108 bytes depending on the OS; the warm process first binds under the
+# socket's name plus ".<pid>" (up to 8 more bytes), so the name itself must leave room for that.
+_SOCKET_PATH_MAX = 103 - len(".4194304")
 TAKEN = b"taken\n"  # the warm process's first bytes: from here on the hook is its job
 
 
@@ -57,8 +60,7 @@ def run_dirs(env: dict[str, str] | None = None) -> list[str]:
     """Where warm processes' sockets may live, best first: evoteam's own folder, then the
     user's runtime folder (short, for a home whose path is too long for a socket)."""
     env = os.environ if env is None else env
-    home = env.get("EVOTEAM_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".evoteam")
-    folders = [os.path.join(home, "run")]
+    folders = [str(evoteam_home(env) / "run")]
     if env.get("XDG_RUNTIME_DIR"):
         folders.append(os.path.join(env["XDG_RUNTIME_DIR"], "evoteam"))
     return folders
@@ -78,7 +80,7 @@ def socket_path(key: str, env: dict[str, str] | None = None) -> str | None:
     """Where the warm process of `key` listens, or None if no safe place exists here."""
     for folder in run_dirs(env):
         path = os.path.join(folder, f"hooks-{key[:24]}.sock")
-        if len(path.encode()) > _SUN_PATH_MAX:
+        if len(path.encode()) > _SOCKET_PATH_MAX:
             continue
         try:
             os.makedirs(folder, mode=0o700, exist_ok=True)
@@ -241,14 +243,22 @@ def serve(path: str, key: str) -> int:
     old_umask = os.umask(0o077)
     try:
         server.bind(tmp)
+        server.listen(64)
+        os.replace(tmp, path)
+    except OSError:  # nowhere to listen: the hooks go on running in their own processes
+        server.close()
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return 2
     finally:
         os.umask(old_umask)
-    server.listen(64)
-    os.replace(tmp, path)
     inode = os.stat(path).st_ino
     server.settimeout(1.0)
     last, served = time.monotonic(), False
     busy: list[threading.Thread] = []
+
     def take(conn: socket.socket) -> None:
         # Hooks of parallel subagents arrive together, and some wait for a transcript flush.
         thread = threading.Thread(target=_serve_one, args=(conn, key, HOOKS), daemon=True)
@@ -257,7 +267,7 @@ def serve(path: str, key: str) -> int:
 
     try:
         while _still_ours(path, inode):
-            busy = [t for t in busy if t.is_alive()]
+            busy[:] = [t for t in busy if t.is_alive()]
             if not busy and time.monotonic() - last > (idle if served else min(idle, FIRST_REQUEST_S)):
                 break
             try:
