@@ -228,6 +228,14 @@ class WorkloadResult(BaseModel):
     max_abs_error: float | None = None
     max_rel_error: float | None = None
     message: str | None = None
+    speedup_interval: list[float] | None = Field(default=None, description="95% interval of the speedup from "
+                                                 "this workload's rounds (see docs/bench.md)")
+    rounds: int | None = Field(default=None, description="paired baseline/candidate rounds behind the speedup")
+
+
+# Per-round measurements a score is estimated from: workload -> one value per round (kernel kits:
+# paired speedups), or "program" -> one score per evaluation (program kits). evoteam/stats.py.
+MeasurementSamples = dict[str, list[float]]
 
 
 class CandidateCreate(BaseModel):
@@ -249,6 +257,23 @@ class CandidateCreate(BaseModel):
     verified: bool = False
     cost_usd: float | None = Field(default=None, ge=0)
     idempotency_key: str | None = Field(default=None, max_length=200)
+    # Identical code is one candidate: a measured candidate with the code hash of one already in
+    # the run (same split) adds its rounds to that one instead of becoming a new candidate.
+    code_hash: str | None = Field(default=None, max_length=80)
+    samples: MeasurementSamples | None = Field(default=None, description="per-round measurements behind "
+                                               "the score (bench only)")
+
+    @field_validator("samples")
+    @classmethod
+    def _finite_samples(cls, value: MeasurementSamples | None) -> MeasurementSamples | None:
+        if value is None:
+            return value
+        if len(value) > 200 or any(len(v) > 2000 for v in value.values()):
+            raise ValueError("too many samples")
+        for vs in value.values():
+            if any(not math.isfinite(v) or v <= -1e300 for v in vs):
+                raise ValueError("samples must be finite")
+        return value
 
     @field_validator("score")
     @classmethod

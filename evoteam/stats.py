@@ -1,0 +1,224 @@
+"""Statistics of measurements: every score is an estimate with an interval.
+
+A measurement is noisy, so each score evoteam reports is an estimate from its own rounds, and
+every decision taken on scores (a new best, a team version's gain, a comparison) asks whether the
+intervals say so, never whether one draw beat another. Pure Python (no numpy): the knowledge store
+pools measurements with it, and the store must not need the bench's libraries.
+
+The methods, chosen once for every caller:
+
+- **One workload's speedup**: the median of its rounds' paired ratios (each round times baseline
+  and candidate back to back on the same fresh inputs), with the distribution-free interval for a
+  median from order statistics: ``[x(k), x(n+1-k)]`` for the largest ``k`` whose coverage
+  ``1 - 2·P(Binomial(n, 1/2) < k)`` is at least 95%. Below six rounds no such ``k`` exists; the
+  interval is then the whole range and `coverage` says how much less than 95% it covers.
+- **A kit's score** (several workloads, or a program's repeated scores): the statistic of the
+  pooled rounds — geometric mean of the workloads' medians for kernels, the median for programs —
+  with a percentile bootstrap interval (rounds resampled within each workload, 2,000 resamples,
+  seeded by the data so that the same measurements always give the same interval).
+- **A contrast** (B over A, a version's gain): the same bootstrap applied to both sides at once.
+- **Ranking** uses the pessimistic end of the interval (the lower bound when maximising, the upper
+  when minimising): a candidate measured once with a wide interval does not outrank one measured
+  often, and a lucky draw cannot become the best.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import struct
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+CONFIDENCE = 0.95
+BOOTSTRAP_RESAMPLES = 2000
+
+Direction = Literal["maximize", "minimize"]
+Samples = Mapping[str, Sequence[float]]  # workload (or "program") -> one value per round / measurement
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate with its interval; ``n`` is the number of rounds behind it (the smallest
+    count over workloads for a kit score) and ``coverage`` the interval's nominal coverage."""
+
+    value: float
+    lo: float
+    hi: float
+    n: int
+    coverage: float = CONFIDENCE
+
+    @property
+    def interval(self) -> list[float]:
+        return [self.lo, self.hi]
+
+    def contains(self, x: float) -> bool:
+        return self.lo <= x <= self.hi
+
+
+def median(values: Sequence[float]) -> float:
+    xs = sorted(values)
+    if not xs:
+        raise ValueError("median of no values")
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+
+def geomean(values: Sequence[float]) -> float:
+    if not values or any(v <= 0 or not math.isfinite(v) for v in values):
+        raise ValueError("a geometric mean needs positive finite values")
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def _binom_cdf_half(n: int, k: int) -> float:
+    """P(Binomial(n, 1/2) <= k)."""
+    if k < 0:
+        return 0.0
+    return sum(math.comb(n, i) for i in range(0, min(k, n) + 1)) / 2 ** n
+
+
+def median_rank(n: int, confidence: float = CONFIDENCE) -> tuple[int, float]:
+    """(k, coverage): the order statistics x(k), x(n+1-k) (1-based) bounding the median with at
+    least ``confidence``, or (1, coverage of the whole range) when n is too small for that."""
+    best = (1, 1 - 2 * _binom_cdf_half(n, 0)) if n >= 1 else (1, 0.0)
+    for k in range(1, n // 2 + 1):
+        coverage = 1 - 2 * _binom_cdf_half(n, k - 1)
+        if coverage >= confidence:
+            best = (k, coverage)
+        else:
+            break
+    return best
+
+
+def median_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Estimate:
+    """The median with its order-statistic interval (see the module's docstring)."""
+    xs = sorted(float(v) for v in values)
+    if not xs:
+        raise ValueError("no values to estimate from")
+    k, coverage = median_rank(len(xs), confidence)
+    return Estimate(median(xs), xs[k - 1], xs[len(xs) - k], len(xs), round(coverage, 4))
+
+
+def _seed(samples: Sequence[Samples]) -> int:
+    h = hashlib.sha256()
+    for group in samples:
+        for name in sorted(group):
+            h.update(name.encode())
+            for v in group[name]:
+                h.update(struct.pack("<d", float(v)))
+    return int.from_bytes(h.digest()[:8], "little")
+
+
+def kernel_statistic(samples: Samples) -> float:
+    """A kernel kit's score from per-workload rounds: geometric mean of the workloads' medians."""
+    return geomean([median(v) for v in samples.values()])
+
+
+def program_statistic(samples: Samples) -> float:
+    """A program kit's score from repeated measurements: their median."""
+    return median([v for vs in samples.values() for v in vs])
+
+
+def statistic_for(kind: str) -> Callable[[Samples], float]:
+    return kernel_statistic if kind == "kernel" else program_statistic
+
+
+def _resample(rng: random.Random, samples: Samples) -> dict[str, list[float]]:
+    return {name: [vs[int(rng.random() * len(vs))] for _ in vs] for name, vs in samples.items()}
+
+
+def _percentiles(values: list[float], confidence: float) -> tuple[float, float]:
+    values.sort()
+    a = (1 - confidence) / 2
+    lo = values[min(len(values) - 1, max(0, int(math.floor(a * len(values)))))]
+    hi = values[min(len(values) - 1, max(0, int(math.ceil((1 - a) * len(values))) - 1))]
+    return lo, hi
+
+
+def score_estimate(samples: Samples, kind: str = "kernel", confidence: float = CONFIDENCE,
+                   resamples: int = BOOTSTRAP_RESAMPLES) -> Estimate:
+    """A kit score and its bootstrap interval from pooled rounds. One value in all is a point
+    (interval of zero width, coverage 0: nothing is known of its spread)."""
+    clean = {k: [float(v) for v in vs] for k, vs in samples.items() if vs}
+    if not clean:
+        raise ValueError("no measurements")
+    stat = statistic_for(kind)
+    value = stat(clean)
+    n = min(len(v) for v in clean.values())
+    if max(len(v) for v in clean.values()) == 1:
+        return Estimate(value, value, value, 1, 0.0)
+    if kind != "kernel" or len(clean) == 1:
+        # One group: the exact order-statistic interval of its median (programs: of the scores).
+        flat = [v for vs in clean.values() for v in vs]
+        est = median_interval(flat, confidence)
+        if kind == "kernel":
+            return est
+        return Estimate(value, est.lo, est.hi, len(flat), est.coverage)
+    rng = random.Random(_seed([clean]))
+    draws = [stat(_resample(rng, clean)) for _ in range(resamples)]
+    lo, hi = _percentiles(draws, confidence)
+    return Estimate(value, min(lo, value), max(hi, value), n, confidence)
+
+
+def contrast_estimate(a: Samples, b: Samples, kind: str = "kernel", confidence: float = CONFIDENCE,
+                      resamples: int = BOOTSTRAP_RESAMPLES) -> Estimate:
+    """B relative to A from two independent sets of measurements: the ratio B/A of their scores
+    (kernel kits: speedups), or the difference B - A (program kits, whose objective may be zero
+    or negative). Its interval is a joint bootstrap of both sides."""
+    stat = statistic_for(kind)
+    ca = {k: [float(v) for v in vs] for k, vs in a.items() if vs}
+    cb = {k: [float(v) for v in vs] for k, vs in b.items() if vs}
+    if not ca or not cb:
+        raise ValueError("no measurements")
+
+    def rel(x: float, y: float) -> float:
+        return y / x if kind == "kernel" else y - x
+
+    value = rel(stat(ca), stat(cb))
+    rng = random.Random(_seed([ca, cb]))
+    single = max(len(v) for v in ca.values()) == 1 and max(len(v) for v in cb.values()) == 1
+    if single:
+        return Estimate(value, value, value, 1, 0.0)
+    draws = [rel(stat(_resample(rng, ca)), stat(_resample(rng, cb))) for _ in range(resamples)]
+    lo, hi = _percentiles(draws, confidence)
+    n = min(min(len(v) for v in ca.values()), min(len(v) for v in cb.values()))
+    return Estimate(value, min(lo, value), max(hi, value), n, confidence)
+
+
+def no_effect(kind: str) -> float:
+    """The contrast value that means "no difference": a ratio of 1, or a difference of 0."""
+    return 1.0 if kind == "kernel" else 0.0
+
+
+def significant(contrast: Estimate, kind: str = "kernel") -> bool:
+    """True only when the contrast's interval excludes "no difference" (and it has a spread)."""
+    return contrast.coverage > 0 and not contrast.contains(no_effect(kind))
+
+
+def pessimistic(est: Estimate, direction: Direction) -> float:
+    """The end of the interval a ranking uses: the lower bound when maximising, the upper when
+    minimising."""
+    return est.lo if direction == "maximize" else est.hi
+
+
+def clears(new: Estimate, incumbent: Estimate, direction: Direction) -> bool:
+    """A new best is announced only when its whole interval lies beyond the incumbent's."""
+    return new.lo > incumbent.hi if direction == "maximize" else new.hi < incumbent.lo
+
+
+def sig3(x: float | None) -> str:
+    """Three significant digits, as human text shows numbers."""
+    if x is None or not math.isfinite(x):
+        return str(x)
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.3g}"
+
+
+def describe(est: Estimate, unit: str = "") -> str:
+    """"4.40× (3.90–5.00)": the value and its interval in three significant digits."""
+    if est.lo == est.hi:
+        return f"{sig3(est.value)}{unit} (one measurement, no interval)"
+    return f"{sig3(est.value)}{unit} ({sig3(est.lo)}–{sig3(est.hi)})"
