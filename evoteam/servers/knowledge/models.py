@@ -294,6 +294,12 @@ class CandidateSummary(BaseModel):
     flagged: bool
     verified: bool = False  # measured by the bench; only verified, unflagged candidates rank
     provenance: Provenance
+    score_interval: list[float] | None = Field(default=None, description="95% interval of the score from "
+                                               "all of this candidate's measurements")
+    n_measurements: int = Field(default=1, description="evaluations of this code pooled into the score")
+    code_hash: str | None = Field(default=None, description="normalised hash of the code: identical code is "
+                                  "one candidate")
+    note: str | None = Field(default=None, description="first line of the candidate's notes")
 
 
 class Candidate(CandidateSummary):
