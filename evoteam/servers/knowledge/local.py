@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 import aiosqlite
 
+from evoteam import stats
+from evoteam.codehash import code_hash
 from evoteam.servers.knowledge import idempotency
 from evoteam.servers.knowledge.bundlecheck import existing_ids
 from evoteam.servers.knowledge.db import Database
@@ -62,6 +64,7 @@ from evoteam.servers.knowledge.render import (
 )
 from evoteam.servers.knowledge.scope import missing
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
+from evoteam.servers.knowledge import measurements
 from evoteam.servers.knowledge.verified import RANKED, check_may_verify, ranks
 
 MAX_LIMIT = 200
@@ -133,6 +136,16 @@ async def insert_row(conn: aiosqlite.Connection, table: str, values: dict[str, A
     cols = ", ".join(values)
     marks = ", ".join("?" for _ in values)
     await conn.execute(f"INSERT INTO {table} ({cols}) VALUES ({marks})", tuple(values.values()))
+
+
+def first_line(text: str | None, limit: int = 120) -> str | None:
+    """The first line of a note, for listings (None when there is none)."""
+    line = (text or "").strip().split("\n", 1)[0].strip()
+    return (line[: limit - 1] + "…" if len(line) > limit else line) or None
+
+
+def stats_overlap(a: stats.Estimate | None, b: stats.Estimate | None) -> bool:
+    return a is not None and b is not None and a.lo <= b.hi and b.lo <= a.hi
 
 
 def provenance_of(row: sqlite3.Row) -> Provenance:
@@ -242,10 +255,9 @@ class LocalKnowledgeStore(KnowledgeStore):
         return await self.get_run(run_id)
 
     async def _run_view(self, conn: aiosqlite.Connection, row: sqlite3.Row) -> Run:
-        order = "DESC" if row["direction"] == "maximize" else "ASC"
         async with conn.execute(
-            f"SELECT id, score FROM candidates WHERE run_id = ? AND {RANKED} "
-            f"AND split != 'heldout' ORDER BY score {order}, created_at LIMIT 1", (row["id"],)
+            f"SELECT id, score, score_lo, score_hi FROM candidates WHERE run_id = ? AND {RANKED} "
+            f"AND split != 'heldout' ORDER BY {measurements.rank_order(row['direction'])} LIMIT 1", (row["id"],)
         ) as cur:
             best = await cur.fetchone()
         # Counts and spend come from the counters the triggers keep (knowledge/counters.py):
@@ -259,6 +271,7 @@ class LocalKnowledgeStore(KnowledgeStore):
             direction=row["direction"], x0=row["x0"], best_known=row["best_known"],
             budget_usd=row["budget_usd"], status=row["status"], spent_usd=spent,
             best_score=best_score, best_candidate_id=best["id"] if best else None,
+            best_interval=measurements.interval_of(best) if best else None,
             ndg=normalised_discovery_gain(row["direction"], row["x0"], row["best_known"], best_score),
             candidates=n_cand, learnings=n_learn, current_version=row["current_version"],
             provenance=provenance_of(row),
@@ -516,7 +529,10 @@ class LocalKnowledgeStore(KnowledgeStore):
     def _summary(self, row: sqlite3.Row) -> CandidateSummary:
         return CandidateSummary(id=row["id"], run_id=row["run_id"], status=row["status"], score=row["score"],
                                 split=row["split"], parent_id=row["parent_id"], flagged=bool(row["flagged"]),
-                                verified=bool(row["verified"]), provenance=provenance_of(row))
+                                verified=bool(row["verified"]), provenance=provenance_of(row),
+                                score_interval=measurements.interval_of(row),
+                                n_measurements=row["n_measurements"] or 1, code_hash=row["code_hash"],
+                                note=first_line(row["notes"]))
 
     def _candidate(self, row: sqlite3.Row) -> Candidate:
         return Candidate(
@@ -524,6 +540,7 @@ class LocalKnowledgeStore(KnowledgeStore):
             metrics=json.loads(row["metrics"]),
             workloads=[WorkloadResult(**w) for w in json.loads(row["workloads"])],
             documents_used=json.loads(row["documents_used"]), notes=row["notes"], cost_usd=row["cost_usd"],
+            samples=json.loads(row["samples"]) if row["samples"] else None,
         )
 
     async def _get_candidate(self, conn: aiosqlite.Connection, candidate_id: str) -> Candidate:
@@ -537,6 +554,8 @@ class LocalKnowledgeStore(KnowledgeStore):
         if spec.code is None and spec.artifact_id is None:
             raise Invalid("a candidate needs its code or an artifact_id holding it")
         check_may_verify(spec.verified, self.actor.verifier)
+        if spec.code and not spec.code_hash:
+            spec = spec.model_copy(update={"code_hash": code_hash(spec.code)})
         async with self.db.write() as conn:
             run = await self.visible_run_row(conn, spec.run_id)
             if (done := await self._replay(conn, run, "candidate", spec)) is not None:
@@ -549,6 +568,11 @@ class LocalKnowledgeStore(KnowledgeStore):
                 art = await self._get_artifact_info(conn, spec.artifact_id)
                 if art.run_id != spec.run_id:
                     raise Invalid(f"artifact {spec.artifact_id} belongs to another run")
+            same = await measurements.find_same_code(conn, spec)
+            if same is not None:  # identical code: one more measurement of that candidate
+                await measurements.pool(conn, same, spec, run["direction"], self.provenance_values(run["project"]))
+                await self._remember(conn, run, "candidate", spec, same["id"])
+                return await self._get_candidate(conn, same["id"])
             candidate_id = new_id("cand")
             await insert_row(conn, "candidates", {
                 "id": candidate_id, "run_id": spec.run_id, "code": spec.code, "artifact_id": spec.artifact_id,
@@ -558,6 +582,7 @@ class LocalKnowledgeStore(KnowledgeStore):
                 "parent_id": spec.parent_id, "documents_used": json.dumps(spec.documents_used),
                 "notes": spec.notes, "flagged": int(spec.flagged), "verified": int(spec.verified),
                 "cost_usd": spec.cost_usd, **self.provenance_values(run["project"]),
+                **measurements.columns(spec, run["direction"]),
             })
             await self._index(conn, "candidate", candidate_id, spec.run_id, run["project"],
                               f"candidate {spec.status} score {spec.score}", spec.notes)
@@ -577,36 +602,54 @@ class LocalKnowledgeStore(KnowledgeStore):
         k = _limit(k)
         async with self.db.read() as conn:
             run = await self.visible_run_row(conn, run_id)
-            order = "DESC" if run["direction"] == "maximize" else "ASC"
             where, params = f"run_id = ? AND {RANKED}", [run_id]
             if split:
                 where += " AND split = ?"
                 params.append(split)
             async with conn.execute(
-                f"SELECT * FROM candidates WHERE {where} ORDER BY score {order}, created_at LIMIT ?", [*params, k]
+                f"SELECT * FROM candidates WHERE {where} ORDER BY {measurements.rank_order(run['direction'])} "
+                "LIMIT ?", [*params, k]
             ) as cur:
                 return [self._summary(r) for r in await cur.fetchall()]
 
     async def trajectory(self, run_id: str) -> Trajectory:
+        """Every dev candidate in order, with the best so far by the pessimistic end of each
+        interval; ``new_best`` only where the new best's interval clears the previous best's."""
         async with self.db.read() as conn:
             run = await self.visible_run_row(conn, run_id)
             async with conn.execute(
-                "SELECT id, created_at, score, status, verified, flagged, role, team_version FROM candidates "
+                "SELECT id, created_at, score, score_lo, score_hi, rank_score, n_measurements, code_hash, notes, "
+                "status, verified, flagged, role, team_version FROM candidates "
                 "WHERE run_id = ? AND split != 'heldout' ORDER BY created_at, id", (run_id,)
             ) as cur:
                 rows = await cur.fetchall()
-        better = (lambda a, b: a > b) if run["direction"] == "maximize" else (lambda a, b: a < b)
-        best, points = None, []
+        direction = run["direction"]
+        better = (lambda a, b: a > b) if direction == "maximize" else (lambda a, b: a < b)
+        best = None
+        points = []
         for r in rows:
             ranked = ranks(r["status"], r["score"], bool(r["verified"]), bool(r["flagged"]))
-            if ranked and (best is None or better(r["score"], best)):
-                best = r["score"]
-            points.append(TrajectoryPoint(candidate_id=r["id"], at=datetime.fromisoformat(r["created_at"]),
-                                          score=r["score"], best_so_far=best, status=r["status"],
-                                          verified=bool(r["verified"]),
-                                          role=r["role"], team_version=r["team_version"]))
-        return Trajectory(run_id=run_id, direction=run["direction"], points=points, best_score=best,
-                          ndg=normalised_discovery_gain(run["direction"], run["x0"], run["best_known"], best))
+            new_best, near = False, None
+            if ranked:
+                if best is None or better(r["rank_score"], best["rank_score"]):
+                    new_best = best is None or stats.clears(measurements.estimate_of(r),
+                                                            measurements.estimate_of(best), direction)
+                    if not new_best:
+                        near = best["id"]
+                    best = r
+                elif stats_overlap(measurements.estimate_of(r), measurements.estimate_of(best)):
+                    near = best["id"]
+            points.append(TrajectoryPoint(
+                candidate_id=r["id"], at=datetime.fromisoformat(r["created_at"]), score=r["score"],
+                score_interval=measurements.interval_of(r),
+                best_so_far=best["score"] if best is not None else None,
+                best_so_far_id=best["id"] if best is not None else None, new_best=new_best, within_noise_of=near,
+                status=r["status"], verified=bool(r["verified"]), n_measurements=r["n_measurements"] or 1,
+                code_hash=r["code_hash"], note=first_line(r["notes"]), role=r["role"],
+                team_version=r["team_version"]))
+        best_score = best["score"] if best is not None else None
+        return Trajectory(run_id=run_id, direction=direction, points=points, best_score=best_score,
+                          ndg=normalised_discovery_gain(direction, run["x0"], run["best_known"], best_score))
 
     # ------------------------------------------------------------ costs
 
@@ -765,7 +808,11 @@ class LocalKnowledgeStore(KnowledgeStore):
                     "metrics": json.dumps(c.metrics, default=str),
                     "workloads": json.dumps([w.model_dump() for w in c.workloads]), "parent_id": c.parent_id,
                     "documents_used": json.dumps(c.documents_used), "notes": c.notes, "flagged": int(c.flagged),
-                    "verified": int(c.verified and trust_scores), "cost_usd": c.cost_usd, **prov(c.provenance)})
+                    "verified": int(c.verified and trust_scores), "cost_usd": c.cost_usd, **prov(c.provenance),
+                    "code_hash": c.code_hash, "n_measurements": c.n_measurements,
+                    "score_lo": (c.score_interval or [None, None])[0], "score_hi": (c.score_interval or [None, None])[1],
+                    "rank_score": measurements.rank_value(c.score, c.score_interval, run.direction),
+                    "samples": json.dumps(c.samples) if c.samples else None})
                 await self._index(conn, "candidate", c.id, run.id, project,
                                   f"candidate {c.status} score {c.score}", c.notes)
             for item in bundle.learnings:

@@ -91,6 +91,7 @@ class Run(BaseModel):
     status: RunStatus
     spent_usd: float = 0.0
     best_score: float | None = None
+    best_interval: list[float] | None = Field(default=None, description="95% interval of the best score")
     best_candidate_id: str | None = None
     ndg: float | None = None
     candidates: int = 0
@@ -310,15 +311,27 @@ class Candidate(CandidateSummary):
     documents_used: list[str]
     notes: str
     cost_usd: float | None
+    samples: MeasurementSamples | None = Field(default=None, description="the pooled per-round measurements "
+                                               "(detail=true)")
 
 
 class TrajectoryPoint(BaseModel):
     candidate_id: str
     at: datetime
     score: float | None
-    best_so_far: float | None
+    score_interval: list[float] | None = None
+    best_so_far: float | None = Field(description="score of the best candidate so far, ranked by the "
+                                      "pessimistic end of each interval")
+    best_so_far_id: str | None = None
+    new_best: bool = Field(default=False, description="this candidate became the best and its interval clears "
+                           "the previous best's: progress, not noise")
+    within_noise_of: str | None = Field(default=None, description="a ranked candidate whose interval overlaps "
+                                        "the best so far's: not distinguishable from it")
     status: CandidateStatus
     verified: bool = False
+    n_measurements: int = 1
+    code_hash: str | None = None
+    note: str | None = None
     role: str | None
     team_version: int | None
 

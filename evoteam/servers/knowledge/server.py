@@ -274,7 +274,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     async def get_candidate(ctx: Context, candidate_id: str, detail: bool = False) -> Candidate:
         """A candidate with its scores and per-workload results; detail=true includes its code."""
         candidate = await kb(ctx).get_candidate(candidate_id)
-        return candidate if detail else candidate.model_copy(update={"code": None})
+        return candidate if detail else candidate.model_copy(update={"code": None, "samples": None})
 
     @server.tool()
     @tool_errors

@@ -23,6 +23,7 @@ from evoteam.servers.knowledge.errors import Invalid, NotFound
 from evoteam.servers.knowledge.local import fts_query, insert_row, new_id, now
 from evoteam.servers.knowledge.scope import Ref, scoped
 from evoteam.servers.knowledge.store import KnowledgeStore
+from evoteam.servers.knowledge.measurements import rank_order
 from evoteam.servers.knowledge.verified import RANKED
 from evoteam.servers.retrieval.models import (
     EXCERPT_CHARS,
@@ -171,10 +172,9 @@ class RetrievalStore:
     async def run_info(self, run_id: str) -> RunInfo:
         async with self.db.read() as conn:
             row = await self._run_row(conn, run_id)
-            order = "DESC" if row["direction"] == "maximize" else "ASC"
             async with conn.execute(
                 f"SELECT score FROM candidates WHERE run_id = ? AND {RANKED} "
-                f"AND split != 'heldout' ORDER BY score {order} LIMIT 1", (run_id,)) as cur:
+                f"AND split != 'heldout' ORDER BY {rank_order(row['direction'])} LIMIT 1", (run_id,)) as cur:
                 best = await cur.fetchone()
         return RunInfo(id=row["id"], project=row["project"], goal=row["goal"], direction=row["direction"], x0=row["x0"],
                        best_known=row["best_known"], best_score=best["score"] if best else None)

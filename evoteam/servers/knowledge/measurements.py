@@ -1,0 +1,163 @@
+"""Measurements pool, and rankings use their pessimistic end (component "knowledge.measurements").
+
+A score is an estimate from rounds (evoteam/stats.py). Two rules follow, kept here for every
+view of the store:
+
+- **Identical code is one candidate.** A verified measurement whose `code_hash` matches a
+  candidate already measured in the same run and split adds its rounds to that candidate
+  (`n_measurements` grows, the score and its interval are re-estimated from all rounds) instead
+  of becoming a new candidate whose lucky draw could become the best. A measurement that fails
+  turns the pooled candidate into a failure: code that is wrong or crashes some of the time
+  does not rank.
+- **Rankings never take the maximum of noisy draws.** Every ranking (a run's best,
+  `best_candidates`, the trajectory's best so far, and everything built on them) orders by
+  `rank_score`: the lower end of the score's interval when maximising, the upper end when
+  minimising. A candidate without an interval (a claim, an old import) ranks by its score.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+import aiosqlite
+
+from evoteam import stats
+from evoteam.servers.knowledge.db import register_migrations
+from evoteam.servers.knowledge.models import CandidateCreate, MeasurementSamples, WorkloadResult
+
+register_migrations("knowledge.measurements", [
+    """
+    ALTER TABLE candidates ADD COLUMN code_hash TEXT;
+    ALTER TABLE candidates ADD COLUMN n_measurements INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE candidates ADD COLUMN score_lo REAL;
+    ALTER TABLE candidates ADD COLUMN score_hi REAL;
+    ALTER TABLE candidates ADD COLUMN rank_score REAL;
+    ALTER TABLE candidates ADD COLUMN samples TEXT;
+    UPDATE candidates SET rank_score = score;
+    CREATE INDEX candidates_code ON candidates(run_id, code_hash, split);
+    CREATE INDEX candidates_rank ON candidates(run_id, status, rank_score);
+    """,
+])
+
+MAX_ROUNDS_KEPT = 400  # per workload: a candidate measured very often keeps its newest rounds
+MAX_HISTORY = 20  # measurement summaries kept in a pooled candidate's metrics
+
+
+def rank_order(direction: str) -> str:
+    """The ORDER BY clause of every ranking (best first, oldest first among equals)."""
+    return f"rank_score {'DESC' if direction == 'maximize' else 'ASC'}, created_at"
+
+
+def kind_of(samples: MeasurementSamples) -> str:
+    """Program kits report one score per evaluation under "program"; kernel kits per workload."""
+    return "program" if set(samples) == {"program"} else "kernel"
+
+
+def estimate(samples: MeasurementSamples | None) -> stats.Estimate | None:
+    if not samples or not any(samples.values()):
+        return None
+    try:
+        return stats.score_estimate(samples, kind_of(samples))
+    except ValueError:
+        return None
+
+
+def columns(spec: CandidateCreate, direction: str) -> dict[str, Any]:
+    """The measurement columns of a new candidate row: score, interval and rank from its rounds."""
+    est = estimate(spec.samples) if spec.status == "PASSED" else None
+    score = est.value if est is not None else spec.score
+    lo, hi = (est.lo, est.hi) if est is not None else (None, None)
+    return {"code_hash": spec.code_hash, "n_measurements": 1, "score": score, "score_lo": lo, "score_hi": hi,
+            "rank_score": _rank(score, lo, hi, direction),
+            "samples": json.dumps(spec.samples) if spec.samples else None}
+
+
+def _rank(score: float | None, lo: float | None, hi: float | None, direction: str) -> float | None:
+    if score is None:
+        return None
+    if lo is None or hi is None:
+        return score
+    return lo if direction == "maximize" else hi
+
+
+def rank_value(score: float | None, interval: list[float] | None, direction: str) -> float | None:
+    """`rank_score` of a candidate given as a model (imports)."""
+    lo, hi = (interval or [None, None])[:2] if interval and len(interval) == 2 else (None, None)
+    return _rank(score, lo, hi, direction)
+
+
+def interval_of(row: sqlite3.Row) -> list[float] | None:
+    lo, hi = row["score_lo"], row["score_hi"]
+    return None if lo is None or hi is None else [lo, hi]
+
+
+def estimate_of(row: sqlite3.Row) -> stats.Estimate | None:
+    """The stored estimate of a candidate row (a point when it has no interval)."""
+    if row["score"] is None:
+        return None
+    lo, hi = row["score_lo"], row["score_hi"]
+    if lo is None or hi is None:
+        return stats.Estimate(row["score"], row["score"], row["score"], 1, 0.0)
+    return stats.Estimate(row["score"], lo, hi, row["n_measurements"] or 1)
+
+
+async def find_same_code(conn: aiosqlite.Connection, spec: CandidateCreate) -> sqlite3.Row | None:
+    """The verified candidate of this run and split with the same code, if any."""
+    if not (spec.verified and spec.code_hash) or spec.samples is None:
+        return None  # only a measurement (the bench sends rounds, {} for a failure) pools
+    async with conn.execute(
+        "SELECT * FROM candidates WHERE run_id = ? AND code_hash = ? AND split = ? AND verified = 1 "
+        "ORDER BY created_at, id LIMIT 1", (spec.run_id, spec.code_hash, spec.split)) as cur:
+        return await cur.fetchone()
+
+
+def _pooled_workloads(old: list[dict], new: list[WorkloadResult], samples: MeasurementSamples) -> list[dict]:
+    by_name = {w["workload"]: dict(w) for w in old}
+    for w in new:
+        merged = dict(by_name.get(w.workload, {}), **w.model_dump(exclude_none=True))
+        rounds = samples.get(w.workload)
+        if rounds and w.status == "PASSED" and merged.get("status") == "PASSED":
+            est = stats.median_interval(rounds)
+            merged.update(speedup=est.value, speedup_interval=[est.lo, est.hi], rounds=len(rounds))
+        by_name[w.workload] = merged
+    return list(by_name.values())
+
+
+def _worse_status(a: str, b: str) -> str:
+    if a == "PASSED":
+        return b
+    return a
+
+
+async def pool(conn: aiosqlite.Connection, row: sqlite3.Row, spec: CandidateCreate, direction: str,
+               who: dict[str, Any]) -> None:
+    """Add one measurement (``spec``) to the candidate ``row`` with the same code."""
+    samples: dict[str, list[float]] = json.loads(row["samples"] or "null") or {}
+    passed_now = spec.status == "PASSED"
+    if passed_now and spec.samples:
+        for name, values in spec.samples.items():
+            samples[name] = (samples.get(name, []) + list(values))[-MAX_ROUNDS_KEPT:]
+    status = _worse_status(row["status"], spec.status)
+    flagged = bool(row["flagged"]) or spec.flagged
+    est = estimate(samples) if status == "PASSED" else None
+    score = est.value if est is not None else row["score"]
+    lo, hi = (est.lo, est.hi) if est is not None else (None, None)
+    metrics = json.loads(row["metrics"] or "{}")
+    history = list(metrics.get("measurements") or [])
+    if not history:  # the first measurement, as it was recorded
+        history.append({"at": row["created_at"], "status": row["status"], "score": row["score"],
+                        "user": row["user"], "role": row["role"],
+                        "contended": metrics.get("contended")})
+    history.append({"at": who["created_at"], "status": spec.status, "score": spec.score,
+                    "user": who["user"], "role": who["role"], "contended": spec.metrics.get("contended")})
+    metrics["measurements"] = history[-MAX_HISTORY:]
+    if not passed_now:
+        metrics["failed_measurement"] = {"status": spec.status, "message": str(spec.metrics.get("message") or "")[:500]}
+    workloads = _pooled_workloads(json.loads(row["workloads"] or "[]"), spec.workloads, samples)
+    await conn.execute(
+        "UPDATE candidates SET status = ?, score = ?, score_lo = ?, score_hi = ?, rank_score = ?, samples = ?, "
+        "n_measurements = n_measurements + 1, flagged = ?, metrics = ?, workloads = ? WHERE id = ?",
+        (status, score, lo, hi, _rank(score, lo, hi, direction), json.dumps(samples) if samples else None,
+         int(flagged), json.dumps(metrics, default=str), json.dumps(workloads), row["id"]))

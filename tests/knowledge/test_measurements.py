@@ -1,0 +1,139 @@
+"""Identical code is one candidate, and rankings use the pessimistic end of each interval
+(knowledge/measurements.py), on the embedded file and the shared server alike (see conftest)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from evoteam.codehash import code_hash
+from evoteam.servers.knowledge.models import CandidateCreate, RunCreate, WorkloadResult
+
+CODE = "def run(x):\n    return x * 2\n"
+
+
+def rounds(center: float, spread: float, n: int = 10, seed: int = 0) -> list[float]:
+    rng = random.Random(seed)
+    return [center + rng.uniform(-spread, spread) for _ in range(n)]
+
+
+def measured(run_id: str, code: str, samples: dict, status: str = "PASSED", **kw) -> CandidateCreate:
+    score = None
+    if status == "PASSED":
+        from evoteam import stats
+        score = stats.score_estimate(samples).value
+    wl = [WorkloadResult(workload=w, status=status, speedup=sorted(v)[len(v) // 2]) for w, v in samples.items()]
+    return CandidateCreate(run_id=run_id, code=code, status=status, score=score, samples=samples, verified=True,
+                           code_hash=code_hash(code), workloads=wl, **kw)
+
+
+async def new_run(store, direction="maximize"):
+    return await store.start_run(RunCreate(goal="g", kit="k", direction=direction, x0=1.0))
+
+
+async def test_identical_code_pools_into_one_candidate(store, verifier):
+    run = await new_run(store)
+    draws = []
+    for i in range(5):
+        samples = {"w1": rounds(4.0, 1.5, seed=i), "w2": rounds(2.0, 0.6, seed=10 + i)}
+        # The same code, reformatted and commented: still the same candidate.
+        code = CODE if i % 2 == 0 else "# again\n" + CODE.replace("x * 2", "x*2") + "\n\n"
+        c = await verifier.record_candidate(measured(run.id, code, samples))
+        draws.append(c.score if i == 0 else None)
+        from evoteam import stats
+        draws[-1] = stats.score_estimate(samples).value
+    page = await store.list_candidates(run.id)
+    assert page.total == 1
+    (only,) = page.items
+    assert only.n_measurements == 5
+    full = await verifier.get_candidate(only.id)
+    assert len(full.samples["w1"]) == 50 and len(full.samples["w2"]) == 50
+    # The pooled score is the statistic of all rounds, never the luckiest of the five draws.
+    assert only.score < max(draws)
+    lo, hi = only.score_interval
+    assert lo < only.score < hi
+    got = await store.get_run(run.id)
+    assert got.best_candidate_id == only.id and got.best_interval == only.score_interval
+
+
+async def test_a_lucky_wide_candidate_does_not_outrank_a_steady_one(store, verifier):
+    run = await new_run(store)
+    steady = await verifier.record_candidate(measured(run.id, "def run(x):\n    return x\n",
+                                                      {"w": rounds(4.0, 0.05, seed=1)}))
+    lucky = await verifier.record_candidate(measured(run.id, "def run(x):\n    return x + 0\n",
+                                                     {"w": rounds(5.0, 3.0, seed=2)}))
+    assert lucky.score > steady.score  # a higher point estimate...
+    assert lucky.score_interval[0] < steady.score_interval[0]  # ...with a lower pessimistic end
+    best = await store.best_candidates(run.id, k=2)
+    assert [c.id for c in best] == [steady.id, lucky.id]
+    assert (await store.get_run(run.id)).best_candidate_id == steady.id
+    traj = await store.trajectory(run.id)
+    assert traj.points[0].new_best and traj.points[0].best_so_far_id == steady.id
+    assert traj.points[1].within_noise_of == steady.id and not traj.points[1].new_best
+
+
+async def test_minimising_ranks_by_the_upper_end(store, verifier):
+    run = await new_run(store, direction="minimize")
+    steady = await verifier.record_candidate(measured(run.id, "a = 1\n", {"program": [0.40, 0.40, 0.41]}))
+    wide = await verifier.record_candidate(measured(run.id, "a = 2\n", {"program": [0.30, 0.39, 0.50]}))
+    assert wide.score < steady.score
+    best = await store.best_candidates(run.id, k=2)
+    assert [c.id for c in best] == [steady.id, wide.id]
+
+
+async def test_new_best_only_when_the_interval_clears(store, verifier):
+    run = await new_run(store)
+    first = await verifier.record_candidate(measured(run.id, "a = 1\n", {"w": rounds(2.0, 0.1, seed=3)}))
+    close = await verifier.record_candidate(measured(run.id, "a = 2\n", {"w": rounds(2.04, 0.1, seed=4)}))
+    far = await verifier.record_candidate(measured(run.id, "a = 3\n", {"w": rounds(3.0, 0.1, seed=5)}))
+    traj = await store.trajectory(run.id)
+    by_id = {p.candidate_id: p for p in traj.points}
+    assert by_id[first.id].new_best
+    # Better by its pessimistic end, but inside the noise of the first: best so far, not progress.
+    assert by_id[close.id].best_so_far_id == close.id and not by_id[close.id].new_best
+    assert by_id[close.id].within_noise_of == first.id
+    assert by_id[far.id].new_best and by_id[far.id].within_noise_of is None
+
+
+async def test_a_failed_measurement_stops_the_code_ranking(store, verifier):
+    run = await new_run(store)
+    ok = await verifier.record_candidate(measured(run.id, CODE, {"w": rounds(3.0, 0.2)}))
+    assert (await store.get_run(run.id)).best_candidate_id == ok.id
+    failed = await verifier.record_candidate(measured(run.id, CODE, {}, status="INCORRECT_NUMERICAL"))
+    assert failed.id == ok.id and failed.status == "INCORRECT_NUMERICAL" and failed.n_measurements == 2
+    assert (await store.get_run(run.id)).best_candidate_id is None
+    assert await store.best_candidates(run.id) == []
+
+
+async def test_claims_and_other_splits_do_not_pool(store, verifier):
+    run = await new_run(store)
+    a = await verifier.record_candidate(measured(run.id, CODE, {"w": rounds(3.0, 0.2)}))
+    held = await verifier.record_candidate(measured(run.id, CODE, {"w": rounds(2.5, 0.2)}, split="heldout"))
+    claim = await store.record_candidate(CandidateCreate(run_id=run.id, code=CODE, status="PASSED", score=99.0))
+    assert len({a.id, held.id, claim.id}) == 3
+    assert claim.code_hash == a.code_hash == code_hash(CODE)
+    assert (await store.get_run(run.id)).best_candidate_id == a.id
+    # Summaries carry what tells candidates apart without fetching each one.
+    (summary,) = [c for c in (await store.list_candidates(run.id)).items if c.id == a.id]
+    assert summary.code_hash and summary.n_measurements == 1
+    noted = await verifier.record_candidate(measured(run.id, "b = 1\n", {"w": [1.0, 1.1]},
+                                                     notes="blocked rows of 64\nmore detail"))
+    assert noted.note == "blocked rows of 64"
+
+
+async def test_pooled_measurements_survive_export_and_import(tmp_path, verifier):
+    from evoteam.servers.knowledge.export import export_run, import_run
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.store import Actor
+
+    run = await new_run(verifier)
+    for i in range(3):
+        c = await verifier.record_candidate(measured(run.id, CODE, {"w": rounds(3.0, 0.3, seed=i)}))
+    await export_run(verifier, run.id, tmp_path / "out")
+    async with LocalKnowledgeStore.open(tmp_path / "copy.db", Actor(user="x", verifier=True)) as other:
+        await import_run(other, tmp_path / "out", trust_scores=True)
+        got = await other.get_candidate(c.id)
+        assert got.n_measurements == 3 and got.score_interval == pytest.approx(c.score_interval)
+        assert got.samples == (await verifier.get_candidate(c.id)).samples
+        assert (await other.get_run(run.id)).best_candidate_id == c.id
