@@ -9,6 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from evoteam import stats
+
 from evoteam.servers.knowledge.models import Run, WorkloadResult
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.verified import ranks
@@ -32,6 +34,9 @@ class CandidatePoint(BaseModel):
     team_version: int | None
     spent_usd: float = Field(description="the run's cumulative spend when the candidate was recorded")
     best_so_far: float | None = None
+    score_interval: list[float] | None = None
+    n_measurements: int = 1
+    message: str | None = Field(default=None, description="why a failed candidate failed (first line)")
 
 
 class VersionPoint(BaseModel):
@@ -45,6 +50,15 @@ class VersionPoint(BaseModel):
     best_before: float | None = Field(description="the running best when the version was designed")
     best_of_version: float | None = Field(description="best dev score of the version's own candidates")
     cost_usd: float = 0.0
+    best_candidate_id: str | None = None
+    best_interval: list[float] | None = None
+    gain: float | None = Field(default=None, description="the version's best over the best before it: a ratio "
+                               "(kernel kits) or a difference (program kits)")
+    gain_interval: list[float] | None = None
+    gain_is_ratio: bool = Field(default=True, description="kernel kits: a ratio of speedups; program kits: a "
+                                "difference of objectives")
+    significant: bool | None = Field(default=None, description="the gain's whole interval lies on the better "
+                                     "side of no change: progress, not noise")
 
 
 class SpendSlice(BaseModel):
@@ -74,9 +88,32 @@ class RunReport(BaseModel):
         return [v for v in self.versions if v.version > 1]
 
 
+def rank_key(c: CandidatePoint, direction: str) -> float:
+    """What rankings compare: the pessimistic end of the interval, sign-folded so larger is better."""
+    value = c.score if c.score_interval is None else (c.score_interval[0] if direction == "maximize"
+                                                       else c.score_interval[1])
+    return value if direction == "maximize" else -value
+
+
 def _ranks(c: CandidatePoint) -> bool:
     # Only bench-verified, unflagged results rank (knowledge/verified.py; docs/bench.md).
     return ranks(c.status, c.score, c.verified, c.flagged)
+
+
+async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str, own_id: str,
+                        direction: str) -> None:
+    """The version's best against the best before it, from both candidates' pooled rounds."""
+    a, b = await store.get_candidate(before_id), await store.get_candidate(own_id)
+    if not a.samples or not b.samples:
+        return
+    kind = "program" if set(b.samples) == {"program"} else "kernel"
+    if kind == "kernel" and set(a.samples) != set(b.samples):
+        return  # measured on other workloads: not comparable
+    est = stats.contrast_estimate(a.samples, b.samples, kind)
+    none = stats.no_effect(kind)
+    better = est.lo > none if direction == "maximize" or kind == "kernel" else est.hi < none
+    vp.gain, vp.gain_interval, vp.significant = est.value, est.interval, bool(est.coverage > 0 and better)
+    vp.gain_is_ratio = kind == "kernel"
 
 
 async def all_candidates(store: KnowledgeStore, run_id: str) -> list:
@@ -105,17 +142,26 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
         i = bisect.bisect_right(cost_times, at)
         return cumulative[i - 1] if i else 0.0
 
-    better = (lambda a, b: a > b) if run.direction == "maximize" else (lambda a, b: a < b)
+    direction = run.direction
     summaries = sorted(await all_candidates(store, run_id), key=lambda s: (s.provenance.created_at, s.id))
-    points, best = [], None
+    points: list[CandidatePoint] = []
+    best: CandidatePoint | None = None
+    best_before_point: list[CandidatePoint | None] = []
     for s in summaries:
         p = CandidatePoint(id=s.id, at=s.provenance.created_at, score=s.score, status=s.status, split=s.split,
                            flagged=s.flagged, verified=s.verified, role=s.provenance.role, team_version=s.provenance.team_version,
-                           spent_usd=spent_at(s.provenance.created_at))
-        if _ranks(p) and p.split != "heldout" and (best is None or better(p.score, best)):
-            best = p.score
-        p.best_so_far = best
+                           spent_usd=spent_at(s.provenance.created_at), score_interval=s.score_interval,
+                           n_measurements=s.n_measurements)
+        best_before_point.append(best)
+        if _ranks(p) and p.split != "heldout" and (best is None or rank_key(p, direction) > rank_key(best, direction)):
+            best = p
+        p.best_so_far = best.score if best is not None else None
         points.append(p)
+    for p in points:
+        if p.status != "PASSED":
+            full = await store.get_candidate(p.id)
+            p.message = str(full.metrics.get("message") or next(
+                (w.message for w in full.workloads if w.message), "") or "").split("\n", 1)[0][:300] or None
 
     team = component_store("team", store)
     versions = []
@@ -124,28 +170,34 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
         if c.provenance.team_version is not None:
             by_version[c.provenance.team_version] = by_version.get(c.provenance.team_version, 0.0) + c.usd
     times = [p.at for p in points]
-    best_of: dict[int, float] = {}
+    best_of: dict[int, CandidatePoint] = {}
     for p in points:
         if _ranks(p) and p.split != "heldout" and p.team_version is not None:
             held = best_of.get(p.team_version)
-            if held is None or better(p.score, held):
-                best_of[p.team_version] = p.score
+            if held is None or rank_key(p, direction) > rank_key(held, direction):
+                best_of[p.team_version] = p
     for v in await team.list_versions(run_id):
         i = bisect.bisect_right(times, v.created_at)
-        versions.append(VersionPoint(
+        before = (best_before_point[i] if i < len(points) else best) if points else None
+        own = best_of.get(v.version)
+        vp = VersionPoint(
             version=v.version, at=v.created_at, roles=v.roles, diagnosis=v.diagnosis,
-            spent_usd=spent_at(v.created_at), best_before=points[i - 1].best_so_far if i else None,
-            best_of_version=best_of.get(v.version), cost_usd=by_version.get(v.version, 0.0)))
+            spent_usd=spent_at(v.created_at), best_before=before.score if before else None,
+            best_of_version=own.score if own else None, cost_usd=by_version.get(v.version, 0.0),
+            best_candidate_id=own.id if own else None, best_interval=own.score_interval if own else None)
+        if own is not None and before is not None and before.id != own.id:
+            await _version_gain(store, vp, before.id, own.id, direction)
+        versions.append(vp)
 
-    report = RunReport(run=run, candidates=points, versions=versions, direction=run.direction)
+    report = RunReport(run=run, candidates=points, versions=versions, direction=direction)
     ranked = [p for p in points if _ranks(p) and p.split != "heldout"]
     if ranked:
-        top = max(ranked, key=lambda p: p.score) if run.direction == "maximize" else min(ranked, key=lambda p: p.score)
+        top = max(ranked, key=lambda p: rank_key(p, direction))
         report.best_candidate_id = top.id
         report.best_workloads = (await store.get_candidate(top.id)).workloads
-    held = [p.score for p in points if _ranks(p) and p.split == "heldout"]
+    held = [p for p in points if _ranks(p) and p.split == "heldout"]
     if held:
-        report.best_heldout = max(held) if run.direction == "maximize" else min(held)
+        report.best_heldout = max(held, key=lambda p: rank_key(p, direction)).score
 
     by_role: dict[str, float] = {}
     for c in costs:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from evoteam.report.data import RunReport, gather
+from evoteam import stats
+from evoteam.report.data import RunReport, VersionPoint, gather
 from evoteam.servers.knowledge.store import KnowledgeStore
 
 
@@ -13,6 +14,11 @@ class VersionLine(BaseModel):
     version: int
     roles: list[str]
     best_dev_score: float | None
+    best_interval: list[float] | None = None
+    best_candidate_id: str | None = None
+    gain: str | None = Field(default=None, description="the version's best over the best before it, with its "
+                             "interval and whether it is significant")
+    significant_gain: bool | None = None
     cost_usd: float
     spent_usd_when_designed: float
 
@@ -30,6 +36,9 @@ class RunSummary(BaseModel):
     failed_candidates: int
     flagged_candidates: int
     versions: list[VersionLine]
+    versions_without_significant_gain: int = Field(description="team versions in a row, up to the newest, whose "
+                                                   "best did not significantly beat the best before it (the stop "
+                                                   "rule counts these)")
     spend_by_role: dict[str, float]
     gate_decisions: dict[str, int]
     repeated_url_rate: float | None
@@ -38,6 +47,39 @@ class RunSummary(BaseModel):
                                           description="candidates whose recorded score the newest re-measurement "
                                                       "did not confirm")
     report_command: str
+
+
+def gain_text(v: VersionPoint) -> str | None:
+    """"1.06× (0.98–1.15) over the best before it: within noise" — or why there is no gain to show."""
+    if v.best_of_version is None:
+        return "no ranked candidate"
+    if v.best_before is None:
+        return "first ranked result"
+    if v.gain is None:
+        return "did not beat the best before it" if v.best_candidate_id else None
+    unit = "×" if v.gain_is_ratio else ""
+    shown = (stats.describe(stats.Estimate(v.gain, *v.gain_interval, 0), unit) if v.gain_interval
+             else stats.sig3(v.gain) + unit)
+    return f"{shown} over the best before it: {'significant' if v.significant else 'within noise'}"
+
+
+def version_line(v: VersionPoint, direction: str) -> VersionLine:
+    return VersionLine(version=v.version, roles=v.roles, best_dev_score=v.best_of_version,
+                       best_interval=v.best_interval, best_candidate_id=v.best_candidate_id, gain=gain_text(v),
+                       significant_gain=v.significant if v.best_before is not None else None,
+                       cost_usd=v.cost_usd, spent_usd_when_designed=v.spent_usd)
+
+
+def stalled_versions(report: RunReport) -> int:
+    """Versions in a row, newest backwards, without a significant gain (the first version counts as a
+    gain when it produced any ranked result)."""
+    n = 0
+    for v in reversed(report.versions):
+        gained = v.significant is True or (v.best_before is None and v.best_of_version is not None)
+        if gained:
+            break
+        n += 1
+    return n
 
 
 def summarise(report: RunReport, max_versions: int = 30) -> RunSummary:
@@ -51,8 +93,8 @@ def summarise(report: RunReport, max_versions: int = 30) -> RunSummary:
         spent_usd=run.spent_usd, budget_usd=run.budget_usd, candidates=len(report.candidates),
         failed_candidates=sum(1 for c in report.candidates if c.status != "PASSED"),
         flagged_candidates=sum(1 for c in report.candidates if c.flagged),
-        versions=[VersionLine(version=v.version, roles=v.roles, best_dev_score=v.best_of_version, cost_usd=v.cost_usd,
-                              spent_usd_when_designed=v.spent_usd) for v in report.versions[-max_versions:]],
+        versions=[version_line(v, report.direction) for v in report.versions[-max_versions:]],
+        versions_without_significant_gain=stalled_versions(report),
         spend_by_role={s.label: round(s.usd, 4) for s in report.spend_by_role},
         gate_decisions=decisions, repeated_url_rate=report.retrieval.repeated_url_rate,
         spearman_predicted_vs_realised=report.retrieval.spearman,
