@@ -222,3 +222,13 @@ def describe(est: Estimate, unit: str = "") -> str:
     if est.lo == est.hi:
         return f"{sig3(est.value)}{unit} (one measurement, no interval)"
     return f"{sig3(est.value)}{unit} ({sig3(est.lo)}–{sig3(est.hi)})"
+
+
+def describe_score(value: float | None, interval: list[float] | None, unit: str = "") -> str:
+    """A stored score as people read it: "4.4 (3.9–5.0)", or just the value where no interval was
+    measured, or "none"."""
+    if value is None:
+        return "none"
+    if not interval or len(interval) != 2:
+        return sig3(value) + unit
+    return describe(Estimate(value, interval[0], interval[1], 0), unit)

@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from evoteam.stats import describe_score
 from evoteam.plugin import state as st
 from evoteam.plugin.codex import tool_response as codex_tool_response
 from evoteam.plugin.roles import assistant_turns, role_in_text, role_of_call, session_mode, wait_for_last_message
@@ -66,7 +67,7 @@ async def _summary(store, run_id: str, learnings_chars: int = LEARNINGS_CHARS) -
     lines = [
         f"evoteam run `{run.id}` ({run.status}): {_clip(run.goal.splitlines()[0], 200)}",
         f"- kit: {run.kit or 'none'}; score is {run.direction}d; x0 {_fmt(run.x0)}, best-known "
-        f"{_fmt(run.best_known)}; best so far {_fmt(run.best_score)}{ndg} "
+        f"{_fmt(run.best_known)}; best so far {describe_score(run.best_score, run.best_interval)}{ndg} "
         f"(candidate {run.best_candidate_id or 'none'})",
         f"- team version: {run.current_version or 'none yet'}; {run.candidates} candidates, "
         f"{run.learnings} learnings; budget: {budget}",
@@ -399,7 +400,7 @@ def stop(hook_input: dict[str, Any]) -> dict[str, Any] | None:
         todo = (f"Check team v{run.current_version} (team.team_status): start any role that has not run, or, if "
                 f"every role has ended, reflect and design the next version.")
     reason = (f"evoteam: run {run.id} is active with ${spend.left_usd:.2f} of ${spend.budget_usd:.2f} left, "
-              f"best score {_fmt(run.best_score)}. "
+              f"best score {describe_score(run.best_score, run.best_interval)}. "
               f"{'Keep optimising.' if state.get('mode') == 'solo' else 'Continue the supervisor loop.'} {todo} "
               f"(To end the run: knowledge.get_run shows it; mark it finished, or the user can run "
               f"`evoteam hook pause` / set EVOTEAM_AUTOCONTINUE=0.)")

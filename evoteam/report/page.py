@@ -13,6 +13,8 @@ from typing import Any
 
 from evoteam.report import charts
 from evoteam.report.data import RunReport
+from evoteam.report.summary import gain_text
+from evoteam.stats import describe_score
 
 
 @functools.cache
@@ -62,7 +64,8 @@ def _summary(report: RunReport) -> str:
         ("direction", run.direction), ("status", html.escape(run.status)),
         ("spent / budget", f"${run.spent_usd:.2f} / " + ("—" if run.budget_usd is None else f"${run.budget_usd:.2f}")),
         ("x0 / best known", f"{_fmt(run.x0)} / {_fmt(run.best_known)}"),
-        ("best dev score", f"{_fmt(run.best_score)} <span class=muted>({html.escape(report.best_candidate_id or '—')})</span>"),
+        ("best dev score", f"{html.escape(describe_score(run.best_score, run.best_interval))} "
+                           f"<span class=muted>({html.escape(report.best_candidate_id or '—')})</span>"),
         ("best held-out score", _fmt(report.best_heldout)),
         ("NDG", "—" if run.ndg is None else f"{run.ndg:.1f}"),
         ("candidates / team versions", f"{len(report.candidates)} / {len(report.versions)}"),
@@ -74,10 +77,12 @@ def _timeline(report: RunReport) -> str:
     if not report.versions:
         return "<p class=muted>No team version yet.</p>"
     head = "<tr><th>version</th><th>designed</th><th class=num>spend then</th><th class=num>cost</th>" \
-           "<th class=num>best</th><th>roles</th><th>diagnosis (why it changed)</th></tr>"
+           "<th class=num>best (95% interval)</th><th>gain over the best before</th><th>roles</th>" \
+           "<th>diagnosis (why it changed)</th></tr>"
     body = "".join(
         f"<tr><td>v{v.version}</td><td>{v.at:%Y-%m-%d %H:%M}</td><td class=num>${v.spent_usd:.2f}</td>"
-        f"<td class=num>${v.cost_usd:.2f}</td><td class=num>{_fmt(v.best_of_version)}</td>"
+        f"<td class=num>${v.cost_usd:.2f}</td><td class=num>{html.escape(describe_score(v.best_of_version, v.best_interval))}</td>"
+        f"<td>{html.escape(gain_text(v) or '')}</td>"
         f"<td>{html.escape(', '.join(v.roles))}</td><td>{html.escape(v.diagnosis[:600])}</td></tr>"
         for v in report.versions)
     return f"<table>{head}{body}</table>"

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from evoteam.servers.knowledge.models import Provenance
+from evoteam.servers.knowledge.models import HistoryEntry, Provenance
 
 Isolation = Literal["worktree", "shared"]
 RunnerKind = Literal["claude", "codex", "subagent"]
@@ -322,3 +322,17 @@ class CostRecord(BaseModel):
     messages: int = 0
     priced_with: str = ""
     detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class Reflection(HistoryEntry):
+    """What `reflect` recorded, and what the reflected version achieved by the numbers: its best
+    with the interval, its gain over the best before it and whether that gain is significant."""
+
+    version_result: VersionLine | None = None
+    versions_without_significant_gain: int = Field(default=0, description="versions in a row, up to the newest, "
+                                                   "without a significant gain: the stop rule counts these")
+
+
+from evoteam.report.summary import VersionLine  # noqa: E402 - the report's own line, shown as is
+
+Reflection.model_rebuild()

@@ -37,6 +37,7 @@ from evoteam.servers.team.models import (
     Coordination,
     DesignResult,
     KnowledgePlan,
+    Reflection,
     RoleSession,
     RoleSpec,
     SpawnPlan,
@@ -221,12 +222,18 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @server.tool()
     @tool_errors
     async def reflect(run_id: str, observed_behaviour: str = "", diagnosis: str = "", design_change: str = "",
-                      outcome: str = "", version: Version = None) -> HistoryEntry:
+                      outcome: str = "", version: Version = None) -> Reflection:
         """Record the supervisor's reflection on a team version in the evolution history:
         observed_behaviour (what the team did), diagnosis (why progress stalled or moved),
         design_change (what the next version changes and why), outcome (what this version
-        achieved, with scores). Do this before designing the next version."""
-        return await svc().reflect(run_id, observed_behaviour, diagnosis, design_change, outcome, version)
+        achieved, with scores). Do this before designing the next version. The reply gives the
+        version's best with its interval and whether its gain over the best before it is
+        significant: a gain inside the noise is no gain."""
+        entry = await svc().reflect(run_id, observed_behaviour, diagnosis, design_change, outcome, version)
+        summary = await summarise_run(svc().kb, run_id)
+        line = next((v for v in summary.versions if v.version == entry.provenance.team_version), None)
+        return Reflection(**entry.model_dump(), version_result=line,
+                          versions_without_significant_gain=summary.versions_without_significant_gain)
 
     @server.tool()
     @tool_errors
