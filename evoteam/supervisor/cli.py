@@ -113,7 +113,7 @@ async def supervise_async(settings: Settings, target: str | None, *, budget_usd:
                           project_dir: Path, supervisor_cap: float | None, role_cap: float | None,
                           max_versions: int | None, model: str | None, live: bool | None,
                           waker=None, runner_factory=None, poll_s: float = 5.0, mode: str = "evolving",
-                          team_file: Path | None = None) -> int:
+                          team_file: Path | None = None, stall_versions: int | None = 3) -> int:
     from evoteam.servers.team.core import TeamService, new_owner, role_env
     from evoteam.servers.team.cost import load_price_table
     from evoteam.servers.team.materialise import ToolNaming
@@ -144,7 +144,7 @@ async def supervise_async(settings: Settings, target: str | None, *, budget_usd:
 
         config = DriverConfig(interval_s=interval_s, poll_s=poll_s, max_parallel=max_parallel, runner=runner,
                               supervisor_cap_usd=supervisor_cap, role_cap_usd=role_cap, max_versions=max_versions,
-                              mode=mode, team_roles=load_team_file(team_file) if team_file else None)
+                              stall_versions=stall_versions, mode=mode, team_roles=load_team_file(team_file) if team_file else None)
         with LiveView(live=live) as view:
             driver = SupervisorDriver(service, run.id, waker=waker or ClaudeWaker(model=model), config=config,
                                       settings=settings, on_event=view.event,
@@ -173,6 +173,8 @@ async def supervise_async(settings: Settings, target: str | None, *, budget_usd:
 @click.option("--supervisor-cap-usd", type=float, default=None, help="USD cap of one supervisor wake.")
 @click.option("--role-cap-usd", type=float, default=None, help="USD cap of one role session.")
 @click.option("--max-versions", type=click.IntRange(min=1), default=None, help="Stop after this many team versions.")
+@click.option("--stall-versions", type=click.IntRange(min=0), default=3, show_default=True,
+              help="Stop after this many team versions in a row without a significant gain (0: never).")
 @click.option("--model", default=None, help="Model of the supervisor sessions.")
 @click.option("--live/--no-live", default=None, help="Live terminal view (default: when stderr is a terminal).")
 @click.option("--mode", type=click.Choice(["evolving", "fixed", "solo"]), default="evolving", show_default=True,
@@ -182,7 +184,7 @@ async def supervise_async(settings: Settings, target: str | None, *, budget_usd:
               help="With --mode fixed: a JSON list of roles (name, mandate, ...) instead of the default four.")
 @click.pass_obj
 def supervise(settings: Settings, target, budget_usd, interval, runner, max_parallel, run_id, new, project_dir,
-              supervisor_cap_usd, role_cap_usd, max_versions, model, live, mode, team_file):
+              supervisor_cap_usd, role_cap_usd, max_versions, stall_versions, model, live, mode, team_file):
     """Drive an evolving agent team headless on KIT_OR_GOAL until the budget is spent.
 
     The supervisor wakes when a team finishes or the interval passes, reflects, and designs the
@@ -195,7 +197,7 @@ def supervise(settings: Settings, target, budget_usd, interval, runner, max_para
             settings, target, budget_usd=budget_usd, interval_s=parse_duration(interval), runner=runner,
             max_parallel=max_parallel, run_id=run_id, new=new, project_dir=(project_dir or Path.cwd()).resolve(),
             supervisor_cap=supervisor_cap_usd, role_cap=role_cap_usd, max_versions=max_versions, model=model,
-            live=live, mode=mode, team_file=team_file))
+            live=live, mode=mode, team_file=team_file, stall_versions=stall_versions or None))
     except (DomainError, StoreError) as exc:
         raise click.ClickException(str(exc)) from exc
     except KeyboardInterrupt:

@@ -23,6 +23,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from evoteam.errors import DomainError
+from evoteam.report.summary import summarise_run
 from evoteam.servers.knowledge.models import Run
 from evoteam.servers.team.core import SUPERVISOR_ROLE, TeamService
 from evoteam.servers.team.cost import record_cost_as
@@ -57,6 +58,8 @@ class DriverConfig(BaseModel):
     role_cap_usd: float | None = None          # per role session
     max_versions: int | None = None
     max_failed_wakes: int = 3
+    # Stop after this many team versions in a row without a significant gain (None: never).
+    stall_versions: int | None = 3
     mode: Mode = "evolving"
     team_roles: list[RoleSpec] | None = None   # --mode fixed --team FILE
 
@@ -184,6 +187,14 @@ class SupervisorDriver:
                     await self._reflect_final(run, f"stopped after {status.version} team versions (--max-versions)")
                     await self.kb.update_run(self.run_id, status="finished")
                     return f"reached {status.version} team versions"
+                if status.version is not None and status.finished and self.config.stall_versions:
+                    stalled = (await summarise_run(self.kb, self.run_id)).versions_without_significant_gain
+                    if stalled >= self.config.stall_versions:
+                        why = (f"stopped: {stalled} team versions in a row without a significant gain "
+                               f"(--stall-versions {self.config.stall_versions})")
+                        await self._reflect_final(run, why)
+                        await self.kb.update_run(self.run_id, status="finished")
+                        return why
                 trigger: Trigger = resume_trigger or ("start" if status.version is None else "team_finished")
                 resume_trigger = None
                 if self.config.mode != "evolving":

@@ -267,3 +267,17 @@ async def test_a_team_whose_roles_all_skip_stops_the_driver(kb, run, project):
     result = await driver.run()
     assert result.reason.startswith("every role of team v1 was skipped: codex is not installed")
     assert len(supervisor.requests) == 1  # no money spent on redesigning around a missing tool
+
+
+async def test_stops_after_versions_without_a_significant_gain(kb, run, project):
+    # The roles learn things but no version produces a ranked candidate: with --stall-versions 2 the
+    # driver stops after the second version instead of designing a third, and says why.
+    runner = FakeRunner(kb)
+    teams = [design("", "Profiler"), design("", "Challenger"), design("", "Finisher")]
+    supervisor = FakeSupervisor(kb, project, teams)
+    result = await make_driver(kb, project, runner, supervisor, run, stall_versions=2).run()
+    assert "2 team versions in a row without a significant gain" in result.reason
+    assert result.versions == 2 and [r.trigger for r in supervisor.requests] == ["start", "team_finished"]
+    assert (await kb.get_run(run.id)).status == "finished"
+    history = (await kb.list_history(run.id)).items
+    assert "without a significant gain" in history[-1].outcome
