@@ -17,7 +17,6 @@ from typing import Any, Literal
 
 import aiosqlite
 
-from evoteam import stats
 from evoteam.codehash import code_hash
 from evoteam.servers.knowledge import idempotency
 from evoteam.servers.knowledge.bundlecheck import existing_ids
@@ -65,6 +64,7 @@ from evoteam.servers.knowledge.render import (
 from evoteam.servers.knowledge.scope import missing
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
 from evoteam.servers.knowledge import measurements
+from evoteam.servers.knowledge.measurements import first_line
 from evoteam.servers.knowledge.verified import RANKED, check_may_verify, ranks
 
 MAX_LIMIT = 200
@@ -136,16 +136,6 @@ async def insert_row(conn: aiosqlite.Connection, table: str, values: dict[str, A
     cols = ", ".join(values)
     marks = ", ".join("?" for _ in values)
     await conn.execute(f"INSERT INTO {table} ({cols}) VALUES ({marks})", tuple(values.values()))
-
-
-def first_line(text: str | None, limit: int = 120) -> str | None:
-    """The first line of a note, for listings (None when there is none)."""
-    line = (text or "").strip().split("\n", 1)[0].strip()
-    return (line[: limit - 1] + "…" if len(line) > limit else line) or None
-
-
-def stats_overlap(a: stats.Estimate | None, b: stats.Estimate | None) -> bool:
-    return a is not None and b is not None and a.lo <= b.hi and b.lo <= a.hi
 
 
 def provenance_of(row: sqlite3.Row) -> Provenance:
@@ -624,29 +614,7 @@ class LocalKnowledgeStore(KnowledgeStore):
             ) as cur:
                 rows = await cur.fetchall()
         direction = run["direction"]
-        better = (lambda a, b: a > b) if direction == "maximize" else (lambda a, b: a < b)
-        best = None
-        points = []
-        for r in rows:
-            ranked = ranks(r["status"], r["score"], bool(r["verified"]), bool(r["flagged"]))
-            new_best, near = False, None
-            if ranked:
-                if best is None or better(r["rank_score"], best["rank_score"]):
-                    new_best = best is None or stats.clears(measurements.estimate_of(r),
-                                                            measurements.estimate_of(best), direction)
-                    if not new_best:
-                        near = best["id"]
-                    best = r
-                elif stats_overlap(measurements.estimate_of(r), measurements.estimate_of(best)):
-                    near = best["id"]
-            points.append(TrajectoryPoint(
-                candidate_id=r["id"], at=datetime.fromisoformat(r["created_at"]), score=r["score"],
-                score_interval=measurements.interval_of(r),
-                best_so_far=best["score"] if best is not None else None,
-                best_so_far_id=best["id"] if best is not None else None, new_best=new_best, within_noise_of=near,
-                status=r["status"], verified=bool(r["verified"]), n_measurements=r["n_measurements"] or 1,
-                code_hash=r["code_hash"], note=first_line(r["notes"]), role=r["role"],
-                team_version=r["team_version"]))
+        points, best = measurements.trajectory_points(rows, direction)
         best_score = best["score"] if best is not None else None
         return Trajectory(run_id=run_id, direction=direction, points=points, best_score=best_score,
                           ndg=normalised_discovery_gain(direction, run["x0"], run["best_known"], best_score))

@@ -25,7 +25,8 @@ import aiosqlite
 
 from evoteam import stats
 from evoteam.servers.knowledge.db import register_migrations
-from evoteam.servers.knowledge.models import CandidateCreate, MeasurementSamples, WorkloadResult
+from evoteam.servers.knowledge.models import CandidateCreate, MeasurementSamples, TrajectoryPoint, WorkloadResult
+from evoteam.servers.knowledge.verified import ranks
 
 register_migrations("knowledge.measurements", [
     """
@@ -161,3 +162,39 @@ async def pool(conn: aiosqlite.Connection, row: sqlite3.Row, spec: CandidateCrea
         "n_measurements = n_measurements + 1, flagged = ?, metrics = ?, workloads = ? WHERE id = ?",
         (status, score, lo, hi, _rank(score, lo, hi, direction), json.dumps(samples) if samples else None,
          int(flagged), json.dumps(metrics, default=str), json.dumps(workloads), row["id"]))
+
+
+def first_line(text: str | None, limit: int = 120) -> str | None:
+    """The first line of a note, for listings (None when there is none)."""
+    line = (text or "").strip().split("\n", 1)[0].strip()
+    return (line[: limit - 1] + "…" if len(line) > limit else line) or None
+
+
+def _overlap(a: stats.Estimate | None, b: stats.Estimate | None) -> bool:
+    return a is not None and b is not None and a.lo <= b.hi and b.lo <= a.hi
+
+
+def trajectory_points(rows: list[sqlite3.Row], direction: str) -> tuple[list[TrajectoryPoint], sqlite3.Row | None]:
+    """The trajectory of candidate rows in creation order, and the best row: the best so far by
+    `rank_score`; ``new_best`` only where the new best's interval clears the previous best's;
+    ``within_noise_of`` names the best a ranked candidate cannot be told apart from."""
+    better = (lambda a, b: a > b) if direction == "maximize" else (lambda a, b: a < b)
+    best = None
+    points = []
+    for r in rows:
+        ranked = ranks(r["status"], r["score"], bool(r["verified"]), bool(r["flagged"]))
+        new_best, near = False, None
+        if ranked:
+            if best is None or better(r["rank_score"], best["rank_score"]):
+                new_best = best is None or stats.clears(estimate_of(r), estimate_of(best), direction)
+                near = None if new_best else best["id"]
+                best = r
+            elif _overlap(estimate_of(r), estimate_of(best)):
+                near = best["id"]
+        points.append(TrajectoryPoint(
+            candidate_id=r["id"], at=r["created_at"], score=r["score"], score_interval=interval_of(r),
+            best_so_far=best["score"] if best is not None else None,
+            best_so_far_id=best["id"] if best is not None else None, new_best=new_best, within_noise_of=near,
+            status=r["status"], verified=bool(r["verified"]), n_measurements=r["n_measurements"] or 1,
+            code_hash=r["code_hash"], note=first_line(r["notes"]), role=r["role"], team_version=r["team_version"]))
+    return points, best
