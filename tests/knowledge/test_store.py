@@ -8,6 +8,7 @@ import hashlib
 import pytest
 
 from evoteam.servers.knowledge.errors import Forbidden, Invalid, NotFound, TooLarge
+from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.models import (
     ArtifactCreate,
     CandidateCreate,
@@ -17,6 +18,7 @@ from evoteam.servers.knowledge.models import (
     RunCreate,
     WorkloadResult,
 )
+from evoteam.servers.knowledge.store import Actor
 
 
 async def new_run(store, **kw):
@@ -37,6 +39,19 @@ async def test_run_lifecycle_and_provenance(store):
     assert [r.id for r in page.items] == [run.id]
     with pytest.raises(NotFound, match="list_runs"):
         await store.get_run("run_doesnotexist")
+
+
+async def test_runs_end_with_a_reason_and_descend(store):
+    first = await new_run(store)
+    ended = await store.update_run(first.id, status="finished", reason="plateaued at 1.9 after 40 candidates")
+    assert (ended.status, ended.status_reason) == ("finished", "plateaued at 1.9 after 40 candidates")
+    assert (await store.get_run(first.id)).status_reason == "plateaued at 1.9 after 40 candidates"
+    second = await new_run(store, seeded_from=first.id)
+    assert second.seeded_from == first.id and (await store.get_run(second.id)).seeded_from == first.id
+    resumed = await store.update_run(first.id, status="active")
+    assert resumed.status_reason is None  # a new status replaces the old one's reason
+    with pytest.raises(NotFound):
+        await new_run(store, seeded_from="run_doesnotexist")
 
 
 async def test_best_score_and_ndg_follow_direction(store, verifier):
@@ -181,11 +196,25 @@ async def test_candidates_and_parents(store):
         await store.record_candidate(CandidateCreate(run_id=run.id, code="x", parent_id="cand_missing"))
     with pytest.raises(Invalid):
         await store.record_candidate(CandidateCreate(run_id=run.id))
+    # Lineage crosses runs of one project (a second engineer builds on the first one's best).
     other = await new_run(store)
-    with pytest.raises(Invalid, match="another run"):
-        await store.record_candidate(CandidateCreate(run_id=other.id, code="x", parent_id=parent.id))
+    grandchild = await store.record_candidate(CandidateCreate(run_id=other.id, code="x", parent_id=parent.id))
+    assert grandchild.run_id == other.id and grandchild.parent_id == parent.id
     page = await store.list_candidates(run.id)
     assert [c.id for c in page.items] == [parent.id, child.id]
+
+
+async def test_lineage_never_crosses_projects(tmp_path):
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="tester", client="pytest")) as store:
+        mine = await store.start_run(RunCreate(goal="mine", project="a"))
+        theirs = await store.start_run(RunCreate(goal="theirs", project="b"))
+        parent = await store.record_candidate(CandidateCreate(run_id=theirs.id, code="p"))
+        with pytest.raises(Invalid, match="another project"):
+            await store.record_candidate(CandidateCreate(run_id=mine.id, code="x", parent_id=parent.id))
+        with pytest.raises(Invalid, match="another project"):
+            await store.start_run(RunCreate(goal="seeded", project="a", seeded_from=theirs.id))
+        assert (await store.list_candidates(mine.id)).total == 0
+        assert (await store.list_runs()).total == 2
 
 
 def test_nan_scores_never_reach_the_store():

@@ -61,14 +61,16 @@ def runs_cmd(settings: Settings, status, as_json) -> None:
 @click.option("--x0", type=float, default=None)
 @click.option("--best-known", type=float, default=None)
 @click.option("--budget-usd", type=float, default=None)
+@click.option("--seed-from", default=None, metavar="RUN_ID", help="The earlier run this one continues from.")
 @click.pass_obj
-def start_cmd(settings: Settings, goal, kit, direction, x0, best_known, budget_usd) -> None:
-    """Start a run and print its id."""
+def start_cmd(settings: Settings, goal, kit, direction, x0, best_known, budget_usd, seed_from) -> None:
+    """Start a run and print its id (`evoteam kb prior KIT` shows what earlier runs found)."""
 
     async def go():
         async with open_store(settings) as store:
             return await store.start_run(RunCreate(goal=goal, kit=kit, direction=direction, x0=x0,
-                                                   best_known=best_known, budget_usd=budget_usd))
+                                                   best_known=best_known, budget_usd=budget_usd,
+                                                   seeded_from=seed_from))
 
     click.echo(_run(go()).id)
 
@@ -243,3 +245,4 @@ COMMANDS = [kb, token]
 
 
 from evoteam.servers.knowledge import cli_records  # noqa: E402,F401  (registers kb history, kb candidates)
+from evoteam.servers.knowledge import cli_lineage  # noqa: E402,F401  (registers kb finish, resume, prior)

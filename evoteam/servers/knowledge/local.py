@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import aiosqlite
 
-from evoteam.servers.knowledge import idempotency
+from evoteam.servers.knowledge import idempotency, lineage
 from evoteam.servers.knowledge.bundlecheck import existing_ids
 from evoteam.servers.knowledge.db import Database
 from evoteam.servers.knowledge.errors import Forbidden, Invalid, NotFound, TooLarge
@@ -234,10 +234,13 @@ class LocalKnowledgeStore(KnowledgeStore):
             async with conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)) as cur:
                 if await cur.fetchone():
                     raise Invalid(f"run {run_id!r} exists already: use get_run, or pick another id")
+            if spec.seeded_from is not None:
+                await self.visible_run_row(conn, spec.seeded_from)
+                await lineage.check_same_project(conn, "runs", spec.seeded_from, project, "seed run")
             await insert_row(conn, "runs", {
                 "id": run_id, "goal": spec.goal, "kit": spec.kit, "direction": spec.direction,
                 "x0": spec.x0, "best_known": spec.best_known, "budget_usd": spec.budget_usd,
-                "status": "active", **self.provenance_values(project),
+                "status": "active", "seeded_from": spec.seeded_from, **self.provenance_values(project),
             })
         return await self.get_run(run_id)
 
@@ -261,7 +264,7 @@ class LocalKnowledgeStore(KnowledgeStore):
             best_score=best_score, best_candidate_id=best["id"] if best else None,
             ndg=normalised_discovery_gain(row["direction"], row["x0"], row["best_known"], best_score),
             candidates=n_cand, learnings=n_learn, current_version=row["current_version"],
-            provenance=provenance_of(row),
+            seeded_from=row["seeded_from"], status_reason=row["status_reason"], provenance=provenance_of(row),
         )
 
     async def get_run(self, run_id: str) -> Run:
@@ -285,11 +288,14 @@ class LocalKnowledgeStore(KnowledgeStore):
         return _page(items, total, offset, limit)
 
     async def update_run(self, run_id: str, status: RunStatus | None = None,
-                         current_version: int | None = None) -> Run:
+                         current_version: int | None = None, reason: str | None = None) -> Run:
+        reason = lineage.clean_reason(reason)
         async with self.db.write() as conn:
             await self.visible_run_row(conn, run_id)
             if status is not None:
-                await conn.execute("UPDATE runs SET status = ? WHERE id = ?", (status, run_id))
+                # A new status replaces the reason of the old one (a resumed run has none).
+                await conn.execute("UPDATE runs SET status = ?, status_reason = ? WHERE id = ?",
+                                   (status, reason, run_id))
             if current_version is not None:
                 await conn.execute("UPDATE runs SET current_version = ? WHERE id = ?", (current_version, run_id))
         return await self.get_run(run_id)
@@ -541,10 +547,9 @@ class LocalKnowledgeStore(KnowledgeStore):
             run = await self.visible_run_row(conn, spec.run_id)
             if (done := await self._replay(conn, run, "candidate", spec)) is not None:
                 return await self._get_candidate(conn, done)
-            if spec.parent_id is not None:
-                parent = await self._get_candidate(conn, spec.parent_id)
-                if parent.run_id != spec.run_id:
-                    raise Invalid(f"parent {spec.parent_id} belongs to another run")
+            if spec.parent_id is not None:  # any run of the same project (lineage.py)
+                await self._get_candidate(conn, spec.parent_id)
+                await lineage.check_same_project(conn, "candidates", spec.parent_id, run["project"], "parent")
             if spec.artifact_id is not None:
                 art = await self._get_artifact_info(conn, spec.artifact_id)
                 if art.run_id != spec.run_id:
@@ -746,7 +751,8 @@ class LocalKnowledgeStore(KnowledgeStore):
             await insert_row(conn, "runs", {
                 "id": run.id, "goal": run.goal, "kit": run.kit, "direction": run.direction, "x0": run.x0,
                 "best_known": run.best_known, "budget_usd": run.budget_usd, "status": run.status,
-                "current_version": run.current_version, **prov(run.provenance)})
+                "current_version": run.current_version, "seeded_from": run.seeded_from,
+                "status_reason": run.status_reason, **prov(run.provenance)})
             for a in bundle.artifacts:
                 data = a.text.encode("utf-8") if a.is_text else base64.b64decode(a.content_base64 or "")
                 if hashlib.sha256(data).hexdigest() != a.sha256:
