@@ -18,7 +18,8 @@ from typing import Any
 
 from evoteam.config import Settings
 from evoteam.servers.bench import fib, harness, openevolve, solutions
-from evoteam.servers.bench.candidates import check_candidate_path, record_measured
+from evoteam.servers.bench.candidates import check_candidate_path, check_parent, record_measured
+from evoteam.servers.bench.heldout_key import heldout_set_id
 from evoteam.servers.bench.harness import KernelSession, WorkerFailure, WorkloadSpec, WorkloadVerdict
 from evoteam.servers.bench.kits import Kit, discover, find_kit, heldout_secret, kit_dirs, state_dir
 from evoteam.servers.bench.models import (
@@ -510,6 +511,8 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
     if split not in ("dev", "heldout", "all"):
         raise DomainError("split must be dev, heldout or all")
     progress = progress or _noop
+    if store is not None and parent_id:  # before any measuring: a refused parent costs nothing
+        await check_parent(store, parent_id, run_id)
     cand = prepare_candidate(kit, candidate_path, code, settings)
     try:
         if kit.manifest.kind == "kernel":
@@ -520,6 +523,8 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
         shutil.rmtree(cand.folder, ignore_errors=True)
     m = kit.manifest
     result.metrics["kit_hash"] = kit.content_hash
+    if result.split != "dev" and (m.heldout if m.kind == "kernel" else m.program_heldout):
+        result.metrics["heldout_set"] = heldout_set_id(heldout_secret(settings))
     if result.kind == "kernel" and result.score is not None:
         result.ndg = normalised_discovery_gain(m.direction, m.x0, m.best_known, result.score)
     if store is not None:
