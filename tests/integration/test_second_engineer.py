@@ -171,3 +171,39 @@ async def test_the_second_engineer_starts_from_the_first(team: Team, tmp_path: P
         child = await call(bob_kb, "get_candidate", {"candidate_id": mine["candidate_id"]})
         assert (child["parent_id"], child["verified"], child["provenance"]["user"]) == (alice_best, True, "bob")
         assert (await call(bob_kb, "get_run", {"run_id": started["id"]}))["best_candidate_id"] == mine["candidate_id"]
+
+
+def test_the_service_will_not_start_without_a_verifier_token(tmp_path: Path):
+    db = tmp_path / "server" / "kb.db"
+    db.parent.mkdir()
+    plain = make_token(db, "alice", PROJECT)
+    knowledge = KnowledgeServer(db=db, port=free_port(), home=db.parent).start()
+    try:
+        service = start_service(knowledge.url, plain, tmp_path, free_port())
+        assert service.wait(timeout=60) == 1
+        err = service.stderr.read().decode()
+    finally:
+        knowledge.kill()
+    assert "verifier token" in err and "Traceback" not in err
+
+
+async def test_the_service_knows_callers_by_their_own_tokens(team: Team):
+    answer = httpx.post(team.service_url, headers={"Authorization": "Bearer evt_" + "x" * 43,
+                                                   "Accept": "application/json, text/event-stream"},
+                        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert answer.status_code == 401
+    mallory = make_token(team.knowledge.db, "mallory", "elsewhere")
+    async with http_client(team.knowledge.url, mallory) as kb:
+        run = await call(kb, "start_run", {"goal": "another project's run", "kit": KIT})
+        theirs = await call(kb, "record_candidate", {"run_id": run["id"], "code": "x"})
+    async with http_client(team.service_url, team.tokens["alice"]) as service:
+        # A path names a file on the service's host, never the caller's: refused.
+        refused = await service.call_tool("evaluate", {"kit": KIT, "candidate_path": "/etc/hostname"})
+        assert refused.is_error and "source" in refused.content[0].text
+        # Another project's parent is refused before anything is measured: broken code would
+        # otherwise come back as a COMPILE_ERROR evaluation.
+        refused = await service.call_tool("evaluate", {"kit": KIT, "code": "def broken(:\n",
+                                                       "parent_id": theirs["id"]})
+        assert refused.is_error and theirs["id"] in refused.content[0].text
+    async with http_client(team.knowledge.url, team.tokens["alice"]) as kb:
+        assert (await call(kb, "list_runs", {}))["total"] == 0
