@@ -248,6 +248,24 @@ async def test_search_ranks_and_filters(store):
     assert (await store.search("hexagonal zebra", run_id=run.id)).total == 1
 
 
+async def test_search_hits_take_turns_by_kind_and_name_their_owner(store):
+    run = await new_run(store)
+    for i in range(12):  # one evaluation after another, each note stronger for bm25 than the learning
+        await store.record_candidate(CandidateCreate(run_id=run.id, code=f"v{i}", notes=f"tiled loop, tiled {i}"))
+    lesson = await store.add_learning(LearningCreate(run_id=run.id, text="a tiled loop never beats one BLAS call "
+                                                                         "here; stop trying block sizes"))
+    page = await store.search("tiled", run_id=run.id, limit=3)
+    assert lesson.id in [h.id for h in page.items]
+    assert {h.owner for h in page.items} == {"tester"}
+    seen, cursor = [], None
+    while True:  # pages still cover every match once
+        page = await store.search("tiled", run_id=run.id, limit=5, cursor=cursor)
+        seen += [h.id for h in page.items]
+        if not (cursor := page.next_cursor):
+            break
+    assert len(seen) == len(set(seen)) == 13
+
+
 async def test_pagination(store):
     run = await new_run(store)
     for i in range(7):

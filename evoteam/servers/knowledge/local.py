@@ -21,6 +21,7 @@ from evoteam.servers.knowledge import idempotency, lineage
 from evoteam.servers.knowledge.bundlecheck import existing_ids
 from evoteam.servers.knowledge.db import Database
 from evoteam.servers.knowledge.errors import Forbidden, Invalid, NotFound, TooLarge
+from evoteam.servers.knowledge.hits import hits_page
 from evoteam.servers.knowledge.models import (
     Artifact,
     ArtifactCreate,
@@ -43,7 +44,6 @@ from evoteam.servers.knowledge.models import (
     RunBundle,
     RunCreate,
     RunStatus,
-    SearchHit,
     SearchPage,
     SearchKind,
     Spend,
@@ -690,7 +690,6 @@ class LocalKnowledgeStore(KnowledgeStore):
                     break
             capped = total > self.count_cap
             total = min(total, self.count_cap)
-            order = "rank" if informative else "rowid DESC"  # newest first: no ranking signal
             # Ranking costs time in proportion to the matches; beyond RANK_WINDOW matches only
             # the newest RANK_WINDOW are ranked (a rowid bound FTS5 applies while scanning).
             newest_first = 0
@@ -701,13 +700,8 @@ class LocalKnowledgeStore(KnowledgeStore):
                     newest_first = ((await cur.fetchone()) or (0,))[0]
             # bm25 reads every matching entry's statistics once per query: only ranking pays for it.
             rank = "bm25(search_index, 2.0, 1.0, 0.0)" if informative else "0.0"
-            async with conn.execute(
-                f"SELECT kind, ref_id, run_id, title, snippet(search_index, 1, '[', ']', '…', 16) AS snip, "
-                f"{rank} AS rank FROM search_index WHERE search_index MATCH ? "
-                f"AND rowid >= ? ORDER BY {order} LIMIT ? OFFSET ?", (match, newest_first, limit, offset),
-            ) as cur:
-                items = [SearchHit(kind=r["kind"], id=r["ref_id"], run_id=r["run_id"], title=r["title"],
-                                   snippet=r["snip"], rank=r["rank"]) for r in await cur.fetchall()]
+            # Kinds take turns, and each hit names its owner (hits.py); newest first without a signal.
+            items = await hits_page(conn, match, newest_first, rank, bool(informative), limit, offset)
         more = offset + len(items) < total
         return SearchPage(items=items, total=total, total_capped=capped,
                           next_cursor=encode_cursor(offset + limit) if more else None)

@@ -314,6 +314,7 @@ class SearchHit(BaseModel):
     title: str
     snippet: str
     rank: float
+    owner: str | None = None  # who wrote it (the user of its provenance)
 
 
 class SearchPage(Page[SearchHit]):
