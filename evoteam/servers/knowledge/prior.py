@@ -35,6 +35,7 @@ HINT = ("Start from the best candidate: get_candidate(id, include_code=true) ret
 
 class PriorRun(BaseModel):
     id: str
+    kit: str | None = None
     owner: str
     status: str
     status_reason: str | None = None
@@ -136,7 +137,7 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
         top = await store.best_candidates(run.id, k=3, split="dev")
         lo, hi = _interval(top[0]) if top else (None, None)
         prior.runs.append(PriorRun(
-            id=run.id, owner=run.provenance.user, status=run.status, status_reason=run.status_reason,
+            id=run.id, kit=run.kit, owner=run.provenance.user, status=run.status, status_reason=run.status_reason,
             best_score=run.best_score, best_lo=lo, best_hi=hi, best_candidate_id=run.best_candidate_id,
             candidates=run.candidates, learnings=run.learnings, started_at=run.provenance.created_at))
         for summary in top:
@@ -150,8 +151,14 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
             learned += [PriorLearning(id=item.id, run_id=run.id, owner=item.provenance.user, kind=item.kind,
                                       confidence=item.confidence, text=_clip(item.text, TEXT_CHARS))
                         for item in page.items if item.kind not in ("checkpoint", "process")]
-    order = _better(direction)
-    prior.best = sorted(best, key=lambda c: order(c.score if c.score is not None else 0.0))[:MAX_BEST]
+    if kit is None:  # scores of different kits do not compare: each run's best, newest run first
+        firsts = {}
+        for c in best:
+            firsts.setdefault(c.run_id, c)
+        prior.best = list(firsts.values())[:MAX_BEST]
+    else:
+        order = _better(direction)
+        prior.best = sorted(best, key=lambda c: order(c.score if c.score is not None else 0.0))[:MAX_BEST]
     learned.sort(key=lambda item: -item.confidence)  # stable: newest runs first among equals
     prior.learnings = [item for item in learned if item.kind != "dead_end"][:MAX_LEARNINGS]
     prior.dead_ends = [item for item in learned if item.kind == "dead_end"][:MAX_DEAD_ENDS]
@@ -208,7 +215,8 @@ def render_prior(prior: PriorWork, max_chars: int = PRIOR_CHARS) -> str:
             f" [{r.best_lo:.6g}, {r.best_hi:.6g}]" if r.best_lo is not None and r.best_hi is not None else "") + (
             f" ({r.best_candidate_id})" if r.best_candidate_id else "")
         why = f" — {_clip(r.status_reason, 120)}" if r.status_reason else ""
-        lines.append(f"- `{r.id}` by {r.owner}, {r.status}{why}: {best}; {r.candidates} candidates, "
+        kit = f" ({r.kit})" if r.kit and not prior.kit else ""
+        lines.append(f"- `{r.id}`{kit} by {r.owner}, {r.status}{why}: {best}; {r.candidates} candidates, "
                      f"{r.learnings} learnings")
     if prior.more_runs:
         lines.append(f"- … and {prior.more_runs} older runs (knowledge.list_runs)")
