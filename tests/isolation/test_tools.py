@@ -40,7 +40,8 @@ def tool_calls(i: Ids) -> dict[str, dict[str, list[dict]]]:
         "knowledge": {
             "start_run": [{"goal": "bob's goal"}, {"goal": "bob's goal", "seed_from": R},
                           {"seed_from": R}],
-            "finish_run": [{"run_id": R, "reason": "bob ends it"}, {"run_id": R, "reason": "bob", "status": "paused"}],
+            "finish_run": [{"run_id": R, "reason": "bob pauses it", "status": "paused"},
+                           {"run_id": R, "reason": "bob resumes it", "status": "active"}],
             "get_run": [{"run_id": R}],
             "list_runs": [{}],
             "add_learning": [{"run_id": R, "text": "bob", "evidence": [C, A], "supersedes": i["learnings"]}],

@@ -154,11 +154,11 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     async def finish_run(ctx: Context, run_id: str,
                          reason: Annotated[str, Field(min_length=1, max_length=2000,
                                                       description="why it ends: the result, or why it stops")],
-                         status: Literal["finished", "paused", "failed"] = "finished") -> Run:
-        """End a run (finished), pause it, or mark it failed, with a reason in a sentence or two.
-        A run that is not active is no longer picked as "the kit's active run" (bench.evaluate
-        without run_id, the hooks); its work stays readable and appears in the next run's
-        prior_work. Resume a paused run with `evoteam kb resume RUN`."""
+                         status: Literal["finished", "paused", "failed", "active"] = "finished") -> Run:
+        """End a run (finished), pause it, or mark it failed, with a reason in a sentence or two;
+        status=active resumes a paused run. A run that is not active is no longer picked as "the
+        kit's active run" (bench.evaluate without run_id, the hooks); its work stays readable and
+        appears in the next run's prior_work (start_run)."""
         return await kb(ctx).update_run(run_id, status=status, reason=reason)
 
     @server.tool()
