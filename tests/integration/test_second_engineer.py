@@ -156,10 +156,17 @@ async def test_the_second_engineer_starts_from_the_first(team: Team, tmp_path: P
                                                         "parent_id": alice_best, "notes": "copied"})
         assert claim["parent_id"] == alice_best and not claim["verified"]
 
+    # Alice continues her work as a new run, seeded from her first: now the kit's newest active run.
+    async with http_client(team.knowledge.url, team.tokens["alice"]) as alice_kb:
+        again = await call(alice_kb, "start_run", {"seed_from": alice_run})
+        assert (again["kit"], again["seeded_from"]) == (KIT, alice_run)
+        assert again["prior_work"]["runs"][0]["id"] == alice_run  # the seed first, before bob's newer run
+
     async with bench_session(team, "bob", bob_home) as bob_bench:
-        # Bob reaches Alice's best in one evaluation: her code, with her candidate as parent.
-        mine = await call(bob_bench, "evaluate", {"kit": KIT, "code": code, "run_id": started["id"],
-                                                  "parent_id": alice_best, "notes": "alice's best, re-measured"})
+        # Bob reaches Alice's best in one evaluation: her code, with her candidate as parent. Without
+        # run_id it lands in his own active run of the kit, never in Alice's (still active).
+        mine = await call(bob_bench, "evaluate", {"kit": KIT, "code": code, "parent_id": alice_best,
+                                                  "notes": "alice's best, re-measured"})
         assert mine["status"] == "PASSED" and mine["run_id"] == started["id"]
         bob_held = await call(bob_bench, "evaluate", {"kit": KIT, "code": code, "split": "heldout",
                                                       "run_id": started["id"], "parent_id": mine["candidate_id"]})

@@ -471,7 +471,9 @@ async def _check_binding(store: KnowledgeStore, kit: Kit, run_id: str) -> None:
             return
 
 
-async def _resolve_run(store: KnowledgeStore, kit: Kit, run_id: str | None) -> str:
+async def _resolve_run(store: KnowledgeStore, kit: Kit, run_id: str | None, owner: str | None = None) -> str:
+    """The run to record in: the one named, else the kit's newest active run (of `owner` when
+    given: on a shared store, never a colleague's run by default), else a new one."""
     if run_id:
         await _check_binding(store, kit, run_id)
         return run_id
@@ -479,7 +481,7 @@ async def _resolve_run(store: KnowledgeStore, kit: Kit, run_id: str | None) -> s
     for _ in range(10):
         page = await store.list_runs(status="active", limit=100, cursor=cursor)
         for run in page.items:
-            if run.kit == kit.name:
+            if run.kit == kit.name and (owner is None or run.provenance.user == owner):
                 try:
                     await _check_binding(store, kit, run.id)
                 except DomainError:
@@ -499,7 +501,7 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
                              run_id: str | None = None, parent_id: str | None = None,
                              documents_used: list[str] | None = None, notes: str = "",
                              progress: Progress | None = None, use_landlock: bool = True,
-                             credit_documents: bool = True) -> Evaluation:
+                             credit_documents: bool = True, owner: str | None = None) -> Evaluation:
     """Evaluate one candidate on a kit's split and, when ``store`` is given, record it there (in
     ``run_id``, or the kit's newest active run, or a new run for the kit). The documents it was
     built from are credited with its score unless ``credit_documents`` is false (a caller that
@@ -528,7 +530,7 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
     if result.kind == "kernel" and result.score is not None:
         result.ndg = normalised_discovery_gain(m.direction, m.x0, m.best_known, result.score)
     if store is not None:
-        rid = await _resolve_run(store, kit, run_id)
+        rid = await _resolve_run(store, kit, run_id, owner)
         record = CandidateCreate(
             run_id=rid, code=cand.code, status=result.status, score=result.score, split=result.split,
             metrics=dict(result.metrics, kit=kit.name, kit_hash=kit.content_hash, flags=result.flags[:10],

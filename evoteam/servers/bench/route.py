@@ -40,9 +40,12 @@ async def evaluate(settings: Settings, kit: str, *, candidate_path: str | None, 
         return await evaluate_remote(settings, kit, candidate_path=candidate_path, code=code, split=split,
                                      run_id=run_id, parent_id=parent_id, documents_used=documents_used,
                                      notes=notes, role=role, team_version=team_version, progress=progress)
+    # On the service the store's actor is the caller (service.py): without run_id, their own
+    # newest active run of the kit is used, never a colleague's.
     return await core.evaluate_candidate(settings, kit, candidate_path=candidate_path, code=code, split=split,
                                          store=store, run_id=run_id, parent_id=parent_id,
-                                         documents_used=documents_used, notes=notes, progress=progress)
+                                         documents_used=documents_used, notes=notes, progress=progress,
+                                         owner=store.actor.user if in_service and store is not None else None)
 
 
 def _source(settings: Settings, candidate_path: str | None, code: str | None) -> str:

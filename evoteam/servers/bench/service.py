@@ -79,7 +79,9 @@ def build_service(settings: Settings, store: RemoteKnowledgeStore) -> MCPServer:
         access = get_access_token()
         if access is None:  # the auth middleware lets no request through without one
             raise DomainError("the evaluation service needs your token (EVOTEAM_TOKEN)")
-        return store.acting_for(access.token)
+        # The actor's user is the token's (checked by the knowledge server): it picks the
+        # caller's own runs by default (route.py); the server takes identity from the token.
+        return store.acting_for(access.token).with_actor(store.actor.model_copy(update={"user": access.client_id}))
 
     server = build_server(settings, store, caller_store=caller_store)
     server.settings.auth = AuthSettings(issuer_url="http://127.0.0.1", resource_server_url=None)
