@@ -106,20 +106,20 @@ def session_start(hook_input: dict[str, Any]) -> dict[str, Any] | None:
     project = st.project_dir(hook_input)
     state = _active(project)
     if not state:
-        return _shared_prior_work(project)
+        from evoteam.plugin.prior_context import shared_prior_context
+
+        context = shared_prior_context(project, _settings, _actor, _run)
+        return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}} \
+            if context else None
 
     async def go():
+        from evoteam.plugin.prior_context import other_runs_of_kit
         from evoteam.servers.knowledge.connect import open_store
-        from evoteam.servers.knowledge.prior import gather_prior_work, render_prior
 
         settings = _settings(project)
         async with open_store(settings, _actor(settings, "hook")) as store:
             run, spend, text = await _summary(store, state["run_id"])
-            prior = ""
-            if run.kit and run.status == "active":  # what other runs of the kit found (prior.py)
-                work = await gather_prior_work(store, run.kit, exclude={run.id}, direction=run.direction)
-                prior = render_prior(work, PRIOR_CONTEXT_CHARS)
-            return run, text, prior
+            return run, text, await other_runs_of_kit(store, run, PRIOR_CONTEXT_CHARS)
 
     run, text, prior = _run(go())
     if run.status != "active":
@@ -130,31 +130,6 @@ def session_start(hook_input: dict[str, Any]) -> dict[str, Any] | None:
             "To continue supervising it, use /evolve-team (it resumes the active run); the knowledge, team, "
             "bench and retrieval tools read and write this run.")
     context = _clip(text, CONTEXT_CHARS - len(prior)) + ("\n\n" + prior if prior else "") + "\n\n" + tail
-    return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}}
-
-
-def _shared_prior_work(project: Path) -> dict[str, Any] | None:
-    """No run is active in this clone: on a shared knowledge server, what the project's other
-    runs found (a second engineer's first read). A local store stays quiet (and cheap)."""
-    if not (os.environ.get("EVOTEAM_KNOWLEDGE_URL") or (project / "evoteam.toml").is_file()):
-        return None
-    settings = _settings(project)
-    if not settings.remote:
-        return None
-
-    async def go():
-        from evoteam.servers.knowledge.connect import open_store
-        from evoteam.servers.knowledge.prior import gather_prior_work, render_prior
-
-        async with open_store(settings, _actor(settings, "hook")) as store:
-            return render_prior(await gather_prior_work(store, None), CONTEXT_CHARS)
-
-    text = _run(go())
-    if not text:
-        return None
-    context = ("evoteam: no run is active in this clone, but the project's shared knowledge store holds "
-               "earlier work.\n" + text + "\n\nTo build on it: /kernel-loop <kit> or /evolve-team <kit> "
-               "(start_run returns the kit's prior work; parent_id may name a candidate above).")
     return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}}
 
 
