@@ -214,3 +214,15 @@ async def test_the_service_knows_callers_by_their_own_tokens(team: Team):
         assert refused.is_error and theirs["id"] in refused.content[0].text
     async with http_client(team.knowledge.url, team.tokens["alice"]) as kb:
         assert (await call(kb, "list_runs", {}))["total"] == 0
+    # `evoteam bench run` in Alice's shell goes through the service too.
+    home = team.service_home.parent / "alice-shell"
+    home.mkdir()
+    cli = subprocess.run([sys.executable, "-m", "evoteam.cli", "bench", "run", KIT, str(BETTER), "--json"],
+                         env=team.agent_env("alice", home), cwd=home, capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 0, cli.stderr
+    out = json.loads(cli.stdout)
+    assert out["recorded"] and "unverified" not in (out["message"] or "")
+    async with http_client(team.knowledge.url, team.tokens["alice"]) as kb:
+        stored = await call(kb, "get_candidate", {"candidate_id": out["candidate_id"]})
+    assert (stored["verified"], stored["provenance"]["user"]) == (True, "alice")
+    assert not list(home.rglob("heldout.secret"))
