@@ -50,8 +50,8 @@ def runs_cmd(settings: Settings, status, as_json) -> None:
     for run in page.items:
         best = "-" if run.best_score is None else f"{run.best_score:.6g}"
         ndg = "" if run.ndg is None else f"  NDG {run.ndg:.1f}"
-        click.echo(f"{run.id}  {run.status:<8} best {best}{ndg}  {run.candidates} candidates  "
-                   f"{run.learnings} learnings  {run.goal[:60]}")
+        click.echo(f"{run.id}  {run.status:<8} {run.provenance.user:<12} best {best}{ndg}  {run.candidates} "
+                   f"candidates  {run.learnings} learnings  {run.kit or '-'}  {run.goal[:60]}")
 
 
 @kb.command("start")
@@ -114,7 +114,8 @@ def search_cmd(settings: Settings, query, run_id, limit, as_json) -> None:
         click.echo(page.model_dump_json(indent=2))
         return
     for hit in page.items:
-        click.echo(f"{hit.kind:<9} {hit.id}  {hit.title}\n          {hit.snippet}")
+        click.echo(f"{hit.kind:<9} {hit.id}  {hit.title}  ({hit.owner or '?'}, {hit.run_id})\n"
+                   f"          {hit.snippet}")
     click.echo(f"{page.total} match(es)")
 
 
