@@ -119,6 +119,7 @@ async def test_the_second_engineer_starts_from_the_first(team: Team, tmp_path: P
         dev = await call(alice_bench, "evaluate", {"kit": KIT, "candidate_path": str(BETTER),
                                                    "notes": "one BLAS matmul: |a|^2 + |b|^2 - 2 a.b"})
         assert dev["status"] == "PASSED" and dev["recorded"], dev["message"]
+        assert "heldout_set" not in dev["metrics"]  # measured on dev workloads only
         assert "unverified" not in (dev["message"] or "")
         alice_run, alice_best = dev["run_id"], dev["candidate_id"]
         alice_held = await call(alice_bench, "evaluate", {"kit": KIT, "candidate_path": str(BETTER), "split": "heldout",
