@@ -172,7 +172,9 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @tool_errors
     async def list_runs(ctx: Context, status: RunStatus | None = None, limit: Limit = 20,
                         cursor: Cursor = None) -> Page[Run]:
-        """Runs you can see, newest first; filter by status (active, paused, finished, failed)."""
+        """Runs you can see (every engineer's in your project), newest first, each with its owner
+        (provenance.user), kit, status and its reason, and best score; filter by status (active,
+        paused, finished, failed)."""
         return await kb(ctx).list_runs(status=status, limit=limit, cursor=cursor)
 
     # ------------------------------------------------------------ learnings
