@@ -208,6 +208,8 @@ async def test_the_service_knows_callers_by_their_own_tokens(team: Team):
         # A path names a file on the service's host, never the caller's: refused.
         refused = await service.call_tool("evaluate", {"kit": KIT, "candidate_path": "/etc/hostname"})
         assert refused.is_error and "source" in refused.content[0].text
+        refused = await service.call_tool("compare", {"kit": KIT, "a_path": str(BETTER), "b_code": "x = 1\n"})
+        assert refused.is_error and "not a_path" in refused.content[0].text
         # Another project's parent is refused before anything is measured: broken code would
         # otherwise come back as a COMPILE_ERROR evaluation.
         refused = await service.call_tool("evaluate", {"kit": KIT, "code": "def broken(:\n",

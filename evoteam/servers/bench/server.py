@@ -134,6 +134,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
             given = [x for x in (path, code, cid) if x]
             if len(given) != 1:
                 raise DomainError(f"give exactly one of {label}_path, {label}_code or {label}_candidate_id")
+            if path and caller_store is not None:  # on the service a path names the service's files
+                raise DomainError(f"the evaluation service takes code or a candidate id, not {label}_path")
             return {"candidate_path": path, "code": code, "candidate_id": cid}
 
         return await core.compare_candidates(settings, kit, spec(a_path, a_code, a_candidate_id, "a"),
