@@ -388,3 +388,36 @@ async def test_a_flagged_result_ranks_only_after_review(tmp_path):
         assert (await store.get_run(run.id)).best_candidate_id == flagged.id
         with pytest.raises(Invalid, match="not flagged"):
             await accept_flagged(store.db, flagged.id, "reviewer")
+
+
+async def test_prior_work_weighs_a_runs_newest_learnings(store, monkeypatch):
+    from evoteam.servers.knowledge import prior
+
+    monkeypatch.setattr(prior, "LEARNING_WINDOW", 5)
+    old = await new_run(store, kit="k")
+    for i in range(8):
+        await store.add_learning(LearningCreate(run_id=old.id, text=f"fact {i}", confidence=0.5))
+    await store.add_learning(LearningCreate(run_id=old.id, text="the newest and surest", confidence=0.9))
+    work = await prior.gather_prior_work(store, "task_kits/k")
+    assert [r.id for r in work.runs] == [old.id] and work.learnings[0].text == "the newest and surest"
+    assert {x.text for x in work.learnings} <= {"the newest and surest", *(f"fact {i}" for i in range(4, 8))}
+
+
+async def test_prior_work_stays_bounded_and_best_first(tmp_path):
+    from evoteam.servers.knowledge.prior import PRIOR_CHARS, gather_prior_work
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="tester", verifier=True)) as store:
+        for r in range(7):
+            run = await store.start_run(RunCreate(goal=f"run {r}", kit="k", direction="minimize"))
+            for i in range(4):
+                await store.record_candidate(CandidateCreate(run_id=run.id, code="x", status="PASSED",
+                                                             score=10.0 - r - i / 10, verified=True,
+                                                             notes="n" * 500 + "\nsecond line"))
+                await store.add_learning(LearningCreate(run_id=run.id, text="w " * 400, kind="technique"))
+        other = await store.start_run(RunCreate(goal="another kit", kit="other"))
+        work = await gather_prior_work(store, "k", direction="minimize")
+    assert len(work.model_dump_json()) <= PRIOR_CHARS and work.truncated
+    assert other.id not in {r.id for r in work.runs} and work.more_runs == 2
+    scores = [c.score for c in work.best]
+    assert scores == sorted(scores) and scores[0] == pytest.approx(10.0 - 6 - 0.3)  # minimised: lowest first
+    assert all("second line" not in c.note and len(c.note) <= 160 for c in work.best)

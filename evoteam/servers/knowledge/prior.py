@@ -27,6 +27,7 @@ MAX_BEST = 5
 MAX_LEARNINGS = 6
 MAX_DEAD_ENDS = 4
 NOTE_CHARS = 160
+LEARNING_WINDOW = 200  # the newest learnings of a run that compete for the top places
 TEXT_CHARS = 300
 HINT = ("Start from the best candidate: get_candidate(id, include_code=true) returns its code in one "
         "call; evaluate your variant with parent_id set to it. search finds more (each hit names its "
@@ -121,6 +122,18 @@ async def _runs_of_kit(store: KnowledgeStore, kit: str | None, exclude: set[str]
     return found[:MAX_RUNS], max(0, len(found) - MAX_RUNS)
 
 
+async def _newest_learnings(store: KnowledgeStore, run_id: str):
+    """The run's newest LEARNING_WINDOW current learnings (listings are oldest first: start near
+    the end)."""
+    from evoteam.servers.knowledge.local import encode_cursor  # the store's cursor format
+
+    window = LEARNING_WINDOW
+    page = await store.list_learnings(run_id, limit=window)
+    if page.total <= window:
+        return page.items
+    return (await store.list_learnings(run_id, limit=window, cursor=encode_cursor(page.total - window))).items
+
+
 def _better(direction: Direction):
     return (lambda s: -s) if direction == "maximize" else (lambda s: s)
 
@@ -147,10 +160,10 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
                                        score=summary.score, score_lo=lo, score_hi=hi,
                                        note=_clip(full.notes.splitlines()[0] if full.notes else "", NOTE_CHARS)))
         if run.learnings:
-            page = await store.list_learnings(run.id, limit=100)
             learned += [PriorLearning(id=item.id, run_id=run.id, owner=item.provenance.user, kind=item.kind,
                                       confidence=item.confidence, text=_clip(item.text, TEXT_CHARS))
-                        for item in page.items if item.kind not in ("checkpoint", "process")]
+                        for item in await _newest_learnings(store, run.id)
+                        if item.kind not in ("checkpoint", "process")]
     if kit is None:  # scores of different kits do not compare: each run's best, newest run first
         firsts = {}
         for c in best:
