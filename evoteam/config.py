@@ -28,6 +28,8 @@ class Settings(BaseModel):
     db: Path = Field(default_factory=lambda: Path.home() / ".evoteam" / "evoteam.db")
     knowledge_url: str | None = None
     token: str | None = None
+    # An evaluation service (`evoteam bench serve --http`): bench.evaluate sends candidates there.
+    bench_url: str | None = None
     project: str = "default"
     kits_dirs: list[Path] = Field(default_factory=lambda: [kits_dir()])
     corpus_dirs: list[Path] = Field(default_factory=list)
@@ -71,6 +73,7 @@ _ENV = {
     "EVOTEAM_DB": "db",
     "EVOTEAM_KNOWLEDGE_URL": "knowledge_url",
     "EVOTEAM_TOKEN": "token",
+    "EVOTEAM_BENCH_URL": "bench_url",
     "EVOTEAM_PROJECT": "project",
     "EVOTEAM_PREDICTOR": "predictor",
     "EVOTEAM_PREDICTOR_MODEL": "predictor_model",

@@ -26,6 +26,7 @@ from evoteam.plugin.roles import assistant_turns, role_in_text, role_of_call, se
 DEFAULT_MAX_IDLE_CONTINUES = 3
 LEARNINGS_CHARS = 1800
 CONTEXT_CHARS = 4000
+PRIOR_CONTEXT_CHARS = 1500  # of CONTEXT_CHARS: other runs of the active run's kit
 
 
 def _settings(project: Path):
@@ -106,16 +107,22 @@ def session_start(hook_input: dict[str, Any]) -> dict[str, Any] | None:
     project = st.project_dir(hook_input)
     state = _active(project)
     if not state:
-        return None
+        from evoteam.plugin.prior_context import shared_prior_context
+
+        context = shared_prior_context(project, _settings, _actor, _run)
+        return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}} \
+            if context else None
 
     async def go():
+        from evoteam.plugin.prior_context import other_runs_of_kit
         from evoteam.servers.knowledge.connect import open_store
 
         settings = _settings(project)
         async with open_store(settings, _actor(settings, "hook")) as store:
-            return await _summary(store, state["run_id"])
+            run, spend, text = await _summary(store, state["run_id"])
+            return run, text, await other_runs_of_kit(store, run, PRIOR_CONTEXT_CHARS)
 
-    run, spend, text = _run(go())
+    run, text, prior = _run(go())
     if run.status != "active":
         return None
     source = hook_input.get("source") or "startup"
@@ -123,7 +130,7 @@ def session_start(hook_input: dict[str, Any]) -> dict[str, Any] | None:
             "supervisor loop (the /evolve-team skill) from the store's state." if source == "compact" else
             "To continue supervising it, use /evolve-team (it resumes the active run); the knowledge, team, "
             "bench and retrieval tools read and write this run.")
-    context = _clip(text, CONTEXT_CHARS) + "\n\n" + tail
+    context = _clip(text, CONTEXT_CHARS - len(prior)) + ("\n\n" + prior if prior else "") + "\n\n" + tail
     return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}}
 
 

@@ -193,7 +193,7 @@ class SupervisorDriver:
                         why = (f"stopped: {stalled} team versions in a row without a significant gain "
                                f"(--stall-versions {self.config.stall_versions})")
                         await self._reflect_final(run, why)
-                        await self.kb.update_run(self.run_id, status="finished")
+                        await self.kb.update_run(self.run_id, status="finished", reason=why)
                         return why
                 trigger: Trigger = resume_trigger or ("start" if status.version is None else "team_finished")
                 resume_trigger = None

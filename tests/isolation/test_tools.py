@@ -38,7 +38,10 @@ def tool_calls(i: Ids) -> dict[str, dict[str, list[dict]]]:
     G, S = i["retrieval_gates"], i["retrieval_searches"]
     return {
         "knowledge": {
-            "start_run": [{"goal": "bob's goal"}],
+            "start_run": [{"goal": "bob's goal"}, {"goal": "bob's goal", "seed_from": R},
+                          {"seed_from": R}],
+            "finish_run": [{"run_id": R, "reason": "bob pauses it", "status": "paused"},
+                           {"run_id": R, "reason": "bob resumes it", "status": "active"}],
             "get_run": [{"run_id": R}],
             "list_runs": [{}],
             "add_learning": [{"run_id": R, "text": "bob", "evidence": [C, A], "supersedes": i["learnings"]}],
@@ -49,7 +52,7 @@ def tool_calls(i: Ids) -> dict[str, dict[str, list[dict]]]:
             "get_artifact": [{"artifact_id": A}],
             "list_artifacts": [{"run_id": R}],
             "record_candidate": [{"run_id": R, "code": "b", "parent_id": C, "artifact_id": A}],
-            "get_candidate": [{"candidate_id": C, "detail": True}],
+            "get_candidate": [{"candidate_id": C, "detail": True}, {"candidate_id": C, "include_code": True}],
             "best_candidates": [{"run_id": R}],
             "trajectory": [{"run_id": R}],
             "search": [{"query": f"{SECRET} goal"}, {"query": f"{SECRET} goal", "run_id": R}],

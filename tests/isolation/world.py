@@ -107,10 +107,12 @@ def store_calls(i: Ids) -> dict[tuple[str, str], list[dict[str, Any]]]:
     R, A, C, D = i["runs"], i["artifacts"], i["candidates"], i["retrieval_documents"]
     G, S, L = i["retrieval_gates"], i["retrieval_searches"], i["learnings"]
     return {
-        ("knowledge", "start_run"): [{"spec": RunCreate(goal="bob's other goal")}],
+        ("knowledge", "start_run"): [{"spec": RunCreate(goal="bob's other goal")},
+                                     {"spec": RunCreate(goal="bob's seeded goal", seeded_from=R)}],
         ("knowledge", "get_run"): [{"run_id": R}],
         ("knowledge", "list_runs"): [{}],
-        ("knowledge", "update_run"): [{"run_id": R, "status": "active"}],
+        ("knowledge", "update_run"): [{"run_id": R, "status": "finished", "reason": "bob ends it"},
+                                      {"run_id": R, "status": "active"}],
         ("knowledge", "add_learning"): [{"spec": LearningCreate(run_id=R, text="bob", evidence=[C, A],
                                                                 supersedes=L)}],
         ("knowledge", "list_learnings"): [{"run_id": R, "include_superseded": True}],

@@ -8,6 +8,7 @@ import hashlib
 import pytest
 
 from evoteam.servers.knowledge.errors import Forbidden, Invalid, NotFound, TooLarge
+from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.models import (
     ArtifactCreate,
     CandidateCreate,
@@ -17,6 +18,7 @@ from evoteam.servers.knowledge.models import (
     RunCreate,
     WorkloadResult,
 )
+from evoteam.servers.knowledge.store import Actor
 
 
 async def new_run(store, **kw):
@@ -37,6 +39,19 @@ async def test_run_lifecycle_and_provenance(store):
     assert [r.id for r in page.items] == [run.id]
     with pytest.raises(NotFound, match="list_runs"):
         await store.get_run("run_doesnotexist")
+
+
+async def test_runs_end_with_a_reason_and_descend(store):
+    first = await new_run(store)
+    ended = await store.update_run(first.id, status="finished", reason="plateaued at 1.9 after 40 candidates")
+    assert (ended.status, ended.status_reason) == ("finished", "plateaued at 1.9 after 40 candidates")
+    assert (await store.get_run(first.id)).status_reason == "plateaued at 1.9 after 40 candidates"
+    second = await new_run(store, seeded_from=first.id)
+    assert second.seeded_from == first.id and (await store.get_run(second.id)).seeded_from == first.id
+    resumed = await store.update_run(first.id, status="active")
+    assert resumed.status_reason is None  # a new status replaces the old one's reason
+    with pytest.raises(NotFound):
+        await new_run(store, seeded_from="run_doesnotexist")
 
 
 async def test_best_score_and_ndg_follow_direction(store, verifier):
@@ -181,11 +196,25 @@ async def test_candidates_and_parents(store):
         await store.record_candidate(CandidateCreate(run_id=run.id, code="x", parent_id="cand_missing"))
     with pytest.raises(Invalid):
         await store.record_candidate(CandidateCreate(run_id=run.id))
+    # Lineage crosses runs of one project (a second engineer builds on the first one's best).
     other = await new_run(store)
-    with pytest.raises(Invalid, match="another run"):
-        await store.record_candidate(CandidateCreate(run_id=other.id, code="x", parent_id=parent.id))
+    grandchild = await store.record_candidate(CandidateCreate(run_id=other.id, code="x", parent_id=parent.id))
+    assert grandchild.run_id == other.id and grandchild.parent_id == parent.id
     page = await store.list_candidates(run.id)
     assert [c.id for c in page.items] == [parent.id, child.id]
+
+
+async def test_lineage_never_crosses_projects(tmp_path):
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="tester", client="pytest")) as store:
+        mine = await store.start_run(RunCreate(goal="mine", project="a"))
+        theirs = await store.start_run(RunCreate(goal="theirs", project="b"))
+        parent = await store.record_candidate(CandidateCreate(run_id=theirs.id, code="p"))
+        with pytest.raises(Invalid, match="another project"):
+            await store.record_candidate(CandidateCreate(run_id=mine.id, code="x", parent_id=parent.id))
+        with pytest.raises(Invalid, match="another project"):
+            await store.start_run(RunCreate(goal="seeded", project="a", seeded_from=theirs.id))
+        assert (await store.list_candidates(mine.id)).total == 0
+        assert (await store.list_runs()).total == 2
 
 
 def test_nan_scores_never_reach_the_store():
@@ -217,6 +246,24 @@ async def test_search_ranks_and_filters(store):
     # All words first; when nothing has them all, any word.
     assert (await store.search("hexagonal initialisation", run_id=run.id)).total == 1
     assert (await store.search("hexagonal zebra", run_id=run.id)).total == 1
+
+
+async def test_search_hits_take_turns_by_kind_and_name_their_owner(store):
+    run = await new_run(store)
+    for i in range(12):  # one evaluation after another, each note stronger for bm25 than the learning
+        await store.record_candidate(CandidateCreate(run_id=run.id, code=f"v{i}", notes=f"tiled loop, tiled {i}"))
+    lesson = await store.add_learning(LearningCreate(run_id=run.id, text="a tiled loop never beats one BLAS call "
+                                                                         "here; stop trying block sizes"))
+    page = await store.search("tiled", run_id=run.id, limit=3)
+    assert lesson.id in [h.id for h in page.items]
+    assert {h.owner for h in page.items} == {"tester"}
+    seen, cursor = [], None
+    while True:  # pages still cover every match once
+        page = await store.search("tiled", run_id=run.id, limit=5, cursor=cursor)
+        seen += [h.id for h in page.items]
+        if not (cursor := page.next_cursor):
+            break
+    assert len(seen) == len(set(seen)) == 13
 
 
 async def test_pagination(store):
@@ -341,3 +388,36 @@ async def test_a_flagged_result_ranks_only_after_review(tmp_path):
         assert (await store.get_run(run.id)).best_candidate_id == flagged.id
         with pytest.raises(Invalid, match="not flagged"):
             await accept_flagged(store.db, flagged.id, "reviewer")
+
+
+async def test_prior_work_weighs_a_runs_newest_learnings(store, monkeypatch):
+    from evoteam.servers.knowledge import prior
+
+    monkeypatch.setattr(prior, "LEARNING_WINDOW", 5)
+    old = await new_run(store, kit="k")
+    for i in range(8):
+        await store.add_learning(LearningCreate(run_id=old.id, text=f"fact {i}", confidence=0.5))
+    await store.add_learning(LearningCreate(run_id=old.id, text="the newest and surest", confidence=0.9))
+    work = await prior.gather_prior_work(store, "task_kits/k")
+    assert [r.id for r in work.runs] == [old.id] and work.learnings[0].text == "the newest and surest"
+    assert {x.text for x in work.learnings} <= {"the newest and surest", *(f"fact {i}" for i in range(4, 8))}
+
+
+async def test_prior_work_stays_bounded_and_best_first(tmp_path):
+    from evoteam.servers.knowledge.prior import PRIOR_CHARS, gather_prior_work
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="tester", verifier=True)) as store:
+        for r in range(7):
+            run = await store.start_run(RunCreate(goal=f"run {r}", kit="k", direction="minimize"))
+            for i in range(4):
+                await store.record_candidate(CandidateCreate(run_id=run.id, code="x", status="PASSED",
+                                                             score=10.0 - r - i / 10, verified=True,
+                                                             notes="n" * 500 + "\nsecond line"))
+                await store.add_learning(LearningCreate(run_id=run.id, text="w " * 400, kind="technique"))
+        other = await store.start_run(RunCreate(goal="another kit", kit="other"))
+        work = await gather_prior_work(store, "k", direction="minimize")
+    assert len(work.model_dump_json()) <= PRIOR_CHARS and work.truncated
+    assert other.id not in {r.id for r in work.runs} and work.more_runs == 2
+    scores = [c.score for c in work.best]
+    assert scores == sorted(scores) and scores[0] == pytest.approx(10.0 - 6 - 0.3)  # minimised: lowest first
+    assert all("second line" not in c.note and len(c.note) <= 160 for c in work.best)

@@ -80,3 +80,14 @@ async def record_measured(store: KnowledgeStore, record: CandidateCreate) -> tup
         return await bench.record_candidate(record.model_copy(update={"verified": True})), None
     except Forbidden:
         return await store.record_candidate(record.model_copy(update={"verified": False})), UNVERIFIED_NOTE
+
+
+async def check_parent(store: KnowledgeStore, parent_id: str, run_id: str | None) -> None:
+    """Refuse a parent the caller cannot see, or one of another project than the run, before
+    anything is measured (the store checks again when it records)."""
+    parent = await store.get_candidate(parent_id)
+    if run_id is not None:
+        run = await store.get_run(run_id)
+        if parent.run_id != run_id and (await store.get_run(parent.run_id)).project != run.project:
+            raise DomainError(f"parent {parent_id} belongs to another project than run {run_id}; lineage stays "
+                              f"within one project")

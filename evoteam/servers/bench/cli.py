@@ -149,11 +149,19 @@ async def _run(settings, kit: str, candidate: str, split: str, run_id: str | Non
                 async def progress(done, total, message, _task=task):
                     bar.update(_task, completed=done, total=total, description=f"{kit} {sp}: {message}"[:80])
 
+                if settings.bench_url and record:  # the team's evaluation service measures and records
+                    from evoteam.servers.bench.route import evaluate_remote
+
+                    results.append(await evaluate_remote(settings, kit, candidate_path=candidate, code=code,
+                                                         split=sp, run_id=run_id, parent_id=None,
+                                                         documents_used=[], notes="", role=None,
+                                                         team_version=None, progress=progress))
+                    continue
                 results.append(await core.evaluate_candidate(settings, kit, candidate_path=candidate, code=code,
                                                              split=sp, store=store, run_id=run_id,
                                                              progress=progress))
 
-    if record:
+    if record and not settings.bench_url:
         try:
             from evoteam.servers.common import session_actor
             from evoteam.servers.knowledge.connect import open_store
@@ -248,6 +256,29 @@ def export_traces_cmd(ctx: click.Context, ident: str, output: str, as_json: bool
     click.echo(f"wrote {result.traces} traces and {len(result.solutions)} solutions to {result.folder}")
     for line in result.skipped:
         click.echo(f"skipped: {line}")
+
+
+@bench.command("serve")
+@click.option("--http", "use_http", is_flag=True, required=True,
+              help="Serve over streamable HTTP (the only way the service runs).")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8766, show_default=True, type=int)
+@click.option("--knowledge-url", default=None, help="The shared knowledge server (default: EVOTEAM_KNOWLEDGE_URL).")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, help="Extra Host header values to accept.")
+@click.option("--allowed-origin", "allowed_origins", multiple=True, help="Extra Origin values to accept.")
+@click.pass_context
+def serve_cmd(ctx: click.Context, use_http: bool, host: str, port: int, knowledge_url: str | None,
+              allowed_hosts: tuple[str, ...], allowed_origins: tuple[str, ...]) -> None:
+    """Run the team's evaluation service: agents' bench.evaluate (with EVOTEAM_BENCH_URL set to
+    http://HOST:PORT/mcp) sends candidates here with their own tokens; results are recorded in
+    the shared knowledge server, verified, with one held-out set. Needs a verifier token of its
+    own in EVOTEAM_TOKEN (docs/sharing.md)."""
+    from evoteam.servers.bench.service import serve_async
+
+    settings = _settings(ctx)
+    if knowledge_url:
+        settings = settings.model_copy(update={"knowledge_url": knowledge_url})
+    asyncio.run(serve_async(settings, host, port, list(allowed_hosts), list(allowed_origins)))
 
 
 COMMANDS = [bench]

@@ -18,7 +18,8 @@ from typing import Any
 
 from evoteam.config import Settings
 from evoteam.servers.bench import fib, harness, openevolve, solutions
-from evoteam.servers.bench.candidates import check_candidate_path, record_measured
+from evoteam.servers.bench.candidates import check_candidate_path, check_parent, record_measured
+from evoteam.servers.bench.heldout_key import heldout_set_id
 from evoteam.servers.bench.harness import KernelSession, WorkerFailure, WorkloadSpec, WorkloadVerdict
 from evoteam.servers.bench.kits import Kit, discover, find_kit, heldout_secret, kit_dirs, state_dir
 from evoteam.servers.bench.models import (
@@ -470,7 +471,9 @@ async def _check_binding(store: KnowledgeStore, kit: Kit, run_id: str) -> None:
             return
 
 
-async def _resolve_run(store: KnowledgeStore, kit: Kit, run_id: str | None) -> str:
+async def _resolve_run(store: KnowledgeStore, kit: Kit, run_id: str | None, owner: str | None = None) -> str:
+    """The run to record in: the one named, else the kit's newest active run (of `owner` when
+    given: on a shared store, never a colleague's run by default), else a new one."""
     if run_id:
         await _check_binding(store, kit, run_id)
         return run_id
@@ -478,7 +481,7 @@ async def _resolve_run(store: KnowledgeStore, kit: Kit, run_id: str | None) -> s
     for _ in range(10):
         page = await store.list_runs(status="active", limit=100, cursor=cursor)
         for run in page.items:
-            if run.kit == kit.name:
+            if run.kit == kit.name and (owner is None or run.provenance.user == owner):
                 try:
                     await _check_binding(store, kit, run.id)
                 except DomainError:
@@ -498,7 +501,7 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
                              run_id: str | None = None, parent_id: str | None = None,
                              documents_used: list[str] | None = None, notes: str = "",
                              progress: Progress | None = None, use_landlock: bool = True,
-                             credit_documents: bool = True) -> Evaluation:
+                             credit_documents: bool = True, owner: str | None = None) -> Evaluation:
     """Evaluate one candidate on a kit's split and, when ``store`` is given, record it there (in
     ``run_id``, or the kit's newest active run, or a new run for the kit). The documents it was
     built from are credited with its score unless ``credit_documents`` is false (a caller that
@@ -510,6 +513,8 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
     if split not in ("dev", "heldout", "all"):
         raise DomainError("split must be dev, heldout or all")
     progress = progress or _noop
+    if store is not None and parent_id:  # before any measuring: a refused parent costs nothing
+        await check_parent(store, parent_id, run_id)
     cand = prepare_candidate(kit, candidate_path, code, settings)
     try:
         if kit.manifest.kind == "kernel":
@@ -520,10 +525,12 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
         shutil.rmtree(cand.folder, ignore_errors=True)
     m = kit.manifest
     result.metrics["kit_hash"] = kit.content_hash
+    if result.split != "dev" and (m.heldout if m.kind == "kernel" else m.program_heldout):
+        result.metrics["heldout_set"] = heldout_set_id(heldout_secret(settings))
     if result.kind == "kernel" and result.score is not None:
         result.ndg = normalised_discovery_gain(m.direction, m.x0, m.best_known, result.score)
     if store is not None:
-        rid = await _resolve_run(store, kit, run_id)
+        rid = await _resolve_run(store, kit, run_id, owner)
         record = CandidateCreate(
             run_id=rid, code=cand.code, status=result.status, score=result.score, split=result.split,
             metrics=dict(result.metrics, kit=kit.name, kit_hash=kit.content_hash, flags=result.flags[:10],

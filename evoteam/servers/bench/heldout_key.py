@@ -44,3 +44,12 @@ def external_heldout_key(env: dict[str, str] | None = None) -> bytes | None:
     if len(key) < 16:
         raise DomainError(f"the held-out key in {where} is too short: use at least 16 bytes (32 hex digits)")
     return key
+
+
+def heldout_set_id(key: bytes) -> str:
+    """A public name for the held-out set a key makes: the same key (one per shared store, held
+    by the evaluation service) gives the same name, so held-out results say whether they are
+    comparable. A one-way digest: the name tells nothing about the key."""
+    import hashlib
+
+    return "hs_" + hashlib.sha256(b"evoteam held-out set\0" + key).hexdigest()[:12]

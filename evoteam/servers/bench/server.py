@@ -7,6 +7,7 @@ pydantic model. Evaluations record the candidate in the knowledge store.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 from mcp.server import MCPServer
@@ -15,7 +16,7 @@ from pydantic import Field
 
 from evoteam.servers.guard import EvoServer
 from evoteam.config import Settings
-from evoteam.servers.bench import core
+from evoteam.servers.bench import core, route
 from evoteam.servers.bench.models import Comparison, Evaluation, KitDetail, KitList, Split
 from evoteam.servers.common import DomainError, ServerStore, tool_errors
 from evoteam.servers.knowledge.store import KnowledgeStore
@@ -33,11 +34,23 @@ Limit = Annotated[int, Field(ge=1, le=100, description="page size")]
 Cursor = Annotated[str | None, Field(description="next_cursor from the previous page; omit for the first")]
 
 
-def build_server(settings: Settings, store: KnowledgeStore | None = None) -> MCPServer:
-    """Build the bench server. Without `store`, it opens the configured store for its lifetime."""
+CallerStore = Callable[[Context], KnowledgeStore]
+
+
+def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
+                 caller_store: CallerStore | None = None) -> MCPServer:
+    """Build the bench server. Without `store`, it opens the configured store for its lifetime.
+    `caller_store` makes it the evaluation service (service.py): each call records through the
+    store acting for the caller's token."""
     holder = ServerStore(settings, store, "bench")
     server = EvoServer("bench", instructions=INSTRUCTIONS, lifespan=holder.lifespan, log_level="WARNING")
-    kb = holder.scoped
+
+    def kb(role: str | None = None, team_version: int | None = None, ctx: Context | None = None) -> KnowledgeStore:
+        if caller_store is None or ctx is None:
+            return holder.scoped(role, team_version)
+        base = caller_store(ctx)
+        update = {k: v for k, v in (("role", role), ("team_version", team_version)) if v is not None}
+        return base.with_actor(base.actor.model_copy(update=update)) if update else base
 
     def reporter(ctx: Context):
         async def report(done: float, total: float, message: str) -> None:
@@ -93,13 +106,15 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None) -> MCP
         mean speedup, only when every workload passes. Program kits: the kit's evaluator scores the
         program. Statuses: PASSED, INCORRECT_SHAPE, INCORRECT_DTYPE, INCORRECT_NUMERICAL,
         RUNTIME_ERROR, COMPILE_ERROR, TIMEOUT; suspicious results are flagged. Reports progress per
-        workload. Use split='heldout' to confirm a final candidate on secret shapes."""
-        if not candidate_path and not code:
-            raise DomainError("pass candidate_path (a file) or code (its source)")
-        return await core.evaluate_candidate(
-            settings, kit, candidate_path=candidate_path, code=code, split=split, store=kb(role, team_version),
-            run_id=run_id, parent_id=parent_id, documents_used=documents_used or [], notes=notes,
-            progress=reporter(ctx))
+        workload. Use split='heldout' to confirm a final candidate on secret shapes; held-out results
+        name the held-out set they were measured on (metrics.heldout_set). parent_id may name a
+        candidate of another run of this project (another engineer's best). With
+        EVOTEAM_BENCH_URL set, the team's evaluation service measures and records it (verified)."""
+        return await route.evaluate(
+            settings, kit, candidate_path=candidate_path, code=code, split=split,
+            store=kb(role, team_version, ctx), run_id=run_id, parent_id=parent_id,
+            documents_used=documents_used or [], notes=notes, role=role, team_version=team_version,
+            progress=reporter(ctx), in_service=caller_store is not None)
 
     @server.tool()
     @tool_errors
@@ -119,11 +134,13 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None) -> MCP
             given = [x for x in (path, code, cid) if x]
             if len(given) != 1:
                 raise DomainError(f"give exactly one of {label}_path, {label}_code or {label}_candidate_id")
+            if path and caller_store is not None:  # on the service a path names the service's files
+                raise DomainError(f"the evaluation service takes code or a candidate id, not {label}_path")
             return {"candidate_path": path, "code": code, "candidate_id": cid}
 
         return await core.compare_candidates(settings, kit, spec(a_path, a_code, a_candidate_id, "a"),
                                              spec(b_path, b_code, b_candidate_id, "b"), split=split,
-                                             store=kb(), progress=reporter(ctx))
+                                             store=kb(ctx=ctx), progress=reporter(ctx))
 
     return server
 

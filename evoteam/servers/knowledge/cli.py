@@ -50,8 +50,8 @@ def runs_cmd(settings: Settings, status, as_json) -> None:
     for run in page.items:
         best = "-" if run.best_score is None else f"{run.best_score:.6g}"
         ndg = "" if run.ndg is None else f"  NDG {run.ndg:.1f}"
-        click.echo(f"{run.id}  {run.status:<8} best {best}{ndg}  {run.candidates} candidates  "
-                   f"{run.learnings} learnings  {run.goal[:60]}")
+        click.echo(f"{run.id}  {run.status:<8} {run.provenance.user:<12} best {best}{ndg}  {run.candidates} "
+                   f"candidates  {run.learnings} learnings  {run.kit or '-'}  {run.goal[:60]}")
 
 
 @kb.command("start")
@@ -61,14 +61,16 @@ def runs_cmd(settings: Settings, status, as_json) -> None:
 @click.option("--x0", type=float, default=None)
 @click.option("--best-known", type=float, default=None)
 @click.option("--budget-usd", type=float, default=None)
+@click.option("--seed-from", default=None, metavar="RUN_ID", help="The earlier run this one continues from.")
 @click.pass_obj
-def start_cmd(settings: Settings, goal, kit, direction, x0, best_known, budget_usd) -> None:
-    """Start a run and print its id."""
+def start_cmd(settings: Settings, goal, kit, direction, x0, best_known, budget_usd, seed_from) -> None:
+    """Start a run and print its id (`evoteam kb prior KIT` shows what earlier runs found)."""
 
     async def go():
         async with open_store(settings) as store:
             return await store.start_run(RunCreate(goal=goal, kit=kit, direction=direction, x0=x0,
-                                                   best_known=best_known, budget_usd=budget_usd))
+                                                   best_known=best_known, budget_usd=budget_usd,
+                                                   seeded_from=seed_from))
 
     click.echo(_run(go()).id)
 
@@ -112,7 +114,8 @@ def search_cmd(settings: Settings, query, run_id, limit, as_json) -> None:
         click.echo(page.model_dump_json(indent=2))
         return
     for hit in page.items:
-        click.echo(f"{hit.kind:<9} {hit.id}  {hit.title}\n          {hit.snippet}")
+        click.echo(f"{hit.kind:<9} {hit.id}  {hit.title}  ({hit.owner or '?'}, {hit.run_id})\n"
+                   f"          {hit.snippet}")
     click.echo(f"{page.total} match(es)")
 
 
@@ -243,3 +246,4 @@ COMMANDS = [kb, token]
 
 
 from evoteam.servers.knowledge import cli_records  # noqa: E402,F401  (registers kb history, kb candidates)
+from evoteam.servers.knowledge import cli_lineage  # noqa: E402,F401  (registers kb finish, resume, prior)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ipaddress
 import socket
 from collections.abc import AsyncIterator
@@ -22,6 +23,7 @@ from starlette.middleware import Middleware
 from evoteam.config import Settings
 from evoteam.servers.guard import AnswerUnreadableHTTP
 from evoteam.servers.knowledge.auth import StoreTokenVerifier, count_active_tokens
+from evoteam.servers.knowledge.delegation import acting_for
 from evoteam.servers.knowledge.hostcheck import ExactHostOrigin
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.protocol import build_store_server
@@ -80,7 +82,7 @@ def build_http_app(settings: Settings, store: LocalKnowledgeStore, *, host: str 
     default = Actor(user="anonymous", client="http", default_project=settings.project)
     resolve = token_actor(default)
     agent = build_server(settings, store, actor_resolver=resolve)
-    protocol = build_store_server(store, resolve)
+    protocol = build_store_server(store, resolve, delegate=functools.partial(acting_for, verifier))
     # Register auth on both servers; the SDK wires the bearer check and the auth context.
     auth = AuthSettings(issuer_url="http://127.0.0.1", resource_server_url=None)
     for server in (agent, protocol):

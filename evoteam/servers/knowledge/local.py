@@ -18,10 +18,11 @@ from typing import Any, Literal
 import aiosqlite
 
 from evoteam.codehash import code_hash
-from evoteam.servers.knowledge import idempotency
+from evoteam.servers.knowledge import idempotency, lineage
 from evoteam.servers.knowledge.bundlecheck import existing_ids
 from evoteam.servers.knowledge.db import Database
 from evoteam.servers.knowledge.errors import Forbidden, Invalid, NotFound, TooLarge
+from evoteam.servers.knowledge.hits import hits_page
 from evoteam.servers.knowledge.models import (
     Artifact,
     ArtifactCreate,
@@ -44,7 +45,6 @@ from evoteam.servers.knowledge.models import (
     RunBundle,
     RunCreate,
     RunStatus,
-    SearchHit,
     SearchPage,
     SearchKind,
     Spend,
@@ -237,10 +237,13 @@ class LocalKnowledgeStore(KnowledgeStore):
             async with conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)) as cur:
                 if await cur.fetchone():
                     raise Invalid(f"run {run_id!r} exists already: use get_run, or pick another id")
+            if spec.seeded_from is not None:
+                await self.visible_run_row(conn, spec.seeded_from)
+                await lineage.check_same_project(conn, "runs", spec.seeded_from, project, "seed run")
             await insert_row(conn, "runs", {
                 "id": run_id, "goal": spec.goal, "kit": spec.kit, "direction": spec.direction,
                 "x0": spec.x0, "best_known": spec.best_known, "budget_usd": spec.budget_usd,
-                "status": "active", **self.provenance_values(project),
+                "status": "active", "seeded_from": spec.seeded_from, **self.provenance_values(project),
             })
         return await self.get_run(run_id)
 
@@ -264,7 +267,7 @@ class LocalKnowledgeStore(KnowledgeStore):
             best_interval=measurements.interval_of(best) if best else None,
             ndg=normalised_discovery_gain(row["direction"], row["x0"], row["best_known"], best_score),
             candidates=n_cand, learnings=n_learn, current_version=row["current_version"],
-            provenance=provenance_of(row),
+            seeded_from=row["seeded_from"], status_reason=row["status_reason"], provenance=provenance_of(row),
         )
 
     async def get_run(self, run_id: str) -> Run:
@@ -288,11 +291,14 @@ class LocalKnowledgeStore(KnowledgeStore):
         return _page(items, total, offset, limit)
 
     async def update_run(self, run_id: str, status: RunStatus | None = None,
-                         current_version: int | None = None) -> Run:
+                         current_version: int | None = None, reason: str | None = None) -> Run:
+        reason = lineage.clean_reason(reason)
         async with self.db.write() as conn:
             await self.visible_run_row(conn, run_id)
             if status is not None:
-                await conn.execute("UPDATE runs SET status = ? WHERE id = ?", (status, run_id))
+                # A new status replaces the reason of the old one (a resumed run has none).
+                await conn.execute("UPDATE runs SET status = ?, status_reason = ? WHERE id = ?",
+                                   (status, reason, run_id))
             if current_version is not None:
                 await conn.execute("UPDATE runs SET current_version = ? WHERE id = ?", (current_version, run_id))
         return await self.get_run(run_id)
@@ -550,10 +556,9 @@ class LocalKnowledgeStore(KnowledgeStore):
             run = await self.visible_run_row(conn, spec.run_id)
             if (done := await self._replay(conn, run, "candidate", spec)) is not None:
                 return await self._get_candidate(conn, done)
-            if spec.parent_id is not None:
-                parent = await self._get_candidate(conn, spec.parent_id)
-                if parent.run_id != spec.run_id:
-                    raise Invalid(f"parent {spec.parent_id} belongs to another run")
+            if spec.parent_id is not None:  # any run of the same project (lineage.py)
+                await self._get_candidate(conn, spec.parent_id)
+                await lineage.check_same_project(conn, "candidates", spec.parent_id, run["project"], "parent")
             if spec.artifact_id is not None:
                 art = await self._get_artifact_info(conn, spec.artifact_id)
                 if art.run_id != spec.run_id:
@@ -696,7 +701,6 @@ class LocalKnowledgeStore(KnowledgeStore):
                     break
             capped = total > self.count_cap
             total = min(total, self.count_cap)
-            order = "rank" if informative else "rowid DESC"  # newest first: no ranking signal
             # Ranking costs time in proportion to the matches; beyond RANK_WINDOW matches only
             # the newest RANK_WINDOW are ranked (a rowid bound FTS5 applies while scanning).
             newest_first = 0
@@ -707,13 +711,8 @@ class LocalKnowledgeStore(KnowledgeStore):
                     newest_first = ((await cur.fetchone()) or (0,))[0]
             # bm25 reads every matching entry's statistics once per query: only ranking pays for it.
             rank = "bm25(search_index, 2.0, 1.0, 0.0)" if informative else "0.0"
-            async with conn.execute(
-                f"SELECT kind, ref_id, run_id, title, snippet(search_index, 1, '[', ']', '…', 16) AS snip, "
-                f"{rank} AS rank FROM search_index WHERE search_index MATCH ? "
-                f"AND rowid >= ? ORDER BY {order} LIMIT ? OFFSET ?", (match, newest_first, limit, offset),
-            ) as cur:
-                items = [SearchHit(kind=r["kind"], id=r["ref_id"], run_id=r["run_id"], title=r["title"],
-                                   snippet=r["snip"], rank=r["rank"]) for r in await cur.fetchall()]
+            # Kinds take turns, and each hit names its owner (hits.py); newest first without a signal.
+            items = await hits_page(conn, match, newest_first, rank, bool(informative), limit, offset)
         more = offset + len(items) < total
         return SearchPage(items=items, total=total, total_capped=capped,
                           next_cursor=encode_cursor(offset + limit) if more else None)
@@ -757,7 +756,8 @@ class LocalKnowledgeStore(KnowledgeStore):
             await insert_row(conn, "runs", {
                 "id": run.id, "goal": run.goal, "kit": run.kit, "direction": run.direction, "x0": run.x0,
                 "best_known": run.best_known, "budget_usd": run.budget_usd, "status": run.status,
-                "current_version": run.current_version, **prov(run.provenance)})
+                "current_version": run.current_version, "seeded_from": run.seeded_from,
+                "status_reason": run.status_reason, **prov(run.provenance)})
             for a in bundle.artifacts:
                 data = a.text.encode("utf-8") if a.is_text else base64.b64decode(a.content_base64 or "")
                 if hashlib.sha256(data).hexdigest() != a.sha256:

@@ -70,6 +70,8 @@ class RunCreate(BaseModel):
     budget_usd: float | None = Field(default=None, ge=0)
     project: str | None = Field(default=None, max_length=100)
     run_id: str | None = Field(default=None, pattern=r"^run_[A-Za-z0-9_-]{1,60}$")
+    # The earlier run (same project) this one continues from: its work is the new run's first read.
+    seeded_from: str | None = Field(default=None, max_length=100)
 
     @field_validator("x0", "best_known")
     @classmethod
@@ -97,6 +99,8 @@ class Run(BaseModel):
     candidates: int = 0
     learnings: int = 0
     current_version: int | None = None
+    seeded_from: str | None = None
+    status_reason: str | None = None  # why the run was finished, paused or failed (finish_run)
     provenance: Provenance
 
 
@@ -354,6 +358,7 @@ class SearchHit(BaseModel):
     title: str
     snippet: str
     rank: float
+    owner: str | None = None  # who wrote it (the user of its provenance)
 
 
 class SearchPage(Page[SearchHit]):

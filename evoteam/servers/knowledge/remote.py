@@ -16,6 +16,7 @@ import httpx2
 from mcp import Client
 
 from evoteam.errors import first_leaf
+from evoteam.servers.knowledge.delegation import Identity
 from evoteam.servers.knowledge.errors import StoreError, Unavailable
 from evoteam.servers.knowledge.services import (
     CallResult,
@@ -39,9 +40,12 @@ def store_endpoint(url: str) -> str:
 
 
 class RemoteKnowledgeStore(KnowledgeStore):
-    def __init__(self, client: Client, actor: Actor):
+    def __init__(self, client: Client, actor: Actor, as_token: str | None = None):
         self._client = client
         self.actor = actor
+        # Set on the evaluation service's store: every call is made for this token's holder
+        # (knowledge/delegation.py); the connection itself holds the service's verifier token.
+        self._as_token = as_token
 
     @classmethod
     @asynccontextmanager
@@ -70,14 +74,18 @@ class RemoteKnowledgeStore(KnowledgeStore):
             raise
 
     def with_actor(self, actor: Actor) -> RemoteKnowledgeStore:
-        return RemoteKnowledgeStore(self._client, actor)
+        return RemoteKnowledgeStore(self._client, actor, self._as_token)
 
-    async def _call(self, method: str, args: tuple, kwargs: dict, service: str = "knowledge") -> Any:
-        payload = encode_args(service, method, args, kwargs)
-        result = await self._client.call_tool("call", {
-            "service": service, "method": method, "args": payload, "role": self.actor.role,
-            "team_version": self.actor.team_version,
-        })
+    def acting_for(self, token: str) -> RemoteKnowledgeStore:
+        """This store, every call made for the holder of `token` (needs a verifier token)."""
+        return RemoteKnowledgeStore(self._client, self.actor, token)
+
+    async def identify(self, token: str) -> Identity:
+        """Who holds `token`; refused unless this store's own token is a verifier."""
+        return Identity.model_validate(await self._outcome("identify", "identify", {"token": token}))
+
+    async def _outcome(self, tool: str, method: str, arguments: dict) -> Any:
+        result = await self._client.call_tool(tool, arguments)
         if result.is_error:
             text = " ".join(getattr(c, "text", "") for c in result.content)
             raise StoreError(f"knowledge server refused {method}: {text}")
@@ -87,8 +95,17 @@ class RemoteKnowledgeStore(KnowledgeStore):
         outcome = CallResult.model_validate(data)
         if outcome.error:
             raise_call_error(outcome.error)
+        return outcome.result
+
+    async def _call(self, method: str, args: tuple, kwargs: dict, service: str = "knowledge") -> Any:
+        payload = encode_args(service, method, args, kwargs)
+        arguments = {"service": service, "method": method, "args": payload, "role": self.actor.role,
+                     "team_version": self.actor.team_version}
+        if self._as_token is not None:
+            arguments["as_token"] = self._as_token
+        result = await self._outcome("call", method, arguments)
         _, returns = method_signature(service, method)
-        return returns.validate_python(outcome.result)
+        return returns.validate_python(result)
 
 
 async def _preflight(http: httpx2.AsyncClient, endpoint: str) -> None:

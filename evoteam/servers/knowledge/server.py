@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from mcp.server import MCPServer
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import Context
+from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from evoteam.servers.guard import EvoServer
@@ -34,7 +35,6 @@ from evoteam.servers.knowledge.models import (
     LearningKind,
     Page,
     Run,
-    RunCreate,
     RunStatus,
     SearchHit,
     SearchPage,
@@ -42,15 +42,18 @@ from evoteam.servers.knowledge.models import (
     Trajectory,
     WorkloadResult,
 )
+from evoteam.servers.knowledge.prior import StartedRun, start_run_with_prior
 from evoteam.servers.knowledge.scope import guard
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
 
 INSTRUCTIONS = """\
 The evoteam knowledge store: the shared memory of an optimisation run (the team's file system K).
-Start or pick a run (start_run / list_runs), read its learnings document and history before you act,
+Start or pick a run (start_run / list_runs): start_run returns the prior work on the same kit (other
+engineers' runs, best candidates, learnings, dead ends); read it, and a run's learnings document
+and history, before you act;
 record what you learn with evidence (add_learning), keep files you produce (put_artifact), and
 record every evaluated candidate (record_candidate; bench.evaluate does it for you). Use search
-to find anything across learnings, history, artifacts and candidate notes."""
+to find anything across learnings, history, artifacts and candidate notes. End a run with finish_run."""
 
 Limit = Annotated[int, Field(ge=1, le=200, description="page size")]
 Cursor = Annotated[str | None, Field(description="next_cursor from the previous page; omit for the first")]
@@ -129,15 +132,34 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
 
     @server.tool()
     @tool_errors
-    async def start_run(ctx: Context, goal: str, direction: Direction = "maximize", kit: str | None = None,
-                        x0: float | None = None, best_known: float | None = None,
-                        budget_usd: float | None = None, project: str | None = None) -> Run:
+    async def start_run(ctx: Context, goal: str | None = None, direction: Direction | None = None,
+                        kit: str | None = None, x0: float | None = None, best_known: float | None = None,
+                        budget_usd: float | None = None, project: str | None = None,
+                        seed_from: Annotated[str | None, Field(
+                            description="an earlier run (run_...) of this project to continue from: its goal, "
+                                        "kit, direction, x0 and best-known are the defaults")] = None) -> StartedRun:
         """Start an optimisation run: its goal, the task kit or evaluator, whether the score is
-        maximised or minimised, the initial score x0 and the best-known score (for NDG), and a USD
-        budget. Returns the run; pass its id to every other tool."""
-        spec = RunCreate(goal=goal, direction=direction, kit=kit, x0=x0, best_known=best_known,
-                         budget_usd=budget_usd, project=project)
-        return await kb(ctx).start_run(spec)
+        maximised or minimised (default maximize), the initial score x0 and the best-known score
+        (for NDG), and a USD budget. Returns the run (pass its id to every other tool) and
+        `prior_work`: the earlier runs of the same kit in this project (owner, status, best), their
+        best candidates (ids, scores, one-line notes), top learnings and dead ends. Read it first:
+        build on the best candidate (parent_id may name a candidate of another run) instead of
+        rediscovering it."""
+        return await start_run_with_prior(kb(ctx), goal=goal, kit=kit, direction=direction, x0=x0,
+                                          best_known=best_known, budget_usd=budget_usd, project=project,
+                                          seed_from=seed_from)
+
+    @server.tool(annotations=ToolAnnotations(destructiveHint=False, idempotentHint=True))
+    @tool_errors
+    async def finish_run(ctx: Context, run_id: str,
+                         reason: Annotated[str, Field(min_length=1, max_length=2000,
+                                                      description="why it ends: the result, or why it stops")],
+                         status: Literal["finished", "paused", "failed", "active"] = "finished") -> Run:
+        """End a run (finished), pause it, or mark it failed, with a reason in a sentence or two;
+        status=active resumes a paused run. A run that is not active is no longer picked as "the
+        kit's active run" (bench.evaluate without run_id, the hooks); its work stays readable and
+        appears in the next run's prior_work (start_run)."""
+        return await kb(ctx).update_run(run_id, status=status, reason=reason)
 
     @server.tool()
     @tool_errors
@@ -150,7 +172,9 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @tool_errors
     async def list_runs(ctx: Context, status: RunStatus | None = None, limit: Limit = 20,
                         cursor: Cursor = None) -> Page[Run]:
-        """Runs you can see, newest first; filter by status (active, paused, finished, failed)."""
+        """Runs you can see (every engineer's in your project), newest first, each with its owner
+        (provenance.user), kit, status and its reason, and best score; filter by status (active,
+        paused, finished, failed)."""
         return await kb(ctx).list_runs(status=status, limit=limit, cursor=cursor)
 
     # ------------------------------------------------------------ learnings
@@ -271,10 +295,15 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
 
     @server.tool()
     @tool_errors
-    async def get_candidate(ctx: Context, candidate_id: str, detail: bool = False) -> Candidate:
-        """A candidate with its scores and per-workload results; detail=true includes its code."""
+    async def get_candidate(ctx: Context, candidate_id: str, detail: bool = False,
+                            include_code: bool = False) -> Candidate:
+        """A candidate with its scores, per-workload results, notes and provenance (owner, run).
+        include_code=true adds its source code in the same call (to build on it: pass its id as
+        parent_id); detail=true also includes the code."""
         candidate = await kb(ctx).get_candidate(candidate_id)
-        return candidate if detail else candidate.model_copy(update={"code": None, "samples": None})
+        if detail:
+            return candidate
+        return candidate.model_copy(update={"samples": None} if include_code else {"code": None, "samples": None})
 
     @server.tool()
     @tool_errors

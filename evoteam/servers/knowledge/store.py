@@ -81,7 +81,7 @@ class KnowledgeStore(abc.ABC):
 
     # runs
     @abc.abstractmethod
-    @scoped(ServerChosen("spec.run_id"))
+    @scoped(ServerChosen("spec.run_id"), Ref("spec.seeded_from", "runs"))
     async def start_run(self, spec: RunCreate) -> Run: ...
 
     @abc.abstractmethod
@@ -96,7 +96,7 @@ class KnowledgeStore(abc.ABC):
     @abc.abstractmethod
     @scoped(RUN)
     async def update_run(self, run_id: str, status: RunStatus | None = None,
-                         current_version: int | None = None) -> Run: ...
+                         current_version: int | None = None, reason: str | None = None) -> Run: ...
 
     # learnings
     @abc.abstractmethod

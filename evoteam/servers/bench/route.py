@@ -1,0 +1,119 @@
+"""Where an evaluation runs: here, or on the team's evaluation service.
+
+On a shared knowledge server only a verifier may record scores that rank, and a verifier token
+must never sit in an agent's environment (the agent could record any score with it). So when
+`EVOTEAM_BENCH_URL` names an evaluation service (`evoteam bench serve --http`, service.py), the
+agent's `bench.evaluate` sends the candidate's source there with the agent's own token
+(`EVOTEAM_TOKEN`): the service measures it with its own harness and held-out set, and records
+it, verified, in the agent's name. Nothing that decides the score runs in the agent's session.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evoteam.config import Settings
+from evoteam.errors import DomainError, first_leaf
+from evoteam.servers.bench import core
+from evoteam.servers.bench.candidates import check_candidate_path
+from evoteam.servers.bench.kits import find_kit
+from evoteam.servers.bench.models import Evaluation, Split
+from evoteam.servers.knowledge.store import KnowledgeStore
+
+SERVICE_TIMEOUT_S = 3600.0  # one evaluation may queue behind others for the device
+
+
+async def evaluate(settings: Settings, kit: str, *, candidate_path: str | None, code: str | None, split: Split,
+                   store: KnowledgeStore | None, run_id: str | None, parent_id: str | None,
+                   documents_used: list[str], notes: str, role: str | None, team_version: int | None,
+                   progress: core.Progress, in_service: bool = False) -> Evaluation:
+    """Evaluate and record one candidate: on the evaluation service when one is configured
+    (and this process is not that service), else here."""
+    if not candidate_path and not code:
+        raise DomainError("pass candidate_path (a file) or code (its source)")
+    if in_service:
+        if candidate_path:
+            # A path would name a file on the service's host, not the caller's.
+            raise DomainError("the evaluation service takes the candidate's source (code); an agent's "
+                              "bench.evaluate with EVOTEAM_BENCH_URL set sends it for you")
+    elif settings.bench_url:
+        return await evaluate_remote(settings, kit, candidate_path=candidate_path, code=code, split=split,
+                                     run_id=run_id, parent_id=parent_id, documents_used=documents_used,
+                                     notes=notes, role=role, team_version=team_version, progress=progress)
+    # On the service the store's actor is the caller (service.py): without run_id, their own
+    # newest active run of the kit is used, never a colleague's.
+    return await core.evaluate_candidate(settings, kit, candidate_path=candidate_path, code=code, split=split,
+                                         store=store, run_id=run_id, parent_id=parent_id,
+                                         documents_used=documents_used, notes=notes, progress=progress,
+                                         owner=store.actor.user if in_service and store is not None else None)
+
+
+def _source(settings: Settings, candidate_path: str | None, code: str | None) -> str:
+    if code is not None and candidate_path:
+        raise DomainError("pass exactly one of candidate_path or code")
+    if code is not None:
+        return code
+    path = check_candidate_path(settings, candidate_path)
+    if path.suffix != ".py":
+        raise DomainError("the evaluation service takes Python source: pass a .py file, or its code")
+    return Path(path).read_text()
+
+
+def _kit_name(settings: Settings, kit: str) -> str:
+    """The kit's name as the service knows it (a local folder is named by its manifest)."""
+    try:
+        return find_kit(settings, kit).name
+    except DomainError:
+        return kit  # not known here: the service may know it
+
+
+async def evaluate_remote(settings: Settings, kit: str, *, candidate_path: str | None, code: str | None,
+                          split: Split, run_id: str | None, parent_id: str | None, documents_used: list[str],
+                          notes: str, role: str | None, team_version: int | None,
+                          progress: core.Progress) -> Evaluation:
+    """Send one candidate to the evaluation service at `settings.bench_url` as the agent."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    url = settings.bench_url
+    if not settings.token:
+        raise DomainError("EVOTEAM_BENCH_URL is set but EVOTEAM_TOKEN is not: the evaluation service knows "
+                          "you by your own token (made with `evoteam token add USER --project P`)")
+    arguments = {"kit": _kit_name(settings, kit), "code": _source(settings, candidate_path, code), "split": split,
+                 "run_id": run_id, "parent_id": parent_id, "documents_used": documents_used, "notes": notes,
+                 "role": role, "team_version": team_version}
+
+    async def relay(done: float, total: float | None, message: str | None) -> None:
+        await progress(done, total or 1.0, message or "")
+
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {settings.token}"},
+                              timeout=httpx2.Timeout(60.0, read=SERVICE_TIMEOUT_S))
+    try:
+        async with http:
+            await _preflight(http, url)
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                result = await client.call_tool("evaluate", arguments, read_timeout_seconds=SERVICE_TIMEOUT_S,
+                                                progress_callback=relay)
+    except DomainError:
+        raise
+    except Exception as exc:  # transport failures arrive wrapped in exception groups
+        raise DomainError(f"the evaluation service at {url} failed: {first_leaf(exc)}") from None
+    if result.is_error:
+        text = " ".join(getattr(c, "text", "") for c in result.content).strip()
+        raise DomainError(f"the evaluation service refused: {text}")
+    return Evaluation.model_validate(result.structured_content)
+
+
+async def _preflight(http, url: str) -> None:
+    """Plain messages for the usual set-up mistakes, before the MCP handshake."""
+    import httpx2
+
+    try:
+        response = await http.get(url, headers={"Accept": "text/event-stream"})
+    except httpx2.HTTPError as exc:
+        raise DomainError(f"cannot reach the evaluation service at {url} (EVOTEAM_BENCH_URL): {exc}") from None
+    if response.status_code == 401:
+        raise DomainError(f"the evaluation service at {url} refused your token: check EVOTEAM_TOKEN")
+    if response.status_code == 404:
+        raise DomainError(f"no evaluation service at {url}: check EVOTEAM_BENCH_URL (it ends in /mcp)")

@@ -1,0 +1,66 @@
+"""`evoteam kb finish RUN_ID`, `evoteam kb resume RUN_ID` and `evoteam kb prior KIT`: runs end
+(with a reason), resume, and the next one starts from what the earlier ones found.
+Registered on the `kb` group by evoteam.servers.knowledge.cli."""
+
+from __future__ import annotations
+
+import click
+
+from evoteam.config import Settings
+from evoteam.servers.knowledge.cli import _run, kb
+from evoteam.servers.knowledge.connect import open_store
+
+
+def _set_status(settings: Settings, run_id: str, status: str, reason: str | None):
+    async def go():
+        async with open_store(settings) as store:
+            return await store.update_run(run_id, status=status, reason=reason)
+
+    return _run(go())
+
+
+@kb.command("finish")
+@click.argument("run_id")
+@click.option("--reason", required=True, help="Why the run ends: its result, or why it stops.")
+@click.option("--pause", "status", flag_value="paused", help="Pause it instead (resume with `kb resume`).")
+@click.option("--failed", "status", flag_value="failed", help="Mark it failed instead.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
+@click.pass_obj
+def finish_cmd(settings: Settings, run_id, reason, status, as_json) -> None:
+    """End RUN_ID (finished, or paused/failed) with a reason. It is no longer the kit's active run;
+    its work stays readable and is the next run's prior work."""
+    run = _set_status(settings, run_id, status or "finished", reason)
+    if as_json:
+        click.echo(run.model_dump_json(indent=2))
+        return
+    best = "-" if run.best_score is None else f"{run.best_score:.6g}"
+    click.echo(f"{run.id} {run.status}: {run.status_reason} (best {best})")
+
+
+@kb.command("resume")
+@click.argument("run_id")
+@click.pass_obj
+def resume_cmd(settings: Settings, run_id) -> None:
+    """Make a paused (or finished) run active again."""
+    run = _set_status(settings, run_id, "active", None)
+    click.echo(f"{run.id} is active again")
+
+
+@kb.command("prior")
+@click.argument("kit")
+@click.option("--json", "as_json", is_flag=True, help="Print the prior work as JSON.")
+@click.pass_obj
+def prior_cmd(settings: Settings, kit, as_json) -> None:
+    """What earlier runs of KIT in this project found: runs with owner, status and best, the best
+    candidates, top learnings and dead ends (what `start_run` hands a new run)."""
+    from evoteam.servers.knowledge.prior import gather_prior_work, render_prior
+
+    async def go():
+        async with open_store(settings) as store:
+            return await gather_prior_work(store, kit)
+
+    prior = _run(go())
+    if as_json:
+        click.echo(prior.model_dump_json(indent=2))
+        return
+    click.echo(render_prior(prior) or f"no earlier runs of {kit} in this project")

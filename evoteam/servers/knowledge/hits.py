@@ -1,0 +1,67 @@
+"""One page of search hits that serves a second engineer.
+
+- Kinds take turns: among the best 50 matches, the best learning, the best candidate note, the
+  best artifact and the best history entry come first, then the second best of each, and so
+  on (then the rest by rank). A run records many more
+  candidates (one per evaluation) than learnings, and bm25 alone let a flood of similar
+  candidate notes push the one learning that explains them off the first page.
+- Every hit names its owner (who wrote it) beside its run, so a reader can tell their own work
+  from a colleague's and knows whom to ask.
+"""
+
+from __future__ import annotations
+
+import aiosqlite
+
+from evoteam.servers.knowledge.models import SearchHit
+
+TABLES = {"learning": "learnings", "candidate": "candidates", "artifact": "artifacts", "history": "history"}
+# The best this many matches of a ranked search are shown with kinds in turn.
+TURN_WINDOW = 50
+SNIPPET = "snippet(search_index, 1, '[', ']', '…', 16)"
+
+
+async def hits_page(conn: aiosqlite.Connection, match: str, newest_first: int, rank: str, ranked: bool,
+                    limit: int, offset: int) -> list[SearchHit]:
+    """The hits at [offset, offset+limit) of a search: ranked with kinds in turn when `ranked`,
+    else newest first."""
+    select = f"SELECT kind, ref_id, run_id, title, {SNIPPET} AS snip, {rank} AS rank FROM search_index "
+    if ranked:
+        # The best TURN_WINDOW matches by rank, kinds in turn; after them, the rest by rank. One
+        # ranked query, as before: the window is fixed, so pages never overlap or skip.
+        async with conn.execute(select + "WHERE search_index MATCH ? AND rowid >= ? ORDER BY rank LIMIT ?",
+                                (match, newest_first, max(TURN_WINDOW, offset + limit))) as cur:
+            rows = await cur.fetchall()
+        picked = (in_turns(rows[:TURN_WINDOW]) + list(rows[TURN_WINDOW:]))[offset:offset + limit]
+    else:
+        async with conn.execute(select + "WHERE search_index MATCH ? AND rowid >= ? ORDER BY rowid DESC "
+                                "LIMIT ? OFFSET ?", (match, newest_first, limit, offset)) as cur:
+            picked = await cur.fetchall()
+    owners = await _owners(conn, [(r["kind"], r["ref_id"]) for r in picked])
+    return [SearchHit(kind=r["kind"], id=r["ref_id"], run_id=r["run_id"], title=r["title"], snippet=r["snip"],
+                      rank=r["rank"], owner=owners.get(r["ref_id"])) for r in picked]
+
+
+def in_turns(rows: list) -> list:
+    """Rows (best first) reordered so kinds take turns: each kind's best, then each kind's
+    second, ...; within a turn, the better rank first."""
+    columns: dict[str, list] = {}
+    for row in rows:
+        columns.setdefault(row["kind"], []).append(row)
+    depth = max((len(c) for c in columns.values()), default=0)
+    return [row for i in range(depth) for row in sorted((c[i] for c in columns.values() if i < len(c)),
+                                                         key=lambda r: r["rank"])]
+
+
+async def _owners(conn: aiosqlite.Connection, refs: list[tuple[str, str]]) -> dict[str, str]:
+    """Who wrote each hit: one query over the tables the page's kinds live in."""
+    parts, params = [], []
+    for kind, table in TABLES.items():
+        ids = [ref for k, ref in refs if k == kind]
+        if ids:
+            parts.append(f"SELECT id, user FROM {table} WHERE id IN ({', '.join('?' for _ in ids)})")
+            params += ids
+    if not parts:
+        return {}
+    async with conn.execute(" UNION ALL ".join(parts), params) as cur:
+        return {r["id"]: r["user"] for r in await cur.fetchall()}

@@ -1,0 +1,255 @@
+"""Prior work: what earlier runs of the same kit in this project found, as a new run's first read.
+
+The point of sharing a store is that the next run starts from what the last one learned. So
+`start_run` (and the session-start hook, and the first step of the skills) hands back, for the
+same kit and project: the earlier runs with their owner, status and best; the best candidates
+with their one-line notes and ids; the top learnings and the dead ends. It is bounded (a few
+thousand characters of JSON) so it can sit in an agent's first context without crowding it.
+
+Built only on the `KnowledgeStore` interface, so it reads the embedded file and a shared
+server alike, and sees only what the caller's token may see.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import PurePath
+
+from pydantic import BaseModel, Field
+
+from evoteam.stats import describe_score
+from evoteam.servers.knowledge.errors import Invalid
+from evoteam.servers.knowledge.models import Direction, Run, RunCreate
+from evoteam.servers.knowledge.store import KnowledgeStore
+
+PRIOR_CHARS = 4000  # the JSON of a PriorWork stays within this
+MAX_RUNS = 5
+MAX_BEST = 5
+MAX_LEARNINGS = 6
+MAX_DEAD_ENDS = 4
+NOTE_CHARS = 160
+LEARNING_WINDOW = 200  # the newest learnings of a run that compete for the top places
+TEXT_CHARS = 300
+HINT = ("Start from the best candidate: get_candidate(id, include_code=true) returns its code in one "
+        "call; evaluate your variant with parent_id set to it. search finds more (each hit names its "
+        "owner and run).")
+
+
+class PriorRun(BaseModel):
+    id: str
+    kit: str | None = None
+    owner: str
+    status: str
+    status_reason: str | None = None
+    best_score: float | None = None
+    # The interval of the best candidate's score, where the bench measured one.
+    best_lo: float | None = None
+    best_hi: float | None = None
+    best_candidate_id: str | None = None
+    candidates: int = 0
+    learnings: int = 0
+    started_at: datetime
+
+
+class PriorCandidate(BaseModel):
+    id: str
+    run_id: str
+    owner: str
+    score: float | None
+    score_lo: float | None = None
+    score_hi: float | None = None
+    note: str = ""
+
+
+class PriorLearning(BaseModel):
+    id: str
+    run_id: str
+    owner: str
+    kind: str
+    confidence: float
+    text: str
+
+
+class PriorWork(BaseModel):
+    """Earlier runs of this kit in this project, their best candidates, top learnings and dead
+    ends (ranked scores only: measured by the bench, unflagged). Bounded in size."""
+
+    kit: str | None
+    runs: list[PriorRun] = Field(default_factory=list)
+    best: list[PriorCandidate] = Field(default_factory=list)
+    learnings: list[PriorLearning] = Field(default_factory=list)
+    dead_ends: list[PriorLearning] = Field(default_factory=list)
+    more_runs: int = 0  # earlier runs of the kit not listed
+    truncated: bool = False  # items were left out to keep within the bound
+    hint: str | None = None
+
+
+class StartedRun(Run):
+    """A new run, with the prior work it starts from."""
+
+    prior_work: PriorWork
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def kit_key(kit: str | None) -> str | None:
+    """A kit's name however it was written (`task_kits/<kit>`, a folder path, the bare name)."""
+    if not kit:
+        return None
+    return PurePath(kit.rstrip("/")).name or kit
+
+
+def _interval(summary) -> tuple[float | None, float | None]:
+    # Measured candidates carry their score's interval; claims and older rows have none.
+    interval = summary.score_interval
+    return (interval[0], interval[1]) if interval else (None, None)
+
+
+async def _runs_of_kit(store: KnowledgeStore, kit: str | None, exclude: set[str],
+                       seed: str | None) -> tuple[list[Run], int]:
+    """The kit's earlier runs the caller can see, the seed run first, then newest first."""
+    key, found, cursor = kit_key(kit), [], None
+    for _ in range(20):  # at most 2,000 runs are looked through
+        page = await store.list_runs(limit=100, cursor=cursor)
+        found += [r for r in page.items if r.id not in exclude and (key is None or kit_key(r.kit) == key)]
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    if seed and seed not in exclude and not any(r.id == seed for r in found):
+        found.append(await store.get_run(seed))
+    found.sort(key=lambda r: (r.id != seed,))  # stable: the seed first, the rest stay newest first
+    return found[:MAX_RUNS], max(0, len(found) - MAX_RUNS)
+
+
+async def _newest_learnings(store: KnowledgeStore, run_id: str):
+    """The run's newest LEARNING_WINDOW current learnings (listings are oldest first: start near
+    the end)."""
+    from evoteam.servers.knowledge.local import encode_cursor  # the store's cursor format
+
+    window = LEARNING_WINDOW
+    page = await store.list_learnings(run_id, limit=window)
+    if page.total <= window:
+        return page.items
+    return (await store.list_learnings(run_id, limit=window, cursor=encode_cursor(page.total - window))).items
+
+
+def _better(direction: Direction):
+    return (lambda s: -s) if direction == "maximize" else (lambda s: s)
+
+
+async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: set[str] | None = None,
+                            seed: str | None = None, direction: Direction = "maximize",
+                            max_chars: int = PRIOR_CHARS) -> PriorWork:
+    """Prior work on `kit` (None: every kit) in the caller's project, bounded by `max_chars`."""
+    runs, more = await _runs_of_kit(store, kit, exclude or set(), seed)
+    prior = PriorWork(kit=kit_key(kit), more_runs=more)
+    best: list[PriorCandidate] = []
+    learned: list[PriorLearning] = []
+    for run in runs:
+        top = await store.best_candidates(run.id, k=3, split="dev")
+        lo, hi = _interval(top[0]) if top else (None, None)
+        prior.runs.append(PriorRun(
+            id=run.id, kit=run.kit, owner=run.provenance.user, status=run.status, status_reason=run.status_reason,
+            best_score=run.best_score, best_lo=lo, best_hi=hi, best_candidate_id=run.best_candidate_id,
+            candidates=run.candidates, learnings=run.learnings, started_at=run.provenance.created_at))
+        for summary in top:
+            full = await store.get_candidate(summary.id)
+            lo, hi = _interval(summary)
+            best.append(PriorCandidate(id=summary.id, run_id=run.id, owner=summary.provenance.user,
+                                       score=summary.score, score_lo=lo, score_hi=hi,
+                                       note=_clip(full.notes.splitlines()[0] if full.notes else "", NOTE_CHARS)))
+        if run.learnings:
+            learned += [PriorLearning(id=item.id, run_id=run.id, owner=item.provenance.user, kind=item.kind,
+                                      confidence=item.confidence, text=_clip(item.text, TEXT_CHARS))
+                        for item in await _newest_learnings(store, run.id)
+                        if item.kind not in ("checkpoint", "process")]
+    if kit is None:  # scores of different kits do not compare: each run's best, newest run first
+        firsts = {}
+        for c in best:
+            firsts.setdefault(c.run_id, c)
+        prior.best = list(firsts.values())[:MAX_BEST]
+    else:
+        # Across runs too, the pessimistic end of each interval ranks (knowledge/measurements.py).
+        order = _better(direction)
+        pessimistic = (lambda c: c.score_lo) if direction == "maximize" else (lambda c: c.score_hi)
+        prior.best = sorted(best, key=lambda c: order(
+            pessimistic(c) if pessimistic(c) is not None else c.score if c.score is not None else 0.0))[:MAX_BEST]
+    learned.sort(key=lambda item: -item.confidence)  # stable: newest runs first among equals
+    prior.learnings = [item for item in learned if item.kind != "dead_end"][:MAX_LEARNINGS]
+    prior.dead_ends = [item for item in learned if item.kind == "dead_end"][:MAX_DEAD_ENDS]
+    if prior.runs:
+        prior.hint = HINT
+    return _bounded(prior, max_chars)
+
+
+def _bounded(prior: PriorWork, max_chars: int) -> PriorWork:
+    """Drop the lowest-ranked items of the largest list until the JSON fits."""
+    lists = ("learnings", "dead_ends", "best", "runs")
+    while len(prior.model_dump_json()) > max_chars:
+        sizes = {name: sum(len(x.model_dump_json()) for x in getattr(prior, name)) for name in lists
+                 if len(getattr(prior, name)) > (1 if name in ("best", "runs") else 0)}
+        if not sizes:
+            break
+        getattr(prior, max(sizes, key=sizes.get)).pop()
+        prior.truncated = True
+    return prior
+
+
+async def start_run_with_prior(store: KnowledgeStore, *, goal: str | None, kit: str | None,
+                               direction: Direction | None, x0: float | None, best_known: float | None,
+                               budget_usd: float | None, project: str | None,
+                               seed_from: str | None) -> StartedRun:
+    """Start a run (seeded from another when `seed_from` names one: its goal, kit, direction, x0
+    and best-known are the defaults) and return it with the prior work on its kit."""
+    seed = await store.get_run(seed_from) if seed_from else None
+    if seed is not None:
+        goal, kit = goal or seed.goal, kit or seed.kit
+        direction = direction or seed.direction
+        x0 = seed.x0 if x0 is None else x0
+        best_known = seed.best_known if best_known is None else best_known
+    if not goal:
+        raise Invalid("start_run needs a goal (or seed_from: the run to continue from)")
+    run = await store.start_run(RunCreate(goal=goal, kit=kit, direction=direction or "maximize", x0=x0,
+                                          best_known=best_known, budget_usd=budget_usd, project=project,
+                                          seeded_from=seed_from))
+    if run.kit is None and seed is None:
+        prior = PriorWork(kit=None)  # no kit: nothing to compare with
+    else:
+        prior = await gather_prior_work(store, run.kit, exclude={run.id}, seed=seed_from, direction=run.direction)
+    return StartedRun(**run.model_dump(), prior_work=prior)
+
+
+def render_prior(prior: PriorWork, max_chars: int = PRIOR_CHARS) -> str:
+    """Prior work as a few Markdown lines (the session-start context)."""
+    if not prior.runs:
+        return ""
+    what = f"kit {prior.kit}" if prior.kit else "this project"
+    lines = [f"Earlier runs on {what} (newest first):"]
+    for r in prior.runs:
+        interval = [r.best_lo, r.best_hi] if r.best_lo is not None and r.best_hi is not None else None
+        best = "no ranked score yet" if r.best_score is None else f"best {describe_score(r.best_score, interval)}" + (
+            f" ({r.best_candidate_id})" if r.best_candidate_id else "")
+        why = f" — {_clip(r.status_reason, 120)}" if r.status_reason else ""
+        kit = f" ({r.kit})" if r.kit and not prior.kit else ""
+        lines.append(f"- `{r.id}`{kit} by {r.owner}, {r.status}{why}: {best}; {r.candidates} candidates, "
+                     f"{r.learnings} learnings")
+    if prior.more_runs:
+        lines.append(f"- … and {prior.more_runs} older runs (knowledge.list_runs)")
+    if prior.best:
+        lines.append("Best candidates:")
+        lines += [f"- `{c.id}` ({c.owner}, run `{c.run_id}`): "
+                  f"{describe_score(c.score, [c.score_lo, c.score_hi] if c.score_lo is not None else None)}"
+                  + (f" — {c.note}" if c.note else "") for c in prior.best if c.score is not None]
+    if prior.learnings:
+        lines.append("Top learnings:")
+        lines += [f"- [{item.kind}, {item.owner}] {item.text} (`{item.id}`)" for item in prior.learnings]
+    if prior.dead_ends:
+        lines.append("Dead ends (do not retry without new evidence):")
+        lines += [f"- {item.text} ({item.owner}, `{item.id}`)" for item in prior.dead_ends]
+    if prior.hint:
+        lines.append(prior.hint)
+    text = "\n".join(lines)
+    return text if len(text) <= max_chars else text[: max_chars - 2].rstrip() + " …"
