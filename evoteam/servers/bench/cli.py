@@ -1,22 +1,57 @@
-"""`evoteam bench ...`: the bench on the command line."""
+"""`evoteam bench ...`: the bench on the command line.
+
+The bench core, rich and pydantic are imported inside the commands: `evoteam bench --help`
+answers without them."""
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from evoteam.servers.bench import core
-from evoteam.servers.bench.models import Evaluation
 from evoteam.errors import DomainError
 from evoteam.exitcodes import CANDIDATE_FAILED, cli_error
 from evoteam.servers.knowledge.errors import StoreError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from evoteam.servers.bench.models import Evaluation
+
+
+class _Lazy:
+    """A module imported on first use (the bench core, rich's parts)."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        return getattr(importlib.import_module(self._name), attr)
+
+
+core = _Lazy("evoteam.servers.bench.core")
+
+
+def Console(*args, **kwargs):  # noqa: N802 - stands in for rich's class
+    from rich.console import Console as RichConsole
+
+    return RichConsole(*args, **kwargs)
+
+
+def Table(*args, **kwargs):  # noqa: N802
+    from rich.table import Table as RichTable
+
+    return RichTable(*args, **kwargs)
+
+
+def escape(text: str) -> str:
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 def _settings(ctx: click.Context):
@@ -61,7 +96,7 @@ def describe_cmd(ctx: click.Context, kit: str, detail: bool, as_json: bool) -> N
     try:
         d = core.describe_kit(_settings(ctx), kit, detail=detail)
     except DomainError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise cli_error(exc) from exc
     if as_json:
         click.echo(d.model_dump_json(indent=2, exclude_none=True))
         return
@@ -140,6 +175,8 @@ async def _run(settings, kit: str, candidate: str, split: str, run_id: str | Non
     code = None
     results = []
 
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
     async def go(store) -> None:
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.1f}/{task.total:.0f}"),
                       TimeElapsedColumn(), console=Console(stderr=True), disable=quiet, transient=True) as bar:
@@ -177,7 +214,7 @@ def trust_cmd(ctx: click.Context, folder: str) -> None:
     try:
         path = trust_kit(_settings(ctx), folder)
     except DomainError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise cli_error(exc) from exc
     click.echo(f"trusted {path}")
 
 
@@ -201,7 +238,7 @@ def run_cmd(ctx: click.Context, kit: str, candidate: str, split: str, as_json: b
         try:
             trust(settings, kit)
         except DomainError as exc:
-            raise click.ClickException(str(exc)) from exc
+            raise cli_error(exc) from exc
     try:
         results = asyncio.run(_run(settings, kit, candidate, split, run_id, not no_record, quiet=as_json))
     except (DomainError, StoreError) as exc:  # a refused path or a failing store: one line
@@ -240,8 +277,8 @@ def export_traces_cmd(ctx: click.Context, ident: str, output: str, as_json: bool
 
     try:
         result = asyncio.run(go())
-    except DomainError as exc:
-        raise click.ClickException(str(exc)) from exc
+    except (DomainError, StoreError) as exc:
+        raise cli_error(exc) from exc
     if as_json:
         click.echo(result.model_dump_json(indent=2))
         return
