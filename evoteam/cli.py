@@ -97,6 +97,7 @@ class LazyGroup(click.Group):
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         """Every error ends as one line on stderr and an exit code of evoteam/exitcodes.py."""
+        prog_name = prog_name or "evoteam"  # messages name the command people type, also under `python -m`
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
@@ -109,7 +110,7 @@ class LazyGroup(click.Group):
         sys.exit(result if isinstance(result, int) else exitcodes.OK)
 
 
-@click.group(cls=LazyGroup, epilog=HELP)
+@click.group("evoteam", cls=LazyGroup, epilog=HELP)
 @click.version_option(__version__, prog_name="evoteam")
 @click.pass_context
 def main(ctx: click.Context) -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from evoteam.errors import DomainError
-from evoteam.exitcodes import cli_error
+from evoteam.exitcodes import BadInput, NotFoundError, cli_error
 from evoteam.servers.knowledge.errors import StoreError
 
 if TYPE_CHECKING:  # the store and pydantic load when the command runs, not for --help
@@ -54,7 +54,7 @@ def describe_target(settings: Settings, target: str) -> RunCreate:
         kit = None
     if kit is None:
         if Path(target).expanduser().is_dir():
-            raise click.ClickException(f"{target} is a folder but not a task kit (no kit.json / definition.json)")
+            raise BadInput(f"{target} is a folder but not a task kit (no kit.json / definition.json)")
         kit = _kit_by_path_name(settings, target)
     if kit is None:
         return RunCreate(goal=target)
@@ -85,7 +85,7 @@ def _kit_by_path_name(settings: Settings, target: str):
         return find_kit(settings, name)
     except DomainError:
         kits = ", ".join(sorted(discover(settings))) or "none"
-        raise click.ClickException(f"{target} is not a task kit here (no such folder, and no kit named {name!r}); "
+        raise NotFoundError(f"{target} is not a task kit here (no such folder, and no kit named {name!r}); "
                                    f"kits: {kits}. Give a kit name, a kit folder, or a goal in words.") from None
 
 

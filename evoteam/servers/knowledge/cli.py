@@ -36,7 +36,7 @@ def open_store(settings, actor=None):
 def _local_store(path, **kwargs):
     from evoteam.servers.knowledge.local import LocalKnowledgeStore
 
-    return _local_store(path, **kwargs)
+    return LocalKnowledgeStore.open(path, **kwargs)
 
 
 @click.group()
