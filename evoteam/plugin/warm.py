@@ -101,8 +101,9 @@ def _place(key: str, env: dict[str, str] | None) -> tuple[str | None, str]:
             continue
         # Another user's folder, or one others can write into, could hold their socket under our name.
         if st.st_uid != os.getuid() or st.st_mode & 0o077:
-            return None, (f"{folder} belongs to another user or others can write into it (mode "
-                          f"{st.st_mode & 0o777:o}): remove it, or set XDG_RUNTIME_DIR to a private folder")
+            return None, "; ".join([*tried, f"{folder} belongs to another user or others can write into it "
+                                              f"(mode {st.st_mode & 0o777:o}): remove it, or set XDG_RUNTIME_DIR "
+                                              f"to a private folder"])
         return path, f"sockets in {folder}"
     return None, "; ".join(tried) + ": set XDG_RUNTIME_DIR or EVOTEAM_HOME to a shorter private folder"
 
