@@ -16,6 +16,15 @@ from evoteam.report.remeasure import MeasurementSet, latest_measurement_set
 from evoteam.servers.retrieval.models import RetrievalSeries
 
 _PAGE = 100
+FAILED_SHOWN = 50  # failed candidates whose message the report reads and lists
+
+
+def _failure_message(candidate) -> str:
+    """The bench's message, else the first failing workload's, else the notes."""
+    text = str((candidate.metrics or {}).get("message") or "")
+    if not text:
+        text = next((w.message for w in candidate.workloads if w.status != "PASSED" and w.message), "") or ""
+    return (text or candidate.notes or "no message recorded").strip()[:600]
 
 
 class CandidatePoint(BaseModel):
@@ -32,6 +41,7 @@ class CandidatePoint(BaseModel):
     team_version: int | None
     spent_usd: float = Field(description="the run's cumulative spend when the candidate was recorded")
     best_so_far: float | None = None
+    message: str | None = Field(default=None, description="why it failed (failed candidates only)")
 
 
 class VersionPoint(BaseModel):
@@ -72,6 +82,11 @@ class RunReport(BaseModel):
     def interventions(self) -> list[VersionPoint]:
         """Versions after the first: the moments the supervisor restructured the team."""
         return [v for v in self.versions if v.version > 1]
+
+    @property
+    def failed(self) -> list[CandidatePoint]:
+        """Candidates that did not pass (or never finished), newest first."""
+        return [c for c in reversed(self.candidates) if c.status != "PASSED"]
 
 
 def _ranks(c: CandidatePoint) -> bool:
@@ -136,6 +151,11 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
             version=v.version, at=v.created_at, roles=v.roles, diagnosis=v.diagnosis,
             spent_usd=spent_at(v.created_at), best_before=points[i - 1].best_so_far if i else None,
             best_of_version=best_of.get(v.version), cost_usd=by_version.get(v.version, 0.0)))
+
+    # Why each failed: the message lives with the full candidate; the newest are enough to show.
+    for p in [p for p in reversed(points) if p.status != "PASSED"][:FAILED_SHOWN]:
+        full = await store.get_candidate(p.id)
+        p.message = _failure_message(full)
 
     report = RunReport(run=run, candidates=points, versions=versions, direction=run.direction)
     ranked = [p for p in points if _ranks(p) and p.split != "heldout"]
