@@ -166,10 +166,13 @@ def remeasure(settings: Settings, run_id, split, rounds, allowance, as_json) -> 
     scores)."""
     from evoteam.report.remeasure import remeasure_run
 
+    from evoteam.progress import Lines
+
     async def go():
         async with open_store(settings) as store:
-            return await remeasure_run(settings, store, run_id, rounds=rounds, split=split, allowance=allowance,
-                                       progress=lambda m: click.echo(m, err=True))
+            with Lines(f"remeasure {run_id}") as lines:  # minutes of evaluations: say how many are left
+                return await remeasure_run(settings, store, run_id, rounds=rounds, split=split, allowance=allowance,
+                                           progress=lines.step)
 
     mset = _run(go())
     if as_json:

@@ -77,13 +77,38 @@ def list_cmd(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         click.echo(result.model_dump_json(indent=2))
         return
-    table = Table(title=f"{result.total} task kits")
-    for col in ("kit", "kind", "device", "direction", "runs here", "goal"):
-        table.add_column(col)
-    for k in result.items:
-        table.add_row(k.name, k.kind, k.device, k.direction,
-                      "yes" if k.available else f"no: {k.unavailable_reason}", k.goal)
-    Console().print(table)
+    console = Console()
+    # Kit names are what people type next: never cut or wrapped. Where a table would squeeze
+    # them (80 columns, a pipe), each kit gets a heading line and its goal wraps below it.
+    name_width = max((len(k.name) for k in result.items), default=3)
+    if console.width >= name_width + 75:
+        table = Table(title=f"{result.total} task kits")
+        table.add_column("kit", no_wrap=True, min_width=name_width)
+        for col in ("kind", "device", "direction"):
+            table.add_column(col, no_wrap=True)
+        table.add_column("runs here", overflow="fold", ratio=1)
+        table.add_column("goal", overflow="fold", ratio=2)
+        for k in result.items:
+            table.add_row(k.name, k.kind, k.device, k.direction,
+                          "yes" if k.available else f"no: {k.unavailable_reason}", first_sentence(k.goal))
+        console.print(table)
+    else:
+        console.print(f"[bold]{result.total} task kits[/bold]")
+        for k in result.items:
+            console.print(f"[bold]{escape(k.name)}[/bold]  ({k.kind}, {k.device}, {k.direction})", soft_wrap=True)
+            from rich.padding import Padding
+
+            console.print(Padding(escape(first_sentence(k.goal)), (0, 0, 0, 4)))
+            if not k.available:
+                console.print(Padding(f"[yellow]cannot run here: {escape(k.unavailable_reason or '')}[/yellow]",
+                                      (0, 0, 0, 4)))
+    click.echo("`evoteam bench describe KIT` shows a kit's whole goal, signature and workloads")
+
+
+def first_sentence(text: str, limit: int = 160) -> str:
+    """A goal's first sentence: the listing stays a listing; `bench describe` has the rest."""
+    head = text.strip().split(". ", 1)[0].rstrip(".") + "."
+    return head if len(head) <= limit else head[: limit - 1].rstrip() + "…"
 
 
 @bench.command("describe")
@@ -136,8 +161,11 @@ def _fmt(value, spec: str) -> str:
 
 def print_evaluation(e: Evaluation, console: Console) -> None:
     table = Table(title=f"{e.kit} · {e.split} · {e.status}")
-    for col in ("workload", "status", "speedup", "candidate ms", "baseline ms", "max abs err", "note"):
-        table.add_column(col, overflow="fold")
+    # Workload names and numbers are never cut or broken; the note wraps to the width left.
+    table.add_column("workload", no_wrap=True, min_width=max((len(w.workload) for w in e.workloads), default=8))
+    for col in ("status", "speedup", "candidate ms", "baseline ms", "max abs err"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("note", overflow="fold")
     for w in e.workloads:
         colour = "green" if w.status == "PASSED" else "red"
         table.add_row(w.workload, f"[{colour}]{w.status}[/{colour}]", _fmt(w.speedup, ".3f"),
@@ -175,16 +203,26 @@ async def _run(settings, kit: str, candidate: str, split: str, run_id: str | Non
     code = None
     results = []
 
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from evoteam.progress import Lines
+
+    err = Console(stderr=True)
 
     async def go(store) -> None:
+        # A terminal gets a live bar; a pipe or log gets plain lines (evoteam/progress.py): both
+        # say how long it has run and, once a workload is done, about how long is left.
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.1f}/{task.total:.0f}"),
-                      TimeElapsedColumn(), console=Console(stderr=True), disable=quiet, transient=True) as bar:
+                      TimeElapsedColumn(), TimeRemainingColumn(), console=err, disable=quiet or not err.is_terminal,
+                      transient=True) as bar:
             for sp in splits:
                 task = bar.add_task(f"{kit} {sp}", total=1)
+                lines = Lines(f"{kit} {sp}") if not quiet and not err.is_terminal else None
 
-                async def progress(done, total, message, _task=task):
+                async def progress(done, total, message, _task=task, _lines=lines):
                     bar.update(_task, completed=done, total=total, description=f"{kit} {sp}: {message}"[:80])
+                    if _lines:
+                        _lines.step(done, total, message)
 
                 results.append(await core.evaluate_candidate(settings, kit, candidate_path=candidate, code=code,
                                                              split=sp, store=store, run_id=run_id,

@@ -1,0 +1,68 @@
+"""What long and wide commands show: names never cut at 80 columns, and progress with an
+estimate of the time left whether stderr is a terminal or a pipe."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from evoteam.progress import Lines, estimate
+
+ROOT = Path(__file__).resolve().parents[1]
+KITS = sorted(p.name for p in (ROOT / "task_kits").iterdir() if (p / "kit.json").is_file())
+
+
+def _evoteam(tmp_path: Path, *args: str, columns: int = 80) -> subprocess.CompletedProcess:
+    env = {"HOME": str(tmp_path), "EVOTEAM_DB": str(tmp_path / "state" / "kb.db"), "PATH": "/usr/bin:/bin",
+           "COLUMNS": str(columns), "LANG": "C.UTF-8", "EVOTEAM_HOME": str(tmp_path / ".evoteam")}
+    return subprocess.run([sys.executable, "-m", "evoteam", *args], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_bench_list_never_cuts_a_kit_name(tmp_path):
+    assert "mla_paged_decode_h16_ckv512_kpe64_ps1" in KITS  # the longest name, 37 characters
+    for columns in (80, 200):
+        done = _evoteam(tmp_path, "bench", "list", columns=columns)
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert max(len(line) for line in lines) <= columns
+        for kit in KITS:
+            assert any(kit in line for line in lines), (columns, kit)
+
+
+def test_bench_run_piped_shows_progress_and_whole_workload_names(tmp_path):
+    candidate = tmp_path / "mine.py"
+    candidate.write_text((ROOT / "task_kits" / "rmsnorm_cpu" / "examples" / "better.py").read_text())
+    done = _evoteam(tmp_path, "bench", "run", "rmsnorm_cpu", "mine.py", "--no-record")
+    assert done.returncode == 0, done.stderr
+    progress = [line for line in done.stderr.splitlines() if line.startswith("rmsnorm_cpu dev: ")]
+    assert progress[-1].startswith("rmsnorm_cpu dev: 3/3 ")  # piped, yet every workload reported
+    assert any("left)" in line for line in progress), progress  # with an estimate once one was done
+    for workload in ("t256_h4096", "t1024_h2048", "t64_h8192"):
+        assert f"│ {workload} " in done.stdout, done.stdout
+
+
+def test_estimates_come_from_the_steps_done():
+    assert estimate(0, 10, 5.0) == ""  # nothing done yet: no guess
+    assert estimate(2, 10, 20.0) == "about 80 s left"
+    assert estimate(1, 4, 100.0) == "about 5 min 00 s left"
+    assert estimate(4, 4, 100.0) == ""
+
+
+def test_piped_lines_are_paced_and_the_last_is_always_shown():
+    now = [0.0]
+    out = io.StringIO()
+    lines = Lines("remeasure run_x", stream=out, every_s=2.0, clock=lambda: now[0])
+    for i in range(10):
+        now[0] = i * 0.5  # a step every half second: four per pacing window
+        lines.step(i, 10, f"evaluation {i}")
+    now[0] = 6.0
+    lines.step(10, 10, "measured")
+    shown = out.getvalue().splitlines()
+    assert shown[0].startswith("remeasure run_x: 0/10 evaluation 0 (0 s)")
+    assert 3 <= len(shown) <= 5 and shown[-1].startswith("remeasure run_x: 10/10 measured (6 s)")
+    assert "about" in shown[1] and "left" in shown[1]
+    assert "\r" not in out.getvalue()  # a pipe gets plain lines, never terminal control
