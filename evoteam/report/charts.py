@@ -72,7 +72,8 @@ def progress(report: RunReport) -> dict[str, Any] | None:
     # Candidate numbers get half a step on each side, so the first and last sit on labelled ticks.
     x_domain = _domain(xs, floor=0) if by_spend else [0.5, max(xs) + 0.5]
     x = alt.X("x:Q", title=x_title, scale=alt.Scale(domain=x_domain, nice=False),
-              axis=alt.Axis(tickMinStep=1) if not by_spend else alt.Axis())
+              axis=alt.Axis() if by_spend else alt.Axis(format="d", values=list(range(1, int(max(xs)) + 1)))
+              if max(xs) <= 20 else alt.Axis(format="d", tickMinStep=1))
     y_scale = alt.Scale(domain=_domain(ys), nice=False, zero=False)
     base_points = alt.Chart(alt.NamedData("points")).mark_circle(size=60, opacity=0.7).encode(
         x=x, y=alt.Y("score:Q", title="score", scale=y_scale),

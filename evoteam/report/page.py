@@ -98,7 +98,8 @@ def _failed(report: RunReport) -> str:
 
 def _timeline(report: RunReport) -> str:
     if not report.versions:
-        return "<p class=muted>No team version yet.</p>"
+        return ("<p class=muted>No team version yet: a run driven by <code>/evolve-team</code> or <code>evoteam "
+                "supervise</code> has one per team the supervisor designs.</p>")
     head = "<tr><th>version</th><th>designed</th><th class=num>spend then</th><th class=num>cost</th>" \
            "<th class=num>best</th><th>roles</th><th>diagnosis (why it changed)</th></tr>"
     body = "".join(
@@ -178,9 +179,9 @@ def render_report(report: RunReport, refresh_s: int | None = None) -> str:
         ("Failed candidates", _failed(report)),
         ("Progress", _chart("progress", specs, "No candidate has passed yet, so there is no score to draw; "
                                                "the failed candidates above say why.")),
-        ("Team versions", _chart("versions", specs, "One team version so far: its best score is in the table below."
-                                 if one_version else "Fewer than two team versions have a score yet.")
-         + _timeline(report)),
+        ("Team versions", (_chart("versions", specs, "One team version so far: its best score is in the table below."
+                                  if one_version else "Fewer than two team versions have a score yet.")
+                           + _timeline(report)) if report.versions else _timeline(report)),
         ("Re-measured together", _remeasured(report)),
         ("Best candidate per workload", _chart("workloads", specs, "No passing candidate with per-workload "
                                                                    "speedups yet (program kits have none).")),

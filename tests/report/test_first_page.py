@@ -1,6 +1,6 @@
 """The report's first page tells the truth at any size of run, as headless Chromium draws it:
-one candidate with nothing spent, one passed and one failed, every candidate failed, and fifty
-candidates over three team versions. The test reads the drawn page (the DOM after the charts
+one candidate with nothing spent, one passed and one failed, one team version, every candidate
+failed, and fifty candidates over three team versions. The test reads the drawn page (the DOM after the charts
 ran): axes whose ranges hold the scores, legends without "null", labelled workloads, every failed
 candidate listed with its status and message, the counts, and no chart drawn without data."""
 
@@ -60,6 +60,10 @@ async def build(store, tmp_path: Path, size: str) -> str:
     elif size == "two":
         await _record(store, run.id, score=1.7)
         await _record(store, run.id, score=None, failed="ImportError: no module named 'triton'")
+    elif size == "one version":
+        await _version(store, tmp_path, run.id, 1)
+        for score in (1.2, 1.5, 1.4):
+            await _record(store, run.id, score=score, version=1, role="Tuner")
     elif size == "all failed":
         for i in range(3):
             await _record(store, run.id, score=None, failed=f"TIMEOUT after 60 s (attempt {i})")
@@ -96,7 +100,7 @@ def _text(dom: str, element_id: str) -> str:
     return re.search(rf'id="{element_id}">([^<]*)<', dom).group(1)
 
 
-SIZES = ["one", "two", "all failed", "fifty"]
+SIZES = ["one", "two", "one version", "all failed", "fifty"]
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -128,24 +132,27 @@ async def test_the_first_page_tells_the_truth(size, tmp_path):
     if not passed:
         assert holders == [] and 'id="no-chart-progress"' in dom
         return
-    # The score axis holds every score strictly inside its range (one score too: no collapsed axis).
+    # The score axis spans every score (its domain as the axis labels round it), and one score
+    # too gets a range around it rather than a collapsed axis.
     scores = [c.score for c in passed]
     lo, hi = _range(dom, "Y", "score")
-    assert lo < min(scores) and max(scores) < hi
+    assert lo < hi and lo <= min(scores) and max(scores) <= hi
     assert len(re.findall(r'aria-label="candidate cand_', dom)) == len(passed)
     # The best candidate's workloads are labelled, one row each.
     assert "workloads" in holders
     for w in WORKLOADS:
         assert f">{w}</text>" in dom, w
     lo, hi = _range(dom, "X", "speedup")
-    assert lo < min(w.speedup for w in report.best_workloads) and max(w.speedup for w in report.best_workloads) < hi
+    assert lo < hi and lo <= min(w.speedup for w in report.best_workloads)
+    assert max(w.speedup for w in report.best_workloads) <= hi
     spent = any(c.spent_usd > 0 for c in report.candidates)
     _range(dom, "X", "cumulative spend" if spent else "order recorded")
     if len(report.versions) >= 2:
         assert "versions" in holders
         assert len(re.findall(r'aria-label="intervention v', dom)) == len(report.interventions)
-    else:
-        assert "versions" not in holders and 'id="no-chart-versions"' in dom
+    else:  # no chart of one point (or none): the timeline table or a sentence says it
+        assert "versions" not in holders
+        assert ('id="no-chart-versions"' in dom) if report.versions else ("No team version yet" in dom)
     if size == "fifty":
         legend = next(a for a in re.findall(r'aria-label="([^"]*legend[^"]*)"', dom) if "team version" in a)
         assert all(f"v{v}" in legend for v in (1, 2, 3))
