@@ -125,8 +125,8 @@ def _settings():
 
     try:
         return load_settings()
-    except ConfigError as exc:
-        raise exitcodes.BadInput(str(exc)) from exc
+    except ConfigError as exc:  # exit 1, as the fast-start front says it for `serve`
+        raise click.ClickException(str(exc)) from exc
 
 
 @main.command()

@@ -33,8 +33,16 @@ TOOL_HINTS = {
     "best_candidates or trajectory list a run's candidates": "`evoteam kb candidates RUN` lists a run's candidates",
     "team_status lists the sessions of a run": "`evoteam team status RUN` lists the sessions of a run",
     "spend shows a run's costs": "`evoteam team budget RUN` shows a run's costs",
+    "list_artifacts shows a run's artifacts": "`evoteam kb export RUN FOLDER` writes a run's artifacts",
+    "ids look like doc_..., as search and lookup list them":
+        "ids look like doc_..., as the retrieval server lists them (`evoteam report RUN --json` shows a run's)",
+    "call gate first and pass the gate_id it returns": "gates are opened by the retrieval server, not the shell",
+    "pass the search_id that search returned": "searches are run by the retrieval server, not the shell",
+    "list_wakes lists a run's wakes": "`evoteam team status RUN` shows a run's supervisor",
     "pass an existing .py path or the code itself": "pass an existing .py file",
     "pass a .py file or the code itself": "pass a .py file",
+    ", or pass its code instead": "",
+    "use split='dev'": "use --split dev",
 }
 
 
@@ -87,8 +95,6 @@ def cli_error(exc: BaseException) -> click.ClickException:
             first = errors[0]
             where = ".".join(str(p) for p in first.get("loc", ())) or "input"
             return BadInput(f"{where}: {first.get('msg', text)}")
-        return BadInput(text)
-    if type(exc).__name__ == "ConfigError":
         return BadInput(text)
     return click.ClickException(f"unexpected {type(exc).__name__}: {text} (EVOTEAM_DEBUG=1 shows where)")
 

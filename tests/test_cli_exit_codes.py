@@ -201,3 +201,16 @@ def test_an_unexpected_error_is_one_line_unless_debugging(world, invoke, monkeyp
     assert_one_clear_line(result, "ZeroDivisionError")
     monkeypatch.setenv("EVOTEAM_DEBUG", "1")
     assert isinstance(invoke(["kb", "runs"]).exception, ZeroDivisionError)
+
+
+def test_agent_wording_becomes_command_wording():
+    """The store and bench word errors for agents (tool names, tool arguments); the shell shows
+    the commands instead, for every hint the store knows."""
+    from evoteam.exitcodes import TOOL_HINTS, one_line
+    from evoteam.servers.knowledge.scope import NOUNS
+
+    for noun, hint in NOUNS.values():  # every "not found" hint the store gives names tools
+        assert hint in TOOL_HINTS, f"no command wording for the {noun} hint {hint!r}"
+    assert one_line("no run 'x' visible to you: list_runs shows the runs you can use, start_run starts one") == (
+        "no run 'x' visible to you: `evoteam kb runs` lists the runs you can use, `evoteam kb start GOAL` starts one")
+    assert one_line("kit k has no held-out workloads; use split='dev'\n") == "kit k has no held-out workloads; use --split dev"
