@@ -66,3 +66,10 @@ def test_piped_lines_are_paced_and_the_last_is_always_shown():
     assert 3 <= len(shown) <= 5 and shown[-1].startswith("remeasure run_x: 10/10 measured (6 s)")
     assert "about" in shown[1] and "left" in shown[1]
     assert "\r" not in out.getvalue()  # a pipe gets plain lines, never terminal control
+
+
+def test_bench_describe_keeps_workload_names_whole_when_narrow(tmp_path):
+    done = _evoteam(tmp_path, "bench", "describe", "rmsnorm_cpu", columns=40)
+    assert done.returncode == 0, done.stderr
+    for workload in ("t256_h4096", "t1024_h2048", "t64_h8192"):
+        assert f"│ {workload} " in done.stdout, done.stdout

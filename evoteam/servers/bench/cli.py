@@ -145,8 +145,8 @@ def describe_cmd(ctx: click.Context, kit: str, detail: bool, as_json: bool) -> N
                       f"matched ratio={d.tolerance.required_matched_ratio:g}")
     if d.dev_workloads:
         table = Table(title=f"dev workloads (+{d.heldout_count} held-out, secret)")
-        table.add_column("workload")
-        table.add_column("axes")
+        table.add_column("workload", no_wrap=True, min_width=max(len(w.name) for w in d.dev_workloads))
+        table.add_column("axes", overflow="fold")
         for w in d.dev_workloads:
             table.add_row(w.name, ", ".join(f"{k}={v}" for k, v in w.axes.items()))
         console.print(table)
