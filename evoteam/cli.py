@@ -85,7 +85,9 @@ class LazyGroup(click.Group):
 
     def invoke(self, ctx: click.Context):
         # Help for a subcommand needs no settings: reading them imports pydantic (slow start).
-        ctx.meta["evoteam.help"] = any(a in ("--help", "-h") for a in (*ctx._protected_args, *ctx.args))
+        protected = getattr(ctx, "_protected_args", None) or getattr(ctx, "protected_args", ())  # click 8.2 / 8.1
+        rest = (*protected, *ctx.args)
+        ctx.meta["evoteam.help"] = "--help" in rest
         try:
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
@@ -107,7 +109,7 @@ class LazyGroup(click.Group):
         except click.Abort:
             click.echo("Error: interrupted", err=True)
             sys.exit(exitcodes.ERROR)
-        sys.exit(result if isinstance(result, int) else exitcodes.OK)
+        sys.exit(result if type(result) is int else exitcodes.OK)
 
 
 @click.group("evoteam", cls=LazyGroup, epilog=HELP)
@@ -116,7 +118,9 @@ class LazyGroup(click.Group):
 def main(ctx: click.Context) -> None:
     """evoteam: evolving agent teams for open-ended optimisation."""
     if ctx.invoked_subcommand == "serve" or ctx.meta.get("evoteam.help"):
-        return  # serve reads its settings itself: behind the fast-start front, in the background
+        # serve reads its settings itself (behind the fast-start front, in the background), and
+        # a subcommand's --help needs none
+        return
     ctx.obj = _settings()
 
 
