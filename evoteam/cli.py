@@ -85,7 +85,8 @@ class LazyGroup(click.Group):
 
     def invoke(self, ctx: click.Context):
         # Help for a subcommand needs no settings: reading them imports pydantic (slow start).
-        protected = getattr(ctx, "_protected_args", None) or getattr(ctx, "protected_args", ())  # click 8.2 / 8.1
+        # click 8.2+ keeps them in _protected_args (the public name warns); 8.1 in protected_args
+        protected = ctx._protected_args if hasattr(ctx, "_protected_args") else ctx.protected_args
         rest = (*protected, *ctx.args)
         ctx.meta["evoteam.help"] = "--help" in rest
         try:
