@@ -1,7 +1,7 @@
 """Progress of a long command on stderr, with an estimate of the time left, piped or not.
 
-A terminal gets one line rewritten in place; a pipe or a log file gets a plain line whenever
-the step changes (at most one every `every_s` seconds, and always the last), because a person
+A terminal gets one line rewritten in place; a pipe or a log file gets a plain line for every
+step done (and, within a step, a new message at most every `every_s` seconds), because a person
 reading `evoteam bench remeasure RUN 2>&1 | tee log` needs to see it is still working too.
 The estimate is the mean time per finished step times the steps left: honest enough for steps
 of one kind (evaluations), and printed only once a step has finished.
@@ -40,7 +40,7 @@ class Lines:
         self.started = clock()
         self.live = bool(getattr(self.stream, "isatty", lambda: False)())
         self._last_print = None
-        self._last_key: tuple = ()
+        self._last_key: tuple = (None, None, None)
         self._open_line = False
 
     def step(self, done: float, total: float, message: str) -> None:
@@ -53,8 +53,8 @@ class Lines:
         if self.live:
             self.stream.write("\r\033[K" + text[:200])
             self._open_line = True
-        elif final or self._last_print is None or (now - self._last_print >= self.every_s
-                                                   and (done, total, message) != self._last_key):
+        elif (final or self._last_print is None or (done, total) != self._last_key[:2]
+              or (now - self._last_print >= self.every_s and message != self._last_key[2])):
             self.stream.write(text + "\n")
             self._last_print = now
             self._last_key = (done, total, message)

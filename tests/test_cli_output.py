@@ -52,19 +52,24 @@ def test_estimates_come_from_the_steps_done():
     assert estimate(4, 4, 100.0) == ""
 
 
-def test_piped_lines_are_paced_and_the_last_is_always_shown():
+def test_piped_lines_show_every_step_and_pace_messages_within_one():
     now = [0.0]
     out = io.StringIO()
     lines = Lines("remeasure run_x", stream=out, every_s=2.0, clock=lambda: now[0])
-    for i in range(10):
-        now[0] = i * 0.5  # a step every half second: four per pacing window
-        lines.step(i, 10, f"evaluation {i}")
+    lines.step(0, 4, "starting")
+    for i in range(8):  # eight messages in four seconds within step 1: paced to one per 2 s
+        now[0] = 1.0 + i * 0.5
+        lines.step(1, 4, f"timing call {i}")
     now[0] = 6.0
-    lines.step(10, 10, "measured")
+    lines.step(2, 4, "evaluation 2")
+    now[0] = 8.0
+    lines.step(4, 4, "measured")
     shown = out.getvalue().splitlines()
-    assert shown[0].startswith("remeasure run_x: 0/10 evaluation 0 (0 s)")
-    assert 3 <= len(shown) <= 5 and shown[-1].startswith("remeasure run_x: 10/10 measured (6 s)")
-    assert "about" in shown[1] and "left" in shown[1]
+    assert shown[0] == "remeasure run_x: 0/4 starting (0 s)"
+    assert shown[1] == "remeasure run_x: 1/4 timing call 0 (1 s, about 3 s left)"
+    assert [line.split(" (")[0] for line in shown[2:]] == [
+        "remeasure run_x: 1/4 timing call 4", "remeasure run_x: 2/4 evaluation 2", "remeasure run_x: 4/4 measured"]
+    assert shown[-1] == "remeasure run_x: 4/4 measured (8 s)"
     assert "\r" not in out.getvalue()  # a pipe gets plain lines, never terminal control
 
 
