@@ -273,7 +273,7 @@ def test_a_home_too_long_for_a_socket_falls_back_to_a_short_private_folder(case)
             args = Path(f"/proc/{pids[0]}/cmdline").read_text().split("\0") if pids else []
             return any(a.startswith(f"{folder}/") and Path(a).exists() for a in args)
 
-        assert wait_until(listening), "no warm process listening for a long home"
+        assert wait_until(listening, seconds=60), "no warm process listening for a long home"
         (warm_pid,) = _warm_pids_tagged(tag)
         hot, _ = hook(case, "session-start", start, **changes)
         assert hot == cold and ran_in(case, "session-start") == [cold_pid, warm_pid]
