@@ -121,6 +121,9 @@ def exit_code_of(exc: click.ClickException) -> int:
 
 def show(exc: click.ClickException) -> int:
     """Print `exc` as one line on stderr and return its exit code."""
+    if type(exc).__name__ == "NoArgsIsHelpError":  # `evoteam` or `evoteam kb` alone: the help, as is
+        exc.show()
+        return exc.exit_code
     message = one_line(exc.format_message())
     ctx = getattr(exc, "ctx", None)
     if isinstance(exc, click.UsageError) and ctx is not None:

@@ -214,3 +214,16 @@ def test_agent_wording_becomes_command_wording():
     assert one_line("no run 'x' visible to you: list_runs shows the runs you can use, start_run starts one") == (
         "no run 'x' visible to you: `evoteam kb runs` lists the runs you can use, `evoteam kb start GOAL` starts one")
     assert one_line("kit k has no held-out workloads; use split='dev'\n") == "kit k has no held-out workloads; use --split dev"
+
+
+GROUPS = [()] + sorted({path[:-1] for path, _ in LEAVES if len(path) > 1})
+
+
+@pytest.mark.parametrize("path", GROUPS, ids=[" ".join(p) or "evoteam" for p in GROUPS])
+def test_a_group_alone_shows_its_help_whole(path, invoke):
+    """`evoteam` or `evoteam kb` with no command: the help as written (it lists the commands),
+    not squeezed onto one line."""
+    result = invoke(list(path))
+    assert result.exit_code in (0, BAD_INPUT) and "Traceback" not in result.output
+    assert "Commands:" in result.output and len(result.output.splitlines()) > 5
+    assert "Error:" not in result.output
