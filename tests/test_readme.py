@@ -84,8 +84,10 @@ def test_the_install_route_and_the_downloads_are_said():
     from tests.support import codex_cli
 
     assert "@openai/codex" in README and "npm" in README and "~/.cache/evoteam-tests" in README
-    assert codex_cli.CACHE.parent == Path.home() / ".cache" / "evoteam-tests" or "EVOTEAM_TEST_CACHE" in str(
-        codex_cli.CACHE)
+    import os
+
+    if not os.environ.get("EVOTEAM_TEST_CACHE"):  # the folder the README names is where it goes
+        assert codex_cli.CACHE.parent == Path.home() / ".cache" / "evoteam-tests"
 
 
 def test_ndg_is_defined_and_the_trust_step_shown():
