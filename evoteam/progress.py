@@ -1,8 +1,9 @@
 """Progress of a long command on stderr, with an estimate of the time left, piped or not.
 
 A terminal gets one line rewritten in place; a pipe or a log file gets a plain line for every
-step done (and, within a step, a new message at most every `every_s` seconds), because a person
-reading `evoteam bench remeasure RUN 2>&1 | tee log` needs to see it is still working too.
+step done (and, within a step, a new message at most every `every_s` seconds; with more than
+MANY steps, at most one line every `every_s` seconds), because a person reading `evoteam bench
+remeasure RUN 2>&1 | tee log` needs to see it is still working too.
 The estimate is the mean time per finished step times the steps left: honest enough for steps
 of one kind (evaluations), and printed only once a step has finished.
 """
@@ -12,6 +13,8 @@ from __future__ import annotations
 import sys
 import time
 from typing import TextIO
+
+MANY = 100  # more steps than this (files of a corpus) are paced too, not one line each
 
 
 def _duration(seconds: float) -> str:
@@ -53,7 +56,8 @@ class Lines:
         if self.live:
             self.stream.write("\r\033[K" + text[:200])
             self._open_line = True
-        elif (final or self._last_print is None or (done, total) != self._last_key[:2]
+        elif (final or self._last_print is None
+              or ((done, total) != self._last_key[:2] and (total <= MANY or now - self._last_print >= self.every_s))
               or (now - self._last_print >= self.every_s and message != self._last_key[2])):
             self.stream.write(text + "\n")
             self._last_print = now

@@ -78,3 +78,27 @@ def test_bench_describe_keeps_workload_names_whole_when_narrow(tmp_path):
     assert done.returncode == 0, done.stderr
     for workload in ("t256_h4096", "t1024_h2048", "t64_h8192"):
         assert f"│ {workload} " in done.stdout, done.stdout
+
+
+def test_many_steps_are_paced_by_time(tmp_path):
+    """A corpus of 300 files: a pipe gets a line every few seconds and the last, not 300."""
+    now = [0.0]
+    out = io.StringIO()
+    lines = Lines("indexing corpus", stream=out, every_s=2.0, clock=lambda: now[0])
+    for n in range(300):
+        now[0] = n * 0.02  # six seconds in all
+        lines.step(n, 300, f"file{n}.md")
+    lines.step(300, 300, "files read")
+    shown = out.getvalue().splitlines()
+    assert 3 <= len(shown) <= 6 and shown[-1].startswith("indexing corpus: 300/300 files read")
+
+
+def test_corpus_index_reports_progress_piped(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i in range(3):
+        (corpus / f"note{i}.md").write_text(f"# Note {i}\n\nWarp occupancy and register pressure, part {i}.\n")
+    done = _evoteam(tmp_path, "corpus", "index", str(corpus))
+    assert done.returncode == 0, done.stderr
+    progress = [line for line in done.stderr.splitlines() if line.startswith(f"indexing {corpus}: ")]
+    assert progress[0].startswith(f"indexing {corpus}: 0/3 ") and progress[-1].startswith(f"indexing {corpus}: 3/3 files read")

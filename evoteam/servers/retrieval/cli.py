@@ -20,10 +20,12 @@ def corpus() -> None:
               help="Where to write the index (default: DIRECTORY/.evoteam-index.db, or ~/.evoteam/corpus/).")
 def index_cmd(directory: Path, index_file: Path | None) -> None:
     """Build or refresh (incrementally) the full-text index of DIRECTORY."""
+    from evoteam.progress import Lines
     from evoteam.servers.retrieval.corpus import index_corpus  # not for --help
 
     started = time.perf_counter()
-    report = index_corpus(directory, index_file)
+    with Lines(f"indexing {directory}") as lines:  # a large corpus takes minutes
+        report = index_corpus(directory, index_file, progress=lines.step)
     click.echo(f"indexed {report.corpus} -> {report.index}")
     click.echo(f"  added {report.added}, updated {report.updated}, removed {report.removed}, "
                f"unchanged {report.unchanged}, skipped {report.skipped} (too large); "
