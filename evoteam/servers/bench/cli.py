@@ -18,13 +18,11 @@ from evoteam.exitcodes import CANDIDATE_FAILED, cli_error
 from evoteam.servers.knowledge.errors import StoreError
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from evoteam.servers.bench.models import Evaluation
 
 
 class _Lazy:
-    """A module imported on first use (the bench core, rich's parts)."""
+    """A module imported on first use: `evoteam bench --help` must not wait for the bench core."""
 
     def __init__(self, name: str):
         self._name = name
@@ -36,6 +34,7 @@ class _Lazy:
 core = _Lazy("evoteam.servers.bench.core")
 
 
+# rich's Console, Table and escape, imported on first call (rich costs ~0.1 s to import).
 def Console(*args, **kwargs):  # noqa: N802 - stands in for rich's class
     from rich.console import Console as RichConsole
 
