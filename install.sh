@@ -75,6 +75,13 @@ unregister() {
   rm -rf "$EVOTEAM_HOME/plugin" "$EVOTEAM_HOME/python"
 }
 
+# evoteam's own folder holds the store, tokens' hashes and the held-out key: only its owner
+# may read it (0700, files 0600), whatever the umask; tests/e2e/test_install.py checks it.
+private_home() {
+  (umask 077 && mkdir -p "$EVOTEAM_HOME")
+  chmod 700 "$EVOTEAM_HOME"
+}
+
 stage_plugin() {
   local stage="$EVOTEAM_HOME/plugin"
   rm -rf "$stage"
@@ -88,8 +95,8 @@ stage_plugin() {
 
 register() {
   local launcher="$ROOT/hooks/evoteam-launch"
-  mkdir -p "$EVOTEAM_HOME"
-  echo "$VENV/bin/python" > "$EVOTEAM_HOME/python"
+  private_home
+  (umask 077 && echo "$VENV/bin/python" > "$EVOTEAM_HOME/python")
   if command -v claude >/dev/null 2>&1; then
     claude_unregister
     if [ "$MCP_ONLY" = 1 ]; then
@@ -144,6 +151,7 @@ fi
 say "installing evoteam and its test tools into $VENV"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 "$VENV/bin/python" -m pip install --quiet -e "$ROOT[test]"
+private_home
 
 if [ "$REGISTER" = 1 ]; then register; fi
 

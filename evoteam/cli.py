@@ -13,6 +13,7 @@ import sys
 import click
 
 from evoteam import __version__
+from evoteam import exitcodes
 from evoteam.exitcodes import HELP
 
 SERVERS = ("knowledge", "team", "retrieval", "bench")
@@ -82,14 +83,45 @@ class LazyGroup(click.Group):
         finally:
             self._listing = False
 
+    def invoke(self, ctx: click.Context):
+        # Help for a subcommand needs no settings: reading them imports pydantic (slow start).
+        # click 8.2+ keeps them in _protected_args (the public name warns); 8.1 in protected_args
+        protected = ctx._protected_args if hasattr(ctx, "_protected_args") else ctx.protected_args
+        rest = (*protected, *ctx.args)
+        ctx.meta["evoteam.help"] = "--help" in rest
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:  # the exit-code policy: one line and a code, never a traceback
+            if exitcodes.debugging():
+                raise
+            raise exitcodes.cli_error(exc) from exc
 
-@click.group(cls=LazyGroup, epilog=HELP)
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """Every error ends as one line on stderr and an exit code of evoteam/exitcodes.py."""
+        prog_name = prog_name or "evoteam"  # messages name the command people type, also under `python -m`
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.ClickException as exc:
+            sys.exit(exitcodes.show(exc))
+        except click.Abort:
+            click.echo("Error: interrupted", err=True)
+            sys.exit(exitcodes.ERROR)
+        sys.exit(result if type(result) is int else exitcodes.OK)
+
+
+@click.group("evoteam", cls=LazyGroup, epilog=HELP)
 @click.version_option(__version__, prog_name="evoteam")
 @click.pass_context
 def main(ctx: click.Context) -> None:
     """evoteam: evolving agent teams for open-ended optimisation."""
-    if ctx.invoked_subcommand == "serve":
-        return  # serve reads its settings itself: behind the fast-start front, in the background
+    if ctx.invoked_subcommand == "serve" or ctx.meta.get("evoteam.help"):
+        # serve reads its settings itself (behind the fast-start front, in the background), and
+        # a subcommand's --help needs none
+        return
     ctx.obj = _settings()
 
 
@@ -98,7 +130,7 @@ def _settings():
 
     try:
         return load_settings()
-    except ConfigError as exc:
+    except ConfigError as exc:  # exit 1, as the fast-start front says it for `serve`
         raise click.ClickException(str(exc)) from exc
 
 

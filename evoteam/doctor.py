@@ -14,25 +14,36 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from mcp import Client, StdioServerParameters
-from pydantic import BaseModel
 
 from evoteam import python_module_args
-from evoteam.config import Settings
 from evoteam.errors import first_leaf
+
+if TYPE_CHECKING:  # the MCP SDK (~1 s) loads when the checks run, not for `doctor --help`
+    from mcp import Client, StdioServerParameters
+
+    from evoteam.config import Settings
 
 SERVERS = ("knowledge", "team", "retrieval", "bench")
 DEFAULT_KIT = "rmsnorm_cpu"
+# What each check usually costs on two busy cores, shown before they start (they run side by
+# side, so the whole is about the slowest: the kit's baseline).
+COSTS = {"server": "1–4 s each (a fresh start imports the MCP SDK)", "store round trip": "about 1 s",
+         "kit": "5–20 s (the bench measures the baseline against itself)", "your store": "under 1 s",
+         "warm hooks": "instant"}
 
 
-class Check(BaseModel):
+@dataclass
+class Check:
     name: str
     ok: bool
     detail: str
     seconds: float
+    warning: bool = False  # reported, but not a failure (e.g. hooks that run slower)
 
 
 async def _timed(name: str, fn: Callable[[], Awaitable[str]]) -> Check:
@@ -45,18 +56,29 @@ async def _timed(name: str, fn: Callable[[], Awaitable[str]]) -> Check:
     return Check(name=name, ok=ok, detail=detail, seconds=time.perf_counter() - start)
 
 
-
 def _server_params(name: str, env: dict[str, str]) -> StdioServerParameters:
+    from mcp import StdioServerParameters
+
     return StdioServerParameters(command=sys.executable, args=python_module_args("evoteam.cli", "serve", name),
                                  env=env)
 
 
-async def check_server(name: str, env: dict[str, str]) -> str:
-    async with Client(_server_params(name, env)) as client:
-        tools = [t.name for t in (await client.list_tools()).tools]
+def _client(name: str, env: dict[str, str]) -> Client:
+    from mcp import Client
+
+    return Client(_server_params(name, env))
+
+
+async def _tools(client) -> str:
+    tools = [t.name for t in (await client.list_tools()).tools]
     if not tools:
         raise RuntimeError("started but lists no tools")
     return f"{len(tools)} tools: {', '.join(tools)}"
+
+
+async def check_server(name: str, env: dict[str, str]) -> str:
+    async with _client(name, env) as client:
+        return await _tools(client)
 
 
 async def check_round_trip(env: dict[str, str], workdir: Path) -> str:
@@ -84,17 +106,20 @@ async def check_round_trip(env: dict[str, str], workdir: Path) -> str:
     return f"run {run.id}: export → import identical (NDG {after.run.ndg:.0f})"
 
 
-async def check_kit(env: dict[str, str], kit: str) -> str:
-    """Evaluate the kit's own baseline through the bench server, as an agent would."""
-    async with Client(_server_params("bench", env)) as client:
-        described = await client.call_tool("describe_kit", {"kit": kit})
-        if described.is_error:
-            raise RuntimeError(described.content[0].text)
-        start = described.structured_content["starting_point"]
-        result = await client.call_tool("evaluate", {"kit": kit, "candidate_path": start,
-                                                     "notes": "evoteam doctor: the kit's own baseline"})
-        if result.is_error:
-            raise RuntimeError(result.content[0].text)
+async def check_kit(env: dict[str, str], kit: str, client=None) -> str:
+    """Evaluate the kit's own baseline through the bench server, as an agent would (on the
+    client of the bench server's own check when given: one server start fewer)."""
+    if client is None:
+        async with _client("bench", env) as own:
+            return await check_kit(env, kit, own)
+    described = await client.call_tool("describe_kit", {"kit": kit})
+    if described.is_error:
+        raise RuntimeError(described.content[0].text)
+    start = described.structured_content["starting_point"]
+    result = await client.call_tool("evaluate", {"kit": kit, "candidate_path": start,
+                                                 "notes": "evoteam doctor: the kit's own baseline"})
+    if result.is_error:
+        raise RuntimeError(result.content[0].text)
     data = result.structured_content or {}
     status, score = data.get("status"), data.get("score")
     if status != "PASSED":
@@ -150,18 +175,71 @@ def _check_local_store(path: Path) -> str:
     return f"{path}: integrity ok, " + ", ".join(notes)
 
 
-async def run_checks(settings: Settings, kit: str, servers: tuple[str, ...] = SERVERS) -> list[Check]:
+async def _bench_and_kit(env: dict[str, str], kit: str, done: Callable[[Check], None]) -> list[Check]:
+    """The bench server's check, then the kit's baseline on the same server."""
+    start = time.perf_counter()
+    checks: list[Check] = []
+    try:
+        async with _client("bench", env) as client:
+            checks.append(Check("server bench", True, await _tools(client), time.perf_counter() - start))
+            done(checks[-1])
+            checks.append(await _timed(f"kit {kit}", lambda: check_kit(env, kit, client)))
+            done(checks[-1])
+    except Exception as exc:
+        reason = f"{type(exc).__name__}: {first_leaf(exc)}"
+        if not checks:  # the server did not start: the kit could not be tried
+            checks.append(Check("server bench", False, reason, time.perf_counter() - start))
+            done(checks[-1])
+            checks.append(Check(f"kit {kit}", False, "not run: the bench server did not start", 0.0))
+            done(checks[-1])
+        elif len(checks) == 1:
+            checks.append(Check(f"kit {kit}", False, reason, time.perf_counter() - start))
+            done(checks[-1])
+        # else both were reported: a server that fails while closing changes neither verdict
+    return checks
+
+
+async def check_warm_hooks() -> Check:
+    from evoteam.plugin.warm import explain
+
+    ok, why = explain()
+    return Check("warm hooks", True, why, 0.0, warning=not ok)
+
+
+async def run_checks(settings: Settings, kit: str, servers: tuple[str, ...] = SERVERS,
+                     done: Callable[[Check], None] = lambda check: None) -> list[Check]:
+    """Every check, side by side (each waits mostly on its own subprocess); `done` hears each
+    as it finishes."""
     with tempfile.TemporaryDirectory(prefix="evoteam-doctor-") as tmp:
         workdir = Path(tmp)
         # The checks use a scratch store, so a self-check never writes into the user's data.
         env = {**os.environ, "EVOTEAM_DB": str(workdir / "doctor.db"), "EVOTEAM_PREDICTOR": "agent"}
         env.pop("EVOTEAM_KNOWLEDGE_URL", None)
-        checks = [await _timed(f"server {name}", lambda n=name: check_server(n, env)) for name in servers]
-        checks.append(await _timed("store round trip", lambda: check_round_trip(env, workdir)))
+
+        async def one(name: str, fn: Callable[[], Awaitable[str]]) -> list[Check]:
+            check = await _timed(name, fn)
+            done(check)
+            return [check]
+
+        async def warm() -> list[Check]:
+            check = await check_warm_hooks()
+            done(check)
+            return [check]
+
+        jobs = [one(f"server {name}", lambda n=name: check_server(n, env)) for name in servers if name != "bench"]
         if "bench" in servers:
-            checks.append(await _timed(f"kit {kit}", lambda: check_kit(env, kit)))
-        checks.append(await _timed("your store", lambda: check_store(settings)))
-        return checks
+            jobs.append(_bench_and_kit(env, kit, done))
+        jobs += [one("store round trip", lambda: check_round_trip(env, workdir)),
+                 one("your store", lambda: check_store(settings)), warm()]
+        found = [check for group in await asyncio.gather(*jobs) for check in group]
+    order = [f"server {n}" for n in SERVERS] + ["store round trip", f"kit {kit}", "your store", "warm hooks"]
+    return sorted(found, key=lambda c: order.index(c.name) if c.name in order else len(order))
+
+
+def _line(c: Check, width: int) -> str:
+    mark = (click.style("warn", fg="yellow") if c.warning else click.style("ok  ", fg="green")) if c.ok \
+        else click.style("FAIL", fg="red")
+    return f"{mark} {c.name:<{width}}  {c.seconds:5.1f}s  {c.detail}"
 
 
 @click.command()
@@ -170,12 +248,16 @@ async def run_checks(settings: Settings, kit: str, servers: tuple[str, ...] = SE
 @click.pass_obj
 def doctor(settings: Settings, kit: str, servers: tuple[str, ...]) -> None:
     """Check that every server starts, the store round-trips and a CPU kit evaluates."""
-    checks = asyncio.run(run_checks(settings, kit, servers or SERVERS))
-    width = max(len(c.name) for c in checks)
-    for c in checks:
-        mark = click.style("ok  ", fg="green") if c.ok else click.style("FAIL", fg="red")
-        click.echo(f"{mark} {c.name:<{width}}  {c.seconds:5.1f}s  {c.detail}")
+    from evoteam.servers.bench.kits import find_kit
+
+    find_kit(settings, kit)  # a mistyped kit fails now (exit 3), not after the servers have started
+    servers = servers or SERVERS
+    width = max(len(f"kit {kit}"), len("store round trip"), *(len(f"server {s}") for s in servers))
+    click.echo("checking side by side; each usually takes: " + "; ".join(f"{k} {v}" for k, v in COSTS.items()),
+               err=True)
+    checks = asyncio.run(run_checks(settings, kit, servers, done=lambda c: click.echo(_line(c, width))))
     failed = [c.name for c in checks if not c.ok]
     if failed:
         raise click.ClickException(f"{len(failed)} check(s) failed: {', '.join(failed)}")
-    click.echo(f"all {len(checks)} checks passed")
+    warned = [c.name for c in checks if c.warning]
+    click.echo(f"all {len(checks)} checks passed" + (f" ({', '.join(warned)}: see the warning above)" if warned else ""))

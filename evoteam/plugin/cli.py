@@ -39,8 +39,18 @@ def run_hook(event: str) -> None:
 @click.argument("run_id")
 @click.option("--version", type=int, default=None, help="current team version")
 @_project_opt
-def activate(run_id: str, version: int | None, project: str | None) -> None:
+@click.pass_obj
+def activate(settings, run_id: str, version: int | None, project: str | None) -> None:
     """Make RUN_ID the project's active run (what the hooks report and keep going)."""
+    import asyncio
+
+    from evoteam.servers.knowledge.connect import open_store
+
+    async def exists():  # a mistyped id would leave the hooks reporting a run that is not there
+        async with open_store(settings) as store:
+            await store.get_run(run_id)
+
+    asyncio.run(exists())
     path = st.state_path(_project(project))
     st.activate(_project(project), run_id, version=version)
     click.echo(f"active run: {run_id} ({path})")

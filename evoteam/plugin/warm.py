@@ -15,8 +15,9 @@ What keeps this equivalent to running the hook in its own process:
   edited or upgraded evoteam or another project gets another warm process; the warm process
   checks the hash of each request again.
 - The warm process was started with that same environment and folder, and serves the same
-  user only (the socket lives in `~/.evoteam/run/`, 0700, and the peer's uid is checked where
-  the OS tells it).
+  user only (the socket lives in `~/.evoteam/run/`, or, for a home whose path is too long for
+  a socket, `$XDG_RUNTIME_DIR/evoteam` or `/tmp/evoteam-<uid>`; each 0700 and the user's own,
+  and the peer's uid is checked where the OS tells it).
 - It exits after `EVOTEAM_HOOK_WARM_IDLE` seconds without a request (default 600), or when its
   socket file is removed or taken by a newer warm process.
 
@@ -58,11 +59,14 @@ def enabled(env: dict[str, str] | None = None) -> bool:
 
 def run_dirs(env: dict[str, str] | None = None) -> list[str]:
     """Where warm processes' sockets may live, best first: evoteam's own folder, then the
-    user's runtime folder (short, for a home whose path is too long for a socket)."""
+    user's runtime folder, then a short folder of the user's own in the temporary folder (for
+    a home whose path is too long for a socket where `XDG_RUNTIME_DIR` is unset). Each is made
+    0700 and must belong to the user (socket_path checks)."""
     env = os.environ if env is None else env
     folders = [str(evoteam_home(env) / "run")]
     if env.get("XDG_RUNTIME_DIR"):
         folders.append(os.path.join(env["XDG_RUNTIME_DIR"], "evoteam"))
+    folders.append(f"/tmp/evoteam-{os.getuid()}")
     return folders
 
 
@@ -78,20 +82,41 @@ def environment_key(env: dict[str, str] | None = None, cwd: str | None = None) -
 
 def socket_path(key: str, env: dict[str, str] | None = None) -> str | None:
     """Where the warm process of `key` listens, or None if no safe place exists here."""
+    return _place(key, env)[0]
+
+
+def _place(key: str, env: dict[str, str] | None) -> tuple[str | None, str]:
+    """(socket path or None, why): the first folder of run_dirs that is short enough and safe."""
+    tried = []
     for folder in run_dirs(env):
         path = os.path.join(folder, f"hooks-{key[:24]}.sock")
         if len(path.encode()) > _SOCKET_PATH_MAX:
+            tried.append(f"{folder} is too long for a socket path ({len(path.encode())} > {_SOCKET_PATH_MAX} bytes)")
             continue
         try:
             os.makedirs(folder, mode=0o700, exist_ok=True)
             st = os.stat(folder)
-        except OSError:
+        except OSError as exc:
+            tried.append(f"{folder}: {exc.strerror or exc}")
             continue
         # Another user's folder, or one others can write into, could hold their socket under our name.
         if st.st_uid != os.getuid() or st.st_mode & 0o077:
-            return None
-        return path
-    return None
+            return None, "; ".join([*tried, f"{folder} belongs to another user or others can write into it "
+                                              f"(mode {st.st_mode & 0o777:o}): remove it, or set XDG_RUNTIME_DIR "
+                                              f"to a private folder"])
+        return path, f"sockets in {folder}"
+    return None, "; ".join(tried) + ": set XDG_RUNTIME_DIR or EVOTEAM_HOME to a shorter private folder"
+
+
+def explain(env: dict[str, str] | None = None) -> tuple[bool, str]:
+    """For `evoteam doctor`: whether later hooks can reach a warm process here, and why not."""
+    env = os.environ if env is None else env
+    if not enabled(env):
+        return False, "off (EVOTEAM_HOOK_WARM=0, or no Unix sockets here): every hook starts its own Python"
+    path, why = _place(environment_key(env), env)
+    if path is None:
+        return False, f"off: {why}; every hook then starts its own Python (~0.2 s more per hook)"
+    return True, why
 
 
 # ---------------------------------------------------------------- the hook's side

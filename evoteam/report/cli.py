@@ -7,19 +7,30 @@ import asyncio
 import secrets
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import click
 
-from evoteam.config import Settings
 from evoteam.errors import DomainError
-from evoteam.servers.knowledge.connect import open_store
+from evoteam.exitcodes import BadInput, cli_error
 from evoteam.servers.knowledge.errors import StoreError
+
+if TYPE_CHECKING:
+    from evoteam.config import Settings
+
+
+def open_store(settings, actor=None):
+    # Imported when a command runs: `evoteam report --help` answers without the store.
+    from evoteam.servers.knowledge.connect import open_store as open_it
+
+    return open_it(settings, actor)
 
 
 def _run(coro):
     try:
         return asyncio.run(coro)
     except (StoreError, DomainError) as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise cli_error(exc) from exc
 
 
 @click.command("report")
@@ -96,13 +107,13 @@ def check_comparable(reports) -> None:
     """Runs compare only on one kit, one direction: else the curves mean different things."""
     kits = {r.run.kit for r in reports}
     if None in kits:
-        raise click.ClickException("compare needs runs bound to a kit; "
+        raise BadInput("compare needs runs bound to a kit; "
                                    + ", ".join(r.run.id for r in reports if r.run.kit is None) + " has none")
     if len(kits) > 1:
-        raise click.ClickException(f"these runs are on different kits ({', '.join(sorted(kits))}): "
+        raise BadInput(f"these runs are on different kits ({', '.join(sorted(kits))}): "
                                    "compare runs of one kit")
     if len({r.run.direction for r in reports}) > 1:
-        raise click.ClickException("these runs optimise in different directions: compare runs of one kit")
+        raise BadInput("these runs optimise in different directions: compare runs of one kit")
 
 
 def default_thresholds(reports) -> list[float]:
@@ -155,10 +166,13 @@ def remeasure(settings: Settings, run_id, split, rounds, allowance, as_json) -> 
     scores)."""
     from evoteam.report.remeasure import remeasure_run
 
+    from evoteam.progress import Lines
+
     async def go():
         async with open_store(settings) as store:
-            return await remeasure_run(settings, store, run_id, rounds=rounds, split=split, allowance=allowance,
-                                       progress=lambda m: click.echo(m, err=True))
+            with Lines(f"remeasure {run_id}") as lines:  # minutes of evaluations: say how many are left
+                return await remeasure_run(settings, store, run_id, rounds=rounds, split=split, allowance=allowance,
+                                           progress=lines.step)
 
     mset = _run(go())
     if as_json:

@@ -18,6 +18,15 @@ from evoteam.report.remeasure import MeasurementSet, latest_measurement_set
 from evoteam.servers.retrieval.models import RetrievalSeries
 
 _PAGE = 100
+FAILED_SHOWN = 50  # failed candidates whose message the report reads and lists
+
+
+def _failure_message(candidate) -> str:
+    """The bench's message, else the first failing workload's, else the notes."""
+    text = str((candidate.metrics or {}).get("message") or "")
+    if not text:
+        text = next((w.message for w in candidate.workloads if w.status != "PASSED" and w.message), "") or ""
+    return (text or candidate.notes or "no message recorded").strip()[:600]
 
 
 class CandidatePoint(BaseModel):
@@ -36,7 +45,7 @@ class CandidatePoint(BaseModel):
     best_so_far: float | None = None
     score_interval: list[float] | None = None
     n_measurements: int = 1
-    message: str | None = Field(default=None, description="why a failed candidate failed (first line)")
+    message: str | None = Field(default=None, description="why it failed (failed candidates only)")
 
 
 class VersionPoint(BaseModel):
@@ -86,6 +95,11 @@ class RunReport(BaseModel):
     def interventions(self) -> list[VersionPoint]:
         """Versions after the first: the moments the supervisor restructured the team."""
         return [v for v in self.versions if v.version > 1]
+
+    @property
+    def failed(self) -> list[CandidatePoint]:
+        """Candidates that did not pass (or never finished), newest first."""
+        return [c for c in reversed(self.candidates) if c.status != "PASSED"]
 
 
 def rank_key(c: CandidatePoint, direction: str) -> float:
@@ -157,11 +171,6 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
             best = p
         p.best_so_far = best.score if best is not None else None
         points.append(p)
-    for p in points:
-        if p.status != "PASSED":
-            full = await store.get_candidate(p.id)
-            p.message = str(full.metrics.get("message") or next(
-                (w.message for w in full.workloads if w.message), "") or "").split("\n", 1)[0][:300] or None
 
     team = component_store("team", store)
     versions = []
@@ -188,6 +197,11 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
         if own is not None and before is not None and before.id != own.id:
             await _version_gain(store, vp, before.id, own.id, direction)
         versions.append(vp)
+
+    # Why each failed: the message lives with the full candidate; the newest are enough to show.
+    for p in [p for p in reversed(points) if p.status != "PASSED"][:FAILED_SHOWN]:
+        full = await store.get_candidate(p.id)
+        p.message = _failure_message(full)
 
     report = RunReport(run=run, candidates=points, versions=versions, direction=direction)
     ranked = [p for p in points if _ranks(p) and p.split != "heldout"]

@@ -68,14 +68,41 @@ def _summary(report: RunReport) -> str:
                            f"<span class=muted>({html.escape(report.best_candidate_id or '—')})</span>"),
         ("best held-out score", _fmt(report.best_heldout)),
         ("NDG", "—" if run.ndg is None else f"{run.ndg:.1f}"),
-        ("candidates / team versions", f"{len(report.candidates)} / {len(report.versions)}"),
+        ("candidates", _candidate_counts(report)),
+        ("team versions", str(len(report.versions))),
     ]
     return "<table>" + "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows) + "</table>"
 
 
+def _candidate_counts(report: RunReport) -> str:
+    passed = sum(1 for c in report.candidates if c.status == "PASSED")
+    failed = len(report.candidates) - passed
+    return (f"<span id=count-candidates>{len(report.candidates)}</span>: "
+            f"<span id=count-passed>{passed}</span> passed, <span id=count-failed>{failed}</span> failed"
+            + (" <span class=muted>(see Failed candidates)</span>" if failed else ""))
+
+
+def _failed(report: RunReport) -> str:
+    """What failed and why: a person's first question about a run that is not going well."""
+    failed = report.failed
+    if not failed:
+        return "<p class=muted>None: every candidate passed.</p>"
+    shown = [c for c in failed if c.message is not None]
+    head = "<tr><th>candidate</th><th>status</th><th>version</th><th>role</th><th>when</th><th>message</th></tr>"
+    rows = "".join(
+        f"<tr class=failed-candidate><td>{html.escape(c.id)}</td><td>{html.escape(c.status)}</td>"
+        f"<td>{'' if c.team_version is None else f'v{c.team_version}'}</td><td>{html.escape(c.role or '')}</td>"
+        f"<td>{c.at:%Y-%m-%d %H:%M}</td><td>{html.escape(c.message or '')}</td></tr>" for c in shown)
+    more = len(failed) - len(shown)
+    tail = (f"<p class=muted>and {more} older failed candidates: <code>evoteam kb candidates "
+            f"{html.escape(report.run.id)}</code> lists them all.</p>") if more else ""
+    return f"<table>{head}{rows}</table>{tail}"
+
+
 def _timeline(report: RunReport) -> str:
     if not report.versions:
-        return "<p class=muted>No team version yet.</p>"
+        return ("<p class=muted>No team version yet: a run driven by <code>/evolve-team</code> or <code>evoteam "
+                "supervise</code> has one per team the supervisor designs.</p>")
     head = "<tr><th>version</th><th>designed</th><th class=num>spend then</th><th class=num>cost</th>" \
            "<th class=num>best (95% interval)</th><th>gain over the best before</th><th>roles</th>" \
            "<th>diagnosis (why it changed)</th></tr>"
@@ -141,21 +168,31 @@ for (const [name, spec] of Object.entries(specs)) {{
 </script></body></html>"""
 
 
-def _chart(name: str, specs: dict) -> str:
-    return f'<div class="chart" id="chart-{name}"></div>' if name in specs else "<p class=muted>No data yet.</p>"
+def _chart(name: str, specs: dict, why_not: str = "No data yet.") -> str:
+    # A chart with nothing on it says less than a sentence: draw only what has data.
+    if name in specs:
+        return f'<div class="chart" id="chart-{name}"></div>'
+    return f'<p class="muted no-chart" id="no-chart-{name}">{html.escape(why_not)}</p>'
 
 
 def render_report(report: RunReport, refresh_s: int | None = None) -> str:
     """The whole report of one run as one HTML page."""
     specs = report_charts(report)
+    one_version = len(report.versions) == 1
     sections = [
         ("Summary", _summary(report)),
-        ("Progress", _chart("progress", specs)),
-        ("Team versions", _chart("versions", specs) + _timeline(report)),
+        ("Failed candidates", _failed(report)),
+        ("Progress", _chart("progress", specs, "No candidate has passed yet, so there is no score to draw; "
+                                               "the failed candidates above say why.")),
+        ("Team versions", (_chart("versions", specs, "One team version so far: its best score is in the table below."
+                                  if one_version else "Fewer than two team versions have a score yet.")
+                           + _timeline(report)) if report.versions else _timeline(report)),
         ("Re-measured together", _remeasured(report)),
-        ("Best candidate per workload", _chart("workloads", specs)),
-        ("Cost", _chart("spend", specs)),
-        ("Retrieval", _retrieval_summary(report) + _chart("retrieval", specs)),
+        ("Best candidate per workload", _chart("workloads", specs, "No passing candidate with per-workload "
+                                                                   "speedups yet (program kits have none).")),
+        ("Cost", _chart("spend", specs, "No spend recorded for this run (candidates evaluated from the command "
+                                        "line cost nothing here).")),
+        ("Retrieval", _retrieval_summary(report) + _chart("retrieval", specs, "No retrieval in this run.")),
     ]
     return _page(f"evoteam run {report.run.id}", sections, specs, refresh_s)
 

@@ -89,7 +89,7 @@ async def finalists(store: KnowledgeStore, run_id: str) -> list[CandidateSummary
 
 async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, *, rounds: int = 3,
                         split: str = "dev", allowance: float = 0.10,
-                        progress: Callable[[str], None] | None = None) -> MeasurementSet:
+                        progress: Callable[[int, int, str], None] | None = None) -> MeasurementSet:
     """Measure the finalists and the baseline again, `rounds` times each, interleaved; store and
     return the measurement set."""
     from evoteam.errors import DomainError
@@ -111,14 +111,18 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
         if code:
             entries.append((Remeasured(candidate_id=c.id, team_version=c.provenance.team_version,
                                        recorded_score=c.score), code))
+    total, done = rounds * len(entries) * len(splits), 0
     for r in range(rounds):
         for entry, code in entries:
             for s in splits:
-                if progress:
-                    progress(f"round {r + 1}/{rounds}: {entry.candidate_id} ({s})")
+                if progress:  # (evaluations done, evaluations in all, what runs now)
+                    progress(done, total, f"round {r + 1}/{rounds}: {entry.candidate_id} ({s})")
+                done += 1
                 result = await evaluate_candidate(settings, kit, code=code, split=s)
                 score = result.score if result.status == "PASSED" and not result.flagged else None
                 (entry.dev_scores if s == "dev" else entry.heldout_scores).append(score)
+    if progress:
+        progress(total, total, "measured")
     for entry, _ in entries:
         judge(entry, allowance)
     mset = MeasurementSet(run_id=run_id, kit=kit.name, measured_at=datetime.now(UTC), rounds=rounds,

@@ -6,14 +6,24 @@ import asyncio
 import re
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 import click
 
-from evoteam.config import Settings
 from evoteam.errors import DomainError
-from evoteam.servers.knowledge.connect import component_store, open_store
+from evoteam.exitcodes import BadInput, NotFoundError, cli_error
 from evoteam.servers.knowledge.errors import StoreError
-from evoteam.servers.knowledge.models import Run, RunCreate
-from evoteam.servers.knowledge.store import Actor, KnowledgeStore
+
+if TYPE_CHECKING:  # the store and pydantic load when the command runs, not for --help
+    from evoteam.config import Settings
+    from evoteam.servers.knowledge.models import Run, RunCreate
+    from evoteam.servers.knowledge.store import KnowledgeStore
+
+
+def component_store(name, store):
+    from evoteam.servers.knowledge.connect import component_store as component
+
+    return component(name, store)
 
 
 def parse_duration(text: str) -> float:
@@ -30,6 +40,7 @@ def parse_duration(text: str) -> float:
 def describe_target(settings: Settings, target: str) -> RunCreate:
     """A kit name or folder -> the run's goal, kit, direction, x0 and best-known score; any
     other text is a free-form goal."""
+    from evoteam.servers.knowledge.models import RunCreate
     kit = None
     try:
         from evoteam.servers.bench.kits import find_kit
@@ -43,7 +54,7 @@ def describe_target(settings: Settings, target: str) -> RunCreate:
         kit = None
     if kit is None:
         if Path(target).expanduser().is_dir():
-            raise click.ClickException(f"{target} is a folder but not a task kit (no kit.json / definition.json)")
+            raise BadInput(f"{target} is a folder but not a task kit (no kit.json / definition.json)")
         kit = _kit_by_path_name(settings, target)
     if kit is None:
         return RunCreate(goal=target)
@@ -74,7 +85,7 @@ def _kit_by_path_name(settings: Settings, target: str):
         return find_kit(settings, name)
     except DomainError:
         kits = ", ".join(sorted(discover(settings))) or "none"
-        raise click.ClickException(f"{target} is not a task kit here (no such folder, and no kit named {name!r}); "
+        raise NotFoundError(f"{target} is not a task kit here (no such folder, and no kit named {name!r}); "
                                    f"kits: {kits}. Give a kit name, a kit folder, or a goal in words.") from None
 
 
@@ -122,6 +133,8 @@ async def supervise_async(settings: Settings, target: str | None, *, budget_usd:
     from evoteam.supervisor.view import LiveView
     from evoteam.supervisor.waker import ClaudeWaker
 
+    from evoteam.servers.knowledge.connect import open_store
+    from evoteam.servers.knowledge.store import Actor
     from evoteam.servers.team.worktrees import repo_root
 
     try:
@@ -199,7 +212,7 @@ def supervise(settings: Settings, target, budget_usd, interval, runner, max_para
             supervisor_cap=supervisor_cap_usd, role_cap=role_cap_usd, max_versions=max_versions, model=model,
             live=live, mode=mode, team_file=team_file, stall_versions=stall_versions or None))
     except (DomainError, StoreError) as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise cli_error(exc) from exc
     except KeyboardInterrupt:
         click.echo("interrupted: run the same command again to continue the run", err=True)
 

@@ -47,6 +47,9 @@ def test_register_without_agent_clis_skips_visibly(tmp_path):
     assert "Claude Code CLI not found" in proc.stdout and "Codex CLI not found" in proc.stdout, proc.stdout
     # the launcher the plugin uses finds this environment through ~/.evoteam/python
     assert (tmp_path / "home" / ".evoteam" / "python").read_text().strip() == f"{VENV}/bin/python"
+    # The README's promise: evoteam's folder is private (0700) and its files 0600, whatever the umask.
+    assert (tmp_path / "home" / ".evoteam").stat().st_mode & 0o777 == 0o700
+    assert (tmp_path / "home" / ".evoteam" / "python").stat().st_mode & 0o777 == 0o600
 
 
 @pytest.fixture(scope="module")

@@ -50,7 +50,7 @@ def test_wheel_installs_outside_the_checkout_and_passes_doctor(tmp_path):
     assert where.stdout.strip().startswith(str(venv)), where.stdout + where.stderr  # not the checkout
     doctor = _run([py, "-m", "evoteam", "doctor"], cwd=work, env=env, timeout=600)
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
-    assert "kit rmsnorm_cpu" in doctor.stdout and "all 7 checks passed" in doctor.stdout, doctor.stdout
+    assert "kit rmsnorm_cpu" in doctor.stdout and "all 8 checks passed" in doctor.stdout, doctor.stdout
     kits = _run([py, "-m", "evoteam", "bench", "list", "--json"], cwd=work, env=env, timeout=120)
     assert kits.returncode == 0 and "circle_packing_26" in kits.stdout, kits.stdout + kits.stderr
 

@@ -136,15 +136,22 @@ def test_a_failing_hook_is_logged_and_the_session_goes_on(case):
     assert case["log"].read_text().count("session-start: failed") == 2
 
 
-def test_idle_warm_process_leaves_and_the_next_hook_starts_another(case):
-    start = base_input(case["project"], "SessionStart", source="startup")
-    hook(case, "session-start", start, EVOTEAM_HOOK_WARM_IDLE="1")
-    assert wait_until(lambda: sockets(case))
-    first = _warm_pids(case["home"])
-    assert wait_until(lambda: not _warm_pids(case["home"]) and not sockets(case)), "the idle warm process stayed"
-    out, pid = hook(case, "session-start", start, EVOTEAM_HOOK_WARM_IDLE="1")
+def test_idle_warm_process_leaves_and_the_next_hook_runs_in_its_own_process(case):
+    """A warm process nobody asks leaves after its idle time and removes its socket; the next
+    hook then runs in its own process. The test starts the warm process as a hook does, but
+    itself, to watch it from its first moment: on a busy machine a one-second idle can pass
+    while the hook that started it is still running its own event."""
+    env = {**case["env"], "EVOTEAM_HOOK_WARM_IDLE": "1"}
+    key = warm.environment_key(env, str(case["cwd"]))
+    path = warm.socket_path(key, env)
+    proc = subprocess.Popen([sys.executable, "-P", "-m", "evoteam.plugin.warm", path, key], cwd=case["cwd"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # 0: it listened (2 would mean it refused the key or found no socket) and left when idle.
+    assert proc.wait(timeout=120) == 0, proc.stderr.read()
+    assert not os.path.exists(path) and not sockets(case)
+    out, pid = hook(case, "session-start", base_input(case["project"], "SessionStart", source="startup"),
+                    EVOTEAM_HOOK_WARM_IDLE="1")
     assert out is not None and ran_in(case, "session-start")[-1] == pid  # ran in its own process
-    assert wait_until(lambda: _warm_pids(case["home"]) not in ([], first))
 
 
 def test_removing_the_socket_ends_the_warm_process(case):
@@ -233,3 +240,71 @@ def test_code_fingerprint_follows_edits(tmp_path):
     after = reuse_key.code_fingerprint(pkg)
     os.utime(module, ns=(1, 1))
     assert reuse_key.code_fingerprint(pkg) != after
+
+
+def _warm_pids_tagged(tag: str) -> list[int]:
+    """Warm processes started with EVOTEAM_TEST_TAG=tag in their environment."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if (entry.name.isdigit() and b"evoteam.plugin.warm" in (entry / "cmdline").read_bytes()
+                    and f"EVOTEAM_TEST_TAG={tag}".encode() in (entry / "environ").read_bytes().split(b"\0")):
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_a_home_too_long_for_a_socket_falls_back_to_a_short_private_folder(case):
+    """A 120-character home and no XDG_RUNTIME_DIR: the socket cannot live under the home, so
+    it lives in /tmp/evoteam-<uid> (0700, the user's), and later hooks still run warm."""
+    tag = os.urandom(6).hex()
+    long_home = case["home"] / ("h" * 100)
+    changes = {"EVOTEAM_HOME": str(long_home), "XDG_RUNTIME_DIR": "", "EVOTEAM_TEST_TAG": tag}
+    env = {**case["env"], **changes}
+    assert len(os.path.join(str(long_home), "run", "hooks-" + "0" * 24 + ".sock")) > 110
+    start = base_input(case["project"], "SessionStart", source="startup")
+    try:
+        cold, cold_pid = hook(case, "session-start", start, **changes)
+        folder = Path(f"/tmp/evoteam-{os.getuid()}")
+
+        def listening() -> bool:  # the process exists before its socket does
+            pids = _warm_pids_tagged(tag)
+            args = Path(f"/proc/{pids[0]}/cmdline").read_text().split("\0") if pids else []
+            return any(a.startswith(f"{folder}/") and Path(a).exists() for a in args)
+
+        assert wait_until(listening, seconds=60), "no warm process listening for a long home"
+        (warm_pid,) = _warm_pids_tagged(tag)
+        hot, _ = hook(case, "session-start", start, **changes)
+        assert hot == cold and ran_in(case, "session-start") == [cold_pid, warm_pid]
+        info = folder.stat()
+        assert info.st_uid == os.getuid() and info.st_mode & 0o777 == 0o700
+        ok, why = warm.explain(env)
+        assert ok and str(folder) in why
+    finally:
+        for pid in _warm_pids_tagged(tag):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_doctor_says_when_warm_hooks_cannot_run(case, monkeypatch):
+    """Every place refused (too long, or a runtime folder others can write into): `explain`,
+    which `evoteam doctor` prints as a warning, says warm hooks are off and why."""
+    import asyncio
+
+    from evoteam.doctor import check_warm_hooks
+
+    runtime = Path(tempfile.mkdtemp(prefix="evrt-", dir="/tmp"))
+    try:
+        (runtime / "evoteam").mkdir()
+        os.chmod(runtime / "evoteam", 0o777)
+        env = {**case["env"], "EVOTEAM_HOME": str(case["home"] / ("h" * 100)), "XDG_RUNTIME_DIR": str(runtime)}
+        ok, why = warm.explain(env)
+        assert not ok and "too long" in why and "others can write" in why
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        check = asyncio.run(check_warm_hooks())
+        assert check.ok and check.warning and "off:" in check.detail
+        ok, why = warm.explain({**case["env"], "EVOTEAM_HOOK_WARM": "0"})
+        assert not ok and "EVOTEAM_HOOK_WARM=0" in why
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)

@@ -86,7 +86,7 @@ def test_team_cli(project, tmp_path):
     result = CliRunner().invoke(main, ["team", "versions", run.id], env=env)
     assert "v1  Profiler" in result.output
     result = CliRunner().invoke(main, ["team", "status", "run_missing"], env=env)
-    assert result.exit_code != 0 and "list_runs" in result.output
+    assert result.exit_code == 3 and "evoteam kb runs" in result.output  # a command, not an MCP tool
     result = CliRunner().invoke(main, ["team", "prompt", "--mode", "headless", "--plugin"], env=env)
     assert "mcp__plugin_evoteam_team__design_team" in result.output and "driver" in result.output
 

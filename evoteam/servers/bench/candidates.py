@@ -18,7 +18,7 @@ import stat
 from pathlib import Path
 
 from evoteam.config import Settings
-from evoteam.errors import DomainError
+from evoteam.errors import DomainError, Missing
 from evoteam.servers.knowledge.errors import Forbidden
 from evoteam.servers.knowledge.models import Candidate, CandidateCreate
 from evoteam.servers.knowledge.store import KnowledgeStore
@@ -57,7 +57,7 @@ def check_candidate_path(settings: Settings, candidate_path: str, cwd: Path | No
     try:
         info = os.stat(path)
     except OSError:
-        raise DomainError(f"candidate file {candidate_path} does not exist; pass an existing .py path or the code "
+        raise Missing(f"candidate file {candidate_path} does not exist; pass an existing .py path or the code "
                           f"itself") from None
     if not stat.S_ISREG(info.st_mode):
         raise DomainError(f"{candidate_path} is not a regular file; pass a .py file or the code itself")

@@ -1,22 +1,56 @@
-"""`evoteam bench ...`: the bench on the command line."""
+"""`evoteam bench ...`: the bench on the command line.
+
+The bench core, rich and pydantic are imported inside the commands: `evoteam bench --help`
+answers without them."""
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from evoteam.servers.bench import core
-from evoteam.servers.bench.models import Evaluation
 from evoteam.errors import DomainError
 from evoteam.exitcodes import CANDIDATE_FAILED, cli_error
 from evoteam.servers.knowledge.errors import StoreError
+
+if TYPE_CHECKING:
+    from evoteam.servers.bench.models import Evaluation
+
+
+class _Lazy:
+    """A module imported on first use: `evoteam bench --help` must not wait for the bench core."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        return getattr(importlib.import_module(self._name), attr)
+
+
+core = _Lazy("evoteam.servers.bench.core")
+
+
+# rich's Console, Table and escape, imported on first call (rich costs ~0.1 s to import).
+def Console(*args, **kwargs):  # noqa: N802 - stands in for rich's class
+    from rich.console import Console as RichConsole
+
+    return RichConsole(*args, **kwargs)
+
+
+def Table(*args, **kwargs):  # noqa: N802
+    from rich.table import Table as RichTable
+
+    return RichTable(*args, **kwargs)
+
+
+def escape(text: str) -> str:
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 def _settings(ctx: click.Context):
@@ -42,13 +76,38 @@ def list_cmd(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         click.echo(result.model_dump_json(indent=2))
         return
-    table = Table(title=f"{result.total} task kits")
-    for col in ("kit", "kind", "device", "direction", "runs here", "goal"):
-        table.add_column(col)
-    for k in result.items:
-        table.add_row(k.name, k.kind, k.device, k.direction,
-                      "yes" if k.available else f"no: {k.unavailable_reason}", k.goal)
-    Console().print(table)
+    console = Console()
+    # Kit names are what people type next: never cut or wrapped. Where a table would squeeze
+    # them (80 columns, a pipe), each kit gets a heading line and its goal wraps below it.
+    name_width = max((len(k.name) for k in result.items), default=3)
+    if console.width >= name_width + 75:
+        table = Table(title=f"{result.total} task kits")
+        table.add_column("kit", no_wrap=True, min_width=name_width)
+        for col in ("kind", "device", "direction"):
+            table.add_column(col, no_wrap=True)
+        table.add_column("runs here", overflow="fold", ratio=1)
+        table.add_column("goal", overflow="fold", ratio=2)
+        for k in result.items:
+            table.add_row(k.name, k.kind, k.device, k.direction,
+                          "yes" if k.available else f"no: {k.unavailable_reason}", first_sentence(k.goal))
+        console.print(table)
+    else:
+        console.print(f"[bold]{result.total} task kits[/bold]")
+        for k in result.items:
+            console.print(f"[bold]{escape(k.name)}[/bold]  ({k.kind}, {k.device}, {k.direction})", soft_wrap=True)
+            from rich.padding import Padding
+
+            console.print(Padding(escape(first_sentence(k.goal)), (0, 0, 0, 4)))
+            if not k.available:
+                console.print(Padding(f"[yellow]cannot run here: {escape(k.unavailable_reason or '')}[/yellow]",
+                                      (0, 0, 0, 4)))
+    click.echo("`evoteam bench describe KIT` shows a kit's whole goal, signature and workloads")
+
+
+def first_sentence(text: str, limit: int = 160) -> str:
+    """A goal's first sentence: the listing stays a listing; `bench describe` has the rest."""
+    head = text.strip().split(". ", 1)[0].rstrip(".") + "."
+    return head if len(head) <= limit else head[: limit - 1].rstrip() + "…"
 
 
 @bench.command("describe")
@@ -61,7 +120,7 @@ def describe_cmd(ctx: click.Context, kit: str, detail: bool, as_json: bool) -> N
     try:
         d = core.describe_kit(_settings(ctx), kit, detail=detail)
     except DomainError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise cli_error(exc) from exc
     if as_json:
         click.echo(d.model_dump_json(indent=2, exclude_none=True))
         return
@@ -85,8 +144,8 @@ def describe_cmd(ctx: click.Context, kit: str, detail: bool, as_json: bool) -> N
                       f"matched ratio={d.tolerance.required_matched_ratio:g}")
     if d.dev_workloads:
         table = Table(title=f"dev workloads (+{d.heldout_count} held-out, secret)")
-        table.add_column("workload")
-        table.add_column("axes")
+        table.add_column("workload", no_wrap=True, min_width=max(len(w.name) for w in d.dev_workloads))
+        table.add_column("axes", overflow="fold")
         for w in d.dev_workloads:
             table.add_row(w.name, ", ".join(f"{k}={v}" for k, v in w.axes.items()))
         console.print(table)
@@ -101,8 +160,11 @@ def _fmt(value, spec: str) -> str:
 
 def print_evaluation(e: Evaluation, console: Console) -> None:
     table = Table(title=f"{e.kit} · {e.split} · {e.status}")
-    for col in ("workload", "status", "speedup", "candidate ms", "baseline ms", "max abs err", "note"):
-        table.add_column(col, overflow="fold")
+    # Workload names and numbers are never cut or broken; the note wraps to the width left.
+    table.add_column("workload", no_wrap=True, min_width=max((len(w.workload) for w in e.workloads), default=8))
+    for col in ("status", "speedup", "candidate ms", "baseline ms", "max abs err"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("note", overflow="fold")
     for w in e.workloads:
         colour = "green" if w.status == "PASSED" else "red"
         table.add_row(w.workload, f"[{colour}]{w.status}[/{colour}]", _fmt(w.speedup, ".3f"),
@@ -140,14 +202,26 @@ async def _run(settings, kit: str, candidate: str, split: str, run_id: str | Non
     code = None
     results = []
 
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from evoteam.progress import Lines
+
+    err = Console(stderr=True)
+
     async def go(store) -> None:
+        # A terminal gets a live bar; a pipe or log gets plain lines (evoteam/progress.py): both
+        # say how long it has run and, once a workload is done, about how long is left.
         with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.1f}/{task.total:.0f}"),
-                      TimeElapsedColumn(), console=Console(stderr=True), disable=quiet, transient=True) as bar:
+                      TimeElapsedColumn(), TimeRemainingColumn(), console=err, disable=quiet or not err.is_terminal,
+                      transient=True) as bar:
             for sp in splits:
                 task = bar.add_task(f"{kit} {sp}", total=1)
+                lines = Lines(f"{kit} {sp}") if not quiet and not err.is_terminal else None
 
-                async def progress(done, total, message, _task=task):
+                async def progress(done, total, message, _task=task, _lines=lines):
                     bar.update(_task, completed=done, total=total, description=f"{kit} {sp}: {message}"[:80])
+                    if _lines:
+                        _lines.step(done, total, message)
 
                 if settings.bench_url and record:  # the team's evaluation service measures and records
                     from evoteam.servers.bench.route import evaluate_remote
@@ -185,7 +259,7 @@ def trust_cmd(ctx: click.Context, folder: str) -> None:
     try:
         path = trust_kit(_settings(ctx), folder)
     except DomainError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise cli_error(exc) from exc
     click.echo(f"trusted {path}")
 
 
@@ -209,7 +283,7 @@ def run_cmd(ctx: click.Context, kit: str, candidate: str, split: str, as_json: b
         try:
             trust(settings, kit)
         except DomainError as exc:
-            raise click.ClickException(str(exc)) from exc
+            raise cli_error(exc) from exc
     try:
         results = asyncio.run(_run(settings, kit, candidate, split, run_id, not no_record, quiet=as_json))
     except (DomainError, StoreError) as exc:  # a refused path or a failing store: one line
@@ -248,8 +322,8 @@ def export_traces_cmd(ctx: click.Context, ident: str, output: str, as_json: bool
 
     try:
         result = asyncio.run(go())
-    except DomainError as exc:
-        raise click.ClickException(str(exc)) from exc
+    except (DomainError, StoreError) as exc:
+        raise cli_error(exc) from exc
     if as_json:
         click.echo(result.model_dump_json(indent=2))
         return

@@ -34,7 +34,7 @@ from evoteam.servers.bench.models import (
     WorkloadOutcome,
 )
 from evoteam.servers.bench.workerenv import tuning_env
-from evoteam.errors import DomainError
+from evoteam.errors import DomainError, Missing
 from evoteam.servers.knowledge.models import (
     CandidateCreate,
     RunCreate,
@@ -146,7 +146,7 @@ def prepare_candidate(kit: Kit, candidate_path: str | None, code: str | None,
         if settings is not None:
             path = check_candidate_path(settings, str(path), extra_roots=(kit.root,))
         if not path.is_file():
-            raise DomainError(f"candidate file {path} does not exist; pass an existing .py path or the code itself")
+            raise Missing(f"candidate file {path} does not exist; pass an existing .py path or the code itself")
         text = path.read_text()
         if len(text) > MAX_CODE:
             raise DomainError(f"{path} is {len(text)} characters; the limit is {MAX_CODE}")

@@ -25,7 +25,7 @@ from evoteam.config import Settings
 from evoteam.servers.bench import openevolve
 from evoteam.servers.bench.heldout_key import external_heldout_key
 from evoteam.servers.bench.models import Definition, KitManifest, Workload
-from evoteam.errors import DomainError
+from evoteam.errors import DomainError, Missing
 
 
 def state_dir(settings: Settings) -> Path:
@@ -336,5 +336,5 @@ def find_kit(settings: Settings, name_or_path: str) -> Kit:
             if (base / name_or_path / "kit.json").is_file():
                 Kit.load(base / name_or_path)
     names = ", ".join(sorted(kits)) or "none"
-    raise DomainError(f"no kit named {name_or_path!r}; available kits: {names} (list_kits shows them; a kit "
+    raise Missing(f"no kit named {name_or_path!r}; available kits: {names} (list_kits shows them; a kit "
                       "folder's path also works)")

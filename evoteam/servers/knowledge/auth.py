@@ -10,12 +10,15 @@ import hashlib
 import hmac
 import secrets
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from mcp.server.auth.provider import AccessToken
 from pydantic import BaseModel
 
 from evoteam.servers.knowledge.db import Database
 from evoteam.servers.knowledge.errors import Invalid, NotFound
+
+if TYPE_CHECKING:  # the MCP SDK takes ~1 s to import: `evoteam token ...` must not wait for it
+    from mcp.server.auth.provider import AccessToken
 
 TOKEN_PREFIX = "evt_"
 
@@ -84,6 +87,8 @@ class StoreTokenVerifier:
         self.db = db
 
     async def verify_token(self, token: str) -> AccessToken | None:
+        from mcp.server.auth.provider import AccessToken
+
         if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
             return None
         digest = _digest(token)

@@ -1,28 +1,42 @@
-"""`evoteam kb ...` (the knowledge store) and `evoteam token ...` (shared-server access)."""
+"""`evoteam kb ...` (the knowledge store) and `evoteam token ...` (shared-server access).
+
+The store, its models and pydantic are imported inside each command, not here: `evoteam kb
+--help` must answer without them (tests/test_cli_help.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from evoteam.config import Settings
 from evoteam.exitcodes import cli_error
-from evoteam.servers.knowledge import auth
-from evoteam.servers.knowledge.connect import open_store
-from evoteam.servers.knowledge.errors import StoreError
-from evoteam.servers.knowledge.export import export_run, import_run
-from evoteam.servers.knowledge.local import LocalKnowledgeStore
-from evoteam.servers.knowledge.models import RunCreate
+
+if TYPE_CHECKING:
+    from evoteam.config import Settings
 
 
 def _run(coro):
+    from evoteam.servers.knowledge.errors import StoreError
+
     try:
         return asyncio.run(coro)
     except StoreError as exc:
         raise cli_error(exc) from exc
+
+
+def open_store(settings, actor=None):
+    from evoteam.servers.knowledge.connect import open_store as open_it
+
+    return open_it(settings, actor)
+
+
+def _local_store(path, **kwargs):
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+
+    return LocalKnowledgeStore.open(path, **kwargs)
 
 
 @click.group()
@@ -65,6 +79,7 @@ def runs_cmd(settings: Settings, status, as_json) -> None:
 @click.pass_obj
 def start_cmd(settings: Settings, goal, kit, direction, x0, best_known, budget_usd, seed_from) -> None:
     """Start a run and print its id (`evoteam kb prior KIT` shows what earlier runs found)."""
+    from evoteam.servers.knowledge.models import RunCreate
 
     async def go():
         async with open_store(settings) as store:
@@ -125,6 +140,7 @@ def search_cmd(settings: Settings, query, run_id, limit, as_json) -> None:
 @click.pass_obj
 def export_cmd(settings: Settings, run_id, folder) -> None:
     """Write a run as a file tree (run.json, LEARNINGS.md, HISTORY.md, artifacts/, candidates/)."""
+    from evoteam.servers.knowledge.export import export_run
 
     async def go():
         async with open_store(settings) as store:
@@ -144,12 +160,13 @@ def export_cmd(settings: Settings, run_id, folder) -> None:
 @click.pass_obj
 def import_cmd(settings: Settings, folder, project, trust_scores) -> None:
     """Restore a run exported with `evoteam kb export` into the local store file."""
+    from evoteam.servers.knowledge.export import import_run
     if settings.remote:
         raise click.ClickException("import writes other users' provenance, so it runs on the store's own host: "
                                    "unset EVOTEAM_KNOWLEDGE_URL and point EVOTEAM_DB at the server's file")
 
     async def go():
-        async with LocalKnowledgeStore.open(settings.db, max_artifact_bytes=settings.max_artifact_bytes) as store:
+        async with _local_store(settings.db, max_artifact_bytes=settings.max_artifact_bytes) as store:
             return await import_run(store, folder, project=project, trust_scores=trust_scores)
 
     run = _run(go())
@@ -169,7 +186,7 @@ def review_cmd(settings: Settings, run_id, accept_id) -> None:
         raise click.ClickException("reviews run on the store's own host: unset EVOTEAM_KNOWLEDGE_URL")
 
     async def go():
-        async with LocalKnowledgeStore.open(settings.db) as store:
+        async with _local_store(settings.db) as store:
             if accept_id:
                 if (await store.get_candidate(accept_id)).run_id != run_id:
                     raise click.ClickException(f"{accept_id} is not a candidate of {run_id}")
@@ -198,8 +215,8 @@ def token() -> None:
 
 
 def _local(settings: Settings, fn):
-    async def go():
-        async with LocalKnowledgeStore.open(settings.db) as store:
+    async def go():  # tokens live in the store file itself, never on a shared server's client
+        async with _local_store(settings.db) as store:
             return await fn(store.db)
 
     return _run(go())
@@ -213,6 +230,8 @@ def _local(settings: Settings, fn):
 @click.pass_obj
 def token_add(settings: Settings, user, project, verifier) -> None:
     """Make a token for USER and print it once (only its hash is kept)."""
+    from evoteam.servers.knowledge import auth
+
     new = _local(settings, lambda db: auth.add_token(db, user, project, verifier))
     scope = (f"project {project}" if project else "all projects") + (", verifier" if verifier else "")
     click.echo(f"token {new.id} for {user} ({scope}); it is shown only now:", err=True)
@@ -224,6 +243,8 @@ def token_add(settings: Settings, user, project, verifier) -> None:
 @click.pass_obj
 def token_list(settings: Settings, as_json) -> None:
     """List tokens (never their values)."""
+    from evoteam.servers.knowledge import auth
+
     tokens = _local(settings, auth.list_tokens)
     if as_json:
         click.echo(json.dumps([t.model_dump(mode="json") for t in tokens], indent=2))
@@ -238,6 +259,8 @@ def token_list(settings: Settings, as_json) -> None:
 @click.pass_obj
 def token_revoke(settings: Settings, token_id) -> None:
     """Revoke a token by its id (see `evoteam token list`)."""
+    from evoteam.servers.knowledge import auth
+
     _local(settings, lambda db: auth.revoke_token(db, token_id))
     click.echo(f"revoked {token_id}")
 

@@ -4,11 +4,15 @@ Registered on the `kb` group by evoteam.servers.knowledge.cli."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from evoteam.config import Settings
-from evoteam.servers.knowledge.cli import _run, kb
-from evoteam.servers.knowledge.connect import open_store
+from evoteam.errors import Missing
+from evoteam.servers.knowledge.cli import _run, kb, open_store
+
+if TYPE_CHECKING:  # `evoteam kb --help` must not import pydantic (tests/test_cli_help.py)
+    from evoteam.config import Settings
 
 
 def _set_status(settings: Settings, run_id: str, status: str, reason: str | None):
@@ -46,6 +50,18 @@ def resume_cmd(settings: Settings, run_id) -> None:
     click.echo(f"{run.id} is active again")
 
 
+def _known_kit(settings: Settings, kit: str) -> bool:
+    """A kit the bench can find (so an empty answer means "no runs yet", not a typo)."""
+    from evoteam.errors import DomainError
+    from evoteam.servers.bench.kits import find_kit
+
+    try:
+        find_kit(settings, kit)
+    except DomainError:
+        return False
+    return True
+
+
 @kb.command("prior")
 @click.argument("kit")
 @click.option("--json", "as_json", is_flag=True, help="Print the prior work as JSON.")
@@ -60,6 +76,8 @@ def prior_cmd(settings: Settings, kit, as_json) -> None:
             return await gather_prior_work(store, kit)
 
     prior = _run(go())
+    if not prior.runs and not _known_kit(settings, kit):
+        raise Missing(f"no kit {kit!r} and no run of it in this project: `evoteam bench list` shows the kits")
     if as_json:
         click.echo(prior.model_dump_json(indent=2))
         return

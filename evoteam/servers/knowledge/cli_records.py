@@ -4,15 +4,19 @@ scripts. Registered on the `kb` group by evoteam.servers.knowledge.cli."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from evoteam.config import Settings
-from evoteam.servers.knowledge.cli import _run, kb
-from evoteam.servers.knowledge.connect import open_store
-from evoteam.servers.knowledge.models import Page
+from evoteam.servers.knowledge.cli import _run, kb, open_store
+
+if TYPE_CHECKING:
+    from evoteam.config import Settings
+    from evoteam.servers.knowledge.models import Page
 
 
 async def _all(list_page, run_id: str) -> Page:
+    from evoteam.servers.knowledge.models import Page
     items, cursor = [], None
     while True:
         page = await list_page(run_id, limit=200, cursor=cursor)

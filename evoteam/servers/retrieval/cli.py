@@ -8,8 +8,6 @@ from pathlib import Path
 
 import click
 
-from evoteam.servers.retrieval.corpus import Corpus, index_corpus, index_path
-
 
 @click.group()
 def corpus() -> None:
@@ -22,8 +20,12 @@ def corpus() -> None:
               help="Where to write the index (default: DIRECTORY/.evoteam-index.db, or ~/.evoteam/corpus/).")
 def index_cmd(directory: Path, index_file: Path | None) -> None:
     """Build or refresh (incrementally) the full-text index of DIRECTORY."""
+    from evoteam.progress import Lines
+    from evoteam.servers.retrieval.corpus import index_corpus  # not for --help
+
     started = time.perf_counter()
-    report = index_corpus(directory, index_file)
+    with Lines(f"indexing {directory}") as lines:  # a large corpus takes minutes
+        report = index_corpus(directory, index_file, progress=lines.step)
     click.echo(f"indexed {report.corpus} -> {report.index}")
     click.echo(f"  added {report.added}, updated {report.updated}, removed {report.removed}, "
                f"unchanged {report.unchanged}, skipped {report.skipped} (too large); "
@@ -40,6 +42,8 @@ def index_cmd(directory: Path, index_file: Path | None) -> None:
 @click.pass_obj
 def search_cmd(settings, query: str, directories: tuple[Path, ...], limit: int, as_json: bool) -> None:
     """Search indexed corpora for QUERY and print the top passages."""
+    from evoteam.servers.retrieval.corpus import Corpus, index_path  # not for --help
+
     dirs = list(directories) or list(getattr(settings, "corpus_dirs", []) or [])
     if not dirs:
         raise click.UsageError("no corpus: pass --dir DIR or set corpus_dirs / EVOTEAM_CORPUS")

@@ -17,6 +17,7 @@ import os
 import re
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -180,8 +181,10 @@ def _files(root: Path):
             yield Path(folder) / name
 
 
-def index_corpus(corpus_dir: Path, index: Path | None = None) -> IndexReport:
-    """Build or refresh the FTS5 index of a corpus directory (incremental)."""
+def index_corpus(corpus_dir: Path, index: Path | None = None,
+                 progress: Callable[[int, int, str], None] | None = None) -> IndexReport:
+    """Build or refresh the FTS5 index of a corpus directory (incremental); `progress` hears
+    (files looked at, files in all, the file) as it goes."""
     root = Path(corpus_dir).resolve()
     if not root.is_dir():
         raise FileNotFoundError(f"corpus directory {root} does not exist")
@@ -192,7 +195,10 @@ def index_corpus(corpus_dir: Path, index: Path | None = None) -> IndexReport:
         known = {r[0]: (r[1], r[2], r[3]) for r in conn.execute("SELECT path, mtime_ns, size, sha256 FROM files")}
         seen: set[str] = set()
         conn.execute("BEGIN IMMEDIATE")
-        for path in _files(root):
+        files = list(_files(root))
+        for n, path in enumerate(files):
+            if progress:
+                progress(n, len(files), path.name)
             try:
                 st = path.stat()
             except OSError:
@@ -226,6 +232,8 @@ def index_corpus(corpus_dir: Path, index: Path | None = None) -> IndexReport:
                 report.updated += 1
             else:
                 report.added += 1
+        if progress:
+            progress(len(files), len(files), "files read")
         for rel in set(known) - seen:
             conn.execute("DELETE FROM passages WHERE path = ?", (rel,))
             conn.execute("DELETE FROM files WHERE path = ?", (rel,))

@@ -5,13 +5,23 @@ from __future__ import annotations
 import asyncio
 import json
 
+from typing import TYPE_CHECKING
+
 import click
 
-from evoteam.config import Settings
 from evoteam.errors import DomainError
 from evoteam.exitcodes import cli_error
-from evoteam.servers.knowledge.connect import open_store
 from evoteam.servers.knowledge.errors import StoreError
+
+if TYPE_CHECKING:
+    from evoteam.config import Settings
+
+
+def open_store(settings, actor=None):
+    # Imported when a command runs: `evoteam team --help` answers without the store.
+    from evoteam.servers.knowledge.connect import open_store as open_it
+
+    return open_it(settings, actor)
 
 
 def _run(coro):
