@@ -87,3 +87,21 @@ def test_a_staged_folder_is_all_or_nothing(tmp_path: Path):
     with staged_folder(dest) as stage:
         (stage / "whole").write_text("x")
     assert [p.name for p in dest.iterdir()] == ["whole"] and len(list(tmp_path.iterdir())) == 1
+
+
+@pytest.mark.parametrize("run_id, slug", [("../../../escape", "dev"), ("run_a", "../x"), ("run_a/../../b", "dev")])
+async def test_a_worktree_stays_under_the_projects_worktree_folder(tmp_path: Path, run_id: str, slug: str):
+    import subprocess
+
+    from evoteam.servers.team.worktrees import ensure_worktree
+
+    project = tmp_path / "p"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    subprocess.run(["git", "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "s"],
+                   cwd=project, check=True)
+    with pytest.raises(UnsafePath):
+        await ensure_worktree(project, run_id, 1, slug)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p"]
+    path, _ = await ensure_worktree(project, "run_ok", 1, "dev")
+    assert path.is_relative_to(project / ".evoteam" / "worktrees")
