@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evoteam.config import Settings
-from evoteam.servers.bench import fib, harness, openevolve, solutions
+from evoteam.servers.bench import fib, harness, openevolve, redact, solutions
 from evoteam.servers.bench.candidates import check_candidate_path, record_measured
 from evoteam.servers.bench.harness import KernelSession, WorkerFailure, WorkloadSpec, WorkloadVerdict
 from evoteam.servers.bench.kits import Kit, discover, find_kit, heldout_secret, kit_dirs, state_dir
@@ -434,6 +434,9 @@ async def _run_program(settings: Settings, kit: Kit, cand: PreparedCandidate, sp
     metrics = dict(metrics, wall_s=round(wall, 3))
     if m.program_heldout is not None:
         metrics["instances"] = len(kwargs[m.program_heldout.argument])
+    if split == "heldout":
+        message, metrics, artifacts, stage_rows = redact.program_heldout(status, score, m.objective, metrics,
+                                                                         stage_rows)
     flags = [message] if flagged and message else []
     if result.get("program_in_process"):
         # The program ran inside the evaluator's process, where it can change what the evaluator
