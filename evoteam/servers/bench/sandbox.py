@@ -468,6 +468,7 @@ def run_program(program_path: str | os.PathLike, function: str = "run", kwargs: 
 
     timeout_s = timeout_s or float(os.environ.get("EVOTEAM_BENCH_PROGRAM_TIMEOUT", "120"))
     memory_mb = memory_mb or int(os.environ.get("EVOTEAM_BENCH_MEMORY_MB", "4096"))
+    sys.audit("evoteam.program_ran")  # from here on, what the evaluator compiles may be the program's output
     if os.environ.get(SERVICE_VAR):
         return _run_program_by_the_harness(program_path, function, kwargs or {}, timeout_s, memory_mb)
     deny = [p for p in os.environ.get("EVOTEAM_BENCH_DENY", "").split(os.pathsep) if p]

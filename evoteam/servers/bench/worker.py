@@ -229,6 +229,10 @@ class Worker:
             # Before anything can run the program: from here on, its being compiled or executed
             # in this process is reported to the harness at once (the program cannot take it back).
             watch_program(self.init["program"], self.init.get("notice_fd"), self.init.get("watch"))
+            from evoteam.servers.bench import codewatch
+
+            codewatch.watch_loading(self.init.get("notice_fd"), self.init.get("watch") or [],
+                                    (self.init.get("sandbox") or {}).get("read") or [])
             for key, value in (self.init.get("env") or {}).items():
                 os.environ[key] = value
             path = self.init["evaluator"]
