@@ -43,7 +43,9 @@ async def test_a_complete_export_carries_a_manifest_and_imports(tmp_path: Path, 
 
 
 async def test_a_folder_with_a_candidate_missing_is_refused(tmp_path: Path, tree: Path):
-    victim = sorted((tree / "candidates").glob("*.json"))[-1]  # the child: its parent stays
+    records = {p: json.loads(p.read_text()) for p in (tree / "candidates").glob("*.json")}
+    parents = {r.get("parent_id") for r in records.values()}
+    victim = next(p for p, r in records.items() if r["id"] not in parents)  # a leaf: no link breaks
     victim.unlink()
     victim.with_suffix(".py").unlink(missing_ok=True)
     await refused(tmp_path, tree, "incomplete")

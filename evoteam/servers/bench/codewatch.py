@@ -38,11 +38,21 @@ _IMPORT_FRAMES = ("<frozen importlib._bootstrap", "<frozen zipimport")
 
 
 def _dir(path: str) -> str:
-    return os.path.realpath(path).rstrip("/") + "/"
+    return os.path.realpath(path).rstrip("/") or "/"
 
 
 def _under(path: str, roots: list[str]) -> bool:
-    return any(path.startswith(root) for root in roots)
+    """``path`` is one of ``roots`` (a file root) or inside one (a folder root)."""
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def _source_of_cache(path: str) -> str:
+    """``X/name.py`` for a bytecode cache ``X/__pycache__/name.<tag>.pyc`` (else ``path``): a
+    cache is as loadable as its source, since Python reads it in the source's place."""
+    folder, name = os.path.split(path)
+    if os.path.basename(folder) == "__pycache__" and name.endswith(".pyc"):
+        return os.path.join(os.path.dirname(folder), name.split(".", 1)[0] + ".py")
+    return path
 
 
 def library_roots() -> list[str]:
@@ -77,7 +87,9 @@ def watch_loading(notice_fd: int | None, watched: list[str], read_roots: list[st
         if not isinstance(path, (str, bytes, os.PathLike)):
             return False
         real = os.path.realpath(os.fsdecode(path))
-        return _under(real, writable) or not _under(real, loadable)
+        source = _source_of_cache(real)
+        return _under(real, writable) or _under(source, writable) or not (_under(real, loadable) or
+                                                                         _under(source, loadable))
 
     def caller_is_library() -> bool:
         frame = sys._getframe(2)  # 0: this function, 1: the hook, 2: who raised the event

@@ -172,6 +172,26 @@ def _deny_roots(settings: Settings, kit: Kit) -> list[str]:
     return sorted(roots)
 
 
+def _evaluator_reads(settings: Settings, kit: Kit) -> list[str]:
+    """The kit's declared read-only paths for its evaluator: each beside the kit (inside the
+    folder that holds it), existing, and holding none of evoteam's state or store."""
+    beside = kit.root.parent.resolve()
+    secret = [Path(p) for p in _store_files(settings)]
+    out = []
+    for rel in kit.manifest.evaluator_reads:
+        path = (kit.root / rel).resolve()
+        if Path(rel).is_absolute() or not path.is_relative_to(beside) or path == beside.parent:
+            raise DomainError(f"kit {kit.name}: evaluator_reads entry {rel[:80]!r} is not beside the kit (it must "
+                              f"stay inside {beside})")
+        if not path.exists():
+            raise DomainError(f"kit {kit.name}: evaluator_reads entry {rel[:80]!r} does not exist")
+        if path == beside or any(s.is_relative_to(path) or path.is_relative_to(s) for s in secret):
+            raise DomainError(f"kit {kit.name}: evaluator_reads entry {rel[:80]!r} would open evoteam's state or "
+                              f"the whole folder of kits; name the files the evaluator needs")
+        out.append(str(path))
+    return out
+
+
 def _workload_specs(kit: Kit, split: Split, settings: Settings) -> list[tuple[WorkloadSpec, str | None]]:
     d = kit.definition
     rows = []
@@ -406,7 +426,7 @@ async def _run_program(settings: Settings, kit: Kit, cand: PreparedCandidate, sp
             result = await asyncio.to_thread(harness.run_evaluator, kit.file(m.evaluator), program,
                                              m.timeouts.program_s * min(stages, 3), m.memory_limit_mb,
                                              _deny_roots(settings, kit), options, kit.root,
-                                             _store_files(settings), m.worker_env)
+                                             _store_files(settings), m.worker_env, _evaluator_reads(settings, kit))
             failure = result.get("failure")
         except WorkerFailure as exc:
             failure, flagged = {"status": exc.status, "message": exc.message}, exc.flagged

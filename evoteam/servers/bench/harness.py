@@ -948,7 +948,8 @@ EVALUATOR_EXECUTABLES = {"python", "python3", os.path.basename(sys.executable),
 
 def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: int, deny: list[str],
                   options: dict | None = None, kit_root: Path | None = None,
-                  evaluator_deny: list[str] | None = None, worker_env: dict[str, str] | None = None) -> dict:
+                  evaluator_deny: list[str] | None = None, worker_env: dict[str, str] | None = None,
+                  evaluator_reads: list[str] | None = None) -> dict:
     """Run a program kit's ``evaluate(program_path)`` in a worker of its own. Returns metrics, or
     raises WorkerFailure. With ``options`` (see bench/openevolve.py ``run_evaluation``) it returns
     the whole evaluation: metrics, artifacts, stages, any failure, the worker's sandbox, and
@@ -961,8 +962,11 @@ def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: i
     (``evaluator_deny``: the store and the bench's state), a cgroup that is killed whole at the
     end, not dumpable. ``run_program`` called inside it is served here: the evaluator sends the
     source, a program worker the harness starts runs it (``deny``).
-    ``worker_env`` (the kit's overrides) applies to the evaluator and to every program it runs."""
-    from evoteam.servers.bench.jail import can_drop_privileges, pick_uid
+    ``worker_env`` (the kit's overrides) applies to the evaluator and to every program it runs.
+    ``evaluator_reads``: read-only paths beside the kit its manifest declares (a benchmark suite's
+    shared runtime). The evaluator may start a session of its own (``start_new_session``) where
+    the jail still reaches the whole tree: by cgroup, or by the evaluator's own uid."""
+    from evoteam.servers.bench.jail import can_drop_privileges, cgroup_root, pick_uid
     from evoteam.servers.bench.sandbox import SERVICE_VAR
 
     scratch = Path(tempfile.mkdtemp(prefix="evoteam-evaluator-"))
@@ -986,15 +990,17 @@ def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: i
         fds += [request_r, request_w, reply_r, reply_w, notice_r, notice_w]
         env = {"EVOTEAM_BENCH_PROGRAM_TIMEOUT": str(timeout_s), "EVOTEAM_BENCH_MEMORY_MB": str(memory_mb),
                SERVICE_VAR: f"{request_w},{reply_r}"}
-        read = [str(kit_root or evaluator.parent), str(work)]
+        read = [str(kit_root or evaluator.parent), str(work), *(evaluator_reads or [])]
         w = WorkerProc("kit evaluator", {
             "mode": "evaluator", "evaluator": str(evaluator), "program": str(work / program.name), "env": env,
             "options": options, "notice_fd": notice_w, "watch": [str(work), str(scratch)],
             "sandbox": {"scratch": str(scratch), "deny": list(evaluator_deny or []), "read": read,
                         "memory_mb": None, "landlock": True, "uid": uid, "private_tmp": uid is not None,
-                        "executables": sorted(EVALUATOR_EXECUTABLES)},
+                        "executables": sorted(EVALUATOR_EXECUTABLES),
+                        "allow_setsid": uid is not None or cgroup_root() is not None},
         }, scratch, None, extra_env={**tuning_env(overrides=worker_env), **env}, untrusted_code=True,
            extra_fds=(request_w, reply_r, notice_w))
+        w.jail.uid = uid  # a program in a session of its own is still killed, by uid, without a cgroup
         for fd in (request_w, reply_r, notice_w):  # the worker's ends
             os.close(fd)
             fds.remove(fd)

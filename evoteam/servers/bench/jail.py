@@ -89,6 +89,9 @@ class Jail:
         self.stopped = False
         self.exit_status: int | None = None
         self.mem_fd: int | None = None
+        # The worker's own uid, where it has one: a kit evaluator may start a session of its own,
+        # which the process-group signals miss; without a cgroup, its uid still finds every process.
+        self.uid: int | None = None
         root = cgroup_root()
         if root is not None:
             path = root / f"evoteam-{os.getpid()}-{secrets.token_hex(4)}"
@@ -208,6 +211,26 @@ class Jail:
                     os.killpg(self.pid, signal.SIGCONT)
                 except (ProcessLookupError, PermissionError):
                     pass
+        for pid in self._by_uid():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def _by_uid(self) -> list[int]:
+        """Live processes running as the worker's own uid (none when it has no uid of its own)."""
+        if self.uid is None:
+            return []
+        pids = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    if os.stat(f"/proc/{entry}").st_uid == self.uid and "State:\tZ" not in \
+                            Path(f"/proc/{entry}/status").read_text():
+                        pids.append(int(entry))
+                except (OSError, ValueError):
+                    continue
+        return pids
 
     def members(self) -> list[int]:
         """Processes still in the worker's cgroup or process group."""
@@ -227,6 +250,7 @@ class Jail:
                             pids.add(int(entry))
                     except (OSError, IndexError, ValueError):
                         continue
+        pids |= set(self._by_uid())
         return sorted(pids)
 
     def close(self) -> None:

@@ -245,7 +245,8 @@ class Worker:
                                                      keep_visible=sb.get("read"))
                 self.sandbox_desc = sandbox.confine(sb["scratch"], sb.get("deny", []), sb.get("memory_mb"),
                                                     extra_read=sb.get("read"), use_landlock=sb.get("landlock", True),
-                                                    private_tmp=private_tmp, executables=set(sb.get("executables") or ()))
+                                                    private_tmp=private_tmp, executables=set(sb.get("executables") or ()),
+                                                    allow_setsid=bool(sb.get("allow_setsid")), own_uid=sb.get("uid"))
                 if ident:
                     self.sandbox_desc = ident + "+" + self.sandbox_desc
                 # What it starts (the program, in a process of its own) must not read its memory.
