@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from evoteam.servers.bench import protocol
+from evoteam.servers.bench import protocol, replies
 from evoteam.servers.bench.workerenv import tuning_env
 
 OUTPUT_CAP_BYTES = 1 << 20  # what a worker may print before it is stopped
@@ -257,6 +257,10 @@ class WorkerProc:
         if self.reason:  # flooded or over memory but still answered
             self.kill()
             raise WorkerFailure("RUNTIME_ERROR", self.reason, fatal=True)
+        try:
+            replies.common(header)  # every common field bounded and typed before any is used
+        except replies.BadReply as exc:
+            raise self._malformed(str(exc)) from None
         violations = header.get("violations") or []
         if violations:
             if not isinstance(violations, list):
@@ -714,10 +718,10 @@ class KernelSession:
                  expected: dict | None = None) -> tuple[list[dict], dict[str, np.ndarray]]:
         """The outputs the stopped worker reported, read from its memory (or from the reply where
         the harness cannot read memory). Every count, size and type is checked first."""
-        outs = header.get("outputs")
-        if not isinstance(outs, list) or len(outs) != len(self.out_names):
-            raise w._malformed(f"expected {len(self.out_names)} output descriptions, got "
-                               f"{len(outs) if isinstance(outs, list) else type(outs).__name__}")
+        try:
+            outs = [o.model_dump() for o in replies.outputs(header.get("outputs"), len(self.out_names))]
+        except replies.BadReply as exc:
+            raise w._malformed(str(exc)) from None
         meta, got = [], {}
         for i, (name, o) in enumerate(zip(self.out_names, outs)):
             if not isinstance(o, dict):
@@ -904,7 +908,11 @@ def run_program_worker(program: Path, function: str, kwargs: dict, timeout_s: fl
                        deny: list[str], use_landlock: bool = True, worker_env: dict[str, str] | None = None) -> Any:
     header, arrays = _program_call(program.read_bytes(), function, kwargs, timeout_s, memory_mb, deny, use_landlock,
                                    worker_env)
-    return decode_value(header.get("result"), arrays)
+    try:
+        return decode_value(header.get("result"), arrays)
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise WorkerFailure("RUNTIME_ERROR", f"the program worker sent a malformed result ({type(exc).__name__}); "
+                            "this evaluation is flagged", flagged=True) from None
 
 
 def _program_call(source: bytes, function: str, kwargs: dict, timeout_s: float, memory_mb: int,
@@ -1020,9 +1028,14 @@ def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: i
             in_process = bool(os.read(notice_r, 64))
         except (BlockingIOError, OSError):
             in_process = False
-        if options is None:
-            return header["metrics"]
-        return dict(header["evaluation"], program_in_process=in_process, sandbox=sandbox_desc)
+        try:
+            if options is None:
+                return replies.metrics(header.get("metrics"))
+            return dict(replies.evaluation(header.get("evaluation")), program_in_process=in_process,
+                        sandbox=sandbox_desc)
+        except replies.BadReply as exc:
+            raise WorkerFailure("RUNTIME_ERROR", f"the kit evaluator sent a malformed reply ({exc}); this evaluation "
+                                "is flagged", flagged=True) from None
     finally:
         for fd in fds:
             with contextlib.suppress(OSError):
