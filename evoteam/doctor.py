@@ -101,6 +101,10 @@ async def check_kit(env: dict[str, str], kit: str) -> str:
         raise RuntimeError(f"baseline did not pass: {status}: {data.get('message')}")
     missing = (data.get("metrics") or {}).get("protections_missing") or []
     confined = f"; candidate sandbox MISSING {', '.join(missing)}" if missing else "; candidate sandbox complete"
+    from evoteam.servers.bench.jail import stop_not_held
+
+    if stop_not_held(str(data.get("sandbox") or "")):
+        confined += "; the harness's stop does NOT hold here (no cgroup, no seccomp): kernel scores are flagged"
     return (f"{kit}: baseline {status}, speedup over itself {score:.2f}x ({len(data.get('workloads', []))} "
             f"workloads){confined}")
 

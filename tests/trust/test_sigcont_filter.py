@@ -12,6 +12,8 @@ import textwrap
 
 import pytest
 
+from tests.bench.conftest import fast_kit, fast_settings  # noqa: F401 - fixtures
+
 pytestmark = pytest.mark.skipif(sys.platform != "linux" or platform.machine() not in ("x86_64", "aarch64"),
                                 reason="the seccomp filter has tables for Linux x86_64 and aarch64")
 
@@ -95,3 +97,24 @@ def test_every_later_sigcont_route_is_refused_and_ordinary_calls_still_work():
 def test_an_evaluator_may_start_a_session_of_its_own():
     out = _probe("filtered", "1")
     assert out["setsid"] == "ok" and out["timer_sigcont"] == "EPERM"
+
+
+def test_where_the_stop_cannot_hold_it_is_said_and_scores_are_flagged():
+    from evoteam.servers.bench.jail import STOP_NOT_HELD, protections, stop_not_held
+
+    assert stop_not_held("uid1+rlimits+landlock+seccomp+audit-hook+process-group") is None
+    assert stop_not_held("rlimits+landlock+NO-SECCOMP(x)+audit-hook+cgroup") is None
+    assert stop_not_held("rlimits+landlock+NO-SECCOMP(x)+audit-hook+process-group") == STOP_NOT_HELD
+    assert protections()["stop_holds"] == "yes"  # this machine: seccomp at least
+
+
+async def test_without_cgroups_a_kernel_score_still_ranks_because_seccomp_holds_the_stop(monkeypatch, fast_kit,
+                                                                                       fast_settings):
+    from evoteam.servers.bench import jail
+    from evoteam.servers.bench.core import evaluate_candidate
+
+    monkeypatch.setenv("EVOTEAM_BENCH_NO_CGROUP", "1")
+    monkeypatch.setattr(jail, "_CG_ROOT", False)
+    e = await evaluate_candidate(fast_settings, "rmsnorm_fast", code=(fast_kit / "baseline.py").read_text())
+    assert e.status == "PASSED" and "process-group" in e.sandbox and "seccomp" in e.sandbox
+    assert not e.flagged, e.flags

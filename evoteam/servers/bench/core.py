@@ -20,6 +20,7 @@ from evoteam.config import Settings
 from evoteam.servers.bench import fib, harness, openevolve, redact, solutions
 from evoteam.servers.bench.candidates import check_candidate_path, record_measured
 from evoteam.servers.bench.harness import KernelSession, WorkerFailure, WorkloadSpec, WorkloadVerdict
+from evoteam.servers.bench.jail import stop_not_held
 from evoteam.servers.bench.kits import Kit, discover, find_kit, heldout_secret, kit_dirs, state_dir
 from evoteam.servers.bench.models import (
     Comparison,
@@ -372,6 +373,8 @@ async def _run_kernel(settings: Settings, kit: Kit, cand: PreparedCandidate, spl
     if missing:
         metrics["protections_missing"] = missing
     flags = [f"{o.workload}: {o.message}" for o in outcomes if o.flagged]
+    if session and status == "PASSED" and (unheld := stop_not_held(sandbox_desc)):
+        flags.append(unheld)  # timings measured where the stop cannot hold never rank unreviewed
     first_bad = next((o for o in outcomes if o.status != "PASSED"), None)
     return Evaluation(kit=kit.name, kind="kernel", split=split, status=status, score=score, direction=m.direction,
                       passed=passed, total=len(outcomes), workloads=outcomes, metrics=metrics,

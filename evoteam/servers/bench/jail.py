@@ -279,6 +279,19 @@ class Jail:
         self.cgroup = None
 
 
+STOP_NOT_HELD = ("the harness cannot hold a stopped candidate on this machine (no cgroup freezer and no seccomp "
+                 "filter against a self-delivered SIGCONT), so its timings may include work done while the "
+                 "harness's clock was stopped: the score is kept but does not rank until a person reviews it")
+
+
+def stop_not_held(sandbox: str) -> str | None:
+    """Why the harness's stop does not hold for a worker with this sandbox description, or None.
+    It holds with a cgroup (the freezer cannot be undone from inside) or with the seccomp filter
+    (no SIGCONT can reach the stopped process from itself, now or later)."""
+    layers = set(sandbox.split("+"))
+    return None if "cgroup" in layers or "seccomp" in layers else STOP_NOT_HELD
+
+
 def protections() -> dict[str, str]:
     """What confinement this machine gives candidate workers (for doctor and results): each
     layer with 'yes' or why not."""
@@ -295,6 +308,8 @@ def protections() -> dict[str, str]:
         out["seccomp"] = f"no: {exc}; a candidate could leave its process group"
     out["cgroup"] = "yes" if cgroup_root() else ("no: no writable cgroup v2 hierarchy; workers are stopped "
                                                  "and killed by process group")
+    held = out["cgroup"] == "yes" or out["seccomp"] == "yes"
+    out["stop_holds"] = "yes" if held else "no: " + STOP_NOT_HELD
     out["own_uid"] = "yes" if can_drop_privileges() else ("no: the harness is not root, so candidates run as "
                                                           "its user (Landlock and seccomp still confine them)")
     out["private_tmp"] = "yes" if can_drop_privileges() else "no: needs root; /tmp and /dev/shm are closed by " \
