@@ -22,6 +22,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from evoteam.config import Settings
+from evoteam.resources import kits_dir
 from evoteam.servers.bench import openevolve
 from evoteam.servers.bench.heldout_key import external_heldout_key
 from evoteam.servers.bench.models import Definition, KitManifest, Workload
@@ -237,11 +238,19 @@ def kit_dirs(settings: Settings) -> list[Path]:
     return [Path(d).expanduser() for d in settings.kits_dirs]
 
 
+def _search_order(settings: Settings) -> list[Path]:
+    """The shipped kits first: a kit elsewhere with a shipped kit's name never shadows it (it
+    is still reachable by its path)."""
+    shipped = kits_dir().resolve()
+    dirs = kit_dirs(settings)
+    return sorted(dirs, key=lambda d: d.resolve() != shipped)
+
+
 def discover(settings: Settings) -> dict[str, Kit]:
     kits: dict[str, Kit] = {}
     from evoteam.servers.bench import fib
 
-    for base in kit_dirs(settings):
+    for base in _search_order(settings):
         if not base.is_dir():
             continue
         if fib.is_trace_set(base):
@@ -297,7 +306,9 @@ def is_trusted(settings: Settings, path: Path) -> bool:
     """A kit folder is trusted when it lies in a configured kit folder (the shipped task_kits/ is
     one) or the user trusted it explicitly."""
     path = path.resolve()
-    roots = [d.expanduser().resolve() for d in kit_dirs(settings)] + trusted_kit_paths(settings)
+    named_by_project = {Path(d).expanduser().resolve() for d in settings.project_kits_dirs}
+    roots = [r for r in (d.expanduser().resolve() for d in kit_dirs(settings)) if r not in named_by_project]
+    roots += trusted_kit_paths(settings)
     return any(path == r or r in path.parents for r in roots)
 
 
@@ -306,6 +317,17 @@ def _require_trust(settings: Settings, path: Path) -> None:
         raise DomainError(f"kit folder {path} is not in the configured kit folders, so it is not trusted (its "
                           "reference and evaluator would run unconfined); the user can trust it with `evoteam "
                           "bench trust FOLDER` or add its parent to EVOTEAM_KITS / kits_dirs")
+
+
+def _confinable(settings: Settings, kit: Kit) -> Kit:
+    """A kit from a folder only a project file names: a program kit runs (its evaluator is
+    confined like a candidate); a kernel kit's reference and baseline would run unconfined, so it
+    needs the user's trust first."""
+    if kit.manifest.kind == "kernel" and not is_trusted(settings, kit.root):
+        raise DomainError(f"kit {kit.name} comes from {kit.root.parent}, which only the project's evoteam.toml "
+                          "names; a project file cannot make a kit trusted (its reference would run unconfined). "
+                          f"The user can trust it with `evoteam bench trust {kit.root}`")
+    return kit
 
 
 def find_kit(settings: Settings, name_or_path: str) -> Kit:
@@ -327,9 +349,9 @@ def find_kit(settings: Settings, name_or_path: str) -> Kit:
         return Kit.load(path)
     kits = discover(settings)
     if name_or_path in kits:
-        return kits[name_or_path]
+        return _confinable(settings, kits[name_or_path])
     if "/" in name_or_path and Path(name_or_path.rstrip("/")).name in kits:
-        return kits[Path(name_or_path.rstrip("/")).name]  # `task_kits/<kit>` from another folder
+        return _confinable(settings, kits[Path(name_or_path.rstrip("/")).name])  # `task_kits/<kit>` elsewhere
     if "/" not in name_or_path and name_or_path not in (".", ".."):
         # A folder of that name whose manifest is refused is left out of the list: say why.
         for base in kit_dirs(settings):
