@@ -111,7 +111,7 @@ class WorkerProc:
 
     def __init__(self, label: str, init: dict, scratch: Path, memory_mb: int | None,
                  extra_env: dict[str, str] | None = None, untrusted_code: bool = False, arena: bool = False,
-                 extra_fds: tuple[int, ...] = ()):
+                 extra_fds: tuple[int, ...] = (), tree_memory_mb: int | None = None):
         from evoteam.servers.bench.jail import Jail
 
         self.label = label
@@ -120,7 +120,8 @@ class WorkerProc:
         self.reason: str | None = None
         self.tail = bytearray()
         self.printed = 0
-        self.jail = Jail(label)
+        # The whole tree's cap (limits.py): the worker's own, plus a little for what it starts.
+        self.jail = Jail(label, tree_memory_mb or (memory_mb + 64 if memory_mb else None))
         self.arena_fd: int | None = None
         self.arena_map = None
         self.arena_size = 0
@@ -222,6 +223,9 @@ class WorkerProc:
         code = self._returncode(5)
         if self.reason:
             return WorkerFailure("RUNTIME_ERROR", self.reason, fatal=True)
+        capped = self.jail.limits.hit()
+        if capped:
+            return WorkerFailure("RUNTIME_ERROR", f"the {self.label}: {capped}", fatal=True)
         if code < 0:
             sig = -code
             name = _SIGNALS.get(sig, signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig))
@@ -247,7 +251,10 @@ class WorkerProc:
         try:
             header, arrays = self.reader.read(deadline)
         except protocol.PeerTimeout:
+            capped = self.jail.limits.hit()
             self.kill()
+            if capped:  # stuck at a cap (a fork refused, memory reclaimed): that is the cause to report
+                raise WorkerFailure("RUNTIME_ERROR", f"the {self.label}: {capped}", fatal=True) from None
             raise WorkerFailure("TIMEOUT", f"the {self.label} did not finish {what} within {timeout:g} s "
                                 "(a hang, or far too slow) and was stopped", fatal=True) from None
         except protocol.PeerClosed:
@@ -303,6 +310,10 @@ class WorkerProc:
             self.jail.stop()
             t1 = time.perf_counter_ns()
             self.jail.hold()
+        capped = self.jail.limits.hit()  # outside the timed window: a cap hit anywhere in the tree fails it
+        if capped:
+            self.kill()
+            raise WorkerFailure("RUNTIME_ERROR", f"the {self.label}: {capped}", fatal=True)
         if timed:
             return header, out, t1 - t0
         return header, out
@@ -948,6 +959,10 @@ def _program_call(source: bytes, function: str, kwargs: dict, timeout_s: float, 
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+# The evaluator's own interpreter on top of the kit's cap, for its whole tree (the program it
+# starts included).
+EVALUATOR_OVERHEAD_MB = 256
+
 # What a kit evaluator may start: Python, to run the program in a process of its own (as many
 # OpenEvolve evaluators do); everything it starts inherits its confinement.
 EVALUATOR_EXECUTABLES = {"python", "python3", os.path.basename(sys.executable),
@@ -1007,7 +1022,7 @@ def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: i
                         "executables": sorted(EVALUATOR_EXECUTABLES),
                         "allow_setsid": uid is not None or cgroup_root() is not None},
         }, scratch, None, extra_env={**tuning_env(overrides=worker_env), **env}, untrusted_code=True,
-           extra_fds=(request_w, reply_r, notice_w))
+           extra_fds=(request_w, reply_r, notice_w), tree_memory_mb=memory_mb + EVALUATOR_OVERHEAD_MB)
         w.jail.uid = uid  # a program in a session of its own is still killed, by uid, without a cgroup
         for fd in (request_w, reply_r, notice_w):  # the worker's ends
             os.close(fd)
@@ -1022,7 +1037,10 @@ def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: i
             w.jail.hold()
             header, _ = w.request({"cmd": "evaluate"}, timeout_s + 30.0, "evaluating the program")
         finally:
+            capped = w.jail.limits.hit()  # read before close removes the groups
             w.close()
+        if capped:  # the program it started (or the evaluator) was over the kit's cap: never a score
+            raise WorkerFailure("RUNTIME_ERROR", f"the kit evaluator's tree: {capped}")
         os.set_blocking(notice_r, False)
         try:
             in_process = bool(os.read(notice_r, 64))

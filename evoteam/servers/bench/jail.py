@@ -20,6 +20,8 @@ import signal
 import time
 from pathlib import Path
 
+from evoteam.servers.bench.limits import DEFAULT_PIDS, TreeLimits
+
 _CG_ROOT: Path | None | bool = False  # False: not probed yet
 
 
@@ -82,7 +84,7 @@ def sched_state(pid: int) -> tuple:
 class Jail:
     """One worker's process group (and cgroup, where available)."""
 
-    def __init__(self, label: str):
+    def __init__(self, label: str, memory_mb: int | None = None, pids: int | None = DEFAULT_PIDS):
         self.label = label
         self.pid: int | None = None
         self.cgroup: Path | None = None
@@ -100,14 +102,17 @@ class Jail:
                 self.cgroup = path
             except OSError:
                 self.cgroup = None
+        # Memory and process caps for the whole tree (limits.py), in this cgroup or in v1 ones.
+        self.limits = TreeLimits(memory_mb, pids, self.cgroup)
 
     def describe(self) -> str:
-        return "cgroup" if self.cgroup else "process-group"
+        return ("cgroup" if self.cgroup else "process-group") + "+" + self.limits.describe()
 
     def attach(self, pid: int) -> None:
         """Called right after the worker starts, before it is sent anything (so before any
         candidate code can run)."""
         self.pid = pid
+        self.limits.attach(pid)
         if self.cgroup is not None:
             try:
                 (self.cgroup / "cgroup.procs").write_text(str(pid))
@@ -266,6 +271,7 @@ class Jail:
             self.kill_all()
             time.sleep(0.01)
         self._remove_cgroup()
+        self.limits.close()
 
     def _remove_cgroup(self) -> None:
         if self.cgroup is None:
