@@ -145,12 +145,22 @@ def _check_local_store(path: Path) -> str:
                            f"an export into a new file")
     if versions is None:
         raise RuntimeError(f"{path} is an SQLite file but not an evoteam store: point EVOTEAM_DB elsewhere")
+    from evoteam.servers.knowledge.db import newer_than_known
+
+    if newer_than_known(versions):
+        raise RuntimeError(f"{path} was written by a newer evoteam ({', '.join(newer_than_known(versions))} schema): "
+                           f"upgrade evoteam, or point EVOTEAM_DB at another file")
     notes = ["schema current" if is_current(versions) else "schema will be upgraded on the next write"]
     mode = stat.S_IMODE(path.stat().st_mode)
     if mode & 0o077:
         notes.append(f"WARNING: readable by others (mode {mode:o}); run `chmod 600 {path}`")
     if not os.access(path, os.W_OK):
         notes.append("read-only here (reads work, writes are refused)")
+    from evoteam.servers.knowledge.storefail import disk_full
+
+    if disk_full(path):  # reads pass the checks above; every write (and the next start) would fail
+        raise RuntimeError(f"the disk holding the store {path} is full: free space there (evoteam recovers by "
+                           f"itself once there is room)")
     return f"{path}: integrity ok, " + ", ".join(notes)
 
 

@@ -24,11 +24,11 @@ def require_tmpfs() -> None:
 
 def run_on_full_disk(mountpoint: Path, size: str, script: str, env: dict[str, str],
                      timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run ``script`` (sh) with a ``size`` tmpfs mounted over ``mountpoint``; ``$EVOTEAM`` in the
+    """Run ``script`` (bash) with a ``size`` tmpfs mounted over ``mountpoint``; ``$EVOTEAM`` in the
     script is the evoteam command line."""
     require_tmpfs()
     mountpoint.mkdir(parents=True, exist_ok=True)
     evoteam = f"{shlex.quote(sys.executable)} -m evoteam.cli"
     inner = f"mount -t tmpfs -o size={size} tmpfs {shlex.quote(str(mountpoint))} && EVOTEAM='{evoteam}'; {script}"
-    return subprocess.run(["unshare", "-m", "sh", "-c", inner], env=env, capture_output=True, text=True,
+    return subprocess.run(["unshare", "-m", "bash", "-c", inner], env=env, capture_output=True, text=True,
                           timeout=timeout)
