@@ -55,6 +55,8 @@ MAX_CODE = 2_000_000
 def _page(items: list, limit: int, cursor: str | None) -> tuple[list, str | None]:
     try:
         start = int(cursor) if cursor else 0
+        if not 0 <= start < 2**62:
+            raise ValueError
     except ValueError:
         raise DomainError("bad cursor; pass back the next_cursor of the previous page") from None
     limit = max(1, min(limit, 100))
