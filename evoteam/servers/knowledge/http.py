@@ -21,6 +21,7 @@ from starlette.middleware import Middleware
 
 from evoteam.config import Settings
 from evoteam.servers.guard import AnswerUnreadableHTTP
+from evoteam.servers.knowledge import sessions
 from evoteam.servers.knowledge.auth import StoreTokenVerifier, count_active_tokens
 from evoteam.servers.knowledge.hostcheck import ExactHostOrigin
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
@@ -87,9 +88,14 @@ def build_http_app(settings: Settings, store: LocalKnowledgeStore, *, host: str 
         server.settings.auth = auth
         server._token_verifier = verifier  # noqa: SLF001 - the constructor path needs a provider we do not have
     security = security_settings(host, port, allowed_hosts or [], allowed_origins or [])
-    common = dict(max_request_body_size=settings.max_request_bytes, transport_security=security, host=host)
-    agent_app = agent.streamable_http_app(streamable_http_path="/mcp", **common)
-    protocol_app = protocol.streamable_http_app(streamable_http_path="/store", **common)
+    common = dict(max_request_body_size=settings.max_request_bytes, transport_security=security, host=host,
+                  max_sessions=sessions.TOTAL)
+    agent_app = agent.streamable_http_app(streamable_http_path="/mcp", session_idle_timeout=sessions.AGENT_IDLE_S,
+                                          **common)
+    protocol_app = protocol.streamable_http_app(streamable_http_path="/store",
+                                                session_idle_timeout=sessions.STORE_IDLE_S, **common)
+    for server in (agent, protocol):  # one token cannot fill an endpoint's sessions for everyone
+        sessions.limit_per_token(server.session_manager)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
