@@ -117,8 +117,13 @@ def watch_loading(notice_fd: int | None, watched: list[str], read_roots: list[st
                 name = args[0] if args else None
                 if isinstance(name, (str, bytes)) and os.sep in os.fsdecode(name) and foreign(name):
                     report()
-            elif event in ("compile", "exec") and state["ran"] and not caller_is_library():
-                report()
+            elif event in ("compile", "exec") and state["ran"]:
+                # By the kit's own code; or, by anyone, of a file the program could have written
+                # (``runpy.run_path`` of its output: the library compiles it on the kit's behalf).
+                named = args[1] if event == "compile" and len(args) > 1 else None
+                if not caller_is_library() or (isinstance(named, (str, bytes)) and os.path.isabs(os.fsdecode(named))
+                                               and foreign(named)):
+                    report()
         except Exception:  # noqa: BLE001 - a hook that raises would break the evaluator's own call
             pass
         finally:

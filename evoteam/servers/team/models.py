@@ -34,7 +34,7 @@ _SLUG = re.compile(r"[^a-z0-9]+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
 # A Claude Code tool name, optionally with a rule in parentheses (``Bash(git diff:*)``): one line,
 # no comma (agent files list tools comma-separated), no control character.
-TOOL_NAME = r"^[A-Za-z][A-Za-z0-9_-]*(\([^\x00-\x1f\x7f,()]{0,180}\))?$"
+TOOL_NAME = r"^[A-Za-z][A-Za-z0-9_-]*(\([^\x00-\x1f\x7f\x85\u2028\u2029,()]{0,180}\))?$"
 MODEL_NAME = r"^[A-Za-z0-9][A-Za-z0-9._:@/\[\]-]{0,99}$"
 
 
