@@ -120,7 +120,8 @@ def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) ->
             values[key] = extra + list(values.get(key, []))
     if "db" not in values:
         values["db"] = home / ".evoteam" / "evoteam.db"
-    trusted = [Path(p).resolve() for p in values.get("kits_dirs", [])]
+    # The shipped kits are always trusted: a project file naming their folder cannot untrust them.
+    trusted = [Path(p).resolve() for p in values.get("kits_dirs", [])] + [kits_dir().resolve()]
     values["project_kits_dirs"] = [p for p in project_kits if p.resolve() not in trusted]
     values["kits_dirs"] = list(values.get("kits_dirs", [])) + values["project_kits_dirs"]
     try:

@@ -25,6 +25,7 @@ from tests.knowledge.test_export import populate
 from tests.trust.test_evaluator_code import HONEST, _kit  # noqa: F401
 from tests.trust.test_evoduet_folders import PROGRAM, _suite
 from tests.trust.test_safe_writes import KIT, _solution
+from tests.bench.conftest import fast_kit, fast_settings  # noqa: F401 - fixtures
 
 
 @pytest.fixture
@@ -151,3 +152,24 @@ async def test_export_traces_never_loads_an_untrusted_kit_named_by_a_record(tmp_
                                                      metrics={"kit": "evil_kit", "kit_source": str(evil)}))
         result = await export_traces(Settings(db=tmp_path / "kb.db"), store, run.id, tmp_path / "out")
     assert result.solutions == [] and "not trusted" in result.skipped[0], result.skipped
+
+
+# 9. A project file naming the shipped kit folder tries to make the shipped kits untrusted (a denial of service).
+def test_a_project_file_cannot_untrust_the_shipped_kits(tmp_path: Path):
+    from evoteam.config import load_settings
+    from evoteam.resources import kits_dir
+    from evoteam.servers.bench.kits import find_kit
+
+    (tmp_path / "home").mkdir()
+    (tmp_path / "evoteam.toml").write_text(f'kits_dirs = ["{kits_dir()}"]\n')
+    settings = load_settings(cwd=tmp_path, env={"HOME": str(tmp_path / "home")})
+    assert find_kit(settings, "rmsnorm_cpu").root == (kits_dir() / "rmsnorm_cpu").resolve()
+
+
+# 10. A candidate answers a call with an infinite scalar where its output belongs.
+async def test_an_infinite_scalar_reply_never_scores(fast_kit, fast_settings):
+    from tests.trust.test_worker_replies import FORGE, GOOD
+
+    mode = 'header["outputs"][0] = {"dtype": "python_scalar", "shape": [], "value": float("inf")}'
+    e = await evaluate_candidate(fast_settings, "rmsnorm_fast", code=GOOD + FORGE.replace("MODE", mode))
+    assert e.status != "PASSED" and e.score is None, (e.status, e.message)
