@@ -47,7 +47,11 @@ def security_settings(host: str, port: int, allowed_hosts: list[str],
                       allowed_origins: list[str]) -> TransportSecuritySettings:
     """Host/Origin allow-lists: loopback always, the bound address, and what the operator adds."""
     hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", *allowed_hosts]
-    origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", *allowed_origins]
+    # A browser's Origin must be this server's own page, not another local web app on another
+    # port (port 0 means "any free port", unknown here: then any loopback port).
+    any_port = "*" if port == 0 else str(port)
+    origins = [f"{scheme}://{name}:{any_port}" for scheme in ("http", "https")
+               for name in ("127.0.0.1", "localhost", "[::1]")] + list(allowed_origins)
     if not is_loopback(host) and host not in ("0.0.0.0", "::"):
         hosts.append(f"{host}:{port}")
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
