@@ -173,3 +173,24 @@ async def test_an_infinite_scalar_reply_never_scores(fast_kit, fast_settings):
     mode = 'header["outputs"][0] = {"dtype": "python_scalar", "shape": [], "value": float("inf")}'
     e = await evaluate_candidate(fast_settings, "rmsnorm_fast", code=GOOD + FORGE.replace("MODE", mode))
     assert e.status != "PASSED" and e.score is None, (e.status, e.message)
+
+
+# 11. A kit holding a link to a huge file (or to a secret) is not read through the link for its hash,
+#     and the hash of an unchanged kit is the same as before this change (runs stay bound to their kits).
+def test_the_kit_hash_never_reads_through_a_link(tmp_path: Path, monkeypatch):
+    import hashlib
+
+    from evoteam.servers.bench.kits import Kit
+
+    kit = tmp_path / "k"
+    shutil.copytree(Path(__file__).parents[2] / "task_kits" / "rmsnorm_cpu", kit)
+    h = hashlib.sha256()  # the format every stored kit_hash was made with
+    for path in sorted(kit.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            data = path.read_bytes()
+            h.update(f"{path.relative_to(kit).as_posix()}\0{len(data)}\0".encode())
+            h.update(data)
+    assert Kit.load(kit).content_hash == "sha256:" + h.hexdigest()
+    (kit / "huge.bin").symlink_to("/dev/zero")  # reading through it would never end
+    first = Kit.load(kit).content_hash
+    assert first != "sha256:" + h.hexdigest() and Kit.load(kit).content_hash == first

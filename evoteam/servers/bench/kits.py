@@ -112,15 +112,33 @@ class Kit:
     def content_hash(self) -> str:
         """sha256 over every file of the kit (relative path and bytes): the kit's identity as
         recorded with each candidate. Two folders with the same name but different content differ."""
-        h = hashlib.sha256()
+        entries = []
         for path in sorted(self.root.rglob("*")):
             rel = path.relative_to(self.root)
-            if "__pycache__" in rel.parts or not path.is_file():
+            if "__pycache__" in rel.parts:
                 continue
-            data = path.read_bytes()
-            h.update(f"{rel.as_posix()}\0{len(data)}\0".encode())
-            h.update(data)
-        return "sha256:" + h.hexdigest()
+            if path.is_symlink():  # a link is its target's name: never a read of what it points at
+                entries.append((rel.as_posix(), "link", os.readlink(path)))
+            elif path.is_file():
+                st = path.stat()
+                entries.append((rel.as_posix(), "file", (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)))
+        # Unchanged files (same inode, size and modification time) are not read again: a kit's
+        # large data files are hashed once per process, not on every evaluation.
+        key = (str(self.root), tuple(entries))
+        if _HASHES.get(str(self.root), (None,))[0] == key:
+            return _HASHES[str(self.root)][1]
+        h = hashlib.sha256()
+        for rel, kind, what in entries:
+            if kind == "link":
+                h.update(f"{rel}\0link\0{what}\0".encode())
+                continue
+            h.update(f"{rel}\0{what[2]}\0".encode())
+            with open(self.root / rel, "rb") as fh:
+                while block := fh.read(1 << 20):
+                    h.update(block)
+        digest = "sha256:" + h.hexdigest()
+        _HASHES[str(self.root)] = (key, digest)
+        return digest
 
     @cached_property
     def definition(self) -> Definition:
@@ -232,6 +250,9 @@ def _declared_requirements(path: Path) -> list[str]:
     except OSError:
         pass
     return []
+
+
+_HASHES: dict[str, tuple[tuple, str]] = {}  # kit folder -> (what its files were, content hash)
 
 
 def kit_dirs(settings: Settings) -> list[Path]:
