@@ -98,3 +98,16 @@ def test_a_deeply_nested_frame_is_a_protocol_error(tmp_path):
         protocol.FrameReader(r).read()
     os.waitpid(pid, 0)
     os.close(r)
+
+
+@pytest.mark.parametrize("call, words", [
+    ({"function": "os.system", "kwargs": {}}, "function"),
+    ({"function": "run", "kwargs": [1]}, "kwargs"),
+    ({"function": "run", "timeout_s": float("inf")}, "timeout_s"),
+    ({"function": "run", "timeout_s": float("nan")}, "timeout_s"),
+    ({"function": "run", "memory_mb": 10**30}, "memory_mb"),
+    ({"function": "run", "memory_mb": "4096"}, "memory_mb"),
+])
+def test_an_evaluators_run_program_call_is_checked(call, words):
+    with pytest.raises(replies.BadReply, match=words):
+        replies.run_program_request(call)

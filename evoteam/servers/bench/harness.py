@@ -1084,14 +1084,15 @@ def _serve_program_requests(request_fd: int, reply_fd: int, deny: list[str], tim
             source = arrays.get("source")
             if source is None or source.dtype != np.uint8 or source.ndim != 1:
                 raise WorkerFailure("RUNTIME_ERROR", "a malformed run_program call: no program source")
-            kwargs = msg.get("kwargs") if isinstance(msg.get("kwargs"), dict) else {}
-            reply = _program_call(source.tobytes(), str(msg.get("function") or "run"), kwargs,
-                                  min(float(msg.get("timeout_s") or timeout_s), timeout_s),
-                                  min(int(msg.get("memory_mb") or memory_mb), memory_mb), deny,
-                                  worker_env=worker_env)
+            call = replies.run_program_request(msg)
+            reply = _program_call(source.tobytes(), call.function, call.kwargs,
+                                  min(call.timeout_s or timeout_s, timeout_s),
+                                  min(call.memory_mb or memory_mb, memory_mb), deny, worker_env=worker_env)
         except WorkerFailure as exc:
             reply = ({"ok": False, "status": exc.status, "message": exc.message}, None)
-        except (TypeError, ValueError, OSError) as exc:
+        except replies.BadReply as exc:
+            reply = ({"ok": False, "status": "RUNTIME_ERROR", "message": str(exc)}, None)
+        except (TypeError, ValueError, OSError, OverflowError) as exc:
             reply = ({"ok": False, "status": "RUNTIME_ERROR", "message": f"a malformed run_program call: {exc}"},
                      None)
         try:

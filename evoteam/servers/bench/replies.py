@@ -151,3 +151,23 @@ def evaluation(value: Any) -> dict[str, Any]:
 
 def metrics(value: Any) -> dict[str, Any]:
     return evaluation({"metrics": value})["metrics"]
+
+
+class RunProgramRequest(BaseModel):
+    """A kit evaluator's ``run_program`` call, as it reaches the harness (sandbox.py)."""
+
+    model_config = ConfigDict(extra="ignore")
+    function: StrictStr = Field(default="run", pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,199}$")
+    kwargs: dict[Annotated[str, Field(max_length=200)], Any] = Field(default_factory=dict, max_length=1000)
+    timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    memory_mb: StrictInt | None = Field(default=None, ge=1, le=1 << 30)
+
+
+def run_program_request(value: Any) -> RunProgramRequest:
+    if not isinstance(value, dict):
+        raise BadReply("a run_program call is not an object")
+    check_shape_of_tree(value)
+    try:
+        return RunProgramRequest.model_validate({k: v for k, v in value.items() if v is not None})
+    except ValidationError as exc:
+        raise BadReply(f"a malformed run_program call: {_first(exc)}") from None
