@@ -165,10 +165,28 @@ def serve(server, use_http, host, port, allowed_hosts, allowed_origins, knowledg
             raise click.UsageError("only the knowledge server is served over HTTP; the others run over stdio")
         if settings.remote:
             raise click.UsageError("a shared knowledge server keeps its own store file: unset EVOTEAM_KNOWLEDGE_URL")
-        module.serve_http(settings, host=host, port=port, allowed_hosts=list(allowed_hosts),
-                          allowed_origins=list(allowed_origins), tls_cert=tls_cert, tls_key=tls_key)
+        _one_line_on_failure(lambda: module.serve_http(
+            settings, host=host, port=port, allowed_hosts=list(allowed_hosts), allowed_origins=list(allowed_origins),
+            tls_cert=tls_cert, tls_key=tls_key))
     else:
-        module.serve_stdio(settings)
+        _one_line_on_failure(lambda: module.serve_stdio(settings))
+
+
+def _one_line_on_failure(start) -> None:
+    """Run a server; a store that cannot open, a port in use or a bad setting is one line and
+    exit 1, never a traceback (the cause is found inside anyio's exception groups)."""
+    from evoteam.errors import DomainError, first_leaf
+    from evoteam.servers.knowledge.errors import StoreError
+
+    try:
+        start()
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:
+        leaf = first_leaf(exc)
+        if isinstance(leaf, (StoreError, DomainError, OSError)):
+            raise click.ClickException(str(leaf).splitlines()[0] if str(leaf) else type(leaf).__name__) from None
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -35,6 +35,9 @@ class Settings(BaseModel):
     corpus_dirs: list[Path] = Field(default_factory=list)
     # Folders besides the working directory that bench.evaluate may read candidate files from.
     candidate_dirs: list[Path] = Field(default_factory=list)
+    # Kit folders named only by a project's evoteam.toml: listed, never trusted (a project file
+    # may be written by an agent; trust comes from the user's own configuration or `bench trust`).
+    project_kits_dirs: list[Path] = Field(default_factory=list)
     anthropic_api_key: str | None = None
     anthropic_base_url: str | None = None
     tavily_api_key: str | None = None
@@ -91,15 +94,25 @@ def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) ->
     cwd = cwd or Path.cwd()
     values: dict = {}
     home = Path(env.get("HOME", str(Path.home())))
-    for path in (home / ".config" / "evoteam" / "evoteam.toml", _find_project_config(cwd)):
+    user_file = home / ".config" / "evoteam" / "evoteam.toml"
+    project_kits: list[Path] = []
+    for path in (user_file, _find_project_config(cwd)):
         if path and path.is_file():
             data = _read_toml(path)
             base = path.parent
             for key in ("kits_dirs", "corpus_dirs", "candidate_dirs"):
                 if key in data:
+                    if not isinstance(data[key], list) or not all(isinstance(p, str) for p in data[key]):
+                        raise ConfigError(f"{path}: {key} must be a list of folder names")
                     data[key] = [base / Path(p).expanduser() for p in data[key]]
             if "db" in data:
                 data["db"] = base / Path(data["db"]).expanduser()
+            data.pop("project_kits_dirs", None)
+            if path != user_file:
+                # Trust comes only from the user: a project file may name kit folders (listed,
+                # untrusted) but cannot add candidate folders or make a kit folder trusted.
+                data.pop("candidate_dirs", None)  # a user setting only (docs/trust.md)
+                project_kits = list(data.pop("kits_dirs", []))
             values.update(data)
     for var, key in _ENV.items():
         if env.get(var):
@@ -110,6 +123,10 @@ def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) ->
             values[key] = extra + list(values.get(key, []))
     if "db" not in values:
         values["db"] = home / ".evoteam" / "evoteam.db"
+    # The shipped kits are always trusted: a project file naming their folder cannot untrust them.
+    trusted = [Path(p).resolve() for p in values.get("kits_dirs", [])] + [kits_dir().resolve()]
+    values["project_kits_dirs"] = [p for p in project_kits if p.resolve() not in trusted]
+    values["kits_dirs"] = list(values.get("kits_dirs", [])) + values["project_kits_dirs"]
     try:
         settings = Settings(**values)
     except ValueError as exc:

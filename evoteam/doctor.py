@@ -126,6 +126,10 @@ async def check_kit(env: dict[str, str], kit: str, client=None) -> str:
         raise RuntimeError(f"baseline did not pass: {status}: {data.get('message')}")
     missing = (data.get("metrics") or {}).get("protections_missing") or []
     confined = f"; candidate sandbox MISSING {', '.join(missing)}" if missing else "; candidate sandbox complete"
+    from evoteam.servers.bench.jail import stop_not_held
+
+    if stop_not_held(str(data.get("sandbox") or "")):
+        confined += "; the harness's stop does NOT hold here (no cgroup, no seccomp): kernel scores are flagged"
     return (f"{kit}: baseline {status}, speedup over itself {score:.2f}x ({len(data.get('workloads', []))} "
             f"workloads){confined}")
 
@@ -166,12 +170,22 @@ def _check_local_store(path: Path) -> str:
                            f"an export into a new file")
     if versions is None:
         raise RuntimeError(f"{path} is an SQLite file but not an evoteam store: point EVOTEAM_DB elsewhere")
+    from evoteam.servers.knowledge.db import newer_than_known
+
+    if newer_than_known(versions):
+        raise RuntimeError(f"{path} was written by a newer evoteam ({', '.join(newer_than_known(versions))} schema): "
+                           f"upgrade evoteam, or point EVOTEAM_DB at another file")
     notes = ["schema current" if is_current(versions) else "schema will be upgraded on the next write"]
     mode = stat.S_IMODE(path.stat().st_mode)
     if mode & 0o077:
         notes.append(f"WARNING: readable by others (mode {mode:o}); run `chmod 600 {path}`")
     if not os.access(path, os.W_OK):
         notes.append("read-only here (reads work, writes are refused)")
+    from evoteam.servers.knowledge.storefail import disk_full
+
+    if disk_full(path):  # reads pass the checks above; every write (and the next start) would fail
+        raise RuntimeError(f"the disk holding the store {path} is full: free space there (evoteam recovers by "
+                           f"itself once there is room)")
     return f"{path}: integrity ok, " + ", ".join(notes)
 
 

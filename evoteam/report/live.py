@@ -60,6 +60,12 @@ class Sessions:
             del self.by_id[sid]
 
 
+# No page may be framed by another site (clickjacking the sign-in or a run page), sniffed, or leak
+# its address as a referrer; nothing is cached.
+PAGE_HEADERS = {"Cache-Control": "no-store", "X-Frame-Options": "DENY",
+                "Content-Security-Policy": "frame-ancestors 'none'", "X-Content-Type-Options": "nosniff",
+                "Referrer-Policy": "no-referrer"}
+
 _LOGIN = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>evoteam: sign in</title>
 <style>body{font:15px system-ui,sans-serif;margin:4em auto;max-width:32em}input{width:100%;padding:6px}</style>
 </head><body><h1>evoteam</h1><p>{message}</p>
@@ -69,7 +75,7 @@ autofocus></label><p><button type="submit">Sign in</button></p></form></body></h
 
 def _login_page(message: str, status: int) -> HTMLResponse:
     return HTMLResponse(_LOGIN.replace("{message}", html.escape(message)), status_code=status,
-                        headers={"Cache-Control": "no-store"})
+                        headers=PAGE_HEADERS)
 
 
 def dashboard_routes(store: KnowledgeStore, verify: Verify, secure_cookie: bool = False) -> list[Route]:
@@ -105,12 +111,12 @@ def dashboard_routes(store: KnowledgeStore, verify: Verify, secure_cookie: bool 
                 f"<h1>Runs</h1><table><tr><th>run</th><th>status</th><th>kit</th><th>goal</th><th>best</th>"
                 f"<th>spent</th></tr>{rows}</table>"
                 f'<form method=post action="/logout"><button>Sign out</button></form></body></html>')
-        return HTMLResponse(body, headers={"Cache-Control": "no-store"})
+        return HTMLResponse(body, headers=PAGE_HEADERS)
 
     async def run_page(request: Request, scoped: KnowledgeStore) -> Response:
         report = await gather(scoped, request.path_params["run_id"])
         refresh = REFRESH_SECONDS if report.run.status == "active" else None
-        return HTMLResponse(render_report(report, refresh_s=refresh), headers={"Cache-Control": "no-store"})
+        return HTMLResponse(render_report(report, refresh_s=refresh), headers=PAGE_HEADERS)
 
     async def login(request: Request) -> Response:
         form = await request.form()

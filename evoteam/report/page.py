@@ -40,8 +40,9 @@ def _vega_bundle() -> str:
 
 
 def _json_for_script(value: Any) -> str:
-    # Inside <script type=application/json>, "</" would end the element: escape it.
-    return json.dumps(value).replace("</", "<\\/")
+    # Inside a <script> element, "</script" ends it and "<!--<script" makes the parser skip the
+    # real end: no "<", ">" or "&" appears raw (JSON's \\u escapes read back the same).
+    return json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 _STYLE = """

@@ -440,7 +440,13 @@ class Front:
             module = importlib.import_module(f"evoteam.servers.{self.server}.server")
             module.serve_stdio(settings)
         except BaseException as exc:  # reported in one line: the client sees the session end
-            _log(f"serve {self.server} stopped: {type(exc).__name__}: {exc}")
+            from evoteam.errors import first_leaf
+
+            leaf = first_leaf(exc)  # the cause, not anyio's "unhandled errors in a TaskGroup"
+            if type(leaf).__name__ in ("StoreFailure", "Invalid", "Unavailable", "Forbidden", "DomainError"):
+                _log_line(f"Error: {leaf}")  # a store that cannot open says what to do, as the CLI does
+            else:
+                _log(f"serve {self.server} stopped: {type(leaf).__name__}: {leaf}")
             self.exit_code = 1
         finally:
             os.close(self.from_server_w)

@@ -69,12 +69,21 @@ class EvoServer(MCPServer):
     """`MCPServer` that answers every request with a result or a one-line error."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context=None):
+        from evoteam.servers.arguments import keep_strings, out_of_bounds
+
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            keep_strings(tool)  # a JSON-looking string stays a string where a string is accepted
+        bad = out_of_bounds(arguments or {})
+        if bad:
+            raise ToolError(f"{name}: invalid arguments: {bad}")
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError as exc:
-            # The cause stays in the server's log; the caller learns it was not their input.
-            raise UnexpectedToolError(f"{name} failed inside the server ({type(exc.__cause__).__name__}); "
-                                      f"the server's log has the details") from exc.__cause__
+            # The cause stays in the server's log (no internal exception name reaches the caller);
+            # the caller learns it was not their input.
+            raise UnexpectedToolError(f"{name} failed inside the server; the server's log has the details") \
+                from exc.__cause__
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError):
                 raise ToolError(f"{name}: {describe_validation(exc.__cause__)}") from exc.__cause__

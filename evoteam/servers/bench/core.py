@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from evoteam.config import Settings
-from evoteam.servers.bench import fib, harness, openevolve, solutions
+from evoteam.servers.bench import fib, harness, openevolve, redact, solutions
 from evoteam.servers.bench.candidates import check_candidate_path, check_parent, record_measured
 from evoteam.servers.bench.heldout_key import heldout_set_id
 from evoteam.servers.bench.harness import KernelSession, WorkerFailure, WorkloadSpec, WorkloadVerdict
+from evoteam.servers.bench.jail import stop_not_held
 from evoteam.servers.bench.kits import Kit, discover, find_kit, heldout_secret, kit_dirs, state_dir
 from evoteam.servers.bench.models import (
     Comparison,
@@ -55,6 +56,8 @@ MAX_CODE = 2_000_000
 def _page(items: list, limit: int, cursor: str | None) -> tuple[list, str | None]:
     try:
         start = int(cursor) if cursor else 0
+        if not 0 <= start < 2**62:
+            raise ValueError
     except ValueError:
         raise DomainError("bad cursor; pass back the next_cursor of the previous page") from None
     limit = max(1, min(limit, 100))
@@ -171,6 +174,26 @@ def _deny_roots(settings: Settings, kit: Kit) -> list[str]:
     for d in kit_dirs(settings):
         roots.add(str(d.resolve()))
     return sorted(roots)
+
+
+def _evaluator_reads(settings: Settings, kit: Kit) -> list[str]:
+    """The kit's declared read-only paths for its evaluator: each beside the kit (inside the
+    folder that holds it), existing, and holding none of evoteam's state or store."""
+    beside = kit.root.parent.resolve()
+    secret = [Path(p) for p in _store_files(settings)]
+    out = []
+    for rel in kit.manifest.evaluator_reads:
+        path = (kit.root / rel).resolve()
+        if Path(rel).is_absolute() or not path.is_relative_to(beside) or path == beside.parent:
+            raise DomainError(f"kit {kit.name}: evaluator_reads entry {rel[:80]!r} is not beside the kit (it must "
+                              f"stay inside {beside})")
+        if not path.exists():
+            raise DomainError(f"kit {kit.name}: evaluator_reads entry {rel[:80]!r} does not exist")
+        if path == beside or any(s.is_relative_to(path) or path.is_relative_to(s) for s in secret):
+            raise DomainError(f"kit {kit.name}: evaluator_reads entry {rel[:80]!r} would open evoteam's state or "
+                              f"the whole folder of kits; name the files the evaluator needs")
+        out.append(str(path))
+    return out
 
 
 def _workload_specs(kit: Kit, split: Split, settings: Settings) -> list[tuple[WorkloadSpec, str | None]]:
@@ -353,6 +376,8 @@ async def _run_kernel(settings: Settings, kit: Kit, cand: PreparedCandidate, spl
     if missing:
         metrics["protections_missing"] = missing
     flags = [f"{o.workload}: {o.message}" for o in outcomes if o.flagged]
+    if session and status == "PASSED" and (unheld := stop_not_held(sandbox_desc)):
+        flags.append(unheld)  # timings measured where the stop cannot hold never rank unreviewed
     first_bad = next((o for o in outcomes if o.status != "PASSED"), None)
     return Evaluation(kit=kit.name, kind="kernel", split=split, status=status, score=score, direction=m.direction,
                       passed=passed, total=len(outcomes), workloads=outcomes, metrics=metrics,
@@ -407,7 +432,7 @@ async def _run_program(settings: Settings, kit: Kit, cand: PreparedCandidate, sp
             result = await asyncio.to_thread(harness.run_evaluator, kit.file(m.evaluator), program,
                                              m.timeouts.program_s * min(stages, 3), m.memory_limit_mb,
                                              _deny_roots(settings, kit), options, kit.root,
-                                             _store_files(settings), m.worker_env)
+                                             _store_files(settings), m.worker_env, _evaluator_reads(settings, kit))
             failure = result.get("failure")
         except WorkerFailure as exc:
             failure, flagged = {"status": exc.status, "message": exc.message}, exc.flagged
@@ -435,6 +460,9 @@ async def _run_program(settings: Settings, kit: Kit, cand: PreparedCandidate, sp
     metrics = dict(metrics, wall_s=round(wall, 3))
     if m.program_heldout is not None:
         metrics["instances"] = len(kwargs[m.program_heldout.argument])
+    if split == "heldout":
+        message, metrics, artifacts, stage_rows = redact.program_heldout(status, score, m.objective, metrics,
+                                                                         stage_rows)
     flags = [message] if flagged and message else []
     if result.get("program_in_process"):
         # The program ran inside the evaluator's process, where it can change what the evaluator

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from evoteam.config import Settings
 from evoteam.errors import DomainError
+from evoteam.safepath import FIB_NAME, checked_name, inside, write_atomic
 from evoteam.servers.bench import fib, solutions
 from evoteam.servers.bench.kits import find_kit
 from evoteam.servers.knowledge.models import Candidate
@@ -58,25 +59,27 @@ def _evaluation(w, env: dict, timestamp: str) -> dict:
     return body
 
 
-def _write_definition(kit, folder: Path, op_type: str) -> None:
+def _place(folder: Path, *parts: str) -> Path:
+    """``folder/parts…`` checked by the one safe-path rule, its parent made."""
+    path = inside(folder, *parts, what="export path")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _write_definition(kit, folder: Path, op_type: str, name: str) -> None:
     d = kit.definition
-    dest = folder / "definitions" / op_type / f"{d.name}.json"
-    dest.parent.mkdir(parents=True, exist_ok=True)
     body = d.model_dump(mode="json")  # scalars keep their "shape": null
     body["op_type"] = op_type
-    dest.write_text(json.dumps(body, indent=2))
+    write_atomic(_place(folder, "definitions", op_type, f"{name}.json"), json.dumps(body, indent=2))
     lines = []
     for w in kit.dev_workloads():
         for spec in w.inputs.values():
             if spec.type == "safetensors" and spec.path:
-                target = folder / spec.path
-                target.parent.mkdir(parents=True, exist_ok=True)
+                target = _place(folder, spec.path)
                 shutil.copyfile(fib.resolve_blob(kit.root, spec.path), target)
         workload = w.model_dump(mode="json", exclude_none=True)
         lines.append(json.dumps({"definition": d.name, "workload": workload, "solution": None, "evaluation": None}))
-    wl = folder / "workloads" / op_type / f"{d.name}.jsonl"
-    wl.parent.mkdir(parents=True, exist_ok=True)
-    wl.write_text("\n".join(lines) + ("\n" if lines else ""))
+    write_atomic(_place(folder, "workloads", op_type, f"{name}.jsonl"), "\n".join(lines) + ("\n" if lines else ""))
 
 
 def _kit(settings: Settings, name: str, source: str | None):
@@ -110,19 +113,26 @@ async def export_traces(settings: Settings, store: KnowledgeStore, ident: str, f
             result.skipped.append(f"{cand.id}: kit {kit_name} is a program kit; FIB traces are for kernels")
             continue
         d = kit.definition
-        op_type = d.op_type or "unknown"
-        if d.name not in written_defs:
-            _write_definition(kit, folder, op_type)
-            written_defs.add(d.name)
         sol = solutions.from_candidate(cand.code, definition=d.name, name=f"evoteam_{cand.id}", author=AUTHOR,
                                        entry=kit.manifest.entry, device=kit.manifest.device)
         body = sol.model_dump(mode="json", exclude_none=True)
         body["author"] = sol.author or AUTHOR
         body["spec"]["target_hardware"] = body["spec"].get("target_hardware") or [kit.manifest.device]
-        author = body["author"]
-        sol_path = folder / "solutions" / author / op_type / d.name / f"{sol.name}.json"
-        sol_path.parent.mkdir(parents=True, exist_ok=True)
-        sol_path.write_text(json.dumps(body, indent=2))
+        # The Solution's name and author come from the candidate's own code (an adversary's text,
+        # possibly from an imported bundle); they become path components only by FIB's naming rule.
+        try:
+            op_type = checked_name(d.op_type or "unknown", FIB_NAME, "definition op_type")
+            def_name = checked_name(d.name, FIB_NAME, "definition name")
+            author = checked_name(body["author"], FIB_NAME, "solution author")
+            sol_name = checked_name(sol.name, FIB_NAME, "solution name")
+            sol_path = _place(folder, "solutions", author, op_type, def_name, f"{sol_name}.json")
+            if d.name not in written_defs:
+                _write_definition(kit, folder, op_type, def_name)
+                written_defs.add(d.name)
+        except DomainError as exc:
+            result.skipped.append(f"{cand.id}: {exc}")
+            continue
+        write_atomic(sol_path, json.dumps(body, indent=2))
         result.solutions.append(sol.name)
         workloads = {w.uuid: w for w in kit.dev_workloads()}
         env = cand.metrics.get("environment") or fib.environment(kit.manifest.device)
@@ -135,7 +145,7 @@ async def export_traces(settings: Settings, store: KnowledgeStore, ident: str, f
             trace = {"definition": d.name, "workload": workloads[w.workload].model_dump(mode="json", exclude_none=True),
                      "solution": sol.name, "evaluation": _evaluation(w, env, timestamp)}
             lines.append(json.dumps(trace))
-        path = folder / "traces" / author / op_type / f"{d.name}.jsonl"
+        path = inside(folder, "traces", author, op_type, f"{def_name}.jsonl", what="export path")
         # Exporting again (or another run into the same folder) adds only what is not there:
         # one trace per solution and workload.
         have = _exported(path)

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from evoteam.servers.bench import protocol
+from evoteam.servers.bench import protocol, replies
 from evoteam.servers.bench.workerenv import tuning_env
 
 OUTPUT_CAP_BYTES = 1 << 20  # what a worker may print before it is stopped
@@ -111,7 +111,7 @@ class WorkerProc:
 
     def __init__(self, label: str, init: dict, scratch: Path, memory_mb: int | None,
                  extra_env: dict[str, str] | None = None, untrusted_code: bool = False, arena: bool = False,
-                 extra_fds: tuple[int, ...] = ()):
+                 extra_fds: tuple[int, ...] = (), tree_memory_mb: int | None = None):
         from evoteam.servers.bench.jail import Jail
 
         self.label = label
@@ -120,7 +120,8 @@ class WorkerProc:
         self.reason: str | None = None
         self.tail = bytearray()
         self.printed = 0
-        self.jail = Jail(label)
+        # The whole tree's cap (limits.py): the worker's own, plus a little for what it starts.
+        self.jail = Jail(label, tree_memory_mb or (memory_mb + 64 if memory_mb else None))
         self.arena_fd: int | None = None
         self.arena_map = None
         self.arena_size = 0
@@ -222,6 +223,9 @@ class WorkerProc:
         code = self._returncode(5)
         if self.reason:
             return WorkerFailure("RUNTIME_ERROR", self.reason, fatal=True)
+        capped = self.jail.limits.hit()
+        if capped:
+            return WorkerFailure("RUNTIME_ERROR", f"the {self.label}: {capped}", fatal=True)
         if code < 0:
             sig = -code
             name = _SIGNALS.get(sig, signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig))
@@ -247,7 +251,10 @@ class WorkerProc:
         try:
             header, arrays = self.reader.read(deadline)
         except protocol.PeerTimeout:
+            capped = self.jail.limits.hit()
             self.kill()
+            if capped:  # stuck at a cap (a fork refused, memory reclaimed): that is the cause to report
+                raise WorkerFailure("RUNTIME_ERROR", f"the {self.label}: {capped}", fatal=True) from None
             raise WorkerFailure("TIMEOUT", f"the {self.label} did not finish {what} within {timeout:g} s "
                                 "(a hang, or far too slow) and was stopped", fatal=True) from None
         except protocol.PeerClosed:
@@ -257,6 +264,10 @@ class WorkerProc:
         if self.reason:  # flooded or over memory but still answered
             self.kill()
             raise WorkerFailure("RUNTIME_ERROR", self.reason, fatal=True)
+        try:
+            replies.common(header)  # every common field bounded and typed before any is used
+        except replies.BadReply as exc:
+            raise self._malformed(str(exc)) from None
         violations = header.get("violations") or []
         if violations:
             if not isinstance(violations, list):
@@ -299,6 +310,10 @@ class WorkerProc:
             self.jail.stop()
             t1 = time.perf_counter_ns()
             self.jail.hold()
+        capped = self.jail.limits.hit()  # outside the timed window: a cap hit anywhere in the tree fails it
+        if capped:
+            self.kill()
+            raise WorkerFailure("RUNTIME_ERROR", f"the {self.label}: {capped}", fatal=True)
         if timed:
             return header, out, t1 - t0
         return header, out
@@ -714,10 +729,10 @@ class KernelSession:
                  expected: dict | None = None) -> tuple[list[dict], dict[str, np.ndarray]]:
         """The outputs the stopped worker reported, read from its memory (or from the reply where
         the harness cannot read memory). Every count, size and type is checked first."""
-        outs = header.get("outputs")
-        if not isinstance(outs, list) or len(outs) != len(self.out_names):
-            raise w._malformed(f"expected {len(self.out_names)} output descriptions, got "
-                               f"{len(outs) if isinstance(outs, list) else type(outs).__name__}")
+        try:
+            outs = [o.model_dump() for o in replies.outputs(header.get("outputs"), len(self.out_names))]
+        except replies.BadReply as exc:
+            raise w._malformed(str(exc)) from None
         meta, got = [], {}
         for i, (name, o) in enumerate(zip(self.out_names, outs)):
             if not isinstance(o, dict):
@@ -904,7 +919,11 @@ def run_program_worker(program: Path, function: str, kwargs: dict, timeout_s: fl
                        deny: list[str], use_landlock: bool = True, worker_env: dict[str, str] | None = None) -> Any:
     header, arrays = _program_call(program.read_bytes(), function, kwargs, timeout_s, memory_mb, deny, use_landlock,
                                    worker_env)
-    return decode_value(header.get("result"), arrays)
+    try:
+        return decode_value(header.get("result"), arrays)
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise WorkerFailure("RUNTIME_ERROR", f"the program worker sent a malformed result ({type(exc).__name__}); "
+                            "this evaluation is flagged", flagged=True) from None
 
 
 def _program_call(source: bytes, function: str, kwargs: dict, timeout_s: float, memory_mb: int,
@@ -940,6 +959,10 @@ def _program_call(source: bytes, function: str, kwargs: dict, timeout_s: float, 
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+# The evaluator's own interpreter on top of the kit's cap, for its whole tree (the program it
+# starts included).
+EVALUATOR_OVERHEAD_MB = 256
+
 # What a kit evaluator may start: Python, to run the program in a process of its own (as many
 # OpenEvolve evaluators do); everything it starts inherits its confinement.
 EVALUATOR_EXECUTABLES = {"python", "python3", os.path.basename(sys.executable),
@@ -948,7 +971,8 @@ EVALUATOR_EXECUTABLES = {"python", "python3", os.path.basename(sys.executable),
 
 def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: int, deny: list[str],
                   options: dict | None = None, kit_root: Path | None = None,
-                  evaluator_deny: list[str] | None = None, worker_env: dict[str, str] | None = None) -> dict:
+                  evaluator_deny: list[str] | None = None, worker_env: dict[str, str] | None = None,
+                  evaluator_reads: list[str] | None = None) -> dict:
     """Run a program kit's ``evaluate(program_path)`` in a worker of its own. Returns metrics, or
     raises WorkerFailure. With ``options`` (see bench/openevolve.py ``run_evaluation``) it returns
     the whole evaluation: metrics, artifacts, stages, any failure, the worker's sandbox, and
@@ -961,8 +985,11 @@ def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: i
     (``evaluator_deny``: the store and the bench's state), a cgroup that is killed whole at the
     end, not dumpable. ``run_program`` called inside it is served here: the evaluator sends the
     source, a program worker the harness starts runs it (``deny``).
-    ``worker_env`` (the kit's overrides) applies to the evaluator and to every program it runs."""
-    from evoteam.servers.bench.jail import can_drop_privileges, pick_uid
+    ``worker_env`` (the kit's overrides) applies to the evaluator and to every program it runs.
+    ``evaluator_reads``: read-only paths beside the kit its manifest declares (a benchmark suite's
+    shared runtime). The evaluator may start a session of its own (``start_new_session``) where
+    the jail still reaches the whole tree: by cgroup, or by the evaluator's own uid."""
+    from evoteam.servers.bench.jail import can_drop_privileges, cgroup_root, pick_uid
     from evoteam.servers.bench.sandbox import SERVICE_VAR
 
     scratch = Path(tempfile.mkdtemp(prefix="evoteam-evaluator-"))
@@ -986,15 +1013,17 @@ def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: i
         fds += [request_r, request_w, reply_r, reply_w, notice_r, notice_w]
         env = {"EVOTEAM_BENCH_PROGRAM_TIMEOUT": str(timeout_s), "EVOTEAM_BENCH_MEMORY_MB": str(memory_mb),
                SERVICE_VAR: f"{request_w},{reply_r}"}
-        read = [str(kit_root or evaluator.parent), str(work)]
+        read = [str(kit_root or evaluator.parent), str(work), *(evaluator_reads or [])]
         w = WorkerProc("kit evaluator", {
             "mode": "evaluator", "evaluator": str(evaluator), "program": str(work / program.name), "env": env,
             "options": options, "notice_fd": notice_w, "watch": [str(work), str(scratch)],
             "sandbox": {"scratch": str(scratch), "deny": list(evaluator_deny or []), "read": read,
                         "memory_mb": None, "landlock": True, "uid": uid, "private_tmp": uid is not None,
-                        "executables": sorted(EVALUATOR_EXECUTABLES)},
+                        "executables": sorted(EVALUATOR_EXECUTABLES),
+                        "allow_setsid": uid is not None or cgroup_root() is not None},
         }, scratch, None, extra_env={**tuning_env(overrides=worker_env), **env}, untrusted_code=True,
-           extra_fds=(request_w, reply_r, notice_w))
+           extra_fds=(request_w, reply_r, notice_w), tree_memory_mb=memory_mb + EVALUATOR_OVERHEAD_MB)
+        w.jail.uid = uid  # a program in a session of its own is still killed, by uid, without a cgroup
         for fd in (request_w, reply_r, notice_w):  # the worker's ends
             os.close(fd)
             fds.remove(fd)
@@ -1008,15 +1037,23 @@ def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: i
             w.jail.hold()
             header, _ = w.request({"cmd": "evaluate"}, timeout_s + 30.0, "evaluating the program")
         finally:
+            capped = w.jail.limits.hit()  # read before close removes the groups
             w.close()
+        if capped:  # the program it started (or the evaluator) was over the kit's cap: never a score
+            raise WorkerFailure("RUNTIME_ERROR", f"the kit evaluator's tree: {capped}")
         os.set_blocking(notice_r, False)
         try:
             in_process = bool(os.read(notice_r, 64))
         except (BlockingIOError, OSError):
             in_process = False
-        if options is None:
-            return header["metrics"]
-        return dict(header["evaluation"], program_in_process=in_process, sandbox=sandbox_desc)
+        try:
+            if options is None:
+                return replies.metrics(header.get("metrics"))
+            return dict(replies.evaluation(header.get("evaluation")), program_in_process=in_process,
+                        sandbox=sandbox_desc)
+        except replies.BadReply as exc:
+            raise WorkerFailure("RUNTIME_ERROR", f"the kit evaluator sent a malformed reply ({exc}); this evaluation "
+                                "is flagged", flagged=True) from None
     finally:
         for fd in fds:
             with contextlib.suppress(OSError):
@@ -1047,14 +1084,15 @@ def _serve_program_requests(request_fd: int, reply_fd: int, deny: list[str], tim
             source = arrays.get("source")
             if source is None or source.dtype != np.uint8 or source.ndim != 1:
                 raise WorkerFailure("RUNTIME_ERROR", "a malformed run_program call: no program source")
-            kwargs = msg.get("kwargs") if isinstance(msg.get("kwargs"), dict) else {}
-            reply = _program_call(source.tobytes(), str(msg.get("function") or "run"), kwargs,
-                                  min(float(msg.get("timeout_s") or timeout_s), timeout_s),
-                                  min(int(msg.get("memory_mb") or memory_mb), memory_mb), deny,
-                                  worker_env=worker_env)
+            call = replies.run_program_request(msg)
+            reply = _program_call(source.tobytes(), call.function, call.kwargs,
+                                  min(call.timeout_s or timeout_s, timeout_s),
+                                  min(call.memory_mb or memory_mb, memory_mb), deny, worker_env=worker_env)
         except WorkerFailure as exc:
             reply = ({"ok": False, "status": exc.status, "message": exc.message}, None)
-        except (TypeError, ValueError, OSError) as exc:
+        except replies.BadReply as exc:
+            reply = ({"ok": False, "status": "RUNTIME_ERROR", "message": str(exc)}, None)
+        except (TypeError, ValueError, OSError, OverflowError) as exc:
             reply = ({"ok": False, "status": "RUNTIME_ERROR", "message": f"a malformed run_program call: {exc}"},
                      None)
         try:

@@ -20,6 +20,8 @@ import signal
 import time
 from pathlib import Path
 
+from evoteam.servers.bench.limits import DEFAULT_PIDS, TreeLimits
+
 _CG_ROOT: Path | None | bool = False  # False: not probed yet
 
 
@@ -82,13 +84,16 @@ def sched_state(pid: int) -> tuple:
 class Jail:
     """One worker's process group (and cgroup, where available)."""
 
-    def __init__(self, label: str):
+    def __init__(self, label: str, memory_mb: int | None = None, pids: int | None = DEFAULT_PIDS):
         self.label = label
         self.pid: int | None = None
         self.cgroup: Path | None = None
         self.stopped = False
         self.exit_status: int | None = None
         self.mem_fd: int | None = None
+        # The worker's own uid, where it has one: a kit evaluator may start a session of its own,
+        # which the process-group signals miss; without a cgroup, its uid still finds every process.
+        self.uid: int | None = None
         root = cgroup_root()
         if root is not None:
             path = root / f"evoteam-{os.getpid()}-{secrets.token_hex(4)}"
@@ -97,14 +102,17 @@ class Jail:
                 self.cgroup = path
             except OSError:
                 self.cgroup = None
+        # Memory and process caps for the whole tree (limits.py), in this cgroup or in v1 ones.
+        self.limits = TreeLimits(memory_mb, pids, self.cgroup)
 
     def describe(self) -> str:
-        return "cgroup" if self.cgroup else "process-group"
+        return ("cgroup" if self.cgroup else "process-group") + "+" + self.limits.describe()
 
     def attach(self, pid: int) -> None:
         """Called right after the worker starts, before it is sent anything (so before any
         candidate code can run)."""
         self.pid = pid
+        self.limits.attach(pid)
         if self.cgroup is not None:
             try:
                 (self.cgroup / "cgroup.procs").write_text(str(pid))
@@ -208,6 +216,26 @@ class Jail:
                     os.killpg(self.pid, signal.SIGCONT)
                 except (ProcessLookupError, PermissionError):
                     pass
+        for pid in self._by_uid():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def _by_uid(self) -> list[int]:
+        """Live processes running as the worker's own uid (none when it has no uid of its own)."""
+        if self.uid is None:
+            return []
+        pids = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    if os.stat(f"/proc/{entry}").st_uid == self.uid and "State:\tZ" not in \
+                            Path(f"/proc/{entry}/status").read_text():
+                        pids.append(int(entry))
+                except (OSError, ValueError):
+                    continue
+        return pids
 
     def members(self) -> list[int]:
         """Processes still in the worker's cgroup or process group."""
@@ -227,6 +255,7 @@ class Jail:
                             pids.add(int(entry))
                     except (OSError, IndexError, ValueError):
                         continue
+        pids |= set(self._by_uid())
         return sorted(pids)
 
     def close(self) -> None:
@@ -242,6 +271,7 @@ class Jail:
             self.kill_all()
             time.sleep(0.01)
         self._remove_cgroup()
+        self.limits.close()
 
     def _remove_cgroup(self) -> None:
         if self.cgroup is None:
@@ -253,6 +283,19 @@ class Jail:
             except OSError:
                 time.sleep(0.01)
         self.cgroup = None
+
+
+STOP_NOT_HELD = ("the harness cannot hold a stopped candidate on this machine (no cgroup freezer and no seccomp "
+                 "filter against a self-delivered SIGCONT), so its timings may include work done while the "
+                 "harness's clock was stopped: the score is kept but does not rank until a person reviews it")
+
+
+def stop_not_held(sandbox: str) -> str | None:
+    """Why the harness's stop does not hold for a worker with this sandbox description, or None.
+    It holds with a cgroup (the freezer cannot be undone from inside) or with the seccomp filter
+    (no SIGCONT can reach the stopped process from itself, now or later)."""
+    layers = set(sandbox.split("+"))
+    return None if "cgroup" in layers or "seccomp" in layers else STOP_NOT_HELD
 
 
 def protections() -> dict[str, str]:
@@ -271,6 +314,8 @@ def protections() -> dict[str, str]:
         out["seccomp"] = f"no: {exc}; a candidate could leave its process group"
     out["cgroup"] = "yes" if cgroup_root() else ("no: no writable cgroup v2 hierarchy; workers are stopped "
                                                  "and killed by process group")
+    held = out["cgroup"] == "yes" or out["seccomp"] == "yes"
+    out["stop_holds"] = "yes" if held else "no: " + STOP_NOT_HELD
     out["own_uid"] = "yes" if can_drop_privileges() else ("no: the harness is not root, so candidates run as "
                                                           "its user (Landlock and seccomp still confine them)")
     out["private_tmp"] = "yes" if can_drop_privileges() else "no: needs root; /tmp and /dev/shm are closed by " \

@@ -22,6 +22,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from evoteam.config import Settings
+from evoteam.resources import kits_dir
 from evoteam.servers.bench import openevolve
 from evoteam.servers.bench.heldout_key import external_heldout_key
 from evoteam.servers.bench.models import Definition, KitManifest, Workload
@@ -111,15 +112,33 @@ class Kit:
     def content_hash(self) -> str:
         """sha256 over every file of the kit (relative path and bytes): the kit's identity as
         recorded with each candidate. Two folders with the same name but different content differ."""
-        h = hashlib.sha256()
+        entries = []
         for path in sorted(self.root.rglob("*")):
             rel = path.relative_to(self.root)
-            if "__pycache__" in rel.parts or not path.is_file():
+            if "__pycache__" in rel.parts:
                 continue
-            data = path.read_bytes()
-            h.update(f"{rel.as_posix()}\0{len(data)}\0".encode())
-            h.update(data)
-        return "sha256:" + h.hexdigest()
+            if path.is_symlink():  # a link is its target's name: never a read of what it points at
+                entries.append((rel.as_posix(), "link", os.readlink(path)))
+            elif path.is_file():
+                st = path.stat()
+                entries.append((rel.as_posix(), "file", (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)))
+        # Unchanged files (same inode, size and modification time) are not read again: a kit's
+        # large data files are hashed once per process, not on every evaluation.
+        key = (str(self.root), tuple(entries))
+        if _HASHES.get(str(self.root), (None,))[0] == key:
+            return _HASHES[str(self.root)][1]
+        h = hashlib.sha256()
+        for rel, kind, what in entries:
+            if kind == "link":
+                h.update(f"{rel}\0link\0{what}\0".encode())
+                continue
+            h.update(f"{rel}\0{what[2]}\0".encode())
+            with open(self.root / rel, "rb") as fh:
+                while block := fh.read(1 << 20):
+                    h.update(block)
+        digest = "sha256:" + h.hexdigest()
+        _HASHES[str(self.root)] = (key, digest)
+        return digest
 
     @cached_property
     def definition(self) -> Definition:
@@ -233,15 +252,26 @@ def _declared_requirements(path: Path) -> list[str]:
     return []
 
 
+_HASHES: dict[str, tuple[tuple, str]] = {}  # kit folder -> (what its files were, content hash)
+
+
 def kit_dirs(settings: Settings) -> list[Path]:
     return [Path(d).expanduser() for d in settings.kits_dirs]
+
+
+def _search_order(settings: Settings) -> list[Path]:
+    """The shipped kits first: a kit elsewhere with a shipped kit's name never shadows it (it
+    is still reachable by its path)."""
+    shipped = kits_dir().resolve()
+    dirs = kit_dirs(settings)
+    return sorted(dirs, key=lambda d: d.resolve() != shipped)
 
 
 def discover(settings: Settings) -> dict[str, Kit]:
     kits: dict[str, Kit] = {}
     from evoteam.servers.bench import fib
 
-    for base in kit_dirs(settings):
+    for base in _search_order(settings):
         if not base.is_dir():
             continue
         if fib.is_trace_set(base):
@@ -297,7 +327,9 @@ def is_trusted(settings: Settings, path: Path) -> bool:
     """A kit folder is trusted when it lies in a configured kit folder (the shipped task_kits/ is
     one) or the user trusted it explicitly."""
     path = path.resolve()
-    roots = [d.expanduser().resolve() for d in kit_dirs(settings)] + trusted_kit_paths(settings)
+    named_by_project = {Path(d).expanduser().resolve() for d in settings.project_kits_dirs}
+    roots = [r for r in (d.expanduser().resolve() for d in kit_dirs(settings)) if r not in named_by_project]
+    roots += trusted_kit_paths(settings)
     return any(path == r or r in path.parents for r in roots)
 
 
@@ -306,6 +338,17 @@ def _require_trust(settings: Settings, path: Path) -> None:
         raise DomainError(f"kit folder {path} is not in the configured kit folders, so it is not trusted (its "
                           "reference and evaluator would run unconfined); the user can trust it with `evoteam "
                           "bench trust FOLDER` or add its parent to EVOTEAM_KITS / kits_dirs")
+
+
+def _confinable(settings: Settings, kit: Kit) -> Kit:
+    """A kit from a folder only a project file names: a program kit runs (its evaluator is
+    confined like a candidate); a kernel kit's reference and baseline would run unconfined, so it
+    needs the user's trust first."""
+    if kit.manifest.kind == "kernel" and not is_trusted(settings, kit.root):
+        raise DomainError(f"kit {kit.name} comes from {kit.root.parent}, which only the project's evoteam.toml "
+                          "names; a project file cannot make a kit trusted (its reference would run unconfined). "
+                          f"The user can trust it with `evoteam bench trust {kit.root}`")
+    return kit
 
 
 def find_kit(settings: Settings, name_or_path: str) -> Kit:
@@ -327,9 +370,9 @@ def find_kit(settings: Settings, name_or_path: str) -> Kit:
         return Kit.load(path)
     kits = discover(settings)
     if name_or_path in kits:
-        return kits[name_or_path]
+        return _confinable(settings, kits[name_or_path])
     if "/" in name_or_path and Path(name_or_path.rstrip("/")).name in kits:
-        return kits[Path(name_or_path.rstrip("/")).name]  # `task_kits/<kit>` from another folder
+        return _confinable(settings, kits[Path(name_or_path.rstrip("/")).name])  # `task_kits/<kit>` elsewhere
     if "/" not in name_or_path and name_or_path not in (".", ".."):
         # A folder of that name whose manifest is refused is left out of the list: say why.
         for base in kit_dirs(settings):

@@ -213,6 +213,10 @@ class KitManifest(BaseModel):
     evaluator_args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for evaluate()")
     program_heldout: ProgramHeldout | None = None
     enforce_evolve_blocks: bool = True  # refuse edits outside the initial program's EVOLVE-BLOCKs
+    evaluator_reads: list[str] = Field(
+        default_factory=list, max_length=20,
+        description="read-only paths beside the kit its evaluator needs (e.g. '../runtime.py', a benchmark "
+                    "suite's shared module); relative to the kit folder, inside the folder that holds it")
     source: Literal["kit.json", "openevolve"] = "kit.json"
     # examples shipped with the kit (for docs and tests)
     examples: dict[str, str] = Field(default_factory=dict)

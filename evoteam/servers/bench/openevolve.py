@@ -90,6 +90,7 @@ class EvoteamSection(BaseModel):
     memory_limit_mb: int | None = Field(default=None, ge=64)
     heldout: ProgramHeldout | None = None
     enforce_evolve_blocks: bool = True
+    evaluator_reads: list[str] = Field(default_factory=list, max_length=20)
 
 
 class ScaffoldConfig(BaseModel):
@@ -175,6 +176,7 @@ def manifest_fields(folder: Path) -> dict[str, Any]:
         "evaluator_args": dict(config.evaluator_args),
         "program_heldout": ours.heldout.model_dump() if ours.heldout else None,
         "enforce_evolve_blocks": ours.enforce_evolve_blocks,
+        "evaluator_reads": list(ours.evaluator_reads),
         "source": "openevolve",
     }
     if ours.memory_limit_mb:

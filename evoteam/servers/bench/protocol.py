@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from evoteam.servers.bench import replies
+
 MAX_HEADER = 4 * 1024 * 1024
 ALLOWED_DTYPES = {"float64", "float32", "float16", "int64", "int32", "int16", "int8", "uint8", "bool"}
 
@@ -88,21 +90,20 @@ class FrameReader:
             raise ProtocolError(f"header of {hlen} bytes is too large")
         try:
             header = json.loads(self._take(hlen, deadline))
-        except ValueError as exc:
-            raise ProtocolError(f"bad header: {exc}") from exc
+        except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested too deeply
+            raise ProtocolError(f"bad header: {str(exc)[:200]}") from None
         if not isinstance(header, dict):
             raise ProtocolError("header is not an object")
+        try:
+            descriptors = replies.blobs(header.get("blobs"))
+        except replies.BadReply as exc:
+            raise ProtocolError(str(exc)) from None
         arrays: dict[str, np.ndarray] = {}
         total = 0
-        for blob in header.get("blobs", []) or []:
-            try:
-                key, dtype, shape = str(blob["key"]), str(blob["dtype"]), [int(s) for s in blob["shape"]]
-            except (KeyError, TypeError, ValueError) as exc:
-                raise ProtocolError(f"bad blob descriptor: {exc}") from exc
-            if dtype not in ALLOWED_DTYPES or any(s < 0 for s in shape):
-                raise ProtocolError(f"blob {key!r} has a bad dtype or shape")
+        for blob in descriptors:
+            key, dtype, shape = blob.key, blob.dtype, blob.shape
             (blen,) = struct.unpack("<Q", self._take(8, deadline))
-            expected = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+            expected = blob.elements() * np.dtype(dtype).itemsize
             total += blen
             if blen != expected or total > self.max_bytes:
                 raise ProtocolError(f"blob {key!r} has {blen} bytes, expected {expected} (limit {self.max_bytes})")

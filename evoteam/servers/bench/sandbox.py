@@ -252,7 +252,9 @@ def _hook(event: str, args: tuple) -> None:
     elif event in ("os.system", "os.exec", "os.posix_spawn", "os.spawn", "pty.spawn"):
         _refuse(f"{event}")
     elif event in ("os.kill", "os.killpg"):
-        if args and args[0] not in (os.getpid(), 0):
+        # A kit evaluator with a uid of its own may signal what it started (the kernel lets a
+        # process of that uid reach nothing else); everything else signals only itself.
+        if args and args[0] not in (os.getpid(), 0) and not _state.get("signal_own_uid"):
             _refuse(f"sending a signal to process {args[0]}")
     elif event in ("socket.connect", "socket.bind", "socket.sendto", "socket.getaddrinfo"):
         _refuse("network access")
@@ -294,11 +296,15 @@ def die_with_parent() -> None:
 
 
 def confine(scratch: str, deny_roots: list[str], memory_mb: int | None, extra_read: list[str] | None = None,
-            use_landlock: bool = True, private_tmp: bool = False, executables: set[str] | None = None) -> str:
+            use_landlock: bool = True, private_tmp: bool = False, executables: set[str] | None = None,
+            allow_setsid: bool = False, own_uid: int | None = None) -> str:
     """Apply every layer to this process. Returns a description of the layers in force.
     ``executables``: programs it may start beyond the build tools (a kit evaluator may start
-    Python to run the program in a process of its own)."""
+    Python to run the program in a process of its own). ``allow_setsid``: a kit evaluator may
+    start that program in a session of its own (the harness reaches it by cgroup or uid)."""
     _state["exec"] = ALLOWED_EXECUTABLES | set(executables or ())
+    # Only where this process already runs as a uid of its own (``isolate`` dropped to it).
+    _state["signal_own_uid"] = bool(allow_setsid and own_uid is not None and os.getuid() == own_uid)
     layers = []
     set_limits(memory_mb)
     layers.append("rlimits" + (f"(as={memory_mb}MiB)" if memory_mb else ""))
@@ -316,7 +322,7 @@ def confine(scratch: str, deny_roots: list[str], memory_mb: int | None, extra_re
     else:
         layers.append("NO-LANDLOCK(disabled)")
     try:
-        layers.append(seccomp.apply())
+        layers.append(seccomp.apply(allow_setsid=allow_setsid))
     except OSError as exc:
         layers.append(f"NO-SECCOMP({exc})")
     install_audit_hook(deny_roots, write_roots)
@@ -468,6 +474,7 @@ def run_program(program_path: str | os.PathLike, function: str = "run", kwargs: 
 
     timeout_s = timeout_s or float(os.environ.get("EVOTEAM_BENCH_PROGRAM_TIMEOUT", "120"))
     memory_mb = memory_mb or int(os.environ.get("EVOTEAM_BENCH_MEMORY_MB", "4096"))
+    sys.audit("evoteam.program_ran")  # from here on, what the evaluator compiles may be the program's output
     if os.environ.get(SERVICE_VAR):
         return _run_program_by_the_harness(program_path, function, kwargs or {}, timeout_s, memory_mb)
     deny = [p for p in os.environ.get("EVOTEAM_BENCH_DENY", "").split(os.pathsep) if p]

@@ -3,7 +3,9 @@
 It refuses (EPERM) the system calls through which candidate code could reach outside its own
 evaluation: leaving its session (``setsid``), changing anyone's
 priority, policy or CPU affinity, tracing or reading other processes, sending SIGCONT (which
-would wake a worker the harness has stopped), making namespaces or mounts, and kernel
+would wake a worker the harness has stopped) directly or through anything the kernel delivers
+later on its behalf (a POSIX timer, a message-queue notification, an fd's I/O signal, the
+parent-death signal, a child's exit signal), making namespaces or mounts, and kernel
 facilities that bypass the filter (io_uring, BPF, userfaultfd). ``clone3`` answers ENOSYS so
 that libc falls back to ``clone``, whose flags the filter can read; ``clone`` with any
 namespace flag is refused. ``setpgid`` succeeds without doing anything: build tools (ninja, which
@@ -36,6 +38,7 @@ _JEQ_K = 0x15
 _JGE_K = 0x35
 _JSET_K = 0x45
 _RET_K = 0x06
+_ALU_AND_K = 0x54
 
 # seccomp_data offsets
 _NR, _ARCH = 0, 4
@@ -72,6 +75,8 @@ _SETPGID = (109, 154)
 # prlimit64(pid, ...): only on itself (pid 0)
 _PRLIMIT = (302, 261)
 _CLONE, _CLONE3 = (56, 220), (435, 435)
+_TIMER_CREATE, _MQ_NOTIFY, _FCNTL, _PRCTL = (222, 107), (244, 184), (72, 25), (157, 167)
+_F_SETSIG, _PR_SET_PDEATHSIG = 10, 1
 _ARCHES = {"x86_64": (0xC000003E, 0), "amd64": (0xC000003E, 0), "aarch64": (0xC00000B7, 1),
            "arm64": (0xC00000B7, 1)}
 
@@ -80,8 +85,24 @@ def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
     return struct.pack("<HBBI", code, jt, jf, k & 0xFFFFFFFF)
 
 
-def build_filter(machine: str | None = None) -> bytes:
-    """The BPF program for this machine's architecture, or raise OSError when it is not known."""
+def _null_arg(nrs: tuple[int, int], col: int, argi: int) -> list[bytes]:
+    """Refuse system call ``nrs`` unless its pointer argument ``argi`` is NULL (both halves)."""
+    return [_insn(_JEQ_K, 0, 6, nrs[col]), _insn(_LD_W_ABS, 0, 0, _arg(argi)), _insn(_JEQ_K, 0, 2, 0),
+            _insn(_LD_W_ABS, 0, 0, _arg(argi) + 4), _insn(_JEQ_K, 1, 0, 0), _insn(_RET_K, 0, 0, _RET_ERRNO | _EPERM),
+            _insn(_LD_W_ABS, 0, 0, _NR)]
+
+
+def _pair_arg(nrs: tuple[int, int], col: int, arg_a: int, value_a: int, arg_b: int, value_b: int) -> list[bytes]:
+    """Refuse system call ``nrs`` when argument ``arg_a`` is ``value_a`` and ``arg_b`` is ``value_b``."""
+    return [_insn(_JEQ_K, 0, 6, nrs[col]), _insn(_LD_W_ABS, 0, 0, _arg(arg_a)), _insn(_JEQ_K, 0, 3, value_a),
+            _insn(_LD_W_ABS, 0, 0, _arg(arg_b)), _insn(_JEQ_K, 0, 1, value_b),
+            _insn(_RET_K, 0, 0, _RET_ERRNO | _EPERM), _insn(_LD_W_ABS, 0, 0, _NR)]
+
+
+def build_filter(machine: str | None = None, allow_setsid: bool = False) -> bytes:
+    """The BPF program for this machine's architecture, or raise OSError when it is not known.
+    ``allow_setsid``: for kit evaluators, which may start their program in a session of its own
+    (the harness then reaches the whole tree through the cgroup or the worker's own uid)."""
     machine = (machine or platform.machine()).lower()
     if machine not in _ARCHES:
         raise OSError(f"no seccomp syscall table for {machine}")
@@ -92,7 +113,9 @@ def build_filter(machine: str | None = None) -> bytes:
                          _insn(_LD_W_ABS, 0, 0, _NR)]
     if col == 0:  # x32 system calls on x86_64 bypass the numbers below: refuse them
         prog += [_insn(_JGE_K, 0, 1, 0x40000000), errno(_EPERM)]
-    for nrs in _DENY.values():
+    for name, nrs in _DENY.items():
+        if name == "setsid" and allow_setsid:
+            continue
         prog += [_insn(_JEQ_K, 0, 1, nrs[col]), errno(_EPERM)]
     prog += [_insn(_JEQ_K, 0, 1, _SETPGID[col]), errno(0)]
     prog += [_insn(_JEQ_K, 0, 1, _CLONE3[col]), errno(_ENOSYS)]
@@ -101,10 +124,18 @@ def build_filter(machine: str | None = None) -> bytes:
     for nrs, argi in _SIGNAL_ARG.values():
         prog += [_insn(_JEQ_K, 0, 4, nrs[col]), _insn(_LD_W_ABS, 0, 0, _arg(argi)),
                  _insn(_JEQ_K, 0, 1, _SIGCONT), errno(_EPERM), reload_nr]
+    # Signals the kernel delivers later on the process's behalf: a POSIX timer or a message-queue
+    # notification (their signal sits in a struct the filter cannot read, so only the default,
+    # NULL, is allowed), an fd's I/O signal, the parent-death signal.
+    prog += _null_arg(_TIMER_CREATE, col, 1) + _null_arg(_MQ_NOTIFY, col, 1)
+    prog += _pair_arg(_FCNTL, col, 1, _F_SETSIG, 2, _SIGCONT)
+    prog += _pair_arg(_PRCTL, col, 0, _PR_SET_PDEATHSIG, 1, _SIGCONT)
     prog += [_insn(_JEQ_K, 0, 4, _PRLIMIT[col]), _insn(_LD_W_ABS, 0, 0, _arg(0)),
              _insn(_JEQ_K, 1, 0, 0), errno(_EPERM), reload_nr]
-    prog += [_insn(_JEQ_K, 0, 3, _CLONE[col]), _insn(_LD_W_ABS, 0, 0, _arg(0)),
-             _insn(_JSET_K, 0, 1, _NS_FLAGS), errno(_EPERM)]
+    # clone: no namespace flag, and no SIGCONT as the child's exit signal (CSIGNAL, the low byte).
+    prog += [_insn(_JEQ_K, 0, 6, _CLONE[col]), _insn(_LD_W_ABS, 0, 0, _arg(0)),
+             _insn(_JSET_K, 0, 1, _NS_FLAGS), errno(_EPERM), _insn(_ALU_AND_K, 0, 0, 0xFF),
+             _insn(_JEQ_K, 0, 1, _SIGCONT), errno(_EPERM)]
     prog.append(allow)
     return b"".join(prog)
 
@@ -113,10 +144,10 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def apply() -> str:
+def apply(allow_setsid: bool = False) -> str:
     """Install the filter on this process (and all its future threads and children). Returns a
     short description, or raises OSError."""
-    prog = build_filter()
+    prog = build_filter(allow_setsid=allow_setsid)
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(NO_NEW_PRIVS) failed")

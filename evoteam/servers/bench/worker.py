@@ -229,6 +229,10 @@ class Worker:
             # Before anything can run the program: from here on, its being compiled or executed
             # in this process is reported to the harness at once (the program cannot take it back).
             watch_program(self.init["program"], self.init.get("notice_fd"), self.init.get("watch"))
+            from evoteam.servers.bench import codewatch
+
+            codewatch.watch_loading(self.init.get("notice_fd"), self.init.get("watch") or [],
+                                    (self.init.get("sandbox") or {}).get("read") or [])
             for key, value in (self.init.get("env") or {}).items():
                 os.environ[key] = value
             path = self.init["evaluator"]
@@ -241,7 +245,8 @@ class Worker:
                                                      keep_visible=sb.get("read"))
                 self.sandbox_desc = sandbox.confine(sb["scratch"], sb.get("deny", []), sb.get("memory_mb"),
                                                     extra_read=sb.get("read"), use_landlock=sb.get("landlock", True),
-                                                    private_tmp=private_tmp, executables=set(sb.get("executables") or ()))
+                                                    private_tmp=private_tmp, executables=set(sb.get("executables") or ()),
+                                                    allow_setsid=bool(sb.get("allow_setsid")), own_uid=sb.get("uid"))
                 if ident:
                     self.sandbox_desc = ident + "+" + self.sandbox_desc
                 # What it starts (the program, in a process of its own) must not read its memory.

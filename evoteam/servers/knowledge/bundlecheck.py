@@ -18,7 +18,9 @@ import re
 import stat
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from evoteam import safepath
 
 from evoteam.servers.knowledge.errors import Invalid
 from evoteam.servers.knowledge.models import (
@@ -42,12 +44,60 @@ def check_id(value: str, prefix: str, what: str = "id") -> str:
 
 
 def inside(folder: Path, name: str) -> Path:
-    """`folder / name`, refusing any name that would land outside `folder`."""
-    base = folder.resolve()
-    target = (base / name).resolve()
-    if target.parent != base or os.sep in name or (os.altsep and os.altsep in name) or name in ("", ".", ".."):
-        raise Invalid(f"refusing to write {name[:80]!r}: it is not a plain file name inside {folder}")
-    return target
+    """`folder / name` for one plain file name, by the one safe-path rule (evoteam/safepath.py)."""
+    if not isinstance(name, str) or "/" in name:
+        raise Invalid(f"refusing to use {str(name)[:80]!r}: it is not a plain file name inside {folder}")
+    try:
+        return safepath.inside(folder, name, what="file name")
+    except safepath.UnsafePath as exc:
+        raise Invalid(str(exc)) from None
+
+
+MANIFEST = "MANIFEST.json"
+MANIFEST_FORMAT = "evoteam-run-export/1"
+
+
+class ExportManifest(BaseModel):
+    """What a complete export holds: written last, so a folder without it was never finished."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: str = MANIFEST_FORMAT
+    run_id: str = Field(max_length=80)
+    counts: dict[str, int]
+    files: dict[str, str] = Field(description="relative path -> sha256 of its bytes")
+
+
+def check_manifest(folder: Path, counts: dict[str, int]) -> None:
+    """The export is whole: its manifest's counts match what was read, every listed file is
+    there with its hash, and nothing unlisted sits where import reads records."""
+    try:
+        manifest = ExportManifest.model_validate_json(read_plain_file(folder / MANIFEST, MAX_JSON_BYTES))
+    except FileNotFoundError:
+        raise Invalid(f"{folder} has no {MANIFEST}: the export is incomplete (interrupted?) or was made by an "
+                      f"older evoteam; export the run again, or import an older export with --without-manifest") from None
+    except ValidationError as exc:
+        raise Invalid(f"{folder}/{MANIFEST} is damaged: {exc.errors()[0]['msg']}") from None
+    if manifest.format != MANIFEST_FORMAT:
+        raise Invalid(f"{folder} is an export of format {manifest.format[:40]!r}; this evoteam reads "
+                      f"{MANIFEST_FORMAT}")
+    if manifest.counts != counts:
+        raise Invalid(f"{folder} is incomplete: its manifest lists {manifest.counts}, the folder holds {counts}")
+    for rel, digest in manifest.files.items():
+        try:
+            path = safepath.inside(folder, rel, what="manifest entry")
+            data = read_plain_file(path, MAX_JSON_BYTES * 4)
+        except FileNotFoundError:
+            raise Invalid(f"{folder} is incomplete: {rel[:80]} is missing") from None
+        except safepath.UnsafePath as exc:
+            raise Invalid(f"{folder}/{MANIFEST} is damaged: {exc}") from None
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise Invalid(f"{folder} is damaged: {rel[:80]} does not match its hash in {MANIFEST}")
+    for sub in ("artifacts", "candidates"):
+        for path in sorted((folder / sub).iterdir()):
+            if f"{sub}/{path.name}" not in manifest.files:
+                raise Invalid(f"{folder} holds {sub}/{path.name[:80]}, which its manifest does not list; "
+                              f"the export was changed after it was made")
 
 
 def read_plain_file(path: Path, limit: int) -> bytes:

@@ -157,8 +157,11 @@ def export_cmd(settings: Settings, run_id, folder) -> None:
 @click.option("--trust-scores", is_flag=True,
               help="Keep the export's verified scores (only for exports from a bench you trust); "
                    "otherwise its scores are imported as unverified claims that never rank.")
+@click.option("--without-manifest", is_flag=True,
+              help="Accept a folder exported by an older evoteam (no MANIFEST.json): every record is still "
+                   "checked, but nothing proves the folder is complete.")
 @click.pass_obj
-def import_cmd(settings: Settings, folder, project, trust_scores) -> None:
+def import_cmd(settings: Settings, folder, project, trust_scores, without_manifest) -> None:
     """Restore a run exported with `evoteam kb export` into the local store file."""
     from evoteam.servers.knowledge.export import import_run
     if settings.remote:
@@ -167,7 +170,8 @@ def import_cmd(settings: Settings, folder, project, trust_scores) -> None:
 
     async def go():
         async with _local_store(settings.db, max_artifact_bytes=settings.max_artifact_bytes) as store:
-            return await import_run(store, folder, project=project, trust_scores=trust_scores)
+            return await import_run(store, folder, project=project, trust_scores=trust_scores,
+                                    without_manifest=without_manifest)
 
     run = _run(go())
     click.echo(f"imported {run.id} ({run.candidates} candidates, {run.learnings} learnings) into {settings.db}")

@@ -90,6 +90,11 @@ def is_current(versions: dict[str, int] | None) -> bool:
     return versions is not None and all(versions.get(c, 0) == len(m) for c, m in _MIGRATIONS.items())
 
 
+def newer_than_known(versions: dict[str, int] | None) -> list[str]:
+    """The components whose schema in the file is newer than this evoteam knows."""
+    return [c for c, m in _MIGRATIONS.items() if versions and versions.get(c, 0) > len(m)]
+
+
 def create_private(path: Path) -> None:
     """Create the store file 0600 (and its folder 0700) before SQLite creates it 0644."""
     if not path.parent.exists():
@@ -134,9 +139,9 @@ def migrate(path: Path) -> dict[str, int]:
                 ).fetchone()
                 current = row[0] if row else 0
                 if current > len(migrations):
-                    raise RuntimeError(
-                        f"database {path} has {component} schema v{current}, newer than this "
-                        f"evoteam knows (v{len(migrations)}): upgrade evoteam"
+                    raise StoreFailure(
+                        f"the store {path} was written by a newer evoteam ({component} schema v{current}; this "
+                        f"one knows v{len(migrations)}): upgrade evoteam, or point EVOTEAM_DB at another file"
                     )
                 for step in migrations[current:]:
                     if callable(step):
@@ -213,6 +218,9 @@ class Database:
             await self.close()
             raise StoreFailure(f"cannot create the store {self.path}: {exc.strerror}; point EVOTEAM_DB at a "
                                f"writable place") from None
+        except BaseException:  # a newer schema, a cancellation: no connection thread outlives the failure
+            await self.close()
+            raise
         return self
 
     async def _connect(self) -> aiosqlite.Connection:
@@ -220,16 +228,23 @@ class Database:
             conn = await aiosqlite.connect(readonly_uri(self.path), uri=True, isolation_level=None)
         else:
             conn = await aiosqlite.connect(self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+        # Kept before anything else can fail (a full disk fails the first PRAGMA): every
+        # connection runs a thread that keeps the process alive until close() ends it.
+        self._all.append(conn)
         conn.row_factory = sqlite3.Row
         await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         await conn.execute("PRAGMA foreign_keys = ON")
         await conn.execute("PRAGMA synchronous = NORMAL")
-        self._all.append(conn)
         return conn
 
     async def close(self) -> None:
+        """Close every connection, each whatever the others do: a connection whose close fails
+        (a full or vanished disk) still has its thread stopped, so the process can exit."""
         for conn in self._all:
-            await conn.close()
+            try:
+                await conn.close()
+            except (sqlite3.Error, OSError, ValueError):
+                pass
         self._all.clear()
         self._writer = None
 

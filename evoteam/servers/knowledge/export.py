@@ -10,6 +10,7 @@
     DIR/artifacts/index.json          their metadata
     DIR/candidates/<id>.json          each candidate's record
     DIR/candidates/<id>.py            its code, when it has code
+    DIR/MANIFEST.json                 counts and the sha256 of every file above (import checks it)
 
 Export goes through the `KnowledgeStore` interface, so it works against a shared server;
 import restores ids and provenance and so runs against the local file only.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import errno
+import hashlib
 import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -27,8 +29,18 @@ from typing import TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from evoteam.servers.knowledge.bundlecheck import MAX_JSON_BYTES, check_bundle, check_id, inside, read_plain_file
-from evoteam.servers.knowledge.errors import Invalid
+from evoteam import safepath
+from evoteam.servers.knowledge.bundlecheck import (
+    MANIFEST,
+    MAX_JSON_BYTES,
+    ExportManifest,
+    check_bundle,
+    check_id,
+    check_manifest,
+    inside,
+    read_plain_file,
+)
+from evoteam.servers.knowledge.errors import Invalid, StoreFailure
 from evoteam.servers.knowledge.local import DEFAULT_MAX_ARTIFACT_BYTES, LocalKnowledgeStore
 from evoteam.servers.knowledge.models import (
     Artifact,
@@ -72,43 +84,74 @@ async def collect_bundle(store: KnowledgeStore, run_id: str) -> RunBundle:
                      candidates=candidates, costs=costs)
 
 
-def _dump(path: Path, data) -> None:
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+def _json(data) -> bytes:
+    return (json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+
+
+class _Writer:
+    """Writes an export's files through the one safe-path rule and keeps their hashes for the
+    manifest."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.files: dict[str, str] = {}
+
+    def write(self, rel: str, data: bytes) -> None:
+        try:
+            path = safepath.inside(self.root, rel, what="export file")
+        except safepath.UnsafePath as exc:
+            raise Invalid(str(exc)) from None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        self.files[rel] = hashlib.sha256(data).hexdigest()
 
 
 async def export_run(store: KnowledgeStore, run_id: str, out: Path) -> RunBundle:
-    """Write run `run_id` under `out` (created; must be empty if it exists)."""
+    """Write run `run_id` under `out` (created; must be empty if it exists). The tree is built
+    in a hidden folder beside `out` and renamed into place when complete, so a failure (a full
+    disk) leaves nothing that looks like an export; MANIFEST.json lists every file's hash and the
+    counts, which import checks."""
     out = Path(out)
-    if out.exists() and any(out.iterdir()):
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise Invalid(f"{out} is not empty: export into a new or empty folder")
     bundle = await collect_bundle(store, run_id)
     # Ids and names become file names: checked before the first write, whatever the store
-    # holds; `inside` then refuses any path that would leave the folder.
+    # holds; the safe-path rule then refuses any path that would leave the folder.
     for artifact in bundle.artifacts:
         check_id(artifact.id, "art", "artifact id")
         LocalKnowledgeStore.check_artifact_name(artifact.name)
     for candidate in bundle.candidates:
         check_id(candidate.id, "cand", "candidate id")
-    (out / "artifacts").mkdir(parents=True, exist_ok=True)
-    (out / "candidates").mkdir(exist_ok=True)
-    _dump(out / "run.json", bundle.run.model_dump(mode="json"))
-    (out / "LEARNINGS.md").write_text((await store.render_learnings(run_id, max_chars=1_000_000)).markdown,
-                                      encoding="utf-8")
-    (out / "HISTORY.md").write_text((await store.render_history(run_id, max_chars=100_000_000)).markdown, encoding="utf-8")
-    _dump(out / "learnings.json", [x.model_dump(mode="json") for x in bundle.learnings])
-    _dump(out / "history.json", [x.model_dump(mode="json") for x in bundle.history])
-    _dump(out / "costs.json", [x.model_dump(mode="json") for x in bundle.costs])
-    index = []
-    for artifact in bundle.artifacts:
-        filename = f"{artifact.id}--{artifact.name}"
-        data = artifact.text.encode("utf-8") if artifact.is_text else base64.b64decode(artifact.content_base64 or "")
-        inside(out / "artifacts", filename).write_bytes(data)
-        index.append({**artifact.model_dump(mode="json", exclude={"text", "content_base64"}), "file": filename})
-    _dump(out / "artifacts" / "index.json", index)
-    for candidate in bundle.candidates:
-        _dump(inside(out / "candidates", f"{candidate.id}.json"), candidate.model_dump(mode="json", exclude={"code"}))
-        if candidate.code is not None:
-            inside(out / "candidates", f"{candidate.id}.py").write_text(candidate.code, encoding="utf-8")
+    learnings_md = (await store.render_learnings(run_id, max_chars=1_000_000)).markdown
+    history_md = (await store.render_history(run_id, max_chars=100_000_000)).markdown
+    try:
+        with safepath.staged_folder(out) as stage:
+            w = _Writer(stage)
+            w.write("run.json", _json(bundle.run.model_dump(mode="json")))
+            w.write("LEARNINGS.md", learnings_md.encode("utf-8"))
+            w.write("HISTORY.md", history_md.encode("utf-8"))
+            w.write("learnings.json", _json([x.model_dump(mode="json") for x in bundle.learnings]))
+            w.write("history.json", _json([x.model_dump(mode="json") for x in bundle.history]))
+            w.write("costs.json", _json([x.model_dump(mode="json") for x in bundle.costs]))
+            (stage / "artifacts").mkdir()
+            (stage / "candidates").mkdir()
+            index = []
+            for artifact in bundle.artifacts:
+                filename = f"{artifact.id}--{artifact.name}"
+                data = (artifact.text.encode("utf-8") if artifact.is_text
+                        else base64.b64decode(artifact.content_base64 or ""))
+                w.write(f"artifacts/{filename}", data)
+                index.append({**artifact.model_dump(mode="json", exclude={"text", "content_base64"}), "file": filename})
+            w.write("artifacts/index.json", _json(index))
+            for candidate in bundle.candidates:
+                w.write(f"candidates/{candidate.id}.json", _json(candidate.model_dump(mode="json", exclude={"code"})))
+                if candidate.code is not None:
+                    w.write(f"candidates/{candidate.id}.py", candidate.code.encode("utf-8"))
+            manifest = ExportManifest(run_id=bundle.run.id, counts=_counts(bundle), files=w.files)
+            (stage / MANIFEST).write_bytes(_json(manifest.model_dump(mode="json")))
+    except OSError as exc:
+        raise StoreFailure(f"cannot write the export to {out}: {exc.strerror or exc}; nothing was left there "
+                           f"(free some space or choose another folder)") from None
     return bundle
 
 
@@ -125,7 +168,8 @@ class _IndexEntry(ArtifactInfo):
     file: str
 
 
-def read_bundle(folder: Path, max_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES) -> RunBundle:
+def read_bundle(folder: Path, max_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES,
+                without_manifest: bool = False) -> RunBundle:
     """Read an exported tree back into a bundle, checking it is complete and well-formed
     (see bundlecheck.py: plain files only, bounded sizes, ids and links inside the run)."""
     folder = Path(folder)
@@ -172,12 +216,21 @@ def read_bundle(folder: Path, max_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYT
         check_bundle(bundle, max_artifact_bytes)
     except Invalid as exc:
         raise Invalid(f"{folder} cannot be imported: {exc}") from None
+    if not (without_manifest and not (folder / MANIFEST).exists()):
+        check_manifest(folder, _counts(bundle))
     return bundle
 
 
+def _counts(bundle: RunBundle) -> dict[str, int]:
+    return {"learnings": len(bundle.learnings), "history": len(bundle.history), "artifacts": len(bundle.artifacts),
+            "candidates": len(bundle.candidates), "costs": len(bundle.costs)}
+
+
 async def import_run(store: LocalKnowledgeStore, folder: Path, project: str | None = None,
-                     trust_scores: bool = False) -> Run:
+                     trust_scores: bool = False, without_manifest: bool = False) -> Run:
     """Import an export folder. Its scores are claims unless `trust_scores` (the importer vouches
-    that the export comes from a bench they trust): a forged export cannot award itself a best."""
-    bundle = read_bundle(folder, store.max_artifact_bytes)
+    that the export comes from a bench they trust): a forged export cannot award itself a best.
+    `without_manifest` accepts a folder an older evoteam exported (it has no MANIFEST.json, so
+    its completeness cannot be checked; every record is still checked as usual)."""
+    bundle = read_bundle(folder, store.max_artifact_bytes, without_manifest=without_manifest)
     return await store.import_bundle(bundle, project=project, trust_scores=trust_scores)

@@ -22,6 +22,7 @@ from starlette.middleware import Middleware
 
 from evoteam.config import Settings
 from evoteam.servers.guard import AnswerUnreadableHTTP
+from evoteam.servers.knowledge import sessions
 from evoteam.servers.knowledge.auth import StoreTokenVerifier, count_active_tokens
 from evoteam.servers.knowledge.delegation import acting_for
 from evoteam.servers.knowledge.hostcheck import ExactHostOrigin
@@ -48,7 +49,11 @@ def security_settings(host: str, port: int, allowed_hosts: list[str],
                       allowed_origins: list[str]) -> TransportSecuritySettings:
     """Host/Origin allow-lists: loopback always, the bound address, and what the operator adds."""
     hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", *allowed_hosts]
-    origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", *allowed_origins]
+    # A browser's Origin must be this server's own page, not another local web app on another
+    # port (port 0 means "any free port", unknown here: then any loopback port).
+    any_port = "*" if port == 0 else str(port)
+    origins = [f"{scheme}://{name}:{any_port}" for scheme in ("http", "https")
+               for name in ("127.0.0.1", "localhost", "[::1]")] + list(allowed_origins)
     if not is_loopback(host) and host not in ("0.0.0.0", "::"):
         hosts.append(f"{host}:{port}")
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
@@ -89,9 +94,14 @@ def build_http_app(settings: Settings, store: LocalKnowledgeStore, *, host: str 
         server.settings.auth = auth
         server._token_verifier = verifier  # noqa: SLF001 - the constructor path needs a provider we do not have
     security = security_settings(host, port, allowed_hosts or [], allowed_origins or [])
-    common = dict(max_request_body_size=settings.max_request_bytes, transport_security=security, host=host)
-    agent_app = agent.streamable_http_app(streamable_http_path="/mcp", **common)
-    protocol_app = protocol.streamable_http_app(streamable_http_path="/store", **common)
+    common = dict(max_request_body_size=settings.max_request_bytes, transport_security=security, host=host,
+                  max_sessions=sessions.TOTAL)
+    agent_app = agent.streamable_http_app(streamable_http_path="/mcp", session_idle_timeout=sessions.AGENT_IDLE_S,
+                                          **common)
+    protocol_app = protocol.streamable_http_app(streamable_http_path="/store",
+                                                session_idle_timeout=sessions.STORE_IDLE_S, **common)
+    for server in (agent, protocol):  # one token cannot fill an endpoint's sessions for everyone
+        sessions.limit_per_token(server.session_manager)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:

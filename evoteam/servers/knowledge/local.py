@@ -95,7 +95,7 @@ def decode_cursor(cursor: str | None) -> int:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         kind, value = raw.split(":", 1)
         offset = int(value)
-        if kind != "o" or offset < 0:
+        if kind != "o" or not 0 <= offset < 2**62:  # SQLite's OFFSET is a signed 64-bit integer
             raise ValueError
         return offset
     except (ValueError, binascii.Error, UnicodeDecodeError) as exc:

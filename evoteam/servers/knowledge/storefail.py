@@ -22,6 +22,17 @@ def _primary(exc: sqlite3.Error) -> int | None:
     return None if code is None else code & 0xFF
 
 
+def disk_full(path: Path) -> bool:
+    """The filesystem holding ``path`` has no room left for an ordinary user."""
+    import os
+
+    try:
+        st = os.statvfs(Path(path).parent)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 64 * 1024
+
+
 def describe(exc: BaseException, path: Path) -> StoreFailure | None:
     """A one-line StoreFailure for a failure of the store file, or None for anything else
     (a bug, a constraint broken by a caller: those are not the file's fault)."""
@@ -32,7 +43,8 @@ def describe(exc: BaseException, path: Path) -> StoreFailure | None:
     def has(name: str) -> bool:
         return code is not None and code == _CODES.get(name)
 
-    if has("SQLITE_FULL") or "disk is full" in text or "database or disk is full" in text:
+    if has("SQLITE_FULL") or "disk is full" in text or "database or disk is full" in text or (
+            (has("SQLITE_IOERR") or "disk i/o" in text) and disk_full(path)):  # a full disk fails WAL set-up as I/O
         return StoreFailure(f"the disk holding the store {path} is full; nothing of this write was kept: free "
                             f"space and retry (evoteam recovers by itself once there is room)")
     if has("SQLITE_READONLY") or "readonly" in text or "read-only" in text:

@@ -4,12 +4,14 @@ marker line by which hooks recognise which role a subagent played."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
 
+import yaml
 from pydantic import BaseModel
+
+from evoteam.safepath import inside
 
 from evoteam.servers.knowledge.models import Run
 from evoteam.servers.team.models import RoleSpec, TeamVersion
@@ -204,31 +206,37 @@ def _clip(text: str, limit: int) -> str:
 
 
 def role_description(team: TeamVersion, role: RoleSpec) -> str:
-    first = role.mandate.strip().split("\n", 1)[0]
+    first = " ".join(role.mandate.strip().split("\n", 1)[0].split())
     if len(first) > 200:
         first = first[:200].rstrip() + "…"
     return f"{role.name} (evoteam team v{team.version}, run {team.run_id}): {first}"
 
 
-def _yaml_str(value: str) -> str:
-    # A JSON string is a valid YAML double-quoted scalar.
-    return json.dumps(value, ensure_ascii=True)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
+
+
+def frontmatter(fields: dict[str, str]) -> str:
+    """Serialise flat string fields as YAML front matter (``---`` lines included). Values are
+    written by the YAML serialiser, never pasted into the text, and the result is read back
+    and compared, so no value can add a key (``permissionMode``, ``hooks``) or a line."""
+    for key, value in fields.items():
+        if _CONTROL.search(value):
+            raise ValueError(f"front matter value of {key!r} must be one line without control characters")
+    text = yaml.safe_dump(fields, sort_keys=False, allow_unicode=False, default_flow_style=False,
+                          width=1_000_000)
+    # One line per field (some readers of agent files go line by line), and exactly these fields.
+    if yaml.safe_load(text) != fields or text.count("\n") != len(fields):
+        raise ValueError("front matter did not serialise to exactly its fields")
+    return f"---\n{text}---\n"
 
 
 def agent_file_text(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming | None = None) -> str:
     """A Claude Code subagent definition: YAML frontmatter (name, description, tools, model)
     and the role's brief as its system prompt."""
     naming = naming or ToolNaming()
-    front = [
-        "---",
-        f"name: {role.slug}",
-        f"description: {_yaml_str(role_description(team, role))}",
-        f"tools: {', '.join(role_tools(role, naming))}",
-        f"model: {_yaml_str(role.model)}",
-        "---",
-        "",
-    ]
-    return "\n".join(front) + role_brief(team, role, run, naming)
+    front = frontmatter({"name": role.slug, "description": role_description(team, role),
+                         "tools": ", ".join(role_tools(role, naming)), "model": role.model})
+    return front + "\n" + role_brief(team, role, run, naming)
 
 
 OWN_FILE_MARK = "(evoteam team v"
@@ -246,7 +254,7 @@ def materialise(team: TeamVersion, run: Run, project_dir: Path, naming: ToolNami
     keep_out_of_git(Path(project_dir), [f".claude/agents/{role.slug}.md" for role in team.roles] + [".evoteam/"])
     written = []
     for role in team.roles:
-        path = folder / f"{role.slug}.md"
+        path = inside(folder, f"{role.slug}.md", what="role file")
         if path.exists() and OWN_FILE_MARK not in path.read_text(encoding="utf-8", errors="replace")[:2000]:
             if skipped is not None:
                 skipped.append(path)
@@ -270,20 +278,17 @@ def agent_definition(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNa
 
 
 def parse_frontmatter(text: str) -> tuple[dict[str, str], str]:
-    """Read back the frontmatter this module writes (flat `key: value`, values plain or JSON
-    quoted). Raises ValueError when the text has no frontmatter."""
+    """Read back the frontmatter of an agent file (YAML between ``---`` lines). Raises
+    ValueError when the text has no frontmatter or it is not a flat mapping."""
     if not text.startswith("---\n"):
         raise ValueError("no frontmatter: the file must start with '---'")
-    end = text.find("\n---\n", 4)
+    end = text.find("\n---\n", 3)
     if end < 0:
         raise ValueError("frontmatter is not closed by '---'")
-    fields: dict[str, str] = {}
-    for line in text[4:end].splitlines():
-        if not line.strip():
-            continue
-        key, sep, value = line.partition(":")
-        if not sep:
-            raise ValueError(f"bad frontmatter line {line!r}")
-        value = value.strip()
-        fields[key.strip()] = json.loads(value) if value.startswith('"') else value
-    return fields, text[end + 5:]
+    try:
+        fields = yaml.safe_load(text[4:end + 1]) or {}
+    except yaml.YAMLError as exc:
+        raise ValueError(f"bad frontmatter: {str(exc).splitlines()[0]}") from None
+    if not isinstance(fields, dict):
+        raise ValueError("frontmatter is not a mapping")
+    return {str(k): v if isinstance(v, str) else str(v) for k, v in fields.items()}, text[end + 5:]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -31,6 +31,11 @@ TERMINAL: frozenset[str] = frozenset({"finished", "failed", "over_budget", "stop
 ACTIVE: frozenset[str] = frozenset({"queued", "running"})
 
 _SLUG = re.compile(r"[^a-z0-9]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
+# A Claude Code tool name, optionally with a rule in parentheses (``Bash(git diff:*)``): one line,
+# no comma (agent files list tools comma-separated), no control character.
+TOOL_NAME = r"^[A-Za-z][A-Za-z0-9_-]*(\([^\x00-\x1f\x7f\x85\u2028\u2029,()]{0,180}\))?$"
+MODEL_NAME = r"^[A-Za-z0-9][A-Za-z0-9._:@/\[\]-]{0,99}$"
 
 
 def slugify(name: str) -> str:
@@ -54,12 +59,14 @@ class RoleSpec(BaseModel):
                                    description="mandatory reads before acting (store documents, artifacts, files)")
     writes_to: list[str] = Field(default_factory=list, max_length=20,
                                  description="where the role records findings (learnings kinds, artifacts, branch)")
-    tools: list[str] = Field(default_factory=list, max_length=60,
-                             description="Claude Code tools beyond the defaults (e.g. WebSearch)")
+    tools: list[Annotated[str, Field(max_length=200, pattern=TOOL_NAME)]] = Field(
+        default_factory=list, max_length=60,
+        description="Claude Code tools beyond the defaults (e.g. WebSearch, Bash(git diff:*)); one tool name each")
     mcp_servers: list[Literal["knowledge", "bench", "retrieval", "team"]] = Field(
         default_factory=lambda: ["knowledge", "bench"],
         description="evoteam servers whose tools the role may use")
-    model: str = Field(default="inherit", max_length=100, description="sonnet, opus, haiku, inherit or a model id")
+    model: str = Field(default="inherit", max_length=100, pattern=MODEL_NAME,
+                       description="sonnet, opus, haiku, inherit or a model id")
     isolation: Isolation = Field(default="worktree",
                                  description="worktree: own git worktree and branch; shared: the project tree")
     must_not_touch: list[str] = Field(default_factory=list, max_length=20,
@@ -72,6 +79,8 @@ class RoleSpec(BaseModel):
     @classmethod
     def _name_has_letters(cls, value: str) -> str:
         value = value.strip()
+        if _CONTROL.search(value):
+            raise ValueError("a role name is one line of text without control characters")
         if not slugify(value):
             raise ValueError("a role name needs letters or digits (e.g. 'Profiling Scientist')")
         return value

@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 
 from evoteam.errors import DomainError
+from evoteam.safepath import ID_NAME, checked_name, inside
 
 
 async def _git(cwd: Path, *args: str) -> tuple[int, str]:
@@ -37,7 +38,11 @@ async def ensure_worktree(project_dir: Path, run_id: str, version: int, slug: st
     if rc != 0:
         raise DomainError(f"the repository at {root} has no commit yet; commit once so that roles can branch "
                           f"from it")
-    path = root / ".evoteam" / "worktrees" / run_id / f"v{version}-{slug}"
+    # The run id and slug come from the store (an imported run, an agent's role name): they
+    # become path components and a branch name only by the one safe-path rule.
+    checked_name(run_id, ID_NAME, "run id")
+    checked_name(slug, ID_NAME, "role slug")
+    path = inside(root / ".evoteam" / "worktrees", run_id, f"v{version}-{slug}", what="worktree")
     branch = branch_name(run_id, version, slug)
     _exclude(root)
     if (path / ".git").exists():

@@ -1,0 +1,54 @@
+"""Issue 23 (program kits): held-out instances never reach an agent, and a program's output
+never becomes code in the evaluator. Kits are our own folders in the SkyDiscover/EvoDuet and
+OpenEvolve layouts (tests/bench/openevolve_data)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from evoteam.config import Settings
+from evoteam.servers.bench import openevolve
+from evoteam.servers.bench.core import evaluate_candidate
+from evoteam.servers.bench.kits import find_kit, heldout_secret
+from evoteam.servers.knowledge.local import LocalKnowledgeStore
+from evoteam.servers.knowledge.store import Actor
+
+DATA = Path(__file__).parent.parent / "bench" / "openevolve_data"
+
+INITIAL = (DATA / "seeded_mean" / "initial_program.py").read_text()
+LEAKY = INITIAL.replace('    return 50.0\n', '    print("instance", instance)\n    raise ValueError(f"seed={instance}")\n')
+assert LEAKY != INITIAL
+
+
+@pytest.fixture
+def seeded(tmp_path: Path) -> Settings:
+    shutil.copytree(DATA / "seeded_mean", tmp_path / "kits" / "seeded_mean")
+    return Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[tmp_path / "kits"])
+
+
+async def test_a_program_that_raises_with_its_seed_learns_nothing_of_the_heldout_instances(seeded, tmp_path):
+    kit = find_kit(seeded, "seeded_mean_heldout")
+    secret = openevolve.heldout_instances(heldout_secret(seeded), kit.name, kit.manifest.program_heldout)
+    async with LocalKnowledgeStore.open(seeded.db, Actor(user="a", client="t")) as store:
+        dev = await evaluate_candidate(seeded, kit, code=LEAKY, store=store)
+        assert "seed=1" in dev.model_dump_json()  # on dev instances the message helps, as before
+        held = await evaluate_candidate(seeded, kit, code=LEAKY, split="heldout", store=store)
+        stored = await store.get_candidate(held.candidate_id)
+    assert held.status != "PASSED"
+    for text in (held.model_dump_json(), stored.model_dump_json()):
+        for seed in secret:
+            assert str(seed) not in text, (seed, text)
+    assert "held-out" in held.message
+
+
+async def test_a_passing_heldout_evaluation_keeps_its_score_and_drops_what_the_evaluator_echoed(seeded):
+    kit = find_kit(seeded, "seeded_mean_heldout")
+    program = DATA / "seeded_mean" / "initial_program.py"
+    secret = openevolve.heldout_instances(heldout_secret(seeded), kit.name, kit.manifest.program_heldout)
+    held = await evaluate_candidate(seeded, kit, candidate_path=str(program), split="heldout")
+    assert held.status == "PASSED" and held.metrics["instances"] == 4
+    assert "smallest_instance" not in held.metrics  # the evaluator echoes min(seeds) on dev
+    assert str(min(secret)) not in held.model_dump_json()
