@@ -1,0 +1,90 @@
+"""What an agent reads from evoteam's MCP servers, without the parts that tell it nothing.
+
+Every character of a tool schema or a tool result is read by the model on every turn it stays
+in context. Two sources of waste are removed here, once, for all four servers:
+
+- Input schemas as pydantic writes them: a generated `title` on every property ("Run Id" for
+  `run_id`) and, for each optional argument, `anyOf: [{type: X}, {type: null}]` plus
+  `default: null`. An argument that may be left out says so by not being `required`; the schema
+  keeps its type, description, limits and enums. `additionalProperties: false` is added, since
+  the server refuses arguments a tool does not have.
+- Tool descriptions keep their docstring's source indentation; it is removed.
+- Result text: pretty-printed JSON with every null and empty field. The text block is written
+  again as compact JSON without null, empty-string, empty-list and empty-object fields;
+  `structuredContent` keeps the whole object, as the output schema describes it, for programs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from typing import Any
+
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SUBSCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
+_SUBSCHEMA_ONE = ("items", "additionalProperties", "not", "contains")
+
+
+def compact_input_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The schema without generated titles and null alternatives, refusing unknown properties."""
+    if not isinstance(schema, dict):
+        return schema
+    out = _compact_node(schema)
+    if out.get("type") == "object":
+        out["additionalProperties"] = False
+    return out
+
+
+def _compact_node(node: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "title" and isinstance(value, str):
+            continue  # generated from the name; the name is already there
+        if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: _compact_node(sub) if isinstance(sub, dict) else sub for name, sub in value.items()}
+        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
+            out[key] = [_compact_node(sub) if isinstance(sub, dict) else sub for sub in value]
+        elif key in _SUBSCHEMA_ONE and isinstance(value, dict):
+            out[key] = _compact_node(value)
+        else:
+            out[key] = value
+    return _drop_null_alternative(out)
+
+
+def _drop_null_alternative(node: dict[str, Any]) -> dict[str, Any]:
+    """`{anyOf: [X, {type: null}], default: null}` → X (with the node's description and limits):
+    leaving the argument out is how a caller says null."""
+    alternatives = node.get("anyOf")
+    if not isinstance(alternatives, list) or "default" not in node or node["default"] is not None:
+        return node
+    rest = [a for a in alternatives if a != {"type": "null"}]
+    if len(rest) == len(alternatives) or len(rest) != 1:
+        return node
+    merged = {k: v for k, v in node.items() if k not in ("anyOf", "default")}
+    return {**rest[0], **merged}
+
+
+def compact_description(text: str | None) -> str | None:
+    """A docstring without the indentation of the source it was written in."""
+    return inspect.cleandoc(text) if text else text
+
+
+def pruned(value: Any) -> Any:
+    """`value` without null, empty-string, empty-list or empty-object fields (at any depth);
+    list items are kept where they are, so positions still mean something."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            item = pruned(item)
+            if item is None or item == "" or item == [] or item == {}:
+                continue
+            out[key] = item
+        return out
+    if isinstance(value, list):
+        return [pruned(item) for item in value]
+    return value
+
+
+def compact_text(structured: Any) -> str:
+    """The text block of a tool result: compact JSON of the pruned structured content."""
+    return json.dumps(pruned(structured), ensure_ascii=False, separators=(",", ":"))
