@@ -6,8 +6,9 @@ in context. Two sources of waste are removed here, once, for all four servers:
 - Input schemas as pydantic writes them: a generated `title` on every property ("Run Id" for
   `run_id`) and, for each optional argument, `anyOf: [{type: X}, {type: null}]` plus
   `default: null`. An argument that may be left out says so by not being `required`; the schema
-  keeps its type, description, limits and enums. `additionalProperties: false` is added, since
-  the server refuses arguments a tool does not have.
+  keeps its type, description, value ranges and enums; size limits (maxLength, maxItems) are
+  left to the server's refusal, and so is `additionalProperties: false`: the server refuses an
+  argument a tool does not have, naming the ones it has (guard.py).
 - Tool descriptions keep their docstring's source indentation; it is removed.
 - Result text: pretty-printed JSON with every null and empty field. The text block is written
   again as compact JSON without null, empty-string, empty-list and empty-object fields;
@@ -20,19 +21,19 @@ import inspect
 import json
 from typing import Any
 
+# Size limits guard the server against oversized input; a caller never needs them to write a
+# good call, and a refusal names the limit it broke. Value ranges (minimum/maximum) stay.
+_LENGTH_LIMITS = ("maxLength", "minLength", "maxItems", "minItems")
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SUBSCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
 _SUBSCHEMA_ONE = ("items", "additionalProperties", "not", "contains")
 
 
 def compact_input_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The schema without generated titles and null alternatives, refusing unknown properties."""
+    """The schema without generated titles, null alternatives and limits the server enforces."""
     if not isinstance(schema, dict):
         return schema
-    out = _compact_node(schema)
-    if out.get("type") == "object":
-        out["additionalProperties"] = False
-    return out
+    return _compact_node(schema)
 
 
 def _compact_node(node: dict[str, Any]) -> dict[str, Any]:
@@ -40,6 +41,12 @@ def _compact_node(node: dict[str, Any]) -> dict[str, Any]:
     for key, value in node.items():
         if key == "title" and isinstance(value, str):
             continue  # generated from the name; the name is already there
+        if key in _LENGTH_LIMITS and isinstance(value, int):
+            continue  # checked by the server, whose refusal names the limit
+        if key == "additionalProperties" and value is False:
+            continue  # the server refuses unknown arguments itself, naming the valid ones
+        if key == "default" and value in ("", [], {}):
+            continue  # "empty when left out" is what leaving an argument out means
         if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
             out[key] = {name: _compact_node(sub) if isinstance(sub, dict) else sub for name, sub in value.items()}
         elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
@@ -65,8 +72,12 @@ def _drop_null_alternative(node: dict[str, Any]) -> dict[str, Any]:
 
 
 def compact_description(text: str | None) -> str | None:
-    """A docstring without the indentation of the source it was written in."""
-    return inspect.cleandoc(text) if text else text
+    """A docstring without the indentation and line wrapping of the source it was written in
+    (paragraph breaks stay)."""
+    if not text:
+        return text
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs)
 
 
 def pruned(value: Any) -> Any:

@@ -30,7 +30,7 @@ Every evaluation is recorded as a candidate in the knowledge store (pass run_id 
 Use split='heldout' only to confirm a final candidate: held-out shapes are secret."""
 
 Limit = Annotated[int, Field(ge=1, le=100, description="page size")]
-Cursor = Annotated[str | None, Field(description="next_cursor from the previous page; omit for the first")]
+Cursor = Annotated[str | None, Field(description="the previous page's next_cursor")]
 
 
 def build_server(settings: Settings, store: KnowledgeStore | None = None) -> MCPServer:
@@ -49,10 +49,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None) -> MCP
     @tool_errors
     async def list_kits(kind: Literal["kernel", "program"] | None = None, limit: Limit = 20,
                         cursor: Cursor = None) -> KitList:
-        """The task kits this machine knows (the repository's task_kits/ plus configured folders; every
-        definition of a FlashInfer-Bench trace set there is a kit named after it):
-        name, kind (kernel or program), device, direction, the goal's first line, and whether the kit
-        can run here (a GPU kit on a machine without CUDA cannot; the reason says why)."""
+        """The task kits this machine knows: name, kind, device, direction, goal, and whether it
+        can run here (with the reason when not)."""
         return core.list_kits(settings, kind=kind, limit=limit, cursor=cursor)
 
     @server.tool()
@@ -60,11 +58,9 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None) -> MCP
     async def describe_kit(kit: Annotated[str, Field(description="a kit name, a kit folder, or a FlashInfer-Bench "
                                                                   "trace-set root (or a definition JSON in one)")],
                            detail: bool = False) -> KitDetail:
-        """Everything needed to write a candidate for a kit: goal, direction, x0 and best-known score,
-        the entry point and its signature (input order, output order, dtypes), tolerances, dev
-        workloads (shapes), how many held-out workloads exist (their shapes are secret), the baseline,
-        and a starting-point file to copy; for a trace-set kit, its named solutions. detail=true adds
-        the reference implementation and the full definition."""
+        """Everything needed to write a candidate: goal, direction, x0, best-known score, the entry
+        point's signature (inputs, outputs, dtypes), tolerances, dev workloads, the held-out count
+        (shapes secret), the baseline and a starting-point file. detail=true adds the reference."""
         return core.describe_kit(settings, kit, detail=detail)
 
     @server.tool()
@@ -86,14 +82,10 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None) -> MCP
         role: Annotated[str | None, Field(description="your role in the team, if any (provenance)")] = None,
         team_version: Annotated[int | None, Field(ge=0, description="your team version, if any")] = None,
     ) -> Evaluation:
-        """Evaluate one candidate on a kit and record it in the knowledge store. Kernel kits: for every
-        workload the candidate runs in a sandboxed process on fresh inputs and is checked against the
-        reference twice (NaN/inf never pass; inputs must stay unchanged; outputs must not alias
-        inputs), then timed interleaved with the baseline (median of repetitions); score = geometric
-        mean speedup, only when every workload passes. Program kits: the kit's evaluator scores the
-        program. Statuses: PASSED, INCORRECT_SHAPE, INCORRECT_DTYPE, INCORRECT_NUMERICAL,
-        RUNTIME_ERROR, COMPILE_ERROR, TIMEOUT; suspicious results are flagged. Reports progress per
-        workload. Use split='heldout' to confirm a final candidate on secret shapes."""
+        """Evaluate one candidate and record it in the store (pass run_id). Kernel kits: sandboxed,
+        checked against the reference, timed against the baseline; score = geometric-mean speedup
+        when every workload passes. documents_used credits those documents (no record_outcome
+        needed). split='heldout' confirms a final candidate on secret shapes."""
         if not candidate_path and not code:
             raise DomainError("pass candidate_path (a file) or code (its source)")
         return await core.evaluate_candidate(
@@ -111,10 +103,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None) -> MCP
         b_path: str | None = None, b_code: str | None = None, b_candidate_id: str | None = None,
         split: Split = "dev",
     ) -> Comparison:
-        """Evaluate two candidates (A and B: each a path, code or a recorded candidate id) on the same kit
-        and split, and line them up per workload: each one's status and time, and A's time over B's
-        (above 1: B is faster). Nothing is recorded in the store. The evaluations' workload messages are
-        shortened."""
+        """Evaluate two candidates (A, B: each a path, code or candidate id) on one kit and split, per
+        workload: status, time, and A's time over B's (above 1: B is faster). Records nothing."""
         def spec(path, code, cid, label):
             given = [x for x in (path, code, cid) if x]
             if len(given) != 1:

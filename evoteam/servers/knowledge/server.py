@@ -53,11 +53,11 @@ record every evaluated candidate (record_candidate; bench.evaluate does it for y
 to find anything across learnings, history, artifacts and candidate notes."""
 
 Limit = Annotated[int, Field(ge=1, le=200, description="page size")]
-Cursor = Annotated[str | None, Field(description="next_cursor from the previous page; omit for the first")]
-Role = Annotated[str | None, Field(description="your role name in the team, if any (recorded as provenance)")]
-Version = Annotated[int | None, Field(ge=0, description="the team version you belong to, if any")]
-IdemKey = Annotated[str | None, Field(max_length=200, description="retry-safe key: a repeated write with "
-                                                                   "the same key returns the first result")]
+Cursor = Annotated[str | None, Field(description="the previous page's next_cursor")]
+Role = Annotated[str | None, Field(description="your team role, if any (provenance)")]
+Version = Annotated[int | None, Field(ge=0, description="your team version, if any")]
+IdemKey = Annotated[str | None, Field(max_length=200, description="retry-safe: a repeat returns the "
+                                                                   "first result")]
 
 
 class LearningsView(BaseModel):
@@ -132,9 +132,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     async def start_run(ctx: Context, goal: str, direction: Direction = "maximize", kit: str | None = None,
                         x0: float | None = None, best_known: float | None = None,
                         budget_usd: float | None = None, project: str | None = None) -> Run:
-        """Start an optimisation run: its goal, the task kit or evaluator, whether the score is
-        maximised or minimised, the initial score x0 and the best-known score (for NDG), and a USD
-        budget. Returns the run; pass its id to every other tool."""
+        """Start an optimisation run (goal, kit, direction, initial score x0, best-known score for
+        NDG, USD budget). Pass its id to every other tool."""
         spec = RunCreate(goal=goal, direction=direction, kit=kit, x0=x0, best_known=best_known,
                          budget_usd=budget_usd, project=project)
         return await kb(ctx).start_run(spec)
@@ -162,10 +161,9 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                            confidence: float = 0.5, supersedes: str | None = None,
                            role: Role = None, team_version: Version = None,
                            idempotency_key: IdemKey = None) -> Learning:
-        """Record one empirical learning: what you observed, with evidence ids (cand_... or art_...)
-        that back it and your confidence (0-1). kind: observation, technique (works), dead_end (do not
-        retry), bug, hypothesis, workload, process, checkpoint. To correct or refine an earlier
-        learning, pass its id as `supersedes`: the old one is hidden from the document but kept."""
+        """Record one empirical learning with the evidence that backs it: ids of measurements
+        (cand_...) or artifacts (art_...), not documents (cite the candidate built from one), and a
+        confidence 0-1. kind dead_end: do not retry. `supersedes`: the id of a learning this corrects."""
         spec = LearningCreate(run_id=run_id, text=text, kind=kind, tags=tags or [], evidence=evidence or [],
                               confidence=confidence, supersedes=supersedes, idempotency_key=idempotency_key)
         return await kb(ctx, role, team_version).add_learning(spec)
@@ -176,9 +174,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                         kind: LearningKind | None = None, include_superseded: bool = False,
                         max_chars: Annotated[int, Field(ge=500, le=60_000)] = 12_000,
                         limit: Limit = 50, cursor: Cursor = None) -> LearningsView:
-        """Read a run's learnings. view=document (default): the learnings document as Markdown,
-        grouped by kind, superseded entries hidden, bounded by max_chars. view=list: a page of
-        entries with ids and provenance (filter by kind; include_superseded to see the old ones)."""
+        """A run's learnings: view=document, Markdown grouped by kind (superseded ones hidden), or
+        view=list, a page of entries with ids and provenance."""
         store = kb(ctx)
         if view == "document":
             doc = await store.render_learnings(run_id, max_chars=max_chars)
@@ -196,9 +193,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     async def history(ctx: Context, run_id: str, view: Literal["document", "list"] = "document",
                       max_chars: Annotated[int, Field(ge=500, le=200_000)] = 20_000,
                       limit: Limit = 50, cursor: Cursor = None) -> HistoryView:
-        """Read a run's evolution history: per team version, the observed behaviour, diagnosis,
-        design change and outcome. view=document (Markdown, the newest entries that fit in
-        max_chars, in time order) or list (a page of entries, oldest first)."""
+        """A run's evolution history (per team version: behaviour, diagnosis, design change,
+        outcome): view=document (Markdown, newest that fit) or list (a page, oldest first)."""
         store = kb(ctx)
         if view == "document":
             doc = await store.render_history(run_id, max_chars=max_chars)
@@ -212,8 +208,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     async def add_history(ctx: Context, run_id: str, team_version: Version = None, observed_behaviour: str = "",
                           diagnosis: str = "", design_change: str = "", outcome: str = "", role: Role = None,
                           idempotency_key: IdemKey = None) -> HistoryEntry:
-        """Append an evolution-history entry (a reflection) for a team version. The supervisor
-        usually records these through team.reflect; use this for notes such as checkpoints."""
+        """Append an evolution-history entry (team.reflect is the usual way; this is for notes)."""
         spec = HistoryEntryCreate(run_id=run_id, team_version=team_version, observed_behaviour=observed_behaviour,
                                   diagnosis=diagnosis, design_change=design_change, outcome=outcome,
                                   idempotency_key=idempotency_key)
@@ -226,9 +221,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     async def put_artifact(ctx: Context, run_id: str, name: str, text: str | None = None,
                            content_base64: str | None = None, kind: str = "file", role: Role = None,
                            team_version: Version = None, idempotency_key: IdemKey = None) -> ArtifactInfo:
-        """Keep a file your work produced (a kernel, a profile, a report): give `text`, or
-        `content_base64` for binary. `name` is a plain file name (no folders). Content is stored
-        once by its SHA-256. Returns the artifact id to cite as evidence."""
+        """Keep a file your work produced (text, or content_base64 for binary; name without
+        folders). Returns the artifact id to cite as evidence."""
         spec = ArtifactCreate(run_id=run_id, name=name, kind=kind, text=text, content_base64=content_base64,
                               idempotency_key=idempotency_key)
         return await kb(ctx, role, team_version).put_artifact(spec)
@@ -260,9 +254,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                                parent_id: str | None = None, documents_used: list[str] | None = None,
                                notes: str = "", cost_usd: float | None = None, role: Role = None,
                                team_version: Version = None, idempotency_key: IdemKey = None) -> Candidate:
-        """Record a candidate solution in the archive: its code (or an artifact id), status, score,
-        metrics and per-workload results, parent candidate, documents used, notes. Prefer
-        bench.evaluate, which measures and records in one step; use this for results from elsewhere."""
+        """Record a candidate measured elsewhere (code or artifact id, status, score, workloads,
+        parent, documents used, notes). Prefer bench.evaluate, which measures and records."""
         spec = CandidateCreate(run_id=run_id, code=code, artifact_id=artifact_id, status=status, score=score,
                                split=split, metrics=metrics or {}, workloads=workloads or [], parent_id=parent_id,
                                documents_used=documents_used or [], notes=notes, cost_usd=cost_usd,
@@ -286,8 +279,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @server.tool()
     @tool_errors
     async def trajectory(ctx: Context, run_id: str) -> Trajectory:
-        """Every evaluated candidate of a run in time order with the best score so far, plus NDG:
-        use it to see whether the team is still improving or has plateaued."""
+        """Every evaluated candidate in time order with the best so far, plus NDG: is the run
+        still improving?"""
         return await kb(ctx).trajectory(run_id)
 
     # ------------------------------------------------------------ search
@@ -296,11 +289,9 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @tool_errors
     async def search(ctx: Context, query: str, run_id: str | None = None, kinds: list[SearchKind] | None = None,
                      limit: Annotated[int, Field(ge=1, le=50)] = 10, cursor: Cursor = None) -> SearchPage:
-        """Full-text search across learnings, history, artifacts' text and candidates' notes, best
-        match first. Any text is a valid query; filter by run and by kinds. Words found in more
-        than a third of the newest 3,000 entries count as stopwords (a query of nothing else lists
-        its matches newest first); when more than 5,000 entries match, the newest 5,000 are ranked.
-        total counts up to 1,000 matches; total_capped=true means at least that many."""
+        """Full-text search across learnings, history, artifacts' text and candidates' notes (every
+        run you can see, or one), best match first; any text is a valid query. total counts up to
+        1,000 matches (total_capped=true: at least that many)."""
         return await kb(ctx).search(query, run_id=run_id, kinds=kinds, limit=limit, cursor=cursor)
 
     # ------------------------------------------------------------ resources

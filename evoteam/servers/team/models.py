@@ -40,30 +40,29 @@ def slugify(name: str) -> str:
 
 
 class RoleSpec(BaseModel):
-    """One invented role. `name` is free text (e.g. "Workload Analyst"); its slug names the
-    subagent file, the worktree and the branch."""
+    """One invented role (name: free text, e.g. "Workload Analyst")."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=80)
     mandate: str = Field(min_length=1, max_length=8_000,
-                         description="what this role is responsible for, and why it exists in this version")
+                         description="what it is responsible for, and why it exists now")
     deliverables: list[str] = Field(default_factory=list, max_length=20,
-                                    description="what the role must leave behind when it finishes")
+                                    description="what it must leave behind")
     reads_first: list[str] = Field(default_factory=list, max_length=20,
-                                   description="mandatory reads before acting (store documents, artifacts, files)")
+                                   description="reads before acting (store documents, artifacts, files)")
     writes_to: list[str] = Field(default_factory=list, max_length=20,
-                                 description="where the role records findings (learnings kinds, artifacts, branch)")
+                                 description="where it records findings")
     tools: list[str] = Field(default_factory=list, max_length=60,
                              description="Claude Code tools beyond the defaults (e.g. WebSearch)")
     mcp_servers: list[Literal["knowledge", "bench", "retrieval", "team"]] = Field(
         default_factory=lambda: ["knowledge", "bench"],
-        description="evoteam servers whose tools the role may use")
+        description="evoteam servers it may use")
     model: str = Field(default="inherit", max_length=100, description="sonnet, opus, haiku, inherit or a model id")
     isolation: Isolation = Field(default="worktree",
                                  description="worktree: own git worktree and branch; shared: the project tree")
     must_not_touch: list[str] = Field(default_factory=list, max_length=20,
-                                      description="paths or branches the role must leave alone (e.g. main)")
+                                      description="paths or branches to leave alone")
     budget_usd: float | None = Field(default=None, gt=0, description="this role's USD cap when run headless")
     runner: Literal["claude", "codex"] | None = Field(default=None,
                                                       description="headless runner; default is the driver's")
@@ -82,7 +81,7 @@ class RoleSpec(BaseModel):
 
 
 class Stage(BaseModel):
-    """A pipeline stage: its roles run in parallel; stages run in order."""
+    """Its roles run in parallel."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -99,9 +98,7 @@ class Handoff(BaseModel):
 
 
 class Coordination(BaseModel):
-    """How the roles interact. Without stages, every role starts at once (parallel branches).
-    With stages, stage k starts when every role of stage k-1 has ended; roles not named in any
-    stage run in parallel from the start."""
+    """Stage k starts when every role of stage k-1 has ended; roles in no stage start at once."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -54,7 +54,7 @@ own git worktrees), watch it (team_status, budget), stop roles (stop_role), reco
 role's end (record_role_result), and record the supervisor's reflection on a version (reflect).
 Every version, session, reflection and cost is kept in the knowledge store."""
 
-Version = Annotated[int | None, Field(ge=1, description="team version; omit for the run's current one")]
+Version = Annotated[int | None, Field(ge=1, description="default: the current one")]
 
 
 class VersionList(BaseModel):
@@ -137,17 +137,10 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                           knowledge_plan: KnowledgePlan | None = None) -> DesignResult:
         """Store the next team version of a run and get its spawn plan.
 
-        diagnosis: why progress stalled (for v1: your starting assessment of the task).
-        rationale: how this design answers the diagnosis.
-        roles: invented roles, each with name, mandate, deliverables, reads_first, writes_to,
-        tools, mcp_servers, model, isolation (worktree|shared), must_not_touch, budget_usd, runner.
-        coordination: stages (each a list of role names; stages run in order, the roles of a stage
-        in parallel; unstaged roles start at once), handoffs, notes.
-        knowledge_plan: shared_reads, shared_writes, notes.
-        Writes each role to .claude/agents/<role>.md and returns the plan: Agent tool calls (to the
-        generic team-member subagent, with each role's full brief) grouped in steps. Versions are
-        numbered from 1 and never overwritten; roles of earlier versions still planned or running
-        are stopped."""
+        diagnosis: why progress stalled (v1: your starting assessment). rationale: how this design
+        answers it. Returns Agent tool calls (the team-member subagent with each role's brief)
+        grouped in steps; a role with isolation=worktree gets a git worktree and branch made now.
+        Earlier versions' unfinished roles are stopped."""
         design = TeamDesign(run_id=run_id, diagnosis=diagnosis, rationale=rationale, roles=roles,
                             coordination=coordination or Coordination(),
                             knowledge_plan=knowledge_plan or KnowledgePlan())
@@ -180,29 +173,23 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     async def spawn_role(run_id: str, role: str, version: Version = None,
                          runner: Literal["claude", "codex"] | None = None,
                          cap_usd: Annotated[float | None, Field(gt=0)] = None) -> RoleSession:
-        """Start one role headless: a Claude Agent SDK session (runner=claude, default) or
-        `codex exec` (runner=codex), in its own git worktree and branch (unless the role's
-        isolation is shared), capped at cap_usd (default: the role's budget_usd, never more than
-        the run's budget left). Returns at once; follow it with team_status. Use this for long
-        unattended work; inside a session, the spawn plan's Agent calls are the usual way."""
+        """Start one role headless (Claude Agent SDK, or codex) in its worktree, capped at cap_usd
+        (default: its budget_usd). Returns at once. In a session, use the spawn plan instead."""
         return await svc().spawn_role(run_id, role, version, runner=runner, cap_usd=cap_usd)
 
     @server.tool()
     @tool_errors
     async def team_status(run_id: str, version: Version = None) -> TeamStatus:
-        """The state of a team version: each role's status (planned, queued, running, finished,
-        failed, over_budget, stopped, interrupted, skipped), turns, cost, cap, last message;
-        whether the whole version has finished; the run's best score, NDG and spend."""
+        """A team version's state: each role's status, cost and last message; whether the version
+        has finished; the run's best score, NDG and spend."""
         return await svc().team_status(run_id, version)
 
     @server.tool(annotations=ToolAnnotations(destructiveHint=True, idempotentHint=True))
     @tool_errors
     async def stop_role(run_id: str, role: str | None = None, version: Version = None,
                         reason: str = "stopped by the supervisor") -> StopResult:
-        """Stop one role (or, without role, every role) of a team version: a running headless
-        session is ended, planned or queued ones will not start. Its work so far stays in the
-        store and on its branch. An in-session subagent is only marked stopped here: end the
-        subagent itself with the session's own tools."""
+        """Stop one role (or every role) of a team version: headless sessions end, planned ones
+        never start; their work stays. An in-session subagent is only marked stopped."""
         stopped = await svc().stop_role(run_id, role, version, reason=reason)
         return StopResult(run_id=run_id, stopped=stopped)
 
@@ -212,9 +199,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                                  status: Literal["finished", "failed", "over_budget", "stopped"] = "finished",
                                  summary: str = "", cost_usd: Annotated[float | None, Field(ge=0)] = None,
                                  transcript_path: str | None = None) -> RoleSession:
-        """Record that an in-session role (a subagent you started with the Agent tool) ended:
-        its status, its final report as summary, and its cost (cost_usd, or transcript_path to
-        price the subagent's transcript). The SubagentStop hook does this when installed."""
+        """Record that an in-session role (a subagent you started) ended: status, its report as
+        summary, cost_usd or transcript_path to price it. The SubagentStop hook does this."""
         return await svc().record_role_result(run_id, role, version, status=status, summary=summary,
                                               cost_usd=cost_usd, transcript_path=transcript_path)
 
@@ -222,10 +208,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @tool_errors
     async def reflect(run_id: str, observed_behaviour: str = "", diagnosis: str = "", design_change: str = "",
                       outcome: str = "", version: Version = None) -> HistoryEntry:
-        """Record the supervisor's reflection on a team version in the evolution history:
-        observed_behaviour (what the team did), diagnosis (why progress stalled or moved),
-        design_change (what the next version changes and why), outcome (what this version
-        achieved, with scores). Do this before designing the next version."""
+        """Record your reflection on a team version (before designing the next): what it did, why
+        progress stalled or moved, the design change, the outcome with scores."""
         return await svc().reflect(run_id, observed_behaviour, diagnosis, design_change, outcome, version)
 
     @server.tool()
@@ -237,10 +221,9 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @server.tool()
     @tool_errors
     async def run_report(run_id: str) -> RunSummary:
-        """The numbers behind the run's report: best dev and held-out scores, NDG, each team
-        version's best score and cost, spend by role (supervisor included), gate decisions,
-        repeated-URL rate, predicted-vs-realised Spearman, and candidates a re-measurement did not
-        confirm. Read it when you diagnose; `report_command` draws the same run for a person."""
+        """The run's numbers for diagnosis: best dev and held-out scores, NDG, each version's best
+        and cost, spend by role, gate decisions, forecast quality, unconfirmed candidates.
+        `report_command` draws it as a page for a person."""
         return await summarise_run(svc().kb, run_id)
 
     return server
