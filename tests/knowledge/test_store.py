@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from pathlib import Path
 
 import pytest
 
@@ -341,3 +342,18 @@ async def test_a_flagged_result_ranks_only_after_review(tmp_path):
         assert (await store.get_run(run.id)).best_candidate_id == flagged.id
         with pytest.raises(Invalid, match="not flagged"):
             await accept_flagged(store.db, flagged.id, "reviewer")
+
+
+async def test_a_document_is_not_evidence_and_the_refusal_says_what_is(tmp_path):
+    """Issue 22: the research skill cited doc_ ids as evidence; a learning cites measurements."""
+    from evoteam.servers.knowledge.errors import Invalid
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.models import LearningCreate, RunCreate
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db") as store:
+        run = await store.start_run(RunCreate(goal="g"))
+        with pytest.raises(Invalid, match=r"retrieved document.*cand_.*documents_used"):
+            await store.add_learning(LearningCreate(run_id=run.id, text="x", evidence=["doc_abc"]))
+    research = (Path(__file__).parents[2] / "skills" / "research" / "SKILL.md").read_text()
+    assert "document ids as\n   evidence" not in research and "with the document ids as evidence" not in research
+    assert "record_outcome` call is needed" in research
