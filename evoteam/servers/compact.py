@@ -10,8 +10,10 @@ in context. Two sources of waste are removed here, once, for all four servers:
   left to the server's refusal, and so is `additionalProperties: false`: the server refuses an
   argument a tool does not have, naming the ones it has (guard.py).
 - Tool descriptions keep their docstring's source indentation; it is removed.
-- Result text: pretty-printed JSON with every null and empty field. The text block is written
-  again as compact JSON without null, empty-string, empty-list and empty-object fields;
+- Result text: pretty-printed JSON with every null and empty field, floats to 17 digits, and
+  fields only programs use (a sandbox description, a kit's hash). The text block is written
+  again as compact JSON without null, empty-string, empty-list and empty-object fields, floats
+  to 5 significant digits, less the fields an output model lists in `TEXT_OMIT`;
   `structuredContent` keeps the whole object, as the output schema describes it, for programs.
 """
 
@@ -19,11 +21,14 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 from typing import Any
 
 # Size limits guard the server against oversized input; a caller never needs them to write a
 # good call, and a refusal names the limit it broke. Value ranges (minimum/maximum) stay.
 _LENGTH_LIMITS = ("maxLength", "minLength", "maxItems", "minItems")
+# A model reads 1.1065 as well as 1.1065070918246214; programs read structuredContent.
+SIGNIFICANT_DIGITS = 5
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SUBSCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
 _SUBSCHEMA_ONE = ("items", "additionalProperties", "not", "contains")
@@ -96,6 +101,36 @@ def pruned(value: Any) -> Any:
     return value
 
 
-def compact_text(structured: Any) -> str:
-    """The text block of a tool result: compact JSON of the pruned structured content."""
-    return json.dumps(pruned(structured), ensure_ascii=False, separators=(",", ":"))
+def rounded(value: Any, digits: int = SIGNIFICANT_DIGITS) -> Any:
+    """Floats at any depth to `digits` significant digits."""
+    if isinstance(value, float):
+        return float(f"{value:.{digits}g}") if math.isfinite(value) else value
+    if isinstance(value, dict):
+        return {key: rounded(item, digits) for key, item in value.items()}
+    if isinstance(value, list):
+        return [rounded(item, digits) for item in value]
+    return value
+
+
+def without(value: Any, paths: frozenset[str] | set[str]) -> Any:
+    """`value` less the dotted paths ("sandbox", "metrics.kit_hash") a model marks as not for the text."""
+    if not paths or not isinstance(value, dict):
+        return value
+    out = {}
+    for key, item in value.items():
+        if key in paths:
+            continue
+        inner = {p[len(key) + 1:] for p in paths if p.startswith(key + ".")}
+        out[key] = without(item, inner) if inner else item
+    return out
+
+
+def compact_text(structured: Any, omit: frozenset[str] | set[str] = frozenset()) -> str:
+    """The text block of a tool result: compact JSON of the structured content, pruned, floats
+    rounded, less the fields its model keeps for programs (`TEXT_OMIT`)."""
+    return json.dumps(rounded(pruned(without(structured, omit))), ensure_ascii=False, separators=(",", ":"))
+
+
+def text_omit(model: Any) -> frozenset[str]:
+    """The dotted fields an output model keeps out of its text (a `TEXT_OMIT` class attribute)."""
+    return frozenset(getattr(model, "TEXT_OMIT", ()) or ())

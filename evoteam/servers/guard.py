@@ -32,7 +32,7 @@ from mcp_types import ErrorData, TextContent, JSONRPCError, jsonrpc_message_adap
 from mcp_types.jsonrpc import INVALID_REQUEST, PARSE_ERROR
 from pydantic import ValidationError
 
-from evoteam.servers.compact import compact_description, compact_input_schema, compact_text
+from evoteam.servers.compact import compact_description, compact_input_schema, compact_text, text_omit
 
 MAX_ERROR_CHARS = 600
 
@@ -95,7 +95,10 @@ class EvoServer(MCPServer):
             raise ToolError(one_line(str(exc))) from exc
         structured = getattr(result, "structured_content", None)
         if structured is not None and not result.is_error:
-            result = result.model_copy(update={"content": [TextContent(type="text", text=compact_text(structured))]})
+            tool = self._tool_manager.get_tool(name)
+            omit = text_omit(tool.fn_metadata.output_model) if tool is not None else frozenset()
+            result = result.model_copy(update={"content": [TextContent(type="text",
+                                                                       text=compact_text(structured, omit))]})
         return result
 
     async def run_stdio_async(self) -> None:
