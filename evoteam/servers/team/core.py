@@ -19,6 +19,7 @@ from typing import Any, Literal
 from evoteam.errors import DomainError
 from evoteam.servers.knowledge.models import HistoryEntry, HistoryEntryCreate, Run
 from evoteam.servers.knowledge.store import KnowledgeStore
+from evoteam.servers.team.budget import budget_report
 from evoteam.servers.team.briefing import best_candidate, place_roles, worktree_note
 from evoteam.servers.team.cost import PriceTable, find_transcript, record_cost_as, record_transcript_cost
 from evoteam.plugin.gitexclude import keep_out_of_git
@@ -35,7 +36,6 @@ from evoteam.servers.team.materialise import (
 from evoteam.servers.team.models import (
     ACTIVE,
     TERMINAL,
-    BudgetLine,
     BudgetReport,
     DesignResult,
     RoleSession,
@@ -473,16 +473,4 @@ class TeamService:
             design_change=design_change, outcome=outcome, idempotency_key=idempotency_key))
 
     async def budget(self, run_id: str) -> BudgetReport:
-        spend = await self.kb.spend(run_id)
-        by_version: dict[str, float] = {}
-        by_role: dict[str, float] = {}
-        for line in spend.lines:
-            v = "none" if line.team_version is None else f"v{line.team_version}"
-            by_version[v] = round(by_version.get(v, 0.0) + line.usd, 6)
-            r = line.role or "(none)"
-            by_role[r] = round(by_role.get(r, 0.0) + line.usd, 6)
-        exhausted = spend.left_usd is not None and spend.left_usd <= 0
-        return BudgetReport(run_id=run_id, budget_usd=spend.budget_usd, spent_usd=round(spend.spent_usd, 6),
-                            left_usd=spend.left_usd, exhausted=exhausted, by_version=by_version, by_role=by_role,
-                            lines=[BudgetLine(role=x.role, team_version=x.team_version, usd=x.usd)
-                                   for x in spend.lines])
+        return await budget_report(self.team, self.kb, run_id)

@@ -284,6 +284,9 @@ class BudgetReport(BaseModel):
     spent_usd: float
     left_usd: float | None
     exhausted: bool
+    costs_recorded: bool = Field(default=True, description="false: nothing records this run's costs (no hooks); "
+                                                           "exhausted then counts finished team versions")
+    note: str | None = None
     by_version: dict[str, float]
     by_role: dict[str, float]
     lines: list[BudgetLine]

@@ -29,8 +29,9 @@ def role_prompt(team: TeamVersion, slug: str, run: Run, naming: ToolNaming | Non
     marker = role_marker(run.id, team.version, role.slug)
     if brief_file is not None:
         mandate = " ".join(role.mandate.split())
-        return (f"{marker}\nYou are the **{role.name}** of team v{team.version} on evoteam run `{run.id}`. Your "
-                f"mandate: {mandate[:400] + (' …' if len(mandate) > 400 else '')}\nYour full brief from the "
+        # The first sentence is the brief's own: hooks read the role's name from it (plugin/roles.py).
+        return (f"{marker}\nYou are the **{role.name}** in version {team.version} of an evolving agent team working "
+                f"on evoteam run `{run.id}`. Your mandate: {mandate[:400] + (' …' if len(mandate) > 400 else '')}\nYour full brief from the "
                 f"supervisor (the task, your mandatory reads, where you work, where to record, the rules) is the file "
                 f"`{brief_file}`: read it first with the Read tool, then follow it for the whole of this task.")
     return (f"{marker}\n"

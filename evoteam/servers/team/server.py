@@ -52,7 +52,19 @@ evoteam team tools: design a team version of invented roles for a run (design_te
 (follow the returned spawn plan with the Agent tool, or spawn_role for headless sessions in their
 own git worktrees), watch it (team_status, budget), stop roles (stop_role), record an in-session
 role's end (record_role_result), and record the supervisor's reflection on a version (reflect).
-Every version, session, reflection and cost is kept in the knowledge store."""
+Every version, session, reflection and cost is kept in the knowledge store. The supervisor's
+guide (how to run the /evolve-team loop) is the resource evoteam://team/supervisor-guide and the
+prompt supervisor_guide, in every install."""
+
+GUIDE_URI = "evoteam://team/supervisor-guide"
+
+
+def supervisor_guide(run_id: str | None = None) -> str:
+    """The in-session supervisor prompt with this install's tool names. The team CLI's `prompt`
+    command prints the same text; the skill loads it through the plugin's launcher when it can."""
+    from evoteam.supervisor.prompts import supervisor_prompt  # the prompt texts live with the supervisor
+
+    return supervisor_prompt("session", run_id, ToolNaming.from_env())
 
 Version = Annotated[int | None, Field(ge=1, description="default: the current one")]
 
@@ -129,6 +141,15 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                 raise RuntimeError("the team server's store is not open")
             holder["svc"] = make_service(store)
         return holder["svc"]
+
+    @server.resource(GUIDE_URI, name="supervisor-guide", mime_type="text/markdown",
+                     description="The supervisor's guide: read the state, diagnose, reflect, design, start, monitor")
+    def guide_resource() -> str:
+        return supervisor_guide()
+
+    @server.prompt(name="supervisor_guide", description="The evoteam supervisor's guide for one run")
+    def guide_prompt(run_id: str | None = None) -> str:
+        return supervisor_guide(run_id)
 
     @server.tool()
     @tool_errors
