@@ -67,3 +67,20 @@ def test_an_operator_key_file_is_refused(home, home_settings, monkeypatch):
     monkeypatch.setenv("EVOTEAM_HELDOUT_KEY_FILE", str(key))
     with pytest.raises(DomainError, match="held-out key file"):
         check_candidate_path(home_settings, str(key), cwd=home)
+
+
+def test_task_kits_names_the_kit_from_a_folder_with_its_own_copy(tmp_path, monkeypatch):
+    """Issue 22, "paths and kits": a clone of evoteam (or a project vendoring kits) holds
+    task_kits/ itself; `task_kits/<kit>` still names the configured kit, not an untrusted path."""
+    import shutil
+
+    from evoteam.config import SOURCE_ROOT
+    from evoteam.servers.bench.kits import find_kit
+
+    clone = tmp_path / "clone"
+    shutil.copytree(SOURCE_ROOT / "task_kits" / "rmsnorm_cpu", clone / "task_kits" / "rmsnorm_cpu")
+    monkeypatch.chdir(clone)
+    settings = Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[SOURCE_ROOT / "task_kits"])
+    kit = find_kit(settings, "task_kits/rmsnorm_cpu")
+    assert kit.name == "rmsnorm_cpu" and kit.root == (SOURCE_ROOT / "task_kits" / "rmsnorm_cpu").resolve()
+    assert find_kit(settings, "rmsnorm_cpu").root == kit.root

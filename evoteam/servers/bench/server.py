@@ -27,7 +27,7 @@ starting point to copy. evaluate runs a candidate (a file path or its code) in a
 correctness against the reference on fresh inputs, then timing interleaved with the baseline.
 Kernel kits score the geometric-mean speedup over the baseline; program kits score their objective.
 Every evaluation is recorded as a candidate in the knowledge store (pass run_id and parent_id).
-Use split='heldout' only to confirm a final candidate: held-out shapes are secret."""
+Use split='heldout' only to confirm a final candidate: which held-out shapes are drawn is secret."""
 
 Limit = Annotated[int, Field(ge=1, le=100, description="page size")]
 Cursor = Annotated[str | None, Field(description="the previous page's next_cursor")]
@@ -60,7 +60,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None) -> MCP
                            detail: bool = False) -> KitDetail:
         """Everything needed to write a candidate: goal, direction, x0, best-known score, the entry
         point's signature (inputs, outputs, dtypes), tolerances, dev workloads, the held-out count
-        (shapes secret), the baseline and a starting-point file. detail=true adds the reference."""
+        (drawn by a secret seed), the baseline and a starting-point file. detail=true adds the reference."""
         return core.describe_kit(settings, kit, detail=detail)
 
     @server.tool()
