@@ -150,7 +150,8 @@ class RetrievalService:
         query_text = " ".join(state.open_questions) or run.goal
         ranked: list[DocumentRef] | None = None
         # The store before the web: what teams measured and concluded about these questions.
-        known = await stored_answers(self.store, state.open_questions, limit=inp.limit)
+        known = [hit for hit in await stored_answers(self.store, state.open_questions, limit=inp.limit + 1)
+                 if hit.id != inp.parent_candidate_id][: inp.limit]  # the parent itself answers nothing new
         decided_by = "caller"
         if inp.decision == "auto":
             ranked = await self._ranked(run, query_text, parent)
@@ -184,7 +185,7 @@ class RetrievalService:
             if ranked is None:
                 ranked = await self._ranked(run, query_text, parent)
             decision = "look-up" if (known or ranked) else "no-op"
-            reason = ("no search backend here (" + " ".join(self.backends.notes) + "); "
+            reason = ("no search backend here (" + "; ".join(self.backends.notes) + "); "
                       + ("using what the store holds" if decision == "look-up" else "nothing stored answers the "
                          "open questions: generate from the parent, or knowledge.search the store yourself"))
         n = 1 if decision == "no-op" else inp.n_candidates
@@ -222,7 +223,9 @@ class RetrievalService:
                 return (f"Nothing is stored for this run yet: call gate again with decision='retrieve'"
                         + ("" if self.backends.backends else " once a search backend is configured")
                         + ", or generate from the parent.")
-            return f"Generate {n} candidates from {' and '.join(sources)}; keep the best valid one; {credit}."
+            then = (credit if docs else f"evaluate each with bench evaluate(run_id='{run_id}', parent_id=the candidate "
+                    f"it builds on, notes=what it tries)")
+            return f"Generate {n} candidates from {' and '.join(sources)}; keep the best valid one; {then}."
         return (f"Call search(gate_id='{gate_id}') to run the inner loop, then generate {n} candidates from the "
                 f"kept documents; {credit}.")
 
