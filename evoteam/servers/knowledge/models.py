@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel as PydanticModel
 from pydantic import ConfigDict, Field, field_validator
@@ -128,6 +128,9 @@ class LearningCreate(BaseModel):
 
 
 class Learning(BaseModel):
+    # add_learning's answer: the caller just wrote the text; the id and provenance are the news.
+    TEXT_OMIT: ClassVar[frozenset[str]] = frozenset({"text"})
+
     id: str
     run_id: str
     text: str
@@ -166,6 +169,9 @@ class HistoryEntryCreate(BaseModel):
 
 
 class HistoryEntry(BaseModel):
+    # reflect's and add_history's answer: the caller just wrote these fields.
+    TEXT_OMIT: ClassVar[frozenset[str]] = frozenset({"observed_behaviour", "diagnosis", "design_change", "outcome"})
+
     id: str
     run_id: str
     team_version: int | None

@@ -28,11 +28,9 @@ def costs_unrecorded(cost_lines: int, has_work: bool) -> bool:
 
 def unrecorded_note(versions_done: int | None = None) -> str:
     counted = "" if versions_done is None else (
-        f" Until a cost is recorded the budget counts team versions instead: exhausted after "
-        f"{VERSIONS_WITHOUT_COSTS} finished versions ({versions_done} so far).")
-    return ("costs unrecorded: nothing has recorded a cost for this run (no evoteam hooks: installed with "
-            "--mcp-only, or Codex without trusted hooks), so spent_usd is not what was spent; record role costs "
-            "with team.record_role_result(cost_usd or transcript_path)." + counted)
+        f"; exhausted counts finished team versions instead: {versions_done} of {VERSIONS_WITHOUT_COSTS}")
+    return ("costs unrecorded (no evoteam hooks here): spent_usd is not what was spent; record_role_result's "
+            "cost_usd records a role's" + counted)
 
 
 async def finished_versions(team: TeamStore, run: Run) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -158,6 +158,9 @@ class TeamVersionSummary(BaseModel):
 class RoleSession(BaseModel):
     """One execution of one role of one version (headless, or an in-session subagent)."""
 
+    # record_role_result's and spawn_role's answer: the report was just sent; team_status shows it.
+    TEXT_OMIT: ClassVar[frozenset[str]] = frozenset({"last_message", "updated_at"})
+
     id: str
     run_id: str
     version: int
@@ -231,6 +234,9 @@ class SpawnPlan(BaseModel):
 
 class DesignResult(BaseModel):
     """What design_team returns: the stored version and how to start it."""
+
+    # The plan's run, version and agent files are already at the top level or in its prompts.
+    TEXT_OMIT: ClassVar[frozenset[str]] = frozenset({"plan.run_id", "plan.version", "plan.materialised"})
 
     version: int
     run_id: str
