@@ -28,7 +28,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
-from mcp_types import ErrorData, TextContent, JSONRPCError, jsonrpc_message_adapter
+from mcp_types import ErrorData, JSONRPCError, TextContent, jsonrpc_message_adapter
 from mcp_types.jsonrpc import INVALID_REQUEST, PARSE_ERROR
 from pydantic import ValidationError
 

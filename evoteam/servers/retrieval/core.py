@@ -17,9 +17,10 @@ from collections.abc import Awaitable, Callable
 from evoteam.errors import DomainError
 from evoteam.servers.knowledge.connect import component_store
 from evoteam.servers.knowledge.local import decode_cursor, encode_cursor, new_id
-from evoteam.servers.knowledge.models import CostCreate
+from evoteam.servers.knowledge.models import CostCreate, SearchHit
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.retrieval.backends import BackendError, BackendSet
+from evoteam.servers.retrieval.known import stored_answers
 from evoteam.servers.retrieval.models import (
     Direction,
     Document,
@@ -43,7 +44,6 @@ from evoteam.servers.retrieval.models import (
     SearchState,
     StoredDocument,
 )
-from evoteam.servers.retrieval.known import stored_answers
 from evoteam.servers.retrieval.predictor import (
     AgentPredictor,
     DocForScoring,
@@ -205,7 +205,7 @@ class RetrievalService:
                          next_step=self._gate_step(decision, record.id, run.id, n, docs, known))
 
     def _gate_step(self, decision: GateDecision, gate_id: str, run_id: str, n: int, docs: list[DocumentRef],
-                   known: list) -> str:
+                   known: list[SearchHit]) -> str:
         credit = ("bench evaluate(run_id='" + run_id + "', documents_used=[the doc_ ids you used]) credits them; "
                   "no record_outcome needed")
         if decision == "no-op":
