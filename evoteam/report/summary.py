@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 from evoteam import stats
 from evoteam.report.data import RunReport, VersionPoint, gather
 from evoteam.servers.knowledge.store import KnowledgeStore
+from evoteam.servers.team.budget import costs_unrecorded, unrecorded_note
 
 
 class VersionLine(BaseModel):
@@ -43,6 +44,8 @@ class RunSummary(BaseModel):
     gate_decisions: dict[str, int]
     repeated_url_rate: float | None
     spearman_predicted_vs_realised: float | None
+    costs: str | None = Field(default=None, description="set when nothing records this run's costs: spent_usd "
+                                                       "is then not what was spent")
     remeasured_changed: list[str] = Field(default_factory=list,
                                           description="candidates whose recorded score the newest re-measurement "
                                                       "did not confirm")
@@ -100,6 +103,8 @@ def summarise(report: RunReport, max_versions: int = 30) -> RunSummary:
         spearman_predicted_vs_realised=report.retrieval.spearman,
         remeasured_changed=[e.candidate_id for e in (report.remeasured.entries if report.remeasured else [])
                             if e.changed],
+        costs=unrecorded_note() if costs_unrecorded(len(report.spend_by_role), bool(report.candidates or report.versions))
+        else None,
         report_command=f"evoteam report {run.id} -o report-{run.id}.html")
 
 

@@ -7,7 +7,13 @@ Two gaps of the MCP SDK are closed here, at our layer:
   and the client waits forever. `EvoServer` answers it with a JSON-RPC error carrying the
   request's id when it can be recovered (else `null`, as JSON-RPC prescribes).
 - Arguments that do not fit a tool's signature came back as pydantic's multi-line dump with
-  documentation URLs; they come back as one line per bad field.
+  documentation URLs; they come back as one line per bad field. An argument a tool does not
+  have was silently dropped (an agent believed it had been used); it is refused, naming the
+  valid ones.
+
+And the agent's context is spent once, on what it needs (`compact.py`): published input schemas
+carry no generated titles or `anyOf [X, null]` wrappers, and a result's text is compact JSON
+without null or empty fields (`structuredContent` keeps the full object the output schema names).
 """
 
 from __future__ import annotations
@@ -22,9 +28,11 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
-from mcp_types import ErrorData, JSONRPCError, jsonrpc_message_adapter
+from mcp_types import ErrorData, JSONRPCError, TextContent, jsonrpc_message_adapter
 from mcp_types.jsonrpc import INVALID_REQUEST, PARSE_ERROR
 from pydantic import ValidationError
+
+from evoteam.servers.compact import compact_description, compact_input_schema, compact_text, text_omit
 
 MAX_ERROR_CHARS = 600
 
@@ -68,17 +76,23 @@ def describe_validation(exc: ValidationError) -> str:
 class EvoServer(MCPServer):
     """`MCPServer` that answers every request with a result or a one-line error."""
 
+    async def list_tools(self):
+        tools = await super().list_tools()
+        return [t.model_copy(update={"input_schema": compact_input_schema(t.input_schema),
+                                     "description": compact_description(t.description)}) for t in tools]
+
     async def call_tool(self, name: str, arguments: dict[str, Any], context=None):
         from evoteam.servers.arguments import keep_strings, out_of_bounds
 
         tool = self._tool_manager.get_tool(name)
+        _refuse_unknown_arguments(tool, name, arguments)
         if tool is not None:
             keep_strings(tool)  # a JSON-looking string stays a string where a string is accepted
         bad = out_of_bounds(arguments or {})
         if bad:
             raise ToolError(f"{name}: invalid arguments: {bad}")
         try:
-            return await super().call_tool(name, arguments, context)
+            result = await super().call_tool(name, arguments, context)
         except UnexpectedToolError as exc:
             # The cause stays in the server's log (no internal exception name reaches the caller);
             # the caller learns it was not their input.
@@ -88,12 +102,30 @@ class EvoServer(MCPServer):
             if isinstance(exc.__cause__, ValidationError):
                 raise ToolError(f"{name}: {describe_validation(exc.__cause__)}") from exc.__cause__
             raise ToolError(one_line(str(exc))) from exc
+        structured = getattr(result, "structured_content", None)
+        if structured is not None and not result.is_error:
+            tool = self._tool_manager.get_tool(name)
+            omit = text_omit(tool.fn_metadata.output_model) if tool is not None else frozenset()
+            result = result.model_copy(update={"content": [TextContent(type="text",
+                                                                       text=compact_text(structured, omit))]})
+        return result
 
     async def run_stdio_async(self) -> None:
         async with stdio_server(*_stdio_streams()) as (read_stream, write_stream):
             await self._lowlevel_server.run(
                 AnsweringReadStream(read_stream, write_stream), write_stream,
                 self._lowlevel_server.create_initialization_options())
+
+
+def _refuse_unknown_arguments(tool, name: str, arguments: dict[str, Any]) -> None:
+    """A tool error naming each argument the tool does not have, and the ones it has."""
+    if tool is None or not isinstance(arguments, dict):
+        return  # the SDK answers an unknown tool itself
+    valid = list((tool.parameters or {}).get("properties", {}))
+    unknown = [key for key in arguments if key not in valid]
+    if unknown:
+        raise ToolError(one_line(f"{name}: unknown argument{'s' if len(unknown) > 1 else ''} "
+                                 f"{', '.join(repr(k) for k in unknown)}; {name} takes: {', '.join(valid) or 'nothing'}"))
 
 
 class AnsweringReadStream:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from pathlib import Path
 
 import pytest
 
@@ -421,3 +422,18 @@ async def test_prior_work_stays_bounded_and_best_first(tmp_path):
     scores = [c.score for c in work.best]
     assert scores == sorted(scores) and scores[0] == pytest.approx(10.0 - 6 - 0.3)  # minimised: lowest first
     assert all("second line" not in c.note and len(c.note) <= 160 for c in work.best)
+
+
+async def test_a_document_is_not_evidence_and_the_refusal_says_what_is(tmp_path):
+    """Issue 22: the research skill cited doc_ ids as evidence; a learning cites measurements."""
+    from evoteam.servers.knowledge.errors import Invalid
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.models import LearningCreate, RunCreate
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db") as store:
+        run = await store.start_run(RunCreate(goal="g"))
+        with pytest.raises(Invalid, match=r"retrieved document.*cand_.*documents_used"):
+            await store.add_learning(LearningCreate(run_id=run.id, text="x", evidence=["doc_abc"]))
+    research = (Path(__file__).parents[2] / "skills" / "research" / "SKILL.md").read_text()
+    assert "document ids as\n   evidence" not in research and "with the document ids as evidence" not in research
+    assert "record_outcome` call is needed" in research

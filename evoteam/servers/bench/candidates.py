@@ -7,7 +7,10 @@ held-out secret, someone's keys) and publish it to the whole project. A candidat
 - resolve (links followed) inside one of the allowed folders: the bench's working directory
   (the caller's project or worktree), a configured candidate folder (`candidate_dirs`,
   `EVOTEAM_CANDIDATE_DIRS`), or a kit folder (its baseline and examples are candidates too);
-- never resolve under evoteam's state directory (the store file's folder: secrets, locks);
+- never be one of evoteam's own files: the store file and its -wal/-shm/-journal, the bench's
+  state folder (held-out secret, trusted kits, locks) and an operator's held-out key file. Only
+  those files: the folder that holds the store may be the user's home or project
+  (`EVOTEAM_DB=~/evoteam.db`), and every project under it stays readable;
 - be a regular file (no FIFO, device or directory) ending in .py or .json, of bounded size.
 """
 
@@ -19,6 +22,7 @@ from pathlib import Path
 
 from evoteam.config import Settings
 from evoteam.errors import DomainError, Missing
+from evoteam.servers.bench.kits import state_dir
 from evoteam.servers.knowledge.errors import Forbidden
 from evoteam.servers.knowledge.models import Candidate, CandidateCreate
 from evoteam.servers.knowledge.store import KnowledgeStore
@@ -33,8 +37,25 @@ def candidate_roots(settings: Settings, cwd: Path | None = None, extra: tuple[Pa
     return [r.expanduser().resolve() for r in roots]
 
 
-def _state_root(settings: Settings) -> Path:
-    return Path(settings.db).expanduser().resolve().parent
+def state_paths(settings: Settings, env: dict[str, str] | None = None) -> list[tuple[Path, str]]:
+    """evoteam's own files, each with what it is: nothing of the bench or a kit may read them.
+    A folder in this list covers everything under it; a file covers only itself."""
+    env = os.environ if env is None else env
+    db = Path(settings.db).expanduser().resolve()
+    paths = [(db, "knowledge store")]
+    paths += [(Path(f"{db}{suffix}"), "knowledge store's journal") for suffix in ("-wal", "-shm", "-journal")]
+    paths.append((state_dir(settings), "bench state folder (held-out secret, trusted kits, locks)"))
+    if env.get("EVOTEAM_HELDOUT_KEY_FILE"):
+        paths.append((Path(env["EVOTEAM_HELDOUT_KEY_FILE"]).expanduser().resolve(), "held-out key file"))
+    return paths
+
+
+def state_file_of(settings: Settings, path: Path) -> tuple[Path, str] | None:
+    """The evoteam file (or folder) `path` is or lies in, or None."""
+    for own, what in state_paths(settings):
+        if path == own or own in path.parents:
+            return own, what
+    return None
 
 
 def check_candidate_path(settings: Settings, candidate_path: str, cwd: Path | None = None,
@@ -44,10 +65,9 @@ def check_candidate_path(settings: Settings, candidate_path: str, cwd: Path | No
     if not given.is_absolute():
         given = Path(cwd or Path.cwd()) / given
     path = given.resolve()
-    state = _state_root(settings)
-    if path == state or state in path.parents:
-        raise DomainError(f"{candidate_path} is inside evoteam's state folder; a candidate lives in your "
-                          f"project or worktree")
+    if (own := state_file_of(settings, path)) is not None:
+        raise DomainError(f"{candidate_path} is evoteam's {own[1]} ({own[0]}), not a candidate: write the candidate "
+                          f"as a .py file in your project or worktree, or pass its code as code=")
     roots = candidate_roots(settings, cwd, extra_roots)
     if not any(path == r or r in path.parents for r in roots):
         raise DomainError(f"{candidate_path} is outside your project: put the candidate in your working folder "

@@ -18,7 +18,7 @@ from typing import Any
 
 from evoteam.config import Settings
 from evoteam.servers.bench import fib, harness, openevolve, redact, solutions
-from evoteam.servers.bench.candidates import check_candidate_path, check_parent, record_measured
+from evoteam.servers.bench.candidates import check_candidate_path, check_parent, record_measured, state_paths
 from evoteam.servers.bench.heldout_key import heldout_set_id
 from evoteam.servers.bench.harness import KernelSession, WorkerFailure, WorkloadSpec, WorkloadVerdict
 from evoteam.servers.bench.jail import stop_not_held
@@ -164,9 +164,8 @@ def prepare_candidate(kit: Kit, candidate_path: str | None, code: str | None,
 
 
 def _store_files(settings: Settings) -> list[str]:
-    """What a kit's evaluator must never open: the bench's state (held-out secret) and the store."""
-    db = Path(settings.db).expanduser().resolve()
-    return [str(state_dir(settings)), str(db), f"{db}-wal", f"{db}-shm", f"{db}-journal"]
+    """What a kit's evaluator must never open: evoteam's own files (the store, the bench's state)."""
+    return [str(path) for path, _ in state_paths(settings)]
 
 
 def _deny_roots(settings: Settings, kit: Kit) -> list[str]:

@@ -355,6 +355,14 @@ def find_kit(settings: Settings, name_or_path: str) -> Kit:
     from evoteam.servers.bench import fib
 
     path = Path(name_or_path).expanduser()
+    # `task_kits/<kit>` names a kit, the same from every folder: a working folder holding its
+    # own copy of task_kits/ (a clone of evoteam, a project that vendors kits) must not turn the
+    # name into an untrusted path. An absolute path, or any other relative one, is a folder.
+    parts = Path(name_or_path).parts
+    if len(parts) == 2 and parts[0] == "task_kits" and not path.is_absolute():
+        kits = discover(settings)
+        if parts[1] in kits:
+            return kits[parts[1]]
     if path.is_dir() and fib.is_trace_set(path):
         _require_trust(settings, path)  # a trace set's reference runs unconfined, like any kit's
         return fib.find_in_trace_set(path)

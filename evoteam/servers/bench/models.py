@@ -14,7 +14,7 @@ timeouts, the dev workloads, the recipe for the held-out workloads and the basel
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -295,6 +295,14 @@ class WorkloadOutcome(WorkloadResult):
 
 class Evaluation(BaseModel):
     """The result of evaluating one candidate on one split of a kit."""
+
+    # Kept for programs (the store, reports), left out of the text an agent reads: how it was
+    # confined and timed, and figures the top level or the workloads already give.
+    TEXT_OMIT: ClassVar[frozenset[str]] = frozenset({
+        "sandbox", "wall_s", "metrics.kit_source", "metrics.kit_hash", "metrics.environment",
+        "metrics.harness_overhead_s", "metrics.wall_s", "metrics.baseline", "metrics.device",
+        "metrics.geomean_speedup", "metrics.workloads_passed", "metrics.workloads", "metrics.min_speedup",
+        "metrics.max_speedup"})
 
     kit: str
     kind: KitKind

@@ -28,10 +28,10 @@ starting point to copy. evaluate runs a candidate (a file path or its code) in a
 correctness against the reference on fresh inputs, then timing interleaved with the baseline.
 Kernel kits score the geometric-mean speedup over the baseline; program kits score their objective.
 Every evaluation is recorded as a candidate in the knowledge store (pass run_id and parent_id).
-Use split='heldout' only to confirm a final candidate: held-out shapes are secret."""
+Use split='heldout' only to confirm a final candidate: which held-out shapes are drawn is secret."""
 
 Limit = Annotated[int, Field(ge=1, le=100, description="page size")]
-Cursor = Annotated[str | None, Field(description="next_cursor from the previous page; omit for the first")]
+Cursor = Annotated[str | None, Field(description="the previous page's next_cursor")]
 
 
 CallerStore = Callable[[Context], KnowledgeStore]
@@ -62,10 +62,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @tool_errors
     async def list_kits(kind: Literal["kernel", "program"] | None = None, limit: Limit = 20,
                         cursor: Cursor = None) -> KitList:
-        """The task kits this machine knows (the repository's task_kits/ plus configured folders; every
-        definition of a FlashInfer-Bench trace set there is a kit named after it):
-        name, kind (kernel or program), device, direction, the goal's first line, and whether the kit
-        can run here (a GPU kit on a machine without CUDA cannot; the reason says why)."""
+        """The task kits this machine knows: name, kind, device, direction, goal, and whether it
+        can run here (with the reason when not)."""
         return core.list_kits(settings, kind=kind, limit=limit, cursor=cursor)
 
     @server.tool()
@@ -73,11 +71,9 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     async def describe_kit(kit: Annotated[str, Field(description="a kit name, a kit folder, or a FlashInfer-Bench "
                                                                   "trace-set root (or a definition JSON in one)")],
                            detail: bool = False) -> KitDetail:
-        """Everything needed to write a candidate for a kit: goal, direction, x0 and best-known score,
-        the entry point and its signature (input order, output order, dtypes), tolerances, dev
-        workloads (shapes), how many held-out workloads exist (their shapes are secret), the baseline,
-        and a starting-point file to copy; for a trace-set kit, its named solutions. detail=true adds
-        the reference implementation and the full definition."""
+        """What a candidate must do: goal, direction, x0, best-known, the entry point's signature,
+        tolerances, dev workloads, how timing works, the baseline and a starting-point file.
+        detail=true adds the reference."""
         return core.describe_kit(settings, kit, detail=detail)
 
     @server.tool()
@@ -97,19 +93,13 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                                                                       "candidate was built from")] = None,
         notes: Annotated[str, Field(max_length=2000, description="what this candidate tries")] = "",
         role: Annotated[str | None, Field(description="your role in the team, if any (provenance)")] = None,
-        team_version: Annotated[int | None, Field(ge=0, description="your team version, if any")] = None,
+        team_version: Annotated[int | None, Field(ge=0)] = None,
     ) -> Evaluation:
-        """Evaluate one candidate on a kit and record it in the knowledge store. Kernel kits: for every
-        workload the candidate runs in a sandboxed process on fresh inputs and is checked against the
-        reference twice (NaN/inf never pass; inputs must stay unchanged; outputs must not alias
-        inputs), then timed interleaved with the baseline (median of repetitions); score = geometric
-        mean speedup, only when every workload passes. Program kits: the kit's evaluator scores the
-        program. Statuses: PASSED, INCORRECT_SHAPE, INCORRECT_DTYPE, INCORRECT_NUMERICAL,
-        RUNTIME_ERROR, COMPILE_ERROR, TIMEOUT; suspicious results are flagged. Reports progress per
-        workload. Use split='heldout' to confirm a final candidate on secret shapes; held-out results
-        name the held-out set they were measured on (metrics.heldout_set). parent_id may name a
-        candidate of another run of this project (another engineer's best). With
-        EVOTEAM_BENCH_URL set, the team's evaluation service measures and records it (verified)."""
+        """Evaluate a candidate and record it (pass run_id): sandboxed, checked, timed against the
+        baseline; score with its 95% interval. documents_used credits those documents.
+        split='heldout' confirms a final candidate on secret shapes."""
+        if not candidate_path and not code:
+            raise DomainError("pass candidate_path (a file) or code (its source)")
         return await route.evaluate(
             settings, kit, candidate_path=candidate_path, code=code, split=split,
             store=kb(role, team_version, ctx), run_id=run_id, parent_id=parent_id,
@@ -126,10 +116,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         b_path: str | None = None, b_code: str | None = None, b_candidate_id: str | None = None,
         split: Split = "dev",
     ) -> Comparison:
-        """Evaluate two candidates (A and B: each a path, code or a recorded candidate id) on the same kit
-        and split, and line them up per workload: each one's status and time, and A's time over B's
-        (above 1: B is faster). Nothing is recorded in the store. The evaluations' workload messages are
-        shortened."""
+        """Evaluate two candidates (A, B: each a path, code or candidate id) on one kit and split, per
+        workload: status, time, and A's time over B's (above 1: B is faster). Records nothing."""
         def spec(path, code, cid, label):
             given = [x for x in (path, code, cid) if x]
             if len(given) != 1:

@@ -321,6 +321,10 @@ class LocalKnowledgeStore(KnowledgeStore):
     async def _check_evidence(self, conn: aiosqlite.Connection, run_id: str, evidence: list[str]) -> None:
         for ref in evidence:
             table = {"cand": "candidates", "art": "artifacts"}.get(ref.split("_", 1)[0])
+            if table is None and ref.startswith("doc_"):
+                # A document says what someone wrote; a learning records what was measured.
+                raise Invalid(f"evidence {ref!r} is a retrieved document, not a measurement: cite the candidate "
+                              f"you built from it (cand_..., whose record lists its documents_used) or an artifact")
             if table is None:
                 raise Invalid(f"evidence {ref!r} is neither a candidate (cand_...) nor an artifact (art_...) id")
             async with conn.execute(f"SELECT run_id FROM {table} WHERE id = ?", (ref,)) as cur:

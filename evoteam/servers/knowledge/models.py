@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel as PydanticModel
 from pydantic import ConfigDict, Field, field_validator
@@ -133,6 +133,9 @@ class LearningCreate(BaseModel):
 
 
 class Learning(BaseModel):
+    # add_learning's answer: the caller just wrote the text; the id and provenance are the news.
+    TEXT_OMIT: ClassVar[frozenset[str]] = frozenset({"text"})
+
     id: str
     run_id: str
     text: str
@@ -171,6 +174,9 @@ class HistoryEntryCreate(BaseModel):
 
 
 class HistoryEntry(BaseModel):
+    # reflect's and add_history's answer: the caller just wrote these fields.
+    TEXT_OMIT: ClassVar[frozenset[str]] = frozenset({"observed_behaviour", "diagnosis", "design_change", "outcome"})
+
     id: str
     run_id: str
     team_version: int | None
@@ -233,9 +239,8 @@ class WorkloadResult(BaseModel):
     max_abs_error: float | None = None
     max_rel_error: float | None = None
     message: str | None = None
-    speedup_interval: list[float] | None = Field(default=None, description="95% interval of the speedup from "
-                                                 "this workload's rounds (see docs/bench.md)")
-    rounds: int | None = Field(default=None, description="paired baseline/candidate rounds behind the speedup")
+    speedup_interval: list[float] | None = None  # 95% interval from this workload's rounds (docs/bench.md)
+    rounds: int | None = None  # paired baseline/candidate rounds behind the speedup
 
 
 # Per-round measurements a score is estimated from: workload -> one value per round (kernel kits:

@@ -56,11 +56,11 @@ record every evaluated candidate (record_candidate; bench.evaluate does it for y
 to find anything across learnings, history, artifacts and candidate notes. End a run with finish_run."""
 
 Limit = Annotated[int, Field(ge=1, le=200, description="page size")]
-Cursor = Annotated[str | None, Field(description="next_cursor from the previous page; omit for the first")]
-Role = Annotated[str | None, Field(description="your role name in the team, if any (recorded as provenance)")]
-Version = Annotated[int | None, Field(ge=0, description="the team version you belong to, if any")]
-IdemKey = Annotated[str | None, Field(max_length=200, description="retry-safe key: a repeated write with "
-                                                                   "the same key returns the first result")]
+Cursor = Annotated[str | None, Field(description="the previous page's next_cursor")]
+Role = Annotated[str | None, Field()]  # your team role, if any (provenance)
+Version = Annotated[int | None, Field(ge=0)]  # your team version, if any
+IdemKey = Annotated[str | None, Field(max_length=200, description="retry-safe: a repeat returns the "
+                                                                   "first result")]
 
 
 class LearningsView(BaseModel):
@@ -138,13 +138,9 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                         seed_from: Annotated[str | None, Field(
                             description="an earlier run (run_...) of this project to continue from: its goal, "
                                         "kit, direction, x0 and best-known are the defaults")] = None) -> StartedRun:
-        """Start an optimisation run: its goal, the task kit or evaluator, whether the score is
-        maximised or minimised (default maximize), the initial score x0 and the best-known score
-        (for NDG), and a USD budget. Returns the run (pass its id to every other tool) and
-        `prior_work`: the earlier runs of the same kit in this project (owner, status, best), their
-        best candidates (ids, scores, one-line notes), top learnings and dead ends. Read it first:
-        build on the best candidate (parent_id may name a candidate of another run) instead of
-        rediscovering it."""
+        """Start a run (goal, kit, direction, x0, best-known, USD budget); pass its id to every tool.
+        `prior_work`: earlier runs of the kit here, their best candidates, learnings, dead ends:
+        build on them."""
         return await start_run_with_prior(kb(ctx), goal=goal, kit=kit, direction=direction, x0=x0,
                                           best_known=best_known, budget_usd=budget_usd, project=project,
                                           seed_from=seed_from)
@@ -155,10 +151,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                          reason: Annotated[str, Field(min_length=1, max_length=2000,
                                                       description="why it ends: the result, or why it stops")],
                          status: Literal["finished", "paused", "failed", "active"] = "finished") -> Run:
-        """End a run (finished), pause it, or mark it failed, with a reason in a sentence or two;
-        status=active resumes a paused run. A run that is not active is no longer picked as "the
-        kit's active run" (bench.evaluate without run_id, the hooks); its work stays readable and
-        appears in the next run's prior_work (start_run)."""
+        """End (finished), pause or fail a run, with a one-sentence reason; status=active resumes it."""
         return await kb(ctx).update_run(run_id, status=status, reason=reason)
 
     @server.tool()
@@ -172,9 +165,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @tool_errors
     async def list_runs(ctx: Context, status: RunStatus | None = None, limit: Limit = 20,
                         cursor: Cursor = None) -> Page[Run]:
-        """Runs you can see (every engineer's in your project), newest first, each with its owner
-        (provenance.user), kit, status and its reason, and best score; filter by status (active,
-        paused, finished, failed)."""
+        """Runs of your project (every engineer's), newest first: owner, kit, status, best score."""
         return await kb(ctx).list_runs(status=status, limit=limit, cursor=cursor)
 
     # ------------------------------------------------------------ learnings
@@ -186,10 +177,9 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                            confidence: float = 0.5, supersedes: str | None = None,
                            role: Role = None, team_version: Version = None,
                            idempotency_key: IdemKey = None) -> Learning:
-        """Record one empirical learning: what you observed, with evidence ids (cand_... or art_...)
-        that back it and your confidence (0-1). kind: observation, technique (works), dead_end (do not
-        retry), bug, hypothesis, workload, process, checkpoint. To correct or refine an earlier
-        learning, pass its id as `supersedes`: the old one is hidden from the document but kept."""
+        """Record one empirical learning with the evidence that backs it: ids of measurements
+        (cand_...) or artifacts (art_...), not documents (cite the candidate built from one), and a
+        confidence 0-1. kind dead_end: do not retry. `supersedes`: the id of a learning this corrects."""
         spec = LearningCreate(run_id=run_id, text=text, kind=kind, tags=tags or [], evidence=evidence or [],
                               confidence=confidence, supersedes=supersedes, idempotency_key=idempotency_key)
         return await kb(ctx, role, team_version).add_learning(spec)
@@ -200,9 +190,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                         kind: LearningKind | None = None, include_superseded: bool = False,
                         max_chars: Annotated[int, Field(ge=500, le=60_000)] = 12_000,
                         limit: Limit = 50, cursor: Cursor = None) -> LearningsView:
-        """Read a run's learnings. view=document (default): the learnings document as Markdown,
-        grouped by kind, superseded entries hidden, bounded by max_chars. view=list: a page of
-        entries with ids and provenance (filter by kind; include_superseded to see the old ones)."""
+        """A run's learnings: view=document, Markdown grouped by kind (superseded ones hidden), or
+        view=list, a page of entries with ids and provenance."""
         store = kb(ctx)
         if view == "document":
             doc = await store.render_learnings(run_id, max_chars=max_chars)
@@ -220,9 +209,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     async def history(ctx: Context, run_id: str, view: Literal["document", "list"] = "document",
                       max_chars: Annotated[int, Field(ge=500, le=200_000)] = 20_000,
                       limit: Limit = 50, cursor: Cursor = None) -> HistoryView:
-        """Read a run's evolution history: per team version, the observed behaviour, diagnosis,
-        design change and outcome. view=document (Markdown, the newest entries that fit in
-        max_chars, in time order) or list (a page of entries, oldest first)."""
+        """A run's evolution history (per team version: behaviour, diagnosis, design change,
+        outcome): view=document (Markdown, newest that fit) or list (a page, oldest first)."""
         store = kb(ctx)
         if view == "document":
             doc = await store.render_history(run_id, max_chars=max_chars)
@@ -236,8 +224,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     async def add_history(ctx: Context, run_id: str, team_version: Version = None, observed_behaviour: str = "",
                           diagnosis: str = "", design_change: str = "", outcome: str = "", role: Role = None,
                           idempotency_key: IdemKey = None) -> HistoryEntry:
-        """Append an evolution-history entry (a reflection) for a team version. The supervisor
-        usually records these through team.reflect; use this for notes such as checkpoints."""
+        """Append an evolution-history entry (team.reflect is the usual way; this is for notes)."""
         spec = HistoryEntryCreate(run_id=run_id, team_version=team_version, observed_behaviour=observed_behaviour,
                                   diagnosis=diagnosis, design_change=design_change, outcome=outcome,
                                   idempotency_key=idempotency_key)
@@ -250,9 +237,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     async def put_artifact(ctx: Context, run_id: str, name: str, text: str | None = None,
                            content_base64: str | None = None, kind: str = "file", role: Role = None,
                            team_version: Version = None, idempotency_key: IdemKey = None) -> ArtifactInfo:
-        """Keep a file your work produced (a kernel, a profile, a report): give `text`, or
-        `content_base64` for binary. `name` is a plain file name (no folders). Content is stored
-        once by its SHA-256. Returns the artifact id to cite as evidence."""
+        """Keep a file your work produced (text, or content_base64 for binary; name without
+        folders). Returns the artifact id to cite as evidence."""
         spec = ArtifactCreate(run_id=run_id, name=name, kind=kind, text=text, content_base64=content_base64,
                               idempotency_key=idempotency_key)
         return await kb(ctx, role, team_version).put_artifact(spec)
@@ -284,9 +270,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                                parent_id: str | None = None, documents_used: list[str] | None = None,
                                notes: str = "", cost_usd: float | None = None, role: Role = None,
                                team_version: Version = None, idempotency_key: IdemKey = None) -> Candidate:
-        """Record a candidate solution in the archive: its code (or an artifact id), status, score,
-        metrics and per-workload results, parent candidate, documents used, notes. Prefer
-        bench.evaluate, which measures and records in one step; use this for results from elsewhere."""
+        """Record a candidate measured elsewhere (code or artifact id, status, score, workloads,
+        parent, documents used, notes). Prefer bench.evaluate, which measures and records."""
         spec = CandidateCreate(run_id=run_id, code=code, artifact_id=artifact_id, status=status, score=score,
                                split=split, metrics=metrics or {}, workloads=workloads or [], parent_id=parent_id,
                                documents_used=documents_used or [], notes=notes, cost_usd=cost_usd,
@@ -297,9 +282,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @tool_errors
     async def get_candidate(ctx: Context, candidate_id: str, detail: bool = False,
                             include_code: bool = False) -> Candidate:
-        """A candidate with its scores, per-workload results, notes and provenance (owner, run).
-        include_code=true adds its source code in the same call (to build on it: pass its id as
-        parent_id); detail=true also includes the code."""
+        """A candidate: scores with intervals, per-workload results, notes, owner. include_code=true
+        adds its code (build on it: pass its id as parent_id)."""
         candidate = await kb(ctx).get_candidate(candidate_id)
         if detail:
             return candidate
@@ -315,8 +299,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @server.tool()
     @tool_errors
     async def trajectory(ctx: Context, run_id: str) -> Trajectory:
-        """Every evaluated candidate of a run in time order with the best score so far, plus NDG:
-        use it to see whether the team is still improving or has plateaued."""
+        """Every evaluated candidate in time order with the best so far, plus NDG: is the run
+        still improving?"""
         return await kb(ctx).trajectory(run_id)
 
     # ------------------------------------------------------------ search
@@ -325,11 +309,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @tool_errors
     async def search(ctx: Context, query: str, run_id: str | None = None, kinds: list[SearchKind] | None = None,
                      limit: Annotated[int, Field(ge=1, le=50)] = 10, cursor: Cursor = None) -> SearchPage:
-        """Full-text search across learnings, history, artifacts' text and candidates' notes, best
-        match first. Any text is a valid query; filter by run and by kinds. Words found in more
-        than a third of the newest 3,000 entries count as stopwords (a query of nothing else lists
-        its matches newest first); when more than 5,000 entries match, the newest 5,000 are ranked.
-        total counts up to 1,000 matches; total_capped=true means at least that many."""
+        """Full-text search of learnings, history, artifacts and candidate notes (all your runs, or
+        one), best first; any text is a valid query."""
         return await kb(ctx).search(query, run_id=run_id, kinds=kinds, limit=limit, cursor=cursor)
 
     # ------------------------------------------------------------ resources

@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from evoteam.servers.knowledge.models import SearchHit
+
 Direction = Literal["maximize", "minimize"]
 GateDecision = Literal["no-op", "look-up", "retrieve"]
 GateRequest = Literal["no-op", "look-up", "retrieve", "auto"]
@@ -216,6 +218,9 @@ class GateReply(BaseModel):
     n_candidates: int = Field(description="how many candidates to generate from the parent")
     documents: list[DocumentRef] = Field(default_factory=list,
                                          description="look-up: stored documents, best first")
+    knowledge: list[SearchHit] = Field(default_factory=list,
+                                       description="learnings and candidates in the store that bear on the open "
+                                                   "questions (any run of this project), best match first")
     next_step: str
 
 

@@ -19,6 +19,8 @@ from typing import Any, Literal
 from evoteam.errors import DomainError
 from evoteam.servers.knowledge.models import HistoryEntry, HistoryEntryCreate, Run
 from evoteam.servers.knowledge.store import KnowledgeStore
+from evoteam.servers.team.budget import budget_report
+from evoteam.servers.team.briefing import best_candidate, place_roles, worktree_note
 from evoteam.servers.team.cost import PriceTable, find_transcript, record_cost_as, record_transcript_cost
 from evoteam.plugin.gitexclude import keep_out_of_git
 from evoteam.servers.team.launch import proc_file
@@ -34,7 +36,6 @@ from evoteam.servers.team.materialise import (
 from evoteam.servers.team.models import (
     ACTIVE,
     TERMINAL,
-    BudgetLine,
     BudgetReport,
     DesignResult,
     RoleSession,
@@ -50,6 +51,7 @@ from evoteam.servers.team.models import (
 )
 from evoteam.servers.team.plan import spawn_plan
 from evoteam.servers.team.runners import Progress, RoleJob, RoleOutcome, RunnerFactory, default_runner_factory
+from evoteam.servers.team.sentences import sentence_tail
 from evoteam.servers.team.store import TeamStore
 from evoteam.servers.team.validate import stage_of, validate_design
 from evoteam.servers.team.worktrees import ensure_worktree
@@ -121,20 +123,29 @@ class TeamService:
             warnings.append(f"stopped {len(superseded)} role session(s) of earlier versions: "
                             f"{', '.join(f'{s.role} (v{s.version})' for s in superseded)}")
         stages = stage_of(team)
+        places = await place_roles(team, run, self.project_dir)
+        warnings += [p.warning for p in places.values() if p.warning]
         for role in team.roles:
-            await self.team.create_session(run.id, team.version, role.name, role.slug, "subagent",
-                                           status="planned", stage=stages[role.slug])
+            session = await self.team.create_session(run.id, team.version, role.name, role.slug, "subagent",
+                                                     status="planned", stage=stages[role.slug])
+            if places[role.slug].worktree:
+                await self.team.update_session(session.id, SessionUpdate(worktree=places[role.slug].worktree,
+                                                                         branch=places[role.slug].branch))
+        notes = {slug: place.note for slug, place in places.items()}
+        best = await best_candidate(self.kb, run)
         files: list[str] = []
         if self.write_agent_files:
             try:
                 kept: list[Path] = []
-                files = [str(p) for p in materialise(team, run, self.project_dir, self.naming, skipped=kept)]
+                files = [str(p) for p in materialise(team, run, self.project_dir, self.naming, skipped=kept,
+                                                     notes=notes, best=best)]
                 warnings += [f"left your own agent file {p} alone; role {p.stem} is spawned through the plan"
                              for p in kept]
             except OSError as exc:
                 warnings.append(f"could not write the subagent files under {self.project_dir}/.claude/agents: "
                                 f"{exc}; the spawn plan does not need them")
-        plan = spawn_plan(team, run, self.naming, self.subagent_type, materialised=files)
+        plan = spawn_plan(team, run, self.naming, self.subagent_type, materialised=files,
+                          project_dir=self.project_dir if files else None, notes=notes, best=best)
         return DesignResult(version=team.version, run_id=run.id, roles=[r.name for r in team.roles], plan=plan,
                             warnings=warnings)
 
@@ -161,7 +172,11 @@ class TeamService:
             if unknown:
                 raise DomainError(f"team v{team.version} has no role {unknown[0]!r}; its roles are "
                                   f"{', '.join(r.name for r in team.roles)}")
-        return spawn_plan(team, run, self.naming, self.subagent_type, only=roles)
+        sessions = await self.team.latest_sessions(run_id, team.version)
+        notes = {slug: worktree_note(s.worktree, s.branch) for slug, s in sessions.items() if s.worktree and s.branch}
+        return spawn_plan(team, run, self.naming, self.subagent_type, only=roles,
+                          project_dir=self.project_dir if self.write_agent_files else None, notes=notes,
+                          best=await best_candidate(self.kb, run))
 
     # ------------------------------------------------------------ headless roles
 
@@ -231,12 +246,11 @@ class TeamService:
                 cwd, note = self.project_dir, None
                 if spec.isolation == "worktree":
                     cwd, branch = await ensure_worktree(self.project_dir, run.id, team.version, spec.slug)
-                    note = (f"You work in your own git worktree `{cwd}` on branch `{branch}`; commit your work "
-                            f"there. Other roles have their own branches.")
+                    note = worktree_note(cwd, branch)
                     await self.team.update_session(session.id, SessionUpdate(worktree=str(cwd), branch=branch))
                 job = RoleJob(
                     run_id=run.id, version=team.version, role=spec.name, slug=spec.slug,
-                    brief=role_brief(team, spec, run, self.naming, note),
+                    brief=role_brief(team, spec, run, self.naming, note, await best_candidate(self.kb, run)),
                     kickoff=(f"{role_marker(run.id, team.version, spec.slug)}\nBegin your work as the {spec.name} "
                              f"of team v{team.version} now. Do the mandatory reads first, then work on your mandate "
                              f"until your deliverables are done or you are clearly blocked, recording as you go. "
@@ -434,7 +448,8 @@ class TeamService:
                     continue
                 roles.append(RoleState(role=s.role, slug=s.slug, status=s.status, runner=s.runner, stage=s.stage,
                                        cost_usd=s.cost_usd, cap_usd=s.cap_usd, turns=s.turns,
-                                       last_message=s.last_message[-500:], error=s.error, session_id=s.session_id,
+                                       last_message=sentence_tail(s.last_message, 500), error=s.error,
+                                       session_id=s.session_id,
                                        branch=s.branch))
             finished = all(r.status in TERMINAL for r in roles)
         spend = await self.kb.spend(run_id)
@@ -458,16 +473,4 @@ class TeamService:
             design_change=design_change, outcome=outcome, idempotency_key=idempotency_key))
 
     async def budget(self, run_id: str) -> BudgetReport:
-        spend = await self.kb.spend(run_id)
-        by_version: dict[str, float] = {}
-        by_role: dict[str, float] = {}
-        for line in spend.lines:
-            v = "none" if line.team_version is None else f"v{line.team_version}"
-            by_version[v] = round(by_version.get(v, 0.0) + line.usd, 6)
-            r = line.role or "(none)"
-            by_role[r] = round(by_role.get(r, 0.0) + line.usd, 6)
-        exhausted = spend.left_usd is not None and spend.left_usd <= 0
-        return BudgetReport(run_id=run_id, budget_usd=spend.budget_usd, spent_usd=round(spend.spent_usd, 6),
-                            left_usd=spend.left_usd, exhausted=exhausted, by_version=by_version, by_role=by_role,
-                            lines=[BudgetLine(role=x.role, team_version=x.team_version, usd=x.usd)
-                                   for x in spend.lines])
+        return await budget_report(self.team, self.kb, run_id)

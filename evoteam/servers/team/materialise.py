@@ -12,8 +12,9 @@ import yaml
 from pydantic import BaseModel
 
 from evoteam.safepath import inside
+from evoteam.stats import describe_score
 
-from evoteam.servers.knowledge.models import Run
+from evoteam.servers.knowledge.models import Candidate, Run
 from evoteam.servers.team.models import RoleSpec, TeamVersion
 from evoteam.servers.team.validate import stage_of
 
@@ -105,9 +106,10 @@ def _bullets(items: list[str], empty: str) -> str:
 
 
 def role_brief(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming | None = None,
-               worktree_note: str | None = None) -> str:
+               worktree_note: str | None = None, best: Candidate | None = None) -> str:
     """The full brief of a role: the system prompt of its subagent file, the body of its
-    spawn prompt, and the prompt of its headless session."""
+    spawn prompt, and the prompt of its headless session. `worktree_note` says where the role
+    works (briefing.py makes the worktree it names); `best` is the run's best candidate."""
     naming = naming or ToolNaming()
     stages = stage_of(team)
     my_stage = stages[role.slug]
@@ -117,32 +119,48 @@ def role_brief(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming |
     k = naming.tool
     incoming = [h for h in team.coordination.handoffs if _same(h.to_role, role)]
     outgoing = [h for h in team.coordination.handoffs if _same(h.from_role, role)]
+    bench = "bench" in role.mcp_servers
+    # Reads of what cannot exist yet are left out: a first-stage role of a run with nothing
+    # recorded would spend three calls on empty answers. Later stages read everything.
+    first = my_stage == 0
+    no_learnings, no_candidates, no_history = (first and run.learnings == 0, first and run.candidates == 0,
+                                               first and team.version == 1)
     reads = [
-        f"The learnings document of run `{run.id}` (`{k('knowledge', 'learnings')}`): what earlier teams "
-        f"established, what failed, what is still open.",
-        f"The evolution history (`{k('knowledge', 'history')}`): why this team exists and what the previous "
-        f"versions did.",
-        f"The best candidates so far (`{k('knowledge', 'best_candidates')}`) and, before building on one, "
-        f"its code (`{k('knowledge', 'get_candidate')}` with detail=true).",
+        *([] if no_learnings else [
+            f"The learnings document of run `{run.id}` (`{k('knowledge', 'learnings')}`): what earlier teams "
+            f"established, what failed, what is still open."]),
+        *([] if no_history else [
+            f"The evolution history (`{k('knowledge', 'history')}`): why this team exists and what the previous "
+            f"versions did."]),
+        *([] if no_candidates else [
+            f"The best candidates so far (`{k('knowledge', 'best_candidates')}`) and, before building on one, "
+            f"its code (`{k('knowledge', 'get_candidate')}` with detail=true)."]),
+        *([f"Run `{run.id}` has no learnings, candidates or earlier team versions yet, so there is nothing to read "
+           f"in the store before you start; later, `{k('knowledge', 'learnings')}` shows what your teammates "
+           f"recorded."] if no_learnings and no_candidates and no_history else []),
+        *([f"The kit (`{k('bench', 'describe_kit')}` with kit=\"{run.kit}\"): the entry point's signature, the "
+           f"tolerances, the dev workloads and the starting-point file to copy."] if bench and run.kit else []),
         *team.knowledge_plan.shared_reads,
         *role.reads_first,
     ]
+    reads = list(dict.fromkeys(r.strip() for r in reads if r.strip()))  # the plan and the role may name one read twice
     writes = [
         f"Every empirical finding, with the ids of the candidates or artifacts that back it: "
         f"`{k('knowledge', 'add_learning')}` with role=\"{role.name}\" and team_version={team.version}. "
         f"Record dead ends (kind=dead_end) as carefully as successes.",
         f"Files worth keeping (kernels, profiles, reports): `{k('knowledge', 'put_artifact')}`.",
-        f"Every candidate you want scored: `{k('bench', 'evaluate')}` with role=\"{role.name}\" and "
-        f"team_version={team.version} (it measures honestly and records the candidate with its parent and your "
-        f"role).",
+        f"Every candidate you want scored: `{k('bench', 'evaluate')}` with "
+        + (f"kit=\"{run.kit}\", " if run.kit else "")
+        + f"run_id=\"{run.id}\", role=\"{role.name}\", team_version={team.version}, parent_id (the candidate it "
+        f"derives from) and notes (what it tries); it measures honestly and records the candidate.",
         *team.knowledge_plan.shared_writes,
         *role.writes_to,
     ]
-    if "bench" not in role.mcp_servers:
+    if not bench:
         writes.pop(2)
-    place = worktree_note or (
-        "You work in your own git worktree and branch; commit your work there." if role.isolation == "worktree"
-        else "You work in the shared project tree; keep your changes small and coordinated.")
+    writes = list(dict.fromkeys(w.strip() for w in writes if w.strip()))
+    # Never a worktree that was not made: without a note, the role is told it shares the tree.
+    place = worktree_note or shared_place(role)
     coordination = [place]
     if n_stages > 1:
         coordination.append(f"You are in stage {my_stage + 1} of {n_stages}; stages run in order and the roles "
@@ -155,8 +173,7 @@ def role_brief(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming |
         coordination.append(f"Knowledge plan: {team.knowledge_plan.notes}")
     never = [f"Do not touch: {', '.join(role.must_not_touch)}."] if role.must_not_touch else []
     kit = f"\nTask kit: `{run.kit}`." if run.kit else ""
-    score = (f"\nBest score so far: {run.best_score} ({run.direction}); starting score x0: {run.x0}."
-             if run.best_score is not None or run.x0 is not None else f"\nThe score is to be {run.direction}d.")
+    score = "\n" + score_line(run, best)
     return f"""You are the **{role.name}** in version {team.version} of an evolving agent team working on \
 evoteam run `{run.id}`. The supervisor invented this role for this version; nobody else holds it.
 
@@ -192,6 +209,31 @@ Your teammates in this version: {', '.join(teammates) if teammates else 'none (y
 - Finish with a short report: what you did, the ids of the candidates, learnings and artifacts you \
 recorded, and what the next team should try.
 """
+
+
+def shared_place(role: RoleSpec) -> str:
+    if role.isolation == "shared":
+        return "You work in the shared project tree; keep your changes small and coordinated."
+    return (f"You work in the project folder, shared with the other roles: keep your files in a folder of your "
+            f"own (`{role.slug}/`) and do not commit; every candidate you evaluate is recorded in the store.")
+
+
+def score_line(run: Run, best: Candidate | None) -> str:
+    """Where the run stands, as a role needs it: the best score with its candidate and what it
+    tried, or that nothing is measured yet."""
+    start = f"the starting score x0 is {run.x0:.6g}" if run.x0 is not None else "no starting score is recorded"
+    if best is not None and best.score is not None:
+        note = " ".join((best.notes or "").split())
+        tried = f" ({_clip(note, 200)})" if note else ""
+        noise = ("; a new candidate beats it only when its interval clears that one"
+                 if best.score_interval else "")
+        return (f"Best so far: {describe_score(best.score, best.score_interval)}, candidate `{best.id}`{tried}"
+                f"{noise}; {start}; the score is to be {run.direction}d.")
+    if run.best_score is not None:
+        which = f", candidate `{run.best_candidate_id}`" if run.best_candidate_id else ""
+        return (f"Best so far: {describe_score(run.best_score, run.best_interval)}{which}; {start}; the score is "
+                f"to be {run.direction}d.")
+    return f"Nothing has been measured in this run yet; {start}; the score is to be {run.direction}d."
 
 
 def _same(name: str, role: RoleSpec) -> bool:
@@ -230,20 +272,22 @@ def frontmatter(fields: dict[str, str]) -> str:
     return f"---\n{text}---\n"
 
 
-def agent_file_text(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming | None = None) -> str:
+def agent_file_text(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming | None = None,
+                    worktree_note: str | None = None, best: Candidate | None = None) -> str:
     """A Claude Code subagent definition: YAML frontmatter (name, description, tools, model)
     and the role's brief as its system prompt."""
     naming = naming or ToolNaming()
     front = frontmatter({"name": role.slug, "description": role_description(team, role),
                          "tools": ", ".join(role_tools(role, naming)), "model": role.model})
-    return front + "\n" + role_brief(team, role, run, naming)
+    return front + "\n" + role_brief(team, role, run, naming, worktree_note, best)
 
 
 OWN_FILE_MARK = "(evoteam team v"
 
 
 def materialise(team: TeamVersion, run: Run, project_dir: Path, naming: ToolNaming | None = None,
-                skipped: list[Path] | None = None) -> list[Path]:
+                skipped: list[Path] | None = None, notes: dict[str, str] | None = None,
+                best: Candidate | None = None) -> list[Path]:
     """Write every role of the version to `<project>/.claude/agents/<slug>.md`; returns the paths.
     A later version's role of the same name replaces the file (the store keeps every version);
     an agent file evoteam did not write is left alone (and listed in `skipped`)."""
@@ -260,20 +304,21 @@ def materialise(team: TeamVersion, run: Run, project_dir: Path, naming: ToolNami
                 skipped.append(path)
             continue
         tmp = path.with_suffix(".md.tmp")
-        tmp.write_text(agent_file_text(team, role, run, naming), encoding="utf-8")
+        tmp.write_text(agent_file_text(team, role, run, naming, (notes or {}).get(role.slug), best),
+                       encoding="utf-8")
         tmp.replace(path)
         written.append(path)
     return written
 
 
 def agent_definition(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming | None = None,
-                     worktree_note: str | None = None):
+                     worktree_note: str | None = None, best: Candidate | None = None):
     """The role as a `claude_agent_sdk.AgentDefinition` (for the SDK's `agents` option)."""
     from claude_agent_sdk import AgentDefinition
 
     naming = naming or ToolNaming()
     return AgentDefinition(description=role_description(team, role),
-                           prompt=role_brief(team, role, run, naming, worktree_note),
+                           prompt=role_brief(team, role, run, naming, worktree_note, best),
                            tools=role_tools(role, naming), model=role.model)
 
 

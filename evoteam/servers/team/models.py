@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from evoteam.servers.knowledge.models import HistoryEntry, Provenance
+from evoteam.servers.knowledge.models import Provenance
 
 Isolation = Literal["worktree", "shared"]
 RunnerKind = Literal["claude", "codex", "subagent"]
@@ -45,32 +45,31 @@ def slugify(name: str) -> str:
 
 
 class RoleSpec(BaseModel):
-    """One invented role. `name` is free text (e.g. "Workload Analyst"); its slug names the
-    subagent file, the worktree and the branch."""
+    """One invented role (name: free text, e.g. "Workload Analyst")."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1, max_length=80)
     mandate: str = Field(min_length=1, max_length=8_000,
-                         description="what this role is responsible for, and why it exists in this version")
+                         description="what it is responsible for, and why it exists now")
     deliverables: list[str] = Field(default_factory=list, max_length=20,
-                                    description="what the role must leave behind when it finishes")
+                                    description="what it must leave behind")
     reads_first: list[str] = Field(default_factory=list, max_length=20,
-                                   description="mandatory reads before acting (store documents, artifacts, files)")
+                                   description="reads before acting (store documents, artifacts, files)")
     writes_to: list[str] = Field(default_factory=list, max_length=20,
-                                 description="where the role records findings (learnings kinds, artifacts, branch)")
+                                 description="where it records findings")
     tools: list[Annotated[str, Field(max_length=200, pattern=TOOL_NAME)]] = Field(
         default_factory=list, max_length=60,
-        description="Claude Code tools beyond the defaults (e.g. WebSearch, Bash(git diff:*)); one tool name each")
+        description="extra Claude Code tools, e.g. WebSearch")
     mcp_servers: list[Literal["knowledge", "bench", "retrieval", "team"]] = Field(
         default_factory=lambda: ["knowledge", "bench"],
-        description="evoteam servers whose tools the role may use")
+        description="evoteam servers it may use")
     model: str = Field(default="inherit", max_length=100, pattern=MODEL_NAME,
                        description="sonnet, opus, haiku, inherit or a model id")
     isolation: Isolation = Field(default="worktree",
                                  description="worktree: own git worktree and branch; shared: the project tree")
     must_not_touch: list[str] = Field(default_factory=list, max_length=20,
-                                      description="paths or branches the role must leave alone (e.g. main)")
+                                      description="paths or branches to leave alone")
     budget_usd: float | None = Field(default=None, gt=0, description="this role's USD cap when run headless")
     runner: Literal["claude", "codex"] | None = Field(default=None,
                                                       description="headless runner; default is the driver's")
@@ -91,7 +90,7 @@ class RoleSpec(BaseModel):
 
 
 class Stage(BaseModel):
-    """A pipeline stage: its roles run in parallel; stages run in order."""
+    """Its roles run in parallel."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -108,9 +107,7 @@ class Handoff(BaseModel):
 
 
 class Coordination(BaseModel):
-    """How the roles interact. Without stages, every role starts at once (parallel branches).
-    With stages, stage k starts when every role of stage k-1 has ended; roles not named in any
-    stage run in parallel from the start."""
+    """Stage k starts when every role of stage k-1 has ended; roles in no stage start at once."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -169,6 +166,9 @@ class TeamVersionSummary(BaseModel):
 
 class RoleSession(BaseModel):
     """One execution of one role of one version (headless, or an in-session subagent)."""
+
+    # record_role_result's and spawn_role's answer: the report was just sent; team_status shows it.
+    TEXT_OMIT: ClassVar[frozenset[str]] = frozenset({"last_message", "updated_at"})
 
     id: str
     run_id: str
@@ -244,6 +244,9 @@ class SpawnPlan(BaseModel):
 class DesignResult(BaseModel):
     """What design_team returns: the stored version and how to start it."""
 
+    # The plan's run, version and agent files are already at the top level or in its prompts.
+    TEXT_OMIT: ClassVar[frozenset[str]] = frozenset({"plan.run_id", "plan.version", "plan.materialised"})
+
     version: int
     run_id: str
     roles: list[str]
@@ -296,6 +299,9 @@ class BudgetReport(BaseModel):
     spent_usd: float
     left_usd: float | None
     exhausted: bool
+    costs_recorded: bool = Field(default=True, description="false: nothing records this run's costs (no hooks); "
+                                                           "exhausted then counts finished team versions")
+    note: str | None = None
     by_version: dict[str, float]
     by_role: dict[str, float]
     lines: list[BudgetLine]
@@ -331,17 +337,3 @@ class CostRecord(BaseModel):
     messages: int = 0
     priced_with: str = ""
     detail: dict[str, Any] = Field(default_factory=dict)
-
-
-class Reflection(HistoryEntry):
-    """What `reflect` recorded, and what the reflected version achieved by the numbers: its best
-    with the interval, its gain over the best before it and whether that gain is significant."""
-
-    version_result: VersionLine | None = None
-    versions_without_significant_gain: int = Field(default=0, description="versions in a row, up to the newest, "
-                                                   "without a significant gain: the stop rule counts these")
-
-
-from evoteam.report.summary import VersionLine  # noqa: E402 - the report's own line, shown as is
-
-Reflection.model_rebuild()

@@ -22,6 +22,7 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from evoteam.report.summary import RunSummary, summarise_run
+from evoteam.servers.team.reflection import Reflection
 from evoteam.servers.guard import EvoServer
 from evoteam.config import Settings
 from evoteam.servers.common import DomainError, session_actor, tool_errors
@@ -37,7 +38,6 @@ from evoteam.servers.team.models import (
     Coordination,
     DesignResult,
     KnowledgePlan,
-    Reflection,
     RoleSession,
     RoleSpec,
     SpawnPlan,
@@ -53,9 +53,21 @@ evoteam team tools: design a team version of invented roles for a run (design_te
 (follow the returned spawn plan with the Agent tool, or spawn_role for headless sessions in their
 own git worktrees), watch it (team_status, budget), stop roles (stop_role), record an in-session
 role's end (record_role_result), and record the supervisor's reflection on a version (reflect).
-Every version, session, reflection and cost is kept in the knowledge store."""
+Every version, session, reflection and cost is kept in the knowledge store. The supervisor's
+guide (how to run the /evolve-team loop) is the resource evoteam://team/supervisor-guide and the
+prompt supervisor_guide, in every install."""
 
-Version = Annotated[int | None, Field(ge=1, description="team version; omit for the run's current one")]
+GUIDE_URI = "evoteam://team/supervisor-guide"
+
+
+def supervisor_guide(run_id: str | None = None) -> str:
+    """The in-session supervisor prompt with this install's tool names. The team CLI's `prompt`
+    command prints the same text; the skill loads it through the plugin's launcher when it can."""
+    from evoteam.supervisor.prompts import supervisor_prompt  # the prompt texts live with the supervisor
+
+    return supervisor_prompt("session", run_id, ToolNaming.from_env())
+
+Version = Annotated[int | None, Field(ge=1, description="default: the current one")]
 
 
 class VersionList(BaseModel):
@@ -131,6 +143,15 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
             holder["svc"] = make_service(store)
         return holder["svc"]
 
+    @server.resource(GUIDE_URI, name="supervisor-guide", mime_type="text/markdown",
+                     description="The supervisor's guide: read the state, diagnose, reflect, design, start, monitor")
+    def guide_resource() -> str:
+        return supervisor_guide()
+
+    @server.prompt(name="supervisor_guide", description="The evoteam supervisor's guide for one run")
+    def guide_prompt(run_id: str | None = None) -> str:
+        return supervisor_guide(run_id)
+
     @server.tool()
     @tool_errors
     async def design_team(run_id: str, diagnosis: str, rationale: str, roles: list[RoleSpec],
@@ -138,17 +159,9 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                           knowledge_plan: KnowledgePlan | None = None) -> DesignResult:
         """Store the next team version of a run and get its spawn plan.
 
-        diagnosis: why progress stalled (for v1: your starting assessment of the task).
-        rationale: how this design answers the diagnosis.
-        roles: invented roles, each with name, mandate, deliverables, reads_first, writes_to,
-        tools, mcp_servers, model, isolation (worktree|shared), must_not_touch, budget_usd, runner.
-        coordination: stages (each a list of role names; stages run in order, the roles of a stage
-        in parallel; unstaged roles start at once), handoffs, notes.
-        knowledge_plan: shared_reads, shared_writes, notes.
-        Writes each role to .claude/agents/<role>.md and returns the plan: Agent tool calls (to the
-        generic team-member subagent, with each role's full brief) grouped in steps. Versions are
-        numbered from 1 and never overwritten; roles of earlier versions still planned or running
-        are stopped."""
+        diagnosis: why progress stalled (v1: your first assessment); rationale: how this answers it.
+        Returns the Agent calls (team-member subagent, each role's brief) in steps; isolation=worktree
+        roles get a git worktree now. Earlier versions' unfinished roles are stopped."""
         design = TeamDesign(run_id=run_id, diagnosis=diagnosis, rationale=rationale, roles=roles,
                             coordination=coordination or Coordination(),
                             knowledge_plan=knowledge_plan or KnowledgePlan())
@@ -157,8 +170,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @server.tool()
     @tool_errors
     async def get_team(run_id: str, version: Version = None, plan: bool = False) -> TeamView:
-        """A stored team version (roles, coordination, knowledge plan, diagnosis, rationale).
-        plan=true adds its spawn plan (e.g. to start it again from a new session)."""
+        """A stored team version (roles, coordination, knowledge plan, diagnosis, rationale);
+        plan=true adds its spawn plan."""
         team = await svc().get_team(run_id, version)
         return TeamView(team=team, plan=await svc().spawn_plan(run_id, team.version) if plan else None)
 
@@ -181,29 +194,23 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     async def spawn_role(run_id: str, role: str, version: Version = None,
                          runner: Literal["claude", "codex"] | None = None,
                          cap_usd: Annotated[float | None, Field(gt=0)] = None) -> RoleSession:
-        """Start one role headless: a Claude Agent SDK session (runner=claude, default) or
-        `codex exec` (runner=codex), in its own git worktree and branch (unless the role's
-        isolation is shared), capped at cap_usd (default: the role's budget_usd, never more than
-        the run's budget left). Returns at once; follow it with team_status. Use this for long
-        unattended work; inside a session, the spawn plan's Agent calls are the usual way."""
+        """Start one role headless (Claude Agent SDK, or codex) in its worktree, capped at cap_usd
+        (default: its budget_usd). Returns at once. In a session, use the spawn plan instead."""
         return await svc().spawn_role(run_id, role, version, runner=runner, cap_usd=cap_usd)
 
     @server.tool()
     @tool_errors
     async def team_status(run_id: str, version: Version = None) -> TeamStatus:
-        """The state of a team version: each role's status (planned, queued, running, finished,
-        failed, over_budget, stopped, interrupted, skipped), turns, cost, cap, last message;
-        whether the whole version has finished; the run's best score, NDG and spend."""
+        """A team version's state: each role's status, cost and last message; whether the version
+        has finished; the run's best score, NDG and spend."""
         return await svc().team_status(run_id, version)
 
     @server.tool(annotations=ToolAnnotations(destructiveHint=True, idempotentHint=True))
     @tool_errors
     async def stop_role(run_id: str, role: str | None = None, version: Version = None,
                         reason: str = "stopped by the supervisor") -> StopResult:
-        """Stop one role (or, without role, every role) of a team version: a running headless
-        session is ended, planned or queued ones will not start. Its work so far stays in the
-        store and on its branch. An in-session subagent is only marked stopped here: end the
-        subagent itself with the session's own tools."""
+        """Stop one role (or every role) of a team version: headless sessions end, planned ones
+        never start; their work stays. An in-session subagent is only marked stopped."""
         stopped = await svc().stop_role(run_id, role, version, reason=reason)
         return StopResult(run_id=run_id, stopped=stopped)
 
@@ -213,9 +220,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                                  status: Literal["finished", "failed", "over_budget", "stopped"] = "finished",
                                  summary: str = "", cost_usd: Annotated[float | None, Field(ge=0)] = None,
                                  transcript_path: str | None = None) -> RoleSession:
-        """Record that an in-session role (a subagent you started with the Agent tool) ended:
-        its status, its final report as summary, and its cost (cost_usd, or transcript_path to
-        price the subagent's transcript). The SubagentStop hook does this when installed."""
+        """Record that an in-session role (a subagent you started) ended: status, its report as
+        summary, cost_usd or transcript_path to price it. The SubagentStop hook does this."""
         return await svc().record_role_result(run_id, role, version, status=status, summary=summary,
                                               cost_usd=cost_usd, transcript_path=transcript_path)
 
@@ -223,12 +229,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @tool_errors
     async def reflect(run_id: str, observed_behaviour: str = "", diagnosis: str = "", design_change: str = "",
                       outcome: str = "", version: Version = None) -> Reflection:
-        """Record the supervisor's reflection on a team version in the evolution history:
-        observed_behaviour (what the team did), diagnosis (why progress stalled or moved),
-        design_change (what the next version changes and why), outcome (what this version
-        achieved, with scores). Do this before designing the next version. The reply gives the
-        version's best with its interval and whether its gain over the best before it is
-        significant: a gain inside the noise is no gain."""
+        """Record your reflection on a team version before designing the next: what it did, why,
+        the design change, the outcome. The reply says if its gain is significant."""
         entry = await svc().reflect(run_id, observed_behaviour, diagnosis, design_change, outcome, version)
         summary = await summarise_run(svc().kb, run_id)
         line = next((v for v in summary.versions if v.version == entry.provenance.team_version), None)
@@ -244,10 +246,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @server.tool()
     @tool_errors
     async def run_report(run_id: str) -> RunSummary:
-        """The numbers behind the run's report: best dev and held-out scores, NDG, each team
-        version's best score and cost, spend by role (supervisor included), gate decisions,
-        repeated-URL rate, predicted-vs-realised Spearman, and candidates a re-measurement did not
-        confirm. Read it when you diagnose; `report_command` draws the same run for a person."""
+        """The run's numbers for diagnosis: bests with intervals, NDG, each version's gain and
+        whether it is significant, costs, gate decisions. `report_command` draws it as a page."""
         return await summarise_run(svc().kb, run_id)
 
     return server

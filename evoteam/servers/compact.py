@@ -1,0 +1,136 @@
+"""What an agent reads from evoteam's MCP servers, without the parts that tell it nothing.
+
+Every character of a tool schema or a tool result is read by the model on every turn it stays
+in context. Two sources of waste are removed here, once, for all four servers:
+
+- Input schemas as pydantic writes them: a generated `title` on every property ("Run Id" for
+  `run_id`) and, for each optional argument, `anyOf: [{type: X}, {type: null}]` plus
+  `default: null`. An argument that may be left out says so by not being `required`; the schema
+  keeps its type, description, value ranges and enums; size limits (maxLength, maxItems) are
+  left to the server's refusal, and so is `additionalProperties: false`: the server refuses an
+  argument a tool does not have, naming the ones it has (guard.py).
+- Tool descriptions keep their docstring's source indentation; it is removed.
+- Result text: pretty-printed JSON with every null and empty field, floats to 17 digits, and
+  fields only programs use (a sandbox description, a kit's hash). The text block is written
+  again as compact JSON without null, empty-string, empty-list and empty-object fields, floats
+  to 5 significant digits, less the fields an output model lists in `TEXT_OMIT`;
+  `structuredContent` keeps the whole object, as the output schema describes it, for programs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from typing import Any
+
+# Size limits guard the server against oversized input; a caller never needs them to write a
+# good call, and a refusal names the limit it broke. Value ranges (minimum/maximum) stay.
+_LENGTH_LIMITS = ("maxLength", "minLength", "maxItems", "minItems")
+# A model reads 1.1065 as well as 1.1065070918246214; programs read structuredContent.
+SIGNIFICANT_DIGITS = 5
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SUBSCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
+_SUBSCHEMA_ONE = ("items", "additionalProperties", "not", "contains")
+
+
+def compact_input_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The schema without generated titles, null alternatives and limits the server enforces."""
+    if not isinstance(schema, dict):
+        return schema
+    return _compact_node(schema)
+
+
+def _compact_node(node: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "title" and isinstance(value, str):
+            continue  # generated from the name; the name is already there
+        if key in _LENGTH_LIMITS and isinstance(value, int):
+            continue  # checked by the server, whose refusal names the limit
+        if key == "additionalProperties" and value is False:
+            continue  # the server refuses unknown arguments itself, naming the valid ones
+        if key == "default" and value in ("", [], {}):
+            continue  # "empty when left out" is what leaving an argument out means
+        if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: _compact_node(sub) if isinstance(sub, dict) else sub for name, sub in value.items()}
+        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
+            out[key] = [_compact_node(sub) if isinstance(sub, dict) else sub for sub in value]
+        elif key in _SUBSCHEMA_ONE and isinstance(value, dict):
+            out[key] = _compact_node(value)
+        else:
+            out[key] = value
+    return _drop_null_alternative(out)
+
+
+def _drop_null_alternative(node: dict[str, Any]) -> dict[str, Any]:
+    """`{anyOf: [X, {type: null}], default: null}` → X (with the node's description and limits):
+    leaving the argument out is how a caller says null."""
+    alternatives = node.get("anyOf")
+    if not isinstance(alternatives, list) or "default" not in node or node["default"] is not None:
+        return node
+    rest = [a for a in alternatives if a != {"type": "null"}]
+    if len(rest) == len(alternatives) or len(rest) != 1:
+        return node
+    merged = {k: v for k, v in node.items() if k not in ("anyOf", "default")}
+    return {**rest[0], **merged}
+
+
+def compact_description(text: str | None) -> str | None:
+    """A docstring without the indentation and line wrapping of the source it was written in
+    (paragraph breaks stay)."""
+    if not text:
+        return text
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs)
+
+
+def pruned(value: Any) -> Any:
+    """`value` without null, empty-string, empty-list or empty-object fields (at any depth);
+    list items are kept where they are, so positions still mean something."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            item = pruned(item)
+            if item is None or item == "" or item == [] or item == {}:
+                continue
+            out[key] = item
+        return out
+    if isinstance(value, list):
+        return [pruned(item) for item in value]
+    return value
+
+
+def rounded(value: Any, digits: int = SIGNIFICANT_DIGITS) -> Any:
+    """Floats at any depth to `digits` significant digits."""
+    if isinstance(value, float):
+        return float(f"{value:.{digits}g}") if math.isfinite(value) else value
+    if isinstance(value, dict):
+        return {key: rounded(item, digits) for key, item in value.items()}
+    if isinstance(value, list):
+        return [rounded(item, digits) for item in value]
+    return value
+
+
+def without(value: Any, paths: frozenset[str] | set[str]) -> Any:
+    """`value` less the dotted paths ("sandbox", "metrics.kit_hash") a model marks as not for the text."""
+    if not paths or not isinstance(value, dict):
+        return value
+    out = {}
+    for key, item in value.items():
+        if key in paths:
+            continue
+        inner = {p[len(key) + 1:] for p in paths if p.startswith(key + ".")}
+        out[key] = without(item, inner) if inner else item
+    return out
+
+
+def compact_text(structured: Any, omit: frozenset[str] | set[str] = frozenset()) -> str:
+    """The text block of a tool result: compact JSON of the structured content, pruned, floats
+    rounded, less the fields its model keeps for programs (`TEXT_OMIT`)."""
+    return json.dumps(rounded(pruned(without(structured, omit))), ensure_ascii=False, separators=(",", ":"))
+
+
+def text_omit(model: Any) -> frozenset[str]:
+    """The dotted fields an output model keeps out of its text (a `TEXT_OMIT` class attribute)."""
+    return frozenset(getattr(model, "TEXT_OMIT", ()) or ())

@@ -1,0 +1,53 @@
+"""What the knowledge store already says about a gate's open questions.
+
+EvoDuet's gate looks at stored documents; evoteam's store also holds what teams measured and
+concluded (learnings, candidates' notes), from this run and from earlier runs of the project.
+A question the store answers is a look-up, not a web search: the gate consults these first.
+
+The store's full-text search falls back to any-word matching, so a hit alone says little; a
+hit answers a question when it shares at least two of the question's content words (or all of
+them, for a question with fewer). That is a deliberately plain rule: the gate's reason names
+the hits, and the agent reads them before deciding what to generate.
+"""
+
+from __future__ import annotations
+
+import re
+
+from evoteam.servers.knowledge.models import SearchHit
+from evoteam.servers.knowledge.store import KnowledgeStore
+
+_WORD = re.compile(r"[a-z0-9_]+")
+# Words that appear in almost any question about a task and say nothing about its subject.
+_PLAIN = frozenset("""
+about after also does doing done from have into make more most much should than that their them
+then there these they this what when where which while will with would could being been were your
+faster better best slower works work using used does whether how why the and for are can not
+""".split())
+
+
+def content_words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if len(w) >= 4 and w not in _PLAIN}
+
+
+def answers(question: str, hit: SearchHit) -> bool:
+    """Whether `hit` shares enough of the question's content words to bear on it."""
+    wanted = content_words(question)
+    if not wanted:
+        return False
+    shared = wanted & content_words(f"{hit.title} {hit.snippet}")
+    return len(shared) >= min(2, len(wanted))
+
+
+async def stored_answers(store: KnowledgeStore, questions: list[str], limit: int = 5) -> list[SearchHit]:
+    """Learnings and candidates (any run the caller can see) that bear on the questions, best
+    match first, each once."""
+    found: dict[str, SearchHit] = {}
+    for question in questions:
+        if not content_words(question):
+            continue
+        page = await store.search(question, kinds=["learning", "candidate"], limit=limit)
+        for hit in page.items:
+            if hit.id not in found and answers(question, hit):
+                found[hit.id] = hit
+    return list(found.values())[:limit]

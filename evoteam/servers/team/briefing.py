@@ -1,0 +1,64 @@
+"""What a role's brief needs besides the design: where the role works and what is best so far.
+
+An in-session role (a subagent the supervisor starts with the Agent tool) used to be told it had
+its own git worktree and branch while none existed, so an obedient role committed on the main
+branch. Here the worktree is made when the team is designed, for every role whose isolation is
+`worktree`, and the brief names its path and branch; where none can be made (the project is not
+a git repository, or has no commit), the brief says the role works in the shared tree and must
+not commit, and design_team warns the supervisor why.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from evoteam.errors import DomainError
+from evoteam.servers.knowledge.errors import StoreError
+from evoteam.servers.knowledge.models import Candidate, Run
+from evoteam.servers.knowledge.store import KnowledgeStore
+from evoteam.servers.team.materialise import shared_place
+from evoteam.servers.team.models import TeamVersion
+from evoteam.servers.team.worktrees import ensure_worktree
+
+
+class Place(BaseModel):
+    """Where one role works, as its brief states it."""
+
+    note: str
+    worktree: str | None = None
+    branch: str | None = None
+    warning: str | None = None
+
+
+def worktree_note(path: Path | str, branch: str) -> str:
+    return (f"Your own git worktree is `{path}` on branch `{branch}`, made for you: work and commit there "
+            f"(e.g. `cd {path}` in Bash), never on the main branch. Other roles have their own branches.")
+
+
+async def place_roles(team: TeamVersion, run: Run, project_dir: Path) -> dict[str, Place]:
+    """Make (or reuse) the worktree of every role with isolation=worktree; say where each works."""
+    places: dict[str, Place] = {}
+    for role in team.roles:
+        if role.isolation != "worktree":
+            places[role.slug] = Place(note=shared_place(role))
+            continue
+        try:
+            path, branch = await ensure_worktree(project_dir, run.id, team.version, role.slug)
+        except DomainError as exc:
+            places[role.slug] = Place(note=shared_place(role), warning=f"{role.name} works in the shared tree: {exc}")
+            continue
+        places[role.slug] = Place(note=worktree_note(path, branch), worktree=str(path), branch=branch)
+    return places
+
+
+async def best_candidate(kb: KnowledgeStore, run: Run) -> Candidate | None:
+    """The run's best candidate without its code, or None when nothing ranks yet."""
+    if not run.best_candidate_id:
+        return None
+    try:
+        best = await kb.get_candidate(run.best_candidate_id)
+    except StoreError:  # gone or not visible: the brief then gives the score alone
+        return None
+    return best.model_copy(update={"code": None})

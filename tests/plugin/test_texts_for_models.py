@@ -1,0 +1,43 @@
+"""Issue 22: the friction an agent playing the model met when following the texts literally
+(/kernel-loop on pairwise_distance_cpu through stdio servers, /evolve-team's briefs on
+rmsnorm_cpu), kept as assertions on the texts it needed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def text(path: str) -> str:
+    return (ROOT / path).read_text()
+
+
+def test_kernel_loop_does_not_send_the_agent_to_the_finished_solution():
+    skill = text("skills/kernel-loop/SKILL.md")
+    assert "example files" not in skill and "better.py" not in skill
+    assert "Leave the kit's `examples/` folder alone" in skill
+
+
+def test_kernel_loop_and_briefs_say_to_pass_the_run_id_to_evaluate():
+    assert "Pass the run id to every evaluate" in text("skills/kernel-loop/SKILL.md")
+    assert "passing the run id" in text("agents/team-member.md")
+
+
+def test_no_text_asks_for_record_outcome_after_documents_used_credited_it():
+    for path in ("skills/kernel-loop/SKILL.md", "skills/research/SKILL.md", "skills/evolve-team/SKILL.md",
+                 "agents/team-member.md"):
+        body = text(path)
+        if "documents_used" in body:
+            after = body.split("documents_used", 1)[1][:400]
+            assert "call `retrieval.record_outcome`" not in after and "then call" not in after, path
+
+
+def test_a_role_knows_its_brief_may_be_a_file_and_the_supervisor_copies_prompts_unchanged():
+    assert "names the file that holds it" in text("agents/team-member.md")
+    assert "copy it unchanged" in text("evoteam/supervisor/prompts/in_session.md")
+
+
+def test_no_text_tells_a_role_it_has_a_worktree_unconditionally():
+    for path in ("agents/team-member.md", "evoteam/servers/team/materialise.py", "evoteam/supervisor/prompts/in_session.md"):
+        assert "You work in your own git worktree and branch" not in text(path), path

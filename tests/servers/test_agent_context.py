@@ -1,0 +1,81 @@
+"""Issue 22: what a model reads from the four servers. Tool schemas fit a budget, an argument a
+tool does not have is refused by name (it used to be dropped silently), and result text carries
+no null or empty fields."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from evoteam.config import Settings
+from evoteam.servers.bench.server import build_server as bench_server
+from evoteam.servers.knowledge.local import LocalKnowledgeStore
+from evoteam.servers.knowledge.server import build_server as knowledge_server
+from evoteam.servers.retrieval.server import build_server as retrieval_server
+from evoteam.servers.team.server import build_server as team_server
+
+SERVERS = {"knowledge": knowledge_server, "team": team_server, "retrieval": retrieval_server, "bench": bench_server}
+SCHEMA_BUDGET = 25_000
+
+
+def schema_chars(tool) -> int:
+    """What a model is shown of a tool: its name, description and input schema, as JSON."""
+    return len(json.dumps({"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema},
+                          separators=(",", ":"), ensure_ascii=False))
+
+
+@pytest.fixture
+async def store(tmp_path: Path):
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db") as opened:
+        yield opened
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(db=tmp_path / "kb.db")
+
+
+async def test_the_four_servers_tool_schemas_fit_the_budget(settings, store):
+    total, count = 0, 0
+    for name, build in SERVERS.items():
+        async with Client(build(settings, store)) as client:
+            tools = (await client.list_tools()).tools
+        for tool in tools:
+            text = json.dumps(tool.input_schema)
+            assert '"title"' not in text.replace('"title":{', ''), (name, tool.name)  # no generated titles
+            assert '{"type": "null"}' not in text, (name, tool.name)
+        total += sum(schema_chars(t) for t in tools)
+        count += len(tools)
+    assert count >= 30
+    assert total <= SCHEMA_BUDGET, f"{count} tools take {total} characters of schema"
+
+
+@pytest.mark.parametrize("server, tool, arguments, bad, valid", [
+    ("knowledge", "get_run", {"run_id": "run_x", "verbose": True}, "verbose", "run_id"),
+    ("team", "budget", {"run_id": "run_x", "currency": "eur"}, "currency", "run_id"),
+    ("retrieval", "score_documents", {"search_id": "srch_x", "scores": [], "knowledge_state": {}},
+     "knowledge_state", "open_questions"),
+    ("bench", "describe_kit", {"kit": "rmsnorm_cpu", "verbose": True}, "verbose", "detail"),
+])
+async def test_an_unknown_argument_is_refused_by_name(settings, store, server, tool, arguments, bad, valid):
+    async with Client(SERVERS[server](settings, store)) as client:
+        result = await client.call_tool(tool, arguments)
+    assert result.is_error
+    text = result.content[0].text
+    assert f"'{bad}'" in text and valid in text, text
+    assert "\n" not in text
+
+
+async def test_result_text_is_compact_and_drops_empty_fields(settings, store):
+    async with Client(knowledge_server(settings, store)) as client:
+        result = await client.call_tool("start_run", {"goal": "make it fast"})
+    assert not result.is_error
+    text = result.content[0].text
+    assert "null" not in text and "\n" not in text and ": " not in text
+    shown = json.loads(text)
+    # The structured content keeps every field of the schema; the text keeps every non-empty one.
+    assert result.structured_content["best_score"] is None
+    assert {k for k, v in result.structured_content.items() if v not in (None, "", [], {})} == set(shown)

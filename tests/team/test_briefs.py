@@ -1,0 +1,105 @@
+"""Issue 22, "a worktree that does not exist" and "briefs that are not enough": what a role is
+told matches what exists, and gives it what it needs to act without guessing."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from evoteam.servers.knowledge.models import CandidateCreate, LearningCreate
+from evoteam.servers.team.models import SessionUpdate, TeamDesign
+from evoteam.servers.team.sentences import sentence_tail
+from evoteam.servers.team.store import TeamStore
+from tests.team.conftest import design
+
+
+def brief_of(result, index: int = 0) -> str:
+    """What the role reads: the brief file its prompt names, else the prompt itself."""
+    prompt = [c for s in result.plan.steps for c in s.calls][index].prompt
+    if "is the file `" in prompt:
+        return Path(prompt.split("is the file `", 1)[1].split("`", 1)[0]).read_text()
+    return prompt
+
+
+async def test_a_worktree_role_gets_a_real_worktree_named_in_its_brief(kb, run, project, service_factory):
+    result = await service_factory().design_team(TeamDesign(**design(run.id, "Builder", isolation="worktree")))
+    session = (await TeamStore(kb).latest_sessions(run.id, 1))["builder"]
+    assert session.worktree and session.branch
+    assert (Path(session.worktree) / "README.md").is_file()
+    branches = subprocess.run(["git", "branch", "--list", session.branch], cwd=project, capture_output=True,
+                              text=True, check=True).stdout
+    assert session.branch in branches
+    brief = brief_of(result)
+    assert f"`{session.worktree}`" in brief and f"`{session.branch}`" in brief
+
+
+async def test_without_git_a_role_is_never_told_it_has_a_worktree(kb, run, tmp_path, service_factory):
+    from evoteam.servers.team.core import TeamService
+
+    plain = tmp_path / "not-a-repo"
+    plain.mkdir()
+    svc = TeamService(TeamStore(kb), project_dir=plain)
+    result = await svc.design_team(TeamDesign(**design(run.id, "Builder", isolation="worktree")))
+    brief = brief_of(result)
+    assert "worktree" not in brief.split("## Coordination", 1)[1]
+    assert "do not commit" in brief
+    assert any("shared tree" in w and "not a git repository" in w for w in result.warnings)
+
+
+async def test_the_brief_says_what_to_call_and_with_which_ids(kb, run, service_factory):
+    d = design(run.id, "Builder", mcp_servers=["knowledge", "bench"])
+    d["knowledge_plan"] = {"shared_reads": ["the kit's README"]}
+    d["roles"][0]["reads_first"] = ["the kit's README"]
+    brief = brief_of(await service_factory().design_team(TeamDesign(**d)))
+    assert "describe_kit` with kit=\"toy\"" in brief
+    assert f'run_id="{run.id}"' in brief
+    assert "None" not in brief
+    assert brief.count("the kit's README") == 1
+    # Nothing is recorded yet: no read of an empty store is asked for.
+    reads = brief.split("## Read before you act", 1)[1].split("## Deliver", 1)[0]
+    assert "__history`" not in reads and "__best_candidates`" not in reads and "nothing to read" in reads
+
+
+async def test_the_brief_names_the_best_candidate_and_what_it_tried(kb, run, service_factory):
+    bench = kb.with_actor(kb.actor.model_copy(update={"verifier": True}))  # as the bench records
+    await bench.record_candidate(CandidateCreate(run_id=run.id, code="x = 1", status="PASSED", score=1.5,
+                                                 verified=True, notes="float32 accumulation"))
+    await kb.add_learning(LearningCreate(run_id=run.id, text="float32 is enough"))
+    current = await kb.get_run(run.id)
+    result = await service_factory().design_team(TeamDesign(**design(run.id, "Builder")))
+    brief = brief_of(result)
+    assert f"Best so far: 1.5, candidate `{current.best_candidate_id}` (float32 accumulation)" in brief
+    assert "__learnings`" in brief and "__best_candidates`" in brief
+
+
+async def test_the_brief_gives_the_best_with_its_interval(kb, run, service_factory):
+    # A measured best comes with its 95% interval, and the role is told what "better" has to mean.
+    bench = kb.with_actor(kb.actor.model_copy(update={"verifier": True}))
+    await bench.record_candidate(CandidateCreate(run_id=run.id, code="x = 2", status="PASSED", score=2.0,
+                                                 verified=True, samples={"w": [1.9, 2.0, 2.1, 2.0, 1.95, 2.05]}))
+    brief = brief_of(await service_factory().design_team(TeamDesign(**design(run.id, "Builder"))))
+    assert "Best so far: 2 (1.9–2.1), candidate" in brief
+    assert "only when its interval clears" in brief
+
+
+async def test_design_output_does_not_repeat_the_rationale_per_role(kb, run, service_factory):
+    d = design(run.id, "Scout", "Builder", "Critic")
+    result = await service_factory().design_team(TeamDesign(**d))
+    assert result.model_dump_json().count(d["rationale"]) <= 1
+
+
+async def test_team_status_keeps_whole_sentences(kb, run, service_factory):
+    svc = service_factory()
+    await svc.design_team(TeamDesign(**design(run.id, "Builder")))
+    report = " ".join(f"Step {i} measured variant {i} at {i}.5 ms." for i in range(60)) + " Next: try blocking."
+    session = (await TeamStore(kb).latest_sessions(run.id, 1))["builder"]
+    await TeamStore(kb).update_session(session.id, SessionUpdate(status="finished", last_message=report))
+    shown = (await svc.team_status(run.id)).roles[0].last_message
+    assert len(shown) <= 500 and shown.endswith("Next: try blocking.")
+    assert shown.startswith("… Step ") and shown[2:] in report
+
+
+def test_sentence_tail_cuts_at_a_word_when_one_sentence_is_too_long():
+    assert sentence_tail("short.", 10) == "short."
+    cut = sentence_tail("a " * 400 + "end", 50)
+    assert cut.startswith("… ") and cut.endswith("end") and len(cut) <= 50
