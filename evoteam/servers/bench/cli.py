@@ -13,7 +13,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from evoteam.servers.bench import core
+from evoteam.servers.bench.machine import contention_line
 from evoteam.servers.bench.models import Evaluation
+from evoteam.stats import Estimate, describe, sig3
 from evoteam.errors import DomainError
 from evoteam.exitcodes import CANDIDATE_FAILED, cli_error
 from evoteam.servers.knowledge.errors import StoreError
@@ -99,24 +101,40 @@ def _fmt(value, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _with_interval(value, interval, unit: str = "") -> str:
+    """'4.4× (3.9–5.0)': three significant digits and the interval, as every human text shows."""
+    if value is None:
+        return "-"
+    if not interval:
+        return f"{sig3(value)}{unit}"
+    return describe(Estimate(value, interval[0], interval[1], 0), unit)
+
+
 def print_evaluation(e: Evaluation, console: Console) -> None:
     table = Table(title=f"{e.kit} · {e.split} · {e.status}")
-    for col in ("workload", "status", "speedup", "candidate ms", "baseline ms", "max abs err", "note"):
+    for col in ("workload", "status", "speedup (95% interval)", "candidate ms", "baseline ms", "max abs err", "note"):
         table.add_column(col, overflow="fold")
     for w in e.workloads:
         colour = "green" if w.status == "PASSED" else "red"
-        table.add_row(w.workload, f"[{colour}]{w.status}[/{colour}]", _fmt(w.speedup, ".3f"),
+        table.add_row(w.workload, f"[{colour}]{w.status}[/{colour}]", _with_interval(w.speedup, w.speedup_interval),
                       _fmt(w.candidate_ms, ".4f"), _fmt(w.baseline_ms, ".4f"), _fmt(w.max_abs_error, ".2e"),
                       escape(("⚑ " if w.flagged else "") + (w.message or "")[:300]))
     console.print(table)
     if e.score is not None:
         kind = "geomean speedup" if e.kind == "kernel" else "score"
-        line = f"[bold]{kind}: {e.score:.6g}[/bold] ({e.direction})"
+        line = f"[bold]{kind}: {_with_interval(e.score, e.score_interval, '×' if e.kind == 'kernel' else '')}[/bold] ({e.direction})"
         if e.ndg is not None:
             line += f"   NDG {e.ndg:.1f}"
         console.print(line)
+        if e.n_measurements and e.n_measurements > 1 and e.candidate_score is not None:
+            console.print(f"pooled with earlier measurements of the same code: {e.candidate_id} "
+                          f"{_with_interval(e.candidate_score, e.candidate_interval)} over {e.n_measurements} "
+                          "measurements")
     elif e.message:
         console.print(f"[red]{escape(e.message[:1500])}[/red]")
+    line = contention_line(e.metrics.get("contention") or {})
+    if line:
+        console.print(f"[yellow]{escape(line)}[/yellow]")
     if e.metrics.get("timing_note"):
         console.print(f"[yellow]timings not representative: {escape(str(e.metrics['timing_note']))}[/yellow]")
     for st in e.stages:

@@ -89,6 +89,8 @@ class Jail:
         self.stopped = False
         self.exit_status: int | None = None
         self.mem_fd: int | None = None
+        self.freeze_fd: int | None = None
+        self.events_fd: int | None = None
         root = cgroup_root()
         if root is not None:
             path = root / f"evoteam-{os.getpid()}-{secrets.token_hex(4)}"
@@ -120,20 +122,33 @@ class Jail:
     def _cg_freeze(self, value: str) -> None:
         if self.cgroup is None:
             return
+        # The thaw sits inside the timed interval (resume() starts a timed call), so the files
+        # stay open and a freeze or thaw is one pwrite, not an open/write/close each time.
         try:
-            (self.cgroup / "cgroup.freeze").write_text(value)
+            if self.freeze_fd is None:
+                self.freeze_fd = os.open(self.cgroup / "cgroup.freeze", os.O_WRONLY | os.O_CLOEXEC)
+                self.events_fd = os.open(self.cgroup / "cgroup.events", os.O_RDONLY | os.O_CLOEXEC)
+            os.pwrite(self.freeze_fd, value.encode(), 0)
         except OSError:
             return
         if value == "1":
             deadline = time.monotonic() + 2.0
-            events = self.cgroup / "cgroup.events"
             while time.monotonic() < deadline:
                 try:
-                    if "frozen 1" in events.read_text():
+                    if b"frozen 1" in os.pread(self.events_fd, 256, 0):
                         return
                 except OSError:
                     return
                 time.sleep(0.0001)
+
+    def _close_cgroup_files(self) -> None:
+        for fd in (self.freeze_fd, self.events_fd):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.freeze_fd = self.events_fd = None
 
     def stop(self, timeout: float = 5.0) -> bool:
         """Stop every process of the worker and wait until the worker itself is stopped. Returns
@@ -244,6 +259,7 @@ class Jail:
         self._remove_cgroup()
 
     def _remove_cgroup(self) -> None:
+        self._close_cgroup_files()
         if self.cgroup is None:
             return
         for _ in range(50):
