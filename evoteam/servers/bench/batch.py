@@ -232,7 +232,7 @@ def _evaluation(kit: Kit, split: Split, outcomes: list[WorkloadOutcome], verdict
     else:
         message = None
     line = machine.contention_line(metrics.get("contention") or {})
-    if line and message:
+    if line and est is not None:  # only a timed result is touched by contention
         message = f"{message}; {line}"
     return Evaluation(kit=kit.name, kind="kernel", split=split, status=status, score=score, score_interval=interval,
                       direction=m.direction, passed=passed, total=len(outcomes), workloads=outcomes, metrics=metrics,
