@@ -30,6 +30,7 @@ from evoteam.servers.knowledge.verified import ranks
 
 KIND = "measurement_set"
 BASELINE = "baseline"
+COPY = "baseline_copy"  # the side that times the copy of the baseline (an A/A check)
 RULE = ("finalists ordered by the pessimistic end of their score's 95% interval, before the batch (as recorded) "
         "and after it (pooled with the new rounds); a finalist whose place moved has changed")
 
@@ -213,10 +214,14 @@ async def _measure(settings: Settings, kit, codes: dict[str, str], split: str, r
         if progress:
             progress(f"{split} {done:.1f}/{total:.0f}: {message}")
 
-    prepared = {label: core.prepare_candidate(kit, None, code, settings) for label, code in codes.items()}
+    # The baseline's copy is a candidate side like the others: its label must not be the session's own
+    # name for the kit's baseline.
+    side_of = {label: (COPY if label == BASELINE else label) for label in codes}
+    prepared = {side_of[label]: core.prepare_candidate(kit, None, code, settings) for label, code in codes.items()}
     if kit.manifest.kind != "kernel":
         try:
-            return await _program_rounds(settings, kit, prepared, split, rounds, report)
+            found = await _program_rounds(settings, kit, prepared, split, rounds, report)
+            return {label: found[side_of[label]] for label in codes}
         finally:
             for p in prepared.values():
                 shutil.rmtree(p.folder, ignore_errors=True)
@@ -230,9 +235,10 @@ async def _measure(settings: Settings, kit, codes: dict[str, str], split: str, r
             shutil.rmtree(p.folder, ignore_errors=True)
     from evoteam.codehash import code_hash
 
-    for label, e in batch.evaluations.items():
+    out = {label: batch.evaluations[side_of[label]] for label in codes}
+    for label, e in out.items():
         e.code_hash = code_hash(codes[label])
-    return batch.evaluations
+    return out
 
 
 async def _program_rounds(settings: Settings, kit, prepared: dict, split: str, rounds: int, report) -> dict:

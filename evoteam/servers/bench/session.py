@@ -165,6 +165,9 @@ class KernelSession:
         self.trusted_dir = Path(tempfile.mkdtemp(prefix="evoteam-trusted-"))
         if sides is None:
             sides = [SideSpec(CANDIDATE, candidate_dir, candidate_file, function, dps)]
+        labels = [s.label for s in sides]
+        if BASELINE in labels or len(set(labels)) != len(labels):
+            raise ValueError(f"side labels must be unique and not {BASELINE!r}: {labels}")
         base_spec = _baseline_folder(baseline, reference_source)
         self._owned = [base_spec.folder]
         public_def = {"inputs": definition["inputs"], "outputs": definition["outputs"]}
@@ -527,10 +530,10 @@ class KernelSession:
 
     def measure_sides(self, wl: WorkloadSpec, verdicts: dict[str, WorkloadVerdict]) -> timing.Rounds:
         """Interleaved rounds of the baseline and every candidate in ``verdicts`` on the same fresh
-        inputs. Each round: one staging of fresh inputs for all sides; the sides in an order that
-        rotates from round to round; on the baseline's worker, the empty call path right before
-        the baseline's calls; every timed candidate output checked against the baseline's output
-        for the same inputs. A candidate that fails leaves the batch (its verdict says why); the
+        inputs. Each round: one staging of fresh inputs for all sides; the sides, and a slot of empty
+        calls on the baseline's worker (the call path alone), in an order that rotates from round
+        to round; every timed candidate output checked against the baseline's output for the same
+        inputs. A candidate that fails leaves the batch (its verdict says why); the
         others go on. The per-round times become estimates in timing.py."""
         plan = self.timing
         reps = plan.reps_per_round
@@ -545,19 +548,23 @@ class KernelSession:
             warm_n = plan.warmup if r == 0 else 0
             payloads = self._stage(wl, warm_n + reps)
             warm, timed = payloads[:warm_n], payloads[warm_n:]
-            shift = r % len(active)
-            order = active[shift:] + active[:shift]
-            if (r // len(active)) % 2:  # every other cycle backwards: no side always follows the same one
+            # The empty calls take a slot of their own in the rotation, so that no side's calls
+            # always follow them (or any other side's).
+            slots: list[Side | None] = [*active, None]
+            shift = r % len(slots)
+            order = slots[shift:] + slots[:shift]
+            if (r // len(slots)) % 2:  # every other cycle backwards
                 order.reverse()
             outputs: dict[str, list] = {}
             times: dict[str, list[int]] = {}
             nulls: list[int] = []
             for s in order:
                 self._check_sched()
+                if s is None:
+                    for p in timed:
+                        nulls.append(self._call(self.baseline, wl, p, "measuring the call path", calibrate=True)[2])
+                    continue
                 try:
-                    if s is self.baseline:
-                        for p in timed:
-                            nulls.append(self._call(s, wl, p, "measuring the call path", calibrate=True)[2])
                     for p in warm:
                         self._call(s, wl, p, what)
                     got_all, ns_all = [], []
