@@ -91,6 +91,7 @@ class Jail:
         self.mem_fd: int | None = None
         self.freeze_fd: int | None = None
         self.events_fd: int | None = None
+        self.thawed = False
         root = cgroup_root()
         if root is not None:
             path = root / f"evoteam-{os.getpid()}-{secrets.token_hex(4)}"
@@ -183,11 +184,22 @@ class Jail:
         """After stop(): freeze the cgroup too, so that nothing (not even a SIGCONT from a
         sibling that escaped the stop) runs while the harness reads the worker's memory."""
         self._cg_freeze("1")
+        self.thawed = False
+
+    def thaw(self) -> None:
+        """Thaw the cgroup of a worker that is still stopped (SIGSTOP): nothing of it runs until
+        resume(), so the harness does this before it starts a call's clock, not inside it."""
+        if self.pid is None or self.exit_status is not None:
+            return
+        self._cg_freeze("0")
+        self.thawed = True
 
     def resume(self) -> None:
         if self.pid is None or self.exit_status is not None:
             return
-        self._cg_freeze("0")
+        if not self.thawed:
+            self._cg_freeze("0")
+        self.thawed = False
         try:
             os.killpg(self.pid, signal.SIGCONT)
         except ProcessLookupError:

@@ -4,10 +4,10 @@ A round (session.measure_sides) gives, for every timed side, ``reps_per_round`` 
 calls on fresh inputs that every side gets alike, and, on the baseline's worker, as many empty
 calls (the whole call path with no kernel in between). Per round and side the time is the fastest
 of its calls (delays only ever add to a call; no call is fast by luck, since its inputs exist only
-from its start and its output is checked). The call path's floor — the fastest empty call of the
-whole workload — is subtracted from every time: every call pays at least that much of path, and
-a floor measured on trusted code cannot be inflated by a candidate. A round's speedup is the
-paired ratio baseline/candidate of the same round; the workload's speedup is the median of its
+from its start and its output is checked), less the fastest empty call of the same round: the
+same order statistic of the same path at the same moment, measured on trusted code, so a
+candidate cannot inflate it. A round's speedup is the paired ratio baseline/candidate of the
+same round; the workload's speedup is the median of its
 rounds with the exact order-statistic interval (stats.median_interval), and the kit score is
 stats.score_estimate over the workloads' rounds.
 """
@@ -34,29 +34,30 @@ class Rounds:
     spent_ns: dict[str, int] = field(default_factory=dict)
 
     def add(self, nulls: list[int], times: dict[str, list[int]]) -> None:
-        if BASELINE not in times:
+        if BASELINE not in times or not nulls:
             return
         self.nulls.extend(nulls)
-        if nulls:
-            self.round_nulls.append(min(nulls))
+        self.round_nulls.append(min(nulls))
         self.per_round.append({label: min(ns) for label, ns in times.items() if ns})
         for label, ns in times.items():
             self.spent_ns[label] = self.spent_ns.get(label, 0) + sum(ns)
 
     @property
     def floor(self) -> int:
-        """The call path's floor: the fastest empty call, subtracted from every time."""
+        """The call path's floor: the fastest empty call of all rounds."""
         return min(self.nulls) if self.nulls else 0
 
+    def _net(self, i: int, label: str) -> int:
+        # A round's fastest call less that round's fastest empty call: the same order statistic of
+        # the same path at the same moment of the machine, so what the path cost then is what goes.
+        return max(FLOOR_NS, self.per_round[i][label] - self.round_nulls[i])
+
     def times(self, label: str) -> list[int]:
-        """This side's time per round, the call path's floor subtracted."""
-        f = self.floor
-        return [max(FLOOR_NS, r[label] - f) for r in self.per_round if label in r]
+        """This side's time per round, that round's call path subtracted."""
+        return [self._net(i, label) for i, r in enumerate(self.per_round) if label in r]
 
     def _paired(self, a: str, b: str) -> list[float]:
-        f = self.floor
-        return [max(FLOOR_NS, r[a] - f) / max(FLOOR_NS, r[b] - f)
-                for r in self.per_round if a in r and b in r]
+        return [self._net(i, a) / self._net(i, b) for i, r in enumerate(self.per_round) if a in r and b in r]
 
     def ratios(self, label: str) -> list[float]:
         """Per round: the baseline's time over this side's (its speedup in that round)."""
