@@ -530,10 +530,10 @@ class KernelSession:
 
     def measure_sides(self, wl: WorkloadSpec, verdicts: dict[str, WorkloadVerdict]) -> timing.Rounds:
         """Interleaved rounds of the baseline and every candidate in ``verdicts`` on the same fresh
-        inputs. Each round: one staging of fresh inputs for all sides; the sides, and a slot of empty
-        calls on the baseline's worker (the call path alone), in an order that rotates from round
-        to round; every timed candidate output checked against the baseline's output for the same
-        inputs. A candidate that fails leaves the batch (its verdict says why); the
+        inputs. Each round: one staging of fresh inputs for all sides; per repetition every side
+        once, and a slot of empty calls on the baseline's worker (the call path alone), in an
+        order that rotates with every repetition; every timed candidate output checked against
+        the baseline's output for the same inputs. A candidate that fails leaves the batch (its verdict says why); the
         others go on. The per-round times become estimates in timing.py."""
         plan = self.timing
         reps = plan.reps_per_round
@@ -548,38 +548,46 @@ class KernelSession:
             warm_n = plan.warmup if r == 0 else 0
             payloads = self._stage(wl, warm_n + reps)
             warm, timed = payloads[:warm_n], payloads[warm_n:]
-            # The empty calls take a slot of their own in the rotation, so that no side's calls
-            # always follow them (or any other side's).
-            slots: list[Side | None] = [*active, None]
-            shift = r % len(slots)
-            order = slots[shift:] + slots[:shift]
-            if (r // len(slots)) % 2:  # every other cycle backwards
-                order.reverse()
             outputs: dict[str, list] = {}
             times: dict[str, list[int]] = {}
             nulls: list[int] = []
-            for s in order:
-                self._check_sched()
-                if s is None:
-                    for p in timed:
-                        nulls.append(self._call(self.baseline, wl, p, "measuring the call path", calibrate=True)[2])
-                    continue
+            for s in active:  # warm-up (first round only), not timed for the score
                 try:
                     for p in warm:
                         self._call(s, wl, p, what)
-                    got_all, ns_all = [], []
-                    for p in timed:
-                        meta, got, ns = self._call(s, wl, p, what)
-                        got_all.append((meta, got))
-                        ns_all.append(ns)
                 except WorkerFailure as exc:
                     self._drop(s, verdicts, live, exc)
-                    continue
-                outputs[s.label], times[s.label] = got_all, ns_all
+            # Each repetition calls every side once on the same inputs, with a slot of empty
+            # calls on the baseline's worker (the call path alone); the order rotates with every
+            # repetition and round. A burst of other work on the machine then lands on all sides
+            # of a round alike instead of on whichever side's turn it was.
+            slots: list[Side | None] = [*active, None]
+            for j, p in enumerate(timed):
+                turn = r * reps + j
+                shift = turn % len(slots)
+                order = slots[shift:] + slots[:shift]
+                if (turn // len(slots)) % 2:  # every other cycle backwards: no side always follows another
+                    order.reverse()
+                self._check_sched()
+                for s in order:
+                    if s is None:
+                        nulls.append(self._call(self.baseline, wl, p, "measuring the call path", calibrate=True)[2])
+                        continue
+                    if s is not self.baseline and s not in live:
+                        continue  # dropped earlier in this round
+                    try:
+                        meta, got, ns = self._call(s, wl, p, what)
+                    except WorkerFailure as exc:
+                        self._drop(s, verdicts, live, exc)
+                        outputs.pop(s.label, None)
+                        times.pop(s.label, None)
+                        continue
+                    outputs.setdefault(s.label, []).append((meta, got))
+                    times.setdefault(s.label, []).append(ns)
                 self._check_sched()
             base_out = outputs.get(BASELINE)
             for s in list(live):
-                if s.label not in outputs:
+                if s.label not in outputs or len(outputs[s.label]) != len(timed):
                     continue
                 for (cm, cg), (bm, bg) in zip(outputs[s.label], base_out):
                     # Baseline and reference agree within the tolerance, so a correct candidate is

@@ -4,9 +4,10 @@ A round (session.measure_sides) gives, for every timed side, ``reps_per_round`` 
 calls on fresh inputs that every side gets alike, and, on the baseline's worker, as many empty
 calls (the whole call path with no kernel in between). Per round and side the time is the fastest
 of its calls (delays only ever add to a call; no call is fast by luck, since its inputs exist only
-from its start and its output is checked), less the fastest empty call of the same round: the
-same order statistic of the same path at the same moment, measured on trusted code, so a
-candidate cannot inflate it. A round's speedup is the paired ratio baseline/candidate of the
+from its start and its output is checked), less the call path's floor: the fastest empty call
+of the workload's rounds (the empty calls take a slot in every repetition, on the baseline's
+worker: trusted code, so a candidate cannot inflate it). Every call paid at least that much for
+the path, so the subtraction never takes kernel time away. A round's speedup is the paired ratio baseline/candidate of the
 same round; the workload's speedup is the median of its
 rounds with the exact order-statistic interval (stats.median_interval), and the kit score is
 stats.score_estimate over the workloads' rounds.
@@ -48,12 +49,14 @@ class Rounds:
         return min(self.nulls) if self.nulls else 0
 
     def _net(self, i: int, label: str) -> int:
-        # A round's fastest call less that round's fastest empty call: the same order statistic of
-        # the same path at the same moment of the machine, so what the path cost then is what goes.
-        return max(FLOOR_NS, self.per_round[i][label] - self.round_nulls[i])
+        # A round's fastest call less the path's floor. Not the round's own fastest empty call:
+        # on a busy machine that one is itself delayed now and then, and subtracting a delayed
+        # one would take away kernel time (a fast candidate's time could reach zero). The floor
+        # never exceeds what any call paid for the path.
+        return max(FLOOR_NS, self.per_round[i][label] - self.floor)
 
     def times(self, label: str) -> list[int]:
-        """This side's time per round, that round's call path subtracted."""
+        """This side's time per round, the call path's floor subtracted."""
         return [self._net(i, label) for i, r in enumerate(self.per_round) if label in r]
 
     def _paired(self, a: str, b: str) -> list[float]:
