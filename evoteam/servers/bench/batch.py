@@ -60,14 +60,14 @@ def timing_method(kit: Kit) -> str:
     t = kit.manifest.timing
     dps = ("with destination passing style the outputs are allocated (NaN-filled) by the harness outside "
            "the clock; otherwise the candidate's own allocation of its outputs is inside the timed call")
-    return (f"{t.rounds} rounds; each round times the baseline and the candidate {t.reps_per_round} times each "
-            f"on the same fresh inputs (made per round by the trusted worker; a cache keyed on inputs never "
-            f"hits), in an order that alternates from round to round, after {t.warmup} warm-up calls per side "
-            "in the first round; caches are warm (the same process and code, fresh data). Baseline and "
-            "candidate each run in a worker confined alike, so both pay the same call path; the path's floor, "
-            "measured with empty calls on the baseline's worker in every round, is subtracted from every "
-            f"time. A round's time is its fastest call; {dps}. Speedup per workload: the median of the "
-            "rounds' paired ratios with a 95% order-statistic interval; score: geometric mean over "
+    return (f"{t.rounds} rounds of {t.reps_per_round} repetitions; each repetition calls the baseline and the "
+            "candidate once each on the same fresh inputs (made per round by the trusted worker; a cache keyed on "
+            "inputs never hits) plus empty calls on the baseline's worker, in an order that rotates with every "
+            f"repetition; {t.warmup} warm-up calls per side before the first round; caches are warm (the same "
+            "processes and code, fresh data). Baseline and candidate each run in a worker confined alike, so both "
+            "pay the same call path; the path's floor (the fastest empty call) is subtracted from every time. A "
+            f"round's time is each side's fastest call; {dps}. Speedup per workload: the median of the rounds' "
+            "paired ratios with a 95% order-statistic interval; score: geometric mean over "
             "workloads with a bootstrap interval.")
 
 

@@ -78,6 +78,8 @@ def describe_cmd(ctx: click.Context, kit: str, detail: bool, as_json: bool) -> N
             console.print(f"[bold]{label}:[/bold] {escape(str(value))}")
     if d.timing_note:
         console.print(f"[yellow]timing: {escape(d.timing_note)}[/yellow]")
+    if d.timing_method:
+        console.print(f"[bold]timing method:[/bold] {escape(d.timing_method)}")
     if d.solutions:
         console.print(f"[bold]solutions:[/bold] {escape(', '.join(d.solutions))}")
     if d.worker_env:  # the same for the baseline's worker and the candidate's
@@ -149,7 +151,7 @@ def print_evaluation(e: Evaluation, console: Console) -> None:
 
 
 async def _run(settings, kit: str, candidate: str, split: str, run_id: str | None, record: bool,
-               quiet: bool) -> list[Evaluation]:
+               quiet: bool, repeats: int = 1) -> list[Evaluation]:
     splits = ["dev", "heldout"] if split == "all" else [split]
     if split == "all":
         the_kit = core.find_kit(settings, kit)
@@ -169,7 +171,7 @@ async def _run(settings, kit: str, candidate: str, split: str, run_id: str | Non
 
                 results.append(await core.evaluate_candidate(settings, kit, candidate_path=candidate, code=code,
                                                              split=sp, store=store, run_id=run_id,
-                                                             progress=progress))
+                                                             progress=progress, repeats=repeats))
 
     if record:
         try:
@@ -207,9 +209,11 @@ def trust_cmd(ctx: click.Context, folder: str) -> None:
 @click.option("--run", "run_id", default=None, help="Record in this run (default: the kit's newest active run).")
 @click.option("--no-record", is_flag=True, help="Do not record the candidate in the knowledge store.")
 @click.option("--trust-kit", is_flag=True, help="KIT is a folder outside the kit folders that you trust.")
+@click.option("--repeats", type=click.IntRange(1, 20), default=1, show_default=True,
+              help="Kernel kits: that many times the kit's rounds; program kits: evaluator runs (score: the median).")
 @click.pass_context
 def run_cmd(ctx: click.Context, kit: str, candidate: str, split: str, as_json: bool, run_id: str | None,
-            no_record: bool, trust_kit: bool) -> None:
+            no_record: bool, trust_kit: bool, repeats: int) -> None:
     """Evaluate CANDIDATE (a .py file, a FlashInfer-Bench solution .json, or the name of a solution in
     KIT's trace set) on KIT (a kit name, a kit folder, or a FlashInfer-Bench trace-set root)."""
     settings = _settings(ctx)
@@ -221,7 +225,8 @@ def run_cmd(ctx: click.Context, kit: str, candidate: str, split: str, as_json: b
         except DomainError as exc:
             raise click.ClickException(str(exc)) from exc
     try:
-        results = asyncio.run(_run(settings, kit, candidate, split, run_id, not no_record, quiet=as_json))
+        results = asyncio.run(_run(settings, kit, candidate, split, run_id, not no_record, quiet=as_json,
+                                   repeats=repeats))
     except (DomainError, StoreError) as exc:  # a refused path or a failing store: one line
         raise cli_error(exc) from exc
     if as_json:

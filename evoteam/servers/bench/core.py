@@ -104,6 +104,7 @@ def describe_kit(settings: Settings, name: str, detail: bool = False) -> KitDeta
         out.heldout_count = m.heldout.count if m.heldout else 0
         out.baseline = label
         out.timing_note = m.timing_note
+        out.timing_method = timing_method(kit)
         out.solutions = sorted(kit.solutions()) if hasattr(kit, "solutions") else []
         if detail:
             out.reference = kit.definition.reference

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
-import math
 import os
 import shutil
 import signal

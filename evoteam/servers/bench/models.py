@@ -276,6 +276,9 @@ class KitDetail(BaseModel):
     solutions: list[str] = Field(default_factory=list, description="named FlashInfer-Bench solutions of a "
                                  "trace-set kit; pass one's name as the candidate to run it")
     timing_note: str | None = None
+    timing_method: str | None = Field(default=None, description="how candidates are timed: warm-ups, rounds, "
+                                      "repetitions, fresh inputs, caches, what is inside the clock and what is "
+                                      "subtracted")
     worker_env: dict[str, str] = Field(default_factory=dict, description="the allocator and thread variables "
                                        "every worker of an evaluation gets, baseline and candidate alike")
     reference: str | None = Field(default=None, description="the reference implementation (detail=true)")

@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from evoteam.servers.bench import timing
+from evoteam.servers.bench import arena, timing
+from evoteam.servers.bench.arena import LABELS, Payload, align
 from evoteam.servers.bench.harness import (
     WorkerFailure,
     WorkerProc,
@@ -91,41 +92,6 @@ class Side:
 
 def new_seed() -> int:
     return secrets.randbits(62)
-
-
-_LABELS = {"float64": np.float64, "float32": np.float32, "float16": np.float16, "bfloat16": np.uint16,
-           "int64": np.int64, "int32": np.int32, "int16": np.int16, "int8": np.int8, "uint8": np.uint8,
-           "bool": np.bool_}
-MAX_OUTPUT_BYTES = 1 << 31
-
-
-def _from_raw(label: str, data: bytes | np.ndarray, shape: list[int]) -> np.ndarray:
-    arr = np.frombuffer(data, dtype=_LABELS[label]).reshape(shape)
-    if label == "bfloat16":  # the top half of a float32
-        arr = (arr.astype(np.uint32) << 16).view(np.float32)
-    return arr
-
-
-def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
-    """Byte-for-byte equality of two flat uint8 arrays, compared 8 bytes at a time where the
-    size allows (half the time of a byte-wise compare on large inputs)."""
-    if a.nbytes != b.nbytes:
-        return False
-    if a.nbytes % 8 == 0:
-        return np.array_equal(a.view(np.uint64), b.view(np.uint64))
-    return np.array_equal(a, b)
-
-
-def _align(n: int) -> int:
-    return (n + 63) // 64 * 64
-
-
-@dataclass
-class Payload:
-    """One call's inputs, made by the trusted worker: raw bytes per array input, scalars."""
-
-    specs: list[dict]
-    blobs: dict[str, np.ndarray]  # uint8
 
 
 def _baseline_folder(baseline: dict | None, reference_source: str) -> SideSpec:
@@ -353,11 +319,6 @@ class KernelSession:
             out.append(Payload([{k: v for k, v in s.items() if k not in ("offset", "nbytes")} for s in specs], blobs))
         return out
 
-    def _gen(self, wl: WorkloadSpec, seed: int | None = None) -> Payload:
-        """One call's inputs, copied out of the staging area (kept past the next _stage)."""
-        p = self._stage(wl, 1)[0]
-        return Payload(p.specs, {k: v.copy() for k, v in p.blobs.items()})
-
     def _layout(self, s: Side, payload: Payload, wl: WorkloadSpec) -> dict:
         """Place the inputs (and output slots, when every output shape is known) in the side's
         shared area; tell the worker when the layout changes."""
@@ -369,14 +330,14 @@ class KernelSession:
                 continue
             n = int(payload.blobs[spec["name"]].nbytes)
             specs.append(dict(spec, offset=off, nbytes=n))
-            off = _align(off + n)
+            off = align(off + n)
         outs = []
         if all(shape is not None for shape, _ in wl.expected.values()):
             for name in self.out_names:
                 shape, dtype = wl.expected[name]
-                n = int(np.prod(shape, dtype=np.int64)) * np.dtype(_LABELS.get(dtype, np.float32)).itemsize
+                n = int(np.prod(shape, dtype=np.int64)) * np.dtype(LABELS.get(dtype, np.float32)).itemsize
                 outs.append({"name": name, "dtype": dtype, "shape": list(shape), "offset": off, "nbytes": n})
-                off = _align(off + n)
+                off = align(off + n)
         layout = {"inputs": specs, "outputs": outs, "size": off, "who": "candidate"}
         key = json.dumps(layout, sort_keys=True)
         w.arena(max(off, 64))
@@ -386,90 +347,18 @@ class KernelSession:
             w.nan_fill = {}
         return layout
 
-    @staticmethod
-    def _fill(w: WorkerProc, layout: dict, payload: Payload) -> None:
-        """Write one call's inputs (and NaN-filled output slots) while the worker is stopped."""
-        mm = w.arena_map
-        for spec in layout["inputs"]:
-            if "offset" in spec:
-                mm[spec["offset"]:spec["offset"] + spec["nbytes"]] = payload.blobs[spec["name"]]
-        for spec in layout["outputs"]:
-            fill = w.nan_fill.get(spec["name"])
-            if fill is None:
-                kind = np.dtype(_LABELS.get(spec["dtype"], np.uint8)).kind
-                arr = np.full(spec["shape"], np.nan if kind == "f" else 0, dtype=_LABELS.get(spec["dtype"], np.uint8))
-                if spec["dtype"] == "bfloat16":
-                    arr = np.full(spec["shape"], 0x7FC0, dtype=np.uint16)
-                fill = w.nan_fill[spec["name"]] = arr.tobytes()
-            mm[spec["offset"]:spec["offset"] + spec["nbytes"]] = fill
-
-    @staticmethod
-    def _inputs_unchanged(w: WorkerProc, layout: dict, payload: Payload) -> str | None:
-        for spec in layout["inputs"]:
-            if "offset" in spec:
-                now = np.frombuffer(w.arena_map, np.uint8, spec["nbytes"], spec["offset"])
-                if not _same_bytes(now, payload.blobs[spec["name"]]):
-                    return spec["name"]
-        return None
-
-    def _capture(self, w: WorkerProc, header: dict, arrays: dict,
-                 expected: dict | None = None) -> tuple[list[dict], dict[str, np.ndarray]]:
-        """The outputs the stopped worker reported, read from its memory (or from the reply where
-        the harness cannot read memory). Every count, size and type is checked first."""
-        outs = header.get("outputs")
-        if not isinstance(outs, list) or len(outs) != len(self.out_names):
-            raise w._malformed(f"expected {len(self.out_names)} output descriptions, got "
-                               f"{len(outs) if isinstance(outs, list) else type(outs).__name__}")
-        meta, got = [], {}
-        for i, (name, o) in enumerate(zip(self.out_names, outs)):
-            if not isinstance(o, dict):
-                raise w._malformed(f"output {i} is not described")
-            label, shape = o.get("dtype"), o.get("shape")
-            if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape) or len(shape) > 16:
-                raise w._malformed(f"output {name!r} has no valid shape")
-            if label == "python_scalar":
-                value = o.get("value")
-                if not isinstance(value, (int, float)) or isinstance(value, bool) or shape:
-                    raise w._malformed(f"output {name!r} is a scalar without a number")
-                meta.append({"name": name, "dtype": label, "shape": []})
-                got[name] = np.asarray(float(value))
-                continue
-            if label not in _LABELS:
-                raise WorkerFailure("INCORRECT_DTYPE", f"output {name!r} has dtype {str(label)[:40]}, which the "
-                                    "harness does not accept")
-            want = (expected or {}).get(name, (None, None))[0]
-            if want is not None and tuple(shape) != tuple(want):  # before reading anything
-                raise WorkerFailure("INCORRECT_SHAPE", f"output {name!r} has shape {tuple(shape)}, expected "
-                                    f"{tuple(want)}")
-            nbytes, addr = o.get("nbytes"), o.get("addr")
-            size = int(np.prod(shape, dtype=np.int64)) * np.dtype(_LABELS[label]).itemsize
-            if not isinstance(nbytes, int) or nbytes != size or nbytes > MAX_OUTPUT_BYTES:
-                raise w._malformed(f"output {name!r} claims {nbytes!r} bytes for shape {shape} of {label}")
-            if self.read_by_pipe:
-                blob = arrays.get(f"o{i}")
-                data = bytes(blob) if blob is not None else None
-            else:
-                if not isinstance(addr, int) or addr < 0:
-                    raise w._malformed(f"output {name!r} has no valid address")
-                data = w.jail.read_memory(addr, nbytes) if nbytes else b""
-            if data is None or len(data) != nbytes:
-                raise w._malformed(f"output {name!r} could not be read ({nbytes} bytes)")
-            meta.append({"name": name, "dtype": label, "shape": shape})
-            got[name] = _from_raw(label, data, shape)
-        return meta, got
-
     def _call(self, s: Side, wl: WorkloadSpec, payload: Payload, what: str,
               calibrate: bool = False) -> tuple[list[dict], dict[str, np.ndarray], int]:
         """One call through the common path. Returns the outputs and the harness-clocked time."""
         w = s.worker
         layout = self._layout(s, payload, wl)
-        self._fill(w, layout, payload)
+        arena.fill(w, layout, payload)
         msg = {"cmd": "tcall", "calibrate": calibrate, "send": self.read_by_pipe}
         header, arrays, ns = self._request(s, msg, what, timed=True)
         if calibrate:
             return [], {}, ns  # nothing was computed: nothing to read or check
-        meta, got = self._capture(w, header, arrays, wl.expected)
-        changed = self._inputs_unchanged(w, layout, payload)
+        meta, got = arena.capture(w, self.out_names, self.read_by_pipe, header, arrays, wl.expected)
+        changed = arena.inputs_unchanged(w, layout, payload)
         if changed is not None:
             raise WorkerFailure("RUNTIME_ERROR", f"the {w.label} modified its input {changed!r}; inputs must be "
                                 "left unchanged (work on a copy)", flagged=True)
