@@ -30,13 +30,8 @@ import numpy as np
 
 from evoteam.servers.bench import arena, timing
 from evoteam.servers.bench.arena import LABELS, Payload, align
-from evoteam.servers.bench.harness import (
-    WorkerFailure,
-    WorkerProc,
-    compare_outputs,
-    quick_match,
-    verify_confinement,
-)
+from evoteam.servers.bench.harness import WorkerFailure, WorkerProc, verify_confinement
+from evoteam.servers.bench.judge import compare_outputs, quick_match
 from evoteam.servers.bench.workerenv import tuning_env
 
 BASELINE = "baseline"
