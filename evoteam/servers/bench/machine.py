@@ -5,8 +5,10 @@ versions; on GPU kits the GPU, driver and clocks) so two numbers from different 
 never mistaken for comparable. ``Contention`` watches the machine during an evaluation: the load
 average, CPU time stolen by a hypervisor where the kernel reports it, and the call path's floor
 now against the best this machine has shown. A contended evaluation is marked, and says so in one
-line; its rounds are noisier, so its intervals come out wider, while the paired medians keep the
-score where it was (each round's two sides share the same moment of the machine).
+line; its rounds are noisier, so its intervals come out wider. The paired rounds give both sides
+the same moments of the machine, but every call on a busy machine also waits for a CPU, above
+the path's floor that is subtracted, so short kernels' speedups read closer to 1: understated,
+never overstated.
 """
 
 from __future__ import annotations
@@ -196,4 +198,4 @@ def contention_line(c: dict) -> str | None:
     if not c.get("contended"):
         return None
     return ("contended machine (" + "; ".join(c.get("reasons") or []) + "): the rounds were noisier, so the "
-            "intervals are wider; the scores are paired medians and stay comparable")
+            "intervals are wider, and short kernels' speedups read closer to 1 (understated, never overstated)")

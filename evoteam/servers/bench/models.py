@@ -324,7 +324,7 @@ class Evaluation(BaseModel):
     code_hash: str | None = Field(default=None, description="normalised hash of the code: identical code is one "
                                   "candidate")
     contended: bool = Field(default=False, description="the machine was busier than the timing tolerates (see "
-                            "metrics.contention): intervals are wider, scores stay comparable")
+                            "metrics.contention): intervals are wider, short kernels' speedups read closer to 1")
     wall_s: float = 0.0
     sandbox: str = ""
     artifacts: dict[str, str] = Field(default_factory=dict, description="program kits: the evaluator's "

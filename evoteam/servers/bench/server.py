@@ -104,7 +104,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None) -> MCP
         only when every workload passes. Program kits: the kit's evaluator scores the program
         (repeats: the median of several runs). Identical code already in the run is the same
         candidate: the measurement is pooled (n_measurements, candidate_score, candidate_interval).
-        contended=true means the machine was busy: wider intervals, comparable scores. Statuses:
+        contended=true means the machine was busy: wider intervals, speedups closer to 1. Statuses:
         PASSED, INCORRECT_SHAPE, INCORRECT_DTYPE, INCORRECT_NUMERICAL, RUNTIME_ERROR, COMPILE_ERROR,
         TIMEOUT; suspicious results are flagged. Use split='heldout' to confirm a final candidate on
         secret shapes."""
