@@ -94,16 +94,21 @@ async def test_every_evaluation_carries_its_interval_environment_and_contention(
 
 
 async def test_a_a_compare_is_not_significant(steady_kit, steady_settings):
-    """The baseline against a copy of itself, a few times: never a significant difference."""
+    """The baseline against a copy of itself, three times. A 97.9% interval excludes the truth
+    about one time in fifty, so one false alarm in three is allowed (two would happen about once
+    in a thousand runs of this test); the full 20-trial A/A is benchmarks/bench_noise.py."""
     base = (steady_kit / "baseline.py").read_text()
+    alarms = 0
     for _ in range(3):
         cmp = await compare_candidates(steady_settings, "rmsnorm_steady", {"code": base}, {"code": base + "\n# copy\n"})
         assert cmp.a.status == cmp.b.status == "PASSED"
         assert cmp.rounds == 10
         lo, hi = cmp.interval
-        assert lo <= 1.0 <= hi, cmp
-        assert cmp.significant is False and not cmp.workloads[0].significant
-        assert cmp.verdict.startswith("no significant difference"), cmp.verdict
+        # significant exactly when the interval excludes 1, and the verdict says which
+        assert cmp.significant == (not lo <= 1.0 <= hi) == cmp.workloads[0].significant, cmp
+        assert cmp.verdict.startswith("no significant difference") != cmp.significant, cmp.verdict
+        alarms += cmp.significant
+    assert alarms <= 1
 
 
 async def test_a_b_better_is_significantly_faster(steady_kit, steady_settings):
