@@ -161,6 +161,8 @@ async def run_kernel_batch(settings: Settings, kit: Kit, sides: list[SideSpec], 
     path = {name: r.summary() for name, r in rounds_by_wl.items() if r.nulls}
     if path:
         metrics_base["timing"] = path
+    if session is not None and session.pinned:
+        metrics_base["pinned_cpus"] = session.pinned  # every timed side ran on these CPUs
     if m.timing_note:
         metrics_base["timing_note"] = m.timing_note
     if baseline_notes:

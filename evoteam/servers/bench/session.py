@@ -121,6 +121,7 @@ class KernelSession:
         self.timing = timing
         self.device = device
         self.gpu = device.startswith("cuda")
+        self.threads = threads
         self.sandbox = ""
         self.out_names = list(definition["outputs"].keys())
         self.trusted_dir = Path(tempfile.mkdtemp(prefix="evoteam-trusted-"))
@@ -222,6 +223,7 @@ class KernelSession:
         self.read_by_pipe = any(s.worker.jail.mem_fd is None for s in self.sides)
         if self.read_by_pipe:
             self.sandbox += "+OUTPUTS-BY-PIPE(cannot read worker memory)"
+        self.pinned = self._pin_timed_workers()
         for w in self._workers():
             try:
                 self.sched[w.label] = self._sched_of(w)
@@ -231,6 +233,25 @@ class KernelSession:
             if not s.dead:
                 self.sandbox += verify_confinement(s.worker.proc.pid)
                 break
+
+    def _pin_timed_workers(self) -> list[int]:
+        """Every timed worker on the same CPUs (as many as the kit's threads), chosen before any
+        timing: the scheduler otherwise tends to wake each process on the core it last ran on, and
+        two cores of a shared machine are rarely equally busy, which would show up as a steady
+        difference between identical sides that no number of rounds removes. Nothing is pinned
+        when the kit leaves threads to the libraries, or where the harness may not set affinity."""
+        if self.gpu or not self.threads:
+            return []
+        cpus = sorted(os.sched_getaffinity(0))[-self.threads:]
+        for s in self.sides:
+            if s.dead:
+                continue
+            try:
+                for tid in os.listdir(f"/proc/{s.worker.proc.pid}/task"):
+                    os.sched_setaffinity(int(tid), cpus)
+            except OSError:
+                return []
+        return cpus
 
     def close(self) -> None:
         # All at once: each close waits until its worker's processes are gone and its cgroup removed.
