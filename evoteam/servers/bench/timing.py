@@ -4,10 +4,9 @@ A round (session.measure_sides) gives, for every timed side, ``reps_per_round`` 
 calls on fresh inputs that every side gets alike, and, on the baseline's worker, as many empty
 calls (the whole call path with no kernel in between). Per round and side the time is the fastest
 of its calls (delays only ever add to a call; no call is fast by luck, since its inputs exist only
-from its start and its output is checked), less the call path's floor: the fastest empty call
-of the workload's rounds (the empty calls take a slot in every repetition, on the baseline's
-worker: trusted code, so a candidate cannot inflate it). Every call paid at least that much for
-the path, so the subtraction never takes kernel time away. A round's speedup is the paired ratio baseline/candidate of the
+from its start and its output is checked), less the call path: the median over rounds of each
+round's fastest empty call (see ``Rounds.path``), measured on the baseline's worker — trusted
+code, so a candidate cannot inflate it. A round's speedup is the paired ratio baseline/candidate of the
 same round; the workload's speedup is the median of its
 rounds with the exact order-statistic interval (stats.median_interval), and the kit score is
 stats.score_estimate over the workloads' rounds.
@@ -45,18 +44,25 @@ class Rounds:
 
     @property
     def floor(self) -> int:
-        """The call path's floor: the fastest empty call of all rounds."""
+        """The fastest empty call of all rounds (what the path costs at the very least)."""
         return min(self.nulls) if self.nulls else 0
 
+    @property
+    def path(self) -> int:
+        """What is subtracted from every round's time: the median over rounds of each round's
+        fastest empty call. A round's time is a side's fastest of ``reps_per_round`` calls, and a
+        round's empty-call time the fastest of as many empty calls spread over the same round, so
+        both carry the same kind of wait for a CPU; the median over rounds keeps one delayed round
+        of empty calls from taking kernel time away. Subtracting only the floor would leave that
+        wait in every time (on a busy machine hundreds of microseconds per call) and pull short
+        kernels' speedups toward 1."""
+        return int(stats.median(self.round_nulls)) if self.round_nulls else 0
+
     def _net(self, i: int, label: str) -> int:
-        # A round's fastest call less the path's floor. Not the round's own fastest empty call:
-        # on a busy machine that one is itself delayed now and then, and subtracting a delayed
-        # one would take away kernel time (a fast candidate's time could reach zero). The floor
-        # never exceeds what any call paid for the path.
-        return max(FLOOR_NS, self.per_round[i][label] - self.floor)
+        return max(FLOOR_NS, self.per_round[i][label] - self.path)
 
     def times(self, label: str) -> list[int]:
-        """This side's time per round, the call path's floor subtracted."""
+        """This side's time per round, the call path subtracted."""
         return [self._net(i, label) for i, r in enumerate(self.per_round) if label in r]
 
     def _paired(self, a: str, b: str) -> list[float]:
@@ -88,7 +94,7 @@ class Rounds:
         if not self.nulls:
             return {}
         return {"call_path_floor_us": round(self.floor / 1e3, 1),
-                "call_path_median_us": round(stats.median(self.round_nulls) / 1e3, 1),
+                "call_path_subtracted_us": round(self.path / 1e3, 1),
                 "rounds": len(self.per_round)}
 
 
