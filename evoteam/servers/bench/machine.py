@@ -6,9 +6,9 @@ never mistaken for comparable. ``Contention`` watches the machine during an eval
 average, CPU time stolen by a hypervisor where the kernel reports it, and the call path's floor
 now against the best this machine has shown. A contended evaluation is marked, and says so in one
 line; its rounds are noisier, so its intervals come out wider. The paired rounds give both sides
-the same moments of the machine, but every call on a busy machine also waits for a CPU, above
-the path's floor that is subtracted, so short kernels' speedups read closer to 1: understated,
-never overstated.
+the same moments of the machine, but a call on a busy machine now and then waits for a CPU
+longer than the subtracted call path says, so short kernels' speedups may read closer to 1:
+understated, not overstated.
 """
 
 from __future__ import annotations
@@ -198,4 +198,4 @@ def contention_line(c: dict) -> str | None:
     if not c.get("contended"):
         return None
     return ("contended machine (" + "; ".join(c.get("reasons") or []) + "): the rounds were noisier, so the "
-            "intervals are wider, and short kernels' speedups read closer to 1 (understated, never overstated)")
+            "intervals are wider, and short kernels' speedups may read closer to 1 (understated, not overstated)")
