@@ -246,7 +246,7 @@ async def main() -> None:
     print(" | ".join(["total (ours)".ljust(14), *(f"{o * 1000:.0f}".ljust(22) for _, _, o, _ in breakdown), ""]))
     print(" | ".join(["minimal".ljust(14), *(f"{m * 1000:.0f}".ljust(22) for _, _, _, m in breakdown),
                       "the minimal harness's whole overhead (one process, no isolation)"]))
-    print("\nAccuracy: per-workload medians (ms; ours: the call path's floor subtracted) next to the minimal "
+    print("\nAccuracy: per-workload medians (ms; ours: the call path subtracted) next to the minimal "
           "harness's, same estimator")
     print("kit                    | workload          | cand ours | cand minimal | diff % | base ours | base minimal | diff %")
     for kit_name, name, oc, mc, ob, mb in medians:

@@ -436,26 +436,6 @@ class KernelSession:
         self.measure_sides(wl, {CANDIDATE: v})
 
     def measure_sides(self, wl: WorkloadSpec, verdicts: dict[str, WorkloadVerdict]) -> timing.Rounds:
-        """See _measure_sides. While it runs, the harness thread that writes each call's inputs
-        runs on the timed workers' CPUs too, so a call finds its inputs in the caches of the CPU
-        it runs on, as a kernel called in its own process would."""
-        own = None
-        if self.pinned:
-            try:
-                own = os.sched_getaffinity(0)
-                os.sched_setaffinity(0, self.pinned)  # this thread only
-            except OSError:
-                own = None
-        try:
-            return self._measure_sides(wl, verdicts)
-        finally:
-            if own is not None:
-                try:
-                    os.sched_setaffinity(0, own)
-                except OSError:
-                    pass
-
-    def _measure_sides(self, wl: WorkloadSpec, verdicts: dict[str, WorkloadVerdict]) -> timing.Rounds:
         """Interleaved rounds of the baseline and every candidate in ``verdicts`` on the same fresh
         inputs. Each round: one staging of fresh inputs for all sides; per repetition every side
         once, and a slot of empty calls on the baseline's worker (the call path alone), in an
