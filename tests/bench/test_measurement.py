@@ -48,7 +48,7 @@ def steady_kit(tmp_path: Path) -> Path:
     root = tmp_path / "kits" / "rmsnorm_steady"
     shutil.copytree(KITS / "rmsnorm_cpu", root)
     manifest = json.loads((root / "kit.json").read_text())
-    manifest.update(name="rmsnorm_steady", timing={"warmup": 1, "rounds": 10, "reps_per_round": 5})
+    manifest.update(name="rmsnorm_steady", timing={"warmup": 1, "rounds": 10, "reps_per_round": 2})
     (root / "kit.json").write_text(json.dumps(manifest))
     (root / "workloads.jsonl").write_text(json.dumps(
         {"uuid": "t256_h2048", "axes": {"num_tokens": 256, "hidden_size": 2048},
