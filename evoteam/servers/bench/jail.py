@@ -123,8 +123,8 @@ class Jail:
     def _cg_freeze(self, value: str) -> None:
         if self.cgroup is None:
             return
-        # The thaw sits inside the timed interval (resume() starts a timed call), so the files
-        # stay open and a freeze or thaw is one pwrite, not an open/write/close each time.
+        # A freeze and a thaw around every call: the files stay open, so each is one pwrite, not an
+        # open/write/close (the harness thaws just before a call's clock starts).
         try:
             if self.freeze_fd is None:
                 self.freeze_fd = os.open(self.cgroup / "cgroup.freeze", os.O_WRONLY | os.O_CLOEXEC)

@@ -137,7 +137,8 @@ class KernelSession:
         # speedup would reflect them (workerenv.py).
         env = self.worker_env = tuning_env(threads, self.gpu, worker_env)
         common = {"framework": framework, "device": device, "definition": public_def}
-        self.staging_fd = os.memfd_create("evoteam-staging", 0)
+        # Close-on-exec: only the trusted worker gets it (pass_fds); no confined worker ever does.
+        self.staging_fd = os.memfd_create("evoteam-staging")
         self.staging_map = None
         self.staging_size = 0
         self.trusted = WorkerProc("reference worker", dict(common, mode="trusted", inputs_source=inputs_source,
