@@ -246,3 +246,30 @@ def test_contention_is_marked_when_the_call_path_floor_rises(tmp_path):
     assert busy["contended"] is True and any("call path" in r for r in busy["reasons"])
     assert busy["call_path_best_us"] == 50.0  # the machine's best is kept across evaluations
     assert "contended machine" in contention_line(busy)
+
+
+async def test_no_confined_worker_holds_the_input_staging_area(steady_kit, steady_settings):
+    """Next round's inputs are staged in a memory file only the trusted worker and the harness
+    map: a candidate that looks through its own open files finds no such file (it would answer
+    wrongly if it did, and fail)."""
+    code = (steady_kit / "baseline.py").read_text() + '''
+
+import os
+_seen = []
+for _fd in os.listdir("/proc/self/fd"):
+    try:
+        _seen.append(os.readlink(f"/proc/self/fd/{_fd}"))
+    except OSError:
+        pass
+_STAGING = any("evoteam-staging" in s for s in _seen)
+_ARENA = any("evoteam-" in s for s in _seen)
+_base_run = run
+
+
+def run(hidden_states, weight, eps):
+    out = _base_run(hidden_states, weight, eps)
+    return out * 2 if _STAGING or not _ARENA else out
+'''
+    e = await evaluate_candidate(steady_settings, "rmsnorm_steady", code=code)
+    # PASSED means it saw its own shared area (so it could look) and no staging area.
+    assert e.status == "PASSED", e.message
