@@ -15,6 +15,7 @@ import shutil
 from evoteam import stats
 from evoteam.config import Settings
 from evoteam.errors import DomainError
+from evoteam.servers.bench import timing
 from evoteam.servers.bench.batch import run_kernel_batch
 from evoteam.servers.bench.core import (
     Progress,
@@ -89,12 +90,12 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
                                          a_ms=wa.candidate_ms, b_ms=wb.candidate_ms)
                 if ratios:
                     samples[wa.workload] = ratios
-                    est = stats.median_interval(ratios)
+                    est = timing.ratio_estimate(ratios)
                     row.b_speedup_over_a, row.interval = est.value, [est.lo, est.hi]
                     row.significant = stats.significant(est)
                 rows.append(row)
             passed = ea.status == eb.status == "PASSED" and len(samples) == len(rows)
-            est = stats.score_estimate(samples, "kernel") if passed and samples else None
+            est = timing.kit_estimate(samples) if passed and samples else None
             n_rounds = min((len(v) for v in samples.values()), default=None)
             contended = bool(found.contention.get("contended"))
             kind = "kernel"
