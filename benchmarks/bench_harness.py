@@ -30,14 +30,16 @@ import time
 from pathlib import Path
 
 from evoteam.config import load_settings
-from evoteam.servers.bench import harness
+from evoteam.servers.bench import session
 from evoteam.servers.bench.core import evaluate_candidate
 from evoteam.servers.bench.kits import Kit, discover
 from evoteam.servers.bench.workerenv import tuning_env
 
 # The minimal honest harness: no sandbox, no separate trusted process, no per-call output checks,
 # no tamper checks. Inputs are made outside the clock and fresh for every call (so a cache keyed
-# on inputs never hits), both sides run in one process with the same allocator and threads.
+# on inputs never hits), both sides run in one process with the same allocator and threads, and
+# the same estimator as ours: per round the fastest call of each side, then the median over
+# rounds of the paired ratios (and of each side's times).
 MINIMAL = r"""
 import importlib.util, json, statistics, sys, time
 import numpy as np
@@ -55,15 +57,16 @@ sides = {"candidate": getattr(load(cfg["candidate"], "cand"), cfg["entry"]),
 def call(fn, inputs):
     out = fn(*[inputs[n] for n in cfg["names"]])
     return [np.asarray(o, dtype=np.float64) for o in (out if isinstance(out, (tuple, list)) else (out,))]
-inside, speedups, seed = 0.0, [], 0
+inside, speedups, seed, per_workload = 0.0, [], 0, []
 for axes in cfg["workloads"]:
     inputs = make(axes, seed, "cpu")
     want = call(ns["run"], inputs)
     for fn in sides.values():
         if not all(np.allclose(g, w, atol=cfg["atol"], rtol=cfg["rtol"]) for g, w in zip(call(fn, inputs), want)):
             sys.exit("wrong result")
-    times = {"candidate": [], "baseline": []}
+    rounds = {"candidate": [], "baseline": []}
     for r in range(cfg["rounds"]):
+        best = {}
         for side in (("baseline", "candidate") if r % 2 == 0 else ("candidate", "baseline")):
             for i in range((cfg["warmup"] if r == 0 else 0) + cfg["reps"]):
                 seed += 1
@@ -72,10 +75,14 @@ for axes in cfg["workloads"]:
                 sides[side](*args)
                 dt = time.perf_counter() - t
                 if r > 0 or i >= cfg["warmup"]:
-                    times[side].append(dt)
+                    best[side] = min(best.get(side, dt), dt)
                     inside += dt
-    speedups.append(statistics.median(times["baseline"]) / statistics.median(times["candidate"]))
-print(json.dumps({"kernel_s": inside, "speedups": speedups}))
+        for side in best:
+            rounds[side].append(best[side])
+    ratios = [b / c for b, c in zip(rounds["baseline"], rounds["candidate"])]
+    speedups.append(statistics.median(ratios))
+    per_workload.append({side: statistics.median(v) * 1e3 for side, v in rounds.items()})
+print(json.dumps({"kernel_s": inside, "speedups": speedups, "workloads": per_workload}))
 """
 
 
@@ -84,16 +91,16 @@ print(json.dumps({"kernel_s": inside, "speedups": speedups}))
 PHASES = {
     "__init__": "start", "start": "start",
     "check_correctness": "correctness", "check_baseline": "correctness",
-    "_gen": "inputs", "_call": "call path", "calibrate": "call path", "_check_sched": "call path",
-    "measure": "output checks", "close": "close",
+    "_stage": "inputs", "_checked_payload": "inputs", "_call": "call path", "_check_sched": "call path",
+    "measure_sides": "output checks", "close": "close",
 }
 PHASE_NOTES = {
-    "start": "spawn both workers, confine them (uid, seccomp, Landlock, cgroup), import both sides",
+    "start": "spawn the workers, confine baseline and candidate alike (uid, seccomp, Landlock, cgroup)",
     "correctness": "reference, baseline and candidate once per workload, compared",
-    "inputs": "fresh inputs for every call, made by the trusted worker and moved to the harness",
+    "inputs": "fresh inputs, made by the trusted worker per round straight into a shared staging area",
     "call path": "outside the clock: shared-memory fill, output capture, input tamper check, cgroup freeze",
     "output checks": "every timed candidate output compared with the baseline's",
-    "warm-up": "warm-up and calibration calls (timed, not scored)",
+    "warm-up": "warm-up calls and the empty calls of the call path (timed, not scored)",
     "close": "kill both workers whole, reap, remove their cgroups",
     "other": "kit and candidate checks, device lock, the result",
 }
@@ -105,30 +112,30 @@ class PhaseClock:
     def __init__(self) -> None:
         self.spent: dict[str, float] = {}
         self.stack: list[list] = []  # [name, time spent in wrapped steps it called]
-        self.originals = {name: getattr(harness.KernelSession, name) for name in PHASES}
+        self.originals = {name: getattr(session.KernelSession, name) for name in PHASES}
 
     def __enter__(self) -> PhaseClock:
         for name, fn in self.originals.items():
-            setattr(harness.KernelSession, name, self._wrap(name, fn))
+            setattr(session.KernelSession, name, self._wrap(name, fn))
         return self
 
     def __exit__(self, *exc) -> None:
         for name, fn in self.originals.items():
-            setattr(harness.KernelSession, name, fn)
+            setattr(session.KernelSession, name, fn)
 
     def _wrap(self, name, fn):
-        def timed(session, *args, **kwargs):
+        def timed(obj, *args, **kwargs):
             self.stack.append([name, 0.0])
             t = time.perf_counter()
             out = None
             try:
-                out = fn(session, *args, **kwargs)
+                out = fn(obj, *args, **kwargs)
                 return out
             finally:
                 dt = time.perf_counter() - t
                 _, inner = self.stack.pop()
                 own = dt - inner
-                if name == "_call" and out is not None and self.stack and self.stack[-1][0] == "measure":
+                if name == "_call" and out is not None and self.stack and self.stack[-1][0] == "measure_sides":
                     ns = out[2] / 1e9  # the clocked call: kernel time, unless warm-up
                     own -= ns
                     self.spent["timed"] = self.spent.get("timed", 0.0) + ns
@@ -138,9 +145,9 @@ class PhaseClock:
         return timed
 
 
-def minimal_harness(kit: Kit, candidate: Path) -> tuple[float, float, float]:
+def minimal_harness(kit: Kit, candidate: Path) -> tuple[float, float, float, list[dict]]:
     """Evaluate `candidate` with MINIMAL in a fresh process: (wall s, s inside timed calls,
-    geomean speedup)."""
+    geomean speedup, per-workload median ms of each side)."""
     m = kit.manifest
     base_file, _, base_fn = m.baseline[0].partition("::")
     cfg = {"reference": kit.definition.reference, "inputs": str(kit.file(m.inputs)), "candidate": str(candidate),
@@ -155,7 +162,7 @@ def minimal_harness(kit: Kit, candidate: Path) -> tuple[float, float, float]:
     wall = time.perf_counter() - t
     result = json.loads(out.stdout)
     speedups = result["speedups"]
-    return wall, result["kernel_s"], math.exp(sum(math.log(x) for x in speedups) / len(speedups))
+    return wall, result["kernel_s"], math.exp(sum(math.log(x) for x in speedups) / len(speedups)), result["workloads"]
 
 
 async def main() -> None:
@@ -171,7 +178,7 @@ async def main() -> None:
     if args.kits:
         wanted = set(args.kits.split(","))
         kits = [k for k in kits if k.name in wanted]
-    rows, breakdown = [], []
+    rows, breakdown, medians, cvs = [], [], [], []
     for kit in kits:
         if args.candidate == "baseline":
             path = kit.starting_point()
@@ -180,6 +187,8 @@ async def main() -> None:
         scores, walls, overheads, kernels = [], [], [], []
         m_walls, m_overheads, m_scores = [], [], []
         phase_runs: list[dict[str, float]] = []
+        per_wl: dict[str, list] = {}
+        m_per_wl: dict[str, list] = {}
         for _ in range(args.repeats):  # ours and the minimal one in turn, so load hits both alike
             with PhaseClock() as clock:
                 e = await evaluate_candidate(settings, kit, candidate_path=str(path))
@@ -193,12 +202,24 @@ async def main() -> None:
             walls.append(e.metrics["wall_s"])
             overheads.append(e.metrics["harness_overhead_s"])
             kernels.append(e.metrics["wall_s"] - e.metrics["harness_overhead_s"])
-            wall, inside, speedup = minimal_harness(kit, path)
+            for w in e.workloads:
+                per_wl.setdefault(w.workload, []).append((w.candidate_ms, w.baseline_ms))
+            wall, inside, speedup, m_wl = minimal_harness(kit, path)
+            for w, mw in zip(e.workloads, m_wl):
+                m_per_wl.setdefault(w.workload, []).append((mw["candidate"], mw["baseline"]))
             m_walls.append(wall)
             m_overheads.append(wall - inside)
             m_scores.append(speedup)
         mean = statistics.mean(scores)
         cv = statistics.stdev(scores) / mean * 100 if len(scores) > 1 else 0.0
+        m_cv = statistics.stdev(m_scores) / statistics.mean(m_scores) * 100 if len(m_scores) > 1 else 0.0
+        for name in per_wl:
+            ours_c = statistics.median(c for c, _ in per_wl[name])
+            ours_b = statistics.median(b for _, b in per_wl[name])
+            min_c = statistics.median(c for c, _ in m_per_wl[name])
+            min_b = statistics.median(b for _, b in m_per_wl[name])
+            medians.append((kit.name, name, ours_c, min_c, ours_b, min_b))
+        cvs.append((kit.name, cv, m_cv))
         ours, minimal = statistics.median(overheads), statistics.median(m_overheads)
         rows.append((kit.name, args.candidate, len(kit.dev_workloads()), statistics.median(walls),
                      statistics.median(kernels), ours, ours / len(kit.dev_workloads()), mean, cv,
@@ -225,6 +246,15 @@ async def main() -> None:
     print(" | ".join(["total (ours)".ljust(14), *(f"{o * 1000:.0f}".ljust(22) for _, _, o, _ in breakdown), ""]))
     print(" | ".join(["minimal".ljust(14), *(f"{m * 1000:.0f}".ljust(22) for _, _, _, m in breakdown),
                       "the minimal harness's whole overhead (one process, no isolation)"]))
+    print("\nAccuracy: per-workload medians (ms; ours: the call path subtracted) next to the minimal "
+          "harness's, same estimator")
+    print("kit                    | workload          | cand ours | cand minimal | diff % | base ours | base minimal | diff %")
+    for kit_name, name, oc, mc, ob, mb in medians:
+        print(f"{kit_name:<22} | {name:<17} | {oc:9.3f} | {mc:12.3f} | {100 * (oc / mc - 1):+6.1f} | {ob:9.3f} | "
+              f"{mb:12.3f} | {100 * (ob / mb - 1):+6.1f}")
+    print("\nRepeatability: speedup CV over the repeats (goal <= 3% on a quiet machine, no worse than minimal)")
+    for kit_name, cv, m_cv in cvs:
+        print(f"{kit_name:<22} ours {cv:5.2f}%   minimal {m_cv:5.2f}%")
     tmp.cleanup()
     load = os.getloadavg()
     print(f"(median over {args.repeats} evaluations each; overhead = wall time minus time inside timed "

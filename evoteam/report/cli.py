@@ -154,34 +154,45 @@ def _serve(settings: Settings, port: int) -> None:
 @click.command("remeasure")
 @click.argument("run_id")
 @click.option("--split", type=click.Choice(["dev", "heldout", "all"]), default="dev", show_default=True)
-@click.option("--rounds", type=click.IntRange(1, 20), default=3, show_default=True,
-              help="How many times each finalist is measured (interleaved across finalists).")
-@click.option("--noise", "allowance", type=click.FloatRange(0, 1), default=0.10, show_default=True,
-              help="Relative slack around the re-measured range before a recorded score counts as changed.")
+@click.option("--rounds", type=click.IntRange(2, 100), default=10, show_default=True,
+              help="Interleaved rounds: each times every finalist and the baseline on the same fresh inputs.")
+@click.option("--candidate", "candidate_ids", multiple=True, help="Re-measure these candidates instead of the "
+              "best of each team version (repeatable).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
-def remeasure(settings: Settings, run_id, split, rounds, allowance, as_json) -> None:
-    """Measure the best candidate of every team version, and the baseline, again in one batch on
-    this machine; store the measurement set in the run (the report shows it beside the recorded
-    scores)."""
+def remeasure(settings: Settings, run_id, split, rounds, candidate_ids, as_json) -> None:
+    """Measure the best candidate of every team version (or --candidate ids), and a copy of the
+    baseline, again in one interleaved batch on this machine; record the new rounds as one more
+    measurement of each; say which rankings changed; store the measurement set in the run."""
     from evoteam.report.remeasure import remeasure_run
 
     from evoteam.progress import Lines
 
     async def go():
         async with open_store(settings) as store:
-            with Lines(f"remeasure {run_id}") as lines:  # minutes of evaluations: say how many are left
-                return await remeasure_run(settings, store, run_id, rounds=rounds, split=split, allowance=allowance,
-                                           progress=lines.step)
+            return await remeasure_run(settings, store, run_id, rounds=rounds, split=split,
+                                       candidate_ids=list(candidate_ids) or None,
+                                       progress=lambda m: click.echo(m, err=True))
 
     mset = _run(go())
     if as_json:
         click.echo(mset.model_dump_json(indent=2))
         return
+    from evoteam.stats import Estimate, describe
+
+    def shown(score, interval) -> str:
+        if score is None:
+            return "—"
+        return describe(Estimate(score, *(interval or [score, score]), 1)) if interval else f"{score:.3g}"
+
     for e in mset.entries:
-        mark = "  CHANGED beyond noise" if e.changed else ""
-        rec = "—" if e.recorded_score is None else f"{e.recorded_score:.4g}"
-        med = "—" if e.dev_median is None else f"{e.dev_median:.4g}"
-        held = "" if e.heldout_median is None else f"  held-out {e.heldout_median:.4g}"
+        moved = f"  rank {e.rank_before} -> {e.rank_after}" if e.candidate_id in mset.changed else ""
+        noise = "  within noise of the top" if e.candidate_id in mset.within_noise_of_top else ""
+        held = "" if e.heldout_score is None else f"  held-out {shown(e.heldout_score, e.heldout_interval)}"
         click.echo(f"{e.candidate_id:<24} v{e.team_version if e.team_version is not None else '-':<3} "
-                   f"recorded {rec:>8}  re-measured {med:>8}{held}{mark}")
+                   f"recorded {shown(e.recorded_score, e.recorded_interval):>22}  now "
+                   f"{shown(e.score, e.score_interval):>22}{held}{moved}{noise}")
+    click.echo(f"order before: {', '.join(mset.order_before)}")
+    click.echo(f"order after:  {', '.join(mset.order_after)}" + ("  (changed)" if mset.changed else "  (unchanged)"))
+    if mset.contended:
+        click.echo("contended machine: intervals are wider than on a quiet one")

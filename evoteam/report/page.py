@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from evoteam.report import charts
+from evoteam.stats import Estimate, describe
 from evoteam.report.data import RunReport
 from evoteam.report.summary import gain_text
 from evoteam.stats import describe_score
@@ -120,18 +121,30 @@ def _remeasured(report: RunReport) -> str:
     m = report.remeasured
     if m is None:
         return ("<p class=muted>Not re-measured yet: <code>evoteam bench remeasure RUN --split all</code> measures "
-                "the best candidate of every version and the baseline again, in one batch.</p>")
-    head = ("<tr><th>candidate</th><th>version</th><th class=num>recorded</th><th class=num>re-measured dev "
-            "(median)</th><th>dev rounds</th><th class=num>held-out (median)</th><th></th></tr>")
+                "the best candidate of every version and a copy of the baseline again, in one interleaved batch.</p>")
+
+    def cell(score, interval) -> str:
+        if score is None:
+            return "—"
+        if not interval:
+            return _fmt(score)
+        return html.escape(describe(Estimate(score, interval[0], interval[1], 1)))
+
+    head = ("<tr><th>candidate</th><th>version</th><th class=num>recorded</th><th class=num>this batch (dev)</th>"
+            "<th class=num>held-out</th><th class=num>pooled</th><th>rank before → after</th><th></th></tr>")
     rows = "".join(
         f"<tr><td>{html.escape(e.candidate_id)}</td><td>{'' if e.team_version is None else f'v{e.team_version}'}</td>"
-        f"<td class=num>{_fmt(e.recorded_score)}</td><td class=num>{_fmt(e.dev_median)}</td>"
-        f"<td class=muted>{', '.join(_fmt(v, 3) for v in e.dev_scores)}</td>"
-        f"<td class=num>{_fmt(e.heldout_median)}</td>"
-        f"<td>{'<b>changed beyond noise</b>' if e.changed else ''}</td></tr>" for e in m.entries)
+        f"<td class=num>{cell(e.recorded_score, e.recorded_interval)}</td>"
+        f"<td class=num>{cell(e.score, e.score_interval)}</td>"
+        f"<td class=num>{cell(e.heldout_score, e.heldout_interval)}</td>"
+        f"<td class=num>{cell(e.pooled_score, e.pooled_interval)}</td>"
+        f"<td>{'' if e.rank_before is None else f'{e.rank_before} → {e.rank_after}'}</td>"
+        f"<td>{'<b>rank changed</b>' if e.candidate_id in m.changed else ''}"
+        f"{' within noise of the top' if e.candidate_id in m.within_noise_of_top else ''}</td></tr>"
+        for e in m.entries)
     return (f"<p>Measured {m.measured_at:%Y-%m-%d %H:%M} UTC, {m.rounds} interleaved rounds, splits "
-            f"{', '.join(m.splits)}; a recorded score counts as changed outside the rounds' range "
-            f"± {100 * m.noise_allowance:.0f}%.</p><table>{head}{rows}</table>")
+            f"{', '.join(m.splits)}{' (contended machine: wider intervals)' if m.contended else ''}. "
+            f"Rule: {html.escape(m.rule)}.</p><table>{head}{rows}</table>")
 
 
 def _retrieval_summary(report: RunReport) -> str:

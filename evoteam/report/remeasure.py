@@ -1,21 +1,28 @@
-"""Fair numbers after the fact: the best candidate of every team version, and the baseline,
-measured again in one batch on this machine, interleaved, and kept as a measurement set.
+"""Fair numbers after the fact: a run's finalists (the best candidate of every team version, or
+named candidates) measured again in ONE interleaved batch with the baseline, each finalist's new
+rounds recorded as one more measurement of it, and which rankings that changed.
 
-Scores recorded during a run come from different hours, loads and sometimes machines. Measuring
-the finalists again together (each round evaluates every one of them once, so a drift of the
-machine touches all alike) gives numbers that can be compared with each other — the way the
-papers re-measure every version at the end. The set is stored as an artifact of kind
-`measurement_set` in the run, so it travels with exports and reaches a shared server unchanged.
+Scores recorded during a run come from different hours, loads and sometimes machines. In one
+batch every round times every finalist (and a copy of the baseline, an A/A check) on the same
+fresh inputs, in a rotating order, so a drift of the machine touches all of them alike. The new
+rounds are recorded as a measurement of each finalist (same code hash: the store pools them into
+the candidate), and the set is stored as an artifact of kind ``measurement_set`` in the run.
+
+**The rule that says a ranking changed.** Finalists are ordered by the pessimistic end of their
+score's interval (stats.pessimistic: the lower bound when maximising) before the batch (as
+recorded) and after it (pooled with the new rounds); a finalist whose place in that order moved
+is listed in ``changed``. ``within_noise_of_top`` lists the finalists whose interval after the
+batch overlaps the top one's: the top is not established as better than them.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field
 
+from evoteam import stats
 from evoteam.config import Settings
 from evoteam.servers.knowledge.models import ArtifactCreate, CandidateSummary
 from evoteam.servers.knowledge.store import KnowledgeStore
@@ -23,20 +30,28 @@ from evoteam.servers.knowledge.verified import ranks
 
 KIND = "measurement_set"
 BASELINE = "baseline"
+COPY = "baseline_copy"  # the side that times the copy of the baseline (an A/A check)
+RULE = ("finalists ordered by the pessimistic end of their score's 95% interval, before the batch (as recorded) "
+        "and after it (pooled with the new rounds); a finalist whose place moved has changed")
 
 
 class Remeasured(BaseModel):
-    """One finalist measured again: each round's score on each split, and the verdict."""
+    """One finalist measured again."""
 
-    candidate_id: str = Field(description="a candidate id, or 'baseline'")
-    team_version: int | None
-    recorded_score: float | None
-    dev_scores: list[float | None] = Field(default_factory=list)
-    heldout_scores: list[float | None] = Field(default_factory=list)
-    dev_median: float | None = None
-    heldout_median: float | None = None
-    changed: bool = Field(default=False, description="the recorded score lies outside the re-measured "
-                                                     "range widened by the noise allowance")
+    candidate_id: str = Field(description="a candidate id, or 'baseline' (a copy of the kit's baseline: an A/A check)")
+    team_version: int | None = None
+    recorded_score: float | None = None
+    recorded_interval: list[float] | None = None
+    status: str = "PASSED"
+    score: float | None = Field(default=None, description="this batch's score")
+    score_interval: list[float] | None = None
+    heldout_score: float | None = None
+    heldout_interval: list[float] | None = None
+    pooled_score: float | None = Field(default=None, description="the candidate's score from all its measurements")
+    pooled_interval: list[float] | None = None
+    n_measurements: int | None = None
+    rank_before: int | None = None
+    rank_after: int | None = None
 
 
 class MeasurementSet(BaseModel):
@@ -45,91 +60,211 @@ class MeasurementSet(BaseModel):
     measured_at: datetime
     rounds: int
     splits: list[str]
-    noise_allowance: float = Field(description="relative slack around the re-measured range before a "
-                                               "recorded score counts as changed")
+    direction: str = "maximize"
     entries: list[Remeasured]
+    order_before: list[str] = Field(default_factory=list, description="finalists by pessimistic bound, as recorded")
+    order_after: list[str] = Field(default_factory=list, description="the same after pooling the new rounds")
+    changed: list[str] = Field(default_factory=list, description="finalists whose place in the order moved")
+    within_noise_of_top: list[str] = Field(default_factory=list, description="finalists whose interval overlaps "
+                                           "the top one's after the batch")
+    rule: str = RULE
+    contended: bool = False
 
 
-def _median(values: list[float | None]) -> float | None:
-    ok = [v for v in values if v is not None]
-    return statistics.median(ok) if ok else None
+def _estimate(score: float | None, interval: list[float] | None) -> stats.Estimate | None:
+    if score is None:
+        return None
+    lo, hi = interval if interval else (score, score)
+    return stats.Estimate(score, lo, hi, 1)
 
 
-def judge(entry: Remeasured, allowance: float) -> None:
-    """Median per split; `changed` when the recorded dev score lies outside the rounds' range
-    widened by `allowance` (relative), or when it passed then and fails now."""
-    entry.dev_median = _median(entry.dev_scores)
-    entry.heldout_median = _median(entry.heldout_scores)
-    ok = [v for v in entry.dev_scores if v is not None]
-    if entry.recorded_score is None:
-        return
-    if not ok:
-        entry.changed = True
-        return
-    lo, hi = min(ok), max(ok)
-    slack = allowance * max(abs(lo), abs(hi))
-    entry.changed = not (lo - slack <= entry.recorded_score <= hi + slack)
+def judge(mset: MeasurementSet) -> None:
+    """Apply the rule (module docstring): ranks before and after, changed, within noise of the top."""
+    direction = mset.direction
+    cands = [e for e in mset.entries if e.candidate_id != BASELINE]
+
+    def order(pick) -> list[Remeasured]:
+        known = [(e, est) for e in cands if (est := pick(e)) is not None]
+        key = (lambda pair: -stats.pessimistic(pair[1], direction)) if direction == "maximize" else \
+            (lambda pair: stats.pessimistic(pair[1], direction))
+        return [e for e, _ in sorted(known, key=key)]
+
+    before = order(lambda e: _estimate(e.recorded_score, e.recorded_interval))
+    after = order(lambda e: _estimate(e.pooled_score if e.pooled_score is not None else e.score,
+                                      e.pooled_interval if e.pooled_score is not None else e.score_interval))
+    for rank, e in enumerate(before, 1):
+        e.rank_before = rank
+    for rank, e in enumerate(after, 1):
+        e.rank_after = rank
+    mset.order_before = [e.candidate_id for e in before]
+    mset.order_after = [e.candidate_id for e in after]
+    mset.changed = [e.candidate_id for e in cands if e.rank_before != e.rank_after]
+    if after:
+        top = after[0]
+        t_lo, t_hi = (top.pooled_interval or top.score_interval or [top.score, top.score])
+        mset.within_noise_of_top = [e.candidate_id for e in after[1:]
+                                    if (iv := e.pooled_interval or e.score_interval) and iv[0] <= t_hi and iv[1] >= t_lo]
 
 
 async def finalists(store: KnowledgeStore, run_id: str) -> list[CandidateSummary]:
-    """The best ranked candidate of each team version (candidates of no version count as one group)."""
+    """The best ranked candidate of each team version (candidates of no version count as one group),
+    best by the pessimistic end of its interval."""
     from evoteam.report.data import all_candidates
 
     run = await store.get_run(run_id)
-    better = (lambda a, b: a > b) if run.direction == "maximize" else (lambda a, b: a < b)
-    best: dict[int | None, CandidateSummary] = {}
+    best: dict[int | None, tuple[float, CandidateSummary]] = {}
     for c in await all_candidates(store, run_id):
         if not ranks(c.status, c.score, c.verified, c.flagged) or c.split == "heldout":
             continue
+        bound = stats.pessimistic(_estimate(c.score, c.score_interval), run.direction)
+        key = bound if run.direction == "maximize" else -bound
         held = best.get(c.provenance.team_version)
-        if held is None or better(c.score, held.score):
-            best[c.provenance.team_version] = c
-    return [best[k] for k in sorted(best, key=lambda v: (v is None, v or 0))]
+        if held is None or key > held[0]:
+            best[c.provenance.team_version] = (key, c)
+    return [best[k][1] for k in sorted(best, key=lambda v: (v is None, v or 0))]
 
 
-async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, *, rounds: int = 3,
-                        split: str = "dev", allowance: float = 0.10,
-                        progress: Callable[[int, int, str], None] | None = None) -> MeasurementSet:
-    """Measure the finalists and the baseline again, `rounds` times each, interleaved; store and
-    return the measurement set."""
+def estimate_seconds(kit, n_sides: int, rounds: int, recorded: list[CandidateSummary | None]) -> float:
+    """A rough duration: start-up, correctness, and the rounds' calls from the recorded times."""
+    t = kit.manifest.timing
+    if kit.manifest.kind != "kernel":
+        return n_sides * rounds * 5.0
+    per_round_ms = 0.0
+    for c in recorded:
+        for w in getattr(c, "workloads", None) or []:
+            per_round_ms += (w.candidate_ms or 1.0) + (w.baseline_ms or 1.0) / max(1, n_sides)
+    per_round_ms = per_round_ms / max(1, len([c for c in recorded if c])) * n_sides if per_round_ms else 5.0 * n_sides
+    calls = rounds * t.reps_per_round
+    return 3.0 + n_sides * 1.5 + calls * (per_round_ms / 1000 + 0.002 * (n_sides + 1))
+
+
+async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, *, rounds: int = 10,
+                        split: str = "dev", candidate_ids: list[str] | None = None,
+                        progress: Callable[[str], None] | None = None) -> MeasurementSet:
+    """Measure the finalists (or ``candidate_ids``) and a copy of the baseline again in one batch of
+    ``rounds`` rounds; record each finalist's new rounds as a measurement of it; store and return
+    the measurement set."""
     from evoteam.errors import DomainError
-    from evoteam.servers.bench.core import evaluate_candidate
     from evoteam.servers.bench.kits import find_kit
 
     run = await store.get_run(run_id)
     if not run.kit:
         raise DomainError(f"run {run_id} is not bound to a kit: there is nothing to re-measure against")
     kit = find_kit(settings, run.kit)
-    splits = ["dev", "heldout"] if split == "all" else [split]
-    entries: list[tuple[Remeasured, str]] = []
+    if candidate_ids:
+        chosen = [await store.get_candidate(cid) for cid in candidate_ids]
+        if any(c.run_id != run_id for c in chosen):
+            raise DomainError(f"every candidate must belong to run {run_id}")
+    else:
+        chosen = [await store.get_candidate(c.id) for c in await finalists(store, run_id)]
+    chosen = [c for c in chosen if c.code]
+    if not chosen:
+        raise DomainError(f"run {run_id} has no ranked candidate with code to re-measure")
+    entries = [Remeasured(candidate_id=c.id, team_version=c.provenance.team_version, recorded_score=c.score,
+                          recorded_interval=c.score_interval) for c in chosen]
+    codes = {c.id: c.code for c in chosen}
     start = kit.starting_point()
-    if start is not None:
-        entries.append((Remeasured(candidate_id=BASELINE, team_version=None, recorded_score=None),
-                        start.read_text(encoding="utf-8")))
-    for c in await finalists(store, run_id):
-        code = (await store.get_candidate(c.id)).code
-        if code:
-            entries.append((Remeasured(candidate_id=c.id, team_version=c.provenance.team_version,
-                                       recorded_score=c.score), code))
-    total, done = rounds * len(entries) * len(splits), 0
-    for r in range(rounds):
-        for entry, code in entries:
-            for s in splits:
-                if progress:  # (evaluations done, evaluations in all, what runs now)
-                    progress(done, total, f"round {r + 1}/{rounds}: {entry.candidate_id} ({s})")
-                done += 1
-                result = await evaluate_candidate(settings, kit, code=code, split=s)
-                score = result.score if result.status == "PASSED" and not result.flagged else None
-                (entry.dev_scores if s == "dev" else entry.heldout_scores).append(score)
+    if start is not None and kit.manifest.kind == "kernel":
+        entries.insert(0, Remeasured(candidate_id=BASELINE))
+        codes[BASELINE] = start.read_text(encoding="utf-8")
+    splits = ["dev", "heldout"] if split == "all" else [split]
     if progress:
-        progress(total, total, "measured")
-    for entry, _ in entries:
-        judge(entry, allowance)
-    mset = MeasurementSet(run_id=run_id, kit=kit.name, measured_at=datetime.now(UTC), rounds=rounds,
-                          splits=splits, noise_allowance=allowance, entries=[e for e, _ in entries])
-    await store.put_artifact(ArtifactCreate(run_id=run_id, kind=KIND, name=f"remeasure-{mset.measured_at:%Y%m%dT%H%M%S}.json",
+        progress(f"{len(entries)} sides x {rounds} rounds on {', '.join(splits)}: about "
+                 f"{estimate_seconds(kit, len(entries), rounds, chosen) * len(splits):.0f} s")
+    contended = False
+    for s in splits:
+        results = await _measure(settings, kit, codes, s, rounds, progress)
+        for e in entries:
+            r = results[e.candidate_id]
+            contended = contended or r.contended
+            if r.status != "PASSED":
+                e.status = r.status
+            if s == "dev":
+                e.score, e.score_interval = r.score, r.score_interval
+            else:
+                e.heldout_score, e.heldout_interval = r.score, r.score_interval
+            if e.candidate_id != BASELINE:
+                from evoteam.servers.bench.core import record_evaluation
+
+                await record_evaluation(settings, store, kit, r, codes[e.candidate_id], run_id=run_id,
+                                        notes=f"re-measured in one batch ({rounds} rounds) by bench.remeasure")
+                if s == "dev":
+                    e.pooled_score, e.pooled_interval = r.candidate_score, r.candidate_interval
+                    e.n_measurements = r.n_measurements
+    mset = MeasurementSet(run_id=run_id, kit=kit.name, measured_at=datetime.now(UTC), rounds=rounds, splits=splits,
+                          direction=run.direction, entries=entries, contended=contended)
+    judge(mset)
+    await store.put_artifact(ArtifactCreate(run_id=run_id, kind=KIND,
+                                            name=f"remeasure-{mset.measured_at:%Y%m%dT%H%M%S}.json",
                                             text=mset.model_dump_json(indent=2)))
     return mset
+
+
+async def _measure(settings: Settings, kit, codes: dict[str, str], split: str, rounds: int,
+                   progress: Callable[[str], None] | None) -> dict:
+    """Every side's evaluation on one split: one kernel batch, or each program's evaluator once per
+    round in rotating order."""
+    import shutil
+
+    from evoteam.servers.bench import core
+    from evoteam.servers.bench.batch import run_kernel_batch
+    from evoteam.servers.bench.session import SideSpec
+
+    async def report(done: float, total: float, message: str) -> None:
+        if progress:
+            progress(f"{split} {done:.1f}/{total:.0f}: {message}")
+
+    # The baseline's copy is a candidate side like the others: its label must not be the session's own
+    # name for the kit's baseline.
+    side_of = {label: (COPY if label == BASELINE else label) for label in codes}
+    prepared = {side_of[label]: core.prepare_candidate(kit, None, code, settings) for label, code in codes.items()}
+    if kit.manifest.kind != "kernel":
+        try:
+            found = await _program_rounds(settings, kit, prepared, split, rounds, report)
+            return {label: found[side_of[label]] for label in codes}
+        finally:
+            for p in prepared.values():
+                shutil.rmtree(p.folder, ignore_errors=True)
+    try:
+        sides = [SideSpec(label, p.folder, p.file, p.function, p.dps) for label, p in prepared.items()]
+        batch = await run_kernel_batch(settings, kit, sides, split, report, True,
+                                       core._workload_specs(kit, split, settings), core._deny_roots(settings, kit),
+                                       rounds)
+    finally:
+        for p in prepared.values():
+            shutil.rmtree(p.folder, ignore_errors=True)
+    from evoteam.codehash import code_hash
+
+    out = {label: batch.evaluations[side_of[label]] for label in codes}
+    for label, e in out.items():
+        e.code_hash = code_hash(codes[label])
+    return out
+
+
+async def _program_rounds(settings: Settings, kit, prepared: dict, split: str, rounds: int, report) -> dict:
+    """Each program's evaluator once per round, in an order that rotates from round to round; each
+    side's score is the median of its rounds with its interval."""
+    from evoteam.servers.bench import core
+
+    labels = list(prepared)
+    runs: dict[str, list] = {label: [] for label in labels}
+    for r in range(rounds):
+        shift = r % len(labels)
+        for label in labels[shift:] + labels[:shift]:
+            await report(r, rounds, f"{label}: round {r + 1}/{rounds}")
+            runs[label].append(await core._run_program(settings, kit, prepared[label], split, core._noop))
+    out = {}
+    for label, evals in runs.items():
+        failed = next((e for e in evals if e.status != "PASSED" or e.score is None), None)
+        if failed is not None:
+            out[label] = failed
+            continue
+        scores = [e.score for e in evals]
+        est = stats.score_estimate({"program": scores}, "program")
+        e = evals[-1]
+        e.score, e.score_interval, e.samples = est.value, [est.lo, est.hi], {"program": scores}
+        out[label] = e
+    return out
 
 
 async def latest_measurement_set(store: KnowledgeStore, run_id: str) -> MeasurementSet | None:
@@ -143,4 +278,7 @@ async def latest_measurement_set(store: KnowledgeStore, run_id: str) -> Measurem
     if not found:
         return None
     newest = max(found, key=lambda a: (a.provenance.created_at, a.id))
-    return MeasurementSet.model_validate_json((await store.get_artifact(newest.id)).text or "{}")
+    try:
+        return MeasurementSet.model_validate_json((await store.get_artifact(newest.id)).text or "{}")
+    except ValueError:
+        return None  # a set stored by an older version: re-measure to get one the report can show

@@ -46,9 +46,12 @@ class RunSummary(BaseModel):
     spearman_predicted_vs_realised: float | None
     costs: str | None = Field(default=None, description="set when nothing records this run's costs: spent_usd "
                                                        "is then not what was spent")
-    remeasured_changed: list[str] = Field(default_factory=list,
-                                          description="candidates whose recorded score the newest re-measurement "
-                                                      "did not confirm")
+    remeasure_changed: list[str] = Field(default_factory=list,
+                                         description="finalists whose place in the order by pessimistic bound the "
+                                                     "newest re-measurement moved (`bench.remeasure`'s rule)")
+    remeasure_within_noise_of_top: list[str] = Field(default_factory=list,
+                                                     description="finalists whose re-measured interval overlaps "
+                                                                 "the top one's: not established as worse")
     report_command: str
 
 
@@ -101,8 +104,8 @@ def summarise(report: RunReport, max_versions: int = 30) -> RunSummary:
         spend_by_role={s.label: round(s.usd, 4) for s in report.spend_by_role},
         gate_decisions=decisions, repeated_url_rate=report.retrieval.repeated_url_rate,
         spearman_predicted_vs_realised=report.retrieval.spearman,
-        remeasured_changed=[e.candidate_id for e in (report.remeasured.entries if report.remeasured else [])
-                            if e.changed],
+        remeasure_changed=list(report.remeasured.changed) if report.remeasured else [],
+        remeasure_within_noise_of_top=list(report.remeasured.within_noise_of_top) if report.remeasured else [],
         costs=unrecorded_note() if costs_unrecorded(len(report.spend_by_role), bool(report.candidates or report.versions))
         else None,
         report_command=f"evoteam report {run.id} -o report-{run.id}.html")

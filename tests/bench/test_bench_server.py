@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from mcp import Client
 
@@ -37,7 +39,7 @@ async def store(tmp_path):
 async def test_tools_are_documented_and_structured(fast_settings, store):
     async with Client(build_server(fast_settings, store)) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) == {"list_kits", "describe_kit", "evaluate", "compare"}
+    assert set(tools) == {"list_kits", "describe_kit", "evaluate", "compare", "remeasure"}
     for tool in tools.values():
         assert tool.description and len(tool.description) > 60, tool.name
         assert tool.output_schema is not None, tool.name
@@ -106,5 +108,10 @@ async def test_compare(fast_settings, store, fast_kit):
                                                       "a_path": str(fast_kit / "baseline.py"), "b_code": BETTER}))
     assert cmp["a"]["status"] == cmp["b"]["status"] == "PASSED"
     row = cmp["workloads"][0]
-    assert row["workload"] == "t128_h1024" and row["b_over_a"] > 0
-    assert "better" in cmp["verdict"]
+    assert row["workload"] == "t128_h1024" and row["b_speedup_over_a"] > 1
+    lo, hi = row["interval"]
+    assert lo <= row["b_speedup_over_a"] <= hi
+    assert "b_over_a" not in row and "b_over_a" not in cmp
+    # One interleaved batch: the two sides share rounds, and the result stays compact.
+    assert cmp["rounds"] == 2 and len(json.dumps(cmp)) < 2000
+    assert cmp["verdict"].startswith(("B is faster", "no significant difference"))

@@ -19,6 +19,7 @@ from evoteam.errors import DomainError
 from evoteam.servers.bench import harness, jail, sandbox
 from evoteam.servers.bench.core import evaluate_candidate
 from evoteam.servers.bench.kits import find_kit, state_dir, trust_kit
+from evoteam.servers.bench.session import KernelSession
 
 GOOD = """
 import numpy as np
@@ -202,7 +203,7 @@ async def test_changed_baseline_scheduling_flags_the_evaluation(fast_kit, fast_s
     kit = find_kit(fast_settings, str(fast_kit))
     m = kit.manifest
     cand = prepare_candidate(kit, None, GOOD)
-    session = harness.KernelSession(
+    session = KernelSession(
         definition=kit.definition.model_dump(), framework=m.framework, device=m.device,
         inputs_source=kit.inputs_source(), reference_source=kit.definition.reference,
         baseline=kit.baseline_solution()[0], candidate_dir=cand.folder, candidate_file=cand.file,

@@ -1,5 +1,6 @@
-"""`evoteam bench remeasure`: the finalists of every version and the baseline, measured again
-together, stored as a measurement set that the report shows beside the recorded scores."""
+"""`evoteam bench remeasure`: the finalists of every version and a copy of the baseline, measured
+again in one interleaved batch, stored as a measurement set that the report shows beside the
+recorded scores (the rule itself: tests/bench/test_measurement.py)."""
 
 from __future__ import annotations
 
@@ -8,19 +9,6 @@ import shutil
 import subprocess
 import sys
 
-from evoteam.report.remeasure import Remeasured, judge
-
-
-def test_judge_marks_only_scores_outside_the_noise_band():
-    steady = Remeasured(candidate_id="a", team_version=1, recorded_score=4.0, dev_scores=[3.8, 4.1, 3.9])
-    judge(steady, 0.10)
-    assert steady.dev_median == 3.9 and not steady.changed
-    inflated = Remeasured(candidate_id="b", team_version=2, recorded_score=9.0, dev_scores=[3.8, 4.1, 3.9])
-    judge(inflated, 0.10)
-    assert inflated.changed
-    broken = Remeasured(candidate_id="c", team_version=3, recorded_score=2.0, dev_scores=[None, None])
-    judge(broken, 0.10)
-    assert broken.changed and broken.dev_median is None
 
 
 def _expected_finalists(db, run_id) -> list[tuple[str, int]]:
@@ -51,9 +39,12 @@ def test_remeasure_cli_stores_a_set_the_report_shows(filled_db, tmp_path):
     # The baseline first, then the best of each version, in version order.
     assert mset["entries"][0]["candidate_id"] == "baseline"
     assert [(e["candidate_id"], e["team_version"]) for e in mset["entries"][1:]] == expected
-    assert all(len(e["dev_scores"]) == 2 for e in mset["entries"])
+    assert mset["rounds"] == 2 and all(e["score"] is not None for e in mset["entries"])
     baseline = mset["entries"][0]
-    assert baseline["recorded_score"] is None and 0.5 < baseline["dev_median"] < 2
+    assert baseline["recorded_score"] is None and 0.5 < baseline["score"] < 2
+    # The rule's inputs and outputs: every finalist ranked before and after.
+    assert sorted(mset["order_before"]) == sorted(mset["order_after"]) == sorted(c for c, _ in expected)
+    assert "pessimistic" in mset["rule"]
     page = tmp_path / "r.html"
     subprocess.run([sys.executable, "-m", "evoteam.cli", "report", run_id, "-o", str(page)], env=env, check=True,
                    capture_output=True, timeout=180)

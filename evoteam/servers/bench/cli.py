@@ -16,6 +16,7 @@ import click
 from evoteam.errors import DomainError
 from evoteam.exitcodes import CANDIDATE_FAILED, cli_error
 from evoteam.servers.knowledge.errors import StoreError
+from evoteam.stats import Estimate, describe, sig3
 
 if TYPE_CHECKING:
     from evoteam.servers.bench.models import Evaluation
@@ -135,6 +136,8 @@ def describe_cmd(ctx: click.Context, kit: str, detail: bool, as_json: bool) -> N
             console.print(f"[bold]{label}:[/bold] {escape(str(value))}")
     if d.timing_note:
         console.print(f"[yellow]timing: {escape(d.timing_note)}[/yellow]")
+    if d.timing_method:
+        console.print(f"[bold]timing method:[/bold] {escape(d.timing_method)}")
     if d.solutions:
         console.print(f"[bold]solutions:[/bold] {escape(', '.join(d.solutions))}")
     if d.worker_env:  # the same for the baseline's worker and the candidate's
@@ -158,27 +161,45 @@ def _fmt(value, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _with_interval(value, interval, unit: str = "") -> str:
+    """'4.4× (3.9–5.0)': three significant digits and the interval, as every human text shows."""
+    if value is None:
+        return "-"
+    if not interval:
+        return f"{sig3(value)}{unit}"
+    return describe(Estimate(value, interval[0], interval[1], 0), unit)
+
+
 def print_evaluation(e: Evaluation, console: Console) -> None:
     table = Table(title=f"{e.kit} · {e.split} · {e.status}")
     # Workload names and numbers are never cut or broken; the note wraps to the width left.
     table.add_column("workload", no_wrap=True, min_width=max((len(w.workload) for w in e.workloads), default=8))
-    for col in ("status", "speedup", "candidate ms", "baseline ms", "max abs err"):
+    for col in ("status", "speedup (95% interval)", "candidate ms", "baseline ms", "max abs err"):
         table.add_column(col, no_wrap=True)
     table.add_column("note", overflow="fold")
     for w in e.workloads:
         colour = "green" if w.status == "PASSED" else "red"
-        table.add_row(w.workload, f"[{colour}]{w.status}[/{colour}]", _fmt(w.speedup, ".3f"),
+        table.add_row(w.workload, f"[{colour}]{w.status}[/{colour}]", _with_interval(w.speedup, w.speedup_interval),
                       _fmt(w.candidate_ms, ".4f"), _fmt(w.baseline_ms, ".4f"), _fmt(w.max_abs_error, ".2e"),
                       escape(("⚑ " if w.flagged else "") + (w.message or "")[:300]))
     console.print(table)
     if e.score is not None:
         kind = "geomean speedup" if e.kind == "kernel" else "score"
-        line = f"[bold]{kind}: {e.score:.6g}[/bold] ({e.direction})"
+        line = f"[bold]{kind}: {_with_interval(e.score, e.score_interval, '×' if e.kind == 'kernel' else '')}[/bold] ({e.direction})"
         if e.ndg is not None:
             line += f"   NDG {e.ndg:.1f}"
         console.print(line)
+        if e.n_measurements and e.n_measurements > 1 and e.candidate_score is not None:
+            console.print(f"pooled with earlier measurements of the same code: {e.candidate_id} "
+                          f"{_with_interval(e.candidate_score, e.candidate_interval)} over {e.n_measurements} "
+                          "measurements")
     elif e.message:
         console.print(f"[red]{escape(e.message[:1500])}[/red]")
+    from evoteam.servers.bench.machine import contention_line
+
+    line = contention_line(e.metrics.get("contention") or {})
+    if line:
+        console.print(f"[yellow]{escape(line)}[/yellow]")
     if e.metrics.get("timing_note"):
         console.print(f"[yellow]timings not representative: {escape(str(e.metrics['timing_note']))}[/yellow]")
     for st in e.stages:
@@ -193,7 +214,7 @@ def print_evaluation(e: Evaluation, console: Console) -> None:
 
 
 async def _run(settings, kit: str, candidate: str, split: str, run_id: str | None, record: bool,
-               quiet: bool) -> list[Evaluation]:
+               quiet: bool, repeats: int = 1) -> list[Evaluation]:
     splits = ["dev", "heldout"] if split == "all" else [split]
     if split == "all":
         the_kit = core.find_kit(settings, kit)
@@ -233,7 +254,7 @@ async def _run(settings, kit: str, candidate: str, split: str, run_id: str | Non
                     continue
                 results.append(await core.evaluate_candidate(settings, kit, candidate_path=candidate, code=code,
                                                              split=sp, store=store, run_id=run_id,
-                                                             progress=progress))
+                                                             progress=progress, repeats=repeats))
 
     if record and not settings.bench_url:
         try:
@@ -271,9 +292,11 @@ def trust_cmd(ctx: click.Context, folder: str) -> None:
 @click.option("--run", "run_id", default=None, help="Record in this run (default: the kit's newest active run).")
 @click.option("--no-record", is_flag=True, help="Do not record the candidate in the knowledge store.")
 @click.option("--trust-kit", is_flag=True, help="KIT is a folder outside the kit folders that you trust.")
+@click.option("--repeats", type=click.IntRange(1, 20), default=1, show_default=True,
+              help="Kernel kits: that many times the kit's rounds; program kits: evaluator runs (score: the median).")
 @click.pass_context
 def run_cmd(ctx: click.Context, kit: str, candidate: str, split: str, as_json: bool, run_id: str | None,
-            no_record: bool, trust_kit: bool) -> None:
+            no_record: bool, trust_kit: bool, repeats: int) -> None:
     """Evaluate CANDIDATE (a .py file, a FlashInfer-Bench solution .json, or the name of a solution in
     KIT's trace set) on KIT (a kit name, a kit folder, or a FlashInfer-Bench trace-set root)."""
     settings = _settings(ctx)
@@ -285,7 +308,8 @@ def run_cmd(ctx: click.Context, kit: str, candidate: str, split: str, as_json: b
         except DomainError as exc:
             raise cli_error(exc) from exc
     try:
-        results = asyncio.run(_run(settings, kit, candidate, split, run_id, not no_record, quiet=as_json))
+        results = asyncio.run(_run(settings, kit, candidate, split, run_id, not no_record, quiet=as_json,
+                                   repeats=repeats))
     except (DomainError, StoreError) as exc:  # a refused path or a failing store: one line
         raise cli_error(exc) from exc
     if as_json:

@@ -8,7 +8,6 @@ store when one is given.
 from __future__ import annotations
 
 import asyncio
-import math
 import shutil
 import tempfile
 import time
@@ -17,20 +16,21 @@ from pathlib import Path
 from typing import Any
 
 from evoteam.config import Settings
+from evoteam import stats
+from evoteam.codehash import code_hash
 from evoteam.servers.bench import fib, harness, openevolve, redact, solutions
+from evoteam.servers.bench.batch import STATUS_ORDER, run_kernel_batch, timing_method
 from evoteam.servers.bench.candidates import check_candidate_path, check_parent, record_measured, state_paths
+from evoteam.servers.bench.harness import WorkerFailure
 from evoteam.servers.bench.heldout_key import heldout_set_id
-from evoteam.servers.bench.harness import KernelSession, WorkerFailure, WorkloadSpec, WorkloadVerdict
-from evoteam.servers.bench.jail import stop_not_held
+from evoteam.servers.bench.session import CANDIDATE, SideSpec, WorkloadSpec
 from evoteam.servers.bench.kits import Kit, discover, find_kit, heldout_secret, kit_dirs, state_dir
 from evoteam.servers.bench.models import (
-    Comparison,
     Evaluation,
     KitDetail,
     KitList,
     KitSummary,
     Split,
-    WorkloadComparison,
     WorkloadInfo,
     WorkloadOutcome,
 )
@@ -45,8 +45,6 @@ from evoteam.servers.knowledge.models import (
 from evoteam.servers.knowledge.store import KnowledgeStore
 
 Progress = Callable[[float, float, str], Awaitable[None]]
-STATUS_ORDER = ["COMPILE_ERROR", "TIMEOUT", "RUNTIME_ERROR", "INCORRECT_SHAPE", "INCORRECT_DTYPE",
-                "INCORRECT_NUMERICAL", "PASSED"]
 MAX_CODE = 2_000_000
 
 
@@ -109,6 +107,7 @@ def describe_kit(settings: Settings, name: str, detail: bool = False) -> KitDeta
         out.heldout_count = m.heldout.count if m.heldout else 0
         out.baseline = label
         out.timing_note = m.timing_note
+        out.timing_method = timing_method(kit)
         out.solutions = sorted(kit.solutions()) if hasattr(kit, "solutions") else []
         if detail:
             out.reference = kit.definition.reference
@@ -236,155 +235,16 @@ def _workload_specs(kit: Kit, split: Split, settings: Settings) -> list[tuple[Wo
     return out
 
 
-def _public_name(spec: WorkloadSpec) -> str:
-    return spec.name
-
-
-def redact_heldout(v: WorkloadVerdict) -> None:
-    """Held-out shapes are secret: a failing held-out workload reports its status and nothing the
-    candidate or the comparison said (error text, shapes, printed output can all carry them)."""
-    if v.status != "PASSED" or v.message:
-        v.message = None if v.status == "PASSED" else (
-            f"{v.status} on a held-out workload; details are hidden because held-out shapes are secret "
-            "(reproduce it on dev workloads with other shapes)")
-    v.notes = [n for n in v.notes if "sanity bound" in n]
-    v.max_abs = v.max_abs if v.status == "PASSED" else 0.0
-    v.max_rel = v.max_rel if v.status == "PASSED" else 0.0
-
-
-def missing_protections(sandbox: str) -> list[str]:
-    """The confinement layers a worker reported as missing (named in capitals with the reason)."""
-    return [part for part in sandbox.split("+") if part.startswith("NO-")]
-
-
 async def _noop(done: float, total: float, message: str) -> None:
     return None
 
 
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
 async def _run_kernel(settings: Settings, kit: Kit, cand: PreparedCandidate, split: Split, progress: Progress,
-                      use_landlock: bool) -> Evaluation:
-    m = kit.manifest
-    specs = _workload_specs(kit, split, settings)
-    total = len(specs)
-    outcomes: list[WorkloadOutcome] = []
-    verdicts: list[WorkloadVerdict] = []
-    t_start = time.perf_counter()
-    await progress(0, total, f"waiting for the {m.device} and starting workers")
-    lock = harness.device_lock(state_dir(settings) / "locks", m.device)
-    await asyncio.to_thread(lock.__enter__)
-    session = None
-    baseline_notes: list[str] = []
-    try:
-        for baseline, baseline_label in kit.baseline_solutions():
-            session = await asyncio.to_thread(lambda: KernelSession(
-                definition=kit.definition.model_dump(), framework=m.framework, device=m.device,
-                inputs_source=kit.inputs_source(), reference_source=kit.definition.reference, baseline=baseline,
-                candidate_dir=cand.folder, candidate_file=cand.file, function=cand.function, dps=cand.dps,
-                deny=_deny_roots(settings, kit), memory_mb=m.memory_limit_mb, timeouts=m.timeouts,
-                tolerance=m.tolerance, timing=m.timing, use_landlock=use_landlock, threads=m.threads,
-                worker_env=m.worker_env))
-            try:
-                await asyncio.to_thread(session.start)
-            except RuntimeError as exc:
-                if baseline is None:
-                    raise DomainError(f"kit {kit.name} is broken: {exc}") from None
-                problem = str(exc)
-            else:
-                usable = [s for s, p in specs if not p]
-                problem = None
-                if baseline is not None and usable and not session.dead:
-                    try:
-                        problem = await asyncio.to_thread(session.check_baseline, usable[0])
-                    except RuntimeError as exc:
-                        raise DomainError(f"kit {kit.name} is broken: {exc}") from None
-            if problem is None:
-                break
-            baseline_notes.append(f"baseline {baseline_label} was skipped: {problem[:300]}")
-            await asyncio.to_thread(session.close)
-            session = None
-        metrics_base: dict[str, Any] = {"baseline": baseline_label, "device": m.device, "kit_source": str(kit.root),
-                                        "environment": fib.environment(m.device)}
-        if m.timing_note:
-            metrics_base["timing_note"] = m.timing_note
-        if baseline_notes:
-            metrics_base["baseline_notes"] = baseline_notes
-        failed_before = False
-        for i, (spec, problem) in enumerate(specs):
-            label = spec.name
-            if problem:
-                v = WorkloadVerdict("RUNTIME_ERROR", f"kit problem: {problem}")
-            elif session.dead:
-                err = session.candidate_error
-                first = not outcomes or all(o.status == "PASSED" for o in outcomes)
-                v = WorkloadVerdict(err.status, err.message if first and not any(
-                    o.message == err.message for o in outcomes) else
-                    f"not run: the candidate's process failed earlier ({err.status})", err.flagged)
-            else:
-                try:
-                    v = await asyncio.to_thread(session.check_correctness, spec)
-                    if v.status == "PASSED" and not failed_before:
-                        await progress(i + 0.5, total, f"{label}: correct; timing")
-                        await asyncio.to_thread(session.measure, spec, v)
-                except WorkerFailure as exc:
-                    v = WorkloadVerdict(exc.status, exc.message, exc.flagged)
-                except RuntimeError as exc:
-                    raise DomainError(f"kit {kit.name} is broken: {exc}") from None
-                if v.status == "PASSED" and v.speedup is not None and v.speedup > m.max_plausible_speedup:
-                    v.flagged = True
-                    v.notes.append(f"speedup {v.speedup:.1f}x is above the sanity bound of "
-                                   f"{m.max_plausible_speedup:g}x; flagged for review")
-            if v.status != "PASSED":
-                failed_before = True
-            if spec.hidden:
-                redact_heldout(v)
-            verdicts.append(v)
-            message = v.message or ("; ".join(v.notes) if v.notes else None)
-            outcomes.append(WorkloadOutcome(
-                workload=label, status=v.status, speedup=v.speedup, candidate_ms=v.candidate_ms,
-                baseline_ms=v.baseline_ms, max_abs_error=v.max_abs if v.max_abs else None,
-                max_rel_error=v.max_rel if v.max_rel and math.isfinite(v.max_rel) else None,
-                message=message, flagged=v.flagged))
-            await progress(i + 1, total, f"{label}: {v.status}"
-                           + (f" {v.speedup:.2f}x" if v.speedup is not None else ""))
-    finally:
-        try:
-            if session is not None:
-                await asyncio.to_thread(session.close)
-        finally:
-            lock.__exit__(None, None, None)  # whatever happened, the device is free again
-    wall = time.perf_counter() - t_start
-    passed = sum(o.status == "PASSED" for o in outcomes)
-    status = "PASSED" if passed == len(outcomes) else min(
-        (o.status for o in outcomes if o.status != "PASSED"), key=STATUS_ORDER.index)
-    score = None
-    metrics: dict[str, Any] = dict(metrics_base, workloads_passed=passed, workloads=len(outcomes))
-    if status == "PASSED":
-        speedups = [o.speedup for o in outcomes if o.speedup is not None]
-        if speedups and all(s > 0 and math.isfinite(s) for s in speedups):
-            score = _geomean(speedups)
-            metrics.update(geomean_speedup=score, min_speedup=min(speedups), max_speedup=max(speedups))
-    kernel_s = sum(v.kernel_s for v in verdicts)
-    metrics["wall_s"] = round(wall, 3)
-    metrics["harness_overhead_s"] = round(max(0.0, wall - kernel_s), 3)
-    sandbox_desc = session.sandbox if session else ""
-    missing = missing_protections(sandbox_desc)
-    if missing:
-        metrics["protections_missing"] = missing
-    flags = [f"{o.workload}: {o.message}" for o in outcomes if o.flagged]
-    if session and status == "PASSED" and (unheld := stop_not_held(sandbox_desc)):
-        flags.append(unheld)  # timings measured where the stop cannot hold never rank unreviewed
-    first_bad = next((o for o in outcomes if o.status != "PASSED"), None)
-    return Evaluation(kit=kit.name, kind="kernel", split=split, status=status, score=score, direction=m.direction,
-                      passed=passed, total=len(outcomes), workloads=outcomes, metrics=metrics,
-                      flagged=bool(flags), flags=flags,
-                      message=(f"{first_bad.workload}: {first_bad.message}" if first_bad else
-                               f"all {passed} workloads correct; geomean speedup {score:.3f}x over {baseline_label}"
-                               if score is not None else None),
-                      best_known=m.best_known, wall_s=round(wall, 3), sandbox=sandbox_desc)
+                      use_landlock: bool, rounds: int | None = None) -> Evaluation:
+    side = SideSpec(CANDIDATE, cand.folder, cand.file, cand.function, cand.dps)
+    found = await run_kernel_batch(settings, kit, [side], split, progress, use_landlock,
+                                   _workload_specs(kit, split, settings), _deny_roots(settings, kit), rounds)
+    return found.evaluations[CANDIDATE]
 
 
 IN_PROCESS_FLAG = ("the kit's evaluator ran the program inside its own process (it imported or exec'd it), where "
@@ -523,55 +383,139 @@ async def _resolve_run(store: KnowledgeStore, kit: Kit, run_id: str | None, owne
     return run.id
 
 
+async def _run_program_repeated(settings: Settings, kit: Kit, cand: PreparedCandidate, split: Split,
+                                progress: Progress, repeats: int) -> Evaluation:
+    """The evaluator run ``repeats`` times: the score is the median of the runs with its
+    order-statistic interval (a deterministic evaluator gives a point). The first run that does
+    not pass is the result."""
+    runs: list[Evaluation] = []
+    for i in range(repeats):
+        async def sub(done: float, total: float, message: str, _i=i) -> None:
+            await progress(_i + done / max(total, 1), repeats, f"repeat {_i + 1}/{repeats}: {message}")
+
+        result = await _run_program(settings, kit, cand, split, sub if repeats > 1 else progress)
+        if result.status != "PASSED" or result.score is None:
+            return result
+        runs.append(result)
+    scores = [r.score for r in runs]
+    est = stats.score_estimate({"program": scores}, "program")
+    result = runs[-1]
+    result.samples = {"program": scores}
+    result.score, result.score_interval = est.value, [est.lo, est.hi]
+    result.flagged = any(r.flagged for r in runs)
+    if repeats > 1:
+        result.metrics["repeats"] = scores
+        result.message = f"{result.message}; median of {repeats} runs {stats.describe(est)}"
+        result.wall_s = round(sum(r.wall_s for r in runs), 3)
+    return result
+
+
 async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_path: str | None = None,
-                             code: str | None = None, split: Split = "dev", store: KnowledgeStore | None = None,
-                             run_id: str | None = None, parent_id: str | None = None,
-                             documents_used: list[str] | None = None, notes: str = "",
+                             code: str | None = None, candidate_id: str | None = None, split: Split = "dev",
+                             store: KnowledgeStore | None = None, run_id: str | None = None,
+                             parent_id: str | None = None, documents_used: list[str] | None = None, notes: str = "",
                              progress: Progress | None = None, use_landlock: bool = True,
-                             credit_documents: bool = True, owner: str | None = None) -> Evaluation:
+                             credit_documents: bool = True, owner: str | None = None,
+                             repeats: int = 1) -> Evaluation:
     """Evaluate one candidate on a kit's split and, when ``store`` is given, record it there (in
-    ``run_id``, or the kit's newest active run, or a new run for the kit). The documents it was
-    built from are credited with its score unless ``credit_documents`` is false (a caller that
-    credits once for several candidates, such as the OpenEvolve adapter keeping the best of N)."""
+    ``run_id``, or the kit's newest active run, or a new run for the kit). Identical code (same
+    code hash) already in the run is one candidate: this evaluation is pooled into it, and
+    ``candidate_score``/``candidate_interval``/``n_measurements`` say what the pooled
+    measurements give. ``candidate_id`` re-measures a recorded candidate's code. ``repeats``:
+    kernel kits time that many times the kit's rounds; program kits run the evaluator that many
+    times (score: the median). The documents it was built from are credited with its score
+    unless ``credit_documents`` is false (a caller that credits once for several candidates,
+    such as the OpenEvolve adapter keeping the best of N)."""
     kit = kit if isinstance(kit, Kit) else find_kit(settings, kit)
     ok, reason = kit.availability()
     if not ok:
         raise DomainError(f"kit {kit.name} cannot run here: {reason}")
     if split not in ("dev", "heldout", "all"):
         raise DomainError("split must be dev, heldout or all")
+    if not 1 <= repeats <= 20:
+        raise DomainError("repeats must be between 1 and 20")
+    if candidate_id:
+        if candidate_path or code:
+            raise DomainError("pass one of candidate_path, code or candidate_id")
+        code = await stored_code(store, candidate_id)
     progress = progress or _noop
     if store is not None and parent_id:  # before any measuring: a refused parent costs nothing
         await check_parent(store, parent_id, run_id)
     cand = prepare_candidate(kit, candidate_path, code, settings)
     try:
         if kit.manifest.kind == "kernel":
-            result = await _run_kernel(settings, kit, cand, split, progress, use_landlock)
+            rounds = kit.manifest.timing.rounds * repeats if repeats > 1 else None
+            result = await _run_kernel(settings, kit, cand, split, progress, use_landlock, min(rounds or 0, 100) or None)
         else:
-            result = await _run_program(settings, kit, cand, split, progress)
+            result = await _run_program_repeated(settings, kit, cand, split, progress, repeats)
     finally:
         shutil.rmtree(cand.folder, ignore_errors=True)
+    result.code_hash = code_hash(cand.code)
+    if store is not None:
+        await record_evaluation(settings, store, kit, result, cand.code, run_id=run_id, parent_id=parent_id,
+                                documents_used=documents_used, notes=notes, credit=credit_documents, owner=owner)
+    else:
+        _finish(settings, kit, result)
+    return result
+
+
+def _finish(settings: Settings, kit: Kit, result: Evaluation) -> None:
     m = kit.manifest
     result.metrics["kit_hash"] = kit.content_hash
     if result.split != "dev" and (m.heldout if m.kind == "kernel" else m.program_heldout):
         result.metrics["heldout_set"] = heldout_set_id(heldout_secret(settings))
     if result.kind == "kernel" and result.score is not None:
         result.ndg = normalised_discovery_gain(m.direction, m.x0, m.best_known, result.score)
-    if store is not None:
-        rid = await _resolve_run(store, kit, run_id, owner)
-        record = CandidateCreate(
-            run_id=rid, code=cand.code, status=result.status, score=result.score, split=result.split,
-            metrics=dict(result.metrics, kit=kit.name, kit_hash=kit.content_hash, flags=result.flags[:10],
-                         message=(result.message or "")[:2000],
-                         **openevolve.stored_extras(result.artifacts, result.stages)),
-            workloads=[WorkloadResult(**o.model_dump(exclude={"flagged"})) for o in result.workloads],
-            parent_id=parent_id, documents_used=list(documents_used or []), notes=notes, flagged=result.flagged)
-        saved, note = await record_measured(store, record)
-        if note:
-            result.message = f"{result.message}; {note}" if result.message else note
-        result.candidate_id, result.run_id, result.recorded = saved.id, rid, True
-        if documents_used and credit_documents and result.score is not None:
-            await _credit_documents(store, rid, saved.id, list(documents_used), result.score, parent_id)
-    return result
+
+
+async def stored_code(store: KnowledgeStore | None, candidate_id: str) -> str:
+    """A recorded candidate's code, to measure it again."""
+    if store is None:
+        raise DomainError("candidate ids need the knowledge store; pass code or a path instead")
+    stored = await store.get_candidate(candidate_id)
+    if not stored.code:
+        raise DomainError(f"candidate {stored.id} has no code stored; pass its path instead")
+    return stored.code
+
+
+async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit, result: Evaluation, code: str, *,
+                            run_id: str | None = None, parent_id: str | None = None,
+                            documents_used: list[str] | None = None, notes: str = "",
+                            credit: bool = True, owner: str | None = None) -> None:
+    """Record one evaluation as a verified measurement of its code in a run (pooled by the store
+    with earlier measurements of the same code), and copy the pooled candidate's figures back."""
+    _finish(settings, kit, result)
+    rid = await _resolve_run(store, kit, run_id, owner)
+    record = CandidateCreate(
+        run_id=rid, code=code, status=result.status, score=result.score, split=result.split,
+        metrics=dict(result.metrics, kit=kit.name, kit_hash=kit.content_hash, flags=result.flags[:10],
+                     message=(result.message or "")[:2000], score_interval=result.score_interval,
+                     **openevolve.stored_extras(result.artifacts, result.stages)),
+        workloads=[WorkloadResult(**o.model_dump(exclude={"flagged"})) for o in result.workloads],
+        parent_id=parent_id, documents_used=list(documents_used or []), notes=notes, flagged=result.flagged,
+        code_hash=result.code_hash or code_hash(code), samples=result.samples or None)
+    saved, note = await record_measured(store, record)
+    if note:
+        result.message = f"{result.message}; {note}" if result.message else note
+    result.candidate_id, result.run_id, result.recorded = saved.id, rid, True
+    result.candidate_score = saved.score
+    # Until the store pools this code with earlier measurements, the candidate is this one.
+    result.candidate_interval = saved.score_interval or (result.score_interval if saved.n_measurements <= 1 else None)
+    result.n_measurements = saved.n_measurements
+    if saved.n_measurements > 1 and result.message:
+        result.message += (f"; pooled with earlier measurements of the same code: {saved.id} scores "
+                           f"{_pooled_text(saved)} over {saved.n_measurements} measurements")
+    if documents_used and credit and result.score is not None:
+        await _credit_documents(store, rid, saved.id, list(documents_used), result.score, parent_id)
+
+
+def _pooled_text(saved) -> str:
+    if saved.score is None:
+        return "nothing"
+    if saved.score_interval:
+        return stats.describe(stats.Estimate(saved.score, saved.score_interval[0], saved.score_interval[1],
+                                             saved.n_measurements))
+    return stats.sig3(saved.score)
 
 
 async def _credit_documents(store: KnowledgeStore, run_id: str, candidate_id: str, documents: list[str],
@@ -584,54 +528,3 @@ async def _credit_documents(store: KnowledgeStore, run_id: str, candidate_id: st
     # A parent's self-reported score is a claim: only a measured one is a baseline for credit.
     parent_score = parent.score if parent is not None and parent.verified and not parent.flagged else None
     await credit_documents(store, run_id, documents, score, parent_score, candidate_id=candidate_id)
-
-
-async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, split: Split = "dev",
-                             store: KnowledgeStore | None = None, progress: Progress | None = None,
-                             record: bool = False, run_id: str | None = None) -> Comparison:
-    """Evaluate two candidates (each ``{"candidate_path"| "code" | "candidate_id": ...}``) one after the other
-    and line their workloads up."""
-    progress = progress or _noop
-    the_kit = find_kit(settings, kit)
-    evals = []
-    for label, spec in (("A", a), ("B", b)):
-        spec = dict(spec)
-        if spec.get("candidate_id"):
-            if store is None:
-                raise DomainError("candidate ids need the knowledge store; pass code or a path instead")
-            stored = await store.get_candidate(spec.pop("candidate_id"))
-            if not stored.code:
-                raise DomainError(f"candidate {stored.id} has no code stored; pass its path instead")
-            spec["code"] = stored.code
-
-        async def sub(done: float, total: float, message: str, _label=label, _n=len(evals)) -> None:
-            await progress(_n * total + done, 2 * total, f"{_label}: {message}")
-
-        evals.append(await evaluate_candidate(settings, the_kit, candidate_path=spec.get("candidate_path"),
-                                              code=spec.get("code"), split=split,
-                                              store=store if record else None, run_id=run_id, progress=sub))
-    ea, eb = evals
-    rows = []
-    by_b = {w.workload: w for w in eb.workloads}
-    for wa in ea.workloads:
-        wb = by_b.get(wa.workload)
-        if wb is None:
-            continue
-        ratio = wa.candidate_ms / wb.candidate_ms if wa.candidate_ms and wb.candidate_ms else None
-        rows.append(WorkloadComparison(workload=wa.workload, a_status=wa.status, b_status=wb.status,
-                                       a_ms=wa.candidate_ms, b_ms=wb.candidate_ms, b_over_a=ratio))
-    if ea.score is None and eb.score is None:
-        verdict = "neither candidate passed"
-    elif eb.score is None:
-        verdict = "A passes, B does not"
-    elif ea.score is None:
-        verdict = "B passes, A does not"
-    else:
-        better_b = eb.score > ea.score if ea.direction == "maximize" else eb.score < ea.score
-        verdict = (f"{'B' if better_b else 'A'} is better: A scores {ea.score:.4g}, B scores {eb.score:.4g} "
-                   f"({ea.direction})")
-    for e in (ea, eb):
-        for w in e.workloads:
-            if w.message and len(w.message) > 400:
-                w.message = w.message[:400] + "..."
-    return Comparison(kit=the_kit.name, split=split, a=ea, b=eb, workloads=rows, verdict=verdict)

@@ -136,6 +136,8 @@ async def export_traces(settings: Settings, store: KnowledgeStore, ident: str, f
         result.solutions.append(sol.name)
         workloads = {w.uuid: w for w in kit.dev_workloads()}
         env = cand.metrics.get("environment") or fib.environment(kit.manifest.device)
+        # FIB's Environment is hardware and libs; evoteam's record says more (cores, caches, clocks).
+        env = {"hardware": str(env.get("hardware") or ""), "libs": {k: str(v) for k, v in (env.get("libs") or {}).items()}}
         timestamp = cand.provenance.created_at.isoformat()
         lines = []
         for w in cand.workloads:

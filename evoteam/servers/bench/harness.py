@@ -1,18 +1,16 @@
-"""The harness side: starting workers, asking them for outputs and timings, and judging.
+"""The harness side of a worker: starting it, asking it for work under a deadline, its death.
 
-Everything that decides a score happens here, in the harness process: comparing outputs with the
-reference, the statistics, the timer cross-check. Workers only run code and report.
-The functions here block; the async core calls them in threads.
+Everything that decides a score happens in the harness process (session.py times the calls,
+judge.py compares outputs, timing.py turns rounds into estimates); workers only run code and
+report. This module also runs program kits' evaluators and programs in confined workers. The
+functions here block; the async core calls them in threads.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
-import math
 import os
-import secrets
 import shutil
 import signal
 import subprocess
@@ -21,7 +19,6 @@ import tempfile
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +28,7 @@ from evoteam.servers.bench import protocol, replies
 from evoteam.servers.bench.workerenv import tuning_env
 
 OUTPUT_CAP_BYTES = 1 << 20  # what a worker may print before it is stopped
+PIPE_EARLY_BYTES = 1 << 15  # a message this small fits in the pipe while its reader is stopped
 _SIGNALS = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error", signal.SIGABRT: "abort",
             signal.SIGILL: "illegal instruction", signal.SIGFPE: "floating-point exception",
             signal.SIGKILL: "killed", signal.SIGXFSZ: "file size limit exceeded"}
@@ -295,13 +293,18 @@ class WorkerProc:
         ``timed``, also return the harness's own clock from just before the worker was resumed to
         just after it was stopped: the only time that scores."""
         data = protocol.encode(msg, arrays)
-        t0 = time.perf_counter_ns()
-        self.jail.resume()
+        # Outside the clock, while the worker is still stopped (it can neither read the message
+        # nor run): a small message goes into the pipe and the cgroup is thawed. The clock then
+        # holds only SIGCONT, the call and the stop.
+        early = len(data) <= PIPE_EARLY_BYTES
         try:
-            view = memoryview(data)
-            while view:
-                n = os.write(self.wfd, view)
-                view = view[n:]
+            if early:
+                self._send(data)
+            self.jail.thaw()
+            t0 = time.perf_counter_ns()
+            self.jail.resume()
+            if not early:
+                self._send(data)
         except (BrokenPipeError, OSError):
             raise self._death() from None
         try:
@@ -317,6 +320,12 @@ class WorkerProc:
         if timed:
             return header, out, t1 - t0
         return header, out
+
+    def _send(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.write(self.wfd, view)
+            view = view[n:]
 
     # -------------------------------------------------------- the shared input area
 
@@ -356,90 +365,6 @@ class WorkerProc:
         self.arena_map = None
 
 
-# ---------------------------------------------------------------- judging outputs
-
-
-@dataclass
-class Check:
-    status: str = "PASSED"
-    message: str | None = None
-    max_abs: float = 0.0
-    max_rel: float = 0.0
-    flagged: bool = False
-
-
-def compare_outputs(meta: list[dict], got: dict[str, np.ndarray], ref_meta: list[dict], ref: dict[str, np.ndarray],
-                    expected: dict[str, tuple[tuple[int, ...] | None, str]], atol: float, rtol: float,
-                    matched_ratio: float) -> Check:
-    """Shape, then dtype, then values. An element fails only when it exceeds both atol and
-    rtol; NaN/inf in the candidate's output never pass."""
-    check = Check()
-    by_name = {m["name"]: m for m in meta}
-    for name, (shape, dtype) in expected.items():
-        m = by_name.get(name)
-        if m is None:
-            return Check("INCORRECT_SHAPE", f"output {name!r} is missing")
-        if shape is not None and tuple(m["shape"]) != tuple(shape):
-            return Check("INCORRECT_SHAPE", f"output {name!r} has shape {tuple(m['shape'])}, expected {tuple(shape)}")
-        if shape is None and m["dtype"] == "python_scalar":
-            pass
-        elif m["dtype"] != dtype:
-            return Check("INCORRECT_DTYPE", f"output {name!r} has dtype {m['dtype']}, expected {dtype}")
-        a = np.asarray(got[name], dtype=np.float64)
-        r = np.asarray(ref[name], dtype=np.float64)
-        if a.shape != r.shape:
-            return Check("INCORRECT_SHAPE", f"output {name!r} has shape {a.shape}; the reference's is {r.shape}")
-        finite = np.isfinite(a)
-        if not finite.all():
-            bad = int((~finite).sum())
-            return Check("INCORRECT_NUMERICAL", f"output {name!r} has {bad} NaN/inf values (NaN/inf never pass)")
-        diff = np.abs(a - r)
-        absr = np.abs(r)
-        if diff.size:
-            check.max_abs = max(check.max_abs, float(diff.max()))
-            with np.errstate(divide="ignore", invalid="ignore"):
-                rel = np.divide(diff, absr, out=np.zeros_like(diff), where=absr > 0)
-            check.max_rel = max(check.max_rel, float(np.nanmax(rel)))
-        failing = diff > atol
-        failing &= diff > rtol * absr
-        if not np.isfinite(r).all():
-            failing |= ~np.isfinite(r) & (a != r)
-        n_bad = int(failing.sum())
-        ratio = 1.0 - n_bad / max(1, failing.size)
-        if n_bad and ratio < matched_ratio:
-            idx = np.unravel_index(int(np.argmax(np.where(failing, diff, -1))), failing.shape) if failing.ndim else ()
-            return Check("INCORRECT_NUMERICAL",
-                         f"output {name!r}: {n_bad} of {failing.size} elements exceed atol={atol:g} and "
-                         f"rtol={rtol:g} (worst at {tuple(int(i) for i in idx)}: got {float(a[idx]):.6g}, expected "
-                         f"{float(r[idx]):.6g}; max abs error {check.max_abs:.3g})", check.max_abs, check.max_rel)
-    return check
-
-
-def quick_match(meta: list[dict], got: dict[str, np.ndarray], ref: dict[str, np.ndarray],
-                expected: dict[str, tuple[tuple[int, ...] | None, str]], atol: float, rtol: float,
-                matched_ratio: float) -> bool:
-    """True when the outputs surely pass compare_outputs (same shapes and dtypes, all finite,
-    within tolerance), computed in the outputs' own precision; False means: ask compare_outputs."""
-    by_name = {m["name"]: m for m in meta}
-    for name, (shape, dtype) in expected.items():
-        m = by_name.get(name)
-        if m is None or m["dtype"] != dtype or name not in got or name not in ref:
-            return False
-        a, r = got[name], ref[name]
-        if a.shape != r.shape or (shape is not None and a.shape != tuple(shape)):
-            return False
-        if a.dtype.kind != "f" or a.dtype != r.dtype:
-            a, r = a.astype(np.float64), r.astype(np.float64)
-        with np.errstate(invalid="ignore", over="ignore"):
-            diff = np.abs(a - r)
-            bad = (diff > atol) & (diff > rtol * np.abs(r))
-        if not np.isfinite(a).all() or not np.isfinite(r).all():
-            return False
-        if bad.any() and 1.0 - int(bad.sum()) / max(1, bad.size) < matched_ratio:
-            return False
-    return True
-
-
 # ---------------------------------------------------------------- locks
 
 
@@ -460,443 +385,6 @@ def device_lock(lock_dir: Path, device: str):
             fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
-
-
-# ---------------------------------------------------------------- kernel sessions
-
-
-@dataclass
-class WorkloadSpec:
-    name: str
-    axes: dict[str, int]  # every axis, constants included
-    scalars: dict[str, Any]
-    expected: dict[str, tuple[tuple[int, ...] | None, str]]
-    hidden: bool = False  # a held-out workload: nothing about it may reach the candidate's author
-
-
-@dataclass
-class WorkloadVerdict:
-    status: str = "PASSED"
-    message: str | None = None
-    flagged: bool = False
-    max_abs: float = 0.0
-    max_rel: float = 0.0
-    candidate_ms: float | None = None
-    baseline_ms: float | None = None
-    speedup: float | None = None
-    notes: list[str] = field(default_factory=list)
-    kernel_s: float = 0.0  # time spent inside timed calls, both sides
-
-
-def new_seed() -> int:
-    return secrets.randbits(62)
-
-
-_LABELS = {"float64": np.float64, "float32": np.float32, "float16": np.float16, "bfloat16": np.uint16,
-           "int64": np.int64, "int32": np.int32, "int16": np.int16, "int8": np.int8, "uint8": np.uint8,
-           "bool": np.bool_}
-MAX_OUTPUT_BYTES = 1 << 31
-NULL_TRUST_NS = 250_000  # above this the empty call's cost is scheduling delay, not the call path
-
-
-def _from_raw(label: str, data: bytes | np.ndarray, shape: list[int]) -> np.ndarray:
-    arr = np.frombuffer(data, dtype=_LABELS[label]).reshape(shape)
-    if label == "bfloat16":  # the top half of a float32
-        arr = (arr.astype(np.uint32) << 16).view(np.float32)
-    return arr
-
-
-def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
-    """Byte-for-byte equality of two flat uint8 arrays, compared 8 bytes at a time where the
-    size allows (half the time of a byte-wise compare on large inputs)."""
-    if a.nbytes != b.nbytes:
-        return False
-    if a.nbytes % 8 == 0:
-        return np.array_equal(a.view(np.uint64), b.view(np.uint64))
-    return np.array_equal(a, b)
-
-
-def _align(n: int) -> int:
-    return (n + 63) // 64 * 64
-
-
-@dataclass
-class Payload:
-    """One call's inputs, made by the trusted worker: raw bytes per array input, scalars."""
-
-    specs: list[dict]
-    blobs: dict[str, np.ndarray]  # uint8
-
-
-class KernelSession:
-    """A candidate worker and a trusted worker for one evaluation of one kernel kit.
-
-    Every call that matters goes through one path for both workers: the harness writes the
-    call's inputs into the worker's shared area while the worker is stopped, starts its clock,
-    resumes the worker and asks for the call, stops the worker the moment it answers, stops its
-    clock, then reads the outputs out of the stopped worker's memory and checks that the inputs
-    are unchanged. While one worker is being called the other is stopped."""
-
-    def __init__(self, *, definition: dict, framework: str, device: str, inputs_source: str | None,
-                 reference_source: str, baseline: dict | None, candidate_dir: Path, candidate_file: str,
-                 function: str, dps: bool | None, deny: list[str], memory_mb: int, timeouts, tolerance,
-                 timing, use_landlock: bool = True, threads: int | None = None,
-                 worker_env: dict[str, str] | None = None):
-        from evoteam.servers.bench.jail import can_drop_privileges, pick_uid
-
-        self.tolerance = tolerance
-        self.timeouts = timeouts
-        self.timing = timing
-        self.device = device
-        self.gpu = device.startswith("cuda")
-        self.sandbox = ""
-        self.out_names = list(definition["outputs"].keys())
-        self.trusted_dir = Path(tempfile.mkdtemp(prefix="evoteam-trusted-"))
-        self.candidate_dir = candidate_dir
-        public_def = {"inputs": definition["inputs"], "outputs": definition["outputs"]}
-        # One environment for both workers: the same allocator policy and thread counts, or the
-        # speedup would reflect them (workerenv.py).
-        env = self.worker_env = tuning_env(threads, self.gpu, worker_env)
-        common = {"framework": framework, "device": device, "definition": public_def}
-        uid = None
-        if can_drop_privileges():
-            uid = pick_uid()
-            for path in [candidate_dir, *candidate_dir.rglob("*")]:
-                os.chown(path, uid, uid)
-        self.trusted = WorkerProc("reference/baseline worker", dict(common, mode="trusted", inputs_source=inputs_source,
-                                  reference_source=reference_source, baseline=baseline),
-                                  self.trusted_dir, None if self.gpu else max(memory_mb, 8192), extra_env=env,
-                                  arena=True)
-        self.candidate = WorkerProc("candidate", dict(common, mode="candidate",
-                                    solution={"dir": str(candidate_dir), "file": candidate_file,
-                                              "function": function, "dps": dps},
-                                    sandbox={"scratch": str(candidate_dir), "deny": deny,
-                                             "memory_mb": None if self.gpu else memory_mb,
-                                             "landlock": use_landlock, "uid": uid, "private_tmp": uid is not None}),
-                                    candidate_dir, memory_mb, extra_env=env, untrusted_code=True, arena=True)
-        self.candidate_error: WorkerFailure | None = None
-        self.dead = False
-        self.sched: dict[str, tuple] = {}
-        self.null_ns: dict[str, int] = {}
-        self.read_by_pipe = False
-
-    def start(self) -> None:
-        try:
-            self.trusted.read(self.timeouts.startup_s, "loading the reference")
-        except WorkerFailure as exc:
-            raise RuntimeError(f"the kit's reference/baseline failed to load: {exc.message}") from None
-        finally:
-            self.trusted.jail.stop()
-            self.trusted.jail.hold()
-        try:
-            header, _ = self.candidate.read(self.timeouts.startup_s, "importing the candidate")
-            desc = header.get("sandbox", "")
-            self.sandbox = (desc if isinstance(desc, str) else "")[:300] + "+" + self.candidate.jail.describe()
-        except WorkerFailure as exc:
-            self.candidate_error = exc
-            self.dead = True
-        finally:
-            self.candidate.jail.stop()
-            self.candidate.jail.hold()
-        # Where the harness cannot read a stopped worker's memory, outputs come back through the
-        # pipe inside the timed call instead (same for both sides; slower, still sound).
-        self.read_by_pipe = self.candidate.jail.mem_fd is None or self.trusted.jail.mem_fd is None
-        if self.read_by_pipe:
-            self.sandbox += "+OUTPUTS-BY-PIPE(cannot read worker memory)"
-        for w in (self.trusted, self.candidate):
-            try:
-                self.sched[w.label] = self._sched_of(w)
-            except OSError:
-                pass
-        if not self.dead:
-            self.sandbox += verify_confinement(self.candidate.proc.pid)
-
-    def close(self) -> None:
-        # Both at once: each close waits until its worker's processes are gone and its cgroup removed.
-        other = threading.Thread(target=self.trusted.close)
-        other.start()
-        try:
-            self.candidate.close()
-        finally:
-            other.join()
-        shutil.rmtree(self.trusted_dir, ignore_errors=True)
-
-    # -------------------------------------------------------- helpers
-
-    @staticmethod
-    def _sched_of(w: WorkerProc) -> tuple:
-        from evoteam.servers.bench.jail import sched_state
-
-        pid = w.proc.pid
-        states = [sched_state(int(t)) for t in sorted(os.listdir(f"/proc/{pid}/task"))]
-        return tuple(sorted(set(states)))
-
-    def _check_sched(self) -> None:
-        """The trusted worker's nice value, CPU affinity and scheduling policy (and the candidate's)
-        must be what they were at start: anything else means someone tried to tilt the timing."""
-        for w in (self.trusted, self.candidate):
-            before = self.sched.get(w.label)
-            if before is None:
-                continue
-            try:
-                now = self._sched_of(w)
-            except OSError:
-                continue
-            if now != before:
-                raise WorkerFailure("RUNTIME_ERROR", f"the {w.label}'s scheduling (nice value, CPU affinity or "
-                                    f"policy) changed during the evaluation: {before} -> {now}; timings are not "
-                                    "comparable (this evaluation is flagged)", flagged=True)
-
-    def _cand(self, msg: dict, what: str, timed: bool = False):
-        try:
-            return self.candidate.request(msg, self.timeouts.workload_s, what, timed=timed)
-        except WorkerFailure as exc:
-            if exc.fatal:
-                self.dead = True
-                self.candidate_error = exc
-            raise
-
-    def _trusted(self, msg: dict, what: str, timed: bool = False):
-        try:
-            return self.trusted.request(msg, max(self.timeouts.workload_s, 120.0), what, timed=timed)
-        except WorkerFailure as exc:
-            raise RuntimeError(f"the kit's {msg.get('who', 'reference')} failed on {what}: {exc.message}") from None
-
-    def _gen(self, wl: WorkloadSpec, seed: int) -> Payload:
-        h, arrays = self._trusted({"cmd": "gen", "axes": wl.axes, "scalars": wl.scalars, "seed": seed},
-                                  f"making inputs for {wl.name}")
-        specs = h.get("inputs")
-        if not isinstance(specs, list) or any(s.get("name") not in arrays for s in specs if "scalar" not in s):
-            raise RuntimeError(f"the kit's input generator returned malformed inputs for {wl.name}")
-        return Payload(specs, {k: v.reshape(-1).view(np.uint8) for k, v in arrays.items()})
-
-    def _layout(self, w: WorkerProc, payload: Payload, wl: WorkloadSpec, who: str) -> dict:
-        """Place the inputs (and output slots, when every output shape is known) in the worker's
-        shared area; tell the worker when the layout changes."""
-        specs, off = [], 0
-        for spec in payload.specs:
-            if "scalar" in spec:
-                specs.append(dict(spec))
-                continue
-            n = int(payload.blobs[spec["name"]].nbytes)
-            specs.append(dict(spec, offset=off, nbytes=n))
-            off = _align(off + n)
-        outs = []
-        if all(shape is not None for shape, _ in wl.expected.values()):
-            for name in self.out_names:
-                shape, dtype = wl.expected[name]
-                n = int(np.prod(shape, dtype=np.int64)) * np.dtype(_LABELS.get(dtype, np.float32)).itemsize
-                outs.append({"name": name, "dtype": dtype, "shape": list(shape), "offset": off, "nbytes": n})
-                off = _align(off + n)
-        layout = {"inputs": specs, "outputs": outs, "size": off, "who": who}
-        key = json.dumps(layout, sort_keys=True)
-        w.arena(max(off, 64))
-        if w.layout_key != key:
-            msg = dict(layout, cmd="arena")
-            if w is self.candidate:
-                self._cand(msg, "setting up inputs")
-            else:
-                self._trusted(msg, "setting up inputs")
-            w.layout_key = key
-            w.nan_fill = {}
-        return layout
-
-    def _fill(self, w: WorkerProc, layout: dict, payload: Payload) -> None:
-        """Write one call's inputs (and NaN-filled output slots) while the worker is stopped."""
-        mm = w.arena_map
-        for spec in layout["inputs"]:
-            if "offset" in spec:
-                mm[spec["offset"]:spec["offset"] + spec["nbytes"]] = payload.blobs[spec["name"]]
-        for spec in layout["outputs"]:
-            fill = w.nan_fill.get(spec["name"])
-            if fill is None:
-                kind = np.dtype(_LABELS.get(spec["dtype"], np.uint8)).kind
-                arr = np.full(spec["shape"], np.nan if kind == "f" else 0, dtype=_LABELS.get(spec["dtype"], np.uint8))
-                if spec["dtype"] == "bfloat16":
-                    arr = np.full(spec["shape"], 0x7FC0, dtype=np.uint16)
-                fill = w.nan_fill[spec["name"]] = arr.tobytes()
-            mm[spec["offset"]:spec["offset"] + spec["nbytes"]] = fill
-
-    def _inputs_unchanged(self, w: WorkerProc, layout: dict, payload: Payload) -> str | None:
-        for spec in layout["inputs"]:
-            if "offset" in spec:
-                now = np.frombuffer(w.arena_map, np.uint8, spec["nbytes"], spec["offset"])
-                if not _same_bytes(now, payload.blobs[spec["name"]]):
-                    return spec["name"]
-        return None
-
-    def _capture(self, w: WorkerProc, header: dict, arrays: dict,
-                 expected: dict | None = None) -> tuple[list[dict], dict[str, np.ndarray]]:
-        """The outputs the stopped worker reported, read from its memory (or from the reply where
-        the harness cannot read memory). Every count, size and type is checked first."""
-        try:
-            outs = [o.model_dump() for o in replies.outputs(header.get("outputs"), len(self.out_names))]
-        except replies.BadReply as exc:
-            raise w._malformed(str(exc)) from None
-        meta, got = [], {}
-        for i, (name, o) in enumerate(zip(self.out_names, outs)):
-            if not isinstance(o, dict):
-                raise w._malformed(f"output {i} is not described")
-            label, shape = o.get("dtype"), o.get("shape")
-            if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape) or len(shape) > 16:
-                raise w._malformed(f"output {name!r} has no valid shape")
-            if label == "python_scalar":
-                value = o.get("value")
-                if not isinstance(value, (int, float)) or isinstance(value, bool) or shape:
-                    raise w._malformed(f"output {name!r} is a scalar without a number")
-                meta.append({"name": name, "dtype": label, "shape": []})
-                got[name] = np.asarray(float(value))
-                continue
-            if label not in _LABELS:
-                raise WorkerFailure("INCORRECT_DTYPE", f"output {name!r} has dtype {str(label)[:40]}, which the "
-                                    "harness does not accept")
-            want = (expected or {}).get(name, (None, None))[0]
-            if want is not None and tuple(shape) != tuple(want):  # before reading anything
-                raise WorkerFailure("INCORRECT_SHAPE", f"output {name!r} has shape {tuple(shape)}, expected "
-                                    f"{tuple(want)}")
-            nbytes, addr = o.get("nbytes"), o.get("addr")
-            size = int(np.prod(shape, dtype=np.int64)) * np.dtype(_LABELS[label]).itemsize
-            if not isinstance(nbytes, int) or nbytes != size or nbytes > MAX_OUTPUT_BYTES:
-                raise w._malformed(f"output {name!r} claims {nbytes!r} bytes for shape {shape} of {label}")
-            if self.read_by_pipe:
-                blob = arrays.get(f"o{i}")
-                data = bytes(blob) if blob is not None else None
-            else:
-                if not isinstance(addr, int) or addr < 0:
-                    raise w._malformed(f"output {name!r} has no valid address")
-                data = w.jail.read_memory(addr, nbytes) if nbytes else b""
-            if data is None or len(data) != nbytes:
-                raise w._malformed(f"output {name!r} could not be read ({nbytes} bytes)")
-            meta.append({"name": name, "dtype": label, "shape": shape})
-            got[name] = _from_raw(label, data, shape)
-        return meta, got
-
-    def _call(self, w: WorkerProc, wl: WorkloadSpec, payload: Payload, who: str, what: str,
-              calibrate: bool = False) -> tuple[list[dict], dict[str, np.ndarray], int]:
-        """One call through the common path. Returns the outputs and the harness-clocked time."""
-        layout = self._layout(w, payload, wl, who)
-        self._fill(w, layout, payload)
-        msg = {"cmd": "tcall", "calibrate": calibrate, "send": self.read_by_pipe}
-        if w is self.candidate:
-            header, arrays, ns = self._cand(msg, what, timed=True)
-        else:
-            header, arrays, ns = self._trusted(msg, what, timed=True)
-        if calibrate and not layout["outputs"]:
-            meta, got = [], {}  # no output slots (a shape not known before the call): nothing to read
-        else:
-            meta, got = self._capture(w, header, arrays, wl.expected)
-        changed = self._inputs_unchanged(w, layout, payload)
-        if changed is not None:
-            raise WorkerFailure("RUNTIME_ERROR", f"the {'candidate' if w is self.candidate else who} modified its "
-                                f"input {changed!r}; inputs must be left unchanged (work on a copy)", flagged=True)
-        return meta, got, ns
-
-    def _ref(self, wl: WorkloadSpec, seed: int) -> tuple[list[dict], dict]:
-        rh, ra = self._trusted({"cmd": "call", "who": "reference", "axes": wl.axes, "scalars": wl.scalars,
-                                "seed": seed}, f"workload {wl.name}")
-        return rh["outputs"], ra
-
-    # -------------------------------------------------------- steps
-
-    def check_correctness(self, wl: WorkloadSpec) -> WorkloadVerdict:
-        v = WorkloadVerdict()
-        tol = self.tolerance
-        for round_no in range(2):  # two calls, each on fresh inputs, each against the reference
-            seed = new_seed()
-            payload = self._gen(wl, seed)
-            try:
-                meta, got, _ = self._call(self.candidate, wl, payload, "candidate", f"workload {wl.name}")
-            except WorkerFailure as exc:
-                return WorkloadVerdict(exc.status, exc.message, exc.flagged)
-            ref_meta, ref = self._ref(wl, seed)
-            check = compare_outputs(meta, got, ref_meta, ref, wl.expected, tol.atol, tol.rtol,
-                                    tol.required_matched_ratio)
-            v.max_abs, v.max_rel = max(v.max_abs, check.max_abs), max(v.max_rel, check.max_rel)
-            if check.status != "PASSED":
-                msg_txt = check.message
-                if round_no == 1:
-                    msg_txt = f"second call, on fresh inputs: {msg_txt} (a cache keyed on earlier inputs?)"
-                return WorkloadVerdict(check.status, msg_txt, False, v.max_abs, v.max_rel)
-        return v
-
-    def check_baseline(self, wl: WorkloadSpec) -> str | None:
-        """Does the baseline match the reference on this workload? None if so, else why not."""
-        msg = {"cmd": "call", "axes": wl.axes, "scalars": wl.scalars, "seed": new_seed()}
-        try:
-            bh, ba = self.trusted.request(dict(msg, who="baseline"), max(self.timeouts.workload_s, 120.0),
-                                          f"the baseline on {wl.name}")
-        except WorkerFailure as exc:
-            return f"{exc.status}: {exc.message[:300]}"
-        rh, ra = self._trusted(dict(msg, who="reference"), f"workload {wl.name}")
-        tol = self.tolerance
-        check = compare_outputs(bh["outputs"], ba, rh["outputs"], ra, wl.expected, tol.atol, tol.rtol,
-                                tol.required_matched_ratio)
-        return None if check.status == "PASSED" else f"{check.status}: {check.message}"
-
-    def calibrate(self, wl: WorkloadSpec, payload: Payload, n: int = 9) -> int:
-        """The cost of the call path itself (resume, message, reply, stop; on GPU also the copies
-        in and out), measured on the trusted worker with no kernel in between. It is subtracted
-        from both sides' times; the candidate cannot make it larger."""
-        samples = [self._call(self.trusted, wl, payload, "baseline", "calibrating", calibrate=True)[2]
-                   for _ in range(n)]
-        # The fastest trip: what every call costs at least. A median would include scheduling
-        # delays of a busy machine and could exceed a fast kernel's whole time.
-        return int(min(samples))
-
-    def measure(self, wl: WorkloadSpec, v: WorkloadVerdict, rng: secrets.SystemRandom | None = None) -> None:
-        """Interleaved timing of baseline and candidate on the same fresh inputs, every call timed by
-        the harness; every timed candidate output is checked against the baseline's output for
-        the same inputs. Scores the fastest call of each side, less the call path's own cost."""
-        plan = self.timing
-        samples: dict[str, list[int]] = {"baseline": [], "candidate": []}
-        what = f"timing workload {wl.name}"
-        tol = self.tolerance
-        null = None
-        for r in range(plan.rounds):
-            order = ("baseline", "candidate") if r % 2 == 0 else ("candidate", "baseline")
-            payloads = [self._gen(wl, new_seed()) for _ in range(plan.reps_per_round)]
-            warm = [self._gen(wl, new_seed()) for _ in range(plan.warmup)] if r == 0 else []
-            if null is None:
-                null = self.calibrate(wl, payloads[0])
-            outputs: dict[str, list] = {"baseline": [], "candidate": []}
-            for side in order:
-                w = self.candidate if side == "candidate" else self.trusted
-                self._check_sched()
-                for p in warm:
-                    self._call(w, wl, p, side, what)
-                for p in payloads:
-                    meta, got, ns = self._call(w, wl, p, side, what)
-                    samples[side].append(ns)
-                    outputs[side].append((meta, got))
-                self._check_sched()
-            for k, ((cm, cg), (bm, bg)) in enumerate(zip(outputs["candidate"], outputs["baseline"])):
-                # Baseline and reference agree within the tolerance, so a correct candidate is
-                # within twice that of the baseline.
-                if quick_match(cm, cg, bg, wl.expected, 2 * tol.atol, 2 * tol.rtol, tol.required_matched_ratio):
-                    continue
-                check = compare_outputs(cm, cg, bm, bg, wl.expected, 2 * tol.atol, 2 * tol.rtol,
-                                        tol.required_matched_ratio)
-                if check.status != "PASSED":
-                    raise WorkerFailure(check.status, f"a timed call returned a wrong result ({check.message}); "
-                                        "outputs must be computed on every call", flagged=True)
-        # The fastest call of each side. Delays (the machine's other work, waking a worker) only
-        # ever add to a call's time, and no call can be fast by luck: each has fresh inputs that
-        # exist only from the moment it starts, and each output is checked.
-        if null > NULL_TRUST_NS:
-            # Even the fastest empty call waited for the CPU: the machine is busy and the figure is
-            # mostly delay, which a fast candidate's calls may not have had. Subtracting it could
-            # credit a speedup nobody earned, so nothing is subtracted (speedups are understated).
-            v.notes.append(f"busy machine: the call path took {null / 1e3:.0f} us at best and was not subtracted; "
-                           "speedups are understated")
-            null = 0
-        floor = 1000  # 1 us: below the harness's resolution
-        base_ns = max(floor, min(samples["baseline"]) - null)
-        cand_ns = max(floor, min(samples["candidate"]) - null)
-        self.null_ns[wl.name] = null
-        v.baseline_ms = base_ns / 1e6
-        v.candidate_ms = cand_ns / 1e6
-        v.speedup = base_ns / cand_ns if cand_ns > 0 else math.inf
-        v.kernel_s = (sum(samples["baseline"]) + sum(samples["candidate"])) / 1e9
 
 
 # ---------------------------------------------------------------- program kits

@@ -94,6 +94,9 @@ class Jail:
         # The worker's own uid, where it has one: a kit evaluator may start a session of its own,
         # which the process-group signals miss; without a cgroup, its uid still finds every process.
         self.uid: int | None = None
+        self.freeze_fd: int | None = None
+        self.events_fd: int | None = None
+        self.thawed = False
         root = cgroup_root()
         if root is not None:
             path = root / f"evoteam-{os.getpid()}-{secrets.token_hex(4)}"
@@ -128,20 +131,33 @@ class Jail:
     def _cg_freeze(self, value: str) -> None:
         if self.cgroup is None:
             return
+        # A freeze and a thaw around every call: the files stay open, so each is one pwrite, not an
+        # open/write/close (the harness thaws just before a call's clock starts).
         try:
-            (self.cgroup / "cgroup.freeze").write_text(value)
+            if self.freeze_fd is None:
+                self.freeze_fd = os.open(self.cgroup / "cgroup.freeze", os.O_WRONLY | os.O_CLOEXEC)
+                self.events_fd = os.open(self.cgroup / "cgroup.events", os.O_RDONLY | os.O_CLOEXEC)
+            os.pwrite(self.freeze_fd, value.encode(), 0)
         except OSError:
             return
         if value == "1":
             deadline = time.monotonic() + 2.0
-            events = self.cgroup / "cgroup.events"
             while time.monotonic() < deadline:
                 try:
-                    if "frozen 1" in events.read_text():
+                    if b"frozen 1" in os.pread(self.events_fd, 256, 0):
                         return
                 except OSError:
                     return
                 time.sleep(0.0001)
+
+    def _close_cgroup_files(self) -> None:
+        for fd in (self.freeze_fd, self.events_fd):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.freeze_fd = self.events_fd = None
 
     def stop(self, timeout: float = 5.0) -> bool:
         """Stop every process of the worker and wait until the worker itself is stopped. Returns
@@ -176,11 +192,22 @@ class Jail:
         """After stop(): freeze the cgroup too, so that nothing (not even a SIGCONT from a
         sibling that escaped the stop) runs while the harness reads the worker's memory."""
         self._cg_freeze("1")
+        self.thawed = False
+
+    def thaw(self) -> None:
+        """Thaw the cgroup of a worker that is still stopped (SIGSTOP): nothing of it runs until
+        resume(), so the harness does this before it starts a call's clock, not inside it."""
+        if self.pid is None or self.exit_status is not None:
+            return
+        self._cg_freeze("0")
+        self.thawed = True
 
     def resume(self) -> None:
         if self.pid is None or self.exit_status is not None:
             return
-        self._cg_freeze("0")
+        if not self.thawed:
+            self._cg_freeze("0")
+        self.thawed = False
         try:
             os.killpg(self.pid, signal.SIGCONT)
         except ProcessLookupError:
@@ -274,6 +301,7 @@ class Jail:
         self.limits.close()
 
     def _remove_cgroup(self) -> None:
+        self._close_cgroup_files()
         if self.cgroup is None:
             return
         for _ in range(50):

@@ -153,7 +153,7 @@ class Timeouts(BaseModel):
 class TimingPlan(BaseModel):
     model_config = ConfigDict(extra="forbid")
     warmup: int = Field(default=2, ge=0, le=100)
-    rounds: int = Field(default=5, ge=1, le=100)
+    rounds: int = Field(default=10, ge=1, le=100)  # 10 paired rounds: a 97.9% median interval
     reps_per_round: int = Field(default=3, ge=1, le=1000)
 
 
@@ -280,6 +280,9 @@ class KitDetail(BaseModel):
     solutions: list[str] = Field(default_factory=list, description="named FlashInfer-Bench solutions of a "
                                  "trace-set kit; pass one's name as the candidate to run it")
     timing_note: str | None = None
+    timing_method: str | None = Field(default=None, description="how candidates are timed: warm-ups, rounds, "
+                                      "repetitions, fresh inputs, caches, what is inside the clock and what is "
+                                      "subtracted")
     worker_env: dict[str, str] = Field(default_factory=dict, description="the allocator and thread variables "
                                        "every worker of an evaluation gets, baseline and candidate alike")
     reference: str | None = Field(default=None, description="the reference implementation (detail=true)")
@@ -308,7 +311,11 @@ class Evaluation(BaseModel):
     kind: KitKind
     split: Split
     status: CandidateStatus
-    score: float | None = Field(description="kernel: geomean speedup over the baseline; program: the objective")
+    score: float | None = Field(description="kernel: geomean speedup over the baseline; program: the objective "
+                                "(the median of repeats)")
+    score_interval: list[float] | None = Field(default=None, description="95% interval of this evaluation's score "
+                                               "[lo, hi] (kernel: bootstrap over the workloads' rounds; program: "
+                                               "order-statistic interval of the repeats' median)")
     direction: Direction
     passed: int
     total: int
@@ -322,11 +329,31 @@ class Evaluation(BaseModel):
     candidate_id: str | None = None
     run_id: str | None = None
     recorded: bool = False
+    candidate_score: float | None = Field(default=None, description="the recorded candidate's score from every "
+                                          "measurement of its code in the run (this one pooled with earlier ones)")
+    candidate_interval: list[float] | None = Field(default=None, description="95% interval of candidate_score")
+    n_measurements: int | None = Field(default=None, description="evaluations of this code pooled in the candidate")
+    code_hash: str | None = Field(default=None, description="normalised hash of the code: identical code is one "
+                                  "candidate")
+    contended: bool = Field(default=False, description="the machine was busier than the timing tolerates (see "
+                            "metrics.contention): intervals are wider, short kernels' speedups read closer to 1")
     wall_s: float = 0.0
     sandbox: str = ""
     artifacts: dict[str, str] = Field(default_factory=dict, description="program kits: the evaluator's "
                                       "artifacts (stderr, feedback), kept with the recorded candidate")
     stages: list[dict[str, Any]] = Field(default_factory=list, description="program kits: each cascade stage")
+    samples: dict[str, list[float]] = Field(default_factory=dict, exclude=True, description="per-workload "
+                                            "per-round speedups (or the program's repeated scores), recorded with "
+                                            "the candidate; not shown")
+
+
+class ComparedSide(BaseModel):
+    """One side of a comparison, in brief."""
+
+    status: CandidateStatus
+    score: float | None
+    score_interval: list[float] | None = None
+    message: str | None = Field(default=None, description="the evaluation's message, shortened")
 
 
 class WorkloadComparison(BaseModel):
@@ -335,13 +362,27 @@ class WorkloadComparison(BaseModel):
     b_status: CandidateStatus
     a_ms: float | None
     b_ms: float | None
-    b_over_a: float | None = Field(description="a_ms / b_ms: above 1 means B is faster")
+    b_speedup_over_a: float | None = Field(default=None, description="median over rounds of A's time over B's, "
+                                           "each round on the same inputs: above 1, B is faster")
+    interval: list[float] | None = Field(default=None, description="95% interval of b_speedup_over_a")
+    significant: bool = Field(default=False, description="true only when the interval excludes 1")
 
 
 class Comparison(BaseModel):
+    """A and B measured in one interleaved batch with the baseline (kernel kits), or their
+    evaluators run alternately (program kits)."""
+
     kit: str
     split: Split
-    a: Evaluation
-    b: Evaluation
+    a: ComparedSide
+    b: ComparedSide
+    b_speedup_over_a: float | None = Field(default=None, description="kernel kits: B's speedup over A (geometric "
+                                           "mean over workloads of the per-round paired ratios); program kits: "
+                                           "B's score minus A's")
+    interval: list[float] | None = Field(default=None, description="95% interval of b_speedup_over_a")
+    significant: bool = Field(default=False, description="true only when the interval excludes no difference "
+                              "(1 for a ratio, 0 for a difference)")
+    rounds: int | None = None
     workloads: list[WorkloadComparison]
-    verdict: str
+    verdict: str = Field(description="which is better, or 'no significant difference'")
+    contended: bool = False

@@ -26,11 +26,12 @@ SERVICE_TIMEOUT_S = 3600.0  # one evaluation may queue behind others for the dev
 async def evaluate(settings: Settings, kit: str, *, candidate_path: str | None, code: str | None, split: Split,
                    store: KnowledgeStore | None, run_id: str | None, parent_id: str | None,
                    documents_used: list[str], notes: str, role: str | None, team_version: int | None,
-                   progress: core.Progress, in_service: bool = False) -> Evaluation:
+                   progress: core.Progress, in_service: bool = False, candidate_id: str | None = None,
+                   repeats: int = 1) -> Evaluation:
     """Evaluate and record one candidate: on the evaluation service when one is configured
     (and this process is not that service), else here."""
-    if not candidate_path and not code:
-        raise DomainError("pass candidate_path (a file) or code (its source)")
+    if sum(bool(x) for x in (candidate_path, code, candidate_id)) != 1:
+        raise DomainError("pass exactly one of candidate_path (a file), code (its source) or candidate_id")
     if in_service:
         if candidate_path:
             # A path would name a file on the service's host, not the caller's.
@@ -39,12 +40,14 @@ async def evaluate(settings: Settings, kit: str, *, candidate_path: str | None, 
     elif settings.bench_url:
         return await evaluate_remote(settings, kit, candidate_path=candidate_path, code=code, split=split,
                                      run_id=run_id, parent_id=parent_id, documents_used=documents_used,
-                                     notes=notes, role=role, team_version=team_version, progress=progress)
+                                     notes=notes, role=role, team_version=team_version, progress=progress,
+                                     candidate_id=candidate_id, repeats=repeats)
     # On the service the store's actor is the caller (service.py): without run_id, their own
     # newest active run of the kit is used, never a colleague's.
-    return await core.evaluate_candidate(settings, kit, candidate_path=candidate_path, code=code, split=split,
-                                         store=store, run_id=run_id, parent_id=parent_id,
-                                         documents_used=documents_used, notes=notes, progress=progress,
+    return await core.evaluate_candidate(settings, kit, candidate_path=candidate_path, code=code,
+                                         candidate_id=candidate_id, split=split, store=store, run_id=run_id,
+                                         parent_id=parent_id, documents_used=documents_used, notes=notes,
+                                         progress=progress, repeats=repeats,
                                          owner=store.actor.user if in_service and store is not None else None)
 
 
@@ -70,7 +73,7 @@ def _kit_name(settings: Settings, kit: str) -> str:
 async def evaluate_remote(settings: Settings, kit: str, *, candidate_path: str | None, code: str | None,
                           split: Split, run_id: str | None, parent_id: str | None, documents_used: list[str],
                           notes: str, role: str | None, team_version: int | None,
-                          progress: core.Progress) -> Evaluation:
+                          progress: core.Progress, candidate_id: str | None = None, repeats: int = 1) -> Evaluation:
     """Send one candidate to the evaluation service at `settings.bench_url` as the agent."""
     import httpx2
     from mcp import Client
@@ -80,9 +83,13 @@ async def evaluate_remote(settings: Settings, kit: str, *, candidate_path: str |
     if not settings.token:
         raise DomainError("EVOTEAM_BENCH_URL is set but EVOTEAM_TOKEN is not: the evaluation service knows "
                           "you by your own token (made with `evoteam token add USER --project P`)")
-    arguments = {"kit": _kit_name(settings, kit), "code": _source(settings, candidate_path, code), "split": split,
-                 "run_id": run_id, "parent_id": parent_id, "documents_used": documents_used, "notes": notes,
-                 "role": role, "team_version": team_version}
+    arguments = {"kit": _kit_name(settings, kit), "split": split, "run_id": run_id, "parent_id": parent_id,
+                 "documents_used": documents_used, "notes": notes, "role": role, "team_version": team_version,
+                 "repeats": repeats}
+    if candidate_id:  # the service reads the recorded code from the shared store itself
+        arguments["candidate_id"] = candidate_id
+    else:
+        arguments["code"] = _source(settings, candidate_path, code)
 
     async def relay(done: float, total: float | None, message: str | None) -> None:
         await progress(done, total or 1.0, message or "")

@@ -17,6 +17,8 @@ from pydantic import Field
 from evoteam.servers.guard import EvoServer
 from evoteam.config import Settings
 from evoteam.servers.bench import core, route
+from evoteam.servers.bench.compare import compare_candidates
+from evoteam.report.remeasure import MeasurementSet, remeasure_run
 from evoteam.servers.bench.models import Comparison, Evaluation, KitDetail, KitList, Split
 from evoteam.servers.common import DomainError, ServerStore, tool_errors
 from evoteam.servers.knowledge.store import KnowledgeStore
@@ -27,6 +29,8 @@ kit's goal, the function signature a candidate must implement, tolerances and de
 starting point to copy. evaluate runs a candidate (a file path or its code) in a sandboxed process:
 correctness against the reference on fresh inputs, then timing interleaved with the baseline.
 Kernel kits score the geometric-mean speedup over the baseline; program kits score their objective.
+Every score comes with a 95% interval: a difference inside the intervals is noise. compare tells
+whether B beats A significantly; remeasure measures a run's finalists again in one batch.
 Every evaluation is recorded as a candidate in the knowledge store (pass run_id and parent_id).
 Use split='heldout' only to confirm a final candidate: which held-out shapes are drawn is secret."""
 
@@ -81,30 +85,28 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     async def evaluate(
         ctx: Context,
         kit: str,
-        candidate_path: Annotated[str | None, Field(description="a .py file, a FlashInfer-Bench solution .json, "
-                                                                "or the name of a solution in the kit's trace set; "
-                                                                "only the candidate's own files reach the sandbox")] = None,
-        code: Annotated[str | None, Field(description="the candidate's Python source, instead of a path")] = None,
+        candidate_path: Annotated[str | None, Field(description="a .py file, a FlashInfer-Bench solution "
+                                                                ".json, or a trace-set solution's name")] = None,
+        code: Annotated[str | None, Field(description="its source, instead of a path")] = None,
+        candidate_id: Annotated[str | None, Field(description="a recorded candidate to measure again")] = None,
         split: Split = "dev",
-        run_id: Annotated[str | None, Field(description="the run to record the candidate in; default: the kit's "
-                                                        "newest active run, or a new one")] = None,
-        parent_id: Annotated[str | None, Field(description="the candidate this one was derived from")] = None,
-        documents_used: Annotated[list[str] | None, Field(description="ids of retrieved documents this "
-                                                                      "candidate was built from")] = None,
-        notes: Annotated[str, Field(max_length=2000, description="what this candidate tries")] = "",
-        role: Annotated[str | None, Field(description="your role in the team, if any (provenance)")] = None,
+        repeats: Annotated[int, Field(ge=1, le=20, description="kernel: N times the rounds; program: N "
+                                                               "evaluator runs (median)")] = 1,
+        run_id: Annotated[str | None, Field(description="default: the kit's newest active run")] = None,
+        parent_id: Annotated[str | None, Field(description="the candidate it derives from")] = None,
+        documents_used: Annotated[list[str] | None, Field(description="retrieved documents it was built from")] = None,
+        notes: Annotated[str, Field(max_length=2000, description="what it tries")] = "",
+        role: Annotated[str | None, Field()] = None,
         team_version: Annotated[int | None, Field(ge=0)] = None,
     ) -> Evaluation:
-        """Evaluate a candidate and record it (pass run_id): sandboxed, checked, timed against the
-        baseline; score with its 95% interval. documents_used credits those documents.
-        split='heldout' confirms a final candidate on secret shapes."""
-        if not candidate_path and not code:
-            raise DomainError("pass candidate_path (a file) or code (its source)")
+        """Evaluate a candidate and record it (pass run_id): sandboxed, checked, timed in rounds with
+        the baseline; score and speedups with 95% intervals. Identical code is one candidate
+        (pooled). documents_used credits them. split='heldout' confirms a final one."""
         return await route.evaluate(
-            settings, kit, candidate_path=candidate_path, code=code, split=split,
+            settings, kit, candidate_path=candidate_path, code=code, candidate_id=candidate_id, split=split,
             store=kb(role, team_version, ctx), run_id=run_id, parent_id=parent_id,
             documents_used=documents_used or [], notes=notes, role=role, team_version=team_version,
-            progress=reporter(ctx), in_service=caller_store is not None)
+            progress=reporter(ctx), in_service=caller_store is not None, repeats=repeats)
 
     @server.tool()
     @tool_errors
@@ -115,9 +117,10 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         a_candidate_id: Annotated[str | None, Field(description="a recorded candidate (cand_...)")] = None,
         b_path: str | None = None, b_code: str | None = None, b_candidate_id: str | None = None,
         split: Split = "dev",
+        repeats: Annotated[int, Field(ge=2, le=20, description="program kits: evaluator runs per side")] = 3,
     ) -> Comparison:
-        """Evaluate two candidates (A, B: each a path, code or candidate id) on one kit and split, per
-        workload: status, time, and A's time over B's (above 1: B is faster). Records nothing."""
+        """Is B better than A, or is it noise? One interleaved batch of A, B and the baseline:
+        b_speedup_over_a with its 95% interval; significant only when it excludes no change."""
         def spec(path, code, cid, label):
             given = [x for x in (path, code, cid) if x]
             if len(given) != 1:
@@ -126,9 +129,24 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                 raise DomainError(f"the evaluation service takes code or a candidate id, not {label}_path")
             return {"candidate_path": path, "code": code, "candidate_id": cid}
 
-        return await core.compare_candidates(settings, kit, spec(a_path, a_code, a_candidate_id, "a"),
-                                             spec(b_path, b_code, b_candidate_id, "b"), split=split,
-                                             store=kb(ctx=ctx), progress=reporter(ctx))
+        return await compare_candidates(settings, kit, spec(a_path, a_code, a_candidate_id, "a"),
+                                        spec(b_path, b_code, b_candidate_id, "b"), split=split,
+                                        store=kb(ctx=ctx), progress=reporter(ctx), repeats=repeats)
+
+    @server.tool()
+    @tool_errors
+    async def remeasure(
+        ctx: Context,
+        run_id: str,
+        candidate_ids: Annotated[list[str] | None, Field(description="default: each version's best")] = None,
+        rounds: Annotated[int, Field(ge=2, le=100)] = 10,
+        split: Split = "dev",
+    ) -> MeasurementSet:
+        """Measure a run's finalists and the baseline again in one interleaved batch, pooling the new
+        rounds into each; says whose rank changed and who is within noise of the top. Use it before
+        crowning a best or a held-out check."""
+        return await remeasure_run(settings, kb(ctx=ctx), run_id, rounds=rounds, split=split,
+                                   candidate_ids=candidate_ids or None)
 
     return server
 

@@ -120,7 +120,7 @@ def _pooled_workloads(old: list[dict], new: list[WorkloadResult], samples: Measu
         merged = dict(by_name.get(w.workload, {}), **w.model_dump(exclude_none=True))
         rounds = samples.get(w.workload)
         if rounds and w.status == "PASSED" and merged.get("status") == "PASSED":
-            est = stats.median_interval(rounds)
+            est = stats.ratio_interval(rounds)
             merged.update(speedup=est.value, speedup_interval=[est.lo, est.hi], rounds=len(rounds))
         by_name[w.workload] = merged
     return list(by_name.values())

@@ -27,7 +27,7 @@ BASE_TOOLS = ["Read", "Write", "Edit", "Bash"]
 SERVER_TOOLS: dict[str, list[str]] = {
     "knowledge": ["get_run", "list_runs", "add_learning", "learnings", "history", "put_artifact", "get_artifact",
                   "list_artifacts", "record_candidate", "get_candidate", "best_candidates", "trajectory", "search"],
-    "bench": ["list_kits", "describe_kit", "evaluate", "compare"],
+    "bench": ["list_kits", "describe_kit", "evaluate", "compare", "remeasure"],
     "retrieval": ["gate", "search", "lookup", "score_documents", "record_outcome", "retrieval_stats"],
     "team": ["team_status", "budget"],
 }

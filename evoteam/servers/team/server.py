@@ -180,8 +180,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     async def list_versions(run_id: str, limit: Annotated[int, Field(ge=1, le=200)] = 50,
                             cursor: Annotated[str | None, Field(description="next_cursor of the previous page")] = None
                             ) -> VersionList:
-        """The team versions of a run, oldest first, with their roles and diagnosis (shortened).
-        Paged: pass next_cursor back as cursor."""
+        """A run's team versions, oldest first, with roles and diagnosis (shortened)."""
         items = await svc().list_versions(run_id)
         start = decode_cursor(cursor)
         page = items[start:start + limit]
@@ -194,8 +193,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     async def spawn_role(run_id: str, role: str, version: Version = None,
                          runner: Literal["claude", "codex"] | None = None,
                          cap_usd: Annotated[float | None, Field(gt=0)] = None) -> RoleSession:
-        """Start one role headless (Claude Agent SDK, or codex) in its worktree, capped at cap_usd
-        (default: its budget_usd). Returns at once. In a session, use the spawn plan instead."""
+        """Start one role headless (Agent SDK or codex) in its worktree, capped at cap_usd. Returns
+        at once. In a session, use the spawn plan instead."""
         return await svc().spawn_role(run_id, role, version, runner=runner, cap_usd=cap_usd)
 
     @server.tool()
@@ -209,8 +208,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @tool_errors
     async def stop_role(run_id: str, role: str | None = None, version: Version = None,
                         reason: str = "stopped by the supervisor") -> StopResult:
-        """Stop one role (or every role) of a team version: headless sessions end, planned ones
-        never start; their work stays. An in-session subagent is only marked stopped."""
+        """Stop one role (or all) of a team version: headless sessions end, planned ones never
+        start, work stays; an in-session subagent is only marked stopped."""
         stopped = await svc().stop_role(run_id, role, version, reason=reason)
         return StopResult(run_id=run_id, stopped=stopped)
 

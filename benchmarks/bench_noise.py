@@ -1,0 +1,112 @@
+"""Does `compare` tell a real difference from noise? A/A, A/B and the minimum detectable effect.
+
+On each CPU kernel kit (dev split), with `compare` (one interleaved batch of A, B and the
+baseline):
+
+- **A/A**: the kit's baseline against a copy of itself, N trials (default 20): how many say
+  `significant: true` (goal: at most 2 of 20), and the spread of the contrast;
+- **A/B**: the baseline against the kit's `examples/better.py`: significant in every trial?
+- **known slowdowns**: the baseline against itself with a calibrated extra pass over a fraction
+  f of the rows/points (f = 5%, 10%, 20% by default; the work grows by f, the time by about f):
+  how often the slowdown is found significant. The smallest f found in most trials is the
+  minimum detectable effect (MDE) that docs/bench.md reports.
+
+`--busy 2` starts two `while 1: pass` processes for the whole run (and stops them at the end),
+to see the same on a contended machine.
+
+Usage: python benchmarks/bench_noise.py [--trials 20] [--kits a,b] [--busy 0|2] [--effects 0.05,0.1,0.2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from evoteam.config import load_settings
+from evoteam.servers.bench.compare import compare_candidates
+from evoteam.servers.bench.kits import discover
+
+# f of the work again: the baseline, then the same function on the first f of the first axis.
+EXTRA_PASS = '''
+
+_run_once = run
+
+
+def run(*args):
+    out = _run_once(*args)
+    part = max(1, int(round(args[0].shape[0] * {f})))
+    _run_once(args[0][:part], *args[1:])
+    return out
+'''
+
+
+async def trials(settings, kit, a: str, b: str, n: int) -> list:
+    out = []
+    for _ in range(n):
+        out.append(await compare_candidates(settings, kit.name, {"code": a}, {"code": b}))
+    return out
+
+
+def row(label: str, results: list) -> str:
+    ok = [r for r in results if r.b_speedup_over_a is not None]
+    sig = sum(r.significant for r in ok)
+    values = [r.b_speedup_over_a for r in ok]
+    widths = [r.interval[1] / r.interval[0] for r in ok if r.interval]
+    contended = sum(r.contended for r in results)
+    spread = statistics.stdev(values) / statistics.mean(values) * 100 if len(values) > 1 else 0.0
+    return (f"{label:<26} | {len(results):>6} | {sig:>11} | {statistics.median(values) if values else float('nan'):8.3f} | "
+            f"{spread:7.2f} | {statistics.median(widths) if widths else float('nan'):10.3f} | {contended:>9}")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--kits", default="")
+    parser.add_argument("--busy", type=int, default=0, help="busy loops to run meanwhile (0 or 2)")
+    parser.add_argument("--effects", default="0.05,0.1,0.2")
+    args = parser.parse_args()
+    settings = load_settings()
+    tmp = tempfile.TemporaryDirectory(prefix="evoteam-noise-")
+    settings.db = Path(tmp.name) / "kb.db"
+    kits = [k for k in discover(settings).values() if k.manifest.kind == "kernel" and k.manifest.device == "cpu"]
+    if args.kits:
+        kits = [k for k in kits if k.name in set(args.kits.split(","))]
+    busy = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(args.busy)]
+    started = time.time()
+    lines = []
+    try:
+        for kit in kits:
+            base = kit.starting_point().read_text()
+            better = kit.file(kit.manifest.examples["better"]).read_text()
+            lines.append(row(f"{kit.name} A/A", await trials(settings, kit, base, base + "\n# copy\n", args.trials)))
+            lines.append(row(f"{kit.name} A/B better", await trials(settings, kit, base, better,
+                                                                   max(3, args.trials // 4))))
+            for f in (float(x) for x in args.effects.split(",") if x):
+                slower = base + EXTRA_PASS.format(f=f)
+                lines.append(row(f"{kit.name} +{f:.0%} work", await trials(settings, kit, base, slower,
+                                                                         max(5, args.trials // 2))))
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+        tmp.cleanup()
+    load = os.getloadavg()
+    print(f"{'comparison':<26} | trials | significant | median B/A | CV %    | median hi/lo | contended")
+    print("-" * 100)
+    for line in lines:
+        print(line)
+    print(f"\n({args.busy} busy loops; {os.cpu_count()} CPUs; load average now {load[0]:.2f} {load[1]:.2f} "
+          f"{load[2]:.2f}; {time.time() - started:.0f} s. B/A = B's speedup over A, below 1: B is slower. "
+          "A/A goal: at most 2 of 20 significant; the MDE is the smallest extra work found significant in most "
+          "trials.)")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,246 @@
+"""One interleaved batch on a kernel kit: the baseline and one or more candidates, timed in the
+same rounds on the same fresh inputs, and each candidate's evaluation built from it.
+
+A plain evaluation is a batch of one candidate; ``compare`` is a batch of two; a re-measurement
+of a run's finalists is a batch of all of them. Whatever drifts on the machine during a batch
+touches every side of the same round alike, so contrasts between sides are paired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from evoteam import stats
+from evoteam.config import Settings
+from evoteam.errors import DomainError
+from evoteam.servers.bench import harness, machine, timing
+from evoteam.servers.bench.harness import WorkerFailure
+from evoteam.servers.bench.jail import stop_not_held
+from evoteam.servers.bench.kits import Kit, state_dir
+from evoteam.servers.bench.models import Evaluation, Split, WorkloadOutcome
+from evoteam.servers.bench.session import KernelSession, SideSpec, WorkloadSpec, WorkloadVerdict
+
+Progress = Callable[[float, float, str], Awaitable[None]]
+STATUS_ORDER = ["COMPILE_ERROR", "TIMEOUT", "RUNTIME_ERROR", "INCORRECT_SHAPE", "INCORRECT_DTYPE",
+                "INCORRECT_NUMERICAL", "PASSED"]
+
+
+@dataclass
+class Batch:
+    """What a batch measured: each side's evaluation, and each workload's rounds (for contrasts)."""
+
+    evaluations: dict[str, Evaluation]
+    rounds: dict[str, timing.Rounds] = field(default_factory=dict)
+    contention: dict[str, Any] = field(default_factory=dict)
+
+
+def redact_heldout(v: WorkloadVerdict) -> None:
+    """Held-out shapes are secret: a failing held-out workload reports its status and nothing the
+    candidate or the comparison said (error text, shapes, printed output can all carry them)."""
+    if v.status != "PASSED" or v.message:
+        v.message = None if v.status == "PASSED" else (
+            f"{v.status} on a held-out workload; details are hidden because held-out shapes are secret "
+            "(reproduce it on dev workloads with other shapes)")
+    v.notes = [n for n in v.notes if "sanity bound" in n]
+    v.max_abs = v.max_abs if v.status == "PASSED" else 0.0
+    v.max_rel = v.max_rel if v.status == "PASSED" else 0.0
+
+
+def missing_protections(sandbox: str) -> list[str]:
+    """The confinement layers a worker reported as missing (named in capitals with the reason)."""
+    return [part for part in sandbox.split("+") if part.startswith("NO-")]
+
+
+def timing_method(kit: Kit) -> str:
+    """How this kit's candidates are timed, in words (describe_kit, docs/bench.md)."""
+    t = kit.manifest.timing
+    dps = ("with destination passing style the outputs are allocated (NaN-filled) by the harness outside "
+           "the clock; otherwise the candidate's own allocation of its outputs is inside the timed call")
+    return (f"{t.rounds} rounds of {t.reps_per_round} repetitions; each repetition calls the baseline and the "
+            "candidate once each on the same fresh inputs (made per round by the trusted worker; a cache keyed on "
+            "inputs never hits) plus empty calls on the baseline's worker, in an order that rotates with every "
+            f"repetition; {t.warmup} warm-up calls per side before the first round; caches are warm (the same "
+            "processes and code, fresh data). Baseline and candidate each run in a worker confined alike, so both "
+            "pay the same call path; the path's floor (the fastest empty call) is subtracted from every time. A "
+            f"round's time is each side's fastest call; {dps}. Speedup per workload: the median of the rounds' "
+            "paired ratios with a 95% order-statistic interval; score: geometric mean over "
+            "workloads with a bootstrap interval.")
+
+
+async def run_kernel_batch(settings: Settings, kit: Kit, sides: list[SideSpec], split: Split, progress: Progress,
+                           use_landlock: bool, specs: list[tuple[WorkloadSpec, str | None]],
+                           deny: list[str], rounds: int | None = None) -> Batch:
+    """Evaluate every side on the split in one session; see the module's docstring."""
+    m = kit.manifest
+    plan = m.timing if rounds is None else m.timing.model_copy(update={"rounds": rounds})
+    total = len(specs)
+    labels = [s.label for s in sides]
+    outcomes: dict[str, list[WorkloadOutcome]] = {label: [] for label in labels}
+    verdicts_all: dict[str, list[WorkloadVerdict]] = {label: [] for label in labels}
+    failed_before = dict.fromkeys(labels, False)
+    rounds_by_wl: dict[str, timing.Rounds] = {}
+    t_start = time.perf_counter()
+    await progress(0, total, f"waiting for the {m.device} and starting workers")
+    lock = harness.device_lock(state_dir(settings) / "locks", m.device)
+    await asyncio.to_thread(lock.__enter__)
+    session = None
+    baseline_notes: list[str] = []
+    try:
+        for baseline, baseline_label in kit.baseline_solutions():
+            session = await asyncio.to_thread(lambda: KernelSession(
+                definition=kit.definition.model_dump(), framework=m.framework, device=m.device,
+                inputs_source=kit.inputs_source(), reference_source=kit.definition.reference, baseline=baseline,
+                sides=sides, deny=deny, memory_mb=m.memory_limit_mb, timeouts=m.timeouts,
+                tolerance=m.tolerance, timing=plan, use_landlock=use_landlock, threads=m.threads,
+                worker_env=m.worker_env))
+            try:
+                await asyncio.to_thread(session.start)
+            except RuntimeError as exc:
+                if baseline is None:
+                    await asyncio.to_thread(session.close)
+                    raise DomainError(f"kit {kit.name} is broken: {exc}") from None
+                problem = str(exc)
+            else:
+                usable = [s for s, p in specs if not p]
+                problem = None
+                if usable:
+                    problem = await asyncio.to_thread(session.check_baseline, usable[0])
+                    if problem and baseline is None:
+                        await asyncio.to_thread(session.close)
+                        raise DomainError(f"kit {kit.name} is broken: its reference, run as the baseline, "
+                                          f"does not match itself: {problem}")
+            if problem is None:
+                break
+            baseline_notes.append(f"baseline {baseline_label} was skipped: {problem[:300]}")
+            await asyncio.to_thread(session.close)
+            session = None
+        contention = machine.Contention(state_dir(settings), m.device)
+        for i, (spec, problem) in enumerate(specs):
+            verdicts: dict[str, WorkloadVerdict] = {}
+            for label in labels:
+                verdicts[label] = await _correctness(session, spec, problem, label, outcomes[label])
+            timed = {label: v for label, v in verdicts.items() if v.status == "PASSED" and not failed_before[label]}
+            if timed:
+                await progress(i + 0.5, total, f"{spec.name}: correct; timing")
+                try:
+                    rounds_by_wl[spec.name] = await asyncio.to_thread(session.measure_sides, spec, timed)
+                except WorkerFailure as exc:  # something tilted the timing of every side (flagged)
+                    for v in timed.values():
+                        v.status, v.message, v.flagged = exc.status, exc.message, exc.flagged
+                except RuntimeError as exc:
+                    raise DomainError(f"kit {kit.name} is broken: {exc}") from None
+            for label, v in verdicts.items():
+                if v.status == "PASSED" and v.speedup is not None and v.speedup > m.max_plausible_speedup:
+                    v.flagged = True
+                    v.notes.append(f"speedup {v.speedup:.1f}x is above the sanity bound of "
+                                   f"{m.max_plausible_speedup:g}x; flagged for review")
+                if v.status != "PASSED":
+                    failed_before[label] = True
+                if spec.hidden:
+                    redact_heldout(v)
+                verdicts_all[label].append(v)
+                outcomes[label].append(_outcome(spec.name, v))
+            first = verdicts[labels[0]]
+            await progress(i + 1, total, f"{spec.name}: {first.status}"
+                           + (f" {stats.sig3(first.speedup)}x" if first.speedup is not None else ""))
+        floors = [n for r in rounds_by_wl.values() for n in r.round_nulls]
+        contended = contention.finish(floors)
+    finally:
+        try:
+            if session is not None:
+                await asyncio.to_thread(session.close)
+        finally:
+            lock.__exit__(None, None, None)  # whatever happened, the device is free again
+    wall = time.perf_counter() - t_start
+    metrics_base: dict[str, Any] = {"baseline": baseline_label, "device": m.device, "kit_source": str(kit.root),
+                                    "environment": machine.environment(m.device), "contention": contended}
+    path = {name: r.summary() for name, r in rounds_by_wl.items() if r.nulls}
+    if path:
+        metrics_base["timing"] = path
+    if session is not None and session.pinned:
+        metrics_base["pinned_cpus"] = session.pinned  # every timed side ran on these CPUs
+    if m.timing_note:
+        metrics_base["timing_note"] = m.timing_note
+    if baseline_notes:
+        metrics_base["baseline_notes"] = baseline_notes
+    sandbox_desc = session.sandbox if session else ""
+    evaluations = {label: _evaluation(kit, split, outcomes[label], verdicts_all[label], baseline_label,
+                                      dict(metrics_base), wall / len(labels), sandbox_desc)
+                   for label in labels}
+    return Batch(evaluations, rounds_by_wl, contended)
+
+
+async def _correctness(session: KernelSession, spec: WorkloadSpec, problem: str | None, label: str,
+                       earlier: list[WorkloadOutcome]) -> WorkloadVerdict:
+    if problem:
+        return WorkloadVerdict("RUNTIME_ERROR", f"kit problem: {problem}")
+    side = session.side(label)
+    if side.dead:
+        err = side.error
+        first = not earlier or all(o.status == "PASSED" for o in earlier)
+        return WorkloadVerdict(err.status, err.message if first and not any(o.message == err.message for o in earlier)
+                               else f"not run: the candidate's process failed earlier ({err.status})", err.flagged)
+    try:
+        return await asyncio.to_thread(session.check_correctness, spec, label)
+    except WorkerFailure as exc:
+        return WorkloadVerdict(exc.status, exc.message, exc.flagged)
+    except RuntimeError as exc:
+        raise DomainError(f"kit is broken: {exc}") from None
+
+
+def _outcome(name: str, v: WorkloadVerdict) -> WorkloadOutcome:
+    message = v.message or ("; ".join(v.notes) if v.notes else None)
+    return WorkloadOutcome(
+        workload=name, status=v.status, speedup=v.speedup, candidate_ms=v.candidate_ms,
+        baseline_ms=v.baseline_ms, max_abs_error=v.max_abs if v.max_abs else None,
+        max_rel_error=v.max_rel if v.max_rel and math.isfinite(v.max_rel) else None,
+        message=message, flagged=v.flagged, speedup_interval=v.speedup_interval, rounds=v.rounds)
+
+
+def _evaluation(kit: Kit, split: Split, outcomes: list[WorkloadOutcome], verdicts: list[WorkloadVerdict],
+                baseline_label: str, metrics: dict, wall: float, sandbox: str) -> Evaluation:
+    m = kit.manifest
+    passed = sum(o.status == "PASSED" for o in outcomes)
+    status = "PASSED" if passed == len(outcomes) else min(
+        (o.status for o in outcomes if o.status != "PASSED"), key=STATUS_ORDER.index)
+    score, interval, samples = None, None, {}
+    metrics.update(workloads_passed=passed, workloads=len(outcomes))
+    est = None
+    if status == "PASSED":
+        samples = {o.workload: list(v.samples) for o, v in zip(outcomes, verdicts) if v.samples}
+        if len(samples) == len(outcomes) and all(s > 0 and math.isfinite(s) for vs in samples.values() for s in vs):
+            est = timing.kit_estimate(samples)
+            score, interval = est.value, [est.lo, est.hi]
+            speedups = [o.speedup for o in outcomes]
+            metrics.update(geomean_speedup=score, min_speedup=min(speedups), max_speedup=max(speedups))
+        else:
+            samples = {}
+    kernel_s = sum(v.kernel_s for v in verdicts)
+    metrics["wall_s"] = round(wall, 3)
+    metrics["harness_overhead_s"] = round(max(0.0, wall - kernel_s), 3)
+    missing = missing_protections(sandbox)
+    if missing:
+        metrics["protections_missing"] = missing
+    flags = [f"{o.workload}: {o.message}" for o in outcomes if o.flagged]
+    if status == "PASSED" and (unheld := stop_not_held(sandbox)):
+        flags.append(unheld)  # timings measured where the stop cannot hold never rank unreviewed
+    first_bad = next((o for o in outcomes if o.status != "PASSED"), None)
+    if first_bad:
+        message = f"{first_bad.workload}: {first_bad.message}"
+    elif est is not None:
+        message = f"all {passed} workloads correct; geomean speedup {stats.describe(est, '×')} over {baseline_label}"
+    else:
+        message = None
+    line = machine.contention_line(metrics.get("contention") or {})
+    if line and est is not None:  # only a timed result is touched by contention
+        message = f"{message}; {line}"
+    return Evaluation(kit=kit.name, kind="kernel", split=split, status=status, score=score, score_interval=interval,
+                      direction=m.direction, passed=passed, total=len(outcomes), workloads=outcomes, metrics=metrics,
+                      flagged=bool(flags), flags=flags, message=message, best_known=m.best_known,
+                      wall_s=round(wall, 3), sandbox=sandbox,
+                      contended=bool((metrics.get("contention") or {}).get("contended")), samples=samples)

@@ -1,0 +1,131 @@
+"""``compare``: is B faster than A, or is the difference noise?
+
+Kernel kits: A, B and the baseline in one interleaved batch (batch.py): every round times all
+three on the same fresh inputs, in a rotating order, so each round gives a paired ratio of A's
+time over B's. Per workload the ratio is the median over rounds with its order-statistic
+interval; over the kit, the geometric mean of the workloads' medians with a bootstrap interval.
+``significant`` is true only when that interval excludes 1. Program kits: the two evaluators run
+alternately ``repeats`` times each; the contrast is B's median score minus A's.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+from evoteam import stats
+from evoteam.config import Settings
+from evoteam.errors import DomainError
+from evoteam.servers.bench import timing
+from evoteam.servers.bench.batch import run_kernel_batch
+from evoteam.servers.bench.core import (
+    Progress,
+    _deny_roots,
+    _noop,
+    _run_program,
+    _workload_specs,
+    prepare_candidate,
+    stored_code,
+)
+from evoteam.servers.bench.kits import find_kit
+from evoteam.servers.bench.models import ComparedSide, Comparison, Evaluation, Split, WorkloadComparison
+from evoteam.servers.bench.session import SideSpec
+from evoteam.servers.knowledge.store import KnowledgeStore
+
+MESSAGE_LIMIT = 300
+
+
+def _brief(e: Evaluation) -> ComparedSide:
+    msg = e.message
+    if msg and len(msg) > MESSAGE_LIMIT:
+        msg = msg[:MESSAGE_LIMIT] + "..."
+    return ComparedSide(status=e.status, score=e.score, score_interval=e.score_interval, message=msg)
+
+
+def _verdict(ea: Evaluation, eb: Evaluation, est: stats.Estimate | None, kind: str) -> str:
+    if ea.status != "PASSED" and eb.status != "PASSED":
+        return "neither candidate passed"
+    if eb.status != "PASSED":
+        return "A passes, B does not"
+    if ea.status != "PASSED":
+        return "B passes, A does not"
+    if est is None:
+        return "no measurement to compare"
+    what = "B's speedup over A" if kind == "kernel" else "B's score minus A's"
+    text = f"{what} {stats.describe(est, '×' if kind == 'kernel' else '')}"
+    if not stats.significant(est, kind):
+        return f"no significant difference: {text}; the interval includes {stats.sig3(stats.no_effect(kind))}"
+    if kind == "kernel":
+        return f"{'B' if est.value > 1 else 'A'} is faster: {text}, significant"
+    better_b = est.value > 0 if ea.direction == "maximize" else est.value < 0
+    return f"{'B' if better_b else 'A'} is better ({ea.direction}): {text}, significant"
+
+
+async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, split: Split = "dev",
+                             store: KnowledgeStore | None = None, progress: Progress | None = None,
+                             repeats: int = 3) -> Comparison:
+    """Compare two candidates (each ``{"candidate_path" | "code" | "candidate_id": ...}``) in one
+    interleaved batch; nothing is recorded."""
+    progress = progress or _noop
+    the_kit = find_kit(settings, kit)
+    ok, reason = the_kit.availability()
+    if not ok:
+        raise DomainError(f"kit {the_kit.name} cannot run here: {reason}")
+    cands = {}
+    try:
+        for label, spec in (("A", a), ("B", b)):
+            code = spec.get("code")
+            if spec.get("candidate_id"):
+                code = await stored_code(store, spec["candidate_id"])
+            cands[label] = prepare_candidate(the_kit, spec.get("candidate_path"), code, settings)
+        if the_kit.manifest.kind == "kernel":
+            sides = [SideSpec(label, c.folder, c.file, c.function, c.dps) for label, c in cands.items()]
+            found = await run_kernel_batch(settings, the_kit, sides, split, progress, True,
+                                           _workload_specs(the_kit, split, settings), _deny_roots(settings, the_kit))
+            ea, eb = found.evaluations["A"], found.evaluations["B"]
+            rows, samples = [], {}
+            for wa, wb in zip(ea.workloads, eb.workloads):
+                rounds = found.rounds.get(wa.workload)
+                ratios = rounds.contrast("A", "B") if rounds and wa.status == wb.status == "PASSED" else []
+                row = WorkloadComparison(workload=wa.workload, a_status=wa.status, b_status=wb.status,
+                                         a_ms=wa.candidate_ms, b_ms=wb.candidate_ms)
+                if ratios:
+                    samples[wa.workload] = ratios
+                    est = timing.ratio_estimate(ratios)
+                    row.b_speedup_over_a, row.interval = est.value, [est.lo, est.hi]
+                    row.significant = stats.significant(est)
+                rows.append(row)
+            passed = ea.status == eb.status == "PASSED" and len(samples) == len(rows)
+            est = timing.kit_estimate(samples) if passed and samples else None
+            n_rounds = min((len(v) for v in samples.values()), default=None)
+            contended = bool(found.contention.get("contended"))
+            kind = "kernel"
+        else:
+            ea, eb, est = await _program_contrast(settings, the_kit, cands, split, progress, repeats)
+            rows, n_rounds, contended, kind = [], repeats, False, "program"
+    finally:
+        for c in cands.values():
+            shutil.rmtree(c.folder, ignore_errors=True)
+    return Comparison(kit=the_kit.name, split=split, a=_brief(ea), b=_brief(eb),
+                      b_speedup_over_a=est.value if est else None, interval=[est.lo, est.hi] if est else None,
+                      significant=bool(est and stats.significant(est, kind)), rounds=n_rounds, workloads=rows,
+                      verdict=_verdict(ea, eb, est, kind), contended=contended)
+
+
+async def _program_contrast(settings, kit, cands, split, progress, repeats):
+    """A's and B's evaluators alternately (A B, B A, ...), ``repeats`` runs each."""
+    scores: dict[str, list[float]] = {"A": [], "B": []}
+    last: dict[str, Evaluation] = {}
+    for r in range(repeats):
+        for label in (("A", "B") if r % 2 == 0 else ("B", "A")):
+            await progress(len(last) + 2 * r, 2 * repeats, f"{label}: run {r + 1}/{repeats}")
+            e = await _run_program(settings, kit, cands[label], split, _noop)
+            last[label] = e
+            if e.status == "PASSED" and e.score is not None:
+                scores[label].append(e.score)
+    ea, eb = last["A"], last["B"]
+    if ea.status != "PASSED" or eb.status != "PASSED" or not scores["A"] or not scores["B"]:
+        return ea, eb, None
+    for e, label in ((ea, "A"), (eb, "B")):
+        own = stats.score_estimate({"program": scores[label]}, "program")
+        e.score, e.score_interval = own.value, [own.lo, own.hi]
+    return ea, eb, stats.contrast_estimate({"program": scores["A"]}, {"program": scores["B"]}, "program")

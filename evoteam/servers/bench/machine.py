@@ -1,0 +1,201 @@
+"""What the machine is, and what else it was doing while we measured.
+
+``environment`` records what a measurement was taken on (CPU model, cores, caches, library
+versions; on GPU kits the GPU, driver and clocks) so two numbers from different machines are
+never mistaken for comparable. ``Contention`` watches the machine during an evaluation: the load
+average, CPU time stolen by a hypervisor where the kernel reports it, and the call path's floor
+now against the best this machine has shown. A contended evaluation is marked, and says so in one
+line; its rounds are noisier, so its intervals come out wider. The paired rounds give both sides
+the same moments of the machine, but a call on a busy machine now and then waits for a CPU
+longer than the subtracted call path says, so short kernels' speedups may read closer to 1:
+understated, not overstated.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+from evoteam import stats
+
+# What the timing tolerates before an evaluation is marked contended.
+MAX_FLOOR_RATIO = 2.0  # the call path's median floor this evaluation over this machine's best
+MAX_STEAL = 0.05  # share of CPU time stolen by the hypervisor
+MAX_LOAD_PER_CORE = 1.0  # runnable processes per usable core (1-minute load average)
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def _caches() -> dict[str, str]:
+    out = {}
+    base = Path("/sys/devices/system/cpu/cpu0/cache")
+    for idx in sorted(base.glob("index*")):
+        try:
+            level = (idx / "level").read_text().strip()
+            kind = (idx / "type").read_text().strip()
+            size = (idx / "size").read_text().strip()
+        except OSError:
+            continue
+        name = f"L{level}" + ({"Data": "d", "Instruction": "i"}.get(kind, ""))
+        out[name] = size
+    return out
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _blas() -> str | None:
+    try:
+        import numpy as np
+
+        info = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        return f"{info.get('name')} {info.get('version', '')}".strip()
+    except Exception:  # noqa: BLE001 - older numpy has no dict mode; the BLAS is then unknown
+        return None
+
+
+def _gpu() -> dict[str, str]:
+    """GPU model, driver and clocks from nvidia-smi (no torch import in the harness)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem",
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    first = out.strip().splitlines()[0] if out.strip() else ""
+    parts = [p.strip() for p in first.split(",")]
+    if len(parts) < 5:
+        return {}
+    return {"gpu": parts[0], "driver": parts[1], "sm_clock": parts[2], "sm_clock_max": parts[3],
+            "mem_clock": parts[4]}
+
+
+_ENV_CACHE: dict[str, dict] = {}
+
+
+def environment(device: str) -> dict:
+    """FIB's Environment (``hardware``, ``libs``) plus the CPU model, cores, caches and, on GPU
+    kits, the GPU's driver and clocks. Library versions come from the installed distributions:
+    nothing heavy is imported to learn them."""
+    key = device
+    if key in _ENV_CACHE:
+        env = dict(_ENV_CACHE[key])
+    else:
+        libs = {name: v for name in ("numpy", "torch", "triton", "flashinfer-python")
+                if (v := _version(name)) is not None}
+        blas = _blas()
+        if blas:
+            libs["blas"] = blas
+        if "torch" in sys.modules:
+            torch = sys.modules["torch"]
+            if getattr(torch.version, "cuda", None):
+                libs["cuda"] = str(torch.version.cuda)
+        cpu = _cpu_model()
+        env = {"hardware": cpu, "libs": libs, "cpu": cpu, "cores": os.cpu_count() or 1,
+               "usable_cores": len(os.sched_getaffinity(0)), "caches": _caches(), "python": platform.python_version()}
+        if device.startswith("cuda"):
+            gpu = _gpu()
+            env.update(gpu)
+            if gpu.get("gpu"):
+                env["hardware"] = gpu["gpu"]
+        _ENV_CACHE[key] = env
+        env = dict(env)
+    return env
+
+
+def _cpu_times() -> tuple[int, int] | None:
+    """(total jiffies, stolen jiffies) from /proc/stat, or None."""
+    try:
+        with open("/proc/stat") as fh:
+            fields = fh.readline().split()[1:]
+    except OSError:
+        return None
+    values = [int(x) for x in fields]
+    steal = values[7] if len(values) > 7 else 0
+    return sum(values[:8]), steal
+
+
+class Contention:
+    """Started before the timed rounds of an evaluation, finished after them."""
+
+    def __init__(self, state: Path | None, device: str):
+        self.state = state
+        self.device = device
+        self.load_start = os.getloadavg()[0]
+        self.cpu_start = _cpu_times()
+
+    def _best_floor(self, floor_us: float) -> float:
+        """The fastest call-path floor this machine has shown (kept in the bench's state folder),
+        updated with this one."""
+        if self.state is None:
+            return floor_us
+        path = self.state / "call_path_floor.json"
+        try:
+            best = json.loads(path.read_text())
+        except (OSError, ValueError):
+            best = {}
+        old = best.get(self.device)
+        if not isinstance(old, (int, float)) or floor_us < old:
+            best[self.device] = floor_us
+            try:
+                self.state.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(f".{os.getpid()}")
+                tmp.write_text(json.dumps(best))
+                os.replace(tmp, path)
+            except OSError:
+                pass
+            return floor_us
+        return float(old)
+
+    def finish(self, round_floors_ns: list[int]) -> dict:
+        """What the machine was doing, and whether that is more than the timing tolerates."""
+        load = max(self.load_start, os.getloadavg()[0])
+        cores = len(os.sched_getaffinity(0)) or 1
+        out: dict = {"load_average": round(load, 2), "cores": cores}
+        end = _cpu_times()
+        steal = None
+        if self.cpu_start and end and end[0] > self.cpu_start[0]:
+            steal = (end[1] - self.cpu_start[1]) / (end[0] - self.cpu_start[0])
+            out["cpu_steal"] = round(steal, 4)
+        ratio = None
+        if round_floors_ns:
+            now_us = stats.median(round_floors_ns) / 1e3
+            best_us = self._best_floor(min(round_floors_ns) / 1e3)
+            ratio = now_us / best_us if best_us > 0 else None
+            out.update(call_path_floor_us=round(now_us, 1), call_path_best_us=round(best_us, 1))
+        reasons = []
+        if load / cores > MAX_LOAD_PER_CORE:
+            reasons.append(f"load average {load:.1f} on {cores} cores")
+        if steal is not None and steal > MAX_STEAL:
+            reasons.append(f"{steal:.0%} of CPU time stolen")
+        if ratio is not None and ratio > MAX_FLOOR_RATIO:
+            reasons.append(f"call path {out['call_path_floor_us']:.0f} us against {out['call_path_best_us']:.0f} "
+                           "us at best")
+        out["contended"] = bool(reasons)
+        out["reasons"] = reasons
+        return out
+
+
+def contention_line(c: dict) -> str | None:
+    """The one line that says a machine was contended, or None."""
+    if not c.get("contended"):
+        return None
+    return ("contended machine (" + "; ".join(c.get("reasons") or []) + "): the rounds were noisier, so the "
+            "intervals are wider, and short kernels' speedups may read closer to 1 (understated, not overstated)")

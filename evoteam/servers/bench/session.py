@@ -1,0 +1,537 @@
+"""One kernel evaluation's workers, and the one call path every timed call goes through.
+
+A session holds a trusted worker (the kit's reference and input generator, unconfined; never
+timed) and N *timed sides*: the kit's baseline and one or more candidates, each in a confined
+worker of its own (own uid, seccomp, Landlock, cgroup). The baseline is trusted code, yet it runs
+confined exactly like a candidate, so both ends of a speedup pay the same call path by
+construction (the same seccomp filter, audit hook, Landlock and cgroup thaw), and the empty call
+path is measured on the baseline's worker, where the candidate cannot inflate it.
+
+Every timed call: the harness writes the call's inputs into the side's shared area while it is
+stopped, reads its clock, resumes the worker and asks for the call, stops the worker the moment
+it answers, reads its clock again, then reads the outputs out of the stopped process and checks
+that the inputs are unchanged. While one side runs, every other worker is stopped.
+How rounds turn into estimates is timing.py's business; this module only calls and checks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evoteam.servers.bench import arena, timing
+from evoteam.servers.bench.arena import LABELS, Payload, align
+from evoteam.servers.bench.harness import WorkerFailure, WorkerProc, verify_confinement
+from evoteam.servers.bench.judge import compare_outputs, quick_match
+from evoteam.servers.bench.workerenv import tuning_env
+
+BASELINE = "baseline"
+CANDIDATE = "candidate"
+
+
+@dataclass
+class WorkloadSpec:
+    name: str
+    axes: dict[str, int]  # every axis, constants included
+    scalars: dict[str, Any]
+    expected: dict[str, tuple[tuple[int, ...] | None, str]]
+    hidden: bool = False  # a held-out workload: nothing about it may reach the candidate's author
+
+
+@dataclass
+class WorkloadVerdict:
+    status: str = "PASSED"
+    message: str | None = None
+    flagged: bool = False
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    candidate_ms: float | None = None
+    baseline_ms: float | None = None
+    speedup: float | None = None
+    speedup_interval: list[float] | None = None
+    rounds: int | None = None
+    samples: list[float] = field(default_factory=list)  # one paired speedup per round
+    times_ns: list[int] = field(default_factory=list)  # this side's time per round, path subtracted
+    notes: list[str] = field(default_factory=list)
+    kernel_s: float = 0.0  # time spent inside timed calls, this side (and the baseline's share)
+
+
+@dataclass
+class SideSpec:
+    """A solution to time: its own files in a folder of its own."""
+
+    label: str
+    folder: Path
+    file: str
+    function: str
+    dps: bool | None
+
+
+@dataclass
+class Side:
+    label: str
+    worker: WorkerProc
+    trusted_code: bool = False  # the kit's baseline
+    dead: bool = False
+    error: WorkerFailure | None = None
+
+
+def new_seed() -> int:
+    return secrets.randbits(62)
+
+
+def _baseline_folder(baseline: dict | None, reference_source: str) -> SideSpec:
+    """The baseline's own files in a scratch folder of their own (its worker is confined like a
+    candidate's and reads nothing of the kit): the baseline file and the Python files beside it,
+    or the reference itself when the kit names no baseline."""
+    folder = Path(tempfile.mkdtemp(prefix="evoteam-baseline-"))
+    if baseline is None:
+        (folder / "baseline.py").write_text(reference_source)
+        return SideSpec(BASELINE, folder, "baseline.py", "run", False)
+    src = Path(baseline["dir"])
+    for path in src.glob("*.py"):
+        if path.is_file():
+            shutil.copyfile(path, folder / path.name)
+    return SideSpec(BASELINE, folder, baseline["file"], baseline.get("function") or "run", baseline.get("dps"))
+
+
+class KernelSession:
+    """The workers of one kernel evaluation: a trusted worker (reference, inputs) and the timed
+    sides (the baseline first, then each candidate). ``candidate_*`` names the one candidate of a
+    plain evaluation; ``sides`` gives several (a comparison, a re-measurement)."""
+
+    def __init__(self, *, definition: dict, framework: str, device: str, inputs_source: str | None,
+                 reference_source: str, baseline: dict | None, deny: list[str], memory_mb: int, timeouts,
+                 tolerance, timing, candidate_dir: Path | None = None, candidate_file: str | None = None,
+                 function: str | None = None, dps: bool | None = None, sides: list[SideSpec] | None = None,
+                 use_landlock: bool = True, threads: int | None = None, worker_env: dict[str, str] | None = None):
+        from evoteam.servers.bench.jail import can_drop_privileges, pick_uid
+
+        self.tolerance = tolerance
+        self.timeouts = timeouts
+        self.timing = timing
+        self.device = device
+        self.gpu = device.startswith("cuda")
+        self.threads = threads
+        self.sandbox = ""
+        self.out_names = list(definition["outputs"].keys())
+        self.trusted_dir = Path(tempfile.mkdtemp(prefix="evoteam-trusted-"))
+        if sides is None:
+            sides = [SideSpec(CANDIDATE, candidate_dir, candidate_file, function, dps)]
+        labels = [s.label for s in sides]
+        if BASELINE in labels or len(set(labels)) != len(labels):
+            raise ValueError(f"side labels must be unique and not {BASELINE!r}: {labels}")
+        base_spec = _baseline_folder(baseline, reference_source)
+        self._owned = [base_spec.folder]
+        public_def = {"inputs": definition["inputs"], "outputs": definition["outputs"]}
+        # One environment for every worker: the same allocator policy and thread counts, or the
+        # speedup would reflect them (workerenv.py).
+        env = self.worker_env = tuning_env(threads, self.gpu, worker_env)
+        common = {"framework": framework, "device": device, "definition": public_def}
+        # Close-on-exec: only the trusted worker gets it (pass_fds); no confined worker ever does.
+        self.staging_fd = os.memfd_create("evoteam-staging")
+        self.staging_map = None
+        self.staging_size = 0
+        self.trusted = WorkerProc("reference worker", dict(common, mode="trusted", inputs_source=inputs_source,
+                                  reference_source=reference_source, baseline=None, staging_fd=self.staging_fd),
+                                  self.trusted_dir, None if self.gpu else max(memory_mb, 8192), extra_env=env,
+                                  extra_fds=(self.staging_fd,))
+        self.sides: list[Side] = []
+        for spec in [base_spec, *sides]:
+            is_base = spec is base_spec
+            uid = pick_uid() if can_drop_privileges() else None
+            if uid is not None:
+                for path in [spec.folder, *spec.folder.rglob("*")]:
+                    os.chown(path, uid, uid)
+            label = "baseline" if is_base else ("candidate" if spec.label == CANDIDATE else f"candidate {spec.label}")
+            w = WorkerProc(label, dict(common, mode="candidate", label=f"the {label}",
+                                       solution={"dir": str(spec.folder), "file": spec.file,
+                                                 "function": spec.function, "dps": spec.dps},
+                                       sandbox={"scratch": str(spec.folder), "deny": deny,
+                                                "memory_mb": None if self.gpu else memory_mb,
+                                                "landlock": use_landlock, "uid": uid,
+                                                "private_tmp": uid is not None}),
+                           spec.folder, memory_mb, extra_env=env, untrusted_code=not is_base, arena=True)
+            self.sides.append(Side(spec.label, w, trusted_code=is_base))
+        self.sched: dict[str, tuple] = {}
+        self.read_by_pipe = False
+        self.nulls: dict[str, list[int]] = {}  # workload -> every empty call's time on the baseline's worker
+
+    # -------------------------------------------------------- the sides
+
+    @property
+    def baseline(self) -> Side:
+        return self.sides[0]
+
+    def side(self, label: str) -> Side:
+        return next(s for s in self.sides if s.label == label)
+
+    @property
+    def candidates(self) -> list[Side]:
+        return self.sides[1:]
+
+    @property
+    def candidate(self) -> WorkerProc:
+        """The (first) candidate's worker."""
+        return self.sides[1].worker
+
+    @property
+    def dead(self) -> bool:
+        return self.sides[1].dead
+
+    @property
+    def candidate_error(self) -> WorkerFailure | None:
+        return self.sides[1].error
+
+    def _workers(self) -> list[WorkerProc]:
+        return [self.trusted, *(s.worker for s in self.sides)]
+
+    # -------------------------------------------------------- life
+
+    def start(self) -> None:
+        try:
+            self.trusted.read(self.timeouts.startup_s, "loading the reference")
+        except WorkerFailure as exc:
+            raise RuntimeError(f"the kit's reference failed to load: {exc.message}") from None
+        finally:
+            self.trusted.jail.stop()
+            self.trusted.jail.hold()
+        for s in self.sides:
+            try:
+                header, _ = s.worker.read(self.timeouts.startup_s, f"importing the {s.worker.label}")
+                if not s.trusted_code:
+                    desc = header.get("sandbox", "")
+                    if not self.sandbox:
+                        self.sandbox = (desc if isinstance(desc, str) else "")[:300] + "+" + s.worker.jail.describe()
+            except WorkerFailure as exc:
+                if s.trusted_code:
+                    raise RuntimeError(f"the kit's baseline failed to load in its sandbox: {exc.message}") from None
+                s.error, s.dead = exc, True
+            finally:
+                s.worker.jail.stop()
+                s.worker.jail.hold()
+        # Where the harness cannot read a stopped worker's memory, outputs come back through the
+        # pipe inside the timed call instead (same for every side; slower, still sound).
+        self.read_by_pipe = any(s.worker.jail.mem_fd is None for s in self.sides)
+        if self.read_by_pipe:
+            self.sandbox += "+OUTPUTS-BY-PIPE(cannot read worker memory)"
+        self.pinned = self._pin_timed_workers()
+        for w in self._workers():
+            try:
+                self.sched[w.label] = self._sched_of(w)
+            except OSError:
+                pass
+        for s in self.candidates:
+            if not s.dead:
+                self.sandbox += verify_confinement(s.worker.proc.pid)
+                break
+
+    def _pin_timed_workers(self) -> list[int]:
+        """Every timed worker on the same CPUs (as many as the kit's threads), chosen before any
+        timing: the scheduler otherwise tends to wake each process on the core it last ran on, and
+        two cores of a shared machine are rarely equally busy, which would show up as a steady
+        difference between identical sides that no number of rounds removes. Nothing is pinned
+        when the kit leaves threads to the libraries, or where the harness may not set affinity."""
+        if self.gpu or not self.threads:
+            return []
+        cpus = sorted(os.sched_getaffinity(0))[-self.threads:]
+        for s in self.sides:
+            if s.dead:
+                continue
+            try:
+                for tid in os.listdir(f"/proc/{s.worker.proc.pid}/task"):
+                    os.sched_setaffinity(int(tid), cpus)
+            except OSError:
+                return []
+        return cpus
+
+    def close(self) -> None:
+        # All at once: each close waits until its worker's processes are gone and its cgroup removed.
+        threads = [threading.Thread(target=w.close) for w in self._workers()[1:]]
+        for t in threads:
+            t.start()
+        try:
+            self.trusted.close()
+        finally:
+            for t in threads:
+                t.join()
+            for folder in [self.trusted_dir, *self._owned]:
+                shutil.rmtree(folder, ignore_errors=True)
+            try:
+                os.close(self.staging_fd)
+            except OSError:
+                pass
+            self.staging_map = None
+
+    # -------------------------------------------------------- helpers
+
+    @staticmethod
+    def _sched_of(w: WorkerProc) -> tuple:
+        from evoteam.servers.bench.jail import sched_state
+
+        pid = w.proc.pid
+        states = [sched_state(int(t)) for t in sorted(os.listdir(f"/proc/{pid}/task"))]
+        return tuple(sorted(set(states)))
+
+    def _check_sched(self) -> None:
+        """Every worker's nice value, CPU affinity and scheduling policy must be what they were at
+        start: anything else means someone tried to tilt the timing."""
+        for w in self._workers():
+            before = self.sched.get(w.label)
+            if before is None:
+                continue
+            try:
+                now = self._sched_of(w)
+            except OSError:
+                continue
+            if now != before:
+                raise WorkerFailure("RUNTIME_ERROR", f"the {w.label}'s scheduling (nice value, CPU affinity or "
+                                    f"policy) changed during the evaluation: {before} -> {now}; timings are not "
+                                    "comparable (this evaluation is flagged)", flagged=True)
+
+    def _request(self, s: Side, msg: dict, what: str, timed: bool = False):
+        try:
+            return s.worker.request(msg, self.timeouts.workload_s, what, timed=timed)
+        except WorkerFailure as exc:
+            if s.trusted_code:
+                raise RuntimeError(f"the kit's baseline failed on {what}: {exc.message}") from None
+            if exc.fatal:
+                s.dead, s.error = True, exc
+            raise
+
+    def _trusted(self, msg: dict, what: str):
+        try:
+            return self.trusted.request(msg, max(self.timeouts.workload_s, 120.0), what)
+        except WorkerFailure as exc:
+            raise RuntimeError(f"the kit's {msg.get('who', 'reference')} failed on {what}: {exc.message}") from None
+
+    def _stage(self, wl: WorkloadSpec, count: int) -> list[Payload]:
+        """Fresh inputs for ``count`` calls, made by the trusted worker in one request straight into
+        the staging area both processes map. The payloads are views of that area, valid until the
+        next _stage."""
+        import mmap
+
+        seeds = [new_seed() for _ in range(count)]
+        h, _ = self._trusted({"cmd": "stage", "axes": wl.axes, "scalars": wl.scalars, "seeds": seeds},
+                             f"making inputs for {wl.name}")
+        batches, size = h.get("batches"), h.get("size")
+        if not isinstance(batches, list) or len(batches) != count or not isinstance(size, int):
+            raise RuntimeError(f"the kit's input generator returned malformed inputs for {wl.name}")
+        if size > self.staging_size:
+            self.staging_map = mmap.mmap(self.staging_fd, size, prot=mmap.PROT_READ)
+            self.staging_size = size
+        whole = np.frombuffer(self.staging_map, dtype=np.uint8)
+        out = []
+        for specs in batches:
+            blobs = {s["name"]: whole[s["offset"]:s["offset"] + s["nbytes"]] for s in specs if "scalar" not in s}
+            out.append(Payload([{k: v for k, v in s.items() if k not in ("offset", "nbytes")} for s in specs], blobs))
+        return out
+
+    def _layout(self, s: Side, payload: Payload, wl: WorkloadSpec) -> dict:
+        """Place the inputs (and output slots, when every output shape is known) in the side's
+        shared area; tell the worker when the layout changes."""
+        w = s.worker
+        specs, off = [], 0
+        for spec in payload.specs:
+            if "scalar" in spec:
+                specs.append(dict(spec))
+                continue
+            n = int(payload.blobs[spec["name"]].nbytes)
+            specs.append(dict(spec, offset=off, nbytes=n))
+            off = align(off + n)
+        outs = []
+        if all(shape is not None for shape, _ in wl.expected.values()):
+            for name in self.out_names:
+                shape, dtype = wl.expected[name]
+                n = int(np.prod(shape, dtype=np.int64)) * np.dtype(LABELS.get(dtype, np.float32)).itemsize
+                outs.append({"name": name, "dtype": dtype, "shape": list(shape), "offset": off, "nbytes": n})
+                off = align(off + n)
+        layout = {"inputs": specs, "outputs": outs, "size": off, "who": "candidate"}
+        key = json.dumps(layout, sort_keys=True)
+        w.arena(max(off, 64))
+        if w.layout_key != key:
+            self._request(s, dict(layout, cmd="arena"), "setting up inputs")
+            w.layout_key = key
+            w.nan_fill = {}
+        return layout
+
+    def _call(self, s: Side, wl: WorkloadSpec, payload: Payload, what: str,
+              calibrate: bool = False) -> tuple[list[dict], dict[str, np.ndarray], int]:
+        """One call through the common path. Returns the outputs and the harness-clocked time."""
+        w = s.worker
+        layout = self._layout(s, payload, wl)
+        if not calibrate:  # an empty call reads no input and writes no output: nothing to fill
+            arena.fill(w, layout, payload)
+        msg = {"cmd": "tcall", "calibrate": calibrate, "send": self.read_by_pipe}
+        header, arrays, ns = self._request(s, msg, what, timed=True)
+        if calibrate:
+            return [], {}, ns  # nothing was computed: nothing to read or check
+        meta, got = arena.capture(w, self.out_names, self.read_by_pipe, header, arrays, wl.expected)
+        # The kit's baseline is trusted and has an area of its own: only a candidate's inputs are
+        # compared with what was written.
+        changed = None if s.trusted_code else arena.inputs_unchanged(w, layout, payload)
+        if changed is not None:
+            raise WorkerFailure("RUNTIME_ERROR", f"the {w.label} modified its input {changed!r}; inputs must be "
+                                "left unchanged (work on a copy)", flagged=True)
+        return meta, got, ns
+
+    # -------------------------------------------------------- steps
+
+    def _checked_payload(self, wl: WorkloadSpec) -> tuple[Payload, int]:
+        seed = new_seed()
+        h, arrays = self._trusted({"cmd": "gen", "axes": wl.axes, "scalars": wl.scalars, "seed": seed},
+                                  f"making inputs for {wl.name}")
+        specs = h.get("inputs")
+        if not isinstance(specs, list) or any(s.get("name") not in arrays for s in specs if "scalar" not in s):
+            raise RuntimeError(f"the kit's input generator returned malformed inputs for {wl.name}")
+        return Payload(specs, {k: v.reshape(-1).view(np.uint8) for k, v in arrays.items()}), seed
+
+    def _against_reference(self, s: Side, wl: WorkloadSpec, tol_scale: float = 1.0):
+        payload, seed = self._checked_payload(wl)
+        meta, got, _ = self._call(s, wl, payload, f"workload {wl.name}")
+        rh, ra = self._trusted({"cmd": "call", "who": "reference", "axes": wl.axes, "scalars": wl.scalars,
+                                "seed": seed}, f"workload {wl.name}")
+        tol = self.tolerance
+        return compare_outputs(meta, got, rh["outputs"], ra, wl.expected, tol.atol, tol.rtol,
+                               tol.required_matched_ratio)
+
+    def check_correctness(self, wl: WorkloadSpec, label: str = CANDIDATE) -> WorkloadVerdict:
+        s = self.side(label)
+        if s.dead:
+            err = s.error
+            return WorkloadVerdict(err.status, err.message, err.flagged)
+        v = WorkloadVerdict()
+        for round_no in range(2):  # two calls, each on fresh inputs, each against the reference
+            try:
+                check = self._against_reference(s, wl)
+            except WorkerFailure as exc:
+                return WorkloadVerdict(exc.status, exc.message, exc.flagged)
+            v.max_abs, v.max_rel = max(v.max_abs, check.max_abs), max(v.max_rel, check.max_rel)
+            if check.status != "PASSED":
+                msg_txt = check.message
+                if round_no == 1:
+                    msg_txt = f"second call, on fresh inputs: {msg_txt} (a cache keyed on earlier inputs?)"
+                return WorkloadVerdict(check.status, msg_txt, False, v.max_abs, v.max_rel)
+        return v
+
+    def check_baseline(self, wl: WorkloadSpec) -> str | None:
+        """Does the baseline, in its confined worker, match the reference on this workload? None if
+        so, else why not."""
+        try:
+            check = self._against_reference(self.baseline, wl)
+        except (WorkerFailure, RuntimeError) as exc:
+            text = exc.message if isinstance(exc, WorkerFailure) else str(exc)
+            return f"{getattr(exc, 'status', 'RUNTIME_ERROR')}: {text[:300]}"
+        return None if check.status == "PASSED" else f"{check.status}: {check.message}"
+
+    def measure(self, wl: WorkloadSpec, v: WorkloadVerdict) -> None:
+        """Time the one candidate against the baseline (see measure_sides)."""
+        self.measure_sides(wl, {CANDIDATE: v})
+
+    def measure_sides(self, wl: WorkloadSpec, verdicts: dict[str, WorkloadVerdict]) -> timing.Rounds:
+        """Interleaved rounds of the baseline and every candidate in ``verdicts`` on the same fresh
+        inputs. Each round: one staging of fresh inputs for all sides; per repetition every side
+        once, and a slot of empty calls on the baseline's worker (the call path alone), in an
+        order that rotates with every repetition; every timed candidate output checked against
+        the baseline's output for the same inputs. A candidate that fails leaves the batch (its verdict says why); the
+        others go on. The per-round times become estimates in timing.py."""
+        plan = self.timing
+        reps = plan.reps_per_round
+        live = [self.side(label) for label in verdicts if not self.side(label).dead]
+        rounds = timing.Rounds(labels=[BASELINE, *[s.label for s in live]])
+        what = f"timing workload {wl.name}"
+        tol = self.tolerance
+        for r in range(plan.rounds):
+            active = [self.baseline, *live]
+            if len(active) == 1:
+                break
+            warm_n = plan.warmup if r == 0 else 0
+            payloads = self._stage(wl, warm_n + reps)
+            warm, timed = payloads[:warm_n], payloads[warm_n:]
+            outputs: dict[str, list] = {}
+            times: dict[str, list[int]] = {}
+            nulls: list[int] = []
+            for s in active:  # warm-up (first round only), not timed for the score
+                try:
+                    for p in warm:
+                        self._call(s, wl, p, what)
+                except WorkerFailure as exc:
+                    self._drop(s, verdicts, live, exc)
+            # Each repetition calls every side once on the same inputs, with a slot of empty
+            # calls on the baseline's worker (the call path alone); the order rotates with every
+            # repetition and round. A burst of other work on the machine then lands on all sides
+            # of a round alike instead of on whichever side's turn it was.
+            slots: list[Side | None] = [*active, None]
+            for j, p in enumerate(timed):
+                turn = r * reps + j
+                shift = turn % len(slots)
+                order = slots[shift:] + slots[:shift]
+                if (turn // len(slots)) % 2:  # every other cycle backwards: no side always follows another
+                    order.reverse()
+                self._check_sched()
+                for s in order:
+                    if s is None:
+                        nulls.append(self._call(self.baseline, wl, p, "measuring the call path", calibrate=True)[2])
+                        continue
+                    if s is not self.baseline and s not in live:
+                        continue  # dropped earlier in this round
+                    try:
+                        meta, got, ns = self._call(s, wl, p, what)
+                    except WorkerFailure as exc:
+                        self._drop(s, verdicts, live, exc)
+                        outputs.pop(s.label, None)
+                        times.pop(s.label, None)
+                        continue
+                    outputs.setdefault(s.label, []).append((meta, got))
+                    times.setdefault(s.label, []).append(ns)
+                self._check_sched()
+            base_out = outputs.get(BASELINE)
+            for s in list(live):
+                if s.label not in outputs or len(outputs[s.label]) != len(timed):
+                    continue
+                for (cm, cg), (bm, bg) in zip(outputs[s.label], base_out):
+                    # Baseline and reference agree within the tolerance, so a correct candidate is
+                    # within twice that of the baseline.
+                    if quick_match(cm, cg, bg, wl.expected, 2 * tol.atol, 2 * tol.rtol, tol.required_matched_ratio):
+                        continue
+                    check = compare_outputs(cm, cg, bm, bg, wl.expected, 2 * tol.atol, 2 * tol.rtol,
+                                            tol.required_matched_ratio)
+                    if check.status != "PASSED":
+                        self._drop(s, verdicts, live, WorkerFailure(
+                            check.status, f"a timed call returned a wrong result ({check.message}); outputs must "
+                            "be computed on every call", flagged=True))
+                        times.pop(s.label, None)
+                        break
+            rounds.add(nulls, times)
+        self.nulls[wl.name] = list(rounds.nulls)
+        for s in live:
+            est = rounds.speedup(s.label)
+            v = verdicts[s.label]
+            if est is None:
+                continue
+            v.speedup, v.speedup_interval, v.rounds = est.value, [est.lo, est.hi], est.n
+            v.samples = rounds.ratios(s.label)
+            v.times_ns = rounds.times(s.label)
+            v.candidate_ms = rounds.median_ms(s.label)
+            v.baseline_ms = rounds.median_ms(BASELINE)
+            v.kernel_s = rounds.kernel_s(s.label)
+        return rounds
+
+    @staticmethod
+    def _drop(s: Side, verdicts: dict[str, WorkloadVerdict], live: list[Side], exc: WorkerFailure) -> None:
+        if s.trusted_code:
+            raise RuntimeError(f"the kit's baseline failed while timed: {exc.message}")
+        v = verdicts[s.label]
+        v.status, v.message, v.flagged = exc.status, exc.message, exc.flagged
+        v.speedup = v.candidate_ms = v.baseline_ms = None
+        if s in live:
+            live.remove(s)

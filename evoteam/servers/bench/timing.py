@@ -1,0 +1,114 @@
+"""From timed rounds to estimates: what a round is, what is subtracted, and the intervals.
+
+A round (session.measure_sides) gives, for every timed side, ``reps_per_round`` harness-clocked
+calls on fresh inputs that every side gets alike, and, on the baseline's worker, as many empty
+calls (the whole call path with no kernel in between). Per round and side the time is the fastest
+of its calls (delays only ever add to a call; no call is fast by luck, since its inputs exist only
+from its start and its output is checked), less the call path: the median over rounds of each
+round's fastest empty call (see ``Rounds.path``), measured on the baseline's worker — trusted
+code, so a candidate cannot inflate it. A round's speedup is the paired ratio baseline/candidate of the
+same round; the workload's speedup is the median of its
+rounds with the exact order-statistic interval (stats.median_interval), and the kit score is
+stats.score_estimate over the workloads' rounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from evoteam import stats
+
+BASELINE = "baseline"
+FLOOR_NS = 1000  # 1 us: below the harness's resolution a time is not a time
+# The process-to-process widening of every kernel ratio interval lives in stats.py (one rule for
+# the bench and the store's pooling).
+
+
+@dataclass
+class Rounds:
+    """One workload's timed rounds: per round and side the fastest call (raw harness clock), and
+    every empty call on the baseline's worker."""
+
+    labels: list[str]
+    per_round: list[dict[str, int]] = field(default_factory=list)
+    nulls: list[int] = field(default_factory=list)
+    round_nulls: list[int] = field(default_factory=list)
+    spent_ns: dict[str, int] = field(default_factory=dict)
+
+    def add(self, nulls: list[int], times: dict[str, list[int]]) -> None:
+        if BASELINE not in times or not nulls:
+            return
+        self.nulls.extend(nulls)
+        self.round_nulls.append(min(nulls))
+        self.per_round.append({label: min(ns) for label, ns in times.items() if ns})
+        for label, ns in times.items():
+            self.spent_ns[label] = self.spent_ns.get(label, 0) + sum(ns)
+
+    @property
+    def floor(self) -> int:
+        """The fastest empty call of all rounds (what the path costs at the very least)."""
+        return min(self.nulls) if self.nulls else 0
+
+    @property
+    def path(self) -> int:
+        """What is subtracted from every round's time: the median over rounds of each round's
+        fastest empty call. A round's time is a side's fastest of ``reps_per_round`` calls, and a
+        round's empty-call time the fastest of as many empty calls spread over the same round, so
+        both carry the same kind of wait for a CPU; the median over rounds keeps one delayed round
+        of empty calls from taking kernel time away. Subtracting only the floor would leave that
+        wait in every time (on a busy machine hundreds of microseconds per call) and pull short
+        kernels' speedups toward 1."""
+        return int(stats.median(self.round_nulls)) if self.round_nulls else 0
+
+    def _net(self, i: int, label: str) -> int:
+        return max(FLOOR_NS, self.per_round[i][label] - self.path)
+
+    def times(self, label: str) -> list[int]:
+        """This side's time per round, the call path subtracted."""
+        return [self._net(i, label) for i, r in enumerate(self.per_round) if label in r]
+
+    def _paired(self, a: str, b: str) -> list[float]:
+        return [self._net(i, a) / self._net(i, b) for i, r in enumerate(self.per_round) if a in r and b in r]
+
+    def ratios(self, label: str) -> list[float]:
+        """Per round: the baseline's time over this side's (its speedup in that round)."""
+        return self._paired(BASELINE, label)
+
+    def contrast(self, a: str, b: str) -> list[float]:
+        """Per round: A's time over B's (above 1: B is faster), paired on the same inputs."""
+        return self._paired(a, b)
+
+    def speedup(self, label: str) -> stats.Estimate | None:
+        ratios = self.ratios(label)
+        return stats.ratio_interval(ratios) if ratios else None
+
+    def median_ms(self, label: str) -> float | None:
+        t = self.times(label)
+        return stats.median(t) / 1e6 if t else None
+
+    def kernel_s(self, label: str) -> float:
+        """Time inside timed calls of this side and its share of the baseline's."""
+        share = len([x for x in self.labels if x != BASELINE]) or 1
+        return (self.spent_ns.get(label, 0) + self.spent_ns.get(BASELINE, 0) / share) / 1e9
+
+    def summary(self) -> dict:
+        """What was subtracted and how steady the path was, for the evaluation's metrics."""
+        if not self.nulls:
+            return {}
+        return {"call_path_floor_us": round(self.floor / 1e3, 1),
+                "call_path_subtracted_us": round(self.path / 1e3, 1),
+                "rounds": len(self.per_round)}
+
+
+def kit_estimate(samples: dict[str, list[float]], kind: str = "kernel") -> stats.Estimate | None:
+    """The kit score (or a contrast) with its interval from per-workload rounds of paired ratios,
+    widened for the process-to-process difference (None without measurements)."""
+    clean = {k: v for k, v in samples.items() if v}
+    if not clean:
+        return None
+    return stats.score_estimate(clean, kind)
+
+
+def ratio_estimate(ratios: list[float]) -> stats.Estimate:
+    """One workload's median ratio with its order-statistic interval, widened likewise."""
+    return stats.ratio_interval(ratios)
