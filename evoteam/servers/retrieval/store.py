@@ -635,7 +635,7 @@ class RetrievalStore:
             elif self._project() is not None:
                 where, params = "{a}run_id IN (SELECT id FROM runs WHERE project = ?)", [self._project()]
             else:
-                where, params = "1", []
+                where, params = "1 = 1", []
             scope = where.format(a="")
 
             def sc(alias: str) -> str:
