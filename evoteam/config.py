@@ -12,7 +12,7 @@ import os
 import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from evoteam.resources import kits_dir
 
@@ -25,7 +25,8 @@ SOURCE_ROOT = PACKAGE_DIR.parent
 class Settings(BaseModel):
     """Everything configurable, with the defaults a fresh machine gets."""
 
-    db: Path = Field(default_factory=lambda: Path.home() / ".evoteam" / "evoteam.db")
+    # A SQLite file (the default), or a `postgresql://` URL for a store several servers share.
+    db: Path | str = Field(default_factory=lambda: Path.home() / ".evoteam" / "evoteam.db")
     knowledge_url: str | None = None
     token: str | None = None
     project: str = "default"
@@ -42,9 +43,20 @@ class Settings(BaseModel):
     max_artifact_bytes: int = 4 * 1024 * 1024
     max_request_bytes: int = 8 * 1024 * 1024
 
+    @field_validator("db", mode="before")
+    @classmethod
+    def _db_location(cls, value):
+        # A URL must stay a string: as a Path its "//" would collapse.
+        return value if is_store_url(value) else Path(value)
+
     @property
     def remote(self) -> bool:
         return bool(self.knowledge_url)
+
+
+def is_store_url(value: object) -> bool:
+    """Whether a store location is a database URL (PostgreSQL) rather than a file path."""
+    return isinstance(value, str) and value.startswith(("postgresql://", "postgres://"))
 
 
 def _find_project_config(start: Path) -> Path | None:
@@ -95,7 +107,7 @@ def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) ->
             for key in ("kits_dirs", "corpus_dirs", "candidate_dirs"):
                 if key in data:
                     data[key] = [base / Path(p).expanduser() for p in data[key]]
-            if "db" in data:
+            if "db" in data and not is_store_url(data["db"]):
                 data["db"] = base / Path(data["db"]).expanduser()
             values.update(data)
     for var, key in _ENV.items():

@@ -147,3 +147,35 @@ async def verifier(request, store) -> AsyncIterator[LocalKnowledgeStore | Remote
     async with held(RemoteKnowledgeStore.connect(server.url, token, store.actor)) as s:
         yield s
 
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def new_location(request, tmp_path):
+    """Where a fresh store may be opened, on each backend: `new_location("a.db")` is a file in
+    tmp_path, or the URL of a fresh PostgreSQL database (the name then only tells them apart)."""
+    if request.param == "sqlite":
+        return lambda name: tmp_path / name
+    server = request.getfixturevalue("postgres_server")
+    made: dict[str, str] = {}
+    return lambda name: made.setdefault(name, server.new_database())
+
+
+def query_rows(where: Path | str, sql: str, params: tuple = ()) -> list[tuple]:
+    """Rows of one SQLite-dialect query, read straight from the database behind a store
+    (bypassing the store), on either backend."""
+    from evoteam.servers.knowledge.pg import is_postgres_url
+
+    if is_postgres_url(where):
+        import psycopg
+
+        from evoteam.servers.knowledge.dialect import to_postgres
+
+        with psycopg.connect(str(where)) as conn:
+            return [tuple(r) for r in conn.execute(to_postgres(sql), params).fetchall()]
+    import sqlite3
+
+    conn = sqlite3.connect(where)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()

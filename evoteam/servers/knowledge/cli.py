@@ -14,6 +14,7 @@ from evoteam.servers.knowledge import auth
 from evoteam.servers.knowledge.connect import open_store
 from evoteam.servers.knowledge.errors import StoreError
 from evoteam.servers.knowledge.export import export_run, import_run
+from evoteam.servers.knowledge.backend import describe_location
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.models import RunCreate
 
@@ -150,7 +151,8 @@ def import_cmd(settings: Settings, folder, project, trust_scores) -> None:
             return await import_run(store, folder, project=project, trust_scores=trust_scores)
 
     run = _run(go())
-    click.echo(f"imported {run.id} ({run.candidates} candidates, {run.learnings} learnings) into {settings.db}")
+    click.echo(f"imported {run.id} ({run.candidates} candidates, {run.learnings} learnings) "
+               f"into {describe_location(settings.db)}")
 
 
 @kb.command("review")

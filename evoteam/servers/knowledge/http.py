@@ -87,7 +87,11 @@ def build_http_app(settings: Settings, store: LocalKnowledgeStore, *, host: str 
         server.settings.auth = auth
         server._token_verifier = verifier  # noqa: SLF001 - the constructor path needs a provider we do not have
     security = security_settings(host, port, allowed_hosts or [], allowed_origins or [])
-    common = dict(max_request_body_size=settings.max_request_bytes, transport_security=security, host=host)
+    # On a database several servers share (PostgreSQL), no MCP session lives in one server's
+    # memory: each request stands alone, so any replica behind a load balancer can answer it.
+    stateless = getattr(store.db, "dialect", "sqlite") == "postgres"
+    common = dict(max_request_body_size=settings.max_request_bytes, transport_security=security, host=host,
+                  stateless_http=stateless)
     agent_app = agent.streamable_http_app(streamable_http_path="/mcp", **common)
     protocol_app = protocol.streamable_http_app(streamable_http_path="/store", **common)
 
@@ -133,7 +137,7 @@ async def serve_http_async(settings: Settings, host: str, port: int, allowed_hos
         if not tls_cert and (warning := plain_http_warning(host)):
             click.echo(warning, err=True)
         scheme = "https" if tls_cert else "http"
-        click.echo(f"evoteam knowledge server on {scheme}://{host}:{port}/mcp (store: {settings.db}); "
+        click.echo(f"evoteam knowledge server on {scheme}://{host}:{port}/mcp (store: {store.db.path}); "
                    f"live run pages at {scheme}://{host}:{port}/runs", err=True)
         await server.serve()
 

@@ -25,6 +25,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
+from evoteam.config import is_store_url
 from evoteam.servers.knowledge.dialect import to_postgres
 from evoteam.servers.knowledge.errors import StoreFailure
 
@@ -34,7 +35,7 @@ MIGRATE_LOCK = 0x65766F7465616D02
 
 
 def is_postgres_url(target: object) -> bool:
-    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
+    return is_store_url(target)
 
 
 def redacted(url: str) -> str:
