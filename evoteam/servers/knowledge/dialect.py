@@ -1,7 +1,8 @@
 """The store's SQL is written once, in the SQLite dialect; this module turns it into PostgreSQL's.
 
 The rewrite is mechanical and only touches text outside quotes:
-- `?` placeholders become `%s` (and a literal `%` becomes `%%`) when the statement has parameters;
+- `?` placeholders become `%s`, `:name` ones `%(name)s` (and a literal `%` becomes `%%`) when the
+  statement has parameters;
 - the column name `user`, a reserved word in PostgreSQL (it means `current_user` there), is quoted;
 - `INSERT OR IGNORE INTO ...` becomes `INSERT INTO ... ON CONFLICT DO NOTHING`;
 - in schema text (`ddl=True`): `REAL` is a double (PostgreSQL's `real` is single precision),
@@ -17,7 +18,7 @@ import re
 from functools import lru_cache
 
 _TOKEN = re.compile(r"--[^\n]*|'(?:[^']|'')*'|\"[^\"]*\"|\$\$.*?\$\$|[^'\"$-]+|[$-]", re.S)
-_USER = re.compile(r"(?<![\w\"])user(?![\w\"(])", re.I)
+_USER = re.compile(r"(?<![\w\"\x00])user(?![\w\"(\x00])", re.I)
 _OR_IGNORE = re.compile(r"\bINSERT\s+OR\s+IGNORE\s+INTO\b", re.I)
 _DDL = [
     (re.compile(r"\bINTEGER\s+PRIMARY\s+KEY\s+AUTOINCREMENT\b", re.I), "BIGSERIAL PRIMARY KEY"),
@@ -26,9 +27,13 @@ _DDL = [
 ]
 
 
+_NAMED = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
 @lru_cache(maxsize=2048)
-def to_postgres(sql: str, params: bool = True, ddl: bool = False) -> str:
-    """The PostgreSQL text of one SQLite-dialect statement (or script, when `params` is False)."""
+def to_postgres(sql: str, params: bool = True, ddl: bool = False, named: bool = False) -> str:
+    """The PostgreSQL text of one SQLite-dialect statement (or script, when `params` is False);
+    `named`: its parameters are `:name` placeholders, given as a mapping."""
     out = []
     ignore = False
     for piece in _TOKEN.findall(sql):
@@ -37,12 +42,15 @@ def to_postgres(sql: str, params: bool = True, ddl: bool = False) -> str:
             continue
         if _OR_IGNORE.search(piece):
             piece, ignore = _OR_IGNORE.sub("INSERT INTO", piece), True
+        if params and named:  # set aside first, so a parameter named `user` is not quoted
+            piece = _NAMED.sub("\x00\\1\x00", piece)
         piece = _USER.sub('"user"', piece)
         if ddl:
             for pattern, replacement in _DDL:
                 piece = pattern.sub(replacement, piece)
         if params:
-            piece = piece.replace("%", "%%").replace("?", "%s")
+            piece = piece.replace("%", "%%")
+            piece = re.sub("\x00(\\w+)\x00", r"%(\1)s", piece) if named else piece.replace("?", "%s")
         out.append(piece)
     text = "".join(out)
     if ignore:

@@ -20,7 +20,7 @@ a store URL names PostgreSQL.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import urlsplit
@@ -105,8 +105,9 @@ class _Cursor:
         self._cur = None
 
     async def _run(self) -> _Cursor:
-        params = tuple(self._params) if self._params is not None else None
-        sql = to_postgres(self._sql, params=params is not None)
+        named = isinstance(self._params, Mapping)
+        params = self._params if named else tuple(self._params) if self._params is not None else None
+        sql = to_postgres(self._sql, params=params is not None, named=named)
         self._cur = self._conn.cursor(row_factory=_row_factory)
         await self._cur.execute(sql, params, prepare=False)
         return self
