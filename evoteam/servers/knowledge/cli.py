@@ -191,6 +191,29 @@ def review_cmd(settings: Settings, run_id, accept_id) -> None:
     click.echo(f"{len(flagged)} flagged candidate(s); `evoteam kb review {run_id} --accept ID` after checking one")
 
 
+@kb.command("migrate-store")
+@click.argument("source")
+@click.argument("destination")
+@click.option("--json", "as_json", is_flag=True)
+def migrate_store_cmd(source, destination, as_json) -> None:
+    """Copy a whole store into an empty one on either backend (a SQLite file or a postgresql://
+    URL, either way), then verify every table by row count and content hash."""
+    from evoteam.servers.knowledge.migrate_store import migrate_store
+
+    def progress(table: str, rows: int) -> None:
+        if not as_json and rows % 10_000 == 0:
+            click.echo(f"  {table}: {rows} rows", err=True)
+
+    report = _run(migrate_store(source, destination, progress))
+    if as_json:
+        click.echo(json.dumps({**report.model_dump(), "total_rows": report.total_rows}, indent=2))
+        return
+    for t in report.tables:
+        click.echo(f"{t.table:<28} {t.rows:>9}  {t.sha256[:16]}")
+    click.echo(f"copied and verified {report.total_rows} rows in {len(report.tables)} tables: "
+               f"{report.source} -> {report.destination}")
+
+
 @click.group()
 def token() -> None:
     """Bearer tokens for the shared knowledge server (stored as hashes in the store file)."""
