@@ -53,6 +53,24 @@ class Settings(BaseModel):
     def remote(self) -> bool:
         return bool(self.knowledge_url)
 
+    @property
+    def state_root(self) -> Path:
+        """Where this machine keeps state that belongs beside the store (the bench's secret and
+        locks): the store file's folder, or evoteam's own folder when the store is a database URL."""
+        if is_store_url(self.db):
+            from evoteam import evoteam_home
+
+            return evoteam_home().expanduser().resolve()
+        return Path(self.db).expanduser().resolve().parent
+
+    @property
+    def store_files(self) -> list[Path]:
+        """The store's files on this machine (none for a database URL)."""
+        if is_store_url(self.db):
+            return []
+        db = Path(self.db).expanduser().resolve()
+        return [db, Path(f"{db}-wal"), Path(f"{db}-shm"), Path(f"{db}-journal")]
+
 
 def is_store_url(value: object) -> bool:
     """Whether a store location is a database URL (PostgreSQL) rather than a file path."""

@@ -34,7 +34,7 @@ def candidate_roots(settings: Settings, cwd: Path | None = None, extra: tuple[Pa
 
 
 def _state_root(settings: Settings) -> Path:
-    return Path(settings.db).expanduser().resolve().parent
+    return settings.state_root
 
 
 def check_candidate_path(settings: Settings, candidate_path: str, cwd: Path | None = None,

@@ -161,8 +161,7 @@ def prepare_candidate(kit: Kit, candidate_path: str | None, code: str | None,
 
 def _store_files(settings: Settings) -> list[str]:
     """What a kit's evaluator must never open: the bench's state (held-out secret) and the store."""
-    db = Path(settings.db).expanduser().resolve()
-    return [str(state_dir(settings)), str(db), f"{db}-wal", f"{db}-shm", f"{db}-journal"]
+    return [str(state_dir(settings)), *(str(f) for f in settings.store_files)]
 
 
 def _deny_roots(settings: Settings, kit: Kit) -> list[str]:
