@@ -169,3 +169,41 @@ async def test_sigkill_of_one_replica_mid_load_loses_and_duplicates_nothing(post
     assert rows[0] == (len(attempted), len(attempted))
     indexed = query_rows(url, "SELECT count(*) FROM search_index WHERE kind = 'candidate' AND run_id = ?", (run_id,))
     assert indexed[0][0] == len(attempted)
+
+
+async def test_a_database_restart_mid_load_loses_and_duplicates_nothing(replicas, postgres_server):
+    """PostgreSQL itself is killed (`pg_ctl stop -m immediate`) and started again under two
+    replicas at work: writes fail while it is down (as tool errors), succeed again once it is
+    back, and every acknowledged write is there exactly once."""
+    url, a, b = replicas
+    project = f"restart-{uuid.uuid4().hex[:6]}"
+    token = make_token(url, "restarter", project)
+    async with connect(a, token) as c:
+        run_id = (await c.call_tool("start_run", {"goal": "restart test"})).structured_content["id"]
+    acknowledged: dict[str, str] = {}
+    failures = 0
+    restarted = asyncio.Event()
+
+    async def writer(i: int) -> None:
+        nonlocal failures
+        async with connect(a if i % 2 else b, token) as c:
+            for j in range(30):
+                key = f"r{i}-{j}"
+                args = {"run_id": run_id, "text": f"restart fact {i} {j}", "idempotency_key": key}
+                for _ in range(400):  # retried with the same key until the database is back
+                    got = await c.call_tool("add_learning", args)
+                    if not got.is_error:
+                        acknowledged[key] = got.structured_content["id"]
+                        break
+                    failures += 1
+                    await asyncio.sleep(0.05)
+                if j == 10 and i == 0:
+                    await asyncio.to_thread(postgres_server.restart)
+                    restarted.set()
+
+    await asyncio.gather(*(writer(i) for i in range(4)))
+    assert restarted.is_set() and len(acknowledged) == 4 * 30
+    rows = query_rows(url, "SELECT id FROM learnings WHERE run_id = ?", (run_id,))
+    assert sorted(r[0] for r in rows) == sorted(acknowledged.values())
+    async with connect(b, token) as c:
+        assert (await c.call_tool("get_run", {"run_id": run_id})).structured_content["learnings"] == 120

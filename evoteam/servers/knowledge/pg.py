@@ -20,6 +20,8 @@ a store URL names PostgreSQL.
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -28,6 +30,14 @@ from urllib.parse import urlsplit
 from evoteam.config import is_store_url
 from evoteam.servers.knowledge.dialect import to_postgres
 from evoteam.servers.knowledge.errors import StoreFailure
+
+# The pool reports each failed reconnection as a multi-line warning; with no logging set up
+# Python would print them all on stderr. Users get one line per failed call (StoreFailure)
+# instead; a process that configures logging still receives the warnings.
+logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
+
+# How long a call waits for a connection before saying the database does not answer.
+POOL_TIMEOUT_S = float(os.environ.get("EVOTEAM_PG_TIMEOUT_S") or 10)
 
 # Advisory lock keys (any 64-bit integers; these spell "evoteam" + a purpose).
 WRITE_LOCK = 0x65766F7465616D01
@@ -167,8 +177,8 @@ class PgDatabase:
             await asyncio.to_thread(migrate_url, self.url)
             self._pool = psycopg_pool.AsyncConnectionPool(
                 self.url, min_size=1, max_size=self._max_size, kwargs={"autocommit": True},
-                open=False, timeout=30, check=psycopg_pool.AsyncConnectionPool.check_connection)
-            await self._pool.open(wait=True, timeout=30)
+                open=False, timeout=POOL_TIMEOUT_S, check=psycopg_pool.AsyncConnectionPool.check_connection)
+            await self._pool.open(wait=True, timeout=POOL_TIMEOUT_S)
         except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
             await self.close()
             raise (describe(exc, self.url) or exc) from None
