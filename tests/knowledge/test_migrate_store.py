@@ -125,3 +125,21 @@ def test_the_command_reports_each_table_and_exits_by_the_rules(tmp_path, postgre
     again = subprocess.run([sys.executable, "-m", "evoteam.cli", "kb", "migrate-store", str(tmp_path / "kb.db"), url],
                            capture_output=True, text=True, env=env)
     assert again.returncode == 2 and "holds data already" in again.stderr
+
+
+async def test_an_export_bundle_moves_across_backends_unchanged(tmp_path, postgres_server):
+    from evoteam.servers.knowledge.export import export_run, import_run
+
+    url = postgres_server.new_database()
+    actor = Actor(user="tester", client="pytest")
+    async with LocalKnowledgeStore.open(tmp_path / "a.db", actor) as a:
+        run_id = await fill(a)
+        before = (await collect_bundle(a, run_id)).model_dump()
+        await export_run(a, run_id, tmp_path / "tree")
+    async with LocalKnowledgeStore.open(url, actor) as b:
+        await import_run(b, tmp_path / "tree", trust_scores=True)
+        assert (await collect_bundle(b, run_id)).model_dump() == before
+        await export_run(b, run_id, tmp_path / "back")
+    async with LocalKnowledgeStore.open(tmp_path / "c.db", actor) as c:
+        await import_run(c, tmp_path / "back", trust_scores=True)
+        assert (await collect_bundle(c, run_id)).model_dump() == before
