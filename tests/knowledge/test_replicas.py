@@ -207,3 +207,36 @@ async def test_a_database_restart_mid_load_loses_and_duplicates_nothing(replicas
     assert sorted(r[0] for r in rows) == sorted(acknowledged.values())
     async with connect(b, token) as c:
         assert (await c.call_tool("get_run", {"run_id": run_id})).structured_content["learnings"] == 120
+
+
+def test_a_browser_session_opened_on_one_replica_is_known_to_every_replica(replicas):
+    """The live pages' login sessions live in the database: signed in on A, the browser is
+    signed in on B; signing out on B, or revoking the token, ends it on A too."""
+    import httpx
+
+    url, a, b = replicas
+    base_a, base_b = a.url.removesuffix("/mcp"), b.url.removesuffix("/mcp")
+
+    def login() -> str:
+        r = httpx.post(base_a + "/login", data={"token": make_token(url, "viewer", None)})
+        assert r.status_code == 303
+        return r.cookies["evoteam_session"]
+
+    session = login()
+    assert httpx.get(base_b + "/runs", cookies={"evoteam_session": session}, timeout=60).status_code == 200
+    assert httpx.post(base_b + "/logout", cookies={"evoteam_session": session}).status_code == 303
+    assert httpx.get(base_a + "/runs", cookies={"evoteam_session": session}, timeout=60).status_code == 401
+    # Neither the session id nor the token is stored in the database.
+    assert session not in str(query_rows(url, "SELECT * FROM browser_sessions"))
+
+    session = login()
+    assert httpx.get(base_b + "/runs", cookies={"evoteam_session": session}, timeout=60).status_code == 200
+    for (token_id,) in query_rows(url, "SELECT id FROM tokens WHERE user = 'viewer' AND revoked_at IS NULL"):
+        asyncio.run(_revoke(url, token_id))
+    for base in (base_a, base_b):
+        assert httpx.get(base + "/runs", cookies={"evoteam_session": session}, timeout=60).status_code == 401
+
+
+async def _revoke(url: str, token_id: str) -> None:
+    async with open_database(url) as db:
+        await auth.revoke_token(db, token_id)

@@ -198,7 +198,7 @@ def _split_sql(script: str) -> list[str]:
 
 def _load_components() -> None:
     # Importing a component's schema module registers its migrations.
-    from evoteam.servers.knowledge import measurements, schema, verified  # noqa: F401
+    from evoteam.servers.knowledge import measurements, schema, sessions, verified  # noqa: F401
 
     for name in ("evoteam.servers.retrieval.schema", "evoteam.servers.team.schema",
                  "evoteam.servers.knowledge.pgschema", "evoteam.servers.retrieval.pgschema"):

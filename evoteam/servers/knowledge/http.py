@@ -58,17 +58,21 @@ def live_pages(store: LocalKnowledgeStore, verifier: StoreTokenVerifier, default
     """`/runs` and `/runs/{id}` (the live run reports) behind the same tokens; the app-wide exact
     Host/Origin check covers them like every other route. Served over TLS, the session cookie is
     marked Secure (never sent over plain HTTP)."""
-    from evoteam.report.live import dashboard_routes
+    from evoteam.report.live import SESSION_SECONDS, dashboard_routes
+    from evoteam.servers.knowledge.sessions import StoreSessions
 
-    async def verify(token: str) -> Actor | None:
-        access = await verifier.verify_token(token)
-        if access is None:
-            return None
+    def to_actor(access) -> Actor:
         project = (access.claims or {}).get("project")
         return Actor(user=access.client_id, project=project, client="browser",
                      default_project=project or default_project)
 
-    return dashboard_routes(store, verify, secure_cookie=secure_cookie)
+    async def verify(token: str) -> Actor | None:
+        access = await verifier.verify_token(token)
+        return None if access is None else to_actor(access)
+
+    # Sessions live in the store, so every replica of the server knows every browser's session.
+    sessions = StoreSessions(store.db, verifier, to_actor, SESSION_SECONDS)
+    return dashboard_routes(store, verify, secure_cookie=secure_cookie, sessions=sessions)
 
 
 def build_http_app(settings: Settings, store: LocalKnowledgeStore, *, host: str = "127.0.0.1", port: int = 8765,
