@@ -240,3 +240,47 @@ def test_a_browser_session_opened_on_one_replica_is_known_to_every_replica(repli
 async def _revoke(url: str, token_id: str) -> None:
     async with open_database(url) as db:
         await auth.revoke_token(db, token_id)
+
+
+async def test_a_team_on_three_homes_shares_runs_learnings_and_candidates(replicas, tmp_path):
+    """Three machines (three HOMEs): two reach the store through evoteam's own client (the
+    `/store` endpoint, as every evoteam server and hook does with EVOTEAM_KNOWLEDGE_URL), each on
+    another replica; the third uses the CLI. Each sees what the others wrote, with its author."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from evoteam.servers.knowledge.models import CandidateCreate, LearningCreate, RunCreate
+    from evoteam.servers.knowledge.remote import RemoteKnowledgeStore
+    from evoteam.servers.knowledge.store import Actor
+
+    url, a, b = replicas
+    project = f"three-{uuid.uuid4().hex[:6]}"
+    alice, bob, carol = (make_token(url, name, project) for name in ("alice", "bob", "carol"))
+    me = Actor(user="claimed-by-client", client="pytest", default_project=project)
+    async with held(RemoteKnowledgeStore.connect(a.url, alice, me)) as home1:
+        run = await home1.start_run(RunCreate(goal="three homes", x0=1.0, best_known=2.0))
+        await home1.add_learning(LearningCreate(run_id=run.id, text="alice: unroll the inner loop by four"))
+        first = await home1.record_candidate(CandidateCreate(run_id=run.id, code="x = 1", status="PASSED",
+                                                             score=1.2))
+    async with held(RemoteKnowledgeStore.connect(b.url, bob, me)) as home2:
+        assert (await home2.get_run(run.id)).learnings == 1
+        await home2.add_learning(LearningCreate(run_id=run.id, text="bob: the unrolled loop spills registers"))
+        await home2.record_candidate(CandidateCreate(run_id=run.id, code="x = 2", status="PASSED", score=1.3,
+                                                     parent_id=first.id))
+    env = {**os.environ, "HOME": str(tmp_path / "home3"), "EVOTEAM_KNOWLEDGE_URL": b.url, "EVOTEAM_TOKEN": carol}
+    env.pop("EVOTEAM_DB", None)
+
+    def cli(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-m", "evoteam.cli", "kb", *args], capture_output=True, text=True,
+                              env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    runs = json.loads(cli("runs", "--json"))["items"]
+    assert [(r["id"], r["learnings"], r["candidates"]) for r in runs] == [(run.id, 2, 2)]
+    learnings = json.loads(cli("learnings", run.id, "--json"))
+    items = learnings["items"] if isinstance(learnings, dict) else learnings
+    assert {(x["provenance"]["user"], x["text"].split(":")[0]) for x in items} == {("alice", "alice"), ("bob", "bob")}
+    assert "spills" in cli("search", "unrolled registers", "--run", run.id)
