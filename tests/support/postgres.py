@@ -18,6 +18,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import uuid
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ class PostgresServer:
     bindir: Path
     as_user: str | None
     _dbs: list[str] = field(default_factory=list)
+    watchdog: subprocess.Popen | None = None
 
     @property
     def data(self) -> Path:
@@ -127,6 +129,23 @@ class PostgresServer:
         return self.url(name)
 
 
+# Stops the server and removes its folder if the test process dies without its teardown (a
+# run killed by a timeout): otherwise every such run would leave a postmaster behind.
+_WATCHDOG = """
+import os, shutil, subprocess, sys, time
+pid, pg_ctl, data, root, user = sys.argv[1:6]
+while True:
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        break
+    time.sleep(1)
+cmd = [pg_ctl, "-D", data, "-m", "immediate", "-w", "stop"]
+subprocess.run((["runuser", "-u", user, "--"] if user else []) + cmd, capture_output=True)
+shutil.rmtree(root, ignore_errors=True)
+"""
+
+
 def start_server() -> PostgresServer:
     """Start a throwaway PostgreSQL; PostgresUnavailable (a skip reason) when it cannot be."""
     try:
@@ -149,10 +168,13 @@ def start_server() -> PostgresServer:
     server = PostgresServer(root=root, port=_free_port(), bindir=bindir, as_user=as_user)
     try:
         server.start()
+        server.watchdog = subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(bindir / "pg_ctl"), str(server.data), str(root),
+             as_user or ""], start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
         server.make_template()
     except BaseException:
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        stop_server(server)
         raise
     return server
 
@@ -160,3 +182,6 @@ def start_server() -> PostgresServer:
 def stop_server(server: PostgresServer) -> None:
     server.stop()
     shutil.rmtree(server.root, ignore_errors=True)
+    if server.watchdog is not None:
+        server.watchdog.kill()
+        server.watchdog.wait()
