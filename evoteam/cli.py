@@ -8,6 +8,7 @@ agent must not pay for the imports of every other part.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
@@ -143,12 +144,17 @@ def _settings():
               help="Extra Host header values to accept (e.g. kb.example.org:8765).")
 @click.option("--allowed-origin", "allowed_origins", multiple=True, help="Extra Origin values to accept.")
 @click.option("--knowledge-url", default=None, help="Use a shared knowledge server instead of the local file.")
+@click.option("--db", default=None, metavar="PATH|URL",
+              help="The store: a SQLite file, or postgresql://... for a store several servers share "
+                   "(overrides EVOTEAM_DB and evoteam.toml).")
 @click.option("--tls-cert", default=None, type=click.Path(exists=True, dir_okay=False),
               help="Serve HTTPS with this certificate (PEM); with --tls-key.")
 @click.option("--tls-key", default=None, type=click.Path(exists=True, dir_okay=False),
               help="The private key (PEM) of --tls-cert.")
-def serve(server, use_http, host, port, allowed_hosts, allowed_origins, knowledge_url, tls_cert, tls_key):
+def serve(server, use_http, host, port, allowed_hosts, allowed_origins, knowledge_url, db, tls_cert, tls_key):
     """Run one of the MCP servers (stdio by default)."""
+    if db:  # through the environment, so every part of this process (and its children) sees it
+        os.environ["EVOTEAM_DB"] = db
     if not use_http:
         from evoteam.servers import front  # standard library only: no mcp, no pydantic
 

@@ -12,7 +12,7 @@ import os
 import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from evoteam.resources import kits_dir
 
@@ -25,7 +25,8 @@ SOURCE_ROOT = PACKAGE_DIR.parent
 class Settings(BaseModel):
     """Everything configurable, with the defaults a fresh machine gets."""
 
-    db: Path = Field(default_factory=lambda: Path.home() / ".evoteam" / "evoteam.db")
+    # A SQLite file (the default), or a `postgresql://` URL for a store several servers share.
+    db: Path | str = Field(default_factory=lambda: Path.home() / ".evoteam" / "evoteam.db")
     knowledge_url: str | None = None
     token: str | None = None
     # An evaluation service (`evoteam bench serve --http`): bench.evaluate sends candidates there.
@@ -47,9 +48,38 @@ class Settings(BaseModel):
     max_artifact_bytes: int = 4 * 1024 * 1024
     max_request_bytes: int = 8 * 1024 * 1024
 
+    @field_validator("db", mode="before")
+    @classmethod
+    def _db_location(cls, value):
+        # A URL must stay a string: as a Path its "//" would collapse.
+        return value if is_store_url(value) else Path(value)
+
     @property
     def remote(self) -> bool:
         return bool(self.knowledge_url)
+
+    @property
+    def state_root(self) -> Path:
+        """Where this machine keeps state that belongs beside the store (the bench's secret and
+        locks): the store file's folder, or evoteam's own folder when the store is a database URL."""
+        if is_store_url(self.db):
+            from evoteam import evoteam_home
+
+            return evoteam_home().expanduser().resolve()
+        return Path(self.db).expanduser().resolve().parent
+
+    @property
+    def store_files(self) -> list[Path]:
+        """The store's files on this machine (none for a database URL)."""
+        if is_store_url(self.db):
+            return []
+        db = Path(self.db).expanduser().resolve()
+        return [db, Path(f"{db}-wal"), Path(f"{db}-shm"), Path(f"{db}-journal")]
+
+
+def is_store_url(value: object) -> bool:
+    """Whether a store location is a database URL (PostgreSQL) rather than a file path."""
+    return isinstance(value, str) and value.startswith(("postgresql://", "postgres://"))
 
 
 def _find_project_config(start: Path) -> Path | None:
@@ -105,7 +135,7 @@ def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) ->
                     if not isinstance(data[key], list) or not all(isinstance(p, str) for p in data[key]):
                         raise ConfigError(f"{path}: {key} must be a list of folder names")
                     data[key] = [base / Path(p).expanduser() for p in data[key]]
-            if "db" in data:
+            if "db" in data and not is_store_url(data["db"]):
                 data["db"] = base / Path(data["db"]).expanduser()
             data.pop("project_kits_dirs", None)
             if path != user_file:

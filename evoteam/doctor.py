@@ -143,6 +143,12 @@ async def check_store(settings: Settings) -> str:
         async with open_store(settings) as store:
             page = await store.list_runs(limit=1)
         return f"shared server {settings.knowledge_url}: reachable, {page.total} run(s) visible to your token"
+    from evoteam.config import is_store_url
+
+    if is_store_url(settings.db):
+        from evoteam.servers.knowledge.pg import check_database
+
+        return await asyncio.to_thread(check_database, settings.db)
     return await asyncio.to_thread(_check_local_store, Path(settings.db).expanduser())
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.claude_cli import ClaudeCLIUnavailable, claude_path, prepare_home
+from tests.support.postgres import PostgresServer, PostgresUnavailable, start_server, stop_server
 from tests.support.scripted_api import ScriptedAPI
 
 # Warm hook processes started by hooks the tests run leave 20 s after their last hook.
@@ -50,3 +51,29 @@ def scripted_api() -> Iterator[ScriptedAPI]:
         yield api
     finally:
         api.stop()
+
+
+_POSTGRES: dict[str, object] = {}
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A real PostgreSQL, started once per test run (tests/support/postgres.py); the tests that
+    need it skip, with the reason, where PostgreSQL or psycopg is not installed."""
+    if "skip" in _POSTGRES:
+        pytest.skip(_POSTGRES["skip"])
+    try:
+        server = start_server()
+    except PostgresUnavailable as exc:
+        _POSTGRES["skip"] = f"no PostgreSQL here: {exc}"
+        pytest.skip(_POSTGRES["skip"])
+    try:
+        yield server
+    finally:
+        stop_server(server)
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """The URL of a fresh database of its own, holding every component's (empty) schema."""
+    return postgres_server.new_database()

@@ -141,7 +141,7 @@ async def prepare_run(settings: Settings, kit: str) -> str:
     from evoteam.servers.knowledge.store import Actor
 
     the_kit = find_kit(settings, kit)
-    async with LocalKnowledgeStore.open(Path(settings.db), Actor(user="openevolve", client="openevolve-adapter")) as s:
+    async with LocalKnowledgeStore.open(settings.db, Actor(user="openevolve", client="openevolve-adapter")) as s:
         return await _resolve_run(s, the_kit, None)
 
 

@@ -2,10 +2,12 @@
 run is active — on the shared knowledge server behind its tokens, or from `evoteam report
 --serve` for the embedded store.
 
-A browser logs in once by pasting its token into a form; the server keeps the token in memory
-under a random session id and gives the browser only that id, in an HttpOnly, SameSite=Strict
-cookie. Tokens never travel in URLs. Every request re-checks the token, so revoking it ends
-the session. Scripts may send `Authorization: Bearer <token>` instead.
+A browser logs in once by pasting its token into a form; the server keeps the session under a
+random id and gives the browser only that id, in an HttpOnly, SameSite=Strict cookie. Tokens
+never travel in URLs. Every request re-checks the token, so revoking it ends the session.
+Scripts may send `Authorization: Bearer <token>` instead. `evoteam report --serve` keeps its
+sessions in memory (`Sessions`); the shared knowledge server keeps them in the store, so every
+replica knows them (knowledge/sessions.py).
 """
 
 from __future__ import annotations
@@ -78,15 +80,35 @@ def _login_page(message: str, status: int) -> HTMLResponse:
                         headers=PAGE_HEADERS)
 
 
-def dashboard_routes(store: KnowledgeStore, verify: Verify, secure_cookie: bool = False) -> list[Route]:
-    """Routes for the live pages over `store`, each request as the identity of its token."""
-    sessions = Sessions()
+class MemorySessions:
+    """The session interface `dashboard_routes` uses, over in-memory `Sessions`."""
+
+    def __init__(self, verify: Verify):
+        self.sessions, self.verify = Sessions(), verify
+
+    async def open(self, token: str) -> str:
+        return self.sessions.open(token)
+
+    async def caller(self, sid: str | None) -> Actor | None:
+        token = self.sessions.token(sid)
+        return await self.verify(token) if token else None
+
+    async def close(self, sid: str | None) -> None:
+        self.sessions.close(sid)
+
+
+def dashboard_routes(store: KnowledgeStore, verify: Verify, secure_cookie: bool = False,
+                     sessions=None) -> list[Route]:
+    """Routes for the live pages over `store`, each request as the identity of its token.
+    `sessions` keeps the browser sessions (`open`, `caller`, `close`); in memory by default."""
+    sessions = sessions or MemorySessions(verify)
 
     async def caller(request: Request) -> Actor | None:
         header = request.headers.get("authorization", "")
-        token = header[7:].strip() if header.lower().startswith("bearer ") else sessions.token(
-            request.cookies.get(COOKIE))
-        return await verify(token) if token else None
+        if header.lower().startswith("bearer "):
+            token = header[7:].strip()
+            return await verify(token) if token else None
+        return await sessions.caller(request.cookies.get(COOKIE))
 
     def page(handler: Callable[[Request, KnowledgeStore], Awaitable[Response]]):
         async def endpoint(request: Request) -> Response:
@@ -124,12 +146,12 @@ def dashboard_routes(store: KnowledgeStore, verify: Verify, secure_cookie: bool 
         if not token or await verify(token) is None:
             return _login_page("That token is not valid (or was revoked). Try again.", 401)
         response = RedirectResponse("/runs", status_code=303)
-        response.set_cookie(COOKIE, sessions.open(token), max_age=SESSION_SECONDS, httponly=True,
+        response.set_cookie(COOKIE, await sessions.open(token), max_age=SESSION_SECONDS, httponly=True,
                             samesite="strict", secure=secure_cookie, path="/")
         return response
 
     async def logout(request: Request) -> Response:
-        sessions.close(request.cookies.get(COOKIE))
+        await sessions.close(request.cookies.get(COOKIE))
         response = RedirectResponse("/login", status_code=303)
         response.delete_cookie(COOKIE, path="/")
         return response

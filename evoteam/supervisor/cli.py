@@ -161,7 +161,7 @@ async def supervise_async(settings: Settings, target: str | None, *, budget_usd:
         with LiveView(live=live) as view:
             driver = SupervisorDriver(service, run.id, waker=waker or ClaudeWaker(model=model), config=config,
                                       settings=settings, on_event=view.event,
-                                      lock_path=None if settings.knowledge_url else Path(settings.db))
+                                      lock_path=None if settings.knowledge_url else settings.db)
             result = await driver.run()
         budget = "no budget" if result.budget_usd is None else f"${result.budget_usd:.2f}"
         click.echo(f"run {result.run_id}: {result.reason}; team versions: {result.versions}; best score: "

@@ -114,10 +114,37 @@ class RunLock:
             self._fh = None
 
 
+class DatabaseRunLock:
+    """One driver per run on a shared PostgreSQL store: an advisory lock in the database itself
+    (freed by the server when the holder's connection ends), so drivers on different machines
+    exclude each other as drivers on one machine do through the file lock."""
+
+    def __init__(self, url: str, run_id: str):
+        from evoteam.servers.knowledge.pglock import AdvisoryLock
+
+        self._lock = AdvisoryLock(url, "supervisor", run_id)
+
+    def acquire(self) -> None:
+        if not self._lock.try_acquire():
+            raise RunLocked(f"another `evoteam supervise` drives this run already (advisory lock in "
+                            f"{self._lock.where})")
+
+    def release(self) -> None:
+        self._lock.release()
+
+
+def run_lock(store: Path | str, run_id: str) -> RunLock | DatabaseRunLock:
+    """The one-driver-per-run lock for a store: a file beside a SQLite store, an advisory lock in
+    a PostgreSQL one."""
+    from evoteam.config import is_store_url
+
+    return DatabaseRunLock(store, run_id) if is_store_url(store) else RunLock(Path(store), run_id)
+
+
 class SupervisorDriver:
     def __init__(self, service: TeamService, run_id: str, *, waker: Waker, config: DriverConfig | None = None,
                  settings=None, on_event: Callable[[DriverEvent, TeamStatus | None], None] | None = None,
-                 lock_path: Path | None = None):
+                 lock_path: Path | str | None = None):
         self.svc = service
         self.team: TeamStore = service.team
         self.kb = service.kb
@@ -126,7 +153,7 @@ class SupervisorDriver:
         self.config = config or DriverConfig()
         self.settings = settings
         self.on_event = on_event
-        self.lock = RunLock(lock_path, run_id) if lock_path else None
+        self.lock = run_lock(lock_path, run_id) if lock_path else None
         self.events: list[DriverEvent] = []
         self.wakes = 0
         self._failed_wakes = 0

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from evoteam.servers.knowledge import auth
-from evoteam.servers.knowledge.db import Database
+from evoteam.servers.knowledge.backend import open_database
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.remote import RemoteKnowledgeStore
 from evoteam.servers.knowledge.store import Actor
@@ -33,9 +33,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def make_token(db_path: Path, user: str, project: str | None, verifier: bool = False) -> str:
+def make_token(db_path: Path | str, user: str, project: str | None, verifier: bool = False) -> str:
     async def go():
-        async with Database(db_path) as db:
+        async with open_database(db_path) as db:
             return (await auth.add_token(db, user, project, verifier)).token
 
     # Callable from sync and async code alike: the store runs on a loop of its own.
@@ -118,12 +118,13 @@ def knowledge_server(tmp_path_factory) -> Iterator[KnowledgeServer]:
     server.kill()
 
 
-@pytest.fixture(params=["local", "remote"])
+@pytest.fixture(params=["local", "postgres", "remote"])
 async def store(request, tmp_path) -> AsyncIterator[LocalKnowledgeStore | RemoteKnowledgeStore]:
-    """A fresh, empty store: a new SQLite file, or a new project on the shared server
-    reached through a project-scoped token (so each test sees only its own rows)."""
-    if request.param == "local":
-        async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="tester", client="pytest")) as s:
+    """A fresh, empty store: a new SQLite file, a new PostgreSQL database, or a new project on
+    the shared server reached through a project-scoped token (so each test sees only its own rows)."""
+    if request.param in ("local", "postgres"):
+        where = tmp_path / "kb.db" if request.param == "local" else request.getfixturevalue("postgres_url")
+        async with LocalKnowledgeStore.open(where, Actor(user="tester", client="pytest")) as s:
             yield s
     else:
         server: KnowledgeServer = request.getfixturevalue("knowledge_server")
@@ -146,3 +147,35 @@ async def verifier(request, store) -> AsyncIterator[LocalKnowledgeStore | Remote
     async with held(RemoteKnowledgeStore.connect(server.url, token, store.actor)) as s:
         yield s
 
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def new_location(request, tmp_path):
+    """Where a fresh store may be opened, on each backend: `new_location("a.db")` is a file in
+    tmp_path, or the URL of a fresh PostgreSQL database (the name then only tells them apart)."""
+    if request.param == "sqlite":
+        return lambda name: tmp_path / name
+    server = request.getfixturevalue("postgres_server")
+    made: dict[str, str] = {}
+    return lambda name: made.setdefault(name, server.new_database())
+
+
+def query_rows(where: Path | str, sql: str, params: tuple = ()) -> list[tuple]:
+    """Rows of one SQLite-dialect query, read straight from the database behind a store
+    (bypassing the store), on either backend."""
+    from evoteam.servers.knowledge.pg import is_postgres_url
+
+    if is_postgres_url(where):
+        import psycopg
+
+        from evoteam.servers.knowledge.dialect import to_postgres
+
+        with psycopg.connect(str(where)) as conn:
+            return [tuple(r) for r in conn.execute(to_postgres(sql), params).fetchall()]
+    import sqlite3
+
+    conn = sqlite3.connect(where)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()

@@ -17,21 +17,19 @@ from evoteam.servers.knowledge.models import (
     RunCreate,
 )
 from evoteam.servers.knowledge.render import render_learnings
+from tests.knowledge.conftest import query_rows
 
 
 def counted(path, run_id: str) -> tuple[int, int, int, float, set]:
-    """The counts and spend lines computed from scratch, as the store once did on every call."""
-    conn = sqlite3.connect(path)
-    try:
-        one = lambda sql: conn.execute(sql, (run_id,)).fetchone()[0]  # noqa: E731
-        lines = {(r, v, round(u, 9)) for r, v, u in conn.execute(
-            "SELECT role, team_version, sum(usd) FROM costs WHERE run_id = ? GROUP BY role, team_version", (run_id,))}
-        return (one("SELECT count(*) FROM candidates WHERE run_id = ?"),
-                one("SELECT count(*) FROM learnings WHERE run_id = ? AND superseded_by IS NULL"),
-                one("SELECT count(*) FROM history WHERE run_id = ?"),
-                one("SELECT coalesce(sum(usd), 0) FROM costs WHERE run_id = ?"), lines)
-    finally:
-        conn.close()
+    """The counts and spend lines computed from scratch, as the store once did on every call
+    (on either backend: `path` is a file or a PostgreSQL URL)."""
+    one = lambda sql: query_rows(path, sql, (run_id,))[0][0]  # noqa: E731
+    lines = {(r, v, round(u, 9)) for r, v, u in query_rows(
+        path, "SELECT role, team_version, sum(usd) FROM costs WHERE run_id = ? GROUP BY role, team_version", (run_id,))}
+    return (one("SELECT count(*) FROM candidates WHERE run_id = ?"),
+            one("SELECT count(*) FROM learnings WHERE run_id = ? AND superseded_by IS NULL"),
+            one("SELECT count(*) FROM history WHERE run_id = ?"),
+            one("SELECT coalesce(sum(usd), 0) FROM costs WHERE run_id = ?"), lines)
 
 
 async def maintained(store, run_id: str) -> tuple[int, int, int, float, set]:
@@ -59,22 +57,22 @@ async def fill(store, run_id: str) -> None:
         await store.with_actor(actor).record_cost(CostCreate(run_id=run_id, usd=usd, source="sdk_result"))
 
 
-async def test_counters_match_a_full_count_after_every_write_path_and_an_import(tmp_path):
-    async with LocalKnowledgeStore.open(tmp_path / "a.db") as store:
+async def test_counters_match_a_full_count_after_every_write_path_and_an_import(new_location):
+    async with LocalKnowledgeStore.open(new_location("a.db")) as store:
         run = await store.start_run(RunCreate(goal="count", budget_usd=10))
         other = await store.start_run(RunCreate(goal="another run, counted apart"))
         await fill(store, run.id)
         await store.add_learning(LearningCreate(run_id=other.id, text="elsewhere"))
         got = await maintained(store, run.id)
-        assert got == counted(tmp_path / "a.db", run.id)
+        assert got == counted(new_location("a.db"), run.id)
         assert got[:4] == (7, 6, 2, pytest.approx(1.9375))
         assert (await store.get_run(other.id)).learnings == 1
         assert (await store.spend(run.id)).lines[0].role is None  # NULL role and version sort first
         bundle = await collect_bundle(store, run.id)
     # An import writes rows first and supersede links afterwards: the counts must still end right.
-    async with LocalKnowledgeStore.open(tmp_path / "b.db") as imported:
+    async with LocalKnowledgeStore.open(new_location("b.db")) as imported:
         await imported.import_bundle(bundle)
-        assert await maintained(imported, run.id) == counted(tmp_path / "b.db", run.id) == got
+        assert await maintained(imported, run.id) == counted(new_location("b.db"), run.id) == got
 
 
 async def test_a_store_written_before_the_counters_is_backfilled(tmp_path):
@@ -140,8 +138,8 @@ async def test_learnings_document_shows_best_then_newest_and_reads_only_what_it_
         assert "history_newest" in query and "TEMP B-TREE" not in query
 
 
-async def test_history_document_shows_the_newest_entries_that_fit_in_time_order(tmp_path):
-    async with LocalKnowledgeStore.open(tmp_path / "kb.db") as store:
+async def test_history_document_shows_the_newest_entries_that_fit_in_time_order(new_location):
+    async with LocalKnowledgeStore.open(new_location("kb.db")) as store:
         run = await store.start_run(RunCreate(goal="history"))
         for v in range(1, 41):
             await store.add_history(HistoryEntryCreate(run_id=run.id, team_version=v,
@@ -162,8 +160,8 @@ async def test_history_document_shows_the_newest_entries_that_fit_in_time_order(
         assert clipped.markdown.rstrip().endswith("…")
 
 
-async def test_search_counts_up_to_a_cap_and_still_ranks_the_newest_window(tmp_path):
-    async with LocalKnowledgeStore.open(tmp_path / "kb.db") as store:
+async def test_search_counts_up_to_a_cap_and_still_ranks_the_newest_window(new_location):
+    async with LocalKnowledgeStore.open(new_location("kb.db")) as store:
         store.count_cap, store.rank_window = 4, 3
         run = await store.start_run(RunCreate(goal="search"))
         await store.add_learning(LearningCreate(run_id=run.id, text="occupancy occupancy occupancy"))

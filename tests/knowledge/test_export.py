@@ -48,8 +48,8 @@ async def populate(store) -> str:
     return run.id
 
 
-async def test_round_trip_loses_nothing(tmp_path: Path):
-    async with LocalKnowledgeStore.open(tmp_path / "a.db", Actor(user="alice", client="t")) as a:
+async def test_round_trip_loses_nothing(tmp_path: Path, new_location):
+    async with LocalKnowledgeStore.open(new_location("a.db"), Actor(user="alice", client="t")) as a:
         run_id = await populate(a)
         before = await collect_bundle(a, run_id)
         await export_run(a, run_id, tmp_path / "tree")
@@ -58,7 +58,7 @@ async def test_round_trip_loses_nothing(tmp_path: Path):
     assert "smoothing helps below n=100" in (tree / "LEARNINGS.md").read_text()
     assert "Literature Scout" in (tree / "HISTORY.md").read_text()
     assert any(p.suffix == ".py" for p in (tree / "candidates").iterdir())
-    async with LocalKnowledgeStore.open(tmp_path / "b.db", Actor(user="bob", client="t")) as b:
+    async with LocalKnowledgeStore.open(new_location("b.db"), Actor(user="bob", client="t")) as b:
         await import_run(b, tree)
         after = await collect_bundle(b, run_id)
         # Imported provenance is the original writer's, not the importer's.
@@ -79,13 +79,13 @@ async def test_export_refuses_a_non_empty_folder(tmp_path: Path):
     assert (tmp_path / "busy" / "keep.txt").read_text() == "mine"
 
 
-async def test_damaged_export_is_refused_whole(tmp_path: Path):
-    async with LocalKnowledgeStore.open(tmp_path / "a.db") as a:
+async def test_damaged_export_is_refused_whole(tmp_path: Path, new_location):
+    async with LocalKnowledgeStore.open(new_location("a.db")) as a:
         run_id = await populate(a)
         await export_run(a, run_id, tmp_path / "tree")
     art = next(p for p in (tmp_path / "tree" / "artifacts").iterdir() if p.name.endswith("profile.txt"))
     art.write_text("tampered")
-    async with LocalKnowledgeStore.open(tmp_path / "b.db") as b:
+    async with LocalKnowledgeStore.open(new_location("b.db")) as b:
         with pytest.raises(Invalid, match="sha256"):
             await import_run(b, tmp_path / "tree")
         assert (await b.list_runs()).total == 0  # nothing half-imported

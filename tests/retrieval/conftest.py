@@ -28,9 +28,13 @@ def corpus_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def store(tmp_path: Path):
+async def store(request, tmp_path: Path):
+    """A store file; or, where a test module asks for it (`indirect` parametrisation with
+    "postgres"), a fresh PostgreSQL database."""
     actor = Actor(user="tester", client="pytest", role="Retrieval Scout", team_version=1)
-    async with LocalKnowledgeStore.open(tmp_path / "knowledge.db", actor) as s:
+    backend = getattr(request, "param", "sqlite")
+    where = request.getfixturevalue("postgres_url") if backend == "postgres" else tmp_path / "knowledge.db"
+    async with LocalKnowledgeStore.open(where, actor) as s:
         yield s
 
 

@@ -17,6 +17,9 @@ from evoteam.servers.retrieval.rank import fallback_queries, novel_queries, spea
 from evoteam.servers.retrieval.models import KnowledgeState
 from evoteam.servers.retrieval.store import QueryResultsCreate, RetrievalStore, url_key
 
+# The store tests run on both backends (the `store` fixture in conftest takes the backend).
+BACKENDS = pytest.mark.parametrize("store", ["sqlite", "postgres"], indirect=True)
+
 
 def results(*pairs: tuple[str, str]) -> list[RawResult]:
     return [RawResult(url=u, title=u.rsplit("/", 1)[-1], content=c, backend="tavily") for u, c in pairs]
@@ -34,6 +37,7 @@ def test_url_key():
     assert url_key("file:///c/x.md#part-2") != url_key("file:///c/x.md")
 
 
+@BACKENDS
 async def test_documents_are_deduplicated_and_repeats_counted(store, run):
     rs = RetrievalStore(store)
     first = await put(rs, run.id, "q1", results(("https://a.org/x", "alpha text"), ("https://b.org/y", "beta text"),
@@ -52,6 +56,7 @@ async def test_documents_are_deduplicated_and_repeats_counted(store, run):
     assert stats.queries == 2 and (await rs.previous_queries(run.id)).items == ["q1", "q2"]
 
 
+@BACKENDS
 async def test_forecasts_are_frozen(store, run):
     rs = RetrievalStore(store)
     stored = await put(rs, run.id, "q", results(("https://a.org/x", "alpha")))
@@ -66,6 +71,14 @@ async def test_forecasts_are_frozen(store, run):
     first = await rs.freeze_predictions([spec])
     again = await rs.freeze_predictions([spec.model_copy(update={"predicted_score": 9.0})])
     assert first[0].predicted_score == again[0].predicted_score == 2.0
+    # The database itself refuses, whoever writes to it.
+    if store.db.dialect == "postgres":
+        import psycopg
+
+        for sql in ("UPDATE retrieval_predictions SET predicted_score = 5", "DELETE FROM retrieval_predictions"):
+            with psycopg.connect(store.db.url) as conn, pytest.raises(psycopg.errors.RaiseException, match="frozen"):
+                conn.execute(sql)
+        return
     conn = sqlite3.connect(store.db.path)
     try:
         with pytest.raises(sqlite3.IntegrityError, match="frozen"):
@@ -76,6 +89,7 @@ async def test_forecasts_are_frozen(store, run):
         conn.close()
 
 
+@BACKENDS
 async def test_credit_documents_for_the_bench(store, run):
     rs = RetrievalStore(store)
     stored = await put(rs, run.id, "q", results(("https://a.org/x", "alpha"), ("https://b.org/y", "beta")))
@@ -92,6 +106,7 @@ async def test_credit_documents_for_the_bench(store, run):
     assert doc.content == "alpha"
 
 
+@BACKENDS
 async def test_other_projects_are_invisible(store, run):
     rs = RetrievalStore(store.with_actor(Actor(user="eve", project="other")))
     with pytest.raises(NotFound):
@@ -122,6 +137,7 @@ def test_rank_helpers():
     assert novel_queries(second, first, 3)[0] == second
 
 
+@BACKENDS
 async def test_linking_documents_to_a_gate_names_what_is_missing(store, run):
     from evoteam.servers.retrieval.models import GateCreate
     from evoteam.servers.retrieval.store import IdList

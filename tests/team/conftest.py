@@ -35,8 +35,12 @@ def project(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def kb(tmp_path: Path) -> AsyncIterator[LocalKnowledgeStore]:
-    async with LocalKnowledgeStore.open(tmp_path / "evoteam.db", Actor(user="tester", client="test")) as store:
+async def kb(request, tmp_path: Path) -> AsyncIterator[LocalKnowledgeStore]:
+    """A store file; or, where a test asks for it (`indirect` parametrisation with "postgres"),
+    a fresh PostgreSQL database."""
+    backend = getattr(request, "param", "sqlite")
+    where = request.getfixturevalue("postgres_url") if backend == "postgres" else tmp_path / "evoteam.db"
+    async with LocalKnowledgeStore.open(where, Actor(user="tester", client="test")) as store:
         yield store
 
 

@@ -18,6 +18,9 @@ from evoteam.servers.team.plan import spawn_plan
 from evoteam.servers.team.validate import TeamDesignError, validate_design
 from tests.team.conftest import design
 
+# The team store runs on both backends (the `kb` fixture in conftest takes the backend).
+BACKENDS = pytest.mark.parametrize("kb", ["sqlite", "postgres"], indirect=True)
+
 
 def test_slugs():
     assert slugify("Profiling Scientist") == "profiling-scientist"
@@ -62,6 +65,7 @@ def test_budget_warning():
     assert any("add up to $8.00" in w for w in validate_design(TeamDesign(**d), budget_left=5.0))
 
 
+@BACKENDS
 async def test_versions_are_numbered_and_kept(kb, run, service_factory):
     svc = service_factory()
     first = await svc.design_team(TeamDesign(**design(run.id, "Profiler", "Implementer")))
@@ -79,6 +83,7 @@ async def test_versions_are_numbered_and_kept(kb, run, service_factory):
         await svc.get_team(run.id, 7)
 
 
+@BACKENDS
 async def test_other_projects_runs_are_invisible(kb, run, service_factory):
     from evoteam.servers.team.store import TeamStore
 
@@ -89,6 +94,7 @@ async def test_other_projects_runs_are_invisible(kb, run, service_factory):
         await outsider.get_version(run.id)
 
 
+@BACKENDS
 async def test_materialised_files_are_agent_definitions(kb, run, service_factory, project):
     svc = service_factory()
     d = design(run.id, "Profiling Scientist", "Kernel Implementer", stages=[["Profiling Scientist"],
@@ -127,6 +133,7 @@ def test_plugin_tool_prefix(run):
     assert ToolNaming.from_env({"EVOTEAM_PLUGIN": "1"}).tool("team", "reflect") == "mcp__plugin_evoteam_team__reflect"
 
 
+@BACKENDS
 async def test_spawn_plan_follows_stages(kb, run, service_factory):
     svc = service_factory()
     d = design(run.id, "Scout", "Builder", "Critic", stages=[["Scout"], ["Builder", "Critic"]])
@@ -163,6 +170,7 @@ def test_role_from_transcript(tmp_path):
     assert role_from_transcript(tmp_path / "missing.jsonl") is None
 
 
+@BACKENDS
 async def test_a_users_own_agent_file_is_left_alone(kb, run, service_factory, project):
     folder = project / ".claude" / "agents"
     folder.mkdir(parents=True)

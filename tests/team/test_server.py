@@ -13,6 +13,9 @@ from evoteam.servers.team.materialise import parse_frontmatter
 from evoteam.servers.team.server import build_server
 from tests.team.conftest import FakeRunner, design
 
+# The team store runs on both backends (the `kb` fixture in conftest takes the backend).
+BACKENDS = pytest.mark.parametrize("kb", ["sqlite", "postgres"], indirect=True)
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -43,6 +46,7 @@ async def test_tools_are_few_documented_and_annotated(client_factory):
     assert roles_schema["type"] == "array" and "items" in roles_schema
 
 
+@BACKENDS
 async def test_design_status_reflect_budget(client_factory, run, project):
     async with client_factory() as client:
         d = design(run.id, "Profiler", "Implementer", stages=[["Profiler"], ["Implementer"]])
@@ -69,6 +73,7 @@ async def test_design_status_reflect_budget(client_factory, run, project):
         assert [v["version"] for v in second["items"]] == [2] and second["next_cursor"] is None
 
 
+@BACKENDS
 async def test_errors_are_tool_errors_that_say_what_to_do(client_factory, run):
     async with client_factory() as client:
         bad = design(run.id, "A", "a")
@@ -85,6 +90,7 @@ async def test_errors_are_tool_errors_that_say_what_to_do(client_factory, run):
         assert result.is_error and "at least one" in result.content[0].text
 
 
+@BACKENDS
 async def test_spawn_role_runs_headless_and_records_cost(client_factory, kb, run):
     runner = FakeRunner(kb, behaviours={"solo": "finish"}, cost=0.75)
     async with client_factory(runner) as client:
@@ -103,6 +109,7 @@ async def test_spawn_role_runs_headless_and_records_cost(client_factory, kb, run
         assert budget["by_role"] == {"Solo": 0.75} and budget["by_version"] == {"v1": 0.75}
 
 
+@BACKENDS
 async def test_record_role_result_prices_the_transcript(client_factory, run, tmp_path):
     transcript = tmp_path / "agent-9.jsonl"
     transcript.write_text(json.dumps({"type": "assistant", "message": {
@@ -121,6 +128,7 @@ async def test_record_role_result_prices_the_transcript(client_factory, run, tmp
         assert stop["stopped"] == []  # nothing left to stop
 
 
+@BACKENDS
 async def test_stop_role_tool(client_factory, kb, run):
     runner = FakeRunner(kb, behaviours={"stuck": "hang"})
     async with client_factory(runner) as client:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import httpx
 
-from evoteam.servers.knowledge import sessions
+from evoteam.servers.knowledge import mcp_sessions as sessions
 from tests.knowledge.conftest import KnowledgeServer, free_port, make_token
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",

@@ -41,9 +41,8 @@ def state_paths(settings: Settings, env: dict[str, str] | None = None) -> list[t
     """evoteam's own files, each with what it is: nothing of the bench or a kit may read them.
     A folder in this list covers everything under it; a file covers only itself."""
     env = os.environ if env is None else env
-    db = Path(settings.db).expanduser().resolve()
-    paths = [(db, "knowledge store")]
-    paths += [(Path(f"{db}{suffix}"), "knowledge store's journal") for suffix in ("-wal", "-shm", "-journal")]
+    files = settings.store_files  # none when the store is a database URL
+    paths = [(f, "knowledge store" if i == 0 else "knowledge store's journal") for i, f in enumerate(files)]
     paths.append((state_dir(settings), "bench state folder (held-out secret, trusted kits, locks)"))
     if env.get("EVOTEAM_HELDOUT_KEY_FILE"):
         paths.append((Path(env["EVOTEAM_HELDOUT_KEY_FILE"]).expanduser().resolve(), "held-out key file"))

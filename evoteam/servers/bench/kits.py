@@ -31,7 +31,7 @@ from evoteam.errors import DomainError, Missing
 
 def state_dir(settings: Settings) -> Path:
     """The bench's private state (held-out secret, device locks), beside the store's file."""
-    return Path(settings.db).expanduser().resolve().parent / "bench"
+    return settings.state_root / "bench"
 
 
 def heldout_secret(settings: Settings) -> bytes:

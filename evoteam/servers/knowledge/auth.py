@@ -87,11 +87,15 @@ class StoreTokenVerifier:
         self.db = db
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        from mcp.server.auth.provider import AccessToken
-
         if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
             return None
-        digest = _digest(token)
+        return await self.verify_digest(_digest(token), token)
+
+    async def verify_digest(self, digest: str, token: str = "") -> AccessToken | None:
+        """The access of the live token whose SHA-256 is `digest` (a browser session names its
+        token so, never by its text)."""
+        from mcp.server.auth.provider import AccessToken  # not at import: `evoteam token --help` stays light
+
         async with self.db.read() as conn:
             async with conn.execute(
                 "SELECT user, project, verifier, token_sha256 FROM tokens WHERE token_sha256 = ? AND revoked_at IS NULL",

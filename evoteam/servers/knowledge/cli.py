@@ -173,8 +173,11 @@ def import_cmd(settings: Settings, folder, project, trust_scores, without_manife
             return await import_run(store, folder, project=project, trust_scores=trust_scores,
                                     without_manifest=without_manifest)
 
+    from evoteam.servers.knowledge.backend import describe_location
+
     run = _run(go())
-    click.echo(f"imported {run.id} ({run.candidates} candidates, {run.learnings} learnings) into {settings.db}")
+    click.echo(f"imported {run.id} ({run.candidates} candidates, {run.learnings} learnings) "
+               f"into {describe_location(settings.db)}")
 
 
 @kb.command("review")
@@ -211,6 +214,29 @@ def review_cmd(settings: Settings, run_id, accept_id) -> None:
         click.echo(f"{c.id}  {c.status:<8} score {c.score}  {c.provenance.role or '-'}  "
                    f"{'verified' if c.verified else 'self-reported'}")
     click.echo(f"{len(flagged)} flagged candidate(s); `evoteam kb review {run_id} --accept ID` after checking one")
+
+
+@kb.command("migrate-store")
+@click.argument("source")
+@click.argument("destination")
+@click.option("--json", "as_json", is_flag=True)
+def migrate_store_cmd(source, destination, as_json) -> None:
+    """Copy a whole store into an empty one on either backend (a SQLite file or a postgresql://
+    URL, either way), then verify every table by row count and content hash."""
+    from evoteam.servers.knowledge.migrate_store import migrate_store
+
+    def progress(table: str, rows: int) -> None:
+        if not as_json and rows % 10_000 == 0:
+            click.echo(f"  {table}: {rows} rows", err=True)
+
+    report = _run(migrate_store(source, destination, progress))
+    if as_json:
+        click.echo(json.dumps({**report.model_dump(), "total_rows": report.total_rows}, indent=2))
+        return
+    for t in report.tables:
+        click.echo(f"{t.table:<28} {t.rows:>9}  {t.sha256[:16]}")
+    click.echo(f"copied and verified {report.total_rows} rows in {len(report.tables)} tables: "
+               f"{report.source} -> {report.destination}")
 
 
 @click.group()

@@ -37,11 +37,34 @@ BUSY_TIMEOUT_MS = int(os.environ.get("EVOTEAM_BUSY_TIMEOUT_MS") or 30_000)
 # sqlite3.Connection (run inside the migration's transaction).
 Migration = str | Callable[[sqlite3.Connection], None]
 _MIGRATIONS: dict[str, list[Migration]] = {}
+# The same history on PostgreSQL: per component, the PostgreSQL form of the steps whose SQLite
+# text the dialect rewrite cannot carry (full-text search, triggers); the others are rewritten
+# (dialect.py). Version numbers are the same on both backends.
+_PG_FORMS: dict[str, dict[int, Migration]] = {}
 
 
 def register_migrations(component: str, migrations: Sequence[Migration]) -> None:
     """Declare the ordered schema migrations of one component. Append, never edit."""
     _MIGRATIONS[component] = list(migrations)
+
+
+def register_postgres_form(component: str, step: int, form: Migration) -> None:
+    """Give step `step` (0-based) of `component` its own PostgreSQL form."""
+    _PG_FORMS.setdefault(component, {})[step] = form
+
+
+def postgres_migrations() -> dict[str, list[Migration]]:
+    """Every component's migrations in PostgreSQL's dialect."""
+    from evoteam.servers.knowledge.dialect import to_postgres
+
+    out: dict[str, list[Migration]] = {}
+    for component, steps in _MIGRATIONS.items():
+        forms = _PG_FORMS.get(component, {})
+        out[component] = [
+            forms[i] if i in forms else (step if callable(step) else to_postgres(step, params=False, ddl=True))
+            for i, step in enumerate(steps)
+        ]
+    return out
 
 
 def _configure(conn: sqlite3.Connection) -> None:
@@ -180,9 +203,10 @@ def _split_sql(script: str) -> list[str]:
 
 def _load_components() -> None:
     # Importing a component's schema module registers its migrations.
-    from evoteam.servers.knowledge import schema, verified  # noqa: F401
+    from evoteam.servers.knowledge import measurements, schema, sessions, verified  # noqa: F401
 
-    for name in ("evoteam.servers.retrieval.schema", "evoteam.servers.team.schema"):
+    for name in ("evoteam.servers.retrieval.schema", "evoteam.servers.team.schema",
+                 "evoteam.servers.knowledge.pgschema", "evoteam.servers.retrieval.pgschema"):
         try:
             __import__(name)
         except ModuleNotFoundError as exc:
@@ -192,6 +216,8 @@ def _load_components() -> None:
 
 class Database:
     """An open store file: `write()` for serialised transactions, `read()` for queries."""
+
+    dialect = "sqlite"
 
     def __init__(self, path: Path, readers: int = 2):
         self.path = Path(path)

@@ -37,9 +37,9 @@ async def hits_page(conn: aiosqlite.Connection, match: str, newest_first: int, r
         async with conn.execute(select + "WHERE search_index MATCH ? AND rowid >= ? ORDER BY rowid DESC "
                                 "LIMIT ? OFFSET ?", (match, newest_first, limit, offset)) as cur:
             picked = await cur.fetchall()
-    owners = await _owners(conn, [(r["kind"], r["ref_id"]) for r in picked])
+    owners_by_id = await owners(conn, [(r["kind"], r["ref_id"]) for r in picked])
     return [SearchHit(kind=r["kind"], id=r["ref_id"], run_id=r["run_id"], title=r["title"], snippet=r["snip"],
-                      rank=r["rank"], owner=owners.get(r["ref_id"])) for r in picked]
+                      rank=r["rank"], owner=owners_by_id.get(r["ref_id"])) for r in picked]
 
 
 def in_turns(rows: list) -> list:
@@ -53,7 +53,7 @@ def in_turns(rows: list) -> list:
                                                          key=lambda r: r["rank"])]
 
 
-async def _owners(conn: aiosqlite.Connection, refs: list[tuple[str, str]]) -> dict[str, str]:
+async def owners(conn: aiosqlite.Connection, refs: list[tuple[str, str]]) -> dict[str, str]:
     """Who wrote each hit: one query over the tables the page's kinds live in."""
     parts, params = [], []
     for kind, table in TABLES.items():

@@ -22,7 +22,7 @@ from starlette.middleware import Middleware
 
 from evoteam.config import Settings
 from evoteam.servers.guard import AnswerUnreadableHTTP
-from evoteam.servers.knowledge import sessions
+from evoteam.servers.knowledge import mcp_sessions
 from evoteam.servers.knowledge.auth import StoreTokenVerifier, count_active_tokens
 from evoteam.servers.knowledge.delegation import acting_for
 from evoteam.servers.knowledge.hostcheck import ExactHostOrigin
@@ -65,17 +65,21 @@ def live_pages(store: LocalKnowledgeStore, verifier: StoreTokenVerifier, default
     """`/runs` and `/runs/{id}` (the live run reports) behind the same tokens; the app-wide exact
     Host/Origin check covers them like every other route. Served over TLS, the session cookie is
     marked Secure (never sent over plain HTTP)."""
-    from evoteam.report.live import dashboard_routes
+    from evoteam.report.live import SESSION_SECONDS, dashboard_routes
+    from evoteam.servers.knowledge.sessions import StoreSessions
 
-    async def verify(token: str) -> Actor | None:
-        access = await verifier.verify_token(token)
-        if access is None:
-            return None
+    def to_actor(access) -> Actor:
         project = (access.claims or {}).get("project")
         return Actor(user=access.client_id, project=project, client="browser",
                      default_project=project or default_project)
 
-    return dashboard_routes(store, verify, secure_cookie=secure_cookie)
+    async def verify(token: str) -> Actor | None:
+        access = await verifier.verify_token(token)
+        return None if access is None else to_actor(access)
+
+    # Sessions live in the store, so every replica of the server knows every browser's session.
+    sessions = StoreSessions(store.db, verifier, to_actor, SESSION_SECONDS)
+    return dashboard_routes(store, verify, secure_cookie=secure_cookie, sessions=sessions)
 
 
 def build_http_app(settings: Settings, store: LocalKnowledgeStore, *, host: str = "127.0.0.1", port: int = 8765,
@@ -94,14 +98,23 @@ def build_http_app(settings: Settings, store: LocalKnowledgeStore, *, host: str 
         server.settings.auth = auth
         server._token_verifier = verifier  # noqa: SLF001 - the constructor path needs a provider we do not have
     security = security_settings(host, port, allowed_hosts or [], allowed_origins or [])
+    # On a database several servers share (PostgreSQL), no MCP session lives in one server's
+    # memory: each request stands alone, so any replica behind a load balancer can answer it.
+    # Elsewhere sessions are kept, bounded per token and reclaimed when idle (mcp_sessions.py).
+    stateless = getattr(store.db, "dialect", "sqlite") == "postgres"
     common = dict(max_request_body_size=settings.max_request_bytes, transport_security=security, host=host,
-                  max_sessions=sessions.TOTAL)
-    agent_app = agent.streamable_http_app(streamable_http_path="/mcp", session_idle_timeout=sessions.AGENT_IDLE_S,
-                                          **common)
-    protocol_app = protocol.streamable_http_app(streamable_http_path="/store",
-                                                session_idle_timeout=sessions.STORE_IDLE_S, **common)
-    for server in (agent, protocol):  # one token cannot fill an endpoint's sessions for everyone
-        sessions.limit_per_token(server.session_manager)
+                  stateless_http=stateless)
+    if stateless:
+        agent_app = agent.streamable_http_app(streamable_http_path="/mcp", **common)
+        protocol_app = protocol.streamable_http_app(streamable_http_path="/store", **common)
+    else:
+        common["max_sessions"] = mcp_sessions.TOTAL
+        agent_app = agent.streamable_http_app(streamable_http_path="/mcp",
+                                              session_idle_timeout=mcp_sessions.AGENT_IDLE_S, **common)
+        protocol_app = protocol.streamable_http_app(streamable_http_path="/store",
+                                                    session_idle_timeout=mcp_sessions.STORE_IDLE_S, **common)
+        for server in (agent, protocol):  # one token cannot fill an endpoint's sessions for everyone
+            mcp_sessions.limit_per_token(server.session_manager)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -145,7 +158,7 @@ async def serve_http_async(settings: Settings, host: str, port: int, allowed_hos
         if not tls_cert and (warning := plain_http_warning(host)):
             click.echo(warning, err=True)
         scheme = "https" if tls_cert else "http"
-        click.echo(f"evoteam knowledge server on {scheme}://{host}:{port}/mcp (store: {settings.db}); "
+        click.echo(f"evoteam knowledge server on {scheme}://{host}:{port}/mcp (store: {store.db.path}); "
                    f"live run pages at {scheme}://{host}:{port}/runs", err=True)
         await server.serve()
 

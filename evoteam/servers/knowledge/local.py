@@ -20,6 +20,7 @@ import aiosqlite
 from evoteam.codehash import code_hash
 from evoteam.servers.knowledge import idempotency, lineage
 from evoteam.servers.knowledge.bundlecheck import existing_ids
+from evoteam.servers.knowledge.backend import open_database
 from evoteam.servers.knowledge.db import Database
 from evoteam.servers.knowledge.errors import Forbidden, Invalid, NotFound, TooLarge
 from evoteam.servers.knowledge.hits import hits_page
@@ -63,7 +64,7 @@ from evoteam.servers.knowledge.render import (
 )
 from evoteam.servers.knowledge.scope import missing
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
-from evoteam.servers.knowledge import measurements
+from evoteam.servers.knowledge import measurements, pgsearch
 from evoteam.servers.knowledge.measurements import first_line
 from evoteam.servers.knowledge.verified import RANKED, check_may_verify, ranks
 
@@ -157,9 +158,10 @@ class LocalKnowledgeStore(KnowledgeStore):
 
     @classmethod
     @asynccontextmanager
-    async def open(cls, path: Path, actor: Actor | None = None,
+    async def open(cls, path: Path | str, actor: Actor | None = None,
                    max_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES) -> AsyncIterator[LocalKnowledgeStore]:
-        async with Database(Path(path)) as db:
+        """The store at `path`: a SQLite file, or a `postgresql://` URL (backend.py)."""
+        async with open_database(path) as db:
             yield cls(db, actor or Actor.local(), max_artifact_bytes)
 
     def with_actor(self, actor: Actor) -> LocalKnowledgeStore:
@@ -175,7 +177,7 @@ class LocalKnowledgeStore(KnowledgeStore):
 
     def _project_filter(self, alias: str = "") -> tuple[str, list]:
         if self.actor.project is None:
-            return "1", []
+            return "1 = 1", []
         col = f"{alias}.project" if alias else "project"
         return f"{col} = ?", [self.actor.project]
 
@@ -673,6 +675,8 @@ class LocalKnowledgeStore(KnowledgeStore):
 
     async def search(self, query: str, run_id: str | None = None, kinds: list[SearchKind] | None = None,
                      limit: int = 10, cursor: str | None = None) -> SearchPage:
+        if self.db.dialect == "postgres":  # the same search with PostgreSQL's own full-text machinery
+            return await pgsearch.search(self, query, run_id, kinds, limit, cursor)
         limit, offset = _limit(limit), decode_cursor(cursor)
         words = list(dict.fromkeys(w.lower() for w in _WORD.findall(query)))[:32]
         if not words:

@@ -111,7 +111,10 @@ class RemoteKnowledgeStore(KnowledgeStore):
 async def _preflight(http: httpx2.AsyncClient, endpoint: str) -> None:
     """Turn the common set-up mistakes into plain messages before the MCP handshake."""
     try:
-        response = await http.get(endpoint, headers={"Accept": "text/event-stream"})
+        # Only the status is read: a stateless server (replicas on PostgreSQL) answers this GET
+        # with an event stream that stays open.
+        async with http.stream("GET", endpoint, headers={"Accept": "text/event-stream"}) as response:
+            pass
     except httpx2.HTTPError as exc:
         raise Unavailable(f"cannot reach the knowledge server at {endpoint}: {exc}") from None
     if response.status_code == 401:

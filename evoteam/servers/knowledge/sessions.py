@@ -1,44 +1,66 @@
-"""Open MCP sessions over HTTP, bounded per token.
+"""Browser sessions of the live run pages, kept in the store (component "knowledge.sessions"),
+so that every replica of the shared server knows every session: a browser that signed in on one
+replica is signed in on all, and signing out or revoking the token ends it everywhere.
 
-The SDK caps the sessions of one endpoint as a whole (10,000 by default) and reclaims a session
-after 30 idle minutes. One token opening sessions as fast as it can therefore filled the whole
-cap and locked every other user out for half an hour, at half a gigabyte of memory. Here each
-token (the user and subject the verifier reports) may hold ``PER_TOKEN`` sessions of an endpoint
-at a time; the endpoint as a whole holds ``TOTAL``; the agent endpoint reclaims a session idle
-for ``AGENT_IDLE_S`` (clients start a new one on the 404, as the MCP specification asks).
+Neither the session id nor the token is stored: the row keys a session by the SHA-256 of its id
+and names its token by the token's SHA-256 (as the tokens table does). Each request looks the
+token up again, so a revoked token ends its sessions at once. Append migrations; never edit one.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+import secrets
+import time
+from collections.abc import Callable
 
-PER_TOKEN = 32
-TOTAL = 2_000
-AGENT_IDLE_S = 10 * 60
-# The /store endpoint's clients are evoteam's own servers on other hosts, which hold one session
-# for their lifetime; they keep the SDK's idle period, and the per-token cap bounds them.
-STORE_IDLE_S = 30 * 60
+from evoteam.servers.knowledge.auth import StoreTokenVerifier
+from evoteam.servers.knowledge.auth import _digest as token_digest
+from evoteam.servers.knowledge.db import register_migrations
+from evoteam.servers.knowledge.store import Actor
+
+register_migrations("knowledge.sessions", ["""
+CREATE TABLE browser_sessions (
+    sid_sha256 TEXT PRIMARY KEY,
+    token_sha256 TEXT NOT NULL,
+    expires_at REAL NOT NULL
+);
+CREATE INDEX browser_sessions_expiry ON browser_sessions(expires_at);
+"""])
 
 
-def _principal(requestor: Any) -> tuple:
-    if not isinstance(requestor, dict):
-        return (None,)
-    return requestor.get("client_id"), requestor.get("subject"), requestor.get("issuer")
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def limit_per_token(manager: Any, per_token: int = PER_TOKEN) -> None:
-    """Refuse a new session (the SDK's 503 "Too many open sessions") to a token that already
-    holds ``per_token`` open sessions of this endpoint; other tokens are unaffected."""
-    admit = manager._admit_session  # noqa: SLF001 - the SDK's one admission point, decided under its lock
+class StoreSessions:
+    """Sessions in the store's database, for `dashboard_routes(..., sessions=...)`."""
 
-    def admit_within_limit(requestor):
-        if requestor is not None:
-            who = _principal(requestor)
-            owners = manager._session_owners  # noqa: SLF001
-            open_now = sum(1 for sid in manager._server_instances  # noqa: SLF001
-                           if sid in owners and _principal(owners[sid]) == who)
-            if open_now >= per_token:
-                return None
-        return admit(requestor)
+    def __init__(self, db, verifier: StoreTokenVerifier, to_actor: Callable[[object], Actor], seconds: float):
+        self.db, self.verifier, self.to_actor, self.seconds = db, verifier, to_actor, seconds
 
-    manager._admit_session = admit_within_limit  # noqa: SLF001
+    async def open(self, token: str) -> str:
+        sid = secrets.token_urlsafe(32)
+        now = time.time()
+        async with self.db.write() as conn:
+            await conn.execute("DELETE FROM browser_sessions WHERE expires_at < ?", (now,))
+            await conn.execute("INSERT INTO browser_sessions (sid_sha256, token_sha256, expires_at) VALUES (?, ?, ?)",
+                               (_digest(sid), token_digest(token), now + self.seconds))
+        return sid
+
+    async def caller(self, sid: str | None) -> Actor | None:
+        if not sid or len(sid) > 200:
+            return None
+        async with self.db.read() as conn:
+            async with conn.execute("SELECT token_sha256 FROM browser_sessions WHERE sid_sha256 = ? "
+                                    "AND expires_at >= ?", (_digest(sid), time.time())) as cur:
+                row = await cur.fetchone()
+        if row is None:
+            return None
+        access = await self.verifier.verify_digest(row[0])
+        return None if access is None else self.to_actor(access)
+
+    async def close(self, sid: str | None) -> None:
+        if sid:
+            async with self.db.write() as conn:
+                await conn.execute("DELETE FROM browser_sessions WHERE sid_sha256 = ?", (_digest(sid),))

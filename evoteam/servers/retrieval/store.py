@@ -20,11 +20,12 @@ from pydantic import BaseModel, Field
 
 from evoteam.errors import DomainError
 from evoteam.servers.knowledge.errors import Invalid, NotFound
-from evoteam.servers.knowledge.local import fts_query, insert_row, new_id, now
+from evoteam.servers.knowledge.local import insert_row, new_id, now
 from evoteam.servers.knowledge.scope import Ref, scoped
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.measurements import rank_order
 from evoteam.servers.knowledge.verified import RANKED
+from evoteam.servers.retrieval.docsearch import matching_documents
 from evoteam.servers.retrieval.models import (
     EXCERPT_CHARS,
     DecisionStats,
@@ -196,8 +197,8 @@ class RetrievalStore:
     async def previous_queries(self, run_id: str) -> StringList:
         async with self.db.read() as conn:
             await self._run_row(conn, run_id)
-            async with conn.execute("SELECT DISTINCT text FROM retrieval_queries WHERE run_id = ? "
-                                    "ORDER BY created_at", (run_id,)) as cur:
+            async with conn.execute("SELECT text FROM retrieval_queries WHERE run_id = ? "
+                                    "GROUP BY text ORDER BY min(created_at)", (run_id,)) as cur:
                 return StringList(items=[r["text"] for r in await cur.fetchall()])
 
     @scoped(Ref("spec.query.run_id", "runs"), Ref("spec.query.search_id", "retrieval_searches"))
@@ -345,15 +346,9 @@ class RetrievalStore:
         async with self.db.read() as conn:
             run = await self._run_row(conn, run_id)
             relevance: dict[str, float] = {}
-            match = fts_query(text, any_word=True)
-            if match:
-                async with conn.execute(
-                    "SELECT doc_id FROM retrieval_documents_fts WHERE retrieval_documents_fts MATCH ? "
-                    "AND project = ? ORDER BY bm25(retrieval_documents_fts, 2.0, 1.0) LIMIT ?",
-                    (match, run["project"], limit)) as cur:
-                    hits = [r["doc_id"] for r in await cur.fetchall()]
-                for i, doc_id in enumerate(hits):
-                    relevance[doc_id] = 1.0 - i / max(len(hits), 1)
+            hits = await matching_documents(conn, text, run["project"], limit)
+            for i, doc_id in enumerate(hits):
+                relevance[doc_id] = 1.0 - i / max(len(hits), 1)
             async with conn.execute(
                 "SELECT document_id FROM retrieval_predictions WHERE run_id = ? UNION "
                 "SELECT d.document_id FROM retrieval_outcome_documents d JOIN retrieval_outcomes o "
@@ -635,7 +630,7 @@ class RetrievalStore:
             elif self._project() is not None:
                 where, params = "{a}run_id IN (SELECT id FROM runs WHERE project = ?)", [self._project()]
             else:
-                where, params = "1", []
+                where, params = "1 = 1", []
             scope = where.format(a="")
 
             def sc(alias: str) -> str:

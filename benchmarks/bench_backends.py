@@ -1,0 +1,148 @@
+"""The two store backends side by side: prints tables; asserts nothing.
+
+    .venv/bin/python benchmarks/bench_backends.py                     # 1k and 10k learnings
+    .venv/bin/python benchmarks/bench_backends.py --sizes 1000,100000 # other sizes
+    .venv/bin/python benchmarks/bench_backends.py --pg-url postgresql://...  # an existing server
+                                                                     # (each size gets a new database)
+
+Without --pg-url it starts a throwaway PostgreSQL (tests/support/postgres.py, the one the tests
+use: no fsync, every commit in the WAL). In one run, so the ratios compare on a noisy machine:
+
+1. in process, per size: tool latency p50/p99 of `get_run`, `add_learning` and the learnings
+   document, and search p50/p99 (typical two-word queries drawn as the notes' own words occur);
+2. writes/s of `add_learning` (each with an idempotency key) over HTTP from 16 and 64
+   concurrent clients against one `evoteam serve knowledge --http` and against two replicas on
+   the same store (two processes on one SQLite file, or on one PostgreSQL database).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.bench_knowledge import bulk_learnings, fmt_ms, pct, table, time_calls, typical_query  # noqa: E402
+from evoteam.servers.knowledge.local import LocalKnowledgeStore  # noqa: E402
+from evoteam.servers.knowledge.models import LearningCreate, RunCreate  # noqa: E402
+from evoteam.servers.knowledge.store import Actor  # noqa: E402
+from tests.knowledge.conftest import KnowledgeServer, free_port, make_token  # noqa: E402
+
+
+async def store_rows(backend: str, where, size: int, calls: int) -> list[tuple]:
+    rng = random.Random(size)
+    async with LocalKnowledgeStore.open(where, Actor(user="bench")) as store:
+        run = await store.start_run(RunCreate(goal="backends"))
+        await bulk_learnings(store, run.id, size)
+        for _ in range(10):  # warm-up: connections, caches
+            await store.get_run(run.id)
+            await store.search(typical_query(rng), run_id=run.id)
+        reads = await time_calls(lambda i: store.get_run(run.id), calls)
+        writes = await time_calls(lambda i: store.add_learning(LearningCreate(run_id=run.id, text=f"new fact {i}")),
+                                  calls)
+        doc = await time_calls(lambda i: store.render_learnings(run.id), max(10, calls // 5))
+        queries = [typical_query(rng) for _ in range(calls)]
+        search = await time_calls(lambda i: store.search(queries[i], run_id=run.id), calls)
+    out = []
+    for label, values in (("get_run", reads), ("add_learning", writes), ("learnings document", doc),
+                          ("search (two words)", search)):
+        out.append((backend, f"{size:,}", label, fmt_ms(pct(values, .5)).strip(), fmt_ms(pct(values, .99)).strip()))
+    return out
+
+
+async def write_rate(servers: list[KnowledgeServer], token: str, clients: int, each: int) -> float:
+    def connect(i: int):
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120)
+        return Client(streamable_http_client(servers[i % len(servers)].url, http_client=http))
+
+    async with connect(0) as c:
+        run_id = (await c.call_tool("start_run", {"goal": "throughput"})).structured_content["id"]
+
+    async def writer(i: int) -> None:
+        async with connect(i) as c:
+            for j in range(each):
+                r = await c.call_tool("add_learning", {"run_id": run_id, "text": f"w{i} {j}",
+                                                       "idempotency_key": f"{clients}-{i}-{j}"})
+                assert not r.is_error, r.content
+
+    start = time.perf_counter()
+    await asyncio.gather(*(writer(i) for i in range(clients)))
+    return clients * each / (time.perf_counter() - start)
+
+
+def rate_rows(backend: str, where, home: Path, writes: int) -> list[tuple]:
+    token = make_token(where, "bench", None)
+    servers = [KnowledgeServer(db=where, port=free_port(), home=home).start() for _ in range(2)]
+    rows = []
+    try:
+        for clients in (16, 64):
+            each = max(2, writes // clients)
+            one = asyncio.run(write_rate(servers[:1], token, clients, each))
+            two = asyncio.run(write_rate(servers, token, clients, each))
+            rows.append((backend, clients, f"{one:.0f}", f"{two:.0f}", f"{two / one:.2f}×"))
+    finally:
+        for s in servers:
+            s.kill()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,10000", help="learnings per store, comma-separated")
+    parser.add_argument("--calls", type=int, default=100, help="timed calls per operation")
+    parser.add_argument("--writes", type=int, default=640, help="writes per throughput measurement")
+    parser.add_argument("--pg-url", default=None, help="an existing PostgreSQL (a superuser URL to its "
+                                                       "'postgres' database); default: start a throwaway one")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+
+    from tests.support.postgres import PostgresServer, start_server, stop_server
+
+    server: PostgresServer | None = None
+    if args.pg_url:
+        import uuid
+
+        import psycopg
+
+        def new_database() -> str:
+            name = f"bench_{uuid.uuid4().hex[:8]}"
+            with psycopg.connect(args.pg_url, autocommit=True) as conn:
+                conn.execute(f"CREATE DATABASE {name}")
+            return args.pg_url.rsplit("/", 1)[0] + "/" + name
+    else:
+        server = start_server()
+        new_database = server.new_database
+    load = " ".join(open("/proc/loadavg").read().split()[:3]) if os.path.exists("/proc/loadavg") else "?"
+    print(f"store backends side by side; sizes {sizes}; {os.cpu_count()} CPUs; load average {load}")
+    try:
+        with tempfile.TemporaryDirectory(prefix="evoteam-bench-") as tmp:
+            tmp = Path(tmp)
+            rows = []
+            for size in sizes:
+                rows += asyncio.run(store_rows("SQLite", tmp / f"s{size}.db", size, args.calls))
+                rows += asyncio.run(store_rows("PostgreSQL", new_database(), size, args.calls))
+            table("In process: latency (ms)", ("backend", "learnings", "operation", "p50", "p99"), rows)
+            rates = rate_rows("SQLite", tmp / "rate.db", tmp, args.writes)
+            rates += rate_rows("PostgreSQL", new_database(), tmp, args.writes)
+            table("add_learning over HTTP: writes/s with one server and with two replicas on the same store",
+                  ("backend", "clients", "1 server", "2 replicas", "2 / 1"), rates)
+    finally:
+        if server is not None:
+            stop_server(server)
+    load = " ".join(open("/proc/loadavg").read().split()[:3]) if os.path.exists("/proc/loadavg") else "?"
+    print(f"\nload average after: {load}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,306 @@
+"""PostgreSQL access with the same shape as db.Database: `write()` for serialised transactions,
+`read()` for queries, versioned forward migrations per component.
+
+The store's code is written once, against the connection interface aiosqlite offers
+(`async with conn.execute(sql, params) as cur`, rows readable by name and by position); this
+module gives a psycopg 3 connection that interface and rewrites each statement into
+PostgreSQL's dialect (dialect.py). Several server processes may share one database, so:
+
+- every write transaction first takes one transaction-scoped advisory lock, so writes are
+  serialised exactly as SQLite's `BEGIN IMMEDIATE` serialises them: the store's checks
+  (idempotency keys, "exists already", pooling identical code) read then write inside one
+  transaction and rely on no other writer slipping in between;
+- migrations run under a session advisory lock, so replicas starting together migrate once;
+- reads run in autocommit mode: each statement sees every write committed before it.
+
+psycopg is an optional dependency (`pip install 'evoteam[postgres]'`): it is imported only when
+a store URL names PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import urlsplit
+
+from evoteam.config import is_store_url
+from evoteam.servers.knowledge.dialect import to_postgres
+from evoteam.servers.knowledge.errors import StoreFailure
+
+# The pool reports each failed reconnection as a multi-line warning; with no logging set up
+# Python would print them all on stderr. Users get one line per failed call (StoreFailure)
+# instead; a process that configures logging still receives the warnings.
+logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
+
+# How long a call waits for a connection before saying the database does not answer.
+POOL_TIMEOUT_S = float(os.environ.get("EVOTEAM_PG_TIMEOUT_S") or 10)
+
+# Advisory lock keys (any 64-bit integers; these spell "evoteam" + a purpose).
+WRITE_LOCK = 0x65766F7465616D01
+MIGRATE_LOCK = 0x65766F7465616D02
+
+
+def is_postgres_url(target: object) -> bool:
+    return is_store_url(target)
+
+
+def redacted(url: str) -> str:
+    """The URL without its password, for messages."""
+    parts = urlsplit(url)
+    host = parts.hostname or "localhost"
+    user = f"{parts.username}@" if parts.username else ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{user}{host}{port}{parts.path}"
+
+
+def _psycopg():
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError:
+        raise StoreFailure("this store is on PostgreSQL but psycopg is not installed: "
+                           "pip install 'evoteam[postgres]' (or 'psycopg[binary,pool]')") from None
+    return psycopg, psycopg_pool
+
+
+class Row(tuple):
+    """A result row readable by column name and by position, as sqlite3.Row is."""
+
+    def __new__(cls, values: Iterable, names: dict[str, int]):
+        row = super().__new__(cls, values)
+        row._names = names
+        return row
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self._names[key])
+        return tuple.__getitem__(self, key)
+
+    def keys(self) -> list[str]:
+        return list(self._names)
+
+
+def _row_factory(cursor):
+    names = {c.name: i for i, c in enumerate(cursor.description or ())}
+    return lambda values: Row(values, names)
+
+
+def describe(exc: Exception, url: str) -> StoreFailure | None:
+    """One line for a failure of the database itself (unreachable, restarted, full); None for
+    errors of a statement, which are bugs and keep their own message."""
+    psycopg, _ = _psycopg()
+    from psycopg_pool import PoolTimeout
+
+    where = redacted(url)
+    if isinstance(exc, PoolTimeout):
+        return StoreFailure(f"the PostgreSQL store {where} did not answer in time: check that the server is "
+                            f"up and reachable, then retry")
+    if isinstance(exc, psycopg.OperationalError):
+        first = (str(exc).strip().splitlines() or ["unknown error"])[0]
+        return StoreFailure(f"the PostgreSQL store {where} failed: {first}; retry once it is reachable")
+    if isinstance(exc, psycopg.errors.DiskFull):
+        return StoreFailure(f"the PostgreSQL store {where} is out of disk space: free space, then retry")
+    return None
+
+
+class _Cursor:
+    """What `conn.execute()` gives back: awaitable, and usable with `async with`."""
+
+    def __init__(self, conn, sql: str, params):
+        self._conn, self._sql, self._params = conn, sql, params
+        self._cur = None
+
+    async def _run(self) -> _Cursor:
+        named = isinstance(self._params, Mapping)
+        params = self._params if named else tuple(self._params) if self._params is not None else None
+        sql = to_postgres(self._sql, params=params is not None, named=named)
+        self._cur = self._conn.cursor(row_factory=_row_factory)
+        await self._cur.execute(sql, params, prepare=False)
+        return self
+
+    def __await__(self):
+        return self._run().__await__()
+
+    async def __aenter__(self) -> _Cursor:
+        return await self._run()
+
+    async def __aexit__(self, *exc) -> None:
+        await self._cur.close()
+
+    async def fetchone(self):
+        return await self._cur.fetchone() if self._cur.description else None
+
+    async def fetchall(self):
+        return await self._cur.fetchall() if self._cur.description else []
+
+    @property
+    def rowcount(self) -> int:
+        return self._cur.rowcount
+
+
+class PgConnection:
+    """A psycopg connection speaking the aiosqlite interface the store is written against."""
+
+    dialect = "postgres"
+
+    def __init__(self, conn):
+        self.raw = conn
+
+    def execute(self, sql: str, params: Iterable[Any] | None = ()) -> _Cursor:
+        return _Cursor(self.raw, sql, params)
+
+    async def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
+        async with self.raw.cursor() as cur:
+            await cur.executemany(to_postgres(sql), [tuple(r) for r in rows])
+
+
+class PgDatabase:
+    """A store in a PostgreSQL database: `write()` for serialised transactions, `read()` for queries."""
+
+    dialect = "postgres"
+    readonly = False
+
+    def __init__(self, url: str, max_size: int = 8):
+        self.url = url
+        self.path = redacted(url)  # what messages and `evoteam doctor` show as the store's place
+        self._max_size = max_size
+        self._pool = None
+
+    async def open(self) -> PgDatabase:
+        _, psycopg_pool = _psycopg()
+        psycopg, _ = _psycopg()
+        try:
+            await asyncio.to_thread(migrate_url, self.url)
+            self._pool = psycopg_pool.AsyncConnectionPool(
+                self.url, min_size=1, max_size=self._max_size, kwargs={"autocommit": True},
+                open=False, timeout=POOL_TIMEOUT_S, check=psycopg_pool.AsyncConnectionPool.check_connection)
+            await self._pool.open(wait=True, timeout=POOL_TIMEOUT_S)
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+            await self.close()
+            raise (describe(exc, self.url) or exc) from None
+        return self
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    async def __aenter__(self) -> PgDatabase:
+        return await self.open()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[PgConnection]:
+        """A write transaction, serialised with every other writer of the database (any process);
+        commits on success, rolls back on any error."""
+        psycopg, psycopg_pool = _psycopg()
+        if self._pool is None:
+            raise RuntimeError("database is not open")
+        try:
+            async with self._pool.connection() as conn:
+                async with conn.transaction():
+                    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                    yield PgConnection(conn)
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+            raise (describe(exc, self.url) or exc) from None
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[PgConnection]:
+        """A connection for reads; each statement sees every committed write."""
+        psycopg, psycopg_pool = _psycopg()
+        if self._pool is None:
+            raise RuntimeError("database is not open")
+        try:
+            async with self._pool.connection() as conn:
+                yield PgConnection(conn)
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+            raise (describe(exc, self.url) or exc) from None
+
+
+class _SyncConnection:
+    """A blocking psycopg connection with sqlite3's `execute(sql, params)`, for migration steps
+    written as Python callables."""
+
+    dialect = "postgres"
+
+    def __init__(self, conn):
+        self.raw = conn
+
+    def execute(self, sql: str, params: Iterable[Any] | None = None):
+        cur = self.raw.cursor(row_factory=_row_factory)
+        params = tuple(params) if params is not None else None
+        cur.execute(to_postgres(sql, params=params is not None), params, prepare=False)
+        return cur
+
+
+def migrate_url(url: str) -> dict[str, int]:
+    """Bring the database at `url` up to every registered component's latest version, under an
+    advisory lock (replicas starting at once migrate one after the other; the later ones find
+    nothing to do)."""
+    from evoteam.servers.knowledge import db as sqlite_db
+
+    psycopg, _ = _psycopg()
+    sqlite_db._load_components()
+    try:
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
+    except psycopg.OperationalError as exc:
+        raise (describe(exc, url) or exc) from None
+    try:
+        conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_versions "
+                     "(component TEXT PRIMARY KEY, version INTEGER NOT NULL)")
+        versions: dict[str, int] = {}
+        for component, migrations in sorted(sqlite_db.postgres_migrations().items()):
+            with conn.transaction():
+                row = conn.execute("SELECT version FROM schema_versions WHERE component = %s",
+                                   (component,)).fetchone()
+                current = row[0] if row else 0
+                if current > len(migrations):
+                    raise StoreFailure(f"the PostgreSQL store {redacted(url)} has {component} schema v{current}, "
+                                       f"newer than this evoteam knows (v{len(migrations)}): upgrade evoteam")
+                for step in migrations[current:]:
+                    if callable(step):
+                        step(_SyncConnection(conn))
+                    else:
+                        conn.execute(step)
+                conn.execute("INSERT INTO schema_versions (component, version) VALUES (%s, %s) "
+                             "ON CONFLICT (component) DO UPDATE SET version = excluded.version",
+                             (component, len(migrations)))
+            versions[component] = len(migrations)
+        return versions
+    finally:
+        try:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
+        except psycopg.Error:
+            pass
+        conn.close()
+
+
+def check_database(url: str) -> str:
+    """`evoteam doctor`'s look at a PostgreSQL store, without writing to it: reachable, and its
+    schema current (a line saying so), or a RuntimeError saying what is wrong."""
+    from evoteam.servers.knowledge import db as sqlite_db
+
+    psycopg, _ = _psycopg()
+    sqlite_db._load_components()
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+            (server,) = conn.execute("SHOW server_version").fetchone()
+            exists = conn.execute("SELECT to_regclass('schema_versions')").fetchone()[0]
+            versions = dict(conn.execute("SELECT component, version FROM schema_versions").fetchall()) \
+                if exists else None
+            runs = conn.execute("SELECT count(*) FROM runs").fetchone()[0] if exists else 0
+    except psycopg.Error as exc:
+        raise RuntimeError(str(describe(exc, url) or str(exc).splitlines()[0])) from None
+    where = redacted(url)
+    if versions is None:
+        return f"{where}: PostgreSQL {server}, no store yet (it is made on first use)"
+    if not sqlite_db.is_current(versions):
+        return f"{where}: PostgreSQL {server}, schema older than this evoteam (upgraded on first write)"
+    return f"{where}: PostgreSQL {server}, schema current, {runs} run(s)"

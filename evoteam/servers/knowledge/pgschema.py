@@ -1,0 +1,153 @@
+"""PostgreSQL forms of the knowledge store's migrations that the dialect rewrite cannot carry.
+
+- knowledge v1: the full-text index. SQLite's is an FTS5 virtual table; here it is a table with
+  the same columns (so `_index` writes it with the same statement), a generated `tsv` column
+  (title weighted above body; English stemming and no stopwords, as FTS5's porter tokenizer) under a GIN
+  index, and an `id` that orders entries oldest to newest as FTS5's rowid does.
+- knowledge.counters v1: the counters' triggers, as PL/pgSQL functions with the same rules.
+"""
+
+from __future__ import annotations
+
+from evoteam.servers.knowledge import counters, schema
+from evoteam.servers.knowledge.db import register_postgres_form
+from evoteam.servers.knowledge.dialect import to_postgres
+
+_FTS5_START = "CREATE VIRTUAL TABLE search_index USING fts5("
+
+# English stemming without a stopword list: FTS5's porter tokenizer drops no word, so neither
+# does this configuration (a query of common words still finds its entries).
+TEXT_SEARCH = """
+CREATE TEXT SEARCH DICTIONARY evoteam_stem (TEMPLATE = snowball, Language = english);
+CREATE TEXT SEARCH CONFIGURATION evoteam (COPY = english);
+ALTER TEXT SEARCH CONFIGURATION evoteam ALTER MAPPING FOR asciiword, word, numword, asciihword, hword, numhword,
+    hword_asciipart, hword_part, hword_numpart WITH evoteam_stem;
+"""
+
+SEARCH_INDEX = TEXT_SEARCH + """
+CREATE TABLE search_index (
+    id BIGSERIAL PRIMARY KEY,
+    title TEXT NOT NULL DEFAULT '',
+    body TEXT NOT NULL DEFAULT '',
+    filters TEXT NOT NULL DEFAULT '',
+    kind TEXT NOT NULL,
+    ref_id TEXT NOT NULL,
+    run_id TEXT,
+    project TEXT NOT NULL,
+    tsv tsvector GENERATED ALWAYS AS (
+        setweight(to_tsvector('evoteam', coalesce(title, '')), 'A') ||
+        setweight(to_tsvector('evoteam', coalesce(body, '')), 'B')) STORED
+);
+CREATE INDEX search_index_tsv ON search_index USING GIN (tsv);
+CREATE INDEX search_index_project ON search_index (project, id);
+CREATE INDEX search_index_run ON search_index (run_id, id);
+CREATE INDEX search_index_ref ON search_index (ref_id);
+"""
+
+
+def _knowledge_v1() -> str:
+    text = schema.V1
+    start = text.index(_FTS5_START)
+    end = text.index(");", start) + 2
+    return to_postgres(text[:start] + text[end:], params=False, ddl=True) + SEARCH_INDEX
+
+
+# The counters' rules (counters.py), one function per table; `bump` is the shared upsert.
+COUNTERS_V1_TRIGGERS = """
+CREATE FUNCTION evoteam_bump(p_run TEXT, p_c INTEGER, p_l INTEGER, p_h INTEGER, p_usd DOUBLE PRECISION)
+RETURNS void LANGUAGE sql AS $$
+    INSERT INTO run_counters (run_id, candidates, learnings, history, spent_usd)
+    VALUES (p_run, p_c, p_l, p_h, p_usd)
+    ON CONFLICT (run_id) DO UPDATE SET candidates = run_counters.candidates + excluded.candidates,
+        learnings = run_counters.learnings + excluded.learnings, history = run_counters.history + excluded.history,
+        spent_usd = run_counters.spent_usd + excluded.spent_usd;
+$$;
+
+CREATE FUNCTION evoteam_spend_line(p_run TEXT, p_role TEXT, p_version INTEGER, p_usd DOUBLE PRECISION,
+                                   p_n INTEGER)
+RETURNS void LANGUAGE sql AS $$
+    INSERT INTO run_spend (run_id, role_key, version_key, role, team_version, usd, n)
+    VALUES (p_run, CASE WHEN p_role IS NULL THEN '' ELSE 'r' || p_role END, coalesce(p_version, -1), p_role,
+            p_version, p_usd, p_n)
+    ON CONFLICT (run_id, role_key, version_key) DO UPDATE SET usd = run_spend.usd + excluded.usd,
+        n = run_spend.n + excluded.n;
+$$;
+
+CREATE FUNCTION evoteam_counters_runs() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO run_counters (run_id) VALUES (NEW.id) ON CONFLICT DO NOTHING;
+        RETURN NEW;
+    END IF;
+    DELETE FROM run_counters WHERE run_id = OLD.id;
+    DELETE FROM run_spend WHERE run_id = OLD.id;
+    RETURN OLD;
+END $$;
+CREATE TRIGGER run_counters_run AFTER INSERT OR DELETE ON runs
+    FOR EACH ROW EXECUTE FUNCTION evoteam_counters_runs();
+
+CREATE FUNCTION evoteam_counters_candidates() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN PERFORM evoteam_bump(NEW.run_id, 1, 0, 0, 0); RETURN NEW; END IF;
+    PERFORM evoteam_bump(OLD.run_id, -1, 0, 0, 0);
+    RETURN OLD;
+END $$;
+CREATE TRIGGER run_counters_candidate AFTER INSERT OR DELETE ON candidates
+    FOR EACH ROW EXECUTE FUNCTION evoteam_counters_candidates();
+
+CREATE FUNCTION evoteam_counters_history() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN PERFORM evoteam_bump(NEW.run_id, 0, 0, 1, 0); RETURN NEW; END IF;
+    PERFORM evoteam_bump(OLD.run_id, 0, 0, -1, 0);
+    RETURN OLD;
+END $$;
+CREATE TRIGGER run_counters_history AFTER INSERT OR DELETE ON history
+    FOR EACH ROW EXECUTE FUNCTION evoteam_counters_history();
+
+-- Only current (not superseded) learnings count; superseding, or an import restoring links,
+-- moves a learning out of the current ones.
+CREATE FUNCTION evoteam_counters_learnings() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        IF NEW.superseded_by IS NULL THEN PERFORM evoteam_bump(NEW.run_id, 0, 1, 0, 0); END IF;
+        RETURN NEW;
+    ELSIF TG_OP = 'DELETE' THEN
+        IF OLD.superseded_by IS NULL THEN PERFORM evoteam_bump(OLD.run_id, 0, -1, 0, 0); END IF;
+        RETURN OLD;
+    END IF;
+    IF (OLD.superseded_by IS NULL) <> (NEW.superseded_by IS NULL) OR OLD.run_id <> NEW.run_id THEN
+        PERFORM evoteam_bump(OLD.run_id, 0, -(OLD.superseded_by IS NULL)::int, 0, 0);
+        PERFORM evoteam_bump(NEW.run_id, 0, (NEW.superseded_by IS NULL)::int, 0, 0);
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER run_counters_learning AFTER INSERT OR DELETE OR UPDATE OF superseded_by, run_id ON learnings
+    FOR EACH ROW EXECUTE FUNCTION evoteam_counters_learnings();
+
+CREATE FUNCTION evoteam_counters_costs() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('DELETE', 'UPDATE') THEN
+        PERFORM evoteam_bump(OLD.run_id, 0, 0, 0, -OLD.usd);
+        PERFORM evoteam_spend_line(OLD.run_id, OLD.role, OLD.team_version, -OLD.usd, -1);
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        PERFORM evoteam_bump(NEW.run_id, 0, 0, 0, NEW.usd);
+        PERFORM evoteam_spend_line(NEW.run_id, NEW.role, NEW.team_version, NEW.usd, 1);
+        RETURN NEW;
+    END IF;
+    RETURN OLD;
+END $$;
+CREATE TRIGGER run_counters_cost AFTER INSERT OR DELETE OR UPDATE OF usd, run_id, role, team_version ON costs
+    FOR EACH ROW EXECUTE FUNCTION evoteam_counters_costs();
+"""
+
+
+def _counters_v1() -> str:
+    text = counters.V1
+    start = text.index("CREATE TRIGGER")
+    end = text.rindex("END;") + len("END;")
+    return to_postgres(text[:start] + text[end:], params=False, ddl=True) + COUNTERS_V1_TRIGGERS
+
+
+register_postgres_form("knowledge", 0, _knowledge_v1())
+register_postgres_form("knowledge.counters", 0, _counters_v1())

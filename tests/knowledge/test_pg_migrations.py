@@ -1,0 +1,82 @@
+"""The migration history on PostgreSQL: the same per-component versions as SQLite, applied once
+under an advisory lock, forward from any older version, refused from a newer one."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+
+import pytest
+
+from evoteam.servers.knowledge import db as sqlite_db
+from evoteam.servers.knowledge.errors import StoreFailure
+from evoteam.servers.knowledge.local import LocalKnowledgeStore
+from evoteam.servers.knowledge.models import CostCreate, LearningCreate, RunCreate
+from evoteam.servers.knowledge.pg import migrate_url
+from tests.knowledge.conftest import query_rows
+
+psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip install 'evoteam[postgres]')")
+
+
+def versions(url: str) -> dict[str, int]:
+    return dict(query_rows(url, "SELECT component, version FROM schema_versions"))
+
+
+def test_an_empty_database_gets_every_components_latest_version(postgres_server, tmp_path):
+    url = postgres_server.empty_database()
+    got = migrate_url(url)
+    sqlite_file = tmp_path / "kb.db"
+    assert got == versions(url) == sqlite_db.migrate(sqlite_file)  # one history, two backends
+    assert set(got) >= {"knowledge", "knowledge.counters", "knowledge.idempotency", "knowledge.measurements",
+                        "knowledge.verified", "retrieval", "team"}
+    assert migrate_url(url) == got  # opening again changes nothing
+
+
+def test_replicas_starting_together_migrate_once(postgres_server):
+    url = postgres_server.empty_database()
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: migrate_url(url), range(4)))
+    assert all(r == results[0] for r in results)
+    tables = query_rows(url, "SELECT count(*) FROM pg_tables WHERE tablename = 'learnings'")
+    assert tables == [(1,)]
+
+
+async def test_an_older_database_is_brought_forward_and_its_counters_backfilled(postgres_server):
+    url = postgres_server.new_database()
+    async with LocalKnowledgeStore.open(url) as store:
+        run = await store.start_run(RunCreate(goal="old"))
+        for i in range(3):
+            await store.add_learning(LearningCreate(run_id=run.id, text=f"fact {i}"))
+        await store.record_cost(CostCreate(run_id=run.id, usd=0.5, source="sdk_result"))
+    # Turn the database back into one from before the counters component existed.
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP TABLE run_counters, run_spend CASCADE")
+        for fn in ("evoteam_counters_runs", "evoteam_counters_candidates", "evoteam_counters_history",
+                   "evoteam_counters_learnings", "evoteam_counters_costs"):
+            conn.execute(f"DROP FUNCTION {fn}() CASCADE")
+        conn.execute("DROP FUNCTION evoteam_bump, evoteam_spend_line")
+        conn.execute("DROP INDEX learnings_document, history_newest")
+        conn.execute("DELETE FROM schema_versions WHERE component = 'knowledge.counters'")
+    async with LocalKnowledgeStore.open(url) as store:
+        got = await store.get_run(run.id)
+        assert (got.learnings, got.spent_usd) == (3, 0.5)
+        await store.add_learning(LearningCreate(run_id=run.id, text="after the upgrade"))
+        assert (await store.get_run(run.id)).learnings == 4
+
+
+async def test_a_database_from_a_newer_evoteam_is_refused_in_one_line(postgres_server):
+    url = postgres_server.new_database()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE schema_versions SET version = 99 WHERE component = 'knowledge'")
+    with pytest.raises(StoreFailure, match="newer than this evoteam knows") as err:
+        async with LocalKnowledgeStore.open(url):
+            pass
+    assert "\n" not in str(err.value)
+
+
+async def test_an_unreachable_database_is_one_line_without_the_password():
+    url = "postgresql://someone:hunter2@127.0.0.1:9/nowhere"
+    with pytest.raises(StoreFailure) as err:
+        await asyncio.wait_for(LocalKnowledgeStore.open(url).__aenter__(), 60)
+    assert "hunter2" not in str(err.value) and "\n" not in str(err.value)
+    assert "postgresql://someone@127.0.0.1:9/nowhere" in str(err.value)
