@@ -122,11 +122,16 @@ async def test_openevolve_run_with_the_retrieval_adapter(tmp_path: Path):
     async with LocalKnowledgeStore.open(db, actor) as store:
         # Every generated candidate was evaluated by the bench and recorded in the run.
         page = await store.list_candidates(run_id, limit=50)
-        statuses = Counter(c.status for c in page.items)
-        assert statuses == {"PASSED": 3, "RUNTIME_ERROR": 2}, statuses
+        # Identical programs are one candidate whose measurements pool (the mutations converge on
+        # one program): five evaluations, three passing and two broken.
+        measured = Counter()
+        for c in page.items:
+            measured[c.status] += c.n_measurements
+        assert measured == {"PASSED": 3, "RUNTIME_ERROR": 2}, measured
+        assert len(page.items) == len({c.code_hash for c in page.items})
         # the candidates built with documents name them (the provenance of their ideas)
         used = [set((await store.get_candidate(c.id)).documents_used) for c in page.items]
-        assert sum(1 for u in used if u) == 4 and {d[1] for d in retrieved} in used, used
+        assert all(used) and {d[1] for d in retrieved} in used, used
         service = RetrievalService(store)
         # The documents in the prompts are the store's documents, with outcome credit.
         for _, doc_id, title in retrieved + looked_up:
@@ -135,10 +140,13 @@ async def test_openevolve_run_with_the_retrieval_adapter(tmp_path: Path):
         credited = (await service.lookup(document_id=retrieved[0][1])).document
         assert credited.outcomes and all(o.realised_score > 0.63 for o in credited.outcomes)
         stats = await service.stats(run_id)
-        assert stats.searches == 1 and stats.outcomes == 3 and stats.predictions >= 1
+        # The three gates' best children are one program, so one candidate (identical code pools),
+        # and outcome credit is idempotent per candidate: the first gate's credit is the one kept.
+        passing = [c for c in page.items if c.status == "PASSED"]
+        assert stats.searches == 1 and stats.outcomes == len(passing) == 1 and stats.predictions >= 1
         decisions = {d.decision: d for d in stats.by_decision}
         assert set(decisions) == {"retrieve", "look-up", "no-op"}
-        assert all(d.outcomes == 1 for d in decisions.values())
+        assert decisions["retrieve"].outcomes == 1 and sum(d.outcomes for d in decisions.values()) == 1
         best_candidate = max((c for c in page.items if c.score is not None), key=lambda c: c.score)
     # OpenEvolve got the best valid candidate back each time: its best is the bench's best, and
     # the run improved on the initial program (0.625).

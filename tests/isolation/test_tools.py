@@ -81,8 +81,10 @@ def tool_calls(i: Ids) -> dict[str, dict[str, list[dict]]]:
         "bench": {
             "list_kits": [{}],
             "describe_kit": [{"kit": KIT}],
-            "evaluate": [{"kit": KIT, "code": "def broken(:\n", "run_id": R, "parent_id": C}],
+            "evaluate": [{"kit": KIT, "code": "def broken(:\n", "run_id": R, "parent_id": C},
+                         {"kit": KIT, "candidate_id": C}],
             "compare": [{"kit": KIT, "a_candidate_id": C, "b_code": "def broken(:\n"}],
+            "remeasure": [{"run_id": R, "candidate_ids": [C]}],
         },
     }
 

@@ -53,7 +53,7 @@ def search_state(ids: Ids, search_id: str = "srch_new") -> SearchState:
 async def seed(store: KnowledgeStore, word: str) -> Ids:
     """One row of every kind in the caller's project; every text carries `word`."""
     retrieval, team = component_store("retrieval", store), component_store("team", store)
-    run = await store.start_run(RunCreate(goal=f"goal {word}", budget_usd=5, x0=1.0, best_known=3.0))
+    run = await store.start_run(RunCreate(goal=f"goal {word}", kit="rmsnorm_cpu", budget_usd=5, x0=1.0, best_known=3.0))
     ids: Ids = {"runs": run.id}
     ids["artifacts"] = (await store.put_artifact(ArtifactCreate(run_id=run.id, name="a.txt", text=f"art {word}"))).id
     ids["candidates"] = (await store.record_candidate(CandidateCreate(
@@ -179,7 +179,8 @@ def store_calls(i: Ids) -> dict[tuple[str, str], list[dict[str, Any]]]:
 
 # ---------------------------------------------------------------- what alice holds
 
-GLOBAL_TABLES = {"blobs", "tokens", "schema_versions", "idempotency"}
+# Browser sessions belong to a token (as tokens do), not to a project's rows.
+GLOBAL_TABLES = {"blobs", "tokens", "schema_versions", "idempotency", "browser_sessions"}
 
 
 def snapshot(db: Path, alice: Ids, project: str) -> dict[str, list]:

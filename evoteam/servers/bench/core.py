@@ -493,7 +493,8 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
                      **openevolve.stored_extras(result.artifacts, result.stages)),
         workloads=[WorkloadResult(**o.model_dump(exclude={"flagged"})) for o in result.workloads],
         parent_id=parent_id, documents_used=list(documents_used or []), notes=notes, flagged=result.flagged,
-        code_hash=result.code_hash or code_hash(code), samples=result.samples or None)
+        # Always a measurement ({} when it failed), so a failure of known code pools into it too.
+        code_hash=result.code_hash or code_hash(code), samples=result.samples or {})
     saved, note = await record_measured(store, record)
     if note:
         result.message = f"{result.message}; {note}" if result.message else note
