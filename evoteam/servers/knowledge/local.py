@@ -51,7 +51,6 @@ from evoteam.servers.knowledge.models import (
     Spend,
     SpendLine,
     Trajectory,
-    TrajectoryPoint,
     WorkloadResult,
     normalised_discovery_gain,
 )
@@ -66,7 +65,7 @@ from evoteam.servers.knowledge.scope import missing
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
 from evoteam.servers.knowledge import measurements, pgsearch
 from evoteam.servers.knowledge.measurements import first_line
-from evoteam.servers.knowledge.verified import RANKED, check_may_verify, ranks
+from evoteam.servers.knowledge.verified import RANKED, check_may_verify
 
 MAX_LIMIT = 200
 RANK_WINDOW = 5000  # search ranks at most this many of the newest matches
