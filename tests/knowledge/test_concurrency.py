@@ -8,6 +8,7 @@ import sqlite3
 import uuid
 
 import httpx2
+import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -101,3 +102,34 @@ async def test_sigkill_mid_load_keeps_every_acknowledged_write(tmp_path):
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert conn.execute("SELECT count(*) FROM search_index WHERE kind = 'candidate'").fetchone()[0] == \
             conn.execute("SELECT count(*) FROM candidates").fetchone()[0]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_a_write_cancelled_at_any_point_leaves_the_store_writable(tmp_path, request, backend):
+    """A task cancelled in the middle of a write (a driver shut down, a client gone) must not
+    leave the shared writer inside a transaction: the next write works, and the cancelled one is
+    either wholly there or wholly absent. Cancelled after 0, 1, 2 ... loop turns, so the cut falls
+    before, during and after BEGIN, the insert and COMMIT."""
+    from evoteam.servers.knowledge.models import LearningCreate, RunCreate
+    from evoteam.servers.knowledge.store import Actor
+
+    where = request.getfixturevalue("postgres_url") if backend == "postgres" else tmp_path / "evoteam.db"
+    async with LocalKnowledgeStore.open(where, Actor(user="tester", client="test")) as kb:
+        run = await kb.start_run(RunCreate(goal="cancellation"))
+        written = 0
+        for turns in range(60):
+            task = asyncio.create_task(kb.add_learning(LearningCreate(run_id=run.id, text=f"cut {turns}")))
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            task.cancel()
+            try:
+                await task
+                written += 1
+            except asyncio.CancelledError:
+                pass
+            await kb.add_learning(LearningCreate(run_id=run.id, text=f"after {turns}"))
+        page = await kb.list_learnings(run.id, limit=200)
+        texts = [learning.text for learning in page.items]
+    assert sum(t.startswith("after") for t in texts) == 60
+    cut = sum(t.startswith("cut") for t in texts)
+    assert written <= cut <= 60  # a write cut off after its COMMIT is there although the caller saw a cancel

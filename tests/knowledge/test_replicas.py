@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import httpx2
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
 from evoteam.servers.knowledge import auth
@@ -173,7 +173,8 @@ async def test_sigkill_of_one_replica_mid_load_loses_and_duplicates_nothing(post
 
 async def test_a_database_restart_mid_load_loses_and_duplicates_nothing(replicas, postgres_server):
     """PostgreSQL itself is killed (`pg_ctl stop -m immediate`) and started again under two
-    replicas at work: writes fail while it is down (as tool errors), succeed again once it is
+    replicas at work: writes fail while it is down (as tool errors, or as the JSON-RPC error that
+    says the store is down when the token check itself cannot reach it), succeed again once it is
     back, and every acknowledged write is there exactly once."""
     url, a, b = replicas
     project = f"restart-{uuid.uuid4().hex[:6]}"
@@ -191,7 +192,13 @@ async def test_a_database_restart_mid_load_loses_and_duplicates_nothing(replicas
                 key = f"r{i}-{j}"
                 args = {"run_id": run_id, "text": f"restart fact {i} {j}", "idempotency_key": key}
                 for _ in range(400):  # retried with the same key until the database is back
-                    got = await c.call_tool("add_learning", args)
+                    try:
+                        got = await c.call_tool("add_learning", args)
+                    except MCPError as exc:  # the token check could not reach the database
+                        assert "PostgreSQL store" in str(exc) and "retry" in str(exc), exc
+                        failures += 1
+                        await asyncio.sleep(0.05)
+                        continue
                     if not got.is_error:
                         acknowledged[key] = got.structured_content["id"]
                         break
@@ -207,6 +214,33 @@ async def test_a_database_restart_mid_load_loses_and_duplicates_nothing(replicas
     assert sorted(r[0] for r in rows) == sorted(acknowledged.values())
     async with connect(b, token) as c:
         assert (await c.call_tool("get_run", {"run_id": run_id})).structured_content["learnings"] == 120
+
+
+async def test_a_store_that_is_down_is_named_in_the_answer_not_a_bare_500(replicas, postgres_server):
+    """With the database down, a replica cannot even check a token: it answers 503 with a
+    JSON-RPC error naming the store and saying to retry, which the MCP client raises with that
+    text; once the database is back the same connection works again."""
+    url, a, _ = replicas
+    token = make_token(url, "downtime", f"down-{uuid.uuid4().hex[:6]}")
+    async with connect(a, token) as c:
+        await asyncio.to_thread(postgres_server.stop)
+        try:
+            with pytest.raises(MCPError) as raised:
+                await c.call_tool("start_run", {"goal": "while the store is down"})
+        finally:
+            await asyncio.to_thread(postgres_server.resume)
+        text = str(raised.value)
+        assert "PostgreSQL store" in text and "retry" in text and "Traceback" not in text, text
+        for _ in range(200):  # the pool reconnects within its own check interval
+            try:
+                got = await c.call_tool("start_run", {"goal": "after the store is back"})
+            except MCPError:
+                await asyncio.sleep(0.1)
+                continue
+            if not got.is_error:
+                break
+            await asyncio.sleep(0.1)
+        assert not got.is_error and got.structured_content["goal"] == "after the store is back"
 
 
 def test_a_browser_session_opened_on_one_replica_is_known_to_every_replica(replicas):

@@ -97,6 +97,10 @@ class PostgresServer:
     def restart(self) -> None:
         """Stop at once (as a crash would) and start again on the same port and data."""
         self.stop()
+        self.resume()
+
+    def resume(self) -> None:
+        """Start again after `stop`, on the same port and data."""
         opts = self._options()
         self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log" / "server.log"),
                   "-o", opts, "-w", "-t", "60", "start")

@@ -214,6 +214,22 @@ def _load_components() -> None:
                 raise
 
 
+async def _settled(awaitable):
+    """Await a statement to its end even when the task is cancelled meanwhile, then let the
+    cancellation go on: the writer is shared, and a BEGIN, COMMIT or ROLLBACK cut off half-way
+    (it still runs, on the connection's thread) would leave the next writer inside a transaction
+    it did not open ("cannot start a transaction within a transaction")."""
+    task = asyncio.ensure_future(awaitable)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        if not task.done():
+            await asyncio.wait([task])
+        if not task.cancelled():
+            task.exception()  # seen here; the cancellation is what the caller gets
+        raise
+
+
 class Database:
     """An open store file: `write()` for serialised transactions, `read()` for queries."""
 
@@ -290,17 +306,21 @@ class Database:
             raise RuntimeError("database is not open")
         async with self._write_lock:
             try:
-                await self._writer.execute("BEGIN IMMEDIATE")
+                try:
+                    await _settled(self._writer.execute("BEGIN IMMEDIATE"))
+                except asyncio.CancelledError:
+                    await _settled(self._rollback())
+                    raise
                 try:
                     yield self._writer
                 except BaseException:
-                    await self._rollback()
+                    await _settled(self._rollback())
                     raise
                 else:
                     try:
-                        await self._writer.execute("COMMIT")
+                        await _settled(self._writer.execute("COMMIT"))
                     except BaseException:
-                        await self._rollback()
+                        await _settled(self._rollback())
                         raise
             except sqlite3.Error as exc:
                 raise (describe(exc, self.path) or exc) from None

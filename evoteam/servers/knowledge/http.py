@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import functools
 import ipaddress
+import json
 import socket
 from collections.abc import AsyncIterator
 
@@ -25,6 +26,7 @@ from evoteam.servers.guard import AnswerUnreadableHTTP
 from evoteam.servers.knowledge import mcp_sessions
 from evoteam.servers.knowledge.auth import StoreTokenVerifier, count_active_tokens
 from evoteam.servers.knowledge.delegation import acting_for
+from evoteam.servers.knowledge.errors import StoreFailure
 from evoteam.servers.knowledge.hostcheck import ExactHostOrigin
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.protocol import build_store_server
@@ -58,6 +60,50 @@ def security_settings(host: str, port: int, allowed_hosts: list[str],
         hosts.append(f"{host}:{port}")
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
                                      allowed_origins=origins)
+
+
+class AnswerStoreFailure:
+    """ASGI middleware: a store failure raised before any tool runs (the token check reads the
+    database) is answered with status 503 and a JSON-RPC error that names the store and says to
+    retry. Without it the caller gets a bare 500 and cannot tell a store that is restarting from a
+    bug in the server."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = False
+
+        async def tracked(message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except Exception as exc:  # noqa: BLE001 - only a store failure is answered; the rest re-raised
+            failure = _store_failure(exc)
+            if failure is None or started:
+                raise
+            body = json.dumps({"jsonrpc": "2.0", "id": None,
+                               "error": {"code": -32603, "message": str(failure)}}).encode()
+            await send({"type": "http.response.start", "status": 503,
+                        "headers": [(b"content-type", b"application/json"), (b"retry-after", b"1"),
+                                    (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+
+
+def _store_failure(exc: BaseException) -> StoreFailure | None:
+    """The StoreFailure in `exc`, also when a task group wrapped it."""
+    if isinstance(exc, StoreFailure):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            if (found := _store_failure(inner)) is not None:
+                return found
+    return None
 
 
 def live_pages(store: LocalKnowledgeStore, verifier: StoreTokenVerifier, default_project: str,
@@ -124,7 +170,7 @@ def build_http_app(settings: Settings, store: LocalKnowledgeStore, *, host: str 
     exact = Middleware(ExactHostOrigin, hosts=security.allowed_hosts, origins=security.allowed_origins)
     return Starlette(routes=[*agent_app.routes, *protocol_app.routes,
                              *live_pages(store, verifier, settings.project, secure_cookie=tls)],
-                     middleware=[exact, *agent_app.user_middleware,
+                     middleware=[Middleware(AnswerStoreFailure), exact, *agent_app.user_middleware,
                                  Middleware(AnswerUnreadableHTTP, max_body=settings.max_request_bytes)],
                      lifespan=lifespan)
 

@@ -177,7 +177,7 @@ class PgDatabase:
             await asyncio.to_thread(migrate_url, self.url)
             self._pool = psycopg_pool.AsyncConnectionPool(
                 self.url, min_size=1, max_size=self._max_size, kwargs={"autocommit": True},
-                open=False, timeout=POOL_TIMEOUT_S, check=psycopg_pool.AsyncConnectionPool.check_connection)
+                open=False, timeout=POOL_TIMEOUT_S)
             await self._pool.open(wait=True, timeout=POOL_TIMEOUT_S)
         except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
             await self.close()
@@ -195,32 +195,51 @@ class PgDatabase:
     async def __aexit__(self, *exc) -> None:
         await self.close()
 
+    async def _checkout(self):
+        """A working connection from the pool. After the database restarts, every idle connection
+        is dead: the first one found so makes the pool check them all at once (the pool's own
+        per-checkout check waits longer after each dead one, so a pool of dead connections could
+        outlast the timeout although the database is back)."""
+        psycopg, _ = _psycopg()
+        if self._pool is None:
+            raise RuntimeError("database is not open")
+        conn = await self._pool.getconn()
+        try:
+            await conn.execute("")
+            return conn
+        except psycopg.OperationalError:
+            await self._pool.putconn(conn)  # broken: the pool discards it and opens another
+            await self._pool.check()
+            return await self._pool.getconn()
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator:
+        psycopg, psycopg_pool = _psycopg()
+        try:
+            conn = await self._checkout()
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+            raise (describe(exc, self.url) or exc) from None
+        try:
+            yield conn
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+            raise (describe(exc, self.url) or exc) from None
+        finally:
+            await self._pool.putconn(conn)
+
     @asynccontextmanager
     async def write(self) -> AsyncIterator[PgConnection]:
         """A write transaction, serialised with every other writer of the database (any process);
         commits on success, rolls back on any error."""
-        psycopg, psycopg_pool = _psycopg()
-        if self._pool is None:
-            raise RuntimeError("database is not open")
-        try:
-            async with self._pool.connection() as conn:
-                async with conn.transaction():
-                    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
-                    yield PgConnection(conn)
-        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
-            raise (describe(exc, self.url) or exc) from None
+        async with self._connection() as conn:
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                yield PgConnection(conn)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[PgConnection]:
         """A connection for reads; each statement sees every committed write."""
-        psycopg, psycopg_pool = _psycopg()
-        if self._pool is None:
-            raise RuntimeError("database is not open")
-        try:
-            async with self._pool.connection() as conn:
-                yield PgConnection(conn)
-        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
-            raise (describe(exc, self.url) or exc) from None
+        async with self._connection() as conn:
+            yield PgConnection(conn)
 
 
 class _SyncConnection:
