@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -31,6 +32,15 @@ class Settings(BaseModel):
     token: str | None = None
     # An evaluation service (`evoteam bench serve --http`): bench.evaluate sends candidates there.
     bench_url: str | None = None
+    # Where evaluations run (docs/bench.md, scheduling/): "local" (this process, the kit's device
+    # lock), "pool" (one at a time per device of this host) or "ray" (a Ray cluster).
+    bench_backend: Literal["local", "pool", "ray"] = "local"
+    ray_address: str | None = None
+    # The pool's devices ("cuda:0", "cpu:1"); empty: every visible GPU, or the host's cores in slots.
+    bench_devices: list[str] = Field(default_factory=list)
+    cores_per_eval: int = Field(default=1, ge=1, le=1024)
+    # The Ray resource one evaluation asks for: "GPU", or a custom resource that nodes declare.
+    ray_resource: str = "evoteam_device"
     project: str = "default"
     kits_dirs: list[Path] = Field(default_factory=lambda: [kits_dir()])
     corpus_dirs: list[Path] = Field(default_factory=list)
@@ -108,6 +118,10 @@ _ENV = {
     "EVOTEAM_TOKEN": "token",
     "EVOTEAM_BENCH_URL": "bench_url",
     "EVOTEAM_PROJECT": "project",
+    "EVOTEAM_BENCH_BACKEND": "bench_backend",
+    "EVOTEAM_RAY_ADDRESS": "ray_address",
+    "EVOTEAM_CORES_PER_EVAL": "cores_per_eval",
+    "EVOTEAM_RAY_RESOURCE": "ray_resource",
     "EVOTEAM_PREDICTOR": "predictor",
     "EVOTEAM_PREDICTOR_MODEL": "predictor_model",
     "ANTHROPIC_API_KEY": "anthropic_api_key",
@@ -142,11 +156,17 @@ def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) ->
                 # Trust comes only from the user: a project file may name kit folders (listed,
                 # untrusted) but cannot add candidate folders or make a kit folder trusted.
                 data.pop("candidate_dirs", None)  # a user setting only (docs/trust.md)
+                # A cluster a project file names would score candidates with a clock nobody
+                # trusted: where evaluations run is the user's choice (or the environment's).
+                for key in ("bench_backend", "ray_address", "ray_resource"):
+                    data.pop(key, None)
                 project_kits = list(data.pop("kits_dirs", []))
             values.update(data)
     for var, key in _ENV.items():
         if env.get(var):
             values[key] = env[var]
+    if env.get("EVOTEAM_DEVICES"):
+        values["bench_devices"] = [d.strip() for d in env["EVOTEAM_DEVICES"].split(",") if d.strip()]
     for var, key in _ENV_LISTS.items():
         if env.get(var):
             extra = [Path(p).expanduser() for p in env[var].split(os.pathsep) if p]

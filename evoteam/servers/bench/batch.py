@@ -74,9 +74,12 @@ def timing_method(kit: Kit) -> str:
 
 async def run_kernel_batch(settings: Settings, kit: Kit, sides: list[SideSpec], split: Split, progress: Progress,
                            use_landlock: bool, specs: list[tuple[WorkloadSpec, str | None]],
-                           deny: list[str], rounds: int | None = None) -> Batch:
-    """Evaluate every side on the split in one session; see the module's docstring."""
+                           deny: list[str], rounds: int | None = None, device: str | None = None) -> Batch:
+    """Evaluate every side on the split in one session; see the module's docstring. ``device`` is
+    the pool slot the batch holds ("cuda:2", "cpu:1"; scheduling/): its lock, where a slot runner
+    already sees only that device (a GPU slot's CUDA_VISIBLE_DEVICES) or only its cores."""
     m = kit.manifest
+    slot = device or m.device
     plan = m.timing if rounds is None else m.timing.model_copy(update={"rounds": rounds})
     total = len(specs)
     labels = [s.label for s in sides]
@@ -85,8 +88,8 @@ async def run_kernel_batch(settings: Settings, kit: Kit, sides: list[SideSpec], 
     failed_before = dict.fromkeys(labels, False)
     rounds_by_wl: dict[str, timing.Rounds] = {}
     t_start = time.perf_counter()
-    await progress(0, total, f"waiting for the {m.device} and starting workers")
-    lock = harness.device_lock(state_dir(settings) / "locks", m.device)
+    await progress(0, total, f"waiting for the {slot} and starting workers")
+    lock = harness.device_lock(state_dir(settings) / "locks", slot)
     await asyncio.to_thread(lock.__enter__)
     session = None
     baseline_notes: list[str] = []

@@ -252,6 +252,13 @@ async def _run(settings, kit: str, candidate: str, split: str, run_id: str | Non
                                                          documents_used=[], notes="", role=None,
                                                          team_version=None, progress=progress))
                     continue
+                if settings.bench_backend != "local":  # the device pool or a Ray cluster (scheduling/)
+                    from evoteam.servers.bench.scheduling.dispatch import evaluate_scheduled
+
+                    results.append(await evaluate_scheduled(settings, kit, candidate_path=candidate, split=sp,
+                                                            store=store, run_id=run_id, progress=progress,
+                                                            repeats=repeats))
+                    continue
                 results.append(await core.evaluate_candidate(settings, kit, candidate_path=candidate, code=code,
                                                              split=sp, store=store, run_id=run_id,
                                                              progress=progress, repeats=repeats))
@@ -267,6 +274,34 @@ async def _run(settings, kit: str, candidate: str, split: str, run_id: str | Non
     else:
         await go(None)
     return results
+
+
+@bench.command("queue")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def queue_cmd(ctx: click.Context, as_json: bool) -> None:
+    """Show the evaluations that run or wait on this host's pool and Ray queues, by run."""
+    from evoteam.servers.bench.kits import state_dir
+    from evoteam.servers.bench.scheduling.fairqueue import read_queues
+
+    queues = read_queues(state_dir(_settings(ctx)) / "queue")
+    if as_json:
+        click.echo(json.dumps([q.model_dump(mode="json") for q in queues], indent=2))
+        return
+    if not queues:
+        click.echo("no pool or Ray queue is active on this host (EVOTEAM_BENCH_BACKEND=pool or ray starts one)")
+        return
+    for q in queues:
+        running = [e for e in q.entries if e.state == "running"]
+        waiting = [e for e in q.entries if e.state == "waiting"]
+        click.echo(f"{q.backend} (process {q.pid}): {len(running)}/{len(q.slots)} slots busy, {len(waiting)} waiting")
+        for e in running:
+            click.echo(f"  running  {e.slot:<10} {e.run_key}  {e.kit}")
+        by_run: dict[str, int] = {}
+        for e in waiting:
+            by_run[e.run_key] = by_run.get(e.run_key, 0) + 1
+        for key, n in by_run.items():
+            click.echo(f"  waiting  {n:>3}        {key}")
 
 
 @bench.command("trust")
@@ -294,12 +329,19 @@ def trust_cmd(ctx: click.Context, folder: str) -> None:
 @click.option("--trust-kit", is_flag=True, help="KIT is a folder outside the kit folders that you trust.")
 @click.option("--repeats", type=click.IntRange(1, 20), default=1, show_default=True,
               help="Kernel kits: that many times the kit's rounds; program kits: evaluator runs (score: the median).")
+@click.option("--backend", type=click.Choice(["local", "pool", "ray"]), default=None,
+              help="Where to evaluate (default: EVOTEAM_BENCH_BACKEND or evoteam.toml, else local).")
+@click.option("--devices", default=None, help="The pool's devices, e.g. 0,1,2,3 (default: all visible).")
 @click.pass_context
 def run_cmd(ctx: click.Context, kit: str, candidate: str, split: str, as_json: bool, run_id: str | None,
-            no_record: bool, trust_kit: bool, repeats: int) -> None:
+            no_record: bool, trust_kit: bool, repeats: int, backend: str | None, devices: str | None) -> None:
     """Evaluate CANDIDATE (a .py file, a FlashInfer-Bench solution .json, or the name of a solution in
     KIT's trace set) on KIT (a kit name, a kit folder, or a FlashInfer-Bench trace-set root)."""
     settings = _settings(ctx)
+    if backend or devices:
+        settings = settings.model_copy(update={k: v for k, v in (
+            ("bench_backend", backend), ("bench_devices", [d.strip() for d in (devices or "").split(",") if d.strip()]
+                                         if devices else None)) if v is not None})
     if trust_kit:
         from evoteam.servers.bench.kits import trust_kit as trust
 

@@ -240,10 +240,11 @@ async def _noop(done: float, total: float, message: str) -> None:
 
 
 async def _run_kernel(settings: Settings, kit: Kit, cand: PreparedCandidate, split: Split, progress: Progress,
-                      use_landlock: bool, rounds: int | None = None) -> Evaluation:
+                      use_landlock: bool, rounds: int | None = None, device: str | None = None) -> Evaluation:
     side = SideSpec(CANDIDATE, cand.folder, cand.file, cand.function, cand.dps)
     found = await run_kernel_batch(settings, kit, [side], split, progress, use_landlock,
-                                   _workload_specs(kit, split, settings), _deny_roots(settings, kit), rounds)
+                                   _workload_specs(kit, split, settings), _deny_roots(settings, kit), rounds,
+                                   device=device)
     return found.evaluations[CANDIDATE]
 
 
@@ -254,7 +255,7 @@ IN_PROCESS_FLAG = ("the kit's evaluator ran the program inside its own process (
 
 
 async def _run_program(settings: Settings, kit: Kit, cand: PreparedCandidate, split: Split,
-                       progress: Progress) -> Evaluation:
+                       progress: Progress, device: str | None = None) -> Evaluation:
     m = kit.manifest
     if not m.evaluator or not m.objective:
         raise DomainError(f"kit {kit.name} names no evaluator or objective in its kit.json")
@@ -281,7 +282,7 @@ async def _run_program(settings: Settings, kit: Kit, cand: PreparedCandidate, sp
                "stage_timeout_s": m.timeouts.program_s}
     t_start = time.perf_counter()
     await progress(0, 1, "waiting for the cpu and running the evaluator")
-    lock = harness.device_lock(state_dir(settings) / "locks", "cpu")
+    lock = harness.device_lock(state_dir(settings) / "locks", device or "cpu")  # a pool slot's own lock
     await asyncio.to_thread(lock.__enter__)
     result: dict[str, Any] = {}
     flagged = False
@@ -384,7 +385,7 @@ async def _resolve_run(store: KnowledgeStore, kit: Kit, run_id: str | None, owne
 
 
 async def _run_program_repeated(settings: Settings, kit: Kit, cand: PreparedCandidate, split: Split,
-                                progress: Progress, repeats: int) -> Evaluation:
+                                progress: Progress, repeats: int, device: str | None = None) -> Evaluation:
     """The evaluator run ``repeats`` times: the score is the median of the runs with its
     order-statistic interval (a deterministic evaluator gives a point). The first run that does
     not pass is the result."""
@@ -393,7 +394,7 @@ async def _run_program_repeated(settings: Settings, kit: Kit, cand: PreparedCand
         async def sub(done: float, total: float, message: str, _i=i) -> None:
             await progress(_i + done / max(total, 1), repeats, f"repeat {_i + 1}/{repeats}: {message}")
 
-        result = await _run_program(settings, kit, cand, split, sub if repeats > 1 else progress)
+        result = await _run_program(settings, kit, cand, split, sub if repeats > 1 else progress, device)
         if result.status != "PASSED" or result.score is None:
             return result
         runs.append(result)
@@ -416,7 +417,7 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
                              parent_id: str | None = None, documents_used: list[str] | None = None, notes: str = "",
                              progress: Progress | None = None, use_landlock: bool = True,
                              credit_documents: bool = True, owner: str | None = None,
-                             repeats: int = 1) -> Evaluation:
+                             repeats: int = 1, device: str | None = None) -> Evaluation:
     """Evaluate one candidate on a kit's split and, when ``store`` is given, record it there (in
     ``run_id``, or the kit's newest active run, or a new run for the kit). Identical code (same
     code hash) already in the run is one candidate: this evaluation is pooled into it, and
@@ -425,7 +426,8 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
     kernel kits time that many times the kit's rounds; program kits run the evaluator that many
     times (score: the median). The documents it was built from are credited with its score
     unless ``credit_documents`` is false (a caller that credits once for several candidates,
-    such as the OpenEvolve adapter keeping the best of N)."""
+    such as the OpenEvolve adapter keeping the best of N). ``device`` is the pool slot this
+    evaluation holds (scheduling/); default: the kit's device."""
     kit = kit if isinstance(kit, Kit) else find_kit(settings, kit)
     ok, reason = kit.availability()
     if not ok:
@@ -445,9 +447,10 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
     try:
         if kit.manifest.kind == "kernel":
             rounds = kit.manifest.timing.rounds * repeats if repeats > 1 else None
-            result = await _run_kernel(settings, kit, cand, split, progress, use_landlock, min(rounds or 0, 100) or None)
+            result = await _run_kernel(settings, kit, cand, split, progress, use_landlock,
+                                       min(rounds or 0, 100) or None, device)
         else:
-            result = await _run_program_repeated(settings, kit, cand, split, progress, repeats)
+            result = await _run_program_repeated(settings, kit, cand, split, progress, repeats, device)
     finally:
         shutil.rmtree(cand.folder, ignore_errors=True)
     result.code_hash = code_hash(cand.code)

@@ -372,7 +372,8 @@ class WorkerProc:
 def device_lock(lock_dir: Path, device: str):
     """One timing run per device at a time, across processes."""
     lock_dir.mkdir(parents=True, exist_ok=True)
-    name = device.replace(":", "") if device.startswith("cuda") else "cpu"
+    # "cuda:2" and a pool's CPU slot "cpu:1" each have their own lock; a bare "cpu" is one lock.
+    name = device.replace(":", "") if device.startswith(("cuda", "cpu:")) else "cpu"
     if name == "cuda":
         name = "cuda0"
     path = lock_dir / f"{name}.lock"

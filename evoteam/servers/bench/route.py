@@ -44,11 +44,18 @@ async def evaluate(settings: Settings, kit: str, *, candidate_path: str | None, 
                                      candidate_id=candidate_id, repeats=repeats)
     # On the service the store's actor is the caller (service.py): without run_id, their own
     # newest active run of the kit is used, never a colleague's.
+    owner = store.actor.user if in_service and store is not None else None
+    if settings.bench_backend != "local":  # this host's device pool, or a Ray cluster (scheduling/)
+        from evoteam.servers.bench.scheduling.dispatch import evaluate_scheduled
+
+        return await evaluate_scheduled(settings, kit, candidate_path=candidate_path, code=code,
+                                        candidate_id=candidate_id, split=split, store=store, run_id=run_id,
+                                        parent_id=parent_id, documents_used=documents_used, notes=notes,
+                                        owner=owner, progress=progress, repeats=repeats)
     return await core.evaluate_candidate(settings, kit, candidate_path=candidate_path, code=code,
                                          candidate_id=candidate_id, split=split, store=store, run_id=run_id,
                                          parent_id=parent_id, documents_used=documents_used, notes=notes,
-                                         progress=progress, repeats=repeats,
-                                         owner=store.actor.user if in_service and store is not None else None)
+                                         progress=progress, repeats=repeats, owner=owner)
 
 
 def _source(settings: Settings, candidate_path: str | None, code: str | None) -> str:

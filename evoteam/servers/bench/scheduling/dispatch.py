@@ -1,0 +1,99 @@
+"""Evaluate through the configured backend, then record here.
+
+`settings.bench_backend` picks it: "pool" (this host's devices) or "ray" (a cluster). The slot
+measures without the store; this process, which holds the store, records the Evaluation once
+(core.record_evaluation), so a candidate is recorded exactly when its result came back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evoteam.config import Settings
+from evoteam.errors import DomainError
+from evoteam.servers.bench import core
+from evoteam.servers.bench.candidates import check_candidate_path, check_parent
+from evoteam.servers.bench.kits import Kit, find_kit
+from evoteam.servers.bench.models import Evaluation, Split
+from evoteam.servers.bench.scheduling.jobs import EvalJob
+from evoteam.servers.knowledge.store import KnowledgeStore
+
+_backends: dict[tuple, object] = {}
+
+
+def backend_for(settings: Settings):
+    """The process's pool or Ray backend for these settings (made once, then reused)."""
+    key = (settings.bench_backend, settings.ray_address, str(settings.db), tuple(settings.bench_devices),
+           settings.cores_per_eval, settings.ray_resource)
+    if key not in _backends:
+        if settings.bench_backend == "ray":
+            from evoteam.servers.bench.scheduling.ray_backend import RayBackend
+
+            _backends[key] = RayBackend(settings)
+        elif settings.bench_backend == "pool":
+            from evoteam.servers.bench.scheduling.pool import LocalPool
+
+            _backends[key] = LocalPool(settings)
+        else:
+            raise DomainError(f"bench backend {settings.bench_backend!r} does not schedule; use pool or ray")
+    return _backends[key]
+
+
+def close_backends() -> None:
+    for backend in _backends.values():
+        backend.close()
+    _backends.clear()
+
+
+def _source(settings: Settings, candidate_path: str | None, code: str | None) -> str:
+    if bool(candidate_path) == bool(code):
+        raise DomainError("pass exactly one of candidate_path (a .py file) or code (its source)")
+    if code is not None:
+        return code
+    path = check_candidate_path(settings, candidate_path)
+    if path.suffix != ".py":
+        raise DomainError("the pool and Ray backends take Python source: pass a .py file, or its code")
+    return Path(path).read_text()
+
+
+async def evaluate_scheduled(settings: Settings, kit: str | Kit, *, candidate_path: str | None = None,
+                             code: str | None = None, candidate_id: str | None = None, split: Split = "dev",
+                             store: KnowledgeStore | None = None, run_id: str | None = None,
+                             parent_id: str | None = None, documents_used: list[str] | None = None,
+                             notes: str = "", owner: str | None = None, run_key: str | None = None,
+                             credit_documents: bool = True, progress: core.Progress | None = None,
+                             repeats: int = 1) -> Evaluation:
+    """Queue one evaluation on the backend, wait for it, and record it in ``store`` (when given),
+    as ``core.evaluate_candidate`` does here: identical code pools into one candidate.
+    ``progress`` hears where it waits (slots busy, evaluations ahead) and where it runs."""
+    the_kit = kit if isinstance(kit, Kit) else find_kit(settings, kit)
+    ok, reason = the_kit.availability()
+    if not ok:
+        raise DomainError(f"kit {the_kit.name} cannot run here: {reason}")
+    if split not in ("dev", "heldout", "all"):
+        raise DomainError("split must be dev, heldout or all")
+    if not 1 <= repeats <= 20:
+        raise DomainError("repeats must be between 1 and 20")
+    if candidate_id:
+        if candidate_path or code:
+            raise DomainError("pass one of candidate_path, code or candidate_id")
+        code = await core.stored_code(store, candidate_id)
+    source = _source(settings, candidate_path, code)
+    if len(source) > core.MAX_CODE:
+        raise DomainError(f"the code is {len(source)} characters; the limit is {core.MAX_CODE}")
+    if store is not None and parent_id:  # before queueing: a refused parent costs no device time
+        await check_parent(store, parent_id, run_id)
+    job = EvalJob(kit=the_kit.name, kit_hash=the_kit.content_hash, code=source, split=split, repeats=repeats,
+                  run_key=run_key or run_id or f"{owner or 'local'}/{the_kit.name}")
+    backend = backend_for(settings)
+    if settings.bench_backend == "ray":
+        result = await backend.evaluate(job, progress)
+    else:
+        result = await backend.evaluate(job, the_kit.manifest.device, progress)
+    if store is not None:
+        await core.record_evaluation(settings, store, the_kit, result, source, run_id=run_id, parent_id=parent_id,
+                                     documents_used=documents_used, notes=notes, owner=owner,
+                                     credit=credit_documents)
+    if progress is not None:
+        await progress(1, 1, f"{result.status} on {result.metrics.get('placement', {}).get('device', '?')}")
+    return result

@@ -1,0 +1,67 @@
+"""The local pool: up to one evaluation per device of this host at once, fairly queued.
+
+Each evaluation waits in the FairQueue for a slot, claims a device no other process's pool is
+using (devices.claim_slot), then runs in a slot runner (slot.py) pinned to that slot's cores and
+holding that slot's device lock, so baseline and candidate of one
+evaluation share a device, and evaluations outside the pool still wait for the same lock.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+from evoteam.config import Settings
+from evoteam.errors import DomainError
+from evoteam.servers.bench.kits import state_dir
+from evoteam.servers.bench.models import Evaluation
+from evoteam.servers.bench.scheduling.devices import Slot, claim_slot, local_slots, physical_gpu
+from evoteam.servers.bench.scheduling.fairqueue import FairQueue
+from evoteam.servers.bench.scheduling.jobs import EvalJob, SlotSettings
+from evoteam.servers.bench.scheduling.slot import run_slot, start_runner, stop_runner
+
+
+class LocalPool:
+    """This host's devices as slots; one queue per device kind."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self._queues: dict[str, tuple[FairQueue, dict[str, Slot]]] = {}
+        # One warm slot runner per slot that has been used: the next evaluation there skips the
+        # runner's start (a fresh Python importing the harness), most of what a slot adds.
+        self._standby: dict[str, subprocess.Popen] = {}
+
+    def queue(self, kind: str) -> tuple[FairQueue, dict[str, Slot]]:
+        kind = "cuda" if kind.startswith("cuda") else "cpu"
+        if kind not in self._queues:
+            slots = {s.name: s for s in local_slots(self.settings, kind)}
+            self._queues[kind] = (FairQueue(list(slots), f"pool/{kind}", state_dir(self.settings) / "queue"), slots)
+        return self._queues[kind]
+
+    async def evaluate(self, job: EvalJob, kind: str, progress=None) -> Evaluation:
+        queue, slots = self.queue(kind)
+        given = SlotSettings(db=str(self.settings.db), kits_dirs=[str(p) for p in self.settings.kits_dirs],
+                             project_kits_dirs=[str(p) for p in self.settings.project_kits_dirs])
+        async with queue.slot(job.run_key, job.kit, progress) as granted:
+            # The queue bounds this process; the claim picks a device no other process is using.
+            order = [granted] + [n for n in slots if n != granted]
+            with claim_slot(state_dir(self.settings) / "locks", order) as name:
+                slot = slots[name]
+                runner = self._standby.pop(name, None)
+                gpu = physical_gpu(int(name.split(":", 1)[1])) if name.startswith("cuda") else None
+                reply = await run_slot(job.model_copy(update={"device": name, "cores": list(slot.cores),
+                                                              "gpu_id": gpu}), given,
+                                       runner=runner if runner is not None and slot.cores else None)
+                if slot.cores:
+                    self._standby[name] = start_runner(list(slot.cores))
+        result = reply.result()
+        if not reply.ok or result is None:
+            raise DomainError(reply.error or "the evaluation failed on its slot")
+        result.metrics.setdefault("placement", {}).update(backend="pool", slot=name)
+        return result
+
+    def close(self) -> None:
+        for queue, _ in self._queues.values():
+            queue.close()
+        for runner in self._standby.values():
+            stop_runner(runner)
+        self._standby.clear()

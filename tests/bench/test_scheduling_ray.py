@@ -1,0 +1,203 @@
+"""The bench on Ray: a local cluster of a head and two device nodes (all on 127.0.0.1), devices
+declared as a custom resource, the CPU kit as the workload. Started once for this module."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import os
+import shutil
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'evoteam[ray]' (.ci/run does)")
+
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from evoteam.config import SOURCE_ROOT, Settings  # noqa: E402
+from evoteam.errors import DomainError  # noqa: E402
+from evoteam.servers.bench.scheduling.dispatch import close_backends, evaluate_scheduled  # noqa: E402
+from evoteam.servers.bench.scheduling.ray_backend import RayBackend  # noqa: E402
+from evoteam.servers.knowledge.local import LocalKnowledgeStore  # noqa: E402
+from evoteam.servers.knowledge.store import Actor  # noqa: E402
+from tests.bench.test_bench_hostile import _hostile  # noqa: E402
+
+GOOD = textwrap.dedent("""
+    import numpy as np
+
+    def run(hidden_states, weight, eps):
+        x = hidden_states.astype(np.float64)
+        return (x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight).astype(np.float32)
+""")
+# Slow enough that four overlap, and that a node can be killed while it runs.
+SLOW = GOOD.replace("def run(", "def _run(") + textwrap.dedent("""
+    import time
+
+    def run(hidden_states, weight, eps):
+        time.sleep(0.4)
+        return _run(hidden_states, weight, eps)
+""")
+LOOPBACK = "127.0.0.1"
+SYSTEM = {"health_check_period_ms": 500, "health_check_failure_threshold": 3, "health_check_timeout_ms": 500}
+
+
+def _kit(root: Path, name: str) -> Path:
+    """rmsnorm_cpu, shrunk as tests/bench/conftest.py's fast_kit."""
+    kit = root / name
+    shutil.copytree(SOURCE_ROOT / "task_kits" / "rmsnorm_cpu", kit)
+    manifest = json.loads((kit / "kit.json").read_text())
+    manifest.update(name=name, memory_limit_mb=2048, timeouts={"startup_s": 30, "workload_s": 8},
+                    timing={"warmup": 1, "rounds": 2, "reps_per_round": 2})
+    manifest.pop("heldout", None)
+    (kit / "kit.json").write_text(json.dumps(manifest))
+    (kit / "workloads.jsonl").write_text(json.dumps(
+        {"uuid": "t128_h1024", "axes": {"num_tokens": 128, "hidden_size": 1024},
+         "inputs": {"eps": {"type": "scalar", "value": 1e-6}}}) + "\n")
+    return kit
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    home = tmp_path_factory.mktemp("ray-bench")
+    kits = home / "kits"
+    _kit(kits, "rmsnorm_ray")
+    # Nodes read their own configuration from their environment (never the caller's settings).
+    # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0: otherwise Ray swaps 127.0.0.1 for the machine's
+    # interface address when nodes dial the head; with it every node stays on loopback.
+    env = {"EVOTEAM_DB": str(home / "node-state" / "kb.db"), "EVOTEAM_KITS": str(kits),
+           "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    from ray._private import ray_constants  # read when this process dials: the same switch, here
+
+    was_cluster, ray_constants.ENABLE_RAY_CLUSTER = ray_constants.ENABLE_RAY_CLUSTER, False
+    c = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "node_ip_address": LOOPBACK, "include_dashboard": False, "_system_config": SYSTEM})
+    nodes = [c.add_node(num_cpus=2, node_ip_address=LOOPBACK, resources={"evoteam_device": 2}) for _ in range(2)]
+    ray.init(address=c.address, _node_ip_address=LOOPBACK, log_to_driver=False)
+    try:
+        yield {"cluster": c, "nodes": nodes, "home": home, "kits": kits,
+               "locks": home / "node-state" / "bench" / "locks"}
+    finally:
+        close_backends()
+        ray.shutdown()
+        c.shutdown()
+        ray_constants.ENABLE_RAY_CLUSTER = was_cluster
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture
+def ray_settings(cluster, tmp_path):
+    yield Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[cluster["kits"]], bench_backend="ray")
+    close_backends()
+
+
+@pytest.fixture
+async def store(tmp_path):
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="tester", client="pytest")) as kb:
+        yield kb
+
+
+async def test_four_evaluations_run_at_once_on_four_devices_each_recorded_once(ray_settings, store):
+    codes = [SLOW + f"\nVARIANT = {i}\n" for i in range(4)]
+    results = await asyncio.gather(*[evaluate_scheduled(ray_settings, "rmsnorm_ray", code=c, store=store)
+                                     for c in codes])
+    assert all(r.status == "PASSED" and r.recorded for r in results), [r.message for r in results]
+    places = [r.metrics["placement"] for r in results]
+    assert len({(p["node"], p["device"]) for p in places}) == 4
+    assert len({p["node"] for p in places}) == 2
+    assert all(p["backend"] == "ray" and not p["retried"] and p["fingerprint"]["host"] for p in places)
+    assert max(p["started_at"] for p in places) < min(p["finished_at"] for p in places), "not all four at once"
+    page = await store.list_candidates(results[0].run_id, limit=10)
+    assert sorted(c.id for c in page.items) == sorted(r.candidate_id for r in results)
+    stored = [await store.get_candidate(c.id) for c in page.items]
+    assert sorted(c.code for c in stored) == sorted(codes)
+
+
+async def test_two_runs_competing_share_the_cluster_fairly(ray_settings):
+    bad = "def run(:\n"  # a quick evaluation: only the turn order matters here
+    jobs = [evaluate_scheduled(ray_settings, "rmsnorm_ray", code=bad + f"# a{i}\n", run_key="run-A")
+            for i in range(8)]
+    first = [asyncio.ensure_future(j) for j in jobs]
+    await asyncio.sleep(0)
+    later = [asyncio.ensure_future(evaluate_scheduled(ray_settings, "rmsnorm_ray", code=bad + f"# b{i}\n",
+                                                      run_key="run-B")) for i in range(2)]
+    results = await asyncio.gather(*first, *later)
+    assert all(r.status == "COMPILE_ERROR" for r in results)
+    from evoteam.servers.bench.scheduling.dispatch import backend_for
+
+    grants = [key for key, _ in backend_for(ray_settings).queue.grants]
+    assert grants[:4] == ["run-A"] * 4  # the cluster's four devices, taken by the run that came first
+    # then B, though it queued behind six more of A's, is served every other turn
+    assert grants[4:8] == ["run-A", "run-B", "run-A", "run-B"]
+
+
+async def test_a_worker_refuses_a_kit_whose_hash_differs(cluster, tmp_path):
+    mine = _kit(tmp_path / "kits", "rmsnorm_ray")
+    (mine / "baseline.py").write_text((mine / "baseline.py").read_text() + "\n# edited here only\n")
+    settings = Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[mine.parent], bench_backend="ray")
+    try:
+        with pytest.raises(DomainError, match="refuses kit rmsnorm_ray: its copy has content hash"):
+            await evaluate_scheduled(settings, "rmsnorm_ray", code=GOOD)
+    finally:
+        close_backends()
+
+
+CHEATS = ["patches_perf_counter", "reads_reference", "writes_into_kit", "lies_after_correctness"]
+
+
+async def test_hostile_candidates_are_caught_remotely_as_locally(ray_settings, cluster):
+    kit = cluster["kits"] / "rmsnorm_ray"
+    cases = _hostile(kit)
+    results = await asyncio.gather(*[evaluate_scheduled(ray_settings, "rmsnorm_ray", code=textwrap.dedent(cases[c][2]))
+                                     for c in CHEATS])
+    for case, result in zip(CHEATS, results):
+        status, needle, _ = cases[case]
+        assert result.metrics["placement"]["backend"] == "ray"
+        assert result.status == status, (case, result.status, result.message)
+        assert result.score is None
+        text = (result.message or "") + " ".join(w.message or "" for w in result.workloads)
+        assert needle.lower() in text.lower(), (case, text)
+        if case != "reads_reference":
+            assert result.flagged, case
+    assert "edited" not in (kit / "baseline.py").read_text()
+
+
+def _held_slot(locks: Path, node_id: str) -> bool:
+    for path in locks.glob(f"cpu{node_id[:8]}-*.lock"):
+        fd = os.open(path, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+    return False
+
+
+async def test_a_node_killed_mid_evaluation_loses_nothing(ray_settings, cluster, store):
+    """Last in this module: it takes a device node away."""
+    task = asyncio.ensure_future(evaluate_scheduled(ray_settings, "rmsnorm_ray", code=SLOW, store=store))
+    victim = None
+    for _ in range(600):  # until one node's slot lock is held (by the harness, mid-evaluation)
+        await asyncio.sleep(0.1)
+        victim = next((n for n in cluster["nodes"] if _held_slot(cluster["locks"], n.node_id)), None)
+        if victim is not None or task.done():
+            break
+    assert victim is not None, "the evaluation never started"
+    cluster["cluster"].remove_node(victim, allow_graceful=False)
+    result = await task
+    place = result.metrics["placement"]
+    assert result.status == "PASSED" and result.recorded
+    assert place["retried"] is True and place["node"] != victim.node_id
+    page = await store.list_candidates(result.run_id, limit=10)
+    assert [c.id for c in page.items] == [result.candidate_id]  # once: not lost, not twice
