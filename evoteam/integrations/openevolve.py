@@ -12,8 +12,9 @@ OpenEvolve's ``LLMModelConfig.init_client``) that, for each iteration:
    store); on ``look-up`` takes the run's stored documents; keeps the top D;
 4. adds the gate's decision and the documents (fenced as untrusted data) to the mutation prompt;
 5. asks the model for N candidates when documents are used (1 on no-op), applies each to the
-   parent, evaluates each with evoteam's bench (recorded in the store) and returns the best valid
-   one to OpenEvolve;
+   parent, evaluates each with evoteam's bench (recorded in the store; on the device pool or a
+   Ray cluster when ``EVOTEAM_BENCH_BACKEND`` says so, so ``parallel_evaluations: 4`` evaluates
+   on four devices at once) and returns the best valid one to OpenEvolve;
 6. credits the documents with the realised score of that best candidate (``record_outcome``).
 
 Everything lands in the evoteam store (``EVOTEAM_DB`` or ``options.db``), so ``retrieval_stats``,
@@ -284,7 +285,7 @@ class EvoDuetLLM:
 
     async def _iteration(self, system_message: str, messages: list[dict[str, str]], context: dict[str, Any],
                          kwargs: dict[str, Any]) -> str:
-        from evoteam.servers.bench.core import evaluate_candidate
+        from evoteam.servers.bench.scheduling.dispatch import evaluate_configured
         from evoteam.servers.bench.kits import find_kit
         from evoteam.servers.knowledge.local import LocalKnowledgeStore
         from evoteam.servers.knowledge.store import Actor
@@ -338,8 +339,10 @@ class EvoDuetLLM:
                     if child is None:
                         continue
                     try:
-                        result = await evaluate_candidate(
-                            settings, kit, code=child, store=store, run_id=opts.run_id,
+                        # On the device pool or Ray (EVOTEAM_BENCH_BACKEND) when configured: then
+                        # OpenEvolve's parallel workers evaluate on as many devices at once.
+                        result = await evaluate_configured(
+                            settings, kit, code=child, store=store, run_id=opts.run_id, run_key=opts.run_id,
                             documents_used=[d[0] for d in docs], credit_documents=False,
                             notes=f"OpenEvolve iteration, candidate {k + 1}/{n} of gate {gate.gate_id} "
                                   f"({decision}; documents {', '.join(d[0] for d in docs) or 'none'})")

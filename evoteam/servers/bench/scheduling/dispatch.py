@@ -13,7 +13,7 @@ from evoteam.config import Settings
 from evoteam.errors import DomainError
 from evoteam.servers.bench import core
 from evoteam.servers.bench.candidates import check_candidate_path, check_parent
-from evoteam.servers.bench.kits import Kit, find_kit
+from evoteam.servers.bench.kits import Kit, discover, find_kit
 from evoteam.servers.bench.models import Evaluation, Split
 from evoteam.servers.bench.scheduling.jobs import EvalJob
 from evoteam.servers.knowledge.store import KnowledgeStore
@@ -56,6 +56,18 @@ def _source(settings: Settings, candidate_path: str | None, code: str | None) ->
     return Path(path).read_text()
 
 
+def _kit_ref(settings: Settings, given: str | Kit, kit: Kit) -> str:
+    """How the slot finds the kit: a Ray node by name in its own kit folders; a slot of this
+    host's pool as the caller named it (a trusted folder outside the kit folders, such as an
+    OpenEvolve task folder, by its absolute path; the runner checks its trust again)."""
+    if settings.bench_backend == "ray":
+        return kit.name
+    if isinstance(given, str):
+        path = Path(given).expanduser()
+        return str(path.resolve()) if path.exists() else given
+    return kit.name if kit.name in discover(settings) else str(kit.root)
+
+
 async def evaluate_scheduled(settings: Settings, kit: str | Kit, *, candidate_path: str | None = None,
                              code: str | None = None, candidate_id: str | None = None, split: Split = "dev",
                              store: KnowledgeStore | None = None, run_id: str | None = None,
@@ -83,7 +95,8 @@ async def evaluate_scheduled(settings: Settings, kit: str | Kit, *, candidate_pa
         raise DomainError(f"the code is {len(source)} characters; the limit is {core.MAX_CODE}")
     if store is not None and parent_id:  # before queueing: a refused parent costs no device time
         await check_parent(store, parent_id, run_id)
-    job = EvalJob(kit=the_kit.name, kit_hash=the_kit.content_hash, code=source, split=split, repeats=repeats,
+    job = EvalJob(kit=_kit_ref(settings, kit, the_kit), kit_hash=the_kit.content_hash, code=source, split=split,
+                  repeats=repeats,
                   run_key=run_key or run_id or f"{owner or 'local'}/{the_kit.name}")
     backend = backend_for(settings)
     if settings.bench_backend == "ray":
@@ -97,3 +110,13 @@ async def evaluate_scheduled(settings: Settings, kit: str | Kit, *, candidate_pa
     if progress is not None:
         await progress(1, 1, f"{result.status} on {result.metrics.get('placement', {}).get('device', '?')}")
     return result
+
+
+async def evaluate_configured(settings: Settings, kit: str | Kit, *, run_key: str | None = None,
+                              **kwargs) -> Evaluation:
+    """Evaluate where the settings say: here (``core.evaluate_candidate``, the kit's one device
+    lock) when ``bench_backend`` is local, else through the pool or the Ray cluster. For callers
+    that evaluate many candidates at once, such as OpenEvolve's parallel workers."""
+    if settings.bench_backend == "local":
+        return await core.evaluate_candidate(settings, kit, **kwargs)
+    return await evaluate_scheduled(settings, kit, run_key=run_key, **kwargs)
