@@ -267,3 +267,27 @@ def test_bench_run_on_the_pool_from_the_command_line(fast_kit, tmp_path):
     result = json.loads(out.stdout)
     assert result["status"] == "PASSED" and result["recorded"]
     assert result["metrics"]["placement"]["slot"] == "cpu:1"
+
+
+async def test_team_status_shows_the_runs_evaluations_on_the_pool(fast_settings, store):
+    """A role's supervisor sees, in team_status, how many of the run's evaluations run and wait
+    on this host's pool (the queue files the pool keeps beside the bench's state)."""
+    from evoteam.servers.knowledge.models import RunCreate
+    from evoteam.servers.team.server import build_server as build_team_server
+
+    run = await store.start_run(RunCreate(goal="rmsnorm", kit="rmsnorm_fast"))
+    queue = FairQueue(["cpu:0", "cpu:1"], "pool/cpu", fast_settings.state_root / "bench" / "queue")
+    async with Client(build_team_server(fast_settings, store)) as client:
+        idle = (await client.call_tool("team_status", {"run_id": run.id})).structured_content
+        assert idle["evaluations"] is None  # no live queue on this host
+        async with queue.slot(run.id, "rmsnorm_fast"), queue.slot("another-run", "rmsnorm_fast"):
+            waiting = [asyncio.create_task(queue.slot(key, "rmsnorm_fast").__aenter__())
+                       for key in (run.id, run.id, "another-run")]
+            await asyncio.sleep(0)
+            status = (await client.call_tool("team_status", {"run_id": run.id})).structured_content
+            for task in waiting:
+                task.cancel()
+            await asyncio.gather(*waiting, return_exceptions=True)
+    queue.close()
+    assert status["evaluations"] == {"running": 1, "waiting": 2, "slots": 2, "busy": 2, "others_waiting": 1,
+                                     "running_on": ["cpu:0"]}

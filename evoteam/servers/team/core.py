@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evoteam.errors import DomainError
+from evoteam.servers.bench.scheduling.fairqueue import summarise
 from evoteam.servers.knowledge.models import HistoryEntry, HistoryEntryCreate, Run
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.team.budget import budget_report
@@ -89,8 +90,10 @@ class TeamService:
                  prices: PriceTable | None = None, default_runner: Literal["claude", "codex"] = "claude",
                  subagent_type: str = GENERIC_AGENT, spawn_mode: Literal["run", "queue"] = "run",
                  env: dict[str, str] | None = None, default_role_cap_usd: float | None = None,
-                 write_agent_files: bool = True):
+                 write_agent_files: bool = True, queue_dir: Path | None = None):
         self.team = team
+        # Where this host's bench pool and Ray queues say who runs and waits (team_status).
+        self.queue_dir = queue_dir
         self.kb = kb if kb is not None else getattr(team, "kb", None) or team.store
         self.project_dir = Path(project_dir or os.getcwd())
         self.naming = naming or ToolNaming()
@@ -455,7 +458,8 @@ class TeamService:
         spend = await self.kb.spend(run_id)
         return TeamStatus(run_id=run_id, run_status=run.status, version=version, finished=finished, roles=roles,
                           best_score=run.best_score, ndg=run.ndg, candidates=run.candidates, learnings=run.learnings,
-                          spent_usd=spend.spent_usd, budget_usd=spend.budget_usd, left_usd=spend.left_usd)
+                          spent_usd=spend.spent_usd, budget_usd=spend.budget_usd, left_usd=spend.left_usd,
+                          evaluations=summarise(self.queue_dir, run_id) if self.queue_dir is not None else None)
 
     async def reflect(self, run_id: str, observed_behaviour: str = "", diagnosis: str = "", design_change: str = "",
                       outcome: str = "", version: int | None = None,

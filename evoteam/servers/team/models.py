@@ -12,6 +12,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from evoteam.servers.bench.scheduling.fairqueue import QueueSummary
 from evoteam.servers.knowledge.models import Provenance
 
 Isolation = Literal["worktree", "shared"]
@@ -285,6 +286,9 @@ class TeamStatus(BaseModel):
     spent_usd: float
     budget_usd: float | None
     left_usd: float | None
+    evaluations: QueueSummary | None = Field(default=None, description="this run's evaluations on this host's "
+                                             "device pool or Ray queue (running, waiting, slots busy); null when "
+                                             "no pool or Ray queue is active (evaluations then run in turn)")
 
 
 class BudgetLine(BaseModel):

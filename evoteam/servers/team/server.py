@@ -108,7 +108,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         return TeamService(component_store("team", kb), kb=kb, project_dir=_project_dir(project_dir), naming=ToolNaming.from_env(),
                            runner_factory=runner_factory, prices=load_price_table(settings),
                            subagent_type=os.environ.get("EVOTEAM_SUBAGENT_TYPE") or GENERIC_AGENT,
-                           spawn_mode=mode, env=role_env(settings))
+                           spawn_mode=mode, env=role_env(settings),
+                           queue_dir=settings.state_root / "bench" / "queue")
 
     @contextlib.asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[dict]:
@@ -200,7 +201,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @tool_errors
     async def team_status(run_id: str, version: Version = None) -> TeamStatus:
         """A team version's state: each role's status, cost and last message; whether the version
-        has finished; the run's best score, NDG and spend."""
+        has finished; the run's best score, NDG and spend; its evaluations running and waiting on
+        this host's device pool or Ray queue."""
         return await svc().team_status(run_id, version)
 
     @server.tool(annotations=ToolAnnotations(destructiveHint=True, idempotentHint=True))

@@ -97,6 +97,9 @@ async def evaluate_scheduled(settings: Settings, kit: str | Kit, *, candidate_pa
         await check_parent(store, parent_id, run_id)
     job = EvalJob(kit=_kit_ref(settings, kit, the_kit), kit_hash=the_kit.content_hash, code=source, split=split,
                   repeats=repeats,
+                  # Fairness is per run; team_status counts a run's evaluations by this key. Without
+                  # run_id the run is resolved only when recording (two evaluations resolving it at
+                  # once before any exists would each start a run), so the key is the caller's kit.
                   run_key=run_key or run_id or f"{owner or 'local'}/{the_kit.name}")
     backend = backend_for(settings)
     if settings.bench_backend == "ray":

@@ -150,3 +150,28 @@ def read_queues(status_dir: Path) -> list[QueueSnapshot]:
             continue
         found.append(snap)
     return found
+
+
+class QueueSummary(BaseModel):
+    """One run's evaluations in this host's pool and Ray queues (team_status shows it)."""
+
+    running: int = Field(description="this run's evaluations running now")
+    waiting: int = Field(description="this run's evaluations waiting for a slot")
+    slots: int = Field(description="slots of every live queue on this host")
+    busy: int = Field(description="slots busy with any run's evaluations")
+    others_waiting: int = Field(description="other runs' evaluations waiting")
+    running_on: list[str] = Field(default_factory=list, description="slots running this run's evaluations")
+
+
+def summarise(status_dir: Path, run_key: str) -> QueueSummary | None:
+    """``run_key``'s share of every live queue under ``status_dir``; None when no queue is live."""
+    queues = read_queues(status_dir)
+    if not queues:
+        return None
+    mine = [e for q in queues for e in q.entries if e.run_key == run_key]
+    others = [e for q in queues for e in q.entries if e.run_key != run_key]
+    return QueueSummary(running=sum(e.state == "running" for e in mine), waiting=sum(e.state == "waiting" for e in mine),
+                        slots=sum(len(q.slots) for q in queues),
+                        busy=sum(e.state == "running" for q in queues for e in q.entries),
+                        others_waiting=sum(e.state == "waiting" for e in others),
+                        running_on=sorted(e.slot for e in mine if e.state == "running" and e.slot)[:20])
