@@ -54,3 +54,19 @@ def fast_kit(tmp_path: Path) -> Path:
 @pytest.fixture
 def fast_settings(tmp_path: Path, fast_kit: Path) -> Settings:
     return Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[fast_kit.parent, KITS])
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory):
+    """One local Ray cluster for the whole test run (tests/support/ray_cluster.py)."""
+    pytest.importorskip("ray", reason="Ray is not installed: pip install 'evoteam[ray]' (.ci/run does)")
+    from tests.support.ray_cluster import LocalCluster
+
+    cluster = LocalCluster(tmp_path_factory.mktemp("ray-bench"))
+    try:
+        yield cluster
+    finally:
+        from evoteam.servers.bench.scheduling.dispatch import close_backends
+
+        close_backends()
+        cluster.shutdown()

@@ -1,30 +1,26 @@
 """The bench on Ray: a local cluster of a head and two device nodes (all on 127.0.0.1), devices
-declared as a custom resource, the CPU kit as the workload. Started once for this module."""
+declared as a custom resource, the CPU kit as the workload. Started once per test run
+(tests/support/ray_cluster.py, the ``ray_cluster`` fixture)."""
 
 from __future__ import annotations
 
 import asyncio
 import fcntl
-import json
 import os
-import shutil
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'evoteam[ray]' (.ci/run does)")
 
-from ray.cluster_utils import Cluster  # noqa: E402
-
-from evoteam.config import SOURCE_ROOT, Settings  # noqa: E402
+from evoteam.config import Settings  # noqa: E402
 from evoteam.errors import DomainError  # noqa: E402
 from evoteam.servers.bench.scheduling.dispatch import close_backends, evaluate_scheduled  # noqa: E402
-from evoteam.servers.bench.scheduling.ray_backend import RayBackend  # noqa: E402
 from evoteam.servers.knowledge.local import LocalKnowledgeStore  # noqa: E402
 from evoteam.servers.knowledge.store import Actor  # noqa: E402
 from tests.bench.test_bench_hostile import _hostile  # noqa: E402
+from tests.support.ray_cluster import make_kit  # noqa: E402
 
 GOOD = textwrap.dedent("""
     import numpy as np
@@ -41,62 +37,9 @@ SLOW = GOOD.replace("def run(", "def _run(") + textwrap.dedent("""
         time.sleep(0.4)
         return _run(hidden_states, weight, eps)
 """)
-LOOPBACK = "127.0.0.1"
-SYSTEM = {"health_check_period_ms": 500, "health_check_failure_threshold": 3, "health_check_timeout_ms": 500}
-
-
-def _kit(root: Path, name: str) -> Path:
-    """rmsnorm_cpu, shrunk as tests/bench/conftest.py's fast_kit."""
-    kit = root / name
-    shutil.copytree(SOURCE_ROOT / "task_kits" / "rmsnorm_cpu", kit)
-    manifest = json.loads((kit / "kit.json").read_text())
-    manifest.update(name=name, memory_limit_mb=2048, timeouts={"startup_s": 30, "workload_s": 8},
-                    timing={"warmup": 1, "rounds": 2, "reps_per_round": 2})
-    manifest.pop("heldout", None)
-    (kit / "kit.json").write_text(json.dumps(manifest))
-    (kit / "workloads.jsonl").write_text(json.dumps(
-        {"uuid": "t128_h1024", "axes": {"num_tokens": 128, "hidden_size": 1024},
-         "inputs": {"eps": {"type": "scalar", "value": 1e-6}}}) + "\n")
-    return kit
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    home = tmp_path_factory.mktemp("ray-bench")
-    kits = home / "kits"
-    _kit(kits, "rmsnorm_ray")
-    # Nodes read their own configuration from their environment (never the caller's settings).
-    # RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0: otherwise Ray swaps 127.0.0.1 for the machine's
-    # interface address when nodes dial the head; with it every node stays on loopback.
-    env = {"EVOTEAM_DB": str(home / "node-state" / "kb.db"), "EVOTEAM_KITS": str(kits),
-           "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    from ray._private import ray_constants  # read when this process dials: the same switch, here
-
-    was_cluster, ray_constants.ENABLE_RAY_CLUSTER = ray_constants.ENABLE_RAY_CLUSTER, False
-    c = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 1, "node_ip_address": LOOPBACK, "include_dashboard": False, "_system_config": SYSTEM})
-    nodes = [c.add_node(num_cpus=2, node_ip_address=LOOPBACK, resources={"evoteam_device": 2}) for _ in range(2)]
-    ray.init(address=c.address, _node_ip_address=LOOPBACK, log_to_driver=False)
-    try:
-        yield {"cluster": c, "nodes": nodes, "home": home, "kits": kits,
-               "locks": home / "node-state" / "bench" / "locks"}
-    finally:
-        close_backends()
-        ray.shutdown()
-        c.shutdown()
-        ray_constants.ENABLE_RAY_CLUSTER = was_cluster
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 @pytest.fixture
-def ray_settings(cluster, tmp_path):
-    yield Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[cluster["kits"]], bench_backend="ray")
+def ray_settings(ray_cluster, tmp_path):
+    yield Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[ray_cluster.kits], bench_backend="ray")
     close_backends()
 
 
@@ -140,8 +83,8 @@ async def test_two_runs_competing_share_the_cluster_fairly(ray_settings):
     assert grants[4:8] == ["run-A", "run-B", "run-A", "run-B"]
 
 
-async def test_a_worker_refuses_a_kit_whose_hash_differs(cluster, tmp_path):
-    mine = _kit(tmp_path / "kits", "rmsnorm_ray")
+async def test_a_worker_refuses_a_kit_whose_hash_differs(ray_cluster, tmp_path):
+    mine = make_kit(tmp_path / "kits")
     (mine / "baseline.py").write_text((mine / "baseline.py").read_text() + "\n# edited here only\n")
     settings = Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[mine.parent], bench_backend="ray")
     try:
@@ -154,8 +97,8 @@ async def test_a_worker_refuses_a_kit_whose_hash_differs(cluster, tmp_path):
 CHEATS = ["patches_perf_counter", "reads_reference", "writes_into_kit", "lies_after_correctness"]
 
 
-async def test_hostile_candidates_are_caught_remotely_as_locally(ray_settings, cluster):
-    kit = cluster["kits"] / "rmsnorm_ray"
+async def test_hostile_candidates_are_caught_remotely_as_locally(ray_settings, ray_cluster):
+    kit = ray_cluster.kits / "rmsnorm_ray"
     cases = _hostile(kit)
     results = await asyncio.gather(*[evaluate_scheduled(ray_settings, "rmsnorm_ray", code=textwrap.dedent(cases[c][2]))
                                      for c in CHEATS])
@@ -184,20 +127,25 @@ def _held_slot(locks: Path, node_id: str) -> bool:
     return False
 
 
-async def test_a_node_killed_mid_evaluation_loses_nothing(ray_settings, cluster, store):
-    """Last in this module: it takes a device node away."""
+async def test_a_node_killed_mid_evaluation_loses_nothing(ray_settings, ray_cluster, store):
     task = asyncio.ensure_future(evaluate_scheduled(ray_settings, "rmsnorm_ray", code=SLOW, store=store))
     victim = None
     for _ in range(600):  # until one node's slot lock is held (by the harness, mid-evaluation)
         await asyncio.sleep(0.1)
-        victim = next((n for n in cluster["nodes"] if _held_slot(cluster["locks"], n.node_id)), None)
+        victim = next((n for n in ray_cluster.nodes if _held_slot(ray_cluster.locks, n.node_id)), None)
         if victim is not None or task.done():
             break
     assert victim is not None, "the evaluation never started"
-    cluster["cluster"].remove_node(victim, allow_graceful=False)
-    result = await task
+    ray_cluster.remove(victim)
+    try:
+        result = await task
+    finally:
+        ray_cluster.add_device_node()  # the cluster is the whole test run's: give the devices back
     place = result.metrics["placement"]
     assert result.status == "PASSED" and result.recorded
     assert place["retried"] is True and place["node"] != victim.node_id
+    assert place["first_attempt"]  # what killed the first attempt, in words
     page = await store.list_candidates(result.run_id, limit=10)
     assert [c.id for c in page.items] == [result.candidate_id]  # once: not lost, not twice
+    stored = await store.get_candidate(result.candidate_id)
+    assert stored.n_measurements == 1 and stored.samples  # the retried attempt's rounds, recorded once

@@ -7,6 +7,8 @@ measures without the store; this process, which holds the store, records the Eva
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from pathlib import Path
 
 from evoteam.config import Settings
@@ -19,6 +21,13 @@ from evoteam.servers.bench.scheduling.jobs import EvalJob
 from evoteam.servers.knowledge.store import KnowledgeStore
 
 _backends: dict[tuple, object] = {}
+_record_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+def _recording() -> asyncio.Lock:
+    """One record at a time per event loop: evaluations that finish together on several slots
+    would otherwise each find no active run of the kit and each start one."""
+    return _record_locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
 
 
 def backend_for(settings: Settings):
@@ -107,9 +116,10 @@ async def evaluate_scheduled(settings: Settings, kit: str | Kit, *, candidate_pa
     else:
         result = await backend.evaluate(job, the_kit.manifest.device, progress)
     if store is not None:
-        await core.record_evaluation(settings, store, the_kit, result, source, run_id=run_id, parent_id=parent_id,
-                                     documents_used=documents_used, notes=notes, owner=owner,
-                                     credit=credit_documents)
+        async with _recording():
+            await core.record_evaluation(settings, store, the_kit, result, source, run_id=run_id,
+                                         parent_id=parent_id, documents_used=documents_used, notes=notes,
+                                         owner=owner, credit=credit_documents)
     if progress is not None:
         await progress(1, 1, f"{result.status} on {result.metrics.get('placement', {}).get('device', '?')}")
     return result
