@@ -19,6 +19,7 @@ from evoteam.errors import DomainError  # noqa: E402
 from evoteam.servers.bench.scheduling.dispatch import close_backends, evaluate_scheduled  # noqa: E402
 from evoteam.servers.knowledge.local import LocalKnowledgeStore  # noqa: E402
 from evoteam.servers.knowledge.store import Actor  # noqa: E402
+from tests.bench.conftest import _tree_hash  # noqa: E402
 from tests.bench.test_bench_hostile import _hostile  # noqa: E402
 from tests.support.ray_cluster import make_kit  # noqa: E402
 
@@ -94,24 +95,28 @@ async def test_a_worker_refuses_a_kit_whose_hash_differs(ray_cluster, tmp_path):
         close_backends()
 
 
-CHEATS = ["patches_perf_counter", "reads_reference", "writes_into_kit", "lies_after_correctness"]
+FLAGGED = ("reads_reference_quietly", "writes_into_kit", "patches_perf_counter", "returns_input",
+           "lies_after_correctness")  # as tests/bench/test_bench_hostile.py expects locally
 
 
-async def test_hostile_candidates_are_caught_remotely_as_locally(ray_settings, ray_cluster):
+async def test_the_hostile_suite_is_caught_remotely_as_locally(ray_settings, ray_cluster):
+    """Every case of the local hostile suite, evaluated on the cluster's nodes: the same status,
+    the same message, the same flags, and the nodes' kit folder unchanged."""
     kit = ray_cluster.kits / "rmsnorm_ray"
+    before = _tree_hash(kit)
     cases = _hostile(kit)
-    results = await asyncio.gather(*[evaluate_scheduled(ray_settings, "rmsnorm_ray", code=textwrap.dedent(cases[c][2]))
-                                     for c in CHEATS])
-    for case, result in zip(CHEATS, results):
+    results = await asyncio.gather(*[evaluate_scheduled(ray_settings, "rmsnorm_ray", code=textwrap.dedent(code))
+                                     for _, _, code in cases.values()])
+    for case, result in zip(cases, results):
         status, needle, _ = cases[case]
         assert result.metrics["placement"]["backend"] == "ray"
         assert result.status == status, (case, result.status, result.message)
         assert result.score is None
         text = (result.message or "") + " ".join(w.message or "" for w in result.workloads)
         assert needle.lower() in text.lower(), (case, text)
-        if case != "reads_reference":
+        if case in FLAGGED:
             assert result.flagged, case
-    assert "edited" not in (kit / "baseline.py").read_text()
+    assert _tree_hash(kit) == before, "a hostile candidate changed the node's kit folder"
 
 
 def _held_slot(locks: Path, node_id: str) -> bool:

@@ -201,8 +201,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @tool_errors
     async def team_status(run_id: str, version: Version = None) -> TeamStatus:
         """A team version's state: each role's status, cost and last message; whether the version
-        has finished; the run's best score, NDG and spend; its evaluations running and waiting on
-        this host's device pool or Ray queue."""
+        has finished; the run's best score, NDG, spend, and evaluations queued on this host."""
         return await svc().team_status(run_id, version)
 
     @server.tool(annotations=ToolAnnotations(destructiveHint=True, idempotentHint=True))
