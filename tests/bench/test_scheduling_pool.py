@@ -291,3 +291,25 @@ async def test_team_status_shows_the_runs_evaluations_on_the_pool(fast_settings,
     queue.close()
     assert status["evaluations"] == {"running": 1, "waiting": 2, "slots": 2, "busy": 2, "others_waiting": 1,
                                      "running_on": ["cpu:0"]}
+
+
+def test_a_gpu_slots_runner_sees_only_its_gpu(monkeypatch):
+    """The pool's cuda:1 is the second GPU this process may use; its runner (and every worker the
+    harness starts from it, which inherit CUDA_VISIBLE_DEVICES) sees that GPU alone, so a
+    candidate's plain "cuda" lands on its slot. No GPU is needed to check what the runner sees."""
+    from evoteam.servers.bench.scheduling.devices import physical_gpu
+    from evoteam.servers.bench.scheduling.slot import start_runner, stop_runner
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
+    assert [physical_gpu(0), physical_gpu(1)] == ["4", "6"]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert physical_gpu(1) == "1"
+    monkeypatch.setenv("EVOTEAM_TOKEN", "secret-token")
+    runner = start_runner(gpu_id="6")
+    try:
+        environ = dict(item.split("=", 1) for item in
+                       open(f"/proc/{runner.pid}/environ", "rb").read().decode().split("\0") if "=" in item)
+    finally:
+        stop_runner(runner)
+    assert environ["CUDA_VISIBLE_DEVICES"] == "6"
+    assert "EVOTEAM_TOKEN" not in environ  # a slot records nothing: it gets no token
