@@ -21,7 +21,7 @@ from evoteam.servers.knowledge.local import LocalKnowledgeStore  # noqa: E402
 from evoteam.servers.knowledge.store import Actor  # noqa: E402
 from tests.bench.conftest import _tree_hash  # noqa: E402
 from tests.bench.test_bench_hostile import _hostile  # noqa: E402
-from tests.support.ray_cluster import make_kit  # noqa: E402
+from tests.support.ray_cluster import TYPED_KIT, make_kit  # noqa: E402
 
 GOOD = textwrap.dedent("""
     import numpy as np
@@ -95,6 +95,14 @@ async def test_a_worker_refuses_a_kit_whose_hash_differs(ray_cluster, tmp_path):
         close_backends()
 
 
+async def test_a_kit_that_names_a_gpu_model_runs_only_on_nodes_of_that_type(ray_settings, ray_cluster):
+    typed = ray_cluster.nodes[0].node_id  # the one node that declares the accelerator type
+    results = await asyncio.gather(*[evaluate_scheduled(ray_settings, TYPED_KIT, code=GOOD + f"\nVARIANT = {i}\n")
+                                     for i in range(3)])
+    assert all(r.status == "PASSED" for r in results), [r.message for r in results]
+    assert {r.metrics["placement"]["node"] for r in results} == {typed}
+
+
 FLAGGED = ("reads_reference_quietly", "writes_into_kit", "patches_perf_counter", "returns_input",
            "lies_after_correctness")  # as tests/bench/test_bench_hostile.py expects locally
 
@@ -141,11 +149,11 @@ async def test_a_node_killed_mid_evaluation_loses_nothing(ray_settings, ray_clus
         if victim is not None or task.done():
             break
     assert victim is not None, "the evaluation never started"
-    ray_cluster.remove(victim)
+    ray_cluster.kill(victim)
     try:
         result = await task
     finally:
-        ray_cluster.add_device_node()  # the cluster is the whole test run's: give the devices back
+        ray_cluster.restore()  # the cluster is the whole test run's: give the devices back
     place = result.metrics["placement"]
     assert result.status == "PASSED" and result.recorded
     assert place["retried"] is True and place["node"] != victim.node_id

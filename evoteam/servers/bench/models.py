@@ -183,6 +183,9 @@ class KitManifest(BaseModel):
     x0: float | None = None
     best_known: float | None = None
     device: Literal["cpu", "cuda"] = "cpu"
+    gpu_model: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]{1,40}$",
+                                  description="the GPU model scores are for, as Ray names accelerator types "
+                                  "(H100, A100, B200); on a Ray cluster evaluations go only to nodes of that type")
     framework: Literal["numpy", "torch"] = "numpy"
     requires: list[str] = Field(default_factory=list, description="modules the kit needs")
     tolerance: Tolerance = Field(default_factory=Tolerance)

@@ -105,7 +105,7 @@ async def evaluate_scheduled(settings: Settings, kit: str | Kit, *, candidate_pa
     if store is not None and parent_id:  # before queueing: a refused parent costs no device time
         await check_parent(store, parent_id, run_id)
     job = EvalJob(kit=_kit_ref(settings, kit, the_kit), kit_hash=the_kit.content_hash, code=source, split=split,
-                  repeats=repeats,
+                  repeats=repeats, gpu_model=the_kit.manifest.gpu_model,
                   # Fairness is per run; team_status counts a run's evaluations by this key. Without
                   # run_id the run is resolved only when recording (two evaluations resolving it at
                   # once before any exists would each start a run), so the key is the caller's kit.

@@ -34,6 +34,8 @@ class EvalJob(BaseModel):
     # A GPU slot's physical GPU (what nvidia-smi and CUDA_VISIBLE_DEVICES call it): the runner
     # sees only that GPU, so a candidate's plain "cuda" is its slot's device.
     gpu_id: str | None = None
+    # The kit's GPU model (Ray's accelerator type): a Ray task asks for a node of that type.
+    gpu_model: str | None = None
     # Fairness key: evaluations are handed out round-robin across these (a run, or a caller).
     run_key: str = ""
 

@@ -95,6 +95,10 @@ class RayBackend:
             opts["num_gpus"] = 1
         else:
             opts["resources"] = {self.resource: 1}
+        if job.gpu_model:
+            # Ray's own placement by accelerator type: GPU nodes declare theirs when they start
+            # (others: --resources '{"accelerator_type:H100": 1}').
+            opts["accelerator_type"] = job.gpu_model
         return self._task.options(**opts).remote(job.model_dump_json(), self.resource)
 
     async def evaluate(self, job: EvalJob, progress=None) -> Evaluation:
