@@ -13,6 +13,7 @@ import secrets
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -35,8 +36,8 @@ def v2_group():
         try:
             group.rmdir()
             return
-        except OSError:
-            subprocess.run(["sleep", "0.05"], check=False)
+        except OSError:  # the last process of the group is still being reaped
+            time.sleep(0.05)
 
 
 def _v2_or_skip(limits: TreeLimits, group: Path) -> None:
