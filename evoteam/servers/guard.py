@@ -53,7 +53,10 @@ def _stdio_streams() -> tuple[Any, Any]:
     """The streams for `stdio_server`: the client's lines, bounded in size (stdio_lines.py),
     and None for stdout (the SDK's own) unless `speak_on` was called."""
     if _pipes is None:
-        return BoundedStdin(_take_stdin()), None
+        try:
+            return BoundedStdin(_take_stdin()), None
+        except (ImportError, OSError):  # no fcntl (Windows) or no descriptor to copy: the SDK's own
+            return None, None
     read_fd, write_fd = _pipes
     # As the SDK wraps stdout: UTF-8.
     stdout = io.TextIOWrapper(os.fdopen(write_fd, "wb", closefd=False), encoding="utf-8", write_through=True)
