@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from evoteam.errors import DomainError
 from evoteam.servers.knowledge.errors import StoreError
 from evoteam.servers.knowledge.models import BaseModel, Candidate, Run  # BaseModel: built on first use
