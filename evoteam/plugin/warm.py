@@ -13,11 +13,17 @@ What keeps this equivalent to running the hook in its own process:
   code and the installed packages (evoteam/reuse_key.py), the working folder, uid, gid and
   umask, and the environment but for variables no hook reads. A different environment, an
   edited or upgraded evoteam or another project gets another warm process; the warm process
-  checks the hash of each request again.
+  takes only requests signed with that hash (the key).
 - The warm process was started with that same environment and folder, and serves the same
   user only (the socket lives in `~/.evoteam/run/`, or, for a home whose path is too long for
   a socket, `$XDG_RUNTIME_DIR/evoteam` or `/tmp/evoteam-<uid>`; each 0700 and the user's own,
   and the peer's uid is checked where the OS tells it).
+- The key is the secret the two sides share, and it never travels where another process can
+  read it: the hook hands it (with the socket's path) to the warm process through a pipe on
+  its stdin, not in its arguments (which `ps` shows to every user), and a request carries an
+  HMAC of its bytes under the key, not the key itself. Each connection starts with a fresh
+  random nonce from the warm process that the request must sign, so a request is good for the
+  one connection it was made on: recorded and sent again, it is refused.
 - It exits after `EVOTEAM_HOOK_WARM_IDLE` seconds without a request (default 600), or when its
   socket file is removed or taken by a newer warm process.
 
@@ -29,6 +35,7 @@ in-process, so a hook's writes never happen twice.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import socket
@@ -48,7 +55,11 @@ REPLY_TIMEOUT_S = 120.0  # Claude Code kills the hook at its own timeout first
 # sockaddr_un holds 104–108 bytes depending on the OS; the warm process first binds under the
 # socket's name plus ".<pid>" (up to 8 more bytes), so the name itself must leave room for that.
 _SOCKET_PATH_MAX = 103 - len(".4194304")
-TAKEN = b"taken\n"  # the warm process's first bytes: from here on the hook is its job
+TAKEN = b"taken\n"  # the warm process's answer to a good request: from here on the hook is its job
+# The warm process's greeting on every connection: this prefix, a fresh nonce in hex, a newline.
+CHALLENGE = b"evoteam-warm 1 "
+_NONCE_BYTES = 16
+_HANDOVER_MAX = 4096  # the pipe that hands the warm process its path and key
 
 
 def enabled(env: dict[str, str] | None = None) -> bool:
@@ -144,7 +155,10 @@ def ask(event: str, raw_input: str, *, env: dict[str, str] | None = None) -> tup
             start(path, key, env, cwd)
             return False, None
         conn.settimeout(REPLY_TIMEOUT_S)
-        conn.sendall(json.dumps({"key": key, "event": event, "input": raw_input}).encode("utf-8", "surrogatepass"))
+        nonce = _read_challenge(conn)
+        if nonce is None:  # not a warm process we know (or an older one): nothing was sent
+            return False, None
+        conn.sendall(sign(key, nonce, event, raw_input))
         conn.shutdown(socket.SHUT_WR)
         received = b""
         while chunk := conn.recv(65536):
@@ -171,17 +185,46 @@ def ask(event: str, raw_input: str, *, env: dict[str, str] | None = None) -> tup
     return True, reply.get("output") if isinstance(reply, dict) else None
 
 
+def _read_challenge(conn: socket.socket) -> bytes | None:
+    """The nonce of the warm process's greeting, or None if the greeting is not one."""
+    line = b""
+    while not line.endswith(b"\n") and len(line) <= len(CHALLENGE) + 2 * _NONCE_BYTES:
+        chunk = conn.recv(1)
+        if not chunk:
+            return None
+        line += chunk
+    if not line.startswith(CHALLENGE) or not line.endswith(b"\n"):
+        return None
+    nonce = line[len(CHALLENGE):-1]
+    return nonce if len(nonce) == 2 * _NONCE_BYTES else None
+
+
+def _mac(key: str, body: bytes) -> bytes:
+    return hmac.new(key.encode(), body, hashlib.sha256).hexdigest().encode()
+
+
+def sign(key: str, nonce: bytes, event: str, raw_input: str) -> bytes:
+    """A request for one connection: the HMAC of its body under the key, a newline, the body
+    (which names the connection's nonce). The key itself is never sent."""
+    body = json.dumps({"nonce": nonce.decode(), "event": event, "input": raw_input}).encode("utf-8", "surrogatepass")
+    return _mac(key, body) + b"\n" + body
+
+
 def start(path: str, key: str, env: dict[str, str], cwd: str) -> None:
-    """Start the warm process for `key` in the background (it outlives this hook)."""
+    """Start the warm process for `key` in the background (it outlives this hook). The path
+    and key go through a pipe: a process's arguments are readable by every user (`ps`)."""
     import subprocess
 
     child_env = {name: value for name, value in env.items() if name not in VOLATILE_ENV}
     try:
         from evoteam import python_module_command
 
-        subprocess.Popen(python_module_command("evoteam.plugin.warm", path, key), cwd=cwd, env=child_env,
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True, close_fds=True)
+        child = subprocess.Popen(python_module_command("evoteam.plugin.warm"), cwd=cwd, env=child_env,
+                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 start_new_session=True, close_fds=True)
+        # Far below a pipe's buffer: this write never waits for the child.
+        child.stdin.write(json.dumps({"path": path, "key": key}).encode())
+        child.stdin.close()
     except OSError as exc:
         _log(f"could not start the warm hook process: {exc}")
 
@@ -206,18 +249,25 @@ def _peer_is_us(conn: socket.socket) -> bool:
     return uid == os.getuid()
 
 
-def _read_request(conn: socket.socket) -> dict[str, Any] | None:
+def _read_request(conn: socket.socket, key: str, nonce: bytes) -> dict[str, Any] | None:
+    """The request of this connection, if signed with the key for this connection's nonce."""
     chunks, size = [], 0
     while chunk := conn.recv(65536):
         size += len(chunk)
         if size > MAX_REQUEST_BYTES:
             return None
         chunks.append(chunk)
+    mac, _, body = b"".join(chunks).partition(b"\n")
+    if not hmac.compare_digest(mac, _mac(key, body)):
+        return None
     try:
-        request = json.loads(b"".join(chunks).decode("utf-8", "surrogatepass"))
+        request = json.loads(body.decode("utf-8", "surrogatepass"))
     except ValueError:
         return None
-    return request if isinstance(request, dict) else None
+    # Signed, but for another connection's nonce: a recorded request sent again.
+    if not isinstance(request, dict) or request.get("nonce") != nonce.decode():
+        return None
+    return request
 
 
 def _serve_one(conn: socket.socket, key: str, hooks: dict) -> None:
@@ -228,8 +278,10 @@ def _serve_one(conn: socket.socket, key: str, hooks: dict) -> None:
             conn.settimeout(10)
             if not _peer_is_us(conn):
                 return
-            request = _read_request(conn)
-            if request is None or request.get("key") != key or not isinstance(request.get("input"), str):
+            nonce = os.urandom(_NONCE_BYTES).hex().encode()
+            conn.sendall(CHALLENGE + nonce + b"\n")
+            request = _read_request(conn, key, nonce)
+            if request is None or not isinstance(request.get("input"), str):
                 return  # the client sees an empty answer and logs it
             conn.sendall(TAKEN)
             conn.settimeout(None)
@@ -319,5 +371,15 @@ def serve(path: str, key: str) -> int:
     return 0
 
 
+def _handed_over() -> tuple[str, str] | None:
+    """The socket path and key that `start` wrote to our stdin, or None."""
+    try:
+        given = json.loads(sys.stdin.buffer.read(_HANDOVER_MAX))
+        return str(given["path"]), str(given["key"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 if __name__ == "__main__":
-    sys.exit(serve(sys.argv[1], sys.argv[2]))
+    handover = _handed_over()
+    sys.exit(2 if handover is None else serve(*handover))

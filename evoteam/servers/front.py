@@ -40,6 +40,7 @@ from typing import Any
 
 from evoteam import evoteam_home
 from evoteam.reuse_key import PACKAGE_DIR, code_fingerprint, environment_items, installed_fingerprint
+from evoteam.servers.stdio_lines import bounded_lines
 
 FAST_START_ENV = "EVOTEAM_FAST_START"
 MANIFEST_FORMAT = 1
@@ -265,7 +266,8 @@ class Front:
     def read_client(self) -> None:
         """Read the client's lines until stdin closes, then close the real server's input."""
         try:
-            for line in _lines(self.wire_in):
+            # A client's line is bounded before it is held (stdio_lines.py); the server's are not.
+            for line in bounded_lines(self.wire_in):
                 try:
                     self.on_client_line(line)
                 except Exception as exc:  # the front's own fault: forward the line as is

@@ -33,6 +33,7 @@ from mcp_types.jsonrpc import INVALID_REQUEST, PARSE_ERROR
 from pydantic import ValidationError
 
 from evoteam.servers.compact import compact_description, compact_input_schema, compact_text, text_omit
+from evoteam.servers.stdio_lines import OVERSIZED_KEY, bounded_lines, oversized_message
 
 MAX_ERROR_CHARS = 600
 
@@ -49,14 +50,48 @@ def speak_on(read_fd: int, write_fd: int) -> None:
 
 
 def _stdio_streams() -> tuple[Any, Any]:
-    """The streams for `stdio_server`: None, None (the process's own) unless `speak_on` was called."""
+    """The streams for `stdio_server`: the client's lines, bounded in size (stdio_lines.py),
+    and None for stdout (the SDK's own) unless `speak_on` was called."""
     if _pipes is None:
-        return None, None
+        try:
+            return BoundedStdin(_take_stdin()), None
+        except (ImportError, OSError):  # no fcntl (Windows) or no descriptor to copy: the SDK's own
+            return None, None
     read_fd, write_fd = _pipes
-    # As the SDK wraps stdin/stdout: UTF-8, undecodable input replaced (guard answers it).
-    stdin = io.TextIOWrapper(os.fdopen(read_fd, "rb", closefd=False), encoding="utf-8", errors="replace")
+    # As the SDK wraps stdout: UTF-8.
     stdout = io.TextIOWrapper(os.fdopen(write_fd, "wb", closefd=False), encoding="utf-8", write_through=True)
-    return anyio.wrap_file(stdin), anyio.wrap_file(stdout)
+    return BoundedStdin(read_fd), anyio.wrap_file(stdout)
+
+
+def _take_stdin() -> int:
+    """A private copy of stdin for the session, fd 0 pointed at the null device: as the SDK
+    does for the stdin it reads itself, so that a child process never reads the client's
+    messages. (A stream passed to the SDK is not claimed by it.)"""
+    import fcntl
+
+    wire = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return wire
+
+
+class BoundedStdin:
+    """The client's lines as the SDK's stdio transport iterates them (text, UTF-8, undecodable
+    bytes replaced: guard answers what is not JSON), read in a worker thread with no line held
+    over `stdio_lines.MAX_LINE_BYTES`."""
+
+    def __init__(self, fd: int):
+        self._lines = bounded_lines(fd)
+
+    def __aiter__(self) -> BoundedStdin:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await anyio.to_thread.run_sync(next, self._lines, None, abandon_on_cancel=True)
+        if line is None:
+            raise StopAsyncIteration
+        return line.decode("utf-8", "replace")
 
 
 def one_line(text: str, limit: int = MAX_ERROR_CHARS) -> str:
@@ -218,6 +253,9 @@ def unreadable_reply(exc: Exception) -> JSONRPCError:
     line = _raw_input(exc)
     if isinstance(line, dict):  # JSON, but not a JSON-RPC message
         request_id = line.get("id") if isinstance(line.get("id"), int | str) else None
+        if isinstance(size := line.get(OVERSIZED_KEY), int):  # stands for a line too long to read
+            return JSONRPCError(jsonrpc="2.0", id=request_id,
+                                error=ErrorData(code=INVALID_REQUEST, message=oversized_message(size)))
         return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(
             code=INVALID_REQUEST, message="Invalid request: not a JSON-RPC 2.0 request, notification or response"))
     request_id = find_request_id(line) if line is not None else None

@@ -25,16 +25,20 @@ from tests.support.polling import wait_until
 
 
 def _warm_pids(home: Path) -> list[int]:
-    """Warm processes whose socket lives under `home` (read from /proc)."""
+    """Warm processes started with EVOTEAM_HOME=home (read from /proc: their arguments name
+    no path, so their environment tells them apart)."""
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            if b"evoteam.plugin.warm" not in cmd:
+                continue
+            environ = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"evoteam.plugin.warm" in cmd and any(str(home).encode() in part for part in cmd):
+        if f"EVOTEAM_HOME={home}".encode() in environ:
             pids.append(int(entry.name))
     return pids
 
@@ -144,8 +148,10 @@ def test_idle_warm_process_leaves_and_the_next_hook_runs_in_its_own_process(case
     env = {**case["env"], "EVOTEAM_HOOK_WARM_IDLE": "1"}
     key = warm.environment_key(env, str(case["cwd"]))
     path = warm.socket_path(key, env)
-    proc = subprocess.Popen([sys.executable, "-P", "-m", "evoteam.plugin.warm", path, key], cwd=case["cwd"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-P", "-m", "evoteam.plugin.warm"], cwd=case["cwd"],
+                            env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc.stdin.write(json.dumps({"path": path, "key": key}).encode())  # as warm.start hands them over
+    proc.stdin.close()
     # 0: it listened (2 would mean it refused the key or found no socket) and left when idle.
     assert proc.wait(timeout=120) == 0, proc.stderr.read()
     assert not os.path.exists(path) and not sockets(case)
@@ -181,9 +187,11 @@ def test_warm_process_refuses_a_request_of_another_environment(case):
     assert wait_until(lambda: sockets(case))
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.connect(str(sockets(case)[0]))
-    conn.sendall(json.dumps({"key": "0" * 64, "event": "session-start", "input": "{}"}).encode())
-    conn.shutdown(socket.SHUT_WR)
     conn.settimeout(10)
+    nonce = warm._read_challenge(conn)  # noqa: SLF001
+    assert nonce is not None
+    conn.sendall(warm.sign("0" * 64, nonce, "session-start", "{}"))  # signed with another key
+    conn.shutdown(socket.SHUT_WR)
     assert conn.recv(100) == b""  # closed without taking it
     conn.close()
 
@@ -201,6 +209,7 @@ def _fake_warm(monkeypatch, tmp_path: Path, reply: bytes | None) -> threading.Th
     def serve():
         conn, _ = server.accept()
         with conn:
+            conn.sendall(warm.CHALLENGE + b"0" * 32 + b"\n")
             while conn.recv(65536):
                 pass
             if reply:
@@ -268,10 +277,11 @@ def test_a_home_too_long_for_a_socket_falls_back_to_a_short_private_folder(case)
         cold, cold_pid = hook(case, "session-start", start, **changes)
         folder = Path(f"/tmp/evoteam-{os.getuid()}")
 
+        expected = warm.socket_path(warm.environment_key(env, str(case["cwd"])), env)
+        assert expected.startswith(f"{folder}/")
+
         def listening() -> bool:  # the process exists before its socket does
-            pids = _warm_pids_tagged(tag)
-            args = Path(f"/proc/{pids[0]}/cmdline").read_text().split("\0") if pids else []
-            return any(a.startswith(f"{folder}/") and Path(a).exists() for a in args)
+            return bool(_warm_pids_tagged(tag)) and Path(expected).exists()
 
         assert wait_until(listening, seconds=60), "no warm process listening for a long home"
         (warm_pid,) = _warm_pids_tagged(tag)
@@ -308,3 +318,80 @@ def test_doctor_says_when_warm_hooks_cannot_run(case, monkeypatch):
         assert not ok and "EVOTEAM_HOOK_WARM=0" in why
     finally:
         shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_the_key_is_not_in_the_warm_processs_arguments(case):
+    """Issue 23: a process's arguments are readable by every user (`ps`); the key, which a
+    request must be signed with, and the socket's name (part of the key) are not among them."""
+    hook(case, "session-start", base_input(case["project"], "SessionStart"))
+    assert wait_until(lambda: sockets(case))
+    (pid,) = _warm_pids(case["home"])
+    key = warm.environment_key(case["env"], str(case["cwd"]))
+    args = Path(f"/proc/{pid}/cmdline").read_bytes()
+    assert key[:24].encode() not in args and str(case["home"]).encode() not in args, args
+
+
+class _Recorder:
+    """A Unix socket between a client and the warm process that passes bytes both ways and
+    keeps what the client sent (an eavesdropper's recording)."""
+
+    def __init__(self, path: str, upstream: str):
+        self.sent = b""
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(path)
+        self._server.listen(1)
+        self._upstream = upstream
+        self.thread = threading.Thread(target=self._relay, daemon=True)
+        self.thread.start()
+
+    def _relay(self) -> None:
+        client, _ = self._server.accept()
+        upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        upstream.connect(self._upstream)
+
+        def pump(src: socket.socket, dst: socket.socket, record: bool) -> None:
+            while chunk := src.recv(65536):
+                if record:
+                    self.sent += chunk
+                dst.sendall(chunk)
+            dst.shutdown(socket.SHUT_WR)
+
+        back = threading.Thread(target=pump, args=(upstream, client, False))
+        back.start()
+        pump(client, upstream, True)
+        back.join(timeout=60)
+        client.close()
+        upstream.close()
+        self._server.close()
+
+
+def test_a_recorded_request_sent_again_is_refused(case, monkeypatch):
+    """Issue 23: a request is good for the one connection it was signed on. A real hook request
+    is recorded on its way to the warm process and ran once; the same bytes sent again on a new
+    connection are refused, and the hook does not run a second time."""
+    start = base_input(case["project"], "SessionStart", source="startup")
+    cold, _ = hook(case, "session-start", start)
+    assert wait_until(lambda: sockets(case))
+    (warm_pid,) = _warm_pids(case["home"])
+    real = str(sockets(case)[0])
+    recorder = _Recorder(str(case["home"] / "rec.sock"), real)
+    monkeypatch.chdir(case["cwd"])  # the hook's folder: part of the key
+    monkeypatch.setattr(warm, "socket_path", lambda key, env=None: str(case["home"] / "rec.sock"))
+    handled, output = warm.ask("session-start", json.dumps(start), env=case["env"])
+    recorder.thread.join(timeout=60)
+    assert handled and output == cold
+    runs = ran_in(case, "session-start")
+    assert runs[-1] == warm_pid and recorder.sent
+
+    replay = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    replay.settimeout(30)
+    replay.connect(real)
+    replay.sendall(recorder.sent)
+    replay.shutdown(socket.SHUT_WR)
+    answer = b""
+    while chunk := replay.recv(65536):
+        answer += chunk
+    replay.close()
+    assert warm.TAKEN not in answer, answer
+    # The answer ends only when the warm process closes, after any run it took: none was.
+    assert ran_in(case, "session-start") == runs

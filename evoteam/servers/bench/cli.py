@@ -282,7 +282,7 @@ async def _run(settings, kit: str, candidate: str, split: str, run_id: str | Non
 def queue_cmd(ctx: click.Context, as_json: bool) -> None:
     """Show the evaluations that run or wait on this host's pool and Ray queues, by run."""
     from evoteam.servers.bench.kits import state_dir
-    from evoteam.servers.bench.scheduling.fairqueue import read_queues
+    from evoteam.evalqueue import read_queues
 
     queues = read_queues(state_dir(_settings(ctx)) / "queue")
     if as_json:

@@ -6,13 +6,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from evoteam.servers.knowledge.db import Database
-from evoteam.servers.knowledge.pg import PgDatabase, is_postgres_url
+from evoteam.config import is_store_url as is_postgres_url
+
+if TYPE_CHECKING:
+    from evoteam.servers.knowledge.pg import PgDatabase
 
 
 def open_database(target: str | Path) -> Database | PgDatabase:
-    """An unopened database for `target` (enter it with `async with`)."""
+    """An unopened database for `target` (enter it with `async with`). The PostgreSQL layer is
+    imported only for a PostgreSQL URL: an embedded store's commands do not pay for it."""
     if is_postgres_url(target):
+        from evoteam.servers.knowledge.pg import PgDatabase
+
         return PgDatabase(str(target))
     return Database(Path(target))
 

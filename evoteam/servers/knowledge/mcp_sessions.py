@@ -15,9 +15,13 @@ from typing import Any
 PER_TOKEN = 32
 TOTAL = 2_000
 AGENT_IDLE_S = 10 * 60
-# The /store endpoint's clients are evoteam's own servers on other hosts, which hold one session
-# for their lifetime; they keep the SDK's idle period, and the per-token cap bounds them.
-STORE_IDLE_S = 30 * 60
+# The /store endpoint's clients are evoteam's own servers (RemoteKnowledgeStore), which hold one
+# session for their lifetime with the SDK's GET event stream open; a session with an open stream
+# or a request in flight never counts as idle, however long the client waits between calls. The
+# only gaps our clients leave are the stream's reconnection pauses (two tries, a second apart).
+# So what idles here is a session whose client has gone, and it is reclaimed in minutes rather
+# than holding a per-token slot for the SDK's half hour.
+STORE_IDLE_S = 3 * 60
 
 
 def _principal(requestor: Any) -> tuple:

@@ -8,7 +8,8 @@ import math
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from evoteam.servers.knowledge.models import SearchHit
 
@@ -75,6 +76,27 @@ def _dedupe(items: list[str]) -> list[str]:
 def _finite(value: float | None) -> float | None:
     if value is not None and not math.isfinite(value):
         raise ValueError("must be a finite number")
+    return value
+
+
+# What to pass instead of an empty id. An empty string is not "no id": it used to reach the
+# store as a key and fail there (a foreign-key error reported as a failure inside the server),
+# or to be taken silently for "not given".
+_ID_HINTS = {
+    "gate_id": "pass the gate_id that gate returned, or leave gate_id out",
+    "search_id": "pass the search_id that search returned",
+    "run_id": "pass a run's id (list_runs shows them)",
+    "candidate_id": "pass a candidate's id (cand_...), or leave candidate_id out",
+    "parent_candidate_id": "pass the parent candidate's id (cand_...), or leave parent_candidate_id out",
+}
+BLANK_ID = "blank_id"
+
+
+def _given(value: str | None, info: ValidationInfo) -> str | None:
+    """Refuse an empty or blank id with one line naming the argument and what to pass."""
+    if value is not None and not value.strip():
+        raise PydanticCustomError(BLANK_ID, "{field} is empty: {hint}",
+                                  {"field": info.field_name, "hint": _ID_HINTS[info.field_name]})
     return value
 
 
@@ -323,6 +345,7 @@ class OutcomeCreate(BaseModel):
     gate_id: str | None = None
 
     _check = field_validator("realised_score", "parent_score")(_finite)
+    _ids = field_validator('run_id', 'candidate_id', 'gate_id')(_given)
 
 
 class OutcomeRow(BaseModel):
@@ -420,6 +443,7 @@ class GateInput(BaseModel):
     limit: int = Field(default=DEFAULT_KEEP, ge=1, le=20)
 
     _check = field_validator("parent_score")(_finite)
+    _ids = field_validator('run_id', 'parent_candidate_id')(_given)
 
 
 class SearchInput(BaseModel):
@@ -435,6 +459,7 @@ class SearchInput(BaseModel):
     config: SearchConfig = Field(default_factory=SearchConfig)
 
     _check = field_validator("parent_score")(_finite)
+    _ids = field_validator('run_id', 'gate_id', 'parent_candidate_id')(_given)
 
 
 class ScoreInput(BaseModel):
@@ -444,6 +469,8 @@ class ScoreInput(BaseModel):
     scores: list[dict] = Field(default_factory=list, max_length=100)
     knowledge_state: KnowledgeState | None = None
     next_queries: list[str] = Field(default_factory=list, max_length=10)
+
+    _ids = field_validator("search_id")(_given)
 
 
 class LookupReply(BaseModel):

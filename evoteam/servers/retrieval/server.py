@@ -23,6 +23,7 @@ from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.retrieval.backends import BackendSet, build_backends
 from evoteam.servers.retrieval.core import RetrievalService
 from evoteam.servers.retrieval.models import (
+    BLANK_ID,
     DEFAULT_CANDIDATES,
     DEFAULT_KEEP,
     DEFAULT_QUERIES_PER_ROUND,
@@ -63,6 +64,8 @@ def _valid(model, **values):
         return model(**values)
     except ValidationError as exc:
         first = exc.errors()[0]
+        if first["type"] == BLANK_ID:  # the message names the argument and what to pass
+            raise DomainError(first["msg"]) from exc
         where = ".".join(str(p) for p in first["loc"]) or "input"
         raise DomainError(f"invalid {where}: {first['msg']}") from exc
 

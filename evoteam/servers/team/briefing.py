@@ -12,11 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from evoteam.errors import DomainError
 from evoteam.servers.knowledge.errors import StoreError
-from evoteam.servers.knowledge.models import Candidate, Run
+from evoteam.servers.knowledge.models import BaseModel, Candidate, Run  # BaseModel: built on first use
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.team.materialise import shared_place
 from evoteam.servers.team.models import TeamVersion

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evoteam.errors import DomainError
-from evoteam.servers.bench.scheduling.fairqueue import summarise
+from evoteam.evalqueue import summarise
 from evoteam.servers.knowledge.models import HistoryEntry, HistoryEntryCreate, Run
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.team.budget import budget_report

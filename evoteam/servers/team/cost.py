@@ -29,9 +29,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from evoteam.servers.knowledge.models import CostCreate, CostEntry
+from evoteam.servers.knowledge.models import BaseModel, CostCreate, CostEntry  # BaseModel: built on first use
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.team.models import CostRecord
 

@@ -8,7 +8,6 @@ import os
 import re
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel
 
 from evoteam.safepath import inside
@@ -264,6 +263,8 @@ def frontmatter(fields: dict[str, str]) -> str:
     for key, value in fields.items():
         if _CONTROL.search(value):
             raise ValueError(f"front matter value of {key!r} must be one line without control characters")
+    import yaml  # here: `evoteam team status` and the team server's start need no YAML
+
     text = yaml.safe_dump(fields, sort_keys=False, allow_unicode=False, default_flow_style=False,
                           width=1_000_000)
     # One line per field (some readers of agent files go line by line), and exactly these fields.
@@ -330,6 +331,8 @@ def parse_frontmatter(text: str) -> tuple[dict[str, str], str]:
     end = text.find("\n---\n", 3)
     if end < 0:
         raise ValueError("frontmatter is not closed by '---'")
+    import yaml
+
     try:
         fields = yaml.safe_load(text[4:end + 1]) or {}
     except yaml.YAMLError as exc:

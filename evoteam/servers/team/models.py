@@ -10,10 +10,13 @@ import re
 from datetime import datetime
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
-from evoteam.servers.bench.scheduling.fairqueue import QueueSummary
-from evoteam.servers.knowledge.models import Provenance
+from evoteam.evalqueue import QueueSummary
+
+# The store's base: validators are built on first use, so `evoteam team status` does not build
+# every team model at import.
+from evoteam.servers.knowledge.models import BaseModel, Provenance
 
 Isolation = Literal["worktree", "shared"]
 RunnerKind = Literal["claude", "codex", "subagent"]

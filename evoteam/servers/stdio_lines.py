@@ -1,0 +1,101 @@
+"""A client's lines on stdio, each bounded in size before it is held in memory.
+
+The MCP SDK's stdio transport reads a whole line, however long, before it looks at it: a 200 MB
+request was read, joined, decoded and parsed (and then refused by the argument bounds), and the
+server kept about a gigabyte resident afterwards. Here a line is gathered only up to
+``MAX_LINE_BYTES``; past that, the rest of it is read and dropped in fixed-size chunks, and in
+its place comes one short line, ``oversized_line``, which the server answers with a JSON-RPC
+error carrying the request's id (servers/guard.py). Both stdio paths read the client through
+this: the fast-start front (servers/front.py) and the plain server (guard's stdin stream).
+
+Standard library only: the front imports this before the MCP SDK.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+
+# A tool's string arguments are capped at 8 Mi characters (servers/arguments.py) and artifacts
+# at 4 MiB; twice the larger leaves room for JSON escapes. Nothing evoteam takes needs more in
+# one message (and the warm hook process takes the same at most).
+MAX_LINE_BYTES = 16 * 1024 * 1024
+# The head and tail of an oversized line are kept to recover its id: clients put it first
+# (the Python SDK) or last (the TypeScript SDK, Claude Code).
+_KEEP = 64 * 1024
+OVERSIZED_KEY = "evoteam_oversized_bytes"
+
+_TAIL_ID = re.compile(rb',\s*"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\\n]|\\.){0,200}")\s*'
+                      rb'(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$')
+
+
+def bounded_lines(fd: int, limit: int = MAX_LINE_BYTES, chunk: int = 1 << 16) -> Iterator[bytearray | bytes]:
+    """The lines read from `fd`, each with its newline (a last line without one gets one); a
+    line over `limit` bytes is never held whole: `oversized_line` stands in for it.
+
+    A line is gathered in one growing buffer rather than a list of chunks: a large buffer is
+    its own mapping, which goes back to the system when the line is done with, where thousands
+    of chunk-sized objects would leave the heap fragmented and the process resident."""
+    buf = bytearray()
+    size = 0
+    dropping = False  # inside an oversized line: only its head, tail and length are kept
+    head = tail = b""
+    while True:
+        try:
+            data = os.read(fd, chunk)
+        except InterruptedError:
+            continue
+        except OSError:
+            data = b""
+        if not data:
+            if dropping:
+                yield oversized_line(head, tail, size)
+            elif buf:
+                yield buf + b"\n"
+            return
+        while data:
+            cut = data.find(b"\n")
+            piece, data = (data, b"") if cut < 0 else (data[:cut], data[cut + 1:])
+            size += len(piece)
+            if dropping:
+                tail = (tail + piece)[-_KEEP:]
+            elif size > limit:
+                dropping = True
+                head, tail = (bytes(buf[:_KEEP]) + piece)[:_KEEP], (bytes(buf[-_KEEP:]) + piece)[-_KEEP:]
+                buf = bytearray()
+            else:
+                buf += piece
+            if cut < 0:
+                break
+            if dropping:
+                yield oversized_line(head, tail, size)
+            else:
+                buf += b"\n"
+                yield buf  # the caller's from here on
+            buf, size, dropping, head, tail = bytearray(), 0, False, b"", b""
+
+
+def oversized_line(head: bytes, tail: bytes, size: int) -> bytes:
+    """The short line that stands for a line of `size` bytes: JSON, not a JSON-RPC message,
+    with the request's id where the head or tail tells it."""
+    return json.dumps({"id": _request_id(head, tail), OVERSIZED_KEY: size}).encode() + b"\n"
+
+
+def _request_id(head: bytes, tail: bytes) -> int | str | None:
+    match = re.match(rb'\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\\n]|\\.){0,200}")',
+                     head) or _TAIL_ID.search(tail)
+    if match is None:
+        return None
+    try:
+        value = json.loads(match.group(1))
+    except ValueError:
+        return None
+    return value if isinstance(value, int | str) else None
+
+
+def oversized_message(size: int, limit: int = MAX_LINE_BYTES) -> str:
+    """What the client is told about a message over the limit."""
+    return (f"Invalid request: the message is {size:,} bytes, over this server's limit of {limit:,}; "
+            f"pass large content as a file path or in parts")

@@ -1,0 +1,68 @@
+"""Issue 24: the local read-only commands import only what they use. `kb runs` and `team status`
+read the embedded store: no MCP SDK, no numpy or rich, no YAML, no PostgreSQL layer, and the
+store's and team's pydantic models are built on first use, not at import. (Their time is
+measured, not asserted: benchmarks/bench_startup.py.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+NEVER = {"mcp", "mcp_types", "numpy", "rich", "yaml", "psycopg", "psycopg_pool", "httpx", "httpx2", "anyio",
+         "starlette", "uvicorn", "anthropic"}
+PROBE = """
+import json, sys
+from evoteam.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+from pydantic import BaseModel
+models = []
+stack = list(BaseModel.__subclasses__())
+while stack:
+    cls = stack.pop()
+    stack.extend(cls.__subclasses__())
+    if cls.__module__.startswith("evoteam.") and cls.__dict__.get("__pydantic_complete__"):
+        models.append(f"{cls.__module__}.{cls.__qualname__}")
+print("PROBE", json.dumps({"code": code, "modules": sorted(sys.modules), "built": sorted(set(models))}))
+"""
+
+
+@pytest.fixture
+def store_with_a_run(tmp_path: Path) -> dict[str, str]:
+    env = {"EVOTEAM_DB": str(tmp_path / "kb.db"), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    subprocess.run([sys.executable, "-m", "evoteam", "kb", "start", "read me"], env=env, cwd=tmp_path,
+                   capture_output=True, text=True, timeout=120, check=True)
+    return env
+
+
+def _probe(env: dict[str, str], cwd: Path, *args: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", PROBE, *args], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("PROBE ")), None)
+    assert line is not None, done.stdout + done.stderr
+    return json.loads(line[len("PROBE "):])
+
+
+@pytest.mark.parametrize("args", [("kb", "runs"), ("team", "status")])
+def test_local_reads_import_only_what_they_use(store_with_a_run, tmp_path, args):
+    got = _probe(store_with_a_run, tmp_path, *args)
+    assert got["code"] in (0, None), got["code"]
+    tops = {m.split(".")[0] for m in got["modules"]}
+    assert not tops & NEVER, sorted(tops & NEVER)
+    assert "evoteam.servers.knowledge.pg" not in got["modules"]  # PostgreSQL only for a postgresql:// store
+    assert not any(m.startswith("evoteam.servers.bench") for m in got["modules"])
+    # Built on first use: a read builds the few models it returns, not the team's or the store's
+    # write models.
+    built = set(got["built"])
+    for unused in ("evoteam.servers.team.models.TeamVersion", "evoteam.servers.team.models.RoleSpec",
+                   "evoteam.servers.team.models.SpawnPlan", "evoteam.servers.knowledge.models.CandidateCreate",
+                   "evoteam.servers.knowledge.auth.TokenInfo"):
+        assert unused not in built, sorted(built)
