@@ -20,8 +20,8 @@ pytest.importorskip("safetensors", reason="FIB blobs are safetensors files; safe
 
 from evoteam.config import Settings  # noqa: E402
 from evoteam.exitcodes import CANDIDATE_FAILED  # noqa: E402
-from evoteam.servers.bench import core  # noqa: E402
-from evoteam.servers.bench.kits import cuda_available, find_kit  # noqa: E402
+from evoteam.servers.bench.evaluation import core  # noqa: E402
+from evoteam.servers.bench.formats.kits import cuda_available, find_kit  # noqa: E402
 from evoteam.servers.bench.server import build_server  # noqa: E402
 from evoteam.servers.knowledge.local import LocalKnowledgeStore  # noqa: E402
 from evoteam.servers.knowledge.store import Actor  # noqa: E402
@@ -272,7 +272,7 @@ def _validate_with_fib(folder: Path) -> None:
 @pytest.mark.parametrize("kit_name", ["mla_paged_decode_h16_ckv512_kpe64_ps1", "gdn_prefill_qk4_v8_d128_k_last"])
 def test_gpu_kits_as_fib_trace_sets_follow_fib_workload_rules(kit_name):
     from evoteam.config import SOURCE_ROOT
-    from evoteam.servers.bench import fib
+    from evoteam.servers.bench.formats import fib
 
     root = SOURCE_ROOT / "task_kits" / kit_name / "fib"
     kit = fib.find_in_trace_set(root)

@@ -35,7 +35,7 @@ def _honest_or_caught(e) -> None:
 # here replaces protocol.write_frame, so the evaluator's reply to the harness carries any metrics.
 
 PAYLOAD = r'''
-import evoteam.servers.bench.protocol as _P
+import evoteam.servers.bench.measurement.protocol as _P
 def _forged(fd, header, arrays=None, _orig=_P.write_frame):
     ev = header.get("evaluation") if isinstance(header, dict) else None
     if isinstance(ev, dict):
@@ -104,7 +104,7 @@ import re
 import threading
 import time
 
-from evoteam.servers.bench import sandbox
+from evoteam.servers.bench.confinement import sandbox
 
 SECRET = {secret!r}
 libc = ctypes.CDLL(None, use_errno=True)
@@ -164,7 +164,7 @@ def solve(instance):
 async def test_run_program_race_copies_a_file_outside_the_working_folder(kits):
     import json
 
-    from evoteam.servers.bench.kits import heldout_secret, state_dir
+    from evoteam.servers.bench.formats.kits import heldout_secret, state_dir
 
     settings, project = kits  # its guess_in_process kit imports the program in its own process
     secret = heldout_secret(settings).hex()

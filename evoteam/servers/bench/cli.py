@@ -32,7 +32,7 @@ class _Lazy:
         return getattr(importlib.import_module(self._name), attr)
 
 
-core = _Lazy("evoteam.servers.bench.core")
+core = _Lazy("evoteam.servers.bench.evaluation.core")
 
 
 # rich's Console, Table and escape, imported on first call (rich costs ~0.1 s to import).
@@ -195,7 +195,7 @@ def print_evaluation(e: Evaluation, console: Console) -> None:
                           "measurements")
     elif e.message:
         console.print(f"[red]{escape(e.message[:1500])}[/red]")
-    from evoteam.servers.bench.machine import contention_line
+    from evoteam.servers.bench.measurement.machine import contention_line
 
     line = contention_line(e.metrics.get("contention") or {})
     if line:
@@ -245,7 +245,7 @@ async def _run(settings, kit: str, candidate: str, split: str, run_id: str | Non
                         _lines.step(done, total, message)
 
                 if settings.bench_url and record:  # the team's evaluation service measures and records
-                    from evoteam.servers.bench.route import evaluate_remote
+                    from evoteam.servers.bench.scheduling.route import evaluate_remote
 
                     results.append(await evaluate_remote(settings, kit, candidate_path=candidate, code=code,
                                                          split=sp, run_id=run_id, parent_id=None,
@@ -275,7 +275,7 @@ async def _run(settings, kit: str, candidate: str, split: str, run_id: str | Non
 def trust_cmd(ctx: click.Context, folder: str) -> None:
     """Trust the kit in FOLDER (outside the configured kit folders): its reference, baseline and
     evaluator run unconfined, so only kits you trust may be used. Tools cannot do this."""
-    from evoteam.servers.bench.kits import trust_kit
+    from evoteam.servers.bench.formats.kits import trust_kit
 
     try:
         path = trust_kit(_settings(ctx), folder)
@@ -301,7 +301,7 @@ def run_cmd(ctx: click.Context, kit: str, candidate: str, split: str, as_json: b
     KIT's trace set) on KIT (a kit name, a kit folder, or a FlashInfer-Bench trace-set root)."""
     settings = _settings(ctx)
     if trust_kit:
-        from evoteam.servers.bench.kits import trust_kit as trust
+        from evoteam.servers.bench.formats.kits import trust_kit as trust
 
         try:
             trust(settings, kit)
@@ -334,7 +334,7 @@ def export_traces_cmd(ctx: click.Context, ident: str, output: str, as_json: bool
     candidate as a FIB Solution and the kit's definition and workloads beside them."""
     from pathlib import Path
 
-    from evoteam.servers.bench.fib_export import export_traces
+    from evoteam.servers.bench.formats.fib_export import export_traces
     from evoteam.servers.common import session_actor
     from evoteam.servers.knowledge.connect import open_store
 

@@ -18,8 +18,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from evoteam.servers.bench.openevolve import ProgramHeldout
-from evoteam.servers.bench.workerenv import check_worker_env
+from evoteam.servers.bench.formats.openevolve import ProgramHeldout
+from evoteam.servers.bench.confinement.workerenv import check_worker_env
 from evoteam.servers.knowledge.models import CandidateStatus, Direction, WorkloadResult
 
 Split = Literal["dev", "heldout", "all"]

@@ -1,6 +1,6 @@
 """The `bench` MCP server: list and describe task kits, evaluate candidates honestly, compare two.
 
-Each tool validates its arguments, calls the core (evoteam.servers.bench.core) and returns a
+Each tool validates its arguments, calls the core (evoteam.servers.bench.evaluation.core) and returns a
 pydantic model. Evaluations record the candidate in the knowledge store.
 """
 
@@ -16,8 +16,9 @@ from pydantic import Field
 
 from evoteam.servers.guard import EvoServer
 from evoteam.config import Settings
-from evoteam.servers.bench import core, route
-from evoteam.servers.bench.compare import compare_candidates
+from evoteam.servers.bench.evaluation import core
+from evoteam.servers.bench.scheduling import route
+from evoteam.servers.bench.evaluation.compare import compare_candidates
 from evoteam.report.remeasure import MeasurementSet, remeasure_run
 from evoteam.servers.bench.models import Comparison, Evaluation, KitDetail, KitList, Split
 from evoteam.servers.common import DomainError, ServerStore, tool_errors

@@ -23,8 +23,8 @@ from pydantic import ValidationError
 
 from evoteam.config import Settings
 from evoteam.resources import kits_dir
-from evoteam.servers.bench import openevolve
-from evoteam.servers.bench.heldout_key import external_heldout_key
+from evoteam.servers.bench.formats import openevolve
+from evoteam.servers.bench.formats.heldout_key import external_heldout_key
 from evoteam.servers.bench.models import Definition, KitManifest, Workload
 from evoteam.errors import DomainError, Missing
 
@@ -81,7 +81,7 @@ class Kit:
                 data = json.loads(path.read_text())
                 manifest = KitManifest(**data)
             elif (root / "definition.json").is_file():
-                from evoteam.servers.bench import fib
+                from evoteam.servers.bench.formats import fib
 
                 definition = Definition(**json.loads((root / "definition.json").read_text()))
                 device, framework, note = fib.default_device(definition.reference)
@@ -206,7 +206,7 @@ class Kit:
 
     def inputs_source(self) -> str | None:
         if self.fib_inputs():
-            from evoteam.servers.bench import fib
+            from evoteam.servers.bench.formats import fib
 
             return fib.inputs_source(self, self.dev_workloads())
         return self.file(self.manifest.inputs).read_text() if self.manifest.inputs else None
@@ -269,7 +269,7 @@ def _search_order(settings: Settings) -> list[Path]:
 
 def discover(settings: Settings) -> dict[str, Kit]:
     kits: dict[str, Kit] = {}
-    from evoteam.servers.bench import fib
+    from evoteam.servers.bench.formats import fib
 
     for base in _search_order(settings):
         if not base.is_dir():
@@ -308,7 +308,7 @@ def trusted_kit_paths(settings: Settings) -> list[Path]:
 def trust_kit(settings: Settings, folder: str | Path) -> Path:
     """Record the user's trust in a kit folder outside the configured kit folders. Only the user
     does this (the CLI), never a tool call: a kit's evaluator and reference run unconfined."""
-    from evoteam.servers.bench import fib
+    from evoteam.servers.bench.formats import fib
 
     path = Path(folder).expanduser().resolve()
     if path.is_file():  # a trace set's definition file: trust the trace set it belongs to
@@ -352,7 +352,7 @@ def _confinable(settings: Settings, kit: Kit) -> Kit:
 
 
 def find_kit(settings: Settings, name_or_path: str) -> Kit:
-    from evoteam.servers.bench import fib
+    from evoteam.servers.bench.formats import fib
 
     path = Path(name_or_path).expanduser()
     # `task_kits/<kit>` names a kit, the same from every folder: a working folder holding its

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from evoteam.errors import DomainError
-from evoteam.servers.bench.kits import Kit, cuda_available
+from evoteam.servers.bench.formats.kits import Kit, cuda_available
 from evoteam.servers.bench.models import Definition, KitManifest, Solution, Tolerance, Workload
 
 FIB_ATOL = 1e-2
@@ -277,7 +277,7 @@ def inputs_source(kit, workloads: list[Workload]) -> str:
             {n: ({"type": "safetensors", "path": str(resolve_blob(kit.root, s.path)), "key": s.tensor_key}
                  if s.type == "safetensors" else {"type": s.type, "value": s.value})
              for n, s in w.inputs.items()})
-    return ("from evoteam.servers.bench.fib_inputs import WorkloadInputs as _WorkloadInputs\n"
+    return ("from evoteam.servers.bench.formats.fib_inputs import WorkloadInputs as _WorkloadInputs\n"
             f"_plan = _WorkloadInputs({json.dumps(plan)!r}, {WORKLOAD_AXIS!r})\n"
             "def make_inputs(axes, seed, device):\n"
             "    return _plan.make(axes, seed, device)\n")

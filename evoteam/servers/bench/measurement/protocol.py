@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from evoteam.servers.bench import replies
+from evoteam.servers.bench.measurement import replies
 
 MAX_HEADER = 4 * 1024 * 1024
 ALLOWED_DTYPES = {"float64", "float32", "float16", "int64", "int32", "int16", "int8", "uint8", "bool"}

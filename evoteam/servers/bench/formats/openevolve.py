@@ -404,7 +404,7 @@ def run_evaluation(module: Any, program: str, options: dict[str, Any]) -> dict[s
                     "failure": {"status": "TIMEOUT", "message": f"{name} did not finish within {timeout:g} s "
                                                                 "(evaluator.timeout) and was stopped"}}
         except BaseException as exc:  # noqa: BLE001 - the evaluator's or the program's failure
-            from evoteam.servers.bench.sandbox import ProgramFailure
+            from evoteam.servers.bench.confinement.sandbox import ProgramFailure
 
             artifacts.update(_failure(name, exc))
             if isinstance(exc, ProgramFailure):  # evoteam's run_program says what went wrong

@@ -29,7 +29,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from evoteam.servers.bench import seccomp
+from evoteam.servers.bench.confinement import seccomp
 
 # Programs a candidate may start (GPU toolchains compile through subprocesses).
 ALLOWED_EXECUTABLES = {
@@ -470,7 +470,7 @@ def run_program(program_path: str | os.PathLike, function: str = "run", kwargs: 
     function), RUNTIME_ERROR (it raised, crashed or broke the sandbox) or TIMEOUT.
     Limits default to the kit's, which the harness passes to the evaluator's process.
     """
-    from evoteam.servers.bench.harness import WorkerFailure, run_program_worker
+    from evoteam.servers.bench.measurement.harness import WorkerFailure, run_program_worker
 
     timeout_s = timeout_s or float(os.environ.get("EVOTEAM_BENCH_PROGRAM_TIMEOUT", "120"))
     memory_mb = memory_mb or int(os.environ.get("EVOTEAM_BENCH_MEMORY_MB", "4096"))
@@ -499,8 +499,8 @@ def _run_program_by_the_harness(program_path: str | os.PathLike, function: str, 
                                 timeout_s: float, memory_mb: int) -> Any:
     import numpy as np
 
-    from evoteam.servers.bench import protocol
-    from evoteam.servers.bench.harness import decode_value
+    from evoteam.servers.bench.measurement import protocol
+    from evoteam.servers.bench.measurement.harness import decode_value
 
     request_fd, reply_fd = (int(x) for x in os.environ[SERVICE_VAR].split(","))
     try:

@@ -20,8 +20,8 @@ from pydantic import BaseModel, Field
 from evoteam.config import Settings
 from evoteam.errors import DomainError
 from evoteam.safepath import FIB_NAME, checked_name, inside, write_atomic
-from evoteam.servers.bench import fib, solutions
-from evoteam.servers.bench.kits import find_kit
+from evoteam.servers.bench.formats import fib, solutions
+from evoteam.servers.bench.formats.kits import find_kit
 from evoteam.servers.knowledge.models import Candidate
 from evoteam.servers.knowledge.store import KnowledgeStore
 

@@ -18,13 +18,14 @@ from typing import Any
 from evoteam.config import Settings
 from evoteam import stats
 from evoteam.codehash import code_hash
-from evoteam.servers.bench import fib, harness, openevolve, redact, solutions
-from evoteam.servers.bench.batch import STATUS_ORDER, run_kernel_batch, timing_method
-from evoteam.servers.bench.candidates import check_candidate_path, check_parent, record_measured, state_paths
-from evoteam.servers.bench.harness import WorkerFailure
-from evoteam.servers.bench.heldout_key import heldout_set_id
-from evoteam.servers.bench.session import CANDIDATE, SideSpec, WorkloadSpec
-from evoteam.servers.bench.kits import Kit, discover, find_kit, heldout_secret, kit_dirs, state_dir
+from evoteam.servers.bench.formats import fib, openevolve, solutions
+from evoteam.servers.bench.measurement import harness, redact
+from evoteam.servers.bench.measurement.batch import STATUS_ORDER, run_kernel_batch, timing_method
+from evoteam.servers.bench.evaluation.candidates import check_candidate_path, check_parent, record_measured, state_paths
+from evoteam.servers.bench.measurement.harness import WorkerFailure
+from evoteam.servers.bench.formats.heldout_key import heldout_set_id
+from evoteam.servers.bench.measurement.session import CANDIDATE, SideSpec, WorkloadSpec
+from evoteam.servers.bench.formats.kits import Kit, discover, find_kit, heldout_secret, kit_dirs, state_dir
 from evoteam.servers.bench.models import (
     Evaluation,
     KitDetail,
@@ -34,7 +35,7 @@ from evoteam.servers.bench.models import (
     WorkloadInfo,
     WorkloadOutcome,
 )
-from evoteam.servers.bench.workerenv import tuning_env
+from evoteam.servers.bench.confinement.workerenv import tuning_env
 from evoteam.errors import DomainError, Missing
 from evoteam.servers.knowledge.models import (
     CandidateCreate,
