@@ -32,7 +32,8 @@ from pathlib import Path
 from evoteam.config import load_settings
 from evoteam.servers.bench.measurement import session
 from evoteam.servers.bench.evaluation.core import evaluate_candidate
-from evoteam.servers.bench.formats.kits import Kit, discover
+from evoteam.servers.bench.formats.kit import Kit
+from evoteam.servers.bench.formats.kits import discover
 from evoteam.servers.bench.confinement.workerenv import tuning_env
 
 # The minimal honest harness: no sandbox, no separate trusted process, no per-call output checks,

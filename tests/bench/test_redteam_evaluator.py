@@ -104,7 +104,7 @@ import re
 import threading
 import time
 
-from evoteam.servers.bench.confinement import sandbox
+from evoteam.servers.bench.measurement import program
 
 SECRET = {secret!r}
 libc = ctypes.CDLL(None, use_errno=True)
@@ -143,7 +143,7 @@ while LEAK is None and time.time() < deadline:
     state["delay"] = (attempt % 40) * 0.0001
     go.set()
     try:
-        sandbox.run_program(real, "run", timeout_s=10)
+        program.run_program(real, "run", timeout_s=10)
     except Exception as exc:  # noqa: BLE001
         found = re.search(r"[0-9a-f]{{64}}", str(exc))
         LEAK = found.group(0) if found else None

@@ -180,7 +180,7 @@ async def test_an_infinite_scalar_reply_never_scores(fast_kit, fast_settings):
 def test_the_kit_hash_never_reads_through_a_link(tmp_path: Path, monkeypatch):
     import hashlib
 
-    from evoteam.servers.bench.formats.kits import Kit
+    from evoteam.servers.bench.formats.kit import Kit
 
     kit = tmp_path / "k"
     shutil.copytree(Path(__file__).parents[2] / "task_kits" / "rmsnorm_cpu", kit)

@@ -33,6 +33,7 @@ class _Lazy:
 
 
 core = _Lazy("evoteam.servers.bench.evaluation.core")
+catalog = _Lazy("evoteam.servers.bench.evaluation.catalog")
 
 
 # rich's Console, Table and escape, imported on first call (rich costs ~0.1 s to import).
@@ -73,7 +74,7 @@ def bench() -> None:
 @click.pass_context
 def list_cmd(ctx: click.Context, as_json: bool) -> None:
     """List the task kits."""
-    result = core.list_kits(_settings(ctx), limit=100)
+    result = catalog.list_kits(_settings(ctx), limit=100)
     if as_json:
         click.echo(result.model_dump_json(indent=2))
         return
@@ -119,7 +120,7 @@ def first_sentence(text: str, limit: int = 160) -> str:
 def describe_cmd(ctx: click.Context, kit: str, detail: bool, as_json: bool) -> None:
     """Describe one kit: goal, signature, tolerances, workloads."""
     try:
-        d = core.describe_kit(_settings(ctx), kit, detail=detail)
+        d = catalog.describe_kit(_settings(ctx), kit, detail=detail)
     except DomainError as exc:
         raise cli_error(exc) from exc
     if as_json:

@@ -16,7 +16,7 @@ from pydantic import Field
 
 from evoteam.servers.guard import EvoServer
 from evoteam.config import Settings
-from evoteam.servers.bench.evaluation import core
+from evoteam.servers.bench.evaluation import catalog
 from evoteam.servers.bench.scheduling import route
 from evoteam.servers.bench.evaluation.compare import compare_candidates
 from evoteam.report.remeasure import MeasurementSet, remeasure_run
@@ -69,7 +69,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                         cursor: Cursor = None) -> KitList:
         """The task kits this machine knows: name, kind, device, direction, goal, and whether it
         can run here (with the reason when not)."""
-        return core.list_kits(settings, kind=kind, limit=limit, cursor=cursor)
+        return catalog.list_kits(settings, kind=kind, limit=limit, cursor=cursor)
 
     @server.tool()
     @tool_errors
@@ -79,7 +79,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         """What a candidate must do: goal, direction, x0, best-known, the entry point's signature,
         tolerances, dev workloads, how timing works, the baseline and a starting-point file.
         detail=true adds the reference."""
-        return core.describe_kit(settings, kit, detail=detail)
+        return catalog.describe_kit(settings, kit, detail=detail)
 
     @server.tool()
     @tool_errors

@@ -21,7 +21,8 @@ from evoteam.errors import DomainError
 from evoteam.servers.bench.measurement import harness, machine, timing
 from evoteam.servers.bench.measurement.harness import WorkerFailure
 from evoteam.servers.bench.confinement.jail import stop_not_held
-from evoteam.servers.bench.formats.kits import Kit, state_dir
+from evoteam.servers.bench.formats.kit import Kit
+from evoteam.servers.bench.formats.kits import state_dir
 from evoteam.servers.bench.models import Evaluation, Split, WorkloadOutcome
 from evoteam.servers.bench.measurement.session import KernelSession, SideSpec, WorkloadSpec, WorkloadVerdict
 

@@ -478,7 +478,7 @@ def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: i
     shared runtime). The evaluator may start a session of its own (``start_new_session``) where
     the jail still reaches the whole tree: by cgroup, or by the evaluator's own uid."""
     from evoteam.servers.bench.confinement.jail import can_drop_privileges, cgroup_root, pick_uid
-    from evoteam.servers.bench.confinement.sandbox import SERVICE_VAR
+    from evoteam.servers.bench.measurement.protocol import SERVICE_VAR
 
     scratch = Path(tempfile.mkdtemp(prefix="evoteam-evaluator-"))
     # The program's folder is read-only to the evaluator and what it starts (no file can be

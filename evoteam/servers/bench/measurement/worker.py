@@ -237,7 +237,7 @@ class Worker:
             for key, value in (self.init.get("env") or {}).items():
                 os.environ[key] = value
             path = self.init["evaluator"]
-            from evoteam.servers.bench.measurement import harness, protocol  # noqa: F401 - before the jail
+            from evoteam.servers.bench.measurement import cascade, harness, program, protocol  # noqa: F401 - before the jail
             from evoteam.servers.bench.formats import openevolve  # noqa: F401 - before the jail
             from evoteam.servers.bench.confinement import sandbox  # noqa: F401 - before the jail
 
@@ -642,7 +642,7 @@ class Worker:
         return {"ok": True, "result": encoded}, arrays
 
     def cmd_evaluate(self, msg: dict):
-        from evoteam.servers.bench.formats.openevolve import run_evaluation
+        from evoteam.servers.bench.measurement.cascade import run_evaluation
 
         options = self.init.get("options")
         evaluation = run_evaluation(self.evaluator_module, self.init["program"], options or {})
