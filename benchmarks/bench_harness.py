@@ -30,10 +30,11 @@ import time
 from pathlib import Path
 
 from evoteam.config import load_settings
-from evoteam.servers.bench import session
-from evoteam.servers.bench.core import evaluate_candidate
-from evoteam.servers.bench.kits import Kit, discover
-from evoteam.servers.bench.workerenv import tuning_env
+from evoteam.servers.bench.measurement import session
+from evoteam.servers.bench.evaluation.core import evaluate_candidate
+from evoteam.servers.bench.formats.kit import Kit
+from evoteam.servers.bench.formats.kits import discover
+from evoteam.servers.bench.confinement.workerenv import tuning_env
 
 # The minimal honest harness: no sandbox, no separate trusted process, no per-call output checks,
 # no tamper checks. Inputs are made outside the clock and fresh for every call (so a cache keyed

@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 
 from evoteam.config import load_settings
-from evoteam.servers.bench.compare import compare_candidates
-from evoteam.servers.bench.kits import discover
+from evoteam.servers.bench.evaluation.compare import compare_candidates
+from evoteam.servers.bench.formats.kits import discover
 
 # f of the work again: the baseline, then the same function on the first f of the first axis.
 EXTRA_PASS = '''

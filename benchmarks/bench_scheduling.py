@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from evoteam.config import SOURCE_ROOT, Settings
-from evoteam.servers.bench.core import evaluate_candidate
+from evoteam.servers.bench.evaluation.core import evaluate_candidate
 from evoteam.servers.bench.scheduling.dispatch import close_backends, evaluate_scheduled
 
 GOOD = """

@@ -126,7 +126,7 @@ async def check_kit(env: dict[str, str], kit: str, client=None) -> str:
         raise RuntimeError(f"baseline did not pass: {status}: {data.get('message')}")
     missing = (data.get("metrics") or {}).get("protections_missing") or []
     confined = f"; candidate sandbox MISSING {', '.join(missing)}" if missing else "; candidate sandbox complete"
-    from evoteam.servers.bench.jail import stop_not_held
+    from evoteam.servers.bench.confinement.jail import stop_not_held
 
     if stop_not_held(str(data.get("sandbox") or "")):
         confined += "; the harness's stop does NOT hold here (no cgroup, no seccomp): kernel scores are flagged"
@@ -268,7 +268,7 @@ def _line(c: Check, width: int) -> str:
 @click.pass_obj
 def doctor(settings: Settings, kit: str, servers: tuple[str, ...]) -> None:
     """Check that every server starts, the store round-trips and a CPU kit evaluates."""
-    from evoteam.servers.bench.kits import find_kit
+    from evoteam.servers.bench.formats.kits import find_kit
 
     find_kit(settings, kit)  # a mistyped kit fails now (exit 3), not after the servers have started
     servers = servers or SERVERS

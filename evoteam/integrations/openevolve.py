@@ -136,8 +136,8 @@ class ChatPredictor(AnthropicPredictor):
 
 async def prepare_run(settings: Settings, kit: str) -> str:
     """The evoteam run an OpenEvolve run records into: the kit's newest active run, or a new one."""
-    from evoteam.servers.bench.core import _resolve_run
-    from evoteam.servers.bench.kits import find_kit
+    from evoteam.servers.bench.evaluation.core import _resolve_run
+    from evoteam.servers.bench.formats.kits import find_kit
     from evoteam.servers.knowledge.local import LocalKnowledgeStore
     from evoteam.servers.knowledge.store import Actor
 
@@ -226,7 +226,7 @@ def apply_response(parent: str, response: str, diff: bool, language: str) -> str
 
 
 def _score_of(metrics: dict[str, Any], objective: str) -> float | None:
-    from evoteam.servers.bench.openevolve import fitness
+    from evoteam.servers.bench.formats.openevolve import fitness
 
     value = metrics.get(objective)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -285,8 +285,8 @@ class EvoDuetLLM:
 
     async def _iteration(self, system_message: str, messages: list[dict[str, str]], context: dict[str, Any],
                          kwargs: dict[str, Any]) -> str:
+        from evoteam.servers.bench.formats.kits import find_kit
         from evoteam.servers.bench.scheduling.dispatch import evaluate_configured
-        from evoteam.servers.bench.kits import find_kit
         from evoteam.servers.knowledge.local import LocalKnowledgeStore
         from evoteam.servers.knowledge.store import Actor
         from evoteam.servers.retrieval.backends import build_backends
@@ -388,7 +388,7 @@ async def run_openevolve(kit: str, options: RetrievalOptions, *, iterations: int
     """Run ``iterations`` OpenEvolve iterations on a kit with the retrieval adapter; returns a summary."""
     from openevolve.controller import OpenEvolve
 
-    from evoteam.servers.bench.kits import find_kit
+    from evoteam.servers.bench.formats.kits import find_kit
 
     settings = options.settings()
     the_kit = find_kit(settings, kit)

@@ -145,7 +145,7 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
     ``rounds`` rounds; record each finalist's new rounds as a measurement of it; store and return
     the measurement set."""
     from evoteam.errors import DomainError
-    from evoteam.servers.bench.kits import find_kit
+    from evoteam.servers.bench.formats.kits import find_kit
 
     run = await store.get_run(run_id)
     if not run.kit:
@@ -184,7 +184,7 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
             else:
                 e.heldout_score, e.heldout_interval = r.score, r.score_interval
             if e.candidate_id != BASELINE:
-                from evoteam.servers.bench.core import record_evaluation
+                from evoteam.servers.bench.evaluation.core import record_evaluation
 
                 await record_evaluation(settings, store, kit, r, codes[e.candidate_id], run_id=run_id,
                                         notes=f"re-measured in one batch ({rounds} rounds) by bench.remeasure")
@@ -206,9 +206,9 @@ async def _measure(settings: Settings, kit, codes: dict[str, str], split: str, r
     round in rotating order."""
     import shutil
 
-    from evoteam.servers.bench import core
-    from evoteam.servers.bench.batch import run_kernel_batch
-    from evoteam.servers.bench.session import SideSpec
+    from evoteam.servers.bench.evaluation import core
+    from evoteam.servers.bench.measurement.batch import run_kernel_batch
+    from evoteam.servers.bench.measurement.session import SideSpec
 
     async def report(done: float, total: float, message: str) -> None:
         if progress:
@@ -244,7 +244,7 @@ async def _measure(settings: Settings, kit, codes: dict[str, str], split: str, r
 async def _program_rounds(settings: Settings, kit, prepared: dict, split: str, rounds: int, report) -> dict:
     """Each program's evaluator once per round, in an order that rotates from round to round; each
     side's score is the median of its rounds with its interval."""
-    from evoteam.servers.bench import core
+    from evoteam.servers.bench.evaluation import core
 
     labels = list(prepared)
     runs: dict[str, list] = {label: [] for label in labels}

@@ -43,7 +43,7 @@ def describe_target(settings: Settings, target: str) -> RunCreate:
     from evoteam.servers.knowledge.models import RunCreate
     kit = None
     try:
-        from evoteam.servers.bench.kits import find_kit
+        from evoteam.servers.bench.formats.kits import find_kit
 
         kit = find_kit(settings, target)
     except ImportError:
@@ -78,7 +78,7 @@ def _kit_by_path_name(settings: Settings, target: str):
     name. Any other path-like text that names no kit is an error, never a free-form goal."""
     if not _looks_like_path(target):
         return None
-    from evoteam.servers.bench.kits import discover, find_kit
+    from evoteam.servers.bench.formats.kits import discover, find_kit
 
     name = Path(target.rstrip("/")).name
     try:

@@ -4,7 +4,7 @@ The candidate program runs in a confined worker (evoteam's run_program); only it
 arrays come back here, where they are checked."""
 import numpy as np
 
-from evoteam.servers.bench.sandbox import ProgramFailure, run_program
+from evoteam.servers.bench.measurement.program import ProgramFailure, run_program
 
 N = 26
 BEST_KNOWN = 2.635983

@@ -4,7 +4,7 @@ For step functions the overlap is piecewise linear in the shift, so its maximum 
 whole number of steps; the correlation over all such shifts is computed with an FFT."""
 import numpy as np
 
-from evoteam.servers.bench.sandbox import ProgramFailure, run_program
+from evoteam.servers.bench.measurement.program import ProgramFailure, run_program
 
 BEST_KNOWN = 0.380859
 

@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from evoteam.servers.bench import sandbox
-from evoteam.servers.bench.core import evaluate_candidate
+from evoteam.servers.bench.confinement import sandbox
+from evoteam.servers.bench.evaluation.core import evaluate_candidate
 
 GOOD = """
 import numpy as np
@@ -163,7 +163,7 @@ async def test_native_write_is_stopped_by_landlock(fast_kit, fast_settings):
 
 
 async def test_candidate_cannot_read_the_heldout_secret(fast_kit, fast_settings):
-    from evoteam.servers.bench.kits import heldout_secret, state_dir
+    from evoteam.servers.bench.formats.kits import heldout_secret, state_dir
 
     heldout_secret(fast_settings)
     secret = state_dir(fast_settings) / "heldout.secret"

@@ -9,8 +9,10 @@ import json
 import numpy as np
 import pytest
 
-from evoteam.servers.bench.core import describe_kit, evaluate_candidate, list_kits
-from evoteam.servers.bench.kits import Kit, discover, find_kit, trust_kit
+from evoteam.servers.bench.evaluation.catalog import describe_kit, list_kits
+from evoteam.servers.bench.evaluation.core import evaluate_candidate
+from evoteam.servers.bench.formats.kit import Kit
+from evoteam.servers.bench.formats.kits import discover, find_kit, trust_kit
 
 CPU_KERNEL_KITS = ["rmsnorm_cpu", "pairwise_distance_cpu"]
 PROGRAM_KITS = ["circle_packing_26", "erdos_min_overlap"]
@@ -166,7 +168,7 @@ def test_gdn_reference_runs_on_cpu(bench_settings):
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", GPU_KITS)
 async def test_gpu_kit_baseline_passes(name, bench_settings):
-    from evoteam.servers.bench.kits import cuda_available
+    from evoteam.servers.bench.formats.fib import cuda_available
 
     ok, reason = cuda_available()
     if not ok:

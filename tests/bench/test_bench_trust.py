@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from evoteam.errors import DomainError
-from evoteam.servers.bench.core import evaluate_candidate
-from evoteam.servers.bench.heldout_key import external_heldout_key
-from evoteam.servers.bench.kits import heldout_secret, state_dir
+from evoteam.servers.bench.evaluation.core import evaluate_candidate
+from evoteam.servers.bench.formats.heldout_key import external_heldout_key
+from evoteam.servers.bench.formats.kits import heldout_secret, state_dir
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 
 

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from evoteam.config import Settings
-from evoteam.servers.bench import core, jail, sandbox
-from evoteam.servers.bench.kits import state_dir
+from evoteam.servers.bench.evaluation import core
+from evoteam.servers.bench.confinement import jail, sandbox
+from evoteam.servers.bench.formats.kits import state_dir
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.store import Actor
 
@@ -154,7 +155,7 @@ async def test_a_program_run_in_a_subprocess_scores_and_ranks(kits):
 
 
 async def test_the_shipped_kits_evaluators_are_not_flagged(tmp_path, monkeypatch):
-    # circle_packing_26's evaluator calls sandbox.run_program: the harness runs the program
+    # circle_packing_26's evaluator calls program.run_program: the harness runs the program
     root = Path(__file__).resolve().parents[2] / "task_kits" / "circle_packing_26"
     monkeypatch.chdir(tmp_path)
     settings = Settings(db=tmp_path / "state" / "kb.db")
@@ -244,7 +245,7 @@ def test_run_program_inside_an_evaluator_runs_only_what_the_evaluator_may_read(t
     kit = tmp_path / "kits" / "asks_for_a_file"
     kit.mkdir(parents=True)
     (kit / "evaluator.py").write_text(textwrap.dedent(f'''
-        from evoteam.servers.bench.sandbox import ProgramFailure, run_program
+        from evoteam.servers.bench.measurement.program import ProgramFailure, run_program
 
 
         def evaluate(program_path):
@@ -269,7 +270,7 @@ def test_run_program_inside_an_evaluator_runs_only_what_the_evaluator_may_read(t
     assert "secret" not in json.dumps(honest.model_dump(mode="json"))
     # the same evaluator without the look at evoteam's state: the program runs and scores
     (kit / "evaluator.py").write_text(
-        "from evoteam.servers.bench.sandbox import run_program\n\n\n"
+        "from evoteam.servers.bench.measurement.program import run_program\n\n\n"
         "def evaluate(program_path):\n    return {'combined_score': float(run_program(program_path, 'run'))}\n")
     settings = Settings(db=tmp_path / "state2" / "kb.db", kits_dirs=[tmp_path / "kits"])
     e = asyncio.run(core.evaluate_candidate(settings, "asks_for_a_file", candidate_path=str(kit / "initial_program.py")))

@@ -20,8 +20,9 @@ pytest.importorskip("safetensors", reason="FIB blobs are safetensors files; safe
 
 from evoteam.config import Settings  # noqa: E402
 from evoteam.exitcodes import CANDIDATE_FAILED  # noqa: E402
-from evoteam.servers.bench import core  # noqa: E402
-from evoteam.servers.bench.kits import cuda_available, find_kit  # noqa: E402
+from evoteam.servers.bench.evaluation import catalog, core  # noqa: E402
+from evoteam.servers.bench.formats.fib import cuda_available  # noqa: E402
+from evoteam.servers.bench.formats.kits import find_kit  # noqa: E402
 from evoteam.servers.bench.server import build_server  # noqa: E402
 from evoteam.servers.knowledge.local import LocalKnowledgeStore  # noqa: E402
 from evoteam.servers.knowledge.store import Actor  # noqa: E402
@@ -44,9 +45,9 @@ def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_every_definition_is_a_kit_with_fib_defaults_and_its_solutions(fib_settings):
-    listed = core.list_kits(fib_settings, limit=100)
+    listed = catalog.list_kits(fib_settings, limit=100)
     assert [k.name for k in listed.items] == [DEF]
-    d = core.describe_kit(fib_settings, DEF)
+    d = catalog.describe_kit(fib_settings, DEF)
     assert d.solutions == ["segsum_cpp", "segsum_cpp_broken", "segsum_cuda", "segsum_dps", "segsum_returning",
                            "segsum_tvm_ffi", "segsum_wrong"]
     assert (d.tolerance.atol, d.tolerance.rtol) == (1e-2, 1e-2)  # FIB's defaults, not ours (1e-5)
@@ -272,10 +273,10 @@ def _validate_with_fib(folder: Path) -> None:
 @pytest.mark.parametrize("kit_name", ["mla_paged_decode_h16_ckv512_kpe64_ps1", "gdn_prefill_qk4_v8_d128_k_last"])
 def test_gpu_kits_as_fib_trace_sets_follow_fib_workload_rules(kit_name):
     from evoteam.config import SOURCE_ROOT
-    from evoteam.servers.bench import fib
+    from evoteam.servers.bench.formats import fib, traceset
 
     root = SOURCE_ROOT / "task_kits" / kit_name / "fib"
-    kit = fib.find_in_trace_set(root)
+    kit = traceset.find_in_trace_set(root)
     d = kit.definition
     var_axes = {a for a, spec in d.axes.items() if spec.type == "var"}
     workloads = kit.dev_workloads()

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import secrets
 
-from evoteam.servers.bench import core
-from evoteam.servers.bench.heldout_key import heldout_set_id
-from evoteam.servers.bench.kits import heldout_secret
+from evoteam.servers.bench.evaluation import core
+from evoteam.servers.bench.formats.heldout_key import heldout_set_id
+from evoteam.servers.bench.formats.kits import heldout_secret
 
 
 async def test_held_out_results_name_their_set(fast_settings, fast_kit, monkeypatch):

@@ -16,10 +16,11 @@ import pytest
 
 from evoteam.config import Settings
 from evoteam.errors import DomainError
-from evoteam.servers.bench import harness, jail, sandbox
-from evoteam.servers.bench.core import evaluate_candidate
-from evoteam.servers.bench.kits import find_kit, state_dir, trust_kit
-from evoteam.servers.bench.session import KernelSession
+from evoteam.servers.bench.measurement import harness
+from evoteam.servers.bench.confinement import jail, sandbox
+from evoteam.servers.bench.evaluation.core import evaluate_candidate
+from evoteam.servers.bench.formats.kits import find_kit, state_dir, trust_kit
+from evoteam.servers.bench.measurement.session import KernelSession
 
 GOOD = """
 import numpy as np
@@ -198,7 +199,7 @@ def run(hidden_states, weight, eps):
 async def test_changed_baseline_scheduling_flags_the_evaluation(fast_kit, fast_settings):
     """Whoever re-nices the trusted worker, the timings are not comparable: the evaluation fails,
     flagged."""
-    from evoteam.servers.bench.core import _workload_specs, prepare_candidate
+    from evoteam.servers.bench.evaluation.core import _workload_specs, prepare_candidate
 
     kit = find_kit(fast_settings, str(fast_kit))
     m = kit.manifest

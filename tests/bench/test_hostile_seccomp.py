@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "am
 
 PROBE = r"""
 import json, os, resource, signal, subprocess, threading
-from evoteam.servers.bench import seccomp
+from evoteam.servers.bench.confinement import seccomp
 seccomp.apply()
 results = {}
 def attempt(name, fn):
@@ -71,7 +71,7 @@ def test_filter_refuses_escapes_and_allows_ordinary_work():
 
 
 def test_unknown_architecture_is_refused_loudly():
-    from evoteam.servers.bench import seccomp
+    from evoteam.servers.bench.confinement import seccomp
 
     with pytest.raises(OSError, match="no seccomp syscall table"):
         seccomp.build_filter("sparc64")

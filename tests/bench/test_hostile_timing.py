@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from evoteam.servers.bench.core import evaluate_candidate
+from evoteam.servers.bench.evaluation.core import evaluate_candidate
 
 BASE = """
 import numpy as np, time

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from evoteam.errors import DomainError
-from evoteam.servers.bench import core
+from evoteam.servers.bench.evaluation import core
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.models import CandidateCreate, RunCreate
 from evoteam.servers.knowledge.store import Actor

@@ -17,8 +17,8 @@ from mcp import Client
 from evoteam import stats
 from evoteam.codehash import code_hash
 from evoteam.config import Settings
-from evoteam.servers.bench.compare import compare_candidates
-from evoteam.servers.bench.core import evaluate_candidate
+from evoteam.servers.bench.evaluation.compare import compare_candidates
+from evoteam.servers.bench.evaluation.core import evaluate_candidate
 from evoteam.servers.bench.server import build_server
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.store import Actor
@@ -237,7 +237,7 @@ def test_the_remeasure_rule_fires_when_an_order_changes():
 
 
 def test_contention_is_marked_when_the_call_path_floor_rises(tmp_path):
-    from evoteam.servers.bench.machine import Contention, contention_line
+    from evoteam.servers.bench.measurement.machine import Contention, contention_line
 
     quiet = Contention(tmp_path, "cpu").finish([50_000, 52_000, 51_000])
     assert quiet["call_path_best_us"] == 50.0

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from evoteam.servers.bench.core import STATUS_ORDER
-from evoteam.servers.bench.openevolve import evolve_block_problem, interpret, normalise_result, ShimEvaluationResult
+from evoteam.servers.bench.evaluation.core import STATUS_ORDER
+from evoteam.servers.bench.formats.openevolve import evolve_block_problem, interpret, normalise_result, ShimEvaluationResult
 
 
 @pytest.mark.parametrize("metrics,status,words", [

@@ -18,9 +18,11 @@ from click.testing import CliRunner
 
 from evoteam.config import Settings
 from evoteam.errors import DomainError
-from evoteam.servers.bench.core import describe_kit, evaluate_candidate, list_kits
-from evoteam.servers.bench import openevolve
-from evoteam.servers.bench.kits import Kit, find_kit, heldout_secret
+from evoteam.servers.bench.evaluation.catalog import describe_kit, list_kits
+from evoteam.servers.bench.evaluation.core import evaluate_candidate
+from evoteam.servers.bench.formats import openevolve
+from evoteam.servers.bench.formats.kit import Kit
+from evoteam.servers.bench.formats.kits import find_kit, heldout_secret
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.store import Actor
 
@@ -222,14 +224,15 @@ def test_evaluation_result_shim_without_openevolve(tmp_path):
     openevolve.evaluation_result still loads, and its EvaluationResult is read."""
     script = f"""
 import importlib.util, json, sys
-from evoteam.servers.bench import openevolve as oe
+from evoteam.servers.bench.formats import openevolve as oe
+from evoteam.servers.bench.measurement.cascade import run_evaluation
 real = importlib.util.find_spec
 importlib.util.find_spec = lambda name, *a: None if name.split(".")[0] == "openevolve" else real(name, *a)
 assert oe.install_evaluation_result_shim() is True
 spec = importlib.util.spec_from_file_location("ev", {str(SPHERE / 'evaluator.py')!r})
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
-out = oe.run_evaluation(module, {str(SPHERE / 'initial_program.py')!r}, {{"cascade_thresholds": None}})
+out = run_evaluation(module, {str(SPHERE / 'initial_program.py')!r}, {{"cascade_thresholds": None}})
 print(json.dumps({{"cls": module.EvaluationResult.__name__, "real": hasattr(sys.modules["openevolve"], "__file__"),
                   "out": out}}))
 """

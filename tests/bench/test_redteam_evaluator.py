@@ -35,7 +35,7 @@ def _honest_or_caught(e) -> None:
 # here replaces protocol.write_frame, so the evaluator's reply to the harness carries any metrics.
 
 PAYLOAD = r'''
-import evoteam.servers.bench.protocol as _P
+import evoteam.servers.bench.measurement.protocol as _P
 def _forged(fd, header, arrays=None, _orig=_P.write_frame):
     ev = header.get("evaluation") if isinstance(header, dict) else None
     if isinstance(ev, dict):
@@ -104,7 +104,7 @@ import re
 import threading
 import time
 
-from evoteam.servers.bench import sandbox
+from evoteam.servers.bench.measurement import program
 
 SECRET = {secret!r}
 libc = ctypes.CDLL(None, use_errno=True)
@@ -143,7 +143,7 @@ while LEAK is None and time.time() < deadline:
     state["delay"] = (attempt % 40) * 0.0001
     go.set()
     try:
-        sandbox.run_program(real, "run", timeout_s=10)
+        program.run_program(real, "run", timeout_s=10)
     except Exception as exc:  # noqa: BLE001
         found = re.search(r"[0-9a-f]{{64}}", str(exc))
         LEAK = found.group(0) if found else None
@@ -164,7 +164,7 @@ def solve(instance):
 async def test_run_program_race_copies_a_file_outside_the_working_folder(kits):
     import json
 
-    from evoteam.servers.bench.kits import heldout_secret, state_dir
+    from evoteam.servers.bench.formats.kits import heldout_secret, state_dir
 
     settings, project = kits  # its guess_in_process kit imports the program in its own process
     secret = heldout_secret(settings).hex()

@@ -32,7 +32,7 @@ def _hostile_trace_set(tmp_path: Path) -> tuple[Path, Path]:
 def test_an_untrusted_trace_set_given_by_path_is_refused(tmp_path, how):
     # A trace set's reference runs unconfined in the trusted worker, so a trace-set path outside
     # the kit folders must be refused like any other untrusted kit folder.
-    from evoteam.servers.bench.kits import find_kit
+    from evoteam.servers.bench.formats.kits import find_kit
 
     root, _ = _hostile_trace_set(tmp_path)
     settings = Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[tmp_path / "kits"])
@@ -42,7 +42,7 @@ def test_an_untrusted_trace_set_given_by_path_is_refused(tmp_path, how):
 
 
 def test_a_trace_set_the_user_trusted_loads_by_path(tmp_path):
-    from evoteam.servers.bench.kits import find_kit, trust_kit
+    from evoteam.servers.bench.formats.kits import find_kit, trust_kit
 
     root, _ = _hostile_trace_set(tmp_path)
     settings = Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[tmp_path / "kits"])
@@ -86,8 +86,8 @@ def _solution(tmp_path: Path, sources: list[dict], *, language: str = "python", 
 @pytest.mark.parametrize("paths", [["main.py", "main.py/x.py"], ["main.py", "../../outside.py"],
                                    ["main.py", "/tmp/outside.py"], ["main.py", "sub/a\x00.py"]])
 def test_solution_sources_that_escape_or_clash_are_refused_in_one_line(tmp_path, monkeypatch, paths):
-    from evoteam.servers.bench import core
-    from evoteam.servers.bench.kits import find_kit
+    from evoteam.servers.bench.evaluation import core
+    from evoteam.servers.bench.formats.kits import find_kit
 
     settings = Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[TINY])
     path = _solution(tmp_path, [{"path": p, "content": "def run(*a):\n    pass\n"} for p in paths])
@@ -106,7 +106,7 @@ CORRECT_BODY = ("    idx = cu_seqlens.tolist()\n"
 async def test_fib_solution_that_finishes_after_returning_does_not_pass(tmp_path, monkeypatch):
     # Work moved out of the timed region: the call returns at once and a thread fills the output.
     pytest.importorskip("torch")
-    from evoteam.servers.bench import core
+    from evoteam.servers.bench.evaluation import core
 
     code = ("import threading, time\n"
             "def _late(x, cu_seqlens, scale, y):\n"
@@ -123,7 +123,7 @@ async def test_fib_solution_that_finishes_after_returning_does_not_pass(tmp_path
 async def test_fib_solution_returning_an_input_as_its_output_is_flagged(tmp_path, monkeypatch):
     # Return style, output aliased to an input: the sums are written into x's own rows.
     pytest.importorskip("torch")
-    from evoteam.servers.bench import core
+    from evoteam.servers.bench.evaluation import core
 
     code = ("def run(x, cu_seqlens, scale):\n"
             "    idx = cu_seqlens.tolist()\n"
@@ -143,7 +143,7 @@ async def test_cpp_solution_build_cannot_read_the_trace_set(tmp_path, monkeypatc
     pytest.importorskip("torch")
     if shutil.which("c++") is None and shutil.which("g++") is None:
         pytest.skip("no C++ compiler on this machine")
-    from evoteam.servers.bench import core
+    from evoteam.servers.bench.evaluation import core
 
     root = tmp_path / "kits" / "tiny"
     shutil.copytree(TINY, root)
@@ -164,7 +164,7 @@ async def test_cpp_solution_build_cannot_read_the_trace_set(tmp_path, monkeypatc
 
 
 def test_a_blob_reached_through_a_symlink_out_of_the_root_is_refused(tmp_path):
-    from evoteam.servers.bench.fib import resolve_blob
+    from evoteam.servers.bench.formats.fib import resolve_blob
 
     root = tmp_path / "ts"
     (root / "blob").mkdir(parents=True)

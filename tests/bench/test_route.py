@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from evoteam.errors import DomainError
-from evoteam.servers.bench import route
+from evoteam.servers.bench.scheduling import route
 
 
 def closed_port() -> int:

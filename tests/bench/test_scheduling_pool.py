@@ -239,7 +239,7 @@ async def test_two_pools_on_one_host_spread_over_its_devices(fast_settings):
     choice is cpu:0, yet they claim different devices and run at once."""
     from evoteam.servers.bench.scheduling.pool import LocalPool
     from evoteam.servers.bench.scheduling.jobs import EvalJob
-    from evoteam.servers.bench.kits import find_kit
+    from evoteam.servers.bench.formats.kits import find_kit
 
     settings = fast_settings.model_copy(update={"bench_devices": ["cpu:0", "cpu:1"]})
     kit = find_kit(settings, "rmsnorm_fast")

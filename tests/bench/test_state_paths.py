@@ -10,9 +10,9 @@ import pytest
 
 from evoteam.config import Settings
 from evoteam.errors import DomainError
-from evoteam.servers.bench.candidates import check_candidate_path
-from evoteam.servers.bench.core import evaluate_candidate
-from evoteam.servers.bench.kits import heldout_secret, state_dir
+from evoteam.servers.bench.evaluation.candidates import check_candidate_path
+from evoteam.servers.bench.evaluation.core import evaluate_candidate
+from evoteam.servers.bench.formats.kits import heldout_secret, state_dir
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 
 
@@ -75,7 +75,7 @@ def test_task_kits_names_the_kit_from_a_folder_with_its_own_copy(tmp_path, monke
     import shutil
 
     from evoteam.config import SOURCE_ROOT
-    from evoteam.servers.bench.kits import find_kit
+    from evoteam.servers.bench.formats.kits import find_kit
 
     clone = tmp_path / "clone"
     shutil.copytree(SOURCE_ROOT / "task_kits" / "rmsnorm_cpu", clone / "task_kits" / "rmsnorm_cpu")

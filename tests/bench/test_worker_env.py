@@ -12,9 +12,10 @@ from click.testing import CliRunner
 
 from evoteam.config import Settings
 from evoteam.errors import DomainError
-from evoteam.servers.bench.core import describe_kit, evaluate_candidate
-from evoteam.servers.bench.kits import Kit
-from evoteam.servers.bench.workerenv import ALLOCATOR_DEFAULTS
+from evoteam.servers.bench.evaluation.catalog import describe_kit
+from evoteam.servers.bench.evaluation.core import evaluate_candidate
+from evoteam.servers.bench.formats.kit import Kit
+from evoteam.servers.bench.confinement.workerenv import ALLOCATOR_DEFAULTS
 
 OVERRIDE = {"MALLOC_ARENA_MAX": "3", "OMP_NUM_THREADS": "2"}
 # What a process sees of OVERRIDE, as one number: 3 + 2/10.
@@ -127,7 +128,7 @@ async def test_program_kit_override_reaches_the_evaluator_and_its_programs(tmp_p
         "objective": "score", "initial_program": "initial_program.py", "enforce_evolve_blocks": False,
         "worker_env": OVERRIDE}))
     (root / "evaluator.py").write_text(
-        "import os\nfrom evoteam.servers.bench.sandbox import run_program\n\n\n"
+        "import os\nfrom evoteam.servers.bench.measurement.program import run_program\n\n\n"
         "def evaluate(program_path):\n"
         "    seen = run_program(program_path, 'run')\n"
         f"    own = {PROBE}\n"

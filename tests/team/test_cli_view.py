@@ -35,7 +35,7 @@ def test_targets_are_kits_or_goals():
     goal = describe_target(settings, "make my sorting routine faster")
     assert goal.goal == "make my sorting routine faster" and goal.kit is None
     try:
-        from evoteam.servers.bench.kits import discover
+        from evoteam.servers.bench.formats.kits import discover
     except ImportError:
         pytest.skip("bench kits not available")
     kits = discover(settings)

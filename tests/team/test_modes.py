@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from evoteam.config import SOURCE_ROOT, load_settings
-from evoteam.servers.bench.core import evaluate_candidate
+from evoteam.servers.bench.evaluation.core import evaluate_candidate
 from evoteam.servers.knowledge.models import LearningCreate, RunCreate
 from evoteam.servers.team.core import TeamService
 from evoteam.servers.team.runners import Progress, RoleOutcome

@@ -1,5 +1,5 @@
-"""Issue 23: the cgroup v2 path of the tree limits (bench/limits.py), on a real cgroup v2 group
-made where the jail makes its own (bench/jail.py `cgroup_root`).
+"""Issue 23: the cgroup v2 path of the tree limits (bench/confinement/limits.py), on a real cgroup v2 group
+made where the jail makes its own (bench/confinement/jail.py `cgroup_root`).
 
 Where the v2 hierarchy offers the memory and pids controllers, a real process tree in the group
 is held to `memory.max` and `pids.max` and `hit()` says which cap stopped it. Where it does not
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from evoteam.servers.bench.jail import cgroup_root
-from evoteam.servers.bench.limits import TreeLimits
+from evoteam.servers.bench.confinement.jail import cgroup_root
+from evoteam.servers.bench.confinement.limits import TreeLimits
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="cgroups are Linux-only")
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from evoteam.config import Settings
-from evoteam.servers.bench import core
+from evoteam.servers.bench.evaluation import core
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the bench's sandbox is Linux-only")
 

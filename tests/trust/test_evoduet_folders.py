@@ -16,7 +16,8 @@ import pytest
 
 from evoteam.config import Settings
 from evoteam.errors import DomainError
-from evoteam.servers.bench import core, jail
+from evoteam.servers.bench.evaluation import core
+from evoteam.servers.bench.confinement import jail
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the bench's sandbox is Linux-only")
 

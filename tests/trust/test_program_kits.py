@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from evoteam.config import Settings
-from evoteam.servers.bench import openevolve
-from evoteam.servers.bench.core import evaluate_candidate
-from evoteam.servers.bench.kits import find_kit, heldout_secret
+from evoteam.servers.bench.formats import openevolve
+from evoteam.servers.bench.evaluation.core import evaluate_candidate
+from evoteam.servers.bench.formats.kits import find_kit, heldout_secret
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.store import Actor
 

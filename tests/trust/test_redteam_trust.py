@@ -13,8 +13,8 @@ import pytest
 from pydantic import ValidationError
 
 from evoteam.config import Settings
-from evoteam.servers.bench.core import evaluate_candidate
-from evoteam.servers.bench.fib_export import export_traces
+from evoteam.servers.bench.evaluation.core import evaluate_candidate
+from evoteam.servers.bench.formats.fib_export import export_traces
 from evoteam.servers.knowledge.errors import Invalid, StoreFailure
 from evoteam.servers.knowledge.export import export_run, import_run
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
@@ -158,7 +158,7 @@ async def test_export_traces_never_loads_an_untrusted_kit_named_by_a_record(tmp_
 def test_a_project_file_cannot_untrust_the_shipped_kits(tmp_path: Path):
     from evoteam.config import load_settings
     from evoteam.resources import kits_dir
-    from evoteam.servers.bench.kits import find_kit
+    from evoteam.servers.bench.formats.kits import find_kit
 
     (tmp_path / "home").mkdir()
     (tmp_path / "evoteam.toml").write_text(f'kits_dirs = ["{kits_dir()}"]\n')
@@ -180,7 +180,7 @@ async def test_an_infinite_scalar_reply_never_scores(fast_kit, fast_settings):
 def test_the_kit_hash_never_reads_through_a_link(tmp_path: Path, monkeypatch):
     import hashlib
 
-    from evoteam.servers.bench.kits import Kit
+    from evoteam.servers.bench.formats.kit import Kit
 
     kit = tmp_path / "k"
     shutil.copytree(Path(__file__).parents[2] / "task_kits" / "rmsnorm_cpu", kit)

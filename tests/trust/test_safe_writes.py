@@ -9,7 +9,7 @@ import pytest
 
 from evoteam.config import Settings
 from evoteam.safepath import FIB_NAME, UnsafePath, checked_name, inside, staged_folder
-from evoteam.servers.bench.fib_export import export_traces
+from evoteam.servers.bench.formats.fib_export import export_traces
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.models import CandidateCreate, RunCreate
 from evoteam.servers.knowledge.store import Actor

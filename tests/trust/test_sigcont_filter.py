@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux" or platform.machine() no
 
 PROBE = textwrap.dedent('''
     import ctypes, errno, json, os, signal, sys
-    from evoteam.servers.bench import seccomp
+    from evoteam.servers.bench.confinement import seccomp
     NR = {"x86_64": dict(timer_create=222, mq_notify=244, clone=56, setsid=112),
           "aarch64": dict(timer_create=107, mq_notify=184, clone=220, setsid=157)}[os.uname().machine]
     libc = ctypes.CDLL(None, use_errno=True)
@@ -100,7 +100,7 @@ def test_an_evaluator_may_start_a_session_of_its_own():
 
 
 def test_where_the_stop_cannot_hold_it_is_said_and_scores_are_flagged():
-    from evoteam.servers.bench.jail import STOP_NOT_HELD, protections, stop_not_held
+    from evoteam.servers.bench.confinement.jail import STOP_NOT_HELD, protections, stop_not_held
 
     assert stop_not_held("uid1+rlimits+landlock+seccomp+audit-hook+process-group") is None
     assert stop_not_held("rlimits+landlock+NO-SECCOMP(x)+audit-hook+cgroup") is None
@@ -110,8 +110,8 @@ def test_where_the_stop_cannot_hold_it_is_said_and_scores_are_flagged():
 
 async def test_without_cgroups_a_kernel_score_still_ranks_because_seccomp_holds_the_stop(monkeypatch, fast_kit,
                                                                                        fast_settings):
-    from evoteam.servers.bench import jail
-    from evoteam.servers.bench.core import evaluate_candidate
+    from evoteam.servers.bench.confinement import jail
+    from evoteam.servers.bench.evaluation.core import evaluate_candidate
 
     monkeypatch.setenv("EVOTEAM_BENCH_NO_CGROUP", "1")
     monkeypatch.setattr(jail, "_CG_ROOT", False)

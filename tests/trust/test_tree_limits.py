@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from evoteam.config import Settings
-from evoteam.servers.bench.core import evaluate_candidate
-from evoteam.servers.bench.limits import TreeLimits
+from evoteam.servers.bench.evaluation.core import evaluate_candidate
+from evoteam.servers.bench.confinement.limits import TreeLimits
 from tests.bench.conftest import fast_kit, fast_settings  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="cgroups are Linux-only")

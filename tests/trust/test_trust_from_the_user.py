@@ -13,8 +13,8 @@ import pytest
 from evoteam.config import load_settings
 from evoteam.errors import DomainError
 from evoteam.resources import kits_dir
-from evoteam.servers.bench.core import evaluate_candidate
-from evoteam.servers.bench.kits import find_kit, is_trusted, trust_kit
+from evoteam.servers.bench.evaluation.core import evaluate_candidate
+from evoteam.servers.bench.formats.kits import find_kit, is_trusted, trust_kit
 
 DATA = Path(__file__).parent.parent / "bench" / "openevolve_data"
 

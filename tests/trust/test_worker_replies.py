@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from evoteam.servers.bench import protocol, replies
-from evoteam.servers.bench.core import evaluate_candidate
+from evoteam.servers.bench.measurement import protocol, replies
+from evoteam.servers.bench.evaluation.core import evaluate_candidate
 from tests.bench.conftest import fast_kit, fast_settings  # noqa: F401 - fixtures
 
 GOOD = """
@@ -21,7 +21,7 @@ def run(hidden_states, weight, eps):
 
 FORGE = """
 import json, os, struct
-import evoteam.servers.bench.protocol as _P
+import evoteam.servers.bench.measurement.protocol as _P
 _orig = _P.write_frame
 
 

@@ -32,7 +32,8 @@ class _Lazy:
         return getattr(importlib.import_module(self._name), attr)
 
 
-core = _Lazy("evoteam.servers.bench.core")
+core = _Lazy("evoteam.servers.bench.evaluation.core")
+catalog = _Lazy("evoteam.servers.bench.evaluation.catalog")
 
 
 # rich's Console, Table and escape, imported on first call (rich costs ~0.1 s to import).
@@ -73,7 +74,7 @@ def bench() -> None:
 @click.pass_context
 def list_cmd(ctx: click.Context, as_json: bool) -> None:
     """List the task kits."""
-    result = core.list_kits(_settings(ctx), limit=100)
+    result = catalog.list_kits(_settings(ctx), limit=100)
     if as_json:
         click.echo(result.model_dump_json(indent=2))
         return
@@ -119,7 +120,7 @@ def first_sentence(text: str, limit: int = 160) -> str:
 def describe_cmd(ctx: click.Context, kit: str, detail: bool, as_json: bool) -> None:
     """Describe one kit: goal, signature, tolerances, workloads."""
     try:
-        d = core.describe_kit(_settings(ctx), kit, detail=detail)
+        d = catalog.describe_kit(_settings(ctx), kit, detail=detail)
     except DomainError as exc:
         raise cli_error(exc) from exc
     if as_json:
@@ -195,7 +196,7 @@ def print_evaluation(e: Evaluation, console: Console) -> None:
                           "measurements")
     elif e.message:
         console.print(f"[red]{escape(e.message[:1500])}[/red]")
-    from evoteam.servers.bench.machine import contention_line
+    from evoteam.servers.bench.measurement.machine import contention_line
 
     line = contention_line(e.metrics.get("contention") or {})
     if line:
@@ -245,7 +246,7 @@ async def _run(settings, kit: str, candidate: str, split: str, run_id: str | Non
                         _lines.step(done, total, message)
 
                 if settings.bench_url and record:  # the team's evaluation service measures and records
-                    from evoteam.servers.bench.route import evaluate_remote
+                    from evoteam.servers.bench.scheduling.route import evaluate_remote
 
                     results.append(await evaluate_remote(settings, kit, candidate_path=candidate, code=code,
                                                          split=sp, run_id=run_id, parent_id=None,
@@ -281,7 +282,7 @@ async def _run(settings, kit: str, candidate: str, split: str, run_id: str | Non
 @click.pass_context
 def queue_cmd(ctx: click.Context, as_json: bool) -> None:
     """Show the evaluations that run or wait on this host's pool and Ray queues, by run."""
-    from evoteam.servers.bench.kits import state_dir
+    from evoteam.servers.bench.formats.kits import state_dir
     from evoteam.evalqueue import read_queues
 
     queues = read_queues(state_dir(_settings(ctx)) / "queue")
@@ -310,7 +311,7 @@ def queue_cmd(ctx: click.Context, as_json: bool) -> None:
 def trust_cmd(ctx: click.Context, folder: str) -> None:
     """Trust the kit in FOLDER (outside the configured kit folders): its reference, baseline and
     evaluator run unconfined, so only kits you trust may be used. Tools cannot do this."""
-    from evoteam.servers.bench.kits import trust_kit
+    from evoteam.servers.bench.formats.kits import trust_kit
 
     try:
         path = trust_kit(_settings(ctx), folder)
@@ -343,7 +344,7 @@ def run_cmd(ctx: click.Context, kit: str, candidate: str, split: str, as_json: b
             ("bench_backend", backend), ("bench_devices", [d.strip() for d in (devices or "").split(",") if d.strip()]
                                          if devices else None)) if v is not None})
     if trust_kit:
-        from evoteam.servers.bench.kits import trust_kit as trust
+        from evoteam.servers.bench.formats.kits import trust_kit as trust
 
         try:
             trust(settings, kit)
@@ -376,7 +377,7 @@ def export_traces_cmd(ctx: click.Context, ident: str, output: str, as_json: bool
     candidate as a FIB Solution and the kit's definition and workloads beside them."""
     from pathlib import Path
 
-    from evoteam.servers.bench.fib_export import export_traces
+    from evoteam.servers.bench.formats.fib_export import export_traces
     from evoteam.servers.common import session_actor
     from evoteam.servers.knowledge.connect import open_store
 

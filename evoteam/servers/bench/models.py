@@ -18,8 +18,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from evoteam.servers.bench.openevolve import ProgramHeldout
-from evoteam.servers.bench.workerenv import check_worker_env
+from evoteam.servers.bench.confinement.workerenv import check_worker_env
 from evoteam.servers.knowledge.models import CandidateStatus, Direction, WorkloadResult
 
 Split = Literal["dev", "heldout", "all"]
@@ -172,6 +171,19 @@ class HeldoutPlan(BaseModel):
     model_config = ConfigDict(extra="forbid")
     count: int = Field(default=3, ge=0, le=50)
     axes: dict[str, HeldoutAxis] = Field(default_factory=dict)
+
+
+class ProgramHeldout(BaseModel):
+    """A program kit's held-out split: ``evaluate`` takes the instances as a keyword argument
+    (``argument``). The dev split passes ``dev``; the held-out split passes ``count`` values drawn
+    from ``[low, high]`` with the bench's secret, which agents never see."""
+
+    model_config = ConfigDict(extra="forbid")
+    argument: str = Field(default="seeds", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    dev: list[int] = Field(min_length=1, max_length=1000)
+    count: int = Field(default=5, ge=1, le=1000)
+    low: int = 0
+    high: int = 2**31 - 1
 
 
 class KitManifest(BaseModel):

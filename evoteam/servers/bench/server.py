@@ -1,6 +1,6 @@
 """The `bench` MCP server: list and describe task kits, evaluate candidates honestly, compare two.
 
-Each tool validates its arguments, calls the core (evoteam.servers.bench.core) and returns a
+Each tool validates its arguments, calls the core (evoteam.servers.bench.evaluation.core) and returns a
 pydantic model. Evaluations record the candidate in the knowledge store.
 """
 
@@ -16,8 +16,9 @@ from pydantic import Field
 
 from evoteam.servers.guard import EvoServer
 from evoteam.config import Settings
-from evoteam.servers.bench import core, route
-from evoteam.servers.bench.compare import compare_candidates
+from evoteam.servers.bench.evaluation import catalog
+from evoteam.servers.bench.scheduling import route
+from evoteam.servers.bench.evaluation.compare import compare_candidates
 from evoteam.report.remeasure import MeasurementSet, remeasure_run
 from evoteam.servers.bench.models import Comparison, Evaluation, KitDetail, KitList, Split
 from evoteam.servers.common import DomainError, ServerStore, tool_errors
@@ -68,7 +69,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                         cursor: Cursor = None) -> KitList:
         """The task kits this machine knows: name, kind, device, direction, goal, and whether it
         can run here (with the reason when not)."""
-        return core.list_kits(settings, kind=kind, limit=limit, cursor=cursor)
+        return catalog.list_kits(settings, kind=kind, limit=limit, cursor=cursor)
 
     @server.tool()
     @tool_errors
@@ -78,7 +79,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         """What a candidate must do: goal, direction, x0, best-known, the entry point's signature,
         tolerances, dev workloads, how timing works, the baseline and a starting-point file.
         detail=true adds the reference."""
-        return core.describe_kit(settings, kit, detail=detail)
+        return catalog.describe_kit(settings, kit, detail=detail)
 
     @server.tool()
     @tool_errors

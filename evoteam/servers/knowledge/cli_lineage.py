@@ -53,7 +53,7 @@ def resume_cmd(settings: Settings, run_id) -> None:
 def _known_kit(settings: Settings, kit: str) -> bool:
     """A kit the bench can find (so an empty answer means "no runs yet", not a typo)."""
     from evoteam.errors import DomainError
-    from evoteam.servers.bench.kits import find_kit
+    from evoteam.servers.bench.formats.kits import find_kit
 
     try:
         find_kit(settings, kit)

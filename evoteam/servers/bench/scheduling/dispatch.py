@@ -13,9 +13,10 @@ from pathlib import Path
 
 from evoteam.config import Settings
 from evoteam.errors import DomainError
-from evoteam.servers.bench import core
-from evoteam.servers.bench.candidates import check_candidate_path, check_parent
-from evoteam.servers.bench.kits import Kit, discover, find_kit
+from evoteam.servers.bench.evaluation import core
+from evoteam.servers.bench.evaluation.candidates import check_candidate_path, check_parent
+from evoteam.servers.bench.formats.kit import Kit
+from evoteam.servers.bench.formats.kits import discover, find_kit
 from evoteam.servers.bench.models import Evaluation, Split
 from evoteam.servers.bench.scheduling.jobs import EvalJob
 from evoteam.servers.knowledge.store import KnowledgeStore

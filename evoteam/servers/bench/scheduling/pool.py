@@ -12,7 +12,7 @@ import subprocess
 
 from evoteam.config import Settings
 from evoteam.errors import DomainError
-from evoteam.servers.bench.kits import state_dir
+from evoteam.servers.bench.formats.kits import state_dir
 from evoteam.servers.bench.models import Evaluation
 from evoteam.servers.bench.scheduling.devices import Slot, claim_slot, local_slots, physical_gpu
 from evoteam.servers.bench.scheduling.fairqueue import FairQueue

@@ -18,7 +18,7 @@ from typing import Any
 
 from evoteam.config import Settings
 from evoteam.errors import DomainError
-from evoteam.servers.bench.kits import state_dir
+from evoteam.servers.bench.formats.kits import state_dir
 from evoteam.servers.bench.models import Evaluation
 from evoteam.servers.bench.scheduling.devices import claim_slot
 from evoteam.servers.bench.scheduling.fairqueue import FairQueue

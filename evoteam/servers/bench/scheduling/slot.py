@@ -36,8 +36,8 @@ _PR_SET_PDEATHSIG = 1
 
 async def evaluate_job(settings: Settings, job: EvalJob, warm: bool = False) -> SlotReply:
     """Evaluate ``job`` here (in this process) and say where; refuse a kit whose hash differs."""
-    from evoteam.servers.bench import core
-    from evoteam.servers.bench.kits import find_kit
+    from evoteam.servers.bench.evaluation import core
+    from evoteam.servers.bench.formats.kits import find_kit
 
     try:
         kit = find_kit(settings, job.kit)
@@ -75,7 +75,7 @@ def main() -> int:
         # harness imported) while it waits for its job.
         os.sched_setaffinity(0, [int(c) for c in sys.argv[2].split(",")])
         pinned = True
-        import evoteam.servers.bench.core  # noqa: F401 - the import is the warm-up
+        import evoteam.servers.bench.evaluation.core  # noqa: F401 - the import is the warm-up
     payload = json.loads(sys.stdin.read() or "null")
     if payload is None:  # a standby that was never used
         return 0

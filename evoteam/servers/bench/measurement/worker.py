@@ -194,7 +194,8 @@ class Worker:
         if self.mode in ("candidate", "program"):
             # Import what loading a solution needs before the jail: its private /tmp hides an
             # installation that lives there (a venv under /tmp), and Landlock forbids new reads.
-            from evoteam.servers.bench import sandbox, solutions  # noqa: F401
+            from evoteam.servers.bench.confinement import sandbox  # noqa: F401
+            from evoteam.servers.bench.formats import solutions  # noqa: F401
 
             self.sandbox_mod = sandbox
             sb = self.init["sandbox"]
@@ -229,14 +230,16 @@ class Worker:
             # Before anything can run the program: from here on, its being compiled or executed
             # in this process is reported to the harness at once (the program cannot take it back).
             watch_program(self.init["program"], self.init.get("notice_fd"), self.init.get("watch"))
-            from evoteam.servers.bench import codewatch
+            from evoteam.servers.bench.confinement import codewatch
 
             codewatch.watch_loading(self.init.get("notice_fd"), self.init.get("watch") or [],
                                     (self.init.get("sandbox") or {}).get("read") or [])
             for key, value in (self.init.get("env") or {}).items():
                 os.environ[key] = value
             path = self.init["evaluator"]
-            from evoteam.servers.bench import harness, openevolve, protocol, sandbox  # noqa: F401 - before the jail
+            from evoteam.servers.bench.measurement import cascade, harness, program, protocol  # noqa: F401 - before the jail
+            from evoteam.servers.bench.formats import openevolve  # noqa: F401 - before the jail
+            from evoteam.servers.bench.confinement import sandbox  # noqa: F401 - before the jail
 
             openevolve.install_evaluation_result_shim()  # evaluators may import openevolve.evaluation_result
             sb = self.init.get("sandbox")
@@ -268,7 +271,7 @@ class Worker:
         return self.init["reference_source"]
 
     def _import_solution(self, sol: dict):
-        from evoteam.servers.bench import solutions  # FlashInfer-Bench solutions: C++/CUDA builds
+        from evoteam.servers.bench.formats import solutions  # FlashInfer-Bench solutions: C++/CUDA builds
 
         try:
             native = solutions.load_native(sol)
@@ -639,7 +642,7 @@ class Worker:
         return {"ok": True, "result": encoded}, arrays
 
     def cmd_evaluate(self, msg: dict):
-        from evoteam.servers.bench.openevolve import run_evaluation
+        from evoteam.servers.bench.measurement.cascade import run_evaluation
 
         options = self.init.get("options")
         evaluation = run_evaluation(self.evaluator_module, self.init["program"], options or {})
@@ -672,11 +675,11 @@ def _encode_value(value, arrays: dict, np):
 
 
 def main() -> None:
-    from evoteam.servers.bench import protocol
+    from evoteam.servers.bench.measurement import protocol
 
     rfd, wfd = int(sys.argv[1]), int(sys.argv[2])
     faulthandler.enable()
-    from evoteam.servers.bench.sandbox import die_with_parent
+    from evoteam.servers.bench.confinement.sandbox import die_with_parent
 
     die_with_parent()
     reader = protocol.FrameReader(rfd)
@@ -686,7 +689,7 @@ def main() -> None:
     def reply(header: dict, arrays=None) -> None:
         viol = []
         if worker.mode in ("candidate", "program", "evaluator"):
-            from evoteam.servers.bench import sandbox
+            from evoteam.servers.bench.confinement import sandbox
 
             viol = sandbox.violations[worker.violations_seen:]
             worker.violations_seen = len(sandbox.violations)

@@ -28,11 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from evoteam.servers.bench import arena, timing
-from evoteam.servers.bench.arena import LABELS, Payload, align
-from evoteam.servers.bench.harness import WorkerFailure, WorkerProc, verify_confinement
-from evoteam.servers.bench.judge import compare_outputs, quick_match
-from evoteam.servers.bench.workerenv import tuning_env
+from evoteam.servers.bench.measurement import arena, timing
+from evoteam.servers.bench.measurement.arena import LABELS, Payload, align
+from evoteam.servers.bench.measurement.harness import WorkerFailure, WorkerProc, verify_confinement
+from evoteam.servers.bench.measurement.judge import compare_outputs, quick_match
+from evoteam.servers.bench.confinement.workerenv import tuning_env
 
 BASELINE = "baseline"
 CANDIDATE = "candidate"
@@ -114,7 +114,7 @@ class KernelSession:
                  tolerance, timing, candidate_dir: Path | None = None, candidate_file: str | None = None,
                  function: str | None = None, dps: bool | None = None, sides: list[SideSpec] | None = None,
                  use_landlock: bool = True, threads: int | None = None, worker_env: dict[str, str] | None = None):
-        from evoteam.servers.bench.jail import can_drop_privileges, pick_uid
+        from evoteam.servers.bench.confinement.jail import can_drop_privileges, pick_uid
 
         self.tolerance = tolerance
         self.timeouts = timeouts
@@ -276,7 +276,7 @@ class KernelSession:
 
     @staticmethod
     def _sched_of(w: WorkerProc) -> tuple:
-        from evoteam.servers.bench.jail import sched_state
+        from evoteam.servers.bench.confinement.jail import sched_state
 
         pid = w.proc.pid
         states = [sched_state(int(t)) for t in sorted(os.listdir(f"/proc/{pid}/task"))]

@@ -18,12 +18,13 @@ from typing import Any
 from evoteam import stats
 from evoteam.config import Settings
 from evoteam.errors import DomainError
-from evoteam.servers.bench import harness, machine, timing
-from evoteam.servers.bench.harness import WorkerFailure
-from evoteam.servers.bench.jail import stop_not_held
-from evoteam.servers.bench.kits import Kit, state_dir
+from evoteam.servers.bench.measurement import harness, machine, timing
+from evoteam.servers.bench.measurement.harness import WorkerFailure
+from evoteam.servers.bench.confinement.jail import stop_not_held
+from evoteam.servers.bench.formats.kit import Kit
+from evoteam.servers.bench.formats.kits import state_dir
 from evoteam.servers.bench.models import Evaluation, Split, WorkloadOutcome
-from evoteam.servers.bench.session import KernelSession, SideSpec, WorkloadSpec, WorkloadVerdict
+from evoteam.servers.bench.measurement.session import KernelSession, SideSpec, WorkloadSpec, WorkloadVerdict
 
 Progress = Callable[[float, float, str], Awaitable[None]]
 STATUS_ORDER = ["COMPILE_ERROR", "TIMEOUT", "RUNTIME_ERROR", "INCORRECT_SHAPE", "INCORRECT_DTYPE",

@@ -132,7 +132,7 @@ class Failure(BaseModel):
 
 
 class Evaluation(BaseModel):
-    """What a kit evaluator's worker reports (openevolve.run_evaluation)."""
+    """What a kit evaluator's worker reports (cascade.run_evaluation)."""
 
     model_config = ConfigDict(extra="ignore")
     metrics: dict[Annotated[str, Field(max_length=200)], Any] = Field(default_factory=dict, max_length=1000)

@@ -20,8 +20,8 @@ from pydantic import BaseModel, Field
 from evoteam.config import Settings
 from evoteam.errors import DomainError
 from evoteam.safepath import FIB_NAME, checked_name, inside, write_atomic
-from evoteam.servers.bench import fib, solutions
-from evoteam.servers.bench.kits import find_kit
+from evoteam.servers.bench.formats import fib, solutions, traceset
+from evoteam.servers.bench.formats.kits import find_kit
 from evoteam.servers.knowledge.models import Candidate
 from evoteam.servers.knowledge.store import KnowledgeStore
 
@@ -90,7 +90,7 @@ def _kit(settings: Settings, name: str, source: str | None):
         if not source or not Path(source).is_dir():
             raise
     if fib.is_trace_set(Path(source)):
-        return fib.find_in_trace_set(Path(source), name)
+        return traceset.find_in_trace_set(Path(source), name)
     return find_kit(settings, source)
 
 

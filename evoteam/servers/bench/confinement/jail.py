@@ -20,7 +20,7 @@ import signal
 import time
 from pathlib import Path
 
-from evoteam.servers.bench.limits import DEFAULT_PIDS, TreeLimits
+from evoteam.servers.bench.confinement.limits import DEFAULT_PIDS, TreeLimits
 
 _CG_ROOT: Path | None | bool = False  # False: not probed yet
 
@@ -329,7 +329,7 @@ def stop_not_held(sandbox: str) -> str | None:
 def protections() -> dict[str, str]:
     """What confinement this machine gives candidate workers (for doctor and results): each
     layer with 'yes' or why not."""
-    from evoteam.servers.bench import sandbox, seccomp
+    from evoteam.servers.bench.confinement import sandbox, seccomp
 
     out = {}
     abi = sandbox.landlock_abi()

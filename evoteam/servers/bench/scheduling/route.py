@@ -14,9 +14,9 @@ from pathlib import Path
 
 from evoteam.config import Settings
 from evoteam.errors import DomainError, first_leaf
-from evoteam.servers.bench import core
-from evoteam.servers.bench.candidates import check_candidate_path
-from evoteam.servers.bench.kits import find_kit
+from evoteam.servers.bench.evaluation import core
+from evoteam.servers.bench.evaluation.candidates import check_candidate_path
+from evoteam.servers.bench.formats.kits import find_kit
 from evoteam.servers.bench.models import Evaluation, Split
 from evoteam.servers.knowledge.store import KnowledgeStore
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from evoteam.config import Settings
 from evoteam.errors import DomainError, Missing
-from evoteam.servers.bench.kits import state_dir
+from evoteam.servers.bench.formats.kits import state_dir
 from evoteam.servers.knowledge.errors import Forbidden
 from evoteam.servers.knowledge.models import Candidate, CandidateCreate
 from evoteam.servers.knowledge.store import KnowledgeStore

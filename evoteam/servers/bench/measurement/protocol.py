@@ -19,10 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from evoteam.servers.bench import replies
+from evoteam.servers.bench.measurement import replies
 
 MAX_HEADER = 4 * 1024 * 1024
 ALLOWED_DTYPES = {"float64", "float32", "float16", "int64", "int32", "int16", "int8", "uint8", "bool"}
+# The environment variable that hands a confined kit evaluator the two pipe ends ("request,reply")
+# over which it asks the harness to run a program (measurement/program.py); set by the harness.
+SERVICE_VAR = "EVOTEAM_BENCH_SERVICE"
 
 
 class ProtocolError(Exception):

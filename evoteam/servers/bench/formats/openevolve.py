@@ -14,10 +14,11 @@ usually, a ``config.yaml`` loads as a kit without a ``kit.json``. From ``config.
 The score is ``combined_score`` unless configured otherwise; like OpenEvolve, without one the
 average of the numeric metrics is the fitness (and the evaluation says so).
 
-Three pieces run inside the evaluator worker process (see ``worker.py``):
+Two pieces run inside the evaluator worker process (see ``measurement/worker.py``):
 ``install_evaluation_result_shim`` (evaluators import ``openevolve.evaluation_result`` even where
-OpenEvolve is not installed), ``normalise_result`` (a dict or an ``EvaluationResult``) and
-``run_evaluation`` (direct, or the ``evaluate_stage1/2/3`` cascade with the thresholds).
+OpenEvolve is not installed) and ``normalise_result`` (a dict or an ``EvaluationResult``), which
+``measurement/cascade.py`` applies to each stage (direct ``evaluate``, or the
+``evaluate_stage1/2/3`` cascade with the thresholds).
 ``interpret`` turns metrics into a status in the harness process: a failure is never a pass.
 """
 
@@ -28,9 +29,6 @@ import hmac
 import math
 import random
 import sys
-import threading
-import time
-import traceback
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +37,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evoteam.errors import DomainError
+from evoteam.servers.bench.models import ProgramHeldout
 
 EVOLVE_START = "EVOLVE-BLOCK-START"
 EVOLVE_END = "EVOLVE-BLOCK-END"
@@ -62,19 +61,6 @@ def is_scaffold_folder(folder: Path) -> bool:
     """An OpenEvolve example or SkyDiscover/EvoDuet benchmark folder: an evaluator plus an
     initial program (config.yaml optional)."""
     return (folder / "evaluator.py").is_file() and initial_program_of(folder) is not None
-
-
-class ProgramHeldout(BaseModel):
-    """A program kit's held-out split: ``evaluate`` takes the instances as a keyword argument
-    (``argument``). The dev split passes ``dev``; the held-out split passes ``count`` values drawn
-    from ``[low, high]`` with the bench's secret, which agents never see."""
-
-    model_config = ConfigDict(extra="forbid")
-    argument: str = Field(default="seeds", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    dev: list[int] = Field(min_length=1, max_length=1000)
-    count: int = Field(default=5, ge=1, le=1000)
-    low: int = 0
-    high: int = 2**31 - 1
 
 
 class EvoteamSection(BaseModel):
@@ -340,94 +326,6 @@ def fitness(metrics: dict[str, Any]) -> float | None:
     numbers = [float(v) for k, v in metrics.items() if k != "error" and isinstance(v, (int, float))
                and not isinstance(v, bool) and math.isfinite(float(v))]
     return sum(numbers) / len(numbers) if numbers else None
-
-
-class _StageTimeout(Exception):
-    pass
-
-
-def _call_with_deadline(fn, args: tuple, kwargs: dict, timeout_s: float | None):
-    """Call ``fn`` in a thread and wait at most ``timeout_s``. A stage that overruns is
-    abandoned: the harness stops the whole worker process after the reply."""
-    if not timeout_s:
-        return fn(*args, **kwargs)
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn(*args, **kwargs)
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    if thread.is_alive():
-        raise _StageTimeout()
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
-
-
-def _failure(stage: str, exc: BaseException) -> dict[str, str]:
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return {"stderr": f"{type(exc).__name__}: {exc}", "traceback": tb[-MAX_ARTIFACT_CHARS:], "failure_stage": stage}
-
-
-def run_evaluation(module: Any, program: str, options: dict[str, Any]) -> dict[str, Any]:
-    """Evaluate ``program`` with the evaluator ``module`` as OpenEvolve would. ``options``:
-    ``cascade_thresholds`` (None: direct ``evaluate``), ``kwargs`` for ``evaluate``, ``stage_timeout_s``.
-
-    Returns ``{"metrics", "artifacts", "stages", "failure"}``; ``failure`` is None or
-    ``{"status", "message"}`` for a raised exception or a timeout (never a score)."""
-    thresholds = options.get("cascade_thresholds")
-    kwargs = dict(options.get("kwargs") or {})
-    timeout = options.get("stage_timeout_s")
-    stages: list[dict[str, Any]] = []
-    artifacts: dict[str, str] = {}
-    metrics: dict[str, Any] = {}
-    names = ["evaluate_stage1", "evaluate_stage2", "evaluate_stage3"]
-    cascade = thresholds is not None and callable(getattr(module, "evaluate_stage1", None))
-    # Stages run in order while they exist; a missing stage ends the cascade, as in OpenEvolve.
-    plan = [n for i, n in enumerate(names) if all(callable(getattr(module, m, None)) for m in names[:i + 1])] \
-        if cascade else ["evaluate"]
-    for i, name in enumerate(plan):
-        fn = getattr(module, name)
-        start = time.perf_counter()
-        try:
-            # Keyword arguments (evaluator_args, held-out instances) go to evaluate() only.
-            result = _call_with_deadline(fn, (program,), kwargs if name == "evaluate" else {}, timeout)
-            stage_metrics, stage_artifacts = normalise_result(result)
-        except _StageTimeout:
-            stages.append({"stage": name, "status": "TIMEOUT", "wall_s": round(time.perf_counter() - start, 3)})
-            return {"metrics": metrics, "artifacts": artifacts, "stages": stages,
-                    "failure": {"status": "TIMEOUT", "message": f"{name} did not finish within {timeout:g} s "
-                                                                "(evaluator.timeout) and was stopped"}}
-        except BaseException as exc:  # noqa: BLE001 - the evaluator's or the program's failure
-            from evoteam.servers.bench.sandbox import ProgramFailure
-
-            artifacts.update(_failure(name, exc))
-            if isinstance(exc, ProgramFailure):  # evoteam's run_program says what went wrong
-                status, message = exc.status, exc.message
-            else:
-                status, message = "RUNTIME_ERROR", f"{name} raised {type(exc).__name__}: {exc}"
-            stages.append({"stage": name, "status": status, "wall_s": round(time.perf_counter() - start, 3)})
-            return {"metrics": metrics, "artifacts": artifacts, "stages": stages,
-                    "failure": {"status": status, "message": message}}
-        metrics.update(stage_metrics)
-        artifacts.update(stage_artifacts)
-        score = fitness(stage_metrics)
-        row: dict[str, Any] = {"stage": name, "fitness": score, "wall_s": round(time.perf_counter() - start, 3)}
-        stages.append(row)
-        if cascade and i < len(plan) - 1:
-            threshold = thresholds[i] if i < len(thresholds) else None
-            if threshold is None:
-                break
-            row["threshold"] = threshold
-            row["passed"] = score is not None and score >= threshold
-            if not row["passed"]:
-                break
-    return {"metrics": metrics, "artifacts": artifacts, "stages": stages, "failure": None}
 
 
 # ---------------------------------------------------------------- interpreting metrics (harness side)

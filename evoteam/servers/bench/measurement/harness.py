@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from evoteam.servers.bench import protocol, replies
-from evoteam.servers.bench.workerenv import tuning_env
+from evoteam.servers.bench.measurement import protocol, replies
+from evoteam.servers.bench.confinement.workerenv import tuning_env
 
 OUTPUT_CAP_BYTES = 1 << 20  # what a worker may print before it is stopped
 PIPE_EARLY_BYTES = 1 << 15  # a message this small fits in the pipe while its reader is stopped
@@ -110,7 +110,7 @@ class WorkerProc:
     def __init__(self, label: str, init: dict, scratch: Path, memory_mb: int | None,
                  extra_env: dict[str, str] | None = None, untrusted_code: bool = False, arena: bool = False,
                  extra_fds: tuple[int, ...] = (), tree_memory_mb: int | None = None):
-        from evoteam.servers.bench.jail import Jail
+        from evoteam.servers.bench.confinement.jail import Jail
 
         self.label = label
         self.memory_mb = memory_mb
@@ -137,7 +137,7 @@ class WorkerProc:
             except OSError:
                 pass
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-B", "-m", "evoteam.servers.bench.worker", str(c_r), str(c_w)],
+            [sys.executable, "-I", "-B", "-m", "evoteam.servers.bench.measurement.worker", str(c_r), str(c_w)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             pass_fds=(c_r, c_w, *pass_fds), cwd=str(scratch), env=_worker_env(scratch, extra_env),
             start_new_session=True, close_fds=True)
@@ -420,7 +420,7 @@ def _program_call(source: bytes, function: str, kwargs: dict, timeout_s: float, 
                   worker_env: dict[str, str] | None = None) -> tuple[dict, dict]:
     """Run ``function(**kwargs)`` of a program (its source) in a confined worker; the worker's
     reply, encoded."""
-    from evoteam.servers.bench.jail import can_drop_privileges, pick_uid
+    from evoteam.servers.bench.confinement.jail import can_drop_privileges, pick_uid
 
     scratch = Path(tempfile.mkdtemp(prefix="evoteam-program-"))
     try:
@@ -478,8 +478,8 @@ def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: i
     ``evaluator_reads``: read-only paths beside the kit its manifest declares (a benchmark suite's
     shared runtime). The evaluator may start a session of its own (``start_new_session``) where
     the jail still reaches the whole tree: by cgroup, or by the evaluator's own uid."""
-    from evoteam.servers.bench.jail import can_drop_privileges, cgroup_root, pick_uid
-    from evoteam.servers.bench.sandbox import SERVICE_VAR
+    from evoteam.servers.bench.confinement.jail import can_drop_privileges, cgroup_root, pick_uid
+    from evoteam.servers.bench.measurement.protocol import SERVICE_VAR
 
     scratch = Path(tempfile.mkdtemp(prefix="evoteam-evaluator-"))
     # The program's folder is read-only to the evaluator and what it starts (no file can be

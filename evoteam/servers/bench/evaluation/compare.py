@@ -15,9 +15,9 @@ import shutil
 from evoteam import stats
 from evoteam.config import Settings
 from evoteam.errors import DomainError
-from evoteam.servers.bench import timing
-from evoteam.servers.bench.batch import run_kernel_batch
-from evoteam.servers.bench.core import (
+from evoteam.servers.bench.measurement import timing
+from evoteam.servers.bench.measurement.batch import run_kernel_batch
+from evoteam.servers.bench.evaluation.core import (
     Progress,
     _deny_roots,
     _noop,
@@ -26,9 +26,9 @@ from evoteam.servers.bench.core import (
     prepare_candidate,
     stored_code,
 )
-from evoteam.servers.bench.kits import find_kit
+from evoteam.servers.bench.formats.kits import find_kit
 from evoteam.servers.bench.models import ComparedSide, Comparison, Evaluation, Split, WorkloadComparison
-from evoteam.servers.bench.session import SideSpec
+from evoteam.servers.bench.measurement.session import SideSpec
 from evoteam.servers.knowledge.store import KnowledgeStore
 
 MESSAGE_LIMIT = 300

@@ -1,4 +1,5 @@
-"""The bench's core: list and describe kits, evaluate candidates, compare two candidates.
+"""The bench's core: evaluate a candidate here and record it (listing and describing kits is
+``catalog.py``'s, comparing two candidates ``compare.py``'s).
 
 ``evaluate_candidate`` is the one entry point the MCP server, the CLI and the supervisor share.
 It runs the harness (in threads: the harness blocks), and records the candidate in the knowledge
@@ -18,23 +19,16 @@ from typing import Any
 from evoteam.config import Settings
 from evoteam import stats
 from evoteam.codehash import code_hash
-from evoteam.servers.bench import fib, harness, openevolve, redact, solutions
-from evoteam.servers.bench.batch import STATUS_ORDER, run_kernel_batch, timing_method
-from evoteam.servers.bench.candidates import check_candidate_path, check_parent, record_measured, state_paths
-from evoteam.servers.bench.harness import WorkerFailure
-from evoteam.servers.bench.heldout_key import heldout_set_id
-from evoteam.servers.bench.session import CANDIDATE, SideSpec, WorkloadSpec
-from evoteam.servers.bench.kits import Kit, discover, find_kit, heldout_secret, kit_dirs, state_dir
-from evoteam.servers.bench.models import (
-    Evaluation,
-    KitDetail,
-    KitList,
-    KitSummary,
-    Split,
-    WorkloadInfo,
-    WorkloadOutcome,
-)
-from evoteam.servers.bench.workerenv import tuning_env
+from evoteam.servers.bench.formats import fib, openevolve, solutions
+from evoteam.servers.bench.measurement import harness, redact
+from evoteam.servers.bench.measurement.batch import STATUS_ORDER, run_kernel_batch
+from evoteam.servers.bench.evaluation.candidates import check_candidate_path, check_parent, record_measured, state_paths
+from evoteam.servers.bench.measurement.harness import WorkerFailure
+from evoteam.servers.bench.formats.heldout_key import heldout_set_id
+from evoteam.servers.bench.measurement.session import CANDIDATE, SideSpec, WorkloadSpec
+from evoteam.servers.bench.formats.kit import Kit
+from evoteam.servers.bench.formats.kits import find_kit, heldout_secret, kit_dirs, state_dir
+from evoteam.servers.bench.models import Evaluation, Split, WorkloadOutcome
 from evoteam.errors import DomainError, Missing
 from evoteam.servers.knowledge.models import (
     CandidateCreate,
@@ -46,77 +40,6 @@ from evoteam.servers.knowledge.store import KnowledgeStore
 
 Progress = Callable[[float, float, str], Awaitable[None]]
 MAX_CODE = 2_000_000
-
-
-# ---------------------------------------------------------------- kits
-
-
-def _page(items: list, limit: int, cursor: str | None) -> tuple[list, str | None]:
-    try:
-        start = int(cursor) if cursor else 0
-        if not 0 <= start < 2**62:
-            raise ValueError
-    except ValueError:
-        raise DomainError("bad cursor; pass back the next_cursor of the previous page") from None
-    limit = max(1, min(limit, 100))
-    chunk = items[start:start + limit]
-    nxt = str(start + limit) if start + limit < len(items) else None
-    return chunk, nxt
-
-
-def list_kits(settings: Settings, kind: str | None = None, limit: int = 20, cursor: str | None = None) -> KitList:
-    rows = []
-    for kit in discover(settings).values():
-        if kind and kit.manifest.kind != kind:
-            continue
-        ok, reason = kit.availability()
-        rows.append(KitSummary(name=kit.name, kind=kit.manifest.kind, device=kit.manifest.device,
-                               direction=kit.manifest.direction, goal=kit.manifest.goal.strip().splitlines()[0][:200],
-                               available=ok, unavailable_reason=reason))
-    chunk, nxt = _page(rows, limit, cursor)
-    return KitList(items=chunk, total=len(rows), next_cursor=nxt)
-
-
-def _signature(kit: Kit) -> str:
-    d = kit.definition
-    ins = ", ".join(f"{n}: {s.dtype}[{', '.join(s.shape)}]" if s.shape is not None else f"{n}: {s.dtype}"
-                    for n, s in d.inputs.items())
-    outs = ", ".join(f"{n}: {s.dtype}[{', '.join(s.shape or [])}]" for n, s in d.outputs.items())
-    return (f"{kit.manifest.entry}({ins}) -> ({outs}). Inputs come positionally in this order; return the outputs "
-            f"in this order (a tuple, or a dict by name). With DESTINATION_PASSING_STYLE = True at module level the "
-            f"outputs are passed as extra arguments after the inputs and must be written in place.")
-
-
-def describe_kit(settings: Settings, name: str, detail: bool = False) -> KitDetail:
-    kit = find_kit(settings, name)
-    m = kit.manifest
-    ok, reason = kit.availability()
-    start = kit.starting_point()
-    out = KitDetail(name=kit.name, kind=m.kind, device=m.device, framework=m.framework, goal=m.goal,
-                    direction=m.direction, x0=m.x0, best_known=m.best_known, available=ok,
-                    unavailable_reason=reason, starting_point=str(start) if start else None,
-                    # What the harness will pass to every worker (threads apply to CPU kernel kits).
-                    worker_env=tuning_env(m.threads if m.kind == "kernel" else None, m.device == "cuda",
-                                          m.worker_env))
-    if m.kind == "kernel":
-        _, label = kit.baseline_solution()
-        out.entry = m.entry
-        out.signature = _signature(kit)
-        out.tolerance = m.tolerance
-        out.dev_workloads = [WorkloadInfo(name=w.uuid, axes=w.axes) for w in kit.dev_workloads()]
-        out.heldout_count = m.heldout.count if m.heldout else 0
-        out.baseline = label
-        out.timing_note = m.timing_note
-        out.timing_method = timing_method(kit)
-        out.solutions = sorted(kit.solutions()) if hasattr(kit, "solutions") else []
-        if detail:
-            out.reference = kit.definition.reference
-            out.definition = kit.definition.model_dump(exclude={"reference"})
-    else:
-        out.entry = "a program file; the kit's evaluator runs it"
-        out.signature = f"score = metric {m.objective!r} from the kit's evaluator ({m.direction})"
-        out.heldout_count = m.program_heldout.count if m.program_heldout else 0
-    return out
 
 
 # ---------------------------------------------------------------- candidates
@@ -251,7 +174,7 @@ async def _run_kernel(settings: Settings, kit: Kit, cand: PreparedCandidate, spl
 IN_PROCESS_FLAG = ("the kit's evaluator ran the program inside its own process (it imported or exec'd it), where "
                    "the program can change how it is scored: the score is kept but does not rank until a person "
                    "reviews it (`evoteam kb review`). An evaluator that runs the program with evoteam's "
-                   "sandbox.run_program, or in a subprocess, gives scores that rank (docs/kits.md)")
+                   "program.run_program, or in a subprocess, gives scores that rank (docs/kits.md)")
 
 
 async def _run_program(settings: Settings, kit: Kit, cand: PreparedCandidate, split: Split,

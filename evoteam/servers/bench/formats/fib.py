@@ -1,4 +1,4 @@
-"""FlashInfer-Bench trace sets as a kit source, FIB workload inputs, and FIB Trace export.
+"""FlashInfer-Bench's formats and rules: trace sets, defaults, workload inputs, environment.
 
 A trace-set root holds ``definitions/<op_type>/<name>.json``, ``workloads/<op_type>/<name>.jsonl``
 (one workload trace per line), ``solutions/<author>/<op_type>/<name>/<solution>.json`` and the
@@ -14,6 +14,7 @@ when no GPU is visible, and its timings are then marked as not representative).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import platform
 import struct
@@ -24,8 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from evoteam.errors import DomainError
-from evoteam.servers.bench.kits import Kit, cuda_available
-from evoteam.servers.bench.models import Definition, KitManifest, Solution, Tolerance, Workload
+from evoteam.servers.bench.models import Definition, Solution, Tolerance, Workload
 
 FIB_ATOL = 1e-2
 FIB_RTOL = 1e-2
@@ -39,6 +39,20 @@ SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF1
 
 
 # ---------------------------------------------------------------- devices and defaults
+
+
+def cuda_available() -> tuple[bool, str | None]:
+    """(whether torch sees a CUDA GPU here, why not): FIB's defaults and kernel kits' requirements
+    both depend on it."""
+    if importlib.util.find_spec("torch") is None:
+        return False, "needs torch with CUDA; torch is not installed"
+    try:
+        import torch
+    except Exception as exc:  # pragma: no cover - broken installs
+        return False, f"torch fails to import: {exc}"
+    if not torch.cuda.is_available():
+        return False, "needs a CUDA GPU; none is visible on this machine"
+    return True, None
 
 
 def default_device(reference: str) -> tuple[str, str, str | None]:
@@ -113,84 +127,6 @@ class TraceSet:
                 if path.name != "kit.json" or data.get("name") == name:
                     return data
         return {}
-
-
-def trace_set_kits(root: Path):
-    """Every definition of the trace set at ``root`` as a kit (definition name -> kit)."""
-    ts = TraceSet(root)
-    kits = {}
-    for name in ts.definitions:
-        try:
-            kits[name] = TraceSetKit(ts, name)
-        except DomainError as exc:  # a bad override: that kit is left out, the others load
-            ts.problems.append(str(exc))
-    return kits
-
-
-def find_in_trace_set(path: Path, name: str | None = None):
-    """The kit for ``path``: a trace-set root with one definition (or ``name``), or a definition
-    JSON file inside a trace set."""
-    path = path.resolve()
-    if path.is_file():
-        root = next((p for p in path.parents if is_trace_set(p)), None)
-        if root is None:
-            return None
-        ts = TraceSet(root)
-        for def_name, (def_path, _) in ts.definitions.items():
-            if def_path == path:
-                return TraceSetKit(ts, def_name)
-        raise DomainError(f"{path} is not a valid definition of the trace set {root}")
-    kits = trace_set_kits(path)
-    if name and name in kits:
-        return kits[name]
-    if len(kits) == 1:
-        return next(iter(kits.values()))
-    names = ", ".join(sorted(kits)) or "none"
-    raise DomainError(f"the trace set {path} holds several definitions ({names}); name one (add the trace set to "
-                      "kits_dirs and pass the definition's name, or pass the definition's JSON file)")
-
-
-class TraceSetKit(Kit):
-    """One definition of a trace set as a kernel kit."""
-
-    def __init__(self, ts: TraceSet, name: str):
-        path, definition = ts.definitions[name]
-        device, framework, note = default_device(definition.reference)
-        base = dict(name=name, kind="kernel", goal=definition.description or definition.name, device=device,
-                    framework=framework, requires=["torch", "safetensors"] if framework == "torch" else [],
-                    definition=str(path.relative_to(ts.root)), x0=1.0, tolerance=fib_tolerance().model_dump(),
-                    timeouts={"startup_s": FIB_STARTUP_S, "workload_s": 120.0}, timing_note=note)
-        override = {k: v for k, v in ts.override(name).items()
-                    if k not in ("name", "kind", "definition", "workloads", "inputs", "examples")}
-        try:
-            manifest = KitManifest(**{**base, **override})
-        except ValidationError as exc:
-            raise DomainError(f"kit {name}: bad kit.json override: {exc}") from exc
-        super().__init__(ts.root, manifest)
-        self.trace_set, self.def_name = ts, name
-
-    def dev_workloads(self) -> list[Workload]:
-        out = []
-        for path in self.trace_set.workload_files.get(self.def_name, []):
-            for n, line in enumerate(path.read_text().splitlines(), 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                    if row.get("definition", self.def_name) != self.def_name:
-                        continue
-                    out.append(Workload(**row.get("workload", row)))
-                except (ValueError, ValidationError, AttributeError, TypeError) as exc:
-                    raise DomainError(f"kit {self.name}: {path.relative_to(self.root)} line {n} is not a "
-                                      f"workload: {exc}") from exc
-        return out
-
-    def solutions(self) -> dict[str, Path]:
-        """This definition's solutions in the trace set, by name."""
-        out = {}
-        for path in self.trace_set.solution_files.get(self.def_name, []):
-            out.setdefault(Solution(**_load_json(path)).name, path)
-        return out
 
 
 # ---------------------------------------------------------------- workload inputs
@@ -277,7 +213,7 @@ def inputs_source(kit, workloads: list[Workload]) -> str:
             {n: ({"type": "safetensors", "path": str(resolve_blob(kit.root, s.path)), "key": s.tensor_key}
                  if s.type == "safetensors" else {"type": s.type, "value": s.value})
              for n, s in w.inputs.items()})
-    return ("from evoteam.servers.bench.fib_inputs import WorkloadInputs as _WorkloadInputs\n"
+    return ("from evoteam.servers.bench.formats.fib_inputs import WorkloadInputs as _WorkloadInputs\n"
             f"_plan = _WorkloadInputs({json.dumps(plan)!r}, {WORKLOAD_AXIS!r})\n"
             "def make_inputs(axes, seed, device):\n"
             "    return _plan.make(axes, seed, device)\n")

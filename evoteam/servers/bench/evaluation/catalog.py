@@ -1,0 +1,81 @@
+"""What an agent sees of the kits before it evaluates: the list of kits and one kit's details
+(goal, the signature a candidate implements, tolerances, dev workloads, the worker environment
+and how it is timed)."""
+
+from __future__ import annotations
+
+from evoteam.config import Settings
+from evoteam.errors import DomainError
+from evoteam.servers.bench.confinement.workerenv import tuning_env
+from evoteam.servers.bench.formats.kit import Kit
+from evoteam.servers.bench.formats.kits import discover, find_kit
+from evoteam.servers.bench.measurement.batch import timing_method
+from evoteam.servers.bench.models import KitDetail, KitList, KitSummary, WorkloadInfo
+
+
+def _page(items: list, limit: int, cursor: str | None) -> tuple[list, str | None]:
+    try:
+        start = int(cursor) if cursor else 0
+        if not 0 <= start < 2**62:
+            raise ValueError
+    except ValueError:
+        raise DomainError("bad cursor; pass back the next_cursor of the previous page") from None
+    limit = max(1, min(limit, 100))
+    chunk = items[start:start + limit]
+    nxt = str(start + limit) if start + limit < len(items) else None
+    return chunk, nxt
+
+
+def list_kits(settings: Settings, kind: str | None = None, limit: int = 20, cursor: str | None = None) -> KitList:
+    rows = []
+    for kit in discover(settings).values():
+        if kind and kit.manifest.kind != kind:
+            continue
+        ok, reason = kit.availability()
+        rows.append(KitSummary(name=kit.name, kind=kit.manifest.kind, device=kit.manifest.device,
+                               direction=kit.manifest.direction, goal=kit.manifest.goal.strip().splitlines()[0][:200],
+                               available=ok, unavailable_reason=reason))
+    chunk, nxt = _page(rows, limit, cursor)
+    return KitList(items=chunk, total=len(rows), next_cursor=nxt)
+
+
+def _signature(kit: Kit) -> str:
+    d = kit.definition
+    ins = ", ".join(f"{n}: {s.dtype}[{', '.join(s.shape)}]" if s.shape is not None else f"{n}: {s.dtype}"
+                    for n, s in d.inputs.items())
+    outs = ", ".join(f"{n}: {s.dtype}[{', '.join(s.shape or [])}]" for n, s in d.outputs.items())
+    return (f"{kit.manifest.entry}({ins}) -> ({outs}). Inputs come positionally in this order; return the outputs "
+            f"in this order (a tuple, or a dict by name). With DESTINATION_PASSING_STYLE = True at module level the "
+            f"outputs are passed as extra arguments after the inputs and must be written in place.")
+
+
+def describe_kit(settings: Settings, name: str, detail: bool = False) -> KitDetail:
+    kit = find_kit(settings, name)
+    m = kit.manifest
+    ok, reason = kit.availability()
+    start = kit.starting_point()
+    out = KitDetail(name=kit.name, kind=m.kind, device=m.device, framework=m.framework, goal=m.goal,
+                    direction=m.direction, x0=m.x0, best_known=m.best_known, available=ok,
+                    unavailable_reason=reason, starting_point=str(start) if start else None,
+                    # What the harness will pass to every worker (threads apply to CPU kernel kits).
+                    worker_env=tuning_env(m.threads if m.kind == "kernel" else None, m.device == "cuda",
+                                          m.worker_env))
+    if m.kind == "kernel":
+        _, label = kit.baseline_solution()
+        out.entry = m.entry
+        out.signature = _signature(kit)
+        out.tolerance = m.tolerance
+        out.dev_workloads = [WorkloadInfo(name=w.uuid, axes=w.axes) for w in kit.dev_workloads()]
+        out.heldout_count = m.heldout.count if m.heldout else 0
+        out.baseline = label
+        out.timing_note = m.timing_note
+        out.timing_method = timing_method(kit)
+        out.solutions = sorted(kit.solutions()) if hasattr(kit, "solutions") else []
+        if detail:
+            out.reference = kit.definition.reference
+            out.definition = kit.definition.model_dump(exclude={"reference"})
+    else:
+        out.entry = "a program file; the kit's evaluator runs it"
+        out.signature = f"score = metric {m.objective!r} from the kit's evaluator ({m.direction})"
+        out.heldout_count = m.program_heldout.count if m.program_heldout else 0
+    return out
