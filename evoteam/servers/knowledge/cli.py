@@ -5,32 +5,18 @@ The store, its models and pydantic are imported inside each command, not here: `
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from evoteam.exitcodes import cli_error
+from evoteam.servers.knowledge import cli_lineage, cli_records
+from evoteam.servers.knowledge.cli_support import open_store
+from evoteam.servers.knowledge.cli_support import run_store_call as _run
 
 if TYPE_CHECKING:
     from evoteam.config import Settings
-
-
-def _run(coro):
-    from evoteam.servers.knowledge.errors import StoreError
-
-    try:
-        return asyncio.run(coro)
-    except StoreError as exc:
-        raise cli_error(exc) from exc
-
-
-def open_store(settings, actor=None):
-    from evoteam.servers.knowledge.connect import open_store as open_it
-
-    return open_it(settings, actor)
 
 
 def _local_store(path, **kwargs):
@@ -295,8 +281,7 @@ def token_revoke(settings: Settings, token_id) -> None:
     click.echo(f"revoked {token_id}")
 
 
+for _command in (*cli_records.COMMANDS, *cli_lineage.COMMANDS):
+    kb.add_command(_command)
+
 COMMANDS = [kb, token]
-
-
-from evoteam.servers.knowledge import cli_records  # noqa: E402,F401  (registers kb history, kb candidates)
-from evoteam.servers.knowledge import cli_lineage  # noqa: E402,F401  (registers kb finish, resume, prior)

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 import click
 
 from evoteam.errors import Missing
-from evoteam.servers.knowledge.cli import _run, kb, open_store
+from evoteam.servers.knowledge.cli_support import open_store
+from evoteam.servers.knowledge.cli_support import run_store_call as _run
 
 if TYPE_CHECKING:  # `evoteam kb --help` must not import pydantic (tests/test_cli_help.py)
     from evoteam.config import Settings
@@ -23,7 +24,7 @@ def _set_status(settings: Settings, run_id: str, status: str, reason: str | None
     return _run(go())
 
 
-@kb.command("finish")
+@click.command("finish")
 @click.argument("run_id")
 @click.option("--reason", required=True, help="Why the run ends: its result, or why it stops.")
 @click.option("--pause", "status", flag_value="paused", help="Pause it instead (resume with `kb resume`).")
@@ -41,7 +42,7 @@ def finish_cmd(settings: Settings, run_id, reason, status, as_json) -> None:
     click.echo(f"{run.id} {run.status}: {run.status_reason} (best {best})")
 
 
-@kb.command("resume")
+@click.command("resume")
 @click.argument("run_id")
 @click.pass_obj
 def resume_cmd(settings: Settings, run_id) -> None:
@@ -62,7 +63,7 @@ def _known_kit(settings: Settings, kit: str) -> bool:
     return True
 
 
-@kb.command("prior")
+@click.command("prior")
 @click.argument("kit")
 @click.option("--json", "as_json", is_flag=True, help="Print the prior work as JSON.")
 @click.pass_obj
@@ -82,3 +83,6 @@ def prior_cmd(settings: Settings, kit, as_json) -> None:
         click.echo(prior.model_dump_json(indent=2))
         return
     click.echo(render_prior(prior) or f"no earlier runs of {kit} in this project")
+
+
+COMMANDS = [finish_cmd, resume_cmd, prior_cmd]

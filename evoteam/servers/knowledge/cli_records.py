@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from evoteam.servers.knowledge.cli import _run, kb, open_store
+from evoteam.servers.knowledge.cli_support import open_store
+from evoteam.servers.knowledge.cli_support import run_store_call as _run
 
 if TYPE_CHECKING:
     from evoteam.config import Settings
@@ -45,7 +46,7 @@ def _who(provenance) -> str:
     return f"{provenance.role or provenance.user}{version}"
 
 
-@kb.command("history")
+@click.command("history")
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True, help="The entries as JSON.")
 @click.pass_obj
@@ -65,7 +66,7 @@ def history_cmd(settings: Settings, run_id, as_json) -> None:
                 click.echo(f"  {label}: {text.strip()}")
 
 
-@kb.command("candidates")
+@click.command("candidates")
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True, help="The candidates as JSON.")
 @click.pass_obj
@@ -81,3 +82,6 @@ def candidates_cmd(settings: Settings, run_id, as_json) -> None:
         flag = "  FLAGGED" if c.flagged else ""
         parent = f"  parent {c.parent_id}" if c.parent_id else ""
         click.echo(f"{c.id}  {c.status:<20} score {score:<10} {c.split:<8} {_who(c.provenance)}{parent}{flag}")
+
+
+COMMANDS = [history_cmd, candidates_cmd]
