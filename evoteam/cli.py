@@ -171,7 +171,9 @@ def serve(server, use_http, host, port, allowed_hosts, allowed_origins, knowledg
             raise click.UsageError("only the knowledge server is served over HTTP; the others run over stdio")
         if settings.remote:
             raise click.UsageError("a shared knowledge server keeps its own store file: unset EVOTEAM_KNOWLEDGE_URL")
-        _one_line_on_failure(lambda: module.serve_http(
+        from evoteam.servers.knowledge.http import run_http
+
+        _one_line_on_failure(lambda: run_http(
             settings, host=host, port=port, allowed_hosts=list(allowed_hosts), allowed_origins=list(allowed_origins),
             tls_cert=tls_cert, tls_key=tls_key))
     else:

@@ -14,10 +14,10 @@ from evoteam import stats
 from evoteam.servers.knowledge.models import Run, WorkloadResult
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.verified import ranks
+from evoteam.report.listing import all_candidates
 from evoteam.report.remeasure import MeasurementSet, latest_measurement_set
 from evoteam.servers.retrieval.models import RetrievalSeries
 
-_PAGE = 100
 FAILED_SHOWN = 50  # failed candidates whose message the report reads and lists
 
 
@@ -128,16 +128,6 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
     better = est.lo > none if direction == "maximize" or kind == "kernel" else est.hi < none
     vp.gain, vp.gain_interval, vp.significant = est.value, est.interval, bool(est.coverage > 0 and better)
     vp.gain_is_ratio = kind == "kernel"
-
-
-async def all_candidates(store: KnowledgeStore, run_id: str) -> list:
-    out, cursor = [], None
-    while True:
-        page = await store.list_candidates(run_id, limit=_PAGE, cursor=cursor)
-        out.extend(page.items)
-        cursor = page.next_cursor
-        if not cursor:
-            return out
 
 
 async def gather(store: KnowledgeStore, run_id: str) -> RunReport:

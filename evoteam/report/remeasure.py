@@ -26,6 +26,7 @@ from evoteam import stats
 from evoteam.config import Settings
 from evoteam.servers.knowledge.models import ArtifactCreate, CandidateSummary
 from evoteam.servers.knowledge.store import KnowledgeStore
+from evoteam.report.listing import all_candidates
 from evoteam.servers.knowledge.verified import ranks
 
 KIND = "measurement_set"
@@ -109,8 +110,6 @@ def judge(mset: MeasurementSet) -> None:
 async def finalists(store: KnowledgeStore, run_id: str) -> list[CandidateSummary]:
     """The best ranked candidate of each team version (candidates of no version count as one group),
     best by the pessimistic end of its interval."""
-    from evoteam.report.data import all_candidates
-
     run = await store.get_run(run_id)
     best: dict[int | None, tuple[float, CandidateSummary]] = {}
     for c in await all_candidates(store, run_id):

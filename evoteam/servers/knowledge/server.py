@@ -36,7 +36,6 @@ from evoteam.servers.knowledge.models import (
     Page,
     Run,
     RunStatus,
-    SearchHit,
     SearchPage,
     SearchKind,
     Trajectory,
@@ -331,11 +330,3 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
 
 def serve_stdio(settings: Settings) -> None:
     build_server(settings).run()
-
-
-def serve_http(settings: Settings, host: str, port: int, allowed_hosts: list[str],
-               allowed_origins: list[str], tls_cert: str | None = None, tls_key: str | None = None) -> None:
-    from evoteam.servers.knowledge.http import run_http
-
-    run_http(settings, host=host, port=port, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins,
-             tls_cert=tls_cert, tls_key=tls_key)
