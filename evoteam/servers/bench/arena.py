@@ -9,6 +9,7 @@ reports, which are checked.
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,18 +23,35 @@ LABELS = {"float64": np.float64, "float32": np.float32, "float16": np.float16, "
 MAX_OUTPUT_BYTES = 1 << 31
 
 
-def _from_raw(label: str, data: bytes | np.ndarray, shape: list[int]) -> np.ndarray:
+def from_raw(label: str, data: bytes | np.ndarray, shape: list[int]) -> np.ndarray:
+    """An array of the given dtype label and shape over raw bytes (bfloat16 widened to float32)."""
     arr = np.frombuffer(data, dtype=LABELS[label]).reshape(shape)
     if label == "bfloat16":  # the top half of a float32
         arr = (arr.astype(np.uint32) << 16).view(np.float32)
     return arr
 
 
+def _libc_memcmp():
+    try:
+        fn = ctypes.CDLL(None).memcmp
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t), ctypes.c_int
+    return fn
+
+
+_MEMCMP = _libc_memcmp()
+
+
 def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
-    """Byte-for-byte equality of two flat uint8 arrays, compared 8 bytes at a time where the
-    size allows (half the time of a byte-wise compare on large inputs)."""
+    """Byte-for-byte equality of two flat, contiguous uint8 arrays: libc's memcmp where there is
+    one (one pass, no temporary; a fifth of numpy's time on an 8 MB input), numpy otherwise."""
     if a.nbytes != b.nbytes:
         return False
+    if not a.nbytes:
+        return True
+    if _MEMCMP is not None and a.flags.c_contiguous and b.flags.c_contiguous:
+        return _MEMCMP(a.ctypes.data, b.ctypes.data, a.nbytes) == 0
     if a.nbytes % 8 == 0:
         return np.array_equal(a.view(np.uint64), b.view(np.uint64))
     return np.array_equal(a, b)
@@ -51,12 +69,17 @@ class Payload:
     blobs: dict[str, np.ndarray]  # uint8
 
 
-def fill(w: WorkerProc, layout: dict, payload: Payload) -> None:
-    """Write one call's inputs (and NaN-filled output slots) while the worker is stopped."""
+def fill(w: WorkerProc, layout: dict, payload: Payload, outputs: bool = True) -> None:
+    """Write one call's inputs while the worker is stopped, and with ``outputs`` (a solution in
+    destination passing style, which writes into them) NaN-fill the output slots. A solution
+    that returns its outputs has no use for the slots: what it returns, wherever it lies, is
+    checked against the baseline's for these very inputs, so stale bytes there cannot pass."""
     mm = w.arena_map
     for spec in layout["inputs"]:
         if "offset" in spec:
             mm[spec["offset"]:spec["offset"] + spec["nbytes"]] = payload.blobs[spec["name"]]
+    if not outputs:
+        return
     for spec in layout["outputs"]:
         fill = w.nan_fill.get(spec["name"])
         if fill is None:
@@ -120,5 +143,5 @@ def capture(w: WorkerProc, out_names: list[str], read_by_pipe: bool, header: dic
         if data is None or len(data) != nbytes:
             raise w._malformed(f"output {name!r} could not be read ({nbytes} bytes)")
         meta.append({"name": name, "dtype": label, "shape": shape})
-        got[name] = _from_raw(label, data, shape)
+        got[name] = from_raw(label, data, shape)
     return meta, got

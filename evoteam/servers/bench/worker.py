@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import faulthandler
 import gc
-import hashlib
 import importlib.util
 import math
 import os
@@ -32,7 +31,6 @@ import traceback
 # Bound before any candidate code runs.
 _PC_NS = time.perf_counter_ns
 _PC = time.perf_counter
-_SHA = hashlib.sha256
 _GC_DISABLE = gc.disable
 _GC_ENABLE = gc.enable
 
@@ -343,21 +341,6 @@ class Worker:
     def _is_tensor(self, x) -> bool:
         return self.torch is not None and isinstance(x, self.torch.Tensor)
 
-    def _bytes(self, x) -> bytes:
-        np = self.np
-        if self._is_tensor(x):
-            t = x.detach().contiguous().cpu().reshape(-1)
-            return t.view(self.torch.uint8).numpy().tobytes() if t.numel() else b""
-        if isinstance(x, np.ndarray):
-            return np.ascontiguousarray(x).tobytes() + repr((x.dtype.str, x.shape)).encode()
-        return repr(x).encode()
-
-    def digest(self, values: list) -> str:
-        h = _SHA()
-        for v in values:
-            h.update(self._bytes(v))
-        return h.hexdigest()
-
     # ------------------------------------------------------------ calling
 
     def _alloc_outputs(self, axes: dict) -> list:
@@ -422,29 +405,6 @@ class Worker:
                       f"{self.in_names[ii]!r}; return newly allocated outputs (inputs must stay unchanged)",
                       flagged=True)
 
-    def _encode_outputs(self, outs: list, who: str):
-        np = self.np
-        meta, arrays = [], {}
-        for i, o in enumerate(outs):
-            name = self.out_names[i] if i < len(self.out_names) else f"out{i}"
-            if self._is_tensor(o):
-                dtype = str(o.dtype).replace("torch.", "")
-                shape = list(o.shape)
-                data = o.detach().to(self.torch.float64).cpu().numpy()
-            elif isinstance(o, np.ndarray):
-                dtype, shape = o.dtype.name, list(o.shape)
-                if o.dtype.kind not in "fiub":
-                    raise Failure("INCORRECT_DTYPE", f"{who} output {name!r} has dtype {o.dtype}")
-                data = o.astype(np.float64)
-            elif isinstance(o, (int, float)) and not isinstance(o, bool):
-                dtype, shape, data = "python_scalar", [], np.asarray(float(o))
-            else:
-                raise Failure("INCORRECT_DTYPE", f"{who} output {name!r} is a {type(o).__name__}, not an "
-                              f"array{' or tensor' if self.torch is not None else ''}")
-            meta.append({"name": name, "dtype": dtype, "shape": shape})
-            arrays[name] = data
-        return meta, arrays
-
     def _sync(self) -> None:
         if self.torch is not None and self.device.startswith("cuda"):
             self.torch.cuda.synchronize()
@@ -459,27 +419,6 @@ class Worker:
         return self.fns["reference"], False, "the reference"
 
     # ------------------------------------------------------------ commands
-
-    def cmd_call(self, msg: dict):
-        """Trusted worker: the reference (or baseline) on the inputs of one seed."""
-        fn, dps, who = self._fn(msg.get("who", "reference"))
-        axes, scalars, seed = msg["axes"], msg.get("scalars") or {}, msg["seed"]
-        inputs = self.make_inputs(axes, scalars, seed)
-        digest = self.digest(inputs)
-        self._sync()
-        try:
-            if self.torch is not None:
-                with self.torch.no_grad():
-                    outs = self._call(fn, dps, inputs, axes, who)
-            else:
-                outs = self._call(fn, dps, inputs, axes, who)
-            self._sync()
-        except Failure:
-            raise
-        except BaseException as exc:  # noqa: BLE001
-            raise Failure("RUNTIME_ERROR", f"{who} raised " + _exc_message(exc, self.memory_mb)) from None
-        meta, arrays = self._encode_outputs(outs, who)
-        return {"ok": True, "outputs": meta, "digest": digest}, arrays
 
     # ------------------------------------------------------------ harness-timed calls
 
@@ -497,52 +436,95 @@ class Worker:
         a = np.ascontiguousarray(x)
         return a.dtype.name, list(a.shape), a
 
-    def cmd_gen(self, msg: dict):
-        """Trusted worker: the inputs for one seed, as raw arrays, for the harness to hand over."""
-        values = self.make_inputs(msg["axes"], msg.get("scalars") or {}, msg["seed"])
-        specs, arrays = [], {}
-        for name, v in zip(self.in_names, values):
-            if self._is_tensor(v) or isinstance(v, self.np.ndarray):
-                label, shape, data = self._raw(v)
-                arrays[name] = data.reshape(-1).view(self.np.uint8)
-                specs.append({"name": name, "dtype": label, "shape": shape})
-            else:
-                specs.append({"name": name, "scalar": v})
-        return {"ok": True, "inputs": specs}, arrays
+    def _array_spec(self, v, offsets: list, off: int) -> tuple[dict, int]:
+        """Where an input or output array goes in the staging area: (its spec, the next free offset).
+        Each array starts on a 64-byte boundary."""
+        label, shape, data = self._raw(v)
+        flat = data.reshape(-1).view(self.np.uint8)
+        offsets.append((off, flat))
+        return {"dtype": label, "shape": shape, "offset": off, "nbytes": int(flat.nbytes)}, \
+            (off + int(flat.nbytes) + 63) // 64 * 64
 
-    def cmd_stage(self, msg: dict):
-        """Trusted worker: the inputs of several seeds at once, written into the staging area the
-        harness maps (one request per round, and no input byte goes through a pipe). Each array
-        starts on a 64-byte boundary; the reply says where."""
+    def _write_staging(self, placed: list, end: int) -> int:
+        """Copy the placed arrays into the staging area the harness maps (grown when needed)."""
         import mmap
 
-        np = self.np
-        batches, arrays, off = [], [], 0
-        for seed in msg["seeds"]:
-            values = self.make_inputs(msg["axes"], msg.get("scalars") or {}, seed)
-            specs = []
-            for name, v in zip(self.in_names, values):
-                if self._is_tensor(v) or isinstance(v, np.ndarray):
-                    label, shape, data = self._raw(v)
-                    flat = data.reshape(-1).view(np.uint8)
-                    specs.append({"name": name, "dtype": label, "shape": shape, "offset": off,
-                                  "nbytes": int(flat.nbytes)})
-                    arrays.append((off, flat))
-                    off = (off + int(flat.nbytes) + 63) // 64 * 64
-                else:
-                    specs.append({"name": name, "scalar": v})
-            batches.append(specs)
         fd = int(self.init["staging_fd"])
-        size = max(off, 64)
+        size = max(end, 64)
         if size > getattr(self, "staging_size", 0):
             os.ftruncate(fd, size)
             self.staging = mmap.mmap(fd, size)
             self.staging_size = size
-        view = np.frombuffer(self.staging, dtype=np.uint8)
-        for start, flat in arrays:
+        view = self.np.frombuffer(self.staging, dtype=self.np.uint8)
+        for start, flat in placed:
             view[start:start + flat.nbytes] = flat
         del view
-        return {"ok": True, "batches": batches, "size": size}, None
+        return size
+
+    def _stage_inputs(self, values: list, placed: list, off: int) -> tuple[list, int]:
+        specs = []
+        for name, v in zip(self.in_names, values):
+            if self._is_tensor(v) or isinstance(v, self.np.ndarray):
+                spec, off = self._array_spec(v, placed, off)
+                specs.append(dict(spec, name=name))
+            else:
+                specs.append({"name": name, "scalar": v})
+        return specs, off
+
+    def cmd_stage(self, msg: dict):
+        """Trusted worker: the inputs of several seeds at once, written into the staging area the
+        harness maps (one request per round, and no input byte goes through a pipe). The reply
+        says where each array lies."""
+        batches, placed, off = [], [], 0
+        for seed in msg["seeds"]:
+            specs, off = self._stage_inputs(self.make_inputs(msg["axes"], msg.get("scalars") or {}, seed), placed, off)
+            batches.append(specs)
+        return {"ok": True, "batches": batches, "size": self._write_staging(placed, off)}, None
+
+    # Output dtypes the harness decodes as they are; the reference's others go as float64.
+    _PLAIN = {"float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"}
+
+    def cmd_check(self, msg: dict):
+        """Trusted worker: the inputs of one seed and the reference's outputs on them, both
+        written into the staging area (one request; nothing goes through a pipe). The inputs are
+        copied there before the reference runs, so a reference that writes into its inputs cannot
+        change what the candidate gets."""
+        values = self.make_inputs(msg["axes"], msg.get("scalars") or {}, msg["seed"])
+        placed: list = []
+        specs, off = self._stage_inputs(values, placed, 0)
+        fn, dps, who = self._fn("reference")
+        self._sync()
+        try:
+            if self.torch is not None:
+                with self.torch.no_grad():
+                    outs = self._call(fn, dps, values, msg["axes"], who)
+            else:
+                outs = self._call(fn, dps, values, msg["axes"], who)
+            self._sync()
+        except Failure:
+            raise
+        except BaseException as exc:  # noqa: BLE001
+            raise Failure("RUNTIME_ERROR", f"{who} raised " + _exc_message(exc, self.memory_mb)) from None
+        out_specs = []
+        for i, o in enumerate(outs):
+            name = self.out_names[i] if i < len(self.out_names) else f"out{i}"
+            if isinstance(o, (int, float)) and not isinstance(o, bool):
+                out_specs.append({"name": name, "dtype": "python_scalar", "shape": [], "value": float(o)})
+                continue
+            if self._is_tensor(o):
+                if str(o.dtype).replace("torch.", "") not in self._PLAIN:
+                    o = o.detach().to(self.torch.float64)
+            elif isinstance(o, self.np.ndarray):
+                if o.dtype.kind not in "fiub":
+                    raise Failure("INCORRECT_DTYPE", f"{who} output {name!r} has dtype {o.dtype}")
+                if o.dtype.name not in self._PLAIN:
+                    o = o.astype(self.np.float64)
+            else:
+                raise Failure("INCORRECT_DTYPE", f"{who} output {name!r} is a {type(o).__name__}, not an array")
+            spec, off = self._array_spec(o, placed, off)
+            out_specs.append(dict(spec, name=name))
+        size = self._write_staging(placed, off)
+        return {"ok": True, "inputs": specs, "outputs": out_specs, "size": size}, None
 
     def cmd_arena(self, msg: dict):
         """Map the shared input (and output) area the harness fills before each timed call. The
@@ -702,7 +684,7 @@ def main() -> None:
     except BaseException as exc:  # noqa: BLE001
         reply({"ok": False, "status": "RUNTIME_ERROR", "message": "worker set-up failed: " + _exc_message(exc, None)})
         return
-    handlers = {"call": worker.cmd_call, "gen": worker.cmd_gen, "stage": worker.cmd_stage, "arena": worker.cmd_arena,
+    handlers = {"check": worker.cmd_check, "stage": worker.cmd_stage, "arena": worker.cmd_arena,
                 "tcall": worker.cmd_tcall, "program": worker.cmd_program, "evaluate": worker.cmd_evaluate}
     if worker.mode == "candidate":  # a candidate only ever gets inputs from the harness
         handlers = {"arena": worker.cmd_arena, "tcall": worker.cmd_tcall}
