@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evoteam.servers.bench import replies
-from evoteam.servers.bench.harness import WorkerFailure, WorkerProc
+from evoteam.servers.bench.workerproc import WorkerFailure, WorkerProc
 
 LABELS = {"float64": np.float64, "float32": np.float32, "float16": np.float16, "bfloat16": np.uint16,
            "int64": np.int64, "int32": np.int32, "int16": np.int16, "int8": np.int8, "uint8": np.uint8,
