@@ -135,6 +135,8 @@ class TrustedSteps:
         values = self.make_inputs(msg["axes"], msg.get("scalars") or {}, msg["seed"])
         placed: list = []
         specs, off = self._stage_inputs(values, placed, 0)
+        self._write_staging(placed, off)  # copied now: the reference may write into its arrays
+        placed = []
         fn, dps, who = self._fn("reference")
         self._sync()
         try:
