@@ -101,3 +101,23 @@ def test_sampled_check_reads_every_element_of_a_small_output_and_checks_shape_dt
     nan = ref.copy()
     nan[:] = np.nan
     assert not sampled_match(META, {"y": nan}, {"y": ref}, EXPECTED, 1e-5, 1e-4, 1.0, rng, 16)
+
+
+def test_a_long_output_is_judged_whole_across_its_chunks():
+    """Longer than the comparison's chunk: an error in the last, partial chunk and a zero of the
+    reference in a middle one count as in a short output."""
+    from evoteam.servers.bench.judge import _CHUNK
+
+    n = 3 * _CHUNK + 123
+    rng = np.random.default_rng(5)
+    ref = rng.standard_normal(n).astype(np.float32)
+    ref[_CHUNK + 7] = 0.0
+    meta = [{"name": "y", "dtype": "float32", "shape": [n]}]
+    expected = {"y": ((n,), "float32")}
+    got = ref.copy()
+    got[_CHUNK + 7] = 1e-6  # within atol of a zero: passes, and is no relative error
+    check = compare_outputs(meta, {"y": got}, [], {"y": ref}, expected, 1e-5, 1e-4, 1.0)
+    assert check.status == "PASSED" and check.max_abs == pytest.approx(1e-6, rel=1e-3) and check.max_rel == 0.0
+    got[-1] += 1.0
+    check = compare_outputs(meta, {"y": got}, [], {"y": ref}, expected, 1e-5, 1e-4, 1.0)
+    assert check.status == "INCORRECT_NUMERICAL" and f"worst at ({n - 1},)" in check.message, check

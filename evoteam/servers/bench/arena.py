@@ -10,6 +10,7 @@ reports, which are checked.
 from __future__ import annotations
 
 import ctypes
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,10 +101,30 @@ def inputs_unchanged(w: WorkerProc, layout: dict, payload: Payload) -> str | Non
     return None
 
 
+def _read_into(w: WorkerProc, slot, i: int, addr: int, nbytes: int) -> np.ndarray | None:
+    """``nbytes`` of the stopped worker's memory at ``addr``, read into the buffer this worker's
+    output ``i`` of ``slot`` had last time (made when the size changes). A fresh buffer per call
+    would cost page faults on every read of a large output; the caller keeps what it needs of a
+    slot only until the slot is read again."""
+    fd = w.jail.mem_fd
+    if fd is None:
+        return None
+    buf = w.capture_bufs.get((slot, i))
+    if buf is None or buf.nbytes != nbytes:
+        buf = w.capture_bufs[(slot, i)] = np.empty(nbytes, dtype=np.uint8)
+    try:
+        got = os.preadv(fd, [buf], addr)
+    except (OSError, OverflowError):
+        return None
+    return buf if got == nbytes else None
+
+
 def capture(w: WorkerProc, out_names: list[str], read_by_pipe: bool, header: dict, arrays: dict,
-            expected: dict | None = None) -> tuple[list[dict], dict[str, np.ndarray]]:
+            expected: dict | None = None, slot=None) -> tuple[list[dict], dict[str, np.ndarray]]:
     """The outputs the stopped worker reported, read from its memory (or from the reply where
-    the harness cannot read memory). Every count, size and type is checked first."""
+    the harness cannot read memory). Every count, size and type is checked first. With ``slot``
+    the outputs are read into buffers kept for that slot (see _read_into): they stay valid
+    until the next capture of the same slot on this worker."""
     try:  # every field bounded and typed before any is used (replies.py)
         outs = [o.model_dump() for o in replies.outputs(header.get("outputs"), len(out_names))]
     except replies.BadReply as exc:
@@ -139,7 +160,12 @@ def capture(w: WorkerProc, out_names: list[str], read_by_pipe: bool, header: dic
         else:
             if not isinstance(addr, int) or addr < 0:
                 raise w._malformed(f"output {name!r} has no valid address")
-            data = w.jail.read_memory(addr, nbytes) if nbytes else b""
+            if not nbytes:
+                data = b""
+            elif slot is not None:
+                data = _read_into(w, slot, i, addr, nbytes)
+            else:
+                data = w.jail.read_memory(addr, nbytes)
         if data is None or len(data) != nbytes:
             raise w._malformed(f"output {name!r} could not be read ({nbytes} bytes)")
         meta.append({"name": name, "dtype": label, "shape": shape})

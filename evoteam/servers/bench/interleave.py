@@ -71,7 +71,7 @@ class InterleavedRounds:
                     if s is not self.baseline and s not in live:
                         continue  # dropped earlier in this round
                     try:
-                        meta, got, ns = self._call(s, wl, p, what)
+                        meta, got, ns = self._call(s, wl, p, what, slot=j)  # kept until the round's checks
                     except WorkerFailure as exc:
                         self._drop(s, verdicts, live, exc)
                         outputs.pop(s.label, None)

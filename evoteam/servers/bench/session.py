@@ -321,9 +321,11 @@ class KernelSession(InterleavedRounds):
             w.nan_fill = {}
         return layout
 
-    def _call(self, s: Side, wl: WorkloadSpec, payload: Payload, what: str,
-              calibrate: bool = False) -> tuple[list[dict], dict[str, np.ndarray], int]:
-        """One call through the common path. Returns the outputs and the harness-clocked time."""
+    def _call(self, s: Side, wl: WorkloadSpec, payload: Payload, what: str, calibrate: bool = False,
+              slot="call") -> tuple[list[dict], dict[str, np.ndarray], int]:
+        """One call through the common path. Returns the outputs and the harness-clocked time. The
+        outputs lie in buffers kept for ``slot`` (arena.capture): valid until the next call of
+        this side with the same slot."""
         w = s.worker
         layout = self._layout(s, payload, wl)
         if not calibrate:  # an empty call reads no input and writes no output: nothing to fill
@@ -332,7 +334,7 @@ class KernelSession(InterleavedRounds):
         header, arrays, ns = self._request(s, msg, what, timed=True)
         if calibrate:
             return [], {}, ns  # nothing was computed: nothing to read or check
-        meta, got = arena.capture(w, self.out_names, self.read_by_pipe, header, arrays, wl.expected)
+        meta, got = arena.capture(w, self.out_names, self.read_by_pipe, header, arrays, wl.expected, slot)
         # The kit's baseline is trusted and has an area of its own: only a candidate's inputs are
         # compared with what was written.
         changed = None if s.trusted_code else arena.inputs_unchanged(w, layout, payload)

@@ -117,6 +117,7 @@ class WorkerProc:
         self.arena_map = None
         self.arena_size = 0
         self.layout_key = None
+        self.capture_bufs: dict = {}  # (slot, output) -> the buffer its outputs are read into (arena.py)
         pass_fds = list(extra_fds)
         if arena:
             self.arena_fd = os.memfd_create(f"evoteam-{label.split()[0]}", 0)
