@@ -52,3 +52,30 @@ async def test_a_wrong_candidate_is_told_where_it_is_wrong(fast_kit, fast_settin
     text = " ".join(w.message or "" for w in result.workloads)
     assert "exceed atol" in text and "worst at" in text, text
     assert "second call" not in text, text
+
+
+DPS = """
+import numpy as np
+
+DESTINATION_PASSING_STYLE = True
+_calls = [0]
+
+def run(hidden_states, weight, eps, output):
+    _calls[0] += 1
+    if SKIP and _calls[0] > 2:
+        return  # the correctness calls done, nothing more is written
+    x = hidden_states.astype(np.float64)
+    output[...] = (x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight).astype(np.float32)
+"""
+
+
+async def test_a_destination_passing_candidate_writes_into_slots_the_harness_refills(fast_kit, fast_settings):
+    """Only a solution in destination passing style gets NaN-filled output slots before each
+    call: written, it passes; left alone after its correctness calls, its timed calls fail."""
+    ok = await evaluate_candidate(fast_settings, str(fast_kit), code="SKIP = False\n" + DPS)
+    assert ok.status == "PASSED", ok.message
+    lazy = await evaluate_candidate(fast_settings, str(fast_kit), code="SKIP = True\n" + DPS)
+    assert lazy.status == "INCORRECT_NUMERICAL", lazy.message
+    text = " ".join(w.message or "" for w in lazy.workloads)
+    assert "timed call" in text and "NaN" in text, text
+    assert lazy.flagged
