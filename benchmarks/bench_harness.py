@@ -92,15 +92,15 @@ print(json.dumps({"kernel_s": inside, "speedups": speedups, "workloads": per_wor
 PHASES = {
     "__init__": "start", "start": "start",
     "check_correctness": "correctness", "check_baseline": "correctness",
-    "_stage": "inputs", "_checked_payload": "inputs", "_call": "call path", "_check_sched": "call path",
+    "_stage": "inputs", "_reference": "correctness", "_call": "call path", "_check_sched": "call path",
     "measure_sides": "output checks", "close": "close",
 }
 PHASE_NOTES = {
     "start": "spawn the workers, confine baseline and candidate alike (uid, seccomp, Landlock, cgroup)",
-    "correctness": "reference, baseline and candidate once per workload, compared",
-    "inputs": "fresh inputs, made by the trusted worker per round straight into a shared staging area",
+    "correctness": "fresh inputs and the reference's outputs (one request), the side's call, every element compared",
+    "inputs": "fresh inputs for the timed rounds, made by the trusted worker per round into a shared staging area",
     "call path": "outside the clock: shared-memory fill, output capture, input tamper check, cgroup freeze",
-    "output checks": "every timed candidate output compared with the baseline's",
+    "output checks": "every timed candidate output compared with the baseline's (16,384 sampled elements)",
     "warm-up": "warm-up calls and the empty calls of the call path (timed, not scored)",
     "close": "kill both workers whole, reap, remove their cgroups",
     "other": "kit and candidate checks, device lock, the result",

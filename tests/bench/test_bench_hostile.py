@@ -102,6 +102,18 @@ def run(hidden_states, weight, eps):
         return _run(hidden_states, weight, eps)
     return np.zeros_like(hidden_states)
 """),
+        # Timed outputs are compared at positions drawn after each call: leaving one element in a
+        # thousand undone on the timed calls is caught as surely as leaving all of them.
+        "skips_a_little_after_correctness": ("INCORRECT_NUMERICAL", "timed call", GOOD.replace("def run(", "def _run(") + """
+_calls = [0]
+
+def run(hidden_states, weight, eps):
+    _calls[0] += 1
+    out = _run(hidden_states, weight, eps)
+    if _calls[0] > 2:
+        out.reshape(-1)[::1000] = 0.0
+    return out
+"""),
         # Inputs come from the harness, so making the candidate's own generator predictable gives
         # it nothing: its answer for the predictable inputs is wrong for the real ones.
         "tampers_input_generator": ("INCORRECT_NUMERICAL", "exceed", GOOD.replace("def run(", "def _run(") + """
@@ -134,7 +146,7 @@ async def test_hostile_candidate_is_caught(case, fast_kit, fast_settings, tree_h
     assert needle.lower() in text.lower(), (case, text)
     assert tree_hash(fast_kit) == before, f"{case} changed the kit folder"
     if case in ("reads_reference_quietly", "writes_into_kit", "patches_perf_counter", "returns_input",
-                "lies_after_correctness"):
+                "lies_after_correctness", "skips_a_little_after_correctness"):
         assert result.flagged, case
 
 

@@ -4,7 +4,7 @@ there.
 A program kit's evaluator often runs the program in a process of its own and reads what it left
 behind: printed text, files in the working folder. Whatever the program writes is the
 adversary's; it must never become code in the evaluator's process, where it could rewrite the
-metrics. ``watch_program`` (worker.py) reports the program's own source being compiled or
+metrics. ``watch_program`` (programwatch.py) reports the program's own source being compiled or
 executed there. This module reports the rest, from an audit hook installed before the evaluator
 loads (an audit hook cannot be removed):
 

@@ -19,8 +19,6 @@ import os
 import re
 from pathlib import Path
 
-from pydantic import ValidationError
-
 SPEC_FILE = ".fib_solution.json"
 NATIVE_SUFFIXES = {".cu", ".cpp", ".cc", ".cxx", ".c"}
 MESSAGE_LIMIT = 4000
@@ -37,6 +35,8 @@ class BuildFailure(Exception):
 
 def parse(text: str, origin: str):
     """A Solution from its JSON text, or a DomainError naming ``origin``."""
+    from pydantic import ValidationError  # here, not at the top: workers import this module
+
     from evoteam.errors import DomainError
     from evoteam.servers.bench.models import Solution
 
@@ -70,6 +70,8 @@ def materialise(sol, folder: Path, default_function: str) -> tuple[str, str, boo
 def from_candidate(code: str, *, definition: str, name: str, author: str, entry: str, device: str):
     """A FIB Solution for a recorded candidate: the Solution itself when the candidate was one,
     else a Python solution with the candidate's file as ``main.py``."""
+    from pydantic import ValidationError
+
     from evoteam.servers.bench.models import Solution
 
     text = code.lstrip()

@@ -19,8 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from evoteam.servers.bench.measurement import replies
-
 MAX_HEADER = 4 * 1024 * 1024
 ALLOWED_DTYPES = {"float64", "float32", "float16", "int64", "int32", "int16", "int8", "uint8", "bool"}
 # The environment variable that hands a confined kit evaluator the two pipe ends ("request,reply")
@@ -62,6 +60,17 @@ def write_frame(fd: int, header: dict[str, Any], arrays: dict[str, np.ndarray] |
         data = data[n:]
 
 
+def _blobs(value: Any) -> list:
+    """The header's blob descriptors, checked (replies.py). Imported here, when a frame carries
+    arrays: a worker, which only ever gets frames without, then starts without pydantic."""
+    from evoteam.servers.bench.measurement import replies
+
+    try:
+        return replies.blobs(value)
+    except replies.BadReply as exc:
+        raise ProtocolError(str(exc)) from None
+
+
 class FrameReader:
     """Reads frames from a file descriptor with a deadline, never trusting sizes blindly."""
 
@@ -97,10 +106,8 @@ class FrameReader:
             raise ProtocolError(f"bad header: {str(exc)[:200]}") from None
         if not isinstance(header, dict):
             raise ProtocolError("header is not an object")
-        try:
-            descriptors = replies.blobs(header.get("blobs"))
-        except replies.BadReply as exc:
-            raise ProtocolError(str(exc)) from None
+        raw = header.get("blobs")
+        descriptors = [] if raw is None or (isinstance(raw, list) and not raw) else _blobs(raw)
         arrays: dict[str, np.ndarray] = {}
         total = 0
         for blob in descriptors:

@@ -11,7 +11,8 @@ Every timed call: the harness writes the call's inputs into the side's shared ar
 stopped, reads its clock, resumes the worker and asks for the call, stops the worker the moment
 it answers, reads its clock again, then reads the outputs out of the stopped process and checks
 that the inputs are unchanged. While one side runs, every other worker is stopped.
-How rounds turn into estimates is timing.py's business; this module only calls and checks.
+The timed rounds themselves are interleave.py's (a part of KernelSession); how rounds turn into
+estimates is timing.py's business; the parts of a batch are named in sides.py.
 """
 
 from __future__ import annotations
@@ -22,71 +23,18 @@ import secrets
 import shutil
 import tempfile
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from evoteam.servers.bench.measurement import arena, timing
+from evoteam.servers.bench.measurement import arena
 from evoteam.servers.bench.measurement.arena import LABELS, Payload, align
-from evoteam.servers.bench.measurement.harness import WorkerFailure, WorkerProc, verify_confinement
-from evoteam.servers.bench.measurement.judge import compare_outputs, quick_match
+from evoteam.servers.bench.measurement.interleave import InterleavedRounds
+from evoteam.servers.bench.measurement.judge import compare_outputs
+from evoteam.servers.bench.measurement.sides import (  # noqa: F401 - the names callers import from here
+    BASELINE, CANDIDATE, Side, SideSpec, WorkloadSpec, WorkloadVerdict, new_seed)
 from evoteam.servers.bench.confinement.workerenv import tuning_env
-
-BASELINE = "baseline"
-CANDIDATE = "candidate"
-
-
-@dataclass
-class WorkloadSpec:
-    name: str
-    axes: dict[str, int]  # every axis, constants included
-    scalars: dict[str, Any]
-    expected: dict[str, tuple[tuple[int, ...] | None, str]]
-    hidden: bool = False  # a held-out workload: nothing about it may reach the candidate's author
-
-
-@dataclass
-class WorkloadVerdict:
-    status: str = "PASSED"
-    message: str | None = None
-    flagged: bool = False
-    max_abs: float = 0.0
-    max_rel: float = 0.0
-    candidate_ms: float | None = None
-    baseline_ms: float | None = None
-    speedup: float | None = None
-    speedup_interval: list[float] | None = None
-    rounds: int | None = None
-    samples: list[float] = field(default_factory=list)  # one paired speedup per round
-    times_ns: list[int] = field(default_factory=list)  # this side's time per round, path subtracted
-    notes: list[str] = field(default_factory=list)
-    kernel_s: float = 0.0  # time spent inside timed calls, this side (and the baseline's share)
-
-
-@dataclass
-class SideSpec:
-    """A solution to time: its own files in a folder of its own."""
-
-    label: str
-    folder: Path
-    file: str
-    function: str
-    dps: bool | None
-
-
-@dataclass
-class Side:
-    label: str
-    worker: WorkerProc
-    trusted_code: bool = False  # the kit's baseline
-    dead: bool = False
-    error: WorkerFailure | None = None
-
-
-def new_seed() -> int:
-    return secrets.randbits(62)
+from evoteam.servers.bench.measurement.workerproc import WorkerFailure, WorkerProc, verify_confinement
 
 
 def _baseline_folder(baseline: dict | None, reference_source: str) -> SideSpec:
@@ -104,7 +52,7 @@ def _baseline_folder(baseline: dict | None, reference_source: str) -> SideSpec:
     return SideSpec(BASELINE, folder, baseline["file"], baseline.get("function") or "run", baseline.get("dps"))
 
 
-class KernelSession:
+class KernelSession(InterleavedRounds):
     """The workers of one kernel evaluation: a trusted worker (reference, inputs) and the timed
     sides (the baseline first, then each candidate). ``candidate_*`` names the one candidate of a
     plain evaluation; ``sides`` gives several (a comparison, a re-measurement)."""
@@ -165,6 +113,9 @@ class KernelSession:
         self.sched: dict[str, tuple] = {}
         self.read_by_pipe = False
         self.nulls: dict[str, list[int]] = {}  # workload -> every empty call's time on the baseline's worker
+        # Which elements of a timed output are compared: drawn after each call, from a seed no
+        # worker ever sees.
+        self.rng = np.random.default_rng(secrets.randbits(128))
 
     # -------------------------------------------------------- the sides
 
@@ -208,6 +159,7 @@ class KernelSession:
         for s in self.sides:
             try:
                 header, _ = s.worker.read(self.timeouts.startup_s, f"importing the {s.worker.label}")
+                s.dps = header.get("dps") is True
                 if not s.trusted_code:
                     desc = header.get("sandbox", "")
                     if not self.sandbox:
@@ -317,24 +269,29 @@ class KernelSession:
     def _stage(self, wl: WorkloadSpec, count: int) -> list[Payload]:
         """Fresh inputs for ``count`` calls, made by the trusted worker in one request straight into
         the staging area both processes map. The payloads are views of that area, valid until the
-        next _stage."""
-        import mmap
-
+        next _stage or _reference."""
         seeds = [new_seed() for _ in range(count)]
         h, _ = self._trusted({"cmd": "stage", "axes": wl.axes, "scalars": wl.scalars, "seeds": seeds},
                              f"making inputs for {wl.name}")
         batches, size = h.get("batches"), h.get("size")
         if not isinstance(batches, list) or len(batches) != count or not isinstance(size, int):
             raise RuntimeError(f"the kit's input generator returned malformed inputs for {wl.name}")
+        whole = self._staging(size)
+        return [self._payload(specs, whole) for specs in batches]
+
+    def _staging(self, size: int) -> np.ndarray:
+        """The staging area as bytes, mapped again when the trusted worker has grown it."""
+        import mmap
+
         if size > self.staging_size:
             self.staging_map = mmap.mmap(self.staging_fd, size, prot=mmap.PROT_READ)
             self.staging_size = size
-        whole = np.frombuffer(self.staging_map, dtype=np.uint8)
-        out = []
-        for specs in batches:
-            blobs = {s["name"]: whole[s["offset"]:s["offset"] + s["nbytes"]] for s in specs if "scalar" not in s}
-            out.append(Payload([{k: v for k, v in s.items() if k not in ("offset", "nbytes")} for s in specs], blobs))
-        return out
+        return np.frombuffer(self.staging_map, dtype=np.uint8)
+
+    @staticmethod
+    def _payload(specs: list[dict], whole: np.ndarray) -> Payload:
+        blobs = {s["name"]: whole[s["offset"]:s["offset"] + s["nbytes"]] for s in specs if "scalar" not in s}
+        return Payload([{k: v for k, v in s.items() if k not in ("offset", "nbytes")} for s in specs], blobs)
 
     def _layout(self, s: Side, payload: Payload, wl: WorkloadSpec) -> dict:
         """Place the inputs (and output slots, when every output shape is known) in the side's
@@ -364,18 +321,20 @@ class KernelSession:
             w.nan_fill = {}
         return layout
 
-    def _call(self, s: Side, wl: WorkloadSpec, payload: Payload, what: str,
-              calibrate: bool = False) -> tuple[list[dict], dict[str, np.ndarray], int]:
-        """One call through the common path. Returns the outputs and the harness-clocked time."""
+    def _call(self, s: Side, wl: WorkloadSpec, payload: Payload, what: str, calibrate: bool = False,
+              slot="call") -> tuple[list[dict], dict[str, np.ndarray], int]:
+        """One call through the common path. Returns the outputs and the harness-clocked time. The
+        outputs lie in buffers kept for ``slot`` (arena.capture): valid until the next call of
+        this side with the same slot."""
         w = s.worker
         layout = self._layout(s, payload, wl)
         if not calibrate:  # an empty call reads no input and writes no output: nothing to fill
-            arena.fill(w, layout, payload)
+            arena.fill(w, layout, payload, outputs=s.dps)
         msg = {"cmd": "tcall", "calibrate": calibrate, "send": self.read_by_pipe}
         header, arrays, ns = self._request(s, msg, what, timed=True)
         if calibrate:
             return [], {}, ns  # nothing was computed: nothing to read or check
-        meta, got = arena.capture(w, self.out_names, self.read_by_pipe, header, arrays, wl.expected)
+        meta, got = arena.capture(w, self.out_names, self.read_by_pipe, header, arrays, wl.expected, slot)
         # The kit's baseline is trusted and has an area of its own: only a candidate's inputs are
         # compared with what was written.
         changed = None if s.trusted_code else arena.inputs_unchanged(w, layout, payload)
@@ -386,23 +345,30 @@ class KernelSession:
 
     # -------------------------------------------------------- steps
 
-    def _checked_payload(self, wl: WorkloadSpec) -> tuple[Payload, int]:
-        seed = new_seed()
-        h, arrays = self._trusted({"cmd": "gen", "axes": wl.axes, "scalars": wl.scalars, "seed": seed},
-                                  f"making inputs for {wl.name}")
-        specs = h.get("inputs")
-        if not isinstance(specs, list) or any(s.get("name") not in arrays for s in specs if "scalar" not in s):
-            raise RuntimeError(f"the kit's input generator returned malformed inputs for {wl.name}")
-        return Payload(specs, {k: v.reshape(-1).view(np.uint8) for k, v in arrays.items()}), seed
+    def _reference(self, wl: WorkloadSpec) -> tuple[Payload, dict[str, np.ndarray]]:
+        """Fresh inputs and the reference's outputs on them, made by the trusted worker in one
+        request straight into the staging area (views, valid until the next _stage or _reference)."""
+        h, _ = self._trusted({"cmd": "check", "axes": wl.axes, "scalars": wl.scalars, "seed": new_seed()},
+                             f"workload {wl.name}")
+        try:
+            whole = self._staging(int(h["size"]))
+            payload = self._payload(h["inputs"], whole)
+            ref = {}
+            for o in h["outputs"]:
+                if o["dtype"] == "python_scalar":
+                    ref[o["name"]] = np.asarray(float(o["value"]))
+                else:
+                    ref[o["name"]] = arena.from_raw(o["dtype"], whole[o["offset"]:o["offset"] + o["nbytes"]],
+                                                    o["shape"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RuntimeError(f"the kit's reference returned malformed outputs for {wl.name} ({exc})") from None
+        return payload, ref
 
-    def _against_reference(self, s: Side, wl: WorkloadSpec, tol_scale: float = 1.0):
-        payload, seed = self._checked_payload(wl)
+    def _against_reference(self, s: Side, wl: WorkloadSpec):
+        payload, ref = self._reference(wl)
         meta, got, _ = self._call(s, wl, payload, f"workload {wl.name}")
-        rh, ra = self._trusted({"cmd": "call", "who": "reference", "axes": wl.axes, "scalars": wl.scalars,
-                                "seed": seed}, f"workload {wl.name}")
         tol = self.tolerance
-        return compare_outputs(meta, got, rh["outputs"], ra, wl.expected, tol.atol, tol.rtol,
-                               tol.required_matched_ratio)
+        return compare_outputs(meta, got, [], ref, wl.expected, tol.atol, tol.rtol, tol.required_matched_ratio)
 
     def check_correctness(self, wl: WorkloadSpec, label: str = CANDIDATE) -> WorkloadVerdict:
         s = self.side(label)
@@ -432,106 +398,3 @@ class KernelSession:
             text = exc.message if isinstance(exc, WorkerFailure) else str(exc)
             return f"{getattr(exc, 'status', 'RUNTIME_ERROR')}: {text[:300]}"
         return None if check.status == "PASSED" else f"{check.status}: {check.message}"
-
-    def measure(self, wl: WorkloadSpec, v: WorkloadVerdict) -> None:
-        """Time the one candidate against the baseline (see measure_sides)."""
-        self.measure_sides(wl, {CANDIDATE: v})
-
-    def measure_sides(self, wl: WorkloadSpec, verdicts: dict[str, WorkloadVerdict]) -> timing.Rounds:
-        """Interleaved rounds of the baseline and every candidate in ``verdicts`` on the same fresh
-        inputs. Each round: one staging of fresh inputs for all sides; per repetition every side
-        once, and a slot of empty calls on the baseline's worker (the call path alone), in an
-        order that rotates with every repetition; every timed candidate output checked against
-        the baseline's output for the same inputs. A candidate that fails leaves the batch (its verdict says why); the
-        others go on. The per-round times become estimates in timing.py."""
-        plan = self.timing
-        reps = plan.reps_per_round
-        live = [self.side(label) for label in verdicts if not self.side(label).dead]
-        rounds = timing.Rounds(labels=[BASELINE, *[s.label for s in live]])
-        what = f"timing workload {wl.name}"
-        tol = self.tolerance
-        for r in range(plan.rounds):
-            active = [self.baseline, *live]
-            if len(active) == 1:
-                break
-            warm_n = plan.warmup if r == 0 else 0
-            payloads = self._stage(wl, warm_n + reps)
-            warm, timed = payloads[:warm_n], payloads[warm_n:]
-            outputs: dict[str, list] = {}
-            times: dict[str, list[int]] = {}
-            nulls: list[int] = []
-            for s in active:  # warm-up (first round only), not timed for the score
-                try:
-                    for p in warm:
-                        self._call(s, wl, p, what)
-                except WorkerFailure as exc:
-                    self._drop(s, verdicts, live, exc)
-            # Each repetition calls every side once on the same inputs, with a slot of empty
-            # calls on the baseline's worker (the call path alone); the order rotates with every
-            # repetition and round. A burst of other work on the machine then lands on all sides
-            # of a round alike instead of on whichever side's turn it was.
-            slots: list[Side | None] = [*active, None]
-            for j, p in enumerate(timed):
-                turn = r * reps + j
-                shift = turn % len(slots)
-                order = slots[shift:] + slots[:shift]
-                if (turn // len(slots)) % 2:  # every other cycle backwards: no side always follows another
-                    order.reverse()
-                self._check_sched()
-                for s in order:
-                    if s is None:
-                        nulls.append(self._call(self.baseline, wl, p, "measuring the call path", calibrate=True)[2])
-                        continue
-                    if s is not self.baseline and s not in live:
-                        continue  # dropped earlier in this round
-                    try:
-                        meta, got, ns = self._call(s, wl, p, what)
-                    except WorkerFailure as exc:
-                        self._drop(s, verdicts, live, exc)
-                        outputs.pop(s.label, None)
-                        times.pop(s.label, None)
-                        continue
-                    outputs.setdefault(s.label, []).append((meta, got))
-                    times.setdefault(s.label, []).append(ns)
-                self._check_sched()
-            base_out = outputs.get(BASELINE)
-            for s in list(live):
-                if s.label not in outputs or len(outputs[s.label]) != len(timed):
-                    continue
-                for (cm, cg), (bm, bg) in zip(outputs[s.label], base_out):
-                    # Baseline and reference agree within the tolerance, so a correct candidate is
-                    # within twice that of the baseline.
-                    if quick_match(cm, cg, bg, wl.expected, 2 * tol.atol, 2 * tol.rtol, tol.required_matched_ratio):
-                        continue
-                    check = compare_outputs(cm, cg, bm, bg, wl.expected, 2 * tol.atol, 2 * tol.rtol,
-                                            tol.required_matched_ratio)
-                    if check.status != "PASSED":
-                        self._drop(s, verdicts, live, WorkerFailure(
-                            check.status, f"a timed call returned a wrong result ({check.message}); outputs must "
-                            "be computed on every call", flagged=True))
-                        times.pop(s.label, None)
-                        break
-            rounds.add(nulls, times)
-        self.nulls[wl.name] = list(rounds.nulls)
-        for s in live:
-            est = rounds.speedup(s.label)
-            v = verdicts[s.label]
-            if est is None:
-                continue
-            v.speedup, v.speedup_interval, v.rounds = est.value, [est.lo, est.hi], est.n
-            v.samples = rounds.ratios(s.label)
-            v.times_ns = rounds.times(s.label)
-            v.candidate_ms = rounds.median_ms(s.label)
-            v.baseline_ms = rounds.median_ms(BASELINE)
-            v.kernel_s = rounds.kernel_s(s.label)
-        return rounds
-
-    @staticmethod
-    def _drop(s: Side, verdicts: dict[str, WorkloadVerdict], live: list[Side], exc: WorkerFailure) -> None:
-        if s.trusted_code:
-            raise RuntimeError(f"the kit's baseline failed while timed: {exc.message}")
-        v = verdicts[s.label]
-        v.status, v.message, v.flagged = exc.status, exc.message, exc.flagged
-        v.speedup = v.candidate_ms = v.baseline_ms = None
-        if s in live:
-            live.remove(s)

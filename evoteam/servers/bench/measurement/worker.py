@@ -1,4 +1,4 @@
-"""The worker process the harness starts: ``python -I -m evoteam.servers.bench.worker RFD WFD``.
+"""The worker process the harness starts: ``python -I -m evoteam.servers.bench.measurement.worker RFD WFD``.
 
 Modes (from the first frame the harness sends):
 
@@ -11,7 +11,10 @@ Modes (from the first frame the harness sends):
 - ``program``: confined; imports a program kit's candidate and calls one function.
 - ``evaluator``: confined like a candidate (it may run the program inside itself); calls a
   program kit's ``evaluate(program_path)``, and tells the harness at once if the program is
-  compiled or executed in its own process (``watch_program``).
+  compiled or executed in its own process (``watch_program``, programwatch.py).
+
+The steps live beside it by concept: workerinputs.py (the trusted worker's inputs and reference
+outputs), workercalls.py (the timed call), workerbase.py (the failure every part reports).
 
 After each candidate call the worker also checks that ``time.perf_counter``/``perf_counter_ns``
 are the originals: a tripwire that flags the crude attempts, not what keeps the score honest.
@@ -20,42 +23,20 @@ are the originals: a tripwire that flags the crude attempts, not what keeps the 
 from __future__ import annotations
 
 import faulthandler
-import gc
-import hashlib
 import importlib.util
 import math
 import os
 import sys
 import time
-import traceback
+
+from evoteam.servers.bench.confinement.programwatch import watch_program
+from evoteam.servers.bench.measurement.workerbase import Failure, _exc_message
+from evoteam.servers.bench.measurement.workercalls import TimedCalls
+from evoteam.servers.bench.measurement.workerinputs import TrustedSteps
 
 # Bound before any candidate code runs.
 _PC_NS = time.perf_counter_ns
 _PC = time.perf_counter
-_SHA = hashlib.sha256
-_GC_DISABLE = gc.disable
-_GC_ENABLE = gc.enable
-
-
-class Failure(Exception):
-    def __init__(self, status: str, message: str, flagged: bool = False):
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.flagged = flagged
-
-
-def _tail(text: str, limit: int = 1500) -> str:
-    return text if len(text) <= limit else "..." + text[-limit:]
-
-
-def _exc_message(exc: BaseException, memory_mb: int | None) -> str:
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    head = f"{type(exc).__name__}: {exc}"
-    if isinstance(exc, MemoryError) or "out of memory" in str(exc).lower():
-        head = (f"the candidate ran out of memory (cap {memory_mb} MiB): {type(exc).__name__}: {exc}. "
-                "Allocate less; large temporaries are the usual cause")
-    return head + "\n" + _tail(tb)
 
 
 def _check_clock() -> None:
@@ -64,85 +45,9 @@ def _check_clock() -> None:
                       "functions must not be patched (this evaluation is flagged)", flagged=True)
 
 
-# What a pickle loaded in the evaluator may name: data types only (numpy arrays and scalars,
-# builtin containers, a few stdlib value types). Any other global (a function, a class with a
-# __reduce__ of its own, a dotted name resolved by getattr) could run code of the program's choice.
-_PICKLE_DATA = {
-    "builtins": {"list", "dict", "set", "frozenset", "tuple", "bytearray", "bytes", "str", "int", "float",
-                 "complex", "bool", "slice", "range", "object"},
-    "copyreg": {"_reconstructor"},
-    "_codecs": {"encode"},
-    "collections": {"OrderedDict", "deque", "Counter"},
-    "datetime": {"datetime", "date", "time", "timedelta", "timezone"},
-    "decimal": {"Decimal"},
-    "fractions": {"Fraction"},
-    "numpy": {"ndarray", "dtype"},
-    "numpy.core.multiarray": {"_reconstruct", "scalar"},
-    "numpy._core.multiarray": {"_reconstruct", "scalar"},
-    "numpy.core.numeric": {"_frombuffer"},
-    "numpy._core.numeric": {"_frombuffer"},
-}
+class Worker(TrustedSteps, TimedCalls):
+    """One worker process: its mode's set-up, and the commands the harness sends it."""
 
-
-def watch_program(program: str, notice_fd: int | None, folders: list[str] | None = None) -> None:
-    """Report (one byte on ``notice_fd``) the moment the program at ``program`` is compiled or
-    executed in this process: by file, or by its source (a copy, or its text inside other code),
-    or any code file from ``folders`` (the program's folder and the evaluator's working folder:
-    whatever the program could have written there), or a pickle loaded here names anything but
-    data types (what a program in a process of its own may hand back). An audit hook cannot be
-    removed, and it fires before the program's first line runs."""
-    if notice_fd is None:
-        return
-    target = os.path.realpath(program)
-    with open(target, "rb") as fh:
-        source = fh.read()
-    source = source.strip()
-    text = source.decode("utf-8", "replace")
-    # Only a program of some length is looked for inside other code (a one-liner is everywhere).
-    look_inside = len(source) >= 40
-    name = os.path.basename(target)
-    fired: list[bool] = []
-
-    watched = [os.path.realpath(f).rstrip("/") + "/" for f in folders or []]
-
-    def same_file(filename) -> bool:
-        if not isinstance(filename, (str, bytes)):
-            return False
-        filename = os.fsdecode(filename)
-        if filename == target or (os.path.basename(filename) == name and os.path.realpath(filename) == target):
-            return True
-        # only real paths: "<string>", "<frozen ...>" and the like name no file
-        return os.path.isabs(filename) and any(os.path.realpath(filename).startswith(f) for f in watched)
-
-    def contains_program(src) -> bool:
-        if isinstance(src, (bytes, bytearray)):
-            return src.strip() == source or (look_inside and source in src)
-        return isinstance(src, str) and (src.strip() == text or (look_inside and text in src))
-
-    def hook(event: str, args: tuple) -> None:
-        if fired or event not in ("compile", "exec", "pickle.find_class"):
-            return
-        if event == "pickle.find_class":
-            # Unpickling what the program wrote (OpenEvolve's runners pass results as pickles)
-            # runs the program's choice of callables here: one that runs code is the program in
-            # this process.
-            module, qualname = str(args[0]), str(args[1]) if len(args) > 1 else ""
-            hit = qualname not in _PICKLE_DATA.get(module, ())
-        elif event == "compile":
-            hit = same_file(args[1] if len(args) > 1 else None) or contains_program(args[0])
-        else:
-            hit = same_file(getattr(args[0], "co_filename", None))
-        if hit:
-            fired.append(True)
-            try:
-                os.write(notice_fd, b"P")
-            except OSError:
-                pass
-
-    sys.addaudithook(hook)
-
-
-class Worker:
     def __init__(self, init: dict):
         self.init = init
         self.mode = init["mode"]
@@ -299,338 +204,13 @@ class Worker:
             dps = bool(getattr(module, "DESTINATION_PASSING_STYLE", False))
         return fn, bool(dps)
 
-    # ------------------------------------------------------------ inputs
-
-    def make_inputs(self, axes: dict, scalars: dict, seed: int) -> list:
-        gen = self.gen_ns.get("make_inputs")
-        if gen is not None:
-            values = gen(dict(axes), int(seed), self.device)
-        else:
-            values = self._default_inputs(axes, seed)
-        for name, value in scalars.items():
-            values[name] = value
-        missing = [n for n in self.in_names if n not in values]
-        if missing:
-            raise Failure("RUNTIME_ERROR", f"the kit's input generator did not produce {missing}")
-        return [values[n] for n in self.in_names]
-
-    def _default_inputs(self, axes: dict, seed: int) -> dict:
-        out = {}
-        specs = self.definition["inputs"]
-        if self.framework == "torch":
-            torch = self.torch
-            g = torch.Generator(device=self.device).manual_seed(int(seed) & ((1 << 63) - 1))
-            for name, spec in specs.items():
-                shape = [axes[a] for a in spec["shape"]] if spec.get("shape") is not None else []
-                dtype = getattr(torch, spec["dtype"])
-                if dtype.is_floating_point:
-                    out[name] = torch.randn(shape, generator=g, device=self.device, dtype=torch.float32).to(dtype)
-                elif dtype == torch.bool:
-                    out[name] = torch.randint(0, 2, shape, generator=g, device=self.device).bool()
-                else:
-                    out[name] = torch.randint(0, 100, shape, generator=g, device=self.device, dtype=dtype)
-            return out
-        np = self.np
-        rng = np.random.default_rng(int(seed))
-        for name, spec in specs.items():
-            shape = tuple(axes[a] for a in spec["shape"]) if spec.get("shape") is not None else ()
-            dtype = np.dtype(spec["dtype"])
-            if dtype.kind == "f":
-                out[name] = rng.standard_normal(shape, dtype=np.float64).astype(dtype)
-            elif dtype.kind == "b":
-                out[name] = rng.random(shape) < 0.5
-            else:
-                out[name] = rng.integers(0, 100, size=shape).astype(dtype)
-        return out
-
     def _is_tensor(self, x) -> bool:
         return self.torch is not None and isinstance(x, self.torch.Tensor)
 
-    def _bytes(self, x) -> bytes:
-        np = self.np
-        if self._is_tensor(x):
-            t = x.detach().contiguous().cpu().reshape(-1)
-            return t.view(self.torch.uint8).numpy().tobytes() if t.numel() else b""
-        if isinstance(x, np.ndarray):
-            return np.ascontiguousarray(x).tobytes() + repr((x.dtype.str, x.shape)).encode()
-        return repr(x).encode()
+    def check_clock(self) -> None:
+        _check_clock()
 
-    def digest(self, values: list) -> str:
-        h = _SHA()
-        for v in values:
-            h.update(self._bytes(v))
-        return h.hexdigest()
-
-    # ------------------------------------------------------------ calling
-
-    def _alloc_outputs(self, axes: dict) -> list:
-        outs = []
-        for name in self.out_names:
-            spec = self.definition["outputs"][name]
-            shape = [axes[a] for a in spec["shape"]] if spec.get("shape") is not None else []
-            if self.framework == "torch":
-                dtype = getattr(self.torch, spec["dtype"])
-                t = self.torch.empty(shape, dtype=dtype, device=self.device)
-                if dtype.is_floating_point:
-                    t.fill_(float("nan"))
-                outs.append(t)
-            else:
-                dtype = self.np.dtype(spec["dtype"])
-                a = self.np.empty(shape, dtype=dtype)
-                if dtype.kind == "f":
-                    a.fill(self.np.nan)
-                outs.append(a)
-        return outs
-
-    def _normalise(self, result, who: str) -> list:
-        names = self.out_names
-        if isinstance(result, dict):
-            missing = [n for n in names if n not in result]
-            if missing:
-                raise Failure("INCORRECT_SHAPE", f"{who} returned a dict without {missing}")
-            return [result[n] for n in names]
-        if isinstance(result, (tuple, list)) and len(names) != 1:
-            if len(result) != len(names):
-                raise Failure("INCORRECT_SHAPE", f"{who} returned {len(result)} outputs; expected "
-                              f"{len(names)} ({', '.join(names)})")
-            return list(result)
-        if isinstance(result, (tuple, list)) and len(names) == 1 and len(result) == 1 \
-                and (self._is_tensor(result[0]) or isinstance(result[0], self.np.ndarray)):
-            return [result[0]]
-        return [result]
-
-    def _call(self, fn, dps: bool, inputs: list, axes: dict, who: str) -> list:
-        if dps:
-            outs = self._alloc_outputs(axes)
-            fn(*inputs, *outs)
-            return outs
-        return self._normalise(fn(*inputs), who)
-
-    def _check_aliasing(self, outs: list, inputs: list) -> None:
-        for oi, o in enumerate(outs):
-            for ii, x in enumerate(inputs):
-                if self._is_tensor(o) and self._is_tensor(x):
-                    if o.numel() and x.numel():
-                        so, sx = o.untyped_storage(), x.untyped_storage()
-                        a0, a1 = so.data_ptr(), so.data_ptr() + so.nbytes()
-                        b0, b1 = sx.data_ptr(), sx.data_ptr() + sx.nbytes()
-                        if a0 < b1 and b0 < a1:
-                            self._alias_fail(oi, ii)
-                elif isinstance(o, self.np.ndarray) and isinstance(x, self.np.ndarray):
-                    if self._shares(o, x):
-                        self._alias_fail(oi, ii)
-
-    def _alias_fail(self, oi: int, ii: int) -> None:
-        raise Failure("RUNTIME_ERROR", f"output {self.out_names[oi]!r} shares memory with input "
-                      f"{self.in_names[ii]!r}; return newly allocated outputs (inputs must stay unchanged)",
-                      flagged=True)
-
-    def _encode_outputs(self, outs: list, who: str):
-        np = self.np
-        meta, arrays = [], {}
-        for i, o in enumerate(outs):
-            name = self.out_names[i] if i < len(self.out_names) else f"out{i}"
-            if self._is_tensor(o):
-                dtype = str(o.dtype).replace("torch.", "")
-                shape = list(o.shape)
-                data = o.detach().to(self.torch.float64).cpu().numpy()
-            elif isinstance(o, np.ndarray):
-                dtype, shape = o.dtype.name, list(o.shape)
-                if o.dtype.kind not in "fiub":
-                    raise Failure("INCORRECT_DTYPE", f"{who} output {name!r} has dtype {o.dtype}")
-                data = o.astype(np.float64)
-            elif isinstance(o, (int, float)) and not isinstance(o, bool):
-                dtype, shape, data = "python_scalar", [], np.asarray(float(o))
-            else:
-                raise Failure("INCORRECT_DTYPE", f"{who} output {name!r} is a {type(o).__name__}, not an "
-                              f"array{' or tensor' if self.torch is not None else ''}")
-            meta.append({"name": name, "dtype": dtype, "shape": shape})
-            arrays[name] = data
-        return meta, arrays
-
-    def _sync(self) -> None:
-        if self.torch is not None and self.device.startswith("cuda"):
-            self.torch.cuda.synchronize()
-
-    def _fn(self, who: str):
-        if self.mode == "candidate":
-            # A confined worker runs one solution: a candidate's, or the kit's baseline timed under
-            # the same confinement as the candidates it is compared with.
-            return self.fns["candidate"], self.dps, self.init.get("label", "the candidate")
-        if who == "baseline":
-            return self.fns["baseline"], self.baseline_dps, "the baseline"
-        return self.fns["reference"], False, "the reference"
-
-    # ------------------------------------------------------------ commands
-
-    def cmd_call(self, msg: dict):
-        """Trusted worker: the reference (or baseline) on the inputs of one seed."""
-        fn, dps, who = self._fn(msg.get("who", "reference"))
-        axes, scalars, seed = msg["axes"], msg.get("scalars") or {}, msg["seed"]
-        inputs = self.make_inputs(axes, scalars, seed)
-        digest = self.digest(inputs)
-        self._sync()
-        try:
-            if self.torch is not None:
-                with self.torch.no_grad():
-                    outs = self._call(fn, dps, inputs, axes, who)
-            else:
-                outs = self._call(fn, dps, inputs, axes, who)
-            self._sync()
-        except Failure:
-            raise
-        except BaseException as exc:  # noqa: BLE001
-            raise Failure("RUNTIME_ERROR", f"{who} raised " + _exc_message(exc, self.memory_mb)) from None
-        meta, arrays = self._encode_outputs(outs, who)
-        return {"ok": True, "outputs": meta, "digest": digest}, arrays
-
-    # ------------------------------------------------------------ harness-timed calls
-
-    def _raw(self, x):
-        """(dtype label, shape, contiguous host array of the raw bytes) of an array or tensor."""
-        np = self.np
-        if self._is_tensor(x):
-            t = x.detach().contiguous()
-            if t.device.type != "cpu":
-                t = t.cpu()
-            label = str(t.dtype).replace("torch.", "")
-            if label == "bfloat16":
-                return label, list(t.shape), t.view(self.torch.int16).numpy()
-            return label, list(t.shape), t.numpy()
-        a = np.ascontiguousarray(x)
-        return a.dtype.name, list(a.shape), a
-
-    def cmd_gen(self, msg: dict):
-        """Trusted worker: the inputs for one seed, as raw arrays, for the harness to hand over."""
-        values = self.make_inputs(msg["axes"], msg.get("scalars") or {}, msg["seed"])
-        specs, arrays = [], {}
-        for name, v in zip(self.in_names, values):
-            if self._is_tensor(v) or isinstance(v, self.np.ndarray):
-                label, shape, data = self._raw(v)
-                arrays[name] = data.reshape(-1).view(self.np.uint8)
-                specs.append({"name": name, "dtype": label, "shape": shape})
-            else:
-                specs.append({"name": name, "scalar": v})
-        return {"ok": True, "inputs": specs}, arrays
-
-    def cmd_stage(self, msg: dict):
-        """Trusted worker: the inputs of several seeds at once, written into the staging area the
-        harness maps (one request per round, and no input byte goes through a pipe). Each array
-        starts on a 64-byte boundary; the reply says where."""
-        import mmap
-
-        np = self.np
-        batches, arrays, off = [], [], 0
-        for seed in msg["seeds"]:
-            values = self.make_inputs(msg["axes"], msg.get("scalars") or {}, seed)
-            specs = []
-            for name, v in zip(self.in_names, values):
-                if self._is_tensor(v) or isinstance(v, np.ndarray):
-                    label, shape, data = self._raw(v)
-                    flat = data.reshape(-1).view(np.uint8)
-                    specs.append({"name": name, "dtype": label, "shape": shape, "offset": off,
-                                  "nbytes": int(flat.nbytes)})
-                    arrays.append((off, flat))
-                    off = (off + int(flat.nbytes) + 63) // 64 * 64
-                else:
-                    specs.append({"name": name, "scalar": v})
-            batches.append(specs)
-        fd = int(self.init["staging_fd"])
-        size = max(off, 64)
-        if size > getattr(self, "staging_size", 0):
-            os.ftruncate(fd, size)
-            self.staging = mmap.mmap(fd, size)
-            self.staging_size = size
-        view = np.frombuffer(self.staging, dtype=np.uint8)
-        for start, flat in arrays:
-            view[start:start + flat.nbytes] = flat
-        del view
-        return {"ok": True, "batches": batches, "size": size}, None
-
-    def cmd_arena(self, msg: dict):
-        """Map the shared input (and output) area the harness fills before each timed call. The
-        harness writes each call's inputs there while this process is stopped."""
-        import mmap
-
-        np = self.np
-        size = int(msg["size"])
-        self.arena = mmap.mmap(int(self.init["arena_fd"]), size) if size else None
-        self.who = msg.get("who", "candidate")
-
-        def view(spec):
-            label = spec["dtype"]
-            raw = np.frombuffer(self.arena, dtype=np.uint8, count=int(spec["nbytes"]), offset=int(spec["offset"]))
-            if self.torch is not None:
-                t = self.torch.frombuffer(self.arena, dtype=self.torch.uint8, count=int(spec["nbytes"]),
-                                          offset=int(spec["offset"])) if spec["nbytes"] else self.torch.empty(0, dtype=self.torch.uint8)
-                return t.view(getattr(self.torch, label)).reshape(spec["shape"])
-            return raw.view(np.dtype(label)).reshape(spec["shape"])
-
-        self.arena_inputs = [(spec, view(spec) if "offset" in spec else spec.get("scalar"))
-                             for spec in msg["inputs"]]
-        self.arena_outputs = [view(spec) for spec in msg.get("outputs") or []]
-        return {"ok": True}, None
-
-    def cmd_tcall(self, msg: dict):
-        """One call the harness times from outside: inputs from the arena, outputs left in this
-        process's memory (the harness reads them after stopping it). Nothing here is trusted by
-        the harness beyond the addresses and sizes, which it checks."""
-        fn, dps, who = self._fn(self.who)
-        gpu = self.torch is not None and self.device.startswith("cuda")
-        inputs = []
-        for spec, value in self.arena_inputs:
-            if gpu and self._is_tensor(value):
-                value = value.to(self.device, non_blocking=False)
-            inputs.append(value)
-        outs_dev = self.arena_outputs
-        if gpu:
-            self.flush_buf.zero_()
-            outs_dev = [o.to(self.device) for o in self.arena_outputs]
-        _GC_DISABLE()
-        try:
-            if msg.get("calibrate"):
-                outs = outs_dev
-            elif dps:
-                outs = outs_dev
-                self._call_dps(fn, inputs, outs)
-            elif self.torch is not None:
-                with self.torch.no_grad():
-                    outs = self._normalise(fn(*inputs), who)
-            else:
-                outs = self._normalise(fn(*inputs), who)
-            self._sync()
-        except Failure:
-            raise
-        except BaseException as exc:  # noqa: BLE001
-            raise Failure("RUNTIME_ERROR", f"{who} raised " + _exc_message(exc, self.memory_mb)) from None
-        finally:
-            _GC_ENABLE()
-        meta, held = [], []
-        for i, o in enumerate(outs):
-            if self._is_tensor(o) or isinstance(o, self.np.ndarray):
-                label, shape, data = self._raw(o)
-                held.append(data)
-                meta.append({"dtype": label, "shape": shape, "addr": int(data.ctypes.data),
-                             "nbytes": int(data.nbytes)})
-            elif isinstance(o, (int, float)) and not isinstance(o, bool):
-                meta.append({"dtype": "python_scalar", "shape": [], "value": float(o)})
-            else:
-                raise Failure("INCORRECT_DTYPE", f"{who} output {i} is a {type(o).__name__}, not an array")
-        self.held = held  # keeps the memory the harness is about to read alive
-        arrays = {f"o{i}": d.reshape(-1).view(self.np.uint8) for i, d in enumerate(held)} if msg.get("send") else None
-        if self.mode == "candidate":
-            _check_clock()
-            if not dps:
-                arena_in = [v for _, v in self.arena_inputs if isinstance(v, self.np.ndarray)]
-                self._check_aliasing([o for o in outs if isinstance(o, self.np.ndarray)], arena_in)
-        return {"ok": True, "outputs": meta}, arrays
-
-    def _call_dps(self, fn, inputs, outs) -> None:
-        if self.torch is not None:
-            with self.torch.no_grad():
-                fn(*inputs, *outs)
-        else:
-            fn(*inputs, *outs)
+    # ------------------------------------------------------------ program kits
 
     def cmd_program(self, msg: dict):
         try:
@@ -705,7 +285,7 @@ def main() -> None:
     except BaseException as exc:  # noqa: BLE001
         reply({"ok": False, "status": "RUNTIME_ERROR", "message": "worker set-up failed: " + _exc_message(exc, None)})
         return
-    handlers = {"call": worker.cmd_call, "gen": worker.cmd_gen, "stage": worker.cmd_stage, "arena": worker.cmd_arena,
+    handlers = {"check": worker.cmd_check, "stage": worker.cmd_stage, "arena": worker.cmd_arena,
                 "tcall": worker.cmd_tcall, "program": worker.cmd_program, "evaluate": worker.cmd_evaluate}
     if worker.mode == "candidate":  # a candidate only ever gets inputs from the harness
         handlers = {"arena": worker.cmd_arena, "tcall": worker.cmd_tcall}

@@ -1,0 +1,124 @@
+"""Interleaved rounds: the baseline and every candidate of a batch timed on the same fresh
+inputs, in an order that rotates, with the call path measured alongside; every timed candidate
+output checked against the baseline's. How rounds turn into estimates is timing.py's business.
+"""
+
+from __future__ import annotations
+
+from evoteam.servers.bench.measurement import timing
+from evoteam.servers.bench.measurement.judge import compare_outputs, sampled_match
+from evoteam.servers.bench.measurement.sides import BASELINE, CANDIDATE, Side, WorkloadSpec, WorkloadVerdict
+from evoteam.servers.bench.measurement.workerproc import WorkerFailure
+
+# Elements of each timed output compared with the baseline's (all of a smaller output); the
+# correctness calls compare every element with the reference's. judge.sampled_match says how
+# strong that is.
+SAMPLED_ELEMENTS = 1 << 14
+
+
+class InterleavedRounds:
+    """The timed rounds of a KernelSession (session.py): its workers, stage and call path."""
+
+    def measure(self, wl: WorkloadSpec, v: WorkloadVerdict) -> None:
+        """Time the one candidate against the baseline (see measure_sides)."""
+        self.measure_sides(wl, {CANDIDATE: v})
+
+    def measure_sides(self, wl: WorkloadSpec, verdicts: dict[str, WorkloadVerdict]) -> timing.Rounds:
+        """Interleaved rounds of the baseline and every candidate in ``verdicts`` on the same fresh
+        inputs. Each round: one staging of fresh inputs for all sides; per repetition every side
+        once, and a slot of empty calls on the baseline's worker (the call path alone), in an
+        order that rotates with every repetition; every timed candidate output checked against
+        the baseline's output for the same inputs. A candidate that fails leaves the batch (its verdict says why); the
+        others go on. The per-round times become estimates in timing.py."""
+        plan = self.timing
+        reps = plan.reps_per_round
+        live = [self.side(label) for label in verdicts if not self.side(label).dead]
+        rounds = timing.Rounds(labels=[BASELINE, *[s.label for s in live]])
+        what = f"timing workload {wl.name}"
+        tol = self.tolerance
+        for r in range(plan.rounds):
+            active = [self.baseline, *live]
+            if len(active) == 1:
+                break
+            warm_n = plan.warmup if r == 0 else 0
+            payloads = self._stage(wl, warm_n + reps)
+            warm, timed = payloads[:warm_n], payloads[warm_n:]
+            outputs: dict[str, list] = {}
+            times: dict[str, list[int]] = {}
+            nulls: list[int] = []
+            for s in active:  # warm-up (first round only), not timed for the score
+                try:
+                    for p in warm:
+                        self._call(s, wl, p, what)
+                except WorkerFailure as exc:
+                    self._drop(s, verdicts, live, exc)
+            # Each repetition calls every side once on the same inputs, with a slot of empty
+            # calls on the baseline's worker (the call path alone); the order rotates with every
+            # repetition and round. A burst of other work on the machine then lands on all sides
+            # of a round alike instead of on whichever side's turn it was.
+            slots: list[Side | None] = [*active, None]
+            for j, p in enumerate(timed):
+                turn = r * reps + j
+                shift = turn % len(slots)
+                order = slots[shift:] + slots[:shift]
+                if (turn // len(slots)) % 2:  # every other cycle backwards: no side always follows another
+                    order.reverse()
+                self._check_sched()
+                for s in order:
+                    if s is None:
+                        nulls.append(self._call(self.baseline, wl, p, "measuring the call path", calibrate=True)[2])
+                        continue
+                    if s is not self.baseline and s not in live:
+                        continue  # dropped earlier in this round
+                    try:
+                        meta, got, ns = self._call(s, wl, p, what, slot=j)  # kept until the round's checks
+                    except WorkerFailure as exc:
+                        self._drop(s, verdicts, live, exc)
+                        outputs.pop(s.label, None)
+                        times.pop(s.label, None)
+                        continue
+                    outputs.setdefault(s.label, []).append((meta, got))
+                    times.setdefault(s.label, []).append(ns)
+                self._check_sched()
+            base_out = outputs.get(BASELINE)
+            for s in list(live):
+                if s.label not in outputs or len(outputs[s.label]) != len(timed):
+                    continue
+                for (cm, cg), (bm, bg) in zip(outputs[s.label], base_out):
+                    # Baseline and reference agree within the tolerance, so a correct candidate is
+                    # within twice that of the baseline.
+                    if sampled_match(cm, cg, bg, wl.expected, 2 * tol.atol, 2 * tol.rtol, tol.required_matched_ratio,
+                                     self.rng, SAMPLED_ELEMENTS):
+                        continue
+                    check = compare_outputs(cm, cg, bm, bg, wl.expected, 2 * tol.atol, 2 * tol.rtol,
+                                            tol.required_matched_ratio)
+                    if check.status != "PASSED":
+                        self._drop(s, verdicts, live, WorkerFailure(
+                            check.status, f"a timed call returned a wrong result ({check.message}); outputs must "
+                            "be computed on every call", flagged=True))
+                        times.pop(s.label, None)
+                        break
+            rounds.add(nulls, times)
+        self.nulls[wl.name] = list(rounds.nulls)
+        for s in live:
+            est = rounds.speedup(s.label)
+            v = verdicts[s.label]
+            if est is None:
+                continue
+            v.speedup, v.speedup_interval, v.rounds = est.value, [est.lo, est.hi], est.n
+            v.samples = rounds.ratios(s.label)
+            v.times_ns = rounds.times(s.label)
+            v.candidate_ms = rounds.median_ms(s.label)
+            v.baseline_ms = rounds.median_ms(BASELINE)
+            v.kernel_s = rounds.kernel_s(s.label)
+        return rounds
+
+    @staticmethod
+    def _drop(s: Side, verdicts: dict[str, WorkloadVerdict], live: list[Side], exc: WorkerFailure) -> None:
+        if s.trusted_code:
+            raise RuntimeError(f"the kit's baseline failed while timed: {exc.message}")
+        v = verdicts[s.label]
+        v.status, v.message, v.flagged = exc.status, exc.message, exc.flagged
+        v.speedup = v.candidate_ms = v.baseline_ms = None
+        if s in live:
+            live.remove(s)

@@ -1,0 +1,66 @@
+"""The parts of one evaluation batch, as the harness names them: a workload to run, a solution to
+time (a side), and what the harness concluded about a side on a workload."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evoteam.servers.bench.measurement.workerproc import WorkerFailure, WorkerProc
+
+BASELINE = "baseline"
+CANDIDATE = "candidate"
+
+
+@dataclass
+class WorkloadSpec:
+    name: str
+    axes: dict[str, int]  # every axis, constants included
+    scalars: dict[str, Any]
+    expected: dict[str, tuple[tuple[int, ...] | None, str]]
+    hidden: bool = False  # a held-out workload: nothing about it may reach the candidate's author
+
+
+@dataclass
+class WorkloadVerdict:
+    status: str = "PASSED"
+    message: str | None = None
+    flagged: bool = False
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    candidate_ms: float | None = None
+    baseline_ms: float | None = None
+    speedup: float | None = None
+    speedup_interval: list[float] | None = None
+    rounds: int | None = None
+    samples: list[float] = field(default_factory=list)  # one paired speedup per round
+    times_ns: list[int] = field(default_factory=list)  # this side's time per round, path subtracted
+    notes: list[str] = field(default_factory=list)
+    kernel_s: float = 0.0  # time spent inside timed calls, this side (and the baseline's share)
+
+
+@dataclass
+class SideSpec:
+    """A solution to time: its own files in a folder of its own."""
+
+    label: str
+    folder: Path
+    file: str
+    function: str
+    dps: bool | None
+
+
+@dataclass
+class Side:
+    label: str
+    worker: WorkerProc
+    trusted_code: bool = False  # the kit's baseline
+    dead: bool = False
+    error: WorkerFailure | None = None
+    dps: bool = False  # destination passing style: it writes into output slots the harness fills
+
+
+def new_seed() -> int:
+    return secrets.randbits(62)

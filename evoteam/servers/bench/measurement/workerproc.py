@@ -1,0 +1,359 @@
+"""One worker process as the harness holds it: started in its own process group (and cgroup),
+its output drained and capped, its memory watched, every request under a deadline, and stopped
+between requests. How a worker fails, in words for the evaluation, is here too.
+
+harness.py builds on this (device locks, program kits); session.py times calls through
+``WorkerProc.request``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from evoteam.servers.bench.measurement import protocol, replies
+from evoteam.servers.bench.confinement.workerenv import tuning_env
+
+OUTPUT_CAP_BYTES = 1 << 20  # what a worker may print before it is stopped
+PIPE_EARLY_BYTES = 1 << 15  # a message this small fits in the pipe while its reader is stopped
+_SIGNALS = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error", signal.SIGABRT: "abort",
+            signal.SIGILL: "illegal instruction", signal.SIGFPE: "floating-point exception",
+            signal.SIGKILL: "killed", signal.SIGXFSZ: "file size limit exceeded"}
+
+
+class WorkerFailure(Exception):
+    """A worker (or the code in it) failed; ``status`` is a harness status."""
+
+    def __init__(self, status: str, message: str, flagged: bool = False, fatal: bool = False):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.flagged = flagged
+        self.fatal = fatal  # the worker is gone; nothing more can be asked of it
+
+
+def _worker_env(scratch: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """A small environment: no API keys or tokens reach a worker. Its allocator and thread
+    variables are `workerenv.tuning_env()`'s defaults unless `extra` (the kit's tuning_env, the
+    same dict for every worker of an evaluation) replaces them."""
+    env = {
+        "PATH": os.pathsep.join(p for p in ["/usr/local/cuda/bin", "/usr/local/bin", "/usr/bin", "/bin"]),
+        "HOME": str(scratch), "TMPDIR": str(scratch), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
+        "TRITON_CACHE_DIR": str(scratch / ".triton"), "TORCH_EXTENSIONS_DIR": str(scratch / ".torch_ext"),
+    }
+    for key in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "NVIDIA_VISIBLE_DEVICES",
+                "EVOTEAM_BENCH_NO_LANDLOCK"):
+        if os.environ.get(key):
+            env[key] = os.environ[key]
+    # A fixed allocator policy and thread counts in every worker, so baseline and candidate
+    # processes allocate alike (see workerenv.py for why, and what a kit may override).
+    env.update(tuning_env())
+    env.update(extra or {})
+    return env
+
+
+STATUSES = {"PASSED", "INCORRECT_SHAPE", "INCORRECT_DTYPE", "INCORRECT_NUMERICAL", "RUNTIME_ERROR",
+            "COMPILE_ERROR", "TIMEOUT"}
+UNTRUSTED_LIMIT = 1200
+
+
+def untrusted(text: str, limit: int = UNTRUSTED_LIMIT) -> str:
+    """Text that came from candidate code (its errors, its prints), fenced and truncated so that
+    whoever reads a report sees it as data, not as the harness's words."""
+    text = str(text)
+    if len(text) > limit:
+        text = text[: limit // 3] + f"\n[... {len(text) - limit} characters cut ...]\n" + text[-(2 * limit // 3):]
+    text = text.replace("<<<", "< < <").replace(">>>", "> > >")
+    return f"\n<<<candidate output (untrusted, truncated)\n{text}\n>>>"
+
+
+def verify_confinement(pid: int) -> str:
+    """What the harness itself sees of a candidate worker's confinement (the worker's own report
+    could be rewritten by the candidate): seccomp in force, no effective capabilities but read
+    access, a uid other than the harness's. Returns the missing layers, '+'-prefixed."""
+    try:
+        status = {k: v.strip() for k, _, v in (line.partition(":") for line in
+                                                 Path(f"/proc/{pid}/status").read_text().splitlines())}
+    except OSError:
+        return ""
+    out = ""
+    if status.get("Seccomp") != "2":
+        out += "+NO-SECCOMP(not in force in the candidate's process)"
+    uid = int((status.get("Uid") or "0").split()[0])
+    if os.geteuid() == 0 and uid == 0:
+        out += "+NO-OWN-UID(the candidate runs as root)"
+    caps = int(status.get("CapEff") or "0", 16)
+    if caps & ~(1 << 2):
+        out += f"+NO-CAPABILITY-DROP(effective capabilities {caps:#x})"
+    return out
+
+
+class WorkerProc:
+    """One worker process, in its own process group (and cgroup where available), with its
+    output drained and capped, its memory watched and every request under a deadline. Between
+    requests the worker is stopped: it runs only while the harness is waiting for it."""
+
+    def __init__(self, label: str, init: dict, scratch: Path, memory_mb: int | None,
+                 extra_env: dict[str, str] | None = None, untrusted_code: bool = False, arena: bool = False,
+                 extra_fds: tuple[int, ...] = (), tree_memory_mb: int | None = None):
+        from evoteam.servers.bench.confinement.jail import Jail
+
+        self.label = label
+        self.memory_mb = memory_mb
+        self.untrusted = untrusted_code
+        self.reason: str | None = None
+        self.tail = bytearray()
+        self.printed = 0
+        # The whole tree's cap (limits.py): the worker's own, plus a little for what it starts.
+        self.jail = Jail(label, tree_memory_mb or (memory_mb + 64 if memory_mb else None))
+        self.arena_fd: int | None = None
+        self.arena_map = None
+        self.arena_size = 0
+        self.layout_key = None
+        self.capture_bufs: dict = {}  # (slot, output) -> the buffer its outputs are read into (arena.py)
+        pass_fds = list(extra_fds)
+        if arena:
+            self.arena_fd = os.memfd_create(f"evoteam-{label.split()[0]}", 0)
+            init = dict(init, arena_fd=self.arena_fd)
+            pass_fds.append(self.arena_fd)
+        p_r, c_w = os.pipe()  # child -> parent
+        c_r, p_w = os.pipe()  # parent -> child
+        for fd in (p_r, p_w):
+            try:
+                fcntl.fcntl(fd, 1031, 1 << 20)  # F_SETPIPE_SZ: fewer round trips for large inputs
+            except OSError:
+                pass
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-B", "-m", "evoteam.servers.bench.measurement.worker", str(c_r), str(c_w)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            pass_fds=(c_r, c_w, *pass_fds), cwd=str(scratch), env=_worker_env(scratch, extra_env),
+            start_new_session=True, close_fds=True)
+        # Before it is sent anything (so before any candidate code exists in it).
+        self.jail.attach(self.proc.pid)
+        os.close(c_r)
+        os.close(c_w)
+        self.wfd = p_w
+        self.reader = protocol.FrameReader(p_r)
+        self.rfd = p_r
+        self._stop = threading.Event()
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
+        threading.Thread(target=self._watch_memory, daemon=True).start()
+        protocol.write_frame(self.wfd, init)
+
+    # -------------------------------------------------------- watchers
+
+    def _drain(self) -> None:
+        stream = self.proc.stdout
+        while True:
+            try:
+                chunk = stream.read1(65536)
+            except (OSError, ValueError):
+                return
+            if not chunk:
+                return
+            self.printed += len(chunk)
+            self.tail += chunk
+            if len(self.tail) > 4000:
+                del self.tail[:-4000]
+            if self.printed > OUTPUT_CAP_BYTES and self.reason is None:
+                self.reason = (f"the {self.label} wrote more than {OUTPUT_CAP_BYTES >> 20} MiB to stdout/stderr "
+                               "and was stopped; remove the prints")
+                self.kill()
+
+    def _watch_memory(self) -> None:
+        if not self.memory_mb:
+            return
+        limit_kb = int(self.memory_mb * 1024 * 1.1)
+        status = f"/proc/{self.proc.pid}/status"
+        while not self._stop.wait(0.1):
+            try:
+                with open(status) as fh:
+                    for line in fh:
+                        if line.startswith("VmRSS:"):
+                            if int(line.split()[1]) > limit_kb and self.reason is None:
+                                self.reason = (f"the {self.label} used more than its memory cap of "
+                                               f"{self.memory_mb} MiB and was stopped")
+                                self.kill()
+                            break
+            except (OSError, ValueError):
+                return
+
+    def output_tail(self) -> str:
+        return bytes(self.tail).decode("utf-8", "replace")[-1500:]
+
+    def _text(self, text: str) -> str:
+        return untrusted(text) if self.untrusted else str(text)[:4000]
+
+    # -------------------------------------------------------- requests
+
+    def kill(self) -> None:
+        self.jail.kill_all()
+
+    def _returncode(self, timeout: float) -> int:
+        if self.jail.exit_status is not None:  # reaped by the jail's wait for a stop
+            st = self.jail.exit_status
+            return -os.WTERMSIG(st) if os.WIFSIGNALED(st) else os.WEXITSTATUS(st)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            try:
+                return self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return -signal.SIGKILL
+
+    def _death(self) -> WorkerFailure:
+        self.jail.resume()
+        code = self._returncode(5)
+        if self.reason:
+            return WorkerFailure("RUNTIME_ERROR", self.reason, fatal=True)
+        capped = self.jail.limits.hit()
+        if capped:
+            return WorkerFailure("RUNTIME_ERROR", f"the {self.label}: {capped}", fatal=True)
+        if code < 0:
+            sig = -code
+            name = _SIGNALS.get(sig, signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig))
+            try:
+                signame = signal.Signals(sig).name
+            except ValueError:
+                signame = str(sig)
+            msg = f"the {self.label} process crashed ({signame}, {name})"
+        else:
+            msg = f"the {self.label} process exited with code {code}"
+        tail = self.output_tail().strip()
+        if tail:
+            msg += "; last output:" + self._text(tail)
+        return WorkerFailure("RUNTIME_ERROR", msg, fatal=True)
+
+    def _malformed(self, why: str) -> WorkerFailure:
+        self.kill()
+        return WorkerFailure("RUNTIME_ERROR", f"the {self.label} sent a malformed reply to the harness ({why}); "
+                             "this evaluation is flagged", flagged=True, fatal=True)
+
+    def read(self, timeout: float, what: str) -> tuple[dict, dict]:
+        deadline = time.monotonic() + timeout
+        try:
+            header, arrays = self.reader.read(deadline)
+        except protocol.PeerTimeout:
+            capped = self.jail.limits.hit()
+            self.kill()
+            if capped:  # stuck at a cap (a fork refused, memory reclaimed): that is the cause to report
+                raise WorkerFailure("RUNTIME_ERROR", f"the {self.label}: {capped}", fatal=True) from None
+            raise WorkerFailure("TIMEOUT", f"the {self.label} did not finish {what} within {timeout:g} s "
+                                "(a hang, or far too slow) and was stopped", fatal=True) from None
+        except protocol.PeerClosed:
+            raise self._death() from None
+        except protocol.ProtocolError as exc:
+            raise self._malformed(str(exc)) from None
+        if self.reason:  # flooded or over memory but still answered
+            self.kill()
+            raise WorkerFailure("RUNTIME_ERROR", self.reason, fatal=True)
+        try:
+            replies.common(header)  # every common field bounded and typed before any is used
+        except replies.BadReply as exc:
+            raise self._malformed(str(exc)) from None
+        violations = header.get("violations") or []
+        if violations:
+            if not isinstance(violations, list):
+                raise self._malformed("violations is not a list")
+            raise WorkerFailure("RUNTIME_ERROR", self._text(str(violations[0])[:500]).lstrip("\n")
+                                + " (this evaluation is flagged)", flagged=True)
+        ok = header.get("ok")
+        if ok is not True:
+            if ok is not False:
+                raise self._malformed("no ok field")
+            status = header.get("status", "RUNTIME_ERROR")
+            if status not in STATUSES or status == "PASSED":
+                raise self._malformed(f"unknown failure status {str(status)[:40]!r}")
+            message = header.get("message", "failed")
+            if not isinstance(message, str):
+                raise self._malformed("message is not text")
+            if self.untrusted:
+                message = f"the {self.label} reported {status}:" + untrusted(message)
+            raise WorkerFailure(status, message, flagged=header.get("flagged") is True)
+        return header, arrays
+
+    def request(self, msg: dict, timeout: float, what: str, arrays: dict | None = None,
+                timed: bool = False) -> tuple[dict, dict] | tuple[dict, dict, int]:
+        """Resume the worker, send one message, wait for its reply, stop the worker again. With
+        ``timed``, also return the harness's own clock from just before the worker was resumed to
+        just after it was stopped: the only time that scores."""
+        data = protocol.encode(msg, arrays)
+        # Outside the clock, while the worker is still stopped (it can neither read the message
+        # nor run): a small message goes into the pipe and the cgroup is thawed. The clock then
+        # holds only SIGCONT, the call and the stop.
+        early = len(data) <= PIPE_EARLY_BYTES
+        try:
+            if early:
+                self._send(data)
+            self.jail.thaw()
+            t0 = time.perf_counter_ns()
+            self.jail.resume()
+            if not early:
+                self._send(data)
+        except (BrokenPipeError, OSError):
+            raise self._death() from None
+        try:
+            header, out = self.read(timeout, what)
+        finally:
+            self.jail.stop()
+            t1 = time.perf_counter_ns()
+            self.jail.hold()
+        capped = self.jail.limits.hit()  # outside the timed window: a cap hit anywhere in the tree fails it
+        if capped:
+            self.kill()
+            raise WorkerFailure("RUNTIME_ERROR", f"the {self.label}: {capped}", fatal=True)
+        if timed:
+            return header, out, t1 - t0
+        return header, out
+
+    def _send(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.write(self.wfd, view)
+            view = view[n:]
+
+    # -------------------------------------------------------- the shared input area
+
+    def arena(self, size: int):
+        """The harness's mapping of the worker's shared area, grown to at least ``size`` bytes."""
+        import mmap
+
+        if size > self.arena_size:
+            os.ftruncate(self.arena_fd, size)
+            self.arena_map = mmap.mmap(self.arena_fd, size)
+            self.arena_size = size
+        return self.arena_map
+
+    def close(self) -> None:
+        self._stop.set()
+        # Killed, not asked to exit: every answer is in, and an interpreter's teardown (tens of
+        # ms with numpy or torch loaded) would only add to every evaluation. Every process of the
+        # worker goes, whatever it started (daemons, stdout-holding grandchildren).
+        self.jail.close()
+        self._returncode(2)
+        for fd in (self.wfd, self.rfd, self.arena_fd):
+            if fd is None:
+                continue
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        # Never block on the output pipe: closing it while the drain thread reads would wait for
+        # that thread, and a surviving holder of the pipe would wedge the harness. Once every
+        # process is gone the pipe reaches EOF and the drain thread closes nothing but itself.
+        self._drainer.join(timeout=0.5)
+        if self.proc.stdout and not self._drainer.is_alive():
+            try:
+                self.proc.stdout.close()
+            except (OSError, ValueError):
+                pass
+        self.arena_map = None
