@@ -297,8 +297,9 @@ class Database:
         await self.close()
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[aiosqlite.Connection]:
-        """A write transaction; commits on success, rolls back on any error."""
+    async def write(self, scope: str | None = None) -> AsyncIterator[aiosqlite.Connection]:
+        """A write transaction; commits on success, rolls back on any error. `scope` (the run a
+        write is confined to) matters on PostgreSQL only (pg.py): a SQLite file has one writer."""
         if self.readonly:
             raise StoreFailure(f"the store {self.path} is read-only here, so it cannot be written: fix its "
                                f"permissions (and its folder's), or point EVOTEAM_DB at a writable copy")

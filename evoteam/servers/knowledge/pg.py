@@ -6,10 +6,13 @@ The store's code is written once, against the connection interface aiosqlite off
 module gives a psycopg 3 connection that interface and rewrites each statement into
 PostgreSQL's dialect (dialect.py). Several server processes may share one database, so:
 
-- every write transaction first takes one transaction-scoped advisory lock, so writes are
-  serialised exactly as SQLite's `BEGIN IMMEDIATE` serialises them: the store's checks
-  (idempotency keys, "exists already", pooling identical code) read then write inside one
-  transaction and rely on no other writer slipping in between;
+- every write transaction first takes transaction-scoped advisory locks, so the store's checks
+  (idempotency keys, "exists already", pooling identical code, superseding) read then write
+  inside one transaction with no other writer slipping in between. A write confined to one run
+  (`write(scope=run_id)`: every check it makes reads only that run's rows) takes the store lock
+  shared and its run's lock exclusive, so writers of different runs proceed side by side; any
+  other write takes the store lock exclusive and is serialised with every writer, exactly as
+  SQLite's `BEGIN IMMEDIATE` serialises them;
 - migrations run under a session advisory lock, so replicas starting together migrate once;
 - reads run in autocommit mode: each statement sees every write committed before it.
 
@@ -42,6 +45,10 @@ POOL_TIMEOUT_S = float(os.environ.get("EVOTEAM_PG_TIMEOUT_S") or 10)
 # Advisory lock keys (any 64-bit integers; these spell "evoteam" + a purpose).
 WRITE_LOCK = 0x65766F7465616D01
 MIGRATE_LOCK = 0x65766F7465616D02
+# A run's write lock is a two-key advisory lock (this class, the hash of the run id): PostgreSQL
+# keeps two-key locks apart from one-key ones, so no run's key can meet the two above. Two runs
+# whose ids hash alike merely write one after the other.
+RUN_LOCK_CLASS = 0x65766F74
 
 
 def is_postgres_url(target: object) -> bool:
@@ -227,12 +234,23 @@ class PgDatabase:
             await self._pool.putconn(conn)
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[PgConnection]:
-        """A write transaction, serialised with every other writer of the database (any process);
-        commits on success, rolls back on any error."""
+    async def write(self, scope: str | None = None) -> AsyncIterator[PgConnection]:
+        """A write transaction; commits on success, rolls back on any error.
+
+        `scope`: the run this transaction writes, when every check it makes reads only that
+        run's rows; it is then serialised with the run's other writers (any process) and with
+        store-wide writes, not with other runs' writers. Without a scope it is serialised with
+        every writer of the database."""
         async with self._connection() as conn:
             async with conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                if scope is None:
+                    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                else:
+                    # Always the store lock first, so a store-wide writer and run writers never
+                    # wait on each other in a circle.
+                    await conn.execute("SELECT pg_advisory_xact_lock_shared(%s), "
+                                       "pg_advisory_xact_lock(%s, hashtext(%s))",
+                                       (WRITE_LOCK, RUN_LOCK_CLASS, scope))
                 yield PgConnection(conn)
 
     @asynccontextmanager
