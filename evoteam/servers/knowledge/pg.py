@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from evoteam.config import is_store_url
+from evoteam.servers.knowledge.db import BUSY_TIMEOUT_MS
 from evoteam.servers.knowledge.dialect import to_postgres
 from evoteam.servers.knowledge.errors import StoreFailure
 
@@ -103,6 +104,9 @@ def describe(exc: Exception, url: str) -> StoreFailure | None:
     from psycopg_pool import PoolTimeout
 
     where = redacted(url)
+    if isinstance(exc, psycopg.errors.LockNotAvailable):
+        return StoreFailure(f"the PostgreSQL store {where} is busy: another writer has held its write lock too long "
+                            f"(a big import?); retry in a moment")
     if isinstance(exc, PoolTimeout):
         return StoreFailure(f"the PostgreSQL store {where} did not answer in time: check that the server is "
                             f"up and reachable, then retry")
@@ -243,6 +247,9 @@ class PgDatabase:
         every writer of the database."""
         async with self._connection() as conn:
             async with conn.transaction():
+                # As SQLite's busy timeout: a writer stuck behind a lock that is never let go (a
+                # replica hung mid-transaction) fails in one line instead of waiting for ever.
+                await conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{BUSY_TIMEOUT_MS}ms",))
                 if scope is None:
                     await conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
                 else:
