@@ -75,3 +75,41 @@ async def test_a_store_wide_write_waits_for_the_run_writer(held_run, postgres_ur
     assert await waits_for(postgres_url, new_run)
     release.set()
     assert (await asyncio.wait_for(new_run, 60)).goal == "store-wide"
+
+
+async def test_concurrent_writers_of_several_runs_keep_every_rule(postgres_url):
+    """With writers serialised per run, not per store: retries racing with their first write,
+    supersedes racing for one learning and identical code racing to be recorded still give one
+    row per key, one winner, one pooled candidate, and counters equal to the rows."""
+    from evoteam.servers.knowledge.errors import Invalid
+    from evoteam.servers.knowledge.store import Actor
+    from tests.knowledge.test_measurements import CODE, measured, rounds
+
+    async with LocalKnowledgeStore.open(postgres_url, Actor(user="w", verifier=True)) as store:
+        runs = [await store.start_run(RunCreate(goal=f"run {i}")) for i in range(4)]
+
+        async def write(run_id: str, writer: int, j: int) -> str:
+            spec = LearningCreate(run_id=run_id, text=f"writer {writer} fact {j}", idempotency_key=f"{writer}-{j}")
+            first, retry = await asyncio.gather(store.add_learning(spec), store.add_learning(spec))
+            assert first.id == retry.id
+            return first.id
+
+        ids = await asyncio.gather(*(write(r.id, w, j) for r in runs for w in range(6) for j in range(3)))
+        assert len(set(ids)) == 4 * 6 * 3
+        for r in runs:
+            assert (await store.get_run(r.id)).learnings == 18
+            assert query_rows(postgres_url, "SELECT count(*) FROM learnings WHERE run_id = ?", (r.id,)) == [(18,)]
+
+        target = ids[0]
+        tries = await asyncio.gather(*(store.add_learning(LearningCreate(run_id=runs[0].id, text=f"better {i}",
+                                                                         supersedes=target)) for i in range(6)),
+                                     return_exceptions=True)
+        winners = [t for t in tries if not isinstance(t, Exception)]
+        assert len(winners) == 1 and all(isinstance(t, Invalid) for t in tries if t not in winners)
+        assert (await store.get_run(runs[0].id)).learnings == 18  # one superseded, one added
+
+        same = await asyncio.gather(*(store.record_candidate(measured(runs[1].id, CODE, {"w1": rounds(3.0, 0.5, seed=i)}))
+                                      for i in range(5)))
+        assert len({c.id for c in same}) == 1
+        (only,) = (await store.list_candidates(runs[1].id)).items
+        assert only.n_measurements == 5
