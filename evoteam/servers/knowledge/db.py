@@ -202,8 +202,11 @@ def _split_sql(script: str) -> list[str]:
 
 
 def _load_components() -> None:
-    # Importing a component's schema module registers its migrations.
-    from evoteam.servers.knowledge import measurements, schema, sessions, verified  # noqa: F401
+    # Importing a component's schema module registers its migrations. Every knowledge component
+    # is named here: a process that opens a store without the store's code (`kb migrate-store`
+    # into a new file) must still make every table.
+    from evoteam.servers.knowledge import (  # noqa: F401
+        counters, idempotency, lineage, measurements, schema, sessions, verified)
 
     for name in ("evoteam.servers.retrieval.schema", "evoteam.servers.team.schema",
                  "evoteam.servers.knowledge.pgschema", "evoteam.servers.retrieval.pgschema"):
