@@ -196,6 +196,25 @@ async def test_doctor_checks_the_real_store_without_writing_it(tmp_path: Path):
     assert "all" not in doctor.stdout.splitlines()[-1]
 
 
+async def test_doctor_checks_a_postgresql_store_without_writing_it(postgres_server, tmp_path: Path):
+    from evoteam.config import Settings
+    from evoteam.doctor import check_store
+    from tests.knowledge.conftest import query_rows
+
+    url = postgres_server.new_database()
+    await make_store(url)
+    before = query_rows(url, "SELECT count(*), max(xmin::text::bigint) FROM runs")
+    assert "schema current, 1 run(s)" in await check_store(Settings(db=url))
+    assert query_rows(url, "SELECT count(*), max(xmin::text::bigint) FROM runs") == before
+    # A database that does not exist yet: doctor says so in one line and creates nothing.
+    missing = url.rsplit("/", 1)[0] + "/no_such_database"
+    with pytest.raises(RuntimeError) as info:
+        await check_store(Settings(db=missing))
+    assert "\n" not in str(info.value) and "no_such_database" in str(info.value)
+    assert query_rows(postgres_server.url(), "SELECT count(*) FROM pg_database WHERE datname = 'no_such_database'") \
+        == [(0,)]
+
+
 async def test_an_agent_sees_the_full_disk_as_a_one_line_tool_error(tmp_path: Path):
     from mcp import Client
 
