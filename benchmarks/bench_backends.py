@@ -29,6 +29,7 @@ import random
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -138,6 +139,8 @@ def rate_rows(backend: str, where, home: Path, writes: int, reps: int) -> list[t
     moments of a noisy machine): median and range of each, and the ratio of the medians."""
     token = make_token(where, "bench", None)
     servers = [KnowledgeServer(db=where, port=free_port(), home=home).start() for _ in range(2)]
+    for s in servers:  # keep reading what the servers log, or a full pipe would stall them mid-run
+        threading.Thread(target=s.process.stderr.read, daemon=True).start()
     rows = []
     try:
         for clients in (16, 64):
