@@ -104,10 +104,10 @@ async def _newest_matches(store: LocalKnowledgeStore, conn, q: str, q_params: li
     """The id after which about the newest `rank_window` matches lie (0: the whole index).
 
     "ORDER BY id DESC LIMIT rank_window" over a GIN match reads every match before it sorts
-    them: at 100k learnings a word in 13% of the entries cost over 80 ms, and ten times that at
-    1M. Instead, the query's density among the newest `sample_window` entries (a bounded count)
-    says how many of the newest entries hold about rank_window matches, and only those are
-    read; a query with no match among the newest entries reads them all."""
+    them: at 100k learnings a word in 13% of the entries cost over 80 ms, and its matches grow
+    with the store. Instead, the query's density among the newest `sample_window` entries (a
+    bounded count) says how many of the newest entries hold about rank_window matches, and only
+    those are read; a query with no match among the newest entries reads them all."""
     window = min(newest, store.sample_window)
     async with conn.execute(
         f"SELECT count(*) FROM search_index WHERE tsv @@ {q} AND id > ?{where_scope}",
