@@ -222,6 +222,11 @@ class PgDatabase:
             await self._pool.putconn(conn)  # broken: the pool discards it and opens another
             await self._pool.check()
             return await self._pool.getconn()
+        except BaseException:
+            # Cancelled during the check (a client gone): the connection goes back, or every
+            # such cancellation would leak one until the pool had none left to give.
+            await self._pool.putconn(conn)
+            raise
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator:
