@@ -174,3 +174,19 @@ async def test_search_counts_up_to_a_cap_and_still_ranks_the_newest_window(new_l
         store.count_cap, store.rank_window = 100, 100
         exact = await store.search("occupancy", run_id=run.id)
         assert (exact.total, exact.total_capped) == (6, False) and "mentions" not in exact.items[0].snippet
+
+
+async def test_the_newest_window_is_the_newest_matches_however_sparse(new_location):
+    """PostgreSQL finds the newest matches in growing windows of entries (pgsearch.py): sparse
+    matches need several windows, and the ranked ones are still exactly the newest."""
+    async with LocalKnowledgeStore.open(new_location("kb.db")) as store:
+        store.count_cap, store.rank_window = 4, 3
+        run = await store.start_run(RunCreate(goal="search"))
+        await store.add_learning(LearningCreate(run_id=run.id, text="occupancy occupancy occupancy"))
+        for i in range(100):
+            text = f"note n{i} mentions occupancy once" if i % 7 == 0 else f"note n{i} about tiles"
+            await store.add_learning(LearningCreate(run_id=run.id, text=text))
+        page = await store.search("occupancy", run_id=run.id, limit=10)
+        assert page.total_capped
+        shown = sorted(int(h.snippet.split(" n")[1].split(" ")[0]) for h in page.items)
+        assert shown == [84, 91, 98]  # the three newest of the notes mentioning it, ranked

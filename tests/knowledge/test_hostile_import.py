@@ -31,9 +31,17 @@ def one_candidate(tree: Path) -> Path:
     return next(p for p in sorted((tree / "candidates").glob("*.json")) if p.with_suffix(".py").exists())
 
 
-async def refused(tmp_path: Path, tree: Path, match: str, **store_kw) -> None:
+def victim(request, tmp_path: Path, backend: str = "sqlite") -> Path | str:
+    """Where the importing store lives: a SQLite file, or a fresh PostgreSQL database (the
+    refusals that depend on what the store holds must hold on both)."""
+    return request.getfixturevalue("postgres_url") if backend == "postgres" else tmp_path / "victim.db"
+
+
+async def refused(where: Path | str, tree: Path, match: str, **store_kw) -> None:
     """The import fails with one line matching `match`, and the store stays empty."""
-    async with LocalKnowledgeStore.open(tmp_path / "victim.db", **store_kw) as store:
+    if isinstance(where, Path) and where.is_dir():
+        where = where / "victim.db"
+    async with LocalKnowledgeStore.open(where, **store_kw) as store:
         with pytest.raises(Invalid, match=match) as info:
             await asyncio.wait_for(import_run(store, tree), timeout=30)
         assert "\n" not in str(info.value)
@@ -77,21 +85,26 @@ async def test_an_oversize_learning_is_refused(tmp_path, tree):
     await refused(tmp_path, tree, "text")
 
 
+BACKENDS = pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+
+
+@BACKENDS
 @pytest.mark.parametrize("field,value", [("evidence", ["cand_0000aaaa0000aaaa"]),
                                          ("supersedes", "lrn_of_another_project")])
-async def test_links_outside_the_exported_run_are_refused(tmp_path, tree, field, value):
+async def test_links_outside_the_exported_run_are_refused(request, tmp_path, tree, field, value, backend):
     learnings = json.loads((tree / "learnings.json").read_text())
     learnings[0][field] = value
     (tree / "learnings.json").write_text(json.dumps(learnings))
-    await refused(tmp_path, tree, "not .*(in|of) this export")
+    await refused(victim(request, tmp_path, backend), tree, "not .*(in|of) this export")
 
 
-async def test_a_parent_in_another_run_is_refused(tmp_path, tree):
+@BACKENDS
+async def test_a_parent_in_another_run_is_refused(request, tmp_path, tree, backend):
     child = next(p for p in (tree / "candidates").glob("*.json") if json.loads(p.read_text())["parent_id"])
     record = json.loads(child.read_text())
     record["parent_id"] = "cand_someoneelses0001"
     child.write_text(json.dumps(record))
-    await refused(tmp_path, tree, "parent")
+    await refused(victim(request, tmp_path, backend), tree, "parent")
 
 
 async def test_a_fifo_does_not_hang_the_import(tmp_path, tree):
@@ -110,8 +123,9 @@ async def test_a_symlink_to_another_file_is_refused(tmp_path, tree):
     await refused(tmp_path, tree, "link")
 
 
-@pytest.mark.parametrize("damage", ["deep", "directory", "not-a-list", "duplicate"])
-async def test_malformed_files_give_one_line(tmp_path, tree, damage):
+@pytest.mark.parametrize("damage,backend", [("deep", "sqlite"), ("directory", "sqlite"), ("not-a-list", "sqlite"),
+                                            ("duplicate", "sqlite"), ("duplicate", "postgres")])
+async def test_malformed_files_give_one_line(request, tmp_path, tree, damage, backend):
     if damage == "deep":
         record_path = one_candidate(tree)
         record = json.loads(record_path.read_text())
@@ -124,16 +138,17 @@ async def test_malformed_files_give_one_line(tmp_path, tree, damage):
     else:
         learnings = json.loads((tree / "learnings.json").read_text())
         (tree / "learnings.json").write_text(json.dumps(learnings + learnings[:1]))
-    await refused(tmp_path, tree, "damaged|cannot be imported")
+    await refused(victim(request, tmp_path, backend), tree, "damaged|cannot be imported")
 
 
-async def test_imported_scores_are_claims_unless_trusted(tmp_path: Path):
+@BACKENDS
+async def test_imported_scores_are_claims_unless_trusted(request, tmp_path: Path, backend):
     async with LocalKnowledgeStore.open(tmp_path / "src.db", Actor(user="a", client="t", verifier=True)) as a:
         run_id = await populate(a)
         await a.record_candidate(CandidateCreate(run_id=run_id, code="x", status="PASSED", score=0.39, verified=True))
         assert (await a.get_run(run_id)).best_score == pytest.approx(0.39)
         await export_run(a, run_id, tmp_path / "tree")
-    async with LocalKnowledgeStore.open(tmp_path / "b.db") as b:
+    async with LocalKnowledgeStore.open(victim(request, tmp_path, backend)) as b:
         run = await import_run(b, tmp_path / "tree")
         assert run.best_score is None  # a forged export cannot award itself a best score
     async with LocalKnowledgeStore.open(tmp_path / "c.db") as c:

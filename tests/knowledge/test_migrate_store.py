@@ -125,6 +125,12 @@ def test_the_command_reports_each_table_and_exits_by_the_rules(tmp_path, postgre
     again = subprocess.run([sys.executable, "-m", "evoteam.cli", "kb", "migrate-store", str(tmp_path / "kb.db"), url],
                            capture_output=True, text=True, env=env)
     assert again.returncode == 2 and "holds data already" in again.stderr
+    # Back into a new file, by a process that made no store before: the new file gets every
+    # component's schema, not only those the command happened to import.
+    back = subprocess.run([sys.executable, "-m", "evoteam.cli", "kb", "migrate-store", url, str(tmp_path / "back.db"),
+                           "--json"], capture_output=True, text=True, env=env)
+    assert back.returncode == 0, back.stderr
+    assert json.loads(back.stdout)["tables"] == report["tables"]
 
 
 async def test_an_export_bundle_moves_across_backends_unchanged(tmp_path, postgres_server):

@@ -80,3 +80,26 @@ async def test_an_unreachable_database_is_one_line_without_the_password():
         await asyncio.wait_for(LocalKnowledgeStore.open(url).__aenter__(), 60)
     assert "hunter2" not in str(err.value) and "\n" not in str(err.value)
     assert "postgresql://someone@127.0.0.1:9/nowhere" in str(err.value)
+
+
+async def test_search_reads_its_gin_index_after_a_burst_of_writes(postgres_server):
+    """The full-text indexes keep no GIN pending list (knowledge.search, retrieval.search): right
+    after many writes, with no vacuum since, the planner still answers a search from the index
+    (with a pending list it scanned the whole table)."""
+    url = postgres_server.new_database()
+    options = dict(query_rows(url, "SELECT c.relname, array_to_string(c.reloptions, ',') FROM pg_class c "
+                                   "WHERE c.relname IN ('search_index_tsv', 'retrieval_documents_fts_tsv')"))
+    assert options == {"search_index_tsv": "fastupdate=off", "retrieval_documents_fts_tsv": "fastupdate=off"}
+    async with LocalKnowledgeStore.open(url) as store:
+        run = await store.start_run(RunCreate(goal="burst"))
+        async with store.db.write() as conn:
+            await conn.executemany(
+                "INSERT INTO search_index (title, body, filters, kind, ref_id, run_id, project) VALUES (?,?,?,?,?,?,?)",
+                [("observation: ", f"note {i} about tiles and warps w{i % 500}", "", "learning", f"lrn_{i}", run.id,
+                  "default") for i in range(5000)])
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ANALYZE search_index")  # statistics, as autovacuum gathers them; no vacuum
+        plan = "\n".join(r[0] for r in conn.execute(
+            "EXPLAIN SELECT count(*) FROM (SELECT 1 FROM search_index WHERE tsv @@ plainto_tsquery('evoteam', 'w7') "
+            "AND run_id = %s LIMIT 1001) AS m", (run.id,)))
+    assert "search_index_tsv" in plan, plan

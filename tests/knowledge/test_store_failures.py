@@ -19,8 +19,9 @@ from evoteam.servers.knowledge.models import ArtifactCreate, RunCreate
 from evoteam.servers.knowledge.store import Actor
 
 
-def cli(db: Path, *args: str, timeout: float = 60, **env) -> subprocess.CompletedProcess:
-    e = {**os.environ, "HOME": str(db.parent), "EVOTEAM_DB": str(db), **env}
+def cli(db: Path | str, *args: str, timeout: float = 60, home: Path | None = None,
+        **env) -> subprocess.CompletedProcess:
+    e = {**os.environ, "HOME": str(home or Path(db).parent), "EVOTEAM_DB": str(db), **env}
     e.pop("EVOTEAM_KNOWLEDGE_URL", None)
     return subprocess.run([sys.executable, "-m", "evoteam.cli", *args], env=e, capture_output=True, text=True,
                           timeout=timeout)
@@ -32,7 +33,7 @@ def one_line_error(proc: subprocess.CompletedProcess, words: str) -> None:
     assert words in proc.stderr.lower(), proc.stderr
 
 
-async def make_store(db: Path) -> str:
+async def make_store(db: Path | str) -> str:
     async with LocalKnowledgeStore.open(db, Actor(user="a", client="t")) as store:
         return (await store.start_run(RunCreate(goal="pack circles"))).id
 
@@ -121,6 +122,41 @@ async def test_reads_and_start_up_never_wait_for_a_held_write_lock(tmp_path: Pat
         holder.wait()
 
 
+# PostgreSQL's form of the held lock: a connection inside a transaction holding the store's write
+# lock (pg.py), as a replica hung mid-write would, until its stdin closes.
+PG_HOLDER = textwrap.dedent("""
+    import sys, psycopg
+    from evoteam.servers.knowledge.pg import WRITE_LOCK
+    conn = psycopg.connect(sys.argv[1])
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+    print("locked", flush=True)
+    sys.stdin.read()
+""")
+
+
+async def test_on_postgres_reads_and_start_up_never_wait_for_a_held_write_lock(postgres_url, tmp_path: Path):
+    run_id = await make_store(postgres_url)
+    holder = subprocess.Popen([sys.executable, "-c", PG_HOLDER, postgres_url], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        async with LocalKnowledgeStore.open(postgres_url) as store:
+            assert (await store.get_run(run_id)).goal == "pack circles"
+        listed = cli(postgres_url, "kb", "runs", home=tmp_path)
+        assert listed.returncode == 0 and run_id in listed.stdout, listed.stderr
+        assert holder.poll() is None
+        # A write waits its busy timeout (a lock timeout here), then says so in one line, as on SQLite.
+        one_line_error(cli(postgres_url, "kb", "start", "a goal", home=tmp_path, EVOTEAM_BUSY_TIMEOUT_MS="300"),
+                       "busy")
+        assert holder.poll() is None
+    finally:
+        holder.kill()
+        holder.wait()
+    async with LocalKnowledgeStore.open(postgres_url) as store:  # let go: writes go through again
+        await store.start_run(RunCreate(goal="after the holder"))
+        assert (await store.list_runs()).total == 2
+
+
 async def test_a_full_disk_is_one_line_and_the_store_recovers(tmp_path: Path):
     """SQLite's own "database or disk is full" (SQLITE_FULL), produced by capping the file's size."""
     db = tmp_path / "kb.db"
@@ -158,6 +194,25 @@ async def test_doctor_checks_the_real_store_without_writing_it(tmp_path: Path):
     doctor = cli(db, "doctor", "--server", "knowledge", timeout=120)
     assert doctor.returncode != 0 and "your store" in doctor.stdout and "damaged" in doctor.stdout, doctor.stdout
     assert "all" not in doctor.stdout.splitlines()[-1]
+
+
+async def test_doctor_checks_a_postgresql_store_without_writing_it(postgres_server, tmp_path: Path):
+    from evoteam.config import Settings
+    from evoteam.doctor import check_store
+    from tests.knowledge.conftest import query_rows
+
+    url = postgres_server.new_database()
+    await make_store(url)
+    before = query_rows(url, "SELECT count(*), max(xmin::text::bigint) FROM runs")
+    assert "schema current, 1 run(s)" in await check_store(Settings(db=url))
+    assert query_rows(url, "SELECT count(*), max(xmin::text::bigint) FROM runs") == before
+    # A database that does not exist yet: doctor says so in one line and creates nothing.
+    missing = url.rsplit("/", 1)[0] + "/no_such_database"
+    with pytest.raises(RuntimeError) as info:
+        await check_store(Settings(db=missing))
+    assert "\n" not in str(info.value) and "no_such_database" in str(info.value)
+    assert query_rows(postgres_server.url(), "SELECT count(*) FROM pg_database WHERE datname = 'no_such_database'") \
+        == [(0,)]
 
 
 async def test_an_agent_sees_the_full_disk_as_a_one_line_tool_error(tmp_path: Path):

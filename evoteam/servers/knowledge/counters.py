@@ -119,4 +119,9 @@ CREATE INDEX learnings_document ON learnings(run_id, kind, confidence DESC, crea
 CREATE INDEX history_newest ON history(run_id, created_at DESC, id DESC);
 """
 
+# The counters computed from the rows, as V1 first filled them: `kb migrate-store` fills a
+# PostgreSQL store with its counter triggers off and then runs these (migrate_store.py).
+REBUILD = [statement.strip() + ";" for statement in
+           V1[V1.index("INSERT INTO run_counters"):V1.index("CREATE TRIGGER")].split(";") if statement.strip()]
+
 register_migrations("knowledge.counters", [V1])

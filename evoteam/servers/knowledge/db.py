@@ -202,8 +202,11 @@ def _split_sql(script: str) -> list[str]:
 
 
 def _load_components() -> None:
-    # Importing a component's schema module registers its migrations.
-    from evoteam.servers.knowledge import measurements, schema, sessions, verified  # noqa: F401
+    # Importing a component's schema module registers its migrations. Every knowledge component
+    # is named here: a process that opens a store without the store's code (`kb migrate-store`
+    # into a new file) must still make every table.
+    from evoteam.servers.knowledge import (  # noqa: F401
+        counters, idempotency, lineage, measurements, schema, sessions, verified)
 
     for name in ("evoteam.servers.retrieval.schema", "evoteam.servers.team.schema",
                  "evoteam.servers.knowledge.pgschema", "evoteam.servers.retrieval.pgschema"):
@@ -297,8 +300,9 @@ class Database:
         await self.close()
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[aiosqlite.Connection]:
-        """A write transaction; commits on success, rolls back on any error."""
+    async def write(self, scope: str | None = None) -> AsyncIterator[aiosqlite.Connection]:
+        """A write transaction; commits on success, rolls back on any error. `scope` (the run a
+        write is confined to) matters on PostgreSQL only (pg.py): a SQLite file has one writer."""
         if self.readonly:
             raise StoreFailure(f"the store {self.path} is read-only here, so it cannot be written: fix its "
                                f"permissions (and its folder's), or point EVOTEAM_DB at a writable copy")

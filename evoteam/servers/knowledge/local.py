@@ -294,7 +294,10 @@ class LocalKnowledgeStore(KnowledgeStore):
     async def update_run(self, run_id: str, status: RunStatus | None = None,
                          current_version: int | None = None, reason: str | None = None) -> Run:
         reason = lineage.clean_reason(reason)
-        async with self.db.write() as conn:
+        # Writes confined to one run name it as their scope: on PostgreSQL they then wait only for
+        # that run's writers (pg.py). Each such method's checks (idempotency keys, superseding,
+        # evidence, pooling identical code) read that run's rows, or rows no one changes once written.
+        async with self.db.write(scope=run_id) as conn:
             await self.visible_run_row(conn, run_id)
             if status is not None:
                 # A new status replaces the reason of the old one (a resumed run has none).
@@ -334,7 +337,7 @@ class LocalKnowledgeStore(KnowledgeStore):
                 raise NotFound(f"evidence {ref!r} is not in run {run_id!r}: record it first, or drop it")
 
     async def add_learning(self, spec: LearningCreate) -> Learning:
-        async with self.db.write() as conn:
+        async with self.db.write(scope=spec.run_id) as conn:
             run = await self.visible_run_row(conn, spec.run_id)
             if (done := await self._replay(conn, run, "learning", spec)) is not None:
                 return await self._get_learning(conn, done)
@@ -410,7 +413,7 @@ class LocalKnowledgeStore(KnowledgeStore):
         if not any([spec.observed_behaviour, spec.diagnosis, spec.design_change, spec.outcome]):
             raise Invalid("a history entry needs at least one of observed_behaviour, diagnosis, "
                           "design_change, outcome")
-        async with self.db.write() as conn:
+        async with self.db.write(scope=spec.run_id) as conn:
             run = await self.visible_run_row(conn, spec.run_id)
             if (done := await self._replay(conn, run, "history", spec)) is not None:
                 return await self._get_history(conn, done)
@@ -495,7 +498,7 @@ class LocalKnowledgeStore(KnowledgeStore):
         self.check_artifact_name(spec.name)
         data, is_text = self._decode_content(spec)
         digest = hashlib.sha256(data).hexdigest()
-        async with self.db.write() as conn:
+        async with self.db.write(scope=spec.run_id) as conn:
             run = await self.visible_run_row(conn, spec.run_id)
             if (done := await self._replay(conn, run, "artifact", spec)) is not None:
                 return await self._get_artifact_info(conn, done)
@@ -557,7 +560,7 @@ class LocalKnowledgeStore(KnowledgeStore):
         check_may_verify(spec.verified, self.actor.verifier)
         if spec.code and not spec.code_hash:
             spec = spec.model_copy(update={"code_hash": code_hash(spec.code)})
-        async with self.db.write() as conn:
+        async with self.db.write(scope=spec.run_id) as conn:
             run = await self.visible_run_row(conn, spec.run_id)
             if (done := await self._replay(conn, run, "candidate", spec)) is not None:
                 return await self._get_candidate(conn, done)
@@ -636,7 +639,7 @@ class LocalKnowledgeStore(KnowledgeStore):
                          detail=json.loads(row["detail"]), provenance=provenance_of(row))
 
     async def record_cost(self, spec: CostCreate) -> CostEntry:
-        async with self.db.write() as conn:
+        async with self.db.write(scope=spec.run_id) as conn:
             run = await self.visible_run_row(conn, spec.run_id)
             done = await self._replay(conn, run, "cost", spec)
             if done is None:

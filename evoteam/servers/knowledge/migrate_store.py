@@ -6,7 +6,8 @@ rows. Every table of every component is copied row by row inside one write trans
 destination (nothing of a failed copy stays), then verified: per table, the number of rows and
 an order-independent hash of their values must be equal on both sides. The counters the
 database keeps (run_counters, run_spend) are not copied: the destination's triggers rebuild
-them from the rows, and they are verified like the rest.
+them from the rows (on PostgreSQL computed once after the copy), and they are verified like
+the rest.
 
 What is not copied, by design: the schema bookkeeping (each end has its own), SQLite's FTS5
 shadow tables and the columns each backend makes for itself (FTS rowids, serial keys, the
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from evoteam.servers.knowledge import counters
 from evoteam.servers.knowledge.backend import describe_location, open_database
 from evoteam.servers.knowledge.errors import Invalid, NotFound, StoreFailure
 from evoteam.servers.knowledge.pg import is_postgres_url
@@ -34,6 +36,10 @@ ORDER = ["runs", "blobs", "artifacts", "candidates", "learnings", "history", "co
          "retrieval_searches", "retrieval_queries", "retrieval_hits", "retrieval_predictions", "retrieval_outcomes",
          "retrieval_outcome_documents"]
 DERIVED = {"run_counters", "run_spend"}  # kept by the destination's triggers; verified, not copied
+# The counters' triggers on PostgreSQL (knowledge/pgschema.py), per table.
+PG_COUNTER_TRIGGERS = [("runs", "run_counters_run"), ("candidates", "run_counters_candidate"),
+                       ("history", "run_counters_history"), ("learnings", "run_counters_learning"),
+                       ("costs", "run_counters_cost")]
 SKIP = {"schema_versions"}
 # Links to a later row of the same table: written after every row exists.
 LATE_LINKS = {"learnings": ["superseded_by"]}
@@ -159,8 +165,21 @@ async def migrate_store(source: str | Path, destination: str | Path,
                                       f"({table}); migrate-store fills an empty store only")
         copied = [t for t in tables if t not in DERIVED]
         async with dst.write() as wconn:
+            # On PostgreSQL a counter trigger updating one run's row once per copied row, all in
+            # one transaction, walks an ever longer chain of that row's versions (quadratic:
+            # 40k rows took 62 s); the triggers are off during the copy (inside the transaction,
+            # so a failed copy leaves them on) and the counters are computed from the rows after.
+            rebuild = conn_dialect(wconn) == "postgres"
+            if rebuild:
+                for table, trigger in PG_COUNTER_TRIGGERS:
+                    await wconn.execute(f"ALTER TABLE {table} DISABLE TRIGGER {trigger}")
             for table in copied:
                 await _copy(src, wconn, table, columns[table], orders[table], progress)
+            if rebuild:
+                for table, trigger in PG_COUNTER_TRIGGERS:
+                    await wconn.execute(f"ALTER TABLE {table} ENABLE TRIGGER {trigger}")
+                for statement in counters.REBUILD:
+                    await wconn.execute(statement)
         report = []
         for table in tables:
             mine, theirs = await _digest(src, table, columns[table]), await _digest(dst, table, columns[table])

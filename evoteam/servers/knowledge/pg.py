@@ -6,10 +6,13 @@ The store's code is written once, against the connection interface aiosqlite off
 module gives a psycopg 3 connection that interface and rewrites each statement into
 PostgreSQL's dialect (dialect.py). Several server processes may share one database, so:
 
-- every write transaction first takes one transaction-scoped advisory lock, so writes are
-  serialised exactly as SQLite's `BEGIN IMMEDIATE` serialises them: the store's checks
-  (idempotency keys, "exists already", pooling identical code) read then write inside one
-  transaction and rely on no other writer slipping in between;
+- every write transaction first takes transaction-scoped advisory locks, so the store's checks
+  (idempotency keys, "exists already", pooling identical code, superseding) read then write
+  inside one transaction with no other writer slipping in between. A write confined to one run
+  (`write(scope=run_id)`: every check it makes reads only that run's rows) takes the store lock
+  shared and its run's lock exclusive, so writers of different runs proceed side by side; any
+  other write takes the store lock exclusive and is serialised with every writer, exactly as
+  SQLite's `BEGIN IMMEDIATE` serialises them;
 - migrations run under a session advisory lock, so replicas starting together migrate once;
 - reads run in autocommit mode: each statement sees every write committed before it.
 
@@ -28,6 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from evoteam.config import is_store_url
+from evoteam.servers.knowledge.db import BUSY_TIMEOUT_MS
 from evoteam.servers.knowledge.dialect import to_postgres
 from evoteam.servers.knowledge.errors import StoreFailure
 
@@ -42,6 +46,10 @@ POOL_TIMEOUT_S = float(os.environ.get("EVOTEAM_PG_TIMEOUT_S") or 10)
 # Advisory lock keys (any 64-bit integers; these spell "evoteam" + a purpose).
 WRITE_LOCK = 0x65766F7465616D01
 MIGRATE_LOCK = 0x65766F7465616D02
+# A run's write lock is a two-key advisory lock (this class, the hash of the run id): PostgreSQL
+# keeps two-key locks apart from one-key ones, so no run's key can meet the two above. Two runs
+# whose ids hash alike merely write one after the other.
+RUN_LOCK_CLASS = 0x65766F74
 
 
 def is_postgres_url(target: object) -> bool:
@@ -96,6 +104,9 @@ def describe(exc: Exception, url: str) -> StoreFailure | None:
     from psycopg_pool import PoolTimeout
 
     where = redacted(url)
+    if isinstance(exc, psycopg.errors.LockNotAvailable):
+        return StoreFailure(f"the PostgreSQL store {where} is busy: another writer has held its write lock too long "
+                            f"(a big import?); retry in a moment")
     if isinstance(exc, PoolTimeout):
         return StoreFailure(f"the PostgreSQL store {where} did not answer in time: check that the server is "
                             f"up and reachable, then retry")
@@ -211,6 +222,11 @@ class PgDatabase:
             await self._pool.putconn(conn)  # broken: the pool discards it and opens another
             await self._pool.check()
             return await self._pool.getconn()
+        except BaseException:
+            # Cancelled during the check (a client gone): the connection goes back, or every
+            # such cancellation would leak one until the pool had none left to give.
+            await self._pool.putconn(conn)
+            raise
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator:
@@ -227,12 +243,26 @@ class PgDatabase:
             await self._pool.putconn(conn)
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[PgConnection]:
-        """A write transaction, serialised with every other writer of the database (any process);
-        commits on success, rolls back on any error."""
+    async def write(self, scope: str | None = None) -> AsyncIterator[PgConnection]:
+        """A write transaction; commits on success, rolls back on any error.
+
+        `scope`: the run this transaction writes, when every check it makes reads only that
+        run's rows; it is then serialised with the run's other writers (any process) and with
+        store-wide writes, not with other runs' writers. Without a scope it is serialised with
+        every writer of the database."""
         async with self._connection() as conn:
             async with conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                # As SQLite's busy timeout: a writer stuck behind a lock that is never let go (a
+                # replica hung mid-transaction) fails in one line instead of waiting for ever.
+                await conn.execute("SELECT set_config('lock_timeout', %s, true)", (f"{BUSY_TIMEOUT_MS}ms",))
+                if scope is None:
+                    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                else:
+                    # Always the store lock first, so a store-wide writer and run writers never
+                    # wait on each other in a circle.
+                    await conn.execute("SELECT pg_advisory_xact_lock_shared(%s), "
+                                       "pg_advisory_xact_lock(%s, hashtext(%s))",
+                                       (WRITE_LOCK, RUN_LOCK_CLASS, scope))
                 yield PgConnection(conn)
 
     @asynccontextmanager

@@ -1,11 +1,13 @@
 """PostgreSQL forms of the retrieval component's migrations that the dialect rewrite cannot carry:
 the documents' full-text index (a table with a generated tsvector under GIN, written with the
-same INSERT as the FTS5 table) and the triggers that freeze forecasts."""
+same INSERT as the FTS5 table) and the triggers that freeze forecasts; and (retrieval.search v1)
+that index without a GIN pending list, as the knowledge store's (knowledge/pgschema.py)."""
 
 from __future__ import annotations
 
-from evoteam.servers.knowledge.db import register_postgres_form
+from evoteam.servers.knowledge.db import register_migrations, register_postgres_form
 from evoteam.servers.knowledge.dialect import to_postgres
+from evoteam.servers.knowledge.pgschema import no_pending_list, nothing_on_sqlite
 from evoteam.servers.retrieval import schema
 
 DOCUMENTS_FTS = """
@@ -47,3 +49,5 @@ def _retrieval_v1() -> str:
 
 
 register_postgres_form("retrieval", 0, _retrieval_v1())
+register_migrations("retrieval.search", [nothing_on_sqlite])
+register_postgres_form("retrieval.search", 0, no_pending_list("retrieval_documents_fts_tsv"))
