@@ -23,7 +23,9 @@ What keeps this equivalent to running the hook in its own process:
   its stdin, not in its arguments (which `ps` shows to every user), and a request carries an
   HMAC of its bytes under the key, not the key itself. Each connection starts with a fresh
   random nonce from the warm process that the request must sign, so a request is good for the
-  one connection it was made on: recorded and sent again, it is refused.
+  one connection it was made on: recorded and sent again, it is refused. The key is secret from
+  other users only: a process of the same uid can read the warm process's environment and folder
+  from /proc and compute it. The uid is the boundary (the folder, the socket's mode, the peer check).
 - It exits after `EVOTEAM_HOOK_WARM_IDLE` seconds without a request (default 600), or when its
   socket file is removed or taken by a newer warm process.
 

@@ -6,12 +6,17 @@ process, real pipes, a real HTTP server on 127.0.0.1, real SQLite files, a real 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
+from evoteam.plugin import warm
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.models import LearningCreate, RunCreate
 from evoteam.servers.knowledge.store import Actor
@@ -78,3 +83,115 @@ def test_an_unauthenticated_caller_of_a_damaged_store_learns_nothing_about_the_s
     message = answer.json()["error"]["message"]
     assert "unavailable" in message and "retry" in message, message
     assert str(tmp_path) not in message and "kb.db" not in message and "evoteam " not in message, message
+
+
+# ---------------------------------------------------------------- the warm hook process
+
+from tests.plugin.test_hooks import base_input  # noqa: E402
+from tests.plugin.test_warm_hooks import _warm_pids, case, hook, ran_in, sockets  # noqa: E402,F401
+from tests.support.polling import wait_until  # noqa: E402
+
+
+def _started(case) -> tuple[str, str, int]:
+    """A real warm process for the case's environment: its socket, its key, its pid."""
+    hook(case, "session-start", base_input(case["project"], "SessionStart", source="startup"))
+    assert wait_until(lambda: sockets(case)), "the first hook did not start a warm process"
+    (pid,) = _warm_pids(case["home"])
+    return str(sockets(case)[0]), warm.environment_key(case["env"], str(case["cwd"])), pid
+
+
+def _connect(path: str) -> socket.socket:
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(30)
+    conn.connect(path)
+    return conn
+
+
+def _finish(conn: socket.socket, request: bytes) -> bytes:
+    conn.sendall(request)
+    conn.shutdown(socket.SHUT_WR)
+    answer = b""
+    while chunk := conn.recv(65536):
+        answer += chunk
+    conn.close()
+    return answer
+
+
+def test_a_request_signed_for_one_live_connection_is_refused_on_another(case):
+    """Two connections open at once; a request correctly signed (right key) for the first
+    connection's nonce is sent on the second: refused there, taken on its own connection."""
+    path, key, _ = _started(case)
+    first, second = _connect(path), _connect(path)
+    nonce_first, nonce_second = warm._read_challenge(first), warm._read_challenge(second)  # noqa: SLF001
+    assert nonce_first and nonce_second and nonce_first != nonce_second
+    payload = json.dumps(base_input(case["project"], "SessionStart", source="startup"))
+    request = warm.sign(key, nonce_first, "session-start", payload)
+    before = ran_in(case, "session-start")
+    assert warm.TAKEN not in _finish(second, request)
+    assert ran_in(case, "session-start") == before
+    assert _finish(first, request).startswith(warm.TAKEN)  # the signature itself was good
+
+
+def test_two_requests_on_one_connection_run_at_most_once(case):
+    """One nonce, the same correctly signed request sent twice back to back on one connection
+    (a client racing itself): the hook does not run twice."""
+    path, key, _ = _started(case)
+    conn = _connect(path)
+    nonce = warm._read_challenge(conn)  # noqa: SLF001
+    payload = json.dumps(base_input(case["project"], "SessionStart", source="startup"))
+    request = warm.sign(key, nonce, "session-start", payload)
+    before = len(ran_in(case, "session-start"))
+    answer = _finish(conn, request + request)
+    assert answer.count(warm.TAKEN) <= 1
+    assert len(ran_in(case, "session-start")) - before <= 1
+
+
+def test_the_key_is_not_left_in_the_warm_processs_environment_or_descriptors(case):
+    """Another attacker's first look: the warm process's environment and every descriptor it
+    holds (the handover pipe on stdin above all) give neither the key nor the socket's path."""
+    path, key, pid = _started(case)
+    environ = Path(f"/proc/{pid}/environ").read_bytes()
+    assert key.encode() not in environ and key[:24].encode() not in environ
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        target = os.readlink(fd)
+        if not target.startswith("pipe:"):
+            continue
+        try:
+            reader = os.open(fd, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            left = os.read(reader, 65536)
+        except BlockingIOError:
+            left = b""
+        finally:
+            os.close(reader)
+        assert key.encode() not in left and path.encode() not in left, (fd, target)
+
+
+def test_connections_that_never_send_do_not_keep_a_hook_waiting(case):
+    """A local process opens connections and sends nothing (each holds a thread of the warm
+    process until its 10 s timeout): a real hook meanwhile is still answered, by the warm process."""
+    path, _, pid = _started(case)
+    idle = [_connect(path) for _ in range(20)]
+    try:
+        _, hook_pid = hook(case, "session-start", base_input(case["project"], "SessionStart", source="startup"))
+        assert ran_in(case, "session-start")[-1] == pid  # the warm process, not a fallback
+    finally:
+        for conn in idle:
+            conn.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.access("/usr/bin/python3", os.X_OK),
+                    reason="needs root and a system Python to run a client as another user")
+def test_another_user_cannot_reach_the_warm_socket(case):
+    """Another local user (here `nobody`, by setuid in a real child process) tries to connect to
+    the warm process's socket: the 0700 folder refuses the connection before any handshake."""
+    path, _, _ = _started(case)
+    probe = ("import socket, sys\n"
+             "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+             "try:\n    s.connect(sys.argv[1])\nexcept PermissionError:\n    sys.exit(13)\n"
+             "print(s.recv(100))\n")
+    done = subprocess.run(["/usr/bin/python3", "-c", probe, path], user=65534, group=65534, capture_output=True,
+                          timeout=30, cwd="/")
+    assert done.returncode == 13, (done.returncode, done.stdout, done.stderr)
