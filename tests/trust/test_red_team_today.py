@@ -195,3 +195,50 @@ def test_another_user_cannot_reach_the_warm_socket(case):
     done = subprocess.run(["/usr/bin/python3", "-c", probe, path], user=65534, group=65534, capture_output=True,
                           timeout=30, cwd="/")
     assert done.returncode == 13, (done.returncode, done.stdout, done.stderr)
+
+
+# ---------------------------------------------------------------- the stdio line limit
+
+from evoteam.servers.stdio_lines import MAX_LINE_BYTES  # noqa: E402
+from tests.servers.test_fast_start import Raw  # noqa: E402
+from tests.trust.test_stdio_size import _read_all, _send_bytes  # noqa: E402
+
+_BIG = b"z" * 300
+
+
+@pytest.mark.parametrize("line,expected", [
+    # id in the middle of the members, before or after the large one: a client's own order
+    (b'{"method":"tools/call","id":"x-1","params":{"a":"' + _BIG + b'"},"jsonrpc":"2.0"}', "x-1"),
+    (b'{"jsonrpc":"2.0","method":"tools/call","id":7,"params":{"a":"' + _BIG + b'"}}', 7),
+    (b'{"method":"tools/call","params":{"a":"' + _BIG + b'"},"id":8,"jsonrpc":"2.0","x":null}', 8),
+    # ids that are not the request's must not be taken for it
+    (b'{"id":true,"params":{"a":"' + _BIG + b'"}}', None),
+    (b'{"params":{"a":"' + _BIG + b'","id":9,"k":"v"}}', None),
+    (b'{"method":"m","params":{"id":4,"a":"' + _BIG + b'"}}', None),
+    (b'{"params":{"a":"' + _BIG + b'"},"x":{"id":5}}', None),
+    # nesting too deep for a parser in the head: the tail still tells the id
+    (b'{"params":' + b"[" * 5000 + b"]" * 5000 + b',"id":3}', 3),
+])
+def test_an_oversized_request_is_answered_under_its_id_wherever_the_client_put_it(line, expected):
+    """A client whose serialiser writes "id" after "method" (neither first nor last) sent a
+    request over the limit: the answer carried id null, so the client waited for an answer to
+    its request that never came. Every top-level member held whole in the head is read now."""
+    (got,) = _read_all(line + b"\n", limit=200, chunk=64)
+    assert got == {"id": expected, "evoteam_oversized_bytes": len(line)}
+
+
+def test_a_real_server_answers_an_oversized_request_whose_id_comes_after_method(tmp_path: Path):
+    """The same through a real `evoteam serve knowledge` on stdio: the request is over 16 MiB,
+    its id follows "method"; the error comes back under that id and the session goes on."""
+    raw = Raw("knowledge", tmp_path, EVOTEAM_FAST_START="0")
+    try:
+        raw.handshake()
+        _send_bytes(raw, b'{"jsonrpc":"2.0","method":"tools/call","id":"mid-1","params":{"name":"start_run",'
+                    b'"arguments":{"goal":"' + b"m" * (MAX_LINE_BYTES + 1) + b'"}}}\n')
+        answer = raw.receive()
+        assert answer["id"] == "mid-1" and "over this server's limit" in answer["error"]["message"], answer
+        raw.send({"jsonrpc": "2.0", "id": "after", "method": "tools/call",
+                  "params": {"name": "list_runs", "arguments": {}}})
+        assert raw.receive()["id"] == "after"
+    finally:
+        raw.close(30)
