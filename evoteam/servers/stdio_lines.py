@@ -62,9 +62,13 @@ def bounded_lines(fd: int, limit: int = MAX_LINE_BYTES, chunk: int = 1 << 16) ->
             elif buf:
                 yield buf + b"\n"
             return
-        while data:
-            cut = data.find(b"\n")
-            piece, data = (data, b"") if cut < 0 else (data[:cut], data[cut + 1:])
+        # Walked with an index: cutting the rest off after each line copied it again, so a chunk
+        # of blank lines cost the square of its length (a client's 1 MiB of newlines: 0.6 s).
+        at = 0
+        while at < len(data):
+            cut = data.find(b"\n", at)
+            piece = data[at:] if cut < 0 else data[at:cut]
+            at = len(data) if cut < 0 else cut + 1
             size += len(piece)
             if dropping:
                 tail = (tail + piece)[-_KEEP:]
