@@ -242,3 +242,56 @@ def test_a_real_server_answers_an_oversized_request_whose_id_comes_after_method(
         assert raw.receive()["id"] == "after"
     finally:
         raw.close(30)
+
+
+# ---------------------------------------------------------------- the retrieval tools' ids
+
+from mcp import Client  # noqa: E402
+
+from evoteam.servers.retrieval.predictor import AgentPredictor  # noqa: E402
+from tests.retrieval.conftest import corpus_dir  # noqa: E402,F401
+from tests.retrieval.test_loop import make_server  # noqa: E402
+
+
+@pytest.mark.parametrize("gate_id,says", [
+    ("\u3000\u2003\u00a0", "gate_id is empty: pass "),  # ideographic, em and no-break spaces
+    ("\u200b", "no gate '\\u200b'; call gate first"),  # zero-width space: not blank, not a gate
+    ("\x00", "no gate '\\x00'; call gate first"),
+])
+async def test_an_id_of_unicode_spaces_or_invisible_characters_is_refused_in_one_line(tmp_path, corpus_dir,  # noqa: F811
+                                                                                      gate_id, says):
+    """A careless agent's id made of Unicode spaces or an invisible character: refused as empty
+    or as unknown, in one line that shows the character escaped, never a store failure."""
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="tester", client="test")) as kb:
+        run = await kb.start_run(RunCreate(goal="ids", direction="maximize"))
+        async with Client(make_server(kb, corpus_dir, AgentPredictor())) as client:
+            got = await client.call_tool("record_outcome", {"run_id": run.id, "gate_id": gate_id,
+                                                            "realised_score": 1.0})
+    text = got.content[0].text
+    assert got.is_error and says in text and "\n" not in text and "inside the server" not in text, text
+
+
+async def test_a_candidate_id_used_in_another_projects_run_does_not_answer_with_its_outcome(tmp_path,
+                                                                                           corpus_dir):  # noqa: F811
+    """record_outcome is idempotent per candidate_id, and the key was looked up across the whole
+    store: a user of another project who passed the same candidate_id got back the first
+    project's outcome (its run id, score and documents) and her own credit was dropped silently.
+    Now the repeat in another run is refused in one line that tells nothing of the first."""
+    db = tmp_path / "kb.db"
+    alice = Actor(user="alice", client="test", project="alpha", default_project="alpha")
+    mallory = Actor(user="mallory", client="test", project="beta", default_project="beta")
+    async with LocalKnowledgeStore.open(db, alice) as a, LocalKnowledgeStore.open(db, mallory) as b:
+        run_a = await a.start_run(RunCreate(goal="alpha", direction="maximize"))
+        run_b = await b.start_run(RunCreate(goal="beta", direction="maximize"))
+        async with Client(make_server(a, corpus_dir, AgentPredictor())) as client:
+            first = await client.call_tool("record_outcome", {"run_id": run_a.id, "realised_score": 3.5,
+                                                              "candidate_id": "cand_shared"})
+            again = await client.call_tool("record_outcome", {"run_id": run_a.id, "realised_score": 3.5,
+                                                              "candidate_id": "cand_shared"})
+        async with Client(make_server(b, corpus_dir, AgentPredictor())) as client:
+            other = await client.call_tool("record_outcome", {"run_id": run_b.id, "realised_score": 0.1,
+                                                              "candidate_id": "cand_shared"})
+    assert not first.is_error and again.structured_content == first.structured_content  # idempotent in its run
+    text = other.content[0].text
+    assert other.is_error and "another run" in text, text
+    assert run_a.id not in text and "3.5" not in text and first.structured_content["outcome_id"] not in text
