@@ -79,7 +79,9 @@ def test_an_unauthenticated_caller_of_a_damaged_store_learns_nothing_about_the_s
                 "Authorization": "Bearer evt_not_a_token", "Accept": "application/json, text/event-stream"})
     finally:
         server.kill()
+    log = server.process.stderr.read().decode()
     assert answer.status_code == 503, answer.text
+    assert str(db) in log, log  # the operator still learns which store failed, and how
     message = answer.json()["error"]["message"]
     assert "unavailable" in message and "retry" in message, message
     assert str(tmp_path) not in message and "kb.db" not in message and "evoteam " not in message, message
