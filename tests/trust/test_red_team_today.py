@@ -10,17 +10,26 @@ import json
 import os
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
+from mcp import Client
 
 from evoteam.plugin import warm
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.models import LearningCreate, RunCreate
 from evoteam.servers.knowledge.store import Actor
+from evoteam.servers.retrieval.predictor import AgentPredictor
+from evoteam.servers.stdio_lines import MAX_LINE_BYTES
 from tests.knowledge.conftest import KnowledgeServer, free_port, make_token
+from tests.plugin.test_hooks import base_input
+from tests.plugin.test_warm_hooks import _warm_pids, case, hook, ran_in, sockets  # noqa: F401 - a fixture
+from tests.retrieval.conftest import corpus_dir  # noqa: F401 - a fixture
+from tests.retrieval.test_loop import make_server
+from tests.servers.test_fast_start import Raw
+from tests.support.polling import wait_until
+from tests.trust.test_stdio_size import _read_all, _send_bytes
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
@@ -89,10 +98,6 @@ def test_an_unauthenticated_caller_of_a_damaged_store_learns_nothing_about_the_s
 
 
 # ---------------------------------------------------------------- the warm hook process
-
-from tests.plugin.test_hooks import base_input  # noqa: E402
-from tests.plugin.test_warm_hooks import _warm_pids, case, hook, ran_in, sockets  # noqa: E402,F401
-from tests.support.polling import wait_until  # noqa: E402
 
 
 def _started(case) -> tuple[str, str, int]:
@@ -202,9 +207,6 @@ def test_another_user_cannot_reach_the_warm_socket(case):
 
 # ---------------------------------------------------------------- the stdio line limit
 
-from evoteam.servers.stdio_lines import MAX_LINE_BYTES  # noqa: E402
-from tests.servers.test_fast_start import Raw  # noqa: E402
-from tests.trust.test_stdio_size import _read_all, _send_bytes  # noqa: E402
 
 _BIG = b"z" * 300
 
@@ -249,20 +251,14 @@ def test_a_real_server_answers_an_oversized_request_whose_id_comes_after_method(
 
 # ---------------------------------------------------------------- the retrieval tools' ids
 
-from mcp import Client  # noqa: E402
-
-from evoteam.servers.retrieval.predictor import AgentPredictor  # noqa: E402
-from tests.retrieval.conftest import corpus_dir  # noqa: E402,F401
-from tests.retrieval.test_loop import make_server  # noqa: E402
-
 
 @pytest.mark.parametrize("gate_id,says", [
     ("\u3000\u2003\u00a0", "gate_id is empty: pass "),  # ideographic, em and no-break spaces
     ("\u200b", "no gate '\\u200b'; call gate first"),  # zero-width space: not blank, not a gate
     ("\x00", "no gate '\\x00'; call gate first"),
 ])
-async def test_an_id_of_unicode_spaces_or_invisible_characters_is_refused_in_one_line(tmp_path, corpus_dir,  # noqa: F811
-                                                                                      gate_id, says):
+async def test_an_id_of_unicode_spaces_or_invisible_characters_is_refused_in_one_line(
+        tmp_path, corpus_dir, gate_id, says):  # noqa: F811 - the fixture
     """A careless agent's id made of Unicode spaces or an invisible character: refused as empty
     or as unknown, in one line that shows the character escaped, never a store failure."""
     async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="tester", client="test")) as kb:
@@ -274,8 +270,8 @@ async def test_an_id_of_unicode_spaces_or_invisible_characters_is_refused_in_one
     assert got.is_error and says in text and "\n" not in text and "inside the server" not in text, text
 
 
-async def test_a_candidate_id_used_in_another_projects_run_does_not_answer_with_its_outcome(tmp_path,
-                                                                                           corpus_dir):  # noqa: F811
+async def test_a_candidate_id_used_in_another_projects_run_does_not_answer_with_its_outcome(
+        tmp_path, corpus_dir):  # noqa: F811 - the fixture
     """record_outcome is idempotent per candidate_id, and the key was looked up across the whole
     store: a user of another project who passed the same candidate_id got back the first
     project's outcome (its run id, score and documents) and her own credit was dropped silently.

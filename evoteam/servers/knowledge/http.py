@@ -178,7 +178,8 @@ def build_http_app(settings: Settings, store: LocalKnowledgeStore, *, host: str 
     exact = Middleware(ExactHostOrigin, hosts=security.allowed_hosts, origins=security.allowed_origins)
     return Starlette(routes=[*agent_app.routes, *protocol_app.routes,
                              *live_pages(store, verifier, settings.project, secure_cookie=tls)],
-                     middleware=[Middleware(AnswerStoreFailure, kind="PostgreSQL" if stateless else "SQLite"), exact, *agent_app.user_middleware,
+                     middleware=[Middleware(AnswerStoreFailure, kind="PostgreSQL" if stateless else "SQLite"),
+                                 exact, *agent_app.user_middleware,
                                  Middleware(AnswerUnreadableHTTP, max_body=settings.max_request_bytes)],
                      lifespan=lifespan)
 
