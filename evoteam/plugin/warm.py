@@ -16,14 +16,16 @@ What keeps this equivalent to running the hook in its own process:
   takes only requests signed with that hash (the key).
 - The warm process was started with that same environment and folder, and serves the same
   user only (the socket lives in `~/.evoteam/run/`, or, for a home whose path is too long for
-  a socket, `$XDG_RUNTIME_DIR/evoteam` or `/tmp/evoteam-<uid>`; each 0700 and the user's own,
-  and the peer's uid is checked where the OS tells it).
+  a socket, `$XDG_RUNTIME_DIR/evoteam` or `/tmp/evoteam-<uid>`; each a real folder, 0700 and
+  the user's own, and the peer's uid is checked on both sides where the OS tells it).
 - The key is the secret the two sides share, and it never travels where another process can
   read it: the hook hands it (with the socket's path) to the warm process through a pipe on
   its stdin, not in its arguments (which `ps` shows to every user), and a request carries an
   HMAC of its bytes under the key, not the key itself. Each connection starts with a fresh
   random nonce from the warm process that the request must sign, so a request is good for the
-  one connection it was made on: recorded and sent again, it is refused.
+  one connection it was made on: recorded and sent again, it is refused. The key is secret from
+  other users only: a process of the same uid can read the warm process's environment and folder
+  from /proc and compute it. The uid is the boundary (the folder, the socket's mode, the peer check).
 - It exits after `EVOTEAM_HOOK_WARM_IDLE` seconds without a request (default 600), or when its
   socket file is removed or taken by a newer warm process.
 
@@ -39,6 +41,7 @@ import hmac
 import json
 import os
 import socket
+import stat
 import sys
 import time
 from typing import Any
@@ -106,13 +109,14 @@ def _place(key: str, env: dict[str, str] | None) -> tuple[str | None, str]:
             continue
         try:
             os.makedirs(folder, mode=0o700, exist_ok=True)
-            st = os.stat(folder)
+            st = os.lstat(folder)
         except OSError as exc:
             tried.append(f"{folder}: {exc.strerror or exc}")
             continue
-        # Another user's folder, or one others can write into, could hold their socket under our name.
-        if st.st_uid != os.getuid() or st.st_mode & 0o077:
-            return None, "; ".join([*tried, f"{folder} belongs to another user or others can write into it "
+        # Another user's folder, or one others can write into, could hold their socket under our
+        # name; so could a link (in /tmp, another user's), which its owner may re-point at will.
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+            return None, "; ".join([*tried, f"{folder} is a link, belongs to another user or others can write into it "
                                               f"(mode {st.st_mode & 0o777:o}): remove it, or set XDG_RUNTIME_DIR "
                                               f"to a private folder"])
         return path, f"sockets in {folder}"
@@ -155,6 +159,10 @@ def ask(event: str, raw_input: str, *, env: dict[str, str] | None = None) -> tup
             start(path, key, env, cwd)
             return False, None
         conn.settimeout(REPLY_TIMEOUT_S)
+        # The folder's check happened before the connect: whoever answers must be this user too,
+        # or it would read the hook's input and could answer in the hook's name.
+        if not _peer_is_us(conn):
+            return False, None
         nonce = _read_challenge(conn)
         if nonce is None:  # not a warm process we know (or an older one): nothing was sent
             return False, None

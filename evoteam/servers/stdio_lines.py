@@ -22,13 +22,20 @@ from collections.abc import Iterator
 # at 4 MiB; twice the larger leaves room for JSON escapes. Nothing evoteam takes needs more in
 # one message (and the warm hook process takes the same at most).
 MAX_LINE_BYTES = 16 * 1024 * 1024
-# The head and tail of an oversized line are kept to recover its id: clients put it first
-# (the Python SDK) or last (the TypeScript SDK, Claude Code).
+# The head and tail of an oversized line are kept to recover its id: the Python SDK writes it
+# second (after "jsonrpc"), the TypeScript SDK (Claude Code) last, other clients anywhere
+# before or after the large member.
 _KEEP = 64 * 1024
 OVERSIZED_KEY = "evoteam_oversized_bytes"
 
+# The id among the last members of the line: `"id": <id>` followed only by scalar members (any
+# order a client writes them in) and the object's closing brace. A nested object's "id" is
+# followed by at least two closing braces, so it never matches.
+_SCALAR = rb'(?:"(?:[^"\\\n]|\\.){0,200}"|-?\d{1,18}(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null)'
 _TAIL_ID = re.compile(rb',\s*"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\\n]|\\.){0,200}")\s*'
-                      rb'(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$')
+                      rb'(?:,\s*"(?:[^"\\\n]|\\.){1,64}"\s*:\s*' + _SCALAR + rb'\s*){0,8}\}\s*$')
+_MEMBER_KEY = re.compile(r'"((?:[^"\\\n]|\\.){1,64})"\s*:\s*')
+_COMMA = re.compile(r'\s*,\s*')
 
 
 def bounded_lines(fd: int, limit: int = MAX_LINE_BYTES, chunk: int = 1 << 16) -> Iterator[bytearray | bytes]:
@@ -55,9 +62,13 @@ def bounded_lines(fd: int, limit: int = MAX_LINE_BYTES, chunk: int = 1 << 16) ->
             elif buf:
                 yield buf + b"\n"
             return
-        while data:
-            cut = data.find(b"\n")
-            piece, data = (data, b"") if cut < 0 else (data[:cut], data[cut + 1:])
+        # Walked with an index: cutting the rest off after each line copied it again, so a chunk
+        # of blank lines cost the square of its length (a client's 1 MiB of newlines: 0.6 s).
+        at = 0
+        while at < len(data):
+            cut = data.find(b"\n", at)
+            piece = data[at:] if cut < 0 else data[at:cut]
+            at = len(data) if cut < 0 else cut + 1
             size += len(piece)
             if dropping:
                 tail = (tail + piece)[-_KEEP:]
@@ -84,15 +95,45 @@ def oversized_line(head: bytes, tail: bytes, size: int) -> bytes:
 
 
 def _request_id(head: bytes, tail: bytes) -> int | str | None:
-    match = re.match(rb'\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\\n]|\\.){0,200}")',
-                     head) or _TAIL_ID.search(tail)
-    if match is None:
+    """The request's id, from the members the head holds whole (in whatever order the client
+    wrote them) or from the tail's last members."""
+    found = _head_id(head)
+    if found is None:
+        match = _TAIL_ID.search(tail)
+        if match is None:
+            return None
+        try:
+            found = json.loads(match.group(1))
+        except ValueError:
+            return None
+    # JSON true is an int to Python, and the ids a JSON-RPC client sends are strings or integers.
+    return found if isinstance(found, int | str) and not isinstance(found, bool) else None
+
+
+def _head_id(head: bytes) -> int | str | None:
+    """The id among the top-level members that lie whole in the head, read one by one until the
+    one that runs past the head (the oversized one), or None."""
+    text = head.decode("utf-8", "ignore")
+    start = re.match(r"\s*\{\s*", text)
+    if start is None:
         return None
-    try:
-        value = json.loads(match.group(1))
-    except ValueError:
-        return None
-    return value if isinstance(value, int | str) else None
+    decoder, pos = json.JSONDecoder(), start.end()
+    for _ in range(64):  # a request has a handful of members; past that it is not one
+        key = _MEMBER_KEY.match(text, pos)
+        if key is None:
+            return None
+        try:
+            value, pos = decoder.raw_decode(text, key.end())
+            name = json.loads(f'"{key.group(1)}"')
+        except (ValueError, RecursionError):  # the oversized member, or nesting too deep to read
+            return None
+        if name == "id":
+            return value if isinstance(value, str) or (isinstance(value, int) and abs(value) < 2 ** 63) else None
+        comma = _COMMA.match(text, pos)
+        if comma is None:
+            return None
+        pos = comma.end()
+    return None
 
 
 def oversized_message(size: int, limit: int = MAX_LINE_BYTES) -> str:

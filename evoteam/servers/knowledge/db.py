@@ -221,16 +221,24 @@ async def _settled(awaitable):
     """Await a statement to its end even when the task is cancelled meanwhile, then let the
     cancellation go on: the writer is shared, and a BEGIN, COMMIT or ROLLBACK cut off half-way
     (it still runs, on the connection's thread) would leave the next writer inside a transaction
-    it did not open ("cannot start a transaction within a transaction")."""
+    it did not open ("cannot start a transaction within a transaction").
+
+    Every cancellation that arrives meanwhile is held back, not only the first: a caller
+    cancelled again while a ROLLBACK settles (a task group tearing down, a client retrying)
+    would otherwise release the write lock with the ROLLBACK still queued, and that ROLLBACK
+    then ends, or closes the connection of, the next writer's transaction."""
     task = asyncio.ensure_future(awaitable)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        if not task.done():
+    cancelled = False
+    while not task.done():
+        try:
             await asyncio.wait([task])
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
         if not task.cancelled():
             task.exception()  # seen here; the cancellation is what the caller gets
-        raise
+        raise asyncio.CancelledError
+    return task.result()
 
 
 class Database:

@@ -12,6 +12,7 @@ import functools
 import ipaddress
 import json
 import socket
+import sys
 from collections.abc import AsyncIterator
 
 import click
@@ -66,10 +67,16 @@ class AnswerStoreFailure:
     """ASGI middleware: a store failure raised before any tool runs (the token check reads the
     database) is answered with status 503 and a JSON-RPC error that names the store and says to
     retry. Without it the caller gets a bare 500 and cannot tell a store that is restarting from a
-    bug in the server."""
+    bug in the server.
 
-    def __init__(self, app):
+    The caller has not been authenticated yet (its token is what could not be checked), so the
+    answer names only the kind of store; the failure's own line, with the store's path or host
+    and what to run, goes to the server's log for its operator."""
+
+    def __init__(self, app, kind: str = "SQLite"):
         self.app = app
+        self.public = (f"the knowledge server's {kind} store is unavailable right now, so your token could not "
+                       f"be checked: retry shortly (the server's log says why)")
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -87,8 +94,9 @@ class AnswerStoreFailure:
             failure = _store_failure(exc)
             if failure is None or started:
                 raise
+            print(f"evoteam: a request was answered 503: {failure}", file=sys.stderr, flush=True)
             body = json.dumps({"jsonrpc": "2.0", "id": None,
-                               "error": {"code": -32603, "message": str(failure)}}).encode()
+                               "error": {"code": -32603, "message": self.public}}).encode()
             await send({"type": "http.response.start", "status": 503,
                         "headers": [(b"content-type", b"application/json"), (b"retry-after", b"1"),
                                     (b"content-length", str(len(body)).encode())]})
@@ -170,7 +178,8 @@ def build_http_app(settings: Settings, store: LocalKnowledgeStore, *, host: str 
     exact = Middleware(ExactHostOrigin, hosts=security.allowed_hosts, origins=security.allowed_origins)
     return Starlette(routes=[*agent_app.routes, *protocol_app.routes,
                              *live_pages(store, verifier, settings.project, secure_cookie=tls)],
-                     middleware=[Middleware(AnswerStoreFailure), exact, *agent_app.user_middleware,
+                     middleware=[Middleware(AnswerStoreFailure, kind="PostgreSQL" if stateless else "SQLite"),
+                                 exact, *agent_app.user_middleware,
                                  Middleware(AnswerUnreadableHTTP, max_body=settings.max_request_bytes)],
                      lifespan=lifespan)
 

@@ -545,6 +545,12 @@ class RetrievalStore:
                 async with conn.execute("SELECT * FROM retrieval_outcomes WHERE candidate_id = ?",
                                         (spec.candidate_id,)) as cur:
                     done = await cur.fetchone()
+                if done is not None and done["run_id"] != spec.run_id:
+                    # The key is unique across the store: answering with that outcome would hand
+                    # one run (another project's, perhaps) another run's scores and documents, and
+                    # drop this run's credit without a word.
+                    raise Invalid(f"candidate_id {spec.candidate_id!r} already has an outcome in another run: "
+                                  f"pass this run's own candidate id, or leave candidate_id out")
                 if done is not None:
                     return await self._outcome_reply(conn, done)
             decision = None
