@@ -354,7 +354,7 @@ class EvoDuetLLM:
                 if best is not None:
                     await service.record_outcome(OutcomeCreate(
                         run_id=opts.run_id, document_ids=[d[0] for d in docs], realised_score=best[0],
-                        parent_score=parent_score, direction=direction, candidate_id=best[2], gate_id=gate.gate_id))
+                        parent_score=parent_score, direction=direction, candidate_id=best[2] or None, gate_id=gate.gate_id))
                 return best[1] if best is not None else (first_response or "")
             finally:
                 await service.aclose()
