@@ -174,7 +174,8 @@ async def _run_kernel(settings: Settings, kit: Kit, cand: PreparedCandidate, spl
 IN_PROCESS_FLAG = ("the kit's evaluator ran the program inside its own process (it imported or exec'd it), where "
                    "the program can change how it is scored: the score is kept but does not rank until a person "
                    "reviews it (`evoteam kb review`). An evaluator that runs the program with evoteam's "
-                   "program.run_program, or in a subprocess, gives scores that rank (docs/kits.md)")
+                   "measurement.program.run_program, or in a subprocess, gives scores that rank "
+                   "(docs/bench.md, \"Program kits\")")
 
 
 async def _run_program(settings: Settings, kit: Kit, cand: PreparedCandidate, split: Split,
