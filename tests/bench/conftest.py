@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,27 @@ import pytest
 from evoteam.config import SOURCE_ROOT, Settings
 
 KITS = SOURCE_ROOT / "task_kits"
+
+# A correct RMSNorm for the scheduling tests' kits (the pool's and Ray's).
+RMSNORM = textwrap.dedent("""
+    import numpy as np
+
+    def run(hidden_states, weight, eps):
+        x = hidden_states.astype(np.float64)
+        return (x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight).astype(np.float32)
+""")
+
+
+def slow_rmsnorm(seconds: float) -> str:
+    """RMSNORM that sleeps `seconds` per call: evaluations started together overlap whatever the
+    runners' start-up costs, and a node can be killed while one runs."""
+    return RMSNORM.replace("def run(", "def _run(") + textwrap.dedent(f"""
+        import time
+
+        def run(hidden_states, weight, eps):
+            time.sleep({seconds})
+            return _run(hidden_states, weight, eps)
+    """)
 
 
 def _tree_hash(folder: Path) -> str:

@@ -18,23 +18,12 @@ from evoteam.servers.bench.scheduling.fairqueue import FairQueue
 from evoteam.servers.bench.server import build_server
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.store import Actor
+from tests.bench.conftest import RMSNORM, slow_rmsnorm
 
-GOOD = textwrap.dedent("""
-    import numpy as np
-
-    def run(hidden_states, weight, eps):
-        x = hidden_states.astype(np.float64)
-        return (x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight).astype(np.float32)
-""")
+GOOD = RMSNORM
 # Seconds per evaluation rather than a fraction of one, so two that start together overlap
 # whatever the runners' start-up costs on a busy machine.
-SLOW = GOOD.replace("def run(", "def _run(") + textwrap.dedent("""
-    import time
-
-    def run(hidden_states, weight, eps):
-        time.sleep(0.3)
-        return _run(hidden_states, weight, eps)
-""")
+SLOW = slow_rmsnorm(0.3)
 
 
 @pytest.fixture

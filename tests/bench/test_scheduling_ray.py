@@ -19,25 +19,13 @@ from evoteam.errors import DomainError  # noqa: E402
 from evoteam.servers.bench.scheduling.dispatch import close_backends, evaluate_scheduled  # noqa: E402
 from evoteam.servers.knowledge.local import LocalKnowledgeStore  # noqa: E402
 from evoteam.servers.knowledge.store import Actor  # noqa: E402
-from tests.bench.conftest import _tree_hash  # noqa: E402
+from tests.bench.conftest import RMSNORM, _tree_hash, slow_rmsnorm  # noqa: E402
 from tests.bench.test_bench_hostile import _hostile  # noqa: E402
 from tests.support.ray_cluster import TYPED_KIT, make_kit  # noqa: E402
 
-GOOD = textwrap.dedent("""
-    import numpy as np
-
-    def run(hidden_states, weight, eps):
-        x = hidden_states.astype(np.float64)
-        return (x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight).astype(np.float32)
-""")
+GOOD = RMSNORM
 # Slow enough that four overlap, and that a node can be killed while it runs.
-SLOW = GOOD.replace("def run(", "def _run(") + textwrap.dedent("""
-    import time
-
-    def run(hidden_states, weight, eps):
-        time.sleep(0.4)
-        return _run(hidden_states, weight, eps)
-""")
+SLOW = slow_rmsnorm(0.4)
 @pytest.fixture
 def ray_settings(ray_cluster, tmp_path):
     yield Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[ray_cluster.kits], bench_backend="ray")

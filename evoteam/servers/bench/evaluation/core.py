@@ -352,18 +352,7 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
     unless ``credit_documents`` is false (a caller that credits once for several candidates,
     such as the OpenEvolve adapter keeping the best of N). ``device`` is the pool slot this
     evaluation holds (scheduling/); default: the kit's device."""
-    kit = kit if isinstance(kit, Kit) else find_kit(settings, kit)
-    ok, reason = kit.availability()
-    if not ok:
-        raise DomainError(f"kit {kit.name} cannot run here: {reason}")
-    if split not in ("dev", "heldout", "all"):
-        raise DomainError("split must be dev, heldout or all")
-    if not 1 <= repeats <= 20:
-        raise DomainError("repeats must be between 1 and 20")
-    if candidate_id:
-        if candidate_path or code:
-            raise DomainError("pass one of candidate_path, code or candidate_id")
-        code = await stored_code(store, candidate_id)
+    kit, code = await checked_request(settings, kit, split, repeats, store, candidate_path, code, candidate_id)
     progress = progress or _noop
     if store is not None and parent_id:  # before any measuring: a refused parent costs nothing
         await check_parent(store, parent_id, run_id)
@@ -393,6 +382,27 @@ def _finish(settings: Settings, kit: Kit, result: Evaluation) -> None:
         result.metrics["heldout_set"] = heldout_set_id(heldout_secret(settings))
     if result.kind == "kernel" and result.score is not None:
         result.ndg = normalised_discovery_gain(m.direction, m.x0, m.best_known, result.score)
+
+
+async def checked_request(settings: Settings, kit: str | Kit, split: str, repeats: int,
+                          store: KnowledgeStore | None, candidate_path: str | None, code: str | None,
+                          candidate_id: str | None) -> tuple[Kit, str | None]:
+    """The checks every evaluation request passes before anything runs, here or on the pool:
+    the kit (found and runnable here), the split, the repeats and one source of code. Gives the
+    kit and the code (a recorded candidate's, for ``candidate_id``)."""
+    kit = kit if isinstance(kit, Kit) else find_kit(settings, kit)
+    ok, reason = kit.availability()
+    if not ok:
+        raise DomainError(f"kit {kit.name} cannot run here: {reason}")
+    if split not in ("dev", "heldout", "all"):
+        raise DomainError("split must be dev, heldout or all")
+    if not 1 <= repeats <= 20:
+        raise DomainError("repeats must be between 1 and 20")
+    if candidate_id:
+        if candidate_path or code:
+            raise DomainError("pass one of candidate_path, code or candidate_id")
+        code = await stored_code(store, candidate_id)
+    return kit, code
 
 
 async def stored_code(store: KnowledgeStore | None, candidate_id: str) -> str:

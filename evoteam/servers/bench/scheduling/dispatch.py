@@ -16,7 +16,7 @@ from evoteam.errors import DomainError
 from evoteam.servers.bench.evaluation import core
 from evoteam.servers.bench.evaluation.candidates import check_candidate_path, check_parent
 from evoteam.servers.bench.formats.kit import Kit
-from evoteam.servers.bench.formats.kits import discover, find_kit
+from evoteam.servers.bench.formats.kits import discover
 from evoteam.servers.bench.models import Evaluation, Split
 from evoteam.servers.bench.scheduling.jobs import EvalJob
 from evoteam.servers.knowledge.store import KnowledgeStore
@@ -88,18 +88,8 @@ async def evaluate_scheduled(settings: Settings, kit: str | Kit, *, candidate_pa
     """Queue one evaluation on the backend, wait for it, and record it in ``store`` (when given),
     as ``core.evaluate_candidate`` does here: identical code pools into one candidate.
     ``progress`` hears where it waits (slots busy, evaluations ahead) and where it runs."""
-    the_kit = kit if isinstance(kit, Kit) else find_kit(settings, kit)
-    ok, reason = the_kit.availability()
-    if not ok:
-        raise DomainError(f"kit {the_kit.name} cannot run here: {reason}")
-    if split not in ("dev", "heldout", "all"):
-        raise DomainError("split must be dev, heldout or all")
-    if not 1 <= repeats <= 20:
-        raise DomainError("repeats must be between 1 and 20")
-    if candidate_id:
-        if candidate_path or code:
-            raise DomainError("pass one of candidate_path, code or candidate_id")
-        code = await core.stored_code(store, candidate_id)
+    the_kit, code = await core.checked_request(settings, kit, split, repeats, store, candidate_path, code,
+                                               candidate_id)
     source = _source(settings, candidate_path, code)
     if len(source) > core.MAX_CODE:
         raise DomainError(f"the code is {len(source)} characters; the limit is {core.MAX_CODE}")
