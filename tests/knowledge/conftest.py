@@ -70,6 +70,16 @@ async def held(cm: AbstractAsyncContextManager) -> AsyncIterator:
         await task
 
 
+def connect(server: KnowledgeServer, token: str):
+    """An MCP client on `server`'s agent endpoint, as the token's holder (held open for the test)."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    return held(Client(streamable_http_client(server.url, http_client=http)))
+
+
 @dataclass
 class KnowledgeServer:
     """A running `evoteam serve knowledge --http` process on 127.0.0.1."""

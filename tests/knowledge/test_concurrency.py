@@ -7,18 +7,10 @@ import signal
 import sqlite3
 import uuid
 
-import httpx2
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
-from tests.knowledge.conftest import KnowledgeServer, free_port, held, make_token
-
-
-def connect(server: KnowledgeServer, token: str):
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
-    return held(Client(streamable_http_client(server.url, http_client=http)))
+from tests.knowledge.conftest import KnowledgeServer, connect, free_port, make_token
 
 
 async def test_sixteen_concurrent_http_writers_lose_and_duplicate_nothing(knowledge_server: KnowledgeServer):

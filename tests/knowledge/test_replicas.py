@@ -10,20 +10,13 @@ import signal
 import uuid
 from collections.abc import Iterator
 
-import httpx2
 import pytest
-from mcp import Client, MCPError
-from mcp.client.streamable_http import streamable_http_client
+from mcp import MCPError
 
 from evoteam.servers.knowledge import auth
 from evoteam.servers.knowledge.backend import open_database
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
-from tests.knowledge.conftest import KnowledgeServer, free_port, held, make_token, query_rows
-
-
-def connect(server: KnowledgeServer, token: str):
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
-    return held(Client(streamable_http_client(server.url, http_client=http)))
+from tests.knowledge.conftest import KnowledgeServer, connect, free_port, held, make_token, query_rows
 
 
 @pytest.fixture(scope="module")
