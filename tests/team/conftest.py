@@ -66,7 +66,7 @@ Behaviour = Callable[[RoleJob, Callable[[Progress], Awaitable[bool]]], Awaitable
 class FakeRunner:
     """Runs roles by behaviour name (taken from the slug's first word, or `behaviours[slug]`):
     finish (adds a learning as the role, costs `cost`), crash (raises), over (ends over its cap),
-    hang (runs until stopped), fail (ends with an error result)."""
+    hang (runs until stopped, or until `release` is set and then finishes), fail (ends with an error result)."""
 
     kind = "claude"
 

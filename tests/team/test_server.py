@@ -92,13 +92,16 @@ async def test_errors_are_tool_errors_that_say_what_to_do(client_factory, run):
 
 @BACKENDS
 async def test_spawn_role_runs_headless_and_records_cost(client_factory, kb, run):
-    runner = FakeRunner(kb, behaviours={"solo": "finish"}, cost=0.75)
+    # "hang" until released, then finish: a role that finished at once made the second spawn
+    # legitimately succeed, so the refusal is checked while the role is certainly running
+    runner = FakeRunner(kb, behaviours={"solo": "hang"}, cost=0.75)
     async with client_factory(runner) as client:
         await client.call_tool("design_team", design(run.id, "Solo"))
         session = data(await client.call_tool("spawn_role", {"run_id": run.id, "role": "solo", "cap_usd": 3}))
         assert session["status"] == "running" and session["cap_usd"] == 3.0
         again = await client.call_tool("spawn_role", {"run_id": run.id, "role": "Solo"})
         assert again.is_error and "already running" in again.content[0].text
+        runner.release.set()
         while True:  # the role runs as a task of the server; wait for it through the status tool
             status = data(await client.call_tool("team_status", {"run_id": run.id}))
             if status["finished"]:
