@@ -224,7 +224,7 @@ def pre_tool_use(hook_input: dict[str, Any]) -> dict[str, Any] | None:
     role = role_of_call(hook_input)
     if role is None or not role.get("name"):
         if os.environ.get("EVOTEAM_HOOK_DEBUG"):
-            from evoteam.plugin.run import log
+            from evoteam.plugin.hooklog import log
 
             log(f"pre-tool-use: {tool} by subagent {hook_input.get('agent_id')}: no role found in its transcript")
         return None

@@ -238,7 +238,7 @@ def start(path: str, key: str, env: dict[str, str], cwd: str) -> None:
 
 
 def _log(line: str) -> None:
-    from evoteam.plugin.run import log
+    from evoteam.plugin.hooklog import log
 
     log(line)
 
@@ -279,7 +279,7 @@ def _read_request(conn: socket.socket, key: str, nonce: bytes) -> dict[str, Any]
 
 
 def _serve_one(conn: socket.socket, key: str, hooks: dict) -> None:
-    from evoteam.plugin.run import run_hook
+    from evoteam.plugin.hookrun import run_hook
 
     with conn:
         try:
@@ -314,7 +314,7 @@ def serve(path: str, key: str) -> int:
         return 2  # started with another environment than the hook's: serve nothing
     # What a hook with an active run imports, once.
     from evoteam.plugin.hooks import HOOKS
-    from evoteam.plugin.run import preload
+    from evoteam.plugin.hookrun import preload
 
     preload()
     try:
