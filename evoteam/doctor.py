@@ -156,7 +156,8 @@ def _check_local_store(path: Path) -> str:
     import sqlite3
     import stat
 
-    from evoteam.servers.knowledge.db import _load_components, connect_readonly, current_versions, is_current
+    from evoteam.servers.knowledge.db import _load_components, connect_readonly, current_versions
+    from evoteam.servers.knowledge.migrations import is_current
     from evoteam.servers.knowledge.storefail import describe
 
     if not path.exists():
@@ -176,7 +177,7 @@ def _check_local_store(path: Path) -> str:
                            f"an export into a new file")
     if versions is None:
         raise RuntimeError(f"{path} is an SQLite file but not an evoteam store: point EVOTEAM_DB elsewhere")
-    from evoteam.servers.knowledge.db import newer_than_known
+    from evoteam.servers.knowledge.migrations import newer_than_known
 
     if newer_than_known(versions):
         raise RuntimeError(f"{path} was written by a newer evoteam ({', '.join(newer_than_known(versions))} schema): "

@@ -12,12 +12,13 @@ import secrets
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from evoteam.servers.knowledge.db import Database
 from evoteam.servers.knowledge.errors import Invalid, NotFound
 from evoteam.servers.knowledge.models import BaseModel  # built on first use: every store open imports this
 
 if TYPE_CHECKING:  # the MCP SDK takes ~1 s to import: `evoteam token ...` must not wait for it
     from mcp.server.auth.provider import AccessToken
+
+    from evoteam.servers.knowledge.db import Database
 
 TOKEN_PREFIX = "evt_"
 

@@ -8,7 +8,7 @@ counting a run's whole history. Append migrations; never edit one.
   treats NULLs as distinct in a key, so `role_key`/`version_key` stand for the nullable columns.
 """
 
-from evoteam.servers.knowledge.db import register_migrations
+from evoteam.servers.knowledge.migrations import register_migrations
 
 # One upsert, reused by every trigger that adds to a run's counters.
 _BUMP = ("INSERT INTO run_counters (run_id, candidates, learnings, history, spent_usd) "

@@ -9,7 +9,7 @@ The rewrite is mechanical and only touches text outside quotes:
   `BLOB` is `bytea`, and `INTEGER PRIMARY KEY AUTOINCREMENT` is a `bigserial` key.
 
 What cannot be rewritten this way — full-text search, triggers — has a PostgreSQL form of its
-own beside the SQLite one (see `register_postgres_form` in db.py, pgschema.py and pgsearch.py).
+own beside the SQLite one (see `register_postgres_form` in migrations.py, pgschema.py and pgsearch.py).
 """
 
 from __future__ import annotations

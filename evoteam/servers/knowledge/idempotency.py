@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 import aiosqlite
 from pydantic import BaseModel
 
-from evoteam.servers.knowledge.db import register_migrations
+from evoteam.servers.knowledge.migrations import register_migrations
 from evoteam.servers.knowledge.errors import Invalid
 
 V1 = """

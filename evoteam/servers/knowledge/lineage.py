@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import aiosqlite
 
-from evoteam.servers.knowledge.db import register_migrations
+from evoteam.servers.knowledge.migrations import register_migrations
 from evoteam.servers.knowledge.errors import Invalid
 
 # Statuses a run may be ended with by a caller (finish_run); `active` resumes it.

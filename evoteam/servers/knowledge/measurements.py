@@ -24,7 +24,7 @@ from typing import Any
 import aiosqlite
 
 from evoteam import stats
-from evoteam.servers.knowledge.db import register_migrations
+from evoteam.servers.knowledge.migrations import register_migrations
 from evoteam.servers.knowledge.models import CandidateCreate, MeasurementSamples, TrajectoryPoint, WorkloadResult
 from evoteam.servers.knowledge.verified import ranks
 

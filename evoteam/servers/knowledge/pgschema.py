@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from evoteam.servers.knowledge import counters, schema
-from evoteam.servers.knowledge.db import register_migrations, register_postgres_form
+from evoteam.servers.knowledge.migrations import register_migrations, register_postgres_form
 from evoteam.servers.knowledge.dialect import to_postgres
 
 _FTS5_START = "CREATE VIRTUAL TABLE search_index USING fts5("

@@ -18,11 +18,11 @@ from evoteam.servers.guard import EvoServer
 from evoteam.errors import DomainError
 from evoteam.servers.knowledge import errors
 from evoteam.servers.knowledge.delegation import Identity
-from evoteam.servers.knowledge.scope import guard
 from evoteam.servers.knowledge.services import (
     CallError,
     CallResult,
     error_type,
+    guard,
     method_signature,
     service_class,
     service_methods,

@@ -1,7 +1,7 @@
 """Tables of the knowledge store (component "knowledge"). Append migrations; never edit one."""
 
 from evoteam.servers.knowledge import idempotency  # noqa: F401 - registers its own migrations
-from evoteam.servers.knowledge.db import register_migrations
+from evoteam.servers.knowledge.migrations import register_migrations
 
 # Every row carries its provenance: project (from the run), user (from the caller's
 # identity), client, role, team version, time.

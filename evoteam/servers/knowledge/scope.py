@@ -3,7 +3,7 @@
 Every method a store service offers (the `KnowledgeStore` interface and each component store:
 retrieval, team, and any added later) is declared with `@scoped(...)`: the arguments that name
 stored rows, and the table holding each. A project-scoped caller (a token limited to one
-project) reaches a method only through `guard`, which checks, before the method runs, that
+project) reaches a method only through `services.guard`, which checks, before the method runs, that
 every id it names is a row of the caller's project. A row of another project and a row that
 does not exist get the same error, naming nothing but the id the caller gave.
 
@@ -165,14 +165,3 @@ class Guarded:
             return await method(*args, **kwargs)
 
         return call
-
-
-def guard(target: Any, service: str) -> Any:
-    """`target` (a store service, as the caller's actor) as the caller may use it: unchanged for
-    an unscoped caller (a local store is all its owner's), `Guarded` for a project-scoped one."""
-    from evoteam.servers.knowledge.services import service_class
-
-    project, db = target.actor.project, getattr(target, "db", None)
-    if project is None or db is None:  # unscoped, or a remote store: its server guards
-        return target
-    return Guarded(target, service_class(service), db, project)

@@ -42,7 +42,7 @@ from evoteam.servers.knowledge.models import (
     WorkloadResult,
 )
 from evoteam.servers.knowledge.prior import StartedRun, start_run_with_prior
-from evoteam.servers.knowledge.scope import guard
+from evoteam.servers.knowledge.services import guard
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
 
 INSTRUCTIONS = """\

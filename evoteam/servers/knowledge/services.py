@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
 
 from evoteam.servers.knowledge import errors
-from evoteam.servers.knowledge.scope import declaration
+from evoteam.servers.knowledge.scope import Guarded, declaration
 from evoteam.servers.knowledge.store import KnowledgeStore
 
 # service name -> "module:Class". A component class is built as Class(knowledge_store) and
@@ -110,3 +110,12 @@ def error_type(exc: Exception) -> str:
 def local_component(service: str, store: KnowledgeStore):
     """The component store `service` built directly on a local store."""
     return service_class(service)(store)
+
+
+def guard(target: Any, service: str) -> Any:
+    """`target` (a store service, as the caller's actor) as the caller may use it: unchanged for
+    an unscoped caller (a local store is all its owner's), `Guarded` for a project-scoped one."""
+    project, db = target.actor.project, getattr(target, "db", None)
+    if project is None or db is None:  # unscoped, or a remote store: its server guards
+        return target
+    return Guarded(target, service_class(service), db, project)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from evoteam.servers.knowledge.auth import StoreTokenVerifier
 from evoteam.servers.knowledge.auth import _digest as token_digest
-from evoteam.servers.knowledge.db import register_migrations
+from evoteam.servers.knowledge.migrations import register_migrations
 from evoteam.servers.knowledge.store import Actor
 
 register_migrations("knowledge.sessions", ["""

@@ -12,7 +12,7 @@ it; over HTTP it comes only from a token made with `evoteam token add --verifier
 
 from __future__ import annotations
 
-from evoteam.servers.knowledge.db import register_migrations
+from evoteam.servers.knowledge.migrations import register_migrations
 from evoteam.servers.knowledge.errors import Forbidden
 
 # The SQL condition (over `candidates`) of a candidate that may rank. Flagged results (the

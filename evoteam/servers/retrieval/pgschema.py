@@ -5,7 +5,7 @@ that index without a GIN pending list, as the knowledge store's (knowledge/pgsch
 
 from __future__ import annotations
 
-from evoteam.servers.knowledge.db import register_migrations, register_postgres_form
+from evoteam.servers.knowledge.migrations import register_migrations, register_postgres_form
 from evoteam.servers.knowledge.dialect import to_postgres
 from evoteam.servers.knowledge.pgschema import no_pending_list, nothing_on_sqlite
 from evoteam.servers.retrieval import schema

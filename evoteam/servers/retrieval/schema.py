@@ -6,7 +6,7 @@ the next); queries, hits, gate decisions, forecasts and outcomes belong to a run
 frozen: triggers refuse to update or delete them.
 """
 
-from evoteam.servers.knowledge.db import register_migrations
+from evoteam.servers.knowledge.migrations import register_migrations
 from evoteam.servers.knowledge.schema import PROVENANCE_COLUMNS
 
 V1 = f"""

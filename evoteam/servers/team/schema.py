@@ -1,7 +1,7 @@
 """Tables of the team component: team versions, role sessions and supervisor wakes.
 Append migrations; never edit one."""
 
-from evoteam.servers.knowledge.db import register_migrations
+from evoteam.servers.knowledge.migrations import register_migrations
 
 V1 = """
 CREATE TABLE team_versions (
