@@ -159,6 +159,17 @@ def test_docs_links_resolve(doc):
         assert (ROOT / "docs" / link).exists(), (doc, link)
 
 
+def test_every_doc_the_code_and_texts_point_to_exists():
+    """Error messages, skills and briefs send users and agents to docs/*.md: each must exist."""
+    named = set()
+    for folder in ("evoteam", "skills", "agents", "commands"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.suffix in (".py", ".md", ".toml", ".json") and path.is_file():
+                named.update(re.findall(r"docs/([A-Za-z0-9_-]+\.md)", path.read_text(encoding="utf-8")))
+    assert len(named) >= 3, named  # the walk found the references it exists to check
+    assert not [n for n in sorted(named) if not (ROOT / "docs" / n).exists()]
+
+
 def test_the_first_session_runs_as_written(tmp_path):
     """The README's first session, command by command, in a fresh folder with a fresh store:
     the examples evaluate (the wrong one exits 4, as it says), the user's own copy of the
