@@ -20,7 +20,7 @@ import signal
 import time
 from pathlib import Path
 
-from evoteam.servers.bench.confinement.limits import DEFAULT_PIDS, TreeLimits
+from evoteam.servers.bench.confinement.limits import DEFAULT_PIDS, TreeLimits, sweep_leftovers
 
 _CG_ROOT: Path | None | bool = False  # False: not probed yet
 
@@ -61,6 +61,8 @@ def cgroup_root() -> Path | None:
     global _CG_ROOT
     if _CG_ROOT is False:
         _CG_ROOT = _own_cgroup_dir() if os.environ.get("EVOTEAM_BENCH_NO_CGROUP") != "1" else None
+        if _CG_ROOT is not None:
+            sweep_leftovers(_CG_ROOT)
     return _CG_ROOT  # type: ignore[return-value]
 
 
