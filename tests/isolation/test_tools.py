@@ -84,6 +84,7 @@ def tool_calls(i: Ids) -> dict[str, dict[str, list[dict]]]:
             "evaluate": [{"kit": KIT, "code": "def broken(:\n", "run_id": R, "parent_id": C},
                          {"kit": KIT, "candidate_id": C}],
             "compare": [{"kit": KIT, "a_candidate_id": C, "b_code": "def broken(:\n"}],
+            "evaluation_result": [{"ticket": "tkt_0000000000000000"}],
             "remeasure": [{"run_id": R, "candidate_ids": [C]}],
         },
     }

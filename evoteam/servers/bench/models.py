@@ -357,6 +357,11 @@ class Evaluation(BaseModel):
     artifacts: dict[str, str] = Field(default_factory=dict, description="program kits: the evaluator's "
                                       "artifacts (stderr, feedback), kept with the recorded candidate")
     stages: list[dict[str, Any]] = Field(default_factory=list, description="program kits: each cascade stage")
+    # Only on a PENDING answer of evaluate(wait=false) or evaluation_result (scheduling/tickets.py).
+    ticket: str | None = Field(default=None, description="evaluation_result(ticket) answers the result")
+    queue_position: int | None = Field(default=None, description="evaluations that start before it (0: next "
+                                       "or running)")
+    progress: float | None = Field(default=None, description="the running evaluation's progress, 0-1")
     samples: dict[str, list[float]] = Field(default_factory=dict, exclude=True, description="per-workload "
                                             "per-round speedups (or the program's repeated scores), recorded with "
                                             "the candidate; not shown")
