@@ -53,7 +53,18 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     `caller_store` makes it the evaluation service (service.py): each call records through the
     store acting for the caller's token."""
     holder = ServerStore(settings, store, "bench")
-    server = EvoServer("bench", instructions=INSTRUCTIONS, lifespan=holder.lifespan, log_level="WARNING")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        async with holder.lifespan(app) as state:
+            if settings.bench_backend == "pool":  # the first evaluation finds its runner started
+                from evoteam.servers.bench.scheduling.dispatch import warm_backend
+
+                with contextlib.suppress(DomainError):  # a bad device list is said by evaluate
+                    warm_backend(settings)
+            yield state
+
+    server = EvoServer("bench", instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING")
 
     def kb(role: str | None = None, team_version: int | None = None, ctx: Context | None = None) -> KnowledgeStore:
         if caller_store is None or ctx is None:

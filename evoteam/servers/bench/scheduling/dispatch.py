@@ -8,6 +8,8 @@ measures without the store; this process, which holds the store, records the Eva
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import weakref
 from pathlib import Path
 
@@ -47,6 +49,20 @@ def backend_for(settings: Settings):
         else:
             raise DomainError(f"bench backend {settings.bench_backend!r} does not schedule; use pool or ray")
     return _backends[key]
+
+
+def warm_backend(settings: Settings) -> None:
+    """Start the pool's standby runners now (a bench server does when it starts), so that even
+    the first evaluation finds its slot's runner ready: CPU slots, and GPU slots when
+    EVOTEAM_DEVICES or CUDA_VISIBLE_DEVICES names GPUs (asking nvidia-smi would slow the start).
+    Nothing to do for the other backends."""
+    if settings.bench_backend != "pool":
+        return
+    pool = backend_for(settings)
+    pool.warm("cpu")
+    if any(d.startswith("cuda") for d in settings.bench_devices) or os.environ.get("CUDA_VISIBLE_DEVICES", "").strip():
+        with contextlib.suppress(DomainError):
+            pool.warm("cuda")
 
 
 def close_backends() -> None:

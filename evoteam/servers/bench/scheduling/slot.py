@@ -69,12 +69,15 @@ def _die_with_parent() -> None:
 
 def main() -> int:
     _die_with_parent()
-    pinned = False
-    if len(sys.argv) > 2 and sys.argv[1] == "--cores":
-        # A standby runner: pinned at birth, before any thread exists, then warmed up (the
-        # harness imported) while it waits for its job.
-        os.sched_setaffinity(0, [int(c) for c in sys.argv[2].split(",")])
-        pinned = True
+    pinned = warm = False
+    args = sys.argv[1:]
+    if args[:1] == ["--cores"] and len(args) > 1:
+        # Pinned at birth, before any thread exists: every later thread and child inherits it.
+        os.sched_setaffinity(0, [int(c) for c in args[1].split(",")])
+        pinned, args = True, args[2:]
+    if args[:1] == ["--warm"]:
+        # A standby runner: warmed up (the harness imported) while it waits for its job.
+        warm = True
         import evoteam.servers.bench.evaluation.core  # noqa: F401 - the import is the warm-up
     payload = json.loads(sys.stdin.read() or "null")
     if payload is None:  # a standby that was never used
@@ -90,7 +93,7 @@ def main() -> int:
     else:  # a Ray node: its own configuration, never the caller's
         settings = load_settings()
     try:
-        reply = asyncio.run(evaluate_job(settings, job, warm=pinned))
+        reply = asyncio.run(evaluate_job(settings, job, warm=warm))
     except Exception as exc:  # noqa: BLE001 - one line back to the caller, never a traceback
         reply = SlotReply(ok=False, error=f"the slot runner failed: {type(exc).__name__}: {exc}")
     sys.stdout.write(REPLY_MARK + reply.model_dump_json() + "\n")
@@ -98,11 +101,12 @@ def main() -> int:
     return 0
 
 
-def start_runner(cores: list[int] | None = None, gpu_id: str | None = None) -> subprocess.Popen:
-    """Start a slot runner; given ``cores`` it pins itself to them and warms up before its job;
-    given ``gpu_id`` it (and every worker it starts) sees that GPU only. Call it from the thread
-    that outlives the runner (the event loop's): the runner dies with it."""
-    args = ["--cores", ",".join(map(str, cores))] if cores else []
+def start_runner(cores: list[int] | None = None, gpu_id: str | None = None, warm: bool = False) -> subprocess.Popen:
+    """Start a slot runner; given ``cores`` it pins itself to them; ``warm``: it imports the
+    harness before its job comes (a standby); given ``gpu_id`` it (and every worker it starts)
+    sees that GPU only. Call it from the thread that outlives the runner (the event loop's):
+    the runner dies with it."""
+    args = (["--cores", ",".join(map(str, cores))] if cores else []) + (["--warm"] if warm else [])
     env = {k: v for k, v in os.environ.items() if k not in _NOT_FOR_SLOTS}
     if gpu_id is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu_id
