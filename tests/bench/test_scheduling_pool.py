@@ -213,9 +213,9 @@ async def test_one_slot_runs_one_at_a_time_and_progress_says_where_it_waits(fast
     a, b = sorted((e["metrics"]["placement"] for e in evals), key=lambda p: p["started_at"])
     assert a["slot"] == b["slot"] == "cpu:0"
     assert a["finished_at"] <= b["started_at"], "two evaluations held one device at once"
-    # the first found the runner the server started with it, the second the one started when the
-    # first ended: both pinned and warmed up before their job came
-    assert (a["runner"], b["runner"]) == ("standby", "standby")
+    # the first found the runner the server started with it, warm; the second the same runner,
+    # kept for the slot's next evaluation (no start at all)
+    assert (a["runner"], b["runner"]) == ("standby", "reused")
     assert a["fingerprint"]["cores"] == b["fingerprint"]["cores"]
     for messages in heard:
         assert "evaluating on cpu:0" in messages and messages[-1] == "PASSED on cpu:0", messages

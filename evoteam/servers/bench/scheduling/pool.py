@@ -1,8 +1,8 @@
 """The local pool: up to one evaluation per device of this host at once, fairly queued.
 
 Each evaluation waits in the FairQueue for a slot, claims a device no other process's pool is
-using (devices.claim_slot), then runs in a slot runner (slot.py) pinned to that slot's cores and
-holding that slot's device lock, so baseline and candidate of one
+using (devices.claim_slot), then runs in the slot's runner (slot.py, kept warm between
+evaluations) pinned to that slot's cores and holding that slot's device lock, so baseline and candidate of one
 evaluation share a device, and evaluations outside the pool still wait for the same lock.
 """
 
@@ -27,10 +27,10 @@ class LocalPool:
         self.settings = settings
         self._queues: dict[str, tuple[FairQueue, dict[str, Slot]]] = {}
         # One warm slot runner per slot, started when the slots are first made (a bench server
-        # makes them when it starts) and again after each evaluation there: an evaluation skips
-        # the runner's start (a fresh Python importing the harness), most of what a slot adds.
-        # Never started during an evaluation on the same slot, so its start-up never competes
-        # with a measurement on the same cores.
+        # makes them when it starts) and kept from one evaluation to the next: an evaluation
+        # skips the runner's start (a fresh Python importing the harness), most of what a slot
+        # added. A replacement is started only when the slot is idle, so its start-up never
+        # competes with a measurement on the same cores.
         self._standby: dict[str, subprocess.Popen] = {}
 
     def queue(self, kind: str) -> tuple[FairQueue, dict[str, Slot]]:
@@ -61,10 +61,14 @@ class LocalPool:
             with claim_slot(state_dir(self.settings) / "locks", order) as name:
                 slot = slots[name]
                 gpu = physical_gpu(int(name.split(":", 1)[1])) if name.startswith("cuda") else None
+                runner = self._standby.pop(name, None)
+                if runner is None or runner.poll() is not None:
+                    runner = self._runner(slot)
                 reply = await run_slot(job.model_copy(update={"device": name, "cores": list(slot.cores),
-                                                              "gpu_id": gpu}), given,
-                                       runner=self._standby.pop(name, None))
-                self._standby[name] = self._runner(slot)
+                                                              "gpu_id": gpu}), given, runner=runner, keep=True)
+                # The runner that answered serves the slot's next evaluation; one that died or
+                # was killed (a wedged device) is replaced now that the slot is idle.
+                self._standby[name] = runner if runner.poll() is None else self._runner(slot)
         result = reply.result()
         if not reply.ok or result is None:
             raise DomainError(reply.error or "the evaluation failed on its slot")
