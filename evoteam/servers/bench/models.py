@@ -311,6 +311,16 @@ class WorkloadOutcome(WorkloadResult):
     flagged: bool = False
 
 
+class HeldoutChoice(BaseModel):
+    """Which held-out inputs an evaluation uses, as the bench that holds the held-out key chose
+    them: sent with a job to a Ray node (or a pool slot), so every node measures the caller's
+    held-out set without ever holding the key (formats/kits.heldout_choice)."""
+
+    set_id: str = Field(description="the set's name, a one-way digest of the key (metrics.heldout_set)")
+    workloads: list[Workload] = Field(default_factory=list, description="kernel kits: the held-out workloads")
+    instances: list[int] = Field(default_factory=list, description="program kits: the held-out instances")
+
+
 class Evaluation(BaseModel):
     """The result of evaluating one candidate on one split of a kit."""
 

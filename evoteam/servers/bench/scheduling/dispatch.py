@@ -18,7 +18,7 @@ from evoteam.errors import DomainError
 from evoteam.servers.bench.evaluation import core
 from evoteam.servers.bench.evaluation.candidates import check_candidate_path, check_parent
 from evoteam.servers.bench.formats.kit import Kit
-from evoteam.servers.bench.formats.kits import discover
+from evoteam.servers.bench.formats.kits import discover, heldout_choice
 from evoteam.servers.bench.models import Evaluation, Split
 from evoteam.servers.bench.scheduling.jobs import EvalJob
 from evoteam.servers.knowledge.store import KnowledgeStore
@@ -116,10 +116,13 @@ async def evaluate_scheduled(settings: Settings, kit: str | Kit, *, candidate_pa
                   # Fairness is per run; team_status counts a run's evaluations by this key. Without
                   # run_id the run is resolved only when recording (two evaluations resolving it at
                   # once before any exists would each start a run), so the key is the caller's kit.
-                  run_key=run_key or run_id or f"{owner or 'local'}/{the_kit.name}")
+                  run_key=run_key or run_id or f"{owner or 'local'}/{the_kit.name}",
+                  # The held-out set is this process's (its key): a slot or node measures the
+                  # inputs drawn here and never needs the key.
+                  heldout=heldout_choice(settings, the_kit) if split != "dev" else None)
     backend = backend_for(settings)
     if settings.bench_backend == "ray":
-        result = await backend.evaluate(job, progress)
+        result = await backend.evaluate(job, progress, kit_root=the_kit.root)
     else:
         result = await backend.evaluate(job, the_kit.manifest.device, progress)
     if store is not None:

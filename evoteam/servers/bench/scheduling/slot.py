@@ -39,12 +39,21 @@ _PR_SET_PDEATHSIG = 1
 async def evaluate_job(settings: Settings, job: EvalJob, how: str = "fresh") -> SlotReply:
     """Evaluate ``job`` here (in this process) and say where; refuse a kit whose hash differs."""
     from evoteam.servers.bench.evaluation import core
-    from evoteam.servers.bench.formats.kits import find_kit
+    from evoteam.servers.bench.formats.kit import Kit
+    from evoteam.servers.bench.formats.kits import find_kit, state_dir
+    from evoteam.servers.bench.scheduling.kitship import cache_root
 
     try:
-        kit = find_kit(settings, job.kit)
+        if job.kit_dir:  # a kit the node unpacked from the caller's shipment; only from its own cache
+            folder = Path(job.kit_dir).resolve()
+            if not folder.is_relative_to(cache_root(state_dir(settings)).resolve()):
+                raise DomainError(f"refused kit folder {job.kit_dir[:200]!r}: not in this node's kit cache")
+            kit = Kit.load(folder)
+        else:
+            kit = find_kit(settings, job.kit)
     except DomainError as exc:
         return SlotReply(ok=False, error=f"{socket.gethostname()}: {exc}", refused=True)
+    kit.heldout_given = job.heldout  # the caller's held-out set, when it sent one
     if kit.content_hash != job.kit_hash:
         err = KitMismatch(f"{socket.gethostname()} refuses kit {job.kit}: its copy has content hash "
                           f"{kit.content_hash[:16]}…, the caller's is {job.kit_hash[:16]}…; "
