@@ -124,3 +124,17 @@ async def test_a_runner_loads_a_kit_folder_only_from_its_nodes_cache(tmp_path):
     job = EvalJob(kit=kit.name, kit_hash=kit.content_hash, code=RMSNORM, kit_dir=str(kit.root))
     reply = await evaluate_job(settings, job)
     assert not reply.ok and reply.refused and "not in this node's kit cache" in reply.error
+
+
+async def test_a_ray_worker_keeps_its_slot_runner_for_its_next_evaluation(ray_cluster, tmp_path):
+    """Sequential evaluations land on Ray workers that already ran one (Ray reuses idle workers of
+    a function); such a worker's runner is the one it kept, not a fresh start."""
+    from tests.support.ray_cluster import KIT
+
+    settings = Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[ray_cluster.kits], bench_backend="ray")
+    try:
+        runners = [(await evaluate_scheduled(settings, KIT, code=RMSNORM + f"\n# {i}\n")).metrics["placement"]
+                   for i in range(4)]
+    finally:
+        close_backends()
+    assert "reused" in [p["runner"] for p in runners], runners

@@ -46,7 +46,6 @@ def _evaluate_on_node(job_json: str, resource: str, shipped: list | None = None)
     """The Ray task body: runs on a worker node. ``shipped``: the caller's kit archive in the
     object store (a reference in a list, so Ray fetches it only when this node needs it)."""
     from evoteam.config import load_settings
-    from evoteam.servers.bench.scheduling.slot import run_slot
 
     ctx = ray.get_runtime_context()
     node = ctx.get_node_id()
@@ -69,10 +68,28 @@ def _evaluate_on_node(job_json: str, resource: str, shipped: list | None = None)
         names = [f"cpu:{node[:8]}-{i}" for i in range(max(1, int(total)))]
         random.shuffle(names)
         with claim_slot(state_dir(settings) / "locks", names) as device:
-            reply = asyncio.run(run_slot(job.model_copy(update={"device": device})))
+            reply = _run_kept(job.model_copy(update={"device": device}))
         return _placed(reply, node)
-    reply = asyncio.run(run_slot(job.model_copy(update={"device": device})))
+    reply = _run_kept(job.model_copy(update={"device": device}))
     return _placed(reply, node)
+
+
+# The slot runner this Ray worker process keeps between tasks (per GPU it was given): a worker
+# runs one task at a time and Ray reuses it for later ones, so its next evaluation skips the
+# runner's start. The runner is started for a task, never beside a running one.
+_kept: dict[str | None, Any] = {}
+
+
+def _run_kept(job: EvalJob) -> SlotReply:
+    from evoteam.servers.bench.scheduling.slot import run_slot, start_runner
+
+    runner = _kept.pop(job.gpu_id, None)
+    if runner is None or runner.poll() is not None:
+        runner = start_runner(gpu_id=job.gpu_id)
+    reply = asyncio.run(run_slot(job, runner=runner, keep=True))
+    if runner.poll() is None:
+        _kept[job.gpu_id] = runner
+    return reply
 
 
 def _with_kit(settings, job: EvalJob, shipped: list) -> EvalJob:
