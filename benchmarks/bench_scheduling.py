@@ -27,7 +27,12 @@ from pathlib import Path
 
 from evoteam.config import SOURCE_ROOT, Settings
 from evoteam.servers.bench.evaluation.core import evaluate_candidate
-from evoteam.servers.bench.scheduling.dispatch import close_backends, evaluate_scheduled, warm_backend
+from evoteam.servers.bench.scheduling.dispatch import close_backends, evaluate_scheduled
+
+try:
+    from evoteam.servers.bench.scheduling.dispatch import warm_backend
+except ImportError:  # a bench from before standby runners at start (to compare with): no warm-up
+    warm_backend = None
 
 GOOD = """
 import numpy as np
@@ -79,7 +84,7 @@ async def latency(settings: Settings, backend: str, repeats: int, cores: list[in
     if backend != "local":
         s = settings.model_copy(update={"bench_backend": backend, "bench_devices": ["cpu:0"],
                                         "cores_per_eval": len(cores or [0])})
-        if idle_s:
+        if idle_s and warm_backend is not None:
             warm_backend(s)
             await asyncio.sleep(idle_s)
     mask = os.sched_getaffinity(0)
@@ -115,7 +120,7 @@ def show(name: str, fig: dict[str, float], local: dict[str, float] | None = None
     if "before" in fig:
         parts += f" = {fig['before']:.2f} before + {fig['measure']:.2f} measuring + {fig['after']:.2f} after"
     if local is not None:
-        parts += f"; +{fig['wall'] - local['wall']:.2f} s over in-process"
+        parts += f"; {fig['wall'] - local['wall']:+.2f} s over in-process"
     return f"latency, {name}: {parts}"
 
 
@@ -183,7 +188,7 @@ async def main() -> None:
                     await latency(settings, "ray", 1)  # the node's first task starts a Ray worker
                     remote = await latency(settings, "ray", args.repeats)
                     print(show("Ray node (all cores, warm worker)", remote, local)
-                          + f", +{remote['wall'] - pooled['wall']:.2f} s over a pool slot")
+                          + f", {remote['wall'] - pooled['wall']:+.2f} s over a pool slot")
                 finally:
                     close_backends()
                     ray.shutdown()
