@@ -19,6 +19,7 @@ from evoteam.servers.bench.server import build_server
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.store import Actor
 from tests.bench.conftest import RMSNORM, slow_rmsnorm
+from tests.support.polling import wait_until
 
 GOOD = RMSNORM
 # Seconds per evaluation rather than a fraction of one, so two that start together overlap
@@ -297,8 +298,10 @@ def test_a_gpu_slots_runner_sees_only_its_gpu(monkeypatch):
     monkeypatch.setenv("EVOTEAM_TOKEN", "secret-token")
     runner = start_runner(gpu_id="6")
     try:
-        environ = dict(item.split("=", 1) for item in
-                       open(f"/proc/{runner.pid}/environ", "rb").read().decode().split("\0") if "=" in item)
+        # Just after the exec the kernel may still show an empty environment: wait until it has one.
+        raw = lambda: open(f"/proc/{runner.pid}/environ", "rb").read()  # noqa: E731
+        assert wait_until(raw), "the runner never showed an environment"
+        environ = dict(item.split("=", 1) for item in raw().decode().split("\0") if "=" in item)
     finally:
         stop_runner(runner)
     assert environ["CUDA_VISIBLE_DEVICES"] == "6"
