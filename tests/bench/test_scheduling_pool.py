@@ -306,3 +306,18 @@ def test_a_gpu_slots_runner_sees_only_its_gpu(monkeypatch):
         stop_runner(runner)
     assert environ["CUDA_VISIBLE_DEVICES"] == "6"
     assert "EVOTEAM_TOKEN" not in environ  # a slot records nothing: it gets no token
+
+
+async def test_a_kept_runner_is_replaced_after_its_share_of_evaluations(fast_settings, monkeypatch):
+    from evoteam.servers.bench.scheduling import slot
+    from evoteam.servers.bench.scheduling.dispatch import evaluate_scheduled
+
+    monkeypatch.setattr(slot, "RUNNER_JOBS", 2)
+    settings = fast_settings.model_copy(update={"bench_backend": "pool", "bench_devices": ["cpu:0"]})
+    try:
+        runners = [(await evaluate_scheduled(settings, "rmsnorm_fast", code=GOOD + f"\n# {i}\n"))
+                   .metrics["placement"]["runner"] for i in range(3)]
+    finally:
+        close_backends()
+    # the first runner served two (standby, then reused); the third found its replacement, warm
+    assert runners == ["standby", "reused", "standby"]

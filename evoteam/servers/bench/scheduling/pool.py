@@ -17,7 +17,7 @@ from evoteam.servers.bench.models import Evaluation
 from evoteam.servers.bench.scheduling.devices import Slot, claim_slot, local_slots, physical_gpu
 from evoteam.servers.bench.scheduling.fairqueue import FairQueue
 from evoteam.servers.bench.scheduling.jobs import EvalJob, SlotSettings
-from evoteam.servers.bench.scheduling.slot import run_slot, start_runner, stop_runner
+from evoteam.servers.bench.scheduling.slot import reusable, run_slot, start_runner, stop_runner
 
 
 class LocalPool:
@@ -66,9 +66,12 @@ class LocalPool:
                     runner = self._runner(slot)
                 reply = await run_slot(job.model_copy(update={"device": name, "cores": list(slot.cores),
                                                               "gpu_id": gpu}), given, runner=runner, keep=True)
-                # The runner that answered serves the slot's next evaluation; one that died or
-                # was killed (a wedged device) is replaced now that the slot is idle.
-                self._standby[name] = runner if runner.poll() is None else self._runner(slot)
+                # The runner that answered serves the slot's next evaluation; one that died, was
+                # killed (a wedged device) or has served its share is replaced now that the slot is idle.
+                if not reusable(runner):
+                    stop_runner(runner)
+                    runner = self._runner(slot)
+                self._standby[name] = runner
         result = reply.result()
         if not reply.ok or result is None:
             raise DomainError(reply.error or "the evaluation failed on its slot")

@@ -81,14 +81,16 @@ _kept: dict[str | None, Any] = {}
 
 
 def _run_kept(job: EvalJob) -> SlotReply:
-    from evoteam.servers.bench.scheduling.slot import run_slot, start_runner
+    from evoteam.servers.bench.scheduling.slot import reusable, run_slot, start_runner, stop_runner
 
     runner = _kept.pop(job.gpu_id, None)
     if runner is None or runner.poll() is not None:
         runner = start_runner(gpu_id=job.gpu_id)
     reply = asyncio.run(run_slot(job, runner=runner, keep=True))
-    if runner.poll() is None:
+    if reusable(runner):
         _kept[job.gpu_id] = runner
+    else:
+        stop_runner(runner)
     return reply
 
 

@@ -29,6 +29,7 @@ from evoteam.errors import DomainError
 from evoteam.servers.bench.scheduling.jobs import EvalJob, KitMismatch, SlotReply, SlotSettings, device_fingerprint
 
 REPLY_MARK = "EVOTEAM-SLOT-REPLY "
+RUNNER_JOBS = 100  # evaluations one kept runner serves before it is replaced
 # A slot measures and records nothing: it gets no token, store address or provider key, so a
 # runner that a candidate somehow reached would find no credential either.
 _NOT_FOR_SLOTS = ("EVOTEAM_TOKEN", "EVOTEAM_KNOWLEDGE_URL", "EVOTEAM_BENCH_URL", "ANTHROPIC_API_KEY",
@@ -207,6 +208,7 @@ async def run_slot(job: EvalJob, settings: SlotSettings | None = None, timeout_s
                 break
             text = line.decode(errors="replace")
             if text.startswith(REPLY_MARK):
+                proc.jobs = getattr(proc, "jobs", 0) + 1  # type: ignore[attr-defined]
                 if not keep:
                     with contextlib.suppress(OSError):
                         proc.stdin.close()
@@ -224,6 +226,12 @@ async def run_slot(job: EvalJob, settings: SlotSettings | None = None, timeout_s
     tail = _error_tail(proc)
     _close_errors(proc)
     return SlotReply(ok=False, error=f"the slot runner died (exit {code}): {tail}")
+
+
+def reusable(proc: subprocess.Popen) -> bool:
+    """Whether a kept runner may take another job: alive, and not yet at RUNNER_JOBS (a runner
+    is replaced now and then, so whatever a long life accumulates in it stays bounded)."""
+    return proc.poll() is None and getattr(proc, "jobs", 0) < RUNNER_JOBS
 
 
 def _send(proc: subprocess.Popen, data: bytes) -> None:
