@@ -29,6 +29,11 @@ from evoteam.config import SOURCE_ROOT, Settings
 from evoteam.servers.bench.evaluation.core import evaluate_candidate
 from evoteam.servers.bench.scheduling.dispatch import close_backends, evaluate_scheduled
 
+try:
+    from evoteam.servers.bench.scheduling.dispatch import warm_backend
+except ImportError:  # a bench from before standby runners at start (to compare with): no warm-up
+    warm_backend = None
+
 GOOD = """
 import numpy as np
 
@@ -67,18 +72,56 @@ async def pool_rate(settings: Settings, slots: int, count: int) -> float:
     return count / wall * 60
 
 
-async def latency(settings: Settings, backend: str, repeats: int) -> float:
-    walls = []
+async def latency(settings: Settings, backend: str, repeats: int, cores: list[int] | None = None,
+                  idle_s: float = 0.0) -> dict[str, float]:
+    """Median wall of ``repeats`` sequential evaluations, and its parts: before the slot's
+    measurement starts (queue, runner, kit), the measurement, and after it (the reply's way back).
+    ``cores``: the slot's cores (pool), or this process's own while it evaluates in-process.
+    ``idle_s``: the pool is made, then left idle that long before the first evaluation (a server
+    that was started before its first request)."""
+    walls, before, measured, after = [], [], [], []
+    s = settings
+    if backend != "local":
+        s = settings.model_copy(update={"bench_backend": backend, "bench_devices": ["cpu:0"],
+                                        "cores_per_eval": len(cores or [0])})
+        if idle_s and warm_backend is not None:
+            warm_backend(s)
+            await asyncio.sleep(idle_s)
+    mask = os.sched_getaffinity(0)
     for i in range(repeats):
-        t = time.perf_counter()
-        if backend == "local":
-            r = await evaluate_candidate(settings, "rmsnorm_sched", code=GOOD + f"# lat {i}\n")
-        else:
-            s = settings.model_copy(update={"bench_backend": backend, "bench_devices": ["cpu:0"]})
-            r = await evaluate_scheduled(s, "rmsnorm_sched", code=GOOD + f"# lat {i}\n")
-        walls.append(time.perf_counter() - t)
+        if backend == "local" and cores:
+            os.sched_setaffinity(0, cores)  # the harness's workers inherit it, as a slot's do
+        t0 = time.time()
+        try:
+            if backend == "local":
+                r = await evaluate_candidate(s, "rmsnorm_sched", code=GOOD + f"# lat {i}\n")
+            else:
+                r = await evaluate_scheduled(s, "rmsnorm_sched", code=GOOD + f"# lat {i}\n")
+        finally:
+            os.sched_setaffinity(0, mask)
+        t1 = time.time()
         assert r.status == "PASSED", r.message
-    return statistics.median(walls)
+        walls.append(t1 - t0)
+        placed = r.metrics.get("placement", {})
+        if "started_at" in placed:
+            before.append(placed["started_at"] - t0)
+            measured.append(placed["finished_at"] - placed["started_at"])
+            after.append(t1 - placed["finished_at"])
+        else:
+            measured.append(t1 - t0)
+    out = {"wall": statistics.median(walls), "spread": max(walls) - min(walls), "measure": statistics.median(measured)}
+    if before:
+        out.update(before=statistics.median(before), after=statistics.median(after))
+    return out
+
+
+def show(name: str, fig: dict[str, float], local: dict[str, float] | None = None) -> str:
+    parts = f"{fig['wall']:.2f} s (spread {fig['spread']:.2f})"
+    if "before" in fig:
+        parts += f" = {fig['before']:.2f} before + {fig['measure']:.2f} measuring + {fig['after']:.2f} after"
+    if local is not None:
+        parts += f"; {fig['wall'] - local['wall']:+.2f} s over in-process"
+    return f"latency, {name}: {parts}"
 
 
 def start_ray(home: Path, kits: Path):
@@ -101,6 +144,8 @@ async def main() -> None:
     ap.add_argument("--count", type=int, default=6, help="evaluations per pool width")
     ap.add_argument("--repeats", type=int, default=3, help="sequential evaluations per latency figure")
     ap.add_argument("--no-ray", action="store_true")
+    ap.add_argument("--idle", type=float, default=5.0, help="seconds the pool is up before its first evaluation")
+    ap.add_argument("--no-rate", action="store_true", help="latency only")
     args = ap.parse_args()
     cores = len(os.sched_getaffinity(0))
     print(f"bench_scheduling: {cores} cores usable, load average {load()} before")
@@ -110,17 +155,29 @@ async def main() -> None:
         settings = Settings(db=root / "state" / "kb.db", kits_dirs=[kit.parent])
         await latency(settings, "local", 1)  # warm the page cache and the kit's hash
         rates = {}
-        for width in (1, 2, 4):
+        for width in () if args.no_rate else (1, 2, 4):
             rates[width] = await pool_rate(settings, width, args.count)
             ideal = min(width, cores)
             print(f"pool, {width} slot(s): {rates[width]:.1f} evaluations/min "
                   f"({rates[width] / rates[1]:.2f}x of 1 slot; ideal {ideal}x; "
                   f"{rates[width] / rates[1] / ideal:.2f} of linear up to {cores} cores)")
+        # A fair comparison gives the slot the cores the in-process evaluation uses (all of them
+        # here); a one-core slot is compared with an in-process evaluation pinned to that core.
+        every = sorted(os.sched_getaffinity(0))
         local = await latency(settings, "local", args.repeats)
-        pooled = await latency(settings, "pool", args.repeats)
+        print(show("in-process, all cores", local))
+        pooled_first = await latency(settings, "pool", 1, every, idle_s=args.idle)
         close_backends()
-        print(f"latency, one evaluation: in-process {local:.2f} s; pool slot {pooled:.2f} s "
-              f"(+{pooled - local:.2f} s)")
+        print(show(f"pool slot on all cores, first evaluation {args.idle:g} s after the pool started",
+                   pooled_first, local))
+        pooled = await latency(settings, "pool", args.repeats, every)
+        close_backends()
+        print(show("pool slot on all cores, sequential (standby runners)", pooled, local))
+        local1 = await latency(settings, "local", args.repeats, every[:1])
+        print(show("in-process pinned to one core", local1))
+        pooled1 = await latency(settings, "pool", args.repeats, every[:1])
+        close_backends()
+        print(show("pool slot on one core", pooled1, local1))
         if not args.no_ray:
             try:
                 ray, cluster = start_ray(root, kit.parent)
@@ -130,8 +187,8 @@ async def main() -> None:
                 try:
                     await latency(settings, "ray", 1)  # the node's first task starts a Ray worker
                     remote = await latency(settings, "ray", args.repeats)
-                    print(f"latency, one evaluation on Ray (warm worker): {remote:.2f} s "
-                          f"(+{remote - local:.2f} s over in-process, +{remote - pooled:.2f} s over a pool slot)")
+                    print(show("Ray node (all cores, warm worker)", remote, local)
+                          + f", {remote['wall'] - pooled['wall']:+.2f} s over a pool slot")
                 finally:
                     close_backends()
                     ray.shutdown()

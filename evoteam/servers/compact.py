@@ -6,7 +6,8 @@ in context. Two sources of waste are removed here, once, for all four servers:
 - Input schemas as pydantic writes them: a generated `title` on every property ("Run Id" for
   `run_id`) and, for each optional argument, `anyOf: [{type: X}, {type: null}]` plus
   `default: null`. An argument that may be left out says so by not being `required`; the schema
-  keeps its type, description, value ranges and enums; size limits (maxLength, maxItems) are
+  keeps its type (unless an enum of strings already says it), description, value ranges and
+  enums; size limits (maxLength, maxItems) are
   left to the server's refusal, and so is `additionalProperties: false`: the server refuses an
   argument a tool does not have, naming the ones it has (guard.py).
 - Tool descriptions keep their docstring's source indentation; it is removed.
@@ -60,6 +61,9 @@ def _compact_node(node: dict[str, Any]) -> dict[str, Any]:
             out[key] = _compact_node(value)
         else:
             out[key] = value
+    enum = out.get("enum")
+    if out.get("type") == "string" and isinstance(enum, list) and enum and all(isinstance(v, str) for v in enum):
+        del out["type"]  # a list of strings to choose from says the type already
     return _drop_null_alternative(out)
 
 

@@ -39,7 +39,7 @@ async def store(tmp_path):
 async def test_tools_are_documented_and_structured(fast_settings, store):
     async with Client(build_server(fast_settings, store)) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) == {"list_kits", "describe_kit", "evaluate", "compare", "remeasure"}
+    assert set(tools) == {"list_kits", "describe_kit", "evaluate", "evaluation_result", "compare", "remeasure"}
     for tool in tools.values():
         assert tool.description and len(tool.description) > 60, tool.name
         assert tool.output_schema is not None, tool.name

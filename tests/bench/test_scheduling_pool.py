@@ -19,6 +19,7 @@ from evoteam.servers.bench.server import build_server
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.store import Actor
 from tests.bench.conftest import RMSNORM, slow_rmsnorm
+from tests.support.polling import wait_until
 
 GOOD = RMSNORM
 # Seconds per evaluation rather than a fraction of one, so two that start together overlap
@@ -213,8 +214,9 @@ async def test_one_slot_runs_one_at_a_time_and_progress_says_where_it_waits(fast
     a, b = sorted((e["metrics"]["placement"] for e in evals), key=lambda p: p["started_at"])
     assert a["slot"] == b["slot"] == "cpu:0"
     assert a["finished_at"] <= b["started_at"], "two evaluations held one device at once"
-    # the second found the slot's runner started, pinned and warmed up while the first ran
-    assert (a["runner"], b["runner"]) == ("fresh", "standby")
+    # the first found the runner the server started with it, warm; the second the same runner,
+    # kept for the slot's next evaluation (no start at all)
+    assert (a["runner"], b["runner"]) == ("standby", "reused")
     assert a["fingerprint"]["cores"] == b["fingerprint"]["cores"]
     for messages in heard:
         assert "evaluating on cpu:0" in messages and messages[-1] == "PASSED on cpu:0", messages
@@ -296,9 +298,26 @@ def test_a_gpu_slots_runner_sees_only_its_gpu(monkeypatch):
     monkeypatch.setenv("EVOTEAM_TOKEN", "secret-token")
     runner = start_runner(gpu_id="6")
     try:
-        environ = dict(item.split("=", 1) for item in
-                       open(f"/proc/{runner.pid}/environ", "rb").read().decode().split("\0") if "=" in item)
+        # Just after the exec the kernel may still show an empty environment: wait until it has one.
+        raw = lambda: open(f"/proc/{runner.pid}/environ", "rb").read()  # noqa: E731
+        assert wait_until(raw), "the runner never showed an environment"
+        environ = dict(item.split("=", 1) for item in raw().decode().split("\0") if "=" in item)
     finally:
         stop_runner(runner)
     assert environ["CUDA_VISIBLE_DEVICES"] == "6"
     assert "EVOTEAM_TOKEN" not in environ  # a slot records nothing: it gets no token
+
+
+async def test_a_kept_runner_is_replaced_after_its_share_of_evaluations(fast_settings, monkeypatch):
+    from evoteam.servers.bench.scheduling import slot
+    from evoteam.servers.bench.scheduling.dispatch import evaluate_scheduled
+
+    monkeypatch.setattr(slot, "RUNNER_JOBS", 2)
+    settings = fast_settings.model_copy(update={"bench_backend": "pool", "bench_devices": ["cpu:0"]})
+    try:
+        runners = [(await evaluate_scheduled(settings, "rmsnorm_fast", code=GOOD + f"\n# {i}\n"))
+                   .metrics["placement"]["runner"] for i in range(3)]
+    finally:
+        close_backends()
+    # the first runner served two (standby, then reused); the third found its replacement, warm
+    assert runners == ["standby", "reused", "standby"]

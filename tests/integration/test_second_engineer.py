@@ -229,3 +229,24 @@ async def test_the_service_knows_callers_by_their_own_tokens(team: Team):
         stored = await call(kb, "get_candidate", {"candidate_id": out["candidate_id"]})
     assert (stored["verified"], stored["provenance"]["user"]) == (True, "alice")
     assert not list(home.rglob("heldout.secret"))
+
+
+async def test_a_ticket_on_the_service_is_its_callers_alone(team: Team):
+    """A ticket outlives the session that asked for it (tickets live with the service's process),
+    and another caller's token gets the answer of a ticket that does not exist."""
+    async with http_client(team.service_url, team.tokens["alice"]) as service:
+        pending = await call(service, "evaluate", {"kit": KIT, "code": BETTER.read_text(), "wait": False})
+    assert pending["status"] == "PENDING" and pending["ticket"].startswith("tkt_")
+    ticket = pending["ticket"]
+    async with http_client(team.service_url, team.tokens["bob"]) as service:
+        theirs = await service.call_tool("evaluation_result", {"ticket": ticket})
+    assert theirs.is_error and "no ticket" in theirs.content[0].text
+    async with http_client(team.service_url, team.tokens["alice"]) as service:
+        for _ in range(120):  # each call waits up to 2 s (under the client's read timeout)
+            done = await call(service, "evaluation_result", {"ticket": ticket, "wait_s": 2})
+            if done["status"] != "PENDING":
+                break
+    assert done["status"] == "PASSED" and done["recorded"]
+    async with http_client(team.knowledge.url, team.tokens["alice"]) as kb:
+        stored = await call(kb, "get_candidate", {"candidate_id": done["candidate_id"]})
+    assert (stored["verified"], stored["provenance"]["user"]) == (True, "alice")

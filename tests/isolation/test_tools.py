@@ -30,7 +30,9 @@ KIT = "rmsnorm_cpu"
 # Calls whose own form is refused for a reason unrelated to scope (and so tell only by
 # comparing alice's answer with a missing id's).
 OWN_MAY_FAIL = {"retrieval.search": "no search backend is configured in this test",
-                "retrieval.score_documents": "the seeded search awaits no forecasts"}
+                "retrieval.score_documents": "the seeded search awaits no forecasts",
+                # Tickets are not in the store; whose they are: test_second_engineer.py, test_tickets.py.
+                "bench.evaluation_result": "the sample ticket was never issued"}
 
 
 def tool_calls(i: Ids) -> dict[str, dict[str, list[dict]]]:
@@ -84,6 +86,7 @@ def tool_calls(i: Ids) -> dict[str, dict[str, list[dict]]]:
             "evaluate": [{"kit": KIT, "code": "def broken(:\n", "run_id": R, "parent_id": C},
                          {"kit": KIT, "candidate_id": C}],
             "compare": [{"kit": KIT, "a_candidate_id": C, "b_code": "def broken(:\n"}],
+            "evaluation_result": [{"ticket": "tkt_0000000000000000"}],
             "remeasure": [{"run_id": R, "candidate_ids": [C]}],
         },
     }

@@ -41,3 +41,10 @@ def test_a_role_knows_its_brief_may_be_a_file_and_the_supervisor_copies_prompts_
 def test_no_text_tells_a_role_it_has_a_worktree_unconditionally():
     for path in ("agents/team-member.md", "evoteam/servers/team/materialise.py", "evoteam/supervisor/prompts/in_session.md"):
         assert "You work in your own git worktree and branch" not in text(path), path
+
+
+def test_the_texts_that_say_how_to_evaluate_say_when_to_take_a_ticket():
+    for path in ("skills/kernel-loop/SKILL.md", "agents/team-member.md", "evoteam/servers/team/materialise.py"):
+        body = text(path)
+        assert "wait=false" in body.replace("`wait: false`", "wait=false"), path
+        assert "evaluation_result" in body, path

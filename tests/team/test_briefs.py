@@ -55,6 +55,7 @@ async def test_the_brief_says_what_to_call_and_with_which_ids(kb, run, service_f
     brief = brief_of(await service_factory().design_team(TeamDesign(**d)))
     assert "describe_kit` with kit=\"toy\"" in brief
     assert f'run_id="{run.id}"' in brief
+    assert "wait=false" in brief and "evaluation_result`" in brief  # when a long evaluation need not hold it
     assert "None" not in brief
     assert brief.count("the kit's README") == 1
     # Nothing is recorded yet: no read of an empty store is asked for.

@@ -311,6 +311,16 @@ class WorkloadOutcome(WorkloadResult):
     flagged: bool = False
 
 
+class HeldoutChoice(BaseModel):
+    """Which held-out inputs an evaluation uses, as the bench that holds the held-out key chose
+    them: sent with a job to a Ray node (or a pool slot), so every node measures the caller's
+    held-out set without ever holding the key (formats/kits.heldout_choice)."""
+
+    set_id: str = Field(description="the set's name, a one-way digest of the key (metrics.heldout_set)")
+    workloads: list[Workload] = Field(default_factory=list, description="kernel kits: the held-out workloads")
+    instances: list[int] = Field(default_factory=list, description="program kits: the held-out instances")
+
+
 class Evaluation(BaseModel):
     """The result of evaluating one candidate on one split of a kit."""
 
@@ -357,6 +367,11 @@ class Evaluation(BaseModel):
     artifacts: dict[str, str] = Field(default_factory=dict, description="program kits: the evaluator's "
                                       "artifacts (stderr, feedback), kept with the recorded candidate")
     stages: list[dict[str, Any]] = Field(default_factory=list, description="program kits: each cascade stage")
+    # Only on a PENDING answer of evaluate(wait=false) or evaluation_result (scheduling/tickets.py).
+    ticket: str | None = Field(default=None, description="evaluation_result(ticket) answers the result")
+    queue_position: int | None = Field(default=None, description="evaluations that start before it (0: next "
+                                       "or running)")
+    progress: float | None = Field(default=None, description="the running evaluation's progress, 0-1")
     samples: dict[str, list[float]] = Field(default_factory=dict, exclude=True, description="per-workload "
                                             "per-round speedups (or the program's repeated scores), recorded with "
                                             "the candidate; not shown")

@@ -7,17 +7,21 @@ pydantic model. Evaluations record the candidate in the knowledge store.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections.abc import Callable
 from typing import Annotated, Literal
 
 from mcp.server import MCPServer
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
 from evoteam.servers.guard import EvoServer
 from evoteam.config import Settings
 from evoteam.servers.bench.evaluation import catalog
+from evoteam.servers.bench.formats.kits import find_kit
 from evoteam.servers.bench.scheduling import route
+from evoteam.servers.bench.scheduling.tickets import Ticket, TicketBook
 from evoteam.servers.bench.evaluation.compare import compare_candidates
 from evoteam.report.remeasure import MeasurementSet, remeasure_run
 from evoteam.servers.bench.models import Comparison, Evaluation, KitDetail, KitList, Split
@@ -33,9 +37,10 @@ Kernel kits score the geometric-mean speedup over the baseline; program kits sco
 Every score comes with a 95% interval: a difference inside the intervals is noise. compare tells
 whether B beats A significantly; remeasure measures a run's finalists again in one batch.
 Every evaluation is recorded as a candidate in the knowledge store (pass run_id and parent_id).
-Use split='heldout' only to confirm a final candidate: which held-out shapes are drawn is secret."""
+Use split='heldout' only to confirm a final candidate: which held-out shapes are drawn is secret.
+A long evaluation can run on a ticket: evaluate(wait=false), then evaluation_result(ticket, wait_s)."""
 
-Limit = Annotated[int, Field(ge=1, le=100, description="page size")]
+Limit = Annotated[int, Field(ge=1, le=100)]
 Cursor = Annotated[str | None, Field(description="the previous page's next_cursor")]
 
 
@@ -48,7 +53,18 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     `caller_store` makes it the evaluation service (service.py): each call records through the
     store acting for the caller's token."""
     holder = ServerStore(settings, store, "bench")
-    server = EvoServer("bench", instructions=INSTRUCTIONS, lifespan=holder.lifespan, log_level="WARNING")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        async with holder.lifespan(app) as state:
+            if settings.bench_backend == "pool":  # the first evaluation finds its runner started
+                from evoteam.servers.bench.scheduling.dispatch import warm_backend
+
+                with contextlib.suppress(DomainError):  # a bad device list is said by evaluate
+                    warm_backend(settings)
+            yield state
+
+    server = EvoServer("bench", instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING")
 
     def kb(role: str | None = None, team_version: int | None = None, ctx: Context | None = None) -> KnowledgeStore:
         if caller_store is None or ctx is None:
@@ -56,6 +72,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         base = caller_store(ctx)
         update = {k: v for k, v in (("role", role), ("team_version", team_version)) if v is not None}
         return base.with_actor(base.actor.model_copy(update=update)) if update else base
+
+    tickets = TicketBook()
 
     def reporter(ctx: Context):
         async def report(done: float, total: float, message: str) -> None:
@@ -99,15 +117,35 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         notes: Annotated[str, Field(max_length=2000, description="what it tries")] = "",
         role: Annotated[str | None, Field()] = None,
         team_version: Annotated[int | None, Field(ge=0)] = None,
+        wait: Annotated[bool, Field(description="false: answer at once, PENDING with a ticket")] = True,
     ) -> Evaluation:
         """Evaluate a candidate and record it (pass run_id): sandboxed, checked, timed in rounds with
         the baseline; score and speedups with 95% intervals. Identical code is one candidate
         (pooled). documents_used credits them. split='heldout' confirms a final one."""
-        return await route.evaluate(
-            settings, kit, candidate_path=candidate_path, code=code, candidate_id=candidate_id, split=split,
-            store=kb(role, team_version, ctx), run_id=run_id, parent_id=parent_id,
-            documents_used=documents_used or [], notes=notes, role=role, team_version=team_version,
-            progress=reporter(ctx), in_service=caller_store is not None, repeats=repeats)
+        store = kb(role, team_version, ctx)
+
+        def run(progress):
+            return route.evaluate(
+                settings, kit, candidate_path=candidate_path, code=code, candidate_id=candidate_id, split=split,
+                store=store, run_id=run_id, parent_id=parent_id, documents_used=documents_used or [],
+                notes=notes, role=role, team_version=team_version, progress=progress,
+                in_service=caller_store is not None, repeats=repeats)
+
+        if wait:
+            return await run(reporter(ctx))
+        ticket = tickets.submit(caller_identity(store), ticketed(settings, kit, split), run)
+        return tickets.pending(ticket)
+
+    @server.tool()
+    @tool_errors
+    async def evaluation_result(
+        ctx: Context,
+        ticket: str,
+        wait_s: Annotated[float, Field(ge=0, le=600, description="wait this long for it to end")] = 0,
+    ) -> Evaluation:
+        """A ticket's evaluation (evaluate with wait=false): the result once it has ended, else
+        PENDING with queue_position and progress. Tickets last while this server runs."""
+        return await tickets.result(caller_identity(kb(ctx=ctx)), ticket, wait_s)
 
     @server.tool()
     @tool_errors
@@ -150,6 +188,28 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                                    candidate_ids=candidate_ids or None)
 
     return server
+
+
+def caller_identity(store: KnowledgeStore) -> str:
+    """Whose ticket it is: the bearer token's holder on an HTTP server (a hash of the token, so
+    two tokens are two owners), else the store's actor (a stdio server's one user)."""
+    access = get_access_token()
+    if access is not None:
+        return "token:" + hashlib.sha256(access.token.encode()).hexdigest()
+    return f"user:{store.actor.user}"
+
+
+def ticketed(settings: Settings, kit: str, split: Split) -> Ticket:
+    """A ticket for ``kit``, checked now so a wrong name is refused at once; the kit's kind and
+    direction fill its PENDING answers (a kit only the evaluation service knows: a kernel's)."""
+    try:
+        found = find_kit(settings, kit)
+    except DomainError:
+        if not settings.bench_url:
+            raise
+        return Ticket(id="", owner="", kit=kit, split=split)
+    return Ticket(id="", owner="", kit=found.name, kind=found.manifest.kind, direction=found.manifest.direction,
+                  split=split)
 
 
 def serve_stdio(settings: Settings) -> None:

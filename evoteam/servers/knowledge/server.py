@@ -54,7 +54,7 @@ record what you learn with evidence (add_learning), keep files you produce (put_
 record every evaluated candidate (record_candidate; bench.evaluate does it for you). Use search
 to find anything across learnings, history, artifacts and candidate notes. End a run with finish_run."""
 
-Limit = Annotated[int, Field(ge=1, le=200, description="page size")]
+Limit = Annotated[int, Field(ge=1, le=200)]
 Cursor = Annotated[str | None, Field(description="the previous page's next_cursor")]
 Role = Annotated[str | None, Field()]  # your team role, if any (provenance)
 Version = Annotated[int | None, Field(ge=0)]  # your team version, if any

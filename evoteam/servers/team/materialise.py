@@ -26,7 +26,7 @@ BASE_TOOLS = ["Read", "Write", "Edit", "Bash"]
 SERVER_TOOLS: dict[str, list[str]] = {
     "knowledge": ["get_run", "list_runs", "add_learning", "learnings", "history", "put_artifact", "get_artifact",
                   "list_artifacts", "record_candidate", "get_candidate", "best_candidates", "trajectory", "search"],
-    "bench": ["list_kits", "describe_kit", "evaluate", "compare", "remeasure"],
+    "bench": ["list_kits", "describe_kit", "evaluate", "evaluation_result", "compare", "remeasure"],
     "retrieval": ["gate", "search", "lookup", "score_documents", "record_outcome", "retrieval_stats"],
     "team": ["team_status", "budget"],
 }
@@ -151,7 +151,9 @@ def role_brief(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming |
         f"Every candidate you want scored: `{k('bench', 'evaluate')}` with "
         + (f"kit=\"{run.kit}\", " if run.kit else "")
         + f"run_id=\"{run.id}\", role=\"{role.name}\", team_version={team.version}, parent_id (the candidate it "
-        f"derives from) and notes (what it tries); it measures honestly and records the candidate.",
+        f"derives from) and notes (what it tries); it measures honestly and records the candidate. When "
+        f"an evaluation would keep you idle (a long one, or a queue of them), pass wait=false and collect it "
+        f"later with `{k('bench', 'evaluation_result')}` (ticket, wait_s).",
         *team.knowledge_plan.shared_writes,
         *role.writes_to,
     ]

@@ -24,10 +24,9 @@ from evoteam.servers.bench.measurement import harness, redact
 from evoteam.servers.bench.measurement.batch import STATUS_ORDER, run_kernel_batch
 from evoteam.servers.bench.evaluation.candidates import check_candidate_path, check_parent, record_measured, state_paths
 from evoteam.servers.bench.measurement.harness import WorkerFailure
-from evoteam.servers.bench.formats.heldout_key import heldout_set_id
 from evoteam.servers.bench.measurement.session import CANDIDATE, SideSpec, WorkloadSpec
 from evoteam.servers.bench.formats.kit import Kit
-from evoteam.servers.bench.formats.kits import find_kit, heldout_secret, kit_dirs, state_dir
+from evoteam.servers.bench.formats.kits import find_kit, heldout_choice, kit_dirs, state_dir
 from evoteam.servers.bench.models import Evaluation, Split, WorkloadOutcome
 from evoteam.errors import DomainError, Missing
 from evoteam.servers.knowledge.models import (
@@ -123,7 +122,7 @@ def _workload_specs(kit: Kit, split: Split, settings: Settings) -> list[tuple[Wo
     if split in ("dev", "all"):
         rows += [(w, False) for w in kit.dev_workloads()]
     if split in ("heldout", "all"):
-        held = kit.heldout_workloads(heldout_secret(settings))
+        held = heldout_choice(settings, kit).workloads
         if not held and split == "heldout":
             raise DomainError(f"kit {kit.name} has no held-out workloads; use split='dev'")
         rows += [(w, True) for w in held]
@@ -189,7 +188,7 @@ async def _run_program(settings: Settings, kit: Kit, cand: PreparedCandidate, sp
     if m.program_heldout is not None:
         plan = m.program_heldout
         kwargs[plan.argument] = (list(plan.dev) if split == "dev" else
-                                 openevolve.heldout_instances(heldout_secret(settings), kit.name, plan))
+                                 heldout_choice(settings, kit).instances)
     elif split == "heldout":
         raise DomainError(f"kit {kit.name} is a program kit without held-out instances (no 'heldout' in its "
                           "kit.json or in the evoteam section of its config.yaml); use split='dev'")
@@ -379,7 +378,7 @@ def _finish(settings: Settings, kit: Kit, result: Evaluation) -> None:
     m = kit.manifest
     result.metrics["kit_hash"] = kit.content_hash
     if result.split != "dev" and (m.heldout if m.kind == "kernel" else m.program_heldout):
-        result.metrics["heldout_set"] = heldout_set_id(heldout_secret(settings))
+        result.metrics["heldout_set"] = heldout_choice(settings, kit).set_id
     if result.kind == "kernel" and result.score is not None:
         result.ndg = normalised_discovery_gain(m.direction, m.x0, m.best_known, result.score)
 

@@ -22,13 +22,16 @@ from pydantic import ValidationError
 from evoteam.errors import DomainError
 from evoteam.servers.bench.formats import fib, openevolve
 from evoteam.servers.bench.formats.fib import cuda_available
-from evoteam.servers.bench.models import Definition, KitManifest, Workload
+from evoteam.servers.bench.models import Definition, HeldoutChoice, KitManifest, Workload
 
 
 class Kit:
     def __init__(self, root: Path, manifest: KitManifest):
         self.root = root
         self.manifest = manifest
+        # The held-out inputs a caller chose with its key (a job on a Ray node or a pool slot):
+        # used instead of drawing them from this host's key (kits.heldout_choice).
+        self.heldout_given: HeldoutChoice | None = None
 
     @property
     def name(self) -> str:

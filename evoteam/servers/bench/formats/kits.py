@@ -16,8 +16,9 @@ from pathlib import Path
 from evoteam.config import Settings
 from evoteam.resources import kits_dir
 from evoteam.servers.bench.formats import fib, openevolve, traceset
-from evoteam.servers.bench.formats.heldout_key import external_heldout_key
+from evoteam.servers.bench.formats.heldout_key import external_heldout_key, heldout_set_id
 from evoteam.servers.bench.formats.kit import Kit
+from evoteam.servers.bench.models import HeldoutChoice
 from evoteam.errors import DomainError, Missing
 
 
@@ -41,6 +42,21 @@ def heldout_secret(settings: Settings) -> bytes:
             with os.fdopen(fd, "w") as fh:
                 fh.write(secrets.token_hex(32))
     return bytes.fromhex(path.read_text().strip())
+
+
+def heldout_choice(settings: Settings, kit: Kit) -> HeldoutChoice:
+    """The held-out inputs of ``kit`` and the set's name: the ones a caller sent with the job
+    (``kit.heldout_given``), else drawn from this host's held-out key. Only what the kit's kind
+    uses is drawn."""
+    if kit.heldout_given is not None:
+        return kit.heldout_given
+    secret = heldout_secret(settings)
+    choice = HeldoutChoice(set_id=heldout_set_id(secret))
+    if kit.manifest.kind == "kernel":
+        choice.workloads = kit.heldout_workloads(secret)
+    elif kit.manifest.program_heldout is not None:
+        choice.instances = openevolve.heldout_instances(secret, kit.name, kit.manifest.program_heldout)
+    return choice
 
 
 def kit_dirs(settings: Settings) -> list[Path]:

@@ -8,6 +8,8 @@ measures without the store; this process, which holds the store, records the Eva
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import weakref
 from pathlib import Path
 
@@ -16,7 +18,7 @@ from evoteam.errors import DomainError
 from evoteam.servers.bench.evaluation import core
 from evoteam.servers.bench.evaluation.candidates import check_candidate_path, check_parent
 from evoteam.servers.bench.formats.kit import Kit
-from evoteam.servers.bench.formats.kits import discover
+from evoteam.servers.bench.formats.kits import discover, heldout_choice
 from evoteam.servers.bench.models import Evaluation, Split
 from evoteam.servers.bench.scheduling.jobs import EvalJob
 from evoteam.servers.knowledge.store import KnowledgeStore
@@ -47,6 +49,20 @@ def backend_for(settings: Settings):
         else:
             raise DomainError(f"bench backend {settings.bench_backend!r} does not schedule; use pool or ray")
     return _backends[key]
+
+
+def warm_backend(settings: Settings) -> None:
+    """Start the pool's standby runners now (a bench server does when it starts), so that even
+    the first evaluation finds its slot's runner ready: CPU slots, and GPU slots when
+    EVOTEAM_DEVICES or CUDA_VISIBLE_DEVICES names GPUs (asking nvidia-smi would slow the start).
+    Nothing to do for the other backends."""
+    if settings.bench_backend != "pool":
+        return
+    pool = backend_for(settings)
+    pool.warm("cpu")
+    if any(d.startswith("cuda") for d in settings.bench_devices) or os.environ.get("CUDA_VISIBLE_DEVICES", "").strip():
+        with contextlib.suppress(DomainError):
+            pool.warm("cuda")
 
 
 def close_backends() -> None:
@@ -100,10 +116,13 @@ async def evaluate_scheduled(settings: Settings, kit: str | Kit, *, candidate_pa
                   # Fairness is per run; team_status counts a run's evaluations by this key. Without
                   # run_id the run is resolved only when recording (two evaluations resolving it at
                   # once before any exists would each start a run), so the key is the caller's kit.
-                  run_key=run_key or run_id or f"{owner or 'local'}/{the_kit.name}")
+                  run_key=run_key or run_id or f"{owner or 'local'}/{the_kit.name}",
+                  # The held-out set is this process's (its key): a slot or node measures the
+                  # inputs drawn here and never needs the key.
+                  heldout=heldout_choice(settings, the_kit) if split != "dev" else None)
     backend = backend_for(settings)
     if settings.bench_backend == "ray":
-        result = await backend.evaluate(job, progress)
+        result = await backend.evaluate(job, progress, kit_root=the_kit.root)
     else:
         result = await backend.evaluate(job, the_kit.manifest.device, progress)
     if store is not None:

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from evoteam.evalqueue import QueueEntry, QueueSnapshot
+from evoteam.servers.bench.scheduling.tickets import current_ticket
 
 
 class _Waiter:
@@ -54,9 +55,13 @@ class FairQueue:
         waiter = _Waiter(run_key, kit)
         self._waiting.setdefault(run_key, deque()).append(waiter)
         self._hand_out()
+        ticket = current_ticket.get()
         try:
-            if progress is not None and not waiter.future.done():
-                await progress(0, 1, f"queued: {self.waiting_line()}")
+            if not waiter.future.done():
+                if ticket is not None:  # evaluation_result says where it waits
+                    ticket.queued_in = lambda: self.ahead(waiter)
+                if progress is not None:
+                    await progress(0, 1, f"queued: {self.waiting_line()}")
             name = await waiter.future
         except BaseException:
             if waiter.future.done() and not waiter.future.cancelled():
@@ -64,6 +69,8 @@ class FairQueue:
             else:
                 self._forget(waiter)
             raise
+        if ticket is not None:
+            ticket.queued_in, ticket.running = None, True
         self._running[name] = QueueEntry(run_key=run_key, kit=kit, state="running", slot=name, since=time.time())
         self._write()
         try:
@@ -73,6 +80,18 @@ class FairQueue:
         finally:
             self._running.pop(name, None)
             self._release(name)
+
+    def ahead(self, waiter: _Waiter) -> int:
+        """How many waiters get a slot before ``waiter``: turns go round the runs in order, one
+        evaluation each, so a run with fewer waiting overtakes a run with many."""
+        keys = list(self._waiting)
+        if waiter.run_key not in self._waiting or waiter not in self._waiting[waiter.run_key]:
+            return 0
+        mine = keys.index(waiter.run_key)
+        depth = list(self._waiting[waiter.run_key]).index(waiter)
+        # Runs before ours in the turn order are served depth+1 times before our turn, runs after it depth times.
+        return depth + sum(min(len(self._waiting[k]), depth + (1 if j < mine else 0))
+                           for j, k in enumerate(keys) if k != waiter.run_key)
 
     def snapshot(self) -> QueueSnapshot:
         entries = list(self._running.values())

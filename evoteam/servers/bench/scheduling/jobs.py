@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from evoteam.errors import DomainError
-from evoteam.servers.bench.models import Evaluation, Split
+from evoteam.servers.bench.models import Evaluation, HeldoutChoice, Split
 
 
 class EvalJob(BaseModel):
@@ -38,6 +38,12 @@ class EvalJob(BaseModel):
     gpu_model: str | None = None
     # Fairness key: evaluations are handed out round-robin across these (a run, or a caller).
     run_key: str = ""
+    # The held-out inputs the caller drew with its key (split heldout or all): a node measures
+    # the caller's held-out set, never holding the key itself.
+    heldout: HeldoutChoice | None = None
+    # Set by a Ray node's own task, never taken from the caller: the node's cache folder where it
+    # unpacked the caller's shipped kit (kitship.py).
+    kit_dir: str | None = None
 
 
 class SlotSettings(BaseModel):

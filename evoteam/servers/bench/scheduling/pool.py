@@ -1,8 +1,8 @@
 """The local pool: up to one evaluation per device of this host at once, fairly queued.
 
 Each evaluation waits in the FairQueue for a slot, claims a device no other process's pool is
-using (devices.claim_slot), then runs in a slot runner (slot.py) pinned to that slot's cores and
-holding that slot's device lock, so baseline and candidate of one
+using (devices.claim_slot), then runs in the slot's runner (slot.py, kept warm between
+evaluations) pinned to that slot's cores and holding that slot's device lock, so baseline and candidate of one
 evaluation share a device, and evaluations outside the pool still wait for the same lock.
 """
 
@@ -17,7 +17,7 @@ from evoteam.servers.bench.models import Evaluation
 from evoteam.servers.bench.scheduling.devices import Slot, claim_slot, local_slots, physical_gpu
 from evoteam.servers.bench.scheduling.fairqueue import FairQueue
 from evoteam.servers.bench.scheduling.jobs import EvalJob, SlotSettings
-from evoteam.servers.bench.scheduling.slot import run_slot, start_runner, stop_runner
+from evoteam.servers.bench.scheduling.slot import reusable, run_slot, start_runner, stop_runner
 
 
 class LocalPool:
@@ -26,8 +26,11 @@ class LocalPool:
     def __init__(self, settings: Settings):
         self.settings = settings
         self._queues: dict[str, tuple[FairQueue, dict[str, Slot]]] = {}
-        # One warm slot runner per slot that has been used: the next evaluation there skips the
-        # runner's start (a fresh Python importing the harness), most of what a slot adds.
+        # One warm slot runner per slot, started when the slots are first made (a bench server
+        # makes them when it starts) and kept from one evaluation to the next: an evaluation
+        # skips the runner's start (a fresh Python importing the harness), most of what a slot
+        # added. A replacement is started only when the slot is idle, so its start-up never
+        # competes with a measurement on the same cores.
         self._standby: dict[str, subprocess.Popen] = {}
 
     def queue(self, kind: str) -> tuple[FairQueue, dict[str, Slot]]:
@@ -35,7 +38,18 @@ class LocalPool:
         if kind not in self._queues:
             slots = {s.name: s for s in local_slots(self.settings, kind)}
             self._queues[kind] = (FairQueue(list(slots), f"pool/{kind}", state_dir(self.settings) / "queue"), slots)
+            for slot in slots.values():
+                self._standby[slot.name] = self._runner(slot)
         return self._queues[kind]
+
+    def warm(self, kind: str) -> None:
+        """Make ``kind``'s slots and start their standby runners now, before any evaluation."""
+        self.queue(kind)
+
+    @staticmethod
+    def _runner(slot: Slot):
+        gpu = physical_gpu(int(slot.name.split(":", 1)[1])) if slot.name.startswith("cuda") else None
+        return start_runner(list(slot.cores) or None, gpu_id=gpu, warm=True)
 
     async def evaluate(self, job: EvalJob, kind: str, progress=None) -> Evaluation:
         queue, slots = self.queue(kind)
@@ -46,13 +60,18 @@ class LocalPool:
             order = [granted] + [n for n in slots if n != granted]
             with claim_slot(state_dir(self.settings) / "locks", order) as name:
                 slot = slots[name]
-                runner = self._standby.pop(name, None)
                 gpu = physical_gpu(int(name.split(":", 1)[1])) if name.startswith("cuda") else None
+                runner = self._standby.pop(name, None)
+                if runner is None or runner.poll() is not None:
+                    runner = self._runner(slot)
                 reply = await run_slot(job.model_copy(update={"device": name, "cores": list(slot.cores),
-                                                              "gpu_id": gpu}), given,
-                                       runner=runner if runner is not None and slot.cores else None)
-                if slot.cores:
-                    self._standby[name] = start_runner(list(slot.cores))
+                                                              "gpu_id": gpu}), given, runner=runner, keep=True)
+                # The runner that answered serves the slot's next evaluation; one that died, was
+                # killed (a wedged device) or has served its share is replaced now that the slot is idle.
+                if not reusable(runner):
+                    stop_runner(runner)
+                    runner = self._runner(slot)
+                self._standby[name] = runner
         result = reply.result()
         if not reply.ok or result is None:
             raise DomainError(reply.error or "the evaluation failed on its slot")
