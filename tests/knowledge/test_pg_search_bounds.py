@@ -56,7 +56,7 @@ async def loaded(postgres_server):
         with conn.cursor().copy("COPY search_index (title, body, filters, kind, ref_id, run_id, project) "
                                 "FROM STDIN") as copy:
             for i in range(ENTRIES):
-                extra = " occupancy" if i % EVERY == 0 else ""
+                extra = " occupancy" if i % EVERY == 0 else " lattice" if i % 2000 == 7 else ""
                 copy.write_row(("observation: ", f"note {i} about tiles and warps{extra}", "", "learning",
                                 f"lrn_{uuid.uuid4().hex}", run.id, "default"))
         conn.execute("ANALYZE search_index")
@@ -104,3 +104,23 @@ async def test_a_query_of_stopwords_lists_the_newest_without_reading_every_match
     # The newest matches are found by walking the newest ids, which stops at the 21st: the GIN
     # index, whose posting lists for these words hold every entry, is not read at all.
     assert not any(n.get("Index Name") == "search_index_tsv" for p in searched for n in nodes(p["Plan"]))
+
+
+async def test_a_rare_word_reads_its_few_matches_not_a_range_of_the_store(loaded):
+    url, run_id, log = loaded
+    async with LocalKnowledgeStore.open(url) as store:
+        store.sample_window, store.rank_window, store.count_cap = 500, 20, 20
+        start = log.stat().st_size
+        page = await store.search("lattice", run_id=run_id)
+        plans = logged_plans(log.read_text(errors="replace")[start:])
+    # Five old entries match, none among the newest 500: all five, exactly counted.
+    assert (page.total, page.total_capped) == (5, False)
+    assert sorted(int(h.snippet.split(" ")[1]) for h in page.items) == [7, 2007, 4007, 6007, 8007]
+    read = sum(rows_read(p["Plan"]) for p in plans if "search_index" in p["Query Text"])
+    # The newest id, the sample, one probe row, the five matches, the five shown: not the 9,500
+    # older entries that a range reaching back to the oldest match holds.
+    assert read <= 1 + 500 + 1 + 5 + 5, read
+    # ... nor an id bitmap over those entries to intersect the GIN match with.
+    ranges = [n for p in plans for n in nodes(p["Plan"])
+              if n.get("Node Type") == "Bitmap Index Scan" and n.get("Index Name") == "search_index_pkey"]
+    assert not ranges, [n.get("Index Cond") for n in ranges]

@@ -140,19 +140,25 @@ async def _sample(conn, words: list[str], conditions: list[str], params: list, n
     return Sample(entries, groups)
 
 
+# What each way of reading costs, per item, relative to one another (EXPLAIN ANALYZE at 100k and
+# 1M learnings): testing one entry of a walked range; one entry of a range's id bitmap; one
+# decoded GIN posting; one matching row fetched from the table (a page visit of its own).
+WALK_ENTRY, RANGE_ENTRY, POSTING, ROW = 1.5, 0.3, 0.5, 8.0
+
+
 async def _newest_matches(conn, q: str, q_params: list, scope: Scope, newest: int, sampled: int, found: int,
                           postings: int, want: int, ranked: bool) -> list[tuple[int, str, float]]:
     """The newest `want` matches (fewer if the store has fewer) as (id, kind, rank), newest first.
 
     "ORDER BY id DESC LIMIT want" over the GIN match reads every match before sorting, and a GIN
-    match reads each word's whole posting list (a common word's grows with the store). Instead,
-    ranges of the newest entries are read, newest first, each sized to hold about 1.5 × the
-    matches still wanted at the density seen so far (first the sample's: `found` of the newest
-    `sampled` entries; none seen: four times the last range), down to the oldest entry. Each
-    range is read the cheaper way: walking its ids and testing each entry (stopping once enough
-    match), when it has fewer entries than a quarter of the `postings` the GIN match would
-    decode (a walked entry costs about four decoded postings); otherwise the GIN match
-    intersected with the range."""
+    match decodes each word's whole posting list (a common word's grows with the store).
+    Instead, ranges of the newest entries are read, newest first, each sized to hold about 1.5 ×
+    the matches still wanted at the density seen so far (first the sample's: `found` of the
+    newest `sampled` entries), each the cheapest of three ways, judged from the sample:
+    walking the range's ids and testing each entry (it stops at the last match wanted: right
+    for common words); the GIN match intersected with the range's ids; or, when few matches
+    are left in all, the GIN match alone, reading every remaining match (right for rare words,
+    whose range would be most of the store). `postings`: what the GIN match would decode."""
     rank = f"-ts_rank(tsv, {q})" if ranked else "0.0"
     rank_params = q_params if ranked else []
     out: list[tuple[int, str, float]] = []
@@ -163,33 +169,37 @@ async def _newest_matches(conn, q: str, q_params: list, scope: Scope, newest: in
                 return out
     hi, read = newest, 0
     density = found / sampled if found else 0.0
-    span = 4 * max(sampled, 1000)
     while hi > 0 and len(out) < want:
         need = want - len(out)
-        span = int(1.5 * need / density) + 1 if density else span
-        lo = max(0, hi - span)
-        walk = 4 * (hi - lo) < postings
+        span = min(hi, int(1.5 * need / density) + 1) if density else hi
+        costs = {"walk": WALK_ENTRY * span,
+                 "range": RANGE_ENTRY * span + POSTING * postings + ROW * 1.5 * need,
+                 "all": POSTING * postings + ROW * density * hi}
+        way = min(costs, key=costs.__getitem__) if span < hi else min(("walk", "all"), key=costs.__getitem__)
+        lo = 0 if way == "all" else hi - span
         async with conn.raw.transaction():
-            # The planner costs a tsvector test as cheap as comparing two numbers: left alone it
-            # walks a range even where the walk tests ten times the entries the GIN match
-            # would find (38k entries, 130 ms against 13 ms at 100k learnings), and uses GIN
-            # where its posting lists hold 400k entries (300 ms at 1M). The choice is made
-            # above, from the sample; the other path is off for this statement only.
-            await conn.execute(f"SET LOCAL {'enable_bitmapscan' if walk else 'enable_indexscan'} = off")
-            # MATERIALIZED (GIN): the ORDER BY ... LIMIT out of the match's plan, which would
-            # otherwise invite the walk; a walk keeps it, to stop at the `need`th match.
-            sql = (f"SELECT id, kind, {rank} AS rank FROM search_index WHERE id > ? AND id <= ? AND tsv @@ {q}"
-                   f"{scope.sql} ORDER BY id DESC LIMIT ?" if walk else
-                   f"WITH m AS MATERIALIZED (SELECT id, kind, tsv FROM search_index WHERE tsv @@ {q} AND id > ? "
-                   f"AND id <= ?{scope.sql}) SELECT id, kind, {rank} AS rank FROM m ORDER BY id DESC LIMIT ?")
-            params = ([*rank_params, lo, hi, *q_params, *scope.params, need] if walk else
-                      [*q_params, lo, hi, *scope.params, *rank_params, need])
+            # The planner costs a tsvector test as cheap as comparing two numbers, so it walks
+            # a range even where the walk tests ten times the entries the GIN match would find
+            # (38k entries, 130 ms against 13 ms at 100k learnings), and takes GIN where its
+            # posting lists hold 400k entries (300 ms at 1M). The way is chosen above; the
+            # others are off for this statement only.
+            await conn.execute(f"SET LOCAL {'enable_bitmapscan' if way == 'walk' else 'enable_indexscan'} = off")
+            if way == "walk":  # ORDER BY ... LIMIT: the walk stops at the `need`th match
+                sql = (f"SELECT id, kind, {rank} AS rank FROM search_index WHERE id > ? AND id <= ? "
+                       f"AND tsv @@ {q}{scope.sql} ORDER BY id DESC LIMIT ?")
+                params = [*rank_params, lo, hi, *q_params, *scope.params, need]
+            else:
+                # MATERIALIZED keeps ORDER BY ... LIMIT out of the match's plan (it invites the
+                # walk); "id + 0" keeps the whole store's match off the primary key.
+                ids = "id > ? AND id <= ?" if way == "range" else "id + 0 <= ?"
+                sql = (f"WITH m AS MATERIALIZED (SELECT id, kind, tsv FROM search_index WHERE tsv @@ {q} AND {ids}"
+                       f"{scope.sql}) SELECT id, kind, {rank} AS rank FROM m ORDER BY id DESC LIMIT ?")
+                params = [*q_params, *([lo, hi] if way == "range" else [hi]), *scope.params, *rank_params, need]
             async with conn.execute(sql, params) as cur:
                 out += [(int(r["id"]), r["kind"], float(r["rank"])) for r in await cur.fetchall()]
         read += hi - lo
         hi = lo
-        density = len(out) / read if out else 0.0
-        span *= 4
+        density = len(out) / read if out else density / 4
     return out
 
 
