@@ -118,6 +118,7 @@ async def search(store: LocalKnowledgeStore, query: str, run_id: str | None, kin
         else:
             shown = [{"id": i, "kind": k, "rank": r} for i, k, r in matches[offset:offset + limit]]
         rows = await _page_rows(conn, q, q_params, [h["id"] for h in shown])
+        shown = [h for h in shown if h["id"] in rows]  # gone since the window was read: left out
         owners = await owners_of(conn, [(rows[h["id"]]["kind"], rows[h["id"]]["ref_id"]) for h in shown])
         items = [SearchHit(kind=r["kind"], id=r["ref_id"], run_id=r["run_id"], title=r["title"], snippet=r["snip"],
                            rank=h["rank"], owner=owners.get(r["ref_id"]))
