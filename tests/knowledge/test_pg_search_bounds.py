@@ -53,6 +53,10 @@ async def loaded(postgres_server):
         run = await store.start_run(RunCreate(goal="bounds"))
     name = url.rsplit("/", 1)[1]
     with psycopg.connect(url, autocommit=True) as conn:
+        try:  # part of PostgreSQL's contrib modules, in Debian's postgresql package
+            conn.execute("LOAD 'auto_explain'")
+        except psycopg.Error as exc:
+            pytest.skip(f"PostgreSQL's auto_explain module is not installed here: {exc}")
         with conn.cursor().copy("COPY search_index (title, body, filters, kind, ref_id, run_id, project) "
                                 "FROM STDIN") as copy:
             for i in range(ENTRIES):
