@@ -23,7 +23,7 @@ from evoteam.servers.knowledge.models import LearningCreate
 from evoteam.servers.knowledge.server import build_server
 from evoteam.servers.knowledge.store import Actor
 from tests.knowledge.conftest import held, query_rows
-from tests.knowledge.test_store_failures import cli, one_line_error, make_store
+from tests.knowledge.test_store_failures import cli, make_store, one_line_error
 
 # The server's own words for a file it cannot extend, with its SQLSTATE (errcodes.txt: disk_full).
 FULL_DISK = """
