@@ -110,11 +110,14 @@ def describe(exc: Exception, url: str) -> StoreFailure | None:
     if isinstance(exc, PoolTimeout):
         return StoreFailure(f"the PostgreSQL store {where} did not answer in time: check that the server is "
                             f"up and reachable, then retry")
+    # Before OperationalError, its base class: the server is up but refuses to grow a file
+    # (SQLSTATE 53100); telling the user to wait until it is "reachable" would send them the wrong way.
+    if isinstance(exc, psycopg.errors.DiskFull):
+        return StoreFailure(f"the PostgreSQL store {where} is out of disk space: nothing of this write was kept; "
+                            f"free space on the database server, then retry (the store recovers by itself)")
     if isinstance(exc, psycopg.OperationalError):
         first = (str(exc).strip().splitlines() or ["unknown error"])[0]
         return StoreFailure(f"the PostgreSQL store {where} failed: {first}; retry once it is reachable")
-    if isinstance(exc, psycopg.errors.DiskFull):
-        return StoreFailure(f"the PostgreSQL store {where} is out of disk space: free space, then retry")
     return None
 
 

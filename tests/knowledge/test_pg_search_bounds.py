@@ -1,0 +1,130 @@
+"""Search on PostgreSQL reads a bounded number of entries, however many match (issue 25).
+
+The plans are the ones the search really ran: PostgreSQL's auto_explain module logs each
+statement's executed plan (EXPLAIN ANALYZE, as JSON) to the server's log for this database only,
+and the test adds up the rows each plan read from `search_index` (rows returned plus rows a
+filter threw away). No clock is involved. The store's windows are made small so that the bound
+and the matches differ by a wide margin in a store that loads in seconds."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import psycopg
+import pytest
+
+from evoteam.servers.knowledge.local import LocalKnowledgeStore
+from evoteam.servers.knowledge.models import RunCreate
+
+ENTRIES, EVERY = 10_000, 25  # "occupancy" in every 25th entry: 400 matches, 4% of the entries
+
+
+def rows_read(plan: dict) -> int:
+    """Rows a plan (and its children) fetched from search_index: kept plus filtered out."""
+    own = 0
+    if plan.get("Relation Name") == "search_index":
+        own = (plan.get("Actual Rows", 0) + plan.get("Rows Removed by Filter", 0)
+               + plan.get("Rows Removed by Index Recheck", 0)) * plan.get("Actual Loops", 1)
+    return own + sum(rows_read(child) for child in plan.get("Plans", []))
+
+
+def nodes(plan: dict) -> list[dict]:
+    return [plan, *(n for child in plan.get("Plans", []) for n in nodes(child))]
+
+
+def logged_plans(text: str) -> list[dict]:
+    """The JSON plans auto_explain wrote into a stretch of the server's log."""
+    out, decoder, at = [], json.JSONDecoder(), 0
+    while (at := text.find("plan:", at)) >= 0:
+        start = text.find("{", at)
+        value, end = decoder.raw_decode(text[start:])
+        out.append(value)
+        at = start + end
+    return out
+
+
+@pytest.fixture
+async def loaded(postgres_server):
+    """A store with ENTRIES search entries (bulk-copied, as a big store is loaded) whose new
+    connections log every executed plan."""
+    url = postgres_server.new_database()
+    async with LocalKnowledgeStore.open(url) as store:
+        run = await store.start_run(RunCreate(goal="bounds"))
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(url, autocommit=True) as conn:
+        try:  # part of PostgreSQL's contrib modules, in Debian's postgresql package
+            conn.execute("LOAD 'auto_explain'")
+        except psycopg.Error as exc:
+            pytest.skip(f"PostgreSQL's auto_explain module is not installed here: {exc}")
+        with conn.cursor().copy("COPY search_index (title, body, filters, kind, ref_id, run_id, project) "
+                                "FROM STDIN") as copy:
+            for i in range(ENTRIES):
+                extra = " occupancy" if i % EVERY == 0 else " lattice" if i % 2000 == 7 else ""
+                copy.write_row(("observation: ", f"note {i} about tiles and warps{extra}", "", "learning",
+                                f"lrn_{uuid.uuid4().hex}", run.id, "default"))
+        conn.execute("ANALYZE search_index")
+        for setting in ("session_preload_libraries = 'auto_explain'", "auto_explain.log_min_duration = 0",
+                        "auto_explain.log_analyze = on", "auto_explain.log_format = 'json'"):
+            conn.execute(f"ALTER DATABASE {name} SET {setting}")
+    return url, run.id, postgres_server.root / "log" / "server.log"
+
+
+async def test_a_search_reads_a_bounded_number_of_entries_however_many_match(loaded):
+    url, run_id, log = loaded
+    async with LocalKnowledgeStore.open(url) as store:
+        store.sample_window, store.rank_window, store.count_cap = 500, 20, 20
+        start = log.stat().st_size
+        page = await store.search("occupancy", run_id=run_id, limit=5)
+        plans = logged_plans(log.read_text(errors="replace")[start:])
+    # Capped count, ranked newest window: the search worked as it does on any store.
+    assert (page.total, page.total_capped) == (20, True) and len(page.items) == 5
+    assert all("[occupancy]" in h.snippet for h in page.items)
+    searched = [p for p in plans if "search_index" in p["Query Text"]]
+    read = [rows_read(p["Plan"]) for p in searched]
+    # 400 entries match. Read: the newest 500 entries once (word frequencies and the query's
+    # density), then about 1.5 x 21 matches (the count's 21 and the ranked 20) through the GIN
+    # index intersected with the newest ids, then the 5 shown rows. Ranking every match, or
+    # walking the ids of the range and testing each entry (the planner's own preference),
+    # would read 400 or 800 more.
+    assert sum(read) <= 500 + 3 * 21 + 5 + 2, (read, [p["Query Text"][:80] for p in searched])
+    window = [p for p in searched if "MATERIALIZED" in p["Query Text"]]
+    assert window and all(any(n.get("Index Name") == "search_index_tsv" for n in nodes(p["Plan"])) for p in window)
+
+
+async def test_a_query_of_stopwords_lists_the_newest_without_reading_every_match(loaded):
+    url, run_id, log = loaded
+    async with LocalKnowledgeStore.open(url) as store:
+        store.sample_window, store.rank_window, store.count_cap = 500, 20, 20
+        start = log.stat().st_size
+        page = await store.search("tiles warps", run_id=run_id, limit=3)
+        plans = logged_plans(log.read_text(errors="replace")[start:])
+    # Every entry matches: unranked, newest first, the count capped.
+    assert (page.total, page.total_capped) == (20, True)
+    assert [h.snippet.split(" ")[1] for h in page.items] == [str(ENTRIES - 1), str(ENTRIES - 2), str(ENTRIES - 3)]
+    searched = [p for p in plans if "search_index" in p["Query Text"]]
+    read = sum(rows_read(p["Plan"]) for p in searched)
+    assert read <= 500 + 3 * 21 + 3 + 2, read  # of 10,000 matches
+    # The newest matches are found by walking the newest ids, which stops at the 21st: the GIN
+    # index, whose posting lists for these words hold every entry, is not read at all.
+    assert not any(n.get("Index Name") == "search_index_tsv" for p in searched for n in nodes(p["Plan"]))
+
+
+async def test_a_rare_word_reads_its_few_matches_not_a_range_of_the_store(loaded):
+    url, run_id, log = loaded
+    async with LocalKnowledgeStore.open(url) as store:
+        store.sample_window, store.rank_window, store.count_cap = 500, 20, 20
+        start = log.stat().st_size
+        page = await store.search("lattice", run_id=run_id)
+        plans = logged_plans(log.read_text(errors="replace")[start:])
+    # Five old entries match, none among the newest 500: all five, exactly counted.
+    assert (page.total, page.total_capped) == (5, False)
+    assert sorted(int(h.snippet.split(" ")[1]) for h in page.items) == [7, 2007, 4007, 6007, 8007]
+    read = sum(rows_read(p["Plan"]) for p in plans if "search_index" in p["Query Text"])
+    # The newest id, the sample, one probe row, the five matches, the five shown: not the 9,500
+    # older entries that a range reaching back to the oldest match holds.
+    assert read <= 1 + 500 + 1 + 5 + 5, read
+    # ... nor an id bitmap over those entries to intersect the GIN match with.
+    ranges = [n for p in plans for n in nodes(p["Plan"])
+              if n.get("Node Type") == "Bitmap Index Scan" and n.get("Index Name") == "search_index_pkey"]
+    assert not ranges, [n.get("Index Cond") for n in ranges]
