@@ -14,6 +14,7 @@ the end of the timed call and the capture of its result.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import secrets
 import signal
@@ -21,6 +22,28 @@ import time
 from pathlib import Path
 
 from evoteam.servers.bench.confinement.limits import DEFAULT_PIDS, TreeLimits
+
+class _IOVec(ctypes.Structure):
+    _fields_ = [("iov_base", ctypes.c_void_p), ("iov_len", ctypes.c_size_t)]
+
+
+def _vm_read():
+    """libc's process_vm_readv, or None where there is none."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).process_vm_readv
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.POINTER(_IOVec), ctypes.c_ulong, ctypes.POINTER(_IOVec), ctypes.c_ulong,
+                   ctypes.c_ulong]
+    fn.restype = ctypes.c_ssize_t
+    return fn
+
+
+_VM_READ = _vm_read()
+
+# How long stop() yields the CPU between checks before it falls back to short sleeps (a worker
+# that takes longer than this to stop is stuck or starved; the clock then runs on either way).
+SPIN_S = 0.0002
 
 _CG_ROOT: Path | None | bool = False  # False: not probed yet
 
@@ -168,8 +191,8 @@ class Jail:
             os.killpg(self.pid, signal.SIGSTOP)
         except ProcessLookupError:
             return False
-        deadline = time.monotonic() + timeout
-        spins = 0
+        start = time.monotonic()
+        deadline = start + timeout
         while True:
             try:
                 pid, status = os.waitpid(self.pid, os.WUNTRACED | os.WNOHANG)
@@ -180,10 +203,15 @@ class Jail:
                     break
                 self.exit_status = status
                 return False
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > deadline:
                 break  # stuck in the kernel; the cgroup freeze below still holds the rest
-            spins += 1
-            if spins > 50:
+            # This wait is inside a timed call's clock. The worker must run to take the stop, and
+            # it may be waiting for this very CPU (the scheduler often wakes the harness on the
+            # worker's core): yield it rather than spin or sleep. A sleep here cost ~200 us
+            # (timer slack) on a good share of calls, more often after a real call than after an
+            # empty one, so it was not subtracted with the call path and biased short kernels.
+            if now - start > SPIN_S:
                 time.sleep(0.00005)
         self.stopped = True
         return True
@@ -213,6 +241,27 @@ class Jail:
         except ProcessLookupError:
             pass
         self.stopped = False
+
+    def read_into(self, buf, addr: int) -> bool:
+        """Fill ``buf`` (a writable contiguous numpy array) with the stopped worker's memory at
+        ``addr``. process_vm_readv copies straight from the worker's pages (a 1 MiB output in
+        ~90 us here, against ~215 us through /proc/PID/mem, which copies page by page through
+        a kernel buffer); /proc/PID/mem is the fallback where that call is refused. False when
+        neither can read it all."""
+        if self.mem_fd is None:
+            return False
+        nbytes = int(buf.nbytes)
+        # By pid only while the worker is unreaped (its pid cannot be anyone else's); the
+        # descriptor is bound to the worker's own memory whatever happens to the pid.
+        if _VM_READ is not None and self.pid is not None and self.exit_status is None:
+            local = _IOVec(buf.ctypes.data, nbytes)
+            remote = _IOVec(addr, nbytes)
+            if _VM_READ(self.pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) == nbytes:
+                return True
+        try:
+            return os.preadv(self.mem_fd, [buf], addr) == nbytes
+        except (OSError, OverflowError):
+            return False
 
     def read_memory(self, addr: int, nbytes: int) -> bytes | None:
         """Bytes of the stopped worker's memory, or None where the harness cannot read it."""

@@ -25,9 +25,9 @@ class InterleavedRounds:
 
     def measure_sides(self, wl: WorkloadSpec, verdicts: dict[str, WorkloadVerdict]) -> timing.Rounds:
         """Interleaved rounds of the baseline and every candidate in ``verdicts`` on the same fresh
-        inputs. Each round: one staging of fresh inputs for all sides; per repetition every side
-        once, and a slot of empty calls on the baseline's worker (the call path alone), in an
-        order that rotates with every repetition; every timed candidate output checked against
+        inputs. Each round: one staging of fresh inputs for all sides; every side's repetitions
+        back to back, and a block of empty calls on the baseline's worker (the call path alone),
+        in an order that rotates with every round; every timed candidate output checked against
         the baseline's output for the same inputs. A candidate that fails leaves the batch (its verdict says why); the
         others go on. The per-round times become estimates in timing.py."""
         plan = self.timing
@@ -52,34 +52,38 @@ class InterleavedRounds:
                         self._call(s, wl, p, what)
                 except WorkerFailure as exc:
                     self._drop(s, verdicts, live, exc)
-            # Each repetition calls every side once on the same inputs, with a slot of empty
-            # calls on the baseline's worker (the call path alone); the order rotates with every
-            # repetition and round. A burst of other work on the machine then lands on all sides
-            # of a round alike instead of on whichever side's turn it was.
+            # Each side calls its repetitions back to back on the round's inputs (the same for
+            # every side), and a block of empty calls on the baseline's worker measures the call
+            # path alone; the order of the blocks rotates with every round (and runs backwards
+            # every other cycle), so a burst of other work lands on each side in turn and no side
+            # always follows another. Back to back because a side's first call after another
+            # process ran on its core finds its caches cold (measured on pairwise_distance_cpu:
+            # the kernel itself took 633 us on such a call, 532 us on the next, 568 us in one
+            # plain process), and the fastest of a side's repetitions is its round's time.
             slots: list[Side | None] = [*active, None]
-            for j, p in enumerate(timed):
-                turn = r * reps + j
-                shift = turn % len(slots)
-                order = slots[shift:] + slots[:shift]
-                if (turn // len(slots)) % 2:  # every other cycle backwards: no side always follows another
-                    order.reverse()
+            shift = r % len(slots)
+            order = slots[shift:] + slots[:shift]
+            if (r // len(slots)) % 2:
+                order.reverse()
+            for s in order:
                 self._check_sched()
-                for s in order:
-                    if s is None:
+                if s is None:
+                    for p in timed:
                         nulls.append(self._call(self.baseline, wl, p, "measuring the call path", calibrate=True)[2])
-                        continue
-                    if s is not self.baseline and s not in live:
-                        continue  # dropped earlier in this round
+                    continue
+                if s is not self.baseline and s not in live:
+                    continue  # dropped earlier in this round
+                for j, p in enumerate(timed):
                     try:
                         meta, got, ns = self._call(s, wl, p, what, slot=j)  # kept until the round's checks
                     except WorkerFailure as exc:
                         self._drop(s, verdicts, live, exc)
                         outputs.pop(s.label, None)
                         times.pop(s.label, None)
-                        continue
+                        break
                     outputs.setdefault(s.label, []).append((meta, got))
                     times.setdefault(s.label, []).append(ns)
-                self._check_sched()
+            self._check_sched()
             base_out = outputs.get(BASELINE)
             for s in list(live):
                 if s.label not in outputs or len(outputs[s.label]) != len(timed):
