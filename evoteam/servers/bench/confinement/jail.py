@@ -41,9 +41,10 @@ def _vm_read():
 
 _VM_READ = _vm_read()
 
-# How long stop() yields the CPU between checks before it falls back to short sleeps (a worker
-# that takes longer than this to stop is stuck or starved; the clock then runs on either way).
-SPIN_S = 0.0002
+# How long stop() polls before it falls back to short sleeps, unless its caller says otherwise:
+# about the 50 polls it always made. The harness polls longer while it runs on CPUs apart from
+# the worker's (session.py), where polling cannot take the CPU the worker needs to stop.
+SPIN_S = 0.00005
 
 _CG_ROOT: Path | None | bool = False  # False: not probed yet
 
@@ -182,9 +183,9 @@ class Jail:
                     pass
         self.freeze_fd = self.events_fd = None
 
-    def stop(self, timeout: float = 5.0) -> bool:
-        """Stop every process of the worker and wait until the worker itself is stopped. Returns
-        False when the worker is gone."""
+    def stop(self, timeout: float = 5.0, spin_s: float = SPIN_S) -> bool:
+        """Stop every process of the worker and wait until the worker itself is stopped, polling
+        for ``spin_s`` before short sleeps. Returns False when the worker is gone."""
         if self.pid is None or self.exit_status is not None:
             return False
         try:
@@ -206,12 +207,10 @@ class Jail:
             now = time.monotonic()
             if now > deadline:
                 break  # stuck in the kernel; the cgroup freeze below still holds the rest
-            # This wait is inside a timed call's clock. The worker must run to take the stop, and
-            # it may be waiting for this very CPU (the scheduler often wakes the harness on the
-            # worker's core): yield it rather than spin or sleep. A sleep here cost ~200 us
-            # (timer slack) on a good share of calls, more often after a real call than after an
-            # empty one, so it was not subtracted with the call path and biased short kernels.
-            if now - start > SPIN_S:
+            # This wait is inside a timed call's clock: a sleep costs ~100-200 us with timer
+            # slack, and a real call needed one more often than an empty call (whose cost is
+            # what is subtracted), which biased short kernels. Hence the polling first.
+            if now - start > spin_s:
                 time.sleep(0.00005)
         self.stopped = True
         return True

@@ -23,6 +23,7 @@ import secrets
 import shutil
 import tempfile
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +36,11 @@ from evoteam.servers.bench.measurement.sides import (  # noqa: F401 - the names 
     BASELINE, CANDIDATE, Side, SideSpec, WorkloadSpec, WorkloadVerdict, new_seed)
 from evoteam.servers.bench.confinement.workerenv import tuning_env
 from evoteam.servers.bench.measurement.workerproc import WorkerFailure, WorkerProc, verify_confinement
+
+
+# How long a timed call's waits poll before sleeping, when the harness has CPUs of its own
+# (apart()): longer than most short kernels, after which a late wake-up costs under a percent.
+POLL_S = 0.02
 
 
 def _baseline_folder(baseline: dict | None, reference_source: str) -> SideSpec:
@@ -115,6 +121,8 @@ class KernelSession(InterleavedRounds):
         self.nulls: dict[str, list[int]] = {}  # workload -> every empty call's time on the baseline's worker
         self.checks_for: str | None = None  # the workload whose correctness checks are kept (_reference_check)
         self.checks: dict[int, tuple[Payload, dict[str, np.ndarray]]] = {}
+        self.pinned: list[int] = []
+        self.harness_cpus: list[int] = []
         # Which elements of a timed output are compared: drawn after each call, from a seed no
         # worker ever sees.
         self.rng = np.random.default_rng(secrets.randbits(128))
@@ -179,6 +187,9 @@ class KernelSession(InterleavedRounds):
         if self.read_by_pipe:
             self.sandbox += "+OUTPUTS-BY-PIPE(cannot read worker memory)"
         self.pinned = self._pin_timed_workers()
+        # The CPUs the harness may use that no timed worker runs on: there its waits inside a
+        # timed call can poll without taking a worker's CPU (apart()).
+        self.harness_cpus = sorted(os.sched_getaffinity(0) - set(self.pinned)) if self.pinned else []
         for w in self._workers():
             try:
                 self.sched[w.label] = self._sched_of(w)
@@ -207,6 +218,30 @@ class KernelSession(InterleavedRounds):
             except OSError:
                 return []
         return cpus
+
+    @contextmanager
+    def apart(self):
+        """While timing: the calling thread on CPUs no timed worker uses, and the timed workers'
+        waits (for the reply, for the stop) polling instead of sleeping (workerproc.py). Where
+        there are no such CPUs (workers not pinned, or pinned to every CPU there is), nothing
+        changes: polling there could take the very CPU a worker needs."""
+        if not self.harness_cpus:
+            yield
+            return
+        before = os.sched_getaffinity(0)
+        try:
+            os.sched_setaffinity(0, self.harness_cpus)
+        except OSError:
+            yield
+            return
+        for s in self.sides:
+            s.worker.spin_s = POLL_S
+        try:
+            yield
+        finally:
+            for s in self.sides:
+                s.worker.spin_s = 0.0
+            os.sched_setaffinity(0, before)
 
     def close(self) -> None:
         # All at once: each close waits until its worker's processes are gone and its cgroup removed.

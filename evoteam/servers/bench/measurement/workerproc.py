@@ -118,6 +118,10 @@ class WorkerProc:
         self.arena_size = 0
         self.layout_key = None
         self.layout_cache: tuple | None = None  # (signature, layout) of the last call (session.py)
+        # How long a timed call's waits (for the reply, for the stop) poll before they sleep: set
+        # by the session only while the harness thread runs on CPUs of its own (session.py), so
+        # that polling never takes the CPU this worker needs.
+        self.spin_s = 0.0
         self.capture_bufs: dict = {}  # (slot, output) -> the buffer its outputs are read into (arena.py)
         pass_fds = list(extra_fds)
         if arena:
@@ -242,11 +246,11 @@ class WorkerProc:
     def read(self, timeout: float, what: str) -> tuple[dict, dict]:
         return self._checked(*self._read_frame(timeout, what))
 
-    def _read_frame(self, timeout: float, what: str) -> tuple[dict, dict]:
+    def _read_frame(self, timeout: float, what: str, spin_s: float = 0.0) -> tuple[dict, dict]:
         """The next frame, unchecked beyond the protocol (see _checked)."""
         deadline = time.monotonic() + timeout
         try:
-            header, arrays = self.reader.read(deadline)
+            header, arrays = self.reader.read(deadline, spin_s)
         except protocol.PeerTimeout:
             capped = self.jail.limits.hit()
             self.kill()
@@ -311,10 +315,11 @@ class WorkerProc:
                 self._send(data)
         except (BrokenPipeError, OSError):
             raise self._death() from None
+        spin = self.spin_s if timed else 0.0
         try:
-            header, out = self._read_frame(timeout, what)
+            header, out = self._read_frame(timeout, what, spin)
         finally:
-            self.jail.stop()
+            self.jail.stop(spin_s=spin)
             t1 = time.perf_counter_ns()
             self.jail.hold()
         capped = self.jail.limits.hit()  # outside the timed window: a cap hit anywhere in the tree fails it
