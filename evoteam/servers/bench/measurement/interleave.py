@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from evoteam.servers.bench.measurement import timing
 from evoteam.servers.bench.measurement.judge import compare_outputs, sampled_match
-from evoteam.servers.bench.measurement.sides import BASELINE, CANDIDATE, WorkloadSpec, WorkloadVerdict
+from evoteam.servers.bench.measurement.sides import BASELINE, CANDIDATE, Side, WorkloadSpec, WorkloadVerdict
 from evoteam.servers.bench.measurement.workerproc import WorkerFailure
 
 # Elements of each timed output compared with the baseline's (all of a smaller output); the
@@ -31,10 +31,10 @@ class InterleavedRounds:
 
     def _measure_sides(self, wl: WorkloadSpec, verdicts: dict[str, WorkloadVerdict]) -> timing.Rounds:
         """Interleaved rounds of the baseline and every candidate in ``verdicts`` on the same fresh
-        inputs. Each round: one staging of fresh inputs for all sides; every side's repetitions
-        back to back, each block followed by an empty call on the baseline's worker (the call
-        path alone), in an order that rotates with every round; every timed candidate output
-        checked against the baseline's output for the same inputs. A candidate that fails leaves the batch (its verdict says why); the
+        inputs. Each round: one staging of fresh inputs for all sides; per repetition every side
+        once, and a slot of empty calls on the baseline's worker (the call path alone), in an
+        order that rotates with every repetition; every timed candidate output checked against
+        the baseline's output for the same inputs. A candidate that fails leaves the batch (its verdict says why); the
         others go on. The per-round times become estimates in timing.py."""
         plan = self.timing
         reps = plan.reps_per_round
@@ -58,38 +58,34 @@ class InterleavedRounds:
                         self._call(s, wl, p, what)
                 except WorkerFailure as exc:
                     self._drop(s, verdicts, live, exc)
-            # Each side calls its repetitions back to back on the round's inputs (the same for
-            # every side), and after each side's block one empty call on the baseline's worker
-            # measures the call path alone; the order of the blocks rotates with every round (and
-            # runs backwards every other cycle), so a burst of other work lands on each side in
-            # turn and no side always follows another. Back to back because a side's first call
-            # after another process ran on its core finds its caches cold (measured on
-            # pairwise_distance_cpu: the kernel itself took 633 us on such a call, 532 us on the
-            # next, 568 us in one plain process), and the fastest of a side's repetitions is its
-            # round's time. One empty call after each block, not a block of them: a real call's
-            # path comes right after its kernel, in caches the kernel has just used, and an empty
-            # call right after a side's kernel pays the path in the same state (measured: 440 us),
-            # where a second empty call in a row finds it all warm (173 us) and would leave
-            # ~250 us of every call's path unsubtracted.
-            shift = r % len(active)
-            order = active[shift:] + active[:shift]
-            if (r // len(active)) % 2:
-                order.reverse()
-            for s in order:
+            # Each repetition calls every side once on the same inputs, with a slot of empty
+            # calls on the baseline's worker (the call path alone); the order rotates with every
+            # repetition and round. A burst of other work on the machine then lands on all sides
+            # of a round alike instead of on whichever side's turn it was.
+            slots: list[Side | None] = [*active, None]
+            for j, p in enumerate(timed):
+                turn = r * reps + j
+                shift = turn % len(slots)
+                order = slots[shift:] + slots[:shift]
+                if (turn // len(slots)) % 2:  # every other cycle backwards: no side always follows another
+                    order.reverse()
                 self._check_sched()
-                if s is self.baseline or s in live:
-                    for j, p in enumerate(timed):
-                        try:
-                            meta, got, ns = self._call(s, wl, p, what, slot=j)  # kept until the round's checks
-                        except WorkerFailure as exc:
-                            self._drop(s, verdicts, live, exc)
-                            outputs.pop(s.label, None)
-                            times.pop(s.label, None)
-                            break
-                        outputs.setdefault(s.label, []).append((meta, got))
-                        times.setdefault(s.label, []).append(ns)
-                nulls.append(self._call(self.baseline, wl, timed[-1], "measuring the call path", calibrate=True)[2])
-            self._check_sched()
+                for s in order:
+                    if s is None:
+                        nulls.append(self._call(self.baseline, wl, p, "measuring the call path", calibrate=True)[2])
+                        continue
+                    if s is not self.baseline and s not in live:
+                        continue  # dropped earlier in this round
+                    try:
+                        meta, got, ns = self._call(s, wl, p, what, slot=j)  # kept until the round's checks
+                    except WorkerFailure as exc:
+                        self._drop(s, verdicts, live, exc)
+                        outputs.pop(s.label, None)
+                        times.pop(s.label, None)
+                        continue
+                    outputs.setdefault(s.label, []).append((meta, got))
+                    times.setdefault(s.label, []).append(ns)
+                self._check_sched()
             base_out = outputs.get(BASELINE)
             for s in list(live):
                 if s.label not in outputs or len(outputs[s.label]) != len(timed):
