@@ -23,6 +23,7 @@ from pathlib import Path
 
 from evoteam.servers.bench.confinement.limits import DEFAULT_PIDS, TreeLimits
 
+
 class _IOVec(ctypes.Structure):
     _fields_ = [("iov_base", ctypes.c_void_p), ("iov_len", ctypes.c_size_t)]
 
@@ -183,9 +184,10 @@ class Jail:
                     pass
         self.freeze_fd = self.events_fd = None
 
-    def stop(self, timeout: float = 5.0, spin_s: float = SPIN_S) -> bool:
+    def stop(self, timeout: float = 5.0, spin_s: float = 0.0) -> bool:
         """Stop every process of the worker and wait until the worker itself is stopped, polling
-        for ``spin_s`` before short sleeps. Returns False when the worker is gone."""
+        for ``spin_s`` (at least SPIN_S) before short sleeps. Returns False when the worker is gone."""
+        spin_s = max(spin_s, SPIN_S)
         if self.pid is None or self.exit_status is not None:
             return False
         try:
