@@ -119,7 +119,7 @@ class KernelSession(InterleavedRounds):
         self.sched: dict[str, tuple] = {}
         self.read_by_pipe = False
         self.nulls: dict[str, list[int]] = {}  # workload -> every empty call's time on the baseline's worker
-        self.checks_for: str | None = None  # the workload whose correctness checks are kept (_reference_check)
+        self.checks_for: tuple | None = None  # the workload whose correctness checks are kept (_reference_check)
         self.checks: dict[int, tuple[Payload, dict[str, np.ndarray]]] = {}
         self.pinned: list[int] = []
         self.harness_cpus: list[int] = []
@@ -417,8 +417,9 @@ class KernelSession(InterleavedRounds):
         the staging area, which the next request to the trusted worker overwrites. Each side is
         a process of its own, so sharing inputs between sides gives none of them a cache hit;
         within a side, the two checks have different fresh inputs as before."""
-        if self.checks_for != wl.name:
-            self.checks_for, self.checks = wl.name, {}
+        key = (wl.name, repr(sorted(wl.axes.items())), repr(sorted(wl.scalars.items())))
+        if self.checks_for != key:
+            self.checks_for, self.checks = key, {}
         made = self.checks.get(k)
         if made is None:
             payload, ref = self._reference(wl)
