@@ -41,6 +41,16 @@ from evoteam.servers.bench.measurement.workerproc import WorkerFailure, WorkerPr
 # How long a timed call's waits poll before sleeping, when the harness has CPUs of its own
 # (apart()): longer than most short kernels, after which a late wake-up costs under a percent.
 POLL_S = 0.02
+# Polling pays only where CPUs go idle; on a busy machine a polling thread has used its share
+# when the reply comes and waits for another process's time slice, where a sleeping one would
+# have been woken at once. Measured at load 7-9 (2 cores): rmsnorm_cpu candidate medians 2.1x
+# those of the sleeping harness. So apart() polls only below this load average per usable core.
+QUIET_LOAD_PER_CORE = 0.75
+
+
+def machine_busy() -> bool:
+    """Whether other work keeps this process's CPUs busy (1-minute load average per usable core)."""
+    return os.getloadavg()[0] > QUIET_LOAD_PER_CORE * max(1, len(os.sched_getaffinity(0)))
 
 
 def _baseline_folder(baseline: dict | None, reference_source: str) -> SideSpec:
@@ -224,8 +234,9 @@ class KernelSession(InterleavedRounds):
         """While timing: the calling thread on CPUs no timed worker uses, and the timed workers'
         waits (for the reply, for the stop) polling instead of sleeping (workerproc.py). Where
         there are no such CPUs (workers not pinned, or pinned to every CPU there is), nothing
-        changes: polling there could take the very CPU a worker needs."""
-        if not self.harness_cpus:
+        changes: polling there could take the very CPU a worker needs; nor on a busy machine
+        (machine_busy), where it would make the harness late."""
+        if not self.harness_cpus or machine_busy():
             yield
             return
         before = os.sched_getaffinity(0)
