@@ -36,7 +36,8 @@ settings.db = Path(tempfile.mkdtemp(prefix="evoteam-ab-")) / "kb.db"
 kit = discover(settings)[sys.argv[1]]
 e = asyncio.run(evaluate_candidate(settings, kit, candidate_path=str(kit.file(kit.manifest.examples["better"]))))
 assert e.status == "PASSED", e.message
-print(json.dumps({"overhead": e.metrics["harness_overhead_s"], "wall": e.metrics["wall_s"], "score": e.score}))
+print(json.dumps({"overhead": e.metrics["harness_overhead_s"], "wall": e.metrics["wall_s"], "score": e.score,
+                  "workloads": [[w.workload, w.candidate_ms, w.baseline_ms] for w in e.workloads]}))
 """
 
 
@@ -67,18 +68,28 @@ def main() -> None:
     from evoteam.servers.bench.formats.kits import discover
 
     kits = discover(load_settings())
-    rows = []
+    rows, accuracy = [], []
     for name in args.kits.split(","):
         kit = kits[name]
         got: dict[str, list[float]] = {"new": [], "old": [], "minimal": []}
+        scores: dict[str, list[float]] = {"new": [], "old": [], "minimal": []}
+        per_wl: dict[str, dict[str, list]] = {"new": {}, "old": {}, "minimal": {}}
         loads = []
         for _ in range(args.pairs):  # new, old, minimal in turn, so load hits all three alike
             loads.append(os.getloadavg()[0])
-            got["new"].append(_ours(sys.executable, HERE.parent, name)["overhead"])
-            got["old"].append(_ours(args.old_python, args.old, name)["overhead"])
-            wall, inside, _, _ = minimal_harness(kit, kit.file(kit.manifest.examples["better"]))
+            for which, python, tree in (("new", sys.executable, HERE.parent), ("old", args.old_python, args.old)):
+                one = _ours(python, tree, name)
+                got[which].append(one["overhead"])
+                scores[which].append(one["score"])
+                for wl, cand_ms, base_ms in one.get("workloads", []):
+                    per_wl[which].setdefault(wl, []).append((cand_ms, base_ms))
+            wall, inside, speedup, m_wl = minimal_harness(kit, kit.file(kit.manifest.examples["better"]))
             got["minimal"].append(wall - inside)
+            scores["minimal"].append(speedup)
+            for w, mw in zip(kit.dev_workloads(), m_wl):
+                per_wl["minimal"].setdefault(w.uuid, []).append((mw["candidate"], mw["baseline"]))
         rows.append((name, {k: _quartiles(v) for k, v in got.items()}, min(loads), max(loads)))
+        accuracy.append((name, scores, per_wl))
     print("kit                    | harness | overhead s: q1 / median / q3 | median ratio to minimal")
     print("-----------------------|---------|-------------------------------|------------------------")
     for name, q, lo, hi in rows:
@@ -89,6 +100,19 @@ def main() -> None:
         print(f"{name:<22} | load average (1 min) during the pairs: {lo:.1f}–{hi:.1f}")
     print(f"({args.pairs} evaluations of each, alternating new / old / minimal; overhead = wall time less the time "
           f"inside timed kernel calls; {os.cpu_count()} CPUs)")
+    print("\nAccuracy and spread: per-workload median ms of the candidate (and baseline) over the evaluations, "
+          "and the score's CV")
+    for name, scores, per_wl in accuracy:
+        for which in ("old", "new", "minimal"):
+            xs = [x for x in scores[which] if x]
+            cv = statistics.stdev(xs) / statistics.mean(xs) * 100 if len(xs) > 1 else 0.0
+            cells = []
+            for wl, pairs in per_wl[which].items():
+                cand = statistics.median(c for c, _ in pairs if c is not None)
+                base = statistics.median(b for _, b in pairs if b is not None)
+                cells.append(f"{wl} {cand:.3f} ({base:.2f})")
+            print(f"{name:<22} | {which:<7} | score median {statistics.median(xs):7.3f} CV {cv:5.2f}% | "
+                  + " | ".join(cells))
 
 
 if __name__ == "__main__":

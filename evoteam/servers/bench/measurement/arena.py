@@ -10,7 +10,6 @@ reports, which are checked.
 from __future__ import annotations
 
 import ctypes
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,17 +105,12 @@ def _read_into(w: WorkerProc, slot, i: int, addr: int, nbytes: int) -> np.ndarra
     output ``i`` of ``slot`` had last time (made when the size changes). A fresh buffer per call
     would cost page faults on every read of a large output; the caller keeps what it needs of a
     slot only until the slot is read again."""
-    fd = w.jail.mem_fd
-    if fd is None:
+    if w.jail.mem_fd is None:
         return None
     buf = w.capture_bufs.get((slot, i))
     if buf is None or buf.nbytes != nbytes:
         buf = w.capture_bufs[(slot, i)] = np.empty(nbytes, dtype=np.uint8)
-    try:
-        got = os.preadv(fd, [buf], addr)
-    except (OSError, OverflowError):
-        return None
-    return buf if got == nbytes else None
+    return buf if w.jail.read_into(buf, addr) else None
 
 
 def capture(w: WorkerProc, out_names: list[str], read_by_pipe: bool, header: dict, arrays: dict,

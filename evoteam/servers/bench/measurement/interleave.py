@@ -24,6 +24,12 @@ class InterleavedRounds:
         self.measure_sides(wl, {CANDIDATE: v})
 
     def measure_sides(self, wl: WorkloadSpec, verdicts: dict[str, WorkloadVerdict]) -> timing.Rounds:
+        """See _measure_sides; the harness thread runs apart from the timed workers meanwhile
+        (session.apart)."""
+        with self.apart():
+            return self._measure_sides(wl, verdicts)
+
+    def _measure_sides(self, wl: WorkloadSpec, verdicts: dict[str, WorkloadVerdict]) -> timing.Rounds:
         """Interleaved rounds of the baseline and every candidate in ``verdicts`` on the same fresh
         inputs. Each round: one staging of fresh inputs for all sides; per repetition every side
         once, and a slot of empty calls on the baseline's worker (the call path alone), in an
