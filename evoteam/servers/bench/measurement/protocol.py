@@ -15,6 +15,7 @@ import os
 import select
 import struct
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,10 @@ SERVICE_VAR = "EVOTEAM_BENCH_SERVICE"
 
 class ProtocolError(Exception):
     """The other side sent something that is not a valid frame."""
+
+
+# A deadline on time.monotonic(): a fixed one, none, or one that may move (owntime.py)
+Deadline = float | Callable[[], float] | None
 
 
 class PeerTimeout(Exception):
@@ -80,13 +85,16 @@ class FrameReader:
         self.buf = bytearray()
         self.spin_until = 0.0
 
-    def _fill(self, n: int, deadline: float | None) -> None:
+    def _fill(self, n: int, deadline: Deadline) -> None:
         while len(self.buf) < n:
-            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            limit = deadline() if callable(deadline) else deadline
+            timeout = None if limit is None else max(0.0, limit - time.monotonic())
             ready = self._spin() if self.spin_until else None
             if not ready:
                 ready, _, _ = select.select([self.fd], [], [], timeout)
             if not ready:
+                if callable(deadline) and deadline() > time.monotonic():
+                    continue  # the deadline moved (owntime.py): wait on
                 raise PeerTimeout()
             chunk = os.read(self.fd, max(1 << 16, min(n - len(self.buf), 1 << 24)))
             if not chunk:
@@ -104,15 +112,16 @@ class FrameReader:
                 return ready
         return []
 
-    def _take(self, n: int, deadline: float | None) -> bytes:
+    def _take(self, n: int, deadline: Deadline) -> bytes:
         self._fill(n, deadline)
         out = bytes(self.buf[:n])
         del self.buf[:n]
         return out
 
-    def read(self, deadline: float | None = None,
+    def read(self, deadline: Deadline = None,
              spin_s: float = 0.0) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """The next frame, by ``deadline`` (time.monotonic). With ``spin_s`` the first that many
+        """The next frame, by ``deadline`` (time.monotonic; a callable is asked again when
+        reached, and waiting goes on while it has moved). With ``spin_s`` the first that many
         seconds of the wait poll instead of sleeping (see _spin)."""
         self.spin_until = time.perf_counter() + spin_s if spin_s > 0 else 0.0
         try:
@@ -120,7 +129,7 @@ class FrameReader:
         finally:
             self.spin_until = 0.0
 
-    def _read(self, deadline: float | None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    def _read(self, deadline: Deadline) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         (hlen,) = struct.unpack("<I", self._take(4, deadline))
         if hlen > MAX_HEADER:
             raise ProtocolError(f"header of {hlen} bytes is too large")

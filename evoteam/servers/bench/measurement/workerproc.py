@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from evoteam.servers.bench.measurement import protocol, replies
+from evoteam.servers.bench.measurement.owntime import OwnTimeDeadline
 from evoteam.servers.bench.confinement.workerenv import tuning_env
 
 OUTPUT_CAP_BYTES = 1 << 20  # what a worker may print before it is stopped
@@ -248,7 +249,7 @@ class WorkerProc:
 
     def _read_frame(self, timeout: float, what: str, spin_s: float = 0.0) -> tuple[dict, dict]:
         """The next frame, unchecked beyond the protocol (see _checked)."""
-        deadline = time.monotonic() + timeout
+        deadline = OwnTimeDeadline(self.proc.pid, timeout)  # time spent waiting for a CPU does not count
         try:
             header, arrays = self.reader.read(deadline, spin_s)
         except protocol.PeerTimeout:
@@ -256,8 +257,10 @@ class WorkerProc:
             self.kill()
             if capped:  # stuck at a cap (a fork refused, memory reclaimed): that is the cause to report
                 raise WorkerFailure("RUNTIME_ERROR", f"the {self.label}: {capped}", fatal=True) from None
+            waited = f"; it also waited {deadline.waited:.1f} s for a CPU, not counted" if deadline.waited >= 0.1 else ""
             raise WorkerFailure("TIMEOUT", f"the {self.label} did not finish {what} within {timeout:g} s "
-                                "(a hang, or far too slow) and was stopped", fatal=True) from None
+                                f"of its own time (a hang, or far too slow{waited}) and was stopped",
+                                fatal=True) from None
         except protocol.PeerClosed:
             raise self._death() from None
         except protocol.ProtocolError as exc:
