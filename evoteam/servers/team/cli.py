@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 from typing import TYPE_CHECKING
@@ -25,6 +24,8 @@ def open_store(settings, actor=None):
 
 
 def _run(coro):
+    import asyncio  # here: `evoteam team --help` starts no event loop
+
     try:
         return asyncio.run(coro)
     except (StoreError, DomainError) as exc:
