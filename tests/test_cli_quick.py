@@ -67,10 +67,34 @@ async def _fill(db: Path) -> dict[str, str]:
         await store.add_history(HistoryEntryCreate(run_id=run.id, diagnosis="bandwidth bound"))
         await role.add_history(HistoryEntryCreate(run_id=run.id, team_version=2, observed_behaviour="  tried tiling ",
                                                   outcome="1.6x"))
+        await _team(store, run.id, db.parent)
         await add_token(store.db, "alice")
         revoked = await add_token(store.db, "bob", project="p1", verifier=True)
         await revoke_token(store.db, revoked.id)
         return {"run": run.id, "finished": first.id}
+
+
+async def _team(store: LocalKnowledgeStore, run_id: str, folder: Path) -> None:
+    """Two team versions of the run; in the current one a role that ran (cost, turns, a long last
+    message whose tail is shown), one that failed, and one never started; money spent."""
+    from evoteam.servers.knowledge.connect import component_store
+    from evoteam.servers.knowledge.models import CostCreate
+    from evoteam.servers.team.core import TeamService
+    from evoteam.servers.team.models import SessionUpdate, TeamDesign
+
+    team = TeamService(component_store("team", store), kb=store, write_agent_files=False, project_dir=folder)
+    for v, names in ((1, ["Profiler"]), (2, ["Workload Analyst", "Challenger", "Knowledge Integrator"])):
+        await team.design_team(TeamDesign.model_validate({
+            "run_id": run_id, "diagnosis": f"diagnosis {v}", "rationale": "why",
+            "roles": [{"name": n, "mandate": f"do the {n} work", "isolation": "shared"} for n in names]}))
+    ran = await team.team.create_session(run_id, 2, "Workload Analyst", "workload-analyst", "claude", cap_usd=2.0)
+    await team.team.update_session(ran.id, SessionUpdate(status="running", cost_usd=0.75, turns=12,
+                                                         last_message="First part. " * 60 + "The end\nof it."))
+    failed = await team.team.create_session(run_id, 2, "Challenger", "challenger", "codex")
+    await team.team.update_session(failed.id, SessionUpdate(status="failed", error="codex is not installed"))
+    await store.with_actor(Actor.local(role="Challenger", team_version=2)).record_cost(
+        CostCreate(run_id=run_id, usd=1.25, source="transcript"))
+    await store.record_cost(CostCreate(run_id=run_id, usd=0.5, source="supervisor_transcript"))
 
 
 @pytest.fixture
@@ -98,7 +122,8 @@ def _probe(env: dict[str, str], cwd: Path, *args: str) -> dict:
 
 QUICK_READS = [("kb", "runs"), ("kb", "runs", "--status", "active"), ("kb", "runs", "--status", "paused"),
                ("kb", "candidates", "{run}"), ("kb", "history", "{run}"), ("kb", "candidates", "{finished}"),
-               ("kb", "history", "{finished}"), ("token", "list"), ("bench", "queue")]
+               ("kb", "history", "{finished}"), ("token", "list"), ("bench", "queue"), ("team", "status"),
+               ("team", "status", "{run}", "--version", "1"), ("team", "status", "{finished}")]
 
 
 @pytest.mark.parametrize("args", QUICK_READS, ids=" ".join)
@@ -127,6 +152,11 @@ def test_the_listings_show_what_was_stored(store_env, tmp_path):
     assert "heldout" in cands
     history = _cli(env, tmp_path, "kb", "history", ids["run"]).stdout
     assert "team v-" in history and "team v2  (Profiling Scientist v2," in history and "observed: tried tiling" in history
+    team = _cli(env, tmp_path, "team", "status").stdout.splitlines()
+    assert team[0].startswith(f"run {ids['run']} (active)  team v2  best 2.0  spent $1.75 of $5.00  working")
+    assert "Workload Analyst" in team[1] and "running" in team[1] and "12 turns  $0.75  … " in team[1]
+    assert "Challenger" in team[2] and "failed" in team[2] and "codex is not installed" in team[2]
+    assert "Knowledge Integrator" in team[3] and "planned" in team[3] and "subagent" in team[3]
     tokens = _cli(env, tmp_path, "token", "list").stdout
     assert "alice" in tokens and "active" in tokens and "revoked " in tokens and "verifier" in tokens
 

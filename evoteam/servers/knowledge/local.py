@@ -657,10 +657,7 @@ class LocalKnowledgeStore(KnowledgeStore):
         async with self.db.read() as conn:
             run = await self.visible_run_row(conn, run_id)
             # One maintained line per role and team version (knowledge/counters.py), not every cost.
-            async with conn.execute(
-                "SELECT role, team_version, usd FROM run_spend WHERE run_id = ? AND n > 0 "
-                "ORDER BY version_key, role_key", (run_id,)
-            ) as cur:
+            async with conn.execute(readsql.SPEND_LINES, (run_id,)) as cur:
                 lines = [SpendLine(role=r["role"], team_version=r["team_version"], usd=r["usd"])
                          for r in await cur.fetchall()]
         spent = sum(line.usd for line in lines)

@@ -59,17 +59,19 @@ def _connect(path: Path) -> Iterator[sqlite3.Connection]:
         conn.row_factory = sqlite3.Row
         versions = dict(conn.execute("SELECT component, version FROM schema_versions").fetchall())
         if versions != SCHEMA_VERSIONS:
-            raise _NotQuick
+            raise NotQuick
         yield conn
     finally:
         conn.close()
 
 
-class _NotQuick(Exception):
-    """This read must take the normal path."""
+class NotQuick(Exception):
+    """Raised inside a read: this read must take the normal path."""
 
 
-def _read(values: dict, body, file_only: bool = False):
+def read(values: dict, body, file_only: bool = False):
+    """`body(conn)` on a read-only connection to the settings' store file, in one snapshot; None
+    when a quick read cannot answer (see the module's docstring) or `body` raises NotQuick."""
     path = store_file(values, file_only)
     if path is None:
         return None
@@ -77,7 +79,7 @@ def _read(values: dict, body, file_only: bool = False):
         with _connect(path) as conn:
             conn.execute("BEGIN")  # one snapshot for every query of the read, as the store's reader
             return body(conn)
-    except (_NotQuick, sqlite3.Error):
+    except (NotQuick, sqlite3.Error):
         return None
 
 
@@ -91,6 +93,27 @@ def _run_exists(conn: sqlite3.Connection, run_id: str) -> bool:
     return conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is not None
 
 
+def run_row(conn: sqlite3.Connection, run_id: str) -> sqlite3.Row:
+    """The run's row; NotQuick when there is none (the store then says so)."""
+    row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+    if row is None:
+        raise NotQuick
+    return row
+
+
+def run_view(conn: sqlite3.Connection, row: sqlite3.Row) -> SimpleNamespace:
+    """A run as `LocalKnowledgeStore._run_view` makes it (the fields of models.Run)."""
+    best = conn.execute(readsql.best_ranked(row["direction"]), (row["id"],)).fetchone()
+    n_cand, n_learn, spent = conn.execute(readsql.COUNTERS, (row["id"],)).fetchone() or (0, 0, 0.0)
+    best_score = best["score"] if best else None
+    return SimpleNamespace(
+        id=row["id"], project=row["project"], goal=row["goal"], kit=row["kit"], direction=row["direction"],
+        status=row["status"], budget_usd=row["budget_usd"], current_version=row["current_version"],
+        best_score=best_score, best_candidate_id=best["id"] if best else None,
+        ndg=readsql.normalised_discovery_gain(row["direction"], row["x0"], row["best_known"], best_score),
+        candidates=n_cand, learnings=n_learn, spent_usd=spent, provenance=_provenance(row))
+
+
 def runs(values: dict, status: str | None = None, limit: int = 200) -> list[SimpleNamespace] | None:
     """The newest `limit` runs (with `status`), as `LocalKnowledgeStore.list_runs` lists them
     for a local caller (no project scope); None: take the normal path."""
@@ -101,19 +124,10 @@ def runs(values: dict, status: str | None = None, limit: int = 200) -> list[Simp
             where += " AND status = ?"
             params.append(status)
         page_sql = readsql.runs_listing(where)[1]
-        out = []
-        for row in conn.execute(page_sql, [*params, limit, 0]).fetchall():
-            best = conn.execute(readsql.best_ranked(row["direction"]), (row["id"],)).fetchone()
-            n_cand, n_learn, spent = conn.execute(readsql.COUNTERS, (row["id"],)).fetchone() or (0, 0, 0.0)
-            best_score = best["score"] if best else None
-            out.append(SimpleNamespace(
-                id=row["id"], project=row["project"], goal=row["goal"], kit=row["kit"], direction=row["direction"],
-                status=row["status"], best_score=best_score, best_candidate_id=best["id"] if best else None,
-                ndg=readsql.normalised_discovery_gain(row["direction"], row["x0"], row["best_known"], best_score),
-                candidates=n_cand, learnings=n_learn, spent_usd=spent, provenance=_provenance(row)))
+        out = [run_view(conn, row) for row in conn.execute(page_sql, [*params, limit, 0]).fetchall()]
         return out
 
-    return _read(values, body)
+    return read(values, body)
 
 
 def _run_rows(values: dict, table: str, run_id: str, shape) -> list[SimpleNamespace] | None:
@@ -122,11 +136,11 @@ def _run_rows(values: dict, table: str, run_id: str, shape) -> list[SimpleNamesp
 
     def body(conn):
         if not _run_exists(conn, run_id):
-            raise _NotQuick
+            raise NotQuick
         page_sql = readsql.run_page(table, "run_id = ?")[1]
         return [shape(r) for r in conn.execute(page_sql, (run_id, -1, 0)).fetchall()]  # LIMIT -1: every row
 
-    return _read(values, body)
+    return read(values, body)
 
 
 def candidates(values: dict, run_id: str) -> list[SimpleNamespace] | None:
@@ -145,6 +159,11 @@ def history(values: dict, run_id: str) -> list[SimpleNamespace] | None:
         outcome=r["outcome"], provenance=_provenance(r)))
 
 
+def spent(conn: sqlite3.Connection, run_id: str) -> float:
+    """A run's spend as `LocalKnowledgeStore.spend` sums it."""
+    return sum(r["usd"] for r in conn.execute(readsql.SPEND_LINES, (run_id,)).fetchall())
+
+
 def tokens(values: dict) -> list[SimpleNamespace] | None:
     """The store file's tokens (the fields of auth.TokenInfo; never their values)."""
 
@@ -154,4 +173,4 @@ def tokens(values: dict) -> list[SimpleNamespace] | None:
                                 revoked_at=datetime.fromisoformat(r["revoked_at"]) if r["revoked_at"] else None)
                 for r in conn.execute(readsql.TOKENS).fetchall()]
 
-    return _read(values, body, file_only=True)
+    return read(values, body, file_only=True)

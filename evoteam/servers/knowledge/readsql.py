@@ -41,6 +41,11 @@ def run_page(table: str, where: str) -> tuple[str, str]:
             f"SELECT * FROM {table} WHERE {where} ORDER BY created_at, id LIMIT ? OFFSET ?")
 
 
+# A run's spend, one maintained line per role and team version (counters.py); the run's spend is
+# their sum, in this order.
+SPEND_LINES = ("SELECT role, team_version, usd FROM run_spend WHERE run_id = ? AND n > 0 "
+               "ORDER BY version_key, role_key")
+
 # The tokens of a store file, oldest first (auth.py).
 TOKENS = "SELECT * FROM tokens ORDER BY created_at"
 
