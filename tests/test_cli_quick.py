@@ -64,6 +64,9 @@ async def _fill(db: Path) -> dict[str, str]:
                                                      verified=True, flagged=True))
         old = await store.add_learning(LearningCreate(run_id=run.id, text="vectorise the reduction"))
         await store.add_learning(LearningCreate(run_id=run.id, text="fuse it", supersedes=old.id))
+        await role.add_learning(LearningCreate(run_id=run.id, text="tiles of 64 rows\n  keep the cache", kind="technique",
+                                               tags=["cache", "tiling"], evidence=[parent.id], confidence=0.9))
+        await store.add_learning(LearningCreate(run_id=run.id, text="float64 everywhere", kind="dead_end"))
         await store.add_history(HistoryEntryCreate(run_id=run.id, diagnosis="bandwidth bound"))
         await role.add_history(HistoryEntryCreate(run_id=run.id, team_version=2, observed_behaviour="  tried tiling ",
                                                   outcome="1.6x"))
@@ -122,7 +125,8 @@ def _probe(env: dict[str, str], cwd: Path, *args: str) -> dict:
 
 QUICK_READS = [("kb", "runs"), ("kb", "runs", "--status", "active"), ("kb", "runs", "--status", "paused"),
                ("kb", "candidates", "{run}"), ("kb", "history", "{run}"), ("kb", "candidates", "{finished}"),
-               ("kb", "history", "{finished}"), ("token", "list"), ("bench", "queue"), ("team", "status"),
+               ("kb", "history", "{finished}"), ("kb", "learnings", "{run}"), ("kb", "learnings", "{finished}"),
+               ("token", "list"), ("bench", "queue"), ("team", "status"),
                ("team", "status", "{run}", "--version", "1"), ("team", "status", "{finished}")]
 
 
@@ -146,12 +150,16 @@ def test_the_listings_show_what_was_stored(store_env, tmp_path):
     runs = _cli(env, tmp_path, "kb", "runs").stdout.splitlines()
     assert runs[0].startswith(ids["run"]) and runs[1].startswith(ids["finished"])  # newest first
     # the best ranks only verified, unflagged, passing dev candidates: 2.0 (not 9.0, 7.0 or 1.9)
-    assert " best 2  NDG 50.0  6 candidates  1 learnings  rmsnorm_cpu  make rmsnorm fast" in runs[0]
+    assert " best 2  NDG 50.0  6 candidates  3 learnings  rmsnorm_cpu  make rmsnorm fast" in runs[0]
     cands = _cli(env, tmp_path, "kb", "candidates", ids["run"]).stdout
     assert "Profiling Scientist v2  parent cand_" in cands and "FLAGGED" in cands and "RUNTIME_ERROR" in cands
     assert "heldout" in cands
     history = _cli(env, tmp_path, "kb", "history", ids["run"]).stdout
     assert "team v-" in history and "team v2  (Profiling Scientist v2," in history and "observed: tried tiling" in history
+    doc = _cli(env, tmp_path, "kb", "learnings", ids["run"]).stdout
+    assert doc.index("## Techniques that work") < doc.index("## Observations") < doc.index("## Dead ends")
+    assert "- tiles of 64 rows keep the cache" in doc and "by Profiling Scientist · v2 · tags: cache, tiling" in doc
+    assert "fuse it" in doc and "vectorise the reduction" not in doc  # superseded
     team = _cli(env, tmp_path, "team", "status").stdout.splitlines()
     assert team[0].startswith(f"run {ids['run']} (active)  team v2  best 2.0  spent $1.75 of $5.00  working")
     assert "Workload Analyst" in team[1] and "running" in team[1] and "12 turns  $0.75  … " in team[1]

@@ -86,6 +86,10 @@ def start_cmd(settings: Settings, goal, kit, direction, x0, best_known, budget_u
 @click.pass_obj
 def learnings_cmd(settings: Settings, run_id, as_json) -> None:
     """Print a run's learnings document."""
+    text = None if as_json else quick(settings, lambda values: quickread.learnings_markdown(values, run_id))
+    if text is not None:  # a local file, read without the store's machinery (quickread.py)
+        click.echo(text)
+        return
     if as_json:
         async def every():
             async with open_store(settings) as store:

@@ -375,7 +375,7 @@ class LocalKnowledgeStore(KnowledgeStore):
     async def render_learnings(self, run_id: str, max_chars: int | None = None) -> LearningsDocument:
         async with self.db.read() as conn:
             run = await self.visible_run_row(conn, run_id)
-            async with conn.execute("SELECT learnings FROM run_counters WHERE run_id = ?", (run_id,)) as cur:
+            async with conn.execute(readsql.LEARNINGS_COUNT, (run_id,)) as cur:
                 (total,) = await cur.fetchone() or (0,)
             draft = LearningsDraft(run_id, run["goal"], total, max_chars or 12_000)
             # Kind by kind, read no more rows than can still fit (index learnings_document).
@@ -383,10 +383,7 @@ class LocalKnowledgeStore(KnowledgeStore):
                 room = draft.room()
                 if not room:
                     break
-                async with conn.execute(
-                    "SELECT * FROM learnings WHERE run_id = ? AND kind = ? AND superseded_by IS NULL "
-                    "ORDER BY confidence DESC, created_at DESC LIMIT ?", (run_id, kind, room)
-                ) as cur:
+                async with conn.execute(readsql.LEARNINGS_OF_KIND, (run_id, kind, room)) as cur:
                     draft.add(kind, [self._learning(r) for r in await cur.fetchall()])
         return draft.finish()
 

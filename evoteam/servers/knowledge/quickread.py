@@ -15,6 +15,7 @@ path, which also gives the usual messages (a missing run, a damaged file).
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -157,6 +158,27 @@ def history(values: dict, run_id: str) -> list[SimpleNamespace] | None:
         id=r["id"], run_id=r["run_id"], team_version=r["team_version"],
         observed_behaviour=r["observed_behaviour"], diagnosis=r["diagnosis"], design_change=r["design_change"],
         outcome=r["outcome"], provenance=_provenance(r)))
+
+
+def learnings_markdown(values: dict, run_id: str, max_chars: int = 12_000) -> str | None:
+    """The run's learnings document, as `LocalKnowledgeStore.render_learnings` writes it."""
+    from evoteam.servers.knowledge.learningsdoc import KIND_TITLES, LearningsDraft
+
+    def body(conn):
+        run = run_row(conn, run_id)
+        (total,) = conn.execute(readsql.LEARNINGS_COUNT, (run_id,)).fetchone() or (0,)
+        draft = LearningsDraft(run_id, run["goal"], total, max_chars)
+        for kind in KIND_TITLES:  # kind by kind, no more rows than can still fit, as the store reads
+            room = draft.room()
+            if not room:
+                break
+            draft.add(kind, [SimpleNamespace(id=r["id"], text=r["text"], confidence=r["confidence"],
+                                             tags=json.loads(r["tags"]), evidence=json.loads(r["evidence"]),
+                                             provenance=_provenance(r))
+                             for r in conn.execute(readsql.LEARNINGS_OF_KIND, (run_id, kind, room)).fetchall()])
+        return draft.markdown()
+
+    return read(values, body)
 
 
 def spent(conn: sqlite3.Connection, run_id: str) -> float:

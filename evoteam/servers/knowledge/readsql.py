@@ -46,6 +46,12 @@ def run_page(table: str, where: str) -> tuple[str, str]:
 SPEND_LINES = ("SELECT role, team_version, usd FROM run_spend WHERE run_id = ? AND n > 0 "
                "ORDER BY version_key, role_key")
 
+# The learnings document (learningsdoc.py): a run's count of current learnings, then kind by kind
+# its current learnings, most confident and newest first (parameters: run, kind, how many fit).
+LEARNINGS_COUNT = "SELECT learnings FROM run_counters WHERE run_id = ?"
+LEARNINGS_OF_KIND = ("SELECT * FROM learnings WHERE run_id = ? AND kind = ? AND superseded_by IS NULL "
+                     "ORDER BY confidence DESC, created_at DESC LIMIT ?")
+
 # The tokens of a store file, oldest first (auth.py).
 TOKENS = "SELECT * FROM tokens ORDER BY created_at"
 
