@@ -104,9 +104,10 @@ async def test_evaluate_without_run_uses_the_kits_run(fast_settings, store):
 
 
 async def test_compare(fast_settings, store, fast_kit):
-    # A: the baseline doing its work six times per call, so B's lead holds on a busy machine.
+    # A: the baseline doing its work forty times per call, so B's lead holds on a busy machine
+    # (a stall of one of the two rounds must exceed 40x to flip it).
     slow = fast_kit / "slow_baseline.py"
-    slow.write_text(repeated((fast_kit / "baseline.py").read_text(), 6))
+    slow.write_text(repeated((fast_kit / "baseline.py").read_text(), 40))
     async with Client(build_server(fast_settings, store)) as client:
         cmp = data(await client.call_tool("compare", {"kit": "rmsnorm_fast",
                                                       "a_path": str(slow), "b_code": BETTER}))
