@@ -45,6 +45,8 @@ class LazySettings:
         return self._built
 
     def __getattr__(self, name: str):
+        if name.startswith("_"):  # copy/pickle probe dunders before __dict__ is set: never recurse
+            raise AttributeError(name)
         return getattr(self.built(), name)
 
     def __setattr__(self, name: str, value) -> None:

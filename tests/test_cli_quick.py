@@ -242,3 +242,26 @@ def test_the_queue_folder_is_the_bench_state_folder(tmp_path, monkeypatch):
     for db in (str(tmp_path / "a" / "kb.db"), "postgresql://u@127.0.0.1/x"):
         env = {"HOME": str(tmp_path), "EVOTEAM_DB": db}
         assert state_root(setting_values(tmp_path, env)["db"]) / "bench" == state_dir(load_settings(tmp_path, env))
+
+
+def test_a_broken_config_file_is_one_line_on_the_quick_path_too(store_env, tmp_path):
+    env, _ = store_env
+    (tmp_path / "evoteam.toml").write_text("db = [unclosed\n")
+    for args in (("kb", "runs"), ("team", "status"), ("bench", "queue")):
+        done = _cli(env, tmp_path, *args)
+        assert done.returncode == 1, (args, done.stdout)
+        assert done.stderr.startswith("Error: cannot read ") and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_the_settings_stand_in_copies_and_pickles_as_the_model(tmp_path, monkeypatch):
+    """Commands hand the stand-in to code that copies or pickles settings (the pool, Ray)."""
+    import copy
+    import pickle
+
+    from evoteam.clisettings import LazySettings
+
+    monkeypatch.setenv("EVOTEAM_DB", str(tmp_path / "kb.db"))
+    lazy = LazySettings()
+    assert lazy.values()["db"] == str(tmp_path / "kb.db")
+    for twin in (pickle.loads(pickle.dumps(lazy)), copy.deepcopy(lazy)):
+        assert twin.db == tmp_path / "kb.db" and twin.model_dump()["db"] == tmp_path / "kb.db"
