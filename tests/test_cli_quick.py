@@ -265,3 +265,31 @@ def test_the_settings_stand_in_copies_and_pickles_as_the_model(tmp_path, monkeyp
     assert lazy.values()["db"] == str(tmp_path / "kb.db")
     for twin in (pickle.loads(pickle.dumps(lazy)), copy.deepcopy(lazy)):
         assert twin.db == tmp_path / "kb.db" and twin.model_dump()["db"] == tmp_path / "kb.db"
+
+
+def test_a_postgresql_store_is_read_through_the_store(postgres_url, tmp_path):
+    """EVOTEAM_DB=postgresql://... : the listings answer as before, through the normal path."""
+
+    async def fill() -> str:
+        async with LocalKnowledgeStore.open(postgres_url, Actor.local(verifier=True)) as store:
+            run = await store.start_run(RunCreate(goal="rmsnorm on a shared store", kit="rmsnorm_cpu", x0=1.0,
+                                                  best_known=3.0))
+            await store.record_candidate(CandidateCreate(run_id=run.id, code="a = 1\n", status="PASSED", score=2.0,
+                                                         verified=True))
+            await store.add_learning(LearningCreate(run_id=run.id, text="fuse the passes", kind="technique"))
+            return run.id
+
+    run_id = asyncio.run(fill())
+    env = {"EVOTEAM_DB": postgres_url, "HOME": str(tmp_path), "EVOTEAM_HOME": str(tmp_path / ".evoteam"),
+           "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    runs = _cli(env, tmp_path, "kb", "runs")
+    assert runs.returncode == 0, runs.stderr
+    assert runs.stdout.startswith(run_id) and " best 2  NDG 50.0  1 candidates  1 learnings  rmsnorm_cpu" in runs.stdout
+    cands = _cli(env, tmp_path, "kb", "candidates", run_id)
+    assert cands.returncode == 0 and "PASSED" in cands.stdout and "score 2 " in cands.stdout, cands.stderr
+    doc = _cli(env, tmp_path, "kb", "learnings", run_id)
+    assert doc.returncode == 0 and "## Techniques that work" in doc.stdout and "fuse the passes" in doc.stdout
+    status = _cli(env, tmp_path, "team", "status", run_id)
+    assert status.returncode == 0 and status.stdout.startswith(f"run {run_id} (active)  team vNone"), status.stderr
+    got = _probe(env, tmp_path, "kb", "runs")
+    assert got["code"] in (0, None) and "evoteam.servers.knowledge.pg" in got["modules"]  # the store's own path
