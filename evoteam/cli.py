@@ -15,6 +15,7 @@ import click
 
 from evoteam import __version__
 from evoteam import exitcodes
+from evoteam.clisettings import LazySettings, load as _settings
 from evoteam.exitcodes import HELP
 
 SERVERS = ("knowledge", "team", "retrieval", "bench")
@@ -123,16 +124,7 @@ def main(ctx: click.Context) -> None:
         # serve reads its settings itself (behind the fast-start front, in the background), and
         # a subcommand's --help needs none
         return
-    ctx.obj = _settings()
-
-
-def _settings():
-    from evoteam.config import ConfigError, load_settings  # pydantic: not needed for --help
-
-    try:
-        return load_settings()
-    except ConfigError as exc:  # exit 1, as the fast-start front says it for `serve`
-        raise click.ClickException(str(exc)) from exc
+    ctx.obj = LazySettings()
 
 
 @main.command()

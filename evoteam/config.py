@@ -1,20 +1,16 @@
-"""Settings: one `evoteam.toml` (project, then user) overlaid by environment variables.
-
-Precedence, lowest first: built-in defaults, `~/.config/evoteam/evoteam.toml`,
-`./evoteam.toml` (searched upwards from the working directory), then `EVOTEAM_*` and the
-provider keys in the environment. Missing keys never fail here: the part that needs a key
-says so when it is used.
+"""Settings: the `Settings` model, built from the values evoteam/configsource.py reads (one
+`evoteam.toml`, project then user, overlaid by environment variables). Missing keys never fail
+here: the part that needs a key says so when it is used.
 """
 
 from __future__ import annotations
 
-import os
-import tomllib
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from evoteam.configsource import ConfigError, is_store_url, setting_values, state_root
 from evoteam.resources import kits_dir
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -72,11 +68,7 @@ class Settings(BaseModel):
     def state_root(self) -> Path:
         """Where this machine keeps state that belongs beside the store (the bench's secret and
         locks): the store file's folder, or evoteam's own folder when the store is a database URL."""
-        if is_store_url(self.db):
-            from evoteam import evoteam_home
-
-            return evoteam_home().expanduser().resolve()
-        return Path(self.db).expanduser().resolve().parent
+        return state_root(self.db)
 
     @property
     def store_files(self) -> list[Path]:
@@ -87,96 +79,9 @@ class Settings(BaseModel):
         return [db, Path(f"{db}-wal"), Path(f"{db}-shm"), Path(f"{db}-journal")]
 
 
-def is_store_url(value: object) -> bool:
-    """Whether a store location is a database URL (PostgreSQL) rather than a file path."""
-    return isinstance(value, str) and value.startswith(("postgresql://", "postgres://"))
-
-
-def _find_project_config(start: Path) -> Path | None:
-    for folder in [start, *start.parents]:
-        candidate = folder / "evoteam.toml"
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def _read_toml(path: Path) -> dict:
-    try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}") from exc
-
-
-class ConfigError(Exception):
-    """A configuration file is unreadable or holds a bad value."""
-
-
-_ENV = {
-    "EVOTEAM_DB": "db",
-    "EVOTEAM_KNOWLEDGE_URL": "knowledge_url",
-    "EVOTEAM_TOKEN": "token",
-    "EVOTEAM_BENCH_URL": "bench_url",
-    "EVOTEAM_PROJECT": "project",
-    "EVOTEAM_BENCH_BACKEND": "bench_backend",
-    "EVOTEAM_RAY_ADDRESS": "ray_address",
-    "EVOTEAM_CORES_PER_EVAL": "cores_per_eval",
-    "EVOTEAM_RAY_RESOURCE": "ray_resource",
-    "EVOTEAM_PREDICTOR": "predictor",
-    "EVOTEAM_PREDICTOR_MODEL": "predictor_model",
-    "ANTHROPIC_API_KEY": "anthropic_api_key",
-    "ANTHROPIC_BASE_URL": "anthropic_base_url",
-    "TAVILY_API_KEY": "tavily_api_key",
-}
-_ENV_LISTS = {"EVOTEAM_KITS": "kits_dirs", "EVOTEAM_CORPUS": "corpus_dirs",
-              "EVOTEAM_CANDIDATE_DIRS": "candidate_dirs"}
-
-
 def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) -> Settings:
     """Read the settings for a process started in `cwd` with environment `env`."""
-    env = dict(os.environ if env is None else env)
-    cwd = cwd or Path.cwd()
-    values: dict = {}
-    home = Path(env.get("HOME", str(Path.home())))
-    user_file = home / ".config" / "evoteam" / "evoteam.toml"
-    project_kits: list[Path] = []
-    for path in (user_file, _find_project_config(cwd)):
-        if path and path.is_file():
-            data = _read_toml(path)
-            base = path.parent
-            for key in ("kits_dirs", "corpus_dirs", "candidate_dirs"):
-                if key in data:
-                    if not isinstance(data[key], list) or not all(isinstance(p, str) for p in data[key]):
-                        raise ConfigError(f"{path}: {key} must be a list of folder names")
-                    data[key] = [base / Path(p).expanduser() for p in data[key]]
-            if "db" in data and not is_store_url(data["db"]):
-                data["db"] = base / Path(data["db"]).expanduser()
-            data.pop("project_kits_dirs", None)
-            if path != user_file:
-                # Trust comes only from the user: a project file may name kit folders (listed,
-                # untrusted) but cannot add candidate folders or make a kit folder trusted.
-                data.pop("candidate_dirs", None)  # a user setting only (docs/trust.md)
-                # A cluster a project file names would score candidates with a clock nobody
-                # trusted: where evaluations run is the user's choice (or the environment's).
-                for key in ("bench_backend", "ray_address", "ray_resource"):
-                    data.pop(key, None)
-                project_kits = list(data.pop("kits_dirs", []))
-            values.update(data)
-    for var, key in _ENV.items():
-        if env.get(var):
-            values[key] = env[var]
-    if env.get("EVOTEAM_DEVICES"):
-        values["bench_devices"] = [d.strip() for d in env["EVOTEAM_DEVICES"].split(",") if d.strip()]
-    for var, key in _ENV_LISTS.items():
-        if env.get(var):
-            extra = [Path(p).expanduser() for p in env[var].split(os.pathsep) if p]
-            values[key] = extra + list(values.get(key, []))
-    if "db" not in values:
-        values["db"] = home / ".evoteam" / "evoteam.db"
-    # The shipped kits are always trusted: a project file naming their folder cannot untrust them.
-    trusted = [Path(p).resolve() for p in values.get("kits_dirs", [])] + [kits_dir().resolve()]
-    values["project_kits_dirs"] = [p for p in project_kits if p.resolve() not in trusted]
-    values["kits_dirs"] = list(values.get("kits_dirs", [])) + values["project_kits_dirs"]
+    values = setting_values(cwd, env)
     try:
         settings = Settings(**values)
     except ValueError as exc:
@@ -184,3 +89,6 @@ def load_settings(cwd: Path | None = None, env: dict[str, str] | None = None) ->
     if kits_dir() not in settings.kits_dirs:
         settings.kits_dirs.append(kits_dir())
     return settings
+
+
+__all__ = ["ConfigError", "Settings", "is_store_url", "load_settings", "setting_values"]

@@ -8,7 +8,6 @@ and a CPU kit's baseline evaluates — all on a scratch store — and it checks 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 import tempfile
@@ -148,8 +147,14 @@ async def check_store(settings: Settings) -> str:
     if is_store_url(settings.db):
         from evoteam.servers.knowledge.pg import check_database
 
-        return await asyncio.to_thread(check_database, settings.db)
-    return await asyncio.to_thread(_check_local_store, Path(settings.db).expanduser())
+        return await _in_thread(check_database, settings.db)
+    return await _in_thread(_check_local_store, Path(settings.db).expanduser())
+
+
+async def _in_thread(fn, *args):
+    import asyncio
+
+    return await asyncio.to_thread(fn, *args)
 
 
 def _check_local_store(path: Path) -> str:
@@ -252,6 +257,8 @@ async def run_checks(settings: Settings, kit: str, servers: tuple[str, ...] = SE
             jobs.append(_bench_and_kit(env, kit, done))
         jobs += [one("store round trip", lambda: check_round_trip(env, workdir)),
                  one("your store", lambda: check_store(settings)), warm()]
+        import asyncio
+
         found = [check for group in await asyncio.gather(*jobs) for check in group]
     order = [f"server {n}" for n in SERVERS] + ["store round trip", f"kit {kit}", "your store", "warm hooks"]
     return sorted(found, key=lambda c: order.index(c.name) if c.name in order else len(order))
@@ -276,6 +283,8 @@ def doctor(settings: Settings, kit: str, servers: tuple[str, ...]) -> None:
     width = max(len(f"kit {kit}"), len("store round trip"), *(len(f"server {s}") for s in servers))
     click.echo("checking side by side; each usually takes: " + "; ".join(f"{k} {v}" for k, v in COSTS.items()),
                err=True)
+    import asyncio  # here: `evoteam doctor --help` starts no event loop
+
     checks = asyncio.run(run_checks(settings, kit, servers, done=lambda c: click.echo(_line(c, width))))
     failed = [c.name for c in checks if not c.ok]
     if failed:

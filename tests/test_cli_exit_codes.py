@@ -196,6 +196,8 @@ def test_an_unexpected_error_is_one_line_unless_debugging(world, invoke, monkeyp
     result = invoke(["kb", "runs"])
     assert result.exit_code == 0
     monkeypatch.setattr("evoteam.servers.knowledge.cli.open_store", lambda *a, **k: 1 / 0)
+    # `kb runs` reads a local file on its quick path first (knowledge/quickread.py): fail there too
+    monkeypatch.setattr("evoteam.servers.knowledge.quickread.runs", lambda *a, **k: 1 / 0)
     result = invoke(["kb", "runs"])
     assert result.exit_code == 1
     assert_one_clear_line(result, "ZeroDivisionError")

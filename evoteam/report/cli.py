@@ -3,7 +3,6 @@ PNGs), served live, or several runs of one kit compared at matched spend."""
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 from pathlib import Path
 
@@ -28,6 +27,8 @@ def open_store(settings, actor=None):
 
 def _run(coro):
     try:
+        import asyncio  # here: `--help` and `bench list` (which imports this group's remeasure) need no loop
+
         return asyncio.run(coro)
     except (StoreError, DomainError) as exc:
         raise cli_error(exc) from exc

@@ -36,6 +36,21 @@ def slow_rmsnorm(seconds: float) -> str:
     """)
 
 
+def repeated(code: str, times: int) -> str:
+    """A kernel (`code` defining `run`) that does its whole work `times` times per call: slower
+    by that factor by construction. Tests that need one candidate faster than another use such a
+    gap rather than a real optimisation's 2x, which a machine at load 10-16 can blur (issue 24:
+    no test may need a quiet machine). Keep `times` under the kit's max_plausible_speedup."""
+    assert code.count("def run(") == 1, "the kernel's entry must be one `def run(`"
+    return code.replace("def run(", "def _run_once(") + textwrap.dedent(f"""
+
+        def run(*args):
+            for _ in range({times - 1}):
+                _run_once(*args)
+            return _run_once(*args)
+    """)
+
+
 def _tree_hash(folder: Path) -> str:
     """A hash of every file's path and bytes under `folder` (and of the folder listing)."""
     h = hashlib.sha256()

@@ -11,6 +11,7 @@ from evoteam.servers.bench.server import build_server
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.models import RunCreate
 from evoteam.servers.knowledge.store import Actor
+from tests.bench.conftest import repeated
 
 BETTER = """
 import numpy as np
@@ -103,9 +104,13 @@ async def test_evaluate_without_run_uses_the_kits_run(fast_settings, store):
 
 
 async def test_compare(fast_settings, store, fast_kit):
+    # A: the baseline doing its work forty times per call, so B's lead holds on a busy machine
+    # (a stall of one of the two rounds must exceed 40x to flip it).
+    slow = fast_kit / "slow_baseline.py"
+    slow.write_text(repeated((fast_kit / "baseline.py").read_text(), 40))
     async with Client(build_server(fast_settings, store)) as client:
         cmp = data(await client.call_tool("compare", {"kit": "rmsnorm_fast",
-                                                      "a_path": str(fast_kit / "baseline.py"), "b_code": BETTER}))
+                                                      "a_path": str(slow), "b_code": BETTER}))
     assert cmp["a"]["status"] == cmp["b"]["status"] == "PASSED"
     row = cmp["workloads"][0]
     assert row["workload"] == "t128_h1024" and row["b_speedup_over_a"] > 1

@@ -5,7 +5,6 @@ answers without them."""
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import json
 import sys
@@ -16,7 +15,6 @@ import click
 from evoteam.errors import DomainError
 from evoteam.exitcodes import CANDIDATE_FAILED, cli_error
 from evoteam.servers.knowledge.errors import StoreError
-from evoteam.stats import Estimate, describe, sig3
 
 if TYPE_CHECKING:
     from evoteam.servers.bench.models import Evaluation
@@ -166,6 +164,8 @@ def _with_interval(value, interval, unit: str = "") -> str:
     """'4.4× (3.9–5.0)': three significant digits and the interval, as every human text shows."""
     if value is None:
         return "-"
+    from evoteam.stats import Estimate, describe, sig3
+
     if not interval:
         return f"{sig3(value)}{unit}"
     return describe(Estimate(value, interval[0], interval[1], 0), unit)
@@ -282,10 +282,18 @@ async def _run(settings, kit: str, candidate: str, split: str, run_id: str | Non
 @click.pass_context
 def queue_cmd(ctx: click.Context, as_json: bool) -> None:
     """Show the evaluations that run or wait on this host's pool and Ray queues, by run."""
-    from evoteam.servers.bench.formats.kits import state_dir
+    from evoteam.clisettings import setting_values
+    from evoteam.configsource import state_root
+
+    # kits.state_dir's folder, found without the Settings model: with no queue file there the
+    # answer needs neither pydantic nor the bench (tests/test_cli_quick.py holds them equal).
+    status_dir = state_root(setting_values(_settings(ctx))["db"]) / "bench" / "queue"
+    if not as_json and not any(status_dir.glob("queue-*.json")):
+        click.echo("no pool or Ray queue is active on this host (EVOTEAM_BENCH_BACKEND=pool or ray starts one)")
+        return
     from evoteam.evalqueue import read_queues
 
-    queues = read_queues(state_dir(_settings(ctx)) / "queue")
+    queues = read_queues(status_dir)
     if as_json:
         click.echo(json.dumps([q.model_dump(mode="json") for q in queues], indent=2))
         return
@@ -351,6 +359,8 @@ def run_cmd(ctx: click.Context, kit: str, candidate: str, split: str, as_json: b
         except DomainError as exc:
             raise cli_error(exc) from exc
     try:
+        import asyncio  # here: the listings start no event loop
+
         results = asyncio.run(_run(settings, kit, candidate, split, run_id, not no_record, quiet=as_json,
                                    repeats=repeats))
     except (DomainError, StoreError) as exc:  # a refused path or a failing store: one line
@@ -388,6 +398,8 @@ def export_traces_cmd(ctx: click.Context, ident: str, output: str, as_json: bool
             return await export_traces(settings, store, ident, Path(output))
 
     try:
+        import asyncio  # here: the listings start no event loop
+
         result = asyncio.run(go())
     except (DomainError, StoreError) as exc:
         raise cli_error(exc) from exc
@@ -419,6 +431,8 @@ def serve_cmd(ctx: click.Context, use_http: bool, host: str, port: int, knowledg
     settings = _settings(ctx)
     if knowledge_url:
         settings = settings.model_copy(update={"knowledge_url": knowledge_url})
+    import asyncio  # here: the listings start no event loop
+
     asyncio.run(serve_async(settings, host, port, list(allowed_hosts), list(allowed_origins)))
 
 

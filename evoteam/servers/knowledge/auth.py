@@ -12,6 +12,7 @@ import secrets
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from evoteam.servers.knowledge import readsql
 from evoteam.servers.knowledge.errors import Invalid, NotFound
 from evoteam.servers.knowledge.models import BaseModel  # built on first use: every store open imports this
 
@@ -57,7 +58,7 @@ async def add_token(db: Database, user: str, project: str | None = None, verifie
 
 async def list_tokens(db: Database) -> list[TokenInfo]:
     async with db.read() as conn:
-        async with conn.execute("SELECT * FROM tokens ORDER BY created_at") as cur:
+        async with conn.execute(readsql.TOKENS) as cur:
             rows = await cur.fetchall()
     return [TokenInfo(id=r["id"], user=r["user"], project=r["project"], verifier=bool(r["verifier"]),
                       created_at=datetime.fromisoformat(r["created_at"]),

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 import click
 
 from evoteam.servers.knowledge import cli_lineage, cli_records
-from evoteam.servers.knowledge.cli_support import open_store
+from evoteam.servers.knowledge import quickread
+from evoteam.servers.knowledge.cli_support import open_store, quick
 from evoteam.servers.knowledge.cli_support import run_store_call as _run
 
 if TYPE_CHECKING:
@@ -36,18 +37,21 @@ def kb() -> None:
 @click.pass_obj
 def runs_cmd(settings: Settings, status, as_json) -> None:
     """List runs, newest first."""
+    # A local file is read without the store's machinery (quickread.py), with the same output.
+    items = None if as_json else quick(settings, lambda values: quickread.runs(values, status=status, limit=200))
+    if items is None:
+        async def go():
+            async with open_store(settings) as store:
+                return await store.list_runs(status=status, limit=200)
 
-    async def go():
-        async with open_store(settings) as store:
-            return await store.list_runs(status=status, limit=200)
-
-    page = _run(go())
-    if as_json:
-        click.echo(page.model_dump_json(indent=2))
-        return
-    if not page.items:
+        page = _run(go())
+        if as_json:
+            click.echo(page.model_dump_json(indent=2))
+            return
+        items = page.items
+    if not items:
         click.echo("no runs yet: start one with `evoteam kb start GOAL` or /evolve-team")
-    for run in page.items:
+    for run in items:
         best = "-" if run.best_score is None else f"{run.best_score:.6g}"
         ndg = "" if run.ndg is None else f"  NDG {run.ndg:.1f}"
         click.echo(f"{run.id}  {run.status:<8} {run.provenance.user:<12} best {best}{ndg}  {run.candidates} "
@@ -82,6 +86,10 @@ def start_cmd(settings: Settings, goal, kit, direction, x0, best_known, budget_u
 @click.pass_obj
 def learnings_cmd(settings: Settings, run_id, as_json) -> None:
     """Print a run's learnings document."""
+    text = None if as_json else quick(settings, lambda values: quickread.learnings_markdown(values, run_id))
+    if text is not None:  # a local file, read without the store's machinery (quickread.py)
+        click.echo(text)
+        return
     if as_json:
         async def every():
             async with open_store(settings) as store:
@@ -259,9 +267,11 @@ def token_add(settings: Settings, user, project, verifier) -> None:
 @click.pass_obj
 def token_list(settings: Settings, as_json) -> None:
     """List tokens (never their values)."""
-    from evoteam.servers.knowledge import auth
+    tokens = None if as_json else quick(settings, quickread.tokens)
+    if tokens is None:
+        from evoteam.servers.knowledge import auth
 
-    tokens = _local(settings, auth.list_tokens)
+        tokens = _local(settings, auth.list_tokens)
     if as_json:
         click.echo(json.dumps([t.model_dump(mode="json") for t in tokens], indent=2))
         return

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from evoteam.servers.knowledge.cli_support import open_store
+from evoteam.servers.knowledge import quickread
+from evoteam.servers.knowledge.cli_support import open_store, quick
 from evoteam.servers.knowledge.cli_support import run_store_call as _run
 
 if TYPE_CHECKING:
@@ -27,8 +28,13 @@ async def _all(list_page, run_id: str) -> Page:
             return Page(items=items, total=page.total)
 
 
-def _listing(settings: Settings, run_id: str, method: str, as_json: bool) -> Page | None:
-    """Every item of one of the store's run listings; printed as JSON (and None returned) with --json."""
+def _listing(settings: Settings, run_id: str, method: str, as_json: bool, quick_read) -> list | None:
+    """Every item of one of the store's run listings (read quickly when the store is a local file:
+    quickread.py); printed as JSON (and None returned) with --json."""
+    if not as_json:
+        items = quick(settings, lambda values: quick_read(values, run_id))
+        if items is not None:
+            return items
 
     async def go():
         async with open_store(settings) as store:
@@ -38,7 +44,7 @@ def _listing(settings: Settings, run_id: str, method: str, as_json: bool) -> Pag
     if as_json:
         click.echo(page.model_dump_json(indent=2))
         return None
-    return page
+    return page.items
 
 
 def _who(provenance) -> str:
@@ -52,12 +58,12 @@ def _who(provenance) -> str:
 @click.pass_obj
 def history_cmd(settings: Settings, run_id, as_json) -> None:
     """The evolution history of a run: one entry per reflection, oldest first."""
-    page = _listing(settings, run_id, "list_history", as_json)
-    if page is None:
+    items = _listing(settings, run_id, "list_history", as_json, quickread.history)
+    if items is None:
         return
-    if not page.items:
+    if not items:
         click.echo(f"run {run_id} has no history yet (the supervisor records one entry per team version)")
-    for entry in page.items:
+    for entry in items:
         click.echo(f"team v{entry.team_version if entry.team_version is not None else '-'}  ({_who(entry.provenance)}, "
                    f"{entry.provenance.created_at:%Y-%m-%d %H:%M})")
         for label, text in (("observed", entry.observed_behaviour), ("diagnosis", entry.diagnosis),
@@ -72,12 +78,12 @@ def history_cmd(settings: Settings, run_id, as_json) -> None:
 @click.pass_obj
 def candidates_cmd(settings: Settings, run_id, as_json) -> None:
     """The candidates of a run with status, score and who recorded them, in recording order."""
-    page = _listing(settings, run_id, "list_candidates", as_json)
-    if page is None:
+    items = _listing(settings, run_id, "list_candidates", as_json, quickread.candidates)
+    if items is None:
         return
-    if not page.items:
+    if not items:
         click.echo(f"run {run_id} has no candidates yet")
-    for c in page.items:
+    for c in items:
         score = "-" if c.score is None else f"{c.score:.6g}"
         flag = "  FLAGGED" if c.flagged else ""
         parent = f"  parent {c.parent_id}" if c.parent_id else ""

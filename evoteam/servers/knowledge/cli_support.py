@@ -4,13 +4,13 @@ modules import it without importing the group that collects them."""
 
 from __future__ import annotations
 
-import asyncio
-
 from evoteam.exitcodes import cli_error
 
 
 def run_store_call(coro):
     """Run `coro`; a StoreError becomes the CLI's one-line error with its exit code."""
+    import asyncio  # here: the quick reads never start an event loop
+
     from evoteam.servers.knowledge.errors import StoreError
 
     try:
@@ -24,3 +24,12 @@ def open_store(settings, actor=None):
     from evoteam.servers.knowledge.connect import open_store as open_it
 
     return open_it(settings, actor)
+
+
+def quick(settings, read):
+    """`read(values)` of evoteam/servers/knowledge/quickread.py on the settings' raw values: the
+    answer of a quick local read, or None when the store must answer (a shared server, a
+    PostgreSQL URL, no file yet, another schema)."""
+    from evoteam.clisettings import setting_values
+
+    return read(setting_values(settings))

@@ -63,7 +63,7 @@ from evoteam.servers.knowledge.render import (
 )
 from evoteam.servers.knowledge.scope import missing
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
-from evoteam.servers.knowledge import measurements, pgsearch
+from evoteam.servers.knowledge import measurements, pgsearch, readsql
 from evoteam.servers.knowledge.measurements import first_line
 from evoteam.servers.knowledge.verified import RANKED, check_may_verify
 
@@ -215,14 +215,12 @@ class LocalKnowledgeStore(KnowledgeStore):
         limit, offset = _limit(limit), decode_cursor(cursor)
         where = " AND ".join(["run_id = ?", *filters])
         params = [run_id, *(v for v in filters.values() if v is not None)]
+        count_sql, page_sql = readsql.run_page(table, where)
         async with self.db.read() as conn:
             await self.visible_run_row(conn, run_id)
-            async with conn.execute(f"SELECT count(*) FROM {table} WHERE {where}", params) as cur:
+            async with conn.execute(count_sql, params) as cur:
                 (total,) = await cur.fetchone()
-            async with conn.execute(
-                f"SELECT * FROM {table} WHERE {where} ORDER BY created_at, id LIMIT ? OFFSET ?",
-                [*params, limit, offset],
-            ) as cur:
+            async with conn.execute(page_sql, [*params, limit, offset]) as cur:
                 items = [row_to_model(r) for r in await cur.fetchall()]
         return _page(items, total, offset, limit)
 
@@ -249,15 +247,12 @@ class LocalKnowledgeStore(KnowledgeStore):
         return await self.get_run(run_id)
 
     async def _run_view(self, conn: aiosqlite.Connection, row: sqlite3.Row) -> Run:
-        async with conn.execute(
-            f"SELECT id, score, score_lo, score_hi FROM candidates WHERE run_id = ? AND {RANKED} "
-            f"AND split != 'heldout' ORDER BY {measurements.rank_order(row['direction'])} LIMIT 1", (row["id"],)
-        ) as cur:
+        # The same queries as the quick CLI reads (readsql.py).
+        async with conn.execute(readsql.best_ranked(row["direction"]), (row["id"],)) as cur:
             best = await cur.fetchone()
         # Counts and spend come from the counters the triggers keep (knowledge/counters.py):
         # one row, whatever the size of the run's history.
-        async with conn.execute("SELECT candidates, learnings, spent_usd FROM run_counters WHERE run_id = ?",
-                                (row["id"],)) as cur:
+        async with conn.execute(readsql.COUNTERS, (row["id"],)) as cur:
             n_cand, n_learn, spent = await cur.fetchone() or (0, 0, 0.0)
         best_score = best["score"] if best else None
         return Run(
@@ -282,11 +277,11 @@ class LocalKnowledgeStore(KnowledgeStore):
         if status:
             where += " AND status = ?"
             params.append(status)
+        count_sql, page_sql = readsql.runs_listing(where)
         async with self.db.read() as conn:
-            async with conn.execute(f"SELECT count(*) FROM runs WHERE {where}", params) as cur:
+            async with conn.execute(count_sql, params) as cur:
                 (total,) = await cur.fetchone()
-            async with conn.execute(f"SELECT * FROM runs WHERE {where} ORDER BY created_at DESC LIMIT ? OFFSET ?",
-                                    [*params, limit, offset]) as cur:
+            async with conn.execute(page_sql, [*params, limit, offset]) as cur:
                 rows = await cur.fetchall()
             items = [await self._run_view(conn, r) for r in rows]
         return _page(items, total, offset, limit)
@@ -380,7 +375,7 @@ class LocalKnowledgeStore(KnowledgeStore):
     async def render_learnings(self, run_id: str, max_chars: int | None = None) -> LearningsDocument:
         async with self.db.read() as conn:
             run = await self.visible_run_row(conn, run_id)
-            async with conn.execute("SELECT learnings FROM run_counters WHERE run_id = ?", (run_id,)) as cur:
+            async with conn.execute(readsql.LEARNINGS_COUNT, (run_id,)) as cur:
                 (total,) = await cur.fetchone() or (0,)
             draft = LearningsDraft(run_id, run["goal"], total, max_chars or 12_000)
             # Kind by kind, read no more rows than can still fit (index learnings_document).
@@ -388,10 +383,7 @@ class LocalKnowledgeStore(KnowledgeStore):
                 room = draft.room()
                 if not room:
                     break
-                async with conn.execute(
-                    "SELECT * FROM learnings WHERE run_id = ? AND kind = ? AND superseded_by IS NULL "
-                    "ORDER BY confidence DESC, created_at DESC LIMIT ?", (run_id, kind, room)
-                ) as cur:
+                async with conn.execute(readsql.LEARNINGS_OF_KIND, (run_id, kind, room)) as cur:
                     draft.add(kind, [self._learning(r) for r in await cur.fetchall()])
         return draft.finish()
 
@@ -662,10 +654,7 @@ class LocalKnowledgeStore(KnowledgeStore):
         async with self.db.read() as conn:
             run = await self.visible_run_row(conn, run_id)
             # One maintained line per role and team version (knowledge/counters.py), not every cost.
-            async with conn.execute(
-                "SELECT role, team_version, usd FROM run_spend WHERE run_id = ? AND n > 0 "
-                "ORDER BY version_key, role_key", (run_id,)
-            ) as cur:
+            async with conn.execute(readsql.SPEND_LINES, (run_id,)) as cur:
                 lines = [SpendLine(role=r["role"], team_version=r["team_version"], usd=r["usd"])
                          for r in await cur.fetchall()]
         spent = sum(line.usd for line in lines)

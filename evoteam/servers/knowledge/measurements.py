@@ -25,6 +25,8 @@ import aiosqlite
 
 from evoteam import stats
 from evoteam.servers.knowledge.migrations import register_migrations
+# The ORDER BY of every ranking lives with the other read SQL (readsql.py).
+from evoteam.servers.knowledge.readsql import rank_order  # noqa: F401 - re-exported
 from evoteam.servers.knowledge.models import CandidateCreate, MeasurementSamples, TrajectoryPoint, WorkloadResult
 from evoteam.servers.knowledge.verified import ranks
 
@@ -46,9 +48,6 @@ MAX_ROUNDS_KEPT = 400  # per workload: a candidate measured very often keeps its
 MAX_HISTORY = 20  # measurement summaries kept in a pooled candidate's metrics
 
 
-def rank_order(direction: str) -> str:
-    """The ORDER BY clause of every ranking (best first, oldest first among equals)."""
-    return f"rank_score {'DESC' if direction == 'maximize' else 'ASC'}, created_at"
 
 
 def kind_of(samples: MeasurementSamples) -> str:

@@ -104,13 +104,8 @@ class Run(BaseModel):
     provenance: Provenance
 
 
-def normalised_discovery_gain(direction: Direction, x0: float | None, best_known: float | None,
-                              best: float | None) -> float | None:
-    """NDG = 100 (E(best) - E(x0)) / (E(SOTA) - E(x0)), direction-aware, uncapped."""
-    if x0 is None or best_known is None or best is None or best_known == x0:
-        return None
-    sign = 1.0 if direction == "maximize" else -1.0
-    return 100.0 * sign * (best - x0) / (sign * (best_known - x0))
+# NDG's formula sits with the run's other read rules (readsql.py): the quick CLI reads use it too.
+from evoteam.servers.knowledge.readsql import normalised_discovery_gain  # noqa: E402,F401 - re-exported
 
 
 # ---------------------------------------------------------------- learnings

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 from evoteam.servers.knowledge.migrations import register_migrations
 from evoteam.servers.knowledge.errors import Forbidden
-
-# The SQL condition (over `candidates`) of a candidate that may rank. Flagged results (the
-# harness suspected tampering or a measurement it cannot trust) never rank until reviewed.
-RANKED = "status = 'PASSED' AND score IS NOT NULL AND verified = 1 AND flagged = 0"
+# The SQL condition of a candidate that may rank, kept with the other read SQL (readsql.py).
+from evoteam.servers.knowledge.readsql import RANKED  # noqa: F401 - re-exported
 
 register_migrations("knowledge.verified", [
     """

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 from typing import TYPE_CHECKING
@@ -25,6 +24,8 @@ def open_store(settings, actor=None):
 
 
 def _run(coro):
+    import asyncio  # here: `evoteam team --help` starts no event loop
+
     try:
         return asyncio.run(coro)
     except (StoreError, DomainError) as exc:
@@ -75,15 +76,21 @@ def status_word(status) -> str:
 @click.pass_obj
 def status_cmd(settings: Settings, run_id, version, as_json) -> None:
     """The current team of a run (default: the newest active run): roles, states, cost, spend."""
+    status = None
+    if not as_json:  # a local file is read without the store's machinery (quickstatus.py), same output
+        from evoteam.clisettings import setting_values
+        from evoteam.servers.team.quickstatus import team_status
 
-    async def go():
-        async with open_store(settings) as store:
-            return await _service(store).team_status(await _current_run(store, run_id), version)
+        status = team_status(setting_values(settings), run_id, version)
+    if status is None:
+        async def go():
+            async with open_store(settings) as store:
+                return await _service(store).team_status(await _current_run(store, run_id), version)
 
-    status = _run(go())
-    if as_json:
-        click.echo(status.model_dump_json(indent=2))
-        return
+        status = _run(go())
+        if as_json:
+            click.echo(status.model_dump_json(indent=2))
+            return
     budget = "no budget" if status.budget_usd is None else f"${status.budget_usd:.2f}"
     click.echo(f"run {status.run_id} ({status.run_status})  team v{status.version}  best {status.best_score}  "
                f"spent ${status.spent_usd:.2f} of {budget}  {status_word(status)}")

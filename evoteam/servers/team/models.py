@@ -31,21 +31,15 @@ SessionStatus = Literal[
     "interrupted",  # its driver died; resumed or restarted later
     "skipped",      # could not start here (e.g. codex is not installed)
 ]
-TERMINAL: frozenset[str] = frozenset({"finished", "failed", "over_budget", "stopped", "skipped"})
+# TERMINAL and slugify are read rules the CLI's quick read shares (readsql.py).
+from evoteam.servers.team.readsql import TERMINAL, slugify  # noqa: E402,F401 - re-exported
 ACTIVE: frozenset[str] = frozenset({"queued", "running"})
 
-_SLUG = re.compile(r"[^a-z0-9]+")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
 # A Claude Code tool name, optionally with a rule in parentheses (``Bash(git diff:*)``): one line,
 # no comma (agent files list tools comma-separated), no control character.
 TOOL_NAME = r"^[A-Za-z][A-Za-z0-9_-]*(\([^\x00-\x1f\x7f\x85\u2028\u2029,()]{0,180}\))?$"
 MODEL_NAME = r"^[A-Za-z0-9][A-Za-z0-9._:@/\[\]-]{0,99}$"
-
-
-def slugify(name: str) -> str:
-    """The file and agent name of a role: lowercase words joined by '-' ("Profiling Scientist"
-    -> "profiling-scientist")."""
-    return _SLUG.sub("-", name.lower()).strip("-")[:60].strip("-")
 
 
 class RoleSpec(BaseModel):

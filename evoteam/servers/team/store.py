@@ -18,6 +18,7 @@ from evoteam.servers.knowledge.errors import NotFound
 from evoteam.servers.knowledge.local import LocalKnowledgeStore, new_id, now, provenance_of
 from evoteam.servers.knowledge.models import Run
 from evoteam.servers.knowledge.scope import Ref, scoped
+from evoteam.servers.team import readsql
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.team.models import (
     TERMINAL,
@@ -88,7 +89,7 @@ class TeamStore:
                 sql, args = ("SELECT * FROM team_versions WHERE run_id = ? ORDER BY version DESC LIMIT 1",
                              (run_id,))
             else:
-                sql, args = "SELECT * FROM team_versions WHERE run_id = ? AND version = ?", (run_id, version)
+                sql, args = readsql.VERSION, (run_id, version)
             async with conn.execute(sql, args) as cur:
                 row = await cur.fetchone()
         if row is None:
@@ -194,8 +195,7 @@ class TeamStore:
             where += f" AND status IN ({', '.join('?' for _ in status)})"
             args.extend(status)
         async with self.db.read() as conn:
-            async with conn.execute(f"SELECT * FROM role_sessions WHERE {where} ORDER BY created_at, id",
-                                    args) as cur:
+            async with conn.execute(readsql.sessions(where), args) as cur:
                 return [self._session(r) for r in await cur.fetchall()]
 
     @scoped(Ref("run_id", "runs"))

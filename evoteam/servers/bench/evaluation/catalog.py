@@ -9,7 +9,6 @@ from evoteam.errors import DomainError
 from evoteam.servers.bench.confinement.workerenv import tuning_env
 from evoteam.servers.bench.formats.kit import Kit
 from evoteam.servers.bench.formats.kits import discover, find_kit
-from evoteam.servers.bench.measurement.batch import timing_method
 from evoteam.servers.bench.models import KitDetail, KitList, KitSummary, WorkloadInfo
 
 
@@ -69,6 +68,9 @@ def describe_kit(settings: Settings, name: str, detail: bool = False) -> KitDeta
         out.heldout_count = m.heldout.count if m.heldout else 0
         out.baseline = label
         out.timing_note = m.timing_note
+        # The measurement code (and numpy with it) only for a kit's details: listing kits needs neither.
+        from evoteam.servers.bench.measurement.batch import timing_method
+
         out.timing_method = timing_method(kit)
         out.solutions = sorted(kit.solutions()) if hasattr(kit, "solutions") else []
         if detail:

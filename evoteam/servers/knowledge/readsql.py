@@ -1,0 +1,65 @@
+"""The store's read queries that the command line also runs on its own (a run's best ranked
+candidate, its counters, its NDG, the listings of runs, of a run's rows and of tokens), as SQL
+text and plain functions with no third-party import. The embedded store (local.py) and the
+quick local reads of the command line (quickread.py) both use these, so the two cannot drift
+apart: one ranking rule, one set of column names."""
+
+from __future__ import annotations
+
+# The SQL condition (over `candidates`) of a candidate that may rank. Flagged results (the
+# harness suspected tampering or a measurement it cannot trust) never rank until reviewed;
+# self-reported scores never rank (verified.py says who may verify).
+RANKED = "status = 'PASSED' AND score IS NOT NULL AND verified = 1 AND flagged = 0"
+
+# A run's counters, kept by triggers (counters.py): one row, whatever the size of the run.
+COUNTERS = "SELECT candidates, learnings, spent_usd FROM run_counters WHERE run_id = ?"
+
+
+def rank_order(direction: str) -> str:
+    """The ORDER BY clause of every ranking (best first, oldest first among equals)."""
+    return f"rank_score {'DESC' if direction == 'maximize' else 'ASC'}, created_at"
+
+
+def best_ranked(direction: str) -> str:
+    """The query of a run's best ranked dev candidate (parameter: the run id); held-out scores
+    never make a run's best."""
+    return (f"SELECT id, score, score_lo, score_hi FROM candidates WHERE run_id = ? AND {RANKED} "
+            f"AND split != 'heldout' ORDER BY {rank_order(direction)} LIMIT 1")
+
+
+def runs_listing(where: str) -> tuple[str, str]:
+    """The count and the page query of the runs matching `where`, newest first (parameters:
+    those of `where`, then limit and offset)."""
+    return (f"SELECT count(*) FROM runs WHERE {where}",
+            f"SELECT * FROM runs WHERE {where} ORDER BY created_at DESC LIMIT ? OFFSET ?")
+
+
+def run_page(table: str, where: str) -> tuple[str, str]:
+    """The count and the page query of a run's rows of `table` matching `where`, oldest first
+    (parameters: those of `where`, then limit and offset)."""
+    return (f"SELECT count(*) FROM {table} WHERE {where}",
+            f"SELECT * FROM {table} WHERE {where} ORDER BY created_at, id LIMIT ? OFFSET ?")
+
+
+# A run's spend, one maintained line per role and team version (counters.py); the run's spend is
+# their sum, in this order.
+SPEND_LINES = ("SELECT role, team_version, usd FROM run_spend WHERE run_id = ? AND n > 0 "
+               "ORDER BY version_key, role_key")
+
+# The learnings document (learningsdoc.py): a run's count of current learnings, then kind by kind
+# its current learnings, most confident and newest first (parameters: run, kind, how many fit).
+LEARNINGS_COUNT = "SELECT learnings FROM run_counters WHERE run_id = ?"
+LEARNINGS_OF_KIND = ("SELECT * FROM learnings WHERE run_id = ? AND kind = ? AND superseded_by IS NULL "
+                     "ORDER BY confidence DESC, created_at DESC LIMIT ?")
+
+# The tokens of a store file, oldest first (auth.py).
+TOKENS = "SELECT * FROM tokens ORDER BY created_at"
+
+
+def normalised_discovery_gain(direction: str, x0: float | None, best_known: float | None,
+                              best: float | None) -> float | None:
+    """NDG = 100 (E(best) - E(x0)) / (E(SOTA) - E(x0)), direction-aware, uncapped."""
+    if x0 is None or best_known is None or best is None or best_known == x0:
+        return None
+    sign = 1.0 if direction == "maximize" else -1.0
+    return 100.0 * sign * (best - x0) / (sign * (best_known - x0))
