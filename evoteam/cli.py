@@ -148,9 +148,9 @@ def serve(server, use_http, host, port, allowed_hosts, allowed_origins, knowledg
     if db:  # through the environment, so every part of this process (and its children) sees it
         os.environ["EVOTEAM_DB"] = db
     if not use_http:
-        from evoteam.servers import front  # standard library only: no mcp, no pydantic
+        from evoteam.servers import front, manifest  # standard library only: no mcp, no pydantic
 
-        if front.enabled():
+        if manifest.enabled():
             code = front.serve(server, {"knowledge_url": knowledge_url})
             if code is not None:
                 sys.exit(code)

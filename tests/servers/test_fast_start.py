@@ -22,6 +22,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from evoteam.servers import front
+from evoteam.servers import manifest as manifest_cache
 from tests.support.raw_stdio import RawStdio
 
 # A call per server whose answer depends only on a fresh store (an error is an answer too).
@@ -117,33 +118,33 @@ def test_a_manifest_of_the_wrong_shape_is_a_miss(tmp_path: Path):
     key = "k" * 64
     good = {"method": "initialize", "result": {"capabilities": {}, "protocolVersion": "x", "serverInfo": {}}}
     tools = {"params": None, "result": {"tools": [{"name": "a"}]}}
-    front.save_manifest(tmp_path, "bench", key, good, tools)
-    assert front.load_manifest(tmp_path, "bench", key)["tools"] == tools
-    assert front.load_manifest(tmp_path, "bench", "other" + key) is None
+    manifest_cache.save_manifest(tmp_path, "bench", key, good, tools)
+    assert manifest_cache.load_manifest(tmp_path, "bench", key)["tools"] == tools
+    assert manifest_cache.load_manifest(tmp_path, "bench", "other" + key) is None
     path = next(tmp_path.glob("bench-*.json"))
     for bad in ("not json", "[]", json.dumps({"format": 1, "key": key, "first": good, "tools": {"params": None}}),
                 json.dumps({"format": 1, "key": key, "first": {**good, "method": "tools/call"}, "tools": tools}),
                 json.dumps({"format": 1, "key": key, "first": good,
                             "tools": {"params": None, "result": {"tools": [{"name": 3}]}}})):
         path.write_text(bad)
-        assert front.load_manifest(tmp_path, "bench", key) is None, bad
+        assert manifest_cache.load_manifest(tmp_path, "bench", key) is None, bad
 
 
 def test_old_manifests_are_pruned(tmp_path: Path):
     first = {"method": "initialize", "result": {"capabilities": {}}}
     tools = {"params": None, "result": {"tools": []}}
-    for i in range(front.KEEP_PER_SERVER + 3):
-        path = front.save_manifest(tmp_path, "bench", f"{i:040d}" + "x" * 24, first, tools)
+    for i in range(manifest_cache.KEEP_PER_SERVER + 3):
+        path = manifest_cache.save_manifest(tmp_path, "bench", f"{i:040d}" + "x" * 24, first, tools)
         os.utime(path, (1_000_000 + i, 1_000_000 + i))
-    front.save_manifest(tmp_path, "team", "t" * 64, first, tools)
+    manifest_cache.save_manifest(tmp_path, "team", "t" * 64, first, tools)
     kept = sorted(tmp_path.glob("bench-*.json"))
-    assert len(kept) == front.KEEP_PER_SERVER and kept[0].name == f"bench-{3:040d}.json"
+    assert len(kept) == manifest_cache.KEEP_PER_SERVER and kept[0].name == f"bench-{3:040d}.json"
     assert len(list(tmp_path.glob("team-*.json"))) == 1
 
 
 def test_the_front_imports_neither_mcp_nor_pydantic(tmp_path: Path):
-    probe = ("import sys; import evoteam.cli; from evoteam.servers import front\n"
-             "front.base_key('knowledge', {}); front.manifest_key({}, None)\n"
+    probe = ("import sys; import evoteam.cli; from evoteam.servers import front, manifest\n"
+             "manifest.base_key('knowledge', {}); manifest.manifest_key({}, None)\n"
              "print(sorted({m.split('.')[0] for m in sys.modules} & {'mcp', 'mcp_types', 'pydantic', 'anyio'}))")
     out = subprocess.run([sys.executable, "-c", probe], env=server_env(tmp_path), capture_output=True,
                          text=True, timeout=60, check=True)
@@ -322,23 +323,23 @@ def test_a_long_tool_list_is_recorded_and_the_fronts_own_reply_never_reaches_the
 
 def test_the_key_follows_what_can_change_the_answers(tmp_path: Path):
     env = server_env(tmp_path)
-    base = front.base_key("bench", {}, env, tmp_path)
+    base = manifest_cache.base_key("bench", {}, env, tmp_path)
 
     def key(b=base, params=None) -> str:
-        return front.manifest_key(b, ["initialize", params or {"protocolVersion": "2025-06-18"}])
+        return manifest_cache.manifest_key(b, ["initialize", params or {"protocolVersion": "2025-06-18"}])
 
     changed = [
-        front.base_key("team", {}, env, tmp_path),
-        front.base_key("bench", {"knowledge_url": "https://kb"}, env, tmp_path),
-        front.base_key("bench", {}, {**env, "EVOTEAM_ROLE": "x"}, tmp_path),
-        front.base_key("bench", {}, {**env, "SOME_OTHER_VAR": "1"}, tmp_path),
-        front.base_key("bench", {}, env, tmp_path / "sub"),
+        manifest_cache.base_key("team", {}, env, tmp_path),
+        manifest_cache.base_key("bench", {"knowledge_url": "https://kb"}, env, tmp_path),
+        manifest_cache.base_key("bench", {}, {**env, "EVOTEAM_ROLE": "x"}, tmp_path),
+        manifest_cache.base_key("bench", {}, {**env, "SOME_OTHER_VAR": "1"}, tmp_path),
+        manifest_cache.base_key("bench", {}, env, tmp_path / "sub"),
     ]
     (tmp_path / "evoteam.toml").write_text('project = "p"\n')
-    changed.append(front.base_key("bench", {}, env, tmp_path))
+    changed.append(manifest_cache.base_key("bench", {}, env, tmp_path))
     (tmp_path / "evoteam.toml").unlink()
     keys = {key(), *(key(b) for b in changed), key(params={"protocolVersion": "2025-11-25"})}
     assert len(keys) == len(changed) + 2
     # Per-terminal and per-session variables no server reads leave it alone.
-    assert key(front.base_key("bench", {}, {**env, "SHLVL": "9", "CLAUDE_CODE_SESSION_ID": "s"}, tmp_path)) == key()
+    assert key(manifest_cache.base_key("bench", {}, {**env, "SHLVL": "9", "CLAUDE_CODE_SESSION_ID": "s"}, tmp_path)) == key()
     # (An edited source file changes the code fingerprint: tests/plugin/test_warm_hooks.py.)

@@ -40,12 +40,20 @@ def service_class(service: str) -> type:
     return getattr(importlib.import_module(module), name)
 
 
+def _own_attributes(cls: type) -> dict[str, Any]:
+    """The attributes a component class and its bases (a store split by concept) define."""
+    out: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__[:-1]):  # object's are nobody's methods
+        out.update(vars(klass))
+    return out
+
+
 @functools.cache
 def service_methods(service: str) -> tuple[str, ...]:
     """The methods a remote caller may invoke: those declared with their scope (scope.py), and
     nothing else (no import, no token administration, no private helpers)."""
     cls = service_class(service)
-    names = KnowledgeStore.__abstractmethods__ if cls is KnowledgeStore else vars(cls)
+    names = KnowledgeStore.__abstractmethods__ if cls is KnowledgeStore else _own_attributes(cls)
     return tuple(sorted(name for name in names if not name.startswith("_") and declaration(cls, name) is not None))
 
 
@@ -53,7 +61,8 @@ def undeclared_methods(service: str) -> list[str]:
     """Public coroutine methods of a service without a scope declaration (should be none)."""
     cls = service_class(service)
     names = KnowledgeStore.__abstractmethods__ - {"with_actor"} if cls is KnowledgeStore else [
-        name for name, fn in vars(cls).items() if not name.startswith("_") and inspect.iscoroutinefunction(fn)]
+        name for name, fn in _own_attributes(cls).items()
+        if not name.startswith("_") and inspect.iscoroutinefunction(fn)]
     return sorted(name for name in names if declaration(cls, name) is None)
 
 

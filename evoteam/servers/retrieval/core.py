@@ -61,7 +61,7 @@ from evoteam.servers.retrieval.rank import (
     novel_queries,
     score_bounds,
 )
-from evoteam.servers.retrieval.store import IdList, QueryResultsCreate, RunInfo
+from evoteam.servers.retrieval.storemodels import IdList, QueryResultsCreate, RunInfo
 
 Progress = Callable[[float, float, str], Awaitable[None]]
 # Enough to judge what a document is about; lookup(document_id) pages the full text.

@@ -21,7 +21,8 @@ import signal
 import time
 from pathlib import Path
 
-from evoteam.servers.bench.confinement.limits import DEFAULT_PIDS, TreeLimits, sweep_leftovers
+from evoteam.servers.bench.confinement.leftovers import kill_orphaned_workers, sweep_leftovers
+from evoteam.servers.bench.confinement.limits import DEFAULT_PIDS, TreeLimits
 
 
 class _IOVec(ctypes.Structure):
@@ -124,6 +125,7 @@ class Jail:
         self.freeze_fd: int | None = None
         self.events_fd: int | None = None
         self.thawed = False
+        kill_orphaned_workers()  # once per process: workers a killed harness left stopped
         root = cgroup_root()
         if root is not None:
             path = root / f"evoteam-{os.getpid()}-{secrets.token_hex(4)}"

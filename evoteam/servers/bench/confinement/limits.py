@@ -17,6 +17,8 @@ import os
 import secrets
 from pathlib import Path
 
+from evoteam.servers.bench.confinement import leftovers
+
 DEFAULT_PIDS = 512  # processes and threads of one worker's tree
 _V1 = Path("/sys/fs/cgroup")
 
@@ -33,48 +35,6 @@ def _v1_dir(controller: str) -> Path | None:
             base = _V1 / controller / rel.lstrip("/")
             return base if base.is_dir() and os.access(base, os.W_OK) else None
     return None
-
-
-_SWEPT: set[Path] = set()
-
-
-def sweep_leftovers(base: Path) -> int:
-    """Remove the empty groups that evoteam processes now dead left in ``base`` (a server killed
-    with SIGKILL never reaches its clean-up), once per folder and process; how many went.
-
-    Only ``evoteam-<pid>-…`` folders of pids that no longer exist are touched, and ``rmdir``
-    removes a cgroup only while no process is in it, so a live evaluation's group is never hit."""
-    if base in _SWEPT:
-        return 0
-    _SWEPT.add(base)
-    removed = 0
-    try:
-        entries = list(base.iterdir())
-    except OSError:
-        return 0
-    for entry in entries:
-        parts = entry.name.split("-")
-        if parts[0] != "evoteam" or len(parts) < 3:
-            continue
-        pid = parts[2] if parts[1] == "probe" else parts[1]
-        if not pid.isdigit() or _alive(int(pid)):
-            continue
-        try:
-            entry.rmdir()
-            removed += 1
-        except OSError:
-            pass
-    return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # it exists; it is someone else's
-    return True
 
 
 def _write(path: Path, value: str) -> bool:
@@ -143,7 +103,7 @@ class TreeLimits:
             base = _v1_dir(controller) if limit else None
             if base is None:
                 continue
-            sweep_leftovers(base)
+            leftovers.sweep_leftovers(base)
             path = base / name
             try:
                 path.mkdir()
