@@ -332,6 +332,15 @@ class Evaluation(BaseModel):
         "metrics.geomean_speedup", "metrics.workloads_passed", "metrics.workloads", "metrics.min_speedup",
         "metrics.max_speedup"})
 
+    # A PENDING answer has no result yet: its zero counts and false flags would read as one (a
+    # model took `recorded: false` for "this will not be recorded").
+    PENDING_OMIT: ClassVar[frozenset[str]] = frozenset({
+        "kind", "direction", "passed", "total", "flagged", "recorded", "contended", "wall_s"})
+
+    @classmethod
+    def text_omit_for(cls, structured: dict[str, Any]) -> frozenset[str]:
+        return cls.PENDING_OMIT if structured.get("status") == "PENDING" else frozenset()
+
     kit: str
     kind: KitKind
     split: Split
