@@ -6,7 +6,10 @@
 - a passing but flagged evaluation's message began "all 3 workloads correct; geomean speedup
   38.5×": the flag that keeps it from ranking was only in `flags`;
 - remeasure's default on a run without a team (one group) measured one finalist, so the skill's
-  "which ranking holds" had nothing to rank.
+  "which ranking holds" had nothing to rank;
+- a role's brief sent it to get_candidate with detail=true for the code (every sample too) while
+  the tool and the skills say include_code=true, and the summary repeated the machine's
+  description, the kit's path and hash and figures the score already gives.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from evoteam.config import Settings
 from evoteam.servers.bench.server import build_server as bench_server
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.server import build_server as knowledge_server
+from evoteam.servers.team.server import build_server as team_server
 
 KITS = Path(__file__).resolve().parents[2] / "task_kits"
 
@@ -104,6 +108,33 @@ async def test_remeasure_of_a_run_without_a_team_ranks_its_best_few(settings, st
     finalists = [e["candidate_id"] for e in measured.structured_content["entries"] if e["candidate_id"] != "baseline"]
     assert sorted(finalists) == sorted(ids)
     assert sorted(measured.structured_content["order_after"]) == sorted(ids)
+
+
+async def test_a_role_is_sent_to_the_code_by_the_short_way(settings, store, tmp_path: Path):
+    run_id = await start_run(settings, store)
+    async with Client(bench_server(settings, store)) as bench:
+        done = await bench.call_tool("evaluate", {"kit": "rmsnorm_walk", "code": FLOAT32, "run_id": run_id})
+    cand = done.structured_content["candidate_id"]
+    project = tmp_path / "project"
+    project.mkdir()
+    async with Client(team_server(settings, store, project_dir=project)) as team:
+        plan = await team.call_tool("design_team", {
+            "run_id": run_id, "diagnosis": "v1", "rationale": "one tuner",
+            "roles": [{"name": "Tuner", "mandate": "beat the best", "isolation": "shared"}]})
+    assert not plan.is_error, plan.content[0].text
+    brief = (project / ".claude" / "agents" / "tuner.md").read_text()
+    reads = brief.split("## Read before you act", 1)[1].split("## Deliver", 1)[0]
+    assert "get_candidate` with include_code=true" in reads, reads
+    async with Client(knowledge_server(settings, store)) as kb:
+        short = await kb.call_tool("get_candidate", {"candidate_id": cand, "include_code": True})
+        full = await kb.call_tool("get_candidate", {"candidate_id": cand, "detail": True})
+    text = short.content[0].text
+    assert "def run(" in json.loads(text)["code"]
+    for noise in ('"environment"', '"kit_hash"', '"kit_source"', '"geomean_speedup"', '"samples"'):
+        assert noise not in text, noise
+    assert '"contention"' in text and '"workloads"' in text  # what explains the score stays
+    assert '"environment"' in full.content[0].text  # detail=true still has everything
+    assert len(text) < len(full.content[0].text)
 
 
 async def test_a_flagged_passing_result_says_so_first(tmp_path: Path, store):
