@@ -7,6 +7,7 @@
   38.5×": the flag that keeps it from ranking was only in `flags`;
 - remeasure's default on a run without a team (one group) measured one finalist, so the skill's
   "which ranking holds" had nothing to rank;
+- compare repeated the contention clause in both sides' messages, cut off mid-word;
 - a role's brief sent it to get_candidate with detail=true for the code (every sample too) while
   the tool and the skills say include_code=true, and the summary repeated the machine's
   description, the kit's path and hash and figures the score already gives.
@@ -150,3 +151,20 @@ async def test_a_flagged_passing_result_says_so_first(tmp_path: Path, store):
     shown = json.loads(result.content[0].text)
     assert shown["status"] == "PASSED" and shown["flagged"] is True, shown
     assert shown["message"].startswith("FLAGGED, does not rank until reviewed"), shown["message"]
+
+
+async def test_compare_says_contention_once(settings, store):
+    # The best call-path floor this bench has seen, set far below any real one: every batch now
+    # reads as contended, as it did on the helper's busy machine.
+    from evoteam.servers.bench.formats.kits import state_dir
+
+    state_dir(settings).mkdir(parents=True, exist_ok=True)
+    (state_dir(settings) / "call_path_floor.json").write_text(json.dumps({"cpu": 0.001}))
+    async with Client(bench_server(settings, store)) as bench:
+        result = await bench.call_tool("compare", {"kit": "rmsnorm_walk", "a_code": FLOAT64, "b_code": FLOAT32,
+                                                   "repeats": 2})
+    shown = json.loads(result.content[0].text)
+    assert shown["contended"] is True, shown
+    for side in ("a", "b"):
+        message = shown[side]["message"]
+        assert message.startswith("all 1 workloads correct") and "contended machine" not in message, message

@@ -424,4 +424,5 @@ class Comparison(BaseModel):
     rounds: int | None = None
     workloads: list[WorkloadComparison]
     verdict: str = Field(description="which is better, or 'no significant difference'")
-    contended: bool = False
+    contended: bool = Field(default=False, description="the machine was busier than the timing tolerates: "
+                            "intervals are wider (said here once, not in each side's message)")
