@@ -1,6 +1,7 @@
-"""Fair numbers after the fact: a run's finalists (the best candidate of every team version, or
-named candidates) measured again in ONE interleaved batch with the baseline, each finalist's new
-rounds recorded as one more measurement of it, and which rankings that changed.
+"""Fair numbers after the fact: a run's finalists (the best candidate of every team version, the
+best few of a run without a team, or named candidates) measured again in ONE interleaved batch
+with the baseline, each finalist's new rounds recorded as one more measurement of it, and which
+rankings that changed.
 
 Scores recorded during a run come from different hours, loads and sometimes machines. In one
 batch every round times every finalist (and a copy of the baseline, an A/A check) on the same
@@ -107,20 +108,24 @@ def judge(mset: MeasurementSet) -> None:
                                     if (iv := e.pooled_interval or e.score_interval) and iv[0] <= t_hi and iv[1] >= t_lo]
 
 
+# A run of one group (no team: the /kernel-loop skill) would otherwise re-measure a single
+# finalist, and a batch of one answers no "which ranking holds" question.
+SINGLE_GROUP_FINALISTS = 3
+
+
 async def finalists(store: KnowledgeStore, run_id: str) -> list[CandidateSummary]:
     """The best ranked candidate of each team version (candidates of no version count as one group),
-    best by the pessimistic end of its interval."""
+    best by the pessimistic end of its interval; a run of one group gives its best few."""
     run = await store.get_run(run_id)
-    best: dict[int | None, tuple[float, CandidateSummary]] = {}
+    keyed: dict[int | None, list[tuple[float, CandidateSummary]]] = {}
     for c in await all_candidates(store, run_id):
         if not ranks(c.status, c.score, c.verified, c.flagged) or c.split == "heldout":
             continue
         bound = stats.pessimistic(_estimate(c.score, c.score_interval), run.direction)
-        key = bound if run.direction == "maximize" else -bound
-        held = best.get(c.provenance.team_version)
-        if held is None or key > held[0]:
-            best[c.provenance.team_version] = (key, c)
-    return [best[k][1] for k in sorted(best, key=lambda v: (v is None, v or 0))]
+        keyed.setdefault(c.provenance.team_version, []).append((bound if run.direction == "maximize" else -bound, c))
+    per_group = SINGLE_GROUP_FINALISTS if len(keyed) == 1 else 1
+    return [c for k in sorted(keyed, key=lambda v: (v is None, v or 0))
+            for _, c in sorted(keyed[k], key=lambda kc: -kc[0])[:per_group]]
 
 
 def estimate_seconds(kit, n_sides: int, rounds: int, recorded: list[CandidateSummary | None]) -> float:

@@ -135,6 +135,9 @@ def compact_text(structured: Any, omit: frozenset[str] | set[str] = frozenset())
     return json.dumps(rounded(pruned(without(structured, omit))), ensure_ascii=False, separators=(",", ":"))
 
 
-def text_omit(model: Any) -> frozenset[str]:
-    """The dotted fields an output model keeps out of its text (a `TEXT_OMIT` class attribute)."""
-    return frozenset(getattr(model, "TEXT_OMIT", ()) or ())
+def text_omit(model: Any, structured: Any = None) -> frozenset[str]:
+    """The dotted fields an output model keeps out of its text (a `TEXT_OMIT` class attribute),
+    plus those its `text_omit_for(structured)` classmethod leaves out of this one result."""
+    omit = frozenset(getattr(model, "TEXT_OMIT", ()) or ())
+    more = getattr(model, "text_omit_for", None)
+    return omit | frozenset(more(structured)) if callable(more) and isinstance(structured, dict) else omit

@@ -140,7 +140,7 @@ class EvoServer(MCPServer):
         structured = getattr(result, "structured_content", None)
         if structured is not None and not result.is_error:
             tool = self._tool_manager.get_tool(name)
-            omit = text_omit(tool.fn_metadata.output_model) if tool is not None else frozenset()
+            omit = text_omit(tool.fn_metadata.output_model, structured) if tool is not None else frozenset()
             result = result.model_copy(update={"content": [TextContent(type="text",
                                                                        text=compact_text(structured, omit))]})
         return result

@@ -334,6 +334,15 @@ class Evaluation(BaseModel):
         "metrics.geomean_speedup", "metrics.workloads_passed", "metrics.workloads", "metrics.min_speedup",
         "metrics.max_speedup"})
 
+    # A PENDING answer has no result yet: its zero counts and false flags would read as one (a
+    # model took `recorded: false` for "this will not be recorded").
+    PENDING_OMIT: ClassVar[frozenset[str]] = frozenset({
+        "kind", "direction", "passed", "total", "flagged", "recorded", "contended", "wall_s"})
+
+    @classmethod
+    def text_omit_for(cls, structured: dict[str, Any]) -> frozenset[str]:
+        return cls.PENDING_OMIT if structured.get("status") == "PENDING" else frozenset()
+
     kit: str
     kind: KitKind
     split: Split
@@ -417,4 +426,5 @@ class Comparison(BaseModel):
     rounds: int | None = None
     workloads: list[WorkloadComparison]
     verdict: str = Field(description="which is better, or 'no significant difference'")
-    contended: bool = False
+    contended: bool = Field(default=False, description="the machine was busier than the timing tolerates: "
+                            "intervals are wider (said here once, not in each side's message)")

@@ -177,7 +177,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     async def remeasure(
         ctx: Context,
         run_id: str,
-        candidate_ids: Annotated[list[str] | None, Field(description="default: each version's best")] = None,
+        candidate_ids: Annotated[list[str] | None, Field(description="default: each version's best; no team: the best 3")] = None,
         rounds: Annotated[int, Field(ge=2, le=100)] = 10,
         split: Split = "dev",
     ) -> MeasurementSet:

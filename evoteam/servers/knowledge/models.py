@@ -318,6 +318,22 @@ class Candidate(CandidateSummary):
     samples: MeasurementSamples | None = Field(default=None, description="the pooled per-round measurements "
                                                "(detail=true)")
 
+    # Recorded for programs and detail=true; the summary an agent reads leaves them out (the bench's
+    # evaluate text leaves out the same): the machine, the kit's path and hash, and figures the
+    # score and the workloads already give.
+    SUMMARY_DROPS_METRICS: ClassVar[frozenset[str]] = frozenset({
+        "environment", "kit_source", "kit_hash", "harness_overhead_s", "wall_s", "baseline", "device",
+        "geomean_speedup", "workloads_passed", "workloads", "min_speedup", "max_speedup"})
+
+    def summary(self, include_code: bool = False) -> Candidate:
+        """The candidate as get_candidate shows it without detail: no samples, fewer metrics, and
+        its code only when asked for."""
+        metrics = {k: v for k, v in self.metrics.items() if k not in self.SUMMARY_DROPS_METRICS}
+        update: dict[str, Any] = {"samples": None, "metrics": metrics}
+        if not include_code:
+            update["code"] = None
+        return self.model_copy(update=update)
+
 
 class TrajectoryPoint(BaseModel):
     candidate_id: str

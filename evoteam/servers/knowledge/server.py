@@ -285,7 +285,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         candidate = await kb(ctx).get_candidate(candidate_id)
         if detail:
             return candidate
-        return candidate.model_copy(update={"samples": None} if include_code else {"code": None, "samples": None})
+        return candidate.summary(include_code)
 
     @server.tool()
     @tool_errors

@@ -133,7 +133,7 @@ def role_brief(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming |
             f"versions did."]),
         *([] if no_candidates else [
             f"The best candidates so far (`{k('knowledge', 'best_candidates')}`) and, before building on one, "
-            f"its code (`{k('knowledge', 'get_candidate')}` with detail=true)."]),
+            f"its code (`{k('knowledge', 'get_candidate')}` with include_code=true)."]),
         *([f"Run `{run.id}` has no learnings, candidates or earlier team versions yet, so there is nothing to read "
            f"in the store before you start; later, `{k('knowledge', 'learnings')}` shows what your teammates "
            f"recorded."] if no_learnings and no_candidates and no_history else []),

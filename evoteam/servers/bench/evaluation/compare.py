@@ -28,6 +28,7 @@ from evoteam.servers.bench.evaluation.core import (
 )
 from evoteam.servers.bench.formats.kits import find_kit
 from evoteam.servers.bench.models import ComparedSide, Comparison, Evaluation, Split, WorkloadComparison
+from evoteam.servers.bench.measurement.machine import contention_line
 from evoteam.servers.bench.measurement.session import SideSpec
 from evoteam.servers.knowledge.store import KnowledgeStore
 
@@ -36,6 +37,11 @@ MESSAGE_LIMIT = 300
 
 def _brief(e: Evaluation) -> ComparedSide:
     msg = e.message
+    # The comparison's `contended` says it once; each side repeated the same long clause (and
+    # lost its end to the limit).
+    line = contention_line(e.metrics.get("contention") or {})
+    if msg and line:
+        msg = msg.replace("; " + line, "")
     if msg and len(msg) > MESSAGE_LIMIT:
         msg = msg[:MESSAGE_LIMIT] + "..."
     return ComparedSide(status=e.status, score=e.score, score_interval=e.score_interval, message=msg)

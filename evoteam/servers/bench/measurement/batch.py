@@ -243,6 +243,9 @@ def _evaluation(kit: Kit, split: Split, outcomes: list[WorkloadOutcome], verdict
     line = machine.contention_line(metrics.get("contention") or {})
     if line and est is not None:  # only a timed result is touched by contention
         message = f"{message}; {line}"
+    if flags and status == "PASSED":
+        # Said first: a model read "all 3 workloads correct; geomean speedup 38.5×" and not the flags.
+        message = f"FLAGGED, does not rank until reviewed ({len(flags)} flag(s): see flags); {message}"
     return Evaluation(kit=kit.name, kind="kernel", split=split, status=status, score=score, score_interval=interval,
                       direction=m.direction, passed=passed, total=len(outcomes), workloads=outcomes, metrics=metrics,
                       flagged=bool(flags), flags=flags, message=message, best_known=m.best_known,
