@@ -42,7 +42,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_knowledge import (  # noqa: E402
     bulk_learnings, fmt_ms, pct, sentence, table, time_calls, typical_query)
-from evoteam.servers.knowledge.local import LocalKnowledgeStore, index_filters, new_id, now  # noqa: E402
+from evoteam.servers.knowledge.local import LocalKnowledgeStore  # noqa: E402
+from evoteam.servers.knowledge.rows import index_filters, new_id, now  # noqa: E402
 from evoteam.servers.knowledge.models import LearningCreate, RunCreate  # noqa: E402
 from evoteam.servers.knowledge.store import Actor  # noqa: E402
 from tests.knowledge.conftest import KnowledgeServer, free_port, make_token  # noqa: E402

@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from evoteam.config import load_settings  # noqa: E402
-from evoteam.servers.knowledge.local import LocalKnowledgeStore, index_filters, new_id, now  # noqa: E402
+from evoteam.servers.knowledge.local import LocalKnowledgeStore  # noqa: E402
+from evoteam.servers.knowledge.rows import index_filters, new_id, now  # noqa: E402
 from evoteam.servers.knowledge.models import RunCreate  # noqa: E402
 from evoteam.servers.knowledge.server import build_server  # noqa: E402
 from evoteam.servers.knowledge.store import Actor  # noqa: E402

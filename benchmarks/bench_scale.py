@@ -38,7 +38,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_knowledge import VOCAB, pct, sentence, time_calls, typical_query  # noqa: E402
 from evoteam.plugin import state  # noqa: E402
-from evoteam.servers.knowledge.local import LocalKnowledgeStore, index_filters, new_id, now  # noqa: E402
+from evoteam.servers.knowledge.local import LocalKnowledgeStore  # noqa: E402
+from evoteam.servers.knowledge.rows import index_filters, new_id, now  # noqa: E402
 from evoteam.servers.knowledge.store import Actor  # noqa: E402
 from evoteam.servers.team.core import TeamService  # noqa: E402
 from evoteam.servers.team.store import TeamStore  # noqa: E402

@@ -320,7 +320,7 @@ def subagent_stop(hook_input: dict[str, Any]) -> dict[str, Any] | None:
 async def _newest_history(store, run_id: str, n: int = 50):
     """The run's newest `n` history entries (a reflection on the version that just ended is
     among them), read as one bounded page however long the history is."""
-    from evoteam.servers.knowledge.local import encode_cursor
+    from evoteam.servers.knowledge.rows import encode_cursor
 
     total = (await store.list_history(run_id, limit=1)).total
     return await store.list_history(run_id, limit=n, cursor=encode_cursor(max(0, total - n)) if total > n else None)

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from evoteam import safepath
 
 from evoteam.servers.knowledge.errors import Invalid
+from evoteam.servers.knowledge.rows import check_artifact_name
 from evoteam.servers.knowledge.models import (
     CandidateCreate,
     CostCreate,
@@ -141,7 +142,6 @@ def _fields(model, item, **extra):
 def check_bundle(bundle: RunBundle, max_artifact_bytes: int) -> None:
     """Every id safe as a file name and unique, every limit of the store respected, every link
     (parent, artifact, evidence, supersedes) inside this run."""
-    from evoteam.servers.knowledge.local import LocalKnowledgeStore  # the artifact-name rule lives there
 
     run_id = check_id(bundle.run.id, "run", "run id")
     seen: set[str] = set()
@@ -156,7 +156,7 @@ def check_bundle(bundle: RunBundle, max_artifact_bytes: int) -> None:
     artifacts = set()
     for a in bundle.artifacts:
         artifacts.add(new(a.id, "art", "artifact id"))
-        LocalKnowledgeStore.check_artifact_name(a.name)
+        check_artifact_name(a.name)
         data = a.text.encode("utf-8") if a.is_text else base64.b64decode(a.content_base64 or "")
         if len(data) > max_artifact_bytes:
             raise Invalid(f"artifact {a.id} is {len(data)} bytes; this store's limit is {max_artifact_bytes}")

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import json
-import re
 import sqlite3
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,11 +16,9 @@ import aiosqlite
 
 from evoteam.codehash import code_hash
 from evoteam.servers.knowledge import idempotency, lineage
-from evoteam.servers.knowledge.bundlecheck import existing_ids
 from evoteam.servers.knowledge.backend import open_database
 from evoteam.servers.knowledge.db import Database
-from evoteam.servers.knowledge.errors import Forbidden, Invalid, NotFound, TooLarge
-from evoteam.servers.knowledge.hits import hits_page
+from evoteam.servers.knowledge.errors import Forbidden, Invalid, NotFound
 from evoteam.servers.knowledge.models import (
     Artifact,
     ArtifactCreate,
@@ -51,97 +46,37 @@ from evoteam.servers.knowledge.models import (
     Spend,
     SpendLine,
     Trajectory,
-    WorkloadResult,
     normalised_discovery_gain,
 )
-from evoteam.servers.knowledge.render import (
-    HISTORY_CHARS,
-    KIND_TITLES,
-    LearningsDraft,
-    history_entry_chars,
-    render_history,
-)
+from evoteam.servers.knowledge.render import KIND_TITLES, LearningsDraft
 from evoteam.servers.knowledge.scope import missing
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
-from evoteam.servers.knowledge import measurements, pgsearch, readsql
-from evoteam.servers.knowledge.measurements import first_line
+from evoteam.servers.knowledge import bundleimport, historystore, localsearch, measurements, pgsearch, readsql
 from evoteam.servers.knowledge.verified import RANKED, check_may_verify
-
-MAX_LIMIT = 200
-RANK_WINDOW = 5000  # search ranks at most this many of the newest matches
-COUNT_CAP = 1000  # search counts matches up to this many (then says the total is a lower bound)
-SAMPLE_WINDOW = 3000  # a word's frequency is judged on this many of the newest index entries
-DEFAULT_MAX_ARTIFACT_BYTES = 4 * 1024 * 1024
-_ARTIFACT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ +-]{0,199}$")
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:16]}"
-
-
-def now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-def encode_cursor(offset: int) -> str:
-    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str | None) -> int:
-    if not cursor:
-        return 0
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        kind, value = raw.split(":", 1)
-        offset = int(value)
-        if kind != "o" or not 0 <= offset < 2**62:  # SQLite's OFFSET is a signed 64-bit integer
-            raise ValueError
-        return offset
-    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
-        raise Invalid("bad cursor: pass back the next_cursor of the previous page, or none to start") from exc
-
-
-def _limit(limit: int) -> int:
-    if limit < 1 or limit > MAX_LIMIT:
-        raise Invalid(f"limit must be between 1 and {MAX_LIMIT}")
-    return limit
-
-
-def _page(items: list, total: int, offset: int, limit: int) -> Page:
-    more = offset + len(items) < total
-    return Page(items=items, total=total, next_cursor=encode_cursor(offset + limit) if more else None)
-
-
-def fts_query(text: str, any_word: bool = False) -> str | None:
-    """Turn arbitrary user text into a safe FTS5 query over title and body: every word
-    quoted, so operators, quotes and column filters in the input are plain words, never syntax."""
-    words = _WORD.findall(text)[:32]
-    if not words:
-        return None
-    quoted = ['"' + w.replace('"', '""') + '"' for w in words]
-    return "{title body} : (" + (" OR " if any_word else " ").join(quoted) + ")"
-
-
-def filter_token(kind: str, value: str) -> str:
-    """One opaque, tokenizer-proof token standing for `kind = value` in the index."""
-    return kind + hashlib.sha1(value.encode("utf-8")).hexdigest()[:20]
-
-
-def index_filters(kind: str, run_id: str, project: str) -> str:
-    return " ".join((filter_token("k", kind), filter_token("r", run_id), filter_token("p", project)))
-
-
-async def insert_row(conn: aiosqlite.Connection, table: str, values: dict[str, Any]) -> None:
-    cols = ", ".join(values)
-    marks = ", ".join("?" for _ in values)
-    await conn.execute(f"INSERT INTO {table} ({cols}) VALUES ({marks})", tuple(values.values()))
-
-
-def provenance_of(row: sqlite3.Row) -> Provenance:
-    return Provenance(user=row["user"], client=row["client"], role=row["role"],
-                      team_version=row["team_version"], created_at=datetime.fromisoformat(row["created_at"]))
-
+from evoteam.servers.knowledge.rowmodels import (
+    artifact_content,
+    artifact_info_of,
+    candidate_of,
+    candidate_summary_of,
+    cost_of,
+    history_of,
+    learning_of,
+)
+from evoteam.servers.knowledge.rows import (
+    COUNT_CAP,
+    DEFAULT_MAX_ARTIFACT_BYTES,
+    RANK_WINDOW,
+    SAMPLE_WINDOW,
+    check_artifact_name,
+    decode_cursor,
+    index_filters,
+    insert_row,
+    new_id,
+    now,
+    page_limit,
+    page_of,
+    provenance_of,
+)
 
 class LocalKnowledgeStore(KnowledgeStore):
     """A knowledge store on a local SQLite file."""
@@ -212,7 +147,7 @@ class LocalKnowledgeStore(KnowledgeStore):
                         cursor: str | None) -> Page:
         """One page of a run's rows of `table`, oldest first. `filters` maps SQL conditions to
         their parameter (None for a condition without one)."""
-        limit, offset = _limit(limit), decode_cursor(cursor)
+        limit, offset = page_limit(limit), decode_cursor(cursor)
         where = " AND ".join(["run_id = ?", *filters])
         params = [run_id, *(v for v in filters.values() if v is not None)]
         count_sql, page_sql = readsql.run_page(table, where)
@@ -222,7 +157,7 @@ class LocalKnowledgeStore(KnowledgeStore):
                 (total,) = await cur.fetchone()
             async with conn.execute(page_sql, [*params, limit, offset]) as cur:
                 items = [row_to_model(r) for r in await cur.fetchall()]
-        return _page(items, total, offset, limit)
+        return page_of(items, total, offset, limit)
 
     # ------------------------------------------------------------ runs
 
@@ -272,7 +207,7 @@ class LocalKnowledgeStore(KnowledgeStore):
 
     async def list_runs(self, status: RunStatus | None = None, limit: int = 20,
                         cursor: str | None = None) -> Page[Run]:
-        limit, offset = _limit(limit), decode_cursor(cursor)
+        limit, offset = page_limit(limit), decode_cursor(cursor)
         where, params = self._project_filter()
         if status:
             where += " AND status = ?"
@@ -284,7 +219,7 @@ class LocalKnowledgeStore(KnowledgeStore):
             async with conn.execute(page_sql, [*params, limit, offset]) as cur:
                 rows = await cur.fetchall()
             items = [await self._run_view(conn, r) for r in rows]
-        return _page(items, total, offset, limit)
+        return page_of(items, total, offset, limit)
 
     async def update_run(self, run_id: str, status: RunStatus | None = None,
                          current_version: int | None = None, reason: str | None = None) -> Run:
@@ -304,11 +239,7 @@ class LocalKnowledgeStore(KnowledgeStore):
 
     # ------------------------------------------------------------ learnings
 
-    def _learning(self, row: sqlite3.Row) -> Learning:
-        return Learning(id=row["id"], run_id=row["run_id"], text=row["text"], kind=row["kind"],
-                        tags=json.loads(row["tags"]), evidence=json.loads(row["evidence"]),
-                        confidence=row["confidence"], supersedes=row["supersedes"],
-                        superseded_by=row["superseded_by"], provenance=provenance_of(row))
+    _learning = staticmethod(learning_of)
 
     async def _get_learning(self, conn: aiosqlite.Connection, learning_id: str) -> Learning:
         async with conn.execute("SELECT * FROM learnings WHERE id = ?", (learning_id,)) as cur:
@@ -389,95 +320,26 @@ class LocalKnowledgeStore(KnowledgeStore):
 
     # ------------------------------------------------------------ history
 
-    def _history(self, row: sqlite3.Row) -> HistoryEntry:
-        return HistoryEntry(id=row["id"], run_id=row["run_id"], team_version=row["team_version"],
-                            observed_behaviour=row["observed_behaviour"], diagnosis=row["diagnosis"],
-                            design_change=row["design_change"], outcome=row["outcome"], provenance=provenance_of(row))
+    _history = staticmethod(history_of)
 
     async def _get_history(self, conn: aiosqlite.Connection, entry_id: str) -> HistoryEntry:
-        async with conn.execute("SELECT * FROM history WHERE id = ?", (entry_id,)) as cur:
-            row = await cur.fetchone()
-        if row is None:
-            raise NotFound(f"no history entry {entry_id!r}")
-        return self._history(row)
+        return await historystore.get_history(self, conn, entry_id)
 
     async def add_history(self, spec: HistoryEntryCreate) -> HistoryEntry:
-        if not any([spec.observed_behaviour, spec.diagnosis, spec.design_change, spec.outcome]):
-            raise Invalid("a history entry needs at least one of observed_behaviour, diagnosis, "
-                          "design_change, outcome")
-        async with self.db.write(scope=spec.run_id) as conn:
-            run = await self.visible_run_row(conn, spec.run_id)
-            if (done := await self._replay(conn, run, "history", spec)) is not None:
-                return await self._get_history(conn, done)
-            entry_id = new_id("his")
-            values = self.provenance_values(run["project"])
-            if spec.team_version is not None:
-                values["team_version"] = spec.team_version
-            await insert_row(conn, "history", {
-                "id": entry_id, "run_id": spec.run_id, "observed_behaviour": spec.observed_behaviour,
-                "diagnosis": spec.diagnosis, "design_change": spec.design_change, "outcome": spec.outcome,
-                **values,
-            })
-            body = "\n".join([spec.observed_behaviour, spec.diagnosis, spec.design_change, spec.outcome])
-            await self._index(conn, "history", entry_id, spec.run_id, run["project"],
-                              f"team v{values['team_version']}", body)
-            await self._remember(conn, run, "history", spec, entry_id)
-            return await self._get_history(conn, entry_id)
+        return await historystore.add_history(self, spec)
 
     async def list_history(self, run_id: str, limit: int = 50, cursor: str | None = None) -> Page[HistoryEntry]:
         return await self._run_page("history", self._history, run_id, {}, limit, cursor)
 
     async def render_history(self, run_id: str, max_chars: int | None = None) -> HistoryDocument:
-        max_chars = max_chars or HISTORY_CHARS
-        async with self.db.read() as conn:
-            run = await self.visible_run_row(conn, run_id)
-            async with conn.execute("SELECT history FROM run_counters WHERE run_id = ?", (run_id,)) as cur:
-                (total,) = await cur.fetchone() or (0,)
-            # The newest entries, a batch at a time, until the document is full (index history_newest).
-            newest: list[HistoryEntry] = []
-            used, offset, batch = 0, 0, 16
-            while used < max_chars and offset < total:
-                async with conn.execute("SELECT * FROM history WHERE run_id = ? ORDER BY created_at DESC, id DESC "
-                                        "LIMIT ? OFFSET ?", (run_id, batch, offset)) as cur:
-                    rows = await cur.fetchall()
-                if not rows:
-                    break
-                for r in rows:
-                    entry = self._history(r)
-                    newest.append(entry)
-                    used += history_entry_chars(entry)
-                    if used >= max_chars:
-                        break
-                offset += len(rows)
-        return render_history(run_id, run["goal"], newest[::-1], total=total, max_chars=max_chars)
+        return await historystore.history_document(self, run_id, max_chars)
 
     # ------------------------------------------------------------ artifacts
 
-    def _decode_content(self, spec: ArtifactCreate) -> tuple[bytes, bool]:
-        if (spec.text is None) == (spec.content_base64 is None):
-            raise Invalid("give exactly one of text or content_base64")
-        if spec.text is not None:
-            data, is_text = spec.text.encode("utf-8"), True
-        else:
-            try:
-                data, is_text = base64.b64decode(spec.content_base64, validate=True), False
-            except (binascii.Error, ValueError) as exc:
-                raise Invalid("content_base64 is not valid base64") from exc
-        if len(data) > self.max_artifact_bytes:
-            raise TooLarge(f"artifact is {len(data)} bytes; the limit is {self.max_artifact_bytes}. "
-                           f"Store a summary, or split it into parts")
-        return data, is_text
 
-    @staticmethod
-    def check_artifact_name(name: str) -> None:
-        if not _ARTIFACT_NAME.match(name) or ".." in name:
-            raise Invalid(f"artifact name {name!r} is not allowed: use a plain file name (letters, digits, "
-                          f"'.', '_', '-', '+', spaces; no '/', no '..'), e.g. 'profile_v2.txt'")
+    check_artifact_name = staticmethod(check_artifact_name)
 
-    def _artifact_info(self, row: sqlite3.Row) -> ArtifactInfo:
-        return ArtifactInfo(id=row["id"], run_id=row["run_id"], name=row["name"], kind=row["kind"],
-                            sha256=row["sha256"], size=row["size"], is_text=bool(row["is_text"]),
-                            provenance=provenance_of(row))
+    _artifact_info = staticmethod(artifact_info_of)
 
     async def _get_artifact_info(self, conn: aiosqlite.Connection, artifact_id: str) -> ArtifactInfo:
         async with conn.execute("SELECT * FROM artifacts WHERE id = ?", (artifact_id,)) as cur:
@@ -488,7 +350,7 @@ class LocalKnowledgeStore(KnowledgeStore):
 
     async def put_artifact(self, spec: ArtifactCreate) -> ArtifactInfo:
         self.check_artifact_name(spec.name)
-        data, is_text = self._decode_content(spec)
+        data, is_text = artifact_content(spec, self.max_artifact_bytes)
         digest = hashlib.sha256(data).hexdigest()
         async with self.db.write(scope=spec.run_id) as conn:
             run = await self.visible_run_row(conn, spec.run_id)
@@ -522,22 +384,9 @@ class LocalKnowledgeStore(KnowledgeStore):
 
     # ------------------------------------------------------------ candidates
 
-    def _summary(self, row: sqlite3.Row) -> CandidateSummary:
-        return CandidateSummary(id=row["id"], run_id=row["run_id"], status=row["status"], score=row["score"],
-                                split=row["split"], parent_id=row["parent_id"], flagged=bool(row["flagged"]),
-                                verified=bool(row["verified"]), provenance=provenance_of(row),
-                                score_interval=measurements.interval_of(row),
-                                n_measurements=row["n_measurements"] or 1, code_hash=row["code_hash"],
-                                note=first_line(row["notes"]))
+    _summary = staticmethod(candidate_summary_of)
 
-    def _candidate(self, row: sqlite3.Row) -> Candidate:
-        return Candidate(
-            **self._summary(row).model_dump(), code=row["code"], artifact_id=row["artifact_id"],
-            metrics=json.loads(row["metrics"]),
-            workloads=[WorkloadResult(**w) for w in json.loads(row["workloads"])],
-            documents_used=json.loads(row["documents_used"]), notes=row["notes"], cost_usd=row["cost_usd"],
-            samples=json.loads(row["samples"]) if row["samples"] else None,
-        )
+    _candidate = staticmethod(candidate_of)
 
     async def _get_candidate(self, conn: aiosqlite.Connection, candidate_id: str) -> Candidate:
         async with conn.execute("SELECT * FROM candidates WHERE id = ?", (candidate_id,)) as cur:
@@ -594,7 +443,7 @@ class LocalKnowledgeStore(KnowledgeStore):
 
     async def best_candidates(self, run_id: str, k: int = 5,
                               split: Literal["dev", "heldout", "all"] | None = None) -> list[CandidateSummary]:
-        k = _limit(k)
+        k = page_limit(k)
         async with self.db.read() as conn:
             run = await self.visible_run_row(conn, run_id)
             where, params = f"run_id = ? AND {RANKED}", [run_id]
@@ -626,9 +475,7 @@ class LocalKnowledgeStore(KnowledgeStore):
 
     # ------------------------------------------------------------ costs
 
-    def _cost(self, row: sqlite3.Row) -> CostEntry:
-        return CostEntry(id=row["id"], run_id=row["run_id"], usd=row["usd"], source=row["source"],
-                         detail=json.loads(row["detail"]), provenance=provenance_of(row))
+    _cost = staticmethod(cost_of)
 
     async def record_cost(self, spec: CostCreate) -> CostEntry:
         async with self.db.write(scope=spec.run_id) as conn:
@@ -666,142 +513,13 @@ class LocalKnowledgeStore(KnowledgeStore):
 
     async def search(self, query: str, run_id: str | None = None, kinds: list[SearchKind] | None = None,
                      limit: int = 10, cursor: str | None = None) -> SearchPage:
-        if self.db.dialect == "postgres":  # the same search with PostgreSQL's own full-text machinery
-            return await pgsearch.search(self, query, run_id, kinds, limit, cursor)
-        limit, offset = _limit(limit), decode_cursor(cursor)
-        words = list(dict.fromkeys(w.lower() for w in _WORD.findall(query)))[:32]
-        if not words:
-            return SearchPage(items=[], total=0)
-        filters = []
-        if self.actor.project is not None:
-            filters.append(filter_token("p", self.actor.project))
-        if run_id:
-            filters.append(filter_token("r", run_id))
-        if kinds:
-            filters.append("(" + " OR ".join(filter_token("k", k) for k in kinds) + ")")
-        scope = " AND filters : (" + " AND ".join(filters) + ")" if filters else ""
-        async with self.db.read() as conn:
-            if run_id:
-                await self.visible_run_row(conn, run_id)
-            # Words found in more than a third of the entries carry little ranking signal (their
-            # bm25 weight is near or at 0) and make every match costlier to rank: like stopwords,
-            # they are left out when the query has other words; a query of nothing else lists
-            # its matches newest first.
-            informative = await self._informative_words(conn, words)
-            terms = informative or words
-            for any_word in (False, True):
-                match = fts_query(" ".join(terms), any_word=any_word) + scope
-                # Counting costs time in proportion to the matches: it stops at COUNT_CAP.
-                async with conn.execute("SELECT count(*) FROM (SELECT 1 FROM search_index WHERE search_index "
-                                        "MATCH ? LIMIT ?)", (match, self.count_cap + 1)) as cur:
-                    (total,) = await cur.fetchone()
-                # All words must match first; only when nothing does, any word may.
-                if total or any_word:
-                    break
-            capped = total > self.count_cap
-            total = min(total, self.count_cap)
-            # Ranking costs time in proportion to the matches; beyond RANK_WINDOW matches only
-            # the newest RANK_WINDOW are ranked (a rowid bound FTS5 applies while scanning).
-            newest_first = 0
-            if informative and (capped or total > self.rank_window):
-                async with conn.execute(
-                    "SELECT rowid FROM search_index WHERE search_index MATCH ? ORDER BY rowid DESC "
-                    "LIMIT 1 OFFSET ?", (match, self.rank_window - 1)) as cur:
-                    newest_first = ((await cur.fetchone()) or (0,))[0]
-            # bm25 reads every matching entry's statistics once per query: only ranking pays for it.
-            rank = "bm25(search_index, 2.0, 1.0, 0.0)" if informative else "0.0"
-            # Kinds take turns, and each hit names its owner (hits.py); newest first without a signal.
-            items = await hits_page(conn, match, newest_first, rank, bool(informative), limit, offset)
-        more = offset + len(items) < total
-        return SearchPage(items=items, total=total, total_capped=capped,
-                          next_cursor=encode_cursor(offset + limit) if more else None)
-
-    async def _informative_words(self, conn: aiosqlite.Connection, words: list[str]) -> list[str]:
-        """The query's words that are not stopwords. A word's frequency is judged on a sample —
-        the newest SAMPLE_WINDOW entries of the index — so the cost does not grow with the store."""
-        async with conn.execute("SELECT coalesce(max(rowid), 0) FROM search_index_docsize") as cur:
-            (indexed,) = await cur.fetchone()
-        if indexed < 1000:  # small stores: every word counts
-            return words
-        window = min(indexed, self.sample_window)
-        keep = []
-        for word in words:
-            async with conn.execute("SELECT count(*) FROM search_index WHERE search_index MATCH ? AND rowid > ?",
-                                    (fts_query(word), indexed - window)) as cur:
-                (frequency,) = await cur.fetchone()
-            if frequency <= window // 3:
-                keep.append(word)
-        return keep
+        # The same search on either backend, each with its own full-text machinery.
+        backend = pgsearch if self.db.dialect == "postgres" else localsearch
+        return await backend.search(self, query, run_id, kinds, limit, cursor)
 
     # ------------------------------------------------------------ import
 
     async def import_bundle(self, bundle: RunBundle, project: str | None = None, trust_scores: bool = False) -> Run:
-        """Restore an exported run with its ids and provenance. Local only: provenance is
-        taken from the bundle, which a remote caller must not be able to forge."""
-        run = bundle.run
-        project = project or run.project
-        if self.actor.project is not None and project != self.actor.project:
-            raise Forbidden(f"cannot import into project {project!r}")
-
-        def prov(p: Provenance) -> dict[str, Any]:
-            return {"project": project, "user": p.user, "client": p.client, "role": p.role,
-                    "team_version": p.team_version, "created_at": p.created_at.isoformat()}
-
-        async with self.db.write() as conn:
-            async with conn.execute("SELECT 1 FROM runs WHERE id = ?", (run.id,)) as cur:
-                if await cur.fetchone():
-                    raise Invalid(f"run {run.id} exists already in this store; nothing was imported")
-            await existing_ids(conn, bundle)
-            await insert_row(conn, "runs", {
-                "id": run.id, "goal": run.goal, "kit": run.kit, "direction": run.direction, "x0": run.x0,
-                "best_known": run.best_known, "budget_usd": run.budget_usd, "status": run.status,
-                "current_version": run.current_version, "seeded_from": run.seeded_from,
-                "status_reason": run.status_reason, **prov(run.provenance)})
-            for a in bundle.artifacts:
-                data = a.text.encode("utf-8") if a.is_text else base64.b64decode(a.content_base64 or "")
-                if hashlib.sha256(data).hexdigest() != a.sha256:
-                    raise Invalid(f"artifact {a.id} content does not match its sha256; the export is damaged")
-                await conn.execute("INSERT OR IGNORE INTO blobs (sha256, size, data) VALUES (?, ?, ?)",
-                                   (a.sha256, len(data), data))
-                await insert_row(conn, "artifacts", {
-                    "id": a.id, "run_id": run.id, "name": a.name, "kind": a.kind, "sha256": a.sha256,
-                    "size": len(data), "is_text": int(a.is_text), **prov(a.provenance)})
-                await self._index(conn, "artifact", a.id, run.id, project, f"{a.kind}: {a.name}", a.text or "")
-            # Parents before children: candidates are exported in creation order.
-            for c in bundle.candidates:
-                await insert_row(conn, "candidates", {
-                    "id": c.id, "run_id": run.id, "code": c.code, "artifact_id": c.artifact_id,
-                    "status": c.status, "score": c.score, "split": c.split,
-                    "metrics": json.dumps(c.metrics, default=str),
-                    "workloads": json.dumps([w.model_dump() for w in c.workloads]), "parent_id": c.parent_id,
-                    "documents_used": json.dumps(c.documents_used), "notes": c.notes, "flagged": int(c.flagged),
-                    "verified": int(c.verified and trust_scores), "cost_usd": c.cost_usd, **prov(c.provenance),
-                    "code_hash": c.code_hash, "n_measurements": c.n_measurements,
-                    "score_lo": (c.score_interval or [None, None])[0], "score_hi": (c.score_interval or [None, None])[1],
-                    "rank_score": measurements.rank_value(c.score, c.score_interval, run.direction),
-                    "samples": json.dumps(c.samples) if c.samples else None})
-                await self._index(conn, "candidate", c.id, run.id, project,
-                                  f"candidate {c.status} score {c.score}", c.notes)
-            for item in bundle.learnings:
-                await insert_row(conn, "learnings", {
-                    "id": item.id, "run_id": run.id, "text": item.text, "kind": item.kind,
-                    "tags": json.dumps(item.tags), "evidence": json.dumps(item.evidence),
-                    "confidence": item.confidence, "supersedes": None, "superseded_by": None,
-                    **prov(item.provenance)})
-                await self._index(conn, "learning", item.id, run.id, project,
-                                  f"{item.kind}: {' '.join(item.tags)}", item.text)
-            for item in bundle.learnings:  # links after all rows exist
-                await conn.execute("UPDATE learnings SET supersedes = ?, superseded_by = ? WHERE id = ?",
-                                   (item.supersedes, item.superseded_by, item.id))
-            for h in bundle.history:
-                await insert_row(conn, "history", {
-                    "id": h.id, "run_id": run.id, "observed_behaviour": h.observed_behaviour,
-                    "diagnosis": h.diagnosis, "design_change": h.design_change, "outcome": h.outcome,
-                    **prov(h.provenance)})
-                body = "\n".join([h.observed_behaviour, h.diagnosis, h.design_change, h.outcome])
-                await self._index(conn, "history", h.id, run.id, project, f"team v{h.team_version}", body)
-            for cost in bundle.costs:
-                await insert_row(conn, "costs", {
-                    "id": cost.id, "run_id": run.id, "usd": cost.usd, "source": cost.source,
-                    "detail": json.dumps(cost.detail, default=str), **prov(cost.provenance)})
-        return await self.get_run(run.id)
+        """Restore an exported run with its ids and provenance (bundleimport.py). Local only:
+        provenance is taken from the bundle, which a remote caller must not be able to forge."""
+        return await bundleimport.import_bundle(self, bundle, project, trust_scores)

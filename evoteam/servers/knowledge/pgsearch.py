@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 CONFIG = "evoteam"  # the text search configuration made by pgschema.py
 _HEADLINE = "StartSel=[, StopSel=], MaxWords=16, MinWords=6, MaxFragments=1, FragmentDelimiter=…"
 # Ranking a match reads its row (its tsvector) from the table: a few microseconds each, so the
-# 5,000 SQLite ranks (local.RANK_WINDOW) cost tens of milliseconds here on a busy machine. The
+# 5,000 SQLite ranks (rows.RANK_WINDOW) cost tens of milliseconds here on a busy machine. The
 # newest 1,000 matches keep a search within its 20 ms at any size (docs/performance.md); a
 # store's own smaller window (tests set one) still wins.
 RANK_WINDOW = 1000
@@ -68,9 +68,9 @@ class Scope:
 
 async def search(store: LocalKnowledgeStore, query: str, run_id: str | None, kinds: list[SearchKind] | None,
                  limit: int, cursor: str | None) -> SearchPage:
-    from evoteam.servers.knowledge.local import _WORD, _limit, decode_cursor, encode_cursor
+    from evoteam.servers.knowledge.rows import _WORD, decode_cursor, encode_cursor, page_limit
 
-    limit, offset = _limit(limit), decode_cursor(cursor)
+    limit, offset = page_limit(limit), decode_cursor(cursor)
     words = list(dict.fromkeys(w.lower() for w in _WORD.findall(query)))[:32]
     if not words:
         return SearchPage(items=[], total=0)

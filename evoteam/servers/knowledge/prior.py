@@ -127,7 +127,7 @@ async def _runs_of_kit(store: KnowledgeStore, kit: str | None, exclude: set[str]
 async def _newest_learnings(store: KnowledgeStore, run_id: str):
     """The run's newest LEARNING_WINDOW current learnings (listings are oldest first: start near
     the end)."""
-    from evoteam.servers.knowledge.local import encode_cursor  # the store's cursor format
+    from evoteam.servers.knowledge.rows import encode_cursor  # the store's cursor format
 
     window = LEARNING_WINDOW
     page = await store.list_learnings(run_id, limit=window)

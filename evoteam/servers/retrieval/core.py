@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 
 from evoteam.errors import DomainError
 from evoteam.servers.knowledge.connect import component_store
-from evoteam.servers.knowledge.local import decode_cursor, encode_cursor, new_id
+from evoteam.servers.knowledge.rows import decode_cursor, encode_cursor, new_id
 from evoteam.servers.knowledge.models import CostCreate, SearchHit
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.retrieval.backends import BackendError, BackendSet

@@ -4,7 +4,7 @@ weighted above body, best first."""
 
 from __future__ import annotations
 
-from evoteam.servers.knowledge.local import _WORD, fts_query
+from evoteam.servers.knowledge.rows import _WORD, fts_query
 from evoteam.servers.knowledge.pgsearch import tsquery
 
 

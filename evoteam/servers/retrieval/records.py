@@ -14,7 +14,7 @@ import aiosqlite
 
 from evoteam.errors import DomainError
 from evoteam.servers.knowledge.errors import Invalid, NotFound
-from evoteam.servers.knowledge.local import insert_row, new_id, now
+from evoteam.servers.knowledge.rows import insert_row, new_id, now
 from evoteam.servers.knowledge.scope import Ref, scoped
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.retrieval.models import (

@@ -14,7 +14,7 @@ from datetime import datetime
 import aiosqlite
 
 from evoteam.servers.knowledge.errors import NotFound
-from evoteam.servers.knowledge.local import new_id
+from evoteam.servers.knowledge.rows import new_id
 from evoteam.servers.knowledge.measurements import rank_order
 from evoteam.servers.knowledge.scope import Ref, scoped
 from evoteam.servers.knowledge.verified import RANKED

@@ -27,7 +27,7 @@ from evoteam.servers.guard import EvoServer
 from evoteam.config import Settings
 from evoteam.servers.common import DomainError, session_actor, tool_errors
 from evoteam.servers.knowledge.connect import component_store, open_store
-from evoteam.servers.knowledge.local import decode_cursor, encode_cursor
+from evoteam.servers.knowledge.rows import decode_cursor, encode_cursor
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.team.core import TeamService, role_env
 from evoteam.servers.team.cost import load_price_table

@@ -15,7 +15,8 @@ from typing import Any
 
 from evoteam.errors import DomainError
 from evoteam.servers.knowledge.errors import NotFound
-from evoteam.servers.knowledge.local import LocalKnowledgeStore, new_id, now, provenance_of
+from evoteam.servers.knowledge.local import LocalKnowledgeStore
+from evoteam.servers.knowledge.rows import new_id, now, provenance_of
 from evoteam.servers.knowledge.models import Run
 from evoteam.servers.knowledge.scope import Ref, scoped
 from evoteam.servers.team import readsql

@@ -1,0 +1,91 @@
+"""Restoring an exported run (a `RunBundle`) into a store with its ids and provenance: the rows
+of every kind, their search entries, and the links between them. Checked first by
+bundlecheck.py; scores stay unverified unless the importer trusts them."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from typing import TYPE_CHECKING, Any
+
+from evoteam.servers.knowledge import measurements
+from evoteam.servers.knowledge.bundlecheck import existing_ids
+from evoteam.servers.knowledge.errors import Forbidden, Invalid
+from evoteam.servers.knowledge.models import Provenance, Run, RunBundle
+from evoteam.servers.knowledge.rows import insert_row
+
+if TYPE_CHECKING:
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+
+
+async def import_bundle(store: LocalKnowledgeStore, bundle: RunBundle, project: str | None = None, trust_scores: bool = False) -> Run:
+    """Restore an exported run with its ids and provenance. Local only: provenance is
+    taken from the bundle, which a remote caller must not be able to forge."""
+    run = bundle.run
+    project = project or run.project
+    if store.actor.project is not None and project != store.actor.project:
+        raise Forbidden(f"cannot import into project {project!r}")
+
+    def prov(p: Provenance) -> dict[str, Any]:
+        return {"project": project, "user": p.user, "client": p.client, "role": p.role,
+                "team_version": p.team_version, "created_at": p.created_at.isoformat()}
+
+    async with store.db.write() as conn:
+        async with conn.execute("SELECT 1 FROM runs WHERE id = ?", (run.id,)) as cur:
+            if await cur.fetchone():
+                raise Invalid(f"run {run.id} exists already in this store; nothing was imported")
+        await existing_ids(conn, bundle)
+        await insert_row(conn, "runs", {
+            "id": run.id, "goal": run.goal, "kit": run.kit, "direction": run.direction, "x0": run.x0,
+            "best_known": run.best_known, "budget_usd": run.budget_usd, "status": run.status,
+            "current_version": run.current_version, "seeded_from": run.seeded_from,
+            "status_reason": run.status_reason, **prov(run.provenance)})
+        for a in bundle.artifacts:
+            data = a.text.encode("utf-8") if a.is_text else base64.b64decode(a.content_base64 or "")
+            if hashlib.sha256(data).hexdigest() != a.sha256:
+                raise Invalid(f"artifact {a.id} content does not match its sha256; the export is damaged")
+            await conn.execute("INSERT OR IGNORE INTO blobs (sha256, size, data) VALUES (?, ?, ?)",
+                               (a.sha256, len(data), data))
+            await insert_row(conn, "artifacts", {
+                "id": a.id, "run_id": run.id, "name": a.name, "kind": a.kind, "sha256": a.sha256,
+                "size": len(data), "is_text": int(a.is_text), **prov(a.provenance)})
+            await store._index(conn, "artifact", a.id, run.id, project, f"{a.kind}: {a.name}", a.text or "")
+        # Parents before children: candidates are exported in creation order.
+        for c in bundle.candidates:
+            await insert_row(conn, "candidates", {
+                "id": c.id, "run_id": run.id, "code": c.code, "artifact_id": c.artifact_id,
+                "status": c.status, "score": c.score, "split": c.split,
+                "metrics": json.dumps(c.metrics, default=str),
+                "workloads": json.dumps([w.model_dump() for w in c.workloads]), "parent_id": c.parent_id,
+                "documents_used": json.dumps(c.documents_used), "notes": c.notes, "flagged": int(c.flagged),
+                "verified": int(c.verified and trust_scores), "cost_usd": c.cost_usd, **prov(c.provenance),
+                "code_hash": c.code_hash, "n_measurements": c.n_measurements,
+                "score_lo": (c.score_interval or [None, None])[0], "score_hi": (c.score_interval or [None, None])[1],
+                "rank_score": measurements.rank_value(c.score, c.score_interval, run.direction),
+                "samples": json.dumps(c.samples) if c.samples else None})
+            await store._index(conn, "candidate", c.id, run.id, project,
+                              f"candidate {c.status} score {c.score}", c.notes)
+        for item in bundle.learnings:
+            await insert_row(conn, "learnings", {
+                "id": item.id, "run_id": run.id, "text": item.text, "kind": item.kind,
+                "tags": json.dumps(item.tags), "evidence": json.dumps(item.evidence),
+                "confidence": item.confidence, "supersedes": None, "superseded_by": None,
+                **prov(item.provenance)})
+            await store._index(conn, "learning", item.id, run.id, project,
+                              f"{item.kind}: {' '.join(item.tags)}", item.text)
+        for item in bundle.learnings:  # links after all rows exist
+            await conn.execute("UPDATE learnings SET supersedes = ?, superseded_by = ? WHERE id = ?",
+                               (item.supersedes, item.superseded_by, item.id))
+        for h in bundle.history:
+            await insert_row(conn, "history", {
+                "id": h.id, "run_id": run.id, "observed_behaviour": h.observed_behaviour,
+                "diagnosis": h.diagnosis, "design_change": h.design_change, "outcome": h.outcome,
+                **prov(h.provenance)})
+            body = "\n".join([h.observed_behaviour, h.diagnosis, h.design_change, h.outcome])
+            await store._index(conn, "history", h.id, run.id, project, f"team v{h.team_version}", body)
+        for cost in bundle.costs:
+            await insert_row(conn, "costs", {
+                "id": cost.id, "run_id": run.id, "usd": cost.usd, "source": cost.source,
+                "detail": json.dumps(cost.detail, default=str), **prov(cost.provenance)})
+    return await store.get_run(run.id)
