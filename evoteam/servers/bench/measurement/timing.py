@@ -6,7 +6,9 @@ calls (the whole call path with no kernel in between). Per round and side the ti
 of its calls (delays only ever add to a call; no call is fast by luck, since its inputs exist only
 from its start and its output is checked), less the call path: the median over rounds of each
 round's fastest empty call (see ``Rounds.path``), measured on the baseline's worker — trusted
-code, so a candidate cannot inflate it. A round's speedup is the paired ratio baseline/candidate of the
+code, so a candidate cannot inflate it. A net time is only known to within the spread of the
+rounds' fastest empty calls (``Rounds.resolution``); one below it is unresolved and counts as the resolution itself,
+never as the 1 us floor (see ``Rounds._net``). A round's speedup is the paired ratio baseline/candidate of the
 same round; the workload's speedup is the median of its
 rounds with the exact order-statistic interval (stats.median_interval), and the kit score is
 stats.score_estimate over the workloads' rounds.
@@ -60,8 +62,28 @@ class Rounds:
         kernels' speedups toward 1."""
         return int(stats.median(self.round_nulls)) if self.round_nulls else 0
 
+    @property
+    def resolution(self) -> int:
+        """The smallest net time these rounds can tell from zero: how far the rounds' fastest
+        empty calls spread (the slowest round's less the fastest of all), at least FLOOR_NS.
+        A side's round time is a fastest call too, so it carries the same kind of wait; a net
+        time within that spread is within what waiting for a CPU alone does to a call. On a
+        quiet machine the spread is tens of microseconds; under load it is milliseconds, and a
+        side whose raw time fell below the subtracted path was credited with the 1 us floor: a
+        baseline delayed by 1.7 ms against a floored candidate read as 1,663x."""
+        return max(FLOOR_NS, max(self.round_nulls) - self.floor) if self.round_nulls else FLOOR_NS
+
+    def unresolved(self, label: str) -> int:
+        """How many rounds' net times of this side were below the resolution."""
+        res, path = self.resolution, self.path
+        return sum(1 for r in self.per_round if label in r and r[label] - path < res)
+
     def _net(self, i: int, label: str) -> int:
-        return max(FLOOR_NS, self.per_round[i][label] - self.path)
+        # An unresolved time counts as the resolution: a round's ratio is then never larger
+        # (or smaller) than what the measurement can back, and a round where neither side is
+        # resolved reads as no difference. This understates a kernel that is really faster
+        # than the resolution (its speedup is at least the reported one), never overstates it.
+        return max(self.resolution, self.per_round[i][label] - self.path)
 
     def times(self, label: str) -> list[int]:
         """This side's time per round, the call path subtracted."""
@@ -95,9 +117,14 @@ class Rounds:
         """What was subtracted and how steady the path was, for the evaluation's metrics."""
         if not self.nulls:
             return {}
-        return {"call_path_floor_us": round(self.floor / 1e3, 1),
-                "call_path_subtracted_us": round(self.path / 1e3, 1),
-                "rounds": len(self.per_round)}
+        out = {"call_path_floor_us": round(self.floor / 1e3, 1),
+               "call_path_subtracted_us": round(self.path / 1e3, 1),
+               "resolution_us": round(self.resolution / 1e3, 1),
+               "rounds": len(self.per_round)}
+        unresolved = {label: n for label in self.labels if (n := self.unresolved(label))}
+        if unresolved:
+            out["unresolved_rounds"] = unresolved
+        return out
 
 
 def kit_estimate(samples: dict[str, list[float]], kind: str = "kernel") -> stats.Estimate | None:
