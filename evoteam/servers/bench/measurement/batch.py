@@ -218,7 +218,8 @@ def _evaluation(kit: Kit, split: Split, outcomes: list[WorkloadOutcome], verdict
     if status == "PASSED":
         samples = {o.workload: list(v.samples) for o, v in zip(outcomes, verdicts) if v.samples}
         if len(samples) == len(outcomes) and all(s > 0 and math.isfinite(s) for vs in samples.values() for s in vs):
-            est = timing.kit_estimate(samples)
+            ranges = {o.workload: v.sample_ranges for o, v in zip(outcomes, verdicts) if v.sample_ranges}
+            est = timing.kit_estimate(samples, ranges=ranges)
             score, interval = est.value, [est.lo, est.hi]
             speedups = [o.speedup for o in outcomes]
             metrics.update(geomean_speedup=score, min_speedup=min(speedups), max_speedup=max(speedups))

@@ -113,6 +113,7 @@ class InterleavedRounds:
                 continue
             v.speedup, v.speedup_interval, v.rounds = est.value, [est.lo, est.hi], est.n
             v.samples = rounds.ratios(s.label)
+            v.sample_ranges = rounds.bounds(BASELINE, s.label) if rounds.censored(BASELINE, s.label) else None
             v.times_ns = rounds.times(s.label)
             v.candidate_ms = rounds.median_ms(s.label)
             v.baseline_ms = rounds.median_ms(BASELINE)
