@@ -67,8 +67,10 @@ def timing_method(kit: Kit) -> str:
             "inputs never hits) plus empty calls on the baseline's worker, in an order that rotates with every "
             f"repetition; {t.warmup} warm-up calls per side before the first round; caches are warm (the same "
             "processes and code, fresh data). Baseline and candidate each run in a worker confined alike, so both "
-            "pay the same call path; the path's floor (the fastest empty call) is subtracted from every time. A "
-            f"round's time is each side's fastest call; {dps}. Speedup per workload: the median of the rounds' "
+            "pay the same call path; the path (the median over rounds of each round's fastest empty call) is "
+            f"subtracted from every time. A round's time is each side's fastest call; {dps}. A time left below "
+            "the spread of the rounds' fastest empty calls is unresolved: it counts at that spread, and the "
+            "intervals cover every ratio it allows. Speedup per workload: the median of the rounds' "
             "paired ratios with a 95% order-statistic interval; score: geometric mean over "
             "workloads with a bootstrap interval.")
 
