@@ -197,7 +197,3 @@ def kit_estimate(samples: dict[str, list[float]], kind: str = "kernel",
     lo, hi = stats.score_estimate(lows, kind).lo, stats.score_estimate(highs, kind).hi
     return stats.Estimate(est.value, min(est.lo, lo), max(est.hi, hi), est.n, est.coverage)
 
-
-def ratio_estimate(ratios: list[float]) -> stats.Estimate:
-    """One workload's median ratio with its order-statistic interval, widened likewise."""
-    return stats.ratio_interval(ratios)
