@@ -7,10 +7,11 @@ of its calls (delays only ever add to a call; no call is fast by luck, since its
 from its start and its output is checked), less the call path: the median over rounds of each
 round's fastest empty call (see ``Rounds.path``), measured on the baseline's worker — trusted
 code, so a candidate cannot inflate it. A net time is only known to within the spread of the
-rounds' fastest empty calls (``Rounds.resolution``); one below it is unresolved and counts as the resolution itself,
-never as the 1 us floor (see ``Rounds._net``). A round's speedup is the paired ratio baseline/candidate of the
-same round; the workload's speedup is the median of its
-rounds with the exact order-statistic interval (stats.median_interval), and the kit score is
+rounds' fastest empty calls (``Rounds.resolution``); one below it is unresolved: it counts as the
+resolution itself in the point, never as the 1 us floor, and its round's ratio becomes a range
+that the intervals cover (``Rounds.bounds``). A round's speedup is the paired ratio
+baseline/candidate of the same round; the workload's speedup is the median of its rounds with
+the exact order-statistic interval (stats.median_interval), and the kit score is
 stats.score_estimate over the workloads' rounds.
 """
 
