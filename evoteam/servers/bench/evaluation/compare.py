@@ -88,7 +88,7 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
             found = await run_kernel_batch(settings, the_kit, sides, split, progress, True,
                                            _workload_specs(the_kit, split, settings), _deny_roots(settings, the_kit))
             ea, eb = found.evaluations["A"], found.evaluations["B"]
-            rows, samples = [], {}
+            rows, samples, ranges = [], {}, {}
             for wa, wb in zip(ea.workloads, eb.workloads):
                 rounds = found.rounds.get(wa.workload)
                 ratios = rounds.contrast("A", "B") if rounds and wa.status == wb.status == "PASSED" else []
@@ -96,12 +96,13 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
                                          a_ms=wa.candidate_ms, b_ms=wb.candidate_ms)
                 if ratios:
                     samples[wa.workload] = ratios
-                    est = timing.ratio_estimate(ratios)
+                    ranges[wa.workload] = rounds.bounds("A", "B")
+                    est = rounds.estimate("A", "B")
                     row.b_speedup_over_a, row.interval = est.value, [est.lo, est.hi]
                     row.significant = stats.significant(est)
                 rows.append(row)
             passed = ea.status == eb.status == "PASSED" and len(samples) == len(rows)
-            est = timing.kit_estimate(samples) if passed and samples else None
+            est = timing.kit_estimate(samples, ranges=ranges) if passed and samples else None
             n_rounds = min((len(v) for v in samples.values()), default=None)
             contended = bool(found.contention.get("contended"))
             kind = "kernel"

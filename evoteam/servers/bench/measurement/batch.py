@@ -67,8 +67,10 @@ def timing_method(kit: Kit) -> str:
             "inputs never hits) plus empty calls on the baseline's worker, in an order that rotates with every "
             f"repetition; {t.warmup} warm-up calls per side before the first round; caches are warm (the same "
             "processes and code, fresh data). Baseline and candidate each run in a worker confined alike, so both "
-            "pay the same call path; the path's floor (the fastest empty call) is subtracted from every time. A "
-            f"round's time is each side's fastest call; {dps}. Speedup per workload: the median of the rounds' "
+            "pay the same call path; the path (the median over rounds of each round's fastest empty call) is "
+            f"subtracted from every time. A round's time is each side's fastest call; {dps}. A time left below "
+            "the spread of the rounds' fastest empty calls is unresolved: it counts at that spread, and the "
+            "intervals cover every ratio it allows. Speedup per workload: the median of the rounds' "
             "paired ratios with a 95% order-statistic interval; score: geometric mean over "
             "workloads with a bootstrap interval.")
 
@@ -218,7 +220,8 @@ def _evaluation(kit: Kit, split: Split, outcomes: list[WorkloadOutcome], verdict
     if status == "PASSED":
         samples = {o.workload: list(v.samples) for o, v in zip(outcomes, verdicts) if v.samples}
         if len(samples) == len(outcomes) and all(s > 0 and math.isfinite(s) for vs in samples.values() for s in vs):
-            est = timing.kit_estimate(samples)
+            ranges = {o.workload: v.sample_ranges for o, v in zip(outcomes, verdicts) if v.sample_ranges}
+            est = timing.kit_estimate(samples, ranges=ranges)
             score, interval = est.value, [est.lo, est.hi]
             speedups = [o.speedup for o in outcomes]
             metrics.update(geomean_speedup=score, min_speedup=min(speedups), max_speedup=max(speedups))

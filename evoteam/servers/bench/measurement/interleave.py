@@ -113,10 +113,14 @@ class InterleavedRounds:
                 continue
             v.speedup, v.speedup_interval, v.rounds = est.value, [est.lo, est.hi], est.n
             v.samples = rounds.ratios(s.label)
+            v.sample_ranges = rounds.bounds(BASELINE, s.label) if rounds.censored(BASELINE, s.label) else None
             v.times_ns = rounds.times(s.label)
             v.candidate_ms = rounds.median_ms(s.label)
             v.baseline_ms = rounds.median_ms(BASELINE)
             v.kernel_s = rounds.kernel_s(s.label)
+            note = _unresolved_note(rounds, s.label)
+            if note:
+                v.notes.append(note)
         return rounds
 
     @staticmethod
@@ -128,3 +132,15 @@ class InterleavedRounds:
         v.speedup = v.candidate_ms = v.baseline_ms = None
         if s in live:
             live.remove(s)
+
+
+def _unresolved_note(rounds: timing.Rounds, label: str) -> str | None:
+    """One line when a side's or the baseline's net time was below the resolution in some rounds
+    (timing.Rounds.resolution): those rounds count it at the resolution, which pulls the speedup
+    toward 1; it is never a point from the 1 us floor."""
+    parts = [f"{who} in {n} of {len(rounds.per_round)} rounds" for who, n in
+             (("the candidate", rounds.unresolved(label)), ("the baseline", rounds.unresolved(BASELINE))) if n]
+    if not parts:
+        return None
+    return (f"time not resolved above the call path's spread ({rounds.resolution / 1e3:.0f} us) for "
+            + " and ".join(parts) + "; such rounds count it at that spread, so the speedup reads closer to 1")

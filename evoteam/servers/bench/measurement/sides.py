@@ -36,6 +36,9 @@ class WorkloadVerdict:
     speedup_interval: list[float] | None = None
     rounds: int | None = None
     samples: list[float] = field(default_factory=list)  # one paired speedup per round
+    # Per round the smallest and largest speedup its measurements allow, where a time was unresolved
+    # (timing.Rounds.bounds); None when every time was resolved.
+    sample_ranges: tuple[list[float], list[float]] | None = None
     times_ns: list[int] = field(default_factory=list)  # this side's time per round, path subtracted
     notes: list[str] = field(default_factory=list)
     kernel_s: float = 0.0  # time spent inside timed calls, this side (and the baseline's share)

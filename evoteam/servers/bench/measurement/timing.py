@@ -6,14 +6,18 @@ calls (the whole call path with no kernel in between). Per round and side the ti
 of its calls (delays only ever add to a call; no call is fast by luck, since its inputs exist only
 from its start and its output is checked), less the call path: the median over rounds of each
 round's fastest empty call (see ``Rounds.path``), measured on the baseline's worker — trusted
-code, so a candidate cannot inflate it. A round's speedup is the paired ratio baseline/candidate of the
-same round; the workload's speedup is the median of its
-rounds with the exact order-statistic interval (stats.median_interval), and the kit score is
+code, so a candidate cannot inflate it. A net time is only known to within the spread of the
+rounds' fastest empty calls (``Rounds.resolution``); one below it is unresolved: it counts as the
+resolution itself in the point, never as the 1 us floor, and its round's ratio becomes a range
+that the intervals cover (``Rounds.bounds``). A round's speedup is the paired ratio
+baseline/candidate of the same round; the workload's speedup is the median of its rounds with
+the exact order-statistic interval (stats.median_interval), and the kit score is
 stats.score_estimate over the workloads' rounds.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from evoteam import stats
@@ -60,8 +64,34 @@ class Rounds:
         kernels' speedups toward 1."""
         return int(stats.median(self.round_nulls)) if self.round_nulls else 0
 
+    @property
+    def resolution(self) -> int:
+        """The smallest net time these rounds can tell from zero: how far the rounds' fastest
+        empty calls spread (their upper quartile, nearest rank, less the fastest of all: with
+        two rounds the slower one), at least FLOOR_NS. A side's round time is a fastest call
+        too, so it carries the same kind of wait; a net time within that spread is within what
+        waiting for a CPU alone does to a call. On a quiet machine the spread is tens of
+        microseconds; under load it is milliseconds, and a side whose raw time fell below the
+        subtracted path was credited with the 1 us floor: a baseline delayed by 1.7 ms against
+        a floored candidate read as 1,663x. The quartile, not the slowest round, so that one
+        round of waiting empty calls among ten does not make every kernel unresolved."""
+        if not self.round_nulls:
+            return FLOOR_NS
+        ordered = sorted(self.round_nulls)
+        upper = ordered[math.ceil(0.75 * len(ordered)) - 1]  # upper quartile, nearest rank
+        return max(FLOOR_NS, upper - self.floor)
+
+    def unresolved(self, label: str) -> int:
+        """How many rounds' net times of this side were below the resolution."""
+        res, path = self.resolution, self.path
+        return sum(1 for r in self.per_round if label in r and r[label] - path < res)
+
     def _net(self, i: int, label: str) -> int:
-        return max(FLOOR_NS, self.per_round[i][label] - self.path)
+        # An unresolved time counts as the resolution: a round's ratio is then never larger
+        # (or smaller) than what the measurement can back, and a round where neither side is
+        # resolved reads as no difference. This understates a kernel that is really faster
+        # than the resolution (its speedup is at least the reported one), never overstates it.
+        return max(self.resolution, self.per_round[i][label] - self.path)
 
     def times(self, label: str) -> list[int]:
         """This side's time per round, the call path subtracted."""
@@ -78,9 +108,45 @@ class Rounds:
         """Per round: A's time over B's (above 1: B is faster), paired on the same inputs."""
         return self._paired(a, b)
 
+    def _range(self, i: int, label: str) -> tuple[int, int]:
+        """What this side's kernel time in round ``i`` may have been: its net time when resolved;
+        otherwise anything from FLOOR_NS up to its raw time less the fastest empty call (every
+        call pays at least that), and at least the resolution."""
+        raw = self.per_round[i][label]
+        net = raw - self.path
+        if net >= self.resolution:
+            return net, net
+        return FLOOR_NS, max(self.resolution, raw - self.floor)
+
+    def bounds(self, a: str, b: str) -> tuple[list[float], list[float]]:
+        """Per round: the smallest and largest A-time over B-time that round's measurements
+        allow (equal to the ratio where both times are resolved)."""
+        lows, highs = [], []
+        for i, r in enumerate(self.per_round):
+            if a in r and b in r:
+                (a_lo, a_hi), (b_lo, b_hi) = self._range(i, a), self._range(i, b)
+                lows.append(a_lo / b_hi)
+                highs.append(a_hi / b_lo)
+        return lows, highs
+
+    def censored(self, a: str, b: str) -> bool:
+        """Whether any round's A/B ratio is only known as a range (an unresolved time)."""
+        lows, highs = self.bounds(a, b)
+        return lows != highs
+
+    def estimate(self, a: str, b: str) -> stats.Estimate | None:
+        """A's time over B's: the median of the rounds' ratios (unresolved times counted at the
+        resolution, so toward 1), with an interval that also covers every value the unresolved
+        rounds allow: its lower end from each round's smallest possible ratio, its upper end
+        from each round's largest. A kernel the rounds cannot resolve thus gets an interval
+        reaching what a 1 us kernel would give, never a point score from that floor."""
+        ratios = self._paired(a, b)
+        if not ratios:
+            return None
+        return widen_for_censoring(stats.ratio_interval(ratios), *self.bounds(a, b))
+
     def speedup(self, label: str) -> stats.Estimate | None:
-        ratios = self.ratios(label)
-        return stats.ratio_interval(ratios) if ratios else None
+        return self.estimate(BASELINE, label)
 
     def median_ms(self, label: str) -> float | None:
         t = self.times(label)
@@ -95,20 +161,40 @@ class Rounds:
         """What was subtracted and how steady the path was, for the evaluation's metrics."""
         if not self.nulls:
             return {}
-        return {"call_path_floor_us": round(self.floor / 1e3, 1),
-                "call_path_subtracted_us": round(self.path / 1e3, 1),
-                "rounds": len(self.per_round)}
+        out = {"call_path_floor_us": round(self.floor / 1e3, 1),
+               "call_path_subtracted_us": round(self.path / 1e3, 1),
+               "resolution_us": round(self.resolution / 1e3, 1),
+               "rounds": len(self.per_round)}
+        unresolved = {label: n for label in self.labels if (n := self.unresolved(label))}
+        if unresolved:
+            out["unresolved_rounds"] = unresolved
+        return out
 
 
-def kit_estimate(samples: dict[str, list[float]], kind: str = "kernel") -> stats.Estimate | None:
+def widen_for_censoring(est: stats.Estimate, lows: list[float], highs: list[float]) -> stats.Estimate:
+    """``est`` with its interval stretched to the same interval computed from every round's
+    smallest and largest possible ratio (no change when every time was resolved)."""
+    if lows == highs:
+        return est
+    lo, hi = stats.ratio_interval(lows).lo, stats.ratio_interval(highs).hi
+    return stats.Estimate(est.value, min(est.lo, lo), max(est.hi, hi), est.n, est.coverage)
+
+
+def kit_estimate(samples: dict[str, list[float]], kind: str = "kernel",
+                 ranges: dict[str, tuple[list[float], list[float]]] | None = None) -> stats.Estimate | None:
     """The kit score (or a contrast) with its interval from per-workload rounds of paired ratios,
-    widened for the process-to-process difference (None without measurements)."""
+    widened for the process-to-process difference (None without measurements). ``ranges``: per
+    workload, each round's smallest and largest possible ratio (Rounds.bounds) where some time
+    was unresolved; the interval then also covers the scores those allow."""
     clean = {k: v for k, v in samples.items() if v}
     if not clean:
         return None
-    return stats.score_estimate(clean, kind)
+    est = stats.score_estimate(clean, kind)
+    ranges = {k: r for k, r in (ranges or {}).items() if k in clean and r[0] != r[1]}
+    if not ranges:
+        return est
+    lows = {k: ranges[k][0] if k in ranges else v for k, v in clean.items()}
+    highs = {k: ranges[k][1] if k in ranges else v for k, v in clean.items()}
+    lo, hi = stats.score_estimate(lows, kind).lo, stats.score_estimate(highs, kind).hi
+    return stats.Estimate(est.value, min(est.lo, lo), max(est.hi, hi), est.n, est.coverage)
 
-
-def ratio_estimate(ratios: list[float]) -> stats.Estimate:
-    """One workload's median ratio with its order-statistic interval, widened likewise."""
-    return stats.ratio_interval(ratios)
