@@ -67,3 +67,52 @@ def test_the_reader_waits_on_while_the_deadline_moves_then_times_out():
     finally:
         os.close(read_fd)
         os.close(write_fd)
+
+
+async def test_a_request_makes_its_deadline_before_the_clock_starts(fast_kit, fast_settings, monkeypatch):
+    """Reading the threads' counters costs more for a worker with more threads: done inside the
+    timed window it would charge one side more than the other, so it happens while the worker is
+    still stopped, before the resume that starts the clock."""
+    from evoteam.servers.bench.confinement.jail import Jail
+    from evoteam.servers.bench.evaluation.core import evaluate_candidate
+    from evoteam.servers.bench.measurement import workerproc
+    from tests.bench.test_bench_hostile import GOOD
+
+    events: list[str] = []
+
+    class Recording(owntime.OwnTimeDeadline):
+        def __init__(self, *args, **kwargs):
+            events.append("deadline")
+            super().__init__(*args, **kwargs)
+
+    real_resume, real_request = Jail.resume, workerproc.WorkerProc.request
+
+    def resume(self):
+        events.append("resume")
+        return real_resume(self)
+
+    def request(self, *args, **kwargs):
+        events.append("begin")
+        try:
+            return real_request(self, *args, **kwargs)
+        finally:
+            events.append("end")
+
+    monkeypatch.setattr(workerproc, "OwnTimeDeadline", Recording)
+    monkeypatch.setattr(Jail, "resume", resume)
+    monkeypatch.setattr(workerproc.WorkerProc, "request", request)
+    result = await evaluate_candidate(fast_settings, str(fast_kit), code=GOOD)
+    assert result.status == "PASSED", result.message
+    segments, current = [], None
+    for event in events:
+        if event == "begin":
+            current = []
+        elif event == "end" and current is not None:
+            segments.append(current)
+            current = None
+        elif current is not None:
+            current.append(event)
+    timed = [s for s in segments if "resume" in s]
+    assert len(timed) > 10  # every call of the evaluation went through request()
+    # one deadline per request, made before the resume (none read inside the window)
+    assert all(s.count("deadline") == 1 and s.index("deadline") < s.index("resume") for s in timed), timed[:3]

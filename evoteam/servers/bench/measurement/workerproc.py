@@ -247,9 +247,12 @@ class WorkerProc:
     def read(self, timeout: float, what: str) -> tuple[dict, dict]:
         return self._checked(*self._read_frame(timeout, what))
 
-    def _read_frame(self, timeout: float, what: str, spin_s: float = 0.0) -> tuple[dict, dict]:
-        """The next frame, unchecked beyond the protocol (see _checked)."""
-        deadline = OwnTimeDeadline(self.proc.pid, timeout)  # time spent waiting for a CPU does not count
+    def _read_frame(self, timeout: float, what: str, spin_s: float = 0.0,
+                    deadline: OwnTimeDeadline | None = None) -> tuple[dict, dict]:
+        """The next frame, unchecked beyond the protocol (see _checked). The deadline counts the
+        worker's own time (owntime.py); request() makes it before the clock starts, since reading
+        the threads' counters costs more for a worker with more threads."""
+        deadline = deadline or OwnTimeDeadline(self.proc.pid, timeout)
         try:
             header, arrays = self.reader.read(deadline, spin_s)
         except protocol.PeerTimeout:
@@ -308,6 +311,7 @@ class WorkerProc:
         # nor run): a small message goes into the pipe and the cgroup is thawed. The clock then
         # holds only SIGCONT, the call and the stop.
         early = len(data) <= PIPE_EARLY_BYTES
+        deadline = OwnTimeDeadline(self.proc.pid, timeout)  # the stopped worker's counters stand still
         try:
             if early:
                 self._send(data)
@@ -320,7 +324,7 @@ class WorkerProc:
             raise self._death() from None
         spin = self.spin_s if timed else 0.0
         try:
-            header, out = self._read_frame(timeout, what, spin)
+            header, out = self._read_frame(timeout, what, spin, deadline)
         finally:
             self.jail.stop(spin_s=spin)
             t1 = time.perf_counter_ns()
