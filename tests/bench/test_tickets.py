@@ -91,7 +91,7 @@ async def test_a_failed_evaluation_answers_its_error_and_an_unknown_ticket_is_re
 
 
 async def test_the_book_is_bounded_and_tickets_belong_to_their_owner():
-    book = TicketBook(limit=2)
+    book = TicketBook(limit=2, per_owner=2)
     gate = asyncio.Event()
 
     async def slow(progress):
@@ -132,3 +132,25 @@ async def test_the_fair_queue_counts_the_turns_before_a_waiter():
     assert places == {"a1": 0, "b1": 1, "a2": 2, "a3": 3}
     release.set()
     await asyncio.gather(holder, *tasks)
+
+
+async def test_one_identity_cannot_fill_the_book_nor_evict_anothers_results():
+    book = TicketBook(limit=4)  # a quarter each: one ticket per identity at a time
+    gate = asyncio.Event()
+
+    async def slow(progress):
+        await gate.wait()
+        return "done"
+
+    async def quick(progress):
+        return "quick"
+
+    b = book.submit("user:bø", Ticket(id="", owner="", kit="k"), quick)  # a name that is not ASCII
+    assert await book.result("user:bø", b.id, wait_s=5) == "quick"
+    book.submit("user:a", Ticket(id="", owner="", kit="k"), slow)
+    with pytest.raises(DomainError, match="of your evaluations"):
+        book.submit("user:a", Ticket(id="", owner="", kit="k"), slow)
+    c = book.submit("user:c", Ticket(id="", owner="", kit="k"), slow)  # others still get theirs
+    assert b in book.tickets() and c in book.tickets()  # b's finished reply was not evicted for them
+    gate.set()
+    await book.close()

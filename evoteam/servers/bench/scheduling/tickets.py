@@ -11,8 +11,10 @@ Tickets live in the bench server's process: they are gone when it exits (an unfi
 cancelled and never recorded). Each belongs to the identity that asked for it (the caller's token
 on the evaluation service, the process's own user on a local server); another identity's
 `evaluation_result` gets the answer of a ticket that does not exist. A book holds at most
-MAX_TICKETS; when full, the oldest finished ticket makes room, and with none finished a new one
-is refused.
+MAX_TICKETS, and one identity at most a quarter of them (one team cannot fill the book of a
+shared evaluation service); when either is full, that identity's oldest finished ticket makes
+room (never another's, whose reply may not have been read), and with none finished a new one is
+refused.
 """
 
 from __future__ import annotations
@@ -73,8 +75,9 @@ class Ticket:
 class TicketBook:
     """The tickets of one bench server."""
 
-    def __init__(self, limit: int = MAX_TICKETS):
+    def __init__(self, limit: int = MAX_TICKETS, per_owner: int | None = None):
         self.limit = limit
+        self.per_owner = per_owner or max(1, limit // 4)
         self._tickets: OrderedDict[str, Ticket] = OrderedDict()
 
     def tickets(self) -> list[Ticket]:
@@ -84,7 +87,7 @@ class TicketBook:
                evaluate: Callable[[Callable[[float, float, str], Awaitable[None]]], Awaitable[Evaluation]]) -> Ticket:
         """Start ``evaluate(progress)`` in the background for ``owner`` under ``ticket`` (its kit
         facts filled in; id and owner are set here) and return it."""
-        self._make_room()
+        self._make_room(owner)
         ticket.id, ticket.owner = "tkt_" + secrets.token_hex(8), owner
 
         async def body() -> Evaluation:
@@ -97,19 +100,23 @@ class TicketBook:
         self._tickets[ticket.id] = ticket
         return ticket
 
-    def _make_room(self) -> None:
-        if len(self._tickets) < self.limit:
+    def _make_room(self, owner: str) -> None:
+        own = [t for t in self._tickets.values() if t.owner == owner]
+        if len(self._tickets) < self.limit and len(own) < self.per_owner:
             return
-        for tid, ticket in self._tickets.items():
+        for ticket in own:  # oldest first
             if ticket.task is not None and ticket.task.done():
-                del self._tickets[tid]
+                del self._tickets[ticket.id]
                 return
-        raise DomainError(f"{self.limit} evaluations are already running on tickets; wait for some "
-                          "(evaluation_result) before starting more")
+        if len(own) >= self.per_owner:
+            raise DomainError(f"{len(own)} of your evaluations are already running on tickets; wait for some "
+                              "(evaluation_result) before starting more")
+        raise DomainError(f"{self.limit} evaluations are already running on tickets on this bench server; "
+                          "wait for some (evaluation_result), or evaluate with wait=true")
 
     def find(self, owner: str, ticket_id: str) -> Ticket:
         ticket = self._tickets.get(ticket_id)
-        if ticket is None or not secrets.compare_digest(ticket.owner, owner):
+        if ticket is None or not secrets.compare_digest(ticket.owner.encode(), owner.encode()):
             # The same answer for a ticket of another identity as for one that never existed.
             raise DomainError(f"no ticket {ticket_id!r} of yours on this bench server (tickets last as long "
                               "as the server process); evaluate again, or find the candidate in the store")
