@@ -293,3 +293,25 @@ def test_a_postgresql_store_is_read_through_the_store(postgres_url, tmp_path):
     assert status.returncode == 0 and status.stdout.startswith(f"run {run_id} (active)  team vNone"), status.stderr
     got = _probe(env, tmp_path, "kb", "runs")
     assert got["code"] in (0, None) and "evoteam.servers.knowledge.pg" in got["modules"]  # the store's own path
+
+
+def test_a_store_under_a_folder_with_uri_characters_is_read_where_it_is(tmp_path):
+    """'#', '?' and '%' in the store's path are not URI syntax to SQLite: the read opens the file
+    itself, read-only, and leaves nothing beside it (unescaped, '…/proj#2/kb.db' opened '…/proj'
+    read-write and made it)."""
+    from evoteam.servers.knowledge.db import current_versions
+
+    folder = tmp_path / "proj#2 50%41?x"
+    folder.mkdir()
+    db = folder / "kb.db"
+
+    async def make() -> str:
+        async with LocalKnowledgeStore.open(db, Actor.local()) as store:
+            return (await store.start_run(RunCreate(goal="uri characters"))).id
+
+    run_id = asyncio.run(make())
+    before = sorted(p.name for p in tmp_path.iterdir())
+    listed = quickread.runs({"db": str(db)})
+    assert listed is not None and [r.id for r in listed] == [run_id]
+    assert current_versions(db)  # the read-only schema check reads the same file
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no stray 'proj' file made

@@ -41,7 +41,8 @@ def _configure(conn: sqlite3.Connection) -> None:
 
 
 def _ro_uri(path: Path, immutable: bool = False) -> str:
-    return f"file:{path.resolve().as_posix()}?mode=ro" + ("&immutable=1" if immutable else "")
+    # as_uri() escapes '#', '?' and '%' in the path, which SQLite would read as URI syntax
+    return path.resolve().as_uri() + "?mode=ro" + ("&immutable=1" if immutable else "")
 
 
 def readonly_uri(path: Path) -> str:

@@ -55,7 +55,9 @@ def store_file(values: dict, file_only: bool = False) -> Path | None:
 
 @contextmanager
 def _connect(path: Path) -> Iterator[sqlite3.Connection]:
-    conn = sqlite3.connect(f"file:{path.resolve().as_posix()}?mode=ro", uri=True, isolation_level=None)
+    # as_uri() escapes '#', '?' and '%', which SQLite would read as URI syntax (a store under
+    # "proj#2/" opened "proj" read-write instead)
+    conn = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, isolation_level=None)
     try:
         conn.row_factory = sqlite3.Row
         versions = dict(conn.execute("SELECT component, version FROM schema_versions").fetchall())
