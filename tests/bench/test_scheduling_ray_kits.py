@@ -138,3 +138,12 @@ async def test_a_ray_worker_keeps_its_slot_runner_for_its_next_evaluation(ray_cl
     finally:
         close_backends()
     assert "reused" in [p["runner"] for p in runners], runners
+
+
+def test_a_node_whose_kit_cache_cannot_be_made_says_so_in_one_line(tmp_path):
+    kit = Kit.load(make_kit(tmp_path / "kits", "rmsnorm_nowhere"))
+    archive = kitship.pack(kit.root)
+    state = tmp_path / "node"
+    state.write_text("a file where the node's state folder should be")  # mkdir under it fails
+    with pytest.raises(DomainError, match="no room in this node's kit cache"):
+        kitship.unpack(state, kit.content_hash, kit.name, archive)

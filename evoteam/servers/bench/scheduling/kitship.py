@@ -64,8 +64,12 @@ def unpack(state: Path, kit_hash: str, name: str, archive: bytes) -> Path:
     kit already there is reused) and check its hash; a mismatch is refused."""
     target = cached(state, kit_hash, name)
     if not target.is_dir():
-        cache_root(state).mkdir(parents=True, exist_ok=True, mode=0o700)
-        scratch = Path(tempfile.mkdtemp(prefix="unpack-", dir=cache_root(state)))
+        try:
+            cache_root(state).mkdir(parents=True, exist_ok=True, mode=0o700)
+            scratch = Path(tempfile.mkdtemp(prefix="unpack-", dir=cache_root(state)))
+        except OSError as exc:  # a full or unwritable state folder on the node: one line, not a traceback
+            raise DomainError(f"the shipped kit {name} has no room in this node's kit cache "
+                              f"{cache_root(state)}: {exc.strerror or exc}") from None
         try:
             with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
                 # The "data" filter refuses absolute paths, `..`, links out of the folder and

@@ -137,19 +137,26 @@ class RayBackend:
         self.queue = FairQueue([f"ray:{i}" for i in range(width)], "ray", state_dir(settings) / "queue")
         self._task = r.remote(_evaluate_on_node)
         self._shipments: dict[str, Any] = {}  # kit hash -> its archive in the object store
+        self._packing: dict[str, asyncio.Lock] = {}
 
-    def _shipment(self, kit_hash: str, root: Path | None) -> list:
+    async def _shipment(self, kit_hash: str, root: Path | None) -> list:
         """The kit's archive in Ray's object store, put there once per content hash (none for a
-        kit too large to ship)."""
+        kit too large to ship). Packed and put off the event loop: a large kit must not stall the
+        server's other calls; one packing per hash at a time."""
         if root is None:
             return []
-        if kit_hash not in self._shipments:
-            from evoteam.servers.bench.scheduling.kitship import pack
+        async with self._packing.setdefault(kit_hash, asyncio.Lock()):
+            if kit_hash not in self._shipments:
+                from evoteam.servers.bench.scheduling.kitship import pack
 
-            archive = pack(root)
-            if len(self._shipments) >= 16:  # the object store keeps what is still referenced
-                self._shipments.pop(next(iter(self._shipments)))
-            self._shipments[kit_hash] = ray.put(archive) if archive is not None else None
+                try:
+                    archive = await asyncio.to_thread(pack, root)
+                except OSError as exc:
+                    raise DomainError(f"cannot pack the kit folder {root} to ship it to the Ray nodes: "
+                                      f"{exc.strerror or exc}") from None
+                if len(self._shipments) >= 16:  # the object store keeps what is still referenced
+                    self._shipments.pop(next(iter(self._shipments)))
+                self._shipments[kit_hash] = await asyncio.to_thread(ray.put, archive) if archive is not None else None
         ref = self._shipments[kit_hash]
         return [ref] if ref is not None else []
 
@@ -167,7 +174,7 @@ class RayBackend:
 
     async def evaluate(self, job: EvalJob, progress=None, kit_root: Path | None = None) -> Evaluation:
         """Run ``job`` on some node; ``kit_root``: the caller's kit folder, shipped to nodes without it."""
-        shipped = self._shipment(job.kit_hash, kit_root)
+        shipped = await self._shipment(job.kit_hash, kit_root)
         async with self.queue.slot(job.run_key, job.kit, progress):
             retried_after = None
             for attempt in (1, 2):
