@@ -137,7 +137,8 @@ class TicketBook:
                               "nothing was recorded")
         exc = task.exception()
         if exc is not None:
-            raise exc
+            # Asked again and again, the same exception must not carry every earlier raise's frames.
+            raise exc.with_traceback(None)
         return task.result()
 
     def pending(self, ticket: Ticket) -> Evaluation:
