@@ -187,6 +187,17 @@ def test_the_kit_listing_imports_no_numpy_no_event_loop_and_builds_only_manifest
     assert not any(m.startswith("evoteam.servers.bench.measurement") for m in got["modules"])
 
 
+def test_describing_a_kit_imports_no_numpy_nor_the_measurement_code(store_env, tmp_path):
+    env, _ = store_env
+    got = _probe(env, tmp_path, "bench", "describe", "rmsnorm_cpu")
+    assert got["code"] in (0, None)
+    tops = {m.split(".")[0] for m in got["modules"]}
+    assert not tops & NOT_FOR_KIT_LISTING, sorted(tops & NOT_FOR_KIT_LISTING)
+    # the timing method's words come from a text-only module
+    measurement = {m for m in got["modules"] if m.startswith("evoteam.servers.bench.measurement.")}
+    assert measurement == {"evoteam.servers.bench.measurement.method"}, sorted(measurement)
+
+
 @pytest.mark.parametrize("args", [("--help",), ("kb", "--help"), ("token", "--help"), ("team", "--help"),
                                   ("bench", "--help"), ("kb", "runs", "--help"), ("doctor", "--help"),
                                   ("report", "--help"), ("bench", "list", "--help")], ids=" ".join)

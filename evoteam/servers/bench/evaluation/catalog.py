@@ -68,8 +68,7 @@ def describe_kit(settings: Settings, name: str, detail: bool = False) -> KitDeta
         out.heldout_count = m.heldout.count if m.heldout else 0
         out.baseline = label
         out.timing_note = m.timing_note
-        # The measurement code (and numpy with it) only for a kit's details: listing kits needs neither.
-        from evoteam.servers.bench.measurement.batch import timing_method
+        from evoteam.servers.bench.measurement.method import timing_method  # text only: no numpy
 
         out.timing_method = timing_method(kit)
         out.solutions = sorted(kit.solutions()) if hasattr(kit, "solutions") else []

@@ -1,0 +1,27 @@
+"""How a kit's candidates are timed, in words: what `describe_kit` and `evoteam bench describe`
+say. Text only, so describing a kit does not import the measurement code (numpy with it)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evoteam.servers.bench.formats.kit import Kit
+
+
+def timing_method(kit: Kit) -> str:
+    """How this kit's candidates are timed, in words (describe_kit, docs/bench.md)."""
+    t = kit.manifest.timing
+    dps = ("with destination passing style the outputs are allocated (NaN-filled) by the harness outside "
+           "the clock; otherwise the candidate's own allocation of its outputs is inside the timed call")
+    return (f"{t.rounds} rounds of {t.reps_per_round} repetitions; each repetition calls the baseline and the "
+            "candidate once each on the same fresh inputs (made per round by the trusted worker; a cache keyed on "
+            "inputs never hits) plus empty calls on the baseline's worker, in an order that rotates with every "
+            f"repetition; {t.warmup} warm-up calls per side before the first round; caches are warm (the same "
+            "processes and code, fresh data). Baseline and candidate each run in a worker confined alike, so both "
+            "pay the same call path; the path (the median over rounds of each round's fastest empty call) is "
+            f"subtracted from every time. A round's time is each side's fastest call; {dps}. A time left below "
+            "the spread of the rounds' fastest empty calls is unresolved: it counts at that spread, and the "
+            "intervals cover every ratio it allows. Speedup per workload: the median of the rounds' "
+            "paired ratios with a 95% order-statistic interval; score: geometric mean over "
+            "workloads with a bootstrap interval.")
