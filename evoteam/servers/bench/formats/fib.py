@@ -14,10 +14,13 @@ when no GPU is visible, and its timings are then marked as not representative).
 
 from __future__ import annotations
 
+import glob
 import importlib.util
 import json
+import os
 import platform
 import struct
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -41,11 +44,25 @@ SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF1
 # ---------------------------------------------------------------- devices and defaults
 
 
+def _gpu_driver_present() -> bool:
+    """False only where no GPU can be visible to torch, known without importing it: on Linux, no
+    NVIDIA driver's GPU list or device node and no ROCm device, or CUDA_VISIBLE_DEVICES empty."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES") in ("", "-1"):
+        return False
+    if sys.platform != "linux":
+        return True  # no cheap way to know: ask torch
+    gpus = Path("/proc/driver/nvidia/gpus")
+    return (gpus.is_dir() and any(gpus.iterdir())) or bool(glob.glob("/dev/nvidia[0-9]*")) or \
+        os.path.exists("/dev/kfd")
+
+
 def cuda_available() -> tuple[bool, str | None]:
     """(whether torch sees a CUDA GPU here, why not): FIB's defaults and kernel kits' requirements
     both depend on it."""
     if importlib.util.find_spec("torch") is None:
         return False, "needs torch with CUDA; torch is not installed"
+    if not _gpu_driver_present():  # importing torch takes a second (numpy with it): not to learn "no"
+        return False, "needs a CUDA GPU; none is visible on this machine"
     try:
         import torch
     except Exception as exc:  # pragma: no cover - broken installs
