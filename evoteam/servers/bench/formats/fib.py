@@ -46,14 +46,15 @@ SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF1
 
 def _gpu_driver_present() -> bool:
     """False only where no GPU can be visible to torch, known without importing it: on Linux, no
-    NVIDIA driver's GPU list or device node and no ROCm device, or CUDA_VISIBLE_DEVICES empty."""
+    NVIDIA driver's GPU list or device node, no ROCm device and no WSL GPU device (/dev/dxg), or
+    CUDA_VISIBLE_DEVICES empty."""
     if os.environ.get("CUDA_VISIBLE_DEVICES") in ("", "-1"):
         return False
     if sys.platform != "linux":
         return True  # no cheap way to know: ask torch
     gpus = Path("/proc/driver/nvidia/gpus")
     return (gpus.is_dir() and any(gpus.iterdir())) or bool(glob.glob("/dev/nvidia[0-9]*")) or \
-        os.path.exists("/dev/kfd")
+        os.path.exists("/dev/kfd") or os.path.exists("/dev/dxg")
 
 
 def cuda_available() -> tuple[bool, str | None]:
