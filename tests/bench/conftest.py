@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from evoteam.config import SOURCE_ROOT, Settings
+from evoteam.servers.knowledge.local import LocalKnowledgeStore
+from evoteam.servers.knowledge.store import Actor
 
 KITS = SOURCE_ROOT / "task_kits"
 
@@ -64,6 +66,13 @@ def _tree_hash(folder: Path) -> str:
 @pytest.fixture
 def tree_hash():
     return _tree_hash
+
+
+@pytest.fixture
+async def store(tmp_path: Path):
+    """A store of its own for the test (files that need another actor or file define their own)."""
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="tester", client="pytest")) as kb:
+        yield kb
 
 
 @pytest.fixture

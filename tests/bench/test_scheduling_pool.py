@@ -16,8 +16,6 @@ from mcp import Client
 from evoteam.servers.bench.scheduling.dispatch import close_backends
 from evoteam.servers.bench.scheduling.fairqueue import FairQueue
 from evoteam.servers.bench.server import build_server
-from evoteam.servers.knowledge.local import LocalKnowledgeStore
-from evoteam.servers.knowledge.store import Actor
 from tests.bench.conftest import RMSNORM, slow_rmsnorm
 from tests.support.polling import wait_until
 
@@ -25,12 +23,6 @@ GOOD = RMSNORM
 # Seconds per evaluation rather than a fraction of one, so two that start together overlap
 # whatever the runners' start-up costs on a busy machine.
 SLOW = slow_rmsnorm(0.3)
-
-
-@pytest.fixture
-async def store(tmp_path):
-    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="tester", client="pytest")) as kb:
-        yield kb
 
 
 @pytest.fixture

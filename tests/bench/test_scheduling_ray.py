@@ -17,8 +17,6 @@ ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'evot
 from evoteam.config import Settings  # noqa: E402
 from evoteam.errors import DomainError  # noqa: E402
 from evoteam.servers.bench.scheduling.dispatch import close_backends, evaluate_scheduled  # noqa: E402
-from evoteam.servers.knowledge.local import LocalKnowledgeStore  # noqa: E402
-from evoteam.servers.knowledge.store import Actor  # noqa: E402
 from tests.bench.conftest import RMSNORM, _tree_hash, slow_rmsnorm  # noqa: E402
 from tests.bench.test_bench_hostile import _hostile  # noqa: E402
 from tests.support.ray_cluster import TYPED_KIT, make_kit  # noqa: E402
@@ -30,12 +28,6 @@ SLOW = slow_rmsnorm(0.4)
 def ray_settings(ray_cluster, tmp_path):
     yield Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[ray_cluster.kits], bench_backend="ray")
     close_backends()
-
-
-@pytest.fixture
-async def store(tmp_path):
-    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="tester", client="pytest")) as kb:
-        yield kb
 
 
 async def test_four_evaluations_run_at_once_on_four_devices_each_recorded_once(ray_settings, store):

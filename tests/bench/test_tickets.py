@@ -14,15 +14,7 @@ from evoteam.servers.bench.scheduling.dispatch import close_backends
 from evoteam.servers.bench.scheduling.fairqueue import FairQueue
 from evoteam.servers.bench.scheduling.tickets import Ticket, TicketBook
 from evoteam.servers.bench.server import build_server
-from evoteam.servers.knowledge.local import LocalKnowledgeStore
-from evoteam.servers.knowledge.store import Actor
 from tests.bench.conftest import RMSNORM, slow_rmsnorm
-
-
-@pytest.fixture
-async def store(tmp_path):
-    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="tester", client="pytest")) as kb:
-        yield kb
 
 
 @pytest.fixture
