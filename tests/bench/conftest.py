@@ -80,21 +80,25 @@ def bench_settings(tmp_path: Path) -> Settings:
     return Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[KITS])
 
 
-@pytest.fixture
-def fast_kit(tmp_path: Path) -> Path:
-    """rmsnorm_cpu with one small dev workload, a short timeout and a short timing plan."""
-    root = tmp_path / "kits" / "rmsnorm_fast"
+def small_kit(root: Path, workload_s: float = 4, **manifest_update) -> Path:
+    """rmsnorm_cpu copied to ``root`` (named after it) with one small dev workload, a short
+    timeout and a short timing plan; ``manifest_update`` changes the manifest further."""
     shutil.copytree(KITS / "rmsnorm_cpu", root)
     manifest = json.loads((root / "kit.json").read_text())
-    manifest.update(name="rmsnorm_fast", memory_limit_mb=2048,
-                    timeouts={"startup_s": 20, "workload_s": 4},
-                    timing={"warmup": 1, "rounds": 2, "reps_per_round": 2},
-                    heldout={"count": 1, "axes": {"num_tokens": {"choices": [32]}, "hidden_size": {"choices": [512]}}})
+    manifest.update(name=root.name, memory_limit_mb=2048, timeouts={"startup_s": 20, "workload_s": workload_s},
+                    timing={"warmup": 1, "rounds": 2, "reps_per_round": 2}, **manifest_update)
     (root / "kit.json").write_text(json.dumps(manifest))
     (root / "workloads.jsonl").write_text(json.dumps(
         {"uuid": "t128_h1024", "axes": {"num_tokens": 128, "hidden_size": 1024},
          "inputs": {"eps": {"type": "scalar", "value": 1e-6}}}) + "\n")
     return root
+
+
+@pytest.fixture
+def fast_kit(tmp_path: Path) -> Path:
+    """rmsnorm_fast: small_kit with a 4 s workload timeout and one held-out instance."""
+    return small_kit(tmp_path / "kits" / "rmsnorm_fast",
+                     heldout={"count": 1, "axes": {"num_tokens": {"choices": [32]}, "hidden_size": {"choices": [512]}}})
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -27,8 +26,8 @@ from evoteam.servers.bench.server import build_server as bench_server
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.server import build_server as knowledge_server
 from evoteam.servers.team.server import build_server as team_server
+from tests.bench.conftest import small_kit
 
-KITS = Path(__file__).resolve().parents[2] / "task_kits"
 
 FLOAT32 = '''
 import numpy as np
@@ -49,19 +48,6 @@ def run(hidden_states, weight, eps):
 '''
 
 
-def small_kit(root: Path, **manifest_update) -> Path:
-    """rmsnorm_cpu with one small workload and a short timing plan."""
-    shutil.copytree(KITS / "rmsnorm_cpu", root)
-    manifest = json.loads((root / "kit.json").read_text())
-    manifest.update(name=root.name, memory_limit_mb=2048, timeouts={"startup_s": 20, "workload_s": 10},
-                    timing={"warmup": 1, "rounds": 2, "reps_per_round": 2}, **manifest_update)
-    (root / "kit.json").write_text(json.dumps(manifest))
-    (root / "workloads.jsonl").write_text(json.dumps(
-        {"uuid": "t128_h1024", "axes": {"num_tokens": 128, "hidden_size": 1024},
-         "inputs": {"eps": {"type": "scalar", "value": 1e-6}}}) + "\n")
-    return root
-
-
 @pytest.fixture
 async def store(tmp_path: Path):
     async with LocalKnowledgeStore.open(tmp_path / "kb.db") as opened:
@@ -70,7 +56,7 @@ async def store(tmp_path: Path):
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    small_kit(tmp_path / "kits" / "rmsnorm_walk")
+    small_kit(tmp_path / "kits" / "rmsnorm_walk", workload_s=10)
     return Settings(db=tmp_path / "kb.db", kits_dirs=[tmp_path / "kits"])
 
 
@@ -141,7 +127,7 @@ async def test_a_role_is_sent_to_the_code_by_the_short_way(settings, store, tmp_
 async def test_a_flagged_passing_result_says_so_first(tmp_path: Path, store):
     # A baseline that sleeps 50 ms and a sanity bound of 2x: the float32 candidate passes and is
     # flagged on any machine, however busy (it would have to take over 25 ms to stay under).
-    kit = small_kit(tmp_path / "kits" / "rmsnorm_slowbase", max_plausible_speedup=2.0)
+    kit = small_kit(tmp_path / "kits" / "rmsnorm_slowbase", workload_s=10, max_plausible_speedup=2.0)
     baseline = (kit / "baseline.py").read_text()
     (kit / "baseline.py").write_text("import time\n" + baseline.replace(
         "def run(hidden_states, weight, eps):\n", "def run(hidden_states, weight, eps):\n    time.sleep(0.05)\n"))
