@@ -21,6 +21,7 @@ from evoteam.servers.knowledge.auth import add_token, revoke_token
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.models import CandidateCreate, HistoryEntryCreate, LearningCreate, RunCreate
 from evoteam.servers.knowledge.store import Actor
+from tests.support.cliprobe import RUN_CLI
 
 # What a quick read must never import; and, for the kit listing (its manifests are pydantic
 # models), what it must not import beyond pydantic.
@@ -28,16 +29,7 @@ HEAVY = {"pydantic", "pydantic_core", "asyncio", "aiosqlite", "numpy", "mcp", "r
          "anyio", "anthropic"}
 NOT_FOR_KIT_LISTING = {"numpy", "asyncio", "aiosqlite", "mcp", "yaml", "psycopg", "httpx", "anyio", "anthropic"}
 
-PROBE = """
-import json, sys
-from evoteam.cli import main
-try:
-    main(sys.argv[1:])
-except SystemExit as exc:
-    code = exc.code
-else:
-    code = 0
-print("PROBE", json.dumps({"code": code, "modules": sorted(sys.modules)}))
+PROBE = RUN_CLI + """print("PROBE", json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
 
 

@@ -12,18 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cliprobe import RUN_CLI
+
 NEVER = {"mcp", "mcp_types", "numpy", "rich", "yaml", "psycopg", "psycopg_pool", "httpx", "httpx2", "anyio",
          "starlette", "uvicorn", "anthropic"}
-PROBE = """
-import json, sys
-from evoteam.cli import main
-try:
-    main(sys.argv[1:])
-except SystemExit as exc:
-    code = exc.code
-else:
-    code = 0
-from pydantic import BaseModel
+PROBE = RUN_CLI + """from pydantic import BaseModel
 models = []
 stack = list(BaseModel.__subclasses__())
 while stack:
