@@ -22,15 +22,9 @@ from evoteam.servers.bench.evaluation.compare import compare_candidates
 from evoteam.servers.bench.evaluation.core import evaluate_candidate
 from evoteam.servers.bench.measurement.session import KernelSession
 from evoteam.servers.bench.measurement.workerproc import WorkerProc
+from tests.bench.conftest import RMSNORM
 
-GOOD = """
-import numpy as np
-
-def run(hidden_states, weight, eps):
-    x = hidden_states.astype(np.float64)
-    y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
-    return y.astype(np.float32)
-"""
+GOOD = RMSNORM  # a correct RMSNorm (tests/bench/conftest.py)
 
 # The same kernel written another way: a second, distinct candidate for a batch of three sides.
 OTHER = """
