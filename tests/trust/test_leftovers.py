@@ -63,6 +63,13 @@ def _state(pid: int) -> str | None:
         return None
 
 
+def _wait_for_state(pid: int, wanted: str, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while _state(pid) != wanted and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _state(pid) == wanted
+
+
 def test_a_stopped_worker_whose_harness_died_is_killed_and_a_live_harness_s_is_not():
     from evoteam.servers.bench.confinement import leftovers
 
@@ -76,6 +83,9 @@ def test_a_stopped_worker_whose_harness_died_is_killed_and_a_live_harness_s_is_n
     control = subprocess.Popen(WORKER_ARGV, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)  # stopped too, but its harness (this process) is alive
     os.kill(control.pid, signal.SIGSTOP)
+    # kill() returns once the signal is queued; a child still waiting for a CPU (a busy 2-core
+    # machine) shows R until it runs and stops. Wait for T, so the check below means "left alone".
+    _wait_for_state(control.pid, "T")
     try:
         with open(f"/proc/{orphan}/stat", "rb") as fh:
             ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
