@@ -9,7 +9,8 @@ with two anchors — `python -c pass` and `python -c 'import click'` (the CLI's 
 change of the machine's load hits every row alike. Columns: the median, the middle half of the
 runs (25th–75th percentile) and the slowest run, in ms, and the median's ratio to click's import
 (a ratio survives the machine's load; the figures do not). `--normal` adds each read once more with
-the quick reads off (EVOTEAM_QUICK_READS=0: the store's full path), for the difference.
+the quick reads off (EVOTEAM_QUICK_READS=0: the store's full path; for `bench list` and
+`describe`, the kits loaded instead of the kit index), for the difference.
 Issue 24's target: every row within 200 ms on a quiet machine (about 3.3× click's import there).
 """
 
@@ -98,7 +99,7 @@ def main() -> None:
         normal = {**env, "EVOTEAM_QUICK_READS": "0"}
         if args.normal:
             rows.update({f"evoteam {' '.join(a)} (normal path)": (str(EVOTEAM), *a)
-                         for a in reads(run_id) if a[0] in ("kb", "token")})
+                         for a in reads(run_id) if a[0] in ("kb", "token") or a[1] in ("list", "describe")})
         times: dict[str, list[float]] = {name: [] for name in rows}
         for _ in range(args.repeats):
             for name, cmd in rows.items():

@@ -168,7 +168,7 @@ def test_gdn_reference_runs_on_cpu(bench_settings):
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", GPU_KITS)
 async def test_gpu_kit_baseline_passes(name, bench_settings):
-    from evoteam.servers.bench.formats.fib import cuda_available
+    from evoteam.servers.bench.formats.gpuprobe import cuda_available
 
     ok, reason = cuda_available()
     if not ok:

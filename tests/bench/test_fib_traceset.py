@@ -21,7 +21,7 @@ pytest.importorskip("safetensors", reason="FIB blobs are safetensors files; safe
 from evoteam.config import Settings  # noqa: E402
 from evoteam.exitcodes import CANDIDATE_FAILED  # noqa: E402
 from evoteam.servers.bench.evaluation import catalog, core  # noqa: E402
-from evoteam.servers.bench.formats.fib import cuda_available  # noqa: E402
+from evoteam.servers.bench.formats.gpuprobe import cuda_available  # noqa: E402
 from evoteam.servers.bench.formats.kits import find_kit  # noqa: E402
 from evoteam.servers.bench.server import build_server  # noqa: E402
 from evoteam.servers.knowledge.local import LocalKnowledgeStore  # noqa: E402

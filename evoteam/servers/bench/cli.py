@@ -12,8 +12,11 @@ from typing import TYPE_CHECKING
 
 import click
 
+from evoteam.clisettings import LazySettings
 from evoteam.errors import DomainError
 from evoteam.exitcodes import CANDIDATE_FAILED, cli_error
+from evoteam.servers.bench import kitview
+from evoteam.servers.bench.kitview import Console, Table, escape
 from evoteam.servers.knowledge.errors import StoreError
 
 if TYPE_CHECKING:
@@ -32,25 +35,6 @@ class _Lazy:
 
 core = _Lazy("evoteam.servers.bench.evaluation.core")
 catalog = _Lazy("evoteam.servers.bench.evaluation.catalog")
-
-
-# rich's Console, Table and escape, imported on first call (rich costs ~0.1 s to import).
-def Console(*args, **kwargs):  # noqa: N802 - stands in for rich's class
-    from rich.console import Console as RichConsole
-
-    return RichConsole(*args, **kwargs)
-
-
-def Table(*args, **kwargs):  # noqa: N802
-    from rich.table import Table as RichTable
-
-    return RichTable(*args, **kwargs)
-
-
-def escape(text: str) -> str:
-    from rich.markup import escape as rich_escape
-
-    return rich_escape(text)
 
 
 def _settings(ctx: click.Context):
@@ -72,42 +56,32 @@ def bench() -> None:
 @click.pass_context
 def list_cmd(ctx: click.Context, as_json: bool) -> None:
     """List the task kits."""
-    result = catalog.list_kits(_settings(ctx), limit=100)
+    if not as_json and (index := _kit_index(ctx)) is not None:
+        kitview.print_listing(kitview.from_index(index["listing"]))
+        return
+    settings = _settings(ctx)
+    result = catalog.list_kits(settings, limit=100)
     if as_json:
         click.echo(result.model_dump_json(indent=2))
         return
-    console = Console()
-    # Kit names are what people type next: never cut or wrapped. Where a table would squeeze
-    # them (80 columns, a pipe), each kit gets a heading line and its goal wraps below it.
-    name_width = max((len(k.name) for k in result.items), default=3)
-    if console.width >= name_width + 75:
-        table = Table(title=f"{result.total} task kits")
-        table.add_column("kit", no_wrap=True, min_width=name_width)
-        for col in ("kind", "device", "direction"):
-            table.add_column(col, no_wrap=True)
-        table.add_column("runs here", overflow="fold", ratio=1)
-        table.add_column("goal", overflow="fold", ratio=2)
-        for k in result.items:
-            table.add_row(k.name, k.kind, k.device, k.direction,
-                          "yes" if k.available else f"no: {k.unavailable_reason}", first_sentence(k.goal))
-        console.print(table)
-    else:
-        console.print(f"[bold]{result.total} task kits[/bold]")
-        for k in result.items:
-            console.print(f"[bold]{escape(k.name)}[/bold]  ({k.kind}, {k.device}, {k.direction})", soft_wrap=True)
-            from rich.padding import Padding
-
-            console.print(Padding(escape(first_sentence(k.goal)), (0, 0, 0, 4)))
-            if not k.available:
-                console.print(Padding(f"[yellow]cannot run here: {escape(k.unavailable_reason or '')}[/yellow]",
-                                      (0, 0, 0, 4)))
-    click.echo("`evoteam bench describe KIT` shows a kit's whole goal, signature and workloads")
+    kitview.print_listing(result)
+    _remember_kits(settings)
 
 
-def first_sentence(text: str, limit: int = 160) -> str:
-    """A goal's first sentence: the listing stays a listing; `bench describe` has the rest."""
-    head = text.strip().split(". ", 1)[0].rstrip(".") + "."
-    return head if len(head) <= limit else head[: limit - 1].rstrip() + "…"
+def _kit_index(ctx: click.Context) -> dict | None:
+    """The kit index (formats/kitindex.py) when it still holds here: the listing and the kits'
+    descriptions without loading the kits (pydantic and every kit's models cost ~0.2 s)."""
+    settings = _settings(ctx)
+    if not isinstance(settings, LazySettings):
+        return None
+    from evoteam.servers.bench.formats import kitindex
+
+    return kitindex.read(settings.values())
+
+
+def _remember_kits(settings) -> None:
+    if isinstance(settings, LazySettings):
+        catalog.remember(settings, settings.values())
 
 
 @bench.command("describe")
@@ -117,43 +91,23 @@ def first_sentence(text: str, limit: int = 160) -> str:
 @click.pass_context
 def describe_cmd(ctx: click.Context, kit: str, detail: bool, as_json: bool) -> None:
     """Describe one kit: goal, signature, tolerances, workloads."""
+    if not (as_json or detail) and (index := _kit_index(ctx)) is not None and kit in index["details"]:
+        from evoteam.servers.bench.formats.kitindex import describable
+
+        if describable(kit):
+            kitview.print_detail(kitview.from_index(index["details"][kit]), detail)
+            return
+    settings = _settings(ctx)
     try:
-        d = catalog.describe_kit(_settings(ctx), kit, detail=detail)
+        d = catalog.describe_kit(settings, kit, detail=detail)
     except DomainError as exc:
         raise cli_error(exc) from exc
     if as_json:
         click.echo(d.model_dump_json(indent=2, exclude_none=True))
         return
-    console = Console()
-    console.print(f"[bold]{d.name}[/bold] ({d.kind}, {d.device}, {d.direction})")
-    console.print(escape(d.goal))
-    if not d.available:
-        console.print(f"[yellow]cannot run here: {d.unavailable_reason}[/yellow]")
-    for label, value in (("x0", d.x0), ("best known", d.best_known), ("entry", d.entry),
-                         ("signature", d.signature), ("baseline", d.baseline), ("start from", d.starting_point)):
-        if value is not None:
-            console.print(f"[bold]{label}:[/bold] {escape(str(value))}")
-    if d.timing_note:
-        console.print(f"[yellow]timing: {escape(d.timing_note)}[/yellow]")
-    if d.timing_method:
-        console.print(f"[bold]timing method:[/bold] {escape(d.timing_method)}")
-    if d.solutions:
-        console.print(f"[bold]solutions:[/bold] {escape(', '.join(d.solutions))}")
-    if d.worker_env:  # the same for the baseline's worker and the candidate's
-        console.print(f"[bold]worker env:[/bold] {escape(' '.join(f'{k}={v}' for k, v in d.worker_env.items()))}")
-    if d.tolerance:
-        console.print(f"[bold]tolerance:[/bold] atol={d.tolerance.atol:g} rtol={d.tolerance.rtol:g} "
-                      f"matched ratio={d.tolerance.required_matched_ratio:g}")
-    if d.dev_workloads:
-        table = Table(title=f"dev workloads (+{d.heldout_count} held-out, secret)")
-        table.add_column("workload", no_wrap=True, min_width=max(len(w.name) for w in d.dev_workloads))
-        table.add_column("axes", overflow="fold")
-        for w in d.dev_workloads:
-            table.add_row(w.name, ", ".join(f"{k}={v}" for k, v in w.axes.items()))
-        console.print(table)
-    if detail and d.reference:
-        console.print("[bold]reference:[/bold]")
-        console.print(d.reference, markup=False, highlight=False)
+    kitview.print_detail(d, detail)
+    if not detail:
+        _remember_kits(settings)
 
 
 def _fmt(value, spec: str) -> str:

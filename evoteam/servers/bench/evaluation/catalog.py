@@ -8,7 +8,8 @@ from evoteam.config import Settings
 from evoteam.errors import DomainError
 from evoteam.servers.bench.confinement.workerenv import tuning_env
 from evoteam.servers.bench.formats.kit import Kit
-from evoteam.servers.bench.formats.kits import discover, find_kit
+from evoteam.servers.bench.formats import kitindex
+from evoteam.servers.bench.formats.kits import confinable, discover, find_kit, search_order
 from evoteam.servers.bench.models import KitDetail, KitList, KitSummary, WorkloadInfo
 
 
@@ -49,7 +50,10 @@ def _signature(kit: Kit) -> str:
 
 
 def describe_kit(settings: Settings, name: str, detail: bool = False) -> KitDetail:
-    kit = find_kit(settings, name)
+    return _describe(find_kit(settings, name), detail)
+
+
+def _describe(kit: Kit, detail: bool) -> KitDetail:
     m = kit.manifest
     ok, reason = kit.availability()
     start = kit.starting_point()
@@ -80,3 +84,25 @@ def describe_kit(settings: Settings, name: str, detail: bool = False) -> KitDeta
         out.signature = f"score = metric {m.objective!r} from the kit's evaluator ({m.direction})"
         out.heldout_count = m.program_heldout.count if m.program_heldout else 0
     return out
+
+
+def remember(settings: Settings, values: dict) -> None:
+    """Keep the listing and every listed kit's description in the kit index (formats/kitindex.py)
+    with the facts they depend on, so that the next `bench list` or `bench describe KIT` on the
+    command line answers without loading the kits. `values` are the raw settings the model was
+    built from (configsource.setting_values)."""
+    kits = discover(settings)
+    listing = list_kits(settings, limit=100)
+    details: dict[str, dict] = {}
+    modules = ["torch"]
+    for kit in kits.values():
+        modules += kit.probed_modules()
+    for item in listing.items:
+        if not kitindex.describable(item.name):
+            continue
+        try:  # as `describe_kit(settings, name)` finds it: by name among the discovered kits
+            details[item.name] = _describe(confinable(settings, kits[item.name]), False).model_dump(mode="json")
+        except DomainError:
+            continue  # the normal path says why, each time
+    kitindex.write(values, search_order(settings), settings.project_kits_dirs, modules,
+                   listing.model_dump(mode="json"), details)

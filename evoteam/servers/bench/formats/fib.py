@@ -14,13 +14,9 @@ when no GPU is visible, and its timings are then marked as not representative).
 
 from __future__ import annotations
 
-import glob
-import importlib.util
 import json
-import os
 import platform
 import struct
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -28,6 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from evoteam.errors import DomainError
+from evoteam.servers.bench.formats.gpuprobe import cuda_available
 from evoteam.servers.bench.models import Definition, Solution, Tolerance, Workload
 
 FIB_ATOL = 1e-2
@@ -42,35 +39,6 @@ SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF1
 
 
 # ---------------------------------------------------------------- devices and defaults
-
-
-def _gpu_driver_present() -> bool:
-    """False only where no GPU can be visible to torch, known without importing it: on Linux, no
-    NVIDIA driver's GPU list or device node, no ROCm device and no WSL GPU device (/dev/dxg), or
-    CUDA_VISIBLE_DEVICES empty."""
-    if os.environ.get("CUDA_VISIBLE_DEVICES") in ("", "-1"):
-        return False
-    if sys.platform != "linux":
-        return True  # no cheap way to know: ask torch
-    gpus = Path("/proc/driver/nvidia/gpus")
-    return (gpus.is_dir() and any(gpus.iterdir())) or bool(glob.glob("/dev/nvidia[0-9]*")) or \
-        os.path.exists("/dev/kfd") or os.path.exists("/dev/dxg")
-
-
-def cuda_available() -> tuple[bool, str | None]:
-    """(whether torch sees a CUDA GPU here, why not): FIB's defaults and kernel kits' requirements
-    both depend on it."""
-    if importlib.util.find_spec("torch") is None:
-        return False, "needs torch with CUDA; torch is not installed"
-    if not _gpu_driver_present():  # importing torch takes a second (numpy with it): not to learn "no"
-        return False, "needs a CUDA GPU; none is visible on this machine"
-    try:
-        import torch
-    except Exception as exc:  # pragma: no cover - broken installs
-        return False, f"torch fails to import: {exc}"
-    if not torch.cuda.is_available():
-        return False, "needs a CUDA GPU; none is visible on this machine"
-    return True, None
 
 
 def default_device(reference: str) -> tuple[str, str, str | None]:

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from evoteam.errors import DomainError
 from evoteam.servers.bench.formats import fib, openevolve
-from evoteam.servers.bench.formats.fib import cuda_available
+from evoteam.servers.bench.formats.gpuprobe import cuda_available
 from evoteam.servers.bench.models import Definition, HeldoutChoice, KitManifest, Workload
 
 
@@ -121,6 +121,19 @@ class Kit:
         if self.manifest.framework == "torch" and importlib.util.find_spec("torch") is None:
             return False, "needs torch, which is not installed"
         return True, None
+
+    def probed_modules(self) -> list[str]:
+        """The modules whose presence `availability` and `baseline_solutions` ask about: what
+        this kit's listing and description depend on besides its files."""
+        found = list(self.manifest.requires)
+        for entry in self.manifest.baseline:
+            if entry == "reference":
+                break
+            try:
+                found += _declared_requirements(self.file(entry.partition("::")[0]))
+            except DomainError:
+                continue
+        return found
 
     # -------------------------------------------------------- workloads
 

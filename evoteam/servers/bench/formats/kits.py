@@ -63,7 +63,7 @@ def kit_dirs(settings: Settings) -> list[Path]:
     return [Path(d).expanduser() for d in settings.kits_dirs]
 
 
-def _search_order(settings: Settings) -> list[Path]:
+def search_order(settings: Settings) -> list[Path]:
     """The shipped kits first: a kit elsewhere with a shipped kit's name never shadows it (it
     is still reachable by its path)."""
     shipped = kits_dir().resolve()
@@ -73,7 +73,7 @@ def _search_order(settings: Settings) -> list[Path]:
 
 def discover(settings: Settings) -> dict[str, Kit]:
     kits: dict[str, Kit] = {}
-    for base in _search_order(settings):
+    for base in search_order(settings):
         if not base.is_dir():
             continue
         if fib.is_trace_set(base):
@@ -140,7 +140,7 @@ def _require_trust(settings: Settings, path: Path) -> None:
                           "bench trust FOLDER` or add its parent to EVOTEAM_KITS / kits_dirs")
 
 
-def _confinable(settings: Settings, kit: Kit) -> Kit:
+def confinable(settings: Settings, kit: Kit) -> Kit:
     """A kit from a folder only a project file names: a program kit runs (its evaluator is
     confined like a candidate); a kernel kit's reference and baseline would run unconfined, so it
     needs the user's trust first."""
@@ -176,9 +176,9 @@ def find_kit(settings: Settings, name_or_path: str) -> Kit:
         return Kit.load(path)
     kits = discover(settings)
     if name_or_path in kits:
-        return _confinable(settings, kits[name_or_path])
+        return confinable(settings, kits[name_or_path])
     if "/" in name_or_path and Path(name_or_path.rstrip("/")).name in kits:
-        return _confinable(settings, kits[Path(name_or_path.rstrip("/")).name])  # `task_kits/<kit>` elsewhere
+        return confinable(settings, kits[Path(name_or_path.rstrip("/")).name])  # `task_kits/<kit>` elsewhere
     if "/" not in name_or_path and name_or_path not in (".", ".."):
         # A folder of that name whose manifest is refused is left out of the list: say why.
         for base in kit_dirs(settings):
