@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from evoteam.servers.team.launch import MCP_WAIT_ENV
 from tests.support.claude_cli import claude_env, claude_mcp_list, claude_path, prepare_home, run_print_session
 from tests.support.scripted_api import Rule, ScriptedAPI, tool_use
 
@@ -31,10 +32,9 @@ P = "mcp__plugin_evoteam_"
 KIT = "rmsnorm_cpu"
 CANDIDATE = ROOT / "task_kits" / KIT / "examples" / "better.py"
 
-# Make -p sessions wait until every MCP server is connected (by default they connect in the
-# background and the first request may go out before the tools are there).
-MCP_WAIT = {"MCP_CONNECTION_NONBLOCKING": "false", "MCP_SERVER_CONNECTION_BATCH_SIZE": "8",
-            "CLAUDE_CODE_MCP_STARTUP_WAIT_MS": "30000"}
+# Make -p sessions wait until every MCP server is connected, as evoteam's own sessions do (by
+# default they connect in the background and the first request may go out before the tools are there).
+MCP_WAIT = MCP_WAIT_ENV
 
 pytestmark = pytest.mark.claude_cli
 

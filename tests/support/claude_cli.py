@@ -38,6 +38,10 @@ OFFLINE_ENV: dict[str, str] = {
     # evoteam's warm hook process (evoteam/plugin/warm.py), if a test's hooks start one, leaves
     # 20 s after its last hook instead of 10 minutes.
     "EVOTEAM_HOOK_WARM_IDLE": "20",
+    # A server's first start imports the MCP SDK before answering; on a busy 2-core machine that
+    # passed Claude Code's default 30 s in `claude mcp list`. 60 s is what evoteam's own sessions
+    # allow (evoteam/servers/team/launch.py).
+    "MCP_TIMEOUT": "60000",
 }
 
 # Parent-env variables passed through (everything else, e.g. a real ANTHROPIC_* or

@@ -14,12 +14,15 @@ from pathlib import Path
 ORIGIN_VAR = "EVOTEAM_SESSION_ORIGIN"
 
 # Claude Code connects MCP servers in the background by default, so a `-p` session's first
-# request can go out before the evoteam tools exist. These make it wait for them.
+# request can go out before the evoteam tools exist. These make it wait for them. 60 s, the most
+# Claude Code honours for MCP_TIMEOUT: a server's first start (no fast-start manifest yet, so the
+# MCP SDK is imported before `initialize` is answered) passed its default 30 s on a 2-core
+# machine with two busy loops.
 MCP_WAIT_ENV = {
     "MCP_CONNECTION_NONBLOCKING": "false",
     "MCP_SERVER_CONNECTION_BATCH_SIZE": "8",
-    "CLAUDE_CODE_MCP_STARTUP_WAIT_MS": "30000",
-    "MCP_TIMEOUT": "30000",
+    "CLAUDE_CODE_MCP_STARTUP_WAIT_MS": "60000",
+    "MCP_TIMEOUT": "60000",
 }
 
 
