@@ -21,7 +21,7 @@ BENCH = "evoteam.servers.bench"
 # measurement runs and times it honestly; formats read the kits; models are the bench's schemas;
 # confinement is what holds a worker in.
 ROOMS = [
-    ("top", {f"{BENCH}.server", f"{BENCH}.service", f"{BENCH}.cli", f"{BENCH}.kitview"}),
+    ("top", {f"{BENCH}.server", f"{BENCH}.service", f"{BENCH}.cli", f"{BENCH}.kitview", f"{BENCH}.lazyrich"}),
     ("scheduling", {f"{BENCH}.scheduling"}),
     ("evaluation", {f"{BENCH}.evaluation"}),
     ("measurement", {f"{BENCH}.measurement"}),

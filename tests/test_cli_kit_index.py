@@ -7,7 +7,9 @@ bench models): no timed asserts (benchmarks/bench_cli.py times them)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import time
 import subprocess
 import sys
 from pathlib import Path
@@ -193,9 +195,114 @@ def test_withdrawn_trust_is_not_outlived_by_the_index(env, tmp_path):
 def test_no_index_where_a_gpu_may_be_visible(monkeypatch, tmp_path):
     """There, whether a kit runs needs torch's own answer: the index is neither kept nor read."""
     values = {"db": tmp_path / "kb.db", "kits_dirs": [], "project_kits_dirs": []}
-    assert kitindex.facts(values, []) is not None
+    assert kitindex.snapshot(values).facts is not None
     monkeypatch.setattr(kitindex, "gpu_driver_present", lambda: True)
     real = kitindex.importlib.util.find_spec
     monkeypatch.setattr(kitindex.importlib.util, "find_spec",
                         lambda name, *a: object() if name == "torch" else real(name, *a))
-    assert kitindex.facts(values, []) is None
+    assert kitindex.snapshot(values).facts is None
+
+
+# ---------------------------------------------------------------- what a review found (each failed before)
+
+
+def _definitions_folder(env):
+    (Path(env["EVOTEAM_KITS"]) / "my_rmsnorm" / "definitions").mkdir()  # an empty folder: now a trace set
+
+
+def _same_size_edit_keeping_mtime(env):
+    path = Path(env["EVOTEAM_KITS"]) / "my_rmsnorm" / "kit.json"
+    st = path.stat()
+    path.write_text(path.read_text().replace("My own copy.", "My own COPY."))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # as `touch -r`, `cp -p` or `tar x` leave it
+
+
+def _bad_setting(env):
+    env["EVOTEAM_CORES_PER_EVAL"] = "0"  # refused by the settings model
+
+
+def _shadowed_yaml(env):
+    shadow = Path(env["HOME"]) / "shadow"
+    shadow.mkdir()
+    (shadow / "yaml.py").write_text("raise ImportError('not here')\n")
+    env["PYTHONPATH"] = str(shadow)
+
+
+def _other_kit_broken(env):
+    (Path(env["EVOTEAM_KITS"]) / "my_rmsnorm" / "workloads.jsonl").unlink()
+
+
+@pytest.mark.parametrize("change", [_definitions_folder, _same_size_edit_keeping_mtime, _bad_setting, _shadowed_yaml,
+                                    _other_kit_broken], ids=lambda f: f.__name__.strip("_"))
+def test_after_a_change_both_ways_answer_alike(env, change):
+    """The listing and a description agree with loading the kits, exit codes included."""
+    _cli(env, "bench", "list")
+    _cli(env, "bench", "describe", "my_rmsnorm")
+    assert _from_index(env, "bench", "list")
+    change(env)
+    for args in (("bench", "list"), ("bench", "describe", "my_rmsnorm"), ("bench", "describe", "rmsnorm_cpu"),
+                 ("bench", "list")):
+        quick, normal = _cli(env, *args), _cli(env, *args, quick=False)
+        assert (quick.returncode, quick.stdout, quick.stderr) == (normal.returncode, normal.stdout, normal.stderr)
+        assert "Traceback" not in quick.stderr
+    # a broken kit elsewhere never fails the listing or another kit's description
+    assert _cli(env, "bench", "list").returncode in (0, 1)
+    if change is _other_kit_broken:
+        assert _cli(env, "bench", "list").returncode == 0
+        assert _cli(env, "bench", "describe", "rmsnorm_cpu").returncode == 0
+
+
+def test_a_linked_kit_folder_is_never_served_from_the_index(env, tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    shutil.move(Path(env["EVOTEAM_KITS"]) / "my_rmsnorm", real / "my_rmsnorm")
+    (Path(env["EVOTEAM_KITS"]) / "my_rmsnorm").symlink_to(real / "my_rmsnorm")
+    _cli(env, "bench", "list")
+    assert not _from_index(env, "bench", "list")  # its files are elsewhere: not stated, not kept
+    path = real / "my_rmsnorm" / "kit.json"
+    path.write_text(path.read_text().replace("My own copy.", "The linked copy."))
+    assert "The linked copy." in _same_both_ways(env, "bench", "list")
+
+
+@pytest.mark.parametrize("damage", ["deep", "shape"])
+def test_an_index_that_cannot_be_printed_falls_back(env, damage):
+    _cli(env, "bench", "list")
+    _cli(env, "bench", "describe", "my_rmsnorm")
+    path = _index_file(env)
+    if damage == "deep":
+        path.write_text("[" * 100_000)
+    else:  # facts that hold, contents that do not print
+        doc = json.loads(path.read_text())
+        doc["listing"] = {}
+        doc["details"]["my_rmsnorm"] = "not a description"
+        path.write_text(json.dumps(doc))
+    for args in (("bench", "list"), ("bench", "describe", "my_rmsnorm")):
+        quick, normal = _cli(env, *args), _cli(env, *args, quick=False)
+        assert quick.returncode == 0 and (quick.stdout, quick.stderr) == (normal.stdout, normal.stderr)
+
+
+def test_facts_that_moved_while_the_kits_loaded_are_not_kept(env, monkeypatch):
+    """The index is kept only when the facts taken before loading still hold after it, and no
+    file changed just before they were taken (its timestamps could then repeat)."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(Path(env["HOME"]) / "work")
+    from evoteam.configsource import setting_values
+
+    values = setting_values()
+    kit = Path(env["EVOTEAM_KITS"]) / "my_rmsnorm" / "kit.json"
+    before = kitindex.snapshot(values)
+    for _ in range(100):  # the kit was copied a moment ago: wait until that is no longer "just now"
+        if not before.racy():
+            break
+        time.sleep(0.05)
+        before = kitindex.snapshot(values)
+    assert before.facts is not None and not before.racy()
+    kit.write_text(kit.read_text().replace("My own copy.", "Changed meanwhile."))
+    kitindex.write(values, before, [Path(d) for d, _ in before.facts["dirs"]], [], [], {"items": [], "total": 0},
+                   {})
+    assert not _index_file(env).exists()
+    racy = kitindex.snapshot(values)  # taken right after the edit
+    assert racy.racy()
+    kitindex.write(values, racy, [Path(d) for d, _ in racy.facts["dirs"]], [], [], {"items": [], "total": 0}, {})
+    assert not _index_file(env).exists()

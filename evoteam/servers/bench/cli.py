@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -16,7 +17,7 @@ from evoteam.clisettings import LazySettings
 from evoteam.errors import DomainError
 from evoteam.exitcodes import CANDIDATE_FAILED, cli_error
 from evoteam.servers.bench import kitview
-from evoteam.servers.bench.kitview import Console, Table, escape
+from evoteam.servers.bench.lazyrich import Console, Table, escape
 from evoteam.servers.knowledge.errors import StoreError
 
 if TYPE_CHECKING:
@@ -56,16 +57,18 @@ def bench() -> None:
 @click.pass_context
 def list_cmd(ctx: click.Context, as_json: bool) -> None:
     """List the task kits."""
-    if not as_json and (index := _kit_index(ctx)) is not None:
-        kitview.print_listing(kitview.from_index(index["listing"]))
+    if not as_json and (index := _kit_index(ctx)) is not None \
+            and (view := kitview.listing_from_index(index["listing"])) is not None:
+        kitview.print_listing(view)
         return
     settings = _settings(ctx)
+    before = _facts(settings)
     result = catalog.list_kits(settings, limit=100)
     if as_json:
         click.echo(result.model_dump_json(indent=2))
         return
     kitview.print_listing(result)
-    _remember_kits(settings)
+    _remember_kits(settings, before, result)
 
 
 def _kit_index(ctx: click.Context) -> dict | None:
@@ -79,9 +82,18 @@ def _kit_index(ctx: click.Context) -> dict | None:
     return kitindex.read(settings.values())
 
 
-def _remember_kits(settings) -> None:
-    if isinstance(settings, LazySettings):
-        catalog.remember(settings, settings.values())
+def _facts(settings):
+    """The kit index's facts before any kit is loaded (None: no index for this call)."""
+    from evoteam.servers.bench.formats import kitindex
+
+    if not isinstance(settings, LazySettings) or os.environ.get(kitindex.ENV_SWITCH, "1") == "0":
+        return None
+    return kitindex.snapshot(settings.values())
+
+
+def _remember_kits(settings, before, listing=None) -> None:
+    if before is not None:
+        catalog.remember(settings, settings.values(), before, listing)
 
 
 @bench.command("describe")
@@ -94,10 +106,11 @@ def describe_cmd(ctx: click.Context, kit: str, detail: bool, as_json: bool) -> N
     if not (as_json or detail) and (index := _kit_index(ctx)) is not None and kit in index["details"]:
         from evoteam.servers.bench.formats.kitindex import describable
 
-        if describable(kit):
-            kitview.print_detail(kitview.from_index(index["details"][kit]), detail)
+        if describable(kit) and (view := kitview.detail_from_index(index["details"][kit])) is not None:
+            kitview.print_detail(view, detail)
             return
     settings = _settings(ctx)
+    before = _facts(settings) if not (as_json or detail) else None
     try:
         d = catalog.describe_kit(settings, kit, detail=detail)
     except DomainError as exc:
@@ -106,8 +119,7 @@ def describe_cmd(ctx: click.Context, kit: str, detail: bool, as_json: bool) -> N
         click.echo(d.model_dump_json(indent=2, exclude_none=True))
         return
     kitview.print_detail(d, detail)
-    if not detail:
-        _remember_kits(settings)
+    _remember_kits(settings, before)
 
 
 def _fmt(value, spec: str) -> str:

@@ -4,28 +4,13 @@ both, so the quick answer and the normal one cannot drift apart."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 from types import SimpleNamespace
 
 import click
 
-
-# rich is imported on first call (~0.1 s): a listing from the kit index should not wait for more.
-def Console(*args, **kwargs):  # noqa: N802 - stands in for rich's class
-    from rich.console import Console as RichConsole
-
-    return RichConsole(*args, **kwargs)
-
-
-def Table(*args, **kwargs):  # noqa: N802
-    from rich.table import Table as RichTable
-
-    return RichTable(*args, **kwargs)
-
-
-def escape(text: str) -> str:
-    from rich.markup import escape as rich_escape
-
-    return rich_escape(text)
+from evoteam.servers.bench.lazyrich import Console, Table, escape
 
 
 _MAPPINGS = ("axes", "worker_env", "definition")  # fields that are dicts in the models too
@@ -38,6 +23,30 @@ def from_index(data):
     if isinstance(data, dict):
         return SimpleNamespace(**{k: v if k in _MAPPINGS else from_index(v) for k, v in data.items()})
     return data
+
+
+def listing_from_index(data):
+    """The kit index's listing ready to print, or None where it cannot be printed (a file not
+    written by this evoteam): the caller then loads the kits."""
+    view = from_index(data)
+    return view if _prints(print_listing, view) else None
+
+
+def detail_from_index(data):
+    """One kit's description from the kit index ready to print, or None (as above)."""
+    view = from_index(data)
+    return view if _prints(print_detail, view, False) else None
+
+
+def _prints(printer, *args) -> bool:
+    # A trial print into a buffer: whatever the index holds, the command prints all or nothing
+    # from it, never half a table and then a traceback.
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            printer(*args)
+    except Exception:  # noqa: BLE001 - any failure means "not from the index"
+        return False
+    return True
 
 
 def print_listing(result) -> None:

@@ -86,23 +86,30 @@ def _describe(kit: Kit, detail: bool) -> KitDetail:
     return out
 
 
-def remember(settings: Settings, values: dict) -> None:
+def remember(settings: Settings, values: dict, before: kitindex.Snapshot, listing: KitList | None = None) -> None:
     """Keep the listing and every listed kit's description in the kit index (formats/kitindex.py)
     with the facts they depend on, so that the next `bench list` or `bench describe KIT` on the
     command line answers without loading the kits. `values` are the raw settings the model was
-    built from (configsource.setting_values)."""
-    kits = discover(settings)
-    listing = list_kits(settings, limit=100)
-    details: dict[str, dict] = {}
-    modules = ["torch"]
-    for kit in kits.values():
-        modules += kit.probed_modules()
-    for item in listing.items:
-        if not kitindex.describable(item.name):
-            continue
-        try:  # as `describe_kit(settings, name)` finds it: by name among the discovered kits
-            details[item.name] = _describe(confinable(settings, kits[item.name]), False).model_dump(mode="json")
-        except DomainError:
-            continue  # the normal path says why, each time
-    kitindex.write(values, search_order(settings), settings.project_kits_dirs, modules,
-                   listing.model_dump(mode="json"), details)
+    built from (configsource.setting_values); `before` the facts taken before the command loaded
+    any kit; `listing` what it printed, if it printed the listing. Best effort: whatever goes
+    wrong here leaves only the index unwritten, never the command's answer changed."""
+    if before.facts is None or before.racy():
+        return
+    try:
+        kits = discover(settings)
+        listing = listing or list_kits(settings, limit=100)
+        details: dict[str, dict] = {}
+        modules = ["torch"]
+        for kit in kits.values():
+            modules += kit.probed_modules()
+        for item in listing.items:
+            if not kitindex.describable(item.name):
+                continue
+            try:  # as `describe_kit(settings, name)` finds it: by name among the discovered kits
+                details[item.name] = _describe(confinable(settings, kits[item.name]), False).model_dump(mode="json")
+            except Exception:  # noqa: BLE001 - the normal path says why, each time it is asked
+                continue
+        kitindex.write(values, before, search_order(settings), settings.project_kits_dirs, modules,
+                       listing.model_dump(mode="json"), details)
+    except Exception:  # noqa: BLE001 - a cache: its failure must not become the command's
+        return
