@@ -102,3 +102,15 @@ def test_corpus_index_reports_progress_piped(tmp_path):
     assert done.returncode == 0, done.stderr
     progress = [line for line in done.stderr.splitlines() if line.startswith(f"indexing {corpus}: ")]
     assert progress[0].startswith(f"indexing {corpus}: 0/3 ") and progress[-1].startswith(f"indexing {corpus}: 3/3 files read")
+
+
+def test_doctor_says_up_front_what_its_checks_cost_and_reports_each(tmp_path):
+    """`doctor` took 18-42 s with nothing shown (issue 24): piped, it first says what each check
+    usually takes, then prints every check, the warm hooks' included (doctor is where a user
+    learns they are off), and the count."""
+    done = _evoteam(tmp_path, "doctor", "--server", "knowledge")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stderr.startswith("checking side by side; each usually takes: server 1–4 s each"), done.stderr
+    checks = [line.split()[1:3] for line in done.stdout.splitlines()[:-1]]
+    assert {" ".join(c) for c in checks} >= {"server knowledge", "store round", "your store", "warm hooks"}, checks
+    assert done.stdout.splitlines()[-1].startswith("all 4 checks passed"), done.stdout

@@ -40,6 +40,14 @@ def test_the_two_commands_come_first_and_ci_runs_exactly_them():
           if line.strip() and not line.startswith("#")]
     assert "./install.sh" in ci and ci[-1] == first[1]
     assert "-rs" in first[1].split()  # skips print their reason
+    # What CI installs between the two, the README names (a newcomer's run skips those tests).
+    optional = {"torch": "PyTorch", "[ray]": "Ray", "codex_cli": "Codex CLI", "chromium": "Chromium",
+                "postgresql": "PostgreSQL"}
+    between = ci[ci.index("./install.sh") + 1:-1]
+    assert between and all(any(key in line for key in optional) for line in between), between
+    start = " ".join(README.split("## What you get", 1)[0].split())
+    for key, name in optional.items():
+        assert any(key in line for line in between) and name in start, (key, name)
 
 
 def _resolves(words: list[str]) -> bool:
@@ -93,6 +101,27 @@ def test_the_install_route_and_the_downloads_are_said():
 def test_ndg_is_defined_and_the_trust_step_shown():
     assert re.search(r"\*\*NDG\*\*, the\s+normalised discovery gain: 100 · \(best − x0\) / \(best known − x0\)", README)
     assert "evoteam bench trust" in README and "examples/" in README
+
+
+def test_every_kit_ships_the_starting_program_and_examples_the_readme_promises():
+    """The first session's sentence on what each kit ships, held for every shipped kit: a CPU kit
+    has its starting program and a better and a wrong example, a GPU kit a wrong one."""
+    import json
+
+    assert "Every CPU kit ships a starting program (`baseline.py`, or `initial_program.py`" in " ".join(README.split())
+    kits = [p for p in (ROOT / "task_kits").iterdir() if (p / "kit.json").is_file()]
+    assert len(kits) >= 6
+    for kit in kits:
+        manifest = json.loads((kit / "kit.json").read_text(encoding="utf-8"))
+        examples = manifest.get("examples", {})
+        promised = {"wrong"} if manifest.get("device") == "cuda" else {"better", "wrong"}
+        assert promised <= set(examples), (kit.name, examples)
+        for name in promised:
+            assert examples[name].startswith("examples/") and (kit / examples[name]).is_file(), (kit.name, name)
+        if manifest.get("device") != "cuda":
+            start = manifest.get("initial_program") if manifest["kind"] == "program" else \
+                manifest["baseline"][0].split("::")[0]
+            assert start in ("baseline.py", "initial_program.py") and (kit / start).is_file(), (kit.name, start)
 
 
 def _skip_calls(tree: ast.AST):

@@ -14,7 +14,7 @@ import click
 
 from evoteam.clisettings import LazySettings
 from evoteam.errors import DomainError
-from evoteam.exitcodes import CANDIDATE_FAILED, cli_error
+from evoteam.exitcodes import CANDIDATE_FAILED, cli_error, one_line
 from evoteam.servers.bench import kitview
 from evoteam.servers.bench.kitview import Console, Table, escape
 from evoteam.servers.knowledge.errors import StoreError
@@ -326,7 +326,13 @@ def run_cmd(ctx: click.Context, kit: str, candidate: str, split: str, as_json: b
         console = Console()
         for r in results:
             print_evaluation(r, console)
-    if any(r.status != "PASSED" for r in results):
+    failed = [r for r in results if r.status != "PASSED"]
+    if failed:  # the policy's one line on stderr, also for someone who sent stdout elsewhere
+        r = failed[0]
+        bad = [w for w in r.workloads if w.status != "PASSED"]
+        where = f" on {len(bad)} of {len(r.workloads)} workloads" if bad else ""
+        click.echo("Error: " + one_line(f"{candidate} failed on {r.kit} ({r.split}): {r.status}{where}; the "
+                                        "evaluation above says why"), err=True)
         sys.exit(CANDIDATE_FAILED)
 
 
