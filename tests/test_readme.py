@@ -228,3 +228,25 @@ def test_the_first_session_runs_as_written(tmp_path):
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert "Failed candidates" in page and "INCORRECT_NUMERICAL" in page  # wrong.py, and why
     assert "id=count-candidates>3<" in page and "id=count-failed>1<" in page
+
+
+def test_evoteams_folder_is_private_whichever_command_makes_it(tmp_path):
+    """The README's "~/.evoteam/ (0700)": install.sh makes it so, and without install.sh (pipx, a
+    wheel) the first command does, under the usual umask: the first session's first command,
+    whose kit index is the first thing written there, made it 0755."""
+    import os
+    import subprocess
+    import sys
+
+    assert "`~/.evoteam/`\n(0700" in README or "`~/.evoteam/` (0700" in README
+    env = {"HOME": str(tmp_path), "PATH": f"{Path(sys.executable).parent}{os.pathsep}/usr/bin:/bin",
+           "LANG": "C.UTF-8"}
+    done = subprocess.run(["bash", "-c", "umask 022 && evoteam bench list"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    home = tmp_path / ".evoteam"
+    assert home.stat().st_mode & 0o777 == 0o700
+    assert any(home.rglob("*"))  # the command did write there (its kit index)
+    home.chmod(0o750)  # a folder that exists is its owner's choice: left as it is
+    subprocess.run(["bash", "-c", "evoteam bench list"], cwd=tmp_path, env=env, capture_output=True, timeout=300)
+    assert home.stat().st_mode & 0o777 == 0o750
