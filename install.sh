@@ -150,7 +150,9 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 say "installing evoteam and its test tools into $VENV"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
-"$VENV/bin/python" -m pip install --quiet -e "$ROOT[test]"
+# setuptools prints a boxed "!!" warning on every editable install (a folder named like the
+# package may shadow it: here that folder is the package itself); a newcomer read it as a failure.
+PYTHONWARNINGS="ignore:Editable installation" "$VENV/bin/python" -m pip install --quiet -e "$ROOT[test]"
 private_home
 
 if [ "$REGISTER" = 1 ]; then register; fi

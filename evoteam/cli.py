@@ -120,11 +120,28 @@ class LazyGroup(click.Group):
 @click.pass_context
 def main(ctx: click.Context) -> None:
     """evoteam: evolving agent teams for open-ended optimisation."""
+    if not ctx.meta.get("evoteam.help"):
+        _private_home()
     if ctx.invoked_subcommand == "serve" or ctx.meta.get("evoteam.help"):
         # serve reads its settings itself (behind the fast-start front, in the background), and
         # a subcommand's --help needs none
         return
     ctx.obj = LazySettings()
+
+
+def _private_home() -> None:
+    """Make evoteam's folder (0700) if it is missing. install.sh makes it so, but a pipx or
+    wheel install never runs install.sh, and the first command to write there (the kit index,
+    the bench's locks) made it with the umask's 0755 (issue 24). A folder that exists is left
+    as its owner chose; a home that cannot be written is the commands' own error to report."""
+    from evoteam import evoteam_home
+
+    home = evoteam_home().expanduser()
+    try:
+        os.mkdir(home, 0o700)
+    except OSError:
+        return
+    os.chmod(home, 0o700)  # the umask can take bits from mkdir's mode: say it exactly
 
 
 @main.command()

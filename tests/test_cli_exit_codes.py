@@ -229,3 +229,19 @@ def test_a_group_alone_shows_its_help_whole(path, invoke):
     assert result.exit_code in (0, BAD_INPUT) and "Traceback" not in result.output
     assert "Commands:" in result.output and len(result.output.splitlines()) > 5
     assert "Error:" not in result.output
+
+
+def test_a_failed_candidate_is_code_4_with_one_line(world, invoke):
+    """The README's "4 candidate failed ... with one line on stderr": the evaluation is printed as
+    usual, and stderr says which candidate failed on which kit, and how, in one line."""
+    wrong = ROOT / "task_kits" / "rmsnorm_cpu" / "examples" / "wrong.py"
+    shutil.copy(wrong, world.cwd / "wrong.py")
+    result = invoke(["bench", "run", "rmsnorm_cpu", "wrong.py", "--no-record"])
+    assert result.exit_code == 4, result.output
+    assert "Traceback" not in result.output
+    # stderr also carries the progress lines (tests/test_cli_output.py); the error is one line, the last
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
+    assert errors == [result.stderr.strip().splitlines()[-1]], result.stderr
+    assert errors[0] == ("Error: wrong.py failed on rmsnorm_cpu (dev): INCORRECT_NUMERICAL on 3 of 3 workloads; "
+                         "the evaluation above says why")
+    assert "INCORRECT_NUMERICAL" in result.stdout  # the evaluation itself, on stdout as before

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -42,7 +43,37 @@ def test_bench_run_piped_shows_progress_and_whole_workload_names(tmp_path):
     assert progress[-1].startswith("rmsnorm_cpu dev: 3/3 ")  # piped, yet every workload reported
     assert any("left)" in line for line in progress), progress  # with an estimate once one was done
     for workload in ("t256_h4096", "t1024_h2048", "t64_h8192"):
-        assert f"│ {workload} " in done.stdout, done.stdout
+        # a table's cell, or a block's first line when the table would not fit (a note under load)
+        assert re.search(rf"(^|│ ){workload} ", done.stdout, re.M), done.stdout
+    assert "…" not in done.stdout and done.stdout.count("PASSED") >= 4, done.stdout  # title and rows, uncut
+
+
+def test_a_failed_evaluation_shows_statuses_and_numbers_whole_at_any_width(tmp_path):
+    """At 80 columns, piped, the table cut "INCORRECT_NUMERICAL" to "INCORRECT_NUME…" and the
+    error column to "1.75e" (issue 24): a table that does not fit becomes one block per workload."""
+    from evoteam.servers.bench.cli import print_evaluation
+    from evoteam.servers.bench.kitview import Console
+    from evoteam.servers.bench.models import Evaluation
+
+    (tmp_path / "wrong.py").write_text((ROOT / "task_kits" / "rmsnorm_cpu" / "examples" / "wrong.py").read_text())
+    piped = _evoteam(tmp_path, "bench", "run", "rmsnorm_cpu", "wrong.py", "--no-record")
+    assert piped.returncode == 4, piped.stderr
+    assert "…" not in piped.stdout and piped.stdout.count("INCORRECT_NUMERICAL") >= 4, piped.stdout
+    assert max(len(line) for line in piped.stdout.splitlines()) <= 80
+    evaluation = Evaluation.model_validate_json(_evoteam(tmp_path, "bench", "run", "rmsnorm_cpu", "wrong.py",
+                                                         "--no-record", "--json").stdout)
+    errors = [f"{w.max_abs_error:.2e}" for w in evaluation.workloads]
+    for width, table in ((60, False), (80, False), (100, False), (160, True)):
+        out = io.StringIO()
+        print_evaluation(evaluation, Console(file=out, width=width))
+        text = out.getvalue()
+        assert "…" not in text and max(len(line) for line in text.splitlines()) <= width, (width, text)
+        assert ("│ INCORRECT_NUMERICAL │" in text) == table, (width, text)
+        for w, error in zip(evaluation.workloads, errors):
+            line = next(line for line in text.splitlines() if w.workload in line)
+            assert "INCORRECT_NUMERICAL" in line, (width, text)
+            assert error in text, (width, error)
+        assert text.count("atol=1e-05") >= 3  # each workload's note, wrapped, not dropped
 
 
 def test_estimates_come_from_the_steps_done():
@@ -102,3 +133,15 @@ def test_corpus_index_reports_progress_piped(tmp_path):
     assert done.returncode == 0, done.stderr
     progress = [line for line in done.stderr.splitlines() if line.startswith(f"indexing {corpus}: ")]
     assert progress[0].startswith(f"indexing {corpus}: 0/3 ") and progress[-1].startswith(f"indexing {corpus}: 3/3 files read")
+
+
+def test_doctor_says_up_front_what_its_checks_cost_and_reports_each(tmp_path):
+    """`doctor` took 18-42 s with nothing shown (issue 24): piped, it first says what each check
+    usually takes, then prints every check, the warm hooks' included (doctor is where a user
+    learns they are off), and the count."""
+    done = _evoteam(tmp_path, "doctor", "--server", "knowledge")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stderr.startswith("checking side by side; each usually takes: server 1–4 s each"), done.stderr
+    checks = [line.split()[1:3] for line in done.stdout.splitlines()[:-1]]
+    assert {" ".join(c) for c in checks} >= {"server knowledge", "store round", "your store", "warm hooks"}, checks
+    assert done.stdout.splitlines()[-1].startswith("all 4 checks passed"), done.stdout

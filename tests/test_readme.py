@@ -40,6 +40,14 @@ def test_the_two_commands_come_first_and_ci_runs_exactly_them():
           if line.strip() and not line.startswith("#")]
     assert "./install.sh" in ci and ci[-1] == first[1]
     assert "-rs" in first[1].split()  # skips print their reason
+    # What CI installs between the two, the README names (a newcomer's run skips those tests).
+    optional = {"torch": "PyTorch", "[ray]": "Ray", "codex_cli": "Codex CLI", "chromium": "Chromium",
+                "postgresql": "PostgreSQL"}
+    between = ci[ci.index("./install.sh") + 1:-1]
+    assert between and all(any(key in line for key in optional) for line in between), between
+    start = " ".join(README.split("## What you get", 1)[0].split())
+    for key, name in optional.items():
+        assert any(key in line for line in between) and name in start, (key, name)
 
 
 def _resolves(words: list[str]) -> bool:
@@ -93,6 +101,27 @@ def test_the_install_route_and_the_downloads_are_said():
 def test_ndg_is_defined_and_the_trust_step_shown():
     assert re.search(r"\*\*NDG\*\*, the\s+normalised discovery gain: 100 · \(best − x0\) / \(best known − x0\)", README)
     assert "evoteam bench trust" in README and "examples/" in README
+
+
+def test_every_kit_ships_the_starting_program_and_examples_the_readme_promises():
+    """The first session's sentence on what each kit ships, held for every shipped kit: a CPU kit
+    has its starting program and a better and a wrong example, a GPU kit a wrong one."""
+    import json
+
+    assert "Every CPU kit ships a starting program (`baseline.py`, or `initial_program.py`" in " ".join(README.split())
+    kits = [p for p in (ROOT / "task_kits").iterdir() if (p / "kit.json").is_file()]
+    assert len(kits) >= 6
+    for kit in kits:
+        manifest = json.loads((kit / "kit.json").read_text(encoding="utf-8"))
+        examples = manifest.get("examples", {})
+        promised = {"wrong"} if manifest.get("device") == "cuda" else {"better", "wrong"}
+        assert promised <= set(examples), (kit.name, examples)
+        for name in promised:
+            assert examples[name].startswith("examples/") and (kit / examples[name]).is_file(), (kit.name, name)
+        if manifest.get("device") != "cuda":
+            start = manifest.get("initial_program") if manifest["kind"] == "program" else \
+                manifest["baseline"][0].split("::")[0]
+            assert start in ("baseline.py", "initial_program.py") and (kit / start).is_file(), (kit.name, start)
 
 
 def _skip_calls(tree: ast.AST):
@@ -199,3 +228,25 @@ def test_the_first_session_runs_as_written(tmp_path):
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert "Failed candidates" in page and "INCORRECT_NUMERICAL" in page  # wrong.py, and why
     assert "id=count-candidates>3<" in page and "id=count-failed>1<" in page
+
+
+def test_evoteams_folder_is_private_whichever_command_makes_it(tmp_path):
+    """The README's "~/.evoteam/ (0700)": install.sh makes it so, and without install.sh (pipx, a
+    wheel) the first command does, under the usual umask: the first session's first command,
+    whose kit index is the first thing written there, made it 0755."""
+    import os
+    import subprocess
+    import sys
+
+    assert "`~/.evoteam/`\n(0700" in README or "`~/.evoteam/` (0700" in README
+    env = {"HOME": str(tmp_path), "PATH": f"{Path(sys.executable).parent}{os.pathsep}/usr/bin:/bin",
+           "LANG": "C.UTF-8"}
+    done = subprocess.run(["bash", "-c", "umask 022 && evoteam bench list"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    home = tmp_path / ".evoteam"
+    assert home.stat().st_mode & 0o777 == 0o700
+    assert any(home.rglob("*"))  # the command did write there (its kit index)
+    home.chmod(0o750)  # a folder that exists is its owner's choice: left as it is
+    subprocess.run(["bash", "-c", "evoteam bench list"], cwd=tmp_path, env=env, capture_output=True, timeout=300)
+    assert home.stat().st_mode & 0o777 == 0o750

@@ -52,6 +52,24 @@ def test_register_without_agent_clis_skips_visibly(tmp_path):
     assert (tmp_path / "home" / ".evoteam" / "python").stat().st_mode & 0o777 == 0o600
 
 
+def test_uninstall_removes_the_environment_and_registration_and_keeps_the_data(tmp_path):
+    """The README's "`./install.sh --uninstall` removes the registrations and `.venv` and keeps
+    your data", on a stand-in environment (never this one: --uninstall deletes it)."""
+    home = tmp_path / "home"
+    env = _env(home, [])
+    assert _install("--register-only", env=env).returncode == 0  # what a registration leaves
+    data = home / ".evoteam" / "evoteam.db"
+    data.write_bytes(b"the user's store")
+    stand_in = tmp_path / "stand-in-venv"
+    (stand_in / "bin").mkdir(parents=True)
+    (stand_in / "bin" / "python").write_text("#!/bin/sh\nexit 0\n")
+    proc = _install("--uninstall", env={**env, "EVOTEAM_VENV": str(stand_in)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not stand_in.exists() and Path(VENV).is_dir()
+    assert not (home / ".evoteam" / "python").exists() and not (home / ".evoteam" / "plugin").exists()
+    assert data.read_bytes() == b"the user's store" and "your data in ~/.evoteam is kept" in proc.stdout
+
+
 @pytest.fixture(scope="module")
 def codex_bin() -> Path:
     from tests.support.codex_cli import codex_bin as pinned

@@ -89,3 +89,59 @@ def test_exit_codes(env):
     wrong = ROOT / "task_kits" / "rmsnorm_cpu" / "examples" / "wrong.py"
     assert _invoke("bench", "run", "no_such_kit", str(wrong), "--no-record").exit_code == NOT_FOUND
     assert _invoke("bench", "run", "rmsnorm_cpu", str(wrong), "--no-record", "--json").exit_code == CANDIDATE_FAILED
+
+
+# The README and `evoteam --help` promise "every read command takes --json". Every command is
+# named here as a read (it must take --json), a read that prints only JSON, or an action (it
+# runs, writes or serves something): a command added later fails the walk until it is placed.
+READS = {"kb runs", "kb learnings", "kb search", "kb review", "kb history", "kb candidates", "kb prior", "token list",
+         "bench list", "bench describe", "bench queue", "corpus search", "team status", "team versions",
+         "team budget", "report"}
+ONLY_JSON = {"hook show"}
+ACTIONS = {"serve", "supervise", "compare", "doctor", "install-plugin", "bench remeasure", "bench trust", "bench run",
+           "bench export-traces", "bench serve", "corpus index", "kb start", "kb export", "kb import",
+           "kb migrate-store", "kb finish", "kb resume", "token add", "token revoke", "hook run", "hook activate",
+           "hook deactivate", "hook pause", "hook resume",
+           "team prompt"}  # the supervisor prompt: a text written for a model, not a listing
+
+
+def _leaves(group, path=()):
+    import click
+
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        if isinstance(command, click.Group):
+            yield from _leaves(command, (*path, name))
+        elif command is not None:
+            yield " ".join((*path, name)), command
+
+
+def test_every_read_command_takes_json():
+    leaves = dict(_leaves(main))
+    assert not READS & ACTIONS and not ONLY_JSON & (READS | ACTIONS)
+    unplaced = sorted(set(leaves) - READS - ONLY_JSON - ACTIONS)
+    assert not unplaced, f"say whether these are reads (they then take --json) or actions: {unplaced}"
+    assert not (READS | ONLY_JSON | ACTIONS) - set(leaves)  # no stale names
+    without = sorted(name for name in READS if not any("--json" in p.opts for p in leaves[name].params))
+    assert not without, without
+
+
+def test_kb_review_lists_flagged_candidates_as_json(env):
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.models import CandidateCreate, RunCreate
+
+    async def seed():
+        async with LocalKnowledgeStore.open(env / "kb.db") as store:
+            run = await store.start_run(RunCreate(goal="flagged ones", kit="rmsnorm_cpu"))
+            flagged = await store.record_candidate(CandidateCreate(run_id=run.id, code="a = 1\n", status="PASSED",
+                                                                   score=40.0, flagged=True))
+            await store.record_candidate(CandidateCreate(run_id=run.id, code="a = 2\n", status="PASSED", score=2.0))
+            return run.id, flagged.id
+
+    run_id, flagged_id = asyncio.run(seed())
+    listed = json.loads(_invoke("kb", "review", run_id, "--json").output)
+    assert listed["total"] == 1 and [c["id"] for c in listed["items"]] == [flagged_id]
+    assert listed["items"][0]["flagged"] is True
+    text = _invoke("kb", "review", run_id).output
+    assert flagged_id in text and "1 flagged candidate(s)" in text

@@ -5,6 +5,7 @@ recorded scores (the rule itself: tests/bench/test_measurement.py)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -37,6 +38,13 @@ def test_remeasure_cli_stores_a_set_the_report_shows(filled_db, tmp_path):
     done = subprocess.run([sys.executable, "-m", "evoteam.cli", "bench", "remeasure", run_id, "--rounds", "2",
                            "--json"], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
+    # Piped, it still says up front about how long it will take, then how far it has come
+    # (issue 24: 6.5 minutes with no estimate and nothing shown).
+    said = done.stderr.splitlines()
+    up_front = [i for i, line in enumerate(said)
+                if re.fullmatch(rf"{len(expected) + 1} sides x 2 rounds on dev: about \d+ s", line)]
+    steps = [i for i, line in enumerate(said) if re.match(r"dev \d+\.\d/\d+: ", line)]
+    assert up_front and steps and up_front[0] < steps[0], done.stderr
     mset = json.loads(done.stdout)
     # The baseline first, then the best of each version, in version order.
     assert mset["entries"][0]["candidate_id"] == "baseline"

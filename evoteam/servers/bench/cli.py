@@ -15,7 +15,7 @@ import click
 
 from evoteam.clisettings import LazySettings
 from evoteam.errors import DomainError
-from evoteam.exitcodes import CANDIDATE_FAILED, cli_error
+from evoteam.exitcodes import CANDIDATE_FAILED, cli_error, one_line
 from evoteam.servers.bench import kitview
 from evoteam.servers.bench.lazyrich import Console, Table, escape
 from evoteam.servers.knowledge.errors import StoreError
@@ -137,19 +137,56 @@ def _with_interval(value, interval, unit: str = "") -> str:
     return describe(Estimate(value, interval[0], interval[1], 0), unit)
 
 
-def print_evaluation(e: Evaluation, console: Console) -> None:
+_HEADERS = ("workload", "status", "speedup\n(95% interval)", "candidate\nms", "baseline\nms", "max abs\nerror")
+
+
+def _workload_cells(e: Evaluation) -> list[tuple[list[str], str]]:
+    """Per workload: its cells (name, status, speedup, times, error) and its note."""
+    return [([w.workload, w.status, _with_interval(w.speedup, w.speedup_interval), _fmt(w.candidate_ms, ".4f"),
+              _fmt(w.baseline_ms, ".4f"), _fmt(w.max_abs_error, ".2e")],
+             ("⚑ " if w.flagged else "") + (w.message or "")[:300]) for w in e.workloads]
+
+
+def print_workloads(e: Evaluation, console: Console) -> None:
+    """The per-workload results as a table when it fits the width, else one block per workload:
+    names, statuses and numbers are never cut (at 80 columns, piped, the table cut "PASSED" to
+    "PAS…" and dropped the error column: issue 24)."""
+    rows = _workload_cells(e)
+    notes = any(note for _, note in rows)
     table = Table(title=f"{e.kit} · {e.split} · {e.status}")
-    # Workload names and numbers are never cut or broken; the note wraps to the width left.
-    table.add_column("workload", no_wrap=True, min_width=max((len(w.workload) for w in e.workloads), default=8))
-    for col in ("status", "speedup (95% interval)", "candidate ms", "baseline ms", "max abs err"):
-        table.add_column(col, no_wrap=True)
-    table.add_column("note", overflow="fold")
-    for w in e.workloads:
-        colour = "green" if w.status == "PASSED" else "red"
-        table.add_row(w.workload, f"[{colour}]{w.status}[/{colour}]", _with_interval(w.speedup, w.speedup_interval),
-                      _fmt(w.candidate_ms, ".4f"), _fmt(w.baseline_ms, ".4f"), _fmt(w.max_abs_error, ".2e"),
-                      escape(("⚑ " if w.flagged else "") + (w.message or "")[:300]))
-    console.print(table)
+    for header in _HEADERS:
+        table.add_column(header, no_wrap=True)
+    if notes:  # the only column that may wrap, and only when a workload has something to say
+        table.add_column("note", overflow="fold", min_width=20)
+    for cells, note in rows:
+        colour = "green" if cells[1] == "PASSED" else "red"
+        styled = [escape(cells[0]), f"[{colour}]{cells[1]}[/{colour}]", *cells[2:]]
+        table.add_row(*styled, *([escape(note)] if notes else []))
+    # Each column is as wide as its widest cell or header line, plus a border and two spaces;
+    # the note column needs room for a few words.
+    widths = [max(len(line) for line in header.split("\n")) for header in _HEADERS]
+    for cells, _ in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, cells)]
+    if sum(widths) + (20 if notes else 0) + 3 * (len(widths) + notes) + 1 <= console.width:
+        console.print(table)
+        return
+    from rich.padding import Padding
+    from rich.text import Text
+
+
+    console.print(f"[bold]{escape(e.kit)} · {e.split} · {e.status}[/bold] (speedups with their 95% interval)")
+    for (name, status, speedup, cand, base, err), note in rows:
+        colour = "green" if status == "PASSED" else "red"
+        console.print(f"{escape(name)}  [{colour}]{status}[/{colour}]" + ("" if speedup == "-" else f"  speedup {speedup}"))
+        said = [f"{label} {value}{unit}" for label, value, unit in (
+            ("candidate", cand, " ms"), ("baseline", base, " ms"), ("max abs error", err, "")) if value != "-"]
+        for line in ("  ".join(said), note):
+            if line:  # indented and wrapped at spaces: a number is never split
+                console.print(Padding(Text(line), (0, 0, 0, 2)))
+
+
+def print_evaluation(e: Evaluation, console: Console) -> None:
+    print_workloads(e, console)
     if e.score is not None:
         kind = "geomean speedup" if e.kind == "kernel" else "score"
         line = f"[bold]{kind}: {_with_interval(e.score, e.score_interval, '×' if e.kind == 'kernel' else '')}[/bold] ({e.direction})"
@@ -338,7 +375,13 @@ def run_cmd(ctx: click.Context, kit: str, candidate: str, split: str, as_json: b
         console = Console()
         for r in results:
             print_evaluation(r, console)
-    if any(r.status != "PASSED" for r in results):
+    failed = [r for r in results if r.status != "PASSED"]
+    if failed:  # the policy's one line on stderr, also for someone who sent stdout elsewhere
+        r = failed[0]
+        bad = [w for w in r.workloads if w.status != "PASSED"]
+        where = f" on {len(bad)} of {len(r.workloads)} workloads" if bad else ""
+        click.echo("Error: " + one_line(f"{candidate} failed on {r.kit} ({r.split}): {r.status}{where}; the "
+                                        "evaluation above says why"), err=True)
         sys.exit(CANDIDATE_FAILED)
 
 

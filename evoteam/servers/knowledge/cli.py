@@ -178,8 +178,9 @@ def import_cmd(settings: Settings, folder, project, trust_scores, without_manife
 @click.argument("run_id")
 @click.option("--accept", "accept_id", default=None, metavar="CANDIDATE_ID",
               help="Clear this flagged candidate's flag after looking at it: it may rank from now on.")
+@click.option("--json", "as_json", is_flag=True, help="Print the flagged candidates as JSON.")
 @click.pass_obj
-def review_cmd(settings: Settings, run_id, accept_id) -> None:
+def review_cmd(settings: Settings, run_id, accept_id, as_json) -> None:
     """List a run's flagged candidates (they never rank), or accept one after review."""
     from evoteam.servers.knowledge.verified import accept_flagged
 
@@ -202,7 +203,12 @@ def review_cmd(settings: Settings, run_id, accept_id) -> None:
 
     flagged = _run(go())
     if accept_id:
-        click.echo(f"accepted {accept_id}: it ranks from now on")
+        click.echo(json.dumps({"accepted": accept_id}) if as_json else f"accepted {accept_id}: it ranks from now on")
+        return
+    if as_json:
+        from evoteam.servers.knowledge.models import Page
+
+        click.echo(Page(items=flagged, total=len(flagged)).model_dump_json(indent=2))
         return
     for c in flagged:
         click.echo(f"{c.id}  {c.status:<8} score {c.score}  {c.provenance.role or '-'}  "
