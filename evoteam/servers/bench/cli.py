@@ -173,7 +173,6 @@ def print_workloads(e: Evaluation, console: Console) -> None:
     from rich.padding import Padding
     from rich.text import Text
 
-
     console.print(f"[bold]{escape(e.kit)} · {e.split} · {e.status}[/bold] (speedups with their 95% interval)")
     for (name, status, speedup, cand, base, err), note in rows:
         colour = "green" if status == "PASSED" else "red"
