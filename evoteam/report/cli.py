@@ -133,7 +133,6 @@ def _serve(settings: Settings, port: int) -> None:
     from starlette.applications import Starlette
 
     from evoteam.report.live import dashboard_routes
-    from evoteam.servers.knowledge.store import Actor
 
     if settings.knowledge_url:
         raise click.UsageError("a shared knowledge server already serves the live pages at /runs; "
@@ -166,8 +165,6 @@ def remeasure(settings: Settings, run_id, split, rounds, candidate_ids, as_json)
     baseline, again in one interleaved batch on this machine; record the new rounds as one more
     measurement of each; say which rankings changed; store the measurement set in the run."""
     from evoteam.report.remeasure import remeasure_run
-
-    from evoteam.progress import Lines
 
     async def go():
         async with open_store(settings) as store:
