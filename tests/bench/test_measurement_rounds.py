@@ -1,4 +1,4 @@
-"""What the harness does around the timed calls: the reference runs twice per workload whatever
+"""What the harness does around the timed calls: the reference runs once per workload whatever
 the number of sides; while timing, the harness thread runs apart from the timed workers and
 its waits poll; a timed reply is checked on the stopped worker; and outputs are read from the
 stopped worker's memory with or without process_vm_readv.
@@ -60,24 +60,24 @@ def _count(monkeypatch, name: str) -> list:
     return seen
 
 
-async def test_the_reference_runs_twice_per_workload_for_an_evaluation(fast_kit, fast_settings, monkeypatch):
+async def test_the_reference_runs_once_per_workload_for_an_evaluation(fast_kit, fast_settings, monkeypatch):
     """The baseline's check on the first workload and the candidate's first check there share one
-    run of the reference (before: a run of its own for the baseline)."""
+    run of the reference; the candidate's second check is against the baseline (checks.py)."""
     workloads = _two_workloads(fast_kit)
     runs = _count(monkeypatch, "_reference")
     result = await evaluate_candidate(fast_settings, str(fast_kit), code=GOOD)
     assert result.status == "PASSED", result.message
-    assert len(runs) == 2 * workloads
+    assert len(runs) == workloads
 
 
-async def test_the_reference_runs_twice_per_workload_however_many_sides(fast_kit, fast_settings, monkeypatch):
+async def test_the_reference_runs_once_per_workload_however_many_sides(fast_kit, fast_settings, monkeypatch):
     """compare is a batch of three sides (baseline, A, B): every side is checked against the
-    same two reference runs per workload, not two runs per side."""
+    same reference run per workload, not a run per side."""
     workloads = _two_workloads(fast_kit)
     runs = _count(monkeypatch, "_reference")
     cmp = await compare_candidates(fast_settings, str(fast_kit), {"code": GOOD}, {"code": OTHER}, repeats=1)
     assert cmp.a.status == "PASSED" and cmp.b.status == "PASSED", (cmp.a.message, cmp.b.message)
-    assert len(runs) == 2 * workloads
+    assert len(runs) == workloads
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs: one for the workers, one apart")
@@ -88,15 +88,29 @@ async def test_while_timing_the_harness_thread_runs_apart_and_polls_unless_busy(
     (the load average is the machine's state, given here) it changes nothing."""
     from evoteam.servers.bench.measurement import session as session_mod
 
+    from evoteam.servers.bench.measurement import arena
+
     monkeypatch.setattr(session_mod, "machine_busy", lambda: busy)
     seen: list[tuple[set, list, float, bool]] = []
+    fills: list[tuple[set, list]] = []
     after: list[tuple[set, set, float]] = []
-    real_call, real_measure = KernelSession._call, KernelSession.measure_sides
+    real_call, real_measure, real_request, real_fill = (KernelSession._call, KernelSession.measure_sides,
+                                                        WorkerProc.request, arena.fill)
+    current: list = []
 
     def call(self, s, wl, payload, what, calibrate=False, slot="call"):
-        if getattr(self, "_in_rounds", False):
-            seen.append((os.sched_getaffinity(0), self.pinned, s.worker.spin_s, s.worker.jail.stopped))
+        current[:] = [self] if getattr(self, "_in_rounds", False) else []
         return real_call(self, s, wl, payload, what, calibrate=calibrate, slot=slot)
+
+    def request(self, msg, timeout, what, arrays=None, timed=False):
+        if timed and current:  # where the harness thread is while the clock runs
+            seen.append((os.sched_getaffinity(0), current[0].pinned, self.spin_s, self.jail.stopped))
+        return real_request(self, msg, timeout, what, arrays=arrays, timed=timed)
+
+    def fill(w, layout, payload, outputs=True):
+        if current:  # where the inputs are written from
+            fills.append((os.sched_getaffinity(0), current[0].pinned))
+        return real_fill(w, layout, payload, outputs=outputs)
 
     def measure(self, wl, verdicts):
         before = os.sched_getaffinity(0)
@@ -109,15 +123,21 @@ async def test_while_timing_the_harness_thread_runs_apart_and_polls_unless_busy(
 
     monkeypatch.setattr(KernelSession, "_call", call)
     monkeypatch.setattr(KernelSession, "measure_sides", measure)
+    monkeypatch.setattr(WorkerProc, "request", request)
+    monkeypatch.setattr(arena, "fill", fill)
     result = await evaluate_candidate(fast_settings, str(fast_kit), code=GOOD)
     assert result.status == "PASSED", result.message
-    assert seen and after
+    assert seen and after and fills
     for cpus, pinned, spin, stopped in seen:
         assert pinned and stopped  # every call starts from a stopped worker
         if busy:
             assert cpus & set(pinned) and spin == 0.0, (cpus, pinned, spin)
         else:
             assert not cpus & set(pinned) and spin > 0, (cpus, pinned, spin)
+    for cpus, pinned in fills:
+        # Apart, the inputs are written from the CPUs the call runs on (in their cache when it
+        # reads them); busy, nothing moves.
+        assert cpus == set(pinned) if not busy else cpus & set(pinned), (cpus, pinned)
     for before, now, spin in after:
         assert now == before and spin == 0.0  # the thread's CPUs and the waits are as they were
 
