@@ -22,7 +22,10 @@ Usage: python benchmarks/bench_call_anatomy.py [--kit pairwise_distance_cpu] [--
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
+import sys
 import re
 import shutil
 import statistics
@@ -30,13 +33,31 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 from evoteam.config import load_settings
 from evoteam.servers.bench.evaluation.core import _workload_specs, prepare_candidate
 from evoteam.servers.bench.formats.kits import discover
 from evoteam.servers.bench.measurement import arena
 from evoteam.servers.bench.measurement.session import KernelSession
+from evoteam.servers.bench.confinement.workerenv import tuning_env
+
+ONE_PROCESS = r"""
+import json, os, statistics, sys, time
+cfg = json.loads(sys.argv[1])
+if cfg["cpus"]:
+    os.sched_setaffinity(0, cfg["cpus"])
+ns, mod = {}, {}
+exec(cfg["inputs"], ns)
+exec(cfg["kernel"], mod)
+fn, own = mod[cfg["entry"]], []
+for i in range(cfg["n"] + 10):
+    made = ns["make_inputs"](dict(cfg["axes"]), i, "cpu")
+    args = [made[k] if k in made else cfg["scalars"][k] for k in cfg["names"]]
+    t0 = time.perf_counter_ns()
+    fn(*args)
+    if i >= 10:
+        own.append(time.perf_counter_ns() - t0)
+print(statistics.median(own))
+"""
 
 WRAP = """
 
@@ -60,9 +81,9 @@ def own_times(session: KernelSession, n: int) -> list[int]:
     return [int(x) for x in re.findall(r"T(\d+)", text)][-n:]
 
 
-def call(session, side, wl, payload, fill_cpus=None, calibrate=False) -> int:
-    """One call through the product's path (session._call), optionally writing the inputs from
-    ``fill_cpus``."""
+def call(session, side, wl, payload, fill_cpus=None, calibrate=False, capture=True) -> int:
+    """One call through the product's path (session._call), optionally writing the inputs and
+    reading the outputs from ``fill_cpus``, or not reading the outputs at all."""
     w = side.worker
     layout = session._layout(side, payload, wl)
     if not calibrate:
@@ -74,8 +95,13 @@ def call(session, side, wl, payload, fill_cpus=None, calibrate=False) -> int:
             os.sched_setaffinity(0, before)
     header, arrays, ns = session._request(side, {"cmd": "tcall", "calibrate": calibrate,
                                                  "send": session.read_by_pipe}, "anatomy", timed=True)
-    if not calibrate:
+    if not calibrate and capture:
+        before = os.sched_getaffinity(0)
+        if fill_cpus:
+            os.sched_setaffinity(0, fill_cpus)
         arena.capture(w, session.out_names, session.read_by_pipe, header, arrays, wl.expected, slot=0)
+        if fill_cpus:
+            os.sched_setaffinity(0, before)
     return ns
 
 
@@ -109,16 +135,19 @@ def main() -> None:
         base, cside = session.baseline, session.sides[1]
         pinned = session.pinned
         with session.apart():
-            for name, fill_cpus, others in (("as timed", None, True), ("fill on worker cpu", pinned, True),
-                                            ("no other side", None, False),
-                                            ("no other side, fill on worker cpu", pinned, False)):
+            for name, fill_cpus, others, capture in (
+                    ("as timed", None, True, True), ("fill and read on worker cpu", pinned, True, True),
+                    ("as timed, outputs not read", None, True, False),
+                    ("no other side", None, False, True),
+                    ("no other side, fill and read on worker cpu", pinned, False, True),
+                    ("no other side, outputs not read", None, False, False)):
                 harness_ns, nulls = [], []
                 for i in range(n + 10):  # 10 warm-up calls, dropped
                     p = session._stage(wl, 1)[0]
                     if others:
                         call(session, base, wl, p, fill_cpus)
                         null = call(session, base, wl, p, calibrate=True)
-                    ns = call(session, cside, wl, p, fill_cpus)
+                    ns = call(session, cside, wl, p, fill_cpus, capture=capture)
                     if i >= 10:
                         harness_ns.append(ns)
                         if others:
@@ -130,24 +159,14 @@ def main() -> None:
     finally:
         session.close()
         shutil.rmtree(cand.folder, ignore_errors=True)
-    # The minimal harness's situation: the kernel in this process on inputs it just made.
-    ns: dict = {}
-    exec(compile(kit.inputs_source(), "inputs", "exec"), ns)
-    mod: dict = {}
-    exec(compile(better, "better", "exec"), mod)
-    fn = mod[m.entry]
-    names = list(kit.definition.inputs)
-    if pinned:
-        os.sched_setaffinity(0, pinned)
-    own = []
-    for i in range(n + 10):
-        made = ns["make_inputs"](dict(wl.axes), i, "cpu")
-        a = [made[k] if k in made else wl.scalars[k] for k in names]
-        t0 = time.perf_counter_ns()
-        fn(*a)
-        if i >= 10:
-            own.append(time.perf_counter_ns() - t0)
-    rows.append(("in one process (harness's allocator)", statistics.median(own), None, None))
+    # The minimal harness's situation: the kernel in a process of its own (the workers' allocator
+    # and thread settings) on inputs it has just made, on the timed workers' CPUs.
+    one = subprocess.run([sys.executable, "-c", ONE_PROCESS, json.dumps({
+        "inputs": kit.inputs_source(), "kernel": better, "entry": m.entry, "axes": wl.axes,
+        "scalars": wl.scalars, "names": list(kit.definition.inputs), "n": n, "cpus": pinned})],
+        capture_output=True, text=True, check=True, timeout=300,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **tuning_env(m.threads, False, m.worker_env)})
+    rows.append(("in one process", float(one.stdout.strip().splitlines()[-1]), None, None))
     print(f"{kit.name} {wl.name}, {n} calls per variant, medians in us; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"{'variant':<38} | {'kernel (own)':>12} | {'harness clock':>13} | {'empty call':>10}")
@@ -155,7 +174,6 @@ def main() -> None:
         print(f"{name:<38} | {own_med / 1e3:12.1f} | {'' if h is None else f'{h / 1e3:13.1f}':>13} | "
               f"{'' if e is None else f'{e / 1e3:10.1f}':>10}")
     tmp.cleanup()
-    _ = np
 
 
 if __name__ == "__main__":

@@ -92,12 +92,14 @@ print(json.dumps({"kernel_s": inside, "speedups": speedups, "workloads": per_wor
 PHASES = {
     "__init__": "start", "start": "start",
     "check_correctness": "correctness", "check_baseline": "correctness",
-    "_stage": "inputs", "_reference": "correctness", "_call": "call path", "_check_sched": "call path",
+    "_stage": "inputs", "_reference": "correctness", "_check_inputs": "correctness", "_call": "call path", "_check_sched": "call path",
     "measure_sides": "output checks", "close": "close",
 }
 PHASE_NOTES = {
-    "start": "spawn the workers, confine baseline and candidate alike (uid, seccomp, Landlock, cgroup)",
-    "correctness": "fresh inputs and the reference's outputs (one request), the side's call, every element compared",
+    "start": "spawn the timed workers, confine them alike (uid, seccomp, Landlock, cgroup); the trusted one is "
+             "kept from the kit's last evaluation in this process",
+    "correctness": "the reference once per workload (inputs and outputs in one request), the baseline on the "
+                   "second check's inputs, each side's calls, every element compared",
     "inputs": "fresh inputs for the timed rounds, made by the trusted worker per round into a shared staging area",
     "call path": "outside the clock: shared-memory fill, output capture, input tamper check, cgroup freeze",
     "output checks": "every timed candidate output compared with the baseline's (16,384 sampled elements)",

@@ -88,29 +88,15 @@ async def test_while_timing_the_harness_thread_runs_apart_and_polls_unless_busy(
     (the load average is the machine's state, given here) it changes nothing."""
     from evoteam.servers.bench.measurement import session as session_mod
 
-    from evoteam.servers.bench.measurement import arena
-
     monkeypatch.setattr(session_mod, "machine_busy", lambda: busy)
     seen: list[tuple[set, list, float, bool]] = []
-    fills: list[tuple[set, list]] = []
     after: list[tuple[set, set, float]] = []
-    real_call, real_measure, real_request, real_fill = (KernelSession._call, KernelSession.measure_sides,
-                                                        WorkerProc.request, arena.fill)
-    current: list = []
+    real_call, real_measure = KernelSession._call, KernelSession.measure_sides
 
     def call(self, s, wl, payload, what, calibrate=False, slot="call"):
-        current[:] = [self] if getattr(self, "_in_rounds", False) else []
+        if getattr(self, "_in_rounds", False):
+            seen.append((os.sched_getaffinity(0), self.pinned, s.worker.spin_s, s.worker.jail.stopped))
         return real_call(self, s, wl, payload, what, calibrate=calibrate, slot=slot)
-
-    def request(self, msg, timeout, what, arrays=None, timed=False):
-        if timed and current:  # where the harness thread is while the clock runs
-            seen.append((os.sched_getaffinity(0), current[0].pinned, self.spin_s, self.jail.stopped))
-        return real_request(self, msg, timeout, what, arrays=arrays, timed=timed)
-
-    def fill(w, layout, payload, outputs=True):
-        if current:  # where the inputs are written from
-            fills.append((os.sched_getaffinity(0), current[0].pinned))
-        return real_fill(w, layout, payload, outputs=outputs)
 
     def measure(self, wl, verdicts):
         before = os.sched_getaffinity(0)
@@ -123,21 +109,15 @@ async def test_while_timing_the_harness_thread_runs_apart_and_polls_unless_busy(
 
     monkeypatch.setattr(KernelSession, "_call", call)
     monkeypatch.setattr(KernelSession, "measure_sides", measure)
-    monkeypatch.setattr(WorkerProc, "request", request)
-    monkeypatch.setattr(arena, "fill", fill)
     result = await evaluate_candidate(fast_settings, str(fast_kit), code=GOOD)
     assert result.status == "PASSED", result.message
-    assert seen and after and fills
+    assert seen and after
     for cpus, pinned, spin, stopped in seen:
         assert pinned and stopped  # every call starts from a stopped worker
         if busy:
             assert cpus & set(pinned) and spin == 0.0, (cpus, pinned, spin)
         else:
             assert not cpus & set(pinned) and spin > 0, (cpus, pinned, spin)
-    for cpus, pinned in fills:
-        # Apart, the inputs are written from the CPUs the call runs on (in their cache when it
-        # reads them); busy, nothing moves.
-        assert cpus == set(pinned) if not busy else cpus & set(pinned), (cpus, pinned)
     for before, now, spin in after:
         assert now == before and spin == 0.0  # the thread's CPUs and the waits are as they were
 

@@ -134,10 +134,6 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         self.reference_runs = 0  # the kit's reference, run by the trusted worker (checks.py)
         self.pinned: list[int] = []
         self.harness_cpus: list[int] = []
-        # Inside apart(): where the harness thread is now, and where it does a timed call's work
-        # outside the clock (the timed workers' CPUs, see _call).
-        self.on_cpus: list[int] | None = None
-        self.outside_cpus: list[int] | None = None
         # Which elements of a timed output are compared: drawn after each call, from a seed no
         # worker ever sees.
         self.rng = np.random.default_rng(secrets.randbits(128))
@@ -252,24 +248,14 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         except OSError:
             yield
             return
-        self.on_cpus = self.harness_cpus
         for s in self.sides:
             s.worker.spin_s = POLL_S
-        self.outside_cpus = self.pinned
         try:
             yield
         finally:
-            self.outside_cpus = None
             for s in self.sides:
                 s.worker.spin_s = 0.0
             os.sched_setaffinity(0, before)
-            self.on_cpus = None
-
-    def _move(self, cpus: list[int] | None) -> None:
-        """Run the harness thread on ``cpus`` (no-op when already there, or outside apart())."""
-        if cpus and self.on_cpus is not None and cpus != self.on_cpus:
-            os.sched_setaffinity(0, cpus)
-            self.on_cpus = cpus
 
     def close(self) -> None:
         # All at once: each close waits until its worker's processes are gone and its cgroup removed.
@@ -403,18 +389,11 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         w = s.worker
         layout = self._layout(s, payload, wl)
         if not calibrate:  # an empty call reads no input and writes no output: nothing to fill
-            # While timing apart (apart()), the inputs are written from the CPU the call will run
-            # on (its worker is stopped; nothing else runs there): they are in that CPU's cache
-            # when the call reads them, as a caller's freshly made inputs are. Written from the
-            # harness's own CPU, every line had to cross to the worker's inside the clock.
-            self._move(self.outside_cpus)
             arena.fill(w, layout, payload, outputs=s.dps)
-        self._move(self.harness_cpus)  # the clock and its waits: on the harness's own CPUs
         msg = {"cmd": "tcall", "calibrate": calibrate, "send": self.read_by_pipe}
         header, arrays, ns = self._request(s, msg, what, timed=True)
         if calibrate:
             return [], {}, ns  # nothing was computed: nothing to read or check
-        self._move(self.outside_cpus)
         meta, got = arena.capture(w, self.out_names, self.read_by_pipe, header, arrays, wl.expected, slot)
         # The kit's baseline is trusted and has an area of its own: only a candidate's inputs are
         # compared with what was written.

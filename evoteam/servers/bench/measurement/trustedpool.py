@@ -119,8 +119,11 @@ def _expire_and_rearm() -> None:
 
 
 def _key(init: dict, env: dict[str, str], memory_mb: int | None) -> str:
-    blob = json.dumps({"python": sys.executable, "init": init, "env": env, "memory_mb": memory_mb},
-                      sort_keys=True, default=str)
+    # What else reaches a worker's environment from this process's (workerproc._worker_env).
+    passed = {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME",
+                                             "NVIDIA_VISIBLE_DEVICES", "PATH")}
+    blob = json.dumps({"python": sys.executable, "init": init, "env": env, "memory_mb": memory_mb,
+                       "passed": passed}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
