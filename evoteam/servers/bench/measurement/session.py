@@ -131,7 +131,6 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         self.nulls: dict[str, list[int]] = {}  # workload -> every empty call's time on the baseline's worker
         self.checks_for: tuple | None = None  # the workload whose correctness checks are kept (checks.py)
         self.checks: dict[int, tuple[Payload, dict[str, np.ndarray], int]] = {}
-        self.reference_runs = 0  # the kit's reference, run by the trusted worker (checks.py)
         self.pinned: list[int] = []
         self.harness_cpus: list[int] = []
         # Which elements of a timed output are compared: drawn after each call, from a seed no
