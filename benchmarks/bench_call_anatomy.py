@@ -10,7 +10,9 @@ fresh inputs made by the trusted worker:
   written by the harness thread from its own CPU (the product's path on a quiet machine);
 - ``fill on worker cpu``: the same, the harness thread moved to the timed workers' CPU while it
   writes the inputs;
-- ``no other side``: the candidate alone, call after call (nothing else runs on its CPU between);
+- ``no other side``: the candidate alone, call after call (only the trusted worker, making each
+  call's inputs, runs between); ``inputs made beforehand``: every call's inputs made in one
+  request first, so that nothing at all runs between;
 - ``in one process``: the kernel called in this process on inputs it just made (the minimal
   harness's situation), on the same CPU.
 
@@ -140,10 +142,12 @@ def main() -> None:
                     ("as timed, outputs not read", None, True, False),
                     ("no other side", None, False, True),
                     ("no other side, fill and read on worker cpu", pinned, False, True),
-                    ("no other side, outputs not read", None, False, False)):
+                    ("no other side, outputs not read", None, False, False),
+                    ("no other side, inputs made beforehand", None, False, True)):
                 harness_ns, nulls = [], []
+                ahead = session._stage(wl, n + 10) if name.endswith("made beforehand") else None
                 for i in range(n + 10):  # 10 warm-up calls, dropped
-                    p = session._stage(wl, 1)[0]
+                    p = ahead[i] if ahead else session._stage(wl, 1)[0]
                     if others:
                         call(session, base, wl, p, fill_cpus)
                         null = call(session, base, wl, p, calibrate=True)
