@@ -13,6 +13,8 @@ fresh inputs made by the trusted worker:
 - ``no other side``: the candidate alone, call after call (only the trusted worker, making each
   call's inputs, runs between); ``inputs made beforehand``: every call's inputs made in one
   request first, so that nothing at all runs between;
+- ``cpu kept awake``: the same with a lowest-priority (SCHED_IDLE) process spinning on the timed
+  CPU, so that it never goes idle between calls (a virtual machine's idle CPU halts);
 - ``in one process``: the kernel called in this process on inputs it just made (the minimal
   harness's situation), on the same CPU.
 
@@ -41,6 +43,14 @@ from evoteam.servers.bench.formats.kits import discover
 from evoteam.servers.bench.measurement import arena
 from evoteam.servers.bench.measurement.session import KernelSession
 from evoteam.servers.bench.confinement.workerenv import tuning_env
+
+SPIN = r"""
+import json, os, sys
+os.sched_setaffinity(0, json.loads(sys.argv[1]))
+os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+while True:
+    pass
+"""
 
 ONE_PROCESS = r"""
 import json, os, statistics, sys, time
@@ -143,8 +153,16 @@ def main() -> None:
                     ("no other side", None, False, True),
                     ("no other side, fill and read on worker cpu", pinned, False, True),
                     ("no other side, outputs not read", None, False, False),
-                    ("no other side, inputs made beforehand", None, False, True)):
+                    ("no other side, inputs made beforehand", None, False, True),
+                    ("cpu kept awake, as timed", None, True, True),
+                    ("cpu kept awake, no other side", None, False, True)):
                 harness_ns, nulls = [], []
+                spinner = None
+                if name.startswith("cpu kept awake") and pinned:
+                    # A process of the lowest priority (SCHED_IDLE) spinning on the timed CPU:
+                    # it never idles (a VM's idle vCPU halts), and any worker preempts it.
+                    spinner = subprocess.Popen([sys.executable, "-c", SPIN, json.dumps(pinned)])
+                    time.sleep(0.2)
                 ahead = session._stage(wl, n + 10) if name.endswith("made beforehand") else None
                 for i in range(n + 10):  # 10 warm-up calls, dropped
                     p = ahead[i] if ahead else session._stage(wl, 1)[0]
@@ -156,6 +174,9 @@ def main() -> None:
                         harness_ns.append(ns)
                         if others:
                             nulls.append(null)
+                if spinner is not None:
+                    spinner.kill()
+                    spinner.wait()
                 own = own_times(session, n)
                 rows.append((name, statistics.median(own), statistics.median(harness_ns),
                              statistics.median(nulls) if nulls else None))
