@@ -120,3 +120,22 @@ async def test_a_reniced_trusted_worker_is_not_kept(fast_kit, fast_settings):
         shutil.rmtree(cand.folder, ignore_errors=True)
     assert trustedpool.idle_pids() == []
     assert _gone(pid)
+
+
+async def test_at_most_two_idle_workers_wait_and_expiry_kills_them(fast_kit, fast_settings):
+    """Three kits in turn (other reference code each): the oldest kit's idle worker is killed so
+    that at most MAX_IDLE wait; the idle ones die when they expire."""
+    definition = json.loads((fast_kit / "definition.json").read_text())
+    first_pid = None
+    for k in range(trustedpool.MAX_IDLE + 1):
+        edited = dict(definition, reference=definition["reference"] + f"\n# kit variant {k}\n")
+        (fast_kit / "definition.json").write_text(json.dumps(edited))
+        result = await evaluate_candidate(fast_settings, str(fast_kit), code=RMSNORM)
+        assert result.status == "PASSED", result.message
+        if first_pid is None:
+            [first_pid] = trustedpool.idle_pids()
+    idle = trustedpool.idle_pids()
+    assert len(idle) == trustedpool.MAX_IDLE and first_pid not in idle
+    assert _gone(first_pid)
+    trustedpool.expire_idle(0.0)
+    assert trustedpool.idle_pids() == [] and all(_gone(pid) for pid in idle)
