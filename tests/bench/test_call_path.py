@@ -4,10 +4,15 @@ made, whatever the reference does with its own copy."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import shutil
 import textwrap
 
-from evoteam.servers.bench.evaluation.core import evaluate_candidate
+from evoteam.servers.bench.evaluation.core import _workload_specs, evaluate_candidate, prepare_candidate
+from evoteam.servers.bench.formats.kits import find_kit
+from evoteam.servers.bench.measurement import arena
+from evoteam.servers.bench.measurement.session import KernelSession
 
 GOOD = """
 import numpy as np
@@ -79,3 +84,63 @@ async def test_a_destination_passing_candidate_writes_into_slots_the_harness_ref
     text = " ".join(w.message or "" for w in lazy.workloads)
     assert "timed call" in text and "NaN" in text, text
     assert lazy.flagged
+
+
+# Allocates nothing but its output: where the output lands shows what the worker still holds.
+EMPTY_LIKE = """
+import numpy as np
+
+def run(hidden_states, weight, eps):
+    return np.empty_like(hidden_states)
+"""
+
+
+async def test_consecutive_calls_put_their_outputs_where_the_last_ones_were(fast_kit, fast_settings):
+    """The worker lets the last call's outputs go (the harness has read them) before the next
+    call allocates, so a kernel's outputs reuse one block of memory, as in a plain loop of calls,
+    rather than alternating between two (twice the cache footprint, a cold block every call)."""
+    kit = find_kit(fast_settings, str(fast_kit))
+    m = kit.manifest
+    cand = prepare_candidate(kit, None, EMPTY_LIKE)
+    session = KernelSession(
+        definition=kit.definition.model_dump(), framework=m.framework, device=m.device,
+        inputs_source=kit.inputs_source(), reference_source=kit.definition.reference,
+        baseline=kit.baseline_solution()[0], candidate_dir=cand.folder, candidate_file=cand.file,
+        function=cand.function, dps=cand.dps, deny=[], memory_mb=m.memory_limit_mb, timeouts=m.timeouts,
+        tolerance=m.tolerance, timing=m.timing, threads=m.threads)
+
+    def addresses() -> list[int]:
+        side = session.sides[1]
+        spec = _workload_specs(kit, "dev", fast_settings)[0][0]
+        out = []
+        for payload in session._stage(spec, 3):
+            arena.fill(side.worker, session._layout(side, payload, spec), payload, outputs=False)
+            header, _, _ = session._request(side, {"cmd": "tcall", "calibrate": False, "send": False}, "a call",
+                                            timed=True)
+            out.append(header["outputs"][0]["addr"])
+        return out
+
+    try:
+        await asyncio.to_thread(session.start)
+        addrs = await asyncio.to_thread(addresses)
+    finally:
+        await asyncio.to_thread(session.close)
+        shutil.rmtree(cand.folder, ignore_errors=True)
+    assert addrs[1] == addrs[2], addrs
+
+
+async def test_a_candidate_right_only_for_its_first_inputs_fails_the_check_against_the_baseline(
+        fast_kit, fast_settings):
+    """The candidate's second correctness call, on other fresh inputs, is held to the baseline's
+    outputs on them (the reference runs once per workload: tests/bench/test_measurement_rounds.py)."""
+    first_only = GOOD.replace("def run(", "def _run(") + textwrap.dedent("""
+        _first = []
+
+        def run(hidden_states, weight, eps):
+            if not _first:
+                _first.append(_run(hidden_states, weight, eps))
+            return _first[0].copy()
+    """)
+    stale = await evaluate_candidate(fast_settings, str(fast_kit), code=first_only)
+    assert stale.status == "INCORRECT_NUMERICAL", stale.message
+    assert "second call" in stale.message and "baseline" in stale.message, stale.message

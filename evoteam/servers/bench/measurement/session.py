@@ -28,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from evoteam.servers.bench.measurement import arena
+from evoteam.servers.bench.measurement import arena, trustedpool
 from evoteam.servers.bench.measurement.arena import LABELS, Payload, align
+from evoteam.servers.bench.measurement.checks import CorrectnessChecks
 from evoteam.servers.bench.measurement.interleave import InterleavedRounds
-from evoteam.servers.bench.measurement.judge import compare_outputs
 from evoteam.servers.bench.measurement.sides import (  # noqa: F401 - the names callers import from here
     BASELINE, CANDIDATE, Side, SideSpec, WorkloadSpec, WorkloadVerdict, new_seed)
 from evoteam.servers.bench.confinement.workerenv import tuning_env
@@ -68,7 +68,7 @@ def _baseline_folder(baseline: dict | None, reference_source: str) -> SideSpec:
     return SideSpec(BASELINE, folder, baseline["file"], baseline.get("function") or "run", baseline.get("dps"))
 
 
-class KernelSession(InterleavedRounds):
+class KernelSession(CorrectnessChecks, InterleavedRounds):
     """The workers of one kernel evaluation: a trusted worker (reference, inputs) and the timed
     sides (the baseline first, then each candidate). ``candidate_*`` names the one candidate of a
     plain evaluation; ``sides`` gives several (a comparison, a re-measurement)."""
@@ -88,7 +88,6 @@ class KernelSession(InterleavedRounds):
         self.threads = threads
         self.sandbox = ""
         self.out_names = list(definition["outputs"].keys())
-        self.trusted_dir = Path(tempfile.mkdtemp(prefix="evoteam-trusted-"))
         if sides is None:
             sides = [SideSpec(CANDIDATE, candidate_dir, candidate_file, function, dps)]
         labels = [s.label for s in sides]
@@ -101,14 +100,15 @@ class KernelSession(InterleavedRounds):
         # speedup would reflect them (workerenv.py).
         env = self.worker_env = tuning_env(threads, self.gpu, worker_env)
         common = {"framework": framework, "device": device, "definition": public_def}
-        # Close-on-exec: only the trusted worker gets it (pass_fds); no confined worker ever does.
-        self.staging_fd = os.memfd_create("evoteam-staging")
+        # The trusted worker and its staging area: kept from an earlier evaluation of this kit in
+        # this process where there is one (trustedpool.py: it only ever runs kit code).
+        self.lease = trustedpool.lease(dict(common, mode="trusted", inputs_source=inputs_source,
+                                            reference_source=reference_source, baseline=None),
+                                       env, None if self.gpu else max(memory_mb, 8192), poolable=not self.gpu)
+        self.trusted = self.lease.worker
+        self.staging_fd = self.lease.staging_fd
         self.staging_map = None
         self.staging_size = 0
-        self.trusted = WorkerProc("reference worker", dict(common, mode="trusted", inputs_source=inputs_source,
-                                  reference_source=reference_source, baseline=None, staging_fd=self.staging_fd),
-                                  self.trusted_dir, None if self.gpu else max(memory_mb, 8192), extra_env=env,
-                                  extra_fds=(self.staging_fd,))
         self.sides: list[Side] = []
         for spec in [base_spec, *sides]:
             is_base = spec is base_spec
@@ -129,8 +129,8 @@ class KernelSession(InterleavedRounds):
         self.sched: dict[str, tuple] = {}
         self.read_by_pipe = False
         self.nulls: dict[str, list[int]] = {}  # workload -> every empty call's time on the baseline's worker
-        self.checks_for: tuple | None = None  # the workload whose correctness checks are kept (_reference_check)
-        self.checks: dict[int, tuple[Payload, dict[str, np.ndarray]]] = {}
+        self.checks_for: tuple | None = None  # the workload whose correctness checks are kept (checks.py)
+        self.checks: dict[int, tuple[Payload, dict[str, np.ndarray], int]] = {}
         self.pinned: list[int] = []
         self.harness_cpus: list[int] = []
         # Which elements of a timed output are compared: drawn after each call, from a seed no
@@ -169,13 +169,15 @@ class KernelSession(InterleavedRounds):
     # -------------------------------------------------------- life
 
     def start(self) -> None:
-        try:
-            self.trusted.read(self.timeouts.startup_s, "loading the reference")
-        except WorkerFailure as exc:
-            raise RuntimeError(f"the kit's reference failed to load: {exc.message}") from None
-        finally:
-            self.trusted.jail.stop()
-            self.trusted.jail.hold()
+        if not self.lease.reused:  # a kept worker loaded the reference long ago (trustedpool.py)
+            try:
+                self.trusted.read(self.timeouts.startup_s, "loading the reference")
+            except WorkerFailure as exc:
+                self.lease.healthy = False
+                raise RuntimeError(f"the kit's reference failed to load: {exc.message}") from None
+            finally:
+                self.trusted.jail.stop()
+                self.trusted.jail.hold()
         for s in self.sides:
             try:
                 header, _ = s.worker.read(self.timeouts.startup_s, f"importing the {s.worker.label}")
@@ -260,17 +262,13 @@ class KernelSession(InterleavedRounds):
         for t in threads:
             t.start()
         try:
-            self.trusted.close()
+            self.staging_map = None
+            self.lease.release()  # kept for this kit's next evaluation, or killed (trustedpool.py)
         finally:
             for t in threads:
                 t.join()
-            for folder in [self.trusted_dir, *self._owned]:
+            for folder in self._owned:
                 shutil.rmtree(folder, ignore_errors=True)
-            try:
-                os.close(self.staging_fd)
-            except OSError:
-                pass
-            self.staging_map = None
 
     # -------------------------------------------------------- helpers
 
@@ -294,6 +292,8 @@ class KernelSession(InterleavedRounds):
             except OSError:
                 continue
             if now != before:
+                if w is self.trusted:
+                    self.lease.healthy = False  # never kept for another evaluation (trustedpool.py)
                 raise WorkerFailure("RUNTIME_ERROR", f"the {w.label}'s scheduling (nice value, CPU affinity or "
                                     f"policy) changed during the evaluation: {before} -> {now}; timings are not "
                                     "comparable (this evaluation is flagged)", flagged=True)
@@ -312,6 +312,7 @@ class KernelSession(InterleavedRounds):
         try:
             return self.trusted.request(msg, max(self.timeouts.workload_s, 120.0), what)
         except WorkerFailure as exc:
+            self.lease.healthy = False
             raise RuntimeError(f"the kit's {msg.get('who', 'reference')} failed on {what}: {exc.message}") from None
 
     def _stage(self, wl: WorkloadSpec, count: int) -> list[Payload]:
@@ -323,6 +324,7 @@ class KernelSession(InterleavedRounds):
                              f"making inputs for {wl.name}")
         batches, size = h.get("batches"), h.get("size")
         if not isinstance(batches, list) or len(batches) != count or not isinstance(size, int):
+            self.lease.healthy = False
             raise RuntimeError(f"the kit's input generator returned malformed inputs for {wl.name}")
         whole = self._staging(size)
         return [self._payload(specs, whole) for specs in batches]
@@ -399,76 +401,3 @@ class KernelSession(InterleavedRounds):
             raise WorkerFailure("RUNTIME_ERROR", f"the {w.label} modified its input {changed!r}; inputs must be "
                                 "left unchanged (work on a copy)", flagged=True)
         return meta, got, ns
-
-    # -------------------------------------------------------- steps
-
-    def _reference(self, wl: WorkloadSpec) -> tuple[Payload, dict[str, np.ndarray]]:
-        """Fresh inputs and the reference's outputs on them, made by the trusted worker in one
-        request straight into the staging area (views, valid until the next _stage or _reference)."""
-        h, _ = self._trusted({"cmd": "check", "axes": wl.axes, "scalars": wl.scalars, "seed": new_seed()},
-                             f"workload {wl.name}")
-        try:
-            whole = self._staging(int(h["size"]))
-            payload = self._payload(h["inputs"], whole)
-            ref = {}
-            for o in h["outputs"]:
-                if o["dtype"] == "python_scalar":
-                    ref[o["name"]] = np.asarray(float(o["value"]))
-                else:
-                    ref[o["name"]] = arena.from_raw(o["dtype"], whole[o["offset"]:o["offset"] + o["nbytes"]],
-                                                    o["shape"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise RuntimeError(f"the kit's reference returned malformed outputs for {wl.name} ({exc})") from None
-        return payload, ref
-
-    def _reference_check(self, wl: WorkloadSpec, k: int) -> tuple[Payload, dict[str, np.ndarray]]:
-        """The inputs and the reference's outputs of correctness check ``k`` on this workload:
-        made once and given to every side checked on it (the baseline's check, each candidate's),
-        so the reference runs twice per workload however many sides a batch has. Copied out of
-        the staging area, which the next request to the trusted worker overwrites. Each side is
-        a process of its own, so sharing inputs between sides gives none of them a cache hit;
-        within a side, the two checks have different fresh inputs as before."""
-        key = (wl.name, repr(sorted(wl.axes.items())), repr(sorted(wl.scalars.items())))
-        if self.checks_for != key:
-            self.checks_for, self.checks = key, {}
-        made = self.checks.get(k)
-        if made is None:
-            payload, ref = self._reference(wl)
-            made = self.checks[k] = (Payload(payload.specs, {n: b.copy() for n, b in payload.blobs.items()}),
-                                     {n: np.array(a) for n, a in ref.items()})
-        return made
-
-    def _against_reference(self, s: Side, wl: WorkloadSpec, k: int = 0):
-        payload, ref = self._reference_check(wl, k)
-        meta, got, _ = self._call(s, wl, payload, f"workload {wl.name}")
-        tol = self.tolerance
-        return compare_outputs(meta, got, [], ref, wl.expected, tol.atol, tol.rtol, tol.required_matched_ratio)
-
-    def check_correctness(self, wl: WorkloadSpec, label: str = CANDIDATE) -> WorkloadVerdict:
-        s = self.side(label)
-        if s.dead:
-            err = s.error
-            return WorkloadVerdict(err.status, err.message, err.flagged)
-        v = WorkloadVerdict()
-        for round_no in range(2):  # two calls, each on fresh inputs, each against the reference
-            try:
-                check = self._against_reference(s, wl, round_no)
-            except WorkerFailure as exc:
-                return WorkloadVerdict(exc.status, exc.message, exc.flagged)
-            v.max_abs, v.max_rel = max(v.max_abs, check.max_abs), max(v.max_rel, check.max_rel)
-            if check.status != "PASSED":
-                msg_txt = check.message
-                if round_no == 1:
-                    msg_txt = f"second call, on fresh inputs: {msg_txt} (a cache keyed on earlier inputs?)"
-                return WorkloadVerdict(check.status, msg_txt, False, v.max_abs, v.max_rel)
-        return v
-
-    def check_baseline(self, wl: WorkloadSpec) -> str | None:
-        """Does the baseline, in its confined worker, match the reference on this workload? None if
-        so, else why not."""
-        try:
-            check = self._against_reference(self.baseline, wl)
-        except (WorkerFailure, RuntimeError) as exc:
-            text = exc.message if isinstance(exc, WorkerFailure) else str(exc)
-            return f"{getattr(exc, 'status', 'RUNTIME_ERROR')}: {text[:300]}"
-        return None if check.status == "PASSED" else f"{check.status}: {check.message}"

@@ -108,6 +108,10 @@ class TimedCalls:
         process's memory (the harness reads them after stopping it). Nothing here is trusted by
         the harness beyond the addresses and sizes, which it checks."""
         fn, dps, who = self._fn(self.who)
+        # The harness read the last call's outputs while this process was stopped: let them go
+        # before this call allocates, so that its outputs land where the last ones did (as in a
+        # plain loop of calls) instead of alternating between two blocks of memory.
+        self.held = None
         gpu = self.torch is not None and self.device.startswith("cuda")
         inputs = []
         for spec, value in self.arena_inputs:

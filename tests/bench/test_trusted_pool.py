@@ -1,0 +1,141 @@
+"""The trusted worker kept between evaluations of one process (measurement/trustedpool.py): one
+interpreter start fewer per evaluation, and never a worker that failed, died or runs other kit
+code. Real evaluations, real worker processes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import time
+
+import pytest
+
+from evoteam.errors import DomainError
+from evoteam.servers.bench.evaluation.core import _workload_specs, evaluate_candidate, prepare_candidate
+from evoteam.servers.bench.formats.kits import find_kit
+from evoteam.servers.bench.measurement import trustedpool
+from evoteam.servers.bench.measurement.session import KernelSession
+from evoteam.servers.bench.measurement.workerproc import WorkerFailure
+from tests.bench.conftest import RMSNORM
+
+
+@pytest.fixture(autouse=True)
+def no_idle_workers():
+    """Each test starts and ends with no idle trusted worker (another test's kit copy can have
+    the same content, and so the same key)."""
+    trustedpool.expire_idle(0.0)
+    yield
+    trustedpool.expire_idle(0.0)
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+def _gone(pid: int, within_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if _state(pid) in ("gone", "Z"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+async def test_two_evaluations_of_a_kit_start_one_trusted_worker(fast_kit, fast_settings):
+    before = trustedpool.started
+    first = await evaluate_candidate(fast_settings, str(fast_kit), code=RMSNORM)
+    idle = trustedpool.idle_pids()
+    second = await evaluate_candidate(fast_settings, str(fast_kit), code=RMSNORM)
+    assert first.status == second.status == "PASSED", (first.message, second.message)
+    assert trustedpool.started - before == 1
+    assert len(idle) == 1 and trustedpool.idle_pids() == idle
+    # Idle means stopped, like every worker between requests.
+    assert _state(idle[0]) in ("T", "t"), _state(idle[0])
+
+
+async def test_a_kit_with_other_reference_code_gets_a_worker_of_its_own(fast_kit, fast_settings):
+    before = trustedpool.started
+    first = await evaluate_candidate(fast_settings, str(fast_kit), code=RMSNORM)
+    definition = json.loads((fast_kit / "definition.json").read_text())
+    definition["reference"] += "\n# edited\n"
+    (fast_kit / "definition.json").write_text(json.dumps(definition))
+    second = await evaluate_candidate(fast_settings, str(fast_kit), code=RMSNORM)
+    assert first.status == second.status == "PASSED", (first.message, second.message)
+    assert trustedpool.started - before == 2
+
+
+async def test_an_idle_worker_that_died_is_replaced_not_used(fast_kit, fast_settings):
+    before = trustedpool.started
+    first = await evaluate_candidate(fast_settings, str(fast_kit), code=RMSNORM)
+    [pid] = trustedpool.idle_pids()
+    os.kill(pid, signal.SIGKILL)
+    assert _gone(pid)
+    second = await evaluate_candidate(fast_settings, str(fast_kit), code=RMSNORM)
+    assert first.status == second.status == "PASSED", (first.message, second.message)
+    assert trustedpool.started - before == 2
+    assert pid not in trustedpool.idle_pids()
+
+
+async def test_a_worker_whose_kit_code_failed_is_not_kept(fast_kit, fast_settings):
+    definition = json.loads((fast_kit / "definition.json").read_text())
+    definition["reference"] += "\n\ndef run(*args):\n    raise ValueError('the reference is broken')\n"
+    (fast_kit / "definition.json").write_text(json.dumps(definition))
+    before = trustedpool.started
+    with pytest.raises(DomainError, match="broken"):
+        await evaluate_candidate(fast_settings, str(fast_kit), code=RMSNORM)
+    assert trustedpool.started > before
+    assert trustedpool.idle_pids() == []
+
+
+async def test_a_reniced_trusted_worker_is_not_kept(fast_kit, fast_settings):
+    """A trusted worker whose scheduling changed during an evaluation (which fails it, flagged)
+    is killed rather than handed to the next evaluation."""
+    kit = find_kit(fast_settings, str(fast_kit))
+    m = kit.manifest
+    cand = prepare_candidate(kit, None, RMSNORM)
+    session = KernelSession(
+        definition=kit.definition.model_dump(), framework=m.framework, device=m.device,
+        inputs_source=kit.inputs_source(), reference_source=kit.definition.reference,
+        baseline=kit.baseline_solution()[0], candidate_dir=cand.folder, candidate_file=cand.file,
+        function=cand.function, dps=cand.dps, deny=[], memory_mb=m.memory_limit_mb, timeouts=m.timeouts,
+        tolerance=m.tolerance, timing=m.timing, threads=m.threads)
+    try:
+        await asyncio.to_thread(session.start)
+        spec = _workload_specs(kit, "dev", fast_settings)[0][0]
+        v = await asyncio.to_thread(session.check_correctness, spec)
+        assert v.status == "PASSED", v.message
+        pid = session.trusted.proc.pid
+        os.setpriority(os.PRIO_PROCESS, pid, 15)
+        with pytest.raises(WorkerFailure, match="scheduling"):
+            await asyncio.to_thread(session.measure, spec, v)
+    finally:
+        await asyncio.to_thread(session.close)
+        shutil.rmtree(cand.folder, ignore_errors=True)
+    assert trustedpool.idle_pids() == []
+    assert _gone(pid)
+
+
+async def test_at_most_two_idle_workers_wait_and_expiry_kills_them(fast_kit, fast_settings):
+    """Three kits in turn (other reference code each): the oldest kit's idle worker is killed so
+    that at most MAX_IDLE wait; the idle ones die when they expire."""
+    definition = json.loads((fast_kit / "definition.json").read_text())
+    first_pid = None
+    for k in range(trustedpool.MAX_IDLE + 1):
+        edited = dict(definition, reference=definition["reference"] + f"\n# kit variant {k}\n")
+        (fast_kit / "definition.json").write_text(json.dumps(edited))
+        result = await evaluate_candidate(fast_settings, str(fast_kit), code=RMSNORM)
+        assert result.status == "PASSED", result.message
+        if first_pid is None:
+            [first_pid] = trustedpool.idle_pids()
+    idle = trustedpool.idle_pids()
+    assert len(idle) == trustedpool.MAX_IDLE and first_pid not in idle
+    assert _gone(first_pid)
+    trustedpool.expire_idle(0.0)
+    assert trustedpool.idle_pids() == [] and all(_gone(pid) for pid in idle)
