@@ -81,6 +81,7 @@ def main() -> None:
     if args.baseline:
         spec = importlib.util.spec_from_file_location("pgsearch_baseline", args.baseline)
         baseline = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = baseline  # a dataclass in it looks its module up while being made
         spec.loader.exec_module(baseline)
     print(f"PostgreSQL store, {args.size:,} learnings; load average before {load()}", flush=True)
     server = None

@@ -208,6 +208,7 @@ class PgDatabase:
         self.path = redacted(url)  # what messages and `evoteam doctor` show as the store's place
         self._max_size = max_size
         self._pool = None
+        self._background: set[asyncio.Task] = set()
 
     async def open(self) -> PgDatabase:
         _, psycopg_pool = _psycopg()
@@ -223,7 +224,19 @@ class PgDatabase:
             raise (describe(exc, self.url) or exc) from None
         return self
 
+    def spawn(self, work) -> asyncio.Task:
+        """Run `work` (a coroutine) beside the callers, on a connection of its own; it is
+        cancelled when the database is closed, so none outlives the pool it reads through."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
     async def close(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
         if self._pool is not None:
             await self._pool.close()
             self._pool = None

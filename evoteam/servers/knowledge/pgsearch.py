@@ -75,7 +75,7 @@ async def search(store: LocalKnowledgeStore, query: str, run_id: str | None, kin
     check = [("SELECT project FROM runs WHERE id = ?", [run_id])] if run_id else []
     async with store.db.read() as conn:
         key = (store.db.url, store.sample_window)
-        stats, lexemes, checked = await pgwords.known(conn, key, words, check)
+        stats, lexemes, checked = await pgwords.known(conn, store.db, key, words, check)
         if checked is not None:
             _check_run(store, checked, run_id)
             check = []

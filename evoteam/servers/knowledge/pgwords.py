@@ -3,13 +3,15 @@
 Search treats a word found in more than a third of the newest entries as a stopword, and sizes
 the ranges of entries it reads from how densely the query matches there (pgsearch.py,
 pgranges.py). Reading the newest 3,000 entries for every query cost most of the rows a search
-read and most of its time at 1M learnings. Instead, one pass over them (`STATS`) gives how many
-hold each lexeme and how many fall in each (project, run, kind), and is kept per process and
-database:
+read. Instead, one pass over them (`STATS`) gives how many hold each lexeme (lexemes held by one
+entry only count as none: no stopword or range size hangs on them) and how many fall in each
+(project, run, kind), and is kept per process and database:
 
-- for `STATS_TTL_S` seconds, or until a search sees entries more than a tenth of the window newer
-  than the pass (`seen`): word frequencies in a window of 3,000 move slowly, so a stopword
-  judged on a pass a few hundred entries old is the same one;
+- for `STATS_TTL_S` seconds, or until a search meets entries more than a tenth of the window
+  newer than the pass (`seen`): word frequencies in a window of 3,000 move slowly, so a stopword
+  judged on a pass a few hundred entries old is the same one. A pass past that is still used
+  while a new one is read in the background (it takes tens of milliseconds on a busy machine:
+  no search waits for it but a store's first);
 - never for a store of fewer than `SMALL` entries (where every word counts anyway): it is read
   afresh each time, so a small store's searches are exactly those of a fresh pass.
 
@@ -22,6 +24,7 @@ estimated as if they occurred independently; each range read corrects it (pgrang
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections.abc import Sequence
@@ -33,13 +36,19 @@ STATS_TTL_S = 30.0
 _KEPT_STORES = 64
 _KEPT_WORDS = 100_000
 
-# Its three parts read the CTE, so PostgreSQL reads the newest entries once.
+# One row: the newest id, the lexemes (with their counts) and the scopes (with theirs) as arrays,
+# which the driver decodes far faster than thousands of rows. The three parts read the CTE, so
+# PostgreSQL reads the newest entries once.
 STATS = (
-    "WITH s AS (SELECT id, tsv, project, run_id, kind FROM search_index ORDER BY id DESC LIMIT ?) "
-    "SELECT 'w' AS part, u.lexeme AS a, NULL AS b, NULL AS c, count(*) AS n FROM s, unnest(s.tsv) AS u "
-    "GROUP BY u.lexeme "
-    "UNION ALL SELECT 's', project, run_id, kind, count(*) FROM s GROUP BY project, run_id, kind "
-    "UNION ALL SELECT 'n', NULL, NULL, NULL, coalesce(max(id), 0) FROM s")
+    "WITH s AS (SELECT id, tsv, project, run_id, kind FROM search_index ORDER BY id DESC LIMIT ?), "
+    "w AS (SELECT lexeme, count(*) AS n FROM s, unnest(tsvector_to_array(s.tsv)) AS lexeme GROUP BY lexeme "
+    "HAVING count(*) > 1), "
+    "g AS (SELECT project, run_id, kind, count(*) AS n FROM s GROUP BY project, run_id, kind) "
+    "SELECT t.newest, w.lexemes, w.counts, g.projects, g.runs, g.kinds, g.entries "
+    "FROM (SELECT coalesce(max(id), 0) AS newest FROM s) AS t, "
+    "(SELECT array_agg(lexeme) AS lexemes, array_agg(n) AS counts FROM w) AS w, "
+    "(SELECT array_agg(project) AS projects, array_agg(run_id) AS runs, array_agg(kind) AS kinds, "
+    "array_agg(n) AS entries FROM g) AS g")
 LEXEMES = f"SELECT w, tsvector_to_array(to_tsvector('{CONFIG}', w)) AS l FROM unnest(?::text[]) AS w"
 
 
@@ -75,21 +84,36 @@ class NewestStats:
 
 _stats: dict[tuple[str, int], NewestStats] = {}
 _lexemes: dict[str, tuple[str, ...]] = {}
+_reading: dict[tuple[str, int], asyncio.Task] = {}  # stores whose pass is being read in the background
 
 
-def _fresh(key: tuple[str, int]) -> NewestStats | None:
+def _kept(key: tuple[str, int]) -> NewestStats | None:
+    """The kept pass for `key`, or None when the search must read one first."""
     stats = _stats.get(key)
-    if stats is None or stats.stale or stats.newest < SMALL or time.monotonic() - stats.taken > STATS_TTL_S:
+    if stats is None or stats.newest < SMALL:
         return None
     return stats
 
 
-async def known(conn, key: tuple[str, int], words: Sequence[str],
+def _past(stats: NewestStats) -> bool:
+    return stats.stale or time.monotonic() - stats.taken > STATS_TTL_S
+
+
+def _keep(key: tuple[str, int], stats: NewestStats) -> None:
+    if key not in _stats and len(_stats) >= _KEPT_STORES:
+        del _stats[min(_stats, key=lambda k: _stats[k].taken)]
+    _stats[key] = stats
+
+
+async def known(conn, db, key: tuple[str, int], words: Sequence[str],
                 also: Sequence[tuple[str, Sequence]] = ()) -> tuple[NewestStats, dict[str, tuple[str, ...]], list | None]:
     """The pass for store `key` (its URL and window) and each word's lexemes, read only where not
     kept; `also`: statements to send in the same round trip if one is needed (their rows come
-    back third; None when nothing was sent)."""
-    stats = _fresh(key)
+    back third; None when nothing was sent). `db`: where a pass past its time is read again."""
+    stats = _kept(key)
+    if stats is not None and _past(stats) and key not in _reading:
+        _reading[key] = task = db.spawn(_read_again(db, key))
+        task.add_done_callback(lambda _, key=key: _reading.pop(key, None))  # cancelled unstarted too
     unknown = [w for w in words if w not in _lexemes]
     if stats is not None and not unknown:
         return stats, {w: _lexemes[w] for w in words}, None
@@ -104,27 +128,34 @@ async def known(conn, key: tuple[str, int], words: Sequence[str],
             _lexemes.clear()
         _lexemes.update({r["w"]: tuple(r["l"]) for r in rows.pop()})
     if stats is None:
-        stats = _from_rows(rows.pop())
-        if len(_stats) >= _KEPT_STORES:
-            del _stats[min(_stats, key=lambda k: _stats[k].taken)]
-        _stats[key] = stats
+        stats = _from_row(rows.pop()[0])
+        _keep(key, stats)
     return stats, {w: _lexemes.get(w, ()) for w in words}, rows if also else None
 
 
-def _from_rows(rows) -> NewestStats:
-    lexemes, scopes, newest = {}, {}, 0
-    for r in rows:
-        if r["part"] == "w":
-            lexemes[r["a"]] = int(r["n"])
-        elif r["part"] == "s":
-            scopes[(r["a"], r["b"], r["c"])] = int(r["n"])
-        else:
-            newest = int(r["n"])
-    return NewestStats(newest=newest, entries=sum(scopes.values()), lexemes=lexemes, scopes=scopes)
+async def _read_again(db, key: tuple[str, int]) -> None:
+    try:
+        async with db.read() as conn:
+            ((row,),) = await conn.batch([(STATS, [key[1]])])
+        _keep(key, _from_row(row))
+    except Exception:  # the database gone or closing: the old pass serves, and the next search retries
+        pass
+
+
+def _from_row(row) -> NewestStats:
+    lexemes = dict(zip(row["lexemes"] or [], map(int, row["counts"] or [])))
+    scopes = {(p, r, k): int(n) for p, r, k, n in zip(row["projects"] or [], row["runs"] or [], row["kinds"] or [],
+                                                    row["entries"] or [])}
+    return NewestStats(newest=int(row["newest"]), entries=sum(scopes.values()), lexemes=lexemes, scopes=scopes)
 
 
 def seen(key: tuple[str, int], newest_id: int) -> None:
-    """A search met entry `newest_id`: a pass that far behind is read again by the next search."""
+    """A search met entry `newest_id`: a pass that far behind is read again (in the background)."""
     stats = _stats.get(key)
     if stats is not None and newest_id - stats.newest > max(1, key[1] // 10):
         stats.stale = True
+
+
+async def settled() -> None:
+    """Once every pass being read in the background is read (tests wait for it)."""
+    await asyncio.gather(*_reading.values(), return_exceptions=True)
