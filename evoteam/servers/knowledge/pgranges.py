@@ -58,13 +58,15 @@ def _statement(query: Query, way: str, lo: int, hi: int | None, need: int, ranke
                f"ORDER BY id DESC LIMIT ?")
         return sql, [*rank_params, lo, *([hi] if hi is not None else []), *query.q_params, *query.scope_params, need]
     # MATERIALIZED keeps ORDER BY ... LIMIT out of the match's plan (it invites the walk);
-    # "id + 0" keeps the whole table's match off the primary key.
+    # "id + 0" keeps the whole table's match off the primary key. Only the newest `need` of the
+    # matches read are ranked (the GIN match alone may read several times as many).
     if way == "range":
         ids, id_params = "id > ?" + (" AND id <= ?" if hi is not None else ""), [lo, *([hi] if hi is not None else [])]
     else:
         ids, id_params = ("id + 0 <= ?", [hi]) if hi is not None else ("TRUE", [])
     sql = (f"WITH m AS MATERIALIZED (SELECT id, {cols}, tsv FROM {t} WHERE tsv @@ {query.q} AND {ids}{scope}) "
-           f"SELECT id, {cols}, {rank} AS rank FROM m ORDER BY id DESC LIMIT ?")
+           f"SELECT id, {cols}, {rank} AS rank FROM (SELECT * FROM m ORDER BY id DESC LIMIT ?) AS newest "
+           f"ORDER BY id DESC")
     return sql, [*query.q_params, *id_params, *query.scope_params, *rank_params, need]
 
 
