@@ -8,40 +8,17 @@ and the matches differ by a wide margin in a store that loads in seconds."""
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import psycopg
 import pytest
 
+from evoteam.servers.knowledge import pgwords
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.models import RunCreate
+from tests.support.pgplans import log_plans, logged_plans, nodes, rows_read
 
 ENTRIES, EVERY = 10_000, 25  # "occupancy" in every 25th entry: 400 matches, 4% of the entries
-
-
-def rows_read(plan: dict) -> int:
-    """Rows a plan (and its children) fetched from search_index: kept plus filtered out."""
-    own = 0
-    if plan.get("Relation Name") == "search_index":
-        own = (plan.get("Actual Rows", 0) + plan.get("Rows Removed by Filter", 0)
-               + plan.get("Rows Removed by Index Recheck", 0)) * plan.get("Actual Loops", 1)
-    return own + sum(rows_read(child) for child in plan.get("Plans", []))
-
-
-def nodes(plan: dict) -> list[dict]:
-    return [plan, *(n for child in plan.get("Plans", []) for n in nodes(child))]
-
-
-def logged_plans(text: str) -> list[dict]:
-    """The JSON plans auto_explain wrote into a stretch of the server's log."""
-    out, decoder, at = [], json.JSONDecoder(), 0
-    while (at := text.find("plan:", at)) >= 0:
-        start = text.find("{", at)
-        value, end = decoder.raw_decode(text[start:])
-        out.append(value)
-        at = start + end
-    return out
 
 
 @pytest.fixture
@@ -53,10 +30,6 @@ async def loaded(postgres_server):
         run = await store.start_run(RunCreate(goal="bounds"))
     name = url.rsplit("/", 1)[1]
     with psycopg.connect(url, autocommit=True) as conn:
-        try:  # part of PostgreSQL's contrib modules, in Debian's postgresql package
-            conn.execute("LOAD 'auto_explain'")
-        except psycopg.Error as exc:
-            pytest.skip(f"PostgreSQL's auto_explain module is not installed here: {exc}")
         with conn.cursor().copy("COPY search_index (title, body, filters, kind, ref_id, run_id, project) "
                                 "FROM STDIN") as copy:
             for i in range(ENTRIES):
@@ -64,9 +37,7 @@ async def loaded(postgres_server):
                 copy.write_row(("observation: ", f"note {i} about tiles and warps{extra}", "", "learning",
                                 f"lrn_{uuid.uuid4().hex}", run.id, "default"))
         conn.execute("ANALYZE search_index")
-        for setting in ("session_preload_libraries = 'auto_explain'", "auto_explain.log_min_duration = 0",
-                        "auto_explain.log_analyze = on", "auto_explain.log_format = 'json'"):
-            conn.execute(f"ALTER DATABASE {name} SET {setting}")
+        log_plans(conn, name)
     return url, run.id, postgres_server.root / "log" / "server.log"
 
 
@@ -82,8 +53,8 @@ async def test_a_search_reads_a_bounded_number_of_entries_however_many_match(loa
     assert all("[occupancy]" in h.snippet for h in page.items)
     searched = [p for p in plans if "search_index" in p["Query Text"]]
     read = [rows_read(p["Plan"]) for p in searched]
-    # 400 entries match. Read: the newest 500 entries once (word frequencies and the query's
-    # density), then about 1.5 x 21 matches (the count's 21 and the ranked 20) through the GIN
+    # 400 entries match. Read: the newest 500 entries once (word frequencies and how many
+    # entries fall in the search's scope: pgwords.py, kept for the next searches), then about 1.5 x 21 matches (the count's 21 and the ranked 20) through the GIN
     # index intersected with the newest ids, then the 5 shown rows. Ranking every match, or
     # walking the ids of the range and testing each entry (the planner's own preference),
     # would read 400 or 800 more.
@@ -128,3 +99,43 @@ async def test_a_rare_word_reads_its_few_matches_not_a_range_of_the_store(loaded
     ranges = [n for p in plans for n in nodes(p["Plan"])
               if n.get("Node Type") == "Bitmap Index Scan" and n.get("Index Name") == "search_index_pkey"]
     assert not ranges, [n.get("Index Cond") for n in ranges]
+
+
+async def test_the_pass_over_the_newest_entries_is_kept_until_the_store_moves_on(loaded):
+    url, run_id, log = loaded
+    async with LocalKnowledgeStore.open(url) as store:
+        store.sample_window, store.rank_window, store.count_cap = 500, 20, 20
+
+        async def read_by(query: str) -> tuple[int, list[int]]:
+            start = log.stat().st_size
+            await store.search(query, run_id=run_id, limit=5)
+            plans = [p for p in logged_plans(log.read_text(errors="replace")[start:])
+                     if "search_index" in p["Query Text"]]
+            # The pass: the newest entries read in id order, with no bound on the ids and no
+            # full-text test (a walk has both; the page's rows have their ids).
+            passes = [n.get("Actual Rows") for p in plans for n in nodes(p["Plan"])
+                      if n.get("Relation Name") == "search_index" and n.get("Index Name") == "search_index_pkey"
+                      and "Index Cond" not in n and "Filter" not in n]
+            return sum(rows_read(p["Plan"]) for p in plans), passes
+
+        first, passes = await read_by("occupancy")
+        assert passes == [500], passes
+        # The next searches, whatever their words, read only their matches and their page.
+        again, passes = await read_by("occupancy")
+        assert passes == [] and again <= 3 * 21 + 5 + 2, (again, passes)
+        other, passes = await read_by("tiles occupancy")
+        assert passes == [] and other <= 3 * 21 + 5 + 2, (other, passes)
+        # Entries written since, more than a tenth of the window: the search that meets them
+        # has the pass read again, beside the next search (which uses the old one meanwhile).
+        with psycopg.connect(url, autocommit=True) as conn:
+            with conn.cursor().copy("COPY search_index (title, body, filters, kind, ref_id, run_id, project) "
+                                    "FROM STDIN") as copy:
+                for i in range(60):
+                    copy.write_row(("observation: ", f"late note {i} about occupancy", "", "learning",
+                                    f"lrn_{uuid.uuid4().hex}", run_id, "default"))
+        page = await store.search("occupancy", run_id=run_id, limit=5)
+        assert all("late note" in h.snippet for h in page.items)  # the newest, never missed
+        assert pgwords._stats[(url, 500)].newest == ENTRIES
+        await store.search("occupancy", run_id=run_id, limit=5)
+        await pgwords.settled()
+        assert pgwords._stats[(url, 500)].newest == ENTRIES + 60
