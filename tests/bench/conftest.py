@@ -120,3 +120,22 @@ def ray_cluster(tmp_path_factory):
 
         close_backends()
         cluster.shutdown()
+
+
+def kernel_session(settings: Settings, kit_folder: Path, code: str):
+    """A measurement session of `code` on the kit in `kit_folder`, set up as the bench sets one
+    up from the kit's manifest (not started), with the kit and the prepared candidate: for the
+    tests that drive a session step by step."""
+    from evoteam.servers.bench.evaluation.core import prepare_candidate
+    from evoteam.servers.bench.formats.kits import find_kit
+    from evoteam.servers.bench.measurement.session import KernelSession
+
+    kit = find_kit(settings, str(kit_folder))
+    m = kit.manifest
+    cand = prepare_candidate(kit, None, code)
+    return kit, cand, KernelSession(
+        definition=kit.definition.model_dump(), framework=m.framework, device=m.device,
+        inputs_source=kit.inputs_source(), reference_source=kit.definition.reference,
+        baseline=kit.baseline_solution()[0], candidate_dir=cand.folder, candidate_file=cand.file,
+        function=cand.function, dps=cand.dps, deny=[], memory_mb=m.memory_limit_mb, timeouts=m.timeouts,
+        tolerance=m.tolerance, timing=m.timing, threads=m.threads)

@@ -9,10 +9,9 @@ import json
 import shutil
 import textwrap
 
-from evoteam.servers.bench.evaluation.core import _workload_specs, evaluate_candidate, prepare_candidate
-from evoteam.servers.bench.formats.kits import find_kit
+from evoteam.servers.bench.evaluation.core import _workload_specs, evaluate_candidate
 from evoteam.servers.bench.measurement import arena
-from evoteam.servers.bench.measurement.session import KernelSession
+from tests.bench.conftest import kernel_session
 
 GOOD = """
 import numpy as np
@@ -99,15 +98,7 @@ async def test_consecutive_calls_put_their_outputs_where_the_last_ones_were(fast
     """The worker lets the last call's outputs go (the harness has read them) before the next
     call allocates, so a kernel's outputs reuse one block of memory, as in a plain loop of calls,
     rather than alternating between two (twice the cache footprint, a cold block every call)."""
-    kit = find_kit(fast_settings, str(fast_kit))
-    m = kit.manifest
-    cand = prepare_candidate(kit, None, EMPTY_LIKE)
-    session = KernelSession(
-        definition=kit.definition.model_dump(), framework=m.framework, device=m.device,
-        inputs_source=kit.inputs_source(), reference_source=kit.definition.reference,
-        baseline=kit.baseline_solution()[0], candidate_dir=cand.folder, candidate_file=cand.file,
-        function=cand.function, dps=cand.dps, deny=[], memory_mb=m.memory_limit_mb, timeouts=m.timeouts,
-        tolerance=m.tolerance, timing=m.timing, threads=m.threads)
+    kit, cand, session = kernel_session(fast_settings, fast_kit, EMPTY_LIKE)
 
     def addresses() -> list[int]:
         side = session.sides[1]

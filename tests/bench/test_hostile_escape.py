@@ -19,8 +19,8 @@ from evoteam.errors import DomainError
 from evoteam.servers.bench.measurement import harness
 from evoteam.servers.bench.confinement import jail, sandbox
 from evoteam.servers.bench.evaluation.core import evaluate_candidate
-from evoteam.servers.bench.formats.kits import find_kit, state_dir, trust_kit
-from evoteam.servers.bench.measurement.session import KernelSession
+from evoteam.servers.bench.formats.kits import find_kit, state_dir
+from tests.bench.conftest import kernel_session
 
 GOOD = """
 import numpy as np
@@ -199,17 +199,9 @@ def run(hidden_states, weight, eps):
 async def test_changed_baseline_scheduling_flags_the_evaluation(fast_kit, fast_settings):
     """Whoever re-nices the trusted worker, the timings are not comparable: the evaluation fails,
     flagged."""
-    from evoteam.servers.bench.evaluation.core import _workload_specs, prepare_candidate
+    from evoteam.servers.bench.evaluation.core import _workload_specs
 
-    kit = find_kit(fast_settings, str(fast_kit))
-    m = kit.manifest
-    cand = prepare_candidate(kit, None, GOOD)
-    session = KernelSession(
-        definition=kit.definition.model_dump(), framework=m.framework, device=m.device,
-        inputs_source=kit.inputs_source(), reference_source=kit.definition.reference,
-        baseline=kit.baseline_solution()[0], candidate_dir=cand.folder, candidate_file=cand.file,
-        function=cand.function, dps=cand.dps, deny=[], memory_mb=m.memory_limit_mb, timeouts=m.timeouts,
-        tolerance=m.tolerance, timing=m.timing, threads=m.threads)
+    kit, cand, session = kernel_session(fast_settings, fast_kit, GOOD)
     try:
         await asyncio.to_thread(session.start)
         spec = _workload_specs(kit, "dev", fast_settings)[0][0]

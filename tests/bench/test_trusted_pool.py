@@ -14,12 +14,10 @@ import time
 import pytest
 
 from evoteam.errors import DomainError
-from evoteam.servers.bench.evaluation.core import _workload_specs, evaluate_candidate, prepare_candidate
-from evoteam.servers.bench.formats.kits import find_kit
+from evoteam.servers.bench.evaluation.core import _workload_specs, evaluate_candidate
 from evoteam.servers.bench.measurement import trustedpool
-from evoteam.servers.bench.measurement.session import KernelSession
 from evoteam.servers.bench.measurement.workerproc import WorkerFailure
-from tests.bench.conftest import RMSNORM
+from tests.bench.conftest import RMSNORM, kernel_session
 
 
 @pytest.fixture(autouse=True)
@@ -97,15 +95,7 @@ async def test_a_worker_whose_kit_code_failed_is_not_kept(fast_kit, fast_setting
 async def test_a_reniced_trusted_worker_is_not_kept(fast_kit, fast_settings):
     """A trusted worker whose scheduling changed during an evaluation (which fails it, flagged)
     is killed rather than handed to the next evaluation."""
-    kit = find_kit(fast_settings, str(fast_kit))
-    m = kit.manifest
-    cand = prepare_candidate(kit, None, RMSNORM)
-    session = KernelSession(
-        definition=kit.definition.model_dump(), framework=m.framework, device=m.device,
-        inputs_source=kit.inputs_source(), reference_source=kit.definition.reference,
-        baseline=kit.baseline_solution()[0], candidate_dir=cand.folder, candidate_file=cand.file,
-        function=cand.function, dps=cand.dps, deny=[], memory_mb=m.memory_limit_mb, timeouts=m.timeouts,
-        tolerance=m.tolerance, timing=m.timing, threads=m.threads)
+    kit, cand, session = kernel_session(fast_settings, fast_kit, RMSNORM)
     try:
         await asyncio.to_thread(session.start)
         spec = _workload_specs(kit, "dev", fast_settings)[0][0]
