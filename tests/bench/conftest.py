@@ -138,4 +138,4 @@ def kernel_session(settings: Settings, kit_folder: Path, code: str):
         inputs_source=kit.inputs_source(), reference_source=kit.definition.reference,
         baseline=kit.baseline_solution()[0], candidate_dir=cand.folder, candidate_file=cand.file,
         function=cand.function, dps=cand.dps, deny=[], memory_mb=m.memory_limit_mb, timeouts=m.timeouts,
-        tolerance=m.tolerance, timing=m.timing, threads=m.threads)
+        tolerance=m.tolerance, timing=m.timing, threads=m.threads, kit_hash=kit.content_hash)

@@ -60,24 +60,24 @@ def _count(monkeypatch, name: str) -> list:
     return seen
 
 
-async def test_the_reference_runs_once_per_workload_for_an_evaluation(fast_kit, fast_settings, monkeypatch):
-    """The baseline's check on the first workload and the candidate's first check there share one
-    run of the reference; the candidate's second check is against the baseline (checks.py)."""
+async def test_the_reference_runs_twice_per_workload_for_an_evaluation(fast_kit, fast_settings, monkeypatch):
+    """The baseline's check on the first workload and the candidate's checks there share the
+    reference's two runs (checks.py): two per workload, not two per side."""
     workloads = _two_workloads(fast_kit)
     runs = _count(monkeypatch, "_reference")
     result = await evaluate_candidate(fast_settings, str(fast_kit), code=GOOD)
     assert result.status == "PASSED", result.message
-    assert len(runs) == workloads
+    assert len(runs) == 2 * workloads
 
 
-async def test_the_reference_runs_once_per_workload_however_many_sides(fast_kit, fast_settings, monkeypatch):
+async def test_the_reference_runs_twice_per_workload_however_many_sides(fast_kit, fast_settings, monkeypatch):
     """compare is a batch of three sides (baseline, A, B): every side is checked against the
-    same reference run per workload, not a run per side."""
+    same two reference runs per workload, not two per side."""
     workloads = _two_workloads(fast_kit)
     runs = _count(monkeypatch, "_reference")
     cmp = await compare_candidates(fast_settings, str(fast_kit), {"code": GOOD}, {"code": OTHER}, repeats=1)
     assert cmp.a.status == "PASSED" and cmp.b.status == "PASSED", (cmp.a.message, cmp.b.message)
-    assert len(runs) == workloads
+    assert len(runs) == 2 * workloads
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs: one for the workers, one apart")

@@ -129,3 +129,70 @@ async def test_at_most_two_idle_workers_wait_and_expiry_kills_them(fast_kit, fas
     assert _gone(first_pid)
     trustedpool.expire_idle(0.0)
     assert trustedpool.idle_pids() == [] and all(_gone(pid) for pid in idle)
+
+
+async def test_a_cancelled_evaluation_does_not_hand_on_a_trusted_worker_still_busy(tmp_path):
+    """An evaluation cancelled (a client's cancel, Esc) while its thread waits on the trusted
+    worker: the worker is killed, not pooled — pooled, the next evaluation's requests crossed the
+    abandoned thread's (a "kit broken" error, or a stall; a review of 2026-12-02)."""
+    from evoteam.config import Settings
+    from tests.bench.conftest import small_kit
+
+    kit = small_kit(tmp_path / "kits" / "rmsnorm_slowref")
+    delay, started = tmp_path / "delay", tmp_path / "reference-started"
+    delay.write_text("0")
+    definition = json.loads((kit / "definition.json").read_text())
+    definition["reference"] = definition["reference"].replace(
+        "def run(hidden_states, weight, eps):\n",
+        "def run(hidden_states, weight, eps):\n"
+        f"    import pathlib, time\n    s = float(pathlib.Path({str(delay)!r}).read_text())\n"
+        f"    if s:\n        pathlib.Path({str(started)!r}).touch()\n        time.sleep(s)\n", 1)
+    assert "reference-started" in definition["reference"]
+    (kit / "definition.json").write_text(json.dumps(definition))
+    settings = Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[kit.parent])
+    first = await evaluate_candidate(settings, str(kit), code=RMSNORM)
+    assert first.status == "PASSED", first.message
+    assert len(trustedpool.idle_pids()) == 1
+    delay.write_text("5")
+    task = asyncio.create_task(evaluate_candidate(settings, str(kit), code=RMSNORM))
+    for _ in range(1200):  # until the reference is running in the kept worker
+        if started.exists() or task.done():
+            break
+        await asyncio.sleep(0.05)
+    assert started.exists() and not task.done()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert trustedpool.idle_pids() == []  # busy when its evaluation closed: killed, not kept
+    delay.write_text("0")
+    after = await evaluate_candidate(settings, str(kit), code=RMSNORM)
+    assert after.status == "PASSED", after.message
+
+
+async def test_a_kept_worker_starts_each_evaluation_with_a_clean_output_record(tmp_path):
+    """What a kept worker printed counts toward one evaluation's output cap, and its tail (shown
+    in "kit broken" messages) never carries an earlier evaluation's output into a later one."""
+    from evoteam.config import Settings
+    from tests.bench.conftest import small_kit
+
+    kit = small_kit(tmp_path / "kits" / "rmsnorm_chatty")
+    inputs = (kit / "inputs.py").read_text()
+    (kit / "inputs.py").write_text(inputs.replace("    rng = np.random.default_rng(seed)\n",
+                                                  "    print('made inputs for seed', seed)\n"
+                                                  "    rng = np.random.default_rng(seed)\n", 1))
+    settings = Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[kit.parent])
+    first = await evaluate_candidate(settings, str(kit), code=RMSNORM)
+    assert first.status == "PASSED", first.message
+    with trustedpool._lock:
+        kept = [lease for lst in trustedpool._idle.values() for _, lease in lst]
+    assert len(kept) == 1
+    deadline = time.monotonic() + 5
+    while kept[0].worker.printed == 0 and time.monotonic() < deadline:  # the drain thread reads it
+        time.sleep(0.05)
+    assert kept[0].worker.printed > 0 and b"made inputs" in bytes(kept[0].worker.tail)
+    _, _, session = kernel_session(settings, kit, RMSNORM)
+    try:
+        assert session.lease is kept[0] and session.lease.reused
+        assert session.trusted.printed == 0 and not session.trusted.tail
+    finally:
+        session.close()

@@ -85,7 +85,7 @@ async def run_kernel_batch(settings: Settings, kit: Kit, sides: list[SideSpec], 
                 inputs_source=kit.inputs_source(), reference_source=kit.definition.reference, baseline=baseline,
                 sides=sides, deny=deny, memory_mb=m.memory_limit_mb, timeouts=m.timeouts,
                 tolerance=m.tolerance, timing=plan, use_landlock=use_landlock, threads=m.threads,
-                worker_env=m.worker_env))
+                worker_env=m.worker_env, kit_hash=kit.content_hash))
             try:
                 await asyncio.to_thread(session.start)
             except RuntimeError as exc:

@@ -1,16 +1,16 @@
-"""The correctness calls of a kernel evaluation: every side, on each workload, called on fresh
-inputs and compared, every element, with what the kit says is right.
+"""The correctness calls of a kernel evaluation: every side, on each workload, called twice on
+fresh inputs and compared, every element, with the kit's reference at the kit's tolerance.
 
-Per workload and batch the float64 reference runs once (the slowest kit code there is: more
-than 100 ms on `pairwise_distance_cpu`'s largest workload): the trusted worker makes fresh
-inputs and the reference's outputs on them in one request, and every side checked there (the
-baseline's check on the first workload, each candidate of a `compare` or a `remeasure`) is
-compared with them at the kit's tolerance. A candidate's second call, on other fresh inputs (a
-cache keyed on earlier inputs fails it), is compared, every element, with the kit's baseline
-on those inputs at twice the tolerance — the baseline and the reference agree within the
-tolerance, so a correct candidate is within twice that of the baseline, the rule every timed
-output is held to as well. Each side is a process of its own, so inputs shared between sides give
-none of them a cache hit.
+Per workload and batch the float64 reference runs twice (the slowest kit code there is: more
+than 100 ms on `pairwise_distance_cpu`'s largest workload), however many sides the batch has:
+the trusted worker makes fresh inputs and the reference's outputs on them in one request, and
+every side checked there (the baseline's check on the first workload, each candidate of a
+`compare` or a `remeasure`) is compared with the same two. The second call's inputs are other
+fresh ones, so a cache keyed on earlier inputs fails it, and it is held to the same tolerance
+as the first: comparing it with the baseline at twice the tolerance (tried on 2026-12-02 to save
+one reference run) let a kernel exact only on its first call of each workload pass while 1.5×
+out of tolerance on every later one. The errors reported are the larger of the two calls'.
+Each side is a process of its own, so inputs shared between sides give none of them a cache hit.
 """
 
 from __future__ import annotations
@@ -48,34 +48,25 @@ class CorrectnessChecks:
             raise RuntimeError(f"the kit's reference returned malformed outputs for {wl.name} ({exc})") from None
         return payload, ref
 
-    def _check_inputs(self, wl: WorkloadSpec, k: int) -> tuple[Payload, dict[str, np.ndarray], int]:
-        """Check ``k`` on this workload: its inputs, the outputs to compare with and the factor of
-        the tolerance. Check 0 is the reference's, check 1 the baseline's on other fresh inputs
-        (see the module's docstring). Made once per workload and given to every side checked on
-        it; copied out of the staging area, which the next request to the trusted worker
-        overwrites."""
+    def _check_inputs(self, wl: WorkloadSpec, k: int) -> tuple[Payload, dict[str, np.ndarray]]:
+        """Check ``k`` (0 or 1) on this workload: its fresh inputs and the reference's outputs on
+        them. Made once per workload and given to every side checked on it; copied out of the
+        staging area, which the next request to the trusted worker overwrites."""
         key = (wl.name, repr(sorted(wl.axes.items())), repr(sorted(wl.scalars.items())))
         if self.checks_for != key:
             self.checks_for, self.checks = key, {}
         made = self.checks.get(k)
         if made is None:
-            if k == 0:
-                payload, want = self._reference(wl)
-                factor = 1
-            else:
-                payload = self._stage(wl, 1)[0]
-                _, want, _ = self._call(self.baseline, wl, payload, f"workload {wl.name} (the baseline)")
-                factor = 2
+            payload, want = self._reference(wl)
             made = self.checks[k] = (Payload(payload.specs, {n: b.copy() for n, b in payload.blobs.items()}),
-                                     {n: np.array(a) for n, a in want.items()}, factor)
+                                     {n: np.array(a) for n, a in want.items()})
         return made
 
     def _against_reference(self, s: Side, wl: WorkloadSpec, k: int = 0):
-        payload, want, factor = self._check_inputs(wl, k)
+        payload, want = self._check_inputs(wl, k)
         meta, got, _ = self._call(s, wl, payload, f"workload {wl.name}")
         tol = self.tolerance
-        return compare_outputs(meta, got, [], want, wl.expected, factor * tol.atol, factor * tol.rtol,
-                               tol.required_matched_ratio)
+        return compare_outputs(meta, got, [], want, wl.expected, tol.atol, tol.rtol, tol.required_matched_ratio)
 
     def check_correctness(self, wl: WorkloadSpec, label: str = CANDIDATE) -> WorkloadVerdict:
         s = self.side(label)
@@ -83,18 +74,17 @@ class CorrectnessChecks:
             err = s.error
             return WorkloadVerdict(err.status, err.message, err.flagged)
         v = WorkloadVerdict()
-        for round_no in range(2):  # two calls, each on fresh inputs: the reference's, then the baseline's
+        for round_no in range(2):  # two calls, each on its own fresh inputs, each against the reference
             try:
                 check = self._against_reference(s, wl, round_no)
             except WorkerFailure as exc:
                 return WorkloadVerdict(exc.status, exc.message, exc.flagged)
-            if round_no == 0:  # the errors reported are against the reference
-                v.max_abs, v.max_rel = check.max_abs, check.max_rel
+            v.max_abs = _larger(v.max_abs, check.max_abs)
+            v.max_rel = _larger(v.max_rel, check.max_rel)
             if check.status != "PASSED":
                 msg_txt = check.message
                 if round_no == 1:
-                    msg_txt = (f"second call, on fresh inputs, against the baseline's outputs at twice the "
-                               f"tolerance: {msg_txt} (a cache keyed on earlier inputs?)")
+                    msg_txt = f"second call, on fresh inputs: {msg_txt} (a cache keyed on earlier inputs?)"
                 return WorkloadVerdict(check.status, msg_txt, False, v.max_abs, v.max_rel)
         return v
 
@@ -107,3 +97,7 @@ class CorrectnessChecks:
             text = exc.message if isinstance(exc, WorkerFailure) else str(exc)
             return f"{getattr(exc, 'status', 'RUNTIME_ERROR')}: {text[:300]}"
         return None if check.status == "PASSED" else f"{check.status}: {check.message}"
+
+
+def _larger(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else max(a, b)

@@ -77,9 +77,8 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
                  reference_source: str, baseline: dict | None, deny: list[str], memory_mb: int, timeouts,
                  tolerance, timing, candidate_dir: Path | None = None, candidate_file: str | None = None,
                  function: str | None = None, dps: bool | None = None, sides: list[SideSpec] | None = None,
-                 use_landlock: bool = True, threads: int | None = None, worker_env: dict[str, str] | None = None):
-        from evoteam.servers.bench.confinement.jail import can_drop_privileges, pick_uid
-
+                 use_landlock: bool = True, threads: int | None = None, worker_env: dict[str, str] | None = None,
+                 kit_hash: str | None = None):
         self.tolerance = tolerance
         self.timeouts = timeouts
         self.timing = timing
@@ -101,10 +100,24 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         env = self.worker_env = tuning_env(threads, self.gpu, worker_env)
         common = {"framework": framework, "device": device, "definition": public_def}
         # The trusted worker and its staging area: kept from an earlier evaluation of this kit in
-        # this process where there is one (trustedpool.py: it only ever runs kit code).
+        # this process where there is one (trustedpool.py: it only ever runs kit code). Only with
+        # the kit's content hash: its code strings do not say what it reads from disk (blobs).
         self.lease = trustedpool.lease(dict(common, mode="trusted", inputs_source=inputs_source,
                                             reference_source=reference_source, baseline=None),
-                                       env, None if self.gpu else max(memory_mb, 8192), poolable=not self.gpu)
+                                       env, None if self.gpu else max(memory_mb, 8192),
+                                       poolable=not self.gpu and kit_hash is not None, kit_hash=kit_hash)
+        try:
+            self._start_sides(common, env, base_spec, sides, deny, memory_mb, use_landlock)
+        except BaseException:
+            # Never handed back: the session that leased it did not start (nor do its sides stay).
+            for side in getattr(self, "sides", []):
+                side.worker.close()
+            self.lease.close()
+            raise
+
+    def _start_sides(self, common, env, base_spec, sides, deny, memory_mb, use_landlock) -> None:
+        from evoteam.servers.bench.confinement.jail import can_drop_privileges, pick_uid
+
         self.trusted = self.lease.worker
         self.staging_fd = self.lease.staging_fd
         self.staging_map = None
@@ -130,7 +143,7 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         self.read_by_pipe = False
         self.nulls: dict[str, list[int]] = {}  # workload -> every empty call's time on the baseline's worker
         self.checks_for: tuple | None = None  # the workload whose correctness checks are kept (checks.py)
-        self.checks: dict[int, tuple[Payload, dict[str, np.ndarray], int]] = {}
+        self.checks: dict[int, tuple[Payload, dict[str, np.ndarray]]] = {}
         self.pinned: list[int] = []
         self.harness_cpus: list[int] = []
         # Which elements of a timed output are compared: drawn after each call, from a seed no

@@ -39,6 +39,7 @@ from evoteam.servers.bench.measurement.workerproc import WorkerFailure, WorkerPr
 
 MAX_IDLE = 2  # idle trusted workers kept per process (the most recent kits)
 IDLE_S = 300.0  # an idle worker older than this is killed
+MAX_USES = 100  # evaluations one worker serves before it is replaced (its output cap is per worker)
 
 _lock = threading.Lock()
 _idle: dict[str, list[tuple[float, Lease]]] = {}
@@ -58,15 +59,19 @@ class Lease:
     poolable: bool
     reused: bool = False
     healthy: bool = True  # cleared by the session when a request to it failed
+    uses: int = 1
     closed: bool = field(default=False, repr=False)
 
     def release(self) -> None:
-        """Back to the pool if it served without a failure and is still alive; else killed."""
+        """Back to the pool if it served without a failure, is still alive and idle; else
+        killed. A request still in flight (an evaluation cancelled while its thread waits on the
+        worker) means the worker is not idle: pooled, the next evaluation's requests would cross
+        that thread's."""
         if self.closed:
             return
         w = self.worker
         alive = w.proc.poll() is None and w.jail.exit_status is None and w.reason is None
-        if not (self.poolable and self.healthy and alive):
+        if not (self.poolable and self.healthy and alive and w.in_flight == 0 and self.uses < MAX_USES):
             self.close()
             return
         expired: list[Lease] = []
@@ -98,12 +103,17 @@ class Lease:
 
 
 def _expire_later() -> None:
-    """One timer at a time kills what has been idle too long (an idle worker holds memory)."""
+    """One timer at a time kills what has been idle too long (an idle worker holds memory); it
+    fires when the oldest idle worker reaches ``IDLE_S`` (later releases are younger)."""
     global _timer
     with _lock:
         if _timer is not None and _timer.is_alive():
             return
-        _timer = threading.Timer(IDLE_S + 1.0, _expire_and_rearm)
+        idle_since = [t for lst in _idle.values() for t, _ in lst]
+        if not idle_since:
+            return
+        delay = max(0.5, min(idle_since) + IDLE_S - time.monotonic() + 0.5)
+        _timer = threading.Timer(delay, _expire_and_rearm)
         _timer.daemon = True
         _timer.start()
 
@@ -113,17 +123,16 @@ def _expire_and_rearm() -> None:
     expire_idle()
     with _lock:
         _timer = None
-        left = any(_idle.values())
-    if left:
-        _expire_later()
+    _expire_later()
 
 
-def _key(init: dict, env: dict[str, str], memory_mb: int | None) -> str:
-    # What else reaches a worker's environment from this process's (workerproc._worker_env).
+def _key(init: dict, env: dict[str, str], memory_mb: int | None, kit_hash: str | None) -> str:
+    # What else reaches a worker's environment from this process's (workerproc._worker_env); and
+    # the kit's content hash, for what its code reads from disk (a FIB kit's blobs, once).
     passed = {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME",
                                              "NVIDIA_VISIBLE_DEVICES", "PATH")}
     blob = json.dumps({"python": sys.executable, "init": init, "env": env, "memory_mb": memory_mb,
-                       "passed": passed}, sort_keys=True, default=str)
+                       "passed": passed, "kit": kit_hash}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -137,10 +146,12 @@ def _answers(lease: Lease) -> bool:
     return h.get("batches") == []
 
 
-def lease(init: dict, env: dict[str, str], memory_mb: int | None, poolable: bool) -> Lease:
-    """A trusted worker for one evaluation: an idle one with the same kit code, environment and
-    memory cap (``reused``), or a new one whose start-up frame the caller still has to read."""
-    key = _key(init, env, memory_mb)
+def lease(init: dict, env: dict[str, str], memory_mb: int | None, poolable: bool,
+          kit_hash: str | None = None) -> Lease:
+    """A trusted worker for one evaluation: an idle one with the same kit (content hash and
+    code), environment and memory cap (``reused``), or a new one whose start-up frame the caller
+    still has to read."""
+    key = _key(init, env, memory_mb, kit_hash)
     if poolable:
         while True:
             with _lock:
@@ -150,6 +161,11 @@ def lease(init: dict, env: dict[str, str], memory_mb: int | None, poolable: bool
                 break
             if _answers(taken):
                 taken.reused, taken.healthy = True, True
+                taken.uses += 1
+                # What it printed counts toward one evaluation's cap, and its output's tail (in
+                # "kit broken" messages) must not carry an earlier, perhaps held-out, evaluation's.
+                taken.worker.printed = 0
+                taken.worker.tail.clear()
                 return taken
             taken.close()
     folder = Path(tempfile.mkdtemp(prefix="evoteam-trusted-"))

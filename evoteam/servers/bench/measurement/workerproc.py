@@ -112,6 +112,7 @@ class WorkerProc:
         self.reason: str | None = None
         self.tail = bytearray()
         self.printed = 0
+        self.in_flight = 0  # requests under way (a kept trusted worker is pooled only at 0: trustedpool.py)
         # The whole tree's cap (limits.py): the worker's own, plus a little for what it starts.
         self.jail = Jail(label, tree_memory_mb or (memory_mb + 64 if memory_mb else None))
         self.arena_fd: int | None = None
@@ -306,6 +307,14 @@ class WorkerProc:
         """Resume the worker, send one message, wait for its reply, stop the worker again. With
         ``timed``, also return the harness's own clock from just before the worker was resumed to
         just after it was stopped: the only time that scores."""
+        self.in_flight += 1
+        try:
+            return self._request(msg, timeout, what, arrays, timed)
+        finally:
+            self.in_flight -= 1
+
+    def _request(self, msg: dict, timeout: float, what: str, arrays: dict | None,
+                 timed: bool) -> tuple[dict, dict] | tuple[dict, dict, int]:
         data = protocol.encode(msg, arrays)
         # Outside the clock, while the worker is still stopped (it can neither read the message
         # nor run): a small message goes into the pipe and the cgroup is thawed. The clock then
