@@ -139,3 +139,17 @@ async def test_the_pass_over_the_newest_entries_is_kept_until_the_store_moves_on
         await store.search("occupancy", run_id=run_id, limit=5)
         await pgwords.settled()
         assert pgwords._stats[(url, 500)].newest == ENTRIES + 60
+
+
+async def test_a_search_of_a_store_with_nothing_indexed_yet_finds_nothing(postgres_server):
+    """A new store's first search (the gate asks the store before anything was written): the
+    pass over the newest entries is empty, and the expected matches are none, not a division by
+    zero (the retrieval gate failed with "gate failed inside the server" on PostgreSQL)."""
+    url = postgres_server.new_database()
+    async with LocalKnowledgeStore.open(url) as store:
+        run = await store.start_run(RunCreate(goal="empty"))
+        for query in ("tiles warps", "occupancy"):
+            page = await store.search(query, run_id=run.id, limit=5)
+            assert page.items == [] and page.total == 0
+        page = await store.search("tiles", kinds=["learning", "candidate"], limit=5)
+        assert page.items == []

@@ -74,9 +74,11 @@ class NewestStats:
     def expected(self, words: Sequence[Sequence[str]], any_word: bool, scoped: int) -> float:
         """Entries of the pass in scope expected to match all (or any) of `words` (each given by
         its lexemes), the words taken as independent of one another and of the scope."""
+        if not self.entries:  # an empty index (a new store): nothing expected, nothing to divide by
+            return 0.0
         # A word without a lexeme adds nothing to plainto_tsquery's match: it is left out here too.
         shares = [self.frequency(w) / self.entries for w in words if w]
-        if not self.entries or not shares:
+        if not shares:
             return 0.0
         share = 1.0 - math.prod(1.0 - s for s in shares) if any_word else math.prod(shares)
         return scoped * share
