@@ -42,7 +42,9 @@ from evoteam.resources import kits_dir
 from evoteam.servers.bench.formats.gpuprobe import gpu_driver_present
 
 FORMAT = 2
-MAX_FILES = 5000  # a folder with more files (a trace set's blobs) is not worth stating each call
+# More files than this, the code and every kit folder counted together (a trace set's blobs),
+# are not worth stating on each call.
+MAX_FILES = 5000
 ENV_SWITCH = "EVOTEAM_QUICK_READS"  # =0 turns the index off, as it does the store's quick reads
 # What the worker environment (confinement/workerenv.py), the GPU probe and `~` in folder names read.
 ENV_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "HOME")
