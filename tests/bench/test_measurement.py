@@ -8,6 +8,7 @@ The A/A and A/B checks here are short (a few trials); benchmarks/bench_noise.py 
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -128,19 +129,22 @@ async def test_a_b_better_is_significantly_faster(steady_kit, steady_settings):
 
 
 async def test_a_ten_percent_slower_candidate_is_found_slower(steady_kit, steady_settings):
-    """A calibrated extra pass (a tenth of the work again): the contrast's median is below 1 in
-    most trials. Significance at 10% needs a quiet machine (docs/bench.md gives the minimum
-    detectable effect measured there); this test asks only for the direction, which a busy
-    machine does not flip."""
+    """A calibrated extra pass (a tenth of the work again) is found slower: the five trials'
+    contrasts together (their geometric mean) are below 1, and no trial is significant the wrong
+    way. Significance at 10% needs a quiet machine (docs/bench.md gives the minimum detectable
+    effect measured there); this test asks only for the direction. Trial by trial, one contrast in
+    ten to twenty lands above 1 with two busy loops (measured 2026-12-02: medians 0.89, spread
+    0.73-1.03), so a vote of three trials failed about once in thirty suite runs; the pooled
+    direction has a spread a fifth of the effect."""
     base = (steady_kit / "baseline.py").read_text()
-    below = 0
-    for _ in range(3):
+    logs = []
+    for _ in range(5):
         cmp = await compare_candidates(steady_settings, "rmsnorm_steady", {"code": base}, {"code": SLOWER})
         assert cmp.a.status == cmp.b.status == "PASSED", cmp
-        below += cmp.b_speedup_over_a < 1.0
+        logs.append(math.log(cmp.b_speedup_over_a))
         # never the wrong way significantly
         assert not (cmp.significant and cmp.b_speedup_over_a > 1.0), cmp
-    assert below >= 2
+    assert math.exp(sum(logs) / len(logs)) < 1.0, [round(math.exp(x), 3) for x in logs]
 
 
 async def test_evaluate_by_candidate_id_with_repeats_and_pooling_inputs(steady_settings, store):
