@@ -23,8 +23,10 @@ def test_every_slot_is_called_once_per_repetition_every_round(blocks):
 def test_no_slot_is_always_first_or_always_after_the_same_one(blocks):
     firsts, followers = set(), {}
     for r in range(2 * len(SLOTS)):
-        seq = [s for s, _, _ in call_order(SLOTS, r, 2, blocks)]
-        firsts.add(seq[0])
+        calls = list(call_order(SLOTS, r, 2, blocks))
+        seq = [s for s, _, _ in calls]
+        # Who opens a round (back to back) or a repetition (one call per side each).
+        firsts.update([seq[0]] if blocks else [s for i, (s, j, _) in enumerate(calls) if i == 0 or calls[i - 1][1] != j])
         for a, b in zip(seq, seq[1:]):
             if a != b:
                 followers.setdefault(b, set()).add(a)
