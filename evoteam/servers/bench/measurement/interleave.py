@@ -14,6 +14,10 @@ from evoteam.servers.bench.measurement.workerproc import WorkerFailure
 # correctness calls compare every element with the reference's. judge.sampled_match says how
 # strong that is.
 SAMPLED_ELEMENTS = 1 << 14
+# The rounds call every side once per repetition (call_order). Each side's repetitions back to
+# back (True) is kept for experiments only (benchmarks/bench_harness.py --order blocks): measured
+# twice on 2026-12-02 it did not bring our medians nearer the minimal harness's and its score CV
+# was no better (docs/bench.md, *Rounds*; benchmarks/results/2026-12-02-keeper_ab_m21e.txt).
 BLOCKS = False
 
 
