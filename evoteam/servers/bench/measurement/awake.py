@@ -4,13 +4,14 @@ the timed workers are pinned to.
 Why: between two timed calls a worker is stopped, and its CPU has nothing to run while the
 harness writes the next inputs and reads the last outputs (milliseconds). An idle CPU halts —
 in a virtual machine the vCPU exits to the host, which may run something else on that core or
-put it to sleep, and a sleeping AMD core loses its L2 — so the next call starts on a CPU that
-has to be woken and whose caches are cold. A process that calls a kernel in a loop (a real
-application, or the minimal harness of benchmarks/bench_harness.py) never lets its CPU idle.
-Measured on the 2-core development VM (2026-12-02, `benchmarks/results/2026-12-02-call_state_m21e.txt`):
-without a keeper an empty call took 810 µs on the harness's clock and `rmsnorm_cpu`'s baseline
-6.6 ms on `t256_h4096`; with it 325 µs and 4.9 ms, within a few percent of the same kernel in a
-plain loop. The keeper is the state every timed call starts from, for every side alike.
+let it sleep (a sleeping core may lose its caches) — so the next call starts on a CPU that has
+to be woken first. A process that calls a kernel in a loop (a real application, or the minimal
+harness of benchmarks/bench_harness.py) never lets its CPU idle. Measured on the 2-core
+development VM (`benchmarks/results/2026-12-02-call_state_m21e.txt`, sessions alternating):
+`rmsnorm_cpu`'s empty call took a median 1,161–2,673 µs on the harness's clock without a keeper
+and 422–540 µs with one, with the worker's own CPU time per call about the same: the rest was
+time in which the worker did not run at all. The keeper is part of the state every timed call
+starts from, for every side alike.
 
 The keeper is trusted code of a few lines, never candidate code: a process of the harness's
 user at ``SCHED_IDLE``, so any other runnable thread on its CPU — the timed worker first — takes
@@ -58,12 +59,15 @@ class CpuKeeper:
         if not cpus or not hasattr(os, "SCHED_IDLE"):
             return
         for cpu in cpus:
-            # -S -I: no site, no user paths; nothing but the few lines above is imported.
-            self.procs.append(subprocess.Popen([sys.executable, "-S", "-I", "-c", SPIN, str(cpu)],
-                                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                               stderr=subprocess.DEVNULL, close_fds=True,
-                                               start_new_session=True))
-            _lowest_group(self.procs[-1].pid)
+            try:
+                # -S -I: no site, no user paths; nothing but the few lines above is imported.
+                proc = subprocess.Popen([sys.executable, "-S", "-I", "-c", SPIN, str(cpu)],
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True)
+            except OSError:
+                continue  # no keeper on that CPU: it is timed as it was before keepers existed
+            self.procs.append(proc)
+            _lowest_group(proc.pid)
 
     def ready(self) -> None:
         """Wait until every keeper spins at its place (its one byte on stdout). One that could not
