@@ -148,10 +148,11 @@ class PhaseClock:
         return timed
 
 
-def minimal_harness(kit: Kit, candidate: Path, blocks: bool) -> tuple[float, float, float, list[dict]]:
+def minimal_harness(kit: Kit, candidate: Path, blocks: bool | None = None) -> tuple[float, float, float, list[dict]]:
     """Evaluate `candidate` with MINIMAL in a fresh process: (wall s, s inside timed calls,
     geomean speedup, per-workload median ms of each side)."""
     m = kit.manifest
+    blocks = interleave.BLOCKS if blocks is None else blocks  # ours unless told (bench_harness_ab.py)
     base_file, _, base_fn = m.baseline[0].partition("::")
     cfg = {"reference": kit.definition.reference, "inputs": str(kit.file(m.inputs)), "candidate": str(candidate),
            "entry": m.entry, "baseline": str(kit.file(base_file)), "baseline_fn": base_fn or "run",
