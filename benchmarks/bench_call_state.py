@@ -5,9 +5,11 @@ better example, each in its confined worker) calls, per repetition, the baseline
 on the baseline's worker and the candidate, each on fresh inputs through the product's call
 path. Around every timed request it reads, from /proc while the worker is stopped, the worker's
 minor page faults, its CPU time (schedstat) and its wait for a CPU (schedstat), next to the
-harness's clock. Sessions alternate between the product's set-up (a SCHED_IDLE keeper spinning
-on the timed CPU, awake.py) and the same without the keeper, so that a change of load lands on
-both. An experiment (it reads /proc of the workers), not a product check.
+harness's clock. Sessions alternate between the product's set-up and the same with a *keeper*
+(a SCHED_IDLE process spinning on each timed CPU, so that it never idles between calls), so that
+a change of load lands on both. The keeper was tried in the product on branch m21e and not adopted
+(docs/bench.md); it lives here only as this experiment's variant, started as m21e's was (see
+start_keepers). An experiment (it reads /proc of the workers), not a product check.
 
 Usage: python benchmarks/bench_call_state.py [--kit rmsnorm_cpu] [--workloads 0,2] [--calls 30] [--pairs 2]
 """
@@ -18,19 +20,54 @@ import argparse
 import os
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 from evoteam.config import load_settings
 from evoteam.servers.bench.evaluation.core import _workload_specs, prepare_candidate
 from evoteam.servers.bench.formats.kits import discover
-from evoteam.servers.bench.measurement import arena, awake, session as session_mod
+from evoteam.servers.bench.measurement import arena
 from evoteam.servers.bench.measurement.session import KernelSession
 
 
-class _NoKeeper(awake.CpuKeeper):
-    def __init__(self, cpus):
-        super().__init__([])
+# Pins itself, drops to the lowest policy, says so, then spins: any other runnable thread on its
+# CPU (the timed worker first) preempts it at once.
+SPIN = ("import os, sys\n"
+        "os.sched_setaffinity(0, {int(sys.argv[1])})\n"
+        "os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n"
+        "sys.stdout.write('1'); sys.stdout.flush()\n"
+        "while True:\n"
+        "    pass\n")
+
+
+def start_keepers(cpus: list[int]) -> list[subprocess.Popen]:
+    """One spinning SCHED_IDLE process per CPU, each in a session of its own whose scheduling
+    group gets the lowest weight (autogroup nice 19): where the kernel groups tasks by session a
+    task's policy counts only inside its group, and in the same group as the harness a keeper
+    competed with the timed worker as an equal (m21e measured a 15 ms call waiting 14 ms)."""
+    procs = []
+    for cpu in cpus:
+        p = subprocess.Popen([sys.executable, "-S", "-I", "-c", SPIN, str(cpu)], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, start_new_session=True)
+        try:
+            with open(f"/proc/{p.pid}/autogroup", "w") as fh:
+                fh.write("19")
+        except OSError:
+            pass  # no autogroup here: the policy alone decides
+        procs.append(p)
+    for p in procs:  # spinning at its place before the first timed call
+        assert p.stdout is not None and p.stdout.read(1) == b"1", "a keeper did not start"
+    return procs
+
+
+def stop_keepers(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        p.kill()
+        p.wait()
+        if p.stdout is not None:
+            p.stdout.close()
 
 
 def _proc(pid: int) -> tuple[int, int, int]:
@@ -59,7 +96,6 @@ def _call(session, side, wl, payload, calibrate=False) -> tuple[int, int, int, i
 
 
 def one_session(settings, kit, wl, calls: int, keeper: bool) -> dict[str, list[tuple]]:
-    session_mod.CpuKeeper = awake.CpuKeeper if keeper else _NoKeeper
     m = kit.manifest
     cand = prepare_candidate(kit, str(kit.file(m.examples["better"])), None)
     s = KernelSession(
@@ -69,13 +105,16 @@ def one_session(settings, kit, wl, calls: int, keeper: bool) -> dict[str, list[t
         function=cand.function, dps=cand.dps, deny=[], memory_mb=m.memory_limit_mb, timeouts=m.timeouts,
         tolerance=m.tolerance, timing=m.timing, threads=m.threads, worker_env=m.worker_env)
     rows: dict[str, list[tuple]] = {"baseline": [], "empty call": [], "candidate": []}
+    keepers: list[subprocess.Popen] = []
     try:
         s.start()
         v = s.check_correctness(wl)
         assert v.status == "PASSED", v.message
-        if s.keeper is not None:
-            s.keeper.ready()
         with s.apart():
+            # Started after apart() has read the load average (it counts a spinning keeper as
+            # load), as m21e's product keeper was not counted.
+            if keeper:
+                keepers = start_keepers(s.pinned)
             for i in range(calls + 5):  # 5 warm-up repetitions, dropped
                 p = s._stage(wl, 1)[0]
                 got = [("baseline", _call(s, s.baseline, wl, p)), ("empty call", _call(s, s.baseline, wl, p, True)),
@@ -84,9 +123,9 @@ def one_session(settings, kit, wl, calls: int, keeper: bool) -> dict[str, list[t
                     for name, x in got:
                         rows[name].append(x)
     finally:
+        stop_keepers(keepers)
         s.close()
         shutil.rmtree(cand.folder, ignore_errors=True)
-        session_mod.CpuKeeper = awake.CpuKeeper
     return rows
 
 

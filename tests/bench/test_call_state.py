@@ -1,29 +1,14 @@
-"""The state a timed call starts from: the timed CPU kept awake by a lowest-priority keeper that
-yields to the worker (awake.py), the trusted worker off the timed CPU, and no page faults in a
-timed call once the worker has warmed up (the workers' fixed allocator policy, workerenv.py)."""
+"""The state a timed call starts from: no page faults in a timed call once the worker has warmed
+up (the workers' fixed allocator policy, workerenv.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
-import signal
-
-import pytest
 
 from evoteam.servers.bench.evaluation.core import _workload_specs
 from evoteam.servers.bench.measurement import arena
-from evoteam.servers.bench.measurement.workerproc import WorkerFailure
 from tests.bench.conftest import kernel_session
-
-GOOD = """
-import numpy as np
-
-def run(hidden_states, weight, eps):
-    x = hidden_states.astype(np.float64)
-    y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
-    return y.astype(np.float32)
-"""
 
 # Three 8 MiB temporaries alive at once on every call, written whole. Under glibc's defaults the
 # trim threshold follows the adaptive mmap threshold (twice a freed block's size, here ~16 MiB),
@@ -40,59 +25,11 @@ def run(hidden_states, weight, eps):
     return (y + (a[0] + b[0] + c[0] - 3.0)).astype(np.float32)
 """
 
-needs_two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or not hasattr(os, "SCHED_IDLE"),
-                                    reason="a timed CPU apart from the harness's needs two usable CPUs and Linux")
-
 
 def _minflt(pid: int) -> int:
     with open(f"/proc/{pid}/stat") as fh:
         text = fh.read()
     return int(text[text.rindex(")") + 2:].split()[7])
-
-
-@needs_two_cpus
-async def test_the_timed_cpu_is_kept_awake_by_an_idle_priority_process_that_ends_with_the_session(
-        fast_kit, fast_settings):
-    kit, cand, session = kernel_session(fast_settings, fast_kit, GOOD)
-    try:
-        await asyncio.to_thread(session.start)
-        session.keeper.ready()
-        assert session.pinned and len(session.keeper.procs) == len(session.pinned)
-        keepers = [p.pid for p in session.keeper.procs]
-        for pid, cpu in zip(keepers, session.pinned):
-            assert os.sched_getscheduler(pid) == os.SCHED_IDLE
-            assert os.sched_getaffinity(pid) == {cpu}
-            assert os.getsid(pid) == pid  # a session (and scheduling group) of its own
-            if os.path.exists(f"/proc/{pid}/autogroup"):
-                assert "nice 19" in open(f"/proc/{pid}/autogroup").read()
-        # The trusted worker makes inputs between timed calls: never on a timed CPU.
-        trusted = session.trusted.proc.pid
-        for tid in os.listdir(f"/proc/{trusted}/task"):
-            assert not os.sched_getaffinity(int(tid)) & set(session.pinned)
-    finally:
-        await asyncio.to_thread(session.close)
-        shutil.rmtree(cand.folder, ignore_errors=True)
-    for pid in keepers:
-        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(")")[1].split()[0] == "Z"
-
-
-@needs_two_cpus
-async def test_a_keeper_killed_during_the_evaluation_flags_it(fast_kit, fast_settings):
-    """Without a uid of its own a candidate could kill the keeper to change the state the
-    following calls start from; the scheduling checks between calls catch it."""
-    kit, cand, session = kernel_session(fast_settings, fast_kit, GOOD)
-    try:
-        await asyncio.to_thread(session.start)
-        session.keeper.ready()
-        session._check_sched()  # alive: nothing to say
-        os.kill(session.keeper.procs[0].pid, signal.SIGKILL)
-        session.keeper.procs[0].wait()
-        with pytest.raises(WorkerFailure) as caught:
-            session._check_sched()
-        assert caught.value.flagged and "awake" in caught.value.message
-    finally:
-        await asyncio.to_thread(session.close)
-        shutil.rmtree(cand.folder, ignore_errors=True)
 
 
 async def test_a_timed_call_on_fresh_inputs_takes_no_page_faults_after_warm_up(fast_kit, fast_settings):

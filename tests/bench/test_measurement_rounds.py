@@ -88,7 +88,7 @@ async def test_while_timing_the_harness_thread_runs_apart_and_polls_unless_busy(
     (the load average is the machine's state, given here) it changes nothing."""
     from evoteam.servers.bench.measurement import session as session_mod
 
-    monkeypatch.setattr(session_mod, "machine_busy", lambda own=0: busy)
+    monkeypatch.setattr(session_mod, "machine_busy", lambda: busy)
     seen: list[tuple[set, list, float, bool]] = []
     after: list[tuple[set, set, float]] = []
     real_call, real_measure = KernelSession._call, KernelSession.measure_sides

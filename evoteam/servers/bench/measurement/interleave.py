@@ -17,7 +17,8 @@ SAMPLED_ELEMENTS = 1 << 14
 # The rounds call every side once per repetition (call_order). Each side's repetitions back to
 # back (True) is kept for experiments only (benchmarks/bench_harness.py --order blocks): measured
 # twice on 2026-12-02 it did not bring our medians nearer the minimal harness's and its score CV
-# was no better (docs/bench.md, *Rounds*; benchmarks/results/2026-12-02-keeper_ab_m21e.txt).
+# was no better (docs/bench.md, *Rounds*; benchmarks/results/2026-12-02-keeper_ab_m21e.txt,
+# its variant keeper_blocks, with a keeper that was not adopted).
 BLOCKS = False
 
 
@@ -54,8 +55,6 @@ class InterleavedRounds:
     def measure_sides(self, wl: WorkloadSpec, verdicts: dict[str, WorkloadVerdict]) -> timing.Rounds:
         """See _measure_sides; the harness thread runs apart from the timed workers meanwhile
         (session.apart)."""
-        if self.keeper is not None:
-            self.keeper.ready()  # spinning on the timed CPUs before the first timed call (awake.py)
         with self.apart():
             return self._measure_sides(wl, verdicts)
 

@@ -30,7 +30,6 @@ import numpy as np
 
 from evoteam.servers.bench.measurement import arena, trustedpool
 from evoteam.servers.bench.measurement.arena import LABELS, Payload, align
-from evoteam.servers.bench.measurement.awake import CpuKeeper
 from evoteam.servers.bench.measurement.checks import CorrectnessChecks
 from evoteam.servers.bench.measurement.interleave import InterleavedRounds
 from evoteam.servers.bench.measurement.sides import (  # noqa: F401 - the names callers import from here
@@ -49,11 +48,9 @@ POLL_S = 0.02
 QUIET_LOAD_PER_CORE = 0.75
 
 
-def machine_busy(own: int = 0) -> bool:
-    """Whether other work keeps this process's CPUs busy (1-minute load average per usable core),
-    not counting ``own`` processes of this harness that are always runnable (awake.py's keepers,
-    which yield to any other work)."""
-    return os.getloadavg()[0] - own > QUIET_LOAD_PER_CORE * max(1, len(os.sched_getaffinity(0)))
+def machine_busy() -> bool:
+    """Whether other work keeps this process's CPUs busy (1-minute load average per usable core)."""
+    return os.getloadavg()[0] > QUIET_LOAD_PER_CORE * max(1, len(os.sched_getaffinity(0)))
 
 
 def _baseline_folder(baseline: dict | None, reference_source: str) -> SideSpec:
@@ -109,11 +106,8 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
                                             reference_source=reference_source, baseline=None),
                                        env, None if self.gpu else max(memory_mb, 8192),
                                        poolable=not self.gpu and kit_hash is not None, kit_hash=kit_hash)
-        self.keeper: CpuKeeper | None = None
         try:
             self._start_sides(common, env, base_spec, sides, deny, memory_mb, use_landlock)
-            # Started now, so that its interpreter starts while the workers' do (awake.py).
-            self.keeper = CpuKeeper(self._timed_cpus())
         except BaseException:
             # Never handed back: the session that leased it did not start (nor do its sides stay).
             for side in getattr(self, "sides", []):
@@ -218,12 +212,9 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         if self.read_by_pipe:
             self.sandbox += "+OUTPUTS-BY-PIPE(cannot read worker memory)"
         self.pinned = self._pin_timed_workers()
-        if not self.pinned and self.keeper is not None:
-            self.keeper.close()  # nothing pinned: no CPU of the timed workers' own to keep awake
         # The CPUs the harness may use that no timed worker runs on: there its waits inside a
         # timed call can poll without taking a worker's CPU (apart()).
         self.harness_cpus = sorted(os.sched_getaffinity(0) - set(self.pinned)) if self.pinned else []
-        self._keep_trusted_apart()
         for w in self._workers():
             try:
                 self.sched[w.label] = self._sched_of(w)
@@ -240,9 +231,9 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         two cores of a shared machine are rarely equally busy, which would show up as a steady
         difference between identical sides that no number of rounds removes. Nothing is pinned
         when the kit leaves threads to the libraries, or where the harness may not set affinity."""
-        cpus = self._timed_cpus()
-        if not cpus:
+        if self.gpu or not self.threads:
             return []
+        cpus = sorted(os.sched_getaffinity(0))[-self.threads:]
         for s in self.sides:
             if s.dead:
                 continue
@@ -253,28 +244,6 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
                 return []
         return cpus
 
-    def _keep_trusted_apart(self) -> None:
-        """The trusted worker on the CPUs the timed workers do not use. It makes every round's
-        inputs between timed calls, and where it ran on a timed CPU its work (megabytes of
-        random numbers) took that CPU's cache from the next call: measured with
-        bench_call_anatomy.py on rmsnorm_cpu t64_h8192, the candidate's own kernel time was
-        651 us with the trusted worker making each call's inputs and 444 us with all inputs made
-        beforehand (439 us in a plain process). A CPU where only the keeper spins looks idle to
-        the scheduler, which woke the trusted worker there all the more."""
-        if not self.harness_cpus:
-            return
-        try:
-            for tid in os.listdir(f"/proc/{self.trusted.proc.pid}/task"):
-                os.sched_setaffinity(int(tid), self.harness_cpus)
-        except OSError:
-            pass  # it then runs where the scheduler puts it, as before
-
-    def _timed_cpus(self) -> list[int]:
-        """The CPUs the timed workers are pinned to (see _pin_timed_workers)."""
-        if self.gpu or not self.threads:
-            return []
-        return sorted(os.sched_getaffinity(0))[-self.threads:]
-
     @contextmanager
     def apart(self):
         """While timing: the calling thread on CPUs no timed worker uses, and the timed workers'
@@ -282,7 +251,7 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         there are no such CPUs (workers not pinned, or pinned to every CPU there is), nothing
         changes: polling there could take the very CPU a worker needs; nor on a busy machine
         (machine_busy), where it would make the harness late."""
-        if not self.harness_cpus or machine_busy(len(self.keeper.procs) if self.keeper else 0):
+        if not self.harness_cpus or machine_busy():
             yield
             return
         before = os.sched_getaffinity(0)
@@ -301,8 +270,6 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
             os.sched_setaffinity(0, before)
 
     def close(self) -> None:
-        if self.keeper is not None:
-            self.keeper.close()
         # All at once: each close waits until its worker's processes are gone and its cgroup removed.
         threads = [threading.Thread(target=w.close) for w in self._workers()[1:]]
         for t in threads:
@@ -328,11 +295,7 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
 
     def _check_sched(self) -> None:
         """Every worker's nice value, CPU affinity and scheduling policy must be what they were at
-        start, and the process keeping the timed CPUs awake must still run: anything else means
-        someone tried to tilt the timing."""
-        if self.keeper is not None and not self.keeper.alive():
-            raise WorkerFailure("RUNTIME_ERROR", "the process keeping the timed CPU awake was killed during the "
-                                "evaluation; timings are not comparable (this evaluation is flagged)", flagged=True)
+        start: anything else means someone tried to tilt the timing."""
         for w in self._workers():
             before = self.sched.get(w.label)
             if before is None:
