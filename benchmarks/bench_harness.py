@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from evoteam.config import load_settings
-from evoteam.servers.bench.measurement import session
+from evoteam.servers.bench.measurement import interleave, session
 from evoteam.servers.bench.evaluation.core import evaluate_candidate
 from evoteam.servers.bench.formats.kit import Kit
 from evoteam.servers.bench.formats.kits import discover
@@ -66,18 +66,18 @@ for axes in cfg["workloads"]:
         if not all(np.allclose(g, w, atol=cfg["atol"], rtol=cfg["rtol"]) for g, w in zip(call(fn, inputs), want)):
             sys.exit("wrong result")
     rounds = {"candidate": [], "baseline": []}
-    for r in range(cfg["rounds"]):
+    for r, order in enumerate(cfg["orders"]):
         best = {}
-        for side in (("baseline", "candidate") if r % 2 == 0 else ("candidate", "baseline")):
-            for i in range((cfg["warmup"] if r == 0 else 0) + cfg["reps"]):
-                seed += 1
-                args = [make(axes, seed, "cpu")[n] for n in cfg["names"]]
-                t = time.perf_counter()
-                sides[side](*args)
-                dt = time.perf_counter() - t
-                if r > 0 or i >= cfg["warmup"]:
-                    best[side] = min(best.get(side, dt), dt)
-                    inside += dt
+        warm = [side for side in sides for _ in range(cfg["warmup"])] if r == 0 else []
+        for i, side in enumerate(warm + order):
+            seed += 1
+            args = [make(axes, seed, "cpu")[n] for n in cfg["names"]]
+            t = time.perf_counter()
+            sides[side](*args)
+            dt = time.perf_counter() - t
+            if i >= len(warm):
+                best[side] = min(best.get(side, dt), dt)
+                inside += dt
         for side in best:
             rounds[side].append(best[side])
     ratios = [b / c for b, c in zip(rounds["baseline"], rounds["candidate"])]
@@ -148,16 +148,21 @@ class PhaseClock:
         return timed
 
 
-def minimal_harness(kit: Kit, candidate: Path) -> tuple[float, float, float, list[dict]]:
+def minimal_harness(kit: Kit, candidate: Path, blocks: bool | None = None) -> tuple[float, float, float, list[dict]]:
     """Evaluate `candidate` with MINIMAL in a fresh process: (wall s, s inside timed calls,
     geomean speedup, per-workload median ms of each side)."""
     m = kit.manifest
+    blocks = interleave.BLOCKS if blocks is None else blocks  # ours unless told (bench_harness_ab.py)
     base_file, _, base_fn = m.baseline[0].partition("::")
     cfg = {"reference": kit.definition.reference, "inputs": str(kit.file(m.inputs)), "candidate": str(candidate),
            "entry": m.entry, "baseline": str(kit.file(base_file)), "baseline_fn": base_fn or "run",
            "names": list(kit.definition.inputs), "workloads": [w.axes for w in kit.dev_workloads()],
            "atol": m.tolerance.atol, "rtol": m.tolerance.rtol, "warmup": m.timing.warmup,
-           "rounds": m.timing.rounds, "reps": m.timing.reps_per_round}
+           # Per round the order of the calls: ours (interleave.call_order), so both harnesses
+           # time each side in the same company.
+           "orders": [[s for s, _, _ in interleave.call_order(["baseline", "candidate", None], r,
+                                                              m.timing.reps_per_round, blocks) if s]
+                      for r in range(m.timing.rounds)]}
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **tuning_env(m.threads, False, m.worker_env)}
     t = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", MINIMAL, json.dumps(cfg)], capture_output=True, text=True,
@@ -173,7 +178,14 @@ async def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--kits", default="")
     parser.add_argument("--candidate", default="better", help="example to evaluate: better or baseline")
+    parser.add_argument("--order", choices=("product", "blocks", "rotate"), default="product",
+                        help="an experiment: the rounds' call order for our harness (product: as shipped)")
+    parser.add_argument("--minimal-order", choices=("same", "blocks", "rotate"), default="same",
+                        help="an experiment: the minimal harness's call order (same: ours)")
     args = parser.parse_args()
+    if args.order != "product":
+        interleave.BLOCKS = args.order == "blocks"
+    minimal_blocks = interleave.BLOCKS if args.minimal_order == "same" else args.minimal_order == "blocks"
     settings = load_settings()
     tmp = tempfile.TemporaryDirectory(prefix="evoteam-bench-")
     settings.db = Path(tmp.name) / "kb.db"
@@ -207,7 +219,7 @@ async def main() -> None:
             kernels.append(e.metrics["wall_s"] - e.metrics["harness_overhead_s"])
             for w in e.workloads:
                 per_wl.setdefault(w.workload, []).append((w.candidate_ms, w.baseline_ms))
-            wall, inside, speedup, m_wl = minimal_harness(kit, path)
+            wall, inside, speedup, m_wl = minimal_harness(kit, path, minimal_blocks)
             for w, mw in zip(e.workloads, m_wl):
                 m_per_wl.setdefault(w.workload, []).append((mw["candidate"], mw["baseline"]))
             m_walls.append(wall)
@@ -269,7 +281,12 @@ async def main() -> None:
           "kernel calls of candidate and baseline; minimal = the ~40-line honest harness MINIMAL in this file "
           "on the same workloads, warm-up and call counts, its speedup the median call's, ours the fastest "
           f"call's less the call path; overhead ratio = ours / minimal. {os.cpu_count()} CPUs, load average "
-          f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f})")
+          f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; call order: ours {_order_name(interleave.BLOCKS)}, "
+          f"minimal {_order_name(minimal_blocks)})")
+
+
+def _order_name(blocks: bool) -> str:
+    return "each side's repetitions back to back" if blocks else "one call per side per repetition"
 
 
 if __name__ == "__main__":

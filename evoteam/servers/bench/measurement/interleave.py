@@ -14,6 +14,35 @@ from evoteam.servers.bench.measurement.workerproc import WorkerFailure
 # correctness calls compare every element with the reference's. judge.sampled_match says how
 # strong that is.
 SAMPLED_ELEMENTS = 1 << 14
+# The rounds call every side once per repetition (call_order). Each side's repetitions back to
+# back (True) is kept for experiments only (benchmarks/bench_harness.py --order blocks): measured
+# twice on 2026-12-02 it did not bring our medians nearer the minimal harness's and its score CV
+# was no better (docs/bench.md, *Rounds*; benchmarks/results/2026-12-02-keeper_ab_m21e.txt,
+# its variant keeper_blocks, with a keeper that was not adopted).
+BLOCKS = False
+
+
+def call_order(slots: list, r: int, reps: int, blocks: bool):
+    """The calls of round ``r``: (slot, repetition, whether a group of calls ends there).
+    blocks: each slot's repetitions back to back, the slots' order rotating by round (and
+    backwards every other cycle). Otherwise per repetition every slot once, rotating by
+    repetition."""
+    n = len(slots)
+    if blocks:
+        order = slots[r % n:] + slots[:r % n]
+        if (r // n) % 2:
+            order.reverse()
+        for s in order:
+            for j in range(reps):
+                yield s, j, j == reps - 1
+        return
+    for j in range(reps):
+        turn = r * reps + j
+        order = slots[turn % n:] + slots[:turn % n]
+        if (turn // n) % 2:  # every other cycle backwards: no side always follows another
+            order.reverse()
+        for i, s in enumerate(order):
+            yield s, j, i == n - 1
 
 
 class InterleavedRounds:
@@ -63,29 +92,23 @@ class InterleavedRounds:
             # repetition and round. A burst of other work on the machine then lands on all sides
             # of a round alike instead of on whichever side's turn it was.
             slots: list[Side | None] = [*active, None]
-            for j, p in enumerate(timed):
-                turn = r * reps + j
-                shift = turn % len(slots)
-                order = slots[shift:] + slots[:shift]
-                if (turn // len(slots)) % 2:  # every other cycle backwards: no side always follows another
-                    order.reverse()
-                self._check_sched()
-                for s in order:
-                    if s is None:
-                        nulls.append(self._call(self.baseline, wl, p, "measuring the call path", calibrate=True)[2])
-                        continue
-                    if s is not self.baseline and s not in live:
-                        continue  # dropped earlier in this round
+            self._check_sched()
+            for s, j, last in call_order(slots, r, reps, BLOCKS):
+                p = timed[j]
+                if s is None:
+                    nulls.append(self._call(self.baseline, wl, p, "measuring the call path", calibrate=True)[2])
+                elif s is self.baseline or s in live:  # else dropped earlier in this round
                     try:
                         meta, got, ns = self._call(s, wl, p, what, slot=j)  # kept until the round's checks
                     except WorkerFailure as exc:
                         self._drop(s, verdicts, live, exc)
                         outputs.pop(s.label, None)
                         times.pop(s.label, None)
-                        continue
-                    outputs.setdefault(s.label, []).append((meta, got))
-                    times.setdefault(s.label, []).append(ns)
-                self._check_sched()
+                    else:
+                        outputs.setdefault(s.label, []).append((meta, got))
+                        times.setdefault(s.label, []).append(ns)
+                if last:
+                    self._check_sched()
             base_out = outputs.get(BASELINE)
             for s in list(live):
                 if s.label not in outputs or len(outputs[s.label]) != len(timed):

@@ -1,0 +1,51 @@
+"""The order of a round's calls (interleave.call_order): every side and the empty calls once per
+repetition, no side always first, and in the back-to-back order each side's repetitions in a row."""
+
+from __future__ import annotations
+
+from itertools import groupby
+
+import pytest
+
+from evoteam.servers.bench.measurement.interleave import call_order
+
+SLOTS = ["baseline", "candidate", None]
+
+
+@pytest.mark.parametrize("blocks", [True, False])
+def test_every_slot_is_called_once_per_repetition_every_round(blocks):
+    for r in range(12):
+        calls = [(s, j) for s, j, _ in call_order(SLOTS, r, 3, blocks)]
+        assert sorted(calls, key=repr) == sorted([(s, j) for s in SLOTS for j in range(3)], key=repr)
+
+
+@pytest.mark.parametrize("blocks", [True, False])
+def test_no_slot_is_always_first_or_always_after_the_same_one(blocks):
+    firsts, followers = set(), {}
+    for r in range(2 * len(SLOTS)):
+        calls = list(call_order(SLOTS, r, 2, blocks))
+        seq = [s for s, _, _ in calls]
+        # Who opens a round (back to back) or a repetition (one call per side each).
+        firsts.update([seq[0]] if blocks else [s for i, (s, j, _) in enumerate(calls) if i == 0 or calls[i - 1][1] != j])
+        for a, b in zip(seq, seq[1:]):
+            if a != b:
+                followers.setdefault(b, set()).add(a)
+    assert firsts == set(SLOTS)
+    assert all(len(before) > 1 for before in followers.values()), followers
+
+
+def test_back_to_back_order_calls_each_side_s_repetitions_in_a_row():
+    for r in range(6):
+        calls = list(call_order(SLOTS, r, 2, True))
+        runs = [(s, [j for _, j, _ in group]) for s, group in groupby(calls, key=lambda c: c[0])]
+        assert [s for s, _ in runs] == list(dict.fromkeys(s for s, _, _ in calls))  # one run per slot
+        assert all(js == [0, 1] for _, js in runs)
+        assert [last for _, _, last in calls] == [False, True] * len(SLOTS)  # a group ends with each run
+
+
+def test_one_call_per_side_order_calls_every_side_in_each_repetition_before_the_next():
+    for r in range(6):
+        calls = list(call_order(SLOTS, r, 2, False))
+        assert [j for _, j, _ in calls] == [0, 0, 0, 1, 1, 1]
+        assert {s for s, j, _ in calls if j == 0} == {s for s, j, _ in calls if j == 1} == set(SLOTS)
+        assert [last for _, _, last in calls] == [False, False, True] * 2  # a group ends with each repetition
