@@ -12,7 +12,7 @@ all (pinned, hold, memfd, rlimit and seccomp together). An experiment, not a pro
 
 Usage: python benchmarks/bench_worker_conditions.py [condition,...]
 """
-import json, os, subprocess, sys, statistics
+import json, os, subprocess, sys
 from pathlib import Path
 from evoteam.servers.bench.confinement.workerenv import tuning_env
 
