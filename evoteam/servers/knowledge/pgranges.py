@@ -12,7 +12,8 @@ ids; or, when few matches are left in all, the GIN match alone, reading every re
 (right for rare words, whose range would be most of the table).
 
 Each range is one round trip: BEGIN, the `SET LOCAL`s that keep the planner to the way chosen,
-the (prepared) statement and COMMIT, pipelined (pg.py `batch`).
+the (prepared) statement and COMMIT, pipelined (pg.py `batch`). The statement ranks the matches
+it keeps and sends back only the best the caller asks for (`best_matches`), with their count.
 """
 
 from __future__ import annotations
