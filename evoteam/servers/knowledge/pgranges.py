@@ -20,10 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# What each way of reading costs, per item, relative to one another (EXPLAIN ANALYZE at 100k and
-# 1M learnings): testing one entry of a walked range; one entry of a range's id bitmap; one
-# decoded GIN posting; one matching row fetched from the table (a page visit of its own).
-WALK_ENTRY, RANGE_ENTRY, POSTING, ROW = 1.5, 0.3, 0.5, 8.0
+# What each way of reading costs, per item, relative to one another (EXPLAIN ANALYZE of each way
+# on the same queries at 1M learnings, under load: about 0.38 us per walked entry, 0.1 us per id
+# of a primary-key range bitmap, 0.04 us per decoded GIN posting, 3.6 us per matching row
+# fetched, a page visit of its own; benchmarks/results/2026-12-02-bench_pg_search_pg25e.txt):
+# testing one entry of a walked range; one id of a range's bitmap read from the primary key;
+# one decoded GIN posting; one matching row fetched from the table.
+WALK_ENTRY, RANGE_ENTRY, POSTING, ROW = 1.5, 0.4, 0.17, 14.0
 
 # The planner costs a tsvector test as cheap as comparing two numbers, so it walks a range even
 # where the walk tests ten times the entries the GIN match would find (38k entries, 130 ms
