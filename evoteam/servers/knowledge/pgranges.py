@@ -58,8 +58,7 @@ def _statement(query: Query, way: str, lo: int, hi: int | None, need: int, ranke
     """The range's newest `need` matches, of which the newest `rank_first` are ranked; only the
     best `keep` of those come back (unranked: the newest `keep`), each row carrying how many
     matches the range kept (`n`) and the newest of them (`top`). Ranking and choosing happen in
-    the database: a range keeps up to a few hundred matches, and decoding them all in Python
-    cost more than reading them."""
+    the database, so the client decodes a page's worth of rows, not every match kept."""
     rank = f"-ts_rank(tsv, {query.q})" if ranked else "0.0"
     rank_params = query.q_params if ranked else []
     t, cols, scope = query.table, query.columns, query.scope_sql
