@@ -153,3 +153,45 @@ async def test_a_search_of_a_store_with_nothing_indexed_yet_finds_nothing(postgr
             assert page.items == [] and page.total == 0
         page = await store.search("tiles", kinds=["learning", "candidate"], limit=5)
         assert page.items == []
+
+
+async def test_the_database_ranks_the_window_and_sends_back_only_the_page_candidates(postgres_server, monkeypatch):
+    """At the default window: the newest pgsearch.WINDOW matches are ranked and counted, no more
+    (the count stops there too), and the database sends back only the best TURN_WINDOW of them,
+    which are exactly the best of that window as PostgreSQL ranks them (page after page)."""
+    from evoteam.servers.knowledge import pg, pgsearch
+    from evoteam.servers.knowledge.hits import TURN_WINDOW
+
+    url = postgres_server.new_database()
+    async with LocalKnowledgeStore.open(url) as store:
+        run = await store.start_run(RunCreate(goal="window"))
+    with psycopg.connect(url, autocommit=True) as conn:
+        with conn.cursor().copy("COPY search_index (title, body, filters, kind, ref_id, run_id, project) "
+                                "FROM STDIN") as copy:
+            for i in range(2000):
+                # Every 4th entry matches, with the word 1 to 7 times: ranks differ.
+                extra = " occupancy" * (i % 7 + 1) if i % 4 == 0 else ""
+                copy.write_row(("observation: ", f"note {i} about tiles{extra}", "", "learning", f"lrn_{i:05d}",
+                                run.id, "default"))
+        conn.execute("ANALYZE search_index")
+        q = "plainto_tsquery('evoteam', 'occupancy')"
+        expected = [r[0] for r in conn.execute(
+            f"SELECT ref_id FROM (SELECT id, ref_id, ts_rank(tsv, {q}) AS r FROM search_index WHERE tsv @@ {q} "
+            f"ORDER BY id DESC LIMIT %s) AS newest ORDER BY r DESC, id DESC LIMIT 20", (pgsearch.WINDOW,))]
+    shipped: list[tuple[str, int]] = []
+    batch = pg.PgConnection.batch
+
+    async def counting(self, statements, settings=()):
+        out = await batch(self, statements, settings)
+        shipped.extend((sql, len(rows)) for (sql, _), rows in zip(statements, out))
+        return out
+
+    monkeypatch.setattr(pg.PgConnection, "batch", counting)
+    async with LocalKnowledgeStore.open(url) as store:
+        first = await store.search("occupancy", run_id=run.id, limit=10)
+        second = await store.search("occupancy", run_id=run.id, limit=10, cursor=first.next_cursor)
+    # 500 entries match; the newest WINDOW are counted, then "at least".
+    assert (first.total, first.total_capped) == (pgsearch.WINDOW, True)
+    assert [h.id for h in first.items + second.items] == expected
+    ranges = [n for sql, n in shipped if "ts_rank" in sql]
+    assert ranges and max(ranges) <= TURN_WINDOW, ranges  # not the 251 matches read

@@ -12,17 +12,22 @@ ids; or, when few matches are left in all, the GIN match alone, reading every re
 (right for rare words, whose range would be most of the table).
 
 Each range is one round trip: BEGIN, the `SET LOCAL`s that keep the planner to the way chosen,
-the (prepared) statement and COMMIT, pipelined (pg.py `batch`).
+the (prepared) statement and COMMIT, pipelined (pg.py `batch`). The statement ranks the matches
+it keeps and sends back only the best the caller asks for (`best_matches`), with their count.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-# What each way of reading costs, per item, relative to one another (EXPLAIN ANALYZE at 100k and
-# 1M learnings): testing one entry of a walked range; one entry of a range's id bitmap; one
-# decoded GIN posting; one matching row fetched from the table (a page visit of its own).
-WALK_ENTRY, RANGE_ENTRY, POSTING, ROW = 1.5, 0.3, 0.5, 8.0
+# What each way of reading costs, per item, relative to one another (EXPLAIN ANALYZE of each way
+# on the same queries at 1M learnings, under load: about 0.38 us per walked entry, 0.1 us per id
+# of a primary-key range bitmap, 0.04 us per decoded GIN posting, 3.6 us per matching row
+# fetched, a page visit of its own; benchmarks/results/2026-12-02-bench_pg_search_pg25e.txt):
+# testing one entry of a walked range; one id of a range's bitmap read from the primary key;
+# one decoded GIN posting; one matching row fetched from the table.
+WALK_ENTRY, RANGE_ENTRY, POSTING, ROW = 1.5, 0.4, 0.17, 14.0
 
 # The planner costs a tsvector test as cheap as comparing two numbers, so it walks a range even
 # where the walk tests ten times the entries the GIN match would find (38k entries, 130 ms
@@ -48,59 +53,105 @@ class Query:
     columns: str
 
 
-def _statement(query: Query, way: str, lo: int, hi: int | None, need: int, ranked: bool) -> tuple[str, list]:
+def _statement(query: Query, way: str, lo: int, hi: int | None, need: int, ranked: bool, rank_first: int,
+               keep: int) -> tuple[str, list]:
+    """The range's newest `need` matches, of which the newest `rank_first` are ranked; only the
+    best `keep` of those come back (unranked: the newest `keep`), each row carrying how many
+    matches the range kept (`n`) and the newest of them (`top`). Ranking and choosing happen in
+    the database, so the client decodes a page's worth of rows, not every match kept."""
     rank = f"-ts_rank(tsv, {query.q})" if ranked else "0.0"
     rank_params = query.q_params if ranked else []
     t, cols, scope = query.table, query.columns, query.scope_sql
     if way == "walk":  # ORDER BY ... LIMIT: the walk stops at the `need`th match
+        prefix, prefix_params = "", []
         ids = "id > ?" + (" AND id <= ?" if hi is not None else "")
-        sql = (f"SELECT id, {cols}, {rank} AS rank FROM {t} WHERE {ids} AND tsv @@ {query.q}{scope} "
-               f"ORDER BY id DESC LIMIT ?")
-        return sql, [*rank_params, lo, *([hi] if hi is not None else []), *query.q_params, *query.scope_params, need]
-    # MATERIALIZED keeps ORDER BY ... LIMIT out of the match's plan (it invites the walk);
-    # "id + 0" keeps the whole table's match off the primary key. Only the newest `need` of the
-    # matches read are ranked (the GIN match alone may read several times as many).
-    if way == "range":
-        ids, id_params = "id > ?" + (" AND id <= ?" if hi is not None else ""), [lo, *([hi] if hi is not None else [])]
+        inner = f"SELECT id, {cols}, tsv FROM {t} WHERE {ids} AND tsv @@ {query.q}{scope} ORDER BY id DESC LIMIT ?"
+        inner_params = [lo, *([hi] if hi is not None else []), *query.q_params, *query.scope_params, need]
     else:
-        ids, id_params = ("id + 0 <= ?", [hi]) if hi is not None else ("TRUE", [])
-    sql = (f"WITH m AS MATERIALIZED (SELECT id, {cols}, tsv FROM {t} WHERE tsv @@ {query.q} AND {ids}{scope}) "
-           f"SELECT id, {cols}, {rank} AS rank FROM (SELECT * FROM m ORDER BY id DESC LIMIT ?) AS newest "
-           f"ORDER BY id DESC")
-    return sql, [*query.q_params, *id_params, *query.scope_params, *rank_params, need]
+        # MATERIALIZED keeps ORDER BY ... LIMIT out of the match's plan (it invites the walk);
+        # "id + 0" keeps the whole table's match off the primary key.
+        if way == "range":
+            ids = "id > ?" + (" AND id <= ?" if hi is not None else "")
+            id_params = [lo, *([hi] if hi is not None else [])]
+        else:
+            ids, id_params = ("id + 0 <= ?", [hi]) if hi is not None else ("TRUE", [])
+        prefix = f"WITH m AS MATERIALIZED (SELECT id, {cols}, tsv FROM {t} WHERE tsv @@ {query.q} AND {ids}{scope}) "
+        prefix_params = [*query.q_params, *id_params, *query.scope_params]
+        inner, inner_params = "SELECT * FROM m ORDER BY id DESC LIMIT ?", [need]
+    sql = (f"{prefix}SELECT id, {cols}, rank, n, top FROM (SELECT id, {cols}, "
+           f"CASE WHEN pos <= ? THEN {rank} END AS rank, count(*) OVER () AS n, max(id) OVER () AS top "
+           f"FROM (SELECT s.*, row_number() OVER (ORDER BY id DESC) AS pos FROM ({inner}) AS s) AS p) AS r "
+           f"ORDER BY rank NULLS LAST, id DESC LIMIT ?")
+    return sql, [*prefix_params, rank_first, *rank_params, *inner_params, keep]
+
+
+@dataclass
+class Matches:
+    """What `best_matches` found: how many matches it read (at most the `want` asked for), the
+    rows it keeps, the newest match's id (None without matches), and the rows of the statements
+    sent with the first range (None if there were none)."""
+
+    count: int
+    rows: list
+    top: int | None
+    also: list | None
+
+
+async def best_matches(conn, query: Query, newest: int, sampled: int, found: float, postings: int, want: int,
+                       ranked: bool, keep: int, rank_first: int | None = None, also: list | None = None) -> Matches:
+    """Read the newest `want` matches (fewer if there are fewer), rank the newest `rank_first` of
+    them (default: all), and keep the best `keep` (lower rank first, then the newer), or,
+    unranked, the newest `keep`, as rows of id, the query's columns and rank.
+
+    `newest`: the newest id known (entries newer still are read too: the first range has no
+    upper bound); `found` of the newest `sampled` entries are expected to match, in scope;
+    `postings`: what the GIN match would decode in all; `also`: statements sent with the first
+    range, whose rows come back in `also`."""
+    rank_first = want if rank_first is None else rank_first
+    rows: list = []
+    also = list(also or [])
+    also_rows = None
+    count, top = 0, None
+    hi: int | None = None  # the first range reaches past `newest`: nothing written since is missed
+    read = 0
+    density = found / sampled if found and sampled else 0.0
+    # The GIN match alone reads every match there is: priced at a high estimate of the density
+    # (three standard deviations of a count over), since a density judged from a handful of
+    # entries in the pass is often a few times off (7 in 3,000 for a word in 5,569 of 1M).
+    high = (found + 3 * math.sqrt(found) + 3) / sampled if sampled else 1.0
+    while count < want:
+        upper = newest if hi is None else hi
+        if hi is not None and hi <= 0:
+            break
+        need = want - count
+        span = min(upper, int(1.5 * need / density) + 1) if density else upper
+        costs = {"walk": WALK_ENTRY * span,
+                 "range": RANGE_ENTRY * span + POSTING * postings + ROW * 1.5 * need,
+                 "all": POSTING * postings + ROW * high * upper}
+        way = min(costs, key=costs.__getitem__) if span < upper else min(("walk", "all"), key=costs.__getitem__)
+        lo = 0 if way == "all" else max(upper - span, 0)
+        statement = _statement(query, way, lo, hi, need, ranked, max(rank_first - count, 0), keep)
+        results = await conn.batch([*also, statement], _SETTINGS[way])
+        if also:
+            also_rows, also = results[:-1], []
+        got = results[-1]
+        if got:
+            count += int(got[0]["n"])
+            top = int(got[0]["top"]) if top is None else top  # ranges go newest first
+        rows += [r for r in got if r["rank"] is not None]  # beyond the ranked window: counted only
+        read += upper - lo
+        hi = lo
+        density = count / read if count and read else density / 4
+        high = (count + 3 * math.sqrt(count) + 3) / read if read else high
+    if ranked:
+        rows = sorted(rows, key=lambda r: (float(r["rank"]), -int(r["id"])))
+    return Matches(count, rows[:keep], top, also_rows)
 
 
 async def newest_matches(conn, query: Query, newest: int, sampled: int, found: float, postings: int, want: int,
                          ranked: bool, also: list | None = None) -> tuple[list, list | None]:
-    """The newest `want` matches (fewer if there are fewer), newest first, as rows of id, the
-    query's columns and rank (lower is better; 0.0 unranked); and the rows of the statements in
-    `also`, sent with the first range (None if there were none).
-
-    `newest`: the newest id known (entries newer still are read too: the first range has no
-    upper bound); `found` of the newest `sampled` entries are expected to match, in scope;
-    `postings`: what the GIN match would decode in all."""
-    out: list = []
-    also = list(also or [])
-    also_rows = None
-    hi: int | None = None  # the first range reaches past `newest`: nothing written since is missed
-    read = 0
-    density = found / sampled if found and sampled else 0.0
-    while len(out) < want:
-        upper = newest if hi is None else hi
-        if hi is not None and hi <= 0:
-            break
-        need = want - len(out)
-        span = min(upper, int(1.5 * need / density) + 1) if density else upper
-        costs = {"walk": WALK_ENTRY * span,
-                 "range": RANGE_ENTRY * span + POSTING * postings + ROW * 1.5 * need,
-                 "all": POSTING * postings + ROW * density * upper}
-        way = min(costs, key=costs.__getitem__) if span < upper else min(("walk", "all"), key=costs.__getitem__)
-        lo = 0 if way == "all" else max(upper - span, 0)
-        results = await conn.batch([*also, _statement(query, way, lo, hi, need, ranked)], _SETTINGS[way])
-        if also:
-            also_rows, also = results[:-1], []
-        out += results[-1]
-        read += upper - lo
-        hi = lo
-        density = len(out) / read if out and read else density / 4
-    return out, also_rows
+    """The newest `want` matches (fewer if there are fewer), all of them ranked (lower is
+    better; 0.0 unranked), best first; and the rows of the statements in `also`, sent with the
+    first range (None if there were none). See `best_matches`."""
+    found_ = await best_matches(conn, query, newest, sampled, found, postings, want, ranked, keep=want, also=also)
+    return found_.rows, found_.also

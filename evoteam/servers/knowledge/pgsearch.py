@@ -9,9 +9,10 @@ kind of bounds as the FTS5 search in local.py, with PostgreSQL's own machinery.
   expected to match in scope come from one pass over those entries kept per process
   (pgwords.py); from that, ranges of the newest entries are read, each the cheapest of three
   ways (pgranges.py), so that what a search reads does not grow with the store or with a common
-  word's posting list. Only the newest `RANK_WINDOW` matches are ranked (`ts_rank`, title
-  weighted above body); the count stops at `count_cap` and comes from the same rows; only the
-  page's rows get a snippet. A query of nothing but stopwords lists its matches newest first.
+  word's posting list. Only the newest `WINDOW` matches are ranked (`ts_rank`, title
+  weighted above body), in the database, which sends back only the page's candidates; the
+  count stops at the same window and comes from the same rows; only the page's rows get a
+  snippet. A query of nothing but stopwords lists its matches newest first.
 - Round trips: the statements travel in pipelines and are prepared once per connection
   (pg.py `batch`): the run's visibility rides with the first range; the page's rows, snippets
   and owners come in one more. With the pass and the words' lexemes kept, a search is two round
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING
 from evoteam.servers.knowledge import pgwords
 from evoteam.servers.knowledge.hits import TABLES, TURN_WINDOW, in_turns
 from evoteam.servers.knowledge.models import SearchHit, SearchKind, SearchPage
-from evoteam.servers.knowledge.pgranges import Query, newest_matches
+from evoteam.servers.knowledge.pgranges import Query, best_matches
 from evoteam.servers.knowledge.scope import missing
 
 if TYPE_CHECKING:
@@ -34,11 +35,13 @@ if TYPE_CHECKING:
 
 CONFIG = pgwords.CONFIG
 _HEADLINE = "StartSel=[, StopSel=], MaxWords=16, MinWords=6, MaxFragments=1, FragmentDelimiter=…"
-# Ranking a match reads its row (its tsvector) from the table: a few microseconds each, so the
-# 5,000 SQLite ranks (rows.RANK_WINDOW) cost tens of milliseconds here on a busy machine. The
-# newest 1,000 matches keep a search within its 20 ms at any size (docs/performance.md); a
-# store's own smaller window (tests set one) still wins.
-RANK_WINDOW = 1000
+# Ranking a match reads its row (its tsvector) from the table, a page visit of its own where
+# matches are sparse: a few microseconds each, and on a busy machine a search's time grows with
+# them. So here only the newest WINDOW matches are ranked, and counting stops there too (past
+# it, `total_capped` says "at least"): what a search reads is bounded by this window, not by the
+# store, a word's posting list, or SQLite's 5,000 ranks and 1,000 counted (rows.RANK_WINDOW,
+# rows.COUNT_CAP). A store's own smaller window and cap (tests set them) still win.
+WINDOW = 250
 # Who wrote each shown hit: one statement over the tables the kinds live in (hits.TABLES), of
 # one shape whatever the page holds, so that it is prepared once.
 _OWNERS = " UNION ALL ".join(f"SELECT id, user FROM {table} WHERE id = ANY(?::text[])" for table in TABLES.values())
@@ -86,33 +89,36 @@ async def search(store: LocalKnowledgeStore, query: str, run_id: str | None, kin
             w for w in words if frequency[w] <= stats.entries // 3]
         terms = informative or words
         ranked = bool(informative)
-        window = min(store.rank_window, RANK_WINDOW)
-        # Enough matches for the count (count_cap + 1 says "capped") and for the ranked window,
-        # or, unranked, for the page (a cursor past the cap finds nothing, as on SQLite).
-        want = max(store.count_cap + 1, window if ranked else min(offset + limit, store.count_cap + limit))
+        window = min(store.rank_window, WINDOW)
+        cap = min(store.count_cap, WINDOW)
+        # Enough matches for the count (cap + 1 says "capped") and for the ranked window, or,
+        # unranked, for the page (a cursor past the cap finds nothing, as on SQLite). Only the
+        # page's candidates come back from the database: the best TURN_WINDOW (kinds take turns
+        # among them) or the page's end, whichever is further; unranked, the newest up to it.
+        want = max(cap + 1, window if ranked else min(offset + limit, cap + limit))
+        keep = max(TURN_WINDOW, offset + limit) if ranked else offset + limit
         scoped = stats.in_scope(project, run_id, kinds)
         for any_word in (False, True):
             q, q_params = tsquery(terms, any_word)
             found = stats.expected([lexemes[w] for w in terms], any_word, scoped)
             # What a GIN match would decode: each term's posting list, sized from the pass.
             postings = sum(frequency[w] for w in terms) * stats.newest // max(stats.entries, 1)
-            matches, checked = await newest_matches(
+            matches = await best_matches(
                 conn, Query("search_index", q, q_params, scope_sql, params, "kind, ref_id"), stats.newest,
-                stats.entries, found, postings, want, ranked, check)
-            if checked is not None:
-                _check_run(store, checked, run_id)
+                stats.entries, found, postings, want, ranked, keep, rank_first=window if ranked else want, also=check)
+            if matches.also is not None:
+                _check_run(store, matches.also, run_id)
                 check = []
-            if matches or any_word:
+            if matches.count or any_word:
                 break
-        if matches:
-            pgwords.seen(key, int(matches[0]["id"]))
+        if matches.top is not None:
+            pgwords.seen(key, matches.top)
         hits = [{"id": int(r["id"]), "kind": r["kind"], "ref": r["ref_id"], "rank": float(r["rank"])}
-                for r in matches]
-        capped = len(hits) > store.count_cap
-        total = min(len(hits), store.count_cap)
-        if ranked:
-            best = sorted(hits[:window], key=lambda h: (h["rank"], -h["id"]))[:max(TURN_WINDOW, offset + limit)]
-            shown = (in_turns(best[:TURN_WINDOW]) + best[TURN_WINDOW:])[offset:offset + limit]
+                for r in matches.rows]
+        capped = matches.count > cap
+        total = min(matches.count, cap)
+        if ranked:  # best first already (pgranges.best_matches)
+            shown = (in_turns(hits[:TURN_WINDOW]) + hits[TURN_WINDOW:])[offset:offset + limit]
         else:
             shown = hits[offset:offset + limit]
         rows, owners = await _page(conn, q, q_params, shown)

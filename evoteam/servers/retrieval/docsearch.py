@@ -11,8 +11,12 @@ common word's posting list."""
 from __future__ import annotations
 
 from evoteam.servers.knowledge.pgranges import Query, newest_matches
-from evoteam.servers.knowledge.pgsearch import RANK_WINDOW, tsquery
+from evoteam.servers.knowledge.pgsearch import tsquery
 from evoteam.servers.knowledge.rows import _WORD, SAMPLE_WINDOW, fts_query
+
+# The newest 1,000 matching documents are ranked: look-ups are rare (the knowledge store's
+# search, run far more often, ranks fewer: pgsearch.WINDOW).
+RANK_WINDOW = 1000
 
 
 async def matching_documents(conn, text: str, project: str, limit: int, window: int = RANK_WINDOW,

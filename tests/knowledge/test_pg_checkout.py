@@ -1,0 +1,48 @@
+"""The pool hands out a PostgreSQL connection without a round trip to check it, unless the
+connection may be dead (its socket readable: the server wrote to it or hung up), and then it is
+checked and replaced before use (knowledge/pg.py `_checkout`)."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from evoteam.servers.knowledge.local import LocalKnowledgeStore
+from evoteam.servers.knowledge.models import RunCreate
+
+
+@pytest.fixture
+def empty_queries(monkeypatch) -> list[str]:
+    """The empty statements (the liveness check) the store's connections send, as they go."""
+    sent: list[str] = []
+    execute = psycopg.AsyncConnection.execute
+
+    async def spying(self, query, *args, **kwargs):
+        if query == "":
+            sent.append(query)
+        return await execute(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "execute", spying)
+    return sent
+
+
+async def test_a_live_connection_goes_out_unchecked_and_one_the_server_ended_is_replaced(postgres_url, empty_queries):
+    name = postgres_url.rsplit("/", 1)[1]
+    async with LocalKnowledgeStore.open(postgres_url) as store:
+        run = await store.start_run(RunCreate(goal="checkout"))
+        for _ in range(5):
+            assert (await store.get_run(run.id)).goal == "checkout"
+        assert empty_queries == []  # five reads, and no round trip spent on checking their connection
+        # The server ends every connection of this database (as a restart or an administrator
+        # does): each backend writes its termination notice and closes the socket.
+        with psycopg.connect(postgres_url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+            for _ in range(500):  # until the backends are gone (no clock decides the outcome)
+                if not admin.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s",
+                                     (name,)).fetchone()[0]:
+                    break
+                admin.execute("SELECT pg_sleep(0.01)")
+        # The next calls find their connection dead before using it, and get a working one.
+        for _ in range(3):
+            assert (await store.get_run(run.id)).goal == "checkout"
+        assert empty_queries  # the dead connection was checked, not used blind
