@@ -26,6 +26,8 @@ import asyncio
 import logging
 import os
 import select
+import time
+import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager, nullcontext
 from typing import Any
@@ -43,6 +45,14 @@ logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
 
 # How long a call waits for a connection before saying the database does not answer.
 POOL_TIMEOUT_S = float(os.environ.get("EVOTEAM_PG_TIMEOUT_S") or 10)
+# A connection idle longer than this is checked with a round trip even when its socket is quiet:
+# a load balancer, NAT or firewall between hosts may drop an idle flow without a byte (an AWS NLB
+# after 350 s) and reset the next packet, which only a packet sent finds out. Below it, a quiet
+# socket means a live connection (see _checkout).
+IDLE_CHECK_S = 30.0
+# TCP keepalives on every connection, so that such a middlebox sees traffic on an idle flow and a
+# dead peer shows as a socket error (readable) rather than silence. libpq ignores them on Unix sockets.
+KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
 
 # Advisory lock keys (any 64-bit integers; these spell "evoteam" + a purpose).
 WRITE_LOCK = 0x65766F7465616D01
@@ -198,15 +208,18 @@ class PgConnection:
         return out
 
 
-def _may_be_dead(conn) -> bool:
-    """Whether an idle connection heard from the server (or lost it) since it was last used."""
-    if conn.closed or conn.broken:
+def _may_be_dead(conn, idle_s: float) -> bool:
+    """Whether an idle connection heard from the server (or lost it) since it was last used, or
+    sat idle long enough (IDLE_CHECK_S) for a middlebox to have dropped it without a word."""
+    if conn.closed or conn.broken or idle_s > IDLE_CHECK_S:
         return True
     try:
-        readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+        # poll, not select: select fails on descriptors past 1,024 (a replica with many clients)
+        poller = select.poll()
+        poller.register(conn.pgconn.socket, select.POLLIN)
+        return bool(poller.poll(0))
     except (OSError, ValueError, _psycopg()[0].Error):
         return True
-    return bool(readable)
 
 
 class PgDatabase:
@@ -221,6 +234,7 @@ class PgDatabase:
         self._max_size = max_size
         self._pool = None
         self._background: set[asyncio.Task] = set()
+        self._returned: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # connection -> when it went back
 
     async def open(self) -> PgDatabase:
         _, psycopg_pool = _psycopg()
@@ -228,7 +242,7 @@ class PgDatabase:
         try:
             await asyncio.to_thread(migrate_url, self.url)
             self._pool = psycopg_pool.AsyncConnectionPool(
-                self.url, min_size=1, max_size=self._max_size, kwargs={"autocommit": True},
+                self.url, min_size=1, max_size=self._max_size, kwargs={"autocommit": True, **KEEPALIVES},
                 open=False, timeout=POOL_TIMEOUT_S)
             await self._pool.open(wait=True, timeout=POOL_TIMEOUT_S)
         except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
@@ -267,16 +281,18 @@ class PgDatabase:
 
         Only a connection that may be dead is checked with a round trip to the server: an idle
         connection has nothing to read, so one whose socket is readable heard from the server
-        (a restart's termination notice, or the socket closed). The others go out as they are:
+        (a restart's termination notice, or the socket closed), and so is one idle longer than
+        IDLE_CHECK_S (a middlebox may have dropped it silently). The others go out as they are:
         on a busy machine every round trip waits for the server and the caller to get a CPU
         again, and this one was a third of a search's."""
         psycopg, _ = _psycopg()
         if self._pool is None:
             raise RuntimeError("database is not open")
         conn = await self._pool.getconn()
-        if not _may_be_dead(conn):
-            return conn
         try:
+            returned = self._returned.get(conn)
+            if not _may_be_dead(conn, 0.0 if returned is None else time.monotonic() - returned):
+                return conn
             await conn.execute("")
             return conn
         except psycopg.OperationalError:
@@ -301,6 +317,7 @@ class PgDatabase:
         except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
             raise (describe(exc, self.url) or exc) from None
         finally:
+            self._returned[conn] = time.monotonic()
             await self._pool.putconn(conn)
 
     @asynccontextmanager
