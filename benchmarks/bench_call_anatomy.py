@@ -117,6 +117,18 @@ def call(session, side, wl, payload, fill_cpus=None, calibrate=False, capture=Tr
     return ns
 
 
+
+def kit_session(kit, cand) -> KernelSession:
+    """A measurement session (not started) of the prepared candidate ``cand`` on ``kit``, set up
+    from the kit's manifest as the bench sets one up (bench_call_state.py uses it too)."""
+    m = kit.manifest
+    return KernelSession(
+        definition=kit.definition.model_dump(), framework=m.framework, device=m.device,
+        inputs_source=kit.inputs_source(), reference_source=kit.definition.reference,
+        baseline=kit.baseline_solution()[0], candidate_dir=cand.folder, candidate_file=cand.file,
+        function=cand.function, dps=cand.dps, deny=[], memory_mb=m.memory_limit_mb, timeouts=m.timeouts,
+        tolerance=m.tolerance, timing=m.timing, threads=m.threads, worker_env=m.worker_env)
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--kit", default="pairwise_distance_cpu")
@@ -133,12 +145,7 @@ def main() -> None:
     code = better.replace(f"def {m.entry}(", "def _run(") + WRAP.replace("def run(", f"def {m.entry}(")
     cand = prepare_candidate(kit, None, code)
     wl = _workload_specs(kit, "dev", settings)[args.workload][0]
-    session = KernelSession(
-        definition=kit.definition.model_dump(), framework=m.framework, device=m.device,
-        inputs_source=kit.inputs_source(), reference_source=kit.definition.reference,
-        baseline=kit.baseline_solution()[0], candidate_dir=cand.folder, candidate_file=cand.file,
-        function=cand.function, dps=cand.dps, deny=[], memory_mb=m.memory_limit_mb, timeouts=m.timeouts,
-        tolerance=m.tolerance, timing=m.timing, threads=m.threads, worker_env=m.worker_env)
+    session = kit_session(kit, cand)
     rows = []
     try:
         session.start()

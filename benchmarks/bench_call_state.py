@@ -29,7 +29,7 @@ from evoteam.config import load_settings
 from evoteam.servers.bench.evaluation.core import _workload_specs, prepare_candidate
 from evoteam.servers.bench.formats.kits import discover
 from evoteam.servers.bench.measurement import arena
-from evoteam.servers.bench.measurement.session import KernelSession
+from bench_call_anatomy import kit_session  # noqa: E402 - the benchmarks folder is this script's path[0]
 
 
 # Pins itself, drops to the lowest policy, says so, then spins: any other runnable thread on its
@@ -98,12 +98,7 @@ def _call(session, side, wl, payload, calibrate=False) -> tuple[int, int, int, i
 def one_session(settings, kit, wl, calls: int, keeper: bool) -> dict[str, list[tuple]]:
     m = kit.manifest
     cand = prepare_candidate(kit, str(kit.file(m.examples["better"])), None)
-    s = KernelSession(
-        definition=kit.definition.model_dump(), framework=m.framework, device=m.device,
-        inputs_source=kit.inputs_source(), reference_source=kit.definition.reference,
-        baseline=kit.baseline_solution()[0], candidate_dir=cand.folder, candidate_file=cand.file,
-        function=cand.function, dps=cand.dps, deny=[], memory_mb=m.memory_limit_mb, timeouts=m.timeouts,
-        tolerance=m.tolerance, timing=m.timing, threads=m.threads, worker_env=m.worker_env)
+    s = kit_session(kit, cand)
     rows: dict[str, list[tuple]] = {"baseline": [], "empty call": [], "candidate": []}
     keepers: list[subprocess.Popen] = []
     try:
