@@ -58,11 +58,29 @@ def encode(header: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) 
     return struct.pack("<I", len(raw)) + raw + b"".join(chunks)
 
 
-def write_frame(fd: int, header: dict[str, Any], arrays: dict[str, np.ndarray] | None = None) -> None:
-    data = memoryview(encode(header, arrays))
-    while data:
-        n = os.write(fd, data)
-        data = data[n:]
+def write_frame(fd: int, header: dict[str, Any], arrays: dict[str, np.ndarray] | None = None,
+                deadline: Deadline = None) -> None:
+    write_all(fd, encode(header, arrays), deadline)
+
+
+def write_all(fd: int, data: bytes | memoryview, deadline: Deadline = None) -> None:
+    """All of ``data`` to ``fd`` by ``deadline`` (as FrameReader.read takes it). On a
+    non-blocking descriptor a reader that stops reading costs PeerTimeout, never a writer blocked
+    for good (a stopped or hostile worker leaves its pipe full)."""
+    view = memoryview(data)
+    while view:
+        try:
+            n = os.write(fd, view)
+        except BlockingIOError:
+            n = 0
+        view = view[n:]
+        if not view or n:
+            continue
+        limit = deadline() if callable(deadline) else deadline
+        timeout = None if limit is None else max(0.0, limit - time.monotonic())
+        _, ready, _ = select.select([], [fd], [], timeout)
+        if not ready and (not callable(deadline) or deadline() <= time.monotonic()):
+            raise PeerTimeout()
 
 
 def _blobs(value: Any) -> list:
@@ -96,7 +114,10 @@ class FrameReader:
                 if callable(deadline) and deadline() > time.monotonic():
                     continue  # the deadline moved (owntime.py): wait on
                 raise PeerTimeout()
-            chunk = os.read(self.fd, max(1 << 16, min(n - len(self.buf), 1 << 24)))
+            try:
+                chunk = os.read(self.fd, max(1 << 16, min(n - len(self.buf), 1 << 24)))
+            except BlockingIOError:  # readable a moment ago, not now: wait again, by the deadline
+                continue
             if not chunk:
                 raise PeerClosed()
             self.buf += chunk

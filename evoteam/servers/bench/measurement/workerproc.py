@@ -23,6 +23,7 @@ from evoteam.servers.bench.confinement.workerenv import tuning_env
 
 OUTPUT_CAP_BYTES = 1 << 20  # what a worker may print before it is stopped
 PIPE_EARLY_BYTES = 1 << 15  # a message this small fits in the pipe while its reader is stopped
+INIT_SEND_S = 60.0  # the start-up message goes into an empty pipe; a worker that never reads it is killed
 _SIGNALS = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error", signal.SIGABRT: "abort",
             signal.SIGILL: "illegal instruction", signal.SIGFPE: "floating-point exception",
             signal.SIGKILL: "killed", signal.SIGXFSZ: "file size limit exceeded"}
@@ -137,6 +138,9 @@ class WorkerProc:
                 fcntl.fcntl(fd, 1031, 1 << 20)  # F_SETPIPE_SZ: fewer round trips for large inputs
             except OSError:
                 pass
+            # The harness's ends only (the worker's are other descriptions of the pipes): a read
+            # or write can then never outlast a request's deadline, whatever the worker does.
+            os.set_blocking(fd, False)
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-B", "-m", "evoteam.servers.bench.measurement.worker", str(c_r), str(c_w)],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -153,7 +157,12 @@ class WorkerProc:
         self._drainer = threading.Thread(target=self._drain, daemon=True)
         self._drainer.start()
         threading.Thread(target=self._watch_memory, daemon=True).start()
-        protocol.write_frame(self.wfd, init)
+        try:
+            protocol.write_frame(self.wfd, init, deadline=time.monotonic() + INIT_SEND_S)
+        except protocol.PeerTimeout:
+            self.kill()  # the reader of the first request failed it (its start-up frame never comes)
+        except OSError:
+            pass  # it died at once: the start-up read reports how
 
     # -------------------------------------------------------- watchers
 
@@ -319,16 +328,20 @@ class WorkerProc:
         # Outside the clock, while the worker is still stopped (it can neither read the message
         # nor run): a small message goes into the pipe and the cgroup is thawed. The clock then
         # holds only SIGCONT, the call and the stop.
-        early = len(data) <= PIPE_EARLY_BYTES
         deadline = OwnTimeDeadline(self.proc.pid, timeout)  # the stopped worker's counters stand still
         try:
-            if early:
-                self._send(data)
+            # What the pipe takes now goes in while the worker is stopped; the rest (a large
+            # message, or a pipe a worker left unread) after it is resumed, by the deadline.
+            rest = self._send_now(data) if len(data) <= PIPE_EARLY_BYTES else memoryview(data)
             self.jail.thaw()
             t0 = time.perf_counter_ns()
             self.jail.resume()
-            if not early:
-                self._send(data)
+            if rest:
+                protocol.write_all(self.wfd, rest, deadline)
+        except protocol.PeerTimeout:
+            self.kill()
+            raise WorkerFailure("TIMEOUT", f"the {self.label} did not read its request for {what} within "
+                                f"{timeout:g} s of its own time and was stopped", fatal=True) from None
         except (BrokenPipeError, OSError):
             raise self._death() from None
         spin = self.spin_s if timed else 0.0
@@ -349,11 +362,16 @@ class WorkerProc:
             return header, out, t1 - t0
         return header, out
 
-    def _send(self, data: bytes) -> None:
+    def _send_now(self, data: bytes) -> memoryview:
+        """As much of ``data`` as the pipe takes without waiting; what is left."""
         view = memoryview(data)
         while view:
-            n = os.write(self.wfd, view)
+            try:
+                n = os.write(self.wfd, view)
+            except BlockingIOError:
+                break
             view = view[n:]
+        return view
 
     # -------------------------------------------------------- the shared input area
 

@@ -1,0 +1,155 @@
+"""What keeps the harness from waiting for good on a worker: signals that reach the worker's own
+process group and no other, and pipe reads and writes that end by their deadline.
+
+A worker's pid number is free once it is reaped, and every worker leads a process group of its
+own number; a late signal by number (a cancelled evaluation's thread stopping "its" worker after
+another thread closed it) could then stop or kill a worker started later. The jail signals
+through a pidfd instead.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from evoteam.servers.bench.confinement import jail as jail_mod
+from evoteam.servers.bench.measurement import protocol
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().rsplit(")", 1)[1].split()[0]
+
+
+def _leader() -> subprocess.Popen:
+    return subprocess.Popen(SLEEPER, start_new_session=True)
+
+
+def test_a_reaped_workers_jail_signals_nobody_who_took_its_number(monkeypatch):
+    first = _leader()
+    jail = jail_mod.Jail("test worker", None, None)
+    jail.attach(first.pid)
+    if jail.pidfd is None:
+        pytest.skip("no pidfd here (Linux before 5.3): signals go by number while the worker is unreaped")
+    later = _leader()  # another worker's group, which will stand for the recycled number
+    try:
+        first.kill()
+        first.wait(timeout=10)  # reaped by the Popen, as WorkerProc._returncode does, not by the jail
+        # The number is free now; a worker started later may lead a group of it. Stand `later` in.
+        jail.pid = later.pid
+        sent = []
+        real_killpg = os.killpg
+        monkeypatch.setattr(os, "killpg", lambda pid, sig: (sent.append((pid, sig)), real_killpg(pid, sig)))
+        assert jail.signal_group(signal.SIGSTOP) is False
+        assert jail.stop(timeout=0.5) is False
+        jail.resume()
+        jail.kill_all()
+        time.sleep(0.2)
+        assert sent == []
+        assert later.poll() is None and _state(later.pid) in "SR", "a stale jail stopped or killed a later worker"
+        assert jail.members() == [], "the later worker's group is not the reaped worker's"
+    finally:
+        later.kill()
+        later.wait(timeout=10)
+        jail.close()
+
+
+def test_the_jail_still_stops_resumes_and_kills_its_own_worker():
+    proc = _leader()
+    jail = jail_mod.Jail("test worker", None, None)
+    try:
+        jail.attach(proc.pid)
+        assert jail.stop(timeout=5.0) is True
+        assert _state(proc.pid) == "T"
+        jail.resume()
+        deadline = time.monotonic() + 5
+        while _state(proc.pid) == "T" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _state(proc.pid) in "SR"
+        assert jail.stop(timeout=5.0) is True
+        jail.kill_all()  # a stopped worker is killed too
+        assert proc.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        jail.close()
+
+
+def test_the_jail_reports_an_exit_it_reaps_while_waiting_for_a_stop():
+    proc = subprocess.Popen([sys.executable, "-c", "raise SystemExit(7)"], start_new_session=True)
+    jail = jail_mod.Jail("test worker", None, None)
+    try:
+        jail.attach(proc.pid)
+        deadline = time.monotonic() + 10
+        while _state(proc.pid) != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert jail.stop(timeout=1.0) is False
+        assert jail.exit_status is not None and os.WIFEXITED(jail.exit_status)
+        assert os.WEXITSTATUS(jail.exit_status) == 7
+    finally:
+        jail.close()
+
+
+def test_a_write_to_a_pipe_nobody_reads_ends_at_its_deadline():
+    r, w = os.pipe()
+    try:
+        os.set_blocking(w, False)
+        start = time.monotonic()
+        with pytest.raises(protocol.PeerTimeout):
+            protocol.write_all(w, b"x" * (4 << 20), time.monotonic() + 0.5)  # more than any pipe holds
+        assert time.monotonic() - start < 30  # bounded (it would block for good on a blocking pipe)
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_a_write_finishes_while_the_reader_keeps_reading():
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    data = os.urandom(3 << 20)
+    got = bytearray()
+    pid = os.fork()
+    if pid == 0:  # the reader
+        os.close(w)
+        while chunk := os.read(r, 1 << 16):
+            got += chunk
+        os._exit(0 if bytes(got) == data else 1)
+    os.close(r)
+    try:
+        protocol.write_all(w, data, time.monotonic() + 60)
+    finally:
+        os.close(w)
+    assert os.waitpid(pid, 0)[1] == 0
+
+
+def test_a_read_that_finds_nothing_after_all_waits_for_its_deadline(monkeypatch):
+    """select() said readable, but the data was gone (another reader, a race): the read must not
+    block for good on the empty pipe; it waits on and times out at the deadline."""
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    real_select = select.select
+    calls = []
+
+    def says_ready_once(rl, wl, xl, timeout=None):
+        calls.append(timeout)
+        if len(calls) == 1:
+            return rl, [], []
+        return real_select(rl, wl, xl, timeout)
+
+    monkeypatch.setattr(protocol.select, "select", says_ready_once)
+    try:
+        with pytest.raises(protocol.PeerTimeout):
+            protocol.FrameReader(r).read(time.monotonic() + 0.5)
+        assert len(calls) >= 2
+    finally:
+        os.close(r)
+        os.close(w)
