@@ -196,3 +196,40 @@ async def test_a_kept_worker_starts_each_evaluation_with_a_clean_output_record(t
         assert session.trusted.printed == 0 and not session.trusted.tail
     finally:
         session.close()
+
+
+async def test_a_cancelled_evaluations_thread_gets_no_request_to_its_kept_worker(fast_kit, fast_settings):
+    """Cancelled between two requests, an evaluation's thread runs on after its session closed
+    and handed the trusted worker back (asyncio cannot stop a thread). Its next request must be
+    refused, not sent to the kept worker beside the next evaluation's (the two threads took each
+    other's replies: a stall in CI, 2026-12-02)."""
+    kit, cand, session = kernel_session(fast_settings, fast_kit, RMSNORM)
+    spec = _workload_specs(kit, "dev", fast_settings)[0][0]
+    try:
+        await asyncio.to_thread(session.start)
+        v = await asyncio.to_thread(session.check_correctness, spec)
+        assert v.status == "PASSED", v.message
+    finally:
+        await asyncio.to_thread(session.close)
+        shutil.rmtree(cand.folder, ignore_errors=True)
+    [pid] = trustedpool.idle_pids()  # idle between requests: kept
+    kept = session.trusted
+    with pytest.raises(RuntimeError, match="closed"):
+        await asyncio.to_thread(session._stage, spec, 1)  # what the abandoned thread does next
+    assert kept.in_flight == 0 and _state(pid) in ("T", "t")
+    result = await evaluate_candidate(fast_settings, str(fast_kit), code=RMSNORM)
+    assert result.status == "PASSED", result.message
+    assert trustedpool.idle_pids() == [pid]  # the next evaluation had it, undisturbed
+
+
+async def test_a_session_closed_while_its_trusted_worker_is_in_use_does_not_keep_it(fast_kit, fast_settings):
+    kit, cand, session = kernel_session(fast_settings, fast_kit, RMSNORM)
+    try:
+        await asyncio.to_thread(session.start)
+        pid = session.trusted.proc.pid
+        with session._trusted_lock:  # another thread is in a request to it
+            await asyncio.to_thread(session.close)
+    finally:
+        shutil.rmtree(cand.folder, ignore_errors=True)
+    assert trustedpool.idle_pids() == []
+    assert _gone(pid)

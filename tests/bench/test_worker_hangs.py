@@ -10,7 +10,6 @@ through a pidfd instead.
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -19,6 +18,7 @@ import time
 import pytest
 
 from evoteam.servers.bench.confinement import jail as jail_mod
+from evoteam.servers.bench.confinement import pidhandle
 from evoteam.servers.bench.measurement import protocol
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
@@ -37,18 +37,18 @@ def test_a_reaped_workers_jail_signals_nobody_who_took_its_number(monkeypatch):
     first = _leader()
     jail = jail_mod.Jail("test worker", None, None)
     jail.attach(first.pid)
-    if jail.pidfd is None:
+    if jail.handle.pidfd is None:
         pytest.skip("no pidfd here (Linux before 5.3): signals go by number while the worker is unreaped")
     later = _leader()  # another worker's group, which will stand for the recycled number
     try:
         first.kill()
         first.wait(timeout=10)  # reaped by the Popen, as WorkerProc._returncode does, not by the jail
         # The number is free now; a worker started later may lead a group of it. Stand `later` in.
-        jail.pid = later.pid
+        jail.pid = jail.handle.pid = later.pid
         sent = []
         real_killpg = os.killpg
         monkeypatch.setattr(os, "killpg", lambda pid, sig: (sent.append((pid, sig)), real_killpg(pid, sig)))
-        assert jail.signal_group(signal.SIGSTOP) is False
+        assert jail.handle.signal_group(signal.SIGSTOP) is False
         assert jail.stop(timeout=0.5) is False
         jail.resume()
         jail.kill_all()
@@ -132,20 +132,18 @@ def test_a_write_finishes_while_the_reader_keeps_reading():
 
 
 def test_a_read_that_finds_nothing_after_all_waits_for_its_deadline(monkeypatch):
-    """select() said readable, but the data was gone (another reader, a race): the read must not
+    """The pipe said readable, but the data was gone (another reader, a race): the read must not
     block for good on the empty pipe; it waits on and times out at the deadline."""
     r, w = os.pipe()
     os.set_blocking(r, False)
-    real_select = select.select
+    real_wait = protocol.wait_ready
     calls = []
 
-    def says_ready_once(rl, wl, xl, timeout=None):
+    def says_ready_once(fd, writable, timeout):
         calls.append(timeout)
-        if len(calls) == 1:
-            return rl, [], []
-        return real_select(rl, wl, xl, timeout)
+        return True if len(calls) == 1 else real_wait(fd, writable, timeout)
 
-    monkeypatch.setattr(protocol.select, "select", says_ready_once)
+    monkeypatch.setattr(protocol, "wait_ready", says_ready_once)
     try:
         with pytest.raises(protocol.PeerTimeout):
             protocol.FrameReader(r).read(time.monotonic() + 0.5)
@@ -153,3 +151,123 @@ def test_a_read_that_finds_nothing_after_all_waits_for_its_deadline(monkeypatch)
     finally:
         os.close(r)
         os.close(w)
+
+
+def test_descriptors_past_1023_are_waited_on():
+    """select() refuses them; a harness in a busy server holds that many."""
+    r, w = os.pipe()
+    high_r, high_w = os.dup2(r, 1500), os.dup2(w, 1501)
+    os.close(r)
+    os.close(w)
+    try:
+        os.set_blocking(high_w, False)
+        protocol.write_frame(high_w, {"ok": True}, deadline=time.monotonic() + 5)
+        header, _ = protocol.FrameReader(high_r).read(time.monotonic() + 5)
+        assert header["ok"] is True
+    finally:
+        os.close(high_r)
+        os.close(high_w)
+
+
+def test_a_closed_jail_signals_nobody_who_took_its_number():
+    """A late stop from a cancelled evaluation's thread after another thread closed the worker
+    (and the Popen reaped it): the jail has let its pidfd go, and must not fall back to the
+    number, which may lead a later worker's group by then."""
+    first = _leader()
+    jail = jail_mod.Jail("test worker", None, None)
+    jail.attach(first.pid)
+    jail.close()
+    first.wait(timeout=10)
+    later = _leader()
+    try:
+        jail.pid = jail.handle.pid = later.pid  # stands for the recycled number
+        assert jail.stop(timeout=0.5) is False
+        jail.resume()
+        jail.kill_all()
+        time.sleep(0.2)
+        assert later.poll() is None and _state(later.pid) in "SR"
+    finally:
+        later.kill()
+        later.wait(timeout=10)
+
+
+def test_without_the_group_flag_a_reaped_worker_is_not_signalled_by_number(monkeypatch):
+    """Kernels before 6.9 signal the group by number, and only while the kernel still reports the
+    worker unreaped."""
+    monkeypatch.setattr(pidhandle, "_GROUP_FLAG", False)
+    first = _leader()
+    jail = jail_mod.Jail("test worker", None, None)
+    jail.attach(first.pid)
+    assert jail.stop(timeout=5.0) is True and _state(first.pid) == "T"  # the fallback works
+    jail.resume()
+    later = _leader()
+    try:
+        first.kill()
+        first.wait(timeout=10)
+        jail.pid = jail.handle.pid = later.pid
+        assert jail.stop(timeout=0.5) is False
+        jail.kill_all()
+        time.sleep(0.2)
+        assert later.poll() is None and _state(later.pid) in "SR"
+    finally:
+        later.kill()
+        later.wait(timeout=10)
+        jail.close()
+
+
+@pytest.fixture
+def deaf_worker(tmp_path, monkeypatch):
+    """A WorkerProc whose process never reads a byte of what the harness writes (a hostile or
+    wedged worker): the interpreter it starts is a shell that sleeps."""
+    from evoteam.servers.bench.measurement import workerproc
+
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\nexec sleep 600\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(workerproc.sys, "executable", str(fake))
+    w = workerproc.WorkerProc("test worker", {"mode": "none"}, tmp_path, None)
+    yield w
+    w.close()
+
+
+def _within(seconds: float, fn):
+    """fn() run in a thread, failing (not hanging the suite) when it has not returned in time."""
+    import threading
+
+    out: dict = {}
+
+    def run():
+        try:
+            out["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            out["error"] = exc
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"still blocked after {seconds} s"
+    return out
+
+
+def test_a_request_to_a_worker_that_never_reads_ends_as_a_timeout(deaf_worker):
+    import numpy as np
+
+    from evoteam.servers.bench.measurement.workerproc import WorkerFailure
+
+    big = {"x": np.zeros(1 << 20)}  # 8 MiB: more than the pipe holds
+    out = _within(60, lambda: deaf_worker.request({"cmd": "noop"}, 1.0, "a test request", arrays=big))
+    assert isinstance(out.get("error"), WorkerFailure), out
+    assert out["error"].status == "TIMEOUT" and "did not read its request" in out["error"].message
+
+
+def test_a_closed_worker_takes_no_request_and_keeps_its_pipes_for_a_thread_still_in_one(deaf_worker):
+    from evoteam.servers.bench.measurement.workerproc import WorkerFailure
+
+    rfd = deaf_worker.rfd
+    with deaf_worker._using("a request in another thread"):
+        deaf_worker.close()
+        os.fstat(rfd)  # still this worker's pipe: the thread in its request may read on
+    with pytest.raises(OSError):
+        os.fstat(rfd)  # closed by the last use to end
+    with pytest.raises(WorkerFailure, match="closed"):
+        deaf_worker.request({"cmd": "noop"}, 1.0, "a late request")

@@ -15,7 +15,6 @@ the end of the timed call and the capture of its result.
 from __future__ import annotations
 
 import ctypes
-import errno
 import os
 import secrets
 import signal
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from evoteam.servers.bench.confinement.leftovers import kill_orphaned_workers, sweep_leftovers
 from evoteam.servers.bench.confinement.limits import DEFAULT_PIDS, TreeLimits
+from evoteam.servers.bench.confinement.pidhandle import PidHandle
 
 
 class _IOVec(ctypes.Structure):
@@ -51,12 +51,6 @@ SPIN_S = 0.00005
 
 _CG_ROOT: Path | None | bool = False  # False: not probed yet
 
-# pidfd_send_signal's flag for "the process group this pidfd's process leads" (Linux 6.9). Through
-# a pidfd a signal reaches the worker's own group even after the worker was reaped; a pid number
-# does not: once reaped, the number is free, and a worker started later can lead a group of that
-# very number (every worker leads its own), which a late SIGSTOP or SIGKILL by number would hit.
-PIDFD_SIGNAL_PROCESS_GROUP = 4
-_GROUP_FLAG_OK = True  # cleared when the kernel refuses the flag (older than 6.9)
 
 
 def _own_cgroup_dir() -> Path | None:
@@ -127,7 +121,8 @@ class Jail:
         self.stopped = False
         self.exit_status: int | None = None
         self.mem_fd: int | None = None
-        self.pidfd: int | None = None  # the worker itself, whatever its pid number becomes
+        # The worker itself, whatever its pid number becomes (signals and waits: pidhandle.py).
+        self.handle: PidHandle | None = None
         # The worker's own uid, where it has one: a kit evaluator may start a session of its own,
         # which the process-group signals miss; without a cgroup, its uid still finds every process.
         self.uid: int | None = None
@@ -153,10 +148,7 @@ class Jail:
         """Called right after the worker starts, before it is sent anything (so before any
         candidate code can run)."""
         self.pid = pid
-        try:
-            self.pidfd = os.pidfd_open(pid)
-        except (OSError, AttributeError):
-            self.pidfd = None
+        self.handle = PidHandle(pid)
         self.limits.attach(pid)
         if self.cgroup is not None:
             try:
@@ -167,79 +159,6 @@ class Jail:
             self.mem_fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             self.mem_fd = None
-
-    # ------------------------------------------------------------ signals
-
-    def signal_group(self, sig: int) -> bool:
-        """Send ``sig`` to every process of the worker's group; False when none is left. Through
-        the pidfd where the kernel can (see PIDFD_SIGNAL_PROCESS_GROUP); by number only while the
-        worker is not yet reaped, so that the number is still its own."""
-        global _GROUP_FLAG_OK
-        if self.pid is None:
-            return False
-        if self.pidfd is not None:
-            if _GROUP_FLAG_OK:
-                try:
-                    signal.pidfd_send_signal(self.pidfd, sig, None, PIDFD_SIGNAL_PROCESS_GROUP)
-                    return True
-                except (ProcessLookupError, PermissionError):
-                    return False
-                except OSError as exc:
-                    if exc.errno != errno.EINVAL:
-                        return False
-                    _GROUP_FLAG_OK = False
-            if not self._leader_unreaped():
-                return False
-        try:
-            os.killpg(self.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return False
-        return True
-
-    def _leader_unreaped(self) -> bool:
-        """Whether the worker has not been reaped yet (a zombie still holds its number)."""
-        if self.pidfd is None:
-            return self.exit_status is None
-        try:
-            signal.pidfd_send_signal(self.pidfd, 0)
-        except ProcessLookupError:
-            return False
-        except OSError:
-            return True
-        return True
-
-    def _group_alive(self) -> bool:
-        """Whether the worker's group may still have members under its number."""
-        if self.pidfd is None:
-            return True
-        if _GROUP_FLAG_OK:
-            try:
-                signal.pidfd_send_signal(self.pidfd, 0, None, PIDFD_SIGNAL_PROCESS_GROUP)
-                return True
-            except ProcessLookupError:
-                return False
-            except OSError:
-                return True
-        return self._leader_unreaped()
-
-    def _wait_stop(self) -> tuple[bool, int | None]:
-        """(stopped, exit status) of the worker, without blocking: (True, None) once the kernel
-        reports it stopped, (False, status) when it exited (reaped here), (False, None) while
-        neither. By pidfd where there is one: a wait by number could take the report of a later
-        child that got the same number. ChildProcessError once it was reaped elsewhere."""
-        if self.pidfd is None:
-            pid, status = os.waitpid(self.pid, os.WUNTRACED | os.WNOHANG)
-            if pid != self.pid:
-                return False, None
-            return (True, None) if os.WIFSTOPPED(status) else (False, status)
-        info = os.waitid(os.P_PIDFD, self.pidfd, os.WSTOPPED | os.WEXITED | os.WNOHANG)
-        if info is None or info.si_pid == 0:
-            return False, None
-        if info.si_code == os.CLD_STOPPED:
-            return True, None
-        if info.si_code == os.CLD_EXITED:
-            return False, (info.si_status & 0xFF) << 8
-        return False, info.si_status | (0x80 if info.si_code == os.CLD_DUMPED else 0)
 
     # ------------------------------------------------------------ stop / resume
 
@@ -278,15 +197,15 @@ class Jail:
         """Stop every process of the worker and wait until the worker itself is stopped, polling
         for ``spin_s`` (at least SPIN_S) before short sleeps. Returns False when the worker is gone."""
         spin_s = max(spin_s, SPIN_S)
-        if self.pid is None or self.exit_status is not None:
+        if self.handle is None or self.exit_status is not None:
             return False
-        if not self.signal_group(signal.SIGSTOP):
+        if not self.handle.signal_group(signal.SIGSTOP):
             return False
         start = time.monotonic()
         deadline = start + timeout
         while True:
             try:
-                stopped, status = self._wait_stop()
+                stopped, status = self.handle.wait_stop()
             except ChildProcessError:
                 return False
             if stopped:
@@ -325,7 +244,8 @@ class Jail:
         if not self.thawed:
             self._cg_freeze("0")
         self.thawed = False
-        self.signal_group(signal.SIGCONT)
+        if self.handle is not None:
+            self.handle.signal_group(signal.SIGCONT)
         self.stopped = False
 
     def read_into(self, buf, addr: int) -> bool:
@@ -368,10 +288,10 @@ class Jail:
                 (self.cgroup / "cgroup.kill").write_text("1")
             except OSError:
                 pass
-        if self.pid is not None:
-            self.signal_group(signal.SIGKILL)
+        if self.handle is not None:
+            self.handle.signal_group(signal.SIGKILL)
             if self.stopped:
-                self.signal_group(signal.SIGCONT)
+                self.handle.signal_group(signal.SIGCONT)
         for pid in self._by_uid():
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -401,7 +321,7 @@ class Jail:
                 pids |= {int(x) for x in (self.cgroup / "cgroup.procs").read_text().split()}
             except OSError:
                 pass
-        if self.pid is not None and self._group_alive():
+        if self.pid is not None and self.handle is not None and self.handle.group_alive():
             for entry in os.listdir("/proc"):
                 if entry.isdigit():
                     try:
@@ -428,12 +348,8 @@ class Jail:
             time.sleep(0.01)
         self._remove_cgroup()
         self.limits.close()
-        if self.pidfd is not None:
-            try:
-                os.close(self.pidfd)
-            except OSError:
-                pass
-            self.pidfd = None
+        if self.handle is not None:
+            self.handle.close()  # from here on this jail signals nobody (a late stop from another thread)
 
     def _remove_cgroup(self) -> None:
         self._close_cgroup_files()

@@ -181,7 +181,16 @@ def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: i
             fds.remove(fd)
         serving = threading.Thread(target=_serve_program_requests, daemon=True,
                                    args=(request_r, reply_w, deny, timeout_s, memory_mb, worker_env))
-        serving.start()
+        # Its two ends are the thread's from here on, closed by it when it ends: closed here while
+        # it still ran a program, their numbers could be another worker's pipes by its reply.
+        fds.remove(request_r)
+        fds.remove(reply_w)
+        try:
+            serving.start()
+        except BaseException:
+            fds += [request_r, reply_w]
+            serving = None
+            raise
         try:
             header, _ = w.read(60.0, "loading the evaluator")
             sandbox_desc = str(header.get("sandbox") or "")[:300] + "+" + w.jail.describe()
@@ -225,6 +234,16 @@ def _serve_program_requests(request_fd: int, reply_fd: int, deny: list[str], tim
     evaluator sends the program's source, read under its own confinement: the harness opens no
     path the evaluator names (a path can be swapped for a link to a secret between a check and
     a read)."""
+    try:
+        _answer_program_requests(request_fd, reply_fd, deny, timeout_s, memory_mb, worker_env)
+    finally:
+        for fd in (request_fd, reply_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _answer_program_requests(request_fd: int, reply_fd: int, deny: list[str], timeout_s: float,
+                             memory_mb: int, worker_env: dict[str, str] | None) -> None:
     reader = protocol.FrameReader(request_fd, max_bytes=64 << 20)
     while True:
         try:

@@ -11,6 +11,7 @@ Layout: ``u32 header_len | header JSON | for each blob: u64 len | bytes``. The h
 from __future__ import annotations
 
 import json
+import math
 import os
 import select
 import struct
@@ -63,6 +64,16 @@ def write_frame(fd: int, header: dict[str, Any], arrays: dict[str, np.ndarray] |
     write_all(fd, encode(header, arrays), deadline)
 
 
+def wait_ready(fd: int, writable: bool, timeout: float | None) -> bool:
+    """Whether ``fd`` became readable (or writable, or hung up) within ``timeout`` seconds (None:
+    no limit). poll, not select: select refuses descriptors past 1,023, which a busy server
+    reaches."""
+    poller = select.poll()
+    poller.register(fd, (select.POLLOUT if writable else select.POLLIN) | select.POLLERR | select.POLLHUP)
+    ms = -1 if timeout is None else math.ceil(max(0.0, timeout) * 1000)
+    return bool(poller.poll(ms))
+
+
 def write_all(fd: int, data: bytes | memoryview, deadline: Deadline = None) -> None:
     """All of ``data`` to ``fd`` by ``deadline`` (as FrameReader.read takes it). On a
     non-blocking descriptor a reader that stops reading costs PeerTimeout, never a writer blocked
@@ -78,7 +89,7 @@ def write_all(fd: int, data: bytes | memoryview, deadline: Deadline = None) -> N
             continue
         limit = deadline() if callable(deadline) else deadline
         timeout = None if limit is None else max(0.0, limit - time.monotonic())
-        _, ready, _ = select.select([], [fd], [], timeout)
+        ready = wait_ready(fd, True, timeout)
         if not ready and (not callable(deadline) or deadline() <= time.monotonic()):
             raise PeerTimeout()
 
@@ -109,7 +120,7 @@ class FrameReader:
             timeout = None if limit is None else max(0.0, limit - time.monotonic())
             ready = self._spin() if self.spin_until else None
             if not ready:
-                ready, _, _ = select.select([self.fd], [], [], timeout)
+                ready = wait_ready(self.fd, False, timeout)
             if not ready:
                 if callable(deadline) and deadline() > time.monotonic():
                     continue  # the deadline moved (owntime.py): wait on
@@ -122,16 +133,17 @@ class FrameReader:
                 raise PeerClosed()
             self.buf += chunk
 
-    def _spin(self) -> list:
+    def _spin(self) -> bool:
         """Poll without sleeping until data comes or ``spin_until`` (perf_counter) passes. A
-        thread asleep in select() for a millisecond wakes up tens of microseconds later than one
-        that waited a few (its CPU has gone idle; in a VM, halted), which a timed call would pay
-        and an empty call would not."""
+        thread asleep for a millisecond wakes up tens of microseconds later than one that waited
+        a few (its CPU has gone idle; in a VM, halted), which a timed call would pay and an empty
+        call would not."""
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN | select.POLLERR | select.POLLHUP)
         while time.perf_counter() < self.spin_until:
-            ready, _, _ = select.select([self.fd], [], [], 0)
-            if ready:
-                return ready
-        return []
+            if poller.poll(0):
+                return True
+        return False
 
     def _take(self, n: int, deadline: Deadline) -> bytes:
         self._fill(n, deadline)

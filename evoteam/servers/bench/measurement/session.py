@@ -119,6 +119,11 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         from evoteam.servers.bench.confinement.jail import can_drop_privileges, pick_uid
 
         self.trusted = self.lease.worker
+        # Held by every use of the trusted worker and tried by close(): a cancelled evaluation's
+        # thread runs on after close (asyncio cannot stop it), and the worker, kept for the next
+        # evaluation, must never get that thread's requests beside the next one's (trustedpool.py).
+        self._trusted_lock = threading.Lock()
+        self.closed = False
         self.staging_fd = self.lease.staging_fd
         self.staging_map = None
         self.staging_size = 0
@@ -183,14 +188,16 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
 
     def start(self) -> None:
         if not self.lease.reused:  # a kept worker loaded the reference long ago (trustedpool.py)
-            try:
-                self.trusted.read(self.timeouts.startup_s, "loading the reference")
-            except WorkerFailure as exc:
-                self.lease.healthy = False
-                raise RuntimeError(f"the kit's reference failed to load: {exc.message}") from None
-            finally:
-                self.trusted.jail.stop()
-                self.trusted.jail.hold()
+            with self._trusted_lock:
+                self._refuse_if_closed("loading the reference")
+                try:
+                    self.trusted.read(self.timeouts.startup_s, "loading the reference")
+                except WorkerFailure as exc:
+                    self.lease.healthy = False
+                    raise RuntimeError(f"the kit's reference failed to load: {exc.message}") from None
+                finally:
+                    self.trusted.jail.stop()
+                    self.trusted.jail.hold()
         for s in self.sides:
             try:
                 header, _ = s.worker.read(self.timeouts.startup_s, f"importing the {s.worker.label}")
@@ -270,6 +277,14 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
             os.sched_setaffinity(0, before)
 
     def close(self) -> None:
+        # A thread still using the trusted worker (a cancelled evaluation's) means it is not idle:
+        # killed, not kept. Otherwise every later use is refused (_refuse_if_closed).
+        idle = self._trusted_lock.acquire(blocking=False)
+        self.closed = True
+        if idle:
+            self._trusted_lock.release()
+        else:
+            self.lease.healthy = False
         # All at once: each close waits until its worker's processes are gone and its cgroup removed.
         threads = [threading.Thread(target=w.close) for w in self._workers()[1:]]
         for t in threads:
@@ -322,11 +337,17 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
             raise
 
     def _trusted(self, msg: dict, what: str):
-        try:
-            return self.trusted.request(msg, max(self.timeouts.workload_s, 120.0), what)
-        except WorkerFailure as exc:
-            self.lease.healthy = False
-            raise RuntimeError(f"the kit's {msg.get('who', 'reference')} failed on {what}: {exc.message}") from None
+        with self._trusted_lock:
+            self._refuse_if_closed(what)
+            try:
+                return self.trusted.request(msg, max(self.timeouts.workload_s, 120.0), what)
+            except WorkerFailure as exc:
+                self.lease.healthy = False
+                raise RuntimeError(f"the kit's {msg.get('who', 'reference')} failed on {what}: {exc.message}") from None
+
+    def _refuse_if_closed(self, what: str) -> None:
+        if self.closed:
+            raise RuntimeError(f"the evaluation was closed before {what}")
 
     def _stage(self, wl: WorkloadSpec, count: int) -> list[Payload]:
         """Fresh inputs for ``count`` calls, made by the trusted worker in one request straight into

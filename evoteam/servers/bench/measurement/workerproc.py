@@ -8,6 +8,7 @@ harness.py builds on this (device locks, program kits); session.py times calls t
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import signal
@@ -114,6 +115,12 @@ class WorkerProc:
         self.tail = bytearray()
         self.printed = 0
         self.in_flight = 0  # requests under way (a kept trusted worker is pooled only at 0: trustedpool.py)
+        # A closed worker takes no request, and its pipes' numbers are freed only when no thread
+        # is in a request any more: a thread still reading would otherwise read whatever pipe
+        # got the number next (another worker's replies).
+        self._requests = threading.Lock()
+        self.closed = False
+        self._fds_open = True
         # The whole tree's cap (limits.py): the worker's own, plus a little for what it starts.
         self.jail = Jail(label, tree_memory_mb or (memory_mb + 64 if memory_mb else None))
         self.arena_fd: int | None = None
@@ -160,7 +167,8 @@ class WorkerProc:
         try:
             protocol.write_frame(self.wfd, init, deadline=time.monotonic() + INIT_SEND_S)
         except protocol.PeerTimeout:
-            self.kill()  # the reader of the first request failed it (its start-up frame never comes)
+            self.reason = f"the {self.label} did not read its start-up message within {INIT_SEND_S:g} s"
+            self.kill()  # the start-up read then fails with this reason
         except OSError:
             pass  # it died at once: the start-up read reports how
 
@@ -255,7 +263,8 @@ class WorkerProc:
                              "this evaluation is flagged", flagged=True, fatal=True)
 
     def read(self, timeout: float, what: str) -> tuple[dict, dict]:
-        return self._checked(*self._read_frame(timeout, what))
+        with self._using(what):
+            return self._checked(*self._read_frame(timeout, what))
 
     def _read_frame(self, timeout: float, what: str, spin_s: float = 0.0,
                     deadline: OwnTimeDeadline | None = None) -> tuple[dict, dict]:
@@ -316,11 +325,25 @@ class WorkerProc:
         """Resume the worker, send one message, wait for its reply, stop the worker again. With
         ``timed``, also return the harness's own clock from just before the worker was resumed to
         just after it was stopped: the only time that scores."""
-        self.in_flight += 1
-        try:
+        with self._using(what):
             return self._request(msg, timeout, what, arrays, timed)
+
+    @contextlib.contextmanager
+    def _using(self, what: str):
+        """One use of the worker's pipes (a request, a read): refused once closed, and counted so
+        that close() leaves the pipes to the last use to end."""
+        with self._requests:
+            if self.closed:
+                raise WorkerFailure("RUNTIME_ERROR", f"the {self.label} was closed before {what}", fatal=True)
+            self.in_flight += 1
+        try:
+            yield
         finally:
-            self.in_flight -= 1
+            with self._requests:
+                self.in_flight -= 1
+                last = self.closed and self.in_flight == 0
+            if last:
+                self._close_fds()
 
     def _request(self, msg: dict, timeout: float, what: str, arrays: dict | None,
                  timed: bool) -> tuple[dict, dict] | tuple[dict, dict, int]:
@@ -392,13 +415,11 @@ class WorkerProc:
         # worker goes, whatever it started (daemons, stdout-holding grandchildren).
         self.jail.close()
         self._returncode(2)
-        for fd in (self.wfd, self.rfd, self.arena_fd):
-            if fd is None:
-                continue
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        with self._requests:
+            self.closed = True
+            busy = self.in_flight > 0
+        if not busy:  # else the last request to end closes them
+            self._close_fds()
         # Never block on the output pipe: closing it while the drain thread reads would wait for
         # that thread, and a surviving holder of the pipe would wedge the harness. Once every
         # process is gone the pipe reaches EOF and the drain thread closes nothing but itself.
@@ -409,3 +430,16 @@ class WorkerProc:
             except (OSError, ValueError):
                 pass
         self.arena_map = None
+
+    def _close_fds(self) -> None:
+        with self._requests:
+            if not self._fds_open:
+                return
+            self._fds_open = False
+        for fd in (self.wfd, self.rfd, self.arena_fd):
+            if fd is None:
+                continue
+            try:
+                os.close(fd)
+            except OSError:
+                pass
