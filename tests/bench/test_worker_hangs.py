@@ -271,3 +271,41 @@ def test_a_closed_worker_takes_no_request_and_keeps_its_pipes_for_a_thread_still
         os.fstat(rfd)  # closed by the last use to end
     with pytest.raises(WorkerFailure, match="closed"):
         deaf_worker.request({"cmd": "noop"}, 1.0, "a late request")
+
+
+def test_a_dead_workers_own_children_are_killed_before_it_is_reaped(tmp_path, monkeypatch):
+    """Without a cgroup and without the group flag (kernels before 6.9), the worker's group is
+    signalled by number, which is safe only while the worker is unreaped: so its death is handled
+    by killing the group first and reaping after (reaped first, its children lived on)."""
+    from evoteam.servers.bench.measurement import workerproc
+
+    monkeypatch.setattr(jail_mod, "_CG_ROOT", None)
+    monkeypatch.setattr(pidhandle, "_GROUP_FLAG", False)
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\nsleep 600 &\nexec sleep 600\n")  # a child in the worker's group
+    fake.chmod(0o755)
+    monkeypatch.setattr(workerproc.sys, "executable", str(fake))
+    w = workerproc.WorkerProc("test worker", {"mode": "none"}, tmp_path, None)
+    try:
+        deadline = time.monotonic() + 10
+        while not (children := [p for p in w.jail.members() if p != w.proc.pid]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert children, "the fake worker's child did not start"
+        os.kill(w.proc.pid, signal.SIGKILL)  # the worker dies; its child does not by itself
+        failure = w._death()
+        assert "killed" in failure.message or "SIGKILL" in failure.message
+        time.sleep(0.2)
+        assert all(_gone_or_zombie(p) for p in children), [(_state_or(p)) for p in children]
+    finally:
+        w.close()
+
+
+def _state_or(pid: int) -> str:
+    try:
+        return _state(pid)
+    except OSError:
+        return "gone"
+
+
+def _gone_or_zombie(pid: int) -> bool:
+    return _state_or(pid) in ("gone", "Z")

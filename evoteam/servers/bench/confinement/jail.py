@@ -18,6 +18,7 @@ import ctypes
 import os
 import secrets
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -121,6 +122,7 @@ class Jail:
         self.stopped = False
         self.exit_status: int | None = None
         self.mem_fd: int | None = None
+        self._mem = threading.Lock()  # around every use of mem_fd, and its close
         # The worker itself, whatever its pid number becomes (signals and waits: pidhandle.py).
         self.handle: PidHandle | None = None
         # The worker's own uid, where it has one: a kit evaluator may start a session of its own,
@@ -238,6 +240,14 @@ class Jail:
         self._cg_freeze("0")
         self.thawed = True
 
+    def exited(self) -> bool:
+        """Whether the worker has exited (not reaping it: see pidhandle.py)."""
+        return self.handle is None or self.handle.exited()
+
+    def wait_exit(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the worker to exit by itself, not reaping it."""
+        return self.handle is None or self.handle.wait_exit(timeout)
+
     def resume(self) -> None:
         if self.pid is None or self.exit_status is not None:
             return
@@ -254,29 +264,32 @@ class Jail:
         ~90 us here, against ~215 us through /proc/PID/mem, which copies page by page through
         a kernel buffer); /proc/PID/mem is the fallback where that call is refused. False when
         neither can read it all."""
-        if self.mem_fd is None:
-            return False
-        nbytes = int(buf.nbytes)
-        # By pid only while the worker is unreaped (its pid cannot be anyone else's); the
-        # descriptor is bound to the worker's own memory whatever happens to the pid.
-        if _VM_READ is not None and self.pid is not None and self.exit_status is None:
-            local = _IOVec(buf.ctypes.data, nbytes)
-            remote = _IOVec(addr, nbytes)
-            if _VM_READ(self.pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) == nbytes:
-                return True
-        try:
-            return os.preadv(self.mem_fd, [buf], addr) == nbytes
-        except (OSError, OverflowError):
-            return False
+        with self._mem:  # close() takes it too: a closed descriptor's number may be another file's
+            if self.mem_fd is None:
+                return False
+            nbytes = int(buf.nbytes)
+            # By pid only while the worker has not exited (it is reaped only after that, so its
+            # pid is no one else's); the descriptor is bound to the worker's own memory whatever
+            # happens to the pid.
+            if _VM_READ is not None and self.handle is not None and not self.handle.exited():
+                local = _IOVec(buf.ctypes.data, nbytes)
+                remote = _IOVec(addr, nbytes)
+                if _VM_READ(self.pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0) == nbytes:
+                    return True
+            try:
+                return os.preadv(self.mem_fd, [buf], addr) == nbytes
+            except (OSError, OverflowError):
+                return False
 
     def read_memory(self, addr: int, nbytes: int) -> bytes | None:
         """Bytes of the stopped worker's memory, or None where the harness cannot read it."""
-        if self.mem_fd is None:
-            return None
-        try:
-            data = os.pread(self.mem_fd, nbytes, addr)
-        except OSError:
-            return None
+        with self._mem:
+            if self.mem_fd is None:
+                return None
+            try:
+                data = os.pread(self.mem_fd, nbytes, addr)
+            except OSError:
+                return None
         return data if len(data) == nbytes else None
 
     # ------------------------------------------------------------ the end
@@ -336,12 +349,13 @@ class Jail:
 
     def close(self) -> None:
         self.kill_all()
-        if self.mem_fd is not None:
-            try:
-                os.close(self.mem_fd)
-            except OSError:
-                pass
-            self.mem_fd = None
+        with self._mem:
+            if self.mem_fd is not None:
+                try:
+                    os.close(self.mem_fd)
+                except OSError:
+                    pass
+                self.mem_fd = None
         deadline = time.monotonic() + 3.0
         while self.members() and time.monotonic() < deadline:
             self.kill_all()

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import errno
 import os
+import select
 import signal
 import threading
+import time
 
 PIDFD_SIGNAL_PROCESS_GROUP = 4  # linux/pidfd.h
 _GROUP_FLAG: bool | None = None  # whether the kernel knows the flag (asked once)
@@ -24,18 +26,18 @@ def group_flag_known() -> bool:
     of this process (EINVAL: an older kernel; ESRCH, not a group leader, still means it does)."""
     global _GROUP_FLAG
     if _GROUP_FLAG is None:
-        _GROUP_FLAG = False
         try:
             fd = os.pidfd_open(os.getpid())
         except (OSError, AttributeError):
-            return False
+            return False  # asked again next time (out of descriptors is not an old kernel)
         try:
             signal.pidfd_send_signal(fd, 0, None, PIDFD_SIGNAL_PROCESS_GROUP)
-            _GROUP_FLAG = True
+            known = True
         except OSError as exc:
-            _GROUP_FLAG = exc.errno != errno.EINVAL
+            known = exc.errno != errno.EINVAL
         finally:
             os.close(fd)
+        _GROUP_FLAG = known
     return _GROUP_FLAG
 
 
@@ -108,26 +110,56 @@ class PidHandle:
 
     def wait_stop(self) -> tuple[bool, int | None]:
         """(stopped, exit status) without blocking: (True, None) once the kernel reports it
-        stopped, (False, status) when it exited (reaped here; the status as waitpid gives it),
-        (False, None) while neither. ChildProcessError once it was reaped elsewhere or closed."""
+        stopped (that report is taken), (False, status) when it has exited (the status as waitpid
+        gives it), (False, None) while neither. An exit is only looked at, never reaped here: the
+        worker's number stays its own until WorkerProc has killed its group and reaps it.
+        ChildProcessError once it was reaped or the handle closed."""
         with self._lock:
             if self.closed:
                 raise ChildProcessError("closed")
-            if self.pidfd is None:
-                if not self._unreaped():
-                    raise ChildProcessError("reaped elsewhere")
-                pid, status = os.waitpid(self.pid, os.WUNTRACED | os.WNOHANG)
-                if pid != self.pid:
-                    return False, None
-                return (True, None) if os.WIFSTOPPED(status) else (False, status)
-            info = os.waitid(os.P_PIDFD, self.pidfd, os.WSTOPPED | os.WEXITED | os.WNOHANG)
-        if info is None or info.si_pid == 0:
-            return False, None
-        if info.si_code == os.CLD_STOPPED:
-            return True, None
+            kind, ident = (os.P_PIDFD, self.pidfd) if self.pidfd is not None else (os.P_PID, self.pid)
+            info = os.waitid(kind, ident, os.WSTOPPED | os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            if info is None or info.si_pid == 0:
+                return False, None
+            if info.si_code == os.CLD_STOPPED:
+                os.waitid(kind, ident, os.WSTOPPED | os.WNOHANG)  # take the report (no exit is reaped)
+                return True, None
         if info.si_code == os.CLD_EXITED:
             return False, (info.si_status & 0xFF) << 8
         return False, info.si_status | (0x80 if info.si_code == os.CLD_DUMPED else 0)
+
+    def exited(self) -> bool:
+        """Whether the process has exited (a zombie, or reaped), without reaping it."""
+        with self._lock:
+            if self.closed:
+                return True
+            kind, ident = (os.P_PIDFD, self.pidfd) if self.pidfd is not None else (os.P_PID, self.pid)
+            try:
+                info = os.waitid(kind, ident, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return True
+            return info is not None and info.si_pid != 0
+
+    def wait_exit(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the process to exit, without reaping it; whether it
+        has. (A pidfd becomes readable when its process exits.)"""
+        if self.pidfd is None:
+            deadline = time.monotonic() + timeout
+            while not self.exited():
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.01)
+            return True
+        with self._lock:
+            fd = None if self.closed or self.pidfd is None else os.dup(self.pidfd)
+        if fd is None:
+            return True
+        try:
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            return bool(poller.poll(max(0, int(timeout * 1000)))) or self.exited()
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
         with self._lock:

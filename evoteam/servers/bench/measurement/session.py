@@ -277,6 +277,8 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
             os.sched_setaffinity(0, before)
 
     def close(self) -> None:
+        if self.closed:  # a second close would hand the worker back again, perhaps in use by then
+            return
         # A thread still using the trusted worker (a cancelled evaluation's) means it is not idle:
         # killed, not kept. Otherwise every later use is refused (_refuse_if_closed).
         idle = self._trusted_lock.acquire(blocking=False)

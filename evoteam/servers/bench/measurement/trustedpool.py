@@ -70,7 +70,8 @@ class Lease:
         if self.closed:
             return
         w = self.worker
-        alive = w.proc.poll() is None and w.jail.exit_status is None and w.reason is None
+        # Not proc.poll(): it would reap the worker, and its group then has no number of its own.
+        alive = not w.jail.exited() and w.jail.exit_status is None and w.reason is None
         if not (self.poolable and self.healthy and alive and w.in_flight == 0 and self.uses < MAX_USES):
             self.close()
             return

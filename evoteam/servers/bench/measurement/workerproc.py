@@ -222,9 +222,11 @@ class WorkerProc:
         self.jail.kill_all()
 
     def _returncode(self, timeout: float) -> int:
-        if self.jail.exit_status is not None:  # reaped by the jail's wait for a stop
-            st = self.jail.exit_status
-            return -os.WTERMSIG(st) if os.WIFSIGNALED(st) else os.WEXITSTATUS(st)
+        """The worker's exit code (negative: the signal), waiting up to ``timeout`` for it to exit
+        by itself. Its group is killed before the worker is reaped: once reaped, its number is
+        free, and a group can then be signalled only where the kernel signals through a pidfd."""
+        self.jail.wait_exit(timeout)
+        self.jail.kill_all()
         try:
             return self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -403,12 +405,15 @@ class WorkerProc:
         import mmap
 
         if size > self.arena_size:
-            os.ftruncate(self.arena_fd, size)
-            self.arena_map = mmap.mmap(self.arena_fd, size)
-            self.arena_size = size
+            with self._using("growing its shared area"):  # never on a closed worker's freed number
+                os.ftruncate(self.arena_fd, size)
+                self.arena_map = mmap.mmap(self.arena_fd, size)
+                self.arena_size = size
         return self.arena_map
 
     def close(self) -> None:
+        with self._requests:
+            self.closed = True  # no new request from here on; the pipes are closed at the end
         self._stop.set()
         # Killed, not asked to exit: every answer is in, and an interpreter's teardown (tens of
         # ms with numpy or torch loaded) would only add to every evaluation. Every process of the
@@ -416,7 +421,6 @@ class WorkerProc:
         self.jail.close()
         self._returncode(2)
         with self._requests:
-            self.closed = True
             busy = self.in_flight > 0
         if not busy:  # else the last request to end closes them
             self._close_fds()
