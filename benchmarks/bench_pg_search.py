@@ -86,6 +86,9 @@ def main() -> None:
     args = parser.parse_args()
     baseline = None
     if args.baseline:
+        # Its folder is searched first: a baseline can bring the helpers of its own commit (e.g.
+        # that commit's pgranges.py as pgranges_baseline.py, its import renamed to match).
+        sys.path.insert(0, str(args.baseline.resolve().parent))
         spec = importlib.util.spec_from_file_location("pgsearch_baseline", args.baseline)
         baseline = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = baseline  # a dataclass in it looks its module up while being made
