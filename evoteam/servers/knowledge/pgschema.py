@@ -192,16 +192,17 @@ _LONG_INDEX = 100_000  # entries from which rebuilding the index says so on stde
 def bucket_index(conn) -> None:
     """knowledge.search v2 on PostgreSQL: rebuild search_index's GIN index over `BUCKETED_TSV`.
 
-    On a store holding many entries it takes a while (about 40 s per million entries on two busy
-    cores), once, on the first open by this version: it says so on stderr, before and after, so
-    that a server that seems not to start is not taken for hung."""
+    On a store holding many entries it takes a while (10.6 s at 1M learnings on two quiet cores,
+    more on busy ones), once, on the first open by this version, the search index locked
+    meanwhile: it says so on stderr, before and after, so that a server that seems not to start
+    is not taken for hung."""
     raw = conn.raw  # psycopg's own connection: these statements need no dialect rewrite
     # The planner's row estimate (-1 before the first ANALYZE): no count of a million rows first.
     (entries,) = raw.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = 'search_index'::regclass").fetchone()
     loud = entries >= _LONG_INDEX
     if loud:
         print(f"evoteam: knowledge.search v2: rebuilding the full-text index of about {entries:,} search entries "
-              f"(once; about 40 s per million entries)...", file=sys.stderr, flush=True)
+              f"(once; 10 s or more per million entries)...", file=sys.stderr, flush=True)
     started = time.monotonic()
     # More memory than the default 64 MB for this one build: GIN builds in memory and merges less.
     raw.execute("SET LOCAL maintenance_work_mem = '256MB'")
