@@ -57,13 +57,13 @@ async def loaded(postgres_server):
 
 @pytest.fixture
 def ways():
-    """The way of every range read from now on, in order."""
-    seen: list[str] = []
+    """The way of every range read from now on, in order, with its ids (lo, hi]."""
+    seen: list[tuple] = []
     statement = pgranges._statement
 
-    def recording(query, way, *args):
-        seen.append(way)
-        return statement(query, way, *args)
+    def recording(query, way, lo, hi, *args):
+        seen.append((way, lo, hi))
+        return statement(query, way, lo, hi, *args)
 
     patch = pytest.MonkeyPatch()
     patch.setattr(pgranges, "_statement", recording)
@@ -96,13 +96,19 @@ async def test_the_bucket_way_finds_the_same_pages_as_the_ways_without_it(loaded
     url, run_id = loaded
     bucket_only(monkeypatch)
     with_buckets = {q: await pages(url, run_id, q) for q in QUERIES}
-    assert ways.count("bucket") >= len(QUERIES) // 2, ways  # the path under test really ran
+    assert [w for w, *_ in ways].count("bucket") >= len(QUERIES) // 2, ways  # the path under test really ran
+    # One bucket a range at most: more ranges, each a bucket, the same pages.
+    monkeypatch.setattr(pgranges, "MAX_BUCKETS", 1)
+    ways.clear()
+    one_each = {q: await pages(url, run_id, q) for q in QUERIES}
+    spans = [(lo, hi) for w, lo, hi in ways if w == "bucket"]
+    assert spans and all((lo + 1) % EDGE == 0 and (hi is None or hi - lo == EDGE) for lo, hi in spans), spans
     monkeypatch.undo()
     monkeypatch.setattr(pgsearch, "BUCKET_BITS", 0)  # no bucket lexemes known: the ways of before
     ways.clear()
     without = {q: await pages(url, run_id, q) for q in QUERIES}
-    assert "bucket" not in ways
-    assert with_buckets == without
+    assert "bucket" not in [w for w, *_ in ways]
+    assert with_buckets == without == one_each
     # Not vacuous: the queries found what the store holds (capped where over the window).
     assert with_buckets["lattice"][0][:2] == (len(LATTICE), False)
     assert with_buckets["occupancy"][0][:2] == (40, True)
@@ -124,7 +130,7 @@ async def test_a_word_mostly_in_the_oldest_bucket_is_found_and_counted(loaded, m
             if not (cursor := page.next_cursor):
                 break
     assert sorted(found) == sorted(LATTICE)
-    assert ways[0] == "bucket", ways
+    assert ways[0][0] == "bucket", ways
 
 
 async def test_a_bucket_range_holds_exactly_its_ids_and_the_first_range_what_came_since(loaded):

@@ -37,6 +37,7 @@ WALK_ENTRY, RANGE_ENTRY, POSTING, ROW = 1.5, 0.4, 0.17, 14.0
 # its items: about 0.07 us per item and key moved (EXPLAIN ANALYZE at 1M learnings: a word of
 # 21k postings against 4, 8, 16 buckets took 4.5, 9.7, 24.7 ms).
 ADVANCE = 0.3
+MAX_BUCKETS = 8  # in one range read the bucket way (131k ids)
 # A row fetched by the GIN match alone, which reads matches across the whole table: most lie in
 # pages no recent search read, outside PostgreSQL's buffers (22-36 us each where the newest
 # ranges' rows took 3.6 us, the same probe at 1M); priced between, as some are cached.
@@ -164,15 +165,22 @@ async def best_matches(conn, query: Query, newest: int, sampled: int, found: flo
                  "all": POSTING * postings + OLD_ROW * high * upper}
         lo = max(upper - span, 0)
         if query.bucket_bits:
-            # Whole buckets, down to the one holding lo + 1. GIN iterates the buckets' entries,
-            # moving each word's list up to them, or, where the rarest word holds fewer, its whole
-            # posting list, moving each bucket's; every match in the buckets is fetched, those of
-            # the top bucket above `hi` too (a recheck drops them).
+            # Whole buckets, down to the one holding lo + 1, at most MAX_BUCKETS of them (the
+            # rest, if still needed, in the next range, sized from what this one found). GIN
+            # iterates the buckets' entries, moving each word's list up to them, or, where the
+            # rarest word holds fewer, its whole posting list, moving each bucket's: a cost that
+            # grows with the buckets in one match, which the cap bounds (a density judged from
+            # the pass was 2-4x low: 31 buckets took 80 ms where 8 found the 251 in 10 ms). Every
+            # match in the buckets is fetched, those of the top bucket above `hi` too (a recheck
+            # drops them). Priced for the whole span, at this range's cost per entry.
             bits = query.bucket_bits
-            lo_bucket = (((lo + 1) >> bits) << bits) - 1
-            covered = (((upper >> bits) + 1) << bits) - 1 - lo_bucket
-            moved = covered * query.terms if covered <= query.rarest else query.rarest * (covered >> bits)
-            costs["bucket"] = POSTING * min(covered, query.rarest) + ADVANCE * moved + ROW * density * covered
+            top = upper >> bits
+            low = max((lo + 1) >> bits, top + 1 - MAX_BUCKETS)
+            lo_bucket = (low << bits) - 1
+            covered = (top + 1 - low) << bits
+            moved = covered * query.terms if covered <= query.rarest else query.rarest * (top + 1 - low)
+            one = POSTING * min(covered, query.rarest) + ADVANCE * moved + ROW * density * covered
+            costs["bucket"] = one * max(1.0, span / covered)
         way = min(costs, key=costs.__getitem__) if span < upper else min(("walk", "all"), key=costs.__getitem__)
         lo = 0 if way == "all" else lo_bucket if way == "bucket" else lo
         statement = _statement(query, way, lo, hi, need, ranked, max(rank_first - count, 0), keep)
