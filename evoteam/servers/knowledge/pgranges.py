@@ -174,11 +174,11 @@ async def best_matches(conn, query: Query, newest: int, sampled: int, found: flo
             # match in the buckets is fetched, those of the top bucket above `hi` too (a recheck
             # drops them). Priced for the whole span, at this range's cost per entry.
             bits = query.bucket_bits
-            top = upper >> bits
-            low = max((lo + 1) >> bits, top + 1 - MAX_BUCKETS)
+            buckets_up_to = upper >> bits
+            low = max((lo + 1) >> bits, buckets_up_to + 1 - MAX_BUCKETS)
             lo_bucket = (low << bits) - 1
-            covered = (top + 1 - low) << bits
-            moved = covered * query.terms if covered <= query.rarest else query.rarest * (top + 1 - low)
+            covered = (buckets_up_to + 1 - low) << bits
+            moved = covered * query.terms if covered <= query.rarest else query.rarest * (buckets_up_to + 1 - low)
             one = POSTING * min(covered, query.rarest) + ADVANCE * moved + ROW * density * covered
             costs["bucket"] = one * max(1.0, span / covered)
         way = min(costs, key=costs.__getitem__) if span < upper else min(("walk", "all"), key=costs.__getitem__)
