@@ -44,6 +44,7 @@ from benchmarks.bench_knowledge import (  # noqa: E402
     bulk_learnings, fmt_ms, pct, sentence, table, time_calls, typical_query)
 from evoteam.servers.knowledge.local import LocalKnowledgeStore  # noqa: E402
 from evoteam.servers.knowledge.rows import index_filters, new_id, now  # noqa: E402
+from evoteam.servers.knowledge.pgschema import SEARCH_GIN  # noqa: E402
 from evoteam.servers.knowledge.models import LearningCreate, RunCreate  # noqa: E402
 from evoteam.servers.knowledge.store import Actor  # noqa: E402
 from tests.knowledge.conftest import KnowledgeServer, free_port, make_token  # noqa: E402
@@ -78,7 +79,7 @@ async def copy_learnings(store: LocalKnowledgeStore, run_id: str, n: int, seed: 
                     await entries.write_row(row)
         await raw.execute("ALTER TABLE learnings ENABLE TRIGGER run_counters_learning")
         await raw.execute("UPDATE run_counters SET learnings = learnings + %s WHERE run_id = %s", (n, run_id))
-        await raw.execute("CREATE INDEX search_index_tsv ON search_index USING GIN (tsv) WITH (fastupdate = off)")
+        await raw.execute(SEARCH_GIN)
     async with store.db.read() as conn:
         await conn.raw.execute("ANALYZE")
 

@@ -38,8 +38,8 @@ def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-async def measure(url: str, run_id: str | None, size: int, calls: int, baseline) -> list[tuple]:
-    rng = random.Random(size)
+async def measure(url: str, run_id: str | None, size: int, calls: int, baseline, seed: int | None) -> list[tuple]:
+    rng = random.Random(size if seed is None else seed)
     async with LocalKnowledgeStore.open(url, Actor(user="bench")) as store:
         if run_id is None:
             run_id = (await store.start_run(RunCreate(goal="backends"))).id
@@ -83,9 +83,14 @@ def main() -> None:
     parser.add_argument("--url", help="a store built before (with --run): no build")
     parser.add_argument("--run", help="the run holding its learnings")
     parser.add_argument("--baseline", type=Path, help="another pgsearch.py whose search() is timed alternately")
+    parser.add_argument("--seed", type=int, help="of the queries (default: the size); another seed per round keeps "
+                                                 "one round's queries from finding the last one's pages cached")
     args = parser.parse_args()
     baseline = None
     if args.baseline:
+        # Its folder is searched first: a baseline can bring the helpers of its own commit (e.g.
+        # that commit's pgranges.py as pgranges_baseline.py, its import renamed to match).
+        sys.path.insert(0, str(args.baseline.resolve().parent))
         spec = importlib.util.spec_from_file_location("pgsearch_baseline", args.baseline)
         baseline = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = baseline  # a dataclass in it looks its module up while being made
@@ -99,7 +104,7 @@ def main() -> None:
         server = start_server()
         url = server.new_database()
     try:
-        rows = asyncio.run(measure(url, args.run if args.url else None, args.size, args.calls, baseline))
+        rows = asyncio.run(measure(url, args.run if args.url else None, args.size, args.calls, baseline, args.seed))
     finally:
         if server is not None:
             from tests.support.postgres import stop_server

@@ -9,10 +9,12 @@ import concurrent.futures
 import pytest
 
 from evoteam.servers.knowledge import db as sqlite_db
+from evoteam.servers.knowledge import pgschema
 from evoteam.servers.knowledge.errors import StoreFailure
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.models import CostCreate, LearningCreate, RunCreate
 from evoteam.servers.knowledge.pg import migrate_url
+from evoteam.servers.knowledge.pgschema import BUCKETED_TSV
 from tests.knowledge.conftest import query_rows
 
 psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip install 'evoteam[postgres]')")
@@ -85,7 +87,8 @@ async def test_an_unreachable_database_is_one_line_without_the_password():
 async def test_search_reads_its_gin_index_after_a_burst_of_writes(postgres_server):
     """The full-text indexes keep no GIN pending list (knowledge.search, retrieval.search): right
     after many writes, with no vacuum since, the planner still answers a search from the index
-    (with a pending list it scanned the whole table)."""
+    (with a pending list it scanned the whole table). search_index's is on its tsv and bucket
+    lexemes (knowledge.search v2), the expression search matches."""
     url = postgres_server.new_database()
     options = dict(query_rows(url, "SELECT c.relname, array_to_string(c.reloptions, ',') FROM pg_class c "
                                    "WHERE c.relname IN ('search_index_tsv', 'retrieval_documents_fts_tsv')"))
@@ -100,6 +103,36 @@ async def test_search_reads_its_gin_index_after_a_burst_of_writes(postgres_serve
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("ANALYZE search_index")  # statistics, as autovacuum gathers them; no vacuum
         plan = "\n".join(r[0] for r in conn.execute(
-            "EXPLAIN SELECT count(*) FROM (SELECT 1 FROM search_index WHERE tsv @@ plainto_tsquery('evoteam', 'w7') "
-            "AND run_id = %s LIMIT 1001) AS m", (run.id,)))
+            f"EXPLAIN SELECT count(*) FROM (SELECT 1 FROM search_index WHERE {BUCKETED_TSV} @@ "
+            "plainto_tsquery('evoteam', 'w7') AND run_id = %s LIMIT 1001) AS m", (run.id,)))
     assert "search_index_tsv" in plan, plan
+
+
+async def test_a_store_with_entries_gets_the_bucketed_search_index_and_says_so(postgres_server, monkeypatch, capsys):
+    """knowledge.search v2 on a store written before it: the GIN index rebuilt over the bucket
+    lexemes (no pending list still), the entries found as before, and, on a store big enough
+    for the rebuild to take a while (here: any), a line before and after on stderr."""
+    url = postgres_server.new_database()
+    async with LocalKnowledgeStore.open(url) as store:
+        run = await store.start_run(RunCreate(goal="old"))
+        for i in range(30):
+            await store.add_learning(LearningCreate(run_id=run.id, text=f"fact {i} about tiles" + " lattice" * (i == 3)))
+    # Turn the database back into one from before knowledge.search v2 (its index as v1 left it).
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP INDEX search_index_tsv")
+        conn.execute("CREATE INDEX search_index_tsv ON search_index USING GIN (tsv) WITH (fastupdate = off)")
+        conn.execute("UPDATE schema_versions SET version = 1 WHERE component = 'knowledge.search'")
+        conn.execute("ANALYZE search_index")
+    monkeypatch.setattr(pgschema, "_LONG_INDEX", 0)
+    capsys.readouterr()
+    async with LocalKnowledgeStore.open(url) as store:
+        err = capsys.readouterr().err
+        assert "rebuilding the full-text index of about 30 search entries" in err and "index rebuilt in" in err
+        assert versions(url)["knowledge.search"] == 2
+        ((definition, options),) = query_rows(
+            url, "SELECT pg_get_indexdef(c.oid), array_to_string(c.reloptions, ',') FROM pg_class c "
+                 "WHERE c.relname = 'search_index_tsv'")
+        assert "'bucket '::text" in definition and options == "fastupdate=off", definition
+        page = await store.search("lattice", run_id=run.id)
+        assert [h.snippet for h in page.items] == ["fact 3 about tiles [lattice]"] and page.total == 1
+        assert (await store.search("tiles", run_id=run.id)).total == 30

@@ -9,7 +9,11 @@ wanted at the density expected (first the caller's estimate, then what the range
 found), each the cheapest of three ways: walking the range's ids and testing each entry (it stops
 at the last match wanted: right for common words); the GIN match intersected with the range's
 ids; or, when few matches are left in all, the GIN match alone, reading every remaining match
-(right for rare words, whose range would be most of the table).
+(right for rare words, whose range would be most of the table). Where the table's GIN index
+also holds a bucket lexeme per 2**k ids (the knowledge store's search_index, pgschema.py
+`BUCKETED_TSV`), a fourth way replaces the second: the GIN match of the words AND one of the
+range's buckets, the range widened to whole buckets, which decodes the buckets' entries and
+skips the rest of each word's posting list (the second way decodes every posting list whole).
 
 Each range is one round trip: BEGIN, the `SET LOCAL`s that keep the planner to the way chosen,
 the (prepared) statement and COMMIT, pipelined (pg.py `batch`). The statement ranks the matches
@@ -28,6 +32,16 @@ from dataclasses import dataclass
 # testing one entry of a walked range; one id of a range's bitmap read from the primary key;
 # one decoded GIN posting; one matching row fetched from the table.
 WALK_ENTRY, RANGE_ENTRY, POSTING, ROW = 1.5, 0.4, 0.17, 14.0
+# The bucket way: GIN iterates the rarest side of the match (the buckets' entries, or the rarest
+# word's whole posting list where it holds fewer) and moves every other key's list up to each of
+# its items: about 0.07 us per item and key moved (EXPLAIN ANALYZE at 1M learnings: a word of
+# 21k postings against 4, 8, 16 buckets took 4.5, 9.7, 24.7 ms).
+ADVANCE = 0.3
+MAX_BUCKETS = 8  # in one range read the bucket way (131k ids)
+# A row fetched by the GIN match alone, which reads matches across the whole table: most lie in
+# pages no recent search read, outside PostgreSQL's buffers (22-36 us each where the newest
+# ranges' rows took 3.6 us, the same probe at 1M); priced between, as some are cached.
+OLD_ROW = 50.0
 
 # The planner costs a tsvector test as cheap as comparing two numbers, so it walks a range even
 # where the walk tests ten times the entries the GIN match would find (38k entries, 130 ms
@@ -35,15 +49,22 @@ WALK_ENTRY, RANGE_ENTRY, POSTING, ROW = 1.5, 0.4, 0.17, 14.0
 # (300 ms at 1M). The way is chosen here; the others are off for that statement only. Custom
 # plans always: a generic plan of a prepared statement knows neither the range's size nor the
 # words' frequencies.
-_SETTINGS = {"walk": ("enable_bitmapscan = off", "plan_cache_mode = force_custom_plan"),
-             "range": ("enable_indexscan = off", "plan_cache_mode = force_custom_plan"),
-             "all": ("enable_indexscan = off", "plan_cache_mode = force_custom_plan")}
+# JIT off: a GIN match over a million rows is costed past jit_above_cost (100k), and compiling
+# it added 8 ms (EXPLAIN ANALYZE of the GIN match alone for two common words at 1M: cost 118k).
+_SETTINGS = {"walk": ("enable_bitmapscan = off", "plan_cache_mode = force_custom_plan", "jit = off"),
+             "range": ("enable_indexscan = off", "plan_cache_mode = force_custom_plan", "jit = off"),
+             "bucket": ("enable_seqscan = off", "plan_cache_mode = force_custom_plan", "jit = off"),
+             "all": ("enable_indexscan = off", "plan_cache_mode = force_custom_plan", "jit = off")}
 
 
 @dataclass
 class Query:
     """What to match in `table`: the tsquery expression and its parameters, the scope's
-    conditions (" AND ...") and theirs, and the columns each match returns beside id and rank."""
+    conditions (" AND ...") and theirs, and the columns each match returns beside id and rank;
+    `indexed`: the expression the table's GIN index is built on, and `bucket_bits`: the k of its
+    bucket lexemes (0: none; the index is on `tsv`); `terms`: the query's words, and `rarest`:
+    the postings of its rarest word in the table (of all its words, for any word), which price
+    the bucket way."""
 
     table: str
     q: str
@@ -51,6 +72,10 @@ class Query:
     scope_sql: str
     scope_params: list
     columns: str
+    indexed: str = "tsv"
+    bucket_bits: int = 0
+    terms: int = 1
+    rarest: int = 0
 
 
 def _statement(query: Query, way: str, lo: int, hi: int | None, need: int, ranked: bool, rank_first: int,
@@ -69,14 +94,24 @@ def _statement(query: Query, way: str, lo: int, hi: int | None, need: int, ranke
         inner_params = [lo, *([hi] if hi is not None else []), *query.q_params, *query.scope_params, need]
     else:
         # MATERIALIZED keeps ORDER BY ... LIMIT out of the match's plan (it invites the walk);
-        # "id + 0" keeps the whole table's match off the primary key.
+        # "id + 0" keeps the match off the primary key (bucket: the ids are only a recheck).
+        match, match_params = f"{query.indexed} @@ {query.q}", list(query.q_params)
         if way == "range":
             ids = "id > ?" + (" AND id <= ?" if hi is not None else "")
             id_params = [lo, *([hi] if hi is not None else [])]
+        elif way == "bucket":
+            # Any bucket from lo + 1's to hi's, or, in the first range, to the newest id's now (so
+            # nothing written since the pass is missed), as a tsquery made in the database.
+            bits, top = query.bucket_bits, "?::bigint" if hi is not None else f"(SELECT max(id) FROM {t})"
+            match = (f"{query.indexed} @@ ({query.q} && (SELECT string_agg('''bucket ' || b || '''', ' | ')"
+                     f"::tsquery FROM generate_series((?::bigint + 1) >> {bits}, {top} >> {bits}) AS b))")
+            match_params += [lo, *([hi] if hi is not None else [])]
+            ids = "id + 0 > ?" + (" AND id + 0 <= ?" if hi is not None else "")
+            id_params = [lo, *([hi] if hi is not None else [])]
         else:
             ids, id_params = ("id + 0 <= ?", [hi]) if hi is not None else ("TRUE", [])
-        prefix = f"WITH m AS MATERIALIZED (SELECT id, {cols}, tsv FROM {t} WHERE tsv @@ {query.q} AND {ids}{scope}) "
-        prefix_params = [*query.q_params, *id_params, *query.scope_params]
+        prefix = f"WITH m AS MATERIALIZED (SELECT id, {cols}, tsv FROM {t} WHERE {match} AND {ids}{scope}) "
+        prefix_params = [*match_params, *id_params, *query.scope_params]
         inner, inner_params = "SELECT * FROM m ORDER BY id DESC LIMIT ?", [need]
     sql = (f"{prefix}SELECT id, {cols}, rank, n, top FROM (SELECT id, {cols}, "
            f"CASE WHEN pos <= ? THEN {rank} END AS rank, count(*) OVER () AS n, max(id) OVER () AS top "
@@ -127,9 +162,27 @@ async def best_matches(conn, query: Query, newest: int, sampled: int, found: flo
         span = min(upper, int(1.5 * need / density) + 1) if density else upper
         costs = {"walk": WALK_ENTRY * span,
                  "range": RANGE_ENTRY * span + POSTING * postings + ROW * 1.5 * need,
-                 "all": POSTING * postings + ROW * high * upper}
+                 "all": POSTING * postings + OLD_ROW * high * upper}
+        lo = max(upper - span, 0)
+        if query.bucket_bits:
+            # Whole buckets, down to the one holding lo + 1, at most MAX_BUCKETS of them (the
+            # rest, if still needed, in the next range, sized from what this one found). GIN
+            # iterates the buckets' entries, moving each word's list up to them, or, where the
+            # rarest word holds fewer, its whole posting list, moving each bucket's: a cost that
+            # grows with the buckets in one match, which the cap bounds (a density judged from
+            # the pass was 2-4x low: 31 buckets took 80 ms where 8 found the 251 in 10 ms). Every
+            # match in the buckets is fetched, those of the top bucket above `hi` too (a recheck
+            # drops them). Priced for the whole span, at this range's cost per entry.
+            bits = query.bucket_bits
+            buckets_up_to = upper >> bits
+            low = max((lo + 1) >> bits, buckets_up_to + 1 - MAX_BUCKETS)
+            lo_bucket = (low << bits) - 1
+            covered = (buckets_up_to + 1 - low) << bits
+            moved = covered * query.terms if covered <= query.rarest else query.rarest * (buckets_up_to + 1 - low)
+            one = POSTING * min(covered, query.rarest) + ADVANCE * moved + ROW * density * covered
+            costs["bucket"] = one * max(1.0, span / covered)
         way = min(costs, key=costs.__getitem__) if span < upper else min(("walk", "all"), key=costs.__getitem__)
-        lo = 0 if way == "all" else max(upper - span, 0)
+        lo = 0 if way == "all" else lo_bucket if way == "bucket" else lo
         statement = _statement(query, way, lo, hi, need, ranked, max(rank_first - count, 0), keep)
         results = await conn.batch([*also, statement], _SETTINGS[way])
         if also:

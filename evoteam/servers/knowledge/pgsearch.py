@@ -28,6 +28,7 @@ from evoteam.servers.knowledge import pgwords
 from evoteam.servers.knowledge.hits import TABLES, TURN_WINDOW, in_turns
 from evoteam.servers.knowledge.models import SearchHit, SearchKind, SearchPage
 from evoteam.servers.knowledge.pgranges import Query, best_matches
+from evoteam.servers.knowledge.pgschema import BUCKET_BITS, BUCKETED_TSV
 from evoteam.servers.knowledge.scope import missing
 
 if TYPE_CHECKING:
@@ -103,9 +104,15 @@ async def search(store: LocalKnowledgeStore, query: str, run_id: str | None, kin
             found = stats.expected([lexemes[w] for w in terms], any_word, scoped)
             # What a GIN match would decode: each term's posting list, sized from the pass.
             postings = sum(frequency[w] for w in terms) * stats.newest // max(stats.entries, 1)
+            # What the rarest side of a GIN match iterates: the rarest word's posting list (every
+            # word's, for any word); a word not seen twice in the pass is taken as seen once.
+            share = [max(frequency[w], 1) for w in terms]
+            rarest = (sum(share) if any_word else min(share)) * stats.newest // max(stats.entries, 1)
+            query_ = Query("search_index", q, q_params, scope_sql, params, "kind, ref_id", BUCKETED_TSV, BUCKET_BITS,
+                           len(terms), rarest)
             matches = await best_matches(
-                conn, Query("search_index", q, q_params, scope_sql, params, "kind, ref_id"), stats.newest,
-                stats.entries, found, postings, want, ranked, keep, rank_first=window if ranked else want, also=check)
+                conn, query_, stats.newest, stats.entries, found, postings, want, ranked, keep,
+                rank_first=window if ranked else want, also=check)
             if matches.also is not None:
                 _check_run(store, matches.also, run_id)
                 check = []
