@@ -127,7 +127,7 @@ async def test_a_store_with_entries_gets_the_bucketed_search_index_and_says_so(p
     capsys.readouterr()
     async with LocalKnowledgeStore.open(url) as store:
         err = capsys.readouterr().err
-        assert "rebuilding the full-text index of about 30 search entries" in err and "index rebuilt in" in err
+        assert "rebuilding the full-text index of up to 30 search entries" in err and "index rebuilt in" in err
         assert versions(url)["knowledge.search"] == 2
         ((definition, options),) = query_rows(
             url, "SELECT pg_get_indexdef(c.oid), array_to_string(c.reloptions, ',') FROM pg_class c "
@@ -136,3 +136,38 @@ async def test_a_store_with_entries_gets_the_bucketed_search_index_and_says_so(p
         page = await store.search("lattice", run_id=run.id)
         assert [h.snippet for h in page.items] == ["fact 3 about tiles [lattice]"] and page.total == 1
         assert (await store.search("tiles", run_id=run.id)).total == 30
+
+
+async def test_searches_go_on_while_the_bucketed_index_is_built(postgres_server, monkeypatch):
+    """knowledge.search v2 builds its index beside the old one: another connection reads the
+    table meanwhile (a lock wait would fail it at once), and the table is locked whole only for
+    the swap at the end (review of 2026-12-02: dropping the old index first locked it for the
+    whole build, and every replica's search waited)."""
+    url = postgres_server.new_database()
+    async with LocalKnowledgeStore.open(url) as store:
+        run = await store.start_run(RunCreate(goal="old"))
+        for i in range(20):
+            await store.add_learning(LearningCreate(run_id=run.id, text=f"fact {i} about tiles"))
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("DROP INDEX search_index_tsv")
+        conn.execute("CREATE INDEX search_index_tsv ON search_index USING GIN (tsv) WITH (fastupdate = off)")
+        conn.execute("UPDATE schema_versions SET version = 1 WHERE component = 'knowledge.search'")
+    seen: list[int] = []
+    execute = psycopg.Connection.execute
+
+    def watching(self, query, *args, **kwargs):
+        result = execute(self, query, *args, **kwargs)
+        if isinstance(query, str) and query.startswith("CREATE INDEX") and "ON search_index " in query:
+            # The new index built, the migration's transaction still open: read beside it.
+            with psycopg.connect(url, autocommit=True) as reader:
+                execute(reader, "SET lock_timeout = '300ms'")
+                seen.append(execute(reader, "SELECT count(*) FROM search_index WHERE tsv @@ "
+                                            "plainto_tsquery('evoteam', 'tiles')").fetchone()[0])
+        return result
+
+    monkeypatch.setattr(psycopg.Connection, "execute", watching)
+    async with LocalKnowledgeStore.open(url) as store:
+        monkeypatch.undo()
+        assert versions(url)["knowledge.search"] == 2
+        assert (await store.search("tiles", run_id=run.id)).total == 20
+    assert seen == [20]

@@ -157,3 +157,19 @@ async def test_a_bucket_range_holds_exactly_its_ids_and_the_first_range_what_cam
                          (3 * EDGE + 5, run_id))
         assert await ids(2 * EDGE - 1, None) == NEW | {3 * EDGE + 5}
         assert await ids(2 * EDGE - 1, ENTRIES) == NEW
+
+
+async def test_a_query_of_no_lexemes_matches_nothing_the_bucket_way(loaded):
+    """A word the parser makes nothing of ("___") gives a tsquery of no lexeme, and '' AND a bucket
+    is the bucket alone: without a guard every entry of the buckets read would match (review of
+    2026-12-02). Beside a real word it drops out, as it does for `tsv @@`."""
+    url, run_id = loaded
+    async with LocalKnowledgeStore.open(url) as store:
+        for words in (["___"], ["___", "--"], ["lattice", "___"]):
+            q, q_params = pgsearch.tsquery(words, any_word=False)
+            query = Query("search_index", q, q_params, "", [], "kind, ref_id", BUCKETED_TSV, BUCKET_BITS)
+            sql = pgranges._statement(query, "bucket", -1, None, 1000, False, 0, 1000)
+            async with store.db.read() as conn:
+                (rows,) = await conn.batch([sql], pgranges._SETTINGS["bucket"])
+            found = {int(r["id"]) for r in rows}
+            assert found == (LATTICE if "lattice" in words else set()), (words, len(found))

@@ -103,9 +103,12 @@ def _statement(query: Query, way: str, lo: int, hi: int | None, need: int, ranke
             # Any bucket from lo + 1's to hi's, or, in the first range, to the newest id's now (so
             # nothing written since the pass is missed), as a tsquery made in the database.
             bits, top = query.bucket_bits, "?::bigint" if hi is not None else f"(SELECT max(id) FROM {t})"
+            # A query of no lexemes (only stopwords) AND a bucket is the bucket alone, which would
+            # match every entry of it: such a query matches nothing (numnode 0), as `tsv @@` says.
             match = (f"{query.indexed} @@ ({query.q} && (SELECT string_agg('''bucket ' || b || '''', ' | ')"
-                     f"::tsquery FROM generate_series((?::bigint + 1) >> {bits}, {top} >> {bits}) AS b))")
-            match_params += [lo, *([hi] if hi is not None else [])]
+                     f"::tsquery FROM generate_series((?::bigint + 1) >> {bits}, {top} >> {bits}) AS b))"
+                     f" AND numnode({query.q}) > 0")
+            match_params += [lo, *([hi] if hi is not None else []), *query.q_params]
             ids = "id + 0 > ?" + (" AND id + 0 <= ?" if hi is not None else "")
             id_params = [lo, *([hi] if hi is not None else [])]
         else:

@@ -185,7 +185,7 @@ def nothing_on_sqlite(conn) -> None:
 # space, which no parsed word does: no query word can match it (and search still bounds its ids).
 BUCKET_BITS = 14
 BUCKETED_TSV = f"(tsv || array_to_tsvector(ARRAY['bucket ' || (id >> {BUCKET_BITS})::text]))"
-SEARCH_GIN = f"CREATE INDEX search_index_tsv ON search_index USING GIN ({BUCKETED_TSV}) WITH (fastupdate = off)"
+SEARCH_GIN = f"CREATE INDEX {{name}} ON search_index USING GIN ({BUCKETED_TSV}) WITH (fastupdate = off)"
 _LONG_INDEX = 100_000  # entries from which rebuilding the index says so on stderr (tens of seconds at 1M)
 
 
@@ -193,21 +193,30 @@ def bucket_index(conn) -> None:
     """knowledge.search v2 on PostgreSQL: rebuild search_index's GIN index over `BUCKETED_TSV`.
 
     On a store holding many entries it takes a while (10.6 s at 1M learnings on two quiet cores,
-    more on busy ones), once, on the first open by this version, the search index locked
-    meanwhile: it says so on stderr, before and after, so that a server that seems not to start
-    is not taken for hung."""
+    more on busy ones), once, on the first open by this version: it says so on stderr, before and
+    after, so that a server that seems not to start is not taken for hung. The new index is built
+    beside the old one (a SHARE lock: other replicas' searches go on, their writes wait for the
+    build), and only then swapped in: the table is locked whole only from that drop to the commit
+    right after it. docs/postgres.md says what an upgrade of running replicas means."""
     raw = conn.raw  # psycopg's own connection: these statements need no dialect rewrite
-    # The planner's row estimate (-1 before the first ANALYZE): no count of a million rows first.
-    (entries,) = raw.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = 'search_index'::regclass").fetchone()
+    # An upper bound on the entries that needs no ANALYZE (reltuples is -1 before the first) and
+    # no count of a million rows: ids only grow.
+    (entries,) = raw.execute("SELECT coalesce(max(id), 0) FROM search_index").fetchone()
     loud = entries >= _LONG_INDEX
     if loud:
-        print(f"evoteam: knowledge.search v2: rebuilding the full-text index of about {entries:,} search entries "
-              f"(once; 10 s or more per million entries)...", file=sys.stderr, flush=True)
+        print(f"evoteam: knowledge.search v2: rebuilding the full-text index of up to {entries:,} search entries "
+              f"(once; 10 s or more per million entries; searches go on meanwhile, writes wait)...",
+              file=sys.stderr, flush=True)
     started = time.monotonic()
     # More memory than the default 64 MB for this one build: GIN builds in memory and merges less.
+    # No statement timeout of the role's or database's own: it would cancel the build on every
+    # open, and this version could then never open the store.
     raw.execute("SET LOCAL maintenance_work_mem = '256MB'")
-    raw.execute("DROP INDEX search_index_tsv")
-    raw.execute(SEARCH_GIN)
+    raw.execute("SET LOCAL statement_timeout = 0")
+    raw.execute("DROP INDEX IF EXISTS search_index_tsv_v2")
+    raw.execute(SEARCH_GIN.format(name="search_index_tsv_v2"))
+    raw.execute("DROP INDEX IF EXISTS search_index_tsv")
+    raw.execute("ALTER INDEX search_index_tsv_v2 RENAME TO search_index_tsv")
     if loud:
         print(f"evoteam: knowledge.search v2: index rebuilt in {time.monotonic() - started:.0f} s",
               file=sys.stderr, flush=True)
