@@ -179,8 +179,10 @@ _MAKE = '            args = [make(axes, seed, "cpu")[n] for n in cfg["names"]]\n
 _SCRATCH = "            scratch = globals().setdefault('scratch', np.zeros(1 << 22, np.float32)); scratch += 1.0\n"
 
 
-def _cold_minimal(kit, path, inputs_cold: bool):
-    """bench_harness.minimal_harness with a 16 MiB scratch buffer written before each call."""
+def cold_minimal(kit, path, inputs_cold: bool):
+    """bench_harness.minimal_harness with a 16 MiB scratch buffer written before each call (before
+    the call's inputs are made, or after them with ``inputs_cold``). bench_harness.py
+    --cold-minimal uses it too."""
     assert _MAKE in bench_harness.MINIMAL
     text = bench_harness.MINIMAL
     try:
@@ -221,7 +223,7 @@ async def main() -> None:
             for name in order:
                 if name in ("minimal", "minblocks", "mincold", "mincold2"):
                     _, _, speedup, m_wl = minimal_harness(kit, path, name == "minblocks") if not \
-                        name.startswith("mincold") else _cold_minimal(kit, path, name == "mincold2")
+                        name.startswith("mincold") else cold_minimal(kit, path, name == "mincold2")
                     for w, mw in zip(kit.dev_workloads(), m_wl):
                         got[name].setdefault(w.uuid, []).append((mw["candidate"], mw["baseline"]))
                     scores[name].append(speedup)

@@ -12,7 +12,12 @@ For each CPU kernel kit, evaluate the kit's known-better example five times (dev
   ratio of the two overheads: what our isolation, confinement and per-call checks cost.
 
 Targets on a 2-core machine: overhead <= 1 s per evaluation, CV <= 3 %.
-Usage: python benchmarks/bench_harness.py [--repeats 5] [--kits a,b]
+With --cold-minimal, the minimal harness runs a second time in each repeat with its core's private
+cache made cold before each timed call (bench_call_traffic.cold_minimal: a 16 MiB write before the
+call's inputs are made, as after another process ran on that core), and the accuracy table gets its
+medians and our diff to them: our sides are separate processes, the minimal harness's one.
+
+Usage: python benchmarks/bench_harness.py [--repeats 5] [--kits a,b] [--cold-minimal]
 """
 
 from __future__ import annotations
@@ -182,7 +187,14 @@ async def main() -> None:
                         help="an experiment: the rounds' call order for our harness (product: as shipped)")
     parser.add_argument("--minimal-order", choices=("same", "blocks", "rotate"), default="same",
                         help="an experiment: the minimal harness's call order (same: ours)")
+    parser.add_argument("--cold-minimal", action="store_true",
+                        help="also the minimal harness with a cold private cache before each call (its order: "
+                             "one call per side per repetition), in the accuracy table")
     args = parser.parse_args()
+    cold_minimal = None
+    if args.cold_minimal:
+        # Here, not at the top: bench_call_traffic imports this module.
+        from bench_call_traffic import cold_minimal
     if args.order != "product":
         interleave.BLOCKS = args.order == "blocks"
     minimal_blocks = interleave.BLOCKS if args.minimal_order == "same" else args.minimal_order == "blocks"
@@ -204,6 +216,7 @@ async def main() -> None:
         phase_runs: list[dict[str, float]] = []
         per_wl: dict[str, list] = {}
         m_per_wl: dict[str, list] = {}
+        c_per_wl: dict[str, list] = {}
         for _ in range(args.repeats):  # ours and the minimal one in turn, so load hits both alike
             with PhaseClock() as clock:
                 e = await evaluate_candidate(settings, kit, candidate_path=str(path))
@@ -225,6 +238,10 @@ async def main() -> None:
             m_walls.append(wall)
             m_overheads.append(wall - inside)
             m_scores.append(speedup)
+            if cold_minimal is not None:
+                _, _, _, c_wl = cold_minimal(kit, path, False)
+                for w, cw in zip(e.workloads, c_wl):
+                    c_per_wl.setdefault(w.workload, []).append((cw["candidate"], cw["baseline"]))
         mean = statistics.mean(scores)
         cv = statistics.stdev(scores) / mean * 100 if len(scores) > 1 else 0.0
         m_cv = statistics.stdev(m_scores) / statistics.mean(m_scores) * 100 if len(m_scores) > 1 else 0.0
@@ -233,7 +250,8 @@ async def main() -> None:
             ours_b = statistics.median(b for _, b in per_wl[name])
             min_c = statistics.median(c for c, _ in m_per_wl[name])
             min_b = statistics.median(b for _, b in m_per_wl[name])
-            medians.append((kit.name, name, ours_c, min_c, ours_b, min_b))
+            cold = ([c for c, _ in c_per_wl[name]], [b for _, b in c_per_wl[name]]) if c_per_wl else None
+            medians.append((kit.name, name, ours_c, min_c, ours_b, min_b, cold))
         cvs.append((kit.name, cv, m_cv))
         firsts.append((kit.name, overheads[0]))
         ours, minimal = statistics.median(overheads), statistics.median(m_overheads)
@@ -265,9 +283,11 @@ async def main() -> None:
     print("\nAccuracy: per-workload medians (ms; ours: the call path subtracted) next to the minimal "
           "harness's, same estimator")
     print("kit                    | workload          | cand ours | cand minimal | diff % | base ours | base minimal | diff %")
-    for kit_name, name, oc, mc, ob, mb in medians:
+    for kit_name, name, oc, mc, ob, mb, _ in medians:
         print(f"{kit_name:<22} | {name:<17} | {oc:9.3f} | {mc:12.3f} | {100 * (oc / mc - 1):+6.1f} | {ob:9.3f} | "
               f"{mb:12.3f} | {100 * (ob / mb - 1):+6.1f}")
+    if cold_minimal is not None:
+        _print_cold(medians, args.repeats)
     print("\nFirst evaluation of each kit in this process (its trusted worker started, not kept from an "
           "earlier one): overhead s")
     for kit_name, first in firsts:
@@ -283,6 +303,19 @@ async def main() -> None:
           f"call's less the call path; overhead ratio = ours / minimal. {os.cpu_count()} CPUs, load average "
           f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; call order: ours {_order_name(interleave.BLOCKS)}, "
           f"minimal {_order_name(minimal_blocks)})")
+
+
+def _print_cold(medians: list[tuple], repeats: int) -> None:
+    """The accuracy table again against the minimal harness with a cold private cache per call."""
+    print(f"\nAccuracy against the minimal harness with its core's private cache cold before each call "
+          f"(--cold-minimal; median over {repeats} repeats, ms)")
+    print("kit                    | workload          | cand ours | cand minimal | cand cold (min-max)  | diff % | "
+          "base ours | base minimal | base cold (min-max)     | diff %")
+    for kit_name, name, oc, mc, ob, mb, (cs, bs) in medians:
+        cc, cb = statistics.median(cs), statistics.median(bs)
+        print(f"{kit_name:<22} | {name:<17} | {oc:9.3f} | {mc:12.3f} | {cc:6.3f} ({min(cs):.3f}-{max(cs):.3f}) | "
+              f"{100 * (oc / cc - 1):+6.1f} | {ob:9.3f} | {mb:12.3f} | {cb:7.3f} ({min(bs):.3f}-{max(bs):.3f}) | "
+              f"{100 * (ob / cb - 1):+6.1f}")
 
 
 def _order_name(blocks: bool) -> str:
