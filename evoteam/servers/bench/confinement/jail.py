@@ -53,7 +53,6 @@ SPIN_S = 0.00005
 _CG_ROOT: Path | None | bool = False  # False: not probed yet
 
 
-
 def _own_cgroup_dir() -> Path | None:
     """This process's directory in a cgroup v2 hierarchy where a child with freeze and kill can
     be made, or None."""
