@@ -33,32 +33,44 @@ def _leader() -> subprocess.Popen:
     return subprocess.Popen(SLEEPER, start_new_session=True)
 
 
-def test_a_reaped_workers_jail_signals_nobody_who_took_its_number(monkeypatch):
+@pytest.fixture
+def later():
+    """A worker started later, whose group stands for a reaped worker's recycled number."""
+    proc = _leader()
+    yield proc
+    proc.kill()
+    proc.wait(timeout=10)
+
+
+def _late_signals_miss(jail: jail_mod.Jail, later: subprocess.Popen) -> None:
+    """Point the jail at `later`'s number and send everything a late thread would: a stop, a
+    resume, a kill. `later` must run on, neither stopped nor killed."""
+    jail.pid = jail.handle.pid = later.pid
+    assert jail.stop(timeout=0.5) is False
+    jail.resume()
+    jail.kill_all()
+    time.sleep(0.2)
+    assert later.poll() is None and _state(later.pid) in "SR", "a stale jail stopped or killed a later worker"
+
+
+def test_a_reaped_workers_jail_signals_nobody_who_took_its_number(monkeypatch, later):
     first = _leader()
     jail = jail_mod.Jail("test worker", None, None)
     jail.attach(first.pid)
     if jail.handle.pidfd is None:
         pytest.skip("no pidfd here (Linux before 5.3): signals go by number while the worker is unreaped")
-    later = _leader()  # another worker's group, which will stand for the recycled number
     try:
         first.kill()
         first.wait(timeout=10)  # reaped by the Popen, as WorkerProc._returncode does, not by the jail
         # The number is free now; a worker started later may lead a group of it. Stand `later` in.
-        jail.pid = jail.handle.pid = later.pid
         sent = []
         real_killpg = os.killpg
         monkeypatch.setattr(os, "killpg", lambda pid, sig: (sent.append((pid, sig)), real_killpg(pid, sig)))
         assert jail.handle.signal_group(signal.SIGSTOP) is False
-        assert jail.stop(timeout=0.5) is False
-        jail.resume()
-        jail.kill_all()
-        time.sleep(0.2)
+        _late_signals_miss(jail, later)
         assert sent == []
-        assert later.poll() is None and _state(later.pid) in "SR", "a stale jail stopped or killed a later worker"
         assert jail.members() == [], "the later worker's group is not the reaped worker's"
     finally:
-        later.kill()
-        later.wait(timeout=10)
         jail.close()
 
 
@@ -169,7 +181,7 @@ def test_descriptors_past_1023_are_waited_on():
         os.close(high_w)
 
 
-def test_a_closed_jail_signals_nobody_who_took_its_number():
+def test_a_closed_jail_signals_nobody_who_took_its_number(later):
     """A late stop from a cancelled evaluation's thread after another thread closed the worker
     (and the Popen reaped it): the jail has let its pidfd go, and must not fall back to the
     number, which may lead a later worker's group by then."""
@@ -178,40 +190,23 @@ def test_a_closed_jail_signals_nobody_who_took_its_number():
     jail.attach(first.pid)
     jail.close()
     first.wait(timeout=10)
-    later = _leader()
-    try:
-        jail.pid = jail.handle.pid = later.pid  # stands for the recycled number
-        assert jail.stop(timeout=0.5) is False
-        jail.resume()
-        jail.kill_all()
-        time.sleep(0.2)
-        assert later.poll() is None and _state(later.pid) in "SR"
-    finally:
-        later.kill()
-        later.wait(timeout=10)
+    _late_signals_miss(jail, later)
 
 
-def test_without_the_group_flag_a_reaped_worker_is_not_signalled_by_number(monkeypatch):
+def test_without_the_group_flag_a_reaped_worker_is_not_signalled_by_number(monkeypatch, later):
     """Kernels before 6.9 signal the group by number, and only while the kernel still reports the
     worker unreaped."""
     monkeypatch.setattr(pidhandle, "_GROUP_FLAG", False)
     first = _leader()
     jail = jail_mod.Jail("test worker", None, None)
     jail.attach(first.pid)
-    assert jail.stop(timeout=5.0) is True and _state(first.pid) == "T"  # the fallback works
-    jail.resume()
-    later = _leader()
     try:
+        assert jail.stop(timeout=5.0) is True and _state(first.pid) == "T"  # the fallback works
+        jail.resume()
         first.kill()
         first.wait(timeout=10)
-        jail.pid = jail.handle.pid = later.pid
-        assert jail.stop(timeout=0.5) is False
-        jail.kill_all()
-        time.sleep(0.2)
-        assert later.poll() is None and _state(later.pid) in "SR"
+        _late_signals_miss(jail, later)
     finally:
-        later.kill()
-        later.wait(timeout=10)
         jail.close()
 
 

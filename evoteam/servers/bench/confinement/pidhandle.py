@@ -108,6 +108,10 @@ class PidHandle:
             return False
         return True
 
+    def _wait_target(self) -> tuple[int, int]:
+        """What waitid is asked about: the pidfd where there is one, else the number."""
+        return (os.P_PIDFD, self.pidfd) if self.pidfd is not None else (os.P_PID, self.pid)
+
     def wait_stop(self) -> tuple[bool, int | None]:
         """(stopped, exit status) without blocking: (True, None) once the kernel reports it
         stopped (that report is taken), (False, status) when it has exited (the status as waitpid
@@ -117,7 +121,7 @@ class PidHandle:
         with self._lock:
             if self.closed:
                 raise ChildProcessError("closed")
-            kind, ident = (os.P_PIDFD, self.pidfd) if self.pidfd is not None else (os.P_PID, self.pid)
+            kind, ident = self._wait_target()
             info = os.waitid(kind, ident, os.WSTOPPED | os.WEXITED | os.WNOHANG | os.WNOWAIT)
             if info is None or info.si_pid == 0:
                 return False, None
@@ -133,7 +137,7 @@ class PidHandle:
         with self._lock:
             if self.closed:
                 return True
-            kind, ident = (os.P_PIDFD, self.pidfd) if self.pidfd is not None else (os.P_PID, self.pid)
+            kind, ident = self._wait_target()
             try:
                 info = os.waitid(kind, ident, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:

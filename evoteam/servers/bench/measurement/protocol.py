@@ -64,6 +64,17 @@ def write_frame(fd: int, header: dict[str, Any], arrays: dict[str, np.ndarray] |
     write_all(fd, encode(header, arrays), deadline)
 
 
+def _time_left(deadline: Deadline) -> float | None:
+    """Seconds to the deadline now (None: no deadline)."""
+    limit = deadline() if callable(deadline) else deadline
+    return None if limit is None else max(0.0, limit - time.monotonic())
+
+
+def _moved_on(deadline: Deadline) -> bool:
+    """Whether a deadline just reached has moved further out (owntime.py): wait on, then."""
+    return callable(deadline) and deadline() > time.monotonic()
+
+
 def wait_ready(fd: int, writable: bool, timeout: float | None) -> bool:
     """Whether ``fd`` became readable (or writable, or hung up) within ``timeout`` seconds (None:
     no limit). poll, not select: select refuses descriptors past 1,023, which a busy server
@@ -87,10 +98,7 @@ def write_all(fd: int, data: bytes | memoryview, deadline: Deadline = None) -> N
         view = view[n:]
         if not view or n:
             continue
-        limit = deadline() if callable(deadline) else deadline
-        timeout = None if limit is None else max(0.0, limit - time.monotonic())
-        ready = wait_ready(fd, True, timeout)
-        if not ready and (not callable(deadline) or deadline() <= time.monotonic()):
+        if not wait_ready(fd, True, _time_left(deadline)) and not _moved_on(deadline):
             raise PeerTimeout()
 
 
@@ -116,14 +124,13 @@ class FrameReader:
 
     def _fill(self, n: int, deadline: Deadline) -> None:
         while len(self.buf) < n:
-            limit = deadline() if callable(deadline) else deadline
-            timeout = None if limit is None else max(0.0, limit - time.monotonic())
+            timeout = _time_left(deadline)
             ready = self._spin() if self.spin_until else None
             if not ready:
                 ready = wait_ready(self.fd, False, timeout)
             if not ready:
-                if callable(deadline) and deadline() > time.monotonic():
-                    continue  # the deadline moved (owntime.py): wait on
+                if _moved_on(deadline):
+                    continue
                 raise PeerTimeout()
             try:
                 chunk = os.read(self.fd, max(1 << 16, min(n - len(self.buf), 1 << 24)))
