@@ -251,12 +251,35 @@ def test_the_remeasure_rule_fires_when_an_order_changes():
 def test_contention_is_marked_when_the_call_path_floor_rises(tmp_path):
     from evoteam.servers.bench.measurement.machine import Contention, contention_line
 
-    quiet = Contention(tmp_path, "cpu").finish([50_000, 52_000, 51_000])
-    assert quiet["call_path_best_us"] == 50.0
-    busy = Contention(tmp_path, "cpu").finish([400_000, 500_000, 450_000])
+    quiet = Contention(tmp_path, "cpu", "k").finish([50_000, 52_000, 51_000])
+    assert quiet["call_path_best_us"] == 51.0 and quiet["contended"] is False
+    busy = Contention(tmp_path, "cpu", "k").finish([400_000, 500_000, 450_000])
     assert busy["contended"] is True and any("call path" in r for r in busy["reasons"])
-    assert busy["call_path_best_us"] == 50.0  # the machine's best is kept across evaluations
+    assert busy["call_path_best_us"] == 51.0  # the kit's best is kept across evaluations
     assert "contended machine" in contention_line(busy)
+
+
+def test_one_evaluations_own_spread_of_floors_is_not_contention(tmp_path):
+    """On a quiet machine one evaluation's rounds' fastest empty calls spread by more than 2x (an
+    idle CPU's wake-up): the median is compared with the best median, never with the fastest
+    single round, or every such evaluation reads as contended."""
+    from evoteam.servers.bench.measurement.machine import Contention
+
+    spread = [162_000, 340_000, 380_000, 400_000, 410_000, 395_000, 350_000]
+    for _ in range(3):
+        c = Contention(tmp_path, "cpu", "rmsnorm").finish(spread)
+        assert c["contended"] is False, c["reasons"]
+
+
+def test_another_kits_floor_is_no_yardstick(tmp_path):
+    """Kits' empty calls cost different amounts: a kit with a short call path does not make every
+    evaluation of a kit with a longer one read as contended."""
+    from evoteam.servers.bench.measurement.machine import Contention
+
+    assert Contention(tmp_path, "cpu", "short").finish([150_000, 160_000, 170_000])["contended"] is False
+    long_path = Contention(tmp_path, "cpu", "long").finish([380_000, 400_000, 420_000])
+    assert long_path["contended"] is False and long_path["call_path_best_us"] == 400.0
+    assert Contention(tmp_path, "cpu", "long").finish([900_000, 950_000, 990_000])["contended"] is True
 
 
 async def test_no_confined_worker_holds_the_input_staging_area(steady_kit, steady_settings):

@@ -137,3 +137,16 @@ async def test_pooled_measurements_survive_export_and_import(tmp_path, verifier)
         assert got.n_measurements == 3 and got.score_interval == pytest.approx(c.score_interval)
         assert got.samples == (await verifier.get_candidate(c.id)).samples
         assert (await other.get_run(run.id)).best_candidate_id == c.id
+
+
+async def test_each_measurement_says_whether_its_machine_was_contended(store, verifier):
+    """The history of a pooled candidate keeps, per measurement, what the bench said about the
+    machine (metrics.contention.contended), so a reader can tell a quiet measurement from a busy one."""
+    run = await new_run(store)
+    for i, busy in enumerate((True, False, True)):
+        samples = {"w1": rounds(4.0, 0.2, seed=i)}
+        await verifier.record_candidate(measured(run.id, CODE, samples, metrics={
+            "contention": {"load_average": 3.0 if busy else 0.2, "contended": busy}}))
+    (only,) = (await store.list_candidates(run.id)).items
+    history = (await verifier.get_candidate(only.id)).metrics["measurements"]
+    assert [m["contended"] for m in history] == [True, False, True]

@@ -145,7 +145,7 @@ async def test_compare_says_contention_once(settings, store):
     from evoteam.servers.bench.formats.kits import state_dir
 
     state_dir(settings).mkdir(parents=True, exist_ok=True)
-    (state_dir(settings) / "call_path_floor.json").write_text(json.dumps({"cpu": 0.001}))
+    (state_dir(settings) / "call_path_floor.json").write_text(json.dumps({"cpu rmsnorm_walk": 0.001}))
     async with Client(bench_server(settings, store)) as bench:
         result = await bench.call_tool("compare", {"kit": "rmsnorm_walk", "a_code": FLOAT64, "b_code": FLOAT32,
                                                    "repeats": 2})

@@ -149,9 +149,9 @@ async def pool(conn: aiosqlite.Connection, row: sqlite3.Row, spec: CandidateCrea
     if not history:  # the first measurement, as it was recorded
         history.append({"at": row["created_at"], "status": row["status"], "score": row["score"],
                         "user": row["user"], "role": row["role"],
-                        "contended": metrics.get("contended")})
+                        "contended": was_contended(metrics)})
     history.append({"at": who["created_at"], "status": spec.status, "score": spec.score,
-                    "user": who["user"], "role": who["role"], "contended": spec.metrics.get("contended")})
+                    "user": who["user"], "role": who["role"], "contended": was_contended(spec.metrics)})
     metrics["measurements"] = history[-MAX_HISTORY:]
     if not passed_now:
         metrics["failed_measurement"] = {"status": spec.status, "message": str(spec.metrics.get("message") or "")[:500]}
@@ -161,6 +161,13 @@ async def pool(conn: aiosqlite.Connection, row: sqlite3.Row, spec: CandidateCrea
         "n_measurements = n_measurements + 1, flagged = ?, metrics = ?, workloads = ? WHERE id = ?",
         (status, score, lo, hi, _rank(score, lo, hi, direction), json.dumps(samples) if samples else None,
          int(flagged), json.dumps(metrics, default=str), json.dumps(workloads), row["id"]))
+
+
+def was_contended(metrics: dict) -> bool | None:
+    """Whether the bench marked a measurement contended: it says so in ``metrics.contention``
+    (until 2026-12-02 the history read a top-level key the bench never wrote, and kept None)."""
+    found = (metrics.get("contention") or {}).get("contended") if isinstance(metrics.get("contention"), dict) else None
+    return found if isinstance(found, bool) else metrics.get("contended")
 
 
 def first_line(text: str | None, limit: int = 120) -> str | None:

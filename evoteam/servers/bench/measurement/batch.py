@@ -107,7 +107,7 @@ async def run_kernel_batch(settings: Settings, kit: Kit, sides: list[SideSpec], 
             baseline_notes.append(f"baseline {baseline_label} was skipped: {problem[:300]}")
             await asyncio.to_thread(session.close)
             session = None
-        contention = machine.Contention(state_dir(settings), m.device)
+        contention = machine.Contention(state_dir(settings), m.device, kit.name)
         for i, (spec, problem) in enumerate(specs):
             verdicts: dict[str, WorkloadVerdict] = {}
             for label in labels:

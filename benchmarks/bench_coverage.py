@@ -1,0 +1,119 @@
+"""Do an evaluation's intervals hold across evaluations? Coverage of the truth, and false "new bests".
+
+`compare` tests two candidates inside one batch; a team also compares candidates evaluated in
+*separate* evaluations (a new best is announced when its `score_interval` clears the
+incumbent's). Each evaluation is a new pair of worker processes, with its own memory layout and
+its own moment of the machine, which the rounds of one batch cannot see. This checks whether
+the intervals are wide enough for that use. For each CPU kernel kit (dev split), N separate
+evaluations (default 20) of:
+
+- **a copy of the baseline** (the truth is known: speedup 1): how many `score_interval`s, and
+  how many workloads' `speedup_interval`s, contain 1 (goal: about 95% or more);
+- **`examples/better.py`** (the truth unknown; the median of all N scores stands in for it): how
+  many intervals contain that median;
+
+and for both, over every ordered pair of evaluations (i before j), how often j's interval lies
+wholly above i's — the product would announce identical code as a new best (goal: rare, ~0).
+
+`--busy 2` runs two busy loops meanwhile. Prints a table; numbers come with their spread.
+
+Usage: python benchmarks/bench_coverage.py [--evaluations 20] [--kits a,b] [--busy 0|2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from evoteam.config import load_settings
+from evoteam.servers.bench.evaluation.core import evaluate_candidate
+from evoteam.servers.bench.formats.kits import discover
+
+
+def contains(interval, value: float) -> bool:
+    return bool(interval) and interval[0] <= value <= interval[1]
+
+
+def false_clears(intervals: list) -> tuple[int, int]:
+    """Ordered pairs (i < j) where j's interval lies wholly above i's: a "new best" announced
+    between two evaluations of code of the same speed."""
+    pairs = hits = 0
+    for i, a in enumerate(intervals):
+        for b in intervals[i + 1:]:
+            pairs += 1
+            hits += b[0] > a[1]
+    return hits, pairs
+
+
+def summarise(label: str, evaluations: list, truth: float | None) -> str:
+    scores = [e.score for e in evaluations]
+    intervals = [e.score_interval for e in evaluations]
+    centre = statistics.median(scores) if truth is None else truth
+    covered = sum(contains(iv, centre) for iv in intervals)
+    wl_total = wl_covered = 0
+    if truth is not None:
+        for e in evaluations:
+            for w in e.workloads:
+                wl_total += 1
+                wl_covered += contains(w.speedup_interval, truth)
+    hits, pairs = false_clears(intervals)
+    widths = [iv[1] / iv[0] for iv in intervals]
+    cv = statistics.stdev(scores) / statistics.mean(scores) * 100 if len(scores) > 1 else 0.0
+    contended = sum(bool((e.metrics or {}).get("contention", {}).get("contended")) for e in evaluations)
+    wl = f"{wl_covered}/{wl_total}" if wl_total else "-"
+    return (f"{label:<34} | {len(scores):>3} | {statistics.median(scores):8.3f} [{min(scores):.3f}-{max(scores):.3f}] | "
+            f"{cv:6.2f} | {statistics.median(widths):6.3f} | {covered:>3}/{len(scores):<3} | {wl:>7} | "
+            f"{hits:>4}/{pairs:<4} | {contended:>3}")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--evaluations", type=int, default=20)
+    parser.add_argument("--kits", default="")
+    parser.add_argument("--busy", type=int, default=0, help="busy loops to run meanwhile (0 or 2)")
+    args = parser.parse_args()
+    settings = load_settings()
+    tmp = tempfile.TemporaryDirectory(prefix="evoteam-coverage-")
+    settings.db = Path(tmp.name) / "kb.db"
+    kits = [k for k in discover(settings).values() if k.manifest.kind == "kernel" and k.manifest.device == "cpu"]
+    if args.kits:
+        kits = [k for k in kits if k.name in set(args.kits.split(","))]
+    busy = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(args.busy)]
+    print(f"# bench_coverage.py --evaluations {args.evaluations} --busy {args.busy}; load average before: "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    lines = []
+    try:
+        for kit in kits:
+            copy = kit.starting_point().read_text()
+            better = kit.file(kit.manifest.examples["better"]).read_text()
+            same, fast = [], []
+            for _ in range(args.evaluations):  # in turn, so a stretch of load hits both alike
+                for name, code, out in (("baseline copy", copy, same), ("better", better, fast)):
+                    e = await evaluate_candidate(settings, kit, code=code)
+                    if e.status != "PASSED":
+                        print(f"{kit.name}: {name}: {e.status}: {e.message}", file=sys.stderr)
+                        continue
+                    out.append(e)
+            lines.append(summarise(f"{kit.name}, baseline copy (truth 1)", same, 1.0))
+            lines.append(summarise(f"{kit.name}, better.py (median)", fast, None))
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+    print(f"{'kit, candidate (truth)':<34} | {'n':>3} | score median [min-max]   | CV %   | hi/lo  | "
+          f"covers  | wl cov  | false new best | contended")
+    print("\n".join(lines))
+    print("(covers: evaluations whose score_interval contains the truth; wl cov: workloads whose "
+          "speedup_interval contains 1; false new best: ordered pairs of evaluations where the later "
+          "interval lies wholly above the earlier; hi/lo: median interval width)")
+    print(f"# load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
