@@ -3,6 +3,7 @@ repetition, no side always first, and in the back-to-back order each side's repe
 
 from __future__ import annotations
 
+from collections import Counter
 from itertools import groupby
 
 import pytest
@@ -49,3 +50,34 @@ def test_one_call_per_side_order_calls_every_side_in_each_repetition_before_the_
         assert [j for _, j, _ in calls] == [0, 0, 0, 1, 1, 1]
         assert {s for s, j, _ in calls if j == 0} == {s for s, j, _ in calls if j == 1} == set(SLOTS)
         assert [last for _, _, last in calls] == [False, False, True] * 2  # a group ends with each repetition
+
+
+def _rounds(slots, reps):
+    """Every round's calls, over a whole cycle of the order (2n rounds)."""
+    return [[s for s, _, _ in call_order(slots, r, reps, False)] for r in range(2 * len(slots))]
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 6])
+@pytest.mark.parametrize("reps", [1, 2, 3])
+def test_every_slot_opens_a_round_equally_often_and_none_follows_itself(n, reps):
+    """A call's time depends on what ran just before it: the first call after fresh inputs were
+    made, and a side called right after itself (its caches warm), are not like the others. Over
+    a cycle every slot opens as many rounds, and no slot is ever called twice in a row within a
+    round (the order of 2026-12-02 opened 4 of 6 rounds with the baseline and none with the
+    candidate, and called the candidate twice in a row, the baseline never)."""
+    slots = [f"s{i}" for i in range(n - 1)] + [None]
+    rounds = _rounds(slots, reps)
+    openers = Counter(seq[0] for seq in rounds)
+    assert set(openers) == set(slots) and len(set(openers.values())) == 1, openers
+    for seq in rounds:
+        assert all(a != b for a, b in zip(seq, seq[1:])), seq
+    follows = Counter(pair for seq in rounds for pair in zip(seq, seq[1:]))
+    assert all(follows[(a, b)] > 0 for a in slots for b in slots if a != b), follows
+
+
+@pytest.mark.parametrize("reps", [1, 2, 3])
+def test_with_one_candidate_each_side_follows_each_other_slot_equally_often(reps):
+    """An evaluation (baseline, candidate, empty calls): the baseline and the candidate see the
+    same company, so a copy of the baseline has nothing in the order that favours it."""
+    follows = Counter(pair for seq in _rounds(SLOTS, reps) for pair in zip(seq, seq[1:]))
+    assert len(set(follows.values())) == 1 and len(follows) == 6, follows

@@ -25,8 +25,7 @@ BLOCKS = False
 def call_order(slots: list, r: int, reps: int, blocks: bool):
     """The calls of round ``r``: (slot, repetition, whether a group of calls ends there).
     blocks: each slot's repetitions back to back, the slots' order rotating by round (and
-    backwards every other cycle). Otherwise per repetition every slot once, rotating by
-    repetition."""
+    backwards every other cycle). Otherwise per repetition every slot once (see _round_order)."""
     n = len(slots)
     if blocks:
         order = slots[r % n:] + slots[:r % n]
@@ -36,13 +35,35 @@ def call_order(slots: list, r: int, reps: int, blocks: bool):
             for j in range(reps):
                 yield s, j, j == reps - 1
         return
+    base = _round_order(n, r)
     for j in range(reps):
-        turn = r * reps + j
-        order = slots[turn % n:] + slots[:turn % n]
-        if (turn // n) % 2:  # every other cycle backwards: no side always follows another
-            order.reverse()
-        for i, s in enumerate(order):
-            yield s, j, i == n - 1
+        order = base[j % n:] + base[:j % n]
+        for i, k in enumerate(order):
+            yield slots[k], j, i == n - 1
+
+
+def _round_order(n: int, r: int) -> list[int]:
+    """Round ``r``'s first repetition, as indices of the slots; each later repetition rotates it
+    by one. The rows of a Williams design (a zig-zag 0, 1, n-1, 2, n-2, ... shifted by the round),
+    backwards every other cycle of n rounds. What that gives, over 2n rounds: every slot opens
+    a round (the first call after fresh inputs were made) equally often; no slot follows itself
+    inside a round; every slot follows every other (with three slots, a candidate's evaluation,
+    each exactly as often). Measured on 2026-12-02, a call's time depends on what ran just
+    before it: on rmsnorm_cpu's t64_h8192 a side called right after itself took ~1.2 ms, after
+    the other side ~1.6 ms (docs/bench.md, *Rounds*). The order used until then opened 4 of 6
+    rounds with the baseline and none with the candidate, and called the candidate twice in a
+    row where the baseline never was: a copy of the baseline read 1.03-1.05 on the score."""
+    zigzag, low, high = [0], 1, n - 1
+    while len(zigzag) < n:
+        zigzag.append(low)
+        low += 1
+        if len(zigzag) < n:
+            zigzag.append(high)
+            high -= 1
+    base = [(k + r) % n for k in zigzag]
+    if (r // n) % 2:
+        base.reverse()
+    return base
 
 
 class InterleavedRounds:

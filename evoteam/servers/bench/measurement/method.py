@@ -16,8 +16,9 @@ def timing_method(kit: Kit) -> str:
            "the clock; otherwise the candidate's own allocation of its outputs is inside the timed call")
     return (f"{t.rounds} rounds of {t.reps_per_round} repetitions; each repetition calls the baseline and the "
             "candidate once each on the same fresh inputs (made per round by the trusted worker; a cache keyed on "
-            "inputs never hits) plus empty calls on the baseline's worker, in an order that rotates with every "
-            f"repetition; {t.warmup} warm-up calls per side before the first round; caches are warm (the same "
+            "inputs never hits) plus empty calls on the baseline's worker, in a balanced order (each side opens "
+            "as many rounds, follows every other slot as often, never itself); "
+            f"{t.warmup} warm-up calls per side before the first round; caches are warm (the same "
             "processes and code, fresh data). Baseline and candidate each run in a worker confined alike, so both "
             "pay the same call path; the path (the median over rounds of each round's fastest empty call) is "
             f"subtracted from every time. A round's time is each side's fastest call; {dps}. A time left below "
