@@ -329,7 +329,7 @@ class Evaluation(BaseModel):
     # Kept for programs (the store, reports), left out of the text an agent reads: how it was
     # confined and timed, and figures the top level or the workloads already give.
     TEXT_OMIT: ClassVar[frozenset[str]] = frozenset({
-        "sandbox", "wall_s", "metrics.kit_source", "metrics.kit_hash", "metrics.environment",
+        "sandbox", "wall_s", "metrics.kit_source", "metrics.kit_hash", "metrics.timing_method", "metrics.environment",
         "metrics.harness_overhead_s", "metrics.wall_s", "metrics.baseline", "metrics.device",
         "metrics.geomean_speedup", "metrics.workloads_passed", "metrics.workloads", "metrics.min_speedup",
         "metrics.max_speedup"})

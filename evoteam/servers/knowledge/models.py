@@ -322,7 +322,7 @@ class Candidate(CandidateSummary):
     # evaluate text leaves out the same): the machine, the kit's path and hash, and figures the
     # score and the workloads already give.
     SUMMARY_DROPS_METRICS: ClassVar[frozenset[str]] = frozenset({
-        "environment", "kit_source", "kit_hash", "harness_overhead_s", "wall_s", "baseline", "device",
+        "environment", "kit_source", "kit_hash", "timing_method", "harness_overhead_s", "wall_s", "baseline", "device",
         "geomean_speedup", "workloads_passed", "workloads", "min_speedup", "max_speedup"})
 
     def summary(self, include_code: bool = False) -> Candidate:

@@ -25,6 +25,7 @@ from evoteam.servers.bench.measurement.batch import STATUS_ORDER, run_kernel_bat
 from evoteam.servers.bench.evaluation.candidates import check_candidate_path, check_parent, record_measured, state_paths
 from evoteam.servers.bench.measurement.harness import WorkerFailure
 from evoteam.servers.bench.measurement.session import CANDIDATE, SideSpec, WorkloadSpec
+from evoteam.servers.bench.measurement.method import TIMING_METHOD
 from evoteam.servers.bench.formats.kit import Kit
 from evoteam.servers.bench.formats.kits import find_kit, heldout_choice, kit_dirs, state_dir
 from evoteam.servers.bench.models import Evaluation, Split, WorkloadOutcome
@@ -273,12 +274,18 @@ async def _check_binding(store: KnowledgeStore, kit: Kit, run_id: str) -> None:
                           "(omit run_id to use or start one)")
     page = await store.list_candidates(run_id, limit=10)
     for summary in page.items:
-        bound = (await store.get_candidate(summary.id)).metrics.get("kit_hash")
+        metrics = (await store.get_candidate(summary.id)).metrics
+        bound = metrics.get("kit_hash")
         if bound:
             if bound != kit.content_hash:
                 raise DomainError(f"run {run_id} is bound to kit content {bound[:19]}..., but this evaluation used "
                                   f"{kit.content_hash[:19]}... (the kit changed, or another folder has its name); "
                                   "start a new run for the changed kit")
+            method = metrics.get("timing_method") or 1  # recorded since method 2
+            if kit.manifest.kind == "kernel" and method != TIMING_METHOD:
+                raise DomainError(f"run {run_id} was timed by evoteam's timing method {method}, and this evaluation "
+                                  f"by method {TIMING_METHOD}, whose scores are not comparable with it (see "
+                                  "docs/bench.md, Rounds); start a new run for this kit (omit run_id)")
             return
 
 
@@ -377,6 +384,8 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
 def _finish(settings: Settings, kit: Kit, result: Evaluation) -> None:
     m = kit.manifest
     result.metrics["kit_hash"] = kit.content_hash
+    if m.kind == "kernel":
+        result.metrics["timing_method"] = TIMING_METHOD
     if result.split != "dev" and (m.heldout if m.kind == "kernel" else m.program_heldout):
         result.metrics["heldout_set"] = heldout_choice(settings, kit).set_id
     if result.kind == "kernel" and result.score is not None:

@@ -8,6 +8,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from evoteam.servers.bench.formats.kit import Kit
 
+# The way a kernel kit's times are taken, as a number recorded with every evaluation
+# (`metrics.timing_method`). A run is bound to it as to its kit's content (evaluation/core.py):
+# scores taken one way are never pooled or ranked with scores taken another. Raise it when a
+# change to the harness makes scores from before and after not comparable. 2 (2026-12-02): the
+# balanced call order (interleave._round_order), after which short kernels' speedups read
+# 15-24% lower than before on the CPU kits' better examples (docs/bench.md, *Rounds*).
+TIMING_METHOD = 2
+
 
 def timing_method(kit: Kit) -> str:
     """How this kit's candidates are timed, in words (describe_kit, docs/bench.md)."""
