@@ -285,7 +285,8 @@ async def _check_binding(store: KnowledgeStore, kit: Kit, run_id: str) -> None:
             if kit.manifest.kind == "kernel" and method != TIMING_METHOD:
                 raise DomainError(f"run {run_id} was timed by evoteam's timing method {method}, and this evaluation "
                                   f"by method {TIMING_METHOD}, whose scores are not comparable with it (see "
-                                  "docs/bench.md, Rounds); start a new run for this kit (omit run_id)")
+                                  f"docs/bench.md, Rounds); start a new run for this kit: omit run_id, or "
+                                  f"knowledge.start_run with seed_from={run_id!r} to continue from it")
             return
 
 
