@@ -20,6 +20,9 @@ for a configuration: they are asked once per word (`LEXEMES`) and kept. A word's
 that of its rarest lexeme: the entries `plainto_tsquery(word)` matches, exactly for a word of one
 lexeme (any \\w+ word but a few joined by `_`). The density of a query of several words is
 estimated as if they occurred independently; each range read corrects it (pgranges.py).
+
+With each pass read again in the background comes the store's knowledge.search version: a server
+left running after a newer evoteam upgraded the search index says so once (`_say_if_newer`).
 """
 
 from __future__ import annotations
