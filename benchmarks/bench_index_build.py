@@ -8,8 +8,8 @@ One store of `--size` learnings (bench_backends.copy_learnings, into a throwaway
 repeat builds the bucketed index beside the store's own both ways, in alternating order, then
 drops it, while a second store (another replica's pool) adds learnings one after the other for
 as long as the build runs. Reported: the build's wall time, and the writes started during it
-(the last of them may finish after it) with their latency. The earlier way's build takes a SHARE lock for its whole length, so a
-write started during it waits for the commit.
+(the last of them may finish after it) with their latency. The earlier way's build takes a SHARE
+lock for its whole length, so a write started during it waits for the commit.
 """
 
 from __future__ import annotations
