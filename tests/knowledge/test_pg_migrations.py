@@ -158,7 +158,7 @@ async def test_searches_go_on_while_the_bucketed_index_is_built(postgres_server,
     def watching(self, query, *args, **kwargs):
         result = execute(self, query, *args, **kwargs)
         if isinstance(query, str) and query.startswith("CREATE INDEX") and "ON search_index " in query:
-            # The new index built, the migration's transaction still open: read beside it.
+            # The new index built, not yet swapped in: read beside it.
             with psycopg.connect(url, autocommit=True) as reader:
                 execute(reader, "SET lock_timeout = '300ms'")
                 seen.append(execute(reader, "SELECT count(*) FROM search_index WHERE tsv @@ "

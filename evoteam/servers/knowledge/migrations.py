@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 # component -> ordered list of migrations; a migration is SQL text or a callable on a
 # sqlite3.Connection (run inside the migration's transaction).
@@ -16,8 +17,25 @@ Migration = str | Callable[[sqlite3.Connection], None]
 _MIGRATIONS: dict[str, list[Migration]] = {}
 # The same history on PostgreSQL: per component, the PostgreSQL form of the steps whose SQLite
 # text the dialect rewrite cannot carry (full-text search, triggers); the others are rewritten
-# (dialect.py). Version numbers are the same on both backends.
-_PG_FORMS: dict[str, dict[int, Migration]] = {}
+# (dialect.py). Version numbers are the same on both backends. A form may be an
+# OutsideTransaction (below), which only PostgreSQL's migrations know.
+_PG_FORMS: dict[str, dict[int, Migration | OutsideTransaction]] = {}
+
+
+@dataclass(frozen=True)
+class OutsideTransaction:
+    """A PostgreSQL form of a step whose long part must not run inside a transaction (`CREATE
+    INDEX CONCURRENTLY`, which lets other servers write the table while it runs, but is refused
+    inside a transaction block).
+
+    `prepare` runs first, on a connection in autocommit mode, by one server at a time and only
+    while the component's recorded version is still this step's (pg.py `migrate_url`). It may be
+    killed midway and must then be safe to run again: the next server to open the store does.
+    Then `finish`, a step like any other, runs in the transaction that records the step's
+    version: the version moves only once the prepared work is in place."""
+
+    prepare: Callable
+    finish: Migration
 
 
 def register_migrations(component: str, migrations: Sequence[Migration]) -> None:
@@ -25,16 +43,16 @@ def register_migrations(component: str, migrations: Sequence[Migration]) -> None
     _MIGRATIONS[component] = list(migrations)
 
 
-def register_postgres_form(component: str, step: int, form: Migration) -> None:
+def register_postgres_form(component: str, step: int, form: Migration | OutsideTransaction) -> None:
     """Give step `step` (0-based) of `component` its own PostgreSQL form."""
     _PG_FORMS.setdefault(component, {})[step] = form
 
 
-def postgres_migrations() -> dict[str, list[Migration]]:
+def postgres_migrations() -> dict[str, list[Migration | OutsideTransaction]]:
     """Every component's migrations in PostgreSQL's dialect."""
     from evoteam.servers.knowledge.dialect import to_postgres
 
-    out: dict[str, list[Migration]] = {}
+    out: dict[str, list[Migration | OutsideTransaction]] = {}
     for component, steps in _MIGRATIONS.items():
         forms = _PG_FORMS.get(component, {})
         out[component] = [

@@ -13,7 +13,9 @@ PostgreSQL's dialect (dialect.py). Several server processes may share one databa
   shared and its run's lock exclusive, so writers of different runs proceed side by side; any
   other write takes the store lock exclusive and is serialised with every writer, exactly as
   SQLite's `BEGIN IMMEDIATE` serialises them;
-- migrations run under a session advisory lock, so replicas starting together migrate once;
+- migrations run under a session advisory lock, so replicas starting together migrate once; a
+  step that must run outside a transaction (an index built concurrently) runs under a lock of
+  its own, without the migration lock (`migrate_url`);
 - reads run in autocommit mode: each statement sees every write committed before it.
 
 psycopg is an optional dependency (`pip install 'evoteam[postgres]'`): it is imported only when
@@ -23,9 +25,11 @@ a store URL names PostgreSQL.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import select
+import sys
 import time
 import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
@@ -37,6 +41,7 @@ from evoteam.config import is_store_url
 from evoteam.servers.knowledge.db import BUSY_TIMEOUT_MS
 from evoteam.servers.knowledge.dialect import to_postgres
 from evoteam.servers.knowledge.errors import StoreFailure
+from evoteam.servers.knowledge.migrations import OutsideTransaction
 
 # The pool reports each failed reconnection as a multi-line warning; with no logging set up
 # Python would print them all on stderr. Users get one line per failed call (StoreFailure)
@@ -57,6 +62,8 @@ KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
 # Advisory lock keys (any 64-bit integers; these spell "evoteam" + a purpose).
 WRITE_LOCK = 0x65766F7465616D01
 MIGRATE_LOCK = 0x65766F7465616D02
+# How often a server waiting for a migration's lock asks again (see `_hold`).
+LOCK_POLL_S = 0.1
 # A run's write lock is a two-key advisory lock (this class, the hash of the run id): PostgreSQL
 # keeps two-key locks apart from one-key ones, so no run's key can meet the two above. Two runs
 # whose ids hash alike merely write one after the other.
@@ -366,6 +373,27 @@ class _SyncConnection:
         return cur
 
 
+def advisory_key(*parts: str) -> int:
+    """A stable signed 64-bit key for a lock name (PostgreSQL's advisory locks take a bigint)."""
+    digest = hashlib.sha256("\x00".join(("evoteam", *parts)).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _hold(conn, key: int, waiting: str = "") -> None:
+    """Take the session advisory lock `key` on `conn` (autocommit), asking again every
+    LOCK_POLL_S; `waiting`: a line said once on stderr when someone else holds it.
+
+    Not a blocking pg_advisory_lock: a statement waiting holds a snapshot all along, and `CREATE
+    INDEX CONCURRENTLY` (OutsideTransaction steps) waits for every transaction older than its
+    own. A server blocked on a lock that the building session holds would deadlock with it, and
+    PostgreSQL would end one of the two with an error. Between tries this one holds nothing."""
+    while not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
+        if waiting:
+            print(waiting, file=sys.stderr, flush=True)
+            waiting = ""
+        time.sleep(LOCK_POLL_S)
+
+
 def migrate_url(url: str) -> dict[str, int]:
     """Bring the database at `url` up to every registered component's latest version, under an
     advisory lock (replicas starting at once migrate one after the other; the later ones find
@@ -379,34 +407,67 @@ def migrate_url(url: str) -> dict[str, int]:
     except psycopg.OperationalError as exc:
         raise (describe(exc, url) or exc) from None
     try:
-        conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK,))
+        _hold(conn, MIGRATE_LOCK)
         conn.execute("CREATE TABLE IF NOT EXISTS schema_versions "
                      "(component TEXT PRIMARY KEY, version INTEGER NOT NULL)")
-        versions: dict[str, int] = {}
-        for component, migrations in sorted(sqlite_db.postgres_migrations().items()):
-            with conn.transaction():
-                row = conn.execute("SELECT version FROM schema_versions WHERE component = %s",
-                                   (component,)).fetchone()
-                current = row[0] if row else 0
-                if current > len(migrations):
-                    raise StoreFailure(f"the PostgreSQL store {redacted(url)} has {component} schema v{current}, "
-                                       f"newer than this evoteam knows (v{len(migrations)}): upgrade evoteam")
-                for step in migrations[current:]:
-                    if callable(step):
-                        step(_SyncConnection(conn))
-                    else:
-                        conn.execute(step)
-                conn.execute("INSERT INTO schema_versions (component, version) VALUES (%s, %s) "
-                             "ON CONFLICT (component) DO UPDATE SET version = excluded.version",
-                             (component, len(migrations)))
-            versions[component] = len(migrations)
-        return versions
+        return {component: _migrate(conn, url, component, steps)
+                for component, steps in sorted(sqlite_db.postgres_migrations().items())}
     finally:
-        try:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
-        except psycopg.Error:
-            pass
-        conn.close()
+        conn.close()  # frees every session lock it holds
+
+
+def _version(conn, component: str) -> int:
+    row = conn.execute("SELECT version FROM schema_versions WHERE component = %s", (component,)).fetchone()
+    return row[0] if row else 0
+
+
+def _migrate(conn, url: str, component: str, steps: list) -> int:
+    """One component's steps from its recorded version on, under the migration lock: the plain
+    steps one transaction, cut before each OutsideTransaction step, whose `prepare` runs between
+    two transactions (`_prepare`) and whose `finish` opens the next one."""
+    prepared, step_lock = None, None
+    while True:
+        with conn.transaction():
+            current = step = _version(conn, component)
+            if current > len(steps):
+                raise StoreFailure(f"the PostgreSQL store {redacted(url)} has {component} schema v{current}, "
+                                   f"newer than this evoteam knows (v{len(steps)}): upgrade evoteam")
+            while step < len(steps):
+                form = steps[step]
+                if isinstance(form, OutsideTransaction):
+                    if step != prepared:
+                        break
+                    form = form.finish
+                if callable(form):
+                    form(_SyncConnection(conn))
+                else:
+                    conn.execute(form)
+                step += 1
+            if step > current:
+                conn.execute("INSERT INTO schema_versions (component, version) VALUES (%s, %s) "
+                             "ON CONFLICT (component) DO UPDATE SET version = excluded.version", (component, step))
+        if step_lock is not None:  # the prepared step is recorded (by this server or, if not, by another)
+            conn.execute("SELECT pg_advisory_unlock(%s)", (step_lock,))
+            prepared, step_lock = None, None
+        if step == len(steps):
+            return step
+        step_lock = advisory_key("migration", component, str(step))
+        _prepare(conn, url, component, step, steps[step].prepare, step_lock)
+        prepared = step
+
+
+def _prepare(conn, url: str, component: str, step: int, prepare, step_lock: int) -> None:
+    """Run an OutsideTransaction step's `prepare`, by one server at a time, outside any
+    transaction and without the migration lock: other servers may open the store meanwhile (one
+    of an earlier version waits for that lock blocking, which a concurrent index build would wait
+    for in turn: see `_hold`), and those that reach the same step wait for its own lock. Returns
+    holding both locks again; the step's is freed once its version is recorded."""
+    conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
+    _hold(conn, step_lock, f"evoteam: {component} v{step + 1}: another server is upgrading the PostgreSQL store "
+                           f"{redacted(url)}; waiting for it...")
+    if _version(conn, component) == step:  # else done while this server waited
+        prepare(_SyncConnection(conn))
+    _hold(conn, MIGRATE_LOCK)
 
 
 def check_database(url: str) -> str:

@@ -5,15 +5,8 @@ file lock beside a SQLite store is freed by the OS."""
 
 from __future__ import annotations
 
-import hashlib
-
-from evoteam.servers.knowledge.pg import _psycopg, describe, redacted
-
-
-def advisory_key(*parts: str) -> int:
-    """A stable signed 64-bit key for a lock name (PostgreSQL's advisory locks take a bigint)."""
-    digest = hashlib.sha256("\x00".join(("evoteam", *parts)).encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
+# advisory_key lives in pg.py, whose migrations name their step locks with it too.
+from evoteam.servers.knowledge.pg import _psycopg, advisory_key, describe, redacted
 
 
 class AdvisoryLock:

@@ -7,7 +7,8 @@
 - knowledge.counters v1: the counters' triggers, as PL/pgSQL functions with the same rules.
 - knowledge.search v1: the GIN index without a pending list (see `no_pending_list`).
 - knowledge.search v2: the GIN index rebuilt over `tsv` plus a bucket lexeme per 16,384 ids
-  (see `BUCKETED_TSV`), so a search can read the newest buckets of a common word's posting list.
+  (see `BUCKETED_TSV`), so a search can read the newest buckets of a common word's posting list;
+  built concurrently, outside the migration's transaction, then swapped in inside it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 import time
 
 from evoteam.servers.knowledge import counters, schema
-from evoteam.servers.knowledge.migrations import register_migrations, register_postgres_form
+from evoteam.servers.knowledge.migrations import OutsideTransaction, register_migrations, register_postgres_form
 from evoteam.servers.knowledge.dialect import to_postgres
 
 _FTS5_START = "CREATE VIRTUAL TABLE search_index USING fts5("
@@ -189,39 +190,64 @@ SEARCH_GIN = f"CREATE INDEX {{name}} ON search_index USING GIN ({BUCKETED_TSV}) 
 _LONG_INDEX = 100_000  # entries from which rebuilding the index says so on stderr (tens of seconds at 1M)
 
 
-def bucket_index(conn) -> None:
-    """knowledge.search v2 on PostgreSQL: rebuild search_index's GIN index over `BUCKETED_TSV`.
+def build_bucket_index(conn) -> None:
+    """knowledge.search v2 on PostgreSQL, its long part: build search_index's GIN index over
+    `BUCKETED_TSV` beside the old one, as search_index_tsv_v2, with `CREATE INDEX CONCURRENTLY`,
+    outside any transaction (migrations.OutsideTransaction): it takes no lock that stops other
+    servers' writes or searches, which go on, the old index serving searches meanwhile.
 
     On a store holding many entries it takes a while (10.6 s at 1M learnings on two quiet cores,
-    more on busy ones), once, on the first open by this version: it says so on stderr, before and
-    after, so that a server that seems not to start is not taken for hung. The new index is built
-    beside the old one (a SHARE lock: other replicas' searches go on, their writes wait for the
-    build), and only then swapped in: the table is locked whole only from that drop to the commit
-    right after it. docs/postgres.md says what an upgrade of running replicas means."""
-    raw = conn.raw  # psycopg's own connection: these statements need no dialect rewrite
+    more on busy ones, and a concurrent build reads the table twice), once, on the first open by
+    this version: it says so on stderr, before and after, so that a server that seems not to
+    start is not taken for hung. A build killed midway (the server or the database gone) leaves
+    the new index INVALID, which the next open drops and builds again; one left valid by a server
+    that died before the swap is kept. docs/postgres.md says what an upgrade of running replicas
+    means."""
+    raw = conn.raw  # psycopg's own connection, in autocommit mode: these statements need no dialect rewrite
+    (valid,) = raw.execute("SELECT (SELECT indisvalid FROM pg_index "
+                           "WHERE indexrelid = to_regclass('search_index_tsv_v2'))").fetchone()
+    if valid:  # whole: built by a server that died before swapping it in
+        return
     # An upper bound on the entries that needs no ANALYZE (reltuples is -1 before the first) and
     # no count of a million rows: ids only grow.
     (entries,) = raw.execute("SELECT coalesce(max(id), 0) FROM search_index").fetchone()
     loud = entries >= _LONG_INDEX
     if loud:
         print(f"evoteam: knowledge.search v2: rebuilding the full-text index of up to {entries:,} search entries "
-              f"(once; 10 s or more per million entries; searches go on meanwhile, writes wait)...",
+              f"(once; 10 s or more per million entries; searches and writes go on meanwhile)...",
               file=sys.stderr, flush=True)
     started = time.monotonic()
-    # More memory than the default 64 MB for this one build: GIN builds in memory and merges less.
-    # No statement timeout of the role's or database's own: it would cancel the build on every
-    # open, and this version could then never open the store.
-    raw.execute("SET LOCAL maintenance_work_mem = '256MB'")
-    raw.execute("SET LOCAL statement_timeout = 0")
-    raw.execute("DROP INDEX IF EXISTS search_index_tsv_v2")
-    raw.execute(SEARCH_GIN.format(name="search_index_tsv_v2"))
-    raw.execute("DROP INDEX IF EXISTS search_index_tsv")
-    raw.execute("ALTER INDEX search_index_tsv_v2 RENAME TO search_index_tsv")
+    # Session settings (SET LOCAL holds only inside a transaction, and this runs outside one),
+    # reset before the connection goes on to the swap and the other components. More memory than
+    # the default 64 MB: GIN builds in memory and merges less. No statement or lock timeout of
+    # the role's or database's own: the build waits for the writes in progress to end, and a
+    # timeout would cancel it on every open, so that this version could never open the store.
+    raw.execute("SET maintenance_work_mem = '256MB'")
+    raw.execute("SET statement_timeout = 0")
+    raw.execute("SET lock_timeout = 0")
+    try:
+        if valid is False:
+            # Left INVALID by a build killed midway: of no use to a search, yet every write
+            # still updates it. Dropped without a lock that would stop writes, and built afresh.
+            raw.execute("DROP INDEX CONCURRENTLY IF EXISTS search_index_tsv_v2")
+        raw.execute(SEARCH_GIN.format(name="CONCURRENTLY search_index_tsv_v2"))
+    finally:
+        if not raw.broken:  # a connection the server ended (a build killed midway) has nothing to reset
+            for setting in ("maintenance_work_mem", "statement_timeout", "lock_timeout"):
+                raw.execute(f"RESET {setting}")
     if loud:
         print(f"evoteam: knowledge.search v2: index rebuilt in {time.monotonic() - started:.0f} s",
               file=sys.stderr, flush=True)
 
 
+def swap_bucket_index(conn) -> None:
+    """knowledge.search v2 on PostgreSQL, its short part, in the transaction that records the
+    version: the built index takes the old one's place. Dropping the old index locks the table
+    whole until the commit right after (no search or write waits longer than that)."""
+    conn.raw.execute("DROP INDEX IF EXISTS search_index_tsv")
+    conn.raw.execute("ALTER INDEX search_index_tsv_v2 RENAME TO search_index_tsv")
+
+
 register_migrations("knowledge.search", [nothing_on_sqlite, nothing_on_sqlite])
 register_postgres_form("knowledge.search", 0, no_pending_list("search_index_tsv"))
-register_postgres_form("knowledge.search", 1, bucket_index)
+register_postgres_form("knowledge.search", 1, OutsideTransaction(build_bucket_index, swap_bucket_index))

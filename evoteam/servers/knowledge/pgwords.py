@@ -20,15 +20,21 @@ for a configuration: they are asked once per word (`LEXEMES`) and kept. A word's
 that of its rarest lexeme: the entries `plainto_tsquery(word)` matches, exactly for a word of one
 lexeme (any \\w+ word but a few joined by `_`). The density of a query of several words is
 estimated as if they occurred independently; each range read corrects it (pgranges.py).
+
+With each pass read again in the background comes the store's knowledge.search version: a server
+left running after a newer evoteam upgraded the search index says so once (`_say_if_newer`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from evoteam.servers.knowledge.migrations import _MIGRATIONS
 
 CONFIG = "evoteam"  # the text search configuration made by pgschema.py
 SMALL = 1000  # below this newest id every word counts (pgsearch.py) and the pass is not kept
@@ -49,6 +55,8 @@ STATS = (
     "(SELECT array_agg(lexeme) AS lexemes, array_agg(n) AS counts FROM w) AS w, "
     "(SELECT array_agg(project) AS projects, array_agg(run_id) AS runs, array_agg(kind) AS kinds, "
     "array_agg(n) AS entries FROM g) AS g")
+# Read with each pass read again in the background (every STATS_TTL_S at most): `_say_if_newer`.
+SEARCH_VERSION = "SELECT version FROM schema_versions WHERE component = 'knowledge.search'"
 LEXEMES = f"SELECT w, tsvector_to_array(to_tsvector('{CONFIG}', w)) AS l FROM unnest(?::text[]) AS w"
 
 
@@ -87,6 +95,7 @@ class NewestStats:
 _stats: dict[tuple[str, int], NewestStats] = {}
 _lexemes: dict[str, tuple[str, ...]] = {}
 _reading: dict[tuple[str, int], asyncio.Task] = {}  # stores whose pass is being read in the background
+_warned: set[str] = set()  # stores said to have a newer search index than this server knows
 
 
 def _kept(key: tuple[str, int]) -> NewestStats | None:
@@ -138,10 +147,25 @@ async def known(conn, db, key: tuple[str, int], words: Sequence[str],
 async def _read_again(db, key: tuple[str, int]) -> None:
     try:
         async with db.read() as conn:
-            ((row,),) = await conn.batch([(STATS, [key[1]])])
+            (row,), version = await conn.batch([(STATS, [key[1]]), (SEARCH_VERSION, [])])
         _keep(key, _from_row(row))
+        _say_if_newer(db.path, version)
     except Exception:  # the database gone or closing: the old pass serves, and the next search retries
         pass
+
+
+def _say_if_newer(where: str, rows: list) -> None:
+    """Say once per store, on stderr, when another server has upgraded its search index past the
+    version this one knows: opening such a store is refused, but a server left running through
+    the upgrade goes on searching, maybe through no index at all, and nothing else would say why
+    it slowed down."""
+    known = len(_MIGRATIONS.get("knowledge.search", ()))
+    version = rows[0][0] if rows else 0
+    if version > known and where not in _warned:
+        _warned.add(where)
+        print(f"evoteam: the PostgreSQL store {where} has knowledge.search schema v{version}, newer than this "
+              f"server knows (v{known}): its searches may find no index to read and slow down; restart it "
+              f"with the newer evoteam", file=sys.stderr, flush=True)
 
 
 def _from_row(row) -> NewestStats:
