@@ -65,11 +65,14 @@ def summarise(label: str, evaluations: list, truth: float | None) -> str:
     hits, pairs = false_clears(intervals)
     widths = [iv[1] / iv[0] for iv in intervals]
     cv = statistics.stdev(scores) / statistics.mean(scores) * 100 if len(scores) > 1 else 0.0
-    contended = sum(bool((e.metrics or {}).get("contention", {}).get("contended")) for e in evaluations)
+    marks = [(e.metrics or {}).get("contention", {}) for e in evaluations]
+    why = {rule: sum(any(r.startswith(rule) for r in m.get("reasons") or []) for m in marks)
+           for rule in ("load", "call path")}
+    contended = f"{sum(bool(m.get('contended')) for m in marks)} (load {why['load']}, path {why['call path']})"
     wl = f"{wl_covered}/{wl_total}" if wl_total else "-"
     return (f"{label:<34} | {len(scores):>3} | {statistics.median(scores):8.3f} [{min(scores):.3f}-{max(scores):.3f}] | "
             f"{cv:6.2f} | {statistics.median(widths):6.3f} | {covered:>3}/{len(scores):<3} | {wl:>7} | "
-            f"{hits:>4}/{pairs:<4} | {contended:>3}")
+            f"{hits:>4}/{pairs:<4} | {contended}")
 
 
 async def main() -> None:
@@ -111,7 +114,8 @@ async def main() -> None:
     print("\n".join(lines))
     print("(covers: evaluations whose score_interval contains the truth; wl cov: workloads whose "
           "speedup_interval contains 1; false new best: ordered pairs of evaluations where the later "
-          "interval lies wholly above the earlier; hi/lo: median interval width)")
+          "interval lies wholly above the earlier; hi/lo: median interval width; contended: evaluations marked so, "
+          "and how many by each rule: the load average, the call path's floor)")
     print(f"# load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -163,8 +163,10 @@ def minimal_harness(kit: Kit, candidate: Path, blocks: bool | None = None) -> tu
            "entry": m.entry, "baseline": str(kit.file(base_file)), "baseline_fn": base_fn or "run",
            "names": list(kit.definition.inputs), "workloads": [w.axes for w in kit.dev_workloads()],
            "atol": m.tolerance.atol, "rtol": m.tolerance.rtol, "warmup": m.timing.warmup,
-           # Per round the order of the calls: ours (interleave.call_order), so both harnesses
-           # time each side in the same company.
+           # Per round the order of the calls: ours (interleave.call_order) without the empty
+           # calls, which the minimal harness has none of; so where ours puts them between two
+           # calls of one side, the minimal harness calls that side twice in a row (it makes the
+           # next call's inputs in between).
            "orders": [[s for s, _, _ in interleave.call_order(["baseline", "candidate", None], r,
                                                               m.timing.reps_per_round, blocks) if s]
                       for r in range(m.timing.rounds)]}

@@ -194,3 +194,5 @@ def remeasure(settings: Settings, run_id, split, rounds, candidate_ids, as_json)
     click.echo(f"order after:  {', '.join(mset.order_after)}" + ("  (changed)" if mset.changed else "  (unchanged)"))
     if mset.contended:
         click.echo("contended machine: intervals are wider than on a quiet one")
+    if mset.note:
+        click.echo(mset.note)

@@ -144,7 +144,8 @@ def _remeasured(report: RunReport) -> str:
         for e in m.entries)
     return (f"<p>Measured {m.measured_at:%Y-%m-%d %H:%M} UTC, {m.rounds} interleaved rounds, splits "
             f"{', '.join(m.splits)}{' (contended machine: wider intervals)' if m.contended else ''}. "
-            f"Rule: {html.escape(m.rule)}.</p><table>{head}{rows}</table>")
+            f"Rule: {html.escape(m.rule)}.{' ' + html.escape(m.note) if m.note else ''}</p>"
+            f"<table>{head}{rows}</table>")
 
 
 def _retrieval_summary(report: RunReport) -> str:

@@ -71,6 +71,10 @@ class MeasurementSet(BaseModel):
                                            "the top one's after the batch")
     rule: str = RULE
     contended: bool = False
+    pooled: bool = Field(default=True, description="whether the new rounds were recorded as measurements of the "
+                         "finalists; false when the run was timed by an earlier timing method, whose scores these "
+                         "rounds cannot be pooled with (note says so)")
+    note: str | None = None
 
 
 def _estimate(score: float | None, interval: list[float] | None) -> stats.Estimate | None:
@@ -172,6 +176,14 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
         entries.insert(0, Remeasured(candidate_id=BASELINE))
         codes[BASELINE] = start.read_text(encoding="utf-8")
     splits = ["dev", "heldout"] if split == "all" else [split]
+    from evoteam.servers.bench.evaluation.binding import TIMING_METHOD, check_binding, timed_alike
+
+    # Asked before measuring: a run of other kit content is refused at once; a run timed by an
+    # earlier method is still measured (one batch compares its finalists soundly) but nothing is
+    # pooled into its candidates.
+    method = TIMING_METHOD if kit.manifest.kind == "kernel" else None
+    pooled = await timed_alike(store, run_id, method)
+    await check_binding(store, kit, run_id, method if pooled else None)
     if progress:
         progress(f"{len(entries)} sides x {rounds} rounds on {', '.join(splits)}: about "
                  f"{estimate_seconds(kit, len(entries), rounds, chosen) * len(splits):.0f} s")
@@ -187,7 +199,7 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
                 e.score, e.score_interval = r.score, r.score_interval
             else:
                 e.heldout_score, e.heldout_interval = r.score, r.score_interval
-            if e.candidate_id != BASELINE:
+            if e.candidate_id != BASELINE and pooled:
                 from evoteam.servers.bench.evaluation.core import record_evaluation
 
                 await record_evaluation(settings, store, kit, r, codes[e.candidate_id], run_id=run_id,
@@ -196,7 +208,12 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
                     e.pooled_score, e.pooled_interval = r.candidate_score, r.candidate_interval
                     e.n_measurements = r.n_measurements
     mset = MeasurementSet(run_id=run_id, kit=kit.name, measured_at=datetime.now(UTC), rounds=rounds, splits=splits,
-                          direction=run.direction, entries=entries, contended=contended)
+                          direction=run.direction, entries=entries, contended=contended, pooled=pooled,
+                          note=None if pooled else (
+                              f"run {run_id} was timed by an earlier timing method than this batch (evoteam's "
+                              f"method {TIMING_METHOD}; docs/bench.md, Rounds): the recorded scores and these rounds "
+                              "are not comparable, so the new rounds were not pooled into the finalists; compare the "
+                              "finalists by this batch's scores (now), and start a new run to go on"))
     judge(mset)
     await store.put_artifact(ArtifactCreate(run_id=run_id, kind=KIND,
                                             name=f"remeasure-{mset.measured_at:%Y%m%dT%H%M%S}.json",

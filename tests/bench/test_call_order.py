@@ -52,9 +52,10 @@ def test_one_call_per_side_order_calls_every_side_in_each_repetition_before_the_
         assert [last for _, _, last in calls] == [False, False, True] * 2  # a group ends with each repetition
 
 
-def _rounds(slots, reps):
-    """Every round's calls, over a whole cycle of the order (2n rounds)."""
-    return [[s for s, _, _ in call_order(slots, r, reps, False)] for r in range(2 * len(slots))]
+def _rounds(slots, reps, rounds=None):
+    """Every round's calls, by default over a whole cycle of the order (2n(n-1) rounds)."""
+    n = len(slots)
+    return [[s for s, _, _ in call_order(slots, r, reps, False)] for r in range(rounds or 2 * n * (n - 1))]
 
 
 @pytest.mark.parametrize("n", [3, 4, 5, 6])
@@ -81,3 +82,31 @@ def test_with_one_candidate_each_side_follows_each_other_slot_equally_often(reps
     same company, so a copy of the baseline has nothing in the order that favours it."""
     follows = Counter(pair for seq in _rounds(SLOTS, reps) for pair in zip(seq, seq[1:]))
     assert len(set(follows.values())) == 1 and len(follows) == 6, follows
+
+
+@pytest.mark.parametrize("reps", [1, 2, 3])
+@pytest.mark.parametrize("rounds", [2, 4, 6, 10, 20])
+def test_any_even_number_of_rounds_treats_the_baseline_and_one_candidate_alike(reps, rounds):
+    """The shipped kits time 10 rounds (not a whole cycle of the design) and small test kits 2:
+    still, per workload, the baseline and the candidate open as many rounds and are called as
+    often right after the empty calls and right after each other."""
+    seqs = _rounds(SLOTS, reps, rounds)
+    openers = Counter(seq[0] for seq in seqs)
+    follows = Counter(pair for seq in seqs for pair in zip(seq, seq[1:]))
+    assert openers["baseline"] == openers["candidate"], openers
+    assert follows[(None, "baseline")] == follows[(None, "candidate")], follows
+    assert follows[("candidate", "baseline")] == follows[("baseline", "candidate")], follows
+    assert follows[("baseline", None)] == follows[("candidate", None)], follows
+    assert all(a != b for seq in seqs for a, b in zip(seq, seq[1:]))
+
+
+@pytest.mark.parametrize("n", [4, 5, 7])
+def test_with_more_sides_every_n_minus_one_rounds_each_opens_as_many(n):
+    """compare (baseline, A, B) and remeasure (several finalists): over each block of n-1 rounds
+    every timed side opens a round equally often."""
+    slots = [f"s{i}" for i in range(n - 1)] + [None]
+    for start in range(0, 4 * (n - 1), n - 1):
+        seqs = [[s for s, _, _ in call_order(slots, r, 2, False)] for r in range(start, start + n - 1)]
+        openers = [seq[0] for seq in seqs]
+        # A block opens every round with the empty calls, or each timed side opens one round.
+        assert openers == [None] * (n - 1) or sorted(openers) == slots[:-1], openers

@@ -248,7 +248,17 @@ def test_the_remeasure_rule_fires_when_an_order_changes():
     assert calm.changed == [] and calm.within_noise_of_top == []
 
 
-def test_contention_is_marked_when_the_call_path_floor_rises(tmp_path):
+@pytest.fixture
+def quiet_machine(monkeypatch):
+    """The load average and CPU steal of an idle machine, so that only the call path's floor can
+    mark an evaluation contended in these tests (the suite itself runs on busy machines)."""
+    from evoteam.servers.bench.measurement import machine
+
+    monkeypatch.setattr(machine.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+    monkeypatch.setattr(machine, "_cpu_times", lambda: None)
+
+
+def test_contention_is_marked_when_the_call_path_floor_rises(tmp_path, quiet_machine):
     from evoteam.servers.bench.measurement.machine import Contention, contention_line
 
     quiet = Contention(tmp_path, "cpu", "k").finish([50_000, 52_000, 51_000])
@@ -259,7 +269,7 @@ def test_contention_is_marked_when_the_call_path_floor_rises(tmp_path):
     assert "contended machine" in contention_line(busy)
 
 
-def test_one_evaluations_own_spread_of_floors_is_not_contention(tmp_path):
+def test_one_evaluations_own_spread_of_floors_is_not_contention(tmp_path, quiet_machine):
     """On a quiet machine one evaluation's rounds' fastest empty calls spread by more than 2x (an
     idle CPU's wake-up): the median is compared with the best median, never with the fastest
     single round, or every such evaluation reads as contended."""
@@ -271,7 +281,17 @@ def test_one_evaluations_own_spread_of_floors_is_not_contention(tmp_path):
         assert c["contended"] is False, c["reasons"]
 
 
-def test_another_kits_floor_is_no_yardstick(tmp_path):
+def test_a_lucky_low_floor_stops_counting_after_a_while(tmp_path, quiet_machine):
+    """The best is the lowest of the kit's recent medians: one lucky (or stale) low median does not
+    make every later evaluation read as contended for good."""
+    from evoteam.servers.bench.measurement.machine import RECENT_FLOORS, Contention
+
+    Contention(tmp_path, "cpu", "k").finish([100_000] * 3)
+    marked = [Contention(tmp_path, "cpu", "k").finish([400_000] * 3)["contended"] for _ in range(RECENT_FLOORS + 1)]
+    assert marked[0] is True and marked[-1] is False, marked
+
+
+def test_another_kits_floor_is_no_yardstick(tmp_path, quiet_machine):
     """Kits' empty calls cost different amounts: a kit with a short call path does not make every
     evaluation of a kit with a longer one read as contended."""
     from evoteam.servers.bench.measurement.machine import Contention

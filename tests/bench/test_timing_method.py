@@ -1,6 +1,8 @@
 """A run is bound to the timing method its candidates were measured by, as to its kit's content:
 scores taken before a change that makes them incomparable (metrics.timing_method) are never
-pooled or ranked with scores taken after it."""
+pooled or ranked with scores taken after it. The method is written where the measurement is made
+(a pool slot or Ray node may run another evoteam), and a named run is checked before anything
+is measured."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ import pytest
 
 from evoteam.errors import DomainError
 from evoteam.servers.bench.evaluation import core
-from evoteam.servers.bench.evaluation.core import evaluate_candidate
+from evoteam.servers.bench.evaluation.core import evaluate_candidate, record_evaluation
+from evoteam.servers.bench.formats.kits import find_kit
+from evoteam.servers.bench.measurement import batch
 from evoteam.servers.bench.measurement.method import TIMING_METHOD
 
 BASELINE_LIKE = """
@@ -20,6 +24,30 @@ def run(hidden_states, weight, eps):
 """
 
 
+@pytest.fixture
+def measured(monkeypatch):
+    """How many kernel evaluations were measured."""
+    calls = []
+    real = core._run_kernel
+
+    async def counting(*args, **kwargs):
+        calls.append(1)
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(core, "_run_kernel", counting)
+    return calls
+
+
+async def old_run(settings, kit, store, monkeypatch, earlier):
+    """A run whose candidate was timed by an earlier method (None: before the method was written
+    down, which counts as method 1)."""
+    monkeypatch.setattr(batch, "TIMING_METHOD", earlier)
+    e = await evaluate_candidate(settings, str(kit), code=BASELINE_LIKE, store=store)
+    monkeypatch.setattr(batch, "TIMING_METHOD", TIMING_METHOD)
+    assert e.recorded and e.metrics.get("timing_method") == earlier
+    return e
+
+
 async def test_every_kernel_evaluation_says_its_timing_method(fast_kit, fast_settings, store):
     e = await evaluate_candidate(fast_settings, str(fast_kit), code=BASELINE_LIKE, store=store)
     assert e.status == "PASSED" and e.metrics["timing_method"] == TIMING_METHOD
@@ -28,19 +56,49 @@ async def test_every_kernel_evaluation_says_its_timing_method(fast_kit, fast_set
 
 
 @pytest.mark.parametrize("earlier", [None, TIMING_METHOD - 1])
-async def test_a_run_timed_by_an_earlier_method_takes_no_new_measurement(fast_kit, fast_settings, store,
-                                                                         monkeypatch, earlier):
-    """None: a run recorded before the method was written down (method 1)."""
-    monkeypatch.setattr(core, "TIMING_METHOD", earlier)
-    old = await evaluate_candidate(fast_settings, str(fast_kit), code=BASELINE_LIKE, store=store)
-    assert old.recorded and old.metrics.get("timing_method") == earlier
-    monkeypatch.setattr(core, "TIMING_METHOD", TIMING_METHOD)
+async def test_a_run_timed_by_an_earlier_method_is_refused_before_measuring(fast_kit, fast_settings, store,
+                                                                           monkeypatch, measured, earlier):
+    old = await old_run(fast_settings, fast_kit, store, monkeypatch, earlier)
+    before = len(measured)
     with pytest.raises(DomainError, match="timing method") as err:
         await evaluate_candidate(fast_settings, str(fast_kit), code=BASELINE_LIKE, store=store, run_id=old.run_id)
-    assert "start a new run" in str(err.value)
-    # The same code is still one candidate there, measured once: nothing was pooled into it.
+    assert "start a new run" in str(err.value) and f"seed_from={old.run_id!r}" in str(err.value)
+    assert len(measured) == before  # refused before anything ran
     (only,) = (await store.list_candidates(old.run_id)).items
-    assert only.n_measurements == 1
+    assert only.n_measurements == 1  # nothing was pooled into it
     # Without a run id the measurement goes to a run of its own, timed one way.
     new = await evaluate_candidate(fast_settings, str(fast_kit), code=BASELINE_LIKE, store=store)
     assert new.recorded and new.run_id != old.run_id and new.n_measurements == 1
+
+
+async def test_a_result_measured_elsewhere_keeps_its_own_method(fast_kit, fast_settings, store, monkeypatch):
+    """A result that came back from a slot or node running an earlier evoteam is recorded by its own
+    method, not the recording process's: refused by a run of this method, never pooled into it."""
+    kit = find_kit(fast_settings, str(fast_kit))
+    current = await evaluate_candidate(fast_settings, str(fast_kit), code=BASELINE_LIKE, store=store)
+    monkeypatch.setattr(batch, "TIMING_METHOD", None)
+    elsewhere = await evaluate_candidate(fast_settings, str(fast_kit), code=BASELINE_LIKE)  # not recorded
+    monkeypatch.setattr(batch, "TIMING_METHOD", TIMING_METHOD)
+    with pytest.raises(DomainError, match="timing method 2, and this evaluation by method 1"):
+        await record_evaluation(fast_settings, store, kit, elsewhere, BASELINE_LIKE, run_id=current.run_id)
+    await record_evaluation(fast_settings, store, kit, elsewhere, BASELINE_LIKE)
+    assert elsewhere.run_id != current.run_id
+    (only,) = (await store.list_candidates(current.run_id)).items
+    assert only.n_measurements == 1
+
+
+async def test_remeasure_of_a_run_timed_by_an_earlier_method_compares_but_pools_nothing(
+        fast_kit, fast_settings, store, monkeypatch):
+    """One batch compares the finalists soundly whatever timed them before; their new rounds are
+    not pooled into candidates measured the other way, and the set says so."""
+    from evoteam.report.remeasure import remeasure_run
+
+    old = await old_run(fast_settings, fast_kit, store, monkeypatch, None)
+    mset = await remeasure_run(fast_settings, store, old.run_id, rounds=2)
+    assert mset.pooled is False and "not pooled" in mset.note
+    (entry,) = [e for e in mset.entries if e.candidate_id == old.candidate_id]
+    assert entry.score is not None and entry.pooled_score is None
+    (only,) = (await store.list_candidates(old.run_id)).items
+    assert only.n_measurements == 1
+    stored = await store.list_artifacts(old.run_id)
+    assert any(a.kind == "measurement_set" for a in stored.items)

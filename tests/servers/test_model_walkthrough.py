@@ -143,9 +143,10 @@ async def test_compare_says_contention_once(settings, store):
     # The best call-path floor this bench has seen, set far below any real one: every batch now
     # reads as contended, as it did on the helper's busy machine.
     from evoteam.servers.bench.formats.kits import state_dir
+    from evoteam.servers.bench.measurement.method import TIMING_METHOD
 
     state_dir(settings).mkdir(parents=True, exist_ok=True)
-    (state_dir(settings) / "call_path_floor.json").write_text(json.dumps({"cpu rmsnorm_walk": 0.001}))
+    (state_dir(settings) / "call_path_floor.json").write_text(json.dumps({f"cpu rmsnorm_walk method {TIMING_METHOD}": [0.001]}))
     async with Client(bench_server(settings, store)) as bench:
         result = await bench.call_tool("compare", {"kit": "rmsnorm_walk", "a_code": FLOAT64, "b_code": FLOAT32,
                                                    "repeats": 2})

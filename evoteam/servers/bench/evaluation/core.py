@@ -22,10 +22,10 @@ from evoteam.codehash import code_hash
 from evoteam.servers.bench.formats import fib, openevolve, solutions
 from evoteam.servers.bench.measurement import harness, redact
 from evoteam.servers.bench.measurement.batch import STATUS_ORDER, run_kernel_batch
-from evoteam.servers.bench.evaluation.candidates import check_candidate_path, check_parent, record_measured, state_paths
+from evoteam.servers.bench.evaluation.candidates import check_candidate_path, record_measured, state_paths
 from evoteam.servers.bench.measurement.harness import WorkerFailure
 from evoteam.servers.bench.measurement.session import CANDIDATE, SideSpec, WorkloadSpec
-from evoteam.servers.bench.measurement.method import TIMING_METHOD
+from evoteam.servers.bench.evaluation.binding import check_binding, check_run, timing_method  # noqa: F401 - check_run: callers import it from here
 from evoteam.servers.bench.formats.kit import Kit
 from evoteam.servers.bench.formats.kits import find_kit, heldout_choice, kit_dirs, state_dir
 from evoteam.servers.bench.models import Evaluation, Split, WorkloadOutcome
@@ -264,37 +264,13 @@ async def _run_program(settings: Settings, kit: Kit, cand: PreparedCandidate, sp
                       artifacts=artifacts, stages=stage_rows)
 
 
-async def _check_binding(store: KnowledgeStore, kit: Kit, run_id: str) -> None:
-    """A run is bound to one kit's content: the kit named by the run, and the content hash of the
-    kit its candidates were evaluated against. A candidate scored on other content (a look-alike
-    kit, an edited kit) is refused, so it can never become that run's best."""
-    run = await store.get_run(run_id)
-    if run.kit and run.kit not in (kit.name, str(kit.root)):
-        raise DomainError(f"run {run_id} is for kit {run.kit!r}, not {kit.name!r}; record in a run of this kit "
-                          "(omit run_id to use or start one)")
-    page = await store.list_candidates(run_id, limit=10)
-    for summary in page.items:
-        metrics = (await store.get_candidate(summary.id)).metrics
-        bound = metrics.get("kit_hash")
-        if bound:
-            if bound != kit.content_hash:
-                raise DomainError(f"run {run_id} is bound to kit content {bound[:19]}..., but this evaluation used "
-                                  f"{kit.content_hash[:19]}... (the kit changed, or another folder has its name); "
-                                  "start a new run for the changed kit")
-            method = metrics.get("timing_method") or 1  # recorded since method 2
-            if kit.manifest.kind == "kernel" and method != TIMING_METHOD:
-                raise DomainError(f"run {run_id} was timed by evoteam's timing method {method}, and this evaluation "
-                                  f"by method {TIMING_METHOD}, whose scores are not comparable with it (see "
-                                  f"docs/bench.md, Rounds); start a new run for this kit: omit run_id, or "
-                                  f"knowledge.start_run with seed_from={run_id!r} to continue from it")
-            return
-
-
-async def _resolve_run(store: KnowledgeStore, kit: Kit, run_id: str | None, owner: str | None = None) -> str:
+async def _resolve_run(store: KnowledgeStore, kit: Kit, run_id: str | None, owner: str | None = None,
+                       method: int | None = None) -> str:
     """The run to record in: the one named, else the kit's newest active run (of `owner` when
-    given: on a shared store, never a colleague's run by default), else a new one."""
+    given: on a shared store, never a colleague's run by default) measured like this one, else a
+    new one."""
     if run_id:
-        await _check_binding(store, kit, run_id)
+        await check_binding(store, kit, run_id, method)
         return run_id
     cursor = None
     for _ in range(10):
@@ -302,9 +278,9 @@ async def _resolve_run(store: KnowledgeStore, kit: Kit, run_id: str | None, owne
         for run in page.items:
             if run.kit == kit.name and (owner is None or run.provenance.user == owner):
                 try:
-                    await _check_binding(store, kit, run.id)
+                    await check_binding(store, kit, run.id, method)
                 except DomainError:
-                    continue  # bound to other content: use (or start) a run for this content
+                    continue  # bound to other content or timing: use (or start) a run for this one
                 return run.id
         cursor = page.next_cursor
         if not cursor:
@@ -361,8 +337,8 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
     evaluation holds (scheduling/); default: the kit's device."""
     kit, code = await checked_request(settings, kit, split, repeats, store, candidate_path, code, candidate_id)
     progress = progress or _noop
-    if store is not None and parent_id:  # before any measuring: a refused parent costs nothing
-        await check_parent(store, parent_id, run_id)
+    if store is not None:  # before any measuring: a refusal costs nothing
+        await check_run(store, kit, parent_id, run_id)
     cand = prepare_candidate(kit, candidate_path, code, settings)
     try:
         if kit.manifest.kind == "kernel":
@@ -385,8 +361,6 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
 def _finish(settings: Settings, kit: Kit, result: Evaluation) -> None:
     m = kit.manifest
     result.metrics["kit_hash"] = kit.content_hash
-    if m.kind == "kernel":
-        result.metrics["timing_method"] = TIMING_METHOD
     if result.split != "dev" and (m.heldout if m.kind == "kernel" else m.program_heldout):
         result.metrics["heldout_set"] = heldout_choice(settings, kit).set_id
     if result.kind == "kernel" and result.score is not None:
@@ -431,7 +405,7 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
     """Record one evaluation as a verified measurement of its code in a run (pooled by the store
     with earlier measurements of the same code), and copy the pooled candidate's figures back."""
     _finish(settings, kit, result)
-    rid = await _resolve_run(store, kit, run_id, owner)
+    rid = await _resolve_run(store, kit, run_id, owner, timing_method(result))
     record = CandidateCreate(
         run_id=rid, code=code, status=result.status, score=result.score, split=result.split,
         metrics=dict(result.metrics, kit=kit.name, kit_hash=kit.content_hash, flags=result.flags[:10],

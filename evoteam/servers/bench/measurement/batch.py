@@ -19,6 +19,7 @@ from evoteam import stats
 from evoteam.config import Settings
 from evoteam.errors import DomainError
 from evoteam.servers.bench.measurement import harness, machine, timing
+from evoteam.servers.bench.measurement.method import TIMING_METHOD
 from evoteam.servers.bench.measurement.harness import WorkerFailure
 from evoteam.servers.bench.confinement.jail import stop_not_held
 from evoteam.servers.bench.formats.kit import Kit
@@ -145,7 +146,8 @@ async def run_kernel_batch(settings: Settings, kit: Kit, sides: list[SideSpec], 
         finally:
             lock.__exit__(None, None, None)  # whatever happened, the device is free again
     wall = time.perf_counter() - t_start
-    metrics_base: dict[str, Any] = {"baseline": baseline_label, "device": m.device, "kit_source": str(kit.root),
+    metrics_base: dict[str, Any] = {"timing_method": TIMING_METHOD,  # here: where it was measured (any node)
+                                    "baseline": baseline_label, "device": m.device, "kit_source": str(kit.root),
                                     "environment": machine.environment(m.device), "contention": contended}
     path = {name: r.summary() for name, r in rounds_by_wl.items() if r.nulls}
     if path:

@@ -43,16 +43,23 @@ def call_order(slots: list, r: int, reps: int, blocks: bool):
 
 
 def _round_order(n: int, r: int) -> list[int]:
-    """Round ``r``'s first repetition, as indices of the slots; each later repetition rotates it
-    by one. The rows of a Williams design (a zig-zag 0, 1, n-1, 2, n-2, ... shifted by the round),
-    backwards every other cycle of n rounds. What that gives, over 2n rounds: every slot opens
-    a round (the first call after fresh inputs were made) equally often; no slot follows itself
-    inside a round; every slot follows every other (with three slots, a candidate's evaluation,
-    each exactly as often). Measured on 2026-12-02, a call's time depends on what ran just
-    before it: on rmsnorm_cpu's t64_h8192 a side called right after itself took ~1.2 ms, after
-    the other side ~1.6 ms (docs/bench.md, *Rounds*). The order used until then opened 4 of 6
-    rounds with the baseline and none with the candidate, and called the candidate twice in a
-    row where the baseline never was: a copy of the baseline read 1.03-1.05 on the score."""
+    """Round ``r``'s first repetition, as indices of the slots, the last being the empty calls'
+    (every other slot a timed side); each later repetition rotates it by one. Rounds come in
+    blocks of n-1, one per timed side: a block's rounds take one row of a Williams design (a
+    zig-zag 0, 1, n-1, 2, n-2, ... shifted by the block, backwards every other cycle of n
+    blocks) and relabel the timed sides cyclically, so within a block each timed side takes each
+    timed side's place once. What that gives: with one candidate (an evaluation: three slots),
+    any even number of rounds treats the baseline and the candidate exactly alike — as many
+    rounds opened (the first call after the round's inputs were made), as many calls right after
+    the empty calls and right after each other; with more sides the same over every n-1 rounds
+    for opening, and over 2n(n-1) rounds for everything; no slot ever follows itself inside a
+    round. Measured on 2026-12-02, a call's time depends on what ran just before it: on
+    rmsnorm_cpu's t64_h8192 a side called right after itself took ~1.2 ms, after the other side
+    ~1.6 ms (docs/bench.md, *Rounds*). The order used until then opened 4 of 6 rounds with the
+    baseline and none with the candidate, and called the candidate twice in a row where the
+    baseline never was: a copy of the baseline read 1.03-1.07 on the score."""
+    timed = n - 1
+    block, turn = divmod(r, timed)
     zigzag, low, high = [0], 1, n - 1
     while len(zigzag) < n:
         zigzag.append(low)
@@ -60,10 +67,10 @@ def _round_order(n: int, r: int) -> list[int]:
         if len(zigzag) < n:
             zigzag.append(high)
             high -= 1
-    base = [(k + r) % n for k in zigzag]
-    if (r // n) % 2:
+    base = [(k + block) % n for k in zigzag]
+    if (block // n) % 2:
         base.reverse()
-    return base
+    return [(k + turn) % timed if k < timed else k for k in base]
 
 
 class InterleavedRounds:

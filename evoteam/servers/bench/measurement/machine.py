@@ -23,11 +23,13 @@ import sys
 from pathlib import Path
 
 from evoteam import stats
+from evoteam.servers.bench.measurement.method import TIMING_METHOD
 
 # What the timing tolerates before an evaluation is marked contended.
 MAX_FLOOR_RATIO = 2.0  # the call path's median floor this evaluation over the kit's best median here
 MAX_STEAL = 0.05  # share of CPU time stolen by the hypervisor
 MAX_LOAD_PER_CORE = 1.0  # runnable processes per usable core (1-minute load average)
+RECENT_FLOORS = 20  # the kit's best floor is the lowest of its last this many evaluations
 
 
 def _cpu_model() -> str:
@@ -141,32 +143,36 @@ class Contention:
         # Per kit: a kit's empty call costs what its workers make it cost (measured on one quiet
         # machine: ~160 us on pairwise_distance_cpu, ~340-400 us on rmsnorm_cpu), so one kit's
         # best is no yardstick for another's.
-        self.key = f"{device} {kit}"
+        # And per timing method: a change to the harness changes what an empty call costs.
+        self.key = f"{device} {kit} method {TIMING_METHOD}"
         self.load_start = os.getloadavg()[0]
         self.cpu_start = _cpu_times()
 
     def _best_floor(self, floor_us: float) -> float:
-        """The lowest median call-path floor this machine has shown for this kit (kept in the
-        bench's state folder), updated with this one."""
+        """The lowest of the last RECENT_FLOORS median call-path floors this machine has shown
+        for this kit, this one included (kept in the bench's state folder). Recent ones only: a
+        lucky low median, or one from before a change to the machine, stops counting."""
         if self.state is None:
             return floor_us
         path = self.state / "call_path_floor.json"
         try:
-            best = json.loads(path.read_text())
+            kept = json.loads(path.read_text())
         except (OSError, ValueError):
-            best = {}
-        old = best.get(self.key)
-        if not isinstance(old, (int, float)) or floor_us < old:
-            best[self.key] = floor_us
-            try:
-                self.state.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(f".{os.getpid()}")
-                tmp.write_text(json.dumps(best))
-                os.replace(tmp, path)
-            except OSError:
-                pass
-            return floor_us
-        return float(old)
+            kept = {}
+        if not isinstance(kept, dict):
+            kept = {}
+        old = kept.get(self.key)
+        recent = [float(x) for x in old if isinstance(x, (int, float))] if isinstance(old, list) else []
+        recent = (recent + [floor_us])[-RECENT_FLOORS:]
+        kept[self.key] = recent
+        try:
+            self.state.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}")
+            tmp.write_text(json.dumps(kept))
+            os.replace(tmp, path)
+        except OSError:
+            pass
+        return min(recent)
 
     def finish(self, round_floors_ns: list[int]) -> dict:
         """What the machine was doing, and whether that is more than the timing tolerates."""

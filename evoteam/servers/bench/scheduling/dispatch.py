@@ -16,7 +16,7 @@ from pathlib import Path
 from evoteam.config import Settings
 from evoteam.errors import DomainError
 from evoteam.servers.bench.evaluation import core
-from evoteam.servers.bench.evaluation.candidates import check_candidate_path, check_parent
+from evoteam.servers.bench.evaluation.candidates import check_candidate_path
 from evoteam.servers.bench.formats.kit import Kit
 from evoteam.servers.bench.formats.kits import discover, heldout_choice
 from evoteam.servers.bench.models import Evaluation, Split
@@ -109,8 +109,8 @@ async def evaluate_scheduled(settings: Settings, kit: str | Kit, *, candidate_pa
     source = _source(settings, candidate_path, code)
     if len(source) > core.MAX_CODE:
         raise DomainError(f"the code is {len(source)} characters; the limit is {core.MAX_CODE}")
-    if store is not None and parent_id:  # before queueing: a refused parent costs no device time
-        await check_parent(store, parent_id, run_id)
+    if store is not None:  # before queueing: a refusal costs no device time
+        await core.check_run(store, the_kit, parent_id, run_id)
     job = EvalJob(kit=_kit_ref(settings, kit, the_kit), kit_hash=the_kit.content_hash, code=source, split=split,
                   repeats=repeats, gpu_model=the_kit.manifest.gpu_model,
                   # Fairness is per run; team_status counts a run's evaluations by this key. Without

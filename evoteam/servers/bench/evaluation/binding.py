@@ -1,0 +1,73 @@
+"""Which run a measurement may go to. A run is bound to one kit's content and, for a kernel kit,
+to one timing method (measurement/method.py): scores taken on other content or timed another way
+are never pooled into its candidates or ranked against them. core.py records through these
+checks; they run once before anything is measured (a refusal costs no device time) and again
+when recording."""
+
+from __future__ import annotations
+
+from evoteam.errors import DomainError
+from evoteam.servers.bench.evaluation.candidates import check_parent
+from evoteam.servers.bench.formats.kit import Kit
+from evoteam.servers.bench.measurement.method import TIMING_METHOD
+from evoteam.servers.bench.models import Evaluation
+from evoteam.servers.knowledge.store import KnowledgeStore
+
+
+async def _bound_metrics(store: KnowledgeStore, run_id: str) -> dict | None:
+    """The metrics of the run's first candidate that says which kit content it was evaluated on
+    (None: nothing binds the run yet)."""
+    page = await store.list_candidates(run_id, limit=10)
+    for summary in page.items:
+        metrics = (await store.get_candidate(summary.id)).metrics
+        if metrics.get("kit_hash"):
+            return metrics
+    return None
+
+
+def timing_method(result: Evaluation) -> int | None:
+    """How a kernel evaluation was timed (recorded where it was measured, which may be another
+    node); None for a program kit, whose evaluator keeps its own time."""
+    return (result.metrics.get("timing_method") or 1) if result.kind == "kernel" else None
+
+
+async def timed_alike(store: KnowledgeStore, run_id: str, method: int | None) -> bool:
+    """Whether the run's measurements were taken by ``method`` (or nothing binds it yet)."""
+    bound = await _bound_metrics(store, run_id)
+    return method is None or bound is None or (bound.get("timing_method") or 1) == method
+
+
+async def check_binding(store: KnowledgeStore, kit: Kit, run_id: str, method: int | None) -> None:
+    """A run is bound to one kit's content: the kit named by the run, and the content hash of the
+    kit its candidates were evaluated against; and, for a kernel kit, to the timing method its
+    candidates were measured by (``method``: this evaluation's; measurement/method.py). A
+    candidate scored on other content (a look-alike kit, an edited kit) is refused, so it can
+    never become that run's best; one timed another way is refused, so it is never pooled or
+    ranked with scores it cannot be compared with."""
+    run = await store.get_run(run_id)
+    if run.kit and run.kit not in (kit.name, str(kit.root)):
+        raise DomainError(f"run {run_id} is for kit {run.kit!r}, not {kit.name!r}; record in a run of this kit "
+                          "(omit run_id to use or start one)")
+    metrics = await _bound_metrics(store, run_id)
+    if metrics is None:
+        return
+    bound = metrics["kit_hash"]
+    if bound != kit.content_hash:
+        raise DomainError(f"run {run_id} is bound to kit content {bound[:19]}..., but this evaluation used "
+                          f"{kit.content_hash[:19]}... (the kit changed, or another folder has its name); "
+                          "start a new run for the changed kit")
+    was = metrics.get("timing_method") or 1  # recorded since method 2
+    if method is not None and was != method:
+        raise DomainError(f"run {run_id} was timed by evoteam's timing method {was}, and this evaluation by "
+                          f"method {method}, whose scores are not comparable with it (see docs/bench.md, "
+                          "Rounds); start a new run for this kit: omit run_id, or knowledge.start_run with "
+                          f"seed_from={run_id!r} to continue from it")
+
+
+async def check_run(store: KnowledgeStore, kit: Kit, parent_id: str | None, run_id: str | None) -> None:
+    """What a store will refuse of an evaluation, asked before anything is measured: the parent,
+    and the named run's kit and timing method (the same checks run again when recording)."""
+    if parent_id:
+        await check_parent(store, parent_id, run_id)
+    if run_id:
+        await check_binding(store, kit, run_id, TIMING_METHOD if kit.manifest.kind == "kernel" else None)
