@@ -79,7 +79,7 @@ async def copy_learnings(store: LocalKnowledgeStore, run_id: str, n: int, seed: 
                     await entries.write_row(row)
         await raw.execute("ALTER TABLE learnings ENABLE TRIGGER run_counters_learning")
         await raw.execute("UPDATE run_counters SET learnings = learnings + %s WHERE run_id = %s", (n, run_id))
-        await raw.execute(SEARCH_GIN)
+        await raw.execute(SEARCH_GIN.format(name="search_index_tsv"))
     async with store.db.read() as conn:
         await conn.raw.execute("ANALYZE")
 
