@@ -26,14 +26,13 @@ import argparse
 import asyncio
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from evoteam.config import load_settings
 from evoteam.servers.bench.evaluation.core import evaluate_candidate
-from evoteam.servers.bench.formats.kits import discover
+from bench_noise import busy_loops, cpu_kernel_kits
 
 
 def contains(interval, value: float) -> bool:
@@ -84,14 +83,11 @@ async def main() -> None:
     settings = load_settings()
     tmp = tempfile.TemporaryDirectory(prefix="evoteam-coverage-")
     settings.db = Path(tmp.name) / "kb.db"
-    kits = [k for k in discover(settings).values() if k.manifest.kind == "kernel" and k.manifest.device == "cpu"]
-    if args.kits:
-        kits = [k for k in kits if k.name in set(args.kits.split(","))]
-    busy = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(args.busy)]
+    kits = cpu_kernel_kits(settings, args.kits)
     print(f"# bench_coverage.py --evaluations {args.evaluations} --busy {args.busy}; load average before: "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     lines = []
-    try:
+    with busy_loops(args.busy):
         for kit in kits:
             copy = kit.starting_point().read_text()
             better = kit.file(kit.manifest.examples["better"]).read_text()
@@ -105,10 +101,6 @@ async def main() -> None:
                     out.append(e)
             lines.append(summarise(f"{kit.name}, baseline copy (truth 1)", same, 1.0))
             lines.append(summarise(f"{kit.name}, better.py (median)", fast, None))
-    finally:
-        for p in busy:
-            p.kill()
-            p.wait()
     print(f"{'kit, candidate (truth)':<34} | {'n':>3} | score median [min-max]   | CV %   | hi/lo  | "
           f"covers  | wl cov  | false new best | contended")
     print("\n".join(lines))

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from evoteam.config import load_settings
@@ -45,6 +46,24 @@ def run(*args):
     _run_once(args[0][:part], *args[1:])
     return out
 '''
+
+
+def cpu_kernel_kits(settings, names: str) -> list:
+    """The CPU kernel kits, or those of them named (comma-separated)."""
+    kits = [k for k in discover(settings).values() if k.manifest.kind == "kernel" and k.manifest.device == "cpu"]
+    return [k for k in kits if k.name in set(names.split(","))] if names else kits
+
+
+@contextmanager
+def busy_loops(n: int):
+    """``n`` processes spinning (``while 1: pass``) for as long as the block runs."""
+    busy = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
 
 
 async def trials(settings, kit, a: str, b: str, n: int) -> list:
@@ -75,13 +94,10 @@ async def main() -> None:
     settings = load_settings()
     tmp = tempfile.TemporaryDirectory(prefix="evoteam-noise-")
     settings.db = Path(tmp.name) / "kb.db"
-    kits = [k for k in discover(settings).values() if k.manifest.kind == "kernel" and k.manifest.device == "cpu"]
-    if args.kits:
-        kits = [k for k in kits if k.name in set(args.kits.split(","))]
-    busy = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(args.busy)]
+    kits = cpu_kernel_kits(settings, args.kits)
     started = time.time()
     lines = []
-    try:
+    with busy_loops(args.busy):
         for kit in kits:
             base = kit.starting_point().read_text()
             better = kit.file(kit.manifest.examples["better"]).read_text()
@@ -92,11 +108,7 @@ async def main() -> None:
                 slower = base + EXTRA_PASS.format(f=f)
                 lines.append(row(f"{kit.name} +{f:.0%} work", await trials(settings, kit, base, slower,
                                                                          max(5, args.trials // 2))))
-    finally:
-        for p in busy:
-            p.kill()
-            p.wait()
-        tmp.cleanup()
+    tmp.cleanup()
     load = os.getloadavg()
     print(f"{'comparison':<26} | trials | significant | median B/A | CV %    | median hi/lo | contended")
     print("-" * 100)
