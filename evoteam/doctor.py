@@ -145,10 +145,33 @@ async def check_store(settings: Settings) -> str:
     from evoteam.config import is_store_url
 
     if is_store_url(settings.db):
-        from evoteam.servers.knowledge.pg import check_database
-
-        return await _in_thread(check_database, settings.db)
+        return await _in_thread(_check_pg_store, settings.db)
     return await _in_thread(_check_local_store, Path(settings.db).expanduser())
+
+
+def _check_pg_store(url: str) -> str:
+    """`evoteam doctor`'s look at a PostgreSQL store, without writing to it: reachable, and its
+    schema current (a line saying so), or a RuntimeError saying what is wrong."""
+    from evoteam.servers.knowledge import db as sqlite_db
+    from evoteam.servers.knowledge.pg import _psycopg, describe, redacted
+
+    psycopg, _ = _psycopg()
+    sqlite_db._load_components()
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+            (server,) = conn.execute("SHOW server_version").fetchone()
+            exists = conn.execute("SELECT to_regclass('schema_versions')").fetchone()[0]
+            versions = dict(conn.execute("SELECT component, version FROM schema_versions").fetchall()) \
+                if exists else None
+            runs = conn.execute("SELECT count(*) FROM runs").fetchone()[0] if exists else 0
+    except psycopg.Error as exc:
+        raise RuntimeError(str(describe(exc, url) or str(exc).splitlines()[0])) from None
+    where = redacted(url)
+    if versions is None:
+        return f"{where}: PostgreSQL {server}, no store yet (it is made on first use)"
+    if not sqlite_db.is_current(versions):
+        return f"{where}: PostgreSQL {server}, schema older than this evoteam (upgraded on first write)"
+    return f"{where}: PostgreSQL {server}, schema current, {runs} run(s)"
 
 
 async def _in_thread(fn, *args):

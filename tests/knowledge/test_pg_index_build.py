@@ -244,3 +244,59 @@ async def test_a_server_left_running_on_a_newer_search_index_says_so_once(postgr
             await pgwords.settled()
         err = capsys.readouterr().err
         assert err.count("has knowledge.search schema v3, newer than this server knows (v2)") == 1, err
+
+
+def _whole_step_as_an_earlier_evoteam(url: str) -> None:
+    """knowledge.search v2 as the evoteam before this one did it: the whole step in one
+    transaction (its own index built inside it, swapped in, the version recorded)."""
+    with psycopg.connect(url) as conn:  # one transaction, committed on leaving
+        conn.execute(pgschema.SEARCH_GIN.format(name="search_index_tsv_v2"))
+        conn.execute("DROP INDEX search_index_tsv")
+        conn.execute("ALTER INDEX search_index_tsv_v2 RENAME TO search_index_tsv")
+        conn.execute("UPDATE schema_versions SET version = 2 WHERE component = 'knowledge.search'")
+
+
+async def test_an_index_built_while_an_earlier_evoteam_did_the_step_is_not_left_behind(postgres_server,
+                                                                                      monkeypatch):
+    """An earlier evoteam may take the migration lock while this one builds, and do the whole step
+    itself: the index this server built is then left over, and every write would update two GIN
+    indexes for good. It is dropped; the earlier one's index serves."""
+    url, _ = await old_store(postgres_server)
+    real = pgschema.build_bucket_index
+
+    def overtaken(conn) -> None:
+        _whole_step_as_an_earlier_evoteam(url)  # got in before this server's build started
+        real(conn)
+
+    from evoteam.servers.knowledge import migrations
+
+    monkeypatch.setitem(migrations._PG_FORMS["knowledge.search"], 1, migrations.OutsideTransaction(
+        overtaken, pgschema.swap_bucket_index, pgschema.discard_bucket_index))
+    await asyncio.to_thread(migrate_url, url)
+    assert versions(url)["knowledge.search"] == 2
+    names = [n for (n,) in query_rows(url, "SELECT indexrelid::regclass::text FROM pg_index "
+                                           "WHERE indrelid = 'search_index'::regclass")]
+    assert "search_index_tsv_v2" not in names and "search_index_tsv" in names, names
+
+
+async def test_a_build_ended_as_a_deadlock_is_tried_again(postgres_server, monkeypatch, capfd):
+    """An earlier evoteam that takes the migration lock while this one builds builds inside its own
+    transaction, and PostgreSQL may end this server's build as a deadlock: the server looks
+    again and builds again (or finds the step done), instead of failing to start."""
+    from evoteam.servers.knowledge import migrations
+
+    url, _ = await old_store(postgres_server)
+    tries = []
+
+    def deadlocked_once(conn) -> None:
+        tries.append(1)
+        if len(tries) == 1:
+            raise psycopg.errors.DeadlockDetected("deadlock detected (as PostgreSQL ends one of two builds)")
+        pgschema.build_bucket_index(conn)
+
+    monkeypatch.setitem(migrations._PG_FORMS["knowledge.search"], 1, migrations.OutsideTransaction(
+        deadlocked_once, pgschema.swap_bucket_index, pgschema.discard_bucket_index))
+    await asyncio.to_thread(migrate_url, url)
+    assert len(tries) == 2 and versions(url)["knowledge.search"] == 2
+    assert "looking again" in capfd.readouterr().err
+    assert searched_through_the_index(url, "tiles") == 20

@@ -32,10 +32,14 @@ class OutsideTransaction:
     while the component's recorded version is still this step's (pg.py `migrate_url`). It may be
     killed midway and must then be safe to run again: the next server to open the store does.
     Then `finish`, a step like any other, runs in the transaction that records the step's
-    version: the version moves only once the prepared work is in place."""
+    version: the version moves only once the prepared work is in place. `discard`, when given,
+    runs (outside a transaction) if the step turned out recorded by another server after this
+    one prepared: an earlier evoteam, which does the whole step in one transaction, may do so;
+    what this server prepared is then left over."""
 
     prepare: Callable
     finish: Migration
+    discard: Callable | None = None
 
 
 def register_migrations(component: str, migrations: Sequence[Migration]) -> None:

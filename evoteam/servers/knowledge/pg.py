@@ -64,6 +64,9 @@ WRITE_LOCK = 0x65766F7465616D01
 MIGRATE_LOCK = 0x65766F7465616D02
 # How often a server waiting for a migration's lock asks again (see `_hold`).
 LOCK_POLL_S = 0.1
+# How often an OutsideTransaction step's work is tried when PostgreSQL ends it as a deadlock with
+# an earlier evoteam's migration (pg.py `_outside`).
+DEADLOCK_TRIES = 3
 # A run's write lock is a two-key advisory lock (this class, the hash of the run id): PostgreSQL
 # keeps two-key locks apart from one-key ones, so no run's key can meet the two above. Two runs
 # whose ids hash alike merely write one after the other.
@@ -424,11 +427,12 @@ def _version(conn, component: str) -> int:
 def _migrate(conn, url: str, component: str, steps: list) -> int:
     """One component's steps from its recorded version on, under the migration lock: the plain
     steps one transaction, cut before each OutsideTransaction step, whose `prepare` runs between
-    two transactions (`_prepare`) and whose `finish` opens the next one."""
+    two transactions (`_outside`) and whose `finish` opens the next one."""
     prepared, step_lock = None, None
     while True:
         with conn.transaction():
             current = step = _version(conn, component)
+            overtaken = prepared is not None and current > prepared
             if current > len(steps):
                 raise StoreFailure(f"the PostgreSQL store {redacted(url)} has {component} schema v{current}, "
                                    f"newer than this evoteam knows (v{len(steps)}): upgrade evoteam")
@@ -447,48 +451,41 @@ def _migrate(conn, url: str, component: str, steps: list) -> int:
                 conn.execute("INSERT INTO schema_versions (component, version) VALUES (%s, %s) "
                              "ON CONFLICT (component) DO UPDATE SET version = excluded.version", (component, step))
         if step_lock is not None:  # the prepared step is recorded (by this server or, if not, by another)
+            if overtaken and steps[prepared].discard is not None:  # an earlier evoteam did it whole
+                conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
+                _outside(conn, component, prepared, steps[prepared].discard, None)
             conn.execute("SELECT pg_advisory_unlock(%s)", (step_lock,))
             prepared, step_lock = None, None
         if step == len(steps):
             return step
         step_lock = advisory_key("migration", component, str(step))
-        _prepare(conn, url, component, step, steps[step].prepare, step_lock)
+        conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
+        _hold(conn, step_lock, f"evoteam: {component} v{step + 1}: another server is upgrading the PostgreSQL "
+                               f"store {redacted(url)}; waiting for it...")
+        _outside(conn, component, step, steps[step].prepare, step)
         prepared = step
 
 
-def _prepare(conn, url: str, component: str, step: int, prepare, step_lock: int) -> None:
-    """Run an OutsideTransaction step's `prepare`, by one server at a time, outside any
-    transaction and without the migration lock: other servers may open the store meanwhile (one
-    of an earlier version waits for that lock blocking, which a concurrent index build would wait
-    for in turn: see `_hold`), and those that reach the same step wait for its own lock. Returns
-    holding both locks again; the step's is freed once its version is recorded."""
-    conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
-    _hold(conn, step_lock, f"evoteam: {component} v{step + 1}: another server is upgrading the PostgreSQL store "
-                           f"{redacted(url)}; waiting for it...")
-    if _version(conn, component) == step:  # else done while this server waited
-        prepare(_SyncConnection(conn))
-    _hold(conn, MIGRATE_LOCK)
-
-
-def check_database(url: str) -> str:
-    """`evoteam doctor`'s look at a PostgreSQL store, without writing to it: reachable, and its
-    schema current (a line saying so), or a RuntimeError saying what is wrong."""
-    from evoteam.servers.knowledge import db as sqlite_db
-
+def _outside(conn, component: str, step: int, work, only_at: int | None) -> None:
+    """Run an OutsideTransaction step's `prepare` (`only_at` its step: only while that is the
+    recorded version, else another server did it) or `discard` (None), holding the step's lock
+    but not the migration lock, outside any transaction: other servers may open the store
+    meanwhile. One of an earlier evoteam waits for the migration lock blocking, holding a snapshot
+    that a concurrent index build waits for (see `_hold`); and once it has the lock it builds the
+    index inside its own transaction, so PostgreSQL may end one of the two as a deadlock: this
+    server then looks again, and tries again unless the other's commit did the step. Returns
+    holding the migration lock again; the step's is freed once its version is recorded."""
     psycopg, _ = _psycopg()
-    sqlite_db._load_components()
     try:
-        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
-            (server,) = conn.execute("SHOW server_version").fetchone()
-            exists = conn.execute("SELECT to_regclass('schema_versions')").fetchone()[0]
-            versions = dict(conn.execute("SELECT component, version FROM schema_versions").fetchall()) \
-                if exists else None
-            runs = conn.execute("SELECT count(*) FROM runs").fetchone()[0] if exists else 0
-    except psycopg.Error as exc:
-        raise RuntimeError(str(describe(exc, url) or str(exc).splitlines()[0])) from None
-    where = redacted(url)
-    if versions is None:
-        return f"{where}: PostgreSQL {server}, no store yet (it is made on first use)"
-    if not sqlite_db.is_current(versions):
-        return f"{where}: PostgreSQL {server}, schema older than this evoteam (upgraded on first write)"
-    return f"{where}: PostgreSQL {server}, schema current, {runs} run(s)"
+        for attempt in range(DEADLOCK_TRIES):
+            if only_at is not None and _version(conn, component) != only_at:
+                return  # done while this server waited
+            try:
+                return work(_SyncConnection(conn))
+            except psycopg.errors.DeadlockDetected:
+                if attempt == DEADLOCK_TRIES - 1:
+                    raise
+                print(f"evoteam: {component} v{step + 1}: another server upgraded the store at the same time; "
+                      "looking again", file=sys.stderr, flush=True)
+    finally:
+        _hold(conn, MIGRATE_LOCK)

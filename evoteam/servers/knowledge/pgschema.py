@@ -248,6 +248,21 @@ def swap_bucket_index(conn) -> None:
     conn.raw.execute("ALTER INDEX search_index_tsv_v2 RENAME TO search_index_tsv")
 
 
+def discard_bucket_index(conn) -> None:
+    """knowledge.search v2 done by another server after this one built its index (an earlier
+    evoteam does the whole step in one transaction, and may take the migration lock while this
+    one builds): the live index is search_index_tsv by then, and a search_index_tsv_v2 left
+    beside it is this server's, unused, which every write would still update."""
+    raw = conn.raw
+    raw.execute("SET statement_timeout = 0")  # as for the build: a timeout would fail every open
+    try:
+        raw.execute("DROP INDEX CONCURRENTLY IF EXISTS search_index_tsv_v2")
+    finally:
+        if not raw.broken:
+            raw.execute("RESET statement_timeout")
+
+
 register_migrations("knowledge.search", [nothing_on_sqlite, nothing_on_sqlite])
 register_postgres_form("knowledge.search", 0, no_pending_list("search_index_tsv"))
-register_postgres_form("knowledge.search", 1, OutsideTransaction(build_bucket_index, swap_bucket_index))
+register_postgres_form("knowledge.search", 1, OutsideTransaction(build_bucket_index, swap_bucket_index,
+                                                                  discard_bucket_index))
