@@ -102,3 +102,26 @@ async def test_remeasure_of_a_run_timed_by_an_earlier_method_compares_but_pools_
     assert only.n_measurements == 1
     stored = await store.list_artifacts(old.run_id)
     assert any(a.kind == "measurement_set" for a in stored.items)
+
+
+async def test_a_parent_timed_another_way_is_no_yardstick_for_document_credit(fast_kit, fast_settings, store,
+                                                                              monkeypatch):
+    """Documents are credited with whether a candidate beat its parent; a parent measured by an
+    earlier timing method (from an older run, say through seed_from) gives no such comparison."""
+    from evoteam.servers.retrieval import core as retrieval
+
+    compared = []
+
+    async def credit(store, run_id, documents, score, parent_score, **kw):
+        compared.append(parent_score)
+
+    monkeypatch.setattr(retrieval, "credit_documents", credit)
+    parent_then = await old_run(fast_settings, fast_kit, store, monkeypatch, None)
+    # Other code each (comments alone would be the same candidate: code_hash ignores them).
+    parent_now = await evaluate_candidate(fast_settings, str(fast_kit), store=store,
+                                          code=BASELINE_LIKE.replace("+ eps", "+ eps * 1.0"))
+    for parent, child in ((parent_then, "np.square(x)"), (parent_now, "x ** 2")):
+        await evaluate_candidate(fast_settings, str(fast_kit), code=BASELINE_LIKE.replace("x * x", child),
+                                 store=store, run_id=parent_now.run_id, parent_id=parent.candidate_id,
+                                 documents_used=["doc_x"])
+    assert compared[0] is None and compared[1] == parent_now.candidate_score, compared
