@@ -176,7 +176,8 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
         entries.insert(0, Remeasured(candidate_id=BASELINE))
         codes[BASELINE] = start.read_text(encoding="utf-8")
     splits = ["dev", "heldout"] if split == "all" else [split]
-    from evoteam.servers.bench.evaluation.binding import TIMING_METHOD, check_binding, timed_alike
+    from evoteam.servers.bench.evaluation.binding import check_binding, timed_alike
+    from evoteam.servers.bench.measurement.method import TIMING_METHOD
 
     # Asked before measuring: a run of other kit content is refused at once; a run timed by an
     # earlier method is still measured (one batch compares its finalists soundly) but nothing is

@@ -5,7 +5,7 @@ versions; on GPU kits the GPU, driver and clocks) so two numbers from different 
 never mistaken for comparable. ``Contention`` watches the machine during an evaluation: the load
 average, CPU time stolen by a hypervisor where the kernel reports it, and the call path's floor
 now (the median over rounds of each round's fastest empty call) against the lowest such median
-this machine has shown for the same kit. A contended evaluation is marked, and says so in one
+of the same kit's recent evaluations here. A contended evaluation is marked, and says so in one
 line; its rounds are noisier, so its intervals come out wider. The paired rounds give both sides
 the same moments of the machine, but a call on a busy machine now and then waits for a CPU
 longer than the subtracted call path says, so short kernels' speedups may read closer to 1:
