@@ -40,13 +40,34 @@ def env(tmp_path: Path) -> dict[str, str]:
             "LANG": "C.UTF-8", "COLUMNS": "150"}
 
 
+def _settled(env: dict[str, str]) -> None:
+    """Wait until nothing under the test's home (its kits, project and state) changed within the
+    kit index's racy window. The index is rightly not kept when a file it depends on changed just
+    before its facts were taken (the timestamps could then repeat), and on a fast machine a
+    quick command starts within 50 ms of the test's own last write (seen: 47 ms)."""
+    root = Path(env["HOME"])
+    newest, fine = 0, False
+    for path in [root, *root.rglob("*")]:
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        newest = max(newest, st.st_mtime_ns, st.st_ctime_ns)
+        fine = fine or st.st_ctime_ns % 1_000_000_000 != 0
+    wait_ns = newest + (kitindex.RACY_FINE_NS if fine else kitindex.RACY_COARSE_NS) - time.time_ns()
+    if wait_ns > 0:
+        time.sleep(wait_ns / 1e9 + 0.01)
+
+
 def _cli(env: dict[str, str], *args: str, quick: bool = True) -> subprocess.CompletedProcess:
+    _settled(env)
     env = env if quick else {**env, kitindex.ENV_SWITCH: "0"}
     return subprocess.run([sys.executable, "-m", "evoteam", *args], env=env, cwd=Path(env["HOME"]) / "work",
                           capture_output=True, text=True, timeout=180)
 
 
 def _probe(env: dict[str, str], *args: str) -> dict:
+    _settled(env)
     done = subprocess.run([sys.executable, "-c", PROBE, *args], env=env, cwd=Path(env["HOME"]) / "work",
                           capture_output=True, text=True, timeout=180)
     line = next((ln for ln in done.stdout.splitlines() if ln.startswith("PROBE ")), None)
