@@ -166,7 +166,8 @@ async def pool(conn: aiosqlite.Connection, row: sqlite3.Row, spec: CandidateCrea
 def was_contended(metrics: dict) -> bool | None:
     """Whether the bench marked a measurement contended: it says so in ``metrics.contention``
     (until 2026-12-02 the history read a top-level key the bench never wrote, and kept None)."""
-    found = (metrics.get("contention") or {}).get("contended") if isinstance(metrics.get("contention"), dict) else None
+    contention = metrics.get("contention")
+    found = contention.get("contended") if isinstance(contention, dict) else None
     return found if isinstance(found, bool) else metrics.get("contended")
 
 
