@@ -13,7 +13,8 @@ evaluations (default 20) of:
   many intervals contain that median;
 
 and for both, over every ordered pair of evaluations (i before j), how often j's interval lies
-wholly above i's — the product would announce identical code as a new best (goal: rare, ~0).
+wholly above i's, and how often the product would then announce identical code as a new best —
+never from an evaluation marked contended (goal: rare, ~0).
 
 `--busy 2` runs two busy loops meanwhile. Prints a table; numbers come with their spread.
 
@@ -39,14 +40,17 @@ def contains(interval, value: float) -> bool:
     return bool(interval) and interval[0] <= value <= interval[1]
 
 
-def false_clears(intervals: list) -> tuple[int, int]:
-    """Ordered pairs (i < j) where j's interval lies wholly above i's: a "new best" announced
-    between two evaluations of code of the same speed."""
+def false_clears(intervals: list, busy: list[bool] | None = None) -> tuple[int, int]:
+    """Ordered pairs (i < j) where j's interval lies wholly above i's: a "new best" between two
+    evaluations of code of the same speed. With ``busy`` (each evaluation marked contended), the
+    pairs the product would announce: neither measured on a contended machine
+    (knowledge/measurements.py)."""
     pairs = hits = 0
+    busy = busy or [False] * len(intervals)
     for i, a in enumerate(intervals):
-        for b in intervals[i + 1:]:
+        for j in range(i + 1, len(intervals)):
             pairs += 1
-            hits += b[0] > a[1]
+            hits += intervals[j][0] > a[1] and not busy[i] and not busy[j]
     return hits, pairs
 
 
@@ -62,16 +66,18 @@ def summarise(label: str, evaluations: list, truth: float | None) -> str:
                 wl_total += 1
                 wl_covered += contains(w.speedup_interval, truth)
     hits, pairs = false_clears(intervals)
+    marks = [(e.metrics or {}).get("contention", {}) for e in evaluations]
+    announced, _ = false_clears(intervals, [bool(m.get("contended")) for m in marks])
     widths = [iv[1] / iv[0] for iv in intervals]
     cv = statistics.stdev(scores) / statistics.mean(scores) * 100 if len(scores) > 1 else 0.0
-    marks = [(e.metrics or {}).get("contention", {}) for e in evaluations]
-    why = {rule: sum(any(r.startswith(rule) for r in m.get("reasons") or []) for m in marks)
-           for rule in ("load", "call path")}
-    contended = f"{sum(bool(m.get('contended')) for m in marks)} (load {why['load']}, path {why['call path']})"
+    why = {rule: sum(any(r.startswith(rule) or f" {rule}" in r for r in m.get("reasons") or []) for m in marks)
+           for rule in ("load", "runnable", "call path")}
+    contended = (f"{sum(bool(m.get('contended')) for m in marks)} (load {why['load']}, runnable {why['runnable']}, "
+                 f"path {why['call path']})")
     wl = f"{wl_covered}/{wl_total}" if wl_total else "-"
     return (f"{label:<34} | {len(scores):>3} | {statistics.median(scores):8.3f} [{min(scores):.3f}-{max(scores):.3f}] | "
             f"{cv:6.2f} | {statistics.median(widths):6.3f} | {covered:>3}/{len(scores):<3} | {wl:>7} | "
-            f"{hits:>4}/{pairs:<4} | {contended}")
+            f"{hits:>4}/{pairs:<4} | {announced:>4}/{pairs:<4} | {contended}")
 
 
 async def main() -> None:
@@ -102,12 +108,13 @@ async def main() -> None:
             lines.append(summarise(f"{kit.name}, baseline copy (truth 1)", same, 1.0))
             lines.append(summarise(f"{kit.name}, better.py (median)", fast, None))
     print(f"{'kit, candidate (truth)':<34} | {'n':>3} | score median [min-max]   | CV %   | hi/lo  | "
-          f"covers  | wl cov  | false new best | contended")
+          f"covers  | wl cov  | clears    | announced | contended")
     print("\n".join(lines))
     print("(covers: evaluations whose score_interval contains the truth; wl cov: workloads whose "
-          "speedup_interval contains 1; false new best: ordered pairs of evaluations where the later "
-          "interval lies wholly above the earlier; hi/lo: median interval width; contended: evaluations marked so, "
-          "and how many by each rule: the load average, the call path's floor)")
+          "speedup_interval contains 1; clears: ordered pairs of evaluations where the later "
+          "interval lies wholly above the earlier; announced: of those, the pairs the product would announce as a "
+          "new best (neither evaluation marked contended); hi/lo: median interval width; contended: evaluations marked so, "
+          "and how many by each rule: the load average, other runnable processes, the call path's floor)")
     print(f"# load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from evoteam import stats
 
+from evoteam.servers.knowledge.measurements import contended_only
 from evoteam.servers.knowledge.models import Run, WorkloadResult
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.verified import ranks
@@ -68,6 +69,10 @@ class VersionPoint(BaseModel):
                                 "difference of objectives")
     significant: bool | None = Field(default=None, description="the gain's whole interval lies on the better "
                                      "side of no change: progress, not noise")
+    best_before_id: str | None = None
+    contended: bool = Field(default=False, description="one of the two bests was measured only on a contended "
+                            "machine: the gain is significant only where a re-measurement timed both side by "
+                            "side and the version's best cleared the other there")
 
 
 class SpendSlice(BaseModel):
@@ -126,7 +131,10 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
     est = stats.contrast_estimate(a.samples, b.samples, kind)
     none = stats.no_effect(kind)
     better = est.lo > none if direction == "maximize" or kind == "kernel" else est.hi < none
-    vp.gain, vp.gain_interval, vp.significant = est.value, est.interval, bool(est.coverage > 0 and better)
+    # On a busy machine separate evaluations move by more than their intervals (knowledge/measurements.py).
+    vp.contended = any(contended_only(c.n_measurements, c.contended_measurements) for c in (a, b))
+    vp.gain, vp.gain_interval = est.value, est.interval
+    vp.significant = bool(est.coverage > 0 and better) and not vp.contended
     vp.gain_is_ratio = kind == "kernel"
 
 
@@ -185,6 +193,7 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
             best_of_version=own.score if own else None, cost_usd=by_version.get(v.version, 0.0),
             best_candidate_id=own.id if own else None, best_interval=own.score_interval if own else None)
         if own is not None and before is not None and before.id != own.id:
+            vp.best_before_id = before.id
             await _version_gain(store, vp, before.id, own.id, direction)
         versions.append(vp)
 
@@ -213,4 +222,18 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
     retrieval = component_store("retrieval", store)
     report.retrieval = await retrieval.report_series(run_id)
     report.remeasured = await latest_measurement_set(store, run_id)
+    _decide_side_by_side(report)
     return report
+
+
+def _decide_side_by_side(report: RunReport) -> None:
+    """A gain whose bests were measured only on a contended machine is decided by the newest
+    re-measurement, where it timed both in one batch (side by side a busy machine touches both
+    alike): significant when the version's best's interval there clears the other's."""
+    batch = {e.candidate_id: e for e in (report.remeasured.entries if report.remeasured else [])
+             if e.score is not None and e.score_interval}
+    for v in report.versions:
+        own, before = batch.get(v.best_candidate_id or ""), batch.get(v.best_before_id or "")
+        if v.contended and own is not None and before is not None:
+            v.significant = stats.clears(stats.Estimate(own.score, *own.score_interval, 1),
+                                         stats.Estimate(before.score, *before.score_interval, 1), report.direction)

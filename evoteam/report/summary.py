@@ -66,6 +66,10 @@ def gain_text(v: VersionPoint) -> str | None:
     unit = "×" if v.gain_is_ratio else ""
     shown = (stats.describe(stats.Estimate(v.gain, *v.gain_interval, 0), unit) if v.gain_interval
              else stats.sig3(v.gain) + unit)
+    if v.contended:
+        return f"{shown} over the best before it: " + (
+            "significant side by side (bench.remeasure)" if v.significant else
+            "not established: measured only on a contended machine (bench.remeasure both side by side)")
     return f"{shown} over the best before it: {'significant' if v.significant else 'within noise'}"
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -86,7 +88,7 @@ async def test_every_evaluation_carries_its_interval_environment_and_contention(
     env = e.metrics["environment"]
     assert env["cores"] >= 1 and env["cpu"] and env["libs"]["numpy"]
     contention = e.metrics["contention"]
-    assert {"load_average", "call_path_floor_us", "call_path_best_us", "contended"} <= set(contention)
+    assert {"load_average", "call_path_floor_us", "call_path_best_us", "contended", "runnable_others"} <= set(contention)
     assert e.contended == contention["contended"]
     # The call path was measured and subtracted on every round.
     assert e.metrics["timing"]["t256_h2048"]["call_path_floor_us"] > 0
@@ -300,6 +302,43 @@ def test_another_kits_floor_is_no_yardstick(tmp_path, quiet_machine):
     long_path = Contention(tmp_path, "cpu", "long").finish([380_000, 400_000, 420_000])
     assert long_path["contended"] is False and long_path["call_path_best_us"] == 400.0
     assert Contention(tmp_path, "cpu", "long").finish([900_000, 950_000, 990_000])["contended"] is True
+
+
+def test_load_that_began_during_the_evaluation_marks_it(tmp_path, quiet_machine, monkeypatch):
+    """The load average trails by a minute, so an evaluation that started as other work began read
+    as quiet (one of 190 pairs of identical code was still announced a new best on a busy machine).
+    The other runnable processes sampled once a round say it: every CPU taken by others is
+    contended, a free CPU is not, and a moment's burst is not (the median over rounds)."""
+    from evoteam.servers.bench.measurement import machine
+
+    monkeypatch.setattr(machine.os, "cpu_count", lambda: 2)
+    busy = machine.Contention(tmp_path, "cpu", "k").finish([50_000] * 4, [2, 2, 3, 2])
+    assert busy["contended"] is True and busy["runnable_others"] == 2, busy
+    assert any("2 other processes runnable on 2 cores" in r for r in busy["reasons"]), busy["reasons"]
+    assert "other processes runnable" in machine.contention_line(busy)
+    for runnable in ([1, 1, 1, 1], [0, 0, 5, 0]):
+        c = machine.Contention(tmp_path, "cpu", "k").finish([50_000] * 4, runnable)
+        assert c["contended"] is False, (runnable, c["reasons"])
+
+
+def test_runnable_others_reads_this_machine():
+    """On Linux the count is there and does not count the thread asking: a machine with a busy
+    loop per CPU shows at least one other runnable process."""
+    import subprocess
+    import time
+
+    from evoteam.servers.bench.measurement import machine
+
+    loops = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(os.cpu_count() or 1)]
+    try:
+        time.sleep(0.3)
+        seen = [machine.runnable_others() for _ in range(20)]
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()
+    assert all(isinstance(n, int) and n >= 0 for n in seen), seen
+    assert stats.median(seen) >= 1, seen
 
 
 async def test_no_confined_worker_holds_the_input_staging_area(steady_kit, steady_settings):

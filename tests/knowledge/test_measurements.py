@@ -150,3 +150,67 @@ async def test_each_measurement_says_whether_its_machine_was_contended(store, ve
     (only,) = (await store.list_candidates(run.id)).items
     history = (await verifier.get_candidate(only.id)).metrics["measurements"]
     assert [m["contended"] for m in history] == [True, False, True]
+    # ... and counts them: two of the three measurements were taken on a busy machine.
+    assert only.n_measurements == 3 and only.contended_measurements == 2
+
+
+BUSY = {"contention": {"load_average": 5.0, "contended": True, "reasons": ["load average 5.0 on 2 cores"]}}
+QUIET = {"contention": {"load_average": 0.3, "contended": False, "reasons": []}}
+
+
+async def test_a_busy_machine_never_announces_a_new_best(store, verifier):
+    """Separate evaluations on a contended machine move by more than their intervals, so a
+    candidate measured only there may become the best so far but is never announced as a new
+    best, and neither is one said to clear an incumbent measured only there; a quiet
+    measurement of the same code lets the announcement through again."""
+    run = await new_run(store)
+    first = await verifier.record_candidate(measured(run.id, "a = 1\n", {"w": rounds(2.0, 0.1, seed=3)},
+                                                     metrics=QUIET))
+    busy = await verifier.record_candidate(measured(run.id, "a = 2\n", {"w": rounds(3.0, 0.1, seed=4)},
+                                                    metrics=BUSY))
+    traj = await store.trajectory(run.id)
+    by_id = {p.candidate_id: p for p in traj.points}
+    assert by_id[first.id].new_best and by_id[first.id].contended is None
+    # Clears the first by far, and is the best so far; measured only on a busy machine: not announced.
+    assert by_id[busy.id].best_so_far_id == busy.id and by_id[busy.id].contended
+    assert not by_id[busy.id].new_best and by_id[busy.id].within_noise_of == first.id
+    assert busy.contended_measurements == 1 and busy.n_measurements == 1 and first.contended_measurements is None
+    # Nor is the first candidate of a run that was measured only on a busy machine.
+    other = await new_run(store)
+    alone = await verifier.record_candidate(measured(other.id, "a = 1\n", {"w": rounds(2.0, 0.1, seed=3)},
+                                                     metrics=BUSY))
+    (point,) = (await store.trajectory(other.id)).points
+    assert point.best_so_far_id == alone.id and point.contended and not point.new_best
+    assert point.within_noise_of is None
+    # A quiet candidate that clears the busy incumbent is not announced either: that incumbent's
+    # interval is not trusted to be where it says.
+    after = await verifier.record_candidate(measured(run.id, "a = 3\n", {"w": rounds(4.0, 0.1, seed=5)},
+                                                     metrics=QUIET))
+    point = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}[after.id]
+    assert point.best_so_far_id == after.id and not point.new_best and not point.contended
+    # A quiet measurement of the busy one's code (pooled into it) makes it an ordinary candidate,
+    # and the next clear step up from the quiet best is announced.
+    again = await verifier.record_candidate(measured(run.id, "a = 2\n", {"w": rounds(3.0, 0.1, seed=6)},
+                                                     metrics=QUIET))
+    assert again.id == busy.id and again.n_measurements == 2 and again.contended_measurements == 1
+    top = await verifier.record_candidate(measured(run.id, "a = 4\n", {"w": rounds(5.0, 0.1, seed=7)},
+                                                   metrics=QUIET))
+    points = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}
+    assert not points[busy.id].contended
+    assert points[top.id].new_best and points[top.id].within_noise_of is None
+
+
+async def test_contended_counts_survive_export_and_import(tmp_path, verifier):
+    from evoteam.servers.knowledge.export import export_run, import_run
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.store import Actor
+
+    run = await new_run(verifier)
+    for i, metrics in enumerate((BUSY, QUIET, BUSY)):
+        c = await verifier.record_candidate(measured(run.id, CODE, {"w": rounds(3.0, 0.3, seed=i)},
+                                                     metrics=metrics))
+    await export_run(verifier, run.id, tmp_path / "out")
+    async with LocalKnowledgeStore.open(tmp_path / "copy.db", Actor(user="x", verifier=True)) as other:
+        await import_run(other, tmp_path / "out", trust_scores=True)
+        got = await other.get_candidate(c.id)
+        assert (got.n_measurements, got.contended_measurements) == (3, 2)

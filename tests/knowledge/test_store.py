@@ -424,6 +424,26 @@ async def test_prior_work_stays_bounded_and_best_first(tmp_path):
     assert all("second line" not in c.note and len(c.note) <= 160 for c in work.best)
 
 
+async def test_prior_work_ranks_a_timing_method_among_its_own(tmp_path):
+    """Scores timed by an earlier method are not comparable with today's (docs/bench.md, "Rounds"):
+    across runs the newest method's candidates rank first, and the others say how they were timed."""
+    from evoteam.servers.knowledge.prior import gather_prior_work, render_prior
+
+    wl = [WorkloadResult(workload="w", status="PASSED", speedup=1.0)]
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="tester", verifier=True)) as store:
+        old = await store.start_run(RunCreate(goal="before", kit="k"))
+        high = await store.record_candidate(CandidateCreate(run_id=old.id, code="x", status="PASSED", score=9.0,
+                                                            verified=True, workloads=wl))  # no method: the first
+        new = await store.start_run(RunCreate(goal="after", kit="k"))
+        now = await store.record_candidate(CandidateCreate(run_id=new.id, code="y", status="PASSED", score=7.0,
+                                                           verified=True, workloads=wl, metrics={"timing_method": 2}))
+        work = await gather_prior_work(store, "k")
+    assert [(c.id, c.timing_method) for c in work.best] == [(now.id, 2), (high.id, 1)]
+    text = render_prior(work)
+    assert "timed by method 1: not comparable with method 2's scores" in text
+    assert text.index(now.id) < text.index(high.id)
+
+
 async def test_a_document_is_not_evidence_and_the_refusal_says_what_is(tmp_path):
     """Issue 22: the research skill cited doc_ ids as evidence; a learning cites measurements."""
     from evoteam.servers.knowledge.errors import Invalid

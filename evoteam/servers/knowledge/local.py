@@ -458,11 +458,13 @@ class LocalKnowledgeStore(KnowledgeStore):
 
     async def trajectory(self, run_id: str) -> Trajectory:
         """Every dev candidate in order, with the best so far by the pessimistic end of each
-        interval; ``new_best`` only where the new best's interval clears the previous best's."""
+        interval; ``new_best`` only where the new best's interval clears the previous best's
+        (and neither was measured only on a contended machine)."""
         async with self.db.read() as conn:
             run = await self.visible_run_row(conn, run_id)
             async with conn.execute(
-                "SELECT id, created_at, score, score_lo, score_hi, rank_score, n_measurements, code_hash, notes, "
+                "SELECT id, created_at, score, score_lo, score_hi, rank_score, n_measurements, contended_measurements, "
+                "code_hash, notes, "
                 "status, verified, flagged, role, team_version FROM candidates "
                 "WHERE run_id = ? AND split != 'heldout' ORDER BY created_at, id", (run_id,)
             ) as cur:

@@ -13,6 +13,12 @@ view of the store:
   `best_candidates`, the trajectory's best so far, and everything built on them) orders by
   `rank_score`: the lower end of the score's interval when maximising, the upper end when
   minimising. A candidate without an interval (a claim, an old import) ranks by its score.
+- **A busy machine announces nothing.** Separate evaluations on a contended machine differ by
+  more than their intervals (the load comes and goes between them, not within one; measured in
+  docs/bench.md, "Intervals across evaluations"), so a candidate whose every measurement was
+  taken on a contended machine (`contended_measurements == n_measurements`) can still become the
+  best so far, but is never announced as a new best, nor is a new best said to clear such an
+  incumbent; measured side by side (`bench.remeasure`, `compare`) the order holds again.
 """
 
 from __future__ import annotations
@@ -42,6 +48,10 @@ register_migrations("knowledge.measurements", [
     CREATE INDEX candidates_code ON candidates(run_id, code_hash, split);
     CREATE INDEX candidates_rank ON candidates(run_id, status, rank_score);
     """,
+    # How many of a candidate's measurements the bench marked contended (0 for rows from before).
+    """
+    ALTER TABLE candidates ADD COLUMN contended_measurements INTEGER NOT NULL DEFAULT 0;
+    """,
 ])
 
 MAX_ROUNDS_KEPT = 400  # per workload: a candidate measured very often keeps its newest rounds
@@ -69,9 +79,24 @@ def columns(spec: CandidateCreate, direction: str) -> dict[str, Any]:
     est = estimate(spec.samples) if spec.status == "PASSED" else None
     score = est.value if est is not None else spec.score
     lo, hi = (est.lo, est.hi) if est is not None else (None, None)
-    return {"code_hash": spec.code_hash, "n_measurements": 1, "score": score, "score_lo": lo, "score_hi": hi,
+    return {"code_hash": spec.code_hash, "n_measurements": 1, "contended_measurements": contended_count(spec),
+            "score": score, "score_lo": lo, "score_hi": hi,
             "rank_score": _rank(score, lo, hi, direction),
             "samples": json.dumps(spec.samples) if spec.samples else None}
+
+
+def contended_count(spec: CandidateCreate) -> int:
+    """1 when this measurement (rounds from the bench) was taken on a contended machine, else 0."""
+    return int(spec.samples is not None and was_contended(spec.metrics) is True)
+
+
+def contended_only(n_measurements: int | None, contended_measurements: int | None) -> bool:
+    """Every measurement of a candidate was taken on a contended machine."""
+    return (contended_measurements or 0) >= (n_measurements or 1)
+
+
+def _contended_row(row: sqlite3.Row) -> bool:
+    return contended_only(row["n_measurements"], row["contended_measurements"])
 
 
 def _rank(score: float | None, lo: float | None, hi: float | None, direction: str) -> float | None:
@@ -158,9 +183,10 @@ async def pool(conn: aiosqlite.Connection, row: sqlite3.Row, spec: CandidateCrea
     workloads = _pooled_workloads(json.loads(row["workloads"] or "[]"), spec.workloads, samples)
     await conn.execute(
         "UPDATE candidates SET status = ?, score = ?, score_lo = ?, score_hi = ?, rank_score = ?, samples = ?, "
-        "n_measurements = n_measurements + 1, flagged = ?, metrics = ?, workloads = ? WHERE id = ?",
+        "n_measurements = n_measurements + 1, contended_measurements = contended_measurements + ?, flagged = ?, "
+        "metrics = ?, workloads = ? WHERE id = ?",
         (status, score, lo, hi, _rank(score, lo, hi, direction), json.dumps(samples) if samples else None,
-         int(flagged), json.dumps(metrics, default=str), json.dumps(workloads), row["id"]))
+         contended_count(spec), int(flagged), json.dumps(metrics, default=str), json.dumps(workloads), row["id"]))
 
 
 def was_contended(metrics: dict) -> bool | None:
@@ -183,8 +209,9 @@ def _overlap(a: stats.Estimate | None, b: stats.Estimate | None) -> bool:
 
 def trajectory_points(rows: list[sqlite3.Row], direction: str) -> tuple[list[TrajectoryPoint], sqlite3.Row | None]:
     """The trajectory of candidate rows in creation order, and the best row: the best so far by
-    `rank_score`; ``new_best`` only where the new best's interval clears the previous best's;
-    ``within_noise_of`` names the best a ranked candidate cannot be told apart from."""
+    `rank_score`; ``new_best`` only where the new best's interval clears the previous best's and
+    neither was measured only on a contended machine (module docstring); ``within_noise_of``
+    names the best a ranked candidate cannot be told apart from."""
     better = (lambda a, b: a > b) if direction == "maximize" else (lambda a, b: a < b)
     best = None
     points = []
@@ -193,8 +220,9 @@ def trajectory_points(rows: list[sqlite3.Row], direction: str) -> tuple[list[Tra
         new_best, near = False, None
         if ranked:
             if best is None or better(r["rank_score"], best["rank_score"]):
-                new_best = best is None or stats.clears(estimate_of(r), estimate_of(best), direction)
-                near = None if new_best else best["id"]
+                new_best = not _contended_row(r) and (best is None or (
+                    not _contended_row(best) and stats.clears(estimate_of(r), estimate_of(best), direction)))
+                near = None if new_best or best is None else best["id"]
                 best = r
             elif _overlap(estimate_of(r), estimate_of(best)):
                 near = best["id"]
@@ -203,5 +231,6 @@ def trajectory_points(rows: list[sqlite3.Row], direction: str) -> tuple[list[Tra
             best_so_far=best["score"] if best is not None else None,
             best_so_far_id=best["id"] if best is not None else None, new_best=new_best, within_noise_of=near,
             status=r["status"], verified=bool(r["verified"]), n_measurements=r["n_measurements"] or 1,
+            contended=True if r["verified"] and _contended_row(r) else None,
             code_hash=r["code_hash"], note=first_line(r["notes"]), role=r["role"], team_version=r["team_version"]))
     return points, best

@@ -59,6 +59,9 @@ class PriorCandidate(BaseModel):
     score_lo: float | None = None
     score_hi: float | None = None
     note: str = ""
+    timing_method: int | None = Field(default=None, description="how its kernel kit timed it "
+                                      "(metrics.timing_method; 1 when none was recorded); scores timed "
+                                      "differently are not comparable, so the newest method's rank first")
 
 
 class PriorLearning(BaseModel):
@@ -160,6 +163,7 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
             lo, hi = _interval(summary)
             best.append(PriorCandidate(id=summary.id, run_id=run.id, owner=summary.provenance.user,
                                        score=summary.score, score_lo=lo, score_hi=hi,
+                                       timing_method=_timing_method(full.metrics, bool(full.workloads)),
                                        note=_clip(full.notes.splitlines()[0] if full.notes else "", NOTE_CHARS)))
         if run.learnings:
             learned += [PriorLearning(id=item.id, run_id=run.id, owner=item.provenance.user, kind=item.kind,
@@ -175,14 +179,24 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
         # Across runs too, the pessimistic end of each interval ranks (knowledge/measurements.py).
         order = _better(direction)
         pessimistic = (lambda c: c.score_lo) if direction == "maximize" else (lambda c: c.score_hi)
-        prior.best = sorted(best, key=lambda c: order(
-            pessimistic(c) if pessimistic(c) is not None else c.score if c.score is not None else 0.0))[:MAX_BEST]
+        # A timing method's scores only rank among themselves: the newest method's first.
+        prior.best = sorted(best, key=lambda c: (-(c.timing_method or 0), order(
+            pessimistic(c) if pessimistic(c) is not None else c.score if c.score is not None else 0.0)))[:MAX_BEST]
     learned.sort(key=lambda item: -item.confidence)  # stable: newest runs first among equals
     prior.learnings = [item for item in learned if item.kind != "dead_end"][:MAX_LEARNINGS]
     prior.dead_ends = [item for item in learned if item.kind == "dead_end"][:MAX_DEAD_ENDS]
     if prior.runs:
         prior.hint = HINT
     return _bounded(prior, max_chars)
+
+
+def _timing_method(metrics: dict, kernel: bool) -> int | None:
+    """The timing method a kernel evaluation recorded (the bench writes it since method 2; one
+    without it was timed the first way); None for a program kit's candidate."""
+    found = metrics.get("timing_method")
+    if isinstance(found, int) and not isinstance(found, bool):
+        return found
+    return 1 if kernel else None
 
 
 def _bounded(prior: PriorWork, max_chars: int) -> PriorWork:
@@ -240,8 +254,12 @@ def render_prior(prior: PriorWork, max_chars: int = PRIOR_CHARS) -> str:
         lines.append(f"- … and {prior.more_runs} older runs (knowledge.list_runs)")
     if prior.best:
         lines.append("Best candidates:")
+        methods = {c.timing_method for c in prior.best if c.timing_method is not None}
+        newest = max(methods, default=None)
         lines += [f"- `{c.id}` ({c.owner}, run `{c.run_id}`): "
                   f"{describe_score(c.score, [c.score_lo, c.score_hi] if c.score_lo is not None else None)}"
+                  + (f" [timed by method {c.timing_method}: not comparable with method {newest}'s scores]"
+                     if len(methods) > 1 and c.timing_method != newest else "")
                   + (f" — {c.note}" if c.note else "") for c in prior.best if c.score is not None]
     if prior.learnings:
         lines.append("Top learnings:")

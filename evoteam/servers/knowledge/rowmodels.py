@@ -48,7 +48,8 @@ def candidate_summary_of(row: sqlite3.Row) -> CandidateSummary:
                             split=row["split"], parent_id=row["parent_id"], flagged=bool(row["flagged"]),
                             verified=bool(row["verified"]), provenance=provenance_of(row),
                             score_interval=measurements.interval_of(row),
-                            n_measurements=row["n_measurements"] or 1, code_hash=row["code_hash"],
+                            n_measurements=row["n_measurements"] or 1,
+                            contended_measurements=row["contended_measurements"] or None, code_hash=row["code_hash"],
                             note=first_line(row["notes"]))
 
 

@@ -5,7 +5,7 @@ output checked against the baseline's. How rounds turn into estimates is timing.
 
 from __future__ import annotations
 
-from evoteam.servers.bench.measurement import timing
+from evoteam.servers.bench.measurement import machine, timing
 from evoteam.servers.bench.measurement.judge import compare_outputs, sampled_match
 from evoteam.servers.bench.measurement.sides import BASELINE, CANDIDATE, Side, WorkloadSpec, WorkloadVerdict
 from evoteam.servers.bench.measurement.workerproc import WorkerFailure
@@ -137,6 +137,11 @@ class InterleavedRounds:
                         times.setdefault(s.label, []).append(ns)
                 if last:
                     self._check_sched()
+            # What else wants a CPU now (every timed worker is stopped): unlike the load average,
+            # which trails by a minute, it sees load that began during this evaluation.
+            busy = machine.runnable_others()
+            if busy is not None:
+                rounds.runnable.append(busy)
             base_out = outputs.get(BASELINE)
             for s in list(live):
                 if s.label not in outputs or len(outputs[s.label]) != len(timed):

@@ -38,6 +38,8 @@ class Rounds:
     nulls: list[int] = field(default_factory=list)
     round_nulls: list[int] = field(default_factory=list)
     spent_ns: dict[str, int] = field(default_factory=dict)
+    # Other runnable processes on the machine at the end of each round (machine.runnable_others).
+    runnable: list[int] = field(default_factory=list)
 
     def add(self, nulls: list[int], times: dict[str, list[int]]) -> None:
         if BASELINE not in times or not nulls:
