@@ -18,7 +18,7 @@ never from an evaluation marked contended (goal: rare, ~0).
 
 `--busy 2` runs two busy loops meanwhile. Prints a table; numbers come with their spread.
 
-Usage: python benchmarks/bench_coverage.py [--evaluations 20] [--kits a,b] [--busy 0|2]
+Usage: python benchmarks/bench_coverage.py [--evaluations 20] [--kits a,b] [--busy 0|2] [--repeats 1]
 """
 
 from __future__ import annotations
@@ -85,12 +85,14 @@ async def main() -> None:
     parser.add_argument("--evaluations", type=int, default=20)
     parser.add_argument("--kits", default="")
     parser.add_argument("--busy", type=int, default=0, help="busy loops to run meanwhile (0 or 2)")
+    parser.add_argument("--repeats", type=int, default=1, help="evaluate's repeats: N times the kit's rounds")
     args = parser.parse_args()
     settings = load_settings()
     tmp = tempfile.TemporaryDirectory(prefix="evoteam-coverage-")
     settings.db = Path(tmp.name) / "kb.db"
     kits = cpu_kernel_kits(settings, args.kits)
-    print(f"# bench_coverage.py --evaluations {args.evaluations} --busy {args.busy}; load average before: "
+    print(f"# bench_coverage.py --evaluations {args.evaluations} --busy {args.busy} --repeats {args.repeats}; "
+          "load average before: "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     lines = []
     with busy_loops(args.busy):
@@ -100,7 +102,7 @@ async def main() -> None:
             same, fast = [], []
             for _ in range(args.evaluations):  # in turn, so a stretch of load hits both alike
                 for name, code, out in (("baseline copy", copy, same), ("better", better, fast)):
-                    e = await evaluate_candidate(settings, kit, code=code)
+                    e = await evaluate_candidate(settings, kit, code=code, repeats=args.repeats)
                     if e.status != "PASSED":
                         print(f"{kit.name}: {name}: {e.status}: {e.message}", file=sys.stderr)
                         continue

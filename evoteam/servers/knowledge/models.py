@@ -302,10 +302,8 @@ class CandidateSummary(BaseModel):
     score_interval: list[float] | None = Field(default=None, description="95% interval of the score from "
                                                "all of this candidate's measurements")
     n_measurements: int = Field(default=1, description="evaluations of this code pooled into the score")
-    contended_measurements: int | None = Field(default=None, description="of those, evaluations the bench marked "
-                                               "contended (a busy machine; left out when none); measured only "
-                                               "there, a score is never announced as a new best: bench.remeasure "
-                                               "it beside the best")
+    contended_measurements: int | None = Field(default=None, description="of those, evaluations on a busy "
+                                               "machine (contended)")
     code_hash: str | None = Field(default=None, description="normalised hash of the code: identical code is "
                                   "one candidate")
     note: str | None = Field(default=None, description="first line of the candidate's notes")
@@ -354,10 +352,8 @@ class TrajectoryPoint(BaseModel):
     status: CandidateStatus
     verified: bool = False
     n_measurements: int = 1
-    contended: bool | None = Field(default=None, description="true when every measurement of it was taken on a "
-                                   "contended machine: it may be the best so far, but it is never announced as a "
-                                   "new best (separate evaluations on a busy machine move by more than their "
-                                   "intervals); bench.remeasure measures it beside the best")
+    contended: bool | None = Field(default=None, description="measured only on a busy machine: never a new_best "
+                                   "(bench.remeasure it beside the best)")
     code_hash: str | None = None
     note: str | None = None
     role: str | None

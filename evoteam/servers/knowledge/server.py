@@ -298,8 +298,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @tool_errors
     async def trajectory(ctx: Context, run_id: str) -> Trajectory:
         """Every evaluated candidate in time order with the best so far, plus NDG: is the run
-        still improving? Progress is a point with new_best: its interval clears the best before
-        it, and neither was measured only on a busy machine (contended)."""
+        still improving (points with new_best)?"""
         return await kb(ctx).trajectory(run_id)
 
     # ------------------------------------------------------------ search
