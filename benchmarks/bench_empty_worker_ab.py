@@ -17,14 +17,21 @@ On each CPU kernel kit (dev split), N pairs (default 12) of:
 and the wall time of every evaluation as the caller sees it (the empty-call worker is one more
 process per evaluation). Prints a table; every number comes with its spread.
 
+`--pool FILE...` reads the `--raw` files of several runs instead and prints, per kit and tree,
+how many of the copy's scores and workload speedups lie below 1 with a two-sided sign test (a
+harness that treats both sides alike puts about half of them there), and the wall time's
+difference pair by pair.
+
 Usage: python benchmarks/bench_empty_worker_ab.py --old /tmp/old-tree --old-python /tmp/old-venv/bin/python
        [--pairs 12] [--kits rmsnorm_cpu,pairwise_distance_cpu] [--raw FILE]
+       python benchmarks/bench_empty_worker_ab.py --pool RAW1 RAW2 ...
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -122,14 +129,54 @@ def summarise(kit: str, tree: str, which: str, evals: list[dict]) -> list[str]:
     return lines
 
 
+def sign_p(k: int, n: int) -> float:
+    """Two-sided sign test: the chance of a split at least as uneven as k of n under a fair coin."""
+    tail = sum(math.comb(n, i) for i in range(min(k, n - k) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def pool(files: list[Path]) -> None:
+    """Per kit and tree over every run's raw lines: the copy's scores and workload speedups below 1
+    (with the sign test), and the wall time new less old, pair by pair."""
+    rows = [dict(json.loads(line), run=i) for i, f in enumerate(files) for line in f.open() if line.strip()]
+    rows = [r for r in rows if r["status"] == "PASSED"]
+    print(f"# pooled over {len(files)} runs ({', '.join(f.name for f in files)})")
+    for kit in dict.fromkeys(r["kit"] for r in rows):
+        for tree in ("old", "new"):
+            copy = [r for r in rows if r["kit"] == kit and r["tree"] == tree and r["which"] == "copy"]
+            cells = [("score", [r["score"] for r in copy])]
+            for name in dict.fromkeys(w[0] for r in copy for w in r["workloads"]):
+                cells.append((name, [w[1] for r in copy for w in r["workloads"] if w[0] == name]))
+            for name, xs in cells:
+                below = sum(x < 1 for x in xs)
+                print(f"{kit:<22} | {tree:<3} | copy {name:<15} | median {statistics.median(xs):.3f} | below 1 in "
+                      f"{below:>2}/{len(xs):<2} | sign test p = {sign_p(below, len(xs)):.2g}")
+        for which in ("copy", "better"):
+            pairs: dict[tuple, dict] = {}
+            for r in rows:
+                if r["kit"] == kit and r["which"] == which:
+                    pairs.setdefault((r["run"], r["pair"]), {})[r["tree"]] = r["wall"]
+            d = [p["new"] - p["old"] for p in pairs.values() if len(p) == 2]
+            old = statistics.median(p["old"] for p in pairs.values() if "old" in p)
+            q = statistics.quantiles(d, n=4) if len(d) > 1 else [d[0]] * 3
+            print(f"{kit:<22} | wall new - old, {which:<6}: median {statistics.median(d):+.3f} s [q1 {q[0]:+.3f}, "
+                  f"q3 {q[2]:+.3f}] over {len(d)} pairs, new slower in {sum(x > 0 for x in d)}; old's median {old:.2f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--old", required=True, type=Path)
-    parser.add_argument("--old-python", required=True)
+    parser.add_argument("--pool", nargs="+", type=Path, help="summarise these --raw files of earlier runs")
+    parser.add_argument("--old", type=Path)
+    parser.add_argument("--old-python")
     parser.add_argument("--pairs", type=int, default=12)
     parser.add_argument("--kits", default="rmsnorm_cpu,pairwise_distance_cpu")
     parser.add_argument("--raw", type=Path, help="also write every evaluation's result here (JSON lines)")
     args = parser.parse_args()
+    if args.pool:
+        pool(args.pool)
+        return
+    if not args.old or not args.old_python:
+        parser.error("--old and --old-python are needed (or --pool)")
     trees = {"new": Tree(sys.executable, HERE.parent), "old": Tree(args.old_python, args.old)}
     raw = args.raw.open("a") if args.raw else None
     out: list[str] = []
@@ -144,6 +191,7 @@ def main() -> None:
                         e = trees[tree].evaluate(kit, which)
                         if raw:
                             raw.write(json.dumps(dict(e, kit=kit, tree=tree, which=which, pair=i)) + "\n")
+                            raw.flush()
                         if e["status"] != "PASSED":
                             print(f"{kit} {tree} {which}: {e['status']}: {e['message']}", file=sys.stderr)
                             continue
