@@ -79,7 +79,7 @@ async def test_a_result_measured_elsewhere_keeps_its_own_method(fast_kit, fast_s
     monkeypatch.setattr(batch, "TIMING_METHOD", None)
     elsewhere = await evaluate_candidate(fast_settings, str(fast_kit), code=BASELINE_LIKE)  # not recorded
     monkeypatch.setattr(batch, "TIMING_METHOD", TIMING_METHOD)
-    with pytest.raises(DomainError, match="timing method 2, and this evaluation by method 1"):
+    with pytest.raises(DomainError, match=f"timing method {TIMING_METHOD}, and this evaluation by method 1"):
         await record_evaluation(fast_settings, store, kit, elsewhere, BASELINE_LIKE, run_id=current.run_id)
     await record_evaluation(fast_settings, store, kit, elsewhere, BASELINE_LIKE)
     assert elsewhere.run_id != current.run_id

@@ -1,6 +1,6 @@
 """Interleaved rounds: the baseline and every candidate of a batch timed on the same fresh
-inputs, in an order that rotates, with the call path measured alongside; every timed candidate
-output checked against the baseline's. How rounds turn into estimates is timing.py's business.
+inputs, in an order that rotates, with the call path measured alongside in a worker of its own
+(the empty-call worker, session.py); every timed candidate output checked against the baseline's. How rounds turn into estimates is timing.py's business.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ class InterleavedRounds:
     def _measure_sides(self, wl: WorkloadSpec, verdicts: dict[str, WorkloadVerdict]) -> timing.Rounds:
         """Interleaved rounds of the baseline and every candidate in ``verdicts`` on the same fresh
         inputs. Each round: one staging of fresh inputs for all sides; per repetition every side
-        once, and a slot of empty calls on the baseline's worker (the call path alone), in an
+        once, and a slot of empty calls in the empty-call worker (the call path alone), in an
         order that rotates with every repetition; every timed candidate output checked against
         the baseline's output for the same inputs. A candidate that fails leaves the batch (its verdict says why); the
         others go on. The per-round times become estimates in timing.py."""
@@ -115,16 +115,20 @@ class InterleavedRounds:
                         self._call(s, wl, p, what)
                 except WorkerFailure as exc:
                     self._drop(s, verdicts, live, exc)
+            for p in warm:  # the empty-call worker's path warmed up alike
+                self._call(self.empty, wl, p, "warming up the call path", calibrate=True)
             # Each repetition calls every side once on the same inputs, with a slot of empty
-            # calls on the baseline's worker (the call path alone); the order rotates with every
-            # repetition and round. A burst of other work on the machine then lands on all sides
+            # calls (the call path alone) in the empty-call worker, a process of its own: were
+            # they made in a timed side's worker, that side's next call would follow its own
+            # process and find its caches warm, the others' not. The order rotates with every
+            # repetition and round, so a burst of other work on the machine lands on all sides
             # of a round alike instead of on whichever side's turn it was.
             slots: list[Side | None] = [*active, None]
             self._check_sched()
             for s, j, last in call_order(slots, r, reps, BLOCKS):
                 p = timed[j]
                 if s is None:
-                    nulls.append(self._call(self.baseline, wl, p, "measuring the call path", calibrate=True)[2])
+                    nulls.append(self._call(self.empty, wl, p, "measuring the call path", calibrate=True)[2])
                 elif s is self.baseline or s in live:  # else dropped earlier in this round
                     try:
                         meta, got, ns = self._call(s, wl, p, what, slot=j)  # kept until the round's checks

@@ -4,8 +4,12 @@ A session holds a trusted worker (the kit's reference and input generator, uncon
 timed) and N *timed sides*: the kit's baseline and one or more candidates, each in a confined
 worker of its own (own uid, seccomp, Landlock, cgroup). The baseline is trusted code, yet it runs
 confined exactly like a candidate, so both ends of a speedup pay the same call path by
-construction (the same seccomp filter, audit hook, Landlock and cgroup thaw), and the empty call
-path is measured on the baseline's worker, where the candidate cannot inflate it.
+construction (the same seccomp filter, audit hook, Landlock and cgroup thaw). The empty call
+path is measured in a worker of its own (the *empty-call worker*): the baseline's files again,
+confined the same way under a uid of its own, called on the same path but never timed as a side.
+So no candidate controls it or can reach it, and no timed side's call ever follows a call in its
+own process because of the empty calls (until 2026-12-02 they ran on the baseline's worker,
+which warmed the baseline's caches for its next call and not a candidate's).
 
 Every timed call: the harness writes the call's inputs into the side's shared area while it is
 stopped, reads its clock, resumes the worker and asks for the call, stops the worker the moment
@@ -33,7 +37,7 @@ from evoteam.servers.bench.measurement.arena import LABELS, Payload, align
 from evoteam.servers.bench.measurement.checks import CorrectnessChecks
 from evoteam.servers.bench.measurement.interleave import InterleavedRounds
 from evoteam.servers.bench.measurement.sides import (  # noqa: F401 - the names callers import from here
-    BASELINE, CANDIDATE, Side, SideSpec, WorkloadSpec, WorkloadVerdict, new_seed)
+    BASELINE, CANDIDATE, EMPTY, Side, SideSpec, WorkloadSpec, WorkloadVerdict, new_seed)
 from evoteam.servers.bench.confinement.workerenv import tuning_env
 from evoteam.servers.bench.measurement.workerproc import WorkerFailure, WorkerProc, verify_confinement
 
@@ -94,6 +98,11 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
             raise ValueError(f"side labels must be unique and not {BASELINE!r}: {labels}")
         base_spec = _baseline_folder(baseline, reference_source)
         self._owned = [base_spec.folder]
+        # The empty-call worker's own copy of the baseline's files: it imports the same code, so
+        # its process looks like a timed side's, but it never shares a folder or a uid with one.
+        empty_spec = _baseline_folder(baseline, reference_source)
+        empty_spec.label = EMPTY
+        self._owned.append(empty_spec.folder)
         public_def = {"inputs": definition["inputs"], "outputs": definition["outputs"]}
         # One environment for every worker: the same allocator policy and thread counts, or the
         # speedup would reflect them (workerenv.py).
@@ -107,15 +116,19 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
                                        env, None if self.gpu else max(memory_mb, 8192),
                                        poolable=not self.gpu and kit_hash is not None, kit_hash=kit_hash)
         try:
-            self._start_sides(common, env, base_spec, sides, deny, memory_mb, use_landlock)
+            self._start_sides(common, env, base_spec, empty_spec, sides, deny, memory_mb, use_landlock)
         except BaseException:
             # Never handed back: the session that leased it did not start (nor do its sides stay).
             for side in getattr(self, "sides", []):
                 side.worker.close()
+            if getattr(self, "empty", None) is not None:
+                self.empty.worker.close()
             self.lease.close()
+            for folder in self._owned:
+                shutil.rmtree(folder, ignore_errors=True)
             raise
 
-    def _start_sides(self, common, env, base_spec, sides, deny, memory_mb, use_landlock) -> None:
+    def _start_sides(self, common, env, base_spec, empty_spec, sides, deny, memory_mb, use_landlock) -> None:
         from evoteam.servers.bench.confinement.jail import can_drop_privileges, pick_uid
 
         self.trusted = self.lease.worker
@@ -128,13 +141,15 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         self.staging_map = None
         self.staging_size = 0
         self.sides: list[Side] = []
-        for spec in [base_spec, *sides]:
-            is_base = spec is base_spec
+        self.empty: Side | None = None
+        for spec in [base_spec, empty_spec, *sides]:
+            is_base = spec is base_spec or spec is empty_spec
             uid = pick_uid() if can_drop_privileges() else None
             if uid is not None:
                 for path in [spec.folder, *spec.folder.rglob("*")]:
                     os.chown(path, uid, uid)
-            label = "baseline" if is_base else ("candidate" if spec.label == CANDIDATE else f"candidate {spec.label}")
+            label = {BASELINE: "baseline", EMPTY: "empty-call worker", CANDIDATE: "candidate"}.get(
+                spec.label, f"candidate {spec.label}")
             w = WorkerProc(label, dict(common, mode="candidate", label=f"the {label}",
                                        solution={"dir": str(spec.folder), "file": spec.file,
                                                  "function": spec.function, "dps": spec.dps},
@@ -143,10 +158,13 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
                                                 "landlock": use_landlock, "uid": uid,
                                                 "private_tmp": uid is not None}),
                            spec.folder, memory_mb, extra_env=env, untrusted_code=not is_base, arena=True)
-            self.sides.append(Side(spec.label, w, trusted_code=is_base))
+            if spec is empty_spec:
+                self.empty = Side(EMPTY, w, trusted_code=True)
+            else:
+                self.sides.append(Side(spec.label, w, trusted_code=is_base))
         self.sched: dict[str, tuple] = {}
         self.read_by_pipe = False
-        self.nulls: dict[str, list[int]] = {}  # workload -> every empty call's time on the baseline's worker
+        self.nulls: dict[str, list[int]] = {}  # workload -> every empty call's time (the empty-call worker)
         self.checks_for: tuple | None = None  # the workload whose correctness checks are kept (checks.py)
         self.checks: dict[int, tuple[Payload, dict[str, np.ndarray]]] = {}
         self.pinned: list[int] = []
@@ -181,8 +199,12 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
     def candidate_error(self) -> WorkerFailure | None:
         return self.sides[1].error
 
+    def _called(self) -> list[Side]:
+        """Every worker called on the timed path: the timed sides and the empty-call worker."""
+        return [*self.sides, self.empty]
+
     def _workers(self) -> list[WorkerProc]:
-        return [self.trusted, *(s.worker for s in self.sides)]
+        return [self.trusted, *(s.worker for s in self._called())]
 
     # -------------------------------------------------------- life
 
@@ -198,7 +220,7 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
                 finally:
                     self.trusted.jail.stop()
                     self.trusted.jail.hold()
-        for s in self.sides:
+        for s in self._called():
             try:
                 header, _ = s.worker.read(self.timeouts.startup_s, f"importing the {s.worker.label}")
                 s.dps = header.get("dps") is True
@@ -208,14 +230,15 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
                         self.sandbox = (desc if isinstance(desc, str) else "")[:300] + "+" + s.worker.jail.describe()
             except WorkerFailure as exc:
                 if s.trusted_code:
-                    raise RuntimeError(f"the kit's baseline failed to load in its sandbox: {exc.message}") from None
+                    where = " (as the empty-call worker)" if s is self.empty else ""
+                    raise RuntimeError(f"the kit's baseline failed to load in its sandbox{where}: {exc.message}") from None
                 s.error, s.dead = exc, True
             finally:
                 s.worker.jail.stop()
                 s.worker.jail.hold()
         # Where the harness cannot read a stopped worker's memory, outputs come back through the
         # pipe inside the timed call instead (same for every side; slower, still sound).
-        self.read_by_pipe = any(s.worker.jail.mem_fd is None for s in self.sides)
+        self.read_by_pipe = any(s.worker.jail.mem_fd is None for s in self._called())
         if self.read_by_pipe:
             self.sandbox += "+OUTPUTS-BY-PIPE(cannot read worker memory)"
         self.pinned = self._pin_timed_workers()
@@ -241,7 +264,7 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         if self.gpu or not self.threads:
             return []
         cpus = sorted(os.sched_getaffinity(0))[-self.threads:]
-        for s in self.sides:
+        for s in self._called():
             if s.dead:
                 continue
             try:
@@ -267,12 +290,12 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         except OSError:
             yield
             return
-        for s in self.sides:
+        for s in self._called():
             s.worker.spin_s = POLL_S
         try:
             yield
         finally:
-            for s in self.sides:
+            for s in self._called():
                 s.worker.spin_s = 0.0
             os.sched_setaffinity(0, before)
 

@@ -12,6 +12,9 @@ from evoteam.servers.bench.measurement.workerproc import WorkerFailure, WorkerPr
 
 BASELINE = "baseline"
 CANDIDATE = "candidate"
+# The empty-call worker (session.py): the baseline's code in a confined worker of its own that only
+# ever makes empty calls (the call path alone); never a timed side, never in a batch's results.
+EMPTY = "empty calls"
 
 
 @dataclass

@@ -1,12 +1,12 @@
 """From timed rounds to estimates: what a round is, what is subtracted, and the intervals.
 
 A round (session.measure_sides) gives, for every timed side, ``reps_per_round`` harness-clocked
-calls on fresh inputs that every side gets alike, and, on the baseline's worker, as many empty
-calls (the whole call path with no kernel in between). Per round and side the time is the fastest
+calls on fresh inputs that every side gets alike, and, in the empty-call worker (a confined worker
+of their own, session.py), as many empty calls (the whole call path with no kernel in between). Per round and side the time is the fastest
 of its calls (delays only ever add to a call; no call is fast by luck, since its inputs exist only
 from its start and its output is checked), less the call path: the median over rounds of each
-round's fastest empty call (see ``Rounds.path``), measured on the baseline's worker — trusted
-code, so a candidate cannot inflate it. A net time is only known to within the spread of the
+round's fastest empty call (see ``Rounds.path``), measured in a worker that runs the kit's baseline
+code and that no candidate can reach, so a candidate cannot inflate it. A net time is only known to within the spread of the
 rounds' fastest empty calls (``Rounds.resolution``); one below it is unresolved: it counts as the
 resolution itself in the point, never as the 1 us floor, and its round's ratio becomes a range
 that the intervals cover (``Rounds.bounds``). A round's speedup is the paired ratio
@@ -31,7 +31,7 @@ FLOOR_NS = 1000  # 1 us: below the harness's resolution a time is not a time
 @dataclass
 class Rounds:
     """One workload's timed rounds: per round and side the fastest call (raw harness clock), and
-    every empty call on the baseline's worker."""
+    every empty call (the empty-call worker's)."""
 
     labels: list[str]
     per_round: list[dict[str, int]] = field(default_factory=list)
