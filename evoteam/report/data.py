@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from evoteam import stats
 
-from evoteam.servers.knowledge.measurements import contended_only
+from evoteam.servers.knowledge.measurements import any_contended
 from evoteam.servers.knowledge.models import Run, WorkloadResult
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.verified import ranks
@@ -70,9 +70,12 @@ class VersionPoint(BaseModel):
     significant: bool | None = Field(default=None, description="the gain's whole interval lies on the better "
                                      "side of no change: progress, not noise")
     best_before_id: str | None = None
-    contended: bool = Field(default=False, description="one of the two bests was measured only on a contended "
-                            "machine: the gain is significant only where a re-measurement timed both side by "
-                            "side and the version's best cleared the other there")
+    side_by_side: bool = Field(default=False, description="the gain is from a re-measurement that timed both "
+                               "bests in one batch")
+    contended: bool = Field(default=False, description="one of the two bests was measured on a contended "
+                            "machine: the gain is decided only where a re-measurement timed both side by side "
+                            "(significant when the version's best cleared the other there); until then "
+                            "significant is None, and the stop rule does not count the version")
 
 
 class SpendSlice(BaseModel):
@@ -131,10 +134,11 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
     est = stats.contrast_estimate(a.samples, b.samples, kind)
     none = stats.no_effect(kind)
     better = est.lo > none if direction == "maximize" or kind == "kernel" else est.hi < none
-    # On a busy machine separate evaluations move by more than their intervals (knowledge/measurements.py).
-    vp.contended = any(contended_only(c.n_measurements, c.contended_measurements) for c in (a, b))
+    # On a busy machine separate evaluations move by more than their intervals (knowledge/measurements.py):
+    # undecided until a re-measurement times both side by side (_decide_side_by_side).
+    vp.contended = any(any_contended(c.contended_measurements) for c in (a, b))
     vp.gain, vp.gain_interval = est.value, est.interval
-    vp.significant = bool(est.coverage > 0 and better) and not vp.contended
+    vp.significant = None if vp.contended else bool(est.coverage > 0 and better)
     vp.gain_is_ratio = kind == "kernel"
 
 
@@ -227,13 +231,19 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
 
 
 def _decide_side_by_side(report: RunReport) -> None:
-    """A gain whose bests were measured only on a contended machine is decided by the newest
+    """A gain whose bests were measured on a contended machine is decided by the newest
     re-measurement, where it timed both in one batch (side by side a busy machine touches both
-    alike): significant when the version's best's interval there clears the other's."""
-    batch = {e.candidate_id: e for e in (report.remeasured.entries if report.remeasured else [])
-             if e.score is not None and e.score_interval}
+    alike): the gain is theirs there, significant when the version's best's interval there
+    clears the other's. Only a set the bench wrote counts (knowledge: a verifier's artifact)."""
+    mset = report.remeasured
+    batch = {e.candidate_id: e for e in (mset.entries if mset else [])
+             if e.status == "PASSED" and e.score is not None and e.score_interval}
     for v in report.versions:
         own, before = batch.get(v.best_candidate_id or ""), batch.get(v.best_before_id or "")
         if v.contended and own is not None and before is not None:
+            ratio = v.gain_is_ratio and before.score > 0
+            v.gain = own.score / before.score if ratio else own.score - before.score
+            v.gain_interval = None
             v.significant = stats.clears(stats.Estimate(own.score, *own.score_interval, 1),
                                          stats.Estimate(before.score, *before.score_interval, 1), report.direction)
+            v.side_by_side = True

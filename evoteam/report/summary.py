@@ -39,7 +39,8 @@ class RunSummary(BaseModel):
     versions: list[VersionLine]
     versions_without_significant_gain: int = Field(description="team versions in a row, up to the newest, whose "
                                                    "best did not significantly beat the best before it (the stop "
-                                                   "rule counts these)")
+                                                   "rule counts these; one measured on a busy machine only once "
+                                                   "bench.remeasure has timed it side by side)")
     spend_by_role: dict[str, float]
     gate_decisions: dict[str, int]
     repeated_url_rate: float | None
@@ -66,10 +67,12 @@ def gain_text(v: VersionPoint) -> str | None:
     unit = "×" if v.gain_is_ratio else ""
     shown = (stats.describe(stats.Estimate(v.gain, *v.gain_interval, 0), unit) if v.gain_interval
              else stats.sig3(v.gain) + unit)
+    if v.contended and v.side_by_side:
+        return f"{shown} over the best before it side by side (bench.remeasure): " + (
+            "significant" if v.significant else "within noise")
     if v.contended:
-        return f"{shown} over the best before it: " + (
-            "significant side by side (bench.remeasure)" if v.significant else
-            "not established: measured only on a contended machine (bench.remeasure both side by side)")
+        return (f"{shown} over the best before it: not established, measured on a contended machine "
+                "(bench.remeasure both side by side)")
     return f"{shown} over the best before it: {'significant' if v.significant else 'within noise'}"
 
 
@@ -85,6 +88,8 @@ def stalled_versions(report: RunReport) -> int:
     gain when it produced any ranked result)."""
     n = 0
     for v in reversed(report.versions):
+        if v.contended and v.significant is None:
+            continue  # measured on a busy machine and not yet side by side: no verdict either way
         gained = v.significant is True or (v.best_before is None and v.best_of_version is not None)
         if gained:
             break

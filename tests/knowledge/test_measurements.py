@@ -188,15 +188,16 @@ async def test_a_busy_machine_never_announces_a_new_best(store, verifier):
                                                      metrics=QUIET))
     point = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}[after.id]
     assert point.best_so_far_id == after.id and not point.new_best and not point.contended
-    # A quiet measurement of the busy one's code (pooled into it) makes it an ordinary candidate,
-    # and the next clear step up from the quiet best is announced.
+    # A quiet measurement of the busy one's code pools into it, but its score still holds the
+    # busy rounds: still contended (a quiet re-measurement does not launder them).
     again = await verifier.record_candidate(measured(run.id, "a = 2\n", {"w": rounds(3.0, 0.1, seed=6)},
                                                      metrics=QUIET))
     assert again.id == busy.id and again.n_measurements == 2 and again.contended_measurements == 1
     top = await verifier.record_candidate(measured(run.id, "a = 4\n", {"w": rounds(5.0, 0.1, seed=7)},
                                                    metrics=QUIET))
     points = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}
-    assert not points[busy.id].contended
+    assert points[busy.id].contended
+    # The next clear step up from the quiet best is announced.
     assert points[top.id].new_best and points[top.id].within_noise_of is None
 
 
@@ -214,3 +215,38 @@ async def test_contended_counts_survive_export_and_import(tmp_path, verifier):
         await import_run(other, tmp_path / "out", trust_scores=True)
         got = await other.get_candidate(c.id)
         assert (got.n_measurements, got.contended_measurements) == (3, 2)
+
+
+@pytest.mark.parametrize("backend", ["local", "postgres"])
+async def test_rows_from_before_count_their_contended_measurements(backend, request, tmp_path):
+    """The migration that adds the count fills it for rows already there: a candidate whose first
+    measurement or pooled history says contended counts, one from before the timing method was
+    recorded (its contention rule misread quiet machines) does not, nor a quiet one."""
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.store import Actor
+
+    where = tmp_path / "kb.db" if backend == "local" else request.getfixturevalue("postgres_url")
+    method = {"timing_method": 3}
+    async with LocalKnowledgeStore.open(where, Actor(user="t", verifier=True)) as kb:
+        run = await new_run(kb)
+        busy = await kb.record_candidate(measured(run.id, "a = 1\n", {"w": [2.0, 2.1]}, metrics={**BUSY, **method}))
+        pooled = await kb.record_candidate(measured(run.id, "a = 2\n", {"w": [2.0, 2.1]}, metrics={**QUIET, **method}))
+        await kb.record_candidate(measured(run.id, "a = 2\n", {"w": [2.0, 2.1]}, metrics={**BUSY, **method}))
+        quiet = await kb.record_candidate(measured(run.id, "a = 3\n", {"w": [2.0, 2.1]}, metrics={**QUIET, **method}))
+        old_rule = await kb.record_candidate(measured(run.id, "a = 4\n", {"w": [2.0, 2.1]}, metrics=BUSY))
+    # Back to the schema before the count (knowledge.measurements 1).
+    undo = ["ALTER TABLE candidates DROP COLUMN contended_measurements",
+            "UPDATE schema_versions SET version = 1 WHERE component = 'knowledge.measurements'"]
+    if backend == "local":
+        import sqlite3
+        with sqlite3.connect(where) as conn:
+            for sql in undo:
+                conn.execute(sql)
+    else:
+        import psycopg
+        with psycopg.connect(where, autocommit=True) as conn:
+            for sql in undo:
+                conn.execute(sql)
+    async with LocalKnowledgeStore.open(where, Actor(user="t")) as kb:
+        got = {c.id: c.contended_measurements for c in (await kb.list_candidates(run.id)).items}
+    assert got == {busy.id: 1, pooled.id: 1, quiet.id: None, old_rule.id: None}, got

@@ -52,7 +52,7 @@ from evoteam.servers.knowledge.render import KIND_TITLES, LearningsDraft
 from evoteam.servers.knowledge.scope import missing
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
 from evoteam.servers.knowledge import bundleimport, historystore, localsearch, measurements, pgsearch, readsql
-from evoteam.servers.knowledge.verified import RANKED, check_may_verify
+from evoteam.servers.knowledge.verified import RANKED, check_may_store, check_may_verify
 from evoteam.servers.knowledge.rowmodels import (
     artifact_content,
     artifact_info_of,
@@ -350,6 +350,7 @@ class LocalKnowledgeStore(KnowledgeStore):
 
     async def put_artifact(self, spec: ArtifactCreate) -> ArtifactInfo:
         self.check_artifact_name(spec.name)
+        check_may_store(spec.kind, self.actor.verifier)
         data, is_text = artifact_content(spec, self.max_artifact_bytes)
         digest = hashlib.sha256(data).hexdigest()
         async with self.db.write(scope=spec.run_id) as conn:
@@ -459,7 +460,7 @@ class LocalKnowledgeStore(KnowledgeStore):
     async def trajectory(self, run_id: str) -> Trajectory:
         """Every dev candidate in order, with the best so far by the pessimistic end of each
         interval; ``new_best`` only where the new best's interval clears the previous best's
-        (and neither was measured only on a contended machine)."""
+        (and neither was measured on a contended machine)."""
         async with self.db.read() as conn:
             run = await self.visible_run_row(conn, run_id)
             async with conn.execute(

@@ -15,10 +15,11 @@ view of the store:
   minimising. A candidate without an interval (a claim, an old import) ranks by its score.
 - **A busy machine announces nothing.** Separate evaluations on a contended machine differ by
   more than their intervals (the load comes and goes between them, not within one; measured in
-  docs/bench.md, "Intervals across evaluations"), so a candidate whose every measurement was
-  taken on a contended machine (`contended_measurements == n_measurements`) can still become the
-  best so far, but is never announced as a new best, nor is a new best said to clear such an
-  incumbent; measured side by side (`bench.remeasure`, `compare`) the order holds again.
+  docs/bench.md, "Intervals across evaluations"), so a candidate with any measurement taken on a
+  contended machine (`contended_measurements > 0`: its pooled rounds hold that measurement's) can
+  still become the best so far, but is never announced as a new best, nor is a new best said to
+  clear such an incumbent; measured side by side (`bench.remeasure`, `compare`) the order holds
+  again.
 """
 
 from __future__ import annotations
@@ -48,9 +49,14 @@ register_migrations("knowledge.measurements", [
     CREATE INDEX candidates_code ON candidates(run_id, code_hash, split);
     CREATE INDEX candidates_rank ON candidates(run_id, status, rank_score);
     """,
-    # How many of a candidate's measurements the bench marked contended (0 for rows from before).
+    # How many of a candidate's measurements the bench marked contended. Rows from before count
+    # one where a measurement says so: the first's metrics or the pooled history (json.dumps's
+    # spacing, on both backends); only rows that recorded a timing method (2 and later), whose
+    # contention rule compared like with like (machine.py).
     """
     ALTER TABLE candidates ADD COLUMN contended_measurements INTEGER NOT NULL DEFAULT 0;
+    UPDATE candidates SET contended_measurements = 1
+        WHERE metrics LIKE '%"contended": true%' AND metrics LIKE '%"timing_method": %';
     """,
 ])
 
@@ -90,13 +96,14 @@ def contended_count(spec: CandidateCreate) -> int:
     return int(spec.samples is not None and was_contended(spec.metrics) is True)
 
 
-def contended_only(n_measurements: int | None, contended_measurements: int | None) -> bool:
-    """Every measurement of a candidate was taken on a contended machine."""
-    return (contended_measurements or 0) >= (n_measurements or 1)
+def any_contended(contended_measurements: int | None) -> bool:
+    """A measurement of the candidate was taken on a contended machine: its pooled rounds hold
+    that measurement's, so its score is not steady enough to announce a new best from."""
+    return (contended_measurements or 0) > 0
 
 
 def _contended_row(row: sqlite3.Row) -> bool:
-    return contended_only(row["n_measurements"], row["contended_measurements"])
+    return any_contended(row["contended_measurements"])
 
 
 def _rank(score: float | None, lo: float | None, hi: float | None, direction: str) -> float | None:
@@ -210,7 +217,7 @@ def _overlap(a: stats.Estimate | None, b: stats.Estimate | None) -> bool:
 def trajectory_points(rows: list[sqlite3.Row], direction: str) -> tuple[list[TrajectoryPoint], sqlite3.Row | None]:
     """The trajectory of candidate rows in creation order, and the best row: the best so far by
     `rank_score`; ``new_best`` only where the new best's interval clears the previous best's and
-    neither was measured only on a contended machine (module docstring); ``within_noise_of``
+    neither was measured on a contended machine (module docstring); ``within_noise_of``
     names the best a ranked candidate cannot be told apart from."""
     better = (lambda a, b: a > b) if direction == "maximize" else (lambda a, b: a < b)
     best = None

@@ -352,7 +352,7 @@ class TrajectoryPoint(BaseModel):
     status: CandidateStatus
     verified: bool = False
     n_measurements: int = 1
-    contended: bool | None = Field(default=None, description="measured only on a busy machine: never a new_best "
+    contended: bool | None = Field(default=None, description="measured on a busy machine: never a new_best "
                                    "(bench.remeasure it beside the best)")
     code_hash: str | None = None
     note: str | None = None

@@ -38,6 +38,18 @@ def check_may_verify(verified: bool, actor_is_verifier: bool) -> None:
                         "or record it without verified (it is then listed but never ranked)")
 
 
+# The artifact kind of a re-measurement's set (report/remeasure.py): a team version's gain on a busy
+# machine is decided by it (report/data.py), so like a verified score only the bench writes one.
+MEASUREMENT_SET = "measurement_set"
+
+
+def check_may_store(kind: str, actor_is_verifier: bool) -> None:
+    """Refuse a measurement set from anyone but the bench (or a verifier token)."""
+    if kind == MEASUREMENT_SET and not actor_is_verifier:
+        raise Forbidden(f"only the bench stores artifacts of kind {MEASUREMENT_SET!r}: run bench.remeasure, or "
+                        "store it under another kind")
+
+
 def ranks(status: str, score: float | None, verified: bool, flagged: bool) -> bool:
     """The Python twin of RANKED, for views that walk rows themselves (trajectory)."""
     return status == "PASSED" and score is not None and verified and not flagged
