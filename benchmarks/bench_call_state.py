@@ -112,7 +112,7 @@ def one_session(settings, kit, wl, calls: int, keeper: bool) -> dict[str, list[t
                 keepers = start_keepers(s.pinned)
             for i in range(calls + 5):  # 5 warm-up repetitions, dropped
                 p = s._stage(wl, 1)[0]
-                got = [("baseline", _call(s, s.baseline, wl, p)), ("empty call", _call(s, s.baseline, wl, p, True)),
+                got = [("baseline", _call(s, s.baseline, wl, p)), ("empty call", _call(s, s.empty, wl, p, True)),  # as the product (method 3)
                        ("candidate", _call(s, s.sides[1], wl, p))]
                 if i >= 5:
                     for name, x in got:

@@ -138,7 +138,9 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
     # undecided until a re-measurement times both side by side (_decide_side_by_side).
     vp.contended = any(any_contended(c.contended_measurements) for c in (a, b))
     vp.gain, vp.gain_interval = est.value, est.interval
-    vp.significant = None if vp.contended else bool(est.coverage > 0 and better)
+    # Undecided only where it reads as a gain: a version that reads worse did not bring one, busy or not.
+    reads_better = est.value > none if direction == "maximize" or kind == "kernel" else est.value < none
+    vp.significant = None if vp.contended and reads_better else bool(est.coverage > 0 and better)
     vp.gain_is_ratio = kind == "kernel"
 
 

@@ -28,7 +28,7 @@ from evoteam.config import Settings
 from evoteam.servers.knowledge.models import ArtifactCreate, CandidateSummary
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.report.listing import all_candidates
-from evoteam.servers.knowledge.errors import StoreError, Unavailable
+from evoteam.servers.knowledge.errors import Forbidden
 from evoteam.servers.knowledge.verified import MEASUREMENT_SET, ranks
 
 KIND = MEASUREMENT_SET
@@ -224,9 +224,7 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
         await bench.put_artifact(ArtifactCreate(run_id=run_id, kind=KIND,
                                                 name=f"remeasure-{mset.measured_at:%Y%m%dT%H%M%S}.json",
                                                 text=mset.model_dump_json(indent=2)))
-    except StoreError as exc:  # a shared server refused a token that is not a verifier's (Forbidden there)
-        if isinstance(exc, Unavailable):
-            raise
+    except Forbidden as exc:  # a shared server's token that is not a verifier's; any other failure is raised
         mset.note = " ".join(filter(None, [mset.note, f"not stored in the run: {exc}"]))
     return mset
 

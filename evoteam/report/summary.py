@@ -70,7 +70,7 @@ def gain_text(v: VersionPoint) -> str | None:
     if v.contended and v.side_by_side:
         return f"{shown} over the best before it side by side (bench.remeasure): " + (
             "significant" if v.significant else "within noise")
-    if v.contended:
+    if v.contended and v.significant is None:
         return (f"{shown} over the best before it: not established, measured on a contended machine "
                 "(bench.remeasure both side by side)")
     return f"{shown} over the best before it: {'significant' if v.significant else 'within noise'}"

@@ -217,8 +217,9 @@ async def test_contended_counts_survive_export_and_import(tmp_path, verifier):
         assert (got.n_measurements, got.contended_measurements) == (3, 2)
 
 
+@pytest.mark.parametrize("before", [1, 2])
 @pytest.mark.parametrize("backend", ["local", "postgres"])
-async def test_rows_from_before_count_their_contended_measurements(backend, request, tmp_path):
+async def test_rows_from_before_count_their_contended_measurements(backend, before, request, tmp_path):
     """The migration that adds the count fills it for rows already there: a candidate whose first
     measurement or pooled history says contended counts, one from before the timing method was
     recorded (its contention rule misread quiet machines) does not, nor a quiet one."""
@@ -234,9 +235,12 @@ async def test_rows_from_before_count_their_contended_measurements(backend, requ
         await kb.record_candidate(measured(run.id, "a = 2\n", {"w": [2.0, 2.1]}, metrics={**BUSY, **method}))
         quiet = await kb.record_candidate(measured(run.id, "a = 3\n", {"w": [2.0, 2.1]}, metrics={**QUIET, **method}))
         old_rule = await kb.record_candidate(measured(run.id, "a = 4\n", {"w": [2.0, 2.1]}, metrics=BUSY))
-    # Back to the schema before the count (knowledge.measurements 1).
-    undo = ["ALTER TABLE candidates DROP COLUMN contended_measurements",
-            "UPDATE schema_versions SET version = 1 WHERE component = 'knowledge.measurements'"]
+    # Back to the schema before the count (knowledge.measurements 1), or to the first evoteam
+    # that had the count, without the backfill (2).
+    undo = (["ALTER TABLE candidates DROP COLUMN contended_measurements",
+             "UPDATE schema_versions SET version = 1 WHERE component = 'knowledge.measurements'"] if before == 1 else
+            ["UPDATE candidates SET contended_measurements = 0",
+             "UPDATE schema_versions SET version = 2 WHERE component = 'knowledge.measurements'"])
     if backend == "local":
         import sqlite3
         with sqlite3.connect(where) as conn:
@@ -250,3 +254,35 @@ async def test_rows_from_before_count_their_contended_measurements(backend, requ
     async with LocalKnowledgeStore.open(where, Actor(user="t")) as kb:
         got = {c.id: c.contended_measurements for c in (await kb.list_candidates(run.id)).items}
     assert got == {busy.id: 1, pooled.id: 1, quiet.id: None, old_rule.id: None}, got
+
+
+async def test_an_older_bundle_gets_the_count_the_migration_would_give(tmp_path):
+    """A bundle exported before the count existed carries none: the import derives it from the
+    recorded metrics, as the migration does for a store upgraded in place."""
+    import json
+
+    from evoteam.servers.knowledge.export import export_run, import_run
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.store import Actor
+
+    async with LocalKnowledgeStore.open(tmp_path / "a.db", Actor(user="x", verifier=True)) as kb:
+        run = await new_run(kb)
+        busy = await kb.record_candidate(measured(run.id, "a = 1\n", {"w": [2.0, 2.1]},
+                                                  metrics={**BUSY, "timing_method": 3}))
+        quiet = await kb.record_candidate(measured(run.id, "a = 2\n", {"w": [2.0, 2.1]},
+                                                   metrics={**QUIET, "timing_method": 3}))
+        await export_run(kb, run.id, tmp_path / "out")
+    import hashlib
+
+    manifest_path = tmp_path / "out" / "MANIFEST.json"
+    manifest = json.loads(manifest_path.read_text())
+    for path in (tmp_path / "out" / "candidates").glob("*.json"):  # as an older evoteam wrote it: no count
+        data = json.loads(path.read_text())
+        data.pop("contended_measurements")
+        path.write_text(json.dumps(data, indent=2))
+        manifest["files"][f"candidates/{path.name}"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    manifest_path.write_text(json.dumps(manifest, indent=2))
+    async with LocalKnowledgeStore.open(tmp_path / "b.db", Actor(user="x", verifier=True)) as other:
+        await import_run(other, tmp_path / "out", trust_scores=True)
+        assert (await other.get_candidate(busy.id)).contended_measurements == 1
+        assert (await other.get_candidate(quiet.id)).contended_measurements is None

@@ -108,3 +108,22 @@ async def test_a_gain_measured_on_a_busy_machine_is_settled_side_by_side(tmp_pat
         summary = summarise(await gather(kb, run.id))
         assert summary.versions[1].significant_gain is True and "significant" in summary.versions[1].gain
         assert summary.versions[1].gain.startswith("1.48×"), summary.versions[1].gain  # the batch's ratio, 5.9/4.0
+
+
+async def test_versions_that_read_worse_than_a_busy_best_still_count_as_stalls(tmp_path: Path):
+    """Only a version that reads as a gain waits for a side-by-side verdict: one whose best reads
+    far worse than a best measured on a busy machine brought no gain, and the stop rule counts it
+    (or one busy measurement would switch the stop rule off for the rest of the run)."""
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+        team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
+        for v, center in ((1, 4.0), (2, 1.0), (3, 1.05), (4, 0.95)):
+            await team.design_team(_design(run.id, f"diagnosis {v}", f"Role{v}"))
+            bench = kb.with_actor(Actor(user="u", client="t", role=f"Role{v}", team_version=v, verifier=True))
+            code = f"def run(x):\n    return x * {v}\n"
+            await bench.record_candidate(CandidateCreate(
+                run_id=run.id, code=code, code_hash=code_hash(code), status="PASSED", score=center,
+                samples=rounds(center, v), verified=True, metrics=BUSY if v == 1 else {}))
+        summary = summarise(await gather(kb, run.id))
+        assert summary.versions_without_significant_gain == 3, [v.gain for v in summary.versions]
+        assert all(v.significant_gain is False and "not established" not in v.gain for v in summary.versions[1:])

@@ -61,7 +61,9 @@ async def import_bundle(store: LocalKnowledgeStore, bundle: RunBundle, project: 
                 "documents_used": json.dumps(c.documents_used), "notes": c.notes, "flagged": int(c.flagged),
                 "verified": int(c.verified and trust_scores), "cost_usd": c.cost_usd, **prov(c.provenance),
                 "code_hash": c.code_hash, "n_measurements": c.n_measurements,
-                "contended_measurements": max(0, min(c.contended_measurements or 0, c.n_measurements)),
+                "contended_measurements": max(0, min(c.n_measurements, measurements.counted_before(c.metrics)
+                                                      if c.contended_measurements is None
+                                                      else c.contended_measurements)),
                 "score_lo": (c.score_interval or [None, None])[0], "score_hi": (c.score_interval or [None, None])[1],
                 "rank_score": measurements.rank_value(c.score, c.score_interval, run.direction),
                 "samples": json.dumps(c.samples) if c.samples else None})

@@ -18,8 +18,9 @@ view of the store:
   docs/bench.md, "Intervals across evaluations"), so a candidate with any measurement taken on a
   contended machine (`contended_measurements > 0`: its pooled rounds hold that measurement's) can
   still become the best so far, but is never announced as a new best, nor is a new best said to
-  clear such an incumbent; measured side by side (`bench.remeasure`, `compare`) the order holds
-  again.
+  clear such an incumbent. The mark stays with the candidate; whether it is better than another
+  is then a side-by-side question (`compare`, `bench.remeasure`, whose set decides team versions'
+  gains: report/data.py).
 """
 
 from __future__ import annotations
@@ -50,13 +51,17 @@ register_migrations("knowledge.measurements", [
     CREATE INDEX candidates_rank ON candidates(run_id, status, rank_score);
     """,
     # How many of a candidate's measurements the bench marked contended. Rows from before count
-    # one where a measurement says so: the first's metrics or the pooled history (json.dumps's
+    # (next step) one where a measurement says so: the first's metrics or the pooled history (json.dumps's
     # spacing, on both backends); only rows that recorded a timing method (2 and later), whose
     # contention rule compared like with like (machine.py).
     """
     ALTER TABLE candidates ADD COLUMN contended_measurements INTEGER NOT NULL DEFAULT 0;
+    """,
+    # A step of its own (steps are appended, never edited: a store may already be at the one above).
+    """
     UPDATE candidates SET contended_measurements = 1
-        WHERE metrics LIKE '%"contended": true%' AND metrics LIKE '%"timing_method": %';
+        WHERE contended_measurements = 0
+          AND metrics LIKE '%"contended": true%' AND metrics LIKE '%"timing_method": %';
     """,
 ])
 
@@ -100,6 +105,17 @@ def any_contended(contended_measurements: int | None) -> bool:
     """A measurement of the candidate was taken on a contended machine: its pooled rounds hold
     that measurement's, so its score is not steady enough to announce a new best from."""
     return (contended_measurements or 0) > 0
+
+
+def counted_before(metrics: dict) -> int:
+    """The count a candidate recorded before the count existed (an older bundle) gets: the same
+    as the migration's backfill, 1 where its metrics say a measurement was contended, for
+    evaluations that recorded their timing method."""
+    if "timing_method" not in metrics:
+        return 0
+    history = metrics.get("measurements") if isinstance(metrics.get("measurements"), list) else []
+    return int(was_contended(metrics) is True or any(isinstance(m, dict) and m.get("contended") is True
+                                                      for m in history))
 
 
 def _contended_row(row: sqlite3.Row) -> bool:
