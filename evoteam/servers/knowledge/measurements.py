@@ -50,10 +50,10 @@ register_migrations("knowledge.measurements", [
     CREATE INDEX candidates_code ON candidates(run_id, code_hash, split);
     CREATE INDEX candidates_rank ON candidates(run_id, status, rank_score);
     """,
-    # How many of a candidate's measurements the bench marked contended. Rows from before count
-    # (next step) one where a measurement says so: the first's metrics or the pooled history (json.dumps's
-    # spacing, on both backends); only rows that recorded a timing method (2 and later), whose
-    # contention rule compared like with like (machine.py).
+    # How many of a candidate's measurements the bench marked contended. The next step gives rows
+    # from before one where a measurement says so (the first's metrics or the pooled history, in
+    # json.dumps's spacing, on both backends), only where a timing method was recorded (2 and
+    # later: the contention rule before misread quiet machines; machine.py).
     """
     ALTER TABLE candidates ADD COLUMN contended_measurements INTEGER NOT NULL DEFAULT 0;
     """,
