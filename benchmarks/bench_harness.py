@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from evoteam.config import load_settings
-from evoteam.servers.bench.measurement import interleave, session
+from evoteam.servers.bench.measurement import interleave, session, sparepool
 from evoteam.servers.bench.evaluation.core import evaluate_candidate
 from evoteam.servers.bench.formats.kit import Kit
 from evoteam.servers.bench.formats.kits import discover
@@ -101,8 +101,8 @@ PHASES = {
     "measure_sides": "output checks", "close": "close",
 }
 PHASE_NOTES = {
-    "start": "spawn the timed workers, confine them alike (uid, seccomp, Landlock, cgroup); the trusted one is "
-             "kept from the kit's last evaluation in this process",
+    "start": "spawn the timed workers (or take spares), confine them alike (uid, seccomp, Landlock, cgroup); "
+             "the trusted one is kept from the kit's last evaluation in this process",
     "correctness": "the reference once per workload (inputs and outputs in one request), the baseline on the "
                    "second check's inputs, each side's calls, every element compared",
     "inputs": "fresh inputs for the timed rounds, made by the trusted worker per round into a shared staging area",
@@ -153,6 +153,30 @@ class PhaseClock:
         return timed
 
 
+def cpu_s(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def spares_settled(count: int, within_s: float = 30.0) -> float:
+    """Wait until ``count`` spares wait and none uses CPU any more (their imports are done), so
+    that nothing of theirs runs beside what is measured next. Returns their CPU seconds."""
+    deadline = time.monotonic() + within_s
+    last = -1.0
+    while time.monotonic() < deadline:
+        pids = sparepool.pids()
+        used = sum(cpu_s(p) for p in pids)
+        if len(pids) >= count and used == last:
+            return used
+        last = used
+        time.sleep(0.15)
+    raise SystemExit(f"spares did not settle within {within_s:g} s ({sparepool.waiting()} waiting)")
+
+
 def minimal_harness(kit: Kit, candidate: Path, blocks: bool | None = None) -> tuple[float, float, float, list[dict]]:
     """Evaluate `candidate` with MINIMAL in a fresh process: (wall s, s inside timed calls,
     geomean speedup, per-workload median ms of each side)."""
@@ -192,7 +216,12 @@ async def main() -> None:
     parser.add_argument("--cold-minimal", action="store_true",
                         help="also the minimal harness with a cold private cache before each call (its order: "
                              "one call per side per repetition), in the accuracy table")
+    parser.add_argument("--spares", choices=("on", "off"), default="on",
+                        help="on (as the bench server and a kept slot runner): each evaluation takes the timed "
+                             "workers the previous one left (sparepool.py); off: fresh workers, as a one-shot CLI")
     args = parser.parse_args()
+    if args.spares == "on":
+        sparepool.keep()
     cold_minimal = None
     if args.cold_minimal:
         # Here, not at the top: bench_call_traffic imports this module.
@@ -208,6 +237,8 @@ async def main() -> None:
         wanted = set(args.kits.split(","))
         kits = [k for k in kits if k.name in wanted]
     rows, breakdown, medians, cvs, firsts = [], [], [], [], []
+    spares_cpu: list[float] = []
+    spreads: list[tuple] = []
     for kit in kits:
         if args.candidate == "baseline":
             path = kit.starting_point()
@@ -223,6 +254,8 @@ async def main() -> None:
             with PhaseClock() as clock:
                 e = await evaluate_candidate(settings, kit, candidate_path=str(path))
             assert e.status == "PASSED", e.message
+            if args.spares == "on":  # the next evaluation's spares import now, not beside the minimal harness
+                spares_cpu.append(spares_settled(3))
             kernel = e.metrics["wall_s"] - e.metrics["harness_overhead_s"]
             spent = dict(clock.spent)
             spent["warm-up"] = spent.pop("timed", 0.0) - kernel
@@ -254,6 +287,9 @@ async def main() -> None:
             min_b = statistics.median(b for _, b in m_per_wl[name])
             cold = ([c for c, _ in c_per_wl[name]], [b for _, b in c_per_wl[name]]) if c_per_wl else None
             medians.append((kit.name, name, ours_c, min_c, ours_b, min_b, cold))
+            spreads.append((kit.name, name, *(_cv([row[k] for row in rows_])
+                                              for rows_ in (per_wl[name], m_per_wl[name]) for k in (0, 1)),
+                            _cv([b / c for c, b in per_wl[name]]), _cv([b / c for c, b in m_per_wl[name]])))
         cvs.append((kit.name, cv, m_cv))
         firsts.append((kit.name, overheads[0]))
         ours, minimal = statistics.median(overheads), statistics.median(m_overheads)
@@ -288,12 +324,21 @@ async def main() -> None:
     for kit_name, name, oc, mc, ob, mb, _ in medians:
         print(f"{kit_name:<22} | {name:<17} | {oc:9.3f} | {mc:12.3f} | {100 * (oc / mc - 1):+6.1f} | {ob:9.3f} | "
               f"{mb:12.3f} | {100 * (ob / mb - 1):+6.1f}")
+    print(f"\nSpread: CV % over the {args.repeats} repeats of each per-workload median, ours next to minimal")
+    print("kit                    | workload          | cand ours | cand minimal | base ours | base minimal | "
+          "ratio ours | ratio minimal")
+    for kit_name, name, oc, ob, mc, mb, r_o, r_m in spreads:
+        print(f"{kit_name:<22} | {name:<17} | {oc:9.1f} | {mc:12.1f} | {ob:9.1f} | {mb:12.1f} | {r_o:10.1f} | {r_m:13.1f}")
     if cold_minimal is not None:
         _print_cold(medians, args.repeats)
     print("\nFirst evaluation of each kit in this process (its trusted worker started, not kept from an "
           "earlier one): overhead s")
     for kit_name, first in firsts:
         print(f"{kit_name:<22} {first:.2f}")
+    if spares_cpu:
+        print(f"\nSpares on (as the bench server): every evaluation after a kit's first took the timed workers "
+              f"the one before left; their start (interpreter, numpy) used {statistics.median(spares_cpu):.2f} "
+              "CPU s per evaluation (median) while nothing was measured, and is not in the overhead above")
     print("\nRepeatability: speedup CV over the repeats (goal <= 3% on a quiet machine, no worse than minimal)")
     for kit_name, cv, m_cv in cvs:
         print(f"{kit_name:<22} ours {cv:5.2f}%   minimal {m_cv:5.2f}%")
@@ -305,6 +350,10 @@ async def main() -> None:
           f"call's less the call path; overhead ratio = ours / minimal. {os.cpu_count()} CPUs, load average "
           f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; call order: ours {_order_name(interleave.BLOCKS)}, "
           f"minimal {_order_name(minimal_blocks)})")
+
+
+def _cv(values: list[float]) -> float:
+    return statistics.stdev(values) / statistics.mean(values) * 100 if len(values) > 1 else 0.0
 
 
 def _print_cold(medians: list[tuple], repeats: int) -> None:

@@ -20,6 +20,7 @@ from evoteam.servers.guard import EvoServer
 from evoteam.config import Settings
 from evoteam.servers.bench.evaluation import catalog
 from evoteam.servers.bench.formats.kits import find_kit
+from evoteam.servers.bench.measurement import sparepool
 from evoteam.servers.bench.scheduling import route
 from evoteam.servers.bench.scheduling.tickets import Ticket, TicketBook
 from evoteam.servers.bench.evaluation.compare import compare_candidates
@@ -62,7 +63,16 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
 
                 with contextlib.suppress(DomainError):  # a bad device list is said by evaluate
                     warm_backend(settings)
-            yield state
+            # Evaluations run in this process: each one leaves spare workers for the next
+            # (sparepool.py); none outlive the server.
+            spares = settings.bench_backend == "local" and not sparepool.kept()
+            if spares:
+                sparepool.keep()
+            try:
+                yield state
+            finally:
+                if spares:
+                    sparepool.keep(False)
 
     server = EvoServer("bench", instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING")
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evoteam.servers.bench.measurement import arena, trustedpool
+from evoteam.servers.bench.measurement import arena, sparepool, trustedpool
 from evoteam.servers.bench.measurement.arena import LABELS, Payload, align
 from evoteam.servers.bench.measurement.checks import CorrectnessChecks
 from evoteam.servers.bench.measurement.interleave import InterleavedRounds
@@ -85,6 +85,7 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
                  kit_hash: str | None = None):
         self.tolerance = tolerance
         self.timeouts = timeouts
+        self.memory_mb = memory_mb
         self.timing = timing
         self.device = device
         self.gpu = device.startswith("cuda")
@@ -142,6 +143,7 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         self.staging_size = 0
         self.sides: list[Side] = []
         self.empty: Side | None = None
+        self.spares_taken = 0
         for spec in [base_spec, empty_spec, *sides]:
             is_base = spec is base_spec or spec is empty_spec
             uid = pick_uid() if can_drop_privileges() else None
@@ -150,14 +152,21 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
                     os.chown(path, uid, uid)
             label = {BASELINE: "baseline", EMPTY: "empty-call worker", CANDIDATE: "candidate"}.get(
                 spec.label, f"candidate {spec.label}")
-            w = WorkerProc(label, dict(common, mode="candidate", label=f"the {label}",
-                                       solution={"dir": str(spec.folder), "file": spec.file,
-                                                 "function": spec.function, "dps": spec.dps},
-                                       sandbox={"scratch": str(spec.folder), "deny": deny,
-                                                "memory_mb": None if self.gpu else memory_mb,
-                                                "landlock": use_landlock, "uid": uid,
-                                                "private_tmp": uid is not None}),
-                           spec.folder, memory_mb, extra_env=env, untrusted_code=not is_base, arena=True)
+            init = dict(common, mode="candidate", label=f"the {label}",
+                        solution={"dir": str(spec.folder), "file": spec.file, "function": spec.function,
+                                  "dps": spec.dps},
+                        sandbox={"scratch": str(spec.folder), "deny": deny,
+                                 "memory_mb": None if self.gpu else memory_mb, "landlock": use_landlock,
+                                 "uid": uid, "private_tmp": uid is not None})
+            # A spare started after an earlier evaluation where this process keeps them
+            # (sparepool.py), told now what it is; else a worker started now. Same frame either way.
+            w = None if self.gpu else sparepool.take(env, memory_mb)
+            if w is not None:
+                self.spares_taken += 1
+                w.begin(init, spec.folder, label, untrusted_code=not is_base)
+            else:
+                w = WorkerProc(label, init, spec.folder, memory_mb, extra_env=env, untrusted_code=not is_base,
+                               arena=True)
             if spec is empty_spec:
                 self.empty = Side(EMPTY, w, trusted_code=True)
             else:
@@ -322,6 +331,8 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
                 t.join()
             for folder in self._owned:
                 shutil.rmtree(folder, ignore_errors=True)
+        if not self.gpu:  # for the next evaluation, now that this one's workers are gone
+            sparepool.refill(self.worker_env, self.memory_mb, len(self._called()))
 
     # -------------------------------------------------------- helpers
 

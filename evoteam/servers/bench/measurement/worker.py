@@ -254,6 +254,23 @@ def _encode_value(value, arrays: dict, np):
                   "dicts or numpy arrays")
 
 
+def _preload() -> None:
+    """What every worker imports anyway, done before its start-up frame: a spare worker
+    (sparepool.py) does it while it waits to be used, off an evaluation's path. Nothing here
+    depends on the worker's mode, folder or code, and no candidate code exists in the process."""
+    import numpy  # noqa: F401
+    from evoteam.servers.bench.confinement import sandbox  # noqa: F401
+    from evoteam.servers.bench.formats import solutions  # noqa: F401
+
+
+def _settle(place: dict) -> None:
+    """Into the folder the start-up frame names, with the environment that names it (HOME,
+    TMPDIR ...): a spare was started before its folder existed (workerproc.folder_env)."""
+    if place.get("cwd"):
+        os.chdir(place["cwd"])
+    os.environ.update({str(k): str(v) for k, v in (place.get("env") or {}).items()})
+
+
 def main() -> None:
     from evoteam.servers.bench.measurement import protocol
 
@@ -262,8 +279,10 @@ def main() -> None:
     from evoteam.servers.bench.confinement.sandbox import die_with_parent
 
     die_with_parent()
+    _preload()
     reader = protocol.FrameReader(rfd)
     init, _ = reader.read()
+    _settle(init.get("place") or {})
     worker = Worker(init)
 
     def reply(header: dict, arrays=None) -> None:

@@ -41,15 +41,21 @@ class WorkerFailure(Exception):
         self.fatal = fatal  # the worker is gone; nothing more can be asked of it
 
 
+def folder_env(scratch: Path) -> dict[str, str]:
+    """The variables that name a worker's folder. The start-up frame sets them again (with the
+    working folder): a spare worker (sparepool.py) starts before its folder is known."""
+    return {"HOME": str(scratch), "TMPDIR": str(scratch), "TRITON_CACHE_DIR": str(scratch / ".triton"),
+            "TORCH_EXTENSIONS_DIR": str(scratch / ".torch_ext")}
+
+
 def _worker_env(scratch: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     """A small environment: no API keys or tokens reach a worker. Its allocator and thread
     variables are `workerenv.tuning_env()`'s defaults unless `extra` (the kit's tuning_env, the
     same dict for every worker of an evaluation) replaces them."""
     env = {
         "PATH": os.pathsep.join(p for p in ["/usr/local/cuda/bin", "/usr/local/bin", "/usr/bin", "/bin"]),
-        "HOME": str(scratch), "TMPDIR": str(scratch), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
-        "TRITON_CACHE_DIR": str(scratch / ".triton"), "TORCH_EXTENSIONS_DIR": str(scratch / ".torch_ext"),
+        "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
+        **folder_env(scratch),
     }
     for key in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "NVIDIA_VISIBLE_DEVICES",
                 "EVOTEAM_BENCH_NO_LANDLOCK"):
@@ -103,9 +109,12 @@ class WorkerProc:
     output drained and capped, its memory watched and every request under a deadline. Between
     requests the worker is stopped: it runs only while the harness is waiting for it."""
 
-    def __init__(self, label: str, init: dict, scratch: Path, memory_mb: int | None,
+    def __init__(self, label: str, init: dict | None, scratch: Path, memory_mb: int | None,
                  extra_env: dict[str, str] | None = None, untrusted_code: bool = False, arena: bool = False,
                  extra_fds: tuple[int, ...] = (), tree_memory_mb: int | None = None):
+        """Start the worker in ``scratch`` and send it ``init``; with ``init`` None, a spare
+        (sparepool.py): started, jailed and importing what every worker imports, told what it is
+        and where by ``begin`` later. Either way nothing but this harness's frames reaches it."""
         from evoteam.servers.bench.confinement.jail import Jail
 
         self.label = label
@@ -136,7 +145,6 @@ class WorkerProc:
         pass_fds = list(extra_fds)
         if arena:
             self.arena_fd = os.memfd_create(f"evoteam-{label.split()[0]}", 0)
-            init = dict(init, arena_fd=self.arena_fd)
             pass_fds.append(self.arena_fd)
         p_r, c_w = os.pipe()  # child -> parent
         c_r, p_w = os.pipe()  # parent -> child
@@ -164,6 +172,21 @@ class WorkerProc:
         self._drainer = threading.Thread(target=self._drain, daemon=True)
         self._drainer.start()
         threading.Thread(target=self._watch_memory, daemon=True).start()
+        if init is not None:
+            self.begin(init, scratch)
+
+    def begin(self, init: dict, scratch: Path, label: str | None = None, untrusted_code: bool | None = None) -> None:
+        """Tell the worker what it is (``init``) and where it works (``scratch``, and the
+        variables naming it): its start-up frame, read by the harness with ``read``."""
+        if label is not None:
+            self.label = self.jail.label = label
+        if untrusted_code is not None:
+            self.untrusted = untrusted_code
+        self.printed = 0  # what a spare printed while waiting counts toward nobody's cap
+        self.tail.clear()
+        init = dict(init, place={"cwd": str(scratch), "env": folder_env(scratch)})
+        if self.arena_fd is not None:
+            init["arena_fd"] = self.arena_fd
         try:
             protocol.write_frame(self.wfd, init, deadline=time.monotonic() + INIT_SEND_S)
         except protocol.PeerTimeout:

@@ -115,6 +115,9 @@ def main() -> int:
     # (the harness's jailed workers do), so what one evaluation leaves in this process is the
     # harness's own state, as in a bench server that evaluates one candidate after another.
     served = 0
+    from evoteam.servers.bench.measurement import sparepool
+
+    sparepool.keep()  # each evaluation leaves spare workers for the next job (sparepool.py)
     while line := sys.stdin.readline():
         if not line.strip():
             continue
