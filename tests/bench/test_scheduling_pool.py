@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 from mcp import Client
@@ -313,3 +314,50 @@ async def test_a_kept_runner_is_replaced_after_its_share_of_evaluations(fast_set
         close_backends()
     # the first runner served two (standby, then reused); the third found its replacement, warm
     assert runners == ["standby", "reused", "standby"]
+
+
+def _spare_workers() -> set[int]:
+    """Spare workers anywhere on the machine (sparepool.py): worker processes still in the folder
+    a spare waits in."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if "/evoteam-spares-" in os.readlink(f"/proc/{entry}/cwd") and \
+                    b"measurement.worker" in open(f"/proc/{entry}/cmdline", "rb").read():
+                found.add(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+async def test_a_kept_runner_leaves_spare_workers_for_its_next_job(fast_settings, store):
+    settings = fast_settings.model_copy(update={"bench_backend": "pool", "bench_devices": ["cpu:0"]})
+    assert not _spare_workers()
+    try:
+        async with Client(build_server(settings, store)) as client:
+            first = await client.call_tool("evaluate", {"kit": "rmsnorm_fast", "code": GOOD})
+            assert first.structured_content["status"] == "PASSED", first.content[0].text
+            assert wait_until(lambda: len(_spare_workers()) >= 3), _spare_workers()
+            waiting = _spare_workers()
+            second = await client.call_tool("evaluate", {"kit": "rmsnorm_fast", "code": GOOD + "\nVARIANT = 1\n"})
+            assert second.structured_content["status"] == "PASSED", second.content[0].text
+            # the second job took the first one's spares (used once, gone) and left its own
+            assert wait_until(lambda: len(_spare_workers()) >= 3 and not _spare_workers() & waiting)
+    finally:
+        close_backends()
+    assert wait_until(lambda: not _spare_workers()), "spares outlived their runner"
+
+
+async def test_a_runner_that_serves_one_job_leaves_no_spares(fast_settings):
+    from evoteam.servers.bench.formats.kits import find_kit
+    from evoteam.servers.bench.scheduling.jobs import EvalJob, SlotSettings
+    from evoteam.servers.bench.scheduling.slot import run_slot
+
+    kit = find_kit(fast_settings, "rmsnorm_fast")
+    given = SlotSettings(db=str(fast_settings.db), kits_dirs=[str(p) for p in fast_settings.kits_dirs])
+    reply = await run_slot(EvalJob(kit=kit.name, kit_hash=kit.content_hash, code=GOOD), given)  # not kept
+    assert reply.ok and reply.evaluation.status == "PASSED", reply.error
+    time.sleep(0.5)  # a spare would have been started at the evaluation's close, before the reply
+    assert not _spare_workers()

@@ -128,7 +128,7 @@ def test_spares_are_few_and_none_outlive_keeping_them():
     assert sparepool.waiting() == 0
 
 
-def test_a_one_shot_process_keeps_no_spares():
+def test_a_process_that_does_not_keep_spares_starts_none():
     sparepool.keep(False)
     started = sparepool.started
     sparepool.refill(tuning_env(1), 512, 3)
@@ -160,3 +160,65 @@ async def test_the_bench_server_keeps_spares_while_it_serves_and_kills_them_afte
             pids = sparepool.pids()
     assert not sparepool.kept() and sparepool.waiting() == 0
     assert pids and all(_gone(pid) for pid in pids)
+
+
+async def test_no_spare_starts_beside_timed_rounds(fast_kit, fast_settings, monkeypatch):
+    """Spares asked for by an evaluation's close (of this or another environment) start while
+    nothing is timed: the next evaluation waits for them before its first timed round."""
+    from evoteam.servers.bench.measurement.session import KernelSession
+
+    seen: list[int] = []
+    measure = KernelSession._measure_sides
+
+    def watched(self, *args, **kwargs):
+        seen.append(sparepool.starting())
+        return measure(self, *args, **kwargs)
+
+    monkeypatch.setattr(KernelSession, "_measure_sides", watched)
+    await evaluate_candidate(fast_settings, str(fast_kit), code=RMSNORM)
+    sparepool.refill(tuning_env(3), 700, 3)  # another environment's spares, asked for just now
+    assert sparepool.starting() > 0
+    e = await evaluate_candidate(fast_settings, str(fast_kit), code=RMSNORM)
+    assert e.status == "PASSED", e.message
+    assert seen and set(seen) == {0}, seen
+
+
+async def test_every_side_on_a_spare_is_confined_in_its_own_folder(fast_kit, fast_settings):
+    """The baseline and the empty-call worker too (the evaluation reports only a candidate's
+    confinement): each taken spare runs under a uid of its own, with seccomp and no new
+    privileges, in its side's folder."""
+    import shutil
+
+    from tests.bench.conftest import kernel_session
+
+    await evaluate_candidate(fast_settings, str(fast_kit), code=RMSNORM)
+    _wait_for_spares(3)
+    _kit, cand, session = kernel_session(fast_settings, fast_kit, RMSNORM)
+    try:
+        session.start()
+        assert session.spares_taken == 3
+        uids = set()
+        for side in session._called():
+            pid = side.worker.proc.pid
+            status = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status") if ":" in line)
+            assert status["Seccomp"].strip() == "2" and status["NoNewPrivs"].strip() == "1", side.label
+            uid = status["Uid"].split()[0]
+            if can_drop_privileges():
+                assert uid != "0", side.label
+            uids.add(uid)
+            assert "evoteam-spares-" not in os.readlink(f"/proc/{pid}/cwd"), side.label
+        if can_drop_privileges():
+            assert len(uids) == 3, uids  # no two sides share a uid
+    finally:
+        session.close()
+        shutil.rmtree(cand.folder, ignore_errors=True)
+
+
+def test_a_stopped_spare_is_not_taken():
+    env = tuning_env(1)
+    sparepool.refill(env, 512, 1)
+    _wait_for_spares(1)
+    [pid] = sparepool.pids()
+    os.kill(pid, signal.SIGSTOP)
+    assert sparepool.take(env, 512) is None
+    assert _gone(pid) and sparepool.waiting() == 0

@@ -5,7 +5,7 @@ inputs, in an order that rotates, with the call path measured alongside in a wor
 
 from __future__ import annotations
 
-from evoteam.servers.bench.measurement import machine, timing
+from evoteam.servers.bench.measurement import machine, sparepool, timing
 from evoteam.servers.bench.measurement.judge import compare_outputs, sampled_match
 from evoteam.servers.bench.measurement.sides import BASELINE, CANDIDATE, Side, WorkloadSpec, WorkloadVerdict
 from evoteam.servers.bench.measurement.workerproc import WorkerFailure
@@ -83,6 +83,7 @@ class InterleavedRounds:
     def measure_sides(self, wl: WorkloadSpec, verdicts: dict[str, WorkloadVerdict]) -> timing.Rounds:
         """See _measure_sides; the harness thread runs apart from the timed workers meanwhile
         (session.apart)."""
+        sparepool.settle()  # no spare of this process starts beside timed rounds (sparepool.py)
         with self.apart():
             return self._measure_sides(wl, verdicts)
 

@@ -263,6 +263,8 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
             if not s.dead:
                 self.sandbox += verify_confinement(s.worker.proc.pid)
                 break
+        # Spares another evaluation of this process asked for import now: never beside timing.
+        sparepool.settle()
 
     def _pin_timed_workers(self) -> list[int]:
         """Every timed worker on the same CPUs (as many as the kit's threads), chosen before any

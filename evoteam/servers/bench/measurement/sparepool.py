@@ -12,14 +12,16 @@ code, folder, uid and confinement, all applied inside the worker exactly as in a
 then, before any of its code is imported.
 
 What keeps this sound: a spare has run nothing but the interpreter and those imports and was
-never given a folder, code or input; each is used once; it is taken only while alive and only
-with the environment it was started with (allocator and thread variables, memory cap,
-interpreter: what the process reads at start); spares are started when an evaluation has closed,
-so their imports never run beside that evaluation's timed rounds, and an evaluation that takes one
-still importing waits at its start, not while timing; at most ``MAX_SPARES`` wait, none longer
-than ``IDLE_S``; all die with the thread that started them (PR_SET_PDEATHSIG is per thread: one
-long-lived thread starts them) and are killed when the process exits. GPU kits keep none (as
-trustedpool.py keeps no GPU worker).
+never given a folder, code or input; each is used once; it is handed out only once it said it is
+ready (its first frame), while alive and not stopped, and only with the environment it was started
+with (allocator and thread variables, memory cap, interpreter: what a process reads at its start);
+an evaluation waits for every spare of its process still starting (``settle``) before its first
+timed round, so no spare's imports run beside timed rounds; at most ``MAX_SPARES`` wait, none
+longer than ``IDLE_S``; all die with the thread that started them (PR_SET_PDEATHSIG is per thread:
+one long-lived thread starts them) and are killed when the process exits or stops keeping them.
+None are kept where workers cannot get uids of their own (a spare waits unconfined, as root, until
+it is used: out of every candidate's reach only when candidates run under other uids), nor for GPU
+kits (as trustedpool.py keeps no GPU worker).
 """
 
 from __future__ import annotations
@@ -40,8 +42,10 @@ from evoteam.servers.bench.measurement.workerproc import WorkerProc
 
 MAX_SPARES = 4  # spares kept per process, all environments together (a comparison uses four workers)
 IDLE_S = 300.0  # a spare older than this is killed
+STARTUP_S = 60.0  # a spare not ready by then (its own CPU time) is given up
 
 _lock = threading.Lock()
+_settled = threading.Condition(_lock)  # notified whenever a pending spare is ready or given up
 _spares: dict[str, list[tuple[float, WorkerProc]]] = {}
 _pending: dict[str, int] = {}  # asked for, not started yet
 _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evoteam-spare-start")
@@ -62,6 +66,7 @@ def keep(on: bool = True) -> None:
         if not on:
             _generation += 1
             _pending.clear()
+            _settled.notify_all()
     if not on:
         expire(0.0)
 
@@ -82,7 +87,13 @@ def _key(env: dict[str, str], memory_mb: int | None) -> str:
 
 def _alive(w: WorkerProc) -> bool:
     # Not proc.poll(): it would reap the worker, and its group then has no number of its own.
-    return not w.closed and not w.jail.exited() and w.jail.exit_status is None and w.reason is None
+    if w.closed or w.jail.exited() or w.jail.exit_status is not None or w.reason is not None:
+        return False
+    try:  # running or asleep on its pipe: not stopped (a stopped one would time out at its start)
+        with open(f"/proc/{w.proc.pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] in ("R", "S")
+    except (OSError, IndexError):
+        return False
 
 
 def take(env: dict[str, str], memory_mb: int | None) -> WorkerProc | None:
@@ -90,10 +101,14 @@ def take(env: dict[str, str], memory_mb: int | None) -> WorkerProc | None:
     none (the caller starts a worker as before). The caller must ``begin`` it."""
     global taken
     key = _key(env, memory_mb)
+    deadline = time.monotonic() + STARTUP_S
     while True:
-        with _lock:
+        with _settled:
+            # One still starting is worth waiting for: it is no later than a worker started now.
+            while not _spares.get(key) and _pending.get(key, 0) > 0 and time.monotonic() < deadline:
+                _settled.wait(deadline - time.monotonic())
             lst = _spares.get(key) or []
-            w = lst.pop(0)[1] if lst else None  # the oldest: the most likely to have finished importing
+            w = lst.pop(0)[1] if lst else None
         if w is None:
             return None
         if _alive(w) and w.in_flight == 0:
@@ -105,56 +120,99 @@ def take(env: dict[str, str], memory_mb: int | None) -> WorkerProc | None:
 def refill(env: dict[str, str], memory_mb: int | None, count: int) -> None:
     """Start spares (in the background) until ``count`` with this environment wait, where this
     process keeps spares; called when an evaluation has closed."""
-    if not _kept or count <= 0:
+    from evoteam.servers.bench.confinement.jail import can_drop_privileges
+
+    # Without uids of its own for workers, a spare would wait for minutes as an unconfined process
+    # of the harness's uid, which every candidate shares then: none are kept.
+    if not _kept or count <= 0 or not can_drop_privileges():
         return
     key = _key(env, memory_mb)
     with _lock:
         need = min(count, MAX_SPARES) - len(_spares.get(key) or []) - _pending.get(key, 0)
+        generation = _generation
         if need > 0:
             _pending[key] = _pending.get(key, 0) + need
-    for _ in range(need):
-        try:
-            _spawner.submit(_start_one, key, dict(env), memory_mb, _generation)
-        except RuntimeError:  # the interpreter is shutting down: no spares then
-            return
+    if need <= 0:
+        return
+    try:
+        _spawner.submit(_start_some, key, dict(env), memory_mb, need, generation)
+    except RuntimeError:  # the interpreter is shutting down: no spares then
+        with _lock:
+            _pending[key] = max(0, _pending.get(key, 0) - need)
+            _settled.notify_all()
+        return
     _expire_later()
+
+
+def settle(timeout: float = 30.0) -> None:
+    """Wait until no spare asked for is still starting (its imports take CPU): called by an
+    evaluation before it times anything, so that no spare's start ever runs beside timed rounds
+    of this process."""
+    deadline = time.monotonic() + timeout
+    with _settled:
+        while any(_pending.values()):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            _settled.wait(left)
 
 
 def _placeholder() -> Path:
     """The folder a spare starts in (HOME, TMPDIR, working folder) until its frame names its own:
     empty, owned by this process, never written by a worker (it is root's; workers drop to uids
-    of their own before running any code they are given)."""
+    of their own before running any code they are given). Those of processes gone (a slot runner
+    is killed, not asked to exit) are removed when the next is made."""
     global _home
     with _lock:
         if _home is None or not _home.is_dir():
-            _home = Path(tempfile.mkdtemp(prefix="evoteam-spares-"))
+            root = Path(tempfile.gettempdir())
+            for old in root.glob("evoteam-spares-*-*"):
+                pid = old.name.split("-")[2]
+                if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                    shutil.rmtree(old, ignore_errors=True)
+            _home = Path(tempfile.mkdtemp(prefix=f"evoteam-spares-{os.getpid()}-"))
         return _home
 
 
-def _start_one(key: str, env: dict[str, str], memory_mb: int | None, generation: int) -> None:
+def _start_some(key: str, env: dict[str, str], memory_mb: int | None, count: int, generation: int) -> None:
+    """Start ``count`` spares at once (their imports run side by side), and hand each out as it
+    becomes ready; each stays pending until then."""
     global started
-    if not _kept or generation != _generation:
-        return
-    try:
-        w = WorkerProc("spare worker", None, _placeholder(), memory_mb, extra_env=env, untrusted_code=True,
-                       arena=True)
-    finally:
+    workers: list[WorkerProc | None] = []
+    for _ in range(count):
+        w = None
+        if _kept and generation == _generation:
+            try:
+                w = WorkerProc("spare worker", None, _placeholder(), memory_mb, extra_env=env,
+                               untrusted_code=True, arena=True)
+                started += 1
+            except Exception:  # noqa: BLE001 - a spare that cannot start is simply not there
+                w = None
+        workers.append(w)
+    for w in workers:
+        try:
+            if w is not None:
+                w.wait_ready(STARTUP_S)  # pending (settle and take wait) until its imports are done
+        except Exception:  # noqa: BLE001
+            w.close()
+            w = None
+        extra: list[WorkerProc] = []
         with _lock:
             if generation == _generation:
                 _pending[key] = max(0, _pending.get(key, 0) - 1)
-    started += 1
-    extra: list[WorkerProc] = []
-    with _lock:
-        if not _kept or generation != _generation:  # keep(False) came while it started
-            extra.append(w)
-        else:
-            _spares.setdefault(key, []).append((time.monotonic(), w))
-        everyone = sorted((t, k, sw) for k, lst in _spares.items() for t, sw in lst)
-        for _t, k, sw in everyone[:max(0, len(everyone) - MAX_SPARES)]:
-            _spares[k] = [(tt, ww) for tt, ww in _spares[k] if ww is not sw]
-            extra.append(sw)
-    for sw in extra:
-        sw.close()
+            if w is not None:
+                if not _kept or generation != _generation:  # keep(False) came while it started
+                    extra.append(w)
+                else:
+                    _spares.setdefault(key, []).append((time.monotonic(), w))
+                everyone = sorted(((t, id(sw), k, sw) for k, lst in _spares.items() for t, sw in lst),
+                                  key=lambda row: row[:2])
+                for _t, _i, k, sw in everyone[:max(0, len(everyone) - MAX_SPARES)]:
+                    _spares[k] = [(tt, ww) for tt, ww in _spares[k] if ww is not sw]
+                    extra.append(sw)
+            _settled.notify_all()
+        for sw in extra:
+            sw.close()
 
 
 def expire(max_age_s: float = IDLE_S) -> None:
@@ -171,6 +229,12 @@ def expire(max_age_s: float = IDLE_S) -> None:
                 del _spares[k]
     for w in gone:
         w.close()
+
+
+def starting() -> int:
+    """How many spares asked for are not ready yet."""
+    with _lock:
+        return sum(_pending.values())
 
 
 def waiting() -> int:

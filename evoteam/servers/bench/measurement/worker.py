@@ -280,6 +280,9 @@ def main() -> None:
 
     die_with_parent()
     _preload()
+    # Ready: what the harness reads first from every worker (a spare is handed out only after
+    # it, so no evaluation is ever timed beside a spare's imports: sparepool.py).
+    protocol.write_frame(wfd, {"ready": True})
     reader = protocol.FrameReader(rfd)
     init, _ = reader.read()
     _settle(init.get("place") or {})

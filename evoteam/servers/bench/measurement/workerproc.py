@@ -171,7 +171,7 @@ class WorkerProc:
         self._stop = threading.Event()
         self._drainer = threading.Thread(target=self._drain, daemon=True)
         self._drainer.start()
-        threading.Thread(target=self._watch_memory, daemon=True).start()
+        self.ready = False  # its first frame, sent once its imports are done, read (wait_ready)
         if init is not None:
             self.begin(init, scratch)
 
@@ -184,6 +184,9 @@ class WorkerProc:
             self.untrusted = untrusted_code
         self.printed = 0  # what a spare printed while waiting counts toward nobody's cap
         self.tail.clear()
+        # Watched from here on: a waiting spare is held by its cgroup's cap alone, and wakes no
+        # thread of the harness while other evaluations are timed.
+        threading.Thread(target=self._watch_memory, daemon=True).start()
         init = dict(init, place={"cwd": str(scratch), "env": folder_env(scratch)})
         if self.arena_fd is not None:
             init["arena_fd"] = self.arena_fd
@@ -291,12 +294,30 @@ class WorkerProc:
         with self._using(what):
             return self._checked(*self._read_frame(timeout, what))
 
+    def wait_ready(self, timeout: float) -> None:
+        """Wait for the worker's first frame, which says its imports are done (worker.main)."""
+        with self._using("starting"):
+            self._ready_frame(OwnTimeDeadline(self.proc.pid, timeout), "starting")
+
+    def _ready_frame(self, deadline: OwnTimeDeadline, what: str) -> None:
+        if self.ready:
+            return
+        header, _ = self._next_frame(deadline, what, 0.0)
+        if header.get("ready") is not True:
+            raise self._malformed("its first frame was not the ready frame")
+        self.ready = True
+
     def _read_frame(self, timeout: float, what: str, spin_s: float = 0.0,
                     deadline: OwnTimeDeadline | None = None) -> tuple[dict, dict]:
         """The next frame, unchecked beyond the protocol (see _checked). The deadline counts the
         worker's own time (owntime.py); request() makes it before the clock starts, since reading
         the threads' counters costs more for a worker with more threads."""
         deadline = deadline or OwnTimeDeadline(self.proc.pid, timeout)
+        self._ready_frame(deadline, what)
+        return self._next_frame(deadline, what, spin_s)
+
+    def _next_frame(self, deadline: OwnTimeDeadline, what: str, spin_s: float) -> tuple[dict, dict]:
+        timeout = deadline.timeout
         try:
             header, arrays = self.reader.read(deadline, spin_s)
         except protocol.PeerTimeout:

@@ -117,12 +117,15 @@ def main() -> int:
     served = 0
     from evoteam.servers.bench.measurement import sparepool
 
-    sparepool.keep()  # each evaluation leaves spare workers for the next job (sparepool.py)
     while line := sys.stdin.readline():
         if not line.strip():
             continue
         how = "reused" if served else ("standby" if warm else "fresh")
-        reply = _serve(json.loads(line), pinned, how)
+        payload = json.loads(line)
+        # A runner its caller keeps for the next job leaves spare workers for it (sparepool.py);
+        # one that exits after this job would start them only to kill them.
+        sparepool.keep(payload.get("kept") is True)
+        reply = _serve(payload, pinned, how)
         sys.stdout.write(REPLY_MARK + reply.model_dump_json() + "\n")
         sys.stdout.flush()
         served += 1
@@ -192,7 +195,7 @@ async def run_slot(job: EvalJob, settings: SlotSettings | None = None, timeout_s
     its own. A runner that outlives ``timeout_s`` (a wedged device) or whose caller is cancelled
     is killed, freeing the slot."""
     proc = runner if runner is not None and runner.poll() is None else start_runner(gpu_id=job.gpu_id)
-    data = json.dumps({"job": job.model_dump(mode="json"),
+    data = json.dumps({"job": job.model_dump(mode="json"), "kept": keep,
                        "settings": settings.model_dump(mode="json") if settings else None}).encode() + b"\n"
     deadline = time.monotonic() + timeout_s
     try:

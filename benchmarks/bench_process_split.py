@@ -1,0 +1,166 @@
+"""Does timing the two sides in separate processes make the score noisier? (issue #21, CV goal)
+
+`bench_harness.py` shows each side's per-workload median spreading about as much over repeated
+evaluations in our harness as in the minimal one (4-9% CV), yet the minimal harness's speedup
+spreads less (2-3% against 3-10%): its two sides rise and fall together. Its sides share one
+process; ours are separate processes by design. This benchmark asks whether that alone explains
+the gap, without any of our harness: the minimal harness's loop (fresh inputs per call from the
+kit's generator, made outside the clock; per round each side's fastest call; median of the paired
+ratios; geometric mean over workloads), its calls clocked inside the process that makes them,
+in two layouts, evaluation by evaluation in turn:
+
+- ``one``: one child process holds both sides (the minimal harness);
+- ``two``: each side in a child process of its own (as in our harness), the same inputs made
+  in each from the same seed.
+
+The parent only says which side calls next (one line on a pipe), in the same order for both
+layouts (interleave.call_order, as bench_harness uses). Prints, per layout, the score's median
+and CV over the evaluations and each side's per-workload CV, and the ratio of the two CVs.
+
+Usage: python benchmarks/bench_process_split.py [--evaluations 10] [--kits a,b]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from evoteam.config import load_settings
+from evoteam.servers.bench.confinement.workerenv import tuning_env
+from evoteam.servers.bench.formats.kits import discover
+from evoteam.servers.bench.measurement import interleave
+
+CHILD = r"""
+import importlib.util, json, sys, time
+import numpy as np
+cfg = json.loads(sys.argv[1])
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+make = load(cfg["inputs"], "kit_inputs").make_inputs
+fns = {}
+if "candidate" in cfg["sides"]:
+    fns["candidate"] = getattr(load(cfg["candidate"], "cand"), cfg["entry"])
+if "baseline" in cfg["sides"]:
+    fns["baseline"] = getattr(load(cfg["baseline"], "base"), cfg["baseline_fn"])
+print("ready", flush=True)
+for line in sys.stdin:
+    side, w, seed = line.split()
+    args = [make(cfg["workloads"][int(w)], int(seed), "cpu")[n] for n in cfg["names"]]
+    t = time.perf_counter()
+    fns[side](*args)
+    dt = time.perf_counter() - t
+    print(dt, flush=True)
+"""
+
+
+class Layout:
+    """The child processes of one evaluation, and which of them calls which side."""
+
+    def __init__(self, cfg: dict, env: dict, split: bool):
+        if split:
+            sides = {"baseline": ["baseline"], "candidate": ["candidate"]}
+        else:
+            sides = {"both": ["baseline", "candidate"]}
+        self.procs = {}
+        for name, held in sides.items():
+            p = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(dict(cfg, sides=held))], env=env,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            assert p.stdout.readline().strip() == "ready"
+            for side in held:
+                self.procs[side] = p
+
+    def call(self, side: str, workload: int, seed: int) -> float:
+        p = self.procs[side]
+        p.stdin.write(f"{side} {workload} {seed}\n")
+        p.stdin.flush()
+        return float(p.stdout.readline())
+
+    def close(self) -> None:
+        for p in set(self.procs.values()):
+            p.stdin.close()
+            p.wait()
+
+
+def evaluate(kit, cfg: dict, env: dict, split: bool, seed0: int) -> tuple[float, list[tuple[float, float]]]:
+    m = kit.manifest
+    layout = Layout(cfg, env, split)
+    seed = seed0
+    try:
+        speedups, medians = [], []
+        for w in range(len(cfg["workloads"])):
+            rounds: dict[str, list[float]] = {"baseline": [], "candidate": []}
+            for r in range(m.timing.rounds):
+                order = [s for s, _, _ in interleave.call_order(["baseline", "candidate", None], r,
+                                                                 m.timing.reps_per_round, interleave.BLOCKS) if s]
+                warm = [s for s in ("baseline", "candidate") for _ in range(m.timing.warmup)] if r == 0 else []
+                best: dict[str, float] = {}
+                for i, side in enumerate(warm + order):
+                    seed += 1
+                    dt = layout.call(side, w, seed)
+                    if i >= len(warm):
+                        best[side] = min(best.get(side, dt), dt)
+                for side, t in best.items():
+                    rounds[side].append(t)
+            speedups.append(statistics.median(b / c for b, c in zip(rounds["baseline"], rounds["candidate"])))
+            medians.append((statistics.median(rounds["candidate"]), statistics.median(rounds["baseline"])))
+        return math.exp(sum(map(math.log, speedups)) / len(speedups)), medians
+    finally:
+        layout.close()
+
+
+def cv(values: list[float]) -> float:
+    return statistics.stdev(values) / statistics.mean(values) * 100
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--evaluations", type=int, default=10)
+    parser.add_argument("--kits", default="")
+    args = parser.parse_args()
+    settings = load_settings()
+    tmp = tempfile.TemporaryDirectory(prefix="evoteam-bench-")
+    settings.db = Path(tmp.name) / "kb.db"
+    kits = [k for k in discover(settings).values() if k.manifest.kind == "kernel" and k.manifest.device == "cpu"]
+    if args.kits:
+        kits = [k for k in kits if k.name in set(args.kits.split(","))]
+    print(f"# bench_process_split.py --evaluations {args.evaluations}; {os.cpu_count()} CPUs; load average "
+          "before: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    print("kit                   | layout | score median | score CV % | per workload: cand CV / base CV / ratio CV %")
+    for kit in kits:
+        m = kit.manifest
+        base_file, _, base_fn = m.baseline[0].partition("::")
+        cfg = {"inputs": str(kit.file(m.inputs)), "candidate": str(kit.file(m.examples["better"])),
+               "entry": m.entry, "baseline": str(kit.file(base_file)), "baseline_fn": base_fn or "run",
+               "names": list(kit.definition.inputs), "workloads": [w.axes for w in kit.dev_workloads()]}
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **tuning_env(m.threads, False, m.worker_env)}
+        got: dict[str, list] = {"one": [], "two": []}
+        for i in range(args.evaluations):  # the layouts in turn, each first half the time
+            for layout in (("one", "two") if i % 2 == 0 else ("two", "one")):
+                got[layout].append(evaluate(kit, cfg, env, layout == "two", 1000 * i))
+        cvs = {}
+        for layout, runs in got.items():
+            scores = [s for s, _ in runs]
+            cvs[layout] = cv(scores)
+            per = []
+            for w in range(len(cfg["workloads"])):
+                c = [meds[w][0] for _, meds in runs]
+                b = [meds[w][1] for _, meds in runs]
+                per.append(f"{cv(c):.1f}/{cv(b):.1f}/{cv([bb / cc for bb, cc in zip(b, c)]):.1f}")
+            print(f"{kit.name:<21} | {layout:<6} | {statistics.median(scores):12.3f} | {cvs[layout]:10.2f} | "
+                  + "  ".join(per))
+        print(f"{kit.name:<21} | CV two / one: {cvs['two'] / cvs['one']:.2f}")
+    print("# load average after: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+
+
+if __name__ == "__main__":
+    main()
