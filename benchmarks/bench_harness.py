@@ -153,6 +153,18 @@ class PhaseClock:
         return timed
 
 
+def cpu_kernel_kits(names: str = "") -> tuple:
+    """Settings with a store of their own (a temporary folder, returned to be kept alive) and the
+    CPU kernel kits, or those of them named (comma-separated)."""
+    settings = load_settings()
+    tmp = tempfile.TemporaryDirectory(prefix="evoteam-bench-")
+    settings.db = Path(tmp.name) / "kb.db"
+    kits = [k for k in discover(settings).values() if k.manifest.kind == "kernel" and k.manifest.device == "cpu"]
+    if names:
+        kits = [k for k in kits if k.name in set(names.split(","))]
+    return settings, tmp, kits
+
+
 def cpu_s(pid: int) -> float:
     try:
         with open(f"/proc/{pid}/stat") as fh:
@@ -229,13 +241,7 @@ async def main() -> None:
     if args.order != "product":
         interleave.BLOCKS = args.order == "blocks"
     minimal_blocks = interleave.BLOCKS if args.minimal_order == "same" else args.minimal_order == "blocks"
-    settings = load_settings()
-    tmp = tempfile.TemporaryDirectory(prefix="evoteam-bench-")
-    settings.db = Path(tmp.name) / "kb.db"
-    kits = [k for k in discover(settings).values() if k.manifest.kind == "kernel" and k.manifest.device == "cpu"]
-    if args.kits:
-        wanted = set(args.kits.split(","))
-        kits = [k for k in kits if k.name in wanted]
+    settings, tmp, kits = cpu_kernel_kits(args.kits)
     rows, breakdown, medians, cvs, firsts = [], [], [], [], []
     spares_cpu: list[float] = []
     spreads: list[tuple] = []

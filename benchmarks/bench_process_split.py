@@ -29,13 +29,13 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from evoteam.config import load_settings
-from evoteam.servers.bench.confinement.workerenv import tuning_env
-from evoteam.servers.bench.formats.kits import discover
-from evoteam.servers.bench.measurement import interleave
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_harness import cpu_kernel_kits  # noqa: E402
+
+from evoteam.servers.bench.confinement.workerenv import tuning_env  # noqa: E402
+from evoteam.servers.bench.measurement import interleave  # noqa: E402
 
 CHILD = r"""
 import importlib.util, json, sys, time
@@ -127,12 +127,7 @@ def main() -> None:
     parser.add_argument("--evaluations", type=int, default=10)
     parser.add_argument("--kits", default="")
     args = parser.parse_args()
-    settings = load_settings()
-    tmp = tempfile.TemporaryDirectory(prefix="evoteam-bench-")
-    settings.db = Path(tmp.name) / "kb.db"
-    kits = [k for k in discover(settings).values() if k.manifest.kind == "kernel" and k.manifest.device == "cpu"]
-    if args.kits:
-        kits = [k for k in kits if k.name in set(args.kits.split(","))]
+    _settings, tmp, kits = cpu_kernel_kits(args.kits)
     print(f"# bench_process_split.py --evaluations {args.evaluations}; {os.cpu_count()} CPUs; load average "
           "before: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     print("kit                   | layout | score median | score CV % | per workload: cand CV / base CV / ratio CV %")

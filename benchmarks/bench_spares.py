@@ -19,17 +19,14 @@ import asyncio
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_harness import PhaseClock, spares_settled  # noqa: E402
+from bench_harness import PhaseClock, cpu_kernel_kits, spares_settled  # noqa: E402
 
-from evoteam.config import load_settings  # noqa: E402
 from evoteam.servers.bench.confinement.workerenv import tuning_env  # noqa: E402
 from evoteam.servers.bench.evaluation.core import evaluate_candidate  # noqa: E402
-from evoteam.servers.bench.formats.kits import discover  # noqa: E402
 from evoteam.servers.bench.measurement import sparepool  # noqa: E402
 
 
@@ -45,12 +42,7 @@ async def main() -> None:
     parser.add_argument("--pairs", type=int, default=8)
     parser.add_argument("--kits", default="")
     args = parser.parse_args()
-    settings = load_settings()
-    tmp = tempfile.TemporaryDirectory(prefix="evoteam-bench-")
-    settings.db = Path(tmp.name) / "kb.db"
-    kits = [k for k in discover(settings).values() if k.manifest.kind == "kernel" and k.manifest.device == "cpu"]
-    if args.kits:
-        kits = [k for k in kits if k.name in set(args.kits.split(","))]
+    settings, tmp, kits = cpu_kernel_kits(args.kits)
     print(f"# bench_spares.py --pairs {args.pairs}; {os.cpu_count()} CPUs; load average before: "
           + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     print("kit                   | workers | n  | wall s [IQR]        | own s [IQR]         | start ms [IQR]    "
