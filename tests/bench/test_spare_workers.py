@@ -26,6 +26,11 @@ PROBE = textwrap.dedent("""
 """)
 
 
+# Spares are kept only where workers get uids of their own (sparepool.refill).
+pytestmark = pytest.mark.skipif(not can_drop_privileges(), reason="workers cannot get uids of their own here "
+                                "(not root, or EVOTEAM_BENCH_NO_UID): no spares are kept")
+
+
 @pytest.fixture(autouse=True)
 def spares_kept(request):
     """Spares kept for the test (unless it starts a bench server, which keeps them itself), and
@@ -220,5 +225,52 @@ def test_a_stopped_spare_is_not_taken():
     _wait_for_spares(1)
     [pid] = sparepool.pids()
     os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 10  # asleep on its pipe, it stops once it next gets a CPU
+    while open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "T" and time.monotonic() < deadline:
+        time.sleep(0.02)
     assert sparepool.take(env, 512) is None
     assert _gone(pid) and sparepool.waiting() == 0
+
+
+def test_settle_waits_for_every_spare_still_starting(monkeypatch):
+    """settle returns only once no spare is still importing (their start held here until the
+    test lets it go), and says so; after its timeout it says they were still starting."""
+    import threading
+
+    from evoteam.servers.bench.measurement.workerproc import WorkerProc
+
+    gate = threading.Event()
+    ready = WorkerProc.wait_ready
+
+    def held(self, timeout):
+        gate.wait(20)
+        return ready(self, timeout)
+
+    monkeypatch.setattr(WorkerProc, "wait_ready", held)
+    sparepool.refill(tuning_env(1), 512, 2)
+    assert sparepool.starting() == 2
+    assert sparepool.settle(timeout=0.5) is False and sparepool.starting() == 2
+    timer = threading.Timer(0.3, gate.set)
+    timer.start()
+    assert sparepool.settle(timeout=20) is True
+    assert sparepool.starting() == 0 and sparepool.waiting() == 2
+
+
+def test_keep_off_kills_spares_still_starting(monkeypatch):
+    import threading
+
+    from evoteam.servers.bench.measurement.workerproc import WorkerProc
+
+    gate = threading.Event()
+    ready = WorkerProc.wait_ready
+    monkeypatch.setattr(WorkerProc, "wait_ready", lambda self, timeout: (gate.wait(20), ready(self, timeout)))
+    before = sparepool.started
+    sparepool.refill(tuning_env(1), 512, 1)
+    deadline = time.monotonic() + 10
+    while sparepool.started == before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    [w] = list(sparepool._starting)
+    sparepool.keep(False)
+    gate.set()
+    assert _gone(w.proc.pid)
+    assert sparepool.settle(timeout=10) and sparepool.waiting() == 0

@@ -47,7 +47,8 @@ STARTUP_S = 60.0  # a spare not ready by then (its own CPU time) is given up
 _lock = threading.Lock()
 _settled = threading.Condition(_lock)  # notified whenever a pending spare is ready or given up
 _spares: dict[str, list[tuple[float, WorkerProc]]] = {}
-_pending: dict[str, int] = {}  # asked for, not started yet
+_pending: dict[str, int] = {}  # asked for, not ready yet
+_starting: set[WorkerProc] = set()  # started, not ready yet (keep(False) kills them too)
 _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evoteam-spare-start")
 _home: Path | None = None
 _kept = False
@@ -63,11 +64,14 @@ def keep(on: bool = True) -> None:
     global _kept, _generation
     with _lock:
         _kept = on
+        starting = list(_starting) if not on else []
         if not on:
             _generation += 1
             _pending.clear()
             _settled.notify_all()
     if not on:
+        for w in starting:  # its spawner thread then finds it dead and counts it off
+            _close(w)
         expire(0.0)
 
 
@@ -144,17 +148,18 @@ def refill(env: dict[str, str], memory_mb: int | None, count: int) -> None:
     _expire_later()
 
 
-def settle(timeout: float = 30.0) -> None:
+def settle(timeout: float = 30.0) -> bool:
     """Wait until no spare asked for is still starting (its imports take CPU): called by an
     evaluation before it times anything, so that no spare's start ever runs beside timed rounds
-    of this process."""
+    of this process. False if some were still starting after ``timeout``."""
     deadline = time.monotonic() + timeout
     with _settled:
         while any(_pending.values()):
             left = deadline - time.monotonic()
             if left <= 0:
-                return
+                return False
             _settled.wait(left)
+    return True
 
 
 def _placeholder() -> Path:
@@ -174,9 +179,16 @@ def _placeholder() -> Path:
         return _home
 
 
+def _close(w: WorkerProc) -> None:
+    try:
+        w.close()
+    except Exception:  # noqa: BLE001 - a spare that will not close is killed with this process
+        pass
+
+
 def _start_some(key: str, env: dict[str, str], memory_mb: int | None, count: int, generation: int) -> None:
     """Start ``count`` spares at once (their imports run side by side), and hand each out as it
-    becomes ready; each stays pending until then."""
+    becomes ready; each stays pending until then, and is counted off whatever happens to it."""
     global started
     workers: list[WorkerProc | None] = []
     for _ in range(count):
@@ -186,33 +198,40 @@ def _start_some(key: str, env: dict[str, str], memory_mb: int | None, count: int
                 w = WorkerProc("spare worker", None, _placeholder(), memory_mb, extra_env=env,
                                untrusted_code=True, arena=True)
                 started += 1
+                with _lock:
+                    _starting.add(w)
             except Exception:  # noqa: BLE001 - a spare that cannot start is simply not there
                 w = None
         workers.append(w)
+    deadline = time.monotonic() + STARTUP_S  # one for the batch
     for w in workers:
+        started_one = w
+        extra: list[WorkerProc] = []
         try:
             if w is not None:
-                w.wait_ready(STARTUP_S)  # pending (settle and take wait) until its imports are done
+                # Pending (settle and take wait) until its imports are done.
+                w.wait_ready(max(1.0, deadline - time.monotonic()))
         except Exception:  # noqa: BLE001
-            w.close()
+            extra.append(w)
             w = None
-        extra: list[WorkerProc] = []
-        with _lock:
-            if generation == _generation:
-                _pending[key] = max(0, _pending.get(key, 0) - 1)
-            if w is not None:
-                if not _kept or generation != _generation:  # keep(False) came while it started
-                    extra.append(w)
-                else:
-                    _spares.setdefault(key, []).append((time.monotonic(), w))
-                everyone = sorted(((t, id(sw), k, sw) for k, lst in _spares.items() for t, sw in lst),
-                                  key=lambda row: row[:2])
-                for _t, _i, k, sw in everyone[:max(0, len(everyone) - MAX_SPARES)]:
-                    _spares[k] = [(tt, ww) for tt, ww in _spares[k] if ww is not sw]
-                    extra.append(sw)
-            _settled.notify_all()
-        for sw in extra:
-            sw.close()
+        finally:
+            with _lock:
+                _starting.discard(started_one)
+                if generation == _generation:
+                    _pending[key] = max(0, _pending.get(key, 0) - 1)
+                if w is not None:
+                    if not _kept or generation != _generation:  # keep(False) came while it started
+                        extra.append(w)
+                    else:
+                        _spares.setdefault(key, []).append((time.monotonic(), w))
+                    everyone = sorted(((t, id(sw), k, sw) for k, lst in _spares.items() for t, sw in lst),
+                                      key=lambda row: row[:2])
+                    for _t, _i, k, sw in everyone[:max(0, len(everyone) - MAX_SPARES)]:
+                        _spares[k] = [(tt, ww) for tt, ww in _spares[k] if ww is not sw]
+                        extra.append(sw)
+                _settled.notify_all()
+            for sw in extra:
+                _close(sw)
 
 
 def expire(max_age_s: float = IDLE_S) -> None:
