@@ -11,7 +11,9 @@ in two layouts, evaluation by evaluation in turn:
 
 - ``one``: one child process holds both sides (the minimal harness);
 - ``two``: each side in a child process of its own (as in our harness), the same inputs made
-  in each from the same seed.
+  in each from the same seed;
+- ``2 per side``: each side in two processes of its own, the rounds alternating between them
+  (what several processes per side per evaluation would give our harness).
 
 The parent only says which side calls next (one line on a pipe), in the same order for both
 layouts (interleave.call_order, as bench_harness uses). Prints, per layout, the score's median
@@ -64,45 +66,51 @@ for line in sys.stdin:
 
 
 class Layout:
-    """The child processes of one evaluation, and which of them calls which side."""
+    """The child processes of one evaluation, and which of them calls which side: ``per_side``
+    0 puts both sides in one process; N gives each side N processes of its own, round r using
+    process r mod N of each."""
 
-    def __init__(self, cfg: dict, env: dict, split: bool):
-        if split:
-            sides = {"baseline": ["baseline"], "candidate": ["candidate"]}
+    def __init__(self, cfg: dict, env: dict, per_side: int):
+        if per_side:
+            groups = [[side] for side in ("baseline", "candidate") for _ in range(per_side)]
         else:
-            sides = {"both": ["baseline", "candidate"]}
-        self.procs = {}
-        for name, held in sides.items():
+            groups = [["baseline", "candidate"]]
+        self.procs: dict[str, list] = {"baseline": [], "candidate": []}
+        for held in groups:
             p = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(dict(cfg, sides=held))], env=env,
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
             assert p.stdout.readline().strip() == "ready"
             for side in held:
-                self.procs[side] = p
+                self.procs[side].append(p)
+        self.round = 0
 
     def call(self, side: str, workload: int, seed: int) -> float:
-        p = self.procs[side]
+        procs = self.procs[side]
+        p = procs[self.round % len(procs)]
         p.stdin.write(f"{side} {workload} {seed}\n")
         p.stdin.flush()
         return float(p.stdout.readline())
 
     def close(self) -> None:
-        for p in set(self.procs.values()):
+        for p in {p for procs in self.procs.values() for p in procs}:
             p.stdin.close()
             p.wait()
 
 
-def evaluate(kit, cfg: dict, env: dict, split: bool, seed0: int) -> tuple[float, list[tuple[float, float]]]:
+def evaluate(kit, cfg: dict, env: dict, per_side: int, seed0: int) -> tuple[float, list[tuple[float, float]]]:
     m = kit.manifest
-    layout = Layout(cfg, env, split)
+    layout = Layout(cfg, env, per_side)
     seed = seed0
     try:
         speedups, medians = [], []
         for w in range(len(cfg["workloads"])):
             rounds: dict[str, list[float]] = {"baseline": [], "candidate": []}
             for r in range(m.timing.rounds):
+                layout.round = r
                 order = [s for s, _, _ in interleave.call_order(["baseline", "candidate", None], r,
                                                                  m.timing.reps_per_round, interleave.BLOCKS) if s]
-                warm = [s for s in ("baseline", "candidate") for _ in range(m.timing.warmup)] if r == 0 else []
+                first = r < max(1, per_side)  # each process's first round opens with warm-up calls
+                warm = [s for s in ("baseline", "candidate") for _ in range(m.timing.warmup)] if first else []
                 best: dict[str, float] = {}
                 for i, side in enumerate(warm + order):
                     seed += 1
@@ -118,6 +126,10 @@ def evaluate(kit, cfg: dict, env: dict, split: bool, seed0: int) -> tuple[float,
         layout.close()
 
 
+# Layout name -> processes per side (0: both sides in one process).
+LAYOUTS = {"one": 0, "two": 1, "2 per side": 2}
+
+
 def cv(values: list[float]) -> float:
     return statistics.stdev(values) / statistics.mean(values) * 100
 
@@ -130,7 +142,7 @@ def main() -> None:
     _settings, tmp, kits = cpu_kernel_kits(args.kits)
     print(f"# bench_process_split.py --evaluations {args.evaluations}; {os.cpu_count()} CPUs; load average "
           "before: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
-    print("kit                   | layout | score median | score CV % | per workload: cand CV / base CV / ratio CV %")
+    print("kit                   | layout     | score median | score CV % | per workload: cand CV / base CV / ratio CV %")
     for kit in kits:
         m = kit.manifest
         base_file, _, base_fn = m.baseline[0].partition("::")
@@ -138,10 +150,12 @@ def main() -> None:
                "entry": m.entry, "baseline": str(kit.file(base_file)), "baseline_fn": base_fn or "run",
                "names": list(kit.definition.inputs), "workloads": [w.axes for w in kit.dev_workloads()]}
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **tuning_env(m.threads, False, m.worker_env)}
-        got: dict[str, list] = {"one": [], "two": []}
-        for i in range(args.evaluations):  # the layouts in turn, each first half the time
-            for layout in (("one", "two") if i % 2 == 0 else ("two", "one")):
-                got[layout].append(evaluate(kit, cfg, env, layout == "two", 1000 * i))
+        got: dict[str, list] = {name: [] for name in LAYOUTS}
+        for i in range(args.evaluations):  # the layouts in turn, each first as often
+            names = list(LAYOUTS)
+            k = i % len(names)
+            for layout in names[k:] + names[:k]:
+                got[layout].append(evaluate(kit, cfg, env, LAYOUTS[layout], 1000 * i))
         cvs = {}
         for layout, runs in got.items():
             scores = [s for s, _ in runs]
@@ -151,9 +165,10 @@ def main() -> None:
                 c = [meds[w][0] for _, meds in runs]
                 b = [meds[w][1] for _, meds in runs]
                 per.append(f"{cv(c):.1f}/{cv(b):.1f}/{cv([bb / cc for bb, cc in zip(b, c)]):.1f}")
-            print(f"{kit.name:<21} | {layout:<6} | {statistics.median(scores):12.3f} | {cvs[layout]:10.2f} | "
+            print(f"{kit.name:<21} | {layout:<10} | {statistics.median(scores):12.3f} | {cvs[layout]:10.2f} | "
                   + "  ".join(per))
-        print(f"{kit.name:<21} | CV two / one: {cvs['two'] / cvs['one']:.2f}")
+        print(f"{kit.name:<21} | CV two / one: {cvs['two'] / cvs['one']:.2f}; two per side / one: "
+              f"{cvs['2 per side'] / cvs['one']:.2f}")
     print("# load average after: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
