@@ -233,3 +233,22 @@ async def test_a_session_closed_while_its_trusted_worker_is_in_use_does_not_keep
         shutil.rmtree(cand.folder, ignore_errors=True)
     assert trustedpool.idle_pids() == []
     assert _gone(pid)
+
+
+def test_a_session_whose_trusted_worker_cannot_start_leaves_no_folders(fast_kit, fast_settings, monkeypatch):
+    """The baseline's two scratch folders are made before the trusted worker is leased: when
+    the lease fails, they go too."""
+    import tempfile
+    from pathlib import Path
+
+    def refused(*args, **kwargs):
+        raise OSError("no memory for a staging area")
+
+    def baseline_folders() -> set[str]:
+        return {p.name for p in Path(tempfile.gettempdir()).glob("evoteam-baseline-*")}
+
+    before = baseline_folders()
+    monkeypatch.setattr(trustedpool, "lease", refused)
+    with pytest.raises(OSError, match="staging area"):
+        kernel_session(fast_settings, fast_kit, RMSNORM)
+    assert baseline_folders() == before

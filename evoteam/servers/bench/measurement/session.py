@@ -112,10 +112,15 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         # The trusted worker and its staging area: kept from an earlier evaluation of this kit in
         # this process where there is one (trustedpool.py: it only ever runs kit code). Only with
         # the kit's content hash: its code strings do not say what it reads from disk (blobs).
-        self.lease = trustedpool.lease(dict(common, mode="trusted", inputs_source=inputs_source,
-                                            reference_source=reference_source, baseline=None),
-                                       env, None if self.gpu else max(memory_mb, 8192),
-                                       poolable=not self.gpu and kit_hash is not None, kit_hash=kit_hash)
+        try:
+            self.lease = trustedpool.lease(dict(common, mode="trusted", inputs_source=inputs_source,
+                                                reference_source=reference_source, baseline=None),
+                                           env, None if self.gpu else max(memory_mb, 8192),
+                                           poolable=not self.gpu and kit_hash is not None, kit_hash=kit_hash)
+        except BaseException:  # no trusted worker: the baseline's folders made above go too
+            for folder in self._owned:
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
         try:
             self._start_sides(common, env, base_spec, empty_spec, sides, deny, memory_mb, use_landlock)
         except BaseException:
