@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_harness import cpu_kernel_kits  # noqa: E402
+from bench_harness import cpu_kernel_kits, cv_interval  # noqa: E402
 
 from evoteam.servers.bench.confinement.workerenv import tuning_env  # noqa: E402
 from evoteam.servers.bench.measurement import interleave  # noqa: E402
@@ -142,7 +142,7 @@ def main() -> None:
     _settings, tmp, kits = cpu_kernel_kits(args.kits)
     print(f"# bench_process_split.py --evaluations {args.evaluations}; {os.cpu_count()} CPUs; load average "
           "before: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
-    print("kit                   | layout     | score median | score CV % | per workload: cand CV / base CV / ratio CV %")
+    print("kit                   | layout     | score median | score CV % [95%]   | per workload: cand CV / base CV / ratio CV %")
     for kit in kits:
         m = kit.manifest
         base_file, _, base_fn = m.baseline[0].partition("::")
@@ -165,8 +165,9 @@ def main() -> None:
                 c = [meds[w][0] for _, meds in runs]
                 b = [meds[w][1] for _, meds in runs]
                 per.append(f"{cv(c):.1f}/{cv(b):.1f}/{cv([bb / cc for bb, cc in zip(b, c)]):.1f}")
-            print(f"{kit.name:<21} | {layout:<10} | {statistics.median(scores):12.3f} | {cvs[layout]:10.2f} | "
-                  + "  ".join(per))
+            lo, hi = cv_interval(scores)
+            print(f"{kit.name:<21} | {layout:<10} | {statistics.median(scores):12.3f} | {cvs[layout]:5.2f} "
+                  f"[{lo:.1f}-{hi:.1f}] | " + "  ".join(per))
         print(f"{kit.name:<21} | CV two / one: {cvs['two'] / cvs['one']:.2f}; two per side / one: "
               f"{cvs['2 per side'] / cvs['one']:.2f}")
     print("# load average after: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
