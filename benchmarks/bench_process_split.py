@@ -127,7 +127,7 @@ def evaluate(kit, cfg: dict, env: dict, per_side: int, seed0: int) -> tuple[floa
 
 
 # Layout name -> processes per side (0: both sides in one process).
-LAYOUTS = {"one": 0, "two": 1, "2 per side": 2}
+LAYOUTS = {"one": 0, "two": 1, "2 per side": 2, "4 per side": 4}
 
 
 def cv(values: list[float]) -> float:
@@ -138,7 +138,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--evaluations", type=int, default=10)
     parser.add_argument("--kits", default="")
+    parser.add_argument("--layouts", default=",".join(LAYOUTS), help="of: " + ", ".join(LAYOUTS))
     args = parser.parse_args()
+    layouts = {name: LAYOUTS[name] for name in args.layouts.split(",")}
     _settings, tmp, kits = cpu_kernel_kits(args.kits)
     print(f"# bench_process_split.py --evaluations {args.evaluations}; {os.cpu_count()} CPUs; load average "
           "before: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
@@ -150,12 +152,12 @@ def main() -> None:
                "entry": m.entry, "baseline": str(kit.file(base_file)), "baseline_fn": base_fn or "run",
                "names": list(kit.definition.inputs), "workloads": [w.axes for w in kit.dev_workloads()]}
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **tuning_env(m.threads, False, m.worker_env)}
-        got: dict[str, list] = {name: [] for name in LAYOUTS}
+        got: dict[str, list] = {name: [] for name in layouts}
         for i in range(args.evaluations):  # the layouts in turn, each first as often
-            names = list(LAYOUTS)
+            names = list(layouts)
             k = i % len(names)
             for layout in names[k:] + names[:k]:
-                got[layout].append(evaluate(kit, cfg, env, LAYOUTS[layout], 1000 * i))
+                got[layout].append(evaluate(kit, cfg, env, layouts[layout], 1000 * i))
         cvs = {}
         for layout, runs in got.items():
             scores = [s for s, _ in runs]
@@ -168,8 +170,9 @@ def main() -> None:
             lo, hi = cv_interval(scores)
             print(f"{kit.name:<21} | {layout:<10} | {statistics.median(scores):12.3f} | {cvs[layout]:5.2f} "
                   f"[{lo:.1f}-{hi:.1f}] | " + "  ".join(per))
-        print(f"{kit.name:<21} | CV two / one: {cvs['two'] / cvs['one']:.2f}; two per side / one: "
-              f"{cvs['2 per side'] / cvs['one']:.2f}")
+        if "one" in cvs:
+            print(f"{kit.name:<21} | CV / one's: " + "; ".join(f"{name} {c / cvs['one']:.2f}"
+                                                         for name, c in cvs.items() if name != "one"))
     print("# load average after: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 

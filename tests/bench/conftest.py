@@ -85,8 +85,8 @@ def small_kit(root: Path, workload_s: float = 4, **manifest_update) -> Path:
     timeout and a short timing plan; ``manifest_update`` changes the manifest further."""
     shutil.copytree(KITS / "rmsnorm_cpu", root)
     manifest = json.loads((root / "kit.json").read_text())
-    manifest.update(name=root.name, memory_limit_mb=2048, timeouts={"startup_s": 20, "workload_s": workload_s},
-                    timing={"warmup": 1, "rounds": 2, "reps_per_round": 2}, **manifest_update)
+    manifest.update({"name": root.name, "memory_limit_mb": 2048, "timeouts": {"startup_s": 20, "workload_s": workload_s},
+                     "timing": {"warmup": 1, "rounds": 2, "reps_per_round": 2}, **manifest_update})
     (root / "kit.json").write_text(json.dumps(manifest))
     (root / "workloads.jsonl").write_text(json.dumps(
         {"uuid": "t128_h1024", "axes": {"num_tokens": 128, "hidden_size": 1024},
