@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from evoteam.config import load_settings
-from evoteam.servers.bench.measurement import interleave, method, session, sparepool
+from evoteam.servers.bench.measurement import interleave, session, sparepool
 from evoteam.servers.bench.evaluation.core import evaluate_candidate
 from evoteam.servers.bench.formats.kit import Kit
 from evoteam.servers.bench.formats.kits import discover
@@ -231,13 +231,7 @@ async def main() -> None:
     parser.add_argument("--spares", choices=("on", "off"), default="on",
                         help="on (as the bench server and a kept slot runner): each evaluation takes the timed "
                              "workers the previous one left (sparepool.py); off: fresh workers, as a one-shot CLI")
-    parser.add_argument("--processes-per-side", type=int, default=0,
-                        help="an experiment: worker processes per side on a CPU (0: as shipped, "
-                             "method.PROCESSES_PER_SIDE)")
     args = parser.parse_args()
-    if args.processes_per_side:
-        method.PROCESSES_PER_SIDE = args.processes_per_side
-        sparepool.MAX_SPARES = 2 * args.processes_per_side + 1
     if args.spares == "on":
         sparepool.keep()
     cold_minimal = None
@@ -267,7 +261,7 @@ async def main() -> None:
                 e = await evaluate_candidate(settings, kit, candidate_path=str(path))
             assert e.status == "PASSED", e.message
             if args.spares == "on":  # the next evaluation's spares import now, not beside the minimal harness
-                spares_cpu.append(spares_settled(2 * method.processes_per_side(kit.manifest.timing, False, 2) + 1))
+                spares_cpu.append(spares_settled(3))
             kernel = e.metrics["wall_s"] - e.metrics["harness_overhead_s"]
             spent = dict(clock.spent)
             spent["warm-up"] = spent.pop("timed", 0.0) - kernel

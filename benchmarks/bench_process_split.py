@@ -65,6 +65,16 @@ for line in sys.stdin:
 """
 
 
+# --pin: every child on the last CPU (as our harness pins every timed worker of an evaluation to
+# the same CPUs) and this process on the others; otherwise the scheduler places them.
+PIN: set[int] | None = None
+
+
+def _pin_child() -> None:
+    if PIN:
+        os.sched_setaffinity(0, PIN)
+
+
 class Layout:
     """The child processes of one evaluation, and which of them calls which side: ``per_side``
     0 puts both sides in one process; N gives each side N processes of its own, round r using
@@ -78,7 +88,7 @@ class Layout:
         self.procs: dict[str, list] = {"baseline": [], "candidate": []}
         for held in groups:
             p = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(dict(cfg, sides=held))], env=env,
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, preexec_fn=_pin_child)
             assert p.stdout.readline().strip() == "ready"
             for side in held:
                 self.procs[side].append(p)
@@ -139,10 +149,17 @@ def main() -> None:
     parser.add_argument("--evaluations", type=int, default=10)
     parser.add_argument("--kits", default="")
     parser.add_argument("--layouts", default=",".join(LAYOUTS), help="of: " + ", ".join(LAYOUTS))
+    parser.add_argument("--pin", action="store_true", help="every child on the last CPU, this process on the others")
     args = parser.parse_args()
+    if args.pin:
+        global PIN
+        cpus = sorted(os.sched_getaffinity(0))
+        PIN = {cpus[-1]}
+        if len(cpus) > 1:
+            os.sched_setaffinity(0, cpus[:-1])
     layouts = {name: LAYOUTS[name] for name in args.layouts.split(",")}
     _settings, tmp, kits = cpu_kernel_kits(args.kits)
-    print(f"# bench_process_split.py --evaluations {args.evaluations}; {os.cpu_count()} CPUs; load average "
+    print(f"# bench_process_split.py --evaluations {args.evaluations}{' --pin' if args.pin else ''}; {os.cpu_count()} CPUs; load average "
           "before: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     print("kit                   | layout     | score median | score CV % [95%]   | per workload: cand CV / base CV / ratio CV %")
     for kit in kits:

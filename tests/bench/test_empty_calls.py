@@ -51,19 +51,18 @@ async def test_every_empty_call_runs_in_a_worker_that_no_timed_side_runs_in(fast
     result = await evaluate_candidate(fast_settings, str(fast_kit), code=GOOD)
     assert result.status == "PASSED", result.message
     session = sessions[0]
-    timed_pids = {w.proc.pid for s in session.sides for w in s.workers}  # each side's processes
+    timed_pids = {s.worker.proc.pid for s in session.sides}
     empty_pid = session.empty.worker.proc.pid
-    assert len(timed_pids) == 2 * len(session.baseline.workers) and empty_pid not in timed_pids | {session.trusted.proc.pid}
+    assert len(timed_pids) == 2 and empty_pid not in timed_pids | {session.trusted.proc.pid}
     empties = [(pid, label) for calibrate, pid, label in calls if calibrate]
     timed = [(pid, label) for calibrate, pid, label in calls if not calibrate]
     assert empties and timed
     assert set(empties) == {(empty_pid, EMPTY)}, empties
     assert {pid for pid, _ in timed} == timed_pids, timed
-    # As many empty calls as calls of each side (after the warm-ups: once for the empty-call
-    # worker, once for each process of a side): one per repetition.
+    # As many empty calls as calls of each side (after the warm-up): one per repetition.
     per_side = {label: sum(1 for _, lb in timed if lb == label) for label in ("baseline", "candidate")}
-    warm, k = session.timing.warmup * len(sessions), len(session.baseline.workers)
-    assert len(empties) - warm == per_side["baseline"] - k * warm == per_side["candidate"] - k * warm
+    assert len(empties) - session.timing.warmup * len(sessions) == per_side["baseline"] - \
+        session.timing.warmup * len(sessions) == per_side["candidate"] - session.timing.warmup * len(sessions)
 
 
 def _status(pid: int) -> dict[str, str]:

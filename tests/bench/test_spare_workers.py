@@ -16,13 +16,7 @@ from evoteam.servers.bench.confinement.jail import can_drop_privileges
 from evoteam.servers.bench.confinement.workerenv import tuning_env
 from evoteam.servers.bench.evaluation.core import evaluate_candidate
 from evoteam.servers.bench.measurement import sparepool
-from evoteam.servers.bench.measurement.method import processes_per_side
-from evoteam.servers.bench.models import TimingPlan
 from tests.bench.conftest import RMSNORM
-
-# The timed workers of one evaluation on the fast kit (two rounds): the baseline's and the
-# candidate's processes (session.py, processes per side) and the empty-call worker.
-WORKERS = 2 * processes_per_side(TimingPlan(warmup=1, rounds=2, reps_per_round=2), False, 2) + 1
 
 # A candidate that reports, by failing to import, where it runs and as whom.
 PROBE = textwrap.dedent("""
@@ -74,10 +68,10 @@ def _probe(message: str) -> dict[str, str]:
 
 async def test_a_spare_gets_its_own_folder_uid_and_confinement(fast_kit, fast_settings):
     first = await evaluate_candidate(fast_settings, str(fast_kit), code=PROBE)
-    _wait_for_spares(WORKERS)
+    _wait_for_spares(3)  # the baseline's, the empty calls', the candidate's
     taken = sparepool.taken
     second = await evaluate_candidate(fast_settings, str(fast_kit), code=PROBE)
-    assert sparepool.taken - taken == WORKERS
+    assert sparepool.taken - taken == 3
     for e in (first, second):
         assert e.status == "COMPILE_ERROR", e.message
         got = _probe(e.message)
@@ -91,10 +85,10 @@ async def test_a_spare_gets_its_own_folder_uid_and_confinement(fast_kit, fast_se
 
 async def test_an_evaluation_on_spares_measures_like_one_on_fresh_workers(fast_kit, fast_settings):
     first = await evaluate_candidate(fast_settings, str(fast_kit), code=RMSNORM)
-    _wait_for_spares(WORKERS)
+    _wait_for_spares(3)
     taken = sparepool.taken
     second = await evaluate_candidate(fast_settings, str(fast_kit), code=RMSNORM)
-    assert sparepool.taken - taken == WORKERS
+    assert sparepool.taken - taken == 3
     assert first.status == second.status == "PASSED", (first.message, second.message)
     assert second.score_interval is not None and len(second.workloads) == len(first.workloads)
     # Confined alike: the same layers, in the same order, fresh or spare.
@@ -161,13 +155,13 @@ async def test_the_bench_server_keeps_spares_while_it_serves_and_kills_them_afte
         async with Client(build_server(fast_settings, kb)) as client:
             assert sparepool.kept()
             first = await client.call_tool("evaluate", {"kit": "rmsnorm_fast", "code": RMSNORM})
-            _wait_for_spares(WORKERS)
+            _wait_for_spares(3)
             taken = sparepool.taken
             second = await client.call_tool("evaluate", {"kit": "rmsnorm_fast", "code": RMSNORM})
             assert not first.is_error and not second.is_error, (first.content, second.content)
             assert second.structured_content["status"] == "PASSED"
-            assert sparepool.taken - taken == WORKERS
-            _wait_for_spares(WORKERS)
+            assert sparepool.taken - taken == 3
+            _wait_for_spares(3)
             pids = sparepool.pids()
     assert not sparepool.kept() and sparepool.waiting() == 0
     assert pids and all(_gone(pid) for pid in pids)
@@ -203,23 +197,23 @@ async def test_every_side_on_a_spare_is_confined_in_its_own_folder(fast_kit, fas
     from tests.bench.conftest import kernel_session
 
     await evaluate_candidate(fast_settings, str(fast_kit), code=RMSNORM)
-    _wait_for_spares(WORKERS)
+    _wait_for_spares(3)
     _kit, cand, session = kernel_session(fast_settings, fast_kit, RMSNORM)
     try:
         session.start()
-        assert session.spares_taken == WORKERS
+        assert session.spares_taken == 3
         uids = set()
-        for side, w in session._timed_workers():
-            pid = w.proc.pid
+        for side in session._called():
+            pid = side.worker.proc.pid
             status = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status") if ":" in line)
-            assert status["Seccomp"].strip() == "2" and status["NoNewPrivs"].strip() == "1", w.label
+            assert status["Seccomp"].strip() == "2" and status["NoNewPrivs"].strip() == "1", side.label
             uid = status["Uid"].split()[0]
             if can_drop_privileges():
-                assert uid != "0", w.label
+                assert uid != "0", side.label
             uids.add(uid)
-            assert "evoteam-spares-" not in os.readlink(f"/proc/{pid}/cwd"), w.label
+            assert "evoteam-spares-" not in os.readlink(f"/proc/{pid}/cwd"), side.label
         if can_drop_privileges():
-            assert len(uids) == WORKERS, uids  # no two processes share a uid
+            assert len(uids) == 3, uids  # no two sides share a uid
     finally:
         session.close()
         shutil.rmtree(cand.folder, ignore_errors=True)

@@ -156,9 +156,6 @@ class TimingPlan(BaseModel):
     warmup: int = Field(default=2, ge=0, le=100)
     rounds: int = Field(default=10, ge=1, le=100)  # 10 paired rounds: a 97.9% median interval
     reps_per_round: int = Field(default=3, ge=1, le=1000)
-    # Worker processes per timed side, the rounds alternating between them; None: four on a CPU,
-    # one on a GPU (measurement/session.py, PROCESSES_PER_SIDE).
-    processes_per_side: int | None = Field(default=None, ge=1, le=8)
 
 
 class HeldoutAxis(BaseModel):

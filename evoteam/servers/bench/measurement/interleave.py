@@ -95,16 +95,77 @@ class InterleavedRounds:
         the baseline's output for the same inputs. A candidate that fails leaves the batch (its verdict says why); the
         others go on. The per-round times become estimates in timing.py."""
         plan = self.timing
+        reps = plan.reps_per_round
         live = [self.side(label) for label in verdicts if not self.side(label).dead]
         rounds = timing.Rounds(labels=[BASELINE, *[s.label for s in live]])
-        per_side = len(self.baseline.workers)
-        try:
-            for r in range(plan.rounds):
-                if not self._round(wl, r, verdicts, live, rounds, r % per_side, r < per_side):
-                    break
-        finally:
-            for s in self.sides:  # the correctness calls and anything else go to each side's first process
-                s.turn = 0
+        what = f"timing workload {wl.name}"
+        tol = self.tolerance
+        for r in range(plan.rounds):
+            active = [self.baseline, *live]
+            if len(active) == 1:
+                break
+            warm_n = plan.warmup if r == 0 else 0
+            payloads = self._stage(wl, warm_n + reps)
+            warm, timed = payloads[:warm_n], payloads[warm_n:]
+            outputs: dict[str, list] = {}
+            times: dict[str, list[int]] = {}
+            nulls: list[int] = []
+            for s in active:  # warm-up (first round only), not timed for the score
+                try:
+                    for p in warm:
+                        self._call(s, wl, p, what)
+                except WorkerFailure as exc:
+                    self._drop(s, verdicts, live, exc)
+            for p in warm:  # the empty-call worker's path warmed up alike
+                self._call(self.empty, wl, p, "warming up the call path", calibrate=True)
+            # Each repetition calls every side once on the same inputs, with a slot of empty
+            # calls (the call path alone) in the empty-call worker, a process of its own: were
+            # they made in a timed side's worker, that side's next call would follow its own
+            # process and find its caches warm, the others' not. The order rotates with every
+            # repetition and round, so a burst of other work on the machine lands on all sides
+            # of a round alike instead of on whichever side's turn it was.
+            slots: list[Side | None] = [*active, None]
+            self._check_sched()
+            for s, j, last in call_order(slots, r, reps, BLOCKS):
+                p = timed[j]
+                if s is None:
+                    nulls.append(self._call(self.empty, wl, p, "measuring the call path", calibrate=True)[2])
+                elif s is self.baseline or s in live:  # else dropped earlier in this round
+                    try:
+                        meta, got, ns = self._call(s, wl, p, what, slot=j)  # kept until the round's checks
+                    except WorkerFailure as exc:
+                        self._drop(s, verdicts, live, exc)
+                        outputs.pop(s.label, None)
+                        times.pop(s.label, None)
+                    else:
+                        outputs.setdefault(s.label, []).append((meta, got))
+                        times.setdefault(s.label, []).append(ns)
+                if last:
+                    self._check_sched()
+            # What else wants a CPU now (every timed worker is stopped): unlike the load average,
+            # which trails by a minute, it sees load that began during this evaluation.
+            busy = machine.runnable_others()
+            if busy is not None:
+                rounds.runnable.append(busy)
+            base_out = outputs.get(BASELINE)
+            for s in list(live):
+                if s.label not in outputs or len(outputs[s.label]) != len(timed):
+                    continue
+                for (cm, cg), (bm, bg) in zip(outputs[s.label], base_out):
+                    # Baseline and reference agree within the tolerance, so a correct candidate is
+                    # within twice that of the baseline.
+                    if sampled_match(cm, cg, bg, wl.expected, 2 * tol.atol, 2 * tol.rtol, tol.required_matched_ratio,
+                                     self.rng, SAMPLED_ELEMENTS):
+                        continue
+                    check = compare_outputs(cm, cg, bm, bg, wl.expected, 2 * tol.atol, 2 * tol.rtol,
+                                            tol.required_matched_ratio)
+                    if check.status != "PASSED":
+                        self._drop(s, verdicts, live, WorkerFailure(
+                            check.status, f"a timed call returned a wrong result ({check.message}); outputs must "
+                            "be computed on every call", flagged=True))
+                        times.pop(s.label, None)
+                        break
+            rounds.add(nulls, times)
         self.nulls[wl.name] = list(rounds.nulls)
         for s in live:
             est = rounds.speedup(s.label)
@@ -122,83 +183,6 @@ class InterleavedRounds:
             if note:
                 v.notes.append(note)
         return rounds
-
-    def _round(self, wl: WorkloadSpec, r: int, verdicts: dict[str, WorkloadVerdict], live: list[Side],
-               rounds: timing.Rounds, turn: int, first_of_process: bool) -> bool:
-        """Round ``r`` of _measure_sides, on each side's process ``turn``: warm-up calls first where
-        that process has not yet run this workload. False when no candidate is left to time."""
-        plan = self.timing
-        reps = plan.reps_per_round
-        what = f"timing workload {wl.name}"
-        tol = self.tolerance
-        active = [self.baseline, *live]
-        if len(active) == 1:
-            return False
-        for s in active:
-            s.turn = turn
-        warm_n = plan.warmup if first_of_process else 0
-        payloads = self._stage(wl, warm_n + reps)
-        warm, timed = payloads[:warm_n], payloads[warm_n:]
-        outputs: dict[str, list] = {}
-        times: dict[str, list[int]] = {}
-        nulls: list[int] = []
-        for s in active:  # warm-up (each process's first round), not timed for the score
-            try:
-                for p in warm:
-                    self._call(s, wl, p, what)
-            except WorkerFailure as exc:
-                self._drop(s, verdicts, live, exc)
-        for p in warm if r == 0 else []:  # the empty-call worker's path warmed up alike (one process)
-            self._call(self.empty, wl, p, "warming up the call path", calibrate=True)
-        # Each repetition calls every side once on the same inputs, with a slot of empty
-        # calls (the call path alone) in the empty-call worker, a process of its own: were
-        # they made in a timed side's worker, that side's next call would follow its own
-        # process and find its caches warm, the others' not. The order rotates with every
-        # repetition and round, so a burst of other work on the machine lands on all sides
-        # of a round alike instead of on whichever side's turn it was.
-        slots: list[Side | None] = [*active, None]
-        self._check_sched()
-        for s, j, last in call_order(slots, r, reps, BLOCKS):
-            p = timed[j]
-            if s is None:
-                nulls.append(self._call(self.empty, wl, p, "measuring the call path", calibrate=True)[2])
-            elif s is self.baseline or s in live:  # else dropped earlier in this round
-                try:
-                    meta, got, ns = self._call(s, wl, p, what, slot=j)  # kept until the round's checks
-                except WorkerFailure as exc:
-                    self._drop(s, verdicts, live, exc)
-                    outputs.pop(s.label, None)
-                    times.pop(s.label, None)
-                else:
-                    outputs.setdefault(s.label, []).append((meta, got))
-                    times.setdefault(s.label, []).append(ns)
-            if last:
-                self._check_sched()
-        # What else wants a CPU now (every timed worker is stopped): unlike the load average,
-        # which trails by a minute, it sees load that began during this evaluation.
-        busy = machine.runnable_others()
-        if busy is not None:
-            rounds.runnable.append(busy)
-        base_out = outputs.get(BASELINE)
-        for s in list(live):
-            if s.label not in outputs or len(outputs[s.label]) != len(timed):
-                continue
-            for (cm, cg), (bm, bg) in zip(outputs[s.label], base_out):
-                # Baseline and reference agree within the tolerance, so a correct candidate is
-                # within twice that of the baseline.
-                if sampled_match(cm, cg, bg, wl.expected, 2 * tol.atol, 2 * tol.rtol, tol.required_matched_ratio,
-                                 self.rng, SAMPLED_ELEMENTS):
-                    continue
-                check = compare_outputs(cm, cg, bm, bg, wl.expected, 2 * tol.atol, 2 * tol.rtol,
-                                        tol.required_matched_ratio)
-                if check.status != "PASSED":
-                    self._drop(s, verdicts, live, WorkerFailure(
-                        check.status, f"a timed call returned a wrong result ({check.message}); outputs must "
-                        "be computed on every call", flagged=True))
-                    times.pop(s.label, None)
-                    break
-        rounds.add(nulls, times)
-        return True
 
     @staticmethod
     def _drop(s: Side, verdicts: dict[str, WorkloadVerdict], live: list[Side], exc: WorkerFailure) -> None:

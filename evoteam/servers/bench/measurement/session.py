@@ -1,10 +1,8 @@
 """One kernel evaluation's workers, and the one call path every timed call goes through.
 
 A session holds a trusted worker (the kit's reference and input generator, unconfined; never
-timed) and N *timed sides*: the kit's baseline and one or more candidates, each in confined
-workers of its own (own uid, seccomp, Landlock, cgroup): on a CPU four per side, the rounds
-alternating between them, since a process's speed varies from one to the next and one process
-per side put that whole into the score (method.processes_per_side; docs/bench.md). The baseline is trusted code, yet it runs
+timed) and N *timed sides*: the kit's baseline and one or more candidates, each in a confined
+worker of its own (own uid, seccomp, Landlock, cgroup). The baseline is trusted code, yet it runs
 confined exactly like a candidate, so both ends of a speedup pay the same call path by
 construction (the same seccomp filter, audit hook, Landlock and cgroup thaw). The empty call
 path is measured in a worker of its own (the *empty-call worker*): the baseline's files again,
@@ -27,6 +25,7 @@ import json
 import os
 import secrets
 import shutil
+import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,9 +36,8 @@ from evoteam.servers.bench.measurement import arena, sparepool, trustedpool
 from evoteam.servers.bench.measurement.arena import LABELS, Payload, align
 from evoteam.servers.bench.measurement.checks import CorrectnessChecks
 from evoteam.servers.bench.measurement.interleave import InterleavedRounds
-from evoteam.servers.bench.measurement.method import processes_per_side
 from evoteam.servers.bench.measurement.sides import (  # noqa: F401 - the names callers import from here
-    BASELINE, CANDIDATE, EMPTY, Side, SideSpec, WorkloadSpec, WorkloadVerdict, baseline_folder, copy_folder, new_seed)
+    BASELINE, CANDIDATE, EMPTY, Side, SideSpec, WorkloadSpec, WorkloadVerdict, new_seed)
 from evoteam.servers.bench.confinement.workerenv import tuning_env
 from evoteam.servers.bench.measurement.workerproc import WorkerFailure, WorkerProc, verify_confinement
 
@@ -57,6 +55,21 @@ QUIET_LOAD_PER_CORE = 0.75
 def machine_busy() -> bool:
     """Whether other work keeps this process's CPUs busy (1-minute load average per usable core)."""
     return os.getloadavg()[0] > QUIET_LOAD_PER_CORE * max(1, len(os.sched_getaffinity(0)))
+
+
+def _baseline_folder(baseline: dict | None, reference_source: str) -> SideSpec:
+    """The baseline's own files in a scratch folder of their own (its worker is confined like a
+    candidate's and reads nothing of the kit): the baseline file and the Python files beside it,
+    or the reference itself when the kit names no baseline."""
+    folder = Path(tempfile.mkdtemp(prefix="evoteam-baseline-"))
+    if baseline is None:
+        (folder / "baseline.py").write_text(reference_source)
+        return SideSpec(BASELINE, folder, "baseline.py", "run", False)
+    src = Path(baseline["dir"])
+    for path in src.glob("*.py"):
+        if path.is_file():
+            shutil.copyfile(path, folder / path.name)
+    return SideSpec(BASELINE, folder, baseline["file"], baseline.get("function") or "run", baseline.get("dps"))
 
 
 class KernelSession(CorrectnessChecks, InterleavedRounds):
@@ -84,11 +97,11 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         labels = [s.label for s in sides]
         if BASELINE in labels or len(set(labels)) != len(labels):
             raise ValueError(f"side labels must be unique and not {BASELINE!r}: {labels}")
-        base_spec = baseline_folder(baseline, reference_source)
+        base_spec = _baseline_folder(baseline, reference_source)
         self._owned = [base_spec.folder]
         # The empty-call worker's own copy of the baseline's files: it imports the same code, so
         # its process looks like a timed side's, but it never shares a folder or a uid with one.
-        empty_spec = baseline_folder(baseline, reference_source)
+        empty_spec = _baseline_folder(baseline, reference_source)
         empty_spec.label = EMPTY
         self._owned.append(empty_spec.folder)
         public_def = {"inputs": definition["inputs"], "outputs": definition["outputs"]}
@@ -112,15 +125,18 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
             self._start_sides(common, env, base_spec, empty_spec, sides, deny, memory_mb, use_landlock)
         except BaseException:
             # Never handed back: the session that leased it did not start (nor do its sides stay).
-            for side in [*getattr(self, "sides", []), getattr(self, "empty", None)]:
-                for w in side.workers if side is not None else []:
-                    w.close()
+            for side in getattr(self, "sides", []):
+                side.worker.close()
+            if getattr(self, "empty", None) is not None:
+                self.empty.worker.close()
             self.lease.close()
             for folder in self._owned:
                 shutil.rmtree(folder, ignore_errors=True)
             raise
 
     def _start_sides(self, common, env, base_spec, empty_spec, sides, deny, memory_mb, use_landlock) -> None:
+        from evoteam.servers.bench.confinement.jail import can_drop_privileges, pick_uid
+
         self.trusted = self.lease.worker
         # Held by every use of the trusted worker and tried by close(): a cancelled evaluation's
         # thread runs on after close (asyncio cannot stop it), and the worker, kept for the next
@@ -133,25 +149,33 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         self.sides: list[Side] = []
         self.empty: Side | None = None
         self.spares_taken = 0
-        per_side = processes_per_side(self.timing, self.gpu, len(sides) + 1)
         for spec in [base_spec, empty_spec, *sides]:
             is_base = spec is base_spec or spec is empty_spec
+            uid = pick_uid() if can_drop_privileges() else None
+            if uid is not None:
+                for path in [spec.folder, *spec.folder.rglob("*")]:
+                    os.chown(path, uid, uid)
             label = {BASELINE: "baseline", EMPTY: "empty-call worker", CANDIDATE: "candidate"}.get(
                 spec.label, f"candidate {spec.label}")
-            count = 1 if spec is empty_spec else per_side
-            folders = [spec.folder]
-            for _ in range(count - 1):  # copied before any of the side's processes starts: it may write there
-                folders.append(copy_folder(spec.folder))
-                self._owned.append(folders[-1])
-            side = Side(EMPTY if spec is empty_spec else spec.label, [], trusted_code=is_base)
-            if spec is empty_spec:
-                self.empty = side
+            init = dict(common, mode="candidate", label=f"the {label}",
+                        solution={"dir": str(spec.folder), "file": spec.file, "function": spec.function,
+                                  "dps": spec.dps},
+                        sandbox={"scratch": str(spec.folder), "deny": deny,
+                                 "memory_mb": None if self.gpu else memory_mb, "landlock": use_landlock,
+                                 "uid": uid, "private_tmp": uid is not None})
+            # A spare started after an earlier evaluation where this process keeps them
+            # (sparepool.py), told now what it is; else a worker started now. Same frame either way.
+            w = None if self.gpu else sparepool.take(env, memory_mb)
+            if w is not None:
+                self.spares_taken += 1
+                w.begin(init, spec.folder, label, untrusted_code=not is_base)
             else:
-                self.sides.append(side)
-            for k, folder in enumerate(folders):  # into the side as they start: closed if a later one fails
-                name = label if k == 0 else f"{label} (process {k + 1} of {count})"
-                side.workers.append(self._start_worker(common, env, spec, folder, name, deny, memory_mb,
-                                                       use_landlock, untrusted_code=not is_base))
+                w = WorkerProc(label, init, spec.folder, memory_mb, extra_env=env, untrusted_code=not is_base,
+                               arena=True)
+            if spec is empty_spec:
+                self.empty = Side(EMPTY, w, trusted_code=True)
+            else:
+                self.sides.append(Side(spec.label, w, trusted_code=is_base))
         self.sched: dict[str, tuple] = {}
         self.read_by_pipe = False
         self.nulls: dict[str, list[int]] = {}  # workload -> every empty call's time (the empty-call worker)
@@ -162,27 +186,6 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         # Which elements of a timed output are compared: drawn after each call, from a seed no
         # worker ever sees.
         self.rng = np.random.default_rng(secrets.randbits(128))
-
-    def _start_worker(self, common, env, spec: SideSpec, folder: Path, label: str, deny, memory_mb, use_landlock,
-                      untrusted_code: bool) -> WorkerProc:
-        from evoteam.servers.bench.confinement.jail import can_drop_privileges, pick_uid
-
-        uid = pick_uid() if can_drop_privileges() else None
-        if uid is not None:
-            for path in [folder, *folder.rglob("*")]:
-                os.chown(path, uid, uid, follow_symlinks=False)
-        init = dict(common, mode="candidate", label=f"the {label}",
-                    solution={"dir": str(folder), "file": spec.file, "function": spec.function, "dps": spec.dps},
-                    sandbox={"scratch": str(folder), "deny": deny, "memory_mb": None if self.gpu else memory_mb,
-                             "landlock": use_landlock, "uid": uid, "private_tmp": uid is not None})
-        # A spare started after an earlier evaluation where this process keeps them
-        # (sparepool.py), told now what it is; else a worker started now. Same frame either way.
-        w = None if self.gpu else sparepool.take(env, memory_mb)
-        if w is not None:
-            self.spares_taken += 1
-            w.begin(init, folder, label, untrusted_code=untrusted_code)
-            return w
-        return WorkerProc(label, init, folder, memory_mb, extra_env=env, untrusted_code=untrusted_code, arena=True)
 
     # -------------------------------------------------------- the sides
 
@@ -215,11 +218,7 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         return [*self.sides, self.empty]
 
     def _workers(self) -> list[WorkerProc]:
-        return [self.trusted, *(w for s in self._called() for w in s.workers)]
-
-    def _timed_workers(self) -> list[tuple[Side, WorkerProc]]:
-        """Every process called on the timed path, with its side."""
-        return [(s, w) for s in self._called() for w in s.workers]
+        return [self.trusted, *(s.worker for s in self._called())]
 
     # -------------------------------------------------------- life
 
@@ -235,30 +234,25 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
                 finally:
                     self.trusted.jail.stop()
                     self.trusted.jail.hold()
-        for s, w in self._timed_workers():
+        for s in self._called():
             try:
-                header, _ = w.read(self.timeouts.startup_s, f"importing the {w.label}")
-                if w is s.workers[0]:
-                    s.dps = header.get("dps") is True
-                elif s.dps != (header.get("dps") is True):  # the same files, so never unless one lies
-                    raise WorkerFailure("RUNTIME_ERROR", f"the {w.label} loaded differently from the side's first "
-                                        "process (destination passing style or not)", flagged=True)
+                header, _ = s.worker.read(self.timeouts.startup_s, f"importing the {s.worker.label}")
+                s.dps = header.get("dps") is True
                 if not s.trusted_code:
                     desc = header.get("sandbox", "")
                     if not self.sandbox:
-                        self.sandbox = (desc if isinstance(desc, str) else "")[:300] + "+" + w.jail.describe()
+                        self.sandbox = (desc if isinstance(desc, str) else "")[:300] + "+" + s.worker.jail.describe()
             except WorkerFailure as exc:
                 if s.trusted_code:
                     where = " (as the empty-call worker)" if s is self.empty else ""
                     raise RuntimeError(f"the kit's baseline failed to load in its sandbox{where}: {exc.message}") from None
-                if not s.dead:
-                    s.error, s.dead = exc, True
+                s.error, s.dead = exc, True
             finally:
-                w.jail.stop()
-                w.jail.hold()
+                s.worker.jail.stop()
+                s.worker.jail.hold()
         # Where the harness cannot read a stopped worker's memory, outputs come back through the
         # pipe inside the timed call instead (same for every side; slower, still sound).
-        self.read_by_pipe = any(w.jail.mem_fd is None for _, w in self._timed_workers())
+        self.read_by_pipe = any(s.worker.jail.mem_fd is None for s in self._called())
         if self.read_by_pipe:
             self.sandbox += "+OUTPUTS-BY-PIPE(cannot read worker memory)"
         self.pinned = self._pin_timed_workers()
@@ -272,7 +266,7 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
                 pass
         for s in self.candidates:
             if not s.dead:
-                self.sandbox += verify_confinement(s.workers[0].proc.pid)
+                self.sandbox += verify_confinement(s.worker.proc.pid)
                 break
         # Spares another evaluation of this process asked for import now: never beside timing.
         sparepool.settle()
@@ -286,11 +280,11 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         if self.gpu or not self.threads:
             return []
         cpus = sorted(os.sched_getaffinity(0))[-self.threads:]
-        for s, w in self._timed_workers():
+        for s in self._called():
             if s.dead:
                 continue
             try:
-                for tid in os.listdir(f"/proc/{w.proc.pid}/task"):
+                for tid in os.listdir(f"/proc/{s.worker.proc.pid}/task"):
                     os.sched_setaffinity(int(tid), cpus)
             except OSError:
                 return []
@@ -312,13 +306,13 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         except OSError:
             yield
             return
-        for _, w in self._timed_workers():
-            w.spin_s = POLL_S
+        for s in self._called():
+            s.worker.spin_s = POLL_S
         try:
             yield
         finally:
-            for _, w in self._timed_workers():
-                w.spin_s = 0.0
+            for s in self._called():
+                s.worker.spin_s = 0.0
             os.sched_setaffinity(0, before)
 
     def close(self) -> None:
@@ -345,7 +339,7 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
             for folder in self._owned:
                 shutil.rmtree(folder, ignore_errors=True)
         if not self.gpu:  # for the next evaluation, now that this one's workers are gone
-            sparepool.refill(self.worker_env, self.memory_mb, len(self._timed_workers()))
+            sparepool.refill(self.worker_env, self.memory_mb, len(self._called()))
 
     # -------------------------------------------------------- helpers
 

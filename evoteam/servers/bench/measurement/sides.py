@@ -4,8 +4,6 @@ time (a side), and what the harness concluded about a side on a workload."""
 from __future__ import annotations
 
 import secrets
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,44 +60,13 @@ class SideSpec:
 
 @dataclass
 class Side:
-    """A timed side and its worker processes: several where the rounds alternate between them
-    (session.py, *processes per side*); ``turn`` says which one the next call goes to."""
-
     label: str
-    workers: list[WorkerProc]
+    worker: WorkerProc
     trusted_code: bool = False  # the kit's baseline
     dead: bool = False
     error: WorkerFailure | None = None
     dps: bool = False  # destination passing style: it writes into output slots the harness fills
-    turn: int = 0
-
-    @property
-    def worker(self) -> WorkerProc:
-        return self.workers[self.turn]
 
 
 def new_seed() -> int:
     return secrets.randbits(62)
-
-
-def baseline_folder(baseline: dict | None, reference_source: str) -> SideSpec:
-    """The baseline's own files in a scratch folder of their own (its worker is confined like a
-    candidate's and reads nothing of the kit): the baseline file and the Python files beside it,
-    or the reference itself when the kit names no baseline."""
-    folder = Path(tempfile.mkdtemp(prefix="evoteam-baseline-"))
-    if baseline is None:
-        (folder / "baseline.py").write_text(reference_source)
-        return SideSpec(BASELINE, folder, "baseline.py", "run", False)
-    src = Path(baseline["dir"])
-    for path in src.glob("*.py"):
-        if path.is_file():
-            shutil.copyfile(path, folder / path.name)
-    return SideSpec(BASELINE, folder, baseline["file"], baseline.get("function") or "run", baseline.get("dps"))
-
-
-def copy_folder(folder: Path) -> Path:
-    """A side's files again, for another of its processes (each process has a folder and a uid of
-    its own, as every worker does); the caller removes it."""
-    copy = Path(tempfile.mkdtemp(prefix="evoteam-side-"))
-    shutil.copytree(folder, copy, symlinks=True, dirs_exist_ok=True)
-    return copy

@@ -38,12 +38,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from evoteam.servers.bench.measurement.method import PROCESSES_PER_SIDE
 from evoteam.servers.bench.measurement.workerproc import WorkerProc
 
-# Spares kept per process, all environments together: enough for one evaluation's timed workers
-# (each side's processes and the empty-call worker); a comparison starts the rest anew.
-MAX_SPARES = 2 * PROCESSES_PER_SIDE + 1
+MAX_SPARES = 4  # spares kept per process, all environments together (a comparison uses four workers)
 IDLE_S = 300.0  # a spare older than this is killed
 STARTUP_S = 60.0  # a spare not ready by then (its own CPU time) is given up
 
