@@ -98,10 +98,52 @@ def can_drop_privileges() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0 and os.environ.get("EVOTEAM_BENCH_NO_UID") != "1"
 
 
+# Workers' uids are drawn from [UID_BASE, UID_BASE + UID_SPAN).
+UID_BASE, UID_SPAN = 200_000, 800_000
+# How long a uid this process handed out stays reserved here whatever /proc says: it covers the
+# time between the pick and the worker's setuid (a worker's start, well under this).
+UID_HOLD_S = 600.0
+_picked: dict[int, float] = {}  # uid -> when this process handed it out
+_picked_lock = threading.Lock()
+
+
+def running_uids() -> set[int]:
+    """Every uid a process on this machine runs as now (real, effective, saved or filesystem;
+    from /proc/PID/status: a worker's /proc/PID directory is owned by root once it has changed
+    uid, so its owner says nothing)."""
+    uids: set[int] = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status", "rb") as fh:
+                for line in fh:
+                    if line.startswith(b"Uid:"):
+                        uids.update(int(x) for x in line.split()[1:])
+                        break
+        except (OSError, ValueError):
+            continue  # gone meanwhile
+    return uids
+
+
 def pick_uid() -> int:
     """A uid of its own for one candidate worker: no other process (in particular no other
-    candidate's) runs as it, so it can signal, trace or read /proc of nothing but itself."""
-    return 200_000 + secrets.randbelow(800_000)
+    candidate's) runs as it, so it can signal, trace or read /proc of nothing but itself.
+    Drawn at random, then refused while any process runs as it or this process handed it out in
+    the last UID_HOLD_S (a random draw alone collides: with ten workers alive, about one draw in
+    80,000). Two harness processes drawing the same uid within one worker's start of each other
+    remain possible (about one in 800,000 per such pair)."""
+    now = time.monotonic()
+    with _picked_lock:
+        for uid, when in list(_picked.items()):
+            if now - when > UID_HOLD_S:
+                del _picked[uid]
+        taken = running_uids()
+        while True:
+            uid = UID_BASE + secrets.randbelow(UID_SPAN)
+            if uid not in taken and uid not in _picked:
+                _picked[uid] = now
+                return uid
 
 
 def sched_state(pid: int) -> tuple:
