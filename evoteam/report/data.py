@@ -69,6 +69,8 @@ class VersionPoint(BaseModel):
                                 "difference of objectives")
     significant: bool | None = Field(default=None, description="the gain's whole interval lies on the better "
                                      "side of no change: progress, not noise")
+    worse: bool = Field(default=False, description="the gain's whole interval lies on the worse side of no "
+                        "change: the version's best is worse than the best before it, beyond noise")
     best_before_id: str | None = None
     side_by_side: bool = Field(default=False, description="the gain is from a re-measurement that timed both "
                                "bests in one batch")
@@ -134,6 +136,7 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
     est = stats.contrast_estimate(a.samples, b.samples, kind)
     none = stats.no_effect(kind)
     better = est.lo > none if direction == "maximize" or kind == "kernel" else est.hi < none
+    worse = est.hi < none if direction == "maximize" or kind == "kernel" else est.lo > none
     # On a busy machine separate evaluations move by more than their intervals (knowledge/measurements.py):
     # undecided until a re-measurement times both side by side (_decide_side_by_side).
     vp.contended = any(any_contended(c.contended_measurements) for c in (a, b))
@@ -141,6 +144,7 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
     # Undecided only where it reads as a gain: a version that reads worse did not bring one, busy or not.
     reads_better = est.value > none if direction == "maximize" or kind == "kernel" else est.value < none
     vp.significant = None if vp.contended and reads_better else bool(est.coverage > 0 and better)
+    vp.worse = bool(est.coverage > 0 and worse)
     vp.gain_is_ratio = kind == "kernel"
 
 
@@ -246,6 +250,8 @@ def _decide_side_by_side(report: RunReport) -> None:
             ratio = v.gain_is_ratio and before.score > 0
             v.gain = own.score / before.score if ratio else own.score - before.score
             v.gain_interval = None
-            v.significant = stats.clears(stats.Estimate(own.score, *own.score_interval, 1),
-                                         stats.Estimate(before.score, *before.score_interval, 1), report.direction)
+            own_est = stats.Estimate(own.score, *own.score_interval, 1)
+            before_est = stats.Estimate(before.score, *before.score_interval, 1)
+            v.significant = stats.clears(own_est, before_est, report.direction)
+            v.worse = stats.clears(before_est, own_est, report.direction)
             v.side_by_side = True

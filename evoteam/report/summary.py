@@ -57,7 +57,8 @@ class RunSummary(BaseModel):
 
 
 def gain_text(v: VersionPoint) -> str | None:
-    """"1.06× (0.98–1.15) over the best before it: within noise" — or why there is no gain to show."""
+    """"1.06× (0.98–1.15) over the best before it: within noise" (or "significant", or "worse,
+    beyond noise") — or why there is no gain to show."""
     if v.best_of_version is None:
         return "no ranked candidate"
     if v.best_before is None:
@@ -67,13 +68,15 @@ def gain_text(v: VersionPoint) -> str | None:
     unit = "×" if v.gain_is_ratio else ""
     shown = (stats.describe(stats.Estimate(v.gain, *v.gain_interval, 0), unit) if v.gain_interval
              else stats.sig3(v.gain) + unit)
+    # Three verdicts, never two: a version clearly worse than the best before it is not "within
+    # noise" (a model reading that would take a regression for a tie).
+    verdict = "significant" if v.significant else "worse, beyond noise" if v.worse else "within noise"
     if v.contended and v.side_by_side:
-        return f"{shown} over the best before it side by side (bench.remeasure): " + (
-            "significant" if v.significant else "within noise")
+        return f"{shown} over the best before it side by side (bench.remeasure): {verdict}"
     if v.contended and v.significant is None:
         return (f"{shown} over the best before it: not established, measured on a contended machine "
                 "(bench.remeasure both side by side)")
-    return f"{shown} over the best before it: {'significant' if v.significant else 'within noise'}"
+    return f"{shown} over the best before it: {verdict}"
 
 
 def version_line(v: VersionPoint, direction: str) -> VersionLine:

@@ -53,6 +53,25 @@ async def test_version_gains_have_intervals_and_the_stop_rule_counts(tmp_path: P
         assert summarise(await gather(kb, run.id)).versions_without_significant_gain == 2
 
 
+async def test_a_version_clearly_worse_than_the_best_before_it_is_not_within_noise(tmp_path: Path):
+    """Three verdicts: a version whose best is worse than the best before it beyond the noise says
+    so; only an interval that straddles no change reads "within noise"."""
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+        team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
+        for v, center in ((1, 6.0), (2, 4.0), (3, 5.98)):  # v2: a regression; v3: back to v1, within noise
+            await team.design_team(_design(run.id, f"diagnosis {v}", f"Role{v}"))
+            bench = kb.with_actor(Actor(user="u", client="t", role=f"Role{v}", team_version=v, verifier=True))
+            code = f"def run(x):\n    return x * {v}\n"
+            await bench.record_candidate(CandidateCreate(run_id=run.id, code=code, code_hash=code_hash(code),
+                                                         status="PASSED", score=center, samples=rounds(center, v),
+                                                         verified=True))
+        lines = {v.version: v for v in summarise(await gather(kb, run.id)).versions}
+        assert lines[2].significant_gain is False and "worse, beyond noise" in lines[2].gain, lines[2].gain
+        assert "within noise" not in lines[2].gain
+        assert lines[3].significant_gain is False and "within noise" in lines[3].gain, lines[3].gain
+
+
 BUSY = {"contention": {"load_average": 5.0, "contended": True, "reasons": ["load average 5.0 on 2 cores"]}}
 
 
@@ -107,7 +126,12 @@ async def test_a_gain_measured_on_a_busy_machine_is_settled_side_by_side(tmp_pat
         await remeasured(bench, {1: (4.0, [3.8, 4.2]), 2: (5.9, [5.6, 6.2])})  # side by side: clearly faster
         summary = summarise(await gather(kb, run.id))
         assert summary.versions[1].significant_gain is True and "significant" in summary.versions[1].gain
+        assert "worse" not in summary.versions[1].gain
         assert summary.versions[1].gain.startswith("1.48×"), summary.versions[1].gain  # the batch's ratio, 5.9/4.0
+        await asyncio.sleep(0.01)
+        await remeasured(bench, {1: (4.0, [3.8, 4.2]), 2: (3.0, [2.8, 3.2])})  # side by side: clearly slower
+        line = summarise(await gather(kb, run.id)).versions[1]
+        assert line.significant_gain is False and "side by side" in line.gain and "worse, beyond noise" in line.gain
 
 
 async def test_versions_that_read_worse_than_a_busy_best_still_count_as_stalls(tmp_path: Path):
