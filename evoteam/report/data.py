@@ -71,6 +71,7 @@ class VersionPoint(BaseModel):
                                      "side of no change: progress, not noise")
     worse: bool = Field(default=False, description="the gain's whole interval lies on the worse side of no "
                         "change: the version's best is worse than the best before it, beyond noise")
+    gain_note: str | None = None  # why there is no gain to show where both bests exist
     best_before_id: str | None = None
     side_by_side: bool = Field(default=False, description="the gain is from a re-measurement that timed both "
                                "bests in one batch")
@@ -129,10 +130,12 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
     """The version's best against the best before it, from both candidates' pooled rounds."""
     a, b = await store.get_candidate(before_id), await store.get_candidate(own_id)
     if not a.samples or not b.samples:
+        vp.gain_note = "not comparable: no rounds recorded for one of the two bests"
         return
     kind = "program" if set(b.samples) == {"program"} else "kernel"
     if kind == "kernel" and set(a.samples) != set(b.samples):
-        return  # measured on other workloads: not comparable
+        vp.gain_note = "not comparable: the two bests were measured on other workloads"
+        return
     est = stats.contrast_estimate(a.samples, b.samples, kind)
     none = stats.no_effect(kind)
     better = est.lo > none if direction == "maximize" or kind == "kernel" else est.hi < none
@@ -144,7 +147,7 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
     # Undecided only where it reads as a gain: a version that reads worse did not bring one, busy or not.
     reads_better = est.value > none if direction == "maximize" or kind == "kernel" else est.value < none
     vp.significant = None if vp.contended and reads_better else bool(est.coverage > 0 and better)
-    vp.worse = bool(est.coverage > 0 and worse)
+    vp.worse = bool(not vp.contended and est.coverage > 0 and worse)  # busy: intervals do not hold
     vp.gain_is_ratio = kind == "kernel"
 
 

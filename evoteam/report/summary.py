@@ -64,7 +64,7 @@ def gain_text(v: VersionPoint) -> str | None:
     if v.best_before is None:
         return "first ranked result"
     if v.gain is None:
-        return "did not beat the best before it" if v.best_candidate_id else None
+        return v.gain_note or ("did not beat the best before it" if v.best_candidate_id else None)
     unit = "×" if v.gain_is_ratio else ""
     shown = (stats.describe(stats.Estimate(v.gain, *v.gain_interval, 0), unit) if v.gain_interval
              else stats.sig3(v.gain) + unit)
@@ -76,6 +76,8 @@ def gain_text(v: VersionPoint) -> str | None:
     if v.contended and v.significant is None:
         return (f"{shown} over the best before it: not established, measured on a contended machine "
                 "(bench.remeasure both side by side)")
+    if v.contended:  # reads worse, or no better, on a busy machine: no gain, and no more than that known
+        return f"{shown} over the best before it: no gain (measured on a contended machine)"
     return f"{shown} over the best before it: {verdict}"
 
 

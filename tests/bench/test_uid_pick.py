@@ -13,27 +13,42 @@ from evoteam.servers.bench.confinement import jail
 
 
 def _draws(monkeypatch, values: list[int]) -> list[int]:
-    """Make secrets.randbelow in jail return ``values`` in turn (offsets from UID_BASE); returns
-    the list of offsets it was asked for, to count the draws."""
-    asked: list[int] = []
+    """Make jail's draws return UID_BASE + each of ``values`` in turn, and every pick scan /proc
+    afresh; returns the draws made, to count them."""
+    drawn: list[int] = []
     it = iter(values)
 
-    def randbelow(n: int) -> int:
-        asked.append(n)
-        return next(it)
+    def draw() -> int:
+        drawn.append(jail.UID_BASE + next(it))
+        return drawn[-1]
 
-    monkeypatch.setattr(jail.secrets, "randbelow", randbelow)
-    return asked
+    monkeypatch.setattr(jail, "_draw", draw)
+    monkeypatch.setattr(jail, "UID_SCAN_S", -1.0)
+    return drawn
 
 
 def test_a_uid_handed_out_is_not_handed_out_again(monkeypatch):
     offset = 654_321
     jail._picked.pop(jail.UID_BASE + offset, None)
-    asked = _draws(monkeypatch, [offset, offset, offset + 1])
+    drawn = _draws(monkeypatch, [offset, offset, offset + 1])
     first = jail.pick_uid()
     second = jail.pick_uid()
     assert first == jail.UID_BASE + offset and second == jail.UID_BASE + offset + 1
-    assert len(asked) == 3  # the repeat was drawn and refused
+    assert len(drawn) == 3  # the repeat was drawn and refused
+
+
+def test_a_uid_a_process_runs_as_is_refused_without_root_too(monkeypatch):
+    offset = 654_450
+    jail._picked.pop(jail.UID_BASE + offset, None)
+    monkeypatch.setattr(jail, "running_uids", lambda: {jail.UID_BASE + offset})
+    drawn = _draws(monkeypatch, [offset, offset + 3])
+    assert jail.pick_uid() == jail.UID_BASE + offset + 3 and len(drawn) == 2
+
+
+def test_the_scan_reads_the_uids_processes_run_as():
+    # This process's own uid is seen only where it lies in the workers' range; a child of root
+    # running as a worker uid is (test below); here: the scan runs and keeps only that range.
+    assert all(jail.UID_BASE <= u < jail.UID_BASE + jail.UID_SPAN for u in jail.running_uids())
 
 
 def test_a_reservation_lapses_after_its_hold(monkeypatch):
@@ -66,9 +81,9 @@ def test_a_uid_a_process_runs_as_is_never_picked(monkeypatch):
         os.close(write)
         assert os.read(read, 1) == b"x"
         assert uid in jail.running_uids()
-        asked = _draws(monkeypatch, [offset, offset + 7])
+        drawn = _draws(monkeypatch, [offset, offset + 7])
         assert jail.pick_uid() == uid + 7
-        assert len(asked) == 2
+        assert len(drawn) == 2
     finally:
         os.kill(child, signal.SIGKILL)
         os.waitpid(child, 0)

@@ -72,6 +72,22 @@ async def test_a_version_clearly_worse_than_the_best_before_it_is_not_within_noi
         assert lines[3].significant_gain is False and "within noise" in lines[3].gain, lines[3].gain
 
 
+async def test_bests_measured_on_other_workloads_are_not_compared_and_say_so(tmp_path: Path):
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+        team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
+        for v, center in ((1, 4.0), (2, 6.0)):
+            await team.design_team(_design(run.id, f"diagnosis {v}", f"Role{v}"))
+            bench = kb.with_actor(Actor(user="u", client="t", role=f"Role{v}", team_version=v, verifier=True))
+            code = f"def run(x):\n    return x * {v}\n"
+            samples = rounds(center, v) if v == 1 else {"d": [center] * 10, "e": [center] * 10}
+            await bench.record_candidate(CandidateCreate(run_id=run.id, code=code, code_hash=code_hash(code),
+                                                         status="PASSED", score=center, samples=samples,
+                                                         verified=True))
+        line = summarise(await gather(kb, run.id)).versions[1]
+        assert line.gain == "not comparable: the two bests were measured on other workloads", line.gain
+
+
 BUSY = {"contention": {"load_average": 5.0, "contended": True, "reasons": ["load average 5.0 on 2 cores"]}}
 
 
@@ -151,3 +167,6 @@ async def test_versions_that_read_worse_than_a_busy_best_still_count_as_stalls(t
         summary = summarise(await gather(kb, run.id))
         assert summary.versions_without_significant_gain == 3, [v.gain for v in summary.versions]
         assert all(v.significant_gain is False and "not established" not in v.gain for v in summary.versions[1:])
+        # Against a busy best the intervals do not hold: no gain, but not "worse, beyond noise" either.
+        assert all("no gain (measured on a contended machine)" in v.gain and "worse" not in v.gain
+                   for v in summary.versions[1:]), [v.gain for v in summary.versions]

@@ -103,14 +103,18 @@ UID_BASE, UID_SPAN = 200_000, 800_000
 # How long a uid this process handed out stays reserved here whatever /proc says: it covers the
 # time between the pick and the worker's setuid (a worker's start, well under this).
 UID_HOLD_S = 600.0
+# A scan of /proc is reused this long (the picks of one evaluation share one; this process's own
+# picks are in _picked meanwhile).
+UID_SCAN_S = 1.0
 _picked: dict[int, float] = {}  # uid -> when this process handed it out
 _picked_lock = threading.Lock()
+_scan: tuple[float, set[int]] = (float("-inf"), set())
 
 
 def running_uids() -> set[int]:
-    """Every uid a process on this machine runs as now (real, effective, saved or filesystem;
-    from /proc/PID/status: a worker's /proc/PID directory is owned by root once it has changed
-    uid, so its owner says nothing)."""
+    """Every uid in the workers' range that a process this harness can see in /proc runs as now
+    (real, effective, saved or filesystem uid, from the Uid line of /proc/PID/status). A process
+    in another PID namespace, or hidden by a hidepid mount, is not seen."""
     uids: set[int] = set()
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -119,28 +123,35 @@ def running_uids() -> set[int]:
             with open(f"/proc/{name}/status", "rb") as fh:
                 for line in fh:
                     if line.startswith(b"Uid:"):
-                        uids.update(int(x) for x in line.split()[1:])
+                        uids.update(u for u in map(int, line.split()[1:]) if UID_BASE <= u < UID_BASE + UID_SPAN)
                         break
         except (OSError, ValueError):
             continue  # gone meanwhile
     return uids
 
 
+def _draw() -> int:
+    return UID_BASE + secrets.randbelow(UID_SPAN)
+
+
 def pick_uid() -> int:
     """A uid of its own for one candidate worker: no other process (in particular no other
     candidate's) runs as it, so it can signal, trace or read /proc of nothing but itself.
-    Drawn at random, then refused while any process runs as it or this process handed it out in
-    the last UID_HOLD_S (a random draw alone collides: with ten workers alive, about one draw in
-    80,000). Two harness processes drawing the same uid within one worker's start of each other
-    remain possible (about one in 800,000 per such pair)."""
+    Drawn at random, then refused while a process runs as it (as of a scan at most UID_SCAN_S
+    old) or this process handed it out in the last UID_HOLD_S (a random draw alone collides: with
+    ten workers alive, about one draw in 80,000). Two harness processes drawing the same uid
+    within one worker's start of each other remain possible (about one in 800,000 per pair)."""
+    global _scan
     now = time.monotonic()
+    if now - _scan[0] > UID_SCAN_S:
+        _scan = (now, running_uids())  # outside the lock: a scan takes ~25 us a process
+    taken = _scan[1]
     with _picked_lock:
         for uid, when in list(_picked.items()):
             if now - when > UID_HOLD_S:
                 del _picked[uid]
-        taken = running_uids()
         while True:
-            uid = UID_BASE + secrets.randbelow(UID_SPAN)
+            uid = _draw()
             if uid not in taken and uid not in _picked:
                 _picked[uid] = now
                 return uid
