@@ -125,3 +125,20 @@ async def test_a_parent_timed_another_way_is_no_yardstick_for_document_credit(fa
                                  store=store, run_id=parent_now.run_id, parent_id=parent.candidate_id,
                                  documents_used=["doc_x"])
     assert compared[0] is None and compared[1] == parent_now.candidate_score, compared
+
+
+async def test_a_run_that_ranks_the_other_way_is_refused_before_measuring(fast_kit, fast_settings, store, measured):
+    """A run started with the wrong direction (a kernel engineer thinking "minimise the time")
+    would rank the kit's slowest candidate best: evaluating into it is refused before anything
+    runs, saying the direction to use; without a run id the evaluation goes to a run that ranks
+    the kit's way, never to that one."""
+    from evoteam.servers.knowledge.models import RunCreate
+
+    wrong = await store.start_run(RunCreate(goal="faster rmsnorm", kit="rmsnorm_fast", direction="minimize"))
+    with pytest.raises(DomainError, match="to be minimized") as err:
+        await evaluate_candidate(fast_settings, str(fast_kit), code=BASELINE_LIKE, store=store, run_id=wrong.id)
+    assert "direction='maximize'" in str(err.value) and "speedup" in str(err.value)
+    assert measured == [] and (await store.list_candidates(wrong.id)).items == []
+    e = await evaluate_candidate(fast_settings, str(fast_kit), code=BASELINE_LIKE, store=store)
+    assert e.recorded and e.run_id != wrong.id
+    assert (await store.get_run(e.run_id)).direction == "maximize"

@@ -38,7 +38,8 @@ async def timed_alike(store: KnowledgeStore, run_id: str, method: int | None) ->
 
 
 async def check_binding(store: KnowledgeStore, kit: Kit, run_id: str, method: int | None) -> None:
-    """A run is bound to one kit's content: the kit named by the run, and the content hash of the
+    """A run is bound to one kit's content: the kit named by the run, its direction (a run that
+    ranks the other way would crown the kit's worst candidate), and the content hash of the
     kit its candidates were evaluated against; and, for a kernel kit, to the timing method its
     candidates were measured by (``method``: this evaluation's; measurement/method.py). A
     candidate scored on other content (a look-alike kit, an edited kit) is refused, so it can
@@ -48,6 +49,13 @@ async def check_binding(store: KnowledgeStore, kit: Kit, run_id: str, method: in
     if run.kit and run.kit not in (kit.name, str(kit.root)):
         raise DomainError(f"run {run_id} is for kit {run.kit!r}, not {kit.name!r}; record in a run of this kit "
                           "(omit run_id to use or start one)")
+    want = kit.manifest.direction
+    if run.direction != want:
+        # A run ranks by its direction: recorded there, this kit's worst candidate would be its best.
+        what = "a speedup over the baseline" if kit.manifest.kind == "kernel" else "the evaluator's metric"
+        raise DomainError(f"run {run_id} ranks scores to be {run.direction}d, but kit {kit.name!r} scores "
+                          f"{what}, to be {want}d (describe_kit); record in a run with direction={want!r}: "
+                          f"omit run_id to use or start one, or knowledge.start_run with direction={want!r}")
     metrics = await _bound_metrics(store, run_id)
     if metrics is None:
         return
