@@ -111,7 +111,9 @@ async def resolve_run(store: KnowledgeStore, settings: Settings, target: str | N
     if not new:
         page = await store.list_runs(status="active", limit=200)
         for run in page.items:
-            if (spec.kit and run.kit == spec.kit) or (not spec.kit and run.goal == spec.goal and not run.kit):
+            # Of a kit: only a run that ranks the kit's way (the bench refuses to record in another).
+            if (spec.kit and run.kit == spec.kit and run.direction == spec.direction) or (
+                    not spec.kit and run.goal == spec.goal and not run.kit):
                 if await _run_mode(store, run.id) == mode:
                     return run, "continuing"
     if budget_usd is None:

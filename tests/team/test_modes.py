@@ -84,6 +84,14 @@ async def test_a_run_is_continued_only_in_its_own_mode(kb, project):
         await resolve_run(kb, settings, None, None, solo.id, False, "evolving")
 
 
+async def test_a_run_that_ranks_against_its_kit_is_not_continued(kb, project):
+    """The bench refuses to record in a run whose direction is not its kit's, so the supervisor
+    never drives one: it starts a run of its own."""
+    wrong = await kb.start_run(RunCreate(goal="g", kit=KIT, direction="minimize", budget_usd=1.0))
+    found, how = await resolve_run(kb, load_settings(), KIT, 2.0, None, False, "evolving")
+    assert how == "started" and found.id != wrong.id and found.direction == "maximize"
+
+
 async def test_solo_and_evolving_runs_of_one_kit_compare_in_one_command(kb, project, tmp_path):
     evolving = await kb.start_run(RunCreate(goal="fast RMSNorm", kit=KIT, budget_usd=2.5))
     teams = [design("", "Profiler", "Implementer"), design("", "Challenger")]

@@ -217,13 +217,18 @@ async def start_run_with_prior(store: KnowledgeStore, *, goal: str | None, kit: 
                                budget_usd: float | None, project: str | None,
                                seed_from: str | None) -> StartedRun:
     """Start a run (seeded from another when `seed_from` names one: its goal, kit, direction, x0
-    and best-known are the defaults) and return it with the prior work on its kit."""
+    and best-known are the defaults, the last three only where the kit is the seed's) and return
+    it with the prior work on its kit."""
     seed = await store.get_run(seed_from) if seed_from else None
     if seed is not None:
+        # A seed of another kit lends its goal and its prior work, not what its numbers mean: its
+        # direction, x0 and best-known belong to its kit.
+        same_kit = kit is None or kit == seed.kit
         goal, kit = goal or seed.goal, kit or seed.kit
-        direction = direction or seed.direction
-        x0 = seed.x0 if x0 is None else x0
-        best_known = seed.best_known if best_known is None else best_known
+        if same_kit:
+            direction = direction or seed.direction
+            x0 = seed.x0 if x0 is None else x0
+            best_known = seed.best_known if best_known is None else best_known
     if not goal:
         raise Invalid("start_run needs a goal (or seed_from: the run to continue from)")
     run = await store.start_run(RunCreate(goal=goal, kit=kit, direction=direction or "maximize", x0=x0,
