@@ -293,9 +293,10 @@ async def main() -> None:
             min_b = statistics.median(b for _, b in m_per_wl[name])
             cold = ([c for c, _ in c_per_wl[name]], [b for _, b in c_per_wl[name]]) if c_per_wl else None
             medians.append((kit.name, name, ours_c, min_c, ours_b, min_b, cold))
-            spreads.append((kit.name, name, *(_cv([row[k] for row in rows_])
+            spreads.append((kit.name, name, *(cv_percent([row[k] for row in rows_])
                                               for rows_ in (per_wl[name], m_per_wl[name]) for k in (0, 1)),
-                            _cv([b / c for c, b in per_wl[name]]), _cv([b / c for c, b in m_per_wl[name]])))
+                            cv_percent([b / c for c, b in per_wl[name]]),
+                            cv_percent([b / c for c, b in m_per_wl[name]])))
         cvs.append((kit.name, cv, m_cv, cv_interval(scores), cv_interval(m_scores)))
         firsts.append((kit.name, overheads[0]))
         ours, minimal = statistics.median(overheads), statistics.median(m_overheads)
@@ -373,12 +374,13 @@ def cv_interval(values: list[float], level: float = 0.95) -> tuple[float, float]
         z = statistics.NormalDist().inv_cdf(p)
         return k * (1 - 2 / (9 * k) + z * math.sqrt(2 / (9 * k))) ** 3
 
-    cv = _cv(values)
+    cv = cv_percent(values)
     tail = (1 - level) / 2
     return cv * math.sqrt(k / chi2(1 - tail)), cv * math.sqrt(k / chi2(tail))
 
 
-def _cv(values: list[float]) -> float:
+def cv_percent(values: list[float]) -> float:
+    """The coefficient of variation of ``values``, in percent (0 for fewer than two)."""
     return statistics.stdev(values) / statistics.mean(values) * 100 if len(values) > 1 else 0.0
 
 

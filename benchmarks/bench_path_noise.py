@@ -24,14 +24,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_harness import cpu_kernel_kits, cv_interval, spares_settled  # noqa: E402
+from bench_harness import cpu_kernel_kits, cv_interval, cv_percent as cv, spares_settled  # noqa: E402
 
 from evoteam.servers.bench.evaluation.core import evaluate_candidate  # noqa: E402
 from evoteam.servers.bench.measurement import sparepool  # noqa: E402
-
-
-def cv(values: list[float]) -> float:
-    return statistics.stdev(values) / statistics.mean(values) * 100
 
 
 def corr(x: list[float], y: list[float]) -> float:
@@ -55,7 +51,7 @@ async def main() -> None:
         for kit in kits:
             path = kit.file(kit.manifest.examples["better"])
             rows: dict[str, list[tuple[float, float, float]]] = {}
-            scores, fixed_scores = [], []
+            scores: list[float] = []
             for i in range(args.evaluations + 1):
                 e = await evaluate_candidate(settings, kit, candidate_path=str(path))
                 assert e.status == "PASSED", e.message

@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_harness import cpu_kernel_kits, cv_interval  # noqa: E402
+from bench_harness import cpu_kernel_kits, cv_interval, cv_percent as cv  # noqa: E402
 
 from evoteam.servers.bench.confinement.workerenv import tuning_env  # noqa: E402
 from evoteam.servers.bench.measurement import interleave  # noqa: E402
@@ -140,10 +140,6 @@ def evaluate(kit, cfg: dict, env: dict, per_side: int, seed0: int) -> tuple[floa
 LAYOUTS = {"one": 0, "two": 1, "2 per side": 2, "4 per side": 4}
 
 
-def cv(values: list[float]) -> float:
-    return statistics.stdev(values) / statistics.mean(values) * 100
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--evaluations", type=int, default=10)
@@ -157,9 +153,13 @@ def main() -> None:
         PIN = {cpus[-1]}
         if len(cpus) > 1:
             os.sched_setaffinity(0, cpus[:-1])
+    unknown = [name for name in args.layouts.split(",") if name not in LAYOUTS]
+    if unknown:
+        parser.error(f"unknown layout(s) {', '.join(unknown)}; of: {', '.join(LAYOUTS)}")
     layouts = {name: LAYOUTS[name] for name in args.layouts.split(",")}
     _settings, tmp, kits = cpu_kernel_kits(args.kits)
-    print(f"# bench_process_split.py --evaluations {args.evaluations}{' --pin' if args.pin else ''}; {os.cpu_count()} CPUs; load average "
+    pin = " --pin" if args.pin else ""
+    print(f"# bench_process_split.py --evaluations {args.evaluations}{pin}; {os.cpu_count()} CPUs; load average "
           "before: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     print("kit                   | layout     | score median | score CV % [95%]   | per workload: cand CV / base CV / ratio CV %")
     for kit in kits:

@@ -138,14 +138,15 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
         return
     est = stats.contrast_estimate(a.samples, b.samples, kind)
     none = stats.no_effect(kind)
-    better = est.lo > none if direction == "maximize" or kind == "kernel" else est.hi < none
-    worse = est.hi < none if direction == "maximize" or kind == "kernel" else est.lo > none
+    up = direction == "maximize" or kind == "kernel"  # whether a larger gain is better (a ratio always is)
+    better = est.lo > none if up else est.hi < none
+    worse = est.hi < none if up else est.lo > none
     # On a busy machine separate evaluations move by more than their intervals (knowledge/measurements.py):
     # undecided until a re-measurement times both side by side (_decide_side_by_side).
     vp.contended = any(any_contended(c.contended_measurements) for c in (a, b))
     vp.gain, vp.gain_interval = est.value, est.interval
     # Undecided only where it reads as a gain: a version that reads worse did not bring one, busy or not.
-    reads_better = est.value > none if direction == "maximize" or kind == "kernel" else est.value < none
+    reads_better = est.value > none if up else est.value < none
     vp.significant = None if vp.contended and reads_better else bool(est.coverage > 0 and better)
     vp.worse = bool(not vp.contended and est.coverage > 0 and worse)  # busy: intervals do not hold
     vp.gain_is_ratio = kind == "kernel"

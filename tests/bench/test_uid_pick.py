@@ -45,9 +45,9 @@ def test_a_uid_a_process_runs_as_is_refused_without_root_too(monkeypatch):
     assert jail.pick_uid() == jail.UID_BASE + offset + 3 and len(drawn) == 2
 
 
-def test_the_scan_reads_the_uids_processes_run_as():
-    # This process's own uid is seen only where it lies in the workers' range; a child of root
-    # running as a worker uid is (test below); here: the scan runs and keeps only that range.
+def test_the_scan_keeps_only_the_workers_uid_range():
+    # Root (uid 0) always runs here, so the scan would hold 0 without the range filter; that a
+    # worker's uid is seen is the root-only test below.
     assert all(jail.UID_BASE <= u < jail.UID_BASE + jail.UID_SPAN for u in jail.running_uids())
 
 
