@@ -18,7 +18,8 @@ class VersionLine(BaseModel):
     best_interval: list[float] | None = None
     best_candidate_id: str | None = None
     gain: str | None = Field(default=None, description="the version's best over the best before it, its "
-                             "interval and verdict: significant, within noise, or worse beyond noise")
+                             "interval and verdict (significant; within noise; worse, beyond noise; or unsettled "
+                             "if contended), or why none")
     significant_gain: bool | None = None
     cost_usd: float
     spent_usd_when_designed: float

@@ -335,7 +335,8 @@ def trust_cmd(ctx: click.Context, folder: str) -> None:
 @click.argument("candidate")
 @click.option("--split", type=click.Choice(["dev", "heldout", "all"]), default="dev", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the evaluation(s) as JSON.")
-@click.option("--run", "run_id", default=None, help="Record in this run (default: the kit's newest active run).")
+@click.option("--run", "run_id", default=None, help="Record in this run (default: your newest active run of the kit that ranks and is timed its way, "
+                   "else a new one).")
 @click.option("--no-record", is_flag=True, help="Do not record the candidate in the knowledge store.")
 @click.option("--trust-kit", is_flag=True, help="KIT is a folder outside the kit folders that you trust.")
 @click.option("--repeats", type=click.IntRange(1, 20), default=1, show_default=True,

@@ -121,7 +121,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         split: Split = "dev",
         repeats: Annotated[int, Field(ge=1, le=20, description="kernel: N times the rounds; program: N "
                                                                "evaluator runs (median)")] = 1,
-        run_id: Annotated[str | None, Field(description="default: the kit's newest active run")] = None,
+        run_id: Annotated[str | None, Field(description="default: your newest active run of the kit that ranks "
+                                                          "and is timed its way, else a new one")] = None,
         parent_id: Annotated[str | None, Field(description="the candidate it derives from")] = None,
         documents_used: Annotated[list[str] | None, Field(description="retrieved documents it was built from")] = None,
         notes: Annotated[str, Field(max_length=2000, description="what it tries")] = "",
