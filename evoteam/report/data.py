@@ -136,7 +136,11 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
     if kind == "kernel" and set(a.samples) != set(b.samples):
         vp.gain_note = "not comparable: the two bests were measured on other workloads"
         return
-    est = stats.contrast_estimate(a.samples, b.samples, kind)
+    try:
+        est = stats.contrast_estimate(a.samples, b.samples, kind)
+    except ValueError as exc:  # rounds recorded by a verifier other than the bench may be unusable
+        vp.gain_note = f"not comparable: {exc}"
+        return
     none = stats.no_effect(kind)
     up = direction == "maximize" or kind == "kernel"  # whether a larger gain is better (a ratio always is)
     better = est.lo > none if up else est.hi < none

@@ -170,3 +170,21 @@ async def test_versions_that_read_worse_than_a_busy_best_still_count_as_stalls(t
         # Against a busy best the intervals do not hold: no gain, but not "worse, beyond noise" either.
         assert all("no gain (measured on a contended machine)" in v.gain and "worse" not in v.gain
                    for v in summary.versions[1:]), [v.gain for v in summary.versions]
+
+
+async def test_rounds_that_are_no_speedups_make_a_gain_not_comparable_not_a_crash(tmp_path: Path):
+    """A verifier other than the bench may record rounds no speedup can be (a zero): the store keeps
+    the candidate without an interval and the report says why the gain is missing."""
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+        team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
+        for v, samples in ((1, rounds(4.0, 1)), (2, {w: [0.0, *vs[1:]] for w, vs in rounds(6.0, 2).items()})):
+            await team.design_team(_design(run.id, f"diagnosis {v}", f"Role{v}"))
+            bench = kb.with_actor(Actor(user="u", client="t", role=f"Role{v}", team_version=v, verifier=True))
+            code = f"def run(x):\n    return x * {v}\n"
+            c = await bench.record_candidate(CandidateCreate(run_id=run.id, code=code, code_hash=code_hash(code),
+                                                             status="PASSED", score=4.0 + v, samples=samples,
+                                                             verified=True))
+            assert (c.score_interval is None) == (v == 2)
+        lines = {v.version: v for v in summarise(await gather(kb, run.id)).versions}
+        assert lines[2].significant_gain is None and "not comparable" in lines[2].gain, lines[2].gain
