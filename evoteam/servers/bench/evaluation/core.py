@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 from evoteam.config import Settings
 from evoteam import stats
 from evoteam.codehash import code_hash
+from evoteam.servers.bench.confinement import scratch
 from evoteam.servers.bench.formats import fib, openevolve, solutions
 from evoteam.servers.bench.measurement import harness, redact
 from evoteam.servers.bench.measurement.batch import STATUS_ORDER, run_kernel_batch
@@ -57,7 +57,7 @@ def prepare_candidate(kit: Kit, candidate_path: str | None, code: str | None,
         raise DomainError("pass exactly one of candidate_path (a .py file or a FlashInfer-Bench solution .json) "
                           "or code (the source of a .py file)")
     entry = kit.manifest.entry if kit.manifest.kind == "kernel" else "run"
-    folder = Path(tempfile.mkdtemp(prefix="evoteam-cand-"))
+    folder = scratch.new_folder("cand")
     try:
         if code is not None:
             if len(code) > MAX_CODE:
@@ -81,7 +81,7 @@ def prepare_candidate(kit: Kit, candidate_path: str | None, code: str | None,
         shutil.copyfile(path, folder / "candidate.py")
         return PreparedCandidate(folder, "candidate.py", entry, None, text)
     except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
+        scratch.remove_folder(folder)
         raise
 
 
@@ -348,7 +348,7 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
         else:
             result = await _run_program_repeated(settings, kit, cand, split, progress, repeats, device)
     finally:
-        shutil.rmtree(cand.folder, ignore_errors=True)
+        scratch.remove_folder(cand.folder)
     result.code_hash = code_hash(cand.code)
     if store is not None:
         await record_evaluation(settings, store, kit, result, cand.code, run_id=run_id, parent_id=parent_id,

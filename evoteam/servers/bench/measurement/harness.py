@@ -15,7 +15,6 @@ import fcntl
 import os
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -24,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from evoteam.servers.bench.confinement import scratch as folders
 from evoteam.servers.bench.measurement import protocol, replies
 from evoteam.servers.bench.confinement.workerenv import tuning_env
 from evoteam.servers.bench.measurement.workerproc import WorkerFailure, WorkerProc
@@ -85,7 +85,7 @@ def _program_call(source: bytes, function: str, kwargs: dict, timeout_s: float, 
     reply, encoded."""
     from evoteam.servers.bench.confinement.jail import can_drop_privileges, pick_uid
 
-    scratch = Path(tempfile.mkdtemp(prefix="evoteam-program-"))
+    scratch = folders.new_folder("program")
     try:
         (scratch / "program.py").write_bytes(source)
         uid = pick_uid() if can_drop_privileges() else None
@@ -108,7 +108,7 @@ def _program_call(source: bytes, function: str, kwargs: dict, timeout_s: float, 
         finally:
             w.close()
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        folders.remove_folder(scratch)
 
 
 # The evaluator's own interpreter on top of the kit's cap, for its whole tree (the program it
@@ -144,10 +144,10 @@ def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: i
     from evoteam.servers.bench.confinement.jail import can_drop_privileges, cgroup_root, pick_uid
     from evoteam.servers.bench.measurement.protocol import SERVICE_VAR
 
-    scratch = Path(tempfile.mkdtemp(prefix="evoteam-evaluator-"))
+    scratch = folders.new_folder("evaluator")
     # The program's folder is read-only to the evaluator and what it starts (no file can be
     # added beside the program, e.g. a package that a later import by name would prefer).
-    work = Path(tempfile.mkdtemp(prefix="evoteam-evaluated-"))
+    work = folders.new_folder("evaluated")
     fds: list[int] = []
     serving: threading.Thread | None = None
     try:
@@ -221,11 +221,11 @@ def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: i
                 os.close(fd)
         if serving is not None:
             serving.join(timeout=5.0)
-        shutil.rmtree(scratch, ignore_errors=True)
+        folders.remove_folder(scratch)
         for folder, _, _ in os.walk(work):
             with contextlib.suppress(OSError):
                 os.chmod(folder, 0o755)
-        shutil.rmtree(work, ignore_errors=True)
+        folders.remove_folder(work)
 
 
 def _serve_program_requests(request_fd: int, reply_fd: int, deny: list[str], timeout_s: float,

@@ -25,13 +25,13 @@ import json
 import os
 import secrets
 import shutil
-import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
+from evoteam.servers.bench.confinement import scratch
 from evoteam.servers.bench.measurement import arena, sparepool, trustedpool
 from evoteam.servers.bench.measurement.arena import LABELS, Payload, align
 from evoteam.servers.bench.measurement.checks import CorrectnessChecks
@@ -61,7 +61,7 @@ def _baseline_folder(baseline: dict | None, reference_source: str) -> SideSpec:
     """The baseline's own files in a scratch folder of their own (its worker is confined like a
     candidate's and reads nothing of the kit): the baseline file and the Python files beside it,
     or the reference itself when the kit names no baseline."""
-    folder = Path(tempfile.mkdtemp(prefix="evoteam-baseline-"))
+    folder = scratch.new_folder("baseline")
     if baseline is None:
         (folder / "baseline.py").write_text(reference_source)
         return SideSpec(BASELINE, folder, "baseline.py", "run", False)
@@ -119,7 +119,7 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
                                            poolable=not self.gpu and kit_hash is not None, kit_hash=kit_hash)
         except BaseException:  # no trusted worker: the baseline's folders made above go too
             for folder in self._owned:
-                shutil.rmtree(folder, ignore_errors=True)
+                scratch.remove_folder(folder)
             raise
         try:
             self._start_sides(common, env, base_spec, empty_spec, sides, deny, memory_mb, use_landlock)
@@ -131,7 +131,7 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
                 self.empty.worker.close()
             self.lease.close()
             for folder in self._owned:
-                shutil.rmtree(folder, ignore_errors=True)
+                scratch.remove_folder(folder)
             raise
 
     def _start_sides(self, common, env, base_spec, empty_spec, sides, deny, memory_mb, use_landlock) -> None:
@@ -337,7 +337,7 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
             for t in threads:
                 t.join()
             for folder in self._owned:
-                shutil.rmtree(folder, ignore_errors=True)
+                scratch.remove_folder(folder)
         if not self.gpu:  # for the next evaluation, now that this one's workers are gone
             sparepool.refill(self.worker_env, self.memory_mb, len(self._called()))
 

@@ -26,15 +26,14 @@ import atexit
 import hashlib
 import json
 import os
-import shutil
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evoteam.servers.bench.confinement import scratch
 from evoteam.servers.bench.measurement.workerproc import WorkerFailure, WorkerProc
 
 MAX_IDLE = 2  # idle trusted workers kept per process (the most recent kits)
@@ -96,7 +95,7 @@ class Lease:
         try:
             self.worker.close()
         finally:
-            shutil.rmtree(self.folder, ignore_errors=True)
+            scratch.remove_folder(self.folder)
             try:
                 os.close(self.staging_fd)
             except OSError:
@@ -169,7 +168,7 @@ def lease(init: dict, env: dict[str, str], memory_mb: int | None, poolable: bool
                 taken.worker.tail.clear()
                 return taken
             taken.close()
-    folder = Path(tempfile.mkdtemp(prefix="evoteam-trusted-"))
+    folder = scratch.new_folder("trusted")
     # Close-on-exec: only the trusted worker gets it (pass_fds); no confined worker ever does.
     staging_fd = os.memfd_create("evoteam-staging")
 
@@ -187,7 +186,7 @@ def lease(init: dict, env: dict[str, str], memory_mb: int | None, poolable: bool
                 raise
             worker, poolable = start(), False
     except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
+        scratch.remove_folder(folder)
         os.close(staging_fd)
         raise
     return Lease(key, worker, staging_fd, folder, poolable)
