@@ -143,7 +143,7 @@ async def prepare_run(settings: Settings, kit: str) -> str:
 
     the_kit = find_kit(settings, kit)
     async with LocalKnowledgeStore.open(settings.db, Actor(user="openevolve", client="openevolve-adapter")) as s:
-        return await _resolve_run(s, the_kit, None)
+        return (await _resolve_run(s, the_kit, None))[0]
 
 
 def attach_retrieval(config: Any, options: RetrievalOptions) -> Any:

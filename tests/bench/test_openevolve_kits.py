@@ -155,7 +155,8 @@ async def test_crash_artifacts_are_kept_with_the_candidate(sphere, tmp_path):
     async with LocalKnowledgeStore.open(tmp_path / "state" / "kb.db", Actor(user="t", client="pytest")) as store:
         result = await evaluate_candidate(settings, str(sphere), code=variant(CRASH), store=store)
         assert result.status == "RUNTIME_ERROR" and result.message.startswith("search exploded; stderr:")
-        assert result.message.endswith("RuntimeError: search exploded")
+        # The stderr's tail, then where it was recorded (the store had no run of this kit yet).
+        assert result.message.endswith(f"RuntimeError: search exploded; recorded in {result.run_id}, a run started now")
         assert result.metrics["combined_score"] == 0.0  # what the evaluator said; it does not score
         stored = await store.get_candidate(result.candidate_id)
         assert "RuntimeError: search exploded" in stored.metrics["artifacts"]["stderr"]

@@ -142,3 +142,8 @@ async def test_a_run_that_ranks_the_other_way_is_refused_before_measuring(fast_k
     e = await evaluate_candidate(fast_settings, str(fast_kit), code=BASELINE_LIKE, store=store)
     assert e.recorded and e.run_id != wrong.id
     assert (await store.get_run(e.run_id)).direction == "maximize"
+    # The result says its measurement went to a run started now, and which of the model's was skipped.
+    assert f"recorded in {e.run_id}, a run started now" in e.message and wrong.id in e.message, e.message
+    again = await evaluate_candidate(fast_settings, str(fast_kit), code=BASELINE_LIKE.replace("x * x", "x ** 2"),
+                                     store=store)
+    assert again.run_id == e.run_id and "started now" not in again.message, again.message

@@ -265,14 +265,16 @@ async def _run_program(settings: Settings, kit: Kit, cand: PreparedCandidate, sp
 
 
 async def _resolve_run(store: KnowledgeStore, kit: Kit, run_id: str | None, owner: str | None = None,
-                       method: int | None = None) -> str:
+                       method: int | None = None) -> tuple[str, str | None]:
     """The run to record in: the one named, else the kit's newest active run (of `owner` when
     given: on a shared store, never a colleague's run by default) measured like this one, else a
-    new one."""
+    new one. With it, a line for the result when a new run was started (None otherwise): a model
+    that started a run of its own must learn its evaluations went elsewhere, and why."""
     if run_id:
         await check_binding(store, kit, run_id, method)
-        return run_id
+        return run_id, None
     cursor = None
+    skipped: list[str] = []
     for _ in range(10):
         page = await store.list_runs(status="active", limit=100, cursor=cursor)
         for run in page.items:
@@ -280,15 +282,21 @@ async def _resolve_run(store: KnowledgeStore, kit: Kit, run_id: str | None, owne
                 try:
                     await check_binding(store, kit, run.id, method)
                 except DomainError:
+                    skipped.append(run.id)
                     continue  # bound to other content or timing: use (or start) a run for this one
-                return run.id
+                return run.id, None
         cursor = page.next_cursor
         if not cursor:
             break
     m = kit.manifest
     run = await store.start_run(RunCreate(goal=m.goal, kit=kit.name, direction=m.direction, x0=m.x0,
                                           best_known=m.best_known))
-    return run.id
+    line = f"recorded in {run.id}, a run started now"
+    if skipped:
+        line += (f" (active run {', '.join(skipped[:3])}{' …' if len(skipped) > 3 else ''} of this kit "
+                 f"{'was' if len(skipped) == 1 else 'were'} skipped: bound to other kit content, timing or direction; "
+                 "pass its run_id to see why)")
+    return run.id, line
 
 
 async def _run_program_repeated(settings: Settings, kit: Kit, cand: PreparedCandidate, split: Split,
@@ -405,7 +413,7 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
     """Record one evaluation as a verified measurement of its code in a run (pooled by the store
     with earlier measurements of the same code), and copy the pooled candidate's figures back."""
     _finish(settings, kit, result)
-    rid = await _resolve_run(store, kit, run_id, owner, timing_method(result))
+    rid, started = await _resolve_run(store, kit, run_id, owner, timing_method(result))
     record = CandidateCreate(
         run_id=rid, code=code, status=result.status, score=result.score, split=result.split,
         metrics=dict(result.metrics, kit=kit.name, kit_hash=kit.content_hash, flags=result.flags[:10],
@@ -416,8 +424,9 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
         # Always a measurement ({} when it failed), so a failure of known code pools into it too.
         code_hash=result.code_hash or code_hash(code), samples=result.samples or {})
     saved, note = await record_measured(store, record)
-    if note:
-        result.message = f"{result.message}; {note}" if result.message else note
+    for line in (note, started):
+        if line:
+            result.message = f"{result.message}; {line}" if result.message else line
     result.candidate_id, result.run_id, result.recorded = saved.id, rid, True
     result.candidate_score = saved.score
     # Until the store pools this code with earlier measurements, the candidate is this one.
