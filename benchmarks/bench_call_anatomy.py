@@ -31,7 +31,6 @@ import os
 import subprocess
 import sys
 import re
-import shutil
 import statistics
 import tempfile
 import time
@@ -40,6 +39,7 @@ from pathlib import Path
 from evoteam.config import load_settings
 from evoteam.servers.bench.evaluation.core import _workload_specs, prepare_candidate
 from evoteam.servers.bench.formats.kits import discover
+from evoteam.servers.bench.confinement import scratch
 from evoteam.servers.bench.measurement import arena
 from evoteam.servers.bench.measurement.session import KernelSession
 from evoteam.servers.bench.confinement.workerenv import tuning_env
@@ -190,7 +190,7 @@ def main() -> None:
         print(f"pinned CPUs {pinned}, harness CPUs {session.harness_cpus}")
     finally:
         session.close()
-        shutil.rmtree(cand.folder, ignore_errors=True)
+        scratch.remove_folder(cand.folder)
     # The minimal harness's situation: the kernel in a process of its own (the workers' allocator
     # and thread settings) on inputs it has just made, on the timed workers' CPUs.
     one = subprocess.run([sys.executable, "-c", ONE_PROCESS, json.dumps({

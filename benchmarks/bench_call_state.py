@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from pathlib import Path
 from evoteam.config import load_settings
 from evoteam.servers.bench.evaluation.core import _workload_specs, prepare_candidate
 from evoteam.servers.bench.formats.kits import discover
+from evoteam.servers.bench.confinement import scratch
 from evoteam.servers.bench.measurement import arena
 from bench_call_anatomy import kit_session  # noqa: E402 - the benchmarks folder is this script's path[0]
 
@@ -120,7 +120,7 @@ def one_session(settings, kit, wl, calls: int, keeper: bool) -> dict[str, list[t
     finally:
         stop_keepers(keepers)
         s.close()
-        shutil.rmtree(cand.folder, ignore_errors=True)
+        scratch.remove_folder(cand.folder)
     return rows
 
 

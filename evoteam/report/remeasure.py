@@ -233,8 +233,7 @@ async def _measure(settings: Settings, kit, codes: dict[str, str], split: str, r
                    progress: Callable[[str], None] | None) -> dict:
     """Every side's evaluation on one split: one kernel batch, or each program's evaluator once per
     round in rotating order."""
-    import shutil
-
+    from evoteam.servers.bench.confinement import scratch
     from evoteam.servers.bench.evaluation import core
     from evoteam.servers.bench.measurement.batch import run_kernel_batch
     from evoteam.servers.bench.measurement.session import SideSpec
@@ -246,14 +245,21 @@ async def _measure(settings: Settings, kit, codes: dict[str, str], split: str, r
     # The baseline's copy is a candidate side like the others: its label must not be the session's own
     # name for the kit's baseline.
     side_of = {label: (COPY if label == BASELINE else label) for label in codes}
-    prepared = {side_of[label]: core.prepare_candidate(kit, None, code, settings) for label, code in codes.items()}
+    prepared = {}
+    try:
+        for label, code in codes.items():
+            prepared[side_of[label]] = core.prepare_candidate(kit, None, code, settings)
+    except BaseException:  # the folders made so far go too
+        for p in prepared.values():
+            scratch.remove_folder(p.folder)
+        raise
     if kit.manifest.kind != "kernel":
         try:
             found = await _program_rounds(settings, kit, prepared, split, rounds, report)
             return {label: found[side_of[label]] for label in codes}
         finally:
             for p in prepared.values():
-                shutil.rmtree(p.folder, ignore_errors=True)
+                scratch.remove_folder(p.folder)
     try:
         sides = [SideSpec(label, p.folder, p.file, p.function, p.dps) for label, p in prepared.items()]
         batch = await run_kernel_batch(settings, kit, sides, split, report, True,
@@ -261,7 +267,7 @@ async def _measure(settings: Settings, kit, codes: dict[str, str], split: str, r
                                        rounds)
     finally:
         for p in prepared.values():
-            shutil.rmtree(p.folder, ignore_errors=True)
+            scratch.remove_folder(p.folder)
     from evoteam.codehash import code_hash
 
     out = {label: batch.evaluations[side_of[label]] for label in codes}

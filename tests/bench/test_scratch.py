@@ -1,6 +1,6 @@
 """What a harness killed by a signal left in the temporary directory is removed by the next one,
-and nothing a live harness holds is (confinement/scratch.py); a uid that owns such a folder is not
-given to a new worker (jail.pick_uid)."""
+and nothing a live harness holds is, nor anything it did not make (confinement/scratch.py); every
+folder an evaluation, a compare or a remeasure makes is let go when it ends."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from evoteam.servers.bench.confinement import jail, scratch
+from evoteam.servers.bench.confinement import scratch
+from tests.bench.conftest import RMSNORM
 
 ROOT = Path(__file__).resolve().parents[2]
 HOLDER = ("import sys, time\nfrom evoteam.servers.bench.confinement import scratch\n"
@@ -35,14 +36,18 @@ def test_a_killed_harness_folders_go_and_a_live_ones_stay(tmp_path: Path):
         (d1 / "candidate.py").write_text("secret = 1\n")
         dead.send_signal(signal.SIGKILL)
         dead.wait()
-        (tmp_path / "evoteam-notours-x").mkdir()  # not a scratch kind: never touched
+        (tmp_path / "evoteam-notours-x-held").mkdir()  # not a scratch kind: never touched
+        legacy = tmp_path / "evoteam-cand-k2j3h4x9"  # an evoteam's from before the holds: maybe in use
+        legacy.mkdir()
+        os.utime(legacy, (time.time() - 86_400, time.time() - 86_400))
         target = tmp_path / "elsewhere"
         target.mkdir()
         (target / "keep").write_text("x")
         (tmp_path / "evoteam-cand-link").symlink_to(target)  # a link is never followed
         assert sorted(scratch.sweep_abandoned(tmp_path, grace_s=0)) == sorted([d1.name, d2.name])
         assert not d1.exists() and not d2.exists()
-        assert l1.is_dir() and (tmp_path / "evoteam-notours-x").is_dir() and (target / "keep").exists()
+        assert l1.is_dir() and (tmp_path / "evoteam-notours-x-held").is_dir() and (target / "keep").exists()
+        assert legacy.is_dir()
     finally:
         live.kill()
         live.wait()
@@ -59,25 +64,6 @@ def test_a_folder_is_held_until_it_is_removed(tmp_path: Path, monkeypatch):
     assert scratch.sweep_abandoned(tmp_path, grace_s=0) == [] and mine.is_dir()
     scratch.remove_folder(mine)
     assert not mine.exists() and str(mine) not in scratch._held
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="workers get uids of their own only when the harness is root")
-def test_a_uid_owning_a_scratch_folder_is_not_given_to_a_worker(tmp_path: Path, monkeypatch):
-    offset = 654_600  # apart from test_uid_pick's: picks are remembered per process
-    owned = jail.UID_BASE + offset
-    left = tmp_path / "evoteam-cand-left"
-    left.mkdir()
-    (left / "candidate.py").write_text("x = 1\n")
-    os.chown(left / "candidate.py", owned, owned)  # a folder root owns, with a worker's file in it
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    assert scratch.owner_uids(jail.UID_BASE, jail.UID_BASE + jail.UID_SPAN) == {owned}
-    jail._picked.pop(owned, None)
-    jail._picked.pop(owned + 7, None)
-    drawn = []
-    it = iter([offset, offset + 7])
-    monkeypatch.setattr(jail, "_draw", lambda: drawn.append(jail.UID_BASE + next(it)) or drawn[-1])
-    monkeypatch.setattr(jail, "UID_SCAN_S", -1.0)
-    assert jail.pick_uid() == owned + 7 and drawn == [owned, owned + 7]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the harness runs on Linux")
@@ -110,3 +96,37 @@ def test_the_next_evaluation_clears_what_a_killed_one_left(tmp_path: Path):
                          capture_output=True, text=True, timeout=300)
     assert "DONE PASSED" in out.stdout, out.stderr[-2000:]
     assert not [p for kind in scratch.KINDS for p in tmp_path.glob(f"evoteam-{kind}-*")], sorted(os.listdir(tmp_path))
+
+
+def test_a_folder_that_cannot_be_held_is_not_made(tmp_path: Path, monkeypatch):
+    """An unheld folder would look abandoned to the next sweep: refused, and nothing left."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def refused(fd, op):
+        raise OSError(37, "No locks available")
+
+    monkeypatch.setattr(scratch.fcntl, "flock", refused)
+    with pytest.raises(OSError, match="cannot hold the scratch folder"):
+        scratch.new_folder("cand")
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_compare_and_remeasure_let_their_folders_go(fast_kit, fast_settings, store):
+    """Each side of a compare or a remeasure has a folder of its own; a long-lived server that kept
+    their holds would run out of descriptors."""
+    from evoteam.report.remeasure import remeasure_run
+    from evoteam.servers.bench.evaluation.compare import compare_candidates
+    from evoteam.servers.bench.evaluation.core import evaluate_candidate
+
+    def held() -> set[str]:  # a kit's trusted worker (and its folder) is kept for its next evaluation
+        return {k for k in scratch._held if "-trusted-" not in k}
+
+    before = held()
+    cmp = await compare_candidates(fast_settings, str(fast_kit), {"code": RMSNORM},
+                                   {"code": RMSNORM.replace("x * x", "x ** 2")}, repeats=1)
+    assert cmp.a.status == "PASSED", cmp.a.message
+    assert held() == before
+    e = await evaluate_candidate(fast_settings, str(fast_kit), code=RMSNORM, store=store)
+    assert held() == before
+    mset = await remeasure_run(fast_settings, store, e.run_id, rounds=2)
+    assert mset.entries and held() == before

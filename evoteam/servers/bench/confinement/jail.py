@@ -138,17 +138,14 @@ def _draw() -> int:
 def pick_uid() -> int:
     """A uid of its own for one candidate worker: no other process (in particular no other
     candidate's) runs as it, so it can signal, trace or read /proc of nothing but itself.
-    Drawn at random, then refused while a process runs as it or it owns a scratch folder (as of
-    a scan at most UID_SCAN_S old; scratch.owner_uids) or this process handed it out in the last
-    UID_HOLD_S (a random draw alone collides: with
+    Drawn at random, then refused while a process runs as it (as of a scan at most UID_SCAN_S
+    old) or this process handed it out in the last UID_HOLD_S (a random draw alone collides: with
     ten workers alive, about one draw in 80,000). Two harness processes drawing the same uid
     within one worker's start of each other remain possible (about one in 800,000 per pair)."""
     global _scan
     now = time.monotonic()
     if now - _scan[0] > UID_SCAN_S:
-        # Outside the lock: a scan takes ~25 us a process. The owners of scratch folders count
-        # too: a worker given such a uid could read what an earlier one left (scratch.py).
-        _scan = (now, running_uids() | scratch.owner_uids(UID_BASE, UID_BASE + UID_SPAN))
+        _scan = (now, running_uids())  # outside the lock: a scan takes ~25 us a process
     taken = _scan[1]
     with _picked_lock:
         for uid, when in list(_picked.items()):
@@ -188,7 +185,7 @@ class Jail:
         self.events_fd: int | None = None
         self.thawed = False
         kill_orphaned_workers()  # once per process: workers a killed harness left stopped
-        scratch.sweep_abandoned()  # once per process: the folders a dead harness left
+        scratch.sweep_abandoned()  # at most every ten minutes: the folders a dead harness left
         root = cgroup_root()
         if root is not None:
             path = root / f"evoteam-{os.getpid()}-{secrets.token_hex(4)}"

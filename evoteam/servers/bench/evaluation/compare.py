@@ -10,11 +10,11 @@ alternately ``repeats`` times each; the contrast is B's median score minus A's.
 
 from __future__ import annotations
 
-import shutil
 
 from evoteam import stats
 from evoteam.config import Settings
 from evoteam.errors import DomainError
+from evoteam.servers.bench.confinement import scratch
 from evoteam.servers.bench.measurement import timing
 from evoteam.servers.bench.measurement.batch import run_kernel_batch
 from evoteam.servers.bench.evaluation.core import (
@@ -111,7 +111,7 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
             rows, n_rounds, contended, kind = [], repeats, False, "program"
     finally:
         for c in cands.values():
-            shutil.rmtree(c.folder, ignore_errors=True)
+            scratch.remove_folder(c.folder)
     return Comparison(kit=the_kit.name, split=split, a=_brief(ea), b=_brief(eb),
                       b_speedup_over_a=est.value if est else None, interval=[est.lo, est.hi] if est else None,
                       significant=bool(est and stats.significant(est, kind)), rounds=n_rounds, workloads=rows,

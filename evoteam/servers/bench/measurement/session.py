@@ -62,13 +62,17 @@ def _baseline_folder(baseline: dict | None, reference_source: str) -> SideSpec:
     candidate's and reads nothing of the kit): the baseline file and the Python files beside it,
     or the reference itself when the kit names no baseline."""
     folder = scratch.new_folder("baseline")
-    if baseline is None:
-        (folder / "baseline.py").write_text(reference_source)
-        return SideSpec(BASELINE, folder, "baseline.py", "run", False)
-    src = Path(baseline["dir"])
-    for path in src.glob("*.py"):
-        if path.is_file():
-            shutil.copyfile(path, folder / path.name)
+    try:
+        if baseline is None:
+            (folder / "baseline.py").write_text(reference_source)
+            return SideSpec(BASELINE, folder, "baseline.py", "run", False)
+        src = Path(baseline["dir"])
+        for path in src.glob("*.py"):
+            if path.is_file():
+                shutil.copyfile(path, folder / path.name)
+    except BaseException:  # a full disk: nothing half-made stays
+        scratch.remove_folder(folder)
+        raise
     return SideSpec(BASELINE, folder, baseline["file"], baseline.get("function") or "run", baseline.get("dps"))
 
 
@@ -101,7 +105,11 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         self._owned = [base_spec.folder]
         # The empty-call worker's own copy of the baseline's files: it imports the same code, so
         # its process looks like a timed side's, but it never shares a folder or a uid with one.
-        empty_spec = _baseline_folder(baseline, reference_source)
+        try:
+            empty_spec = _baseline_folder(baseline, reference_source)
+        except BaseException:
+            scratch.remove_folder(base_spec.folder)
+            raise
         empty_spec.label = EMPTY
         self._owned.append(empty_spec.folder)
         public_def = {"inputs": definition["inputs"], "outputs": definition["outputs"]}
