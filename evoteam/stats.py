@@ -178,6 +178,8 @@ def _statistic_draws(rng, samples: Samples, kind: str, resamples: int):
         # Workloads in name order: the same measurements give the same interval however listed.
         logs = [np.log(_median_draws(rng, samples[k], resamples)) for k in sorted(samples)]
         return np.exp(np.mean(logs, axis=0))
+    if len(samples) == 1:  # a program's scores: the median of one group, read off its positions
+        return _median_draws(rng, next(iter(samples.values())), resamples)
     # A program's statistic is the median of every value pooled: resample each group, then pool.
     drawn = [np.asarray(samples[k], dtype=np.float64)[rng.integers(0, len(samples[k]), size=(resamples, len(samples[k])))]
              for k in sorted(samples)]

@@ -133,7 +133,7 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
         vp.gain_note = "not comparable: no rounds recorded for one of the two bests"
         return
     kind = "program" if set(b.samples) == {"program"} else "kernel"
-    if kind == "kernel" and set(a.samples) != set(b.samples):
+    if set(a.samples) != set(b.samples):
         vp.gain_note = "not comparable: the two bests were measured on other workloads"
         return
     try:

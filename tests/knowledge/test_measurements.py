@@ -286,3 +286,17 @@ async def test_an_older_bundle_gets_the_count_the_migration_would_give(tmp_path)
         await import_run(other, tmp_path / "out", trust_scores=True)
         assert (await other.get_candidate(busy.id)).contended_measurements == 1
         assert (await other.get_candidate(quiet.id)).contended_measurements is None
+
+
+async def test_a_first_measurement_keeps_the_rounds_pooling_keeps(store, verifier):
+    """The interval is computed inside the write: a first record keeps the newest MAX_ROUNDS_KEPT
+    rounds per workload, as pooling does, however many it brought."""
+    from evoteam.servers.knowledge.measurements import MAX_ROUNDS_KEPT
+
+    run = await new_run(store)
+    many = {"w1": rounds(4.0, 0.5, n=MAX_ROUNDS_KEPT + 600, seed=3), "w2": rounds(2.0, 0.2, n=50, seed=4)}
+    c = await verifier.record_candidate(measured(run.id, CODE, many))
+    full = await verifier.get_candidate(c.id)
+    assert full.samples["w1"] == many["w1"][-MAX_ROUNDS_KEPT:] and full.samples["w2"] == many["w2"]
+    lo, hi = c.score_interval
+    assert lo < c.score < hi

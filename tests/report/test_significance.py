@@ -172,19 +172,34 @@ async def test_versions_that_read_worse_than_a_busy_best_still_count_as_stalls(t
                    for v in summary.versions[1:]), [v.gain for v in summary.versions]
 
 
-async def test_rounds_that_are_no_speedups_make_a_gain_not_comparable_not_a_crash(tmp_path: Path):
-    """A verifier other than the bench may record rounds no speedup can be (a zero): the store keeps
-    the candidate without an interval and the report says why the gain is missing."""
-    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
-        run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
-        team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
-        for v, samples in ((1, rounds(4.0, 1)), (2, {w: [0.0, *vs[1:]] for w, vs in rounds(6.0, 2).items()})):
-            await team.design_team(_design(run.id, f"diagnosis {v}", f"Role{v}"))
-            bench = kb.with_actor(Actor(user="u", client="t", role=f"Role{v}", team_version=v, verifier=True))
-            code = f"def run(x):\n    return x * {v}\n"
-            c = await bench.record_candidate(CandidateCreate(run_id=run.id, code=code, code_hash=code_hash(code),
-                                                             status="PASSED", score=4.0 + v, samples=samples,
-                                                             verified=True))
-            assert (c.score_interval is None) == (v == 2)
-        lines = {v.version: v for v in summarise(await gather(kb, run.id)).versions}
-        assert lines[2].significant_gain is None and "not comparable" in lines[2].gain, lines[2].gain
+def test_rounds_that_are_no_speedups_are_refused_when_recorded():
+    """A kernel kit's rounds are speedup ratios: a zero (a verifier other than the bench) would
+    leave the candidate without an interval, ranked by its point score."""
+    from pydantic import ValidationError
+
+    samples = {w: [0.0, *vs[1:]] for w, vs in rounds(6.0, 2).items()}
+    with pytest.raises(ValidationError, match="must be positive"):
+        CandidateCreate(run_id="run_x", code="x = 1\n", status="PASSED", score=6.0, samples=samples, verified=True)
+    # A program kit's scores may be zero or negative (an objective, not a ratio).
+    CandidateCreate(run_id="run_x", code="x = 1\n", status="PASSED", score=0.0, samples={"program": [0.0, -1.0]},
+                    verified=True)
+
+
+async def test_rounds_stored_before_that_rule_make_a_gain_not_comparable_not_a_crash():
+    """Rounds a store took before kernel samples had to be positive: the report says why the gain
+    is missing instead of failing."""
+    from types import SimpleNamespace
+
+    from evoteam.report.data import VersionPoint, _version_gain
+
+    good = SimpleNamespace(samples=rounds(4.0, 1), contended_measurements=0)
+    broken = SimpleNamespace(samples={w: [0.0, *vs[1:]] for w, vs in rounds(6.0, 2).items()}, contended_measurements=0)
+
+    class Store:
+        async def get_candidate(self, cid):
+            return {"a": good, "b": broken}[cid]
+
+    vp = VersionPoint(version=2, at=datetime.now(UTC), roles=[], diagnosis="d", spent_usd=0.0, best_before=4.0,
+                      best_of_version=6.0)
+    await _version_gain(Store(), vp, "a", "b", "maximize")
+    assert vp.gain is None and vp.gain_note.startswith("not comparable:"), vp

@@ -86,7 +86,10 @@ def estimate(samples: MeasurementSamples | None) -> stats.Estimate | None:
 
 
 def columns(spec: CandidateCreate, direction: str) -> dict[str, Any]:
-    """The measurement columns of a new candidate row: score, interval and rank from its rounds."""
+    """The measurement columns of a new candidate row: score, interval and rank from its rounds
+    (the newest MAX_ROUNDS_KEPT per workload, as pooling keeps: the estimate runs inside the write)."""
+    if spec.samples:
+        spec = spec.model_copy(update={"samples": {k: list(v)[-MAX_ROUNDS_KEPT:] for k, v in spec.samples.items()}})
     est = estimate(spec.samples) if spec.status == "PASSED" else None
     score = est.value if est is not None else spec.score
     lo, hi = (est.lo, est.hi) if est is not None else (None, None)

@@ -278,6 +278,10 @@ class CandidateCreate(BaseModel):
         for vs in value.values():
             if any(not math.isfinite(v) or v <= -1e300 for v in vs):
                 raise ValueError("samples must be finite")
+        # A kernel kit's rounds are speedup ratios (evoteam/stats.py): a zero or a negative one is
+        # a broken measurement, which would leave the candidate without an interval.
+        if set(value) != {"program"} and any(v <= 0 for vs in value.values() for v in vs):
+            raise ValueError("a kernel kit's samples are speedup ratios and must be positive")
         return value
 
     @field_validator("score")
