@@ -85,6 +85,10 @@ async def test_every_evaluation_carries_its_interval_environment_and_contention(
     assert stats.median(e.samples["t256_h2048"]) == pytest.approx(w.speedup)
     # Human text: three significant digits with the interval.
     assert f"{stats.sig3(e.score)}× ({stats.sig3(lo)}–{stats.sig3(hi)})" in e.message
+    # ... and the verdict the interval gives, in words (a model read "1.02× (0.912–1.15)" as a gain).
+    said = ("faster than the baseline, beyond noise" if lo > 1 else "slower than the baseline, beyond noise"
+            if hi < 1 else "not distinguishable from the baseline (the interval holds 1×)")
+    assert e.message.endswith(said) or f"{said};" in e.message, e.message
     env = e.metrics["environment"]
     assert env["cores"] >= 1 and env["cpu"] and env["libs"]["numpy"]
     contention = e.metrics["contention"]
@@ -172,7 +176,25 @@ async def test_identical_code_evaluated_five_times_is_one_candidate(steady_kit, 
     assert (await store.get_candidate(results[-1].candidate_id)).code_hash == code_hash(base)
     assert results[-1].n_measurements == 5
     run = await store.get_run(results[-1].run_id)
-    assert run.best_score is not None and run.best_score < max(r.score for r in results)
+    assert run.best_score is not None and run.best_score < max(r.score for r in results), (run.best_score, [r.score for r in results])
+    # The pooled figure is said first (a model reported this measurement's score as the candidate's).
+    only = results[-1].candidate_id
+    assert not results[0].message.startswith("same code as"), results[0].message
+    assert results[-1].message.startswith(f"same code as {only}, now measured 5 times: it scores "), results[-1].message
+    assert "pooled (its rank and what to report); this measurement: all 1 workloads correct" in results[-1].message
+    noted = await evaluate_candidate(steady_settings, "rmsnorm_steady", code=base, store=store, notes="tried again")
+    assert noted.candidate_id == only and noted.message.endswith(
+        "your notes were not stored: this code was recorded before, with its own"), noted.message
+
+
+def test_the_verdict_against_the_baseline_is_what_the_interval_says():
+    from evoteam.servers.bench.measurement.batch import _against_baseline
+
+    assert _against_baseline(stats.Estimate(1.3, 1.1, 1.5, 10)) == "faster than the baseline, beyond noise"
+    assert _against_baseline(stats.Estimate(0.8, 0.7, 0.9, 10)) == "slower than the baseline, beyond noise"
+    assert _against_baseline(stats.Estimate(1.02, 0.91, 1.15, 10)).startswith("not distinguishable")
+    # One round: no interval, so no verdict beyond "not distinguishable".
+    assert _against_baseline(stats.Estimate(1.5, 1.5, 1.5, 1, 0.0)).startswith("not distinguishable")
 
 
 async def test_program_repeats_give_the_median_and_a_point_for_a_deterministic_evaluator(tmp_path):

@@ -138,6 +138,7 @@ async def test_a_run_that_ranks_the_other_way_is_refused_before_measuring(fast_k
     with pytest.raises(DomainError, match="to be minimized") as err:
         await evaluate_candidate(fast_settings, str(fast_kit), code=BASELINE_LIKE, store=store, run_id=wrong.id)
     assert "direction='maximize'" in str(err.value) and "speedup" in str(err.value)
+    assert "Nothing was measured or recorded" in str(err.value)
     assert measured == [] and (await store.list_candidates(wrong.id)).items == []
     e = await evaluate_candidate(fast_settings, str(fast_kit), code=BASELINE_LIKE, store=store)
     assert e.recorded and e.run_id != wrong.id

@@ -37,3 +37,22 @@ async def test_a_seed_of_another_kit_lends_its_goal_but_not_what_its_numbers_mea
         assert (other.direction, other.x0, other.best_known) == ("maximize", None, None)
         told = await _start(kb, seed_from=seed.id, kit="circle_packing_26", direction="maximize", x0=2.0)
         assert (told.direction, told.x0) == ("maximize", 2.0)
+
+
+async def test_a_second_active_run_of_ones_own_kit_is_pointed_out(tmp_path: Path):
+    """A model told to continue its own active run may start another: prior_work's hint names the
+    run to continue and how to end the new one; a colleague's active run or a seed is not named."""
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        first = await _start(kb, goal="faster", kit="rmsnorm_cpu")
+        assert not (first.prior_work.hint or "").startswith("You already have")
+        second = await _start(kb, goal="faster", kit="rmsnorm_cpu", direction="minimize")
+        assert second.prior_work.hint.startswith(f"You already have an active run of this kit: {first.id}. "), \
+            second.prior_work.hint
+        assert f"if {second.id} was started by mistake, finish_run it with status failed" in second.prior_work.hint
+        other = kb.with_actor(Actor(user="colleague", client="t"))
+        theirs = await _start(other, goal="faster", kit="rmsnorm_cpu")
+        assert any(r.id == first.id for r in theirs.prior_work.runs)  # seen, but not theirs to continue
+        assert not (theirs.prior_work.hint or "").startswith("You already have"), theirs.prior_work.hint
+        continued = await _start(kb, seed_from=second.id)  # continuing a run on purpose: not pointed at it
+        named = continued.prior_work.hint.split(". Continue it")[0]
+        assert first.id in named and second.id not in named, continued.prior_work.hint

@@ -238,6 +238,13 @@ async def start_run_with_prior(store: KnowledgeStore, *, goal: str | None, kit: 
         prior = PriorWork(kit=None)  # no kit: nothing to compare with
     else:
         prior = await gather_prior_work(store, run.kit, exclude={run.id}, seed=seed_from, direction=run.direction)
+        mine = [r.id for r in prior.runs if r.status == "active" and r.owner == run.provenance.user
+                and r.kit == run.kit and r.id != seed_from]
+        if mine:
+            # A model told to "continue your own active run" may have started another instead.
+            prior.hint = (f"You already have an active run of this kit: {', '.join(mine[:3])}. Continue it (pass "
+                          f"its run_id) unless you meant a fresh start; if {run.id} was started by mistake, "
+                          f"finish_run it with status failed. " + (prior.hint or ""))
     return StartedRun(**run.model_dump(), prior_work=prior)
 
 

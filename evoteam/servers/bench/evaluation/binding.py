@@ -55,7 +55,9 @@ async def check_binding(store: KnowledgeStore, kit: Kit, run_id: str, method: in
         what = "a speedup over the baseline" if kit.manifest.kind == "kernel" else "the evaluator's metric"
         raise DomainError(f"run {run_id} ranks scores to be {run.direction}d, but kit {kit.name!r} scores "
                           f"{what}, to be {want}d (describe_kit); record in a run with direction={want!r}: "
-                          f"omit run_id to use or start one, or knowledge.start_run with direction={want!r}")
+                          f"omit run_id to use or start one, or knowledge.start_run with direction={want!r}. Nothing "
+                          f"was measured or recorded; if {run_id} was started by mistake, finish_run it with status "
+                          "failed")
     metrics = await _bound_metrics(store, run_id)
     if metrics is None:
         return

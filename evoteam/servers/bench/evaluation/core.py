@@ -284,19 +284,23 @@ async def _resolve_run(store: KnowledgeStore, kit: Kit, run_id: str | None, owne
                 except DomainError:
                     skipped.append(run.id)
                     continue  # bound to other content or timing: use (or start) a run for this one
-                return run.id, None
+                return run.id, _skipped(f"recorded in {run.id}, the newest active run of this kit that ranks and "
+                                        "is timed its way", skipped) if skipped else None
         cursor = page.next_cursor
         if not cursor:
             break
     m = kit.manifest
     run = await store.start_run(RunCreate(goal=m.goal, kit=kit.name, direction=m.direction, x0=m.x0,
                                           best_known=m.best_known))
-    line = f"recorded in {run.id}, a run started now"
-    if skipped:
-        line += (f" (active run {', '.join(skipped[:3])}{' …' if len(skipped) > 3 else ''} of this kit "
-                 f"{'was' if len(skipped) == 1 else 'were'} skipped: bound to other kit content, timing or direction; "
-                 "pass its run_id to see why)")
-    return run.id, line
+    return run.id, _skipped(f"recorded in {run.id}, a run started now", skipped)
+
+
+def _skipped(line: str, skipped: list[str]) -> str:
+    if not skipped:
+        return line
+    return (f"{line} (active run {', '.join(skipped[:3])}{' …' if len(skipped) > 3 else ''} of this kit "
+            f"{'was' if len(skipped) == 1 else 'were'} skipped: bound to other kit content, timing or direction; "
+            "pass its run_id to see why)")
 
 
 async def _run_program_repeated(settings: Settings, kit: Kit, cand: PreparedCandidate, split: Split,
@@ -432,9 +436,12 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
     # Until the store pools this code with earlier measurements, the candidate is this one.
     result.candidate_interval = saved.score_interval or (result.score_interval if saved.n_measurements <= 1 else None)
     result.n_measurements = saved.n_measurements
-    if saved.n_measurements > 1 and result.message:
-        result.message += (f"; pooled with earlier measurements of the same code: {saved.id} scores "
-                           f"{_pooled_text(saved)} over {saved.n_measurements} measurements")
+    if saved.n_measurements > 1:
+        # Said first: a model read this measurement's score (the top-level `score`) as the candidate's.
+        kept = "; your notes were not stored: this code was recorded before, with its own" if notes else ""
+        result.message = (f"same code as {saved.id}, now measured {saved.n_measurements} times: it scores "
+                          f"{_pooled_text(saved)} pooled (its rank and what to report); this measurement: "
+                          f"{result.message or result.status}{kept}")
     if documents_used and credit and result.score is not None:
         await _credit_documents(store, rid, saved.id, list(documents_used), result.score, parent_id,
                                 timing_method(result))

@@ -183,6 +183,15 @@ async def _correctness(session: KernelSession, spec: WorkloadSpec, problem: str 
         raise DomainError(f"kit is broken: {exc}") from None
 
 
+def _against_baseline(est: stats.Estimate) -> str:
+    """The verdict a speedup's interval gives, in words: a model read "1.02× (0.912–1.15)" as a gain."""
+    if est.coverage > 0 and est.lo > 1:
+        return "faster than the baseline, beyond noise"
+    if est.coverage > 0 and est.hi < 1:
+        return "slower than the baseline, beyond noise"
+    return "not distinguishable from the baseline (the interval holds 1×)"
+
+
 def _outcome(name: str, v: WorkloadVerdict) -> WorkloadOutcome:
     message = v.message or ("; ".join(v.notes) if v.notes else None)
     return WorkloadOutcome(
@@ -224,7 +233,8 @@ def _evaluation(kit: Kit, split: Split, outcomes: list[WorkloadOutcome], verdict
     if first_bad:
         message = f"{first_bad.workload}: {first_bad.message}"
     elif est is not None:
-        message = f"all {passed} workloads correct; geomean speedup {stats.describe(est, '×')} over {baseline_label}"
+        message = (f"all {passed} workloads correct; geomean speedup {stats.describe(est, '×')} over {baseline_label}: "
+                   f"{_against_baseline(est)}")
     else:
         message = None
     line = machine.contention_line(metrics.get("contention") or {})
