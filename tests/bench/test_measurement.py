@@ -184,7 +184,8 @@ async def test_identical_code_evaluated_five_times_is_one_candidate(steady_kit, 
     assert "pooled (its rank and what to report); this measurement: all 1 workloads correct" in results[-1].message
     noted = await evaluate_candidate(steady_settings, "rmsnorm_steady", code=base, store=store, notes="tried again")
     assert noted.candidate_id == only and noted.message.endswith(
-        "your notes were not stored: this code was recorded before, with its own"), noted.message
+        f"your notes were not stored: {only} keeps its first measurement's (say what this one tried with "
+        f"knowledge.add_learning, citing {only})"), noted.message
 
 
 def test_the_verdict_against_the_baseline_is_what_the_interval_says():

@@ -144,7 +144,15 @@ async def test_a_run_that_ranks_the_other_way_is_refused_before_measuring(fast_k
     assert e.recorded and e.run_id != wrong.id
     assert (await store.get_run(e.run_id)).direction == "maximize"
     # The result says its measurement went to a run started now, and which of the model's was skipped.
-    assert f"recorded in {e.run_id}, a run started now" in e.message and wrong.id in e.message, e.message
+    assert f"recorded in {e.run_id}, a run started now; skipped {wrong.id}: it ranks scores to be minimized, " \
+        "this kit's to be maximized" in e.message, e.message
     again = await evaluate_candidate(fast_settings, str(fast_kit), code=BASELINE_LIKE.replace("x * x", "x ** 2"),
                                      store=store)
     assert again.run_id == e.run_id and "started now" not in again.message, again.message
+    # Started the wrong way again (newer than the run that takes it): the message names both.
+    wrong2 = await store.start_run(RunCreate(goal="faster rmsnorm", kit="rmsnorm_fast", direction="minimize"))
+    third = await evaluate_candidate(fast_settings, str(fast_kit), code=BASELINE_LIKE.replace("x * x", "x**2 + 0"),
+                                     store=store)
+    assert third.run_id == e.run_id
+    assert f"recorded in {e.run_id}, your newest active run of this kit that can take it; skipped {wrong2.id}: " \
+        "it ranks scores to be minimized" in third.message, third.message

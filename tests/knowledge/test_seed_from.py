@@ -48,7 +48,7 @@ async def test_a_second_active_run_of_ones_own_kit_is_pointed_out(tmp_path: Path
         second = await _start(kb, goal="faster", kit="rmsnorm_cpu", direction="minimize")
         assert second.prior_work.hint.startswith(f"You already have an active run of this kit: {first.id}. "), \
             second.prior_work.hint
-        assert f"if {second.id} was started by mistake, finish_run it with status failed" in second.prior_work.hint
+        assert f"if {second.id} was started by mistake, knowledge.finish_run it with status failed" in second.prior_work.hint
         other = kb.with_actor(Actor(user="colleague", client="t"))
         theirs = await _start(other, goal="faster", kit="rmsnorm_cpu")
         assert any(r.id == first.id for r in theirs.prior_work.runs)  # seen, but not theirs to continue

@@ -244,7 +244,7 @@ async def start_run_with_prior(store: KnowledgeStore, *, goal: str | None, kit: 
             # A model told to "continue your own active run" may have started another instead.
             prior.hint = (f"You already have an active run of this kit: {', '.join(mine[:3])}. Continue it (pass "
                           f"its run_id) unless you meant a fresh start; if {run.id} was started by mistake, "
-                          f"finish_run it with status failed. " + (prior.hint or ""))
+                          f"knowledge.finish_run it with status failed. " + (prior.hint or ""))
     return StartedRun(**run.model_dump(), prior_work=prior)
 
 

@@ -37,6 +37,15 @@ async def timed_alike(store: KnowledgeStore, run_id: str, method: int | None) ->
     return method is None or bound is None or (bound.get("timing_method") or 1) == method
 
 
+class BindingError(DomainError):
+    """A run this evaluation cannot be recorded in; ``reason`` says why in a few words (for the
+    line that names a run skipped by default)."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 async def check_binding(store: KnowledgeStore, kit: Kit, run_id: str, method: int | None) -> None:
     """A run is bound to one kit's content: the kit named by the run, its direction (a run that
     ranks the other way would crown the kit's worst candidate), and the content hash of the
@@ -47,31 +56,32 @@ async def check_binding(store: KnowledgeStore, kit: Kit, run_id: str, method: in
     ranked with scores it cannot be compared with."""
     run = await store.get_run(run_id)
     if run.kit and run.kit not in (kit.name, str(kit.root)):
-        raise DomainError(f"run {run_id} is for kit {run.kit!r}, not {kit.name!r}; record in a run of this kit "
-                          "(omit run_id to use or start one)")
+        raise BindingError(f"run {run_id} is for kit {run.kit!r}, not {kit.name!r}; record in a run of this kit "
+                           "(omit run_id to use or start one)", f"it is for kit {run.kit!r}")
     want = kit.manifest.direction
     if run.direction != want:
         # A run ranks by its direction: recorded there, this kit's worst candidate would be its best.
         what = "a speedup over the baseline" if kit.manifest.kind == "kernel" else "the evaluator's metric"
-        raise DomainError(f"run {run_id} ranks scores to be {run.direction}d, but kit {kit.name!r} scores "
-                          f"{what}, to be {want}d (describe_kit); record in a run with direction={want!r}: "
-                          f"omit run_id to use or start one, or knowledge.start_run with direction={want!r}. Nothing "
-                          f"was measured or recorded; if {run_id} was started by mistake, finish_run it with status "
-                          "failed")
+        raise BindingError(f"run {run_id} ranks scores to be {run.direction}d, but kit {kit.name!r} scores "
+                           f"{what}, to be {want}d (describe_kit); record in a run with direction={want!r}: "
+                           f"omit run_id to use or start one, or knowledge.start_run with direction={want!r}. Nothing "
+                           f"was measured or recorded; if {run_id} was started by mistake, knowledge.finish_run it "
+                           "with status failed", f"it ranks scores to be {run.direction}d, this kit's to be {want}d")
     metrics = await _bound_metrics(store, run_id)
     if metrics is None:
         return
     bound = metrics["kit_hash"]
     if bound != kit.content_hash:
-        raise DomainError(f"run {run_id} is bound to kit content {bound[:19]}..., but this evaluation used "
-                          f"{kit.content_hash[:19]}... (the kit changed, or another folder has its name); "
-                          "start a new run for the changed kit")
+        raise BindingError(f"run {run_id} is bound to kit content {bound[:19]}..., but this evaluation used "
+                           f"{kit.content_hash[:19]}... (the kit changed, or another folder has its name); "
+                           "start a new run for the changed kit", "it was measured on other kit content")
     was = metrics.get("timing_method") or 1  # recorded since method 2
     if method is not None and was != method:
-        raise DomainError(f"run {run_id} was timed by evoteam's timing method {was}, and this evaluation by "
-                          f"method {method}, whose scores are not comparable with it (see docs/bench.md, "
-                          "Rounds); start a new run for this kit: omit run_id, or knowledge.start_run with "
-                          f"seed_from={run_id!r} to continue from it")
+        raise BindingError(f"run {run_id} was timed by evoteam's timing method {was}, and this evaluation by "
+                           f"method {method}, whose scores are not comparable with it (see docs/bench.md, "
+                           "Rounds); start a new run for this kit: omit run_id, or knowledge.start_run with "
+                           f"seed_from={run_id!r} to continue from it",
+                           f"it was timed another way (method {was})")
 
 
 async def check_run(store: KnowledgeStore, kit: Kit, parent_id: str | None, run_id: str | None) -> None:

@@ -25,7 +25,7 @@ from evoteam.servers.bench.measurement.batch import STATUS_ORDER, run_kernel_bat
 from evoteam.servers.bench.evaluation.candidates import check_candidate_path, record_measured, state_paths
 from evoteam.servers.bench.measurement.harness import WorkerFailure
 from evoteam.servers.bench.measurement.session import CANDIDATE, SideSpec, WorkloadSpec
-from evoteam.servers.bench.evaluation.binding import check_binding, check_run, timing_method  # noqa: F401 - check_run: callers import it from here
+from evoteam.servers.bench.evaluation.binding import BindingError, check_binding, check_run, timing_method  # noqa: F401 - check_run: callers import it from here
 from evoteam.servers.bench.formats.kit import Kit
 from evoteam.servers.bench.formats.kits import find_kit, heldout_choice, kit_dirs, state_dir
 from evoteam.servers.bench.models import Evaluation, Split, WorkloadOutcome
@@ -274,18 +274,18 @@ async def _resolve_run(store: KnowledgeStore, kit: Kit, run_id: str | None, owne
         await check_binding(store, kit, run_id, method)
         return run_id, None
     cursor = None
-    skipped: list[str] = []
+    skipped: list[tuple[str, str]] = []
     for _ in range(10):
         page = await store.list_runs(status="active", limit=100, cursor=cursor)
         for run in page.items:
             if run.kit == kit.name and (owner is None or run.provenance.user == owner):
                 try:
                     await check_binding(store, kit, run.id, method)
-                except DomainError:
-                    skipped.append(run.id)
+                except BindingError as exc:
+                    skipped.append((run.id, exc.reason))
                     continue  # bound to other content or timing: use (or start) a run for this one
-                return run.id, _skipped(f"recorded in {run.id}, the newest active run of this kit that ranks and "
-                                        "is timed its way", skipped) if skipped else None
+                return run.id, _skipped(f"recorded in {run.id}, your newest active run of this kit that can take "
+                                        "it", skipped) if skipped else None
         cursor = page.next_cursor
         if not cursor:
             break
@@ -295,12 +295,12 @@ async def _resolve_run(store: KnowledgeStore, kit: Kit, run_id: str | None, owne
     return run.id, _skipped(f"recorded in {run.id}, a run started now", skipped)
 
 
-def _skipped(line: str, skipped: list[str]) -> str:
+def _skipped(line: str, skipped: list[tuple[str, str]]) -> str:
+    """The line naming the run used and the active runs of the kit skipped, each with why."""
     if not skipped:
         return line
-    return (f"{line} (active run {', '.join(skipped[:3])}{' …' if len(skipped) > 3 else ''} of this kit "
-            f"{'was' if len(skipped) == 1 else 'were'} skipped: bound to other kit content, timing or direction; "
-            "pass its run_id to see why)")
+    said = "; ".join(f"{rid}: {reason}" for rid, reason in skipped[:3]) + (" …" if len(skipped) > 3 else "")
+    return (f"{line}; skipped {said} (one started by mistake: knowledge.finish_run it with status failed)")
 
 
 async def _run_program_repeated(settings: Settings, kit: Kit, cand: PreparedCandidate, split: Split,
@@ -438,7 +438,8 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
     result.n_measurements = saved.n_measurements
     if saved.n_measurements > 1:
         # Said first: a model read this measurement's score (the top-level `score`) as the candidate's.
-        kept = "; your notes were not stored: this code was recorded before, with its own" if notes else ""
+        kept = (f"; your notes were not stored: {saved.id} keeps its first measurement's (say what this one "
+                f"tried with knowledge.add_learning, citing {saved.id})") if notes else ""
         result.message = (f"same code as {saved.id}, now measured {saved.n_measurements} times: it scores "
                           f"{_pooled_text(saved)} pooled (its rank and what to report); this measurement: "
                           f"{result.message or result.status}{kept}")
