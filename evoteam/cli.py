@@ -174,7 +174,6 @@ def serve(server, use_http, host, port, allowed_hosts, allowed_origins, knowledg
     settings = _settings()
     if knowledge_url:
         settings.knowledge_url = knowledge_url
-    module = importlib.import_module(f"evoteam.servers.{server}.server")
     if use_http:
         if server != "knowledge":
             raise click.UsageError("only the knowledge server is served over HTTP; the others run over stdio")
@@ -186,7 +185,9 @@ def serve(server, use_http, host, port, allowed_hosts, allowed_origins, knowledg
             settings, host=host, port=port, allowed_hosts=list(allowed_hosts), allowed_origins=list(allowed_origins),
             tls_cert=tls_cert, tls_key=tls_key))
     else:
-        _one_line_on_failure(lambda: module.serve_stdio(settings))
+        from evoteam.servers.stdio import serve_stdio
+
+        _one_line_on_failure(lambda: serve_stdio(server, settings))
 
 
 def _one_line_on_failure(start) -> None:

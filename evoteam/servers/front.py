@@ -26,7 +26,6 @@ The front never runs anything read from a manifest; it only echoes JSON from it.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import queue
@@ -299,8 +298,9 @@ class Front:
             if self.options.get("knowledge_url"):
                 settings.knowledge_url = self.options["knowledge_url"]
             guard.speak_on(self.to_server_r, self.from_server_w)
-            module = importlib.import_module(f"evoteam.servers.{self.server}.server")
-            module.serve_stdio(settings)
+            from evoteam.servers.stdio import serve_stdio
+
+            serve_stdio(self.server, settings)
         except BaseException as exc:  # reported in one line: the client sees the session end
             from evoteam.errors import first_leaf
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.models import RunCreate
 from evoteam.servers.knowledge.prior import start_run_with_prior
@@ -56,3 +58,19 @@ async def test_a_second_active_run_of_ones_own_kit_is_pointed_out(tmp_path: Path
         continued = await _start(kb, seed_from=second.id)  # continuing a run on purpose: not pointed at it
         named = continued.prior_work.hint.split(". Continue it")[0]
         assert first.id in named and second.id not in named, continued.prior_work.hint
+
+
+async def test_a_kits_own_direction_wins_over_a_seeds_and_refuses_the_other(tmp_path: Path):
+    """Where the kits are at hand (kit_direction), a run of a kit has the kit's direction: a seed
+    started the wrong way lends its goal, not that; an explicit wrong direction is refused."""
+    from evoteam.servers.knowledge.errors import Invalid
+
+    directions = {"rmsnorm_cpu": "maximize"}
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        wrong = await kb.start_run(RunCreate(goal="faster", kit="rmsnorm_cpu", direction="minimize"))
+        fixed = await _start(kb, seed_from=wrong.id, kit_direction=directions.get)
+        assert (fixed.goal, fixed.kit, fixed.direction) == ("faster", "rmsnorm_cpu", "maximize")
+        with pytest.raises(Invalid, match="scores to be maximized"):
+            await _start(kb, goal="g", kit="rmsnorm_cpu", direction="minimize", kit_direction=directions.get)
+        told = await _start(kb, goal="g", kit="other_kit", direction="minimize", kit_direction=directions.get)
+        assert told.direction == "minimize"

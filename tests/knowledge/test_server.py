@@ -123,6 +123,27 @@ async def test_stdio_subprocess(tmp_path: Path):
         assert (await store.list_learnings(run["id"])).items[0].text == "via stdio"
 
 
+
+async def test_stdio_start_run_takes_a_local_kits_direction(tmp_path: Path):
+    """Over stdio on the engineer's machine the kits are at hand (evoteam/servers/stdio.py): a run
+    of a kit takes the kit's direction, the other one is refused before anything is built on it,
+    and a kit not found here is taken at its word."""
+    env = {**os.environ, "EVOTEAM_DB": str(tmp_path / "kb.db"), "HOME": str(tmp_path)}
+    env.pop("EVOTEAM_KNOWLEDGE_URL", None)
+    params = StdioServerParameters(command=sys.executable, args=["-m", "evoteam.cli", "serve", "knowledge"], env=env)
+    async with held(Client(params)) as c:
+        wrong = await c.call_tool("start_run", {"goal": "faster", "kit": "rmsnorm_cpu", "direction": "minimize"})
+        assert wrong.is_error and "kit 'rmsnorm_cpu' scores to be maximized" in wrong.content[0].text, wrong.content
+        assert "omit direction" in wrong.content[0].text
+        speed = (await c.call_tool("start_run", {"goal": "faster", "kit": "rmsnorm_cpu"})).structured_content
+        overlap = (await c.call_tool("start_run", {"goal": "smaller", "kit": "erdos_min_overlap"})).structured_content
+        elsewhere = (await c.call_tool("start_run", {"goal": "g", "kit": "a_kit_on_another_machine",
+                                                     "direction": "minimize"})).structured_content
+    assert (speed["direction"], overlap["direction"], elsewhere["direction"]) == ("maximize", "minimize", "minimize")
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db") as store:
+        assert (await store.list_runs()).total == 3  # the refused one was never made
+
+
 # ---------------------------------------------------------------- HTTP
 
 

@@ -12,6 +12,7 @@ server alike, and sees only what the caller's token may see.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import PurePath
 
@@ -215,10 +216,13 @@ def _bounded(prior: PriorWork, max_chars: int) -> PriorWork:
 async def start_run_with_prior(store: KnowledgeStore, *, goal: str | None, kit: str | None,
                                direction: Direction | None, x0: float | None, best_known: float | None,
                                budget_usd: float | None, project: str | None,
-                               seed_from: str | None) -> StartedRun:
+                               seed_from: str | None,
+                               kit_direction: Callable[[str], str | None] | None = None) -> StartedRun:
     """Start a run (seeded from another when `seed_from` names one: its goal, kit, direction, x0
     and best-known are the defaults, the last three only where the kit is the seed's) and return
-    it with the prior work on its kit."""
+    it with the prior work on its kit. ``kit_direction``: where the kits are at hand (a stdio
+    server on the engineer's machine), a kit's own direction, which a run of it must have."""
+    asked = direction
     seed = await store.get_run(seed_from) if seed_from else None
     if seed is not None:
         # A seed of another kit lends its goal and its prior work, not what its numbers mean: its
@@ -231,6 +235,14 @@ async def start_run_with_prior(store: KnowledgeStore, *, goal: str | None, kit: 
             best_known = seed.best_known if best_known is None else best_known
     if not goal:
         raise Invalid("start_run needs a goal (or seed_from: the run to continue from)")
+    known = kit_direction(kit) if kit and kit_direction else None
+    if known:
+        if asked and asked != known:
+            # A run ranks by its direction: the other way, its kit's worst candidate would be its best,
+            # and the bench refuses to record into it. Said here, before anything is built on it.
+            raise Invalid(f"kit {kit!r} scores to be {known}d (bench.describe_kit), not {asked}d; start_run "
+                          f"with direction={known!r}, or omit direction (a run of a kit takes the kit's)")
+        direction = known
     run = await store.start_run(RunCreate(goal=goal, kit=kit, direction=direction or "maximize", x0=x0,
                                           best_known=best_known, budget_usd=budget_usd, project=project,
                                           seeded_from=seed_from))

@@ -118,8 +118,11 @@ def token_actor(default: Actor) -> ActorResolver:
 
 
 def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
-                 actor_resolver: ActorResolver | None = None) -> MCPServer:
-    """Build the knowledge server. Without `store`, it opens the configured store for its lifetime."""
+                 actor_resolver: ActorResolver | None = None,
+                 kit_direction: Callable[[str], str | None] | None = None) -> MCPServer:
+    """Build the knowledge server. Without `store`, it opens the configured store for its lifetime.
+    ``kit_direction``: a kit's own direction where the kits are at hand (evoteam/servers/stdio.py),
+    so that start_run gives a run of a kit the kit's direction and refuses the other one."""
     holder = ServerStore(settings, store, "knowledge")
     server = EvoServer("knowledge", instructions=INSTRUCTIONS, lifespan=holder.lifespan, log_level="WARNING")
 
@@ -135,14 +138,14 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                         kit: str | None = None, x0: float | None = None, best_known: float | None = None,
                         budget_usd: float | None = None, project: str | None = None,
                         seed_from: Annotated[str | None, Field(
-                            description="an earlier run (run_...) of this project to continue from: its goal, "
-                                        "kit, direction, x0 and best-known are the defaults")] = None) -> StartedRun:
-        """Start a run (goal, kit, direction, x0, best-known, USD budget); pass its id to every tool.
-        `prior_work`: earlier runs of the kit here, their best candidates, learnings, dead ends:
-        build on them."""
+                            description="an earlier run (run_…) of this project to continue from: its goal, "
+                                        "kit, direction, x0, best-known are the defaults")] = None) -> StartedRun:
+        """Start a run (goal, kit, x0, best-known, USD budget; direction: a local kit sets it);
+        pass its id to every tool. `prior_work`: the kit's earlier runs, best candidates,
+        learnings, dead ends: build on it."""
         return await start_run_with_prior(kb(ctx), goal=goal, kit=kit, direction=direction, x0=x0,
                                           best_known=best_known, budget_usd=budget_usd, project=project,
-                                          seed_from=seed_from)
+                                          seed_from=seed_from, kit_direction=kit_direction)
 
     @server.tool(annotations=ToolAnnotations(destructiveHint=False, idempotentHint=True))
     @tool_errors
@@ -328,5 +331,5 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     return server
 
 
-def serve_stdio(settings: Settings) -> None:
-    build_server(settings).run()
+def serve_stdio(settings: Settings, kit_direction: Callable[[str], str | None] | None = None) -> None:
+    build_server(settings, kit_direction=kit_direction).run()
