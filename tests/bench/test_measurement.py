@@ -389,3 +389,16 @@ def run(hidden_states, weight, eps):
     e = await evaluate_candidate(steady_settings, "rmsnorm_steady", code=code)
     # PASSED means it saw its own shared area (so it could look) and no staging area.
     assert e.status == "PASSED", e.message
+
+
+def test_medians_that_divide_far_from_the_speedup_are_explained():
+    """Each side's median and the median of the paired ratios differ when rounds move both sides:
+    said where they part by more than 10%, so a model does not rank by the ms."""
+    from evoteam.servers.bench.measurement.batch import _ms_apart
+    from evoteam.servers.bench.models import WorkloadOutcome
+
+    near = WorkloadOutcome(workload="a", status="PASSED", speedup=1.0, candidate_ms=1.0, baseline_ms=1.05)
+    far = WorkloadOutcome(workload="b", status="PASSED", speedup=0.97, candidate_ms=8.04, baseline_ms=6.50)
+    assert _ms_apart([near]) is None
+    line = _ms_apart([near, far])
+    assert line.startswith("b: its baseline_ms / candidate_ms is 0.808, its speedup 0.97:") and "rank by the speedup" in line

@@ -192,6 +192,21 @@ def _against_baseline(est: stats.Estimate) -> str:
     return "not distinguishable from the baseline (the interval holds 1×)"
 
 
+def _ms_apart(outcomes: list[WorkloadOutcome]) -> str | None:
+    """A line for the workloads whose two medians (each side's alone) divide to more than 10% off
+    their speedup (the median of the rounds' paired ratios): a model divided the ms and read a
+    baseline copy's 0.97 as 0.81."""
+    off = [o for o in outcomes if o.speedup and o.candidate_ms and o.baseline_ms
+           and abs(math.log(o.baseline_ms / o.candidate_ms / o.speedup)) > math.log(1.1)]
+    if not off:
+        return None
+    o = off[0]
+    more = f" (and {len(off) - 1} more)" if len(off) > 1 else ""
+    return (f"{o.workload}{more}: its baseline_ms / candidate_ms is {stats.sig3(o.baseline_ms / o.candidate_ms)}, "
+            f"its speedup {stats.sig3(o.speedup)}: the ms are each side's own median over the rounds, the "
+            "speedup the median of the rounds' paired ratios (rounds move both sides alike); rank by the speedup")
+
+
 def _outcome(name: str, v: WorkloadVerdict) -> WorkloadOutcome:
     message = v.message or ("; ".join(v.notes) if v.notes else None)
     return WorkloadOutcome(
@@ -237,6 +252,9 @@ def _evaluation(kit: Kit, split: Split, outcomes: list[WorkloadOutcome], verdict
                    f"{_against_baseline(est)}")
     else:
         message = None
+    apart = _ms_apart(outcomes) if est is not None else None
+    if apart:
+        message = f"{message}; {apart}"
     line = machine.contention_line(metrics.get("contention") or {})
     if line and est is not None:  # only a timed result is touched by contention
         message = f"{message}; {line}"
