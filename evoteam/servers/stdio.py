@@ -25,7 +25,9 @@ def kit_direction(settings: Settings) -> Callable[[str], str | None]:
 
         try:
             return find_kit(settings, name).manifest.direction
-        except (DomainError, OSError, ValueError):
+        except DomainError:
+            return None
+        except Exception:  # noqa: BLE001 - advice only: a broken kit folder must not stop start_run
             return None
 
     return direction

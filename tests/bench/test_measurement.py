@@ -194,8 +194,10 @@ def test_the_verdict_against_the_baseline_is_what_the_interval_says():
     assert _against_baseline(stats.Estimate(1.3, 1.1, 1.5, 10)) == "faster than the baseline, beyond noise"
     assert _against_baseline(stats.Estimate(0.8, 0.7, 0.9, 10)) == "slower than the baseline, beyond noise"
     assert _against_baseline(stats.Estimate(1.02, 0.91, 1.15, 10)).startswith("not distinguishable")
-    # One round: no interval, so no verdict beyond "not distinguishable".
-    assert _against_baseline(stats.Estimate(1.5, 1.5, 1.5, 1, 0.0)).startswith("not distinguishable")
+    # One round: no interval, so no verdict; a few rounds: the interval's coverage is said.
+    assert _against_baseline(stats.Estimate(1.5, 1.5, 1.5, 1, 0.0)).startswith("one round: no verdict")
+    assert _against_baseline(stats.Estimate(1.5, 1.2, 1.8, 4, 0.875)) == \
+        "faster than the baseline, beyond noise (a 88% interval: few rounds)"
 
 
 async def test_program_repeats_give_the_median_and_a_point_for_a_deterministic_evaluator(tmp_path):
@@ -402,3 +404,26 @@ def test_medians_that_divide_far_from_the_speedup_are_explained():
     assert _ms_apart([near]) is None
     line = _ms_apart([near, far])
     assert line.startswith("b: its baseline_ms / candidate_ms is 0.808, its speedup 0.97:") and "rank by the speedup" in line
+
+
+def test_a_re_measurement_leads_with_what_the_pooled_candidate_is():
+    """The pooled candidate is every measurement of its code: a failed or flagged one makes it not
+    rank, and the lead says so rather than a score."""
+    from types import SimpleNamespace
+
+    from evoteam.servers.bench.evaluation.core import pooled_lead
+
+    def saved(**kw):
+        return SimpleNamespace(**{"id": "cand_1", "n_measurements": 2, "status": "PASSED", "flagged": False,
+                                  "score": 2.05, "score_interval": [1.95, 2.14], **kw})
+
+    ok = pooled_lead(saved(), "all 3 workloads correct", False, "kernel")
+    assert ok == ("same code as cand_1, now measured 2 times: it scores 2.05× (1.95–2.14) pooled (its rank and what "
+                  "to report); this measurement: all 3 workloads correct")
+    failed = pooled_lead(saved(status="INCORRECT_NUMERICAL", score_interval=None), "w1: max abs err 3", True, "kernel")
+    assert failed.startswith("same code as cand_1, now measured 2 times: it does not rank (a measurement "
+                             "INCORRECT_NUMERICAL") and "2.05" not in failed and "notes were not stored" in failed
+    flagged = pooled_lead(saved(flagged=True), "FLAGGED, does not rank until reviewed", False, "kernel")
+    assert "it does not rank (flagged" in flagged and "pooled (its rank" not in flagged
+    assert pooled_lead(saved(), "m", False, "program").startswith("same code as cand_1, now measured 2 times: it "
+                                                                  "scores 2.05 (1.95–2.14) pooled")

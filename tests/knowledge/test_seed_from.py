@@ -43,18 +43,29 @@ async def test_a_seed_of_another_kit_lends_its_goal_but_not_what_its_numbers_mea
 
 async def test_a_second_active_run_of_ones_own_kit_is_pointed_out(tmp_path: Path):
     """A model told to continue its own active run may start another: prior_work's hint names the
-    run to continue and how to end the new one; a colleague's active run or a seed is not named."""
+    run to continue and how to end the new one; one ranking the other way is named as a mistake
+    (which one, where the kit's direction is known here); a colleague's active run or a seed is not
+    named."""
     async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
         first = await _start(kb, goal="faster", kit="rmsnorm_cpu")
         assert not (first.prior_work.hint or "").startswith("You already have")
-        second = await _start(kb, goal="faster", kit="rmsnorm_cpu", direction="minimize")
+        second = await _start(kb, goal="faster", kit="rmsnorm_cpu")
         assert second.prior_work.hint.startswith(f"You already have an active run of this kit: {first.id}. "), \
             second.prior_work.hint
         assert f"if {second.id} was started by mistake, knowledge.finish_run it with status failed" in second.prior_work.hint
+        # The other way round, with nothing to say which is right: both are named as a possible mistake.
+        wrong = await _start(kb, goal="faster", kit="rmsnorm_cpu", direction="minimize")
+        assert "ranks scores the other way from this one (minimize): one of them is a mistake" in wrong.prior_work.hint
+        assert "You already have" not in wrong.prior_work.hint
+        # Where the kit's direction is known here, the wrong one is named as the one to end.
+        right = await _start(kb, goal="faster", kit="rmsnorm_cpu", kit_direction={"rmsnorm_cpu": "maximize"}.get)
+        assert f"Your active run {wrong.id} of this kit ranks scores the other way, which the bench records nothing " \
+            "in: knowledge.finish_run it" in right.prior_work.hint, right.prior_work.hint
         other = kb.with_actor(Actor(user="colleague", client="t"))
         theirs = await _start(other, goal="faster", kit="rmsnorm_cpu")
         assert any(r.id == first.id for r in theirs.prior_work.runs)  # seen, but not theirs to continue
-        assert not (theirs.prior_work.hint or "").startswith("You already have"), theirs.prior_work.hint
+        assert not (theirs.prior_work.hint or "").startswith(("You already have", "Your active run")), \
+            theirs.prior_work.hint
         continued = await _start(kb, seed_from=second.id)  # continuing a run on purpose: not pointed at it
         named = continued.prior_work.hint.split(". Continue it")[0]
         assert first.id in named and second.id not in named, continued.prior_work.hint
@@ -74,3 +85,23 @@ async def test_a_kits_own_direction_wins_over_a_seeds_and_refuses_the_other(tmp_
             await _start(kb, goal="g", kit="rmsnorm_cpu", direction="minimize", kit_direction=directions.get)
         told = await _start(kb, goal="g", kit="other_kit", direction="minimize", kit_direction=directions.get)
         assert told.direction == "minimize"
+
+
+def test_a_broken_kit_folder_does_not_stop_the_direction_lookup(tmp_path: Path):
+    """The lookup start_run asks over stdio reads kit folders: one whose kit.json is not an object
+    is skipped as a bad manifest (also by bench list), and every other kit still answers."""
+    from evoteam.config import load_settings
+    from evoteam.errors import DomainError
+    from evoteam.servers.bench.formats.kit import Kit
+    from evoteam.servers.stdio import kit_direction
+
+    broken = tmp_path / "kits" / "broken"
+    broken.mkdir(parents=True)
+    (broken / "kit.json").write_text("[]")
+    with pytest.raises(DomainError, match="bad manifest"):
+        Kit.load(broken)
+    settings = load_settings()
+    settings.kits_dirs = [*settings.kits_dirs, tmp_path / "kits"]
+    direction = kit_direction(settings)
+    assert (direction("rmsnorm_cpu"), direction("erdos_min_overlap")) == ("maximize", "minimize")
+    assert direction("broken") is None and direction("no_such_kit") is None

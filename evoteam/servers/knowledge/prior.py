@@ -12,6 +12,7 @@ server alike, and sees only what the caller's token may see.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import PurePath
@@ -235,7 +236,8 @@ async def start_run_with_prior(store: KnowledgeStore, *, goal: str | None, kit: 
             best_known = seed.best_known if best_known is None else best_known
     if not goal:
         raise Invalid("start_run needs a goal (or seed_from: the run to continue from)")
-    known = kit_direction(kit) if kit and kit_direction else None
+    # Off the event loop: finding a kit may read every kit folder on the machine.
+    known = await asyncio.to_thread(kit_direction, kit) if kit and kit_direction else None
     if known:
         if asked and asked != known:
             # A run ranks by its direction: the other way, its kit's worst candidate would be its best,
@@ -250,14 +252,39 @@ async def start_run_with_prior(store: KnowledgeStore, *, goal: str | None, kit: 
         prior = PriorWork(kit=None)  # no kit: nothing to compare with
     else:
         prior = await gather_prior_work(store, run.kit, exclude={run.id}, seed=seed_from, direction=run.direction)
-        mine = [r.id for r in prior.runs if r.status == "active" and r.owner == run.provenance.user
-                and r.kit == run.kit and r.id != seed_from]
-        if mine:
-            # A model told to "continue your own active run" may have started another instead.
-            prior.hint = (f"You already have an active run of this kit: {', '.join(mine[:3])}. Continue it (pass "
-                          f"its run_id) unless you meant a fresh start; if {run.id} was started by mistake, "
-                          f"knowledge.finish_run it with status failed. " + (prior.hint or ""))
+        hint = await _own_active_runs(store, run, seed_from, sure=known is not None)
+        if hint:
+            prior.hint = f"{hint} {prior.hint or ''}".strip()
+            prior = _bounded(prior, PRIOR_CHARS)
     return StartedRun(**run.model_dump(), prior_work=prior)
+
+
+async def _own_active_runs(store: KnowledgeStore, run: Run, seed_from: str | None, sure: bool) -> str | None:
+    """A line on the caller's other active runs of this run's kit: a model told to continue its own
+    active run may have started another instead; where two rank opposite ways one is a mistake —
+    the other one when ``sure`` (this run's direction is the kit's own), else describe_kit says."""
+    same, other, cursor = [], [], None
+    for _ in range(10):
+        page = await store.list_runs(status="active", limit=100, cursor=cursor)
+        for r in page.items:
+            if r.kit == run.kit and r.id not in (run.id, seed_from) and r.provenance.user == run.provenance.user:
+                (same if r.direction == run.direction else other).append(r.id)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    parts = []
+    if same:
+        parts.append(f"You already have an active run of this kit: {', '.join(same[:3])}. Continue it (pass its "
+                     f"run_id) unless you meant a fresh start; if {run.id} was started by mistake, "
+                     "knowledge.finish_run it with status failed.")
+    if other and sure:
+        parts.append(f"Your active run {', '.join(other[:3])} of this kit ranks scores the other way, which the "
+                     "bench records nothing in: knowledge.finish_run it with status failed.")
+    elif other:
+        parts.append(f"Your active run {', '.join(other[:3])} of this kit ranks scores the other way from this one "
+                     f"({run.direction}): one of them is a mistake (bench.describe_kit gives the kit's direction); "
+                     "knowledge.finish_run it with status failed.")
+    return " ".join(parts) or None
 
 
 def render_prior(prior: PriorWork, max_chars: int = PRIOR_CHARS) -> str:

@@ -41,7 +41,7 @@ class BindingError(DomainError):
     """A run this evaluation cannot be recorded in; ``reason`` says why in a few words (for the
     line that names a run skipped by default)."""
 
-    def __init__(self, message: str, reason: str) -> None:
+    def __init__(self, message: str, reason: str = "") -> None:
         super().__init__(message)
         self.reason = reason
 

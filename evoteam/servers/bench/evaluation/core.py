@@ -438,23 +438,33 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
     result.n_measurements = saved.n_measurements
     if saved.n_measurements > 1:
         # Said first: a model read this measurement's score (the top-level `score`) as the candidate's.
-        kept = (f"; your notes were not stored: {saved.id} keeps its first measurement's (say what this one "
-                f"tried with knowledge.add_learning, citing {saved.id})") if notes else ""
-        result.message = (f"same code as {saved.id}, now measured {saved.n_measurements} times: it scores "
-                          f"{_pooled_text(saved)} pooled (its rank and what to report); this measurement: "
-                          f"{result.message or result.status}{kept}")
+        result.message = pooled_lead(saved, result.message or result.status, bool(notes), kit.manifest.kind)
     if documents_used and credit and result.score is not None:
         await _credit_documents(store, rid, saved.id, list(documents_used), result.score, parent_id,
                                 timing_method(result))
 
 
-def _pooled_text(saved) -> str:
+def pooled_lead(saved, message: str, noted: bool, kind: str) -> str:
+    """This measurement's message behind what the pooled candidate now is: its score, or why it
+    does not rank (a failure or a flag of any measurement of the code is the candidate's)."""
+    head = f"same code as {saved.id}, now measured {saved.n_measurements} times: "
+    if saved.status != "PASSED" or saved.flagged:
+        why = "flagged" if saved.flagged and saved.status == "PASSED" else f"a measurement {saved.status}"
+        head += f"it does not rank ({why}: the candidate is every measurement of its code)"
+    else:
+        head += f"it scores {_pooled_text(saved, '×' if kind == 'kernel' else '')} pooled (its rank and what to report)"
+    kept = (f"; your notes were not stored: {saved.id} keeps its first measurement's (say what this one tried "
+            f"with knowledge.add_learning, citing {saved.id})") if noted else ""
+    return f"{head}; this measurement: {message}{kept}"
+
+
+def _pooled_text(saved, unit: str = "") -> str:
     if saved.score is None:
         return "nothing"
     if saved.score_interval:
         return stats.describe(stats.Estimate(saved.score, saved.score_interval[0], saved.score_interval[1],
-                                             saved.n_measurements))
-    return stats.sig3(saved.score)
+                                             saved.n_measurements), unit)
+    return stats.sig3(saved.score) + unit
 
 
 async def _credit_documents(store: KnowledgeStore, run_id: str, candidate_id: str, documents: list[str],

@@ -44,6 +44,8 @@ class Kit:
         try:
             if path.is_file():
                 data = json.loads(path.read_text())
+                if not isinstance(data, dict):
+                    raise ValueError(f"kit.json holds a {type(data).__name__}, not an object")
                 manifest = KitManifest(**data)
             elif (root / "definition.json").is_file():
                 definition = Definition(**json.loads((root / "definition.json").read_text()))

@@ -185,11 +185,14 @@ async def _correctness(session: KernelSession, spec: WorkloadSpec, problem: str 
 
 def _against_baseline(est: stats.Estimate) -> str:
     """The verdict a speedup's interval gives, in words: a model read "1.02× (0.912–1.15)" as a gain."""
-    if est.coverage > 0 and est.lo > 1:
-        return "faster than the baseline, beyond noise"
-    if est.coverage > 0 and est.hi < 1:
-        return "slower than the baseline, beyond noise"
-    return "not distinguishable from the baseline (the interval holds 1×)"
+    if est.coverage == 0:
+        return "one round: no verdict against the baseline (evaluate with repeats for an interval)"
+    short = f" (a {est.coverage:.0%} interval: few rounds)" if est.coverage < stats.CONFIDENCE - 1e-9 else ""
+    if est.lo > 1:
+        return "faster than the baseline, beyond noise" + short
+    if est.hi < 1:
+        return "slower than the baseline, beyond noise" + short
+    return "not distinguishable from the baseline (the interval holds 1×)" + short
 
 
 def _ms_apart(outcomes: list[WorkloadOutcome]) -> str | None:

@@ -235,6 +235,6 @@ def contention_line(c: dict) -> str | None:
     if not c.get("contended"):
         return None
     return ("contended machine (" + "; ".join(c.get("reasons") or []) + "): separate evaluations here move by "
-            "more than their intervals, either way, so this score is not announced as a new best (it may still "
-            "rank as the run's best until then); to rank it surely, compare or remeasure it side by side with the "
+            "more than their intervals, either way, so this score is not announced as a new best (though it may "
+            "rank as the run's best); to rank it surely, compare or remeasure it side by side with the "
             "others")
