@@ -14,6 +14,12 @@ from evoteam.servers.knowledge.prior import start_run_with_prior
 from evoteam.servers.knowledge.store import Actor
 
 
+def _facts(directions: dict[str, str]):
+    from evoteam.servers.knowledge.prior import KitFacts
+
+    return lambda name: KitFacts(name, directions[name]) if name in directions else None
+
+
 async def _start(store, **kw):
     args = dict(goal=None, kit=None, direction=None, x0=None, best_known=None, budget_usd=None, project=None,
                 seed_from=None)
@@ -58,7 +64,7 @@ async def test_a_second_active_run_of_ones_own_kit_is_pointed_out(tmp_path: Path
         assert "ranks scores the other way from this one (minimize): one of them is a mistake" in wrong.prior_work.hint
         assert "You already have" not in wrong.prior_work.hint
         # Where the kit's direction is known here, the wrong one is named as the one to end.
-        right = await _start(kb, goal="faster", kit="rmsnorm_cpu", kit_direction={"rmsnorm_cpu": "maximize"}.get)
+        right = await _start(kb, goal="faster", kit="rmsnorm_cpu", local_kit=_facts({"rmsnorm_cpu": "maximize"}))
         assert f"Your active run {wrong.id} of this kit ranks scores the other way, which the bench records nothing " \
             "in: knowledge.finish_run it" in right.prior_work.hint, right.prior_work.hint
         other = kb.with_actor(Actor(user="colleague", client="t"))
@@ -72,18 +78,18 @@ async def test_a_second_active_run_of_ones_own_kit_is_pointed_out(tmp_path: Path
 
 
 async def test_a_kits_own_direction_wins_over_a_seeds_and_refuses_the_other(tmp_path: Path):
-    """Where the kits are at hand (kit_direction), a run of a kit has the kit's direction: a seed
+    """Where the kits are at hand (local_kit), a run of a kit has the kit's direction: a seed
     started the wrong way lends its goal, not that; an explicit wrong direction is refused."""
     from evoteam.servers.knowledge.errors import Invalid
 
-    directions = {"rmsnorm_cpu": "maximize"}
+    directions = _facts({"rmsnorm_cpu": "maximize"})
     async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
         wrong = await kb.start_run(RunCreate(goal="faster", kit="rmsnorm_cpu", direction="minimize"))
-        fixed = await _start(kb, seed_from=wrong.id, kit_direction=directions.get)
+        fixed = await _start(kb, seed_from=wrong.id, local_kit=directions)
         assert (fixed.goal, fixed.kit, fixed.direction) == ("faster", "rmsnorm_cpu", "maximize")
         with pytest.raises(Invalid, match="scores to be maximized"):
-            await _start(kb, goal="g", kit="rmsnorm_cpu", direction="minimize", kit_direction=directions.get)
-        told = await _start(kb, goal="g", kit="other_kit", direction="minimize", kit_direction=directions.get)
+            await _start(kb, goal="g", kit="rmsnorm_cpu", direction="minimize", local_kit=directions)
+        told = await _start(kb, goal="g", kit="other_kit", direction="minimize", local_kit=directions)
         assert told.direction == "minimize"
 
 
@@ -93,7 +99,7 @@ def test_a_broken_kit_folder_does_not_stop_the_direction_lookup(tmp_path: Path):
     from evoteam.config import load_settings
     from evoteam.errors import DomainError
     from evoteam.servers.bench.formats.kit import Kit
-    from evoteam.servers.stdio import kit_direction
+    from evoteam.servers.stdio import local_kit
 
     broken = tmp_path / "kits" / "broken"
     broken.mkdir(parents=True)
@@ -102,6 +108,8 @@ def test_a_broken_kit_folder_does_not_stop_the_direction_lookup(tmp_path: Path):
         Kit.load(broken)
     settings = load_settings()
     settings.kits_dirs = [*settings.kits_dirs, tmp_path / "kits"]
-    direction = kit_direction(settings)
-    assert (direction("rmsnorm_cpu"), direction("erdos_min_overlap")) == ("maximize", "minimize")
-    assert direction("broken") is None and direction("no_such_kit") is None
+    facts = local_kit(settings)
+    assert (facts("rmsnorm_cpu").direction, facts("erdos_min_overlap").direction) == ("maximize", "minimize")
+    assert facts("broken") is None and facts("no_such_kit") is None
+    # A folder names the kit it holds: a run of it takes the kit's name, as the bench finds runs by it.
+    assert facts(str(Path("task_kits") / "rmsnorm_cpu")).name == "rmsnorm_cpu"

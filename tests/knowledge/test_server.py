@@ -20,6 +20,8 @@ from evoteam.servers.knowledge.server import build_server
 from evoteam.servers.knowledge.store import Actor
 from tests.knowledge.conftest import KnowledgeServer, free_port, held, make_token
 
+ROOT = Path(__file__).resolve().parents[2]
+
 REQUIRED_TOOLS = {"start_run", "get_run", "list_runs", "add_learning", "learnings", "history", "put_artifact",
                   "get_artifact", "record_candidate", "best_candidates", "trajectory", "search"}
 
@@ -137,11 +139,16 @@ async def test_stdio_start_run_takes_a_local_kits_direction(tmp_path: Path):
         assert "omit direction" in wrong.content[0].text
         speed = (await c.call_tool("start_run", {"goal": "faster", "kit": "rmsnorm_cpu"})).structured_content
         overlap = (await c.call_tool("start_run", {"goal": "smaller", "kit": "erdos_min_overlap"})).structured_content
+        folder = (await c.call_tool("start_run", {"goal": "faster", "kit": str(ROOT / "task_kits" / "rmsnorm_cpu"),
+                                                  "x0": 2.0})).structured_content
         elsewhere = (await c.call_tool("start_run", {"goal": "g", "kit": "a_kit_on_another_machine",
                                                      "direction": "minimize"})).structured_content
     assert (speed["direction"], overlap["direction"], elsewhere["direction"]) == ("maximize", "minimize", "minimize")
+    # The kit's x0 and best-known unless given; a folder named for a kit becomes the kit's name.
+    assert (overlap["x0"], overlap["best_known"]) == (0.5, 0.380859)
+    assert (folder["kit"], folder["x0"], folder["direction"]) == ("rmsnorm_cpu", 2.0, "maximize")
     async with LocalKnowledgeStore.open(tmp_path / "kb.db") as store:
-        assert (await store.list_runs()).total == 3  # the refused one was never made
+        assert (await store.list_runs()).total == 4  # the refused one was never made
 
 
 # ---------------------------------------------------------------- HTTP

@@ -16,6 +16,7 @@ import asyncio
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import PurePath
+from typing import NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -214,15 +215,25 @@ def _bounded(prior: PriorWork, max_chars: int) -> PriorWork:
     return prior
 
 
+class KitFacts(NamedTuple):
+    """What a kit found on this machine says of itself (evoteam/servers/stdio.py)."""
+
+    name: str
+    direction: Direction
+    x0: float | None = None
+    best_known: float | None = None
+
+
 async def start_run_with_prior(store: KnowledgeStore, *, goal: str | None, kit: str | None,
                                direction: Direction | None, x0: float | None, best_known: float | None,
                                budget_usd: float | None, project: str | None,
                                seed_from: str | None,
-                               kit_direction: Callable[[str], str | None] | None = None) -> StartedRun:
+                               local_kit: Callable[[str], KitFacts | None] | None = None) -> StartedRun:
     """Start a run (seeded from another when `seed_from` names one: its goal, kit, direction, x0
     and best-known are the defaults, the last three only where the kit is the seed's) and return
-    it with the prior work on its kit. ``kit_direction``: where the kits are at hand (a stdio
-    server on the engineer's machine), a kit's own direction, which a run of it must have."""
+    it with the prior work on its kit. ``local_kit``: where the kits are at hand (a stdio server
+    on the engineer's machine), what a kit says of itself: a run of it takes its name (a folder
+    given for it), its direction (which the run must have) and, unless given, its x0 and best-known."""
     asked = direction
     seed = await store.get_run(seed_from) if seed_from else None
     if seed is not None:
@@ -237,14 +248,17 @@ async def start_run_with_prior(store: KnowledgeStore, *, goal: str | None, kit: 
     if not goal:
         raise Invalid("start_run needs a goal (or seed_from: the run to continue from)")
     # Off the event loop: finding a kit may read every kit folder on the machine.
-    known = await asyncio.to_thread(kit_direction, kit) if kit and kit_direction else None
-    if known:
-        if asked and asked != known:
+    facts = await asyncio.to_thread(local_kit, kit) if kit and local_kit else None
+    if facts:
+        if asked and asked != facts.direction:
             # A run ranks by its direction: the other way, its kit's worst candidate would be its best,
             # and the bench refuses to record into it. Said here, before anything is built on it.
-            raise Invalid(f"kit {kit!r} scores to be {known}d (bench.describe_kit), not {asked}d; start_run "
-                          f"with direction={known!r}, or omit direction (a run of a kit takes the kit's)")
-        direction = known
+            raise Invalid(f"kit {kit!r} scores to be {facts.direction}d (bench.describe_kit), not {asked}d; "
+                          f"start_run with direction={facts.direction!r}, or omit direction (a run of a kit "
+                          "takes the kit's)")
+        kit, direction = facts.name, facts.direction  # the bench finds a kit's runs by its name
+        x0 = facts.x0 if x0 is None else x0
+        best_known = facts.best_known if best_known is None else best_known
     run = await store.start_run(RunCreate(goal=goal, kit=kit, direction=direction or "maximize", x0=x0,
                                           best_known=best_known, budget_usd=budget_usd, project=project,
                                           seeded_from=seed_from))
@@ -252,7 +266,7 @@ async def start_run_with_prior(store: KnowledgeStore, *, goal: str | None, kit: 
         prior = PriorWork(kit=None)  # no kit: nothing to compare with
     else:
         prior = await gather_prior_work(store, run.kit, exclude={run.id}, seed=seed_from, direction=run.direction)
-        hint = await _own_active_runs(store, run, seed_from, sure=known is not None)
+        hint = await _own_active_runs(store, run, seed_from, sure=facts is not None)
         if hint:
             prior.hint = f"{hint} {prior.hint or ''}".strip()
             prior = _bounded(prior, PRIOR_CHARS)

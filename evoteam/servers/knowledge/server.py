@@ -41,7 +41,7 @@ from evoteam.servers.knowledge.models import (
     Trajectory,
     WorkloadResult,
 )
-from evoteam.servers.knowledge.prior import StartedRun, start_run_with_prior
+from evoteam.servers.knowledge.prior import KitFacts, StartedRun, start_run_with_prior
 from evoteam.servers.knowledge.services import guard
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
 
@@ -119,10 +119,10 @@ def token_actor(default: Actor) -> ActorResolver:
 
 def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                  actor_resolver: ActorResolver | None = None,
-                 kit_direction: Callable[[str], str | None] | None = None) -> MCPServer:
+                 local_kit: Callable[[str], KitFacts | None] | None = None) -> MCPServer:
     """Build the knowledge server. Without `store`, it opens the configured store for its lifetime.
-    ``kit_direction``: a kit's own direction where the kits are at hand (evoteam/servers/stdio.py),
-    so that start_run gives a run of a kit the kit's direction and refuses the other one."""
+    ``local_kit``: what a kit says of itself where the kits are at hand (evoteam/servers/stdio.py),
+    so that start_run gives a run of a kit the kit's name and direction and refuses the other one."""
     holder = ServerStore(settings, store, "knowledge")
     server = EvoServer("knowledge", instructions=INSTRUCTIONS, lifespan=holder.lifespan, log_level="WARNING")
 
@@ -145,7 +145,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         learnings, dead ends: build on it."""
         return await start_run_with_prior(kb(ctx), goal=goal, kit=kit, direction=direction, x0=x0,
                                           best_known=best_known, budget_usd=budget_usd, project=project,
-                                          seed_from=seed_from, kit_direction=kit_direction)
+                                          seed_from=seed_from, local_kit=local_kit)
 
     @server.tool(annotations=ToolAnnotations(destructiveHint=False, idempotentHint=True))
     @tool_errors
@@ -331,5 +331,5 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     return server
 
 
-def serve_stdio(settings: Settings, kit_direction: Callable[[str], str | None] | None = None) -> None:
-    build_server(settings, kit_direction=kit_direction).run()
+def serve_stdio(settings: Settings, local_kit: Callable[[str], KitFacts | None] | None = None) -> None:
+    build_server(settings, local_kit=local_kit).run()
