@@ -268,8 +268,9 @@ async def _resolve_run(store: KnowledgeStore, kit: Kit, run_id: str | None, owne
                        method: int | None = None) -> tuple[str, str | None]:
     """The run to record in: the one named, else the kit's newest active run (of `owner` when
     given: on a shared store, never a colleague's run by default) measured like this one, else a
-    new one. With it, a line for the result when a new run was started (None otherwise): a model
-    that started a run of its own must learn its evaluations went elsewhere, and why."""
+    new one. With it, a line for the result when a run was started now or an active run of the kit
+    was skipped (None otherwise): a model that started a run of its own must learn its evaluations
+    went elsewhere, and why."""
     if run_id:
         await check_binding(store, kit, run_id, method)
         return run_id, None
