@@ -23,10 +23,12 @@ the next evaluation comes.
 from __future__ import annotations
 
 import atexit
+import fcntl
 import hashlib
 import json
 import os
 import sys
+import termios
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -136,6 +138,22 @@ def _key(init: dict, env: dict[str, str], memory_mb: int | None, kit_hash: str |
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def _forget_output(worker: WorkerProc, within_s: float = 0.5) -> None:
+    """A new output record for a kept worker (one evaluation's cap, the tail its messages quote),
+    once what it printed so far is drained: written unbuffered before its last reply, that may
+    still sit in the pipe, and counted after the reset it would carry into the next evaluation."""
+    deadline, quiet = time.monotonic() + within_s, 0
+    while worker.proc.stdout and quiet < 2 and time.monotonic() < deadline:
+        try:
+            left = fcntl.ioctl(worker.proc.stdout.fileno(), termios.FIONREAD, b"\0" * 4)
+        except (OSError, ValueError):
+            break
+        quiet = quiet + 1 if left == b"\0" * 4 else 0
+        time.sleep(0.005)  # twice empty, 5 ms apart: a chunk the drain thread just read is counted
+    worker.printed = 0
+    worker.tail.clear()
+
+
 def _answers(lease: Lease) -> bool:
     """Whether an idle worker still answers: an empty staging request (no kit code runs)."""
     try:
@@ -164,8 +182,7 @@ def lease(init: dict, env: dict[str, str], memory_mb: int | None, poolable: bool
                 taken.uses += 1
                 # What it printed counts toward one evaluation's cap, and its output's tail (in
                 # "kit broken" messages) must not carry an earlier, perhaps held-out, evaluation's.
-                taken.worker.printed = 0
-                taken.worker.tail.clear()
+                _forget_output(taken.worker)
                 return taken
             taken.close()
     folder = scratch.new_folder("trusted")
