@@ -256,7 +256,7 @@ def contrast_estimate(a: Samples, b: Samples, kind: str = "kernel", confidence: 
         return Estimate(value, value, value, 1, 0.0)
     rng = _rng(_seed([ca, cb]))
     da, db = _statistic_draws(rng, ca, kind, resamples), _statistic_draws(rng, cb, kind, resamples)
-    lo, hi = _percentiles(db / da if kind == "kernel" else db - da, confidence)
+    lo, hi = _percentiles(rel(da, db), confidence)
     n = min(min(len(v) for v in ca.values()), min(len(v) for v in cb.values()))
     est = Estimate(value, min(lo, value), max(hi, value), n, confidence)
     return widen(est) if kind == "kernel" else est

@@ -115,8 +115,8 @@ def _interval(summary) -> tuple[float | None, float | None]:
 
 
 async def _runs_of_kit(store: KnowledgeStore, kit: str | None, exclude: set[str],
-                       seed: str | None) -> tuple[list[Run], int]:
-    """The kit's earlier runs the caller can see, the seed run first, then newest first."""
+                       seed: str | None) -> list[Run]:
+    """Every earlier run of the kit the caller can see, the seed run first, then newest first."""
     key, found, cursor = kit_key(kit), [], None
     for _ in range(20):  # at most 2,000 runs are looked through
         page = await store.list_runs(limit=100, cursor=cursor)
@@ -127,7 +127,7 @@ async def _runs_of_kit(store: KnowledgeStore, kit: str | None, exclude: set[str]
     if seed and seed not in exclude and not any(r.id == seed for r in found):
         found.append(await store.get_run(seed))
     found.sort(key=lambda r: (r.id != seed,))  # stable: the seed first, the rest stay newest first
-    return found[:MAX_RUNS], max(0, len(found) - MAX_RUNS)
+    return found
 
 
 async def _newest_learnings(store: KnowledgeStore, run_id: str):
@@ -148,10 +148,12 @@ def _better(direction: Direction):
 
 async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: set[str] | None = None,
                             seed: str | None = None, direction: Direction = "maximize",
-                            max_chars: int = PRIOR_CHARS) -> PriorWork:
-    """Prior work on `kit` (None: every kit) in the caller's project, bounded by `max_chars`."""
-    runs, more = await _runs_of_kit(store, kit, exclude or set(), seed)
-    prior = PriorWork(kit=kit_key(kit), more_runs=more)
+                            max_chars: int = PRIOR_CHARS, found: list[Run] | None = None) -> PriorWork:
+    """Prior work on `kit` (None: every kit) in the caller's project, bounded by `max_chars`.
+    ``found``: the kit's runs (_runs_of_kit) where the caller has read them already."""
+    found = await _runs_of_kit(store, kit, exclude or set(), seed) if found is None else found
+    runs = found[:MAX_RUNS]
+    prior = PriorWork(kit=kit_key(kit), more_runs=max(0, len(found) - MAX_RUNS))
     best: list[PriorCandidate] = []
     learned: list[PriorLearning] = []
     for run in runs:
@@ -265,27 +267,25 @@ async def start_run_with_prior(store: KnowledgeStore, *, goal: str | None, kit: 
     if run.kit is None and seed is None:
         prior = PriorWork(kit=None)  # no kit: nothing to compare with
     else:
-        prior = await gather_prior_work(store, run.kit, exclude={run.id}, seed=seed_from, direction=run.direction)
-        hint = await _own_active_runs(store, run, seed_from, sure=facts is not None)
+        found = await _runs_of_kit(store, run.kit, {run.id}, seed_from)
+        prior = await gather_prior_work(store, run.kit, seed=seed_from, direction=run.direction, found=found)
+        hint = _own_active_runs(found, run, seed_from, sure=facts is not None)
         if hint:
             prior.hint = f"{hint} {prior.hint or ''}".strip()
             prior = _bounded(prior, PRIOR_CHARS)
     return StartedRun(**run.model_dump(), prior_work=prior)
 
 
-async def _own_active_runs(store: KnowledgeStore, run: Run, seed_from: str | None, sure: bool) -> str | None:
+def _own_active_runs(found: list[Run], run: Run, seed_from: str | None, sure: bool) -> str | None:
     """A line on the caller's other active runs of this run's kit: a model told to continue its own
     active run may have started another instead; where two rank opposite ways one is a mistake —
-    the other one when ``sure`` (this run's direction is the kit's own), else describe_kit says."""
-    same, other, cursor = [], [], None
-    for _ in range(10):
-        page = await store.list_runs(status="active", limit=100, cursor=cursor)
-        for r in page.items:
-            if r.kit == run.kit and r.id not in (run.id, seed_from) and r.provenance.user == run.provenance.user:
-                (same if r.direction == run.direction else other).append(r.id)
-        cursor = page.next_cursor
-        if not cursor:
-            break
+    the other one when ``sure`` (this run's direction is the kit's own), else describe_kit says.
+    ``found``: the kit's other runs (_runs_of_kit)."""
+    same: list[str] = []
+    other: list[str] = []
+    for r in found:
+        if r.status == "active" and r.id != seed_from and r.provenance.user == run.provenance.user:
+            (same if r.direction == run.direction else other).append(r.id)
     parts = []
     if same:
         parts.append(f"You already have an active run of this kit: {', '.join(same[:3])}. Continue it (pass its "

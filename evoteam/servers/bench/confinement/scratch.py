@@ -55,7 +55,9 @@ def new_folder(kind: str) -> Path:
 
 
 def remove_folder(folder: Path | str) -> None:
-    """Remove a folder new_folder made (its files first, then the hold: never unheld while there)."""
+    """Remove a folder new_folder made (its files first, then the hold: never unheld while there),
+    read-only parts included."""
+    _writable(Path(folder))
     shutil.rmtree(folder, ignore_errors=True)
     with _lock:
         fd = _held.pop(str(folder), None)

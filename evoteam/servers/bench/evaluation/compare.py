@@ -10,7 +10,6 @@ alternately ``repeats`` times each; the contrast is B's median score minus A's.
 
 from __future__ import annotations
 
-
 from evoteam import stats
 from evoteam.config import Settings
 from evoteam.errors import DomainError

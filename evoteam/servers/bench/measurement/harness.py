@@ -222,10 +222,7 @@ def run_evaluator(evaluator: Path, program: Path, timeout_s: float, memory_mb: i
         if serving is not None:
             serving.join(timeout=5.0)
         folders.remove_folder(scratch)
-        for folder, _, _ in os.walk(work):
-            with contextlib.suppress(OSError):
-                os.chmod(folder, 0o755)
-        folders.remove_folder(work)
+        folders.remove_folder(work)  # read-only as the program saw it: remove_folder opens it up
 
 
 def _serve_program_requests(request_fd: int, reply_fd: int, deny: list[str], timeout_s: float,
