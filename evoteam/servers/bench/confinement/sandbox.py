@@ -320,6 +320,11 @@ def confine(scratch: str, deny_roots: list[str], memory_mb: int | None, extra_re
             layers.append(f"NO-LANDLOCK({exc})")
     else:
         layers.append("NO-LANDLOCK(disabled)")
+    if layers[-1].startswith("NO-LANDLOCK"):
+        # Nothing limits reads now: the read override drop_identity kept must not stay for nothing.
+        released = release_read_override(default_read_roots(scratch) + list(extra_read or []))
+        if released:
+            layers.append(released)
     try:
         layers.append(seccomp.apply(allow_setsid=allow_setsid))
     except OSError as exc:
@@ -336,7 +341,7 @@ _MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x1000, 0x4000
 _PR_SET_SECUREBITS, _SECBIT_KEEP_CAPS = 28, 0x10
 _PR_CAPBSET_DROP = 24
 _CAP_DAC_READ_SEARCH = 2
-_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_RAISE = 47, 2
+_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_RAISE, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 2, 4
 
 
 def _check(rc: int, what: str) -> None:
@@ -400,6 +405,20 @@ def private_mounts(scratch: str, keep_visible: list[str] | None = None) -> str:
     return "private-tmp"
 
 
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _capset(keep: int) -> None:
+    """This process's capabilities (effective, permitted, inheritable) set to ``keep`` (bits of the first 32)."""
+    data = (_CapData * 2)(_CapData(keep, keep, keep), _CapData(0, 0, 0))
+    _check(_libc().capset(ctypes.byref(_CapHeader(0x20080522, 0)), data), "capset")
+
+
 def drop_identity(uid: int) -> str:
     """Run as ``uid`` from now on with no capability but reading files (which Landlock limits to
     its allow-list): the Python installation may sit in a folder only root can read."""
@@ -411,20 +430,38 @@ def drop_identity(uid: int) -> str:
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
-
-    class Header(ctypes.Structure):
-        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-    class Data(ctypes.Structure):
-        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-    keep = 1 << _CAP_DAC_READ_SEARCH
-    data = (Data * 2)(Data(keep, keep, keep), Data(0, 0, 0))
-    _check(libc.capset(ctypes.byref(Header(0x20080522, 0)), data), "capset")
+    _capset(1 << _CAP_DAC_READ_SEARCH)
     # Ambient, so the programs it starts keep it too: a C++ solution's compiler reads the Python
     # headers, which sit wherever Python does. Landlock still decides what any of them reads.
     _check(libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_RAISE, _CAP_DAC_READ_SEARCH, 0, 0), "prctl(CAP_AMBIENT)")
     return f"uid{uid}"
+
+
+def _holds_read_override() -> bool:
+    try:
+        with open("/proc/self/status") as fh:
+            eff = next(line for line in fh if line.startswith("CapEff:"))
+    except (OSError, StopIteration):
+        return False
+    return bool(int(eff.split()[1], 16) >> _CAP_DAC_READ_SEARCH & 1)
+
+
+def release_read_override(read_roots: list[str]) -> str | None:
+    """Where Landlock is not in force, CAP_DAC_READ_SEARCH (kept by drop_identity so that a
+    Python installed where only root may read still loads) would let this worker read any file
+    on the machine: the held-out key, tokens, the knowledge store. Drop it when this uid reads
+    every folder the worker needs without it (os.access checks the real uid, capabilities
+    aside); otherwise say so in capitals, as a missing protection. None where it is not held."""
+    if os.getuid() == 0 or not _holds_read_override():
+        return None
+    needs = next((root for root in read_roots if os.path.exists(root) and not os.access(
+        root, os.R_OK | (os.X_OK if os.path.isdir(root) else 0))), None)
+    if needs is not None:
+        return (f"NO-READ-LIMIT(no Landlock, and {needs} is readable only with CAP_DAC_READ_SEARCH, which lets "
+                "this worker read any file; install Python where other users can read it)")
+    _check(_libc().prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "prctl(CAP_AMBIENT_CLEAR_ALL)")
+    _capset(0)
+    return "no-read-override"
 
 
 def isolate(scratch: str, uid: int | None, private: bool, keep_visible: list[str] | None = None) -> tuple[str, bool]:
