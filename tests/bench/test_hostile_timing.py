@@ -181,11 +181,12 @@ def run(hidden_states, weight, eps):
 @pytest.mark.parametrize("case", list(CASES))
 async def test_timing_cheat_is_not_credited(case, fast_kit, fast_settings):
     status, check, code = CASES[case]
-    if check == "not credited":
+    if check in ("not credited", "slow"):
         # A claim about a median needs a median: with the fast kit's 2 rounds it is the mean of two
         # ratios, and on a loaded machine (measured at load 17-26 on 2 cores) about one round in
         # fourteen has both of the baseline's calls waiting for a CPU, which alone puts a 2-round
-        # score of same-speed code above 2. The shipped kit's 10 rounds need 5 such rounds.
+        # score of same-speed code above 2 (or, on 2026-12-03 beside other evaluations, a 25 ms
+        # kernel's score at 0.77: rounds of 0.03 and 1.5). The shipped kit's 10 rounds need 5 such rounds.
         manifest = json.loads((fast_kit / "kit.json").read_text())
         manifest["timing"] = dict(manifest["timing"], rounds=10)
         (fast_kit / "kit.json").write_text(json.dumps(manifest))
