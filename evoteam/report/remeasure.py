@@ -75,6 +75,8 @@ class MeasurementSet(BaseModel):
     pooled: bool = Field(default=True, description="whether the new rounds were recorded as measurements of the "
                          "finalists; false when the run was timed by an earlier timing method, whose scores these "
                          "rounds cannot be pooled with (note says so)")
+    heldout_set: str | None = Field(default=None, description="the held-out set measured (as evaluate's "
+                                    "metrics.heldout_set): one per evaluation service")
     note: str | None = None
 
 
@@ -105,7 +107,9 @@ def judge(mset: MeasurementSet) -> None:
         e.rank_after = rank
     mset.order_before = [e.candidate_id for e in before]
     mset.order_after = [e.candidate_id for e in after]
-    mset.changed = [e.candidate_id for e in cands if e.rank_before != e.rank_after]
+    # Only a place known both times can have moved (a held-out-only batch has no order after).
+    mset.changed = [e.candidate_id for e in cands
+                    if e.rank_before is not None and e.rank_after is not None and e.rank_before != e.rank_after]
     if after:
         top = after[0]
         t_lo, t_hi = (top.pooled_interval or top.score_interval or [top.score, top.score])
@@ -162,8 +166,9 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
     kit = find_kit(settings, run.kit)
     if candidate_ids:
         chosen = [await store.get_candidate(cid) for cid in candidate_ids]
-        if any(c.run_id != run_id for c in chosen):
-            raise DomainError(f"every candidate must belong to run {run_id}")
+        if other := next((c for c in chosen if c.run_id != run_id), None):
+            raise DomainError(f"every candidate must belong to run {run_id}; {other.id} is of run {other.run_id} "
+                              "(bench.compare measures a candidate of another run against one of yours)")
     else:
         chosen = [await store.get_candidate(c.id) for c in await finalists(store, run_id)]
     chosen = [c for c in chosen if c.code]
@@ -189,7 +194,11 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
     if progress:
         progress(f"{len(entries)} sides x {rounds} rounds on {', '.join(splits)}: about "
                  f"{estimate_seconds(kit, len(entries), rounds, chosen) * len(splits):.0f} s")
-    contended = False
+    contended, heldout_set = False, None
+    if "heldout" in splits:  # the set the batch draws from (evaluate's metrics.heldout_set)
+        from evoteam.servers.bench.formats.kits import heldout_choice
+
+        heldout_set = heldout_choice(settings, kit).set_id
     for s in splits:
         results = await _measure(settings, kit, codes, s, rounds, progress)
         for e in entries:
@@ -211,6 +220,7 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
                     e.n_measurements = r.n_measurements
     mset = MeasurementSet(run_id=run_id, kit=kit.name, measured_at=datetime.now(UTC), rounds=rounds, splits=splits,
                           direction=run.direction, entries=entries, contended=contended, pooled=pooled,
+                          heldout_set=heldout_set,
                           note=None if pooled else (
                               f"run {run_id} was timed by an earlier timing method than this batch (evoteam's "
                               f"method {TIMING_METHOD}; docs/bench.md, Rounds): the recorded scores and these rounds "

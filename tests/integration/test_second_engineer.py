@@ -171,6 +171,23 @@ async def test_the_second_engineer_starts_from_the_first(team: Team, tmp_path: P
         assert mine["status"] == "PASSED" and mine["run_id"] == started["id"]
         bob_held = await call(bob_bench, "evaluate", {"kit": KIT, "code": code, "split": "heldout",
                                                       "run_id": started["id"], "parent_id": mine["candidate_id"]})
+        # remeasure and compare measure on the service too: there the new rounds pool, verified,
+        # into Bob's candidates (in his own bench they made unverified copies and said "pooled"),
+        # and a held-out batch uses the one held-out set.
+        again = await call(bob_bench, "remeasure", {"run_id": started["id"], "candidate_ids": [mine["candidate_id"]],
+                                                    "rounds": 4})
+        assert again["pooled"] and not again["note"], again["note"]
+        assert [e["n_measurements"] for e in again["entries"] if e["candidate_id"] == mine["candidate_id"]] == [2]
+        held_again = await call(bob_bench, "remeasure", {"run_id": started["id"], "split": "heldout", "rounds": 2,
+                                                         "candidate_ids": [mine["candidate_id"]]})
+        assert held_again["heldout_set"] == alice_held["metrics"]["heldout_set"]
+        assert held_again["changed"] == []  # a held-out batch has no order after to move in
+        (bob_home / "mine.py").write_text(code)
+        both = await call(bob_bench, "compare", {"kit": KIT, "a_candidate_id": alice_best,
+                                                 "b_path": str(bob_home / "mine.py")})
+        assert both["a"]["status"] == both["b"]["status"] == "PASSED"
+        other = await bob_bench.call_tool("remeasure", {"run_id": started["id"], "candidate_ids": [alice_best]})
+        assert other.is_error and "bench.compare" in other.content[0].text
     assert bob_held["metrics"]["heldout_set"] == alice_held["metrics"]["heldout_set"]
     assert bob_held["metrics"]["heldout_set"].startswith("hs_")
     assert not list(bob_home.rglob("heldout.secret"))
@@ -178,6 +195,10 @@ async def test_the_second_engineer_starts_from_the_first(team: Team, tmp_path: P
     async with http_client(team.knowledge.url, team.tokens["bob"]) as bob_kb:
         child = await call(bob_kb, "get_candidate", {"candidate_id": mine["candidate_id"]})
         assert (child["parent_id"], child["verified"], child["provenance"]["user"]) == (alice_best, True, "bob")
+        assert child["n_measurements"] == 2
+        points = (await call(bob_kb, "trajectory", {"run_id": started["id"]}))["points"]  # dev candidates
+        assert {p["candidate_id"] for p in points} == {claim["id"], mine["candidate_id"]}  # no copies
+        assert (await call(bob_kb, "get_candidate", {"candidate_id": bob_held["candidate_id"]}))["n_measurements"] == 2
         assert (await call(bob_kb, "get_run", {"run_id": started["id"]}))["best_candidate_id"] == mine["candidate_id"]
 
 

@@ -179,9 +179,13 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                 raise DomainError(f"the evaluation service takes code or a candidate id, not {label}_path")
             return {"candidate_path": path, "code": code, "candidate_id": cid}
 
-        return await compare_candidates(settings, kit, spec(a_path, a_code, a_candidate_id, "a"),
-                                        spec(b_path, b_code, b_candidate_id, "b"), split=split,
-                                        store=kb(ctx=ctx), progress=reporter(ctx), repeats=repeats)
+        a, b = spec(a_path, a_code, a_candidate_id, "a"), spec(b_path, b_code, b_candidate_id, "b")
+        if settings.bench_url and caller_store is None:  # measured on the team's evaluation service
+            arguments = {"kit": route.kit_name_for_service(settings, kit), "split": split, "repeats": repeats,
+                         **route.side_for_service(settings, a, "a"), **route.side_for_service(settings, b, "b")}
+            return Comparison.model_validate(await route.call_service(settings, "compare", arguments, reporter(ctx)))
+        return await compare_candidates(settings, kit, a, b, split=split, store=kb(ctx=ctx), progress=reporter(ctx),
+                                        repeats=repeats)
 
     @server.tool()
     @tool_errors
@@ -195,6 +199,10 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         """Measure a run's finalists and the baseline again in one interleaved batch, pooling the new
         rounds into each; says whose rank changed and who is within noise of the top. Use it before
         crowning a best or a held-out check."""
+        if settings.bench_url and caller_store is None:  # measured and pooled on the evaluation service
+            arguments = {"run_id": run_id, "candidate_ids": candidate_ids, "rounds": rounds, "split": split}
+            return MeasurementSet.model_validate(await route.call_service(settings, "remeasure", arguments,
+                                                                          reporter(ctx)))
         return await remeasure_run(settings, kb(ctx=ctx), run_id, rounds=rounds, split=split,
                                    candidate_ids=candidate_ids or None)
 

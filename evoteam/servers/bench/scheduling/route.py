@@ -5,7 +5,10 @@ must never sit in an agent's environment (the agent could record any score with 
 `EVOTEAM_BENCH_URL` names an evaluation service (`evoteam bench serve --http`, service.py), the
 agent's `bench.evaluate` sends the candidate's source there with the agent's own token
 (`EVOTEAM_TOKEN`): the service measures it with its own harness and held-out set, and records
-it, verified, in the agent's name. Nothing that decides the score runs in the agent's session.
+it, verified, in the agent's name. `bench.compare` and `bench.remeasure` go there too: they
+measure, and remeasure pools verified rounds into the run's candidates (in an agent's own bench
+it had neither the service's held-out set nor the right to pool, and made unverified copies).
+Nothing that decides the score runs in the agent's session.
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ def _source(settings: Settings, candidate_path: str | None, code: str | None) ->
     return Path(path).read_text()
 
 
-def _kit_name(settings: Settings, kit: str) -> str:
+def kit_name_for_service(settings: Settings, kit: str) -> str:
     """The kit's name as the service knows it (a local folder is named by its manifest)."""
     try:
         return find_kit(settings, kit).name
@@ -82,6 +85,28 @@ async def evaluate_remote(settings: Settings, kit: str, *, candidate_path: str |
                           notes: str, role: str | None, team_version: int | None,
                           progress: core.Progress, candidate_id: str | None = None, repeats: int = 1) -> Evaluation:
     """Send one candidate to the evaluation service at `settings.bench_url` as the agent."""
+    arguments = {"kit": kit_name_for_service(settings, kit), "split": split, "run_id": run_id, "parent_id": parent_id,
+                 "documents_used": documents_used, "notes": notes, "role": role, "team_version": team_version,
+                 "repeats": repeats}
+    if candidate_id:  # the service reads the recorded code from the shared store itself
+        arguments["candidate_id"] = candidate_id
+    else:
+        arguments["code"] = _source(settings, candidate_path, code)
+    return Evaluation.model_validate(await call_service(settings, "evaluate", arguments, progress))
+
+
+def side_for_service(settings: Settings, side: dict, label: str) -> dict:
+    """One side of a comparison as the service takes it: a recorded candidate's id, or source
+    (a file here is read here: on the service a path would name the service's files)."""
+    if side.get("candidate_id"):
+        return {f"{label}_candidate_id": side["candidate_id"]}
+    return {f"{label}_code": _source(settings, side.get("candidate_path"), side.get("code"))}
+
+
+async def call_service(settings: Settings, tool: str, arguments: dict, progress: core.Progress | None = None) -> dict:
+    """Call one of the evaluation service's tools as the agent (its own token) and return the
+    structured answer: whatever measures or records a score runs there, never in the agent's
+    session (evaluate, compare and remeasure alike)."""
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
@@ -90,16 +115,10 @@ async def evaluate_remote(settings: Settings, kit: str, *, candidate_path: str |
     if not settings.token:
         raise DomainError("EVOTEAM_BENCH_URL is set but EVOTEAM_TOKEN is not: the evaluation service knows "
                           "you by your own token (made with `evoteam token add USER --project P`)")
-    arguments = {"kit": _kit_name(settings, kit), "split": split, "run_id": run_id, "parent_id": parent_id,
-                 "documents_used": documents_used, "notes": notes, "role": role, "team_version": team_version,
-                 "repeats": repeats}
-    if candidate_id:  # the service reads the recorded code from the shared store itself
-        arguments["candidate_id"] = candidate_id
-    else:
-        arguments["code"] = _source(settings, candidate_path, code)
 
     async def relay(done: float, total: float | None, message: str | None) -> None:
-        await progress(done, total or 1.0, message or "")
+        if progress is not None:
+            await progress(done, total or 1.0, message or "")
 
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {settings.token}"},
                               timeout=httpx2.Timeout(60.0, read=SERVICE_TIMEOUT_S))
@@ -107,7 +126,7 @@ async def evaluate_remote(settings: Settings, kit: str, *, candidate_path: str |
         async with http:
             await _preflight(http, url)
             async with Client(streamable_http_client(url, http_client=http)) as client:
-                result = await client.call_tool("evaluate", arguments, read_timeout_seconds=SERVICE_TIMEOUT_S,
+                result = await client.call_tool(tool, arguments, read_timeout_seconds=SERVICE_TIMEOUT_S,
                                                 progress_callback=relay)
     except DomainError:
         raise
@@ -116,7 +135,7 @@ async def evaluate_remote(settings: Settings, kit: str, *, candidate_path: str |
     if result.is_error:
         text = " ".join(getattr(c, "text", "") for c in result.content).strip()
         raise DomainError(f"the evaluation service refused: {text}")
-    return Evaluation.model_validate(result.structured_content)
+    return result.structured_content or {}
 
 
 async def _preflight(http, url: str) -> None:
