@@ -237,6 +237,25 @@ def score_estimate(samples: Samples, kind: str = "kernel", confidence: float = C
     return widen(Estimate(value, min(lo, value), max(hi, value), n, confidence))
 
 
+
+SampleRanges = Mapping[str, tuple[Sequence[float], Sequence[float]]]
+
+
+def censored_score_estimate(samples: Samples, ranges: SampleRanges | None = None,
+                            kind: str = "kernel") -> Estimate:
+    """score_estimate, with the interval stretched to cover what the rounds whose time was below
+    the harness's resolution allow: ``ranges`` gives per workload each round's smallest and
+    largest possible ratio (the bench's Rounds.bounds). One rule for the bench's score and the
+    store's pooled one, so a candidate's interval is the measurement's."""
+    est = score_estimate(samples, kind)
+    ranges = {k: r for k, r in (ranges or {}).items() if k in samples and list(r[0]) != list(r[1])}
+    if not ranges:
+        return est
+    lows = {k: list(ranges[k][0]) if k in ranges else list(v) for k, v in samples.items() if v}
+    highs = {k: list(ranges[k][1]) if k in ranges else list(v) for k, v in samples.items() if v}
+    lo, hi = score_estimate(lows, kind).lo, score_estimate(highs, kind).hi
+    return Estimate(est.value, min(est.lo, lo), max(est.hi, hi), est.n, est.coverage)
+
 def contrast_estimate(a: Samples, b: Samples, kind: str = "kernel", confidence: float = CONFIDENCE,
                       resamples: int = BOOTSTRAP_RESAMPLES) -> Estimate:
     """B relative to A from two independent sets of measurements: the ratio B/A of their scores

@@ -173,3 +173,18 @@ def test_outputs_are_read_from_the_stopped_worker(vm_read, monkeypatch):
             pass
         jail.close()
         proc.wait(timeout=10)
+
+
+def test_a_sides_message_in_a_comparison_is_cut_between_clauses():
+    """A side's message is bounded in a comparison; it was cut mid-clause ("paired ratios (...")."""
+    from evoteam.servers.bench.evaluation.compare import MESSAGE_LIMIT, _brief
+    from evoteam.servers.bench.models import Evaluation
+
+    clauses = ["all 3 workloads correct", "geomean speedup 4.1× (3.9–4.3) over baseline.py::run",
+               "n512: its baseline_ms / candidate_ms is 0.949, its speedup 1.05: the ms are each side's own median "
+               "(paired ratios (per round) differ)", "x" * 400]
+    e = Evaluation(kit="k", kind="kernel", split="dev", status="PASSED", score=4.1, direction="maximize", passed=3,
+                   total=3, workloads=[], message="; ".join(clauses))
+    brief = _brief(e).message
+    assert len(brief) <= MESSAGE_LIMIT + 3 and brief.endswith("; …")
+    assert brief[:-3] == "; ".join(clauses[:3])  # whole clauses, the cut said

@@ -237,9 +237,12 @@ async def test_rows_from_before_count_their_contended_measurements(backend, befo
         old_rule = await kb.record_candidate(measured(run.id, "a = 4\n", {"w": [2.0, 2.1]}, metrics=BUSY))
     # Back to the schema before the count (knowledge.measurements 1), or to the first evoteam
     # that had the count, without the backfill (2).
+    # (Without the later steps' columns either: an older store has none of them.)
     undo = (["ALTER TABLE candidates DROP COLUMN contended_measurements",
+             "ALTER TABLE candidates DROP COLUMN sample_ranges",
              "UPDATE schema_versions SET version = 1 WHERE component = 'knowledge.measurements'"] if before == 1 else
             ["UPDATE candidates SET contended_measurements = 0",
+             "ALTER TABLE candidates DROP COLUMN sample_ranges",
              "UPDATE schema_versions SET version = 2 WHERE component = 'knowledge.measurements'"])
     if backend == "local":
         import sqlite3
@@ -300,3 +303,66 @@ async def test_a_first_measurement_keeps_the_rounds_pooling_keeps(store, verifie
     assert full.samples["w1"] == many["w1"][-MAX_ROUNDS_KEPT:] and full.samples["w2"] == many["w2"]
     lo, hi = c.score_interval
     assert lo < c.score < hi
+
+
+async def test_the_intervals_are_computed_off_the_event_loop(tmp_path, monkeypatch):
+    """A pooled write bootstraps up to 400 rounds per workload (~40 ms): never on the event loop,
+    where every other request of a shared server would wait for it."""
+    import threading
+
+    from evoteam.servers.knowledge import measurements
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.store import Actor
+
+    threads: list[threading.Thread] = []
+    real = measurements.estimate
+    monkeypatch.setattr(measurements, "estimate", lambda *args: threads.append(threading.current_thread())
+                        or real(*args))
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t", verifier=True)) as kb:
+        run = await new_run(kb)
+        for i in range(2):  # a new candidate, then one more measurement pooled into it
+            await kb.record_candidate(measured(run.id, CODE, {"w1": rounds(4.0, 1.0, seed=i)}))
+        assert (await kb.list_candidates(run.id)).items[0].n_measurements == 2
+    assert len(threads) >= 2 and threading.main_thread() not in threads, threads
+
+
+def censored(samples: dict, unresolved: dict[str, set[int]], spread: float = 3.0) -> dict:
+    """Ranges for the rounds named in ``unresolved``: from a third to three times their value."""
+    return {w: ([v / spread if i in idx else v for i, v in enumerate(samples[w])],
+                [v * spread if i in idx else v for i, v in enumerate(samples[w])]) for w, idx in unresolved.items()}
+
+
+async def test_rounds_below_the_resolution_widen_the_stored_interval_as_the_bench_does(store, verifier):
+    """The bench widens a score's interval to cover the rounds whose time it could not resolve;
+    the store computed its own from the ratios alone, so the candidate's interval (which ranks
+    it) was narrower than the measurement's: [12.8, 18.0] against [12.8, 209] in one evaluation.
+    Both now follow one rule, and pooling keeps it for the old rounds."""
+    from evoteam import stats
+
+    run = await new_run(store)
+    first = {"w1": rounds(15.0, 2.0, seed=1), "w2": rounds(3.0, 0.3, seed=2)}
+    ranges = censored(first, {"w1": {0, 2, 3, 5, 6, 7, 8, 9}})
+    want = stats.censored_score_estimate(first, ranges)
+    plain = stats.score_estimate(first)
+    assert want.hi > plain.hi * 1.5  # the case is one where it matters
+    c = await verifier.record_candidate(measured(run.id, CODE, first, sample_ranges=ranges))
+    assert c.score_interval == pytest.approx([want.lo, want.hi])
+    assert (await verifier.get_candidate(c.id)).sample_ranges["w1"][1][0] == pytest.approx(first["w1"][0] * 3)
+    second = {"w1": rounds(15.0, 2.0, seed=3), "w2": rounds(3.0, 0.3, seed=4)}  # all resolved
+    pooled = await verifier.record_candidate(measured(run.id, CODE, second))
+    both = {w: first[w] + second[w] for w in first}
+    both_ranges = {"w1": (ranges["w1"][0] + second["w1"], ranges["w1"][1] + second["w1"])}
+    again = stats.censored_score_estimate(both, both_ranges)
+    assert pooled.id == c.id and pooled.n_measurements == 2
+    assert pooled.score_interval == pytest.approx([again.lo, again.hi])
+    assert again.hi > stats.score_estimate(both).hi
+
+
+def test_ranges_must_fit_their_samples():
+    samples = {"w1": [2.0, 3.0]}
+    with pytest.raises(ValueError, match="a low and a high for each"):
+        CandidateCreate(run_id="r", samples=samples, sample_ranges={"w1": ([1.0], [4.0])})
+    with pytest.raises(ValueError, match="a low and a high for each"):
+        CandidateCreate(run_id="r", samples=samples, sample_ranges={"w2": ([1.0, 1.0], [4.0, 4.0])})
+    with pytest.raises(ValueError, match="hold its sample"):
+        CandidateCreate(run_id="r", samples=samples, sample_ranges={"w1": ([2.5, 1.0], [4.0, 4.0])})

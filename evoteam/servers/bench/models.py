@@ -386,6 +386,9 @@ class Evaluation(BaseModel):
     samples: dict[str, list[float]] = Field(default_factory=dict, exclude=True, description="per-workload "
                                             "per-round speedups (or the program's repeated scores), recorded with "
                                             "the candidate; not shown")
+    sample_ranges: dict[str, tuple[list[float], list[float]]] = Field(
+        default_factory=dict, exclude=True, description="per workload where a time was below the resolution: each "
+        "round's smallest and largest possible speedup (timing.Rounds.bounds), recorded with the samples; not shown")
 
 
 class ComparedSide(BaseModel):

@@ -9,7 +9,7 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
-from evoteam.servers.knowledge import measurements
+from evoteam.servers.knowledge import hits, measurements
 from evoteam.servers.knowledge.bundlecheck import existing_ids
 from evoteam.servers.knowledge.errors import Forbidden, Invalid
 from evoteam.servers.knowledge.models import Provenance, Run, RunBundle
@@ -66,9 +66,10 @@ async def import_bundle(store: LocalKnowledgeStore, bundle: RunBundle, project: 
                                                       else c.contended_measurements)),
                 "score_lo": (c.score_interval or [None, None])[0], "score_hi": (c.score_interval or [None, None])[1],
                 "rank_score": measurements.rank_value(c.score, c.score_interval, run.direction),
-                "samples": json.dumps(c.samples) if c.samples else None})
+                "samples": json.dumps(c.samples) if c.samples else None,
+                "sample_ranges": json.dumps(c.sample_ranges) if c.sample_ranges else None})
             await store._index(conn, "candidate", c.id, run.id, project,
-                              f"candidate {c.status} score {c.score}", c.notes)
+                              hits.candidate_title(c.status, c.score, *(c.score_interval or [None, None])), c.notes)
         for item in bundle.learnings:
             await insert_row(conn, "learnings", {
                 "id": item.id, "run_id": run.id, "text": item.text, "kind": item.kind,
@@ -76,7 +77,7 @@ async def import_bundle(store: LocalKnowledgeStore, bundle: RunBundle, project: 
                 "confidence": item.confidence, "supersedes": None, "superseded_by": None,
                 **prov(item.provenance)})
             await store._index(conn, "learning", item.id, run.id, project,
-                              f"{item.kind}: {' '.join(item.tags)}", item.text)
+                              hits.learning_title(item.kind, item.tags, item.text), item.text)
         for item in bundle.learnings:  # links after all rows exist
             await conn.execute("UPDATE learnings SET supersedes = ?, superseded_by = ? WHERE id = ?",
                                (item.supersedes, item.superseded_by, item.id))

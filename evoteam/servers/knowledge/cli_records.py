@@ -11,6 +11,7 @@ import click
 from evoteam.servers.knowledge import quickread
 from evoteam.servers.knowledge.cli_support import open_store, quick
 from evoteam.servers.knowledge.cli_support import run_store_call as _run
+from evoteam.stats import describe_score
 
 if TYPE_CHECKING:
     from evoteam.config import Settings
@@ -84,10 +85,14 @@ def candidates_cmd(settings: Settings, run_id, as_json) -> None:
     if not items:
         click.echo(f"run {run_id} has no candidates yet")
     for c in items:
-        score = "-" if c.score is None else f"{c.score:.6g}"
+        score = describe_score(c.score, c.score_interval) if c.score is not None else "-"
         flag = "  FLAGGED" if c.flagged else ""
+        # Only what the bench measured ranks: a recorded claim is said to be one.
+        claim = "" if c.verified else "  unverified"
+        times = f"  x{c.n_measurements}" if c.n_measurements > 1 else ""
         parent = f"  parent {c.parent_id}" if c.parent_id else ""
-        click.echo(f"{c.id}  {c.status:<20} score {score:<10} {c.split:<8} {_who(c.provenance)}{parent}{flag}")
+        click.echo(f"{c.id}  {c.status:<20} score {score:<22} {c.split:<8} {_who(c.provenance)}{times}{parent}"
+                   f"{claim}{flag}")
 
 
 COMMANDS = [history_cmd, candidates_cmd]

@@ -13,6 +13,21 @@ from __future__ import annotations
 
 import aiosqlite
 
+from evoteam.stats import describe_score
+
+
+def candidate_title(status: str, score: float | None, lo: float | None, hi: float | None) -> str:
+    """A candidate's title in search hits: "candidate PASSED score 15.1 (13–17.2)", rounded as
+    people read scores (it was the raw float, without its interval)."""
+    return f"candidate {status} score {describe_score(score, [lo, hi] if lo is not None and hi is not None else None)}"
+
+
+def learning_title(kind: str, tags: list[str], text: str) -> str:
+    """A learning's title in search hits: its kind and tags, or the start of its text where it has
+    no tags ("technique: " alone said nothing)."""
+    rest = " ".join(tags) or " ".join(text.split())[:80]
+    return f"{kind}: {rest}" if rest else kind
+
 from evoteam.servers.knowledge.models import SearchHit
 
 TABLES = {"learning": "learnings", "candidate": "candidates", "artifact": "artifacts", "history": "history"}

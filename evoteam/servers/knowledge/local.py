@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -51,7 +52,7 @@ from evoteam.servers.knowledge.models import (
 from evoteam.servers.knowledge.render import KIND_TITLES, LearningsDraft
 from evoteam.servers.knowledge.scope import missing
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
-from evoteam.servers.knowledge import bundleimport, historystore, localsearch, measurements, pgsearch, readsql
+from evoteam.servers.knowledge import bundleimport, historystore, hits, localsearch, measurements, pgsearch, readsql
 from evoteam.servers.knowledge.verified import RANKED, check_may_store, check_may_verify
 from evoteam.servers.knowledge.rowmodels import (
     artifact_content,
@@ -286,7 +287,7 @@ class LocalKnowledgeStore(KnowledgeStore):
                 await conn.execute("UPDATE learnings SET superseded_by = ? WHERE id = ?",
                                    (learning_id, spec.supersedes))
             await self._index(conn, "learning", learning_id, spec.run_id, run["project"],
-                              f"{spec.kind}: {' '.join(spec.tags)}", spec.text)
+                              hits.learning_title(spec.kind, spec.tags, spec.text), spec.text)
             await self._remember(conn, run, "learning", spec, learning_id)
         # The row is exactly what was written: no need to read it back (the hottest write path).
         return Learning(id=learning_id, run_id=spec.run_id, text=spec.text, kind=spec.kind, tags=spec.tags,
@@ -419,6 +420,8 @@ class LocalKnowledgeStore(KnowledgeStore):
                 await self._remember(conn, run, "candidate", spec, same["id"])
                 return await self._get_candidate(conn, same["id"])
             candidate_id = new_id("cand")
+            # Off the event loop: the interval is a bootstrap over the candidate's rounds.
+            measured = await asyncio.to_thread(measurements.columns, spec, run["direction"])
             await insert_row(conn, "candidates", {
                 "id": candidate_id, "run_id": spec.run_id, "code": spec.code, "artifact_id": spec.artifact_id,
                 "status": spec.status, "score": spec.score, "split": spec.split,
@@ -427,10 +430,11 @@ class LocalKnowledgeStore(KnowledgeStore):
                 "parent_id": spec.parent_id, "documents_used": json.dumps(spec.documents_used),
                 "notes": spec.notes, "flagged": int(spec.flagged), "verified": int(spec.verified),
                 "cost_usd": spec.cost_usd, **self.provenance_values(run["project"]),
-                **measurements.columns(spec, run["direction"]),
+                **measured,
             })
             await self._index(conn, "candidate", candidate_id, spec.run_id, run["project"],
-                              f"candidate {spec.status} score {spec.score}", spec.notes)
+                              hits.candidate_title(spec.status, measured["score"], measured["score_lo"],
+                                                   measured["score_hi"]), spec.notes)
             await self._remember(conn, run, "candidate", spec, candidate_id)
             return await self._get_candidate(conn, candidate_id)
 

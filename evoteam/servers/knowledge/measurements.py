@@ -25,6 +25,7 @@ view of the store:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from typing import Any
@@ -35,7 +36,8 @@ from evoteam import stats
 from evoteam.servers.knowledge.migrations import register_migrations
 # The ORDER BY of every ranking lives with the other read SQL (readsql.py).
 from evoteam.servers.knowledge.readsql import rank_order  # noqa: F401 - re-exported
-from evoteam.servers.knowledge.models import CandidateCreate, MeasurementSamples, TrajectoryPoint, WorkloadResult
+from evoteam.servers.knowledge.models import (CandidateCreate, MeasurementSamples, SampleRanges, TrajectoryPoint,
+                                             WorkloadResult)
 from evoteam.servers.knowledge.verified import ranks
 
 register_migrations("knowledge.measurements", [
@@ -63,6 +65,11 @@ register_migrations("knowledge.measurements", [
         WHERE contended_measurements = 0
           AND metrics LIKE '%"contended": true%' AND metrics LIKE '%"timing_method": %';
     """,
+    # Each round's possible ratios where its time was below the bench's resolution (models.py,
+    # SampleRanges): without them the pooled interval was narrower than the measurement's own.
+    """
+    ALTER TABLE candidates ADD COLUMN sample_ranges TEXT;
+    """,
 ])
 
 MAX_ROUNDS_KEPT = 400  # per workload: a candidate measured very often keeps its newest rounds
@@ -76,27 +83,41 @@ def kind_of(samples: MeasurementSamples) -> str:
     return "program" if set(samples) == {"program"} else "kernel"
 
 
-def estimate(samples: MeasurementSamples | None) -> stats.Estimate | None:
+def estimate(samples: MeasurementSamples | None, ranges: SampleRanges | None = None) -> stats.Estimate | None:
+    """The score and its interval from the rounds (and, where some time was below the bench's
+    resolution, their possible ratios: the same rule as the bench's, stats.py)."""
     if not samples or not any(samples.values()):
         return None
     try:
-        return stats.score_estimate(samples, kind_of(samples))
+        return stats.censored_score_estimate(samples, ranges, kind_of(samples))
     except ValueError:
         return None
+
+
+def _kept(samples: MeasurementSamples, ranges: SampleRanges) -> tuple[MeasurementSamples, SampleRanges]:
+    """The newest MAX_ROUNDS_KEPT rounds per workload, their ranges alike; ranges only where some
+    round's differ from its sample."""
+    samples = {k: list(v)[-MAX_ROUNDS_KEPT:] for k, v in samples.items()}
+    kept = {}
+    for k, (lows, highs) in ranges.items():
+        lows, highs = list(lows)[-MAX_ROUNDS_KEPT:], list(highs)[-MAX_ROUNDS_KEPT:]
+        if k in samples and lows != highs:
+            kept[k] = (lows, highs)
+    return samples, kept
 
 
 def columns(spec: CandidateCreate, direction: str) -> dict[str, Any]:
     """The measurement columns of a new candidate row: score, interval and rank from its rounds
     (the newest MAX_ROUNDS_KEPT per workload, as pooling keeps: the estimate runs inside the write)."""
-    if spec.samples:
-        spec = spec.model_copy(update={"samples": {k: list(v)[-MAX_ROUNDS_KEPT:] for k, v in spec.samples.items()}})
-    est = estimate(spec.samples) if spec.status == "PASSED" else None
+    samples, ranges = _kept(spec.samples or {}, spec.sample_ranges or {})
+    est = estimate(samples, ranges) if spec.status == "PASSED" else None
     score = est.value if est is not None else spec.score
     lo, hi = (est.lo, est.hi) if est is not None else (None, None)
     return {"code_hash": spec.code_hash, "n_measurements": 1, "contended_measurements": contended_count(spec),
             "score": score, "score_lo": lo, "score_hi": hi,
             "rank_score": _rank(score, lo, hi, direction),
-            "samples": json.dumps(spec.samples) if spec.samples else None}
+            "samples": json.dumps(samples) if samples else None,
+            "sample_ranges": json.dumps(ranges) if ranges else None}
 
 
 def contended_count(spec: CandidateCreate) -> int:
@@ -186,13 +207,22 @@ async def pool(conn: aiosqlite.Connection, row: sqlite3.Row, spec: CandidateCrea
                who: dict[str, Any]) -> None:
     """Add one measurement (``spec``) to the candidate ``row`` with the same code."""
     samples: dict[str, list[float]] = json.loads(row["samples"] or "null") or {}
+    ranges: dict[str, list[list[float]]] = json.loads(row["sample_ranges"] or "null") or {}
     passed_now = spec.status == "PASSED"
     if passed_now and spec.samples:
+        new_ranges = spec.sample_ranges or {}
         for name, values in spec.samples.items():
-            samples[name] = (samples.get(name, []) + list(values))[-MAX_ROUNDS_KEPT:]
+            old = samples.get(name, [])
+            if name in ranges or name in new_ranges:  # a resolved round's range is its own value
+                lows_old, highs_old = ranges.get(name, (old, old))
+                lows_new, highs_new = new_ranges.get(name, (values, values))
+                ranges[name] = [list(lows_old) + list(lows_new), list(highs_old) + list(highs_new)]
+            samples[name] = old + list(values)
+        samples, ranges = _kept(samples, ranges)
     status = _worse_status(row["status"], spec.status)
     flagged = bool(row["flagged"]) or spec.flagged
-    est = estimate(samples) if status == "PASSED" else None
+    # Off the event loop: up to MAX_ROUNDS_KEPT rounds per workload bootstrap in ~40 ms.
+    est = await asyncio.to_thread(estimate, samples, ranges) if status == "PASSED" else None
     score = est.value if est is not None else row["score"]
     lo, hi = (est.lo, est.hi) if est is not None else (None, None)
     metrics = json.loads(row["metrics"] or "{}")
@@ -210,9 +240,10 @@ async def pool(conn: aiosqlite.Connection, row: sqlite3.Row, spec: CandidateCrea
     await conn.execute(
         "UPDATE candidates SET status = ?, score = ?, score_lo = ?, score_hi = ?, rank_score = ?, samples = ?, "
         "n_measurements = n_measurements + 1, contended_measurements = contended_measurements + ?, flagged = ?, "
-        "metrics = ?, workloads = ? WHERE id = ?",
+        "metrics = ?, workloads = ?, sample_ranges = ? WHERE id = ?",
         (status, score, lo, hi, _rank(score, lo, hi, direction), json.dumps(samples) if samples else None,
-         contended_count(spec), int(flagged), json.dumps(metrics, default=str), json.dumps(workloads), row["id"]))
+         contended_count(spec), int(flagged), json.dumps(metrics, default=str), json.dumps(workloads),
+         json.dumps(ranges) if ranges else None, row["id"]))
 
 
 def was_contended(metrics: dict) -> bool | None:

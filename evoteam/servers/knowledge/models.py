@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel as PydanticModel
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 
 class BaseModel(PydanticModel):
@@ -241,6 +241,9 @@ class WorkloadResult(BaseModel):
 # Per-round measurements a score is estimated from: workload -> one value per round (kernel kits:
 # paired speedups), or "program" -> one score per evaluation (program kits). evoteam/stats.py.
 MeasurementSamples = dict[str, list[float]]
+# Per workload where some round's time was below the bench's resolution: each round's smallest and
+# largest possible ratio, parallel to its samples (stats.censored_score_estimate).
+SampleRanges = dict[str, tuple[list[float], list[float]]]
 
 
 class CandidateCreate(BaseModel):
@@ -267,6 +270,19 @@ class CandidateCreate(BaseModel):
     code_hash: str | None = Field(default=None, max_length=80)
     samples: MeasurementSamples | None = Field(default=None, description="per-round measurements behind "
                                                "the score (bench only)")
+    sample_ranges: SampleRanges | None = Field(default=None, description="per workload, each round's smallest and "
+                                               "largest possible ratio where a time was below the resolution "
+                                               "(bench only); the interval covers them")
+
+    @model_validator(mode="after")
+    def _ranges_fit_samples(self) -> CandidateCreate:
+        for name, (lows, highs) in (self.sample_ranges or {}).items():
+            rounds = (self.samples or {}).get(name)
+            if rounds is None or not len(lows) == len(highs) == len(rounds):
+                raise ValueError(f"sample_ranges[{name!r}] must give a low and a high for each of its samples")
+            if any(not (0 < lo <= v <= hi and math.isfinite(hi)) for lo, v, hi in zip(lows, rounds, highs)):
+                raise ValueError(f"sample_ranges[{name!r}]: each round's range must be positive and hold its sample")
+        return self
 
     @field_validator("samples")
     @classmethod
@@ -323,6 +339,8 @@ class Candidate(CandidateSummary):
     cost_usd: float | None
     samples: MeasurementSamples | None = Field(default=None, description="the pooled per-round measurements "
                                                "(detail=true)")
+    sample_ranges: SampleRanges | None = Field(default=None, description="where a round's time was below the "
+                                               "resolution: its possible ratios (detail=true)")
 
     # Recorded for programs and detail=true; the summary an agent reads leaves them out (the bench's
     # evaluate text leaves out the same): the machine, the kit's path and hash, and figures the
@@ -335,7 +353,7 @@ class Candidate(CandidateSummary):
         """The candidate as get_candidate shows it without detail: no samples, fewer metrics, and
         its code only when asked for."""
         metrics = {k: v for k, v in self.metrics.items() if k not in self.SUMMARY_DROPS_METRICS}
-        update: dict[str, Any] = {"samples": None, "metrics": metrics}
+        update: dict[str, Any] = {"samples": None, "sample_ranges": None, "metrics": metrics}
         if not include_code:
             update["code"] = None
         return self.model_copy(update=update)

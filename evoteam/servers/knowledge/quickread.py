@@ -32,7 +32,7 @@ from evoteam.servers.knowledge import readsql
 # takes the normal path, so a stale entry costs speed, never a wrong answer.
 SCHEMA_VERSIONS = {
     "knowledge": 1, "knowledge.counters": 1, "knowledge.idempotency": 2, "knowledge.lineage": 1,
-    "knowledge.measurements": 3, "knowledge.search": 2, "knowledge.sessions": 1, "knowledge.verified": 2,
+    "knowledge.measurements": 4, "knowledge.search": 2, "knowledge.sessions": 1, "knowledge.verified": 2,
     "retrieval": 1, "retrieval.search": 1, "team": 1,
 }
 
@@ -151,7 +151,8 @@ def candidates(values: dict, run_id: str) -> list[SimpleNamespace] | None:
     return _run_rows(values, "candidates", run_id, lambda r: SimpleNamespace(
         id=r["id"], run_id=r["run_id"], status=r["status"], score=r["score"], split=r["split"],
         parent_id=r["parent_id"], flagged=bool(r["flagged"]), verified=bool(r["verified"]),
-        provenance=_provenance(r)))
+        score_interval=[r["score_lo"], r["score_hi"]] if r["score_lo"] is not None and r["score_hi"] is not None
+        else None, n_measurements=r["n_measurements"] or 1, provenance=_provenance(r)))
 
 
 def history(values: dict, run_id: str) -> list[SimpleNamespace] | None:

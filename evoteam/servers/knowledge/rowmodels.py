@@ -60,6 +60,7 @@ def candidate_of(row: sqlite3.Row) -> Candidate:
         workloads=[WorkloadResult(**w) for w in json.loads(row["workloads"])],
         documents_used=json.loads(row["documents_used"]), notes=row["notes"], cost_usd=row["cost_usd"],
         samples=json.loads(row["samples"]) if row["samples"] else None,
+        sample_ranges=json.loads(row["sample_ranges"]) if row["sample_ranges"] else None,
     )
 
 

@@ -41,8 +41,9 @@ def _brief(e: Evaluation) -> ComparedSide:
     line = contention_line(e.metrics.get("contention") or {})
     if msg and line:
         msg = msg.replace("; " + line, "")
-    if msg and len(msg) > MESSAGE_LIMIT:
-        msg = msg[:MESSAGE_LIMIT] + "..."
+    if msg and len(msg) > MESSAGE_LIMIT:  # whole clauses only: a cut "paired ratios (..." read as garbled
+        cut = msg.rfind("; ", 0, MESSAGE_LIMIT)
+        msg = (msg[:cut] if cut > 0 else msg[:MESSAGE_LIMIT].rsplit(" ", 1)[0]) + "; …"
     return ComparedSide(status=e.status, score=e.score, score_interval=e.score_interval, message=msg)
 
 

@@ -427,7 +427,8 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
         workloads=[WorkloadResult(**o.model_dump(exclude={"flagged"})) for o in result.workloads],
         parent_id=parent_id, documents_used=list(documents_used or []), notes=notes, flagged=result.flagged,
         # Always a measurement ({} when it failed), so a failure of known code pools into it too.
-        code_hash=result.code_hash or code_hash(code), samples=result.samples or {})
+        code_hash=result.code_hash or code_hash(code), samples=result.samples or {},
+        sample_ranges={k: r for k, r in result.sample_ranges.items() if k in (result.samples or {})} or None)
     saved, note = await record_measured(store, record)
     for line in (note, started):
         if line:

@@ -225,7 +225,7 @@ def _evaluation(kit: Kit, split: Split, outcomes: list[WorkloadOutcome], verdict
     passed = sum(o.status == "PASSED" for o in outcomes)
     status = "PASSED" if passed == len(outcomes) else min(
         (o.status for o in outcomes if o.status != "PASSED"), key=STATUS_ORDER.index)
-    score, interval, samples = None, None, {}
+    score, interval, samples, ranges = None, None, {}, {}
     metrics.update(workloads_passed=passed, workloads=len(outcomes))
     est = None
     if status == "PASSED":
@@ -237,7 +237,7 @@ def _evaluation(kit: Kit, split: Split, outcomes: list[WorkloadOutcome], verdict
             speedups = [o.speedup for o in outcomes]
             metrics.update(geomean_speedup=score, min_speedup=min(speedups), max_speedup=max(speedups))
         else:
-            samples = {}
+            samples, ranges = {}, {}
     kernel_s = sum(v.kernel_s for v in verdicts)
     metrics["wall_s"] = round(wall, 3)
     metrics["harness_overhead_s"] = round(max(0.0, wall - kernel_s), 3)
@@ -268,4 +268,5 @@ def _evaluation(kit: Kit, split: Split, outcomes: list[WorkloadOutcome], verdict
                       direction=m.direction, passed=passed, total=len(outcomes), workloads=outcomes, metrics=metrics,
                       flagged=bool(flags), flags=flags, message=message, best_known=m.best_known,
                       wall_s=round(wall, 3), sandbox=sandbox,
-                      contended=bool((metrics.get("contention") or {}).get("contended")), samples=samples)
+                      contended=bool((metrics.get("contention") or {}).get("contended")), samples=samples,
+                      sample_ranges=ranges)

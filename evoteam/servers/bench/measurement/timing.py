@@ -187,16 +187,9 @@ def kit_estimate(samples: dict[str, list[float]], kind: str = "kernel",
     """The kit score (or a contrast) with its interval from per-workload rounds of paired ratios,
     widened for the process-to-process difference (None without measurements). ``ranges``: per
     workload, each round's smallest and largest possible ratio (Rounds.bounds) where some time
-    was unresolved; the interval then also covers the scores those allow."""
+    was unresolved; the interval then also covers the scores those allow (stats.py: the store
+    pools by the same rule)."""
     clean = {k: v for k, v in samples.items() if v}
     if not clean:
         return None
-    est = stats.score_estimate(clean, kind)
-    ranges = {k: r for k, r in (ranges or {}).items() if k in clean and r[0] != r[1]}
-    if not ranges:
-        return est
-    lows = {k: ranges[k][0] if k in ranges else v for k, v in clean.items()}
-    highs = {k: ranges[k][1] if k in ranges else v for k, v in clean.items()}
-    lo, hi = stats.score_estimate(lows, kind).lo, stats.score_estimate(highs, kind).hi
-    return stats.Estimate(est.value, min(est.lo, lo), max(est.hi, hi), est.n, est.coverage)
-
+    return stats.censored_score_estimate(clean, ranges, kind)
