@@ -24,6 +24,20 @@ def python_module_args(module: str, *args: str) -> list[str]:
     return ["-P", "-m", module, *args]
 
 
+def forget_working_folder() -> None:
+    """Take the working folder off ``sys.path`` where Python put it there (``python -m evoteam``
+    without ``-P``): started in a project folder, a candidate named ``copy.py`` or ``json.py``
+    there was imported in place of the standard library's and stopped the server. evoteam itself
+    is imported by then, so its own modules are still found."""
+    if sys.flags.safe_path or not sys.path:
+        return
+    try:
+        if os.path.realpath(sys.path[0] or os.curdir) == os.path.realpath(os.getcwd()):
+            del sys.path[0]
+    except OSError:  # a working folder that is gone
+        pass
+
+
 def python_module_command(module: str, *args: str) -> list[str]:
     """The whole command: this interpreter, then `python_module_args`."""
     return [sys.executable, *python_module_args(module, *args)]

@@ -11,7 +11,12 @@ import importlib
 import os
 import sys
 
-import click
+if __name__ == "__main__":  # `python -m evoteam.cli` without -P: see forget_working_folder
+    from evoteam import forget_working_folder
+
+    forget_working_folder()
+
+import click  # noqa: E402
 
 from evoteam import __version__
 from evoteam import exitcodes

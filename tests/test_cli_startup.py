@@ -59,3 +59,15 @@ def test_local_reads_import_only_what_they_use(store_with_a_run, tmp_path, args)
                    "evoteam.servers.team.models.SpawnPlan", "evoteam.servers.knowledge.models.CandidateCreate",
                    "evoteam.servers.knowledge.auth.TokenInfo"):
         assert unused not in built, sorted(built)
+
+
+@pytest.mark.parametrize("module", ["evoteam", "evoteam.cli"])
+def test_a_file_in_the_working_folder_never_shadows_a_module(store_with_a_run, tmp_path: Path, module):
+    """`python -m evoteam …` (without -P) started in a project folder: a candidate named like a
+    standard module there was imported in its place and stopped the command (a bench server
+    stopped on a candidate called copy.py)."""
+    (tmp_path / "json.py").write_text("raise SystemExit('the working folder shadowed json')\n")
+    done = subprocess.run([sys.executable, "-m", module, "kb", "runs", "--json"], env=store_with_a_run, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["total"] == 1

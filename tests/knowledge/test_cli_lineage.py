@@ -40,3 +40,20 @@ def test_finish_names_what_is_wrong(tmp_path):
     assert evoteam(tmp_path, "kb", "finish", "run_nosuchrun").returncode == 2  # --reason is required
     seeded = evoteam(tmp_path, "kb", "start", "g", "--seed-from", "run_nosuchrun")
     assert seeded.returncode == 3 and "run_nosuchrun" in seeded.stderr
+
+
+def test_a_run_of_a_kit_found_here_takes_its_direction(tmp_path):
+    """`kb start --kit` starts a run as the MCP tool does: with the kit's direction, refusing the
+    other one before anything is made (before, it made a maximize run of any kit, or a minimize one
+    of a speedup kit that the bench then refused to record into)."""
+    wrong = evoteam(tmp_path, "kb", "start", "cut the time", "--kit", "rmsnorm_cpu", "--direction", "minimize")
+    assert wrong.returncode != 0 and "Traceback" not in wrong.stderr
+    assert "maximized" in wrong.stderr and "direction='maximize'" in wrong.stderr
+    assert json.loads(evoteam(tmp_path, "kb", "runs", "--json").stdout)["items"] == []
+    first = evoteam(tmp_path, "kb", "start", "make it fast", "--kit", "task_kits/rmsnorm_cpu")
+    assert first.returncode == 0, first.stderr
+    run = json.loads(evoteam(tmp_path, "kb", "runs", "--json").stdout)["items"][0]
+    assert (run["id"], run["kit"], run["direction"]) == (first.stdout.strip(), "rmsnorm_cpu", "maximize")
+    again = evoteam(tmp_path, "kb", "start", "make it fast", "--kit", "rmsnorm_cpu")
+    assert again.returncode == 0 and again.stdout.strip() != run["id"]
+    assert f"You already have an active run of this kit: {run['id']}" in again.stderr

@@ -60,24 +60,31 @@ def runs_cmd(settings: Settings, status, as_json) -> None:
 
 @kb.command("start")
 @click.argument("goal")
-@click.option("--kit", default=None)
-@click.option("--direction", type=click.Choice(["maximize", "minimize"]), default="maximize", show_default=True)
+@click.option("--kit", default=None, help="The kit's name or folder: the run takes its direction, x0 and best-known.")
+@click.option("--direction", type=click.Choice(["maximize", "minimize"]), default=None,
+              help="How the run ranks scores: a kit found here gives its own (another is refused); else maximize.")
 @click.option("--x0", type=float, default=None)
 @click.option("--best-known", type=float, default=None)
 @click.option("--budget-usd", type=float, default=None)
 @click.option("--seed-from", default=None, metavar="RUN_ID", help="The earlier run this one continues from.")
 @click.pass_obj
 def start_cmd(settings: Settings, goal, kit, direction, x0, best_known, budget_usd, seed_from) -> None:
-    """Start a run and print its id (`evoteam kb prior KIT` shows what earlier runs found)."""
-    from evoteam.servers.knowledge.models import RunCreate
+    """Start a run and print its id (`evoteam kb prior KIT` shows what earlier runs found). A run
+    of a kit found here is started as the MCP tool starts one: with the kit's direction."""
+    from evoteam.servers.knowledge.prior import HINT, NO_PRIOR, start_run_with_prior
+    from evoteam.servers.stdio import local_kit
 
     async def go():
         async with open_store(settings) as store:
-            return await store.start_run(RunCreate(goal=goal, kit=kit, direction=direction, x0=x0,
-                                                   best_known=best_known, budget_usd=budget_usd,
-                                                   seeded_from=seed_from))
+            return await start_run_with_prior(store, goal=goal, kit=kit, direction=direction, x0=x0,
+                                              best_known=best_known, budget_usd=budget_usd, project=None,
+                                              seed_from=seed_from, local_kit=local_kit(settings))
 
-    click.echo(_run(go()).id)
+    started = _run(go())
+    own = (started.prior_work.hint or "").replace(HINT, "").replace(NO_PRIOR, "").strip()
+    if own:  # the caller's other active runs of this kit (a second start by mistake?), on stderr
+        click.echo(own, err=True)
+    click.echo(started.id)
 
 
 @kb.command("learnings")

@@ -36,6 +36,9 @@ TEXT_CHARS = 300
 HINT = ("Start from the best candidate: get_candidate(id, include_code=true) returns its code in one "
         "call; evaluate your variant with parent_id set to it. search finds more (each hit names its "
         "owner and run).")
+# Said where there is nothing: an empty list alone left a model unsure whether the lookup ran.
+NO_PRIOR = ("No earlier run of this kit is visible to you in this store: start from the kit's starting "
+            "point (bench.describe_kit).")
 
 
 class PriorRun(BaseModel):
@@ -190,8 +193,7 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
     learned.sort(key=lambda item: -item.confidence)  # stable: newest runs first among equals
     prior.learnings = [item for item in learned if item.kind != "dead_end"][:MAX_LEARNINGS]
     prior.dead_ends = [item for item in learned if item.kind == "dead_end"][:MAX_DEAD_ENDS]
-    if prior.runs:
-        prior.hint = HINT
+    prior.hint = HINT if prior.runs else NO_PRIOR if kit else None
     return _bounded(prior, max_chars)
 
 
