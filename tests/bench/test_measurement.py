@@ -403,7 +403,7 @@ def test_medians_that_divide_far_from_the_speedup_are_explained():
     far = WorkloadOutcome(workload="b", status="PASSED", speedup=0.97, candidate_ms=8.04, baseline_ms=6.50)
     assert _ms_apart([near]) is None
     line = _ms_apart([near, far])
-    assert line.startswith("b: its baseline_ms / candidate_ms is 0.808, its speedup 0.97:") and "rank by the speedup" in line
+    assert line.startswith("b: baseline_ms / candidate_ms is 0.808 but the speedup is 0.97:") and "rank by the speedup" in line
 
 
 def test_a_re_measurement_leads_with_what_the_pooled_candidate_is():

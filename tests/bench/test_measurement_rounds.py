@@ -181,7 +181,7 @@ def test_a_sides_message_in_a_comparison_is_cut_between_clauses():
     from evoteam.servers.bench.models import Evaluation
 
     clauses = ["all 3 workloads correct", "geomean speedup 4.1× (3.9–4.3) over baseline.py::run",
-               "n512: its baseline_ms / candidate_ms is 0.949, its speedup 1.05: the ms are each side's own median "
+               "n512: baseline_ms / candidate_ms is 0.949 but the speedup is 1.05: each ms is one side's own median "
                "(paired ratios (per round) differ)", "x" * 400]
     e = Evaluation(kit="k", kind="kernel", split="dev", status="PASSED", score=4.1, direction="maximize", passed=3,
                    total=3, workloads=[], message="; ".join(clauses))

@@ -411,7 +411,7 @@ async def test_prior_work_stays_bounded_and_best_first(tmp_path):
         for r in range(7):
             run = await store.start_run(RunCreate(goal=f"run {r}", kit="k", direction="minimize"))
             for i in range(4):
-                await store.record_candidate(CandidateCreate(run_id=run.id, code="x", status="PASSED",
+                await store.record_candidate(CandidateCreate(run_id=run.id, code=f"x = {r}{i}", status="PASSED",
                                                              score=10.0 - r - i / 10, verified=True,
                                                              notes="n" * 500 + "\nsecond line"))
                 await store.add_learning(LearningCreate(run_id=run.id, text="w " * 400, kind="technique"))
@@ -422,6 +422,28 @@ async def test_prior_work_stays_bounded_and_best_first(tmp_path):
     scores = [c.score for c in work.best]
     assert scores == sorted(scores) and scores[0] == pytest.approx(10.0 - 6 - 0.3)  # minimised: lowest first
     assert all("second line" not in c.note and len(c.note) <= 160 for c in work.best)
+
+
+async def test_prior_work_lists_identical_code_once(tmp_path):
+    """A second engineer's exact copy of a colleague's best, measured in their own run, was listed
+    beside it (and above it, by noise): identical code is one entry, the best-ranked, and every
+    interval is given as `score_interval` / `best_interval` as elsewhere."""
+    from evoteam.servers.knowledge.prior import gather_prior_work
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="tester", verifier=True)) as store:
+        first = await store.start_run(RunCreate(goal="a", kit="k"))
+        original = await store.record_candidate(CandidateCreate(run_id=first.id, code="y = 1\n", status="PASSED",
+                                                                score=15.1, verified=True))
+        other = await store.record_candidate(CandidateCreate(run_id=first.id, code="y = 2\n", status="PASSED",
+                                                             score=12.0, verified=True))
+        second = await store.start_run(RunCreate(goal="b", kit="k"))
+        copy = await store.record_candidate(CandidateCreate(run_id=second.id, code="# a copy\ny = 1\n",
+                                                            status="PASSED", score=17.8, verified=True))
+        work = await gather_prior_work(store, "k")
+    assert copy.code_hash == original.code_hash
+    assert [c.id for c in work.best] == [copy.id, other.id]
+    assert {r.id: r.best_interval for r in work.runs} == {first.id: None, second.id: None}
+    assert "score_lo" not in work.model_dump_json() and "best_lo" not in work.model_dump_json()
 
 
 async def test_prior_work_ranks_a_timing_method_among_its_own(tmp_path):
@@ -457,3 +479,19 @@ async def test_a_document_is_not_evidence_and_the_refusal_says_what_is(tmp_path)
     research = (Path(__file__).parents[2] / "skills" / "research" / "SKILL.md").read_text()
     assert "document ids as\n   evidence" not in research and "with the document ids as evidence" not in research
     assert "record_outcome` call is needed" in research
+
+
+async def test_evidence_of_another_run_says_how_to_cite_it(tmp_path):
+    """A second engineer cited a colleague's candidate as evidence and read "record it first",
+    which would have made an unverified copy: the refusal says to measure it in their run."""
+    from evoteam.servers.knowledge.errors import NotFound
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="tester", verifier=True)) as store:
+        theirs = await store.start_run(RunCreate(goal="a", kit="k"))
+        cand = await store.record_candidate(CandidateCreate(run_id=theirs.id, code="y = 1\n", status="PASSED",
+                                                            score=2.0, verified=True))
+        mine = await store.start_run(RunCreate(goal="b", kit="k"))
+        with pytest.raises(NotFound, match=rf"of another run.*bench.evaluate with candidate_id='{cand.id}'"):
+            await store.add_learning(LearningCreate(run_id=mine.id, text="x", evidence=[cand.id]))
+        with pytest.raises(NotFound, match="does not exist"):
+            await store.add_learning(LearningCreate(run_id=mine.id, text="x", evidence=["cand_0123456789abcdef"]))

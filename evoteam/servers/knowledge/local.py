@@ -258,10 +258,15 @@ class LocalKnowledgeStore(KnowledgeStore):
                               f"you built from it (cand_..., whose record lists its documents_used) or an artifact")
             if table is None:
                 raise Invalid(f"evidence {ref!r} is neither a candidate (cand_...) nor an artifact (art_...) id")
-            async with conn.execute(f"SELECT run_id FROM {table} WHERE id = ?", (ref,)) as cur:
+            async with conn.execute(f"SELECT run_id, project FROM {table} WHERE id = ?", (ref,)) as cur:
                 row = await cur.fetchone()
-            if row is None or row["run_id"] != run_id:
-                raise NotFound(f"evidence {ref!r} is not in run {run_id!r}: record it first, or drop it")
+            if row is None or not self._sees(row):  # another project's: as if it did not exist
+                raise NotFound(f"evidence {ref!r} does not exist: cite a candidate or artifact of run {run_id!r}")
+            if row["run_id"] != run_id:
+                # A learning cites this run's measurements (an export carries them with it).
+                raise NotFound(f"evidence {ref!r} is of another run, not {run_id!r}: measure it in this run first "
+                               f"(bench.evaluate with candidate_id={ref!r} and run_id={run_id!r}) and cite that, "
+                               "or name it in the text")
 
     async def add_learning(self, spec: LearningCreate) -> Learning:
         async with self.db.write(scope=spec.run_id) as conn:

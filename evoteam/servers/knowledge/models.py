@@ -347,12 +347,17 @@ class Candidate(CandidateSummary):
     # score and the workloads already give.
     SUMMARY_DROPS_METRICS: ClassVar[frozenset[str]] = frozenset({
         "environment", "kit_source", "kit_hash", "timing_method", "harness_overhead_s", "wall_s", "baseline", "device",
-        "geomean_speedup", "workloads_passed", "workloads", "min_speedup", "max_speedup"})
+        "geomean_speedup", "workloads_passed", "workloads", "min_speedup", "max_speedup",
+        # The call path per workload and the timed CPUs; and this measurement's own interval, which
+        # read beside the candidate's pooled `score_interval` as a second, different interval.
+        "timing", "pinned_cpus", "score_interval"})
 
     def summary(self, include_code: bool = False) -> Candidate:
         """The candidate as get_candidate shows it without detail: no samples, fewer metrics, and
         its code only when asked for."""
         metrics = {k: v for k, v in self.metrics.items() if k not in self.SUMMARY_DROPS_METRICS}
+        if isinstance(metrics.get("contention"), dict):  # the verdict; detail=true gives the readings
+            metrics["contention"] = {"contended": metrics["contention"].get("contended")}
         update: dict[str, Any] = {"samples": None, "sample_ranges": None, "metrics": metrics}
         if not include_code:
             update["code"] = None

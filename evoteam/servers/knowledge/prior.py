@@ -48,9 +48,8 @@ class PriorRun(BaseModel):
     status: str
     status_reason: str | None = None
     best_score: float | None = None
-    # The interval of the best candidate's score, where the bench measured one.
-    best_lo: float | None = None
-    best_hi: float | None = None
+    best_interval: list[float] | None = Field(default=None, description="the best candidate's 95% interval, "
+                                              "where the bench measured one")
     best_candidate_id: str | None = None
     candidates: int = 0
     learnings: int = 0
@@ -62,8 +61,7 @@ class PriorCandidate(BaseModel):
     run_id: str
     owner: str
     score: float | None
-    score_lo: float | None = None
-    score_hi: float | None = None
+    score_interval: list[float] | None = None
     note: str = ""
     timing_method: int | None = Field(default=None, description="how its kernel kit timed it "
                                       "(metrics.timing_method; 1 when none was recorded); scores timed "
@@ -111,10 +109,9 @@ def kit_key(kit: str | None) -> str | None:
     return PurePath(kit.rstrip("/")).name or kit
 
 
-def _interval(summary) -> tuple[float | None, float | None]:
+def _interval(summary) -> list[float] | None:
     # Measured candidates carry their score's interval; claims and older rows have none.
-    interval = summary.score_interval
-    return (interval[0], interval[1]) if interval else (None, None)
+    return list(summary.score_interval) if summary.score_interval else None
 
 
 async def _runs_of_kit(store: KnowledgeStore, kit: str | None, exclude: set[str],
@@ -158,19 +155,20 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
     runs = found[:MAX_RUNS]
     prior = PriorWork(kit=kit_key(kit), more_runs=max(0, len(found) - MAX_RUNS))
     best: list[PriorCandidate] = []
+    hashes: dict[str, str | None] = {}
     learned: list[PriorLearning] = []
     for run in runs:
         top = await store.best_candidates(run.id, k=3, split="dev")
-        lo, hi = _interval(top[0]) if top else (None, None)
         prior.runs.append(PriorRun(
             id=run.id, kit=run.kit, owner=run.provenance.user, status=run.status, status_reason=run.status_reason,
-            best_score=run.best_score, best_lo=lo, best_hi=hi, best_candidate_id=run.best_candidate_id,
+            best_score=run.best_score, best_interval=_interval(top[0]) if top else None,
+            best_candidate_id=run.best_candidate_id,
             candidates=run.candidates, learnings=run.learnings, started_at=run.provenance.created_at))
         for summary in top:
             full = await store.get_candidate(summary.id)
-            lo, hi = _interval(summary)
+            hashes[summary.id] = summary.code_hash
             best.append(PriorCandidate(id=summary.id, run_id=run.id, owner=summary.provenance.user,
-                                       score=summary.score, score_lo=lo, score_hi=hi,
+                                       score=summary.score, score_interval=_interval(summary),
                                        timing_method=_timing_method(full.metrics, bool(full.workloads)),
                                        note=_clip(full.notes.splitlines()[0] if full.notes else "", NOTE_CHARS)))
         if run.learnings:
@@ -186,10 +184,17 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
     else:
         # Across runs too, the pessimistic end of each interval ranks (knowledge/measurements.py).
         order = _better(direction)
-        pessimistic = (lambda c: c.score_lo) if direction == "maximize" else (lambda c: c.score_hi)
+        end = 0 if direction == "maximize" else 1
+
+        def pessimistic(c: PriorCandidate) -> float:
+            return c.score_interval[end] if c.score_interval else c.score if c.score is not None else 0.0
+
         # A timing method's scores only rank among themselves: the newest method's first.
-        prior.best = sorted(best, key=lambda c: (-(c.timing_method or 0), order(
-            pessimistic(c) if pessimistic(c) is not None else c.score if c.score is not None else 0.0)))[:MAX_BEST]
+        ranked = sorted(best, key=lambda c: (-(c.timing_method or 0), order(pessimistic(c))))
+        # Identical code measured in several runs is one entry (its best-ranked), not a row per run
+        # whose order is noise.
+        seen: set[str] = set()
+        prior.best = [c for c in ranked if not (h := hashes.get(c.id)) or not (h in seen or seen.add(h))][:MAX_BEST]
     learned.sort(key=lambda item: -item.confidence)  # stable: newest runs first among equals
     prior.learnings = [item for item in learned if item.kind != "dead_end"][:MAX_LEARNINGS]
     prior.dead_ends = [item for item in learned if item.kind == "dead_end"][:MAX_DEAD_ENDS]
@@ -310,8 +315,7 @@ def render_prior(prior: PriorWork, max_chars: int = PRIOR_CHARS) -> str:
     what = f"kit {prior.kit}" if prior.kit else "this project"
     lines = [f"Earlier runs on {what} (newest first):"]
     for r in prior.runs:
-        interval = [r.best_lo, r.best_hi] if r.best_lo is not None and r.best_hi is not None else None
-        best = "no ranked score yet" if r.best_score is None else f"best {describe_score(r.best_score, interval)}" + (
+        best = "no ranked score yet" if r.best_score is None else f"best {describe_score(r.best_score, r.best_interval)}" + (
             f" ({r.best_candidate_id})" if r.best_candidate_id else "")
         why = f" — {_clip(r.status_reason, 120)}" if r.status_reason else ""
         kit = f" ({r.kit})" if r.kit and not prior.kit else ""
@@ -324,7 +328,7 @@ def render_prior(prior: PriorWork, max_chars: int = PRIOR_CHARS) -> str:
         methods = {c.timing_method for c in prior.best if c.timing_method is not None}
         newest = max(methods, default=None)
         lines += [f"- `{c.id}` ({c.owner}, run `{c.run_id}`): "
-                  f"{describe_score(c.score, [c.score_lo, c.score_hi] if c.score_lo is not None else None)}"
+                  f"{describe_score(c.score, c.score_interval)}"
                   + (f" [timed by method {c.timing_method}: not comparable with method {newest}'s scores]"
                      if len(methods) > 1 and c.timing_method != newest else "")
                   + (f" — {c.note}" if c.note else "") for c in prior.best if c.score is not None]

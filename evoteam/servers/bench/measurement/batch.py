@@ -205,9 +205,9 @@ def _ms_apart(outcomes: list[WorkloadOutcome]) -> str | None:
         return None
     o = off[0]
     more = f" (and {len(off) - 1} more)" if len(off) > 1 else ""
-    return (f"{o.workload}{more}: its baseline_ms / candidate_ms is {stats.sig3(o.baseline_ms / o.candidate_ms)}, "
-            f"its speedup {stats.sig3(o.speedup)}: the ms are each side's own median over the rounds, the "
-            "speedup the median of the rounds' paired ratios (rounds move both sides alike); rank by the speedup")
+    return (f"{o.workload}{more}: baseline_ms / candidate_ms is {stats.sig3(o.baseline_ms / o.candidate_ms)} but "
+            f"the speedup is {stats.sig3(o.speedup)}: each ms is one side's own median, the speedup the median of "
+            "same-round ratios; rank by the speedup")
 
 
 def _outcome(name: str, v: WorkloadVerdict) -> WorkloadOutcome:

@@ -234,7 +234,6 @@ def contention_line(c: dict) -> str | None:
     """The one line that says a machine was contended, or None."""
     if not c.get("contended"):
         return None
-    return ("contended machine (" + "; ".join(c.get("reasons") or []) + "): separate evaluations here move by "
-            "more than their intervals, either way, so this score is not announced as a new best (though it may "
-            "rank as the run's best); to rank it surely, compare or remeasure it side by side with the "
-            "others")
+    return ("contended machine (" + "; ".join(c.get("reasons") or []) + "): scores taken separately here can "
+            "differ by more than their intervals, so the run's trajectory does not mark this one a new best; "
+            "bench.compare or bench.remeasure it side by side with the run's best to rank it surely")
