@@ -1,15 +1,19 @@
 """evoteam: evolving agent teams for open-ended optimisation, as MCP servers for coding agents."""
 
+# Only modules the interpreter has loaded before it runs anything (os with site, sys), and no
+# `from __future__` (a module too): `python -m evoteam` runs this file while the working folder
+# is still first on sys.path (forget_working_folder), where a project's json.py or re.py would
+# be imported in place of the standard library's. Annotations are strings for the same reason.
 import os
 import sys
-from collections.abc import Mapping
-from pathlib import Path
 
 __version__ = "0.1.0"
 
 
-def evoteam_home(env: Mapping[str, str] | None = None) -> Path:
+def evoteam_home(env: "os._Environ[str] | dict[str, str] | None" = None) -> "os.PathLike[str]":
     """evoteam's own folder: `$EVOTEAM_HOME`, else `~/.evoteam` (the `HOME` of `env`)."""
+    from pathlib import Path
+
     env = os.environ if env is None else env
     if env.get("EVOTEAM_HOME"):
         return Path(env["EVOTEAM_HOME"])

@@ -71,3 +71,22 @@ def test_a_file_in_the_working_folder_never_shadows_a_module(store_with_a_run, t
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["total"] == 1
+
+
+def test_nothing_a_project_folder_holds_is_imported_before_it_leaves_sys_path(tmp_path: Path):
+    """In an installation without the dev venv's .pth files (which load pathlib and more at
+    startup), `python -m evoteam` imported evoteam/__init__.py's modules while the working folder
+    was still first on sys.path: a project's pathlib.py or re.py stopped it. Run without site
+    (-S), evoteam and its packages on PYTHONPATH, beside files named like standard modules."""
+    import site
+
+    import evoteam
+
+    # (Not what runpy itself imports first, e.g. collections: that is Python's own; -P avoids both.)
+    for name in ("re", "pathlib", "fnmatch", "json", "typing", "__future__"):
+        (tmp_path / f"{name}.py").write_text(f"raise SystemExit('the working folder shadowed {name}')\n")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "EVOTEAM_DB": str(tmp_path / "kb.db"),
+           "PYTHONPATH": ":".join([str(Path(evoteam.__file__).parents[1]), *site.getsitepackages()])}
+    done = subprocess.run([sys.executable, "-S", "-m", "evoteam", "--version"], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "version" in done.stdout, done.stdout + done.stderr

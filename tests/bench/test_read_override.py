@@ -1,7 +1,8 @@
-"""Where Landlock is not in force, a worker dropped to a uid of its own must not keep the
-capability to read any file (CAP_DAC_READ_SEARCH, which drop_identity keeps so that a Python
-installed where only root may read still loads): it is dropped where the uid reads what the
-worker needs without it, and named as a missing protection where it does not."""
+"""A worker dropped to a uid of its own must not keep the capability to read any file
+(CAP_DAC_READ_SEARCH, which drop_identity keeps so that a Python installed where only root may
+read still loads): it is dropped where the uid reads what the worker needs without it (a closed
+/root holding the Python is covered for it), and named as a missing protection where it does
+not. With Landlock too: its allow-list (/etc, /opt, /usr) holds root-only files."""
 
 from __future__ import annotations
 
@@ -23,10 +24,10 @@ pytestmark = pytest.mark.skipif(not can_drop_privileges(), reason="needs root, t
 # installation (it may sit below /root).
 DROP = r"""
 import json, sys
-from evoteam.servers.bench.confinement import sandbox
+from evoteam.servers.bench.confinement import identity
 uid, roots, secret, release = int(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
-sandbox.drop_identity(uid)
-desc = sandbox.release_read_override(roots) if release else None
+identity.drop_identity(uid)
+desc = identity.release_read_override(roots, landlocked=False) if release else None
 try:
     with open(secret) as fh:
         readable = fh.read() == "s3cret"
@@ -118,3 +119,29 @@ async def test_without_landlock_a_candidate_never_reads_a_root_only_file_unsaid(
     else:
         assert result.status == "PASSED", result.message
         assert "no-read-override" in result.sandbox, result.sandbox
+
+
+@pytest.fixture
+def allowed_folder():
+    """A folder inside Landlock's read allow-list (/opt, else /usr/local), removed afterwards."""
+    base = next((b for b in ("/opt", "/usr/local") if os.path.isdir(b) and os.access(b, os.W_OK)), None)
+    if base is None:
+        pytest.skip("no writable folder inside the read allow-list")
+    with tempfile.TemporaryDirectory(dir=base, prefix="evoteam-test-") as folder:
+        yield Path(folder)
+
+
+async def test_with_landlock_a_candidate_reads_no_root_only_file_of_its_allow_list(fast_kit, fast_settings,
+                                                                                   allowed_folder):
+    """Landlock lets a worker read /etc, /opt, /usr and the Python prefixes; with the read
+    capability kept, a root-only file there (an operator's key under /etc or /opt) was readable.
+    Here Python sits under /root, only root may enter: covered for the worker, it loads without the
+    capability, and the file stays closed (or, where that cannot be, the evaluation says so)."""
+    secret = _secret(allowed_folder)
+    result = await evaluate_candidate(fast_settings, str(fast_kit), code=READER.format(path=str(secret)))
+    missing = result.metrics.get("protections_missing") or []
+    if "s3cret" in (result.message or ""):
+        assert any(m.startswith("NO-READ-LIMIT(") for m in missing), (result.message, missing)
+    else:
+        assert result.status == "PASSED", result.message
+        assert "no-read-override" in result.sandbox and not missing, (result.sandbox, missing)

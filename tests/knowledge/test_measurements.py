@@ -356,6 +356,9 @@ async def test_rounds_below_the_resolution_widen_the_stored_interval_as_the_benc
     assert pooled.id == c.id and pooled.n_measurements == 2
     assert pooled.score_interval == pytest.approx([again.lo, again.hi])
     assert again.hi > stats.score_estimate(both).hi
+    # Each workload's pooled interval too: w1's as wide as its unresolved rounds allow.
+    w1 = next(w for w in (await verifier.get_candidate(c.id)).workloads if w.workload == "w1")
+    assert w1.speedup_interval[1] >= stats.ratio_interval(both_ranges["w1"][1]).hi
 
 
 def test_ranges_must_fit_their_samples():

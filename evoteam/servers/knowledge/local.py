@@ -264,9 +264,10 @@ class LocalKnowledgeStore(KnowledgeStore):
                 raise NotFound(f"evidence {ref!r} does not exist: cite a candidate or artifact of run {run_id!r}")
             if row["run_id"] != run_id:
                 # A learning cites this run's measurements (an export carries them with it).
-                raise NotFound(f"evidence {ref!r} is of another run, not {run_id!r}: measure it in this run first "
-                               f"(bench.evaluate with candidate_id={ref!r} and run_id={run_id!r}) and cite that, "
-                               "or name it in the text")
+                how = (f"measure it in this run first (bench.evaluate with candidate_id={ref!r} and "
+                       f"run_id={run_id!r}) and cite that" if table == "candidates"
+                       else "store a copy in this run (knowledge.put_artifact) and cite that")
+                raise NotFound(f"evidence {ref!r} is of another run, not {run_id!r}: {how}, or name it in the text")
 
     async def add_learning(self, spec: LearningCreate) -> Learning:
         async with self.db.write(scope=spec.run_id) as conn:

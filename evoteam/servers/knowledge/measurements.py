@@ -185,14 +185,19 @@ async def find_same_code(conn: aiosqlite.Connection, spec: CandidateCreate) -> s
         return await cur.fetchone()
 
 
-def _pooled_workloads(old: list[dict], new: list[WorkloadResult], samples: MeasurementSamples) -> list[dict]:
+def _pooled_workloads(old: list[dict], new: list[WorkloadResult], samples: MeasurementSamples,
+                      ranges: SampleRanges) -> list[dict]:
     by_name = {w["workload"]: dict(w) for w in old}
     for w in new:
         merged = dict(by_name.get(w.workload, {}), **w.model_dump(exclude_none=True))
         rounds = samples.get(w.workload)
         if rounds and w.status == "PASSED" and merged.get("status") == "PASSED":
             est = stats.ratio_interval(rounds)
-            merged.update(speedup=est.value, speedup_interval=[est.lo, est.hi], rounds=len(rounds))
+            lo, hi = est.lo, est.hi
+            if w.workload in ranges:  # unresolved rounds: as wide as the bench's (timing.widen_for_censoring)
+                lows, highs = ranges[w.workload]
+                lo, hi = min(lo, stats.ratio_interval(lows).lo), max(hi, stats.ratio_interval(highs).hi)
+            merged.update(speedup=est.value, speedup_interval=[lo, hi], rounds=len(rounds))
         by_name[w.workload] = merged
     return list(by_name.values())
 
@@ -236,7 +241,7 @@ async def pool(conn: aiosqlite.Connection, row: sqlite3.Row, spec: CandidateCrea
     metrics["measurements"] = history[-MAX_HISTORY:]
     if not passed_now:
         metrics["failed_measurement"] = {"status": spec.status, "message": str(spec.metrics.get("message") or "")[:500]}
-    workloads = _pooled_workloads(json.loads(row["workloads"] or "[]"), spec.workloads, samples)
+    workloads = _pooled_workloads(json.loads(row["workloads"] or "[]"), spec.workloads, samples, ranges)
     await conn.execute(
         "UPDATE candidates SET status = ?, score = ?, score_lo = ?, score_hi = ?, rank_score = ?, samples = ?, "
         "n_measurements = n_measurements + 1, contended_measurements = contended_measurements + ?, flagged = ?, "

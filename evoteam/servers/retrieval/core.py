@@ -220,7 +220,7 @@ class RetrievalService:
             if docs:
                 sources.append("the documents (full text: lookup(document_id))")
             if not sources:
-                return (f"Nothing is stored for this run yet: call gate again with decision='retrieve'"
+                return ("Nothing is stored for this run yet: call gate again with decision='retrieve'"
                         + ("" if self.backends.backends else " once a search backend is configured")
                         + ", or generate from the parent.")
             then = (credit if docs else f"evaluate each with bench evaluate(run_id='{run_id}', parent_id=the candidate "

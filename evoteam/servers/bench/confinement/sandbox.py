@@ -28,7 +28,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evoteam.servers.bench.confinement import seccomp
+from evoteam.servers.bench.confinement import identity, seccomp
+from evoteam.servers.bench.confinement.host import check as _check
+from evoteam.servers.bench.confinement.host import default_read_roots
+from evoteam.servers.bench.confinement.host import libc as _libc
 
 # Programs a candidate may start (GPU toolchains compile through subprocesses).
 ALLOWED_EXECUTABLES = {
@@ -73,10 +76,6 @@ class _RulesetAttr(ctypes.Structure):
 class _PathBeneathAttr(ctypes.Structure):
     _pack_ = 1
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
-
-
-def _libc():
-    return ctypes.CDLL(None, use_errno=True)
 
 
 def landlock_abi() -> int:
@@ -147,29 +146,6 @@ def apply_landlock(read_roots: list[str], write_roots: list[str]) -> str:
     finally:
         os.close(fd)
     return f"landlock-abi{abi}"
-
-
-def default_read_roots(scratch: str) -> list[str]:
-    """Where a sandboxed worker may read: the Python installation, system folders, the evoteam
-    package itself (not the repository around it: the kits live there) and its scratch folder."""
-    import evoteam
-
-    # /proc only for this process itself (and a few system-wide files): /proc/<other pid> holds
-    # other processes' environments and command lines.
-    roots = {"/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/sys", "/dev", "/opt",
-             f"/proc/{os.getpid()}", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/sys",
-             "/proc/filesystems", "/run/nvidia-persistenced", scratch,
-             sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-             str(Path(evoteam.__file__).resolve().parent)}
-    for entry in sys.path:
-        if entry and os.path.isdir(entry) and ("site-packages" in entry or "dist-packages" in entry
-                                               or entry.startswith(sys.base_prefix)):
-            roots.add(entry)
-    out = []
-    for root in sorted(roots):
-        if root and os.path.exists(root):
-            out.append(os.path.realpath(root))
-    return out
 
 
 # ---------------------------------------------------------------- audit hook
@@ -320,11 +296,11 @@ def confine(scratch: str, deny_roots: list[str], memory_mb: int | None, extra_re
             layers.append(f"NO-LANDLOCK({exc})")
     else:
         layers.append("NO-LANDLOCK(disabled)")
-    if layers[-1].startswith("NO-LANDLOCK"):
-        # Nothing limits reads now: the read override drop_identity kept must not stay for nothing.
-        released = release_read_override(default_read_roots(scratch) + list(extra_read or []))
-        if released:
-            layers.append(released)
+    # The read override drop_identity kept must not outlive its need (identity.py).
+    released = identity.release_read_override(default_read_roots(scratch) + list(extra_read or []),
+                                              landlocked=not layers[-1].startswith("NO-LANDLOCK"))
+    if released:
+        layers.append(released)
     try:
         layers.append(seccomp.apply(allow_setsid=allow_setsid))
     except OSError as exc:
@@ -332,154 +308,3 @@ def confine(scratch: str, deny_roots: list[str], memory_mb: int | None, extra_re
     install_audit_hook(deny_roots, write_roots)
     layers.append("audit-hook")
     return "+".join(layers)
-
-
-# ---------------------------------------------------------------- namespaces and identity
-
-_CLONE_NEWNS = 0x00020000
-_MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x1000, 0x4000, 0x40000
-_PR_SET_SECUREBITS, _SECBIT_KEEP_CAPS = 28, 0x10
-_PR_CAPBSET_DROP = 24
-_CAP_DAC_READ_SEARCH = 2
-_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_RAISE, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 2, 4
-
-
-def _check(rc: int, what: str) -> None:
-    if rc != 0:
-        raise OSError(ctypes.get_errno(), f"{what} failed: {os.strerror(ctypes.get_errno())}")
-
-
-def _under_tmp(paths: list[str]) -> list[str]:
-    """The paths below /tmp that must stay visible, outermost only (a path inside another is
-    carried along with it)."""
-    inside = sorted({os.path.realpath(p) for p in paths if os.path.realpath(p).startswith("/tmp/")})
-    out: list[str] = []
-    for path in inside:
-        if not any(path == kept or path.startswith(kept + "/") for kept in out):
-            out.append(path)
-    return out
-
-
-def private_mounts(scratch: str, keep_visible: list[str] | None = None) -> str:
-    """A mount namespace of this worker's own: fresh tmpfs on /tmp and /dev/shm (gone with the
-    worker), /proc showing only processes of this worker's user. Needs CAP_SYS_ADMIN.
-
-    What the worker must still read below /tmp — its scratch folder, and the Python installation
-    or evoteam checkout when they live there (a CI clone or a venv in /tmp) — is bound back into
-    the fresh /tmp from the host's, reached through a descriptor opened before the swap. Landlock
-    still decides what may be read."""
-    libc = _libc()
-    scratch = os.path.realpath(scratch)
-    if scratch.startswith("/dev/shm/"):
-        raise OSError(22, "the scratch folder is in /dev/shm")
-    keep = _under_tmp([scratch, *default_read_roots(scratch), *(keep_visible or [])])
-    _check(libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-    # Private first: without it the new mounts would propagate back to the host.
-    _check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "making / private")
-    mounted: list[bytes] = []
-    host_tmp = os.open("/tmp", os.O_PATH | os.O_DIRECTORY)
-    try:
-        _check(libc.mount(b"tmpfs", b"/tmp", b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=256m,mode=1777"),
-               "mounting a tmpfs on /tmp")
-        mounted.append(b"/tmp")
-        for path in keep:
-            source = f"/proc/self/fd/{host_tmp}/{path[len('/tmp/'):]}"
-            if os.path.isdir(source):
-                os.makedirs(path, exist_ok=True)
-            else:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                open(path, "a").close()  # noqa: SIM115 - a mount point for one file
-            _check(libc.mount(source.encode(), path.encode(), None, _MS_BIND | _MS_REC, None),
-                   f"keeping {path} visible")
-        _check(libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=256m,mode=1777"),
-               "mounting a tmpfs on /dev/shm")
-        mounted.append(b"/dev/shm")
-        _check(libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV, b"hidepid=2"),
-               "mounting /proc with hidepid=2")
-    except OSError:
-        for target in reversed(mounted):
-            libc.umount2(target, 2)  # MNT_DETACH: back to the host's view
-        raise
-    finally:
-        os.close(host_tmp)
-    return "private-tmp"
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-
-def _capset(keep: int) -> None:
-    """This process's capabilities (effective, permitted, inheritable) set to ``keep`` (bits of the first 32)."""
-    data = (_CapData * 2)(_CapData(keep, keep, keep), _CapData(0, 0, 0))
-    _check(_libc().capset(ctypes.byref(_CapHeader(0x20080522, 0)), data), "capset")
-
-
-def drop_identity(uid: int) -> str:
-    """Run as ``uid`` from now on with no capability but reading files (which Landlock limits to
-    its allow-list): the Python installation may sit in a folder only root can read."""
-    libc = _libc()
-    for cap in range(64):
-        if cap != _CAP_DAC_READ_SEARCH:
-            libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
-    _check(libc.prctl(_PR_SET_SECUREBITS, _SECBIT_KEEP_CAPS, 0, 0, 0), "prctl(SECBIT_KEEP_CAPS)")
-    os.setgroups([])
-    os.setresgid(uid, uid, uid)
-    os.setresuid(uid, uid, uid)
-    _capset(1 << _CAP_DAC_READ_SEARCH)
-    # Ambient, so the programs it starts keep it too: a C++ solution's compiler reads the Python
-    # headers, which sit wherever Python does. Landlock still decides what any of them reads.
-    _check(libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_RAISE, _CAP_DAC_READ_SEARCH, 0, 0), "prctl(CAP_AMBIENT)")
-    return f"uid{uid}"
-
-
-def _holds_read_override() -> bool:
-    try:
-        with open("/proc/self/status") as fh:
-            eff = next(line for line in fh if line.startswith("CapEff:"))
-    except (OSError, StopIteration):
-        return False
-    return bool(int(eff.split()[1], 16) >> _CAP_DAC_READ_SEARCH & 1)
-
-
-def release_read_override(read_roots: list[str]) -> str | None:
-    """Where Landlock is not in force, CAP_DAC_READ_SEARCH (kept by drop_identity so that a
-    Python installed where only root may read still loads) would let this worker read any file
-    on the machine: the held-out key, tokens, the knowledge store. Drop it when this uid reads
-    every folder the worker needs without it (os.access checks the real uid, capabilities
-    aside); otherwise say so in capitals, as a missing protection. None where it is not held."""
-    if os.getuid() == 0 or not _holds_read_override():
-        return None
-    needs = next((root for root in read_roots if os.path.exists(root) and not os.access(
-        root, os.R_OK | (os.X_OK if os.path.isdir(root) else 0))), None)
-    if needs is not None:
-        return (f"NO-READ-LIMIT(no Landlock, and {needs} is readable only with CAP_DAC_READ_SEARCH, which lets "
-                "this worker read any file; install Python where other users can read it)")
-    _check(_libc().prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "prctl(CAP_AMBIENT_CLEAR_ALL)")
-    _capset(0)
-    return "no-read-override"
-
-
-def isolate(scratch: str, uid: int | None, private: bool, keep_visible: list[str] | None = None) -> tuple[str, bool]:
-    """Namespaces and identity, applied first (they need root). Returns the layers in force and
-    whether /tmp and /dev/shm are private (``keep_visible``: folders below /tmp that must stay
-    readable there, such as a kit's folder). A layer that cannot be applied is named in capitals
-    with the reason, so results say what protection is missing."""
-    layers = []
-    private_tmp = False
-    if private:
-        try:
-            layers.append(private_mounts(scratch, keep_visible))
-            private_tmp = True
-        except OSError as exc:
-            layers.append(f"NO-PRIVATE-TMP({exc})")
-    if uid is not None:
-        try:
-            layers.append(drop_identity(uid))
-        except OSError as exc:
-            layers.append(f"NO-OWN-UID({exc})")
-    return "+".join(layers), private_tmp

@@ -99,12 +99,12 @@ class Worker(TrustedSteps, TimedCalls):
         if self.mode in ("candidate", "program"):
             # Import what loading a solution needs before the jail: its private /tmp hides an
             # installation that lives there (a venv under /tmp), and Landlock forbids new reads.
-            from evoteam.servers.bench.confinement import sandbox  # noqa: F401
+            from evoteam.servers.bench.confinement import identity, sandbox  # noqa: F401
             from evoteam.servers.bench.formats import solutions  # noqa: F401
 
             self.sandbox_mod = sandbox
             sb = self.init["sandbox"]
-            ident, private_tmp = sandbox.isolate(sb["scratch"], sb.get("uid"), bool(sb.get("private_tmp")))
+            ident, private_tmp = identity.isolate(sb["scratch"], sb.get("uid"), bool(sb.get("private_tmp")))
             self.sandbox_desc = sandbox.confine(sb["scratch"], sb.get("deny", []), sb.get("memory_mb"),
                                                 use_landlock=sb.get("landlock", True), private_tmp=private_tmp)
             if ident:
@@ -144,12 +144,12 @@ class Worker(TrustedSteps, TimedCalls):
             path = self.init["evaluator"]
             from evoteam.servers.bench.measurement import cascade, harness, program, protocol  # noqa: F401 - before the jail
             from evoteam.servers.bench.formats import openevolve  # noqa: F401 - before the jail
-            from evoteam.servers.bench.confinement import sandbox  # noqa: F401 - before the jail
+            from evoteam.servers.bench.confinement import identity, sandbox  # noqa: F401 - before the jail
 
             openevolve.install_evaluation_result_shim()  # evaluators may import openevolve.evaluation_result
             sb = self.init.get("sandbox")
             if sb:
-                ident, private_tmp = sandbox.isolate(sb["scratch"], sb.get("uid"), bool(sb.get("private_tmp")),
+                ident, private_tmp = identity.isolate(sb["scratch"], sb.get("uid"), bool(sb.get("private_tmp")),
                                                      keep_visible=sb.get("read"))
                 self.sandbox_desc = sandbox.confine(sb["scratch"], sb.get("deny", []), sb.get("memory_mb"),
                                                     extra_read=sb.get("read"), use_landlock=sb.get("landlock", True),

@@ -63,14 +63,18 @@ class SlotReply(BaseModel):
     # The rounds' per-workload samples: Evaluation leaves them out of its JSON (they are the
     # store's business, not an agent's), yet the caller records them so measurements pool.
     samples: dict[str, list[float]] = Field(default_factory=dict)
+    # Likewise each unresolved round's possible ratios: without them the store's interval for a
+    # slot's or a node's measurement was narrower than the measurement's own.
+    sample_ranges: dict[str, tuple[list[float], list[float]]] = Field(default_factory=dict)
     error: str = ""
     refused: bool = False  # the job was refused (kit hash, unknown kit): retrying elsewhere is pointless
 
 
     def result(self) -> Evaluation | None:
-        """The evaluation with its samples back in place."""
+        """The evaluation with its samples (and their ranges) back in place."""
         if self.evaluation is not None and self.samples:
             self.evaluation.samples = self.samples
+            self.evaluation.sample_ranges = self.sample_ranges
         return self.evaluation
 
 

@@ -73,7 +73,7 @@ async def evaluate_job(settings: Settings, job: EvalJob, how: str = "fresh") -> 
                                    # fresh: started for this job; standby: warmed up before
                                    # it; reused: kept from an earlier job on the slot
                                    "runner": how}
-    return SlotReply(ok=True, evaluation=result, samples=result.samples)
+    return SlotReply(ok=True, evaluation=result, samples=result.samples, sample_ranges=result.sample_ranges)
 
 
 def _die_with_parent() -> None:
