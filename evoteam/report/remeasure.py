@@ -120,6 +120,9 @@ def judge(mset: MeasurementSet) -> None:
 # A run of one group (no team: the /kernel-loop skill) would otherwise re-measure a single
 # finalist, and a batch of one answers no "which ranking holds" question.
 SINGLE_GROUP_FINALISTS = 3
+# Sides of one batch at most (each is a confined worker timed in every round): the evaluation
+# service runs every agent's remeasure, so one call must stay bounded.
+MAX_CANDIDATES = 12
 
 
 async def finalists(store: KnowledgeStore, run_id: str) -> list[CandidateSummary]:
@@ -164,6 +167,9 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
     if not run.kit:
         raise DomainError(f"run {run_id} is not bound to a kit: there is nothing to re-measure against")
     kit = find_kit(settings, run.kit)
+    if candidate_ids and len(candidate_ids) > MAX_CANDIDATES:  # one batch times every side in every round
+        raise DomainError(f"remeasure takes at most {MAX_CANDIDATES} candidates in one batch, not "
+                          f"{len(candidate_ids)}: name the finalists (default: each version's best)")
     if candidate_ids:
         chosen = [await store.get_candidate(cid) for cid in candidate_ids]
         if other := next((c for c in chosen if c.run_id != run_id), None):

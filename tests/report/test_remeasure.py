@@ -65,3 +65,23 @@ def test_remeasure_cli_stores_a_set_the_report_shows(filled_db, tmp_path):
     subprocess.run([sys.executable, "-m", "evoteam.cli", "report", run_id, "-o", str(page)], env=env, check=True,
                    capture_output=True, timeout=180)
     assert "Re-measured together" in page.read_text() and "2 interleaved rounds" in page.read_text()
+
+
+async def test_one_batch_takes_a_bounded_number_of_candidates(tmp_path):
+    """Every agent's remeasure runs on the evaluation service when there is one: a batch is
+    bounded (each candidate is a confined worker timed in every round), refused before anything
+    is looked up or measured."""
+    import pytest
+
+    from evoteam.config import Settings
+    from evoteam.errors import DomainError
+    from evoteam.report.remeasure import MAX_CANDIDATES, remeasure_run
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.models import RunCreate
+    from evoteam.servers.knowledge.store import Actor
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u")) as store:
+        run = await store.start_run(RunCreate(goal="g", kit="rmsnorm_cpu"))
+        ids = [f"cand_{i:016x}" for i in range(MAX_CANDIDATES + 1)]
+        with pytest.raises(DomainError, match=f"at most {MAX_CANDIDATES} candidates"):
+            await remeasure_run(Settings(db=tmp_path / "kb.db"), store, run.id, candidate_ids=ids)
