@@ -369,3 +369,26 @@ def test_ranges_must_fit_their_samples():
         CandidateCreate(run_id="r", samples=samples, sample_ranges={"w2": ([1.0, 1.0], [4.0, 4.0])})
     with pytest.raises(ValueError, match="hold its sample"):
         CandidateCreate(run_id="r", samples=samples, sample_ranges={"w1": ([2.5, 1.0], [4.0, 4.0])})
+
+
+async def test_a_pooled_candidates_summary_shows_no_first_measurements_message(tmp_path):
+    """After pooling, the summary showed the first measurement's message ("18.3× (16.3–22.9)")
+    beside the pooled score and interval; and a one-line note twice (note and notes)."""
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.store import Actor
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t", verifier=True)) as kb:
+        run = await new_run(kb)
+        first = measured(run.id, CODE, {"w1": rounds(4.0, 1.0, seed=1)}, notes="one matmul",
+                         metrics={"message": "geomean speedup 4.1× (3.5–4.6)"})
+        first.workloads[0].message = "time not resolved in 1 of 10 rounds"
+        one = await kb.record_candidate(first)
+        alone = (await kb.get_candidate(one.id)).summary()
+        assert alone.metrics["message"].startswith("geomean") and alone.workloads[0].message
+        assert alone.notes == "one matmul" and alone.note is None  # said once
+        await kb.record_candidate(measured(run.id, CODE, {"w1": rounds(4.0, 1.0, seed=2)}))
+        full = await kb.get_candidate(one.id)
+        pooled = full.summary()
+    assert pooled.n_measurements == 2
+    assert "message" not in pooled.metrics and all(w.message is None for w in pooled.workloads)
+    assert full.metrics["message"].startswith("geomean")  # detail keeps the record

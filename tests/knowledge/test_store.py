@@ -481,12 +481,13 @@ async def test_a_document_is_not_evidence_and_the_refusal_says_what_is(tmp_path)
     assert "record_outcome` call is needed" in research
 
 
-async def test_evidence_of_another_run_says_how_to_cite_it(tmp_path):
+async def test_evidence_of_another_run_says_how_to_cite_it(new_location):
     """A second engineer cited a colleague's candidate as evidence and read "record it first",
-    which would have made an unverified copy: the refusal says to measure it in their run."""
+    which would have made an unverified copy: the refusal says to measure it in their run (on
+    both backends)."""
     from evoteam.servers.knowledge.errors import NotFound
 
-    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="tester", verifier=True)) as store:
+    async with LocalKnowledgeStore.open(new_location("kb.db"), Actor(user="tester", verifier=True)) as store:
         theirs = await store.start_run(RunCreate(goal="a", kit="k"))
         cand = await store.record_candidate(CandidateCreate(run_id=theirs.id, code="y = 1\n", status="PASSED",
                                                             score=2.0, verified=True))
@@ -495,3 +496,11 @@ async def test_evidence_of_another_run_says_how_to_cite_it(tmp_path):
             await store.add_learning(LearningCreate(run_id=mine.id, text="x", evidence=[cand.id]))
         with pytest.raises(NotFound, match="does not exist"):
             await store.add_learning(LearningCreate(run_id=mine.id, text="x", evidence=["cand_0123456789abcdef"]))
+        # Where this run already measured the same code, the refusal names that candidate.
+        copy = await store.record_candidate(CandidateCreate(run_id=mine.id, code="# mine\ny = 1\n", status="PASSED",
+                                                            score=2.1, verified=True))
+        with pytest.raises(NotFound, match=f"this run holds the same code as {copy.id}: cite that"):
+            await store.add_learning(LearningCreate(run_id=mine.id, text="x", evidence=[cand.id]))
+        # An id cited twice is one piece of evidence.
+        learned = await store.add_learning(LearningCreate(run_id=mine.id, text="x", evidence=[copy.id, copy.id]))
+        assert learned.evidence == [copy.id]

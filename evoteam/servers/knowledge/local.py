@@ -267,7 +267,19 @@ class LocalKnowledgeStore(KnowledgeStore):
                 how = (f"measure it in this run first (bench.evaluate with candidate_id={ref!r} and "
                        f"run_id={run_id!r}) and cite that" if table == "candidates"
                        else "store a copy in this run (knowledge.put_artifact) and cite that")
+                if table == "candidates" and (same := await self._same_code_in(conn, run_id, ref)):
+                    how = f"this run holds the same code as {same}: cite that"
                 raise NotFound(f"evidence {ref!r} is of another run, not {run_id!r}: {how}, or name it in the text")
+
+    @staticmethod
+    async def _same_code_in(conn: aiosqlite.Connection, run_id: str, candidate_id: str) -> str | None:
+        """A measured candidate of ``run_id`` with the code of ``candidate_id`` (another run's), if any."""
+        async with conn.execute(
+                "SELECT c.id FROM candidates c JOIN candidates o ON o.code_hash = c.code_hash "
+                "WHERE o.id = ? AND c.run_id = ? AND c.verified = 1 AND c.code_hash IS NOT NULL "
+                "ORDER BY c.created_at, c.id LIMIT 1", (candidate_id, run_id)) as cur:
+            row = await cur.fetchone()
+        return row["id"] if row else None
 
     async def add_learning(self, spec: LearningCreate) -> Learning:
         async with self.db.write(scope=spec.run_id) as conn:

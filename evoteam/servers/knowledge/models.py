@@ -126,6 +126,11 @@ class LearningCreate(BaseModel):
     supersedes: str | None = None
     idempotency_key: str | None = Field(default=None, max_length=200)
 
+    @field_validator("evidence")
+    @classmethod
+    def _once_each(cls, value: list[str]) -> list[str]:
+        return list(dict.fromkeys(value))  # an id cited twice is one piece of evidence
+
 
 class Learning(BaseModel):
     # add_learning's answer: the caller just wrote the text; the id and provenance are the news.
@@ -359,6 +364,13 @@ class Candidate(CandidateSummary):
         if isinstance(metrics.get("contention"), dict):  # the verdict; detail=true gives the readings
             metrics["contention"] = {"contended": metrics["contention"].get("contended")}
         update: dict[str, Any] = {"samples": None, "sample_ranges": None, "metrics": metrics}
+        if self.n_measurements > 1:
+            # The messages are the first measurement's ("18.3× (16.3–22.9)"), read beside the
+            # pooled score and interval as if they were its: detail=true keeps them.
+            metrics.pop("message", None)
+            update["workloads"] = [w.model_copy(update={"message": None}) for w in self.workloads]
+        if self.note and self.notes.strip() == self.note:  # a one-line note would be shown twice
+            update["note"] = None
         if not include_code:
             update["code"] = None
         return self.model_copy(update=update)
