@@ -156,3 +156,17 @@ async def test_a_run_that_ranks_the_other_way_is_refused_before_measuring(fast_k
     assert third.run_id == e.run_id
     assert f"recorded in {e.run_id}, your newest active run of this kit that can take it; skipped {wrong2.id}: " \
         "it ranks scores to be minimized" in third.message, third.message
+
+
+def test_describe_kit_says_how_a_kit_is_timed_in_one_short_paragraph(fast_settings):
+    """Issue 21, point 7: describe_kit states warm-ups, rounds, repetitions, fresh or reused inputs,
+    cold or warm caches, whether a DPS output's allocation is timed and what is subtracted; and it
+    is read at the start of every session, so it stays short (it was 1,325 characters)."""
+    from evoteam.servers.bench.evaluation.catalog import describe_kit
+
+    text = describe_kit(fast_settings, "rmsnorm_cpu").timing_method
+    for needed in ("2 warm-up calls per side", "10 rounds of 2 repetitions", "fresh inputs", "caches are warm",
+                   "destination passing style gets its outputs allocated outside the clock",
+                   "less the call path", "order-statistic interval", "bootstrap interval"):
+        assert needed in text, needed
+    assert len(text) <= 900, len(text)

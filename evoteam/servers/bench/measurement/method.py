@@ -22,21 +22,16 @@ TIMING_METHOD = 3
 
 
 def timing_method(kit: Kit) -> str:
-    """How this kit's candidates are timed, in words (describe_kit, docs/bench.md)."""
+    """How this kit's candidates are timed, in words (describe_kit; the whole story in
+    docs/bench.md). Every part a reader needs in one short paragraph: it was 1,325 of describe_kit's
+    2,674 characters, the largest part of the first answer a model reads."""
     t = kit.manifest.timing
-    dps = ("with destination passing style the outputs are allocated (NaN-filled) by the harness outside "
-           "the clock; otherwise the candidate's own allocation of its outputs is inside the timed call")
-    return (f"{t.rounds} rounds of {t.reps_per_round} repetitions; each repetition calls the baseline and the "
-            "candidate once each on the same fresh inputs (made per round by the trusted worker; a cache keyed on "
-            "inputs never hits) plus empty calls in a worker of their own (the baseline's code, confined like the "
-            "sides, never timed as a side and out of the candidate's reach), in a balanced order (each side opens "
-            "as many rounds, follows every other slot as often, never itself; so every call follows another "
-            "process); "
-            f"{t.warmup} warm-up calls per side before the first round; caches are warm (the same "
-            "processes and code, fresh data). Baseline and candidate each run in a worker confined alike, so both "
-            "pay the same call path; the path (the median over rounds of each round's fastest empty call) is "
-            f"subtracted from every time. A round's time is each side's fastest call; {dps}. A time left below "
-            "the spread of the rounds' fastest empty calls is unresolved: it counts at that spread, and the "
-            "intervals cover every ratio it allows. Speedup per workload: the median of the rounds' "
-            "paired ratios with a 95% order-statistic interval; score: geometric mean over "
-            "workloads with a bootstrap interval.")
+    return (f"{t.warmup} warm-up calls per side, then {t.rounds} rounds of {t.reps_per_round} repetitions: each "
+            "repetition calls baseline and candidate once on the same fresh inputs (new every round: a cache keyed "
+            "on inputs never hits), each side in a worker confined alike, in a balanced order, with empty calls (the "
+            "call path alone) in a worker of their own; caches are warm (same processes, fresh data). Timed: the "
+            "call as the harness sees it, less the call path (the median of each round's fastest empty call); a "
+            "candidate in destination passing style gets its outputs allocated outside the clock, one that returns "
+            "them allocates them inside it. Per round each side's fastest call; a time below the path's spread "
+            "counts at that spread and the intervals cover it. Speedup: the median of the rounds' paired ratios "
+            "(95% order-statistic interval); score: the geometric mean of the workloads' speedups (bootstrap interval).")
