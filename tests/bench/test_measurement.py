@@ -223,10 +223,18 @@ async def test_remeasure_tool_records_each_finalist_and_applies_its_rule(steady_
     b = await evaluate_candidate(steady_settings, "rmsnorm_steady", code=repeated(base, 40) + "\n# v2\n",
                                  store=store, run_id=a.run_id)
     before = len((await store.list_candidates(a.run_id, limit=50)).items)
+    heard: list[tuple] = []
+
+    async def hear(progress, total, message):
+        heard.append((progress, total, message))
+
     async with Client(build_server(steady_settings, store)) as client:
         res = await client.call_tool("remeasure", {"run_id": a.run_id, "candidate_ids": [b.candidate_id, a.candidate_id],
-                                                   "rounds": 10})
+                                                   "rounds": 10}, progress_callback=hear)
     assert not res.is_error, res.content
+    # It says how long it will take, then how far it has come (it was silent up to its timeout).
+    assert heard and heard[0][2].startswith("3 sides x 10 rounds on dev: about"), heard
+    assert any(m.startswith("dev ") for _, _, m in heard[1:]) and [p for p, _, _ in heard] == sorted(p for p, _, _ in heard)
     mset = res.structured_content
     ids = [e["candidate_id"] for e in mset["entries"]]
     assert ids == ["baseline", b.candidate_id, a.candidate_id]

@@ -6,8 +6,10 @@ pydantic model. Evaluations record the candidate in the knowledge store.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
+import itertools
 from collections.abc import Callable
 from typing import Annotated, Literal
 
@@ -85,8 +87,20 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
 
     tickets = TicketBook()
 
+    def said(ctx: Context):
+        """A line of a long batch's progress (remeasure: "dev 3.0/10: ...") as an MCP progress
+        notification, numbered: a remeasure on the evaluation service was silent up to its timeout."""
+        report, count, loop = reporter(ctx), itertools.count(1), asyncio.get_running_loop()
+        pending: set[asyncio.Task] = set()
+
+        def line(message: str) -> None:
+            task = loop.create_task(report(next(count), None, message))  # no total: lines, not a fraction
+            pending.add(task)  # held until done: a task nobody holds may be collected mid-flight
+            task.add_done_callback(pending.discard)
+        return line
+
     def reporter(ctx: Context):
-        async def report(done: float, total: float, message: str) -> None:
+        async def report(done: float, total: float | None, message: str) -> None:
             with contextlib.suppress(Exception):
                 await ctx.report_progress(done, total, message)
         return report
@@ -204,7 +218,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
             return MeasurementSet.model_validate(await route.call_service(settings, "remeasure", arguments,
                                                                           reporter(ctx)))
         return await remeasure_run(settings, kb(ctx=ctx), run_id, rounds=rounds, split=split,
-                                   candidate_ids=candidate_ids or None)
+                                   candidate_ids=candidate_ids or None, progress=said(ctx))
 
     return server
 

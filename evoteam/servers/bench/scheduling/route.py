@@ -118,7 +118,7 @@ async def call_service(settings: Settings, tool: str, arguments: dict, progress:
 
     async def relay(done: float, total: float | None, message: str | None) -> None:
         if progress is not None:
-            await progress(done, total or 1.0, message or "")
+            await progress(done, total, message or "")  # a remeasure's lines come without a total
 
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {settings.token}"},
                               timeout=httpx2.Timeout(60.0, read=SERVICE_TIMEOUT_S))
