@@ -102,6 +102,9 @@ async def test_a_role_is_sent_to_the_code_by_the_short_way(settings, store, tmp_
     async with Client(bench_server(settings, store)) as bench:
         done = await bench.call_tool("evaluate", {"kit": "rmsnorm_walk", "code": FLOAT32, "run_id": run_id})
     cand = done.structured_content["candidate_id"]
+    # The evaluate text leaves the call path's per-workload figures to programs (structuredContent).
+    assert '"call_path_subtracted_us"' not in done.content[0].text and '"pinned_cpus"' not in done.content[0].text
+    assert done.structured_content["metrics"]["timing"]
     project = tmp_path / "project"
     project.mkdir()
     async with Client(team_server(settings, store, project_dir=project)) as team:

@@ -332,7 +332,10 @@ class Evaluation(BaseModel):
         "sandbox", "wall_s", "metrics.kit_source", "metrics.kit_hash", "metrics.timing_method", "metrics.environment",
         "metrics.harness_overhead_s", "metrics.wall_s", "metrics.baseline", "metrics.device",
         "metrics.geomean_speedup", "metrics.workloads_passed", "metrics.workloads", "metrics.min_speedup",
-        "metrics.max_speedup"})
+        "metrics.max_speedup",
+        # The call path per workload and the timed CPUs (~400 characters): a workload's note says
+        # when its rounds were not resolved, the message when the machine was contended.
+        "metrics.timing", "metrics.pinned_cpus"})
 
     # A PENDING answer has no result yet: its zero counts and false flags would read as one (a
     # model took `recorded: false` for "this will not be recorded").
