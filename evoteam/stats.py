@@ -127,6 +127,19 @@ def ratio_interval(ratios: Sequence[float]) -> Estimate:
     return widen(median_interval(ratios))
 
 
+def censored_ratio_interval(ratios: Sequence[float], lows: Sequence[float] | None = None,
+                            highs: Sequence[float] | None = None) -> Estimate:
+    """ratio_interval, stretched to the same interval computed from every round's smallest and
+    largest possible ratio (``lows``, ``highs``, parallel to ``ratios``) where some round's time
+    was below the harness's resolution; no change when every time was resolved. One rule for the
+    bench's workloads and the store's pooled ones."""
+    est = ratio_interval(ratios)
+    if lows is None or highs is None or list(lows) == list(highs):
+        return est
+    return Estimate(est.value, min(est.lo, ratio_interval(lows).lo), max(est.hi, ratio_interval(highs).hi),
+                    est.n, est.coverage)
+
+
 def _seed(samples: Sequence[Samples]) -> int:
     h = hashlib.sha256()
     for group in samples:
@@ -237,7 +250,6 @@ def score_estimate(samples: Samples, kind: str = "kernel", confidence: float = C
     return widen(Estimate(value, min(lo, value), max(hi, value), n, confidence))
 
 
-
 SampleRanges = Mapping[str, tuple[Sequence[float], Sequence[float]]]
 
 
@@ -255,6 +267,7 @@ def censored_score_estimate(samples: Samples, ranges: SampleRanges | None = None
     highs = {k: list(ranges[k][1]) if k in ranges else list(v) for k, v in samples.items() if v}
     lo, hi = score_estimate(lows, kind).lo, score_estimate(highs, kind).hi
     return Estimate(est.value, min(est.lo, lo), max(est.hi, hi), est.n, est.coverage)
+
 
 def contrast_estimate(a: Samples, b: Samples, kind: str = "kernel", confidence: float = CONFIDENCE,
                       resamples: int = BOOTSTRAP_RESAMPLES) -> Estimate:

@@ -192,12 +192,8 @@ def _pooled_workloads(old: list[dict], new: list[WorkloadResult], samples: Measu
         merged = dict(by_name.get(w.workload, {}), **w.model_dump(exclude_none=True))
         rounds = samples.get(w.workload)
         if rounds and w.status == "PASSED" and merged.get("status") == "PASSED":
-            est = stats.ratio_interval(rounds)
-            lo, hi = est.lo, est.hi
-            if w.workload in ranges:  # unresolved rounds: as wide as the bench's (timing.widen_for_censoring)
-                lows, highs = ranges[w.workload]
-                lo, hi = min(lo, stats.ratio_interval(lows).lo), max(hi, stats.ratio_interval(highs).hi)
-            merged.update(speedup=est.value, speedup_interval=[lo, hi], rounds=len(rounds))
+            est = stats.censored_ratio_interval(rounds, *ranges.get(w.workload, (None, None)))
+            merged.update(speedup=est.value, speedup_interval=[est.lo, est.hi], rounds=len(rounds))
         by_name[w.workload] = merged
     return list(by_name.values())
 

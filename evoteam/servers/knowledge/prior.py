@@ -194,7 +194,14 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
         # Identical code measured in several runs is one entry (its best-ranked), not a row per run
         # whose order is noise.
         seen: set[str] = set()
-        prior.best = [c for c in ranked if not (h := hashes.get(c.id)) or not (h in seen or seen.add(h))][:MAX_BEST]
+        for c in ranked:
+            code = hashes.get(c.id)
+            if code in seen:
+                continue
+            if code:
+                seen.add(code)
+            prior.best.append(c)
+        prior.best = prior.best[:MAX_BEST]
     learned.sort(key=lambda item: -item.confidence)  # stable: newest runs first among equals
     prior.learnings = [item for item in learned if item.kind != "dead_end"][:MAX_LEARNINGS]
     prior.dead_ends = [item for item in learned if item.kind == "dead_end"][:MAX_DEAD_ENDS]

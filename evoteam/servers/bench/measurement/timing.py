@@ -145,7 +145,7 @@ class Rounds:
         ratios = self._paired(a, b)
         if not ratios:
             return None
-        return widen_for_censoring(stats.ratio_interval(ratios), *self.bounds(a, b))
+        return stats.censored_ratio_interval(ratios, *self.bounds(a, b))
 
     def speedup(self, label: str) -> stats.Estimate | None:
         return self.estimate(BASELINE, label)
@@ -171,15 +171,6 @@ class Rounds:
         if unresolved:
             out["unresolved_rounds"] = unresolved
         return out
-
-
-def widen_for_censoring(est: stats.Estimate, lows: list[float], highs: list[float]) -> stats.Estimate:
-    """``est`` with its interval stretched to the same interval computed from every round's
-    smallest and largest possible ratio (no change when every time was resolved)."""
-    if lows == highs:
-        return est
-    lo, hi = stats.ratio_interval(lows).lo, stats.ratio_interval(highs).hi
-    return stats.Estimate(est.value, min(est.lo, lo), max(est.hi, hi), est.n, est.coverage)
 
 
 def kit_estimate(samples: dict[str, list[float]], kind: str = "kernel",
