@@ -347,6 +347,13 @@ async def test_rounds_below_the_resolution_widen_the_stored_interval_as_the_benc
     assert want.hi > plain.hi * 1.5  # the case is one where it matters
     c = await verifier.record_candidate(measured(run.id, CODE, first, sample_ranges=ranges))
     assert c.score_interval == pytest.approx([want.lo, want.hi])
+    # It ranks by the rounds' own interval: ranked by the covering one, a kernel the harness could
+    # not resolve under load fell below a resolved copy of the baseline.
+    middle = (want.lo + plain.lo) / 2  # above the covering lower bound, below the rounds' own
+    steady = await verifier.record_candidate(measured(run.id, "a = 1\n", {"w1": rounds(middle, middle / 1000, seed=5),
+                                                                          "w2": rounds(middle, middle / 1000, seed=6)}))
+    assert want.lo < steady.score_interval[0] < plain.lo
+    assert (await verifier.get_run(run.id)).best_candidate_id == c.id != steady.id
     assert (await verifier.get_candidate(c.id)).sample_ranges["w1"][1][0] == pytest.approx(first["w1"][0] * 3)
     second = {"w1": rounds(15.0, 2.0, seed=3), "w2": rounds(3.0, 0.3, seed=4)}  # all resolved
     pooled = await verifier.record_candidate(measured(run.id, CODE, second))
