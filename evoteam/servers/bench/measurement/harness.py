@@ -31,24 +31,43 @@ from evoteam.servers.bench.measurement.workerproc import WorkerFailure, WorkerPr
 # ---------------------------------------------------------------- locks
 
 
+def _open_lock(lock_dir: Path, name: str) -> int:
+    return os.open(lock_dir / f"{name}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+
+
 @contextmanager
 def device_lock(lock_dir: Path, device: str):
-    """One timing run per device at a time, across processes."""
+    """One timing run per device at a time, across processes.
+
+    The CPU's locks nest: a pool slot's "cpu:1" holds its own lock and shares the machine's
+    "cpu" lock with the other slots, while an evaluation of the whole machine (a bare "cpu": the
+    local backend, or a service's compare and remeasure) holds "cpu" alone, so it never times
+    beside a slot on the same cores. A whole-machine evaluation waiting for the slots closes a
+    gate first, so slots that come after it wait for it instead of keeping it out for ever.
+    """
     lock_dir.mkdir(parents=True, exist_ok=True)
-    # "cuda:2" and a pool's CPU slot "cpu:1" each have their own lock; a bare "cpu" is one lock.
     name = device.replace(":", "") if device.startswith(("cuda", "cpu:")) else "cpu"
     if name == "cuda":
         name = "cuda0"
-    path = lock_dir / f"{name}.lock"
-    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    held: list[int] = []
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        if name.startswith("cpu"):
+            gate = _open_lock(lock_dir, "cpu-gate")
+            held.append(gate)
+            fcntl.flock(gate, fcntl.LOCK_EX)  # wait behind any whole-machine evaluation that is waiting
+            machine = _open_lock(lock_dir, "cpu")
+            held.append(machine)
+            fcntl.flock(machine, fcntl.LOCK_EX if name == "cpu" else fcntl.LOCK_SH)
+            held.remove(gate)
+            os.close(gate)  # the gate is only for the wait
+        if name != "cpu":
+            own = _open_lock(lock_dir, name)
+            held.append(own)
+            fcntl.flock(own, fcntl.LOCK_EX)
         yield
     finally:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
+        for fd in reversed(held):
+            os.close(fd)  # closing the descriptor drops its lock
 
 
 # ---------------------------------------------------------------- program kits
