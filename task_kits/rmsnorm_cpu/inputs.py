@@ -1,4 +1,5 @@
-"""Input generator for rmsnorm_cpu: rows of varied scale, weights near one.
+"""Input generator for rmsnorm_cpu: rows of varied scale, weights near one, and one row so small
+that eps matters (its mean square is below eps), so a candidate that leaves eps out is wrong.
 
 Uniform values keep generation cheap: the harness makes fresh inputs for every timed call."""
 import numpy as np
@@ -10,6 +11,7 @@ def make_inputs(axes, seed, device):
     x = rng.random((t, h), dtype=np.float32)
     x -= np.float32(0.5)
     x *= rng.uniform(1.0, 8.0, size=(t, 1)).astype(np.float32)
+    x[rng.integers(t)] *= np.float32(1e-4)
     w = rng.random(h, dtype=np.float32)
     w *= np.float32(0.2)
     w += np.float32(0.9)

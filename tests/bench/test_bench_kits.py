@@ -50,6 +50,23 @@ async def test_cpu_kernel_kit(name, bench_settings, tree_hash):
     assert all(w.name for w in detail.dev_workloads)
 
 
+NO_EPS = """
+import numpy as np
+
+
+def run(hidden_states, weight, eps):
+    x = hidden_states
+    return (x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True)) * weight).astype(np.float32)
+"""
+
+
+async def test_rmsnorm_refuses_a_candidate_that_leaves_eps_out(bench_settings):
+    """With every row's mean square far above eps, leaving eps out stayed within the tolerance and
+    passed (a model found it, 2026-12-03); each input now has a row whose mean square is below it."""
+    result = await evaluate_candidate(bench_settings, "rmsnorm_cpu", code=NO_EPS)
+    assert result.status == "INCORRECT_NUMERICAL", result.message
+
+
 @pytest.mark.parametrize("name", PROGRAM_KITS)
 async def test_program_kit(name, bench_settings):
     kit = find_kit(bench_settings, name)
