@@ -86,3 +86,47 @@ def test_what_cannot_be_a_speedup_is_refused_not_averaged():
         stats.score_estimate({"w1": [1.0, 2.0, 0.0], "w2": [1.0, 1.1, 1.2]})
     with pytest.raises(ValueError):
         stats.contrast_estimate({"w1": [1.0, -2.0]}, {"w1": [1.0, 1.5]})
+
+
+def test_few_runs_never_make_a_contrast_significant_and_enough_rarely_do_on_noise():
+    """A program contrast of 3 runs a side called an A/A pair significant one time in ten (review,
+    2026-12-03); with too few values its interval now states less than 95% and is never
+    significant, and with enough an A/A pair is rarely significant."""
+    rng = random.Random(11)
+
+    def trial(n: int) -> stats.Estimate:
+        a = {"program": [rng.gauss(1.0, 0.05) for _ in range(n)]}
+        b = {"program": [rng.gauss(1.0, 0.05) for _ in range(n)]}
+        return stats.contrast_estimate(a, b, "program")
+
+    few = [trial(3) for _ in range(200)]
+    assert all(e.coverage < stats.CONFIDENCE and not stats.significant(e, "program") for e in few)
+    enough = [trial(8) for _ in range(200)]
+    assert all(e.coverage == stats.CONFIDENCE for e in enough)
+    assert sum(stats.significant(e, "program") for e in enough) <= 16  # at most 8% on an A/A pair
+
+
+def test_a_deterministic_evaluator_gives_an_exact_difference():
+    est = stats.contrast_estimate({"program": [0.5, 0.5, 0.5]}, {"program": [0.6, 0.6, 0.6]}, "program")
+    assert (est.lo, est.hi) == (est.value, est.value) and est.value == pytest.approx(0.1)
+    assert stats.significant(est, "program")
+
+
+def test_a_kit_score_from_two_rounds_a_workload_states_less_than_95_percent():
+    data = _groups(random.Random(5), [2, 2, 2])
+    est = stats.score_estimate(data)
+    assert 0 < est.coverage < stats.CONFIDENCE and est.lo < est.hi
+    assert stats.score_estimate(_groups(random.Random(5), [3, 3, 3])).coverage == stats.CONFIDENCE
+
+
+def test_intervals_do_not_depend_on_the_order_rounds_are_listed_or_which_side_is_a():
+    rng = random.Random(8)
+    a, b = _groups(rng, [10, 10, 10]), _groups(rng, [10, 10, 10], center=3.2)
+    shuffled = {k: random.Random(1).sample(v, len(v)) for k, v in a.items()}
+    assert stats.score_estimate(a) == stats.score_estimate(shuffled)
+    ab, ba = stats.contrast_estimate(a, b), stats.contrast_estimate(b, a)
+    assert ba.value == pytest.approx(1 / ab.value)
+    assert (ba.lo, ba.hi) == pytest.approx((1 / ab.hi, 1 / ab.lo))
+    pa, pb = {"program": [x[0] for x in a.values()] * 3}, {"program": [x[1] for x in b.values()] * 3}
+    d1, d2 = stats.contrast_estimate(pa, pb, "program"), stats.contrast_estimate(pb, pa, "program")
+    assert (d2.lo, d2.hi) == pytest.approx((-d1.hi, -d1.lo))

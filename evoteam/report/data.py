@@ -45,6 +45,7 @@ class CandidatePoint(BaseModel):
     spent_usd: float = Field(description="the run's cumulative spend when the candidate was recorded")
     best_so_far: float | None = None
     score_interval: list[float] | None = None
+    rank_score: float | None = Field(default=None, description="what rankings compare (the store's rank_score)")
     n_measurements: int = 1
     message: str | None = Field(default=None, description="why it failed (failed candidates only)")
 
@@ -114,9 +115,13 @@ class RunReport(BaseModel):
 
 
 def rank_key(c: CandidatePoint, direction: str) -> float:
-    """What rankings compare: the pessimistic end of the interval, sign-folded so larger is better."""
-    value = c.score if c.score_interval is None else (c.score_interval[0] if direction == "maximize"
-                                                       else c.score_interval[1])
+    """What rankings compare, sign-folded so larger is better: the store's rank_score (the
+    pessimistic end of the rounds' own interval, as best_candidates and get_run rank), else the
+    pessimistic end of the interval shown."""
+    value = c.rank_score
+    if value is None:
+        value = c.score if c.score_interval is None else (c.score_interval[0] if direction == "maximize"
+                                                           else c.score_interval[1])
     return value if direction == "maximize" else -value
 
 
@@ -137,7 +142,8 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
         vp.gain_note = "not comparable: the two bests were measured on other workloads"
         return
     try:
-        est = stats.contrast_estimate(a.samples, b.samples, kind)
+        # Rounds below the harness's resolution widen the gain as they widen each score.
+        est = stats.censored_contrast_estimate(a.samples, b.samples, kind, a.sample_ranges, b.sample_ranges)
     except ValueError as exc:  # rounds recorded by a verifier other than the bench may be unusable
         vp.gain_note = f"not comparable: {exc}"
         return
@@ -151,8 +157,8 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
     vp.gain, vp.gain_interval = est.value, est.interval
     # Undecided only where it reads as a gain: a version that reads worse did not bring one, busy or not.
     reads_better = est.value > none if up else est.value < none
-    vp.significant = None if vp.contended and reads_better else bool(est.coverage > 0 and better)
-    vp.worse = bool(not vp.contended and est.coverage > 0 and worse)  # busy: intervals do not hold
+    vp.significant = None if vp.contended and reads_better else bool(stats.confident(est) and better)
+    vp.worse = bool(not vp.contended and stats.confident(est) and worse)  # busy: intervals do not hold
     vp.gain_is_ratio = kind == "kernel"
 
 
@@ -181,7 +187,7 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
         p = CandidatePoint(id=s.id, at=s.provenance.created_at, score=s.score, status=s.status, split=s.split,
                            flagged=s.flagged, verified=s.verified, role=s.provenance.role, team_version=s.provenance.team_version,
                            spent_usd=spent_at(s.provenance.created_at), score_interval=s.score_interval,
-                           n_measurements=s.n_measurements)
+                           rank_score=s.rank_score, n_measurements=s.n_measurements)
         best_before_point.append(best)
         if _ranks(p) and p.split != "heldout" and (best is None or rank_key(p, direction) > rank_key(best, direction)):
             best = p

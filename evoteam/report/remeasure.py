@@ -9,22 +9,28 @@ fresh inputs, in a rotating order, so a drift of the machine touches all of them
 rounds are recorded as a measurement of each finalist (same code hash: the store pools them into
 the candidate), and the set is stored as an artifact of kind ``measurement_set`` in the run.
 
-**The rule that says a ranking changed.** Finalists are ordered by the pessimistic end of their
-score's interval (stats.pessimistic: the lower bound when maximising) before the batch (as
-recorded) and after it (pooled with the new rounds); a finalist whose place in that order moved
-is listed in ``changed``. ``within_noise_of_top`` lists the finalists whose interval after the
-batch overlaps the top one's: the top is not established as better than them.
+**The rule that says a ranking changed.** Finalists are ordered as the store ranks them (the
+pessimistic end of their rounds' own interval: the lower bound when maximising) before the batch
+(as recorded) and after it (pooled with the new rounds). Two finalists whose order reversed are
+listed in ``changed`` when their intervals were apart before or are apart after: a clear ranking
+that no longer holds, or one that now is clear. Finalists whose intervals overlap both times can
+trade places on noise alone (three equally fast ones did in more than half of re-measurements,
+review of 2026-12-03), and that is not a change. ``within_noise_of_top`` lists the finalists
+whose interval after the batch overlaps the top one's: the top is not established as better than
+them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
 from evoteam import stats
 from evoteam.config import Settings
+from evoteam.servers.knowledge.measurements import rank_of
 from evoteam.servers.knowledge.models import ArtifactCreate, CandidateSummary
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.report.listing import all_candidates
@@ -35,7 +41,8 @@ KIND = MEASUREMENT_SET
 BASELINE = "baseline"
 COPY = "baseline_copy"  # the side that times the copy of the baseline (an A/A check)
 RULE = ("finalists ordered by the pessimistic end of their score's 95% interval, before the batch (as recorded) "
-        "and after it (pooled with the new rounds); a finalist whose place moved has changed")
+        "and after it (pooled with the new rounds); two whose order reversed have changed when their intervals "
+        "were apart before or are apart after (overlapping both times, a swap is noise)")
 
 
 class Remeasured(BaseModel):
@@ -55,6 +62,10 @@ class Remeasured(BaseModel):
     n_measurements: int | None = None
     rank_before: int | None = None
     rank_after: int | None = None
+    # What the order compares (the store's rank_score, before and after): the pessimistic end of the
+    # rounds' own interval, which can differ from the interval shown where rounds were unresolved.
+    rank_score_before: float | None = None
+    rank_score_after: float | None = None
 
 
 class MeasurementSet(BaseModel):
@@ -67,7 +78,8 @@ class MeasurementSet(BaseModel):
     entries: list[Remeasured]
     order_before: list[str] = Field(default_factory=list, description="finalists by pessimistic bound, as recorded")
     order_after: list[str] = Field(default_factory=list, description="the same after pooling the new rounds")
-    changed: list[str] = Field(default_factory=list, description="finalists whose place in the order moved")
+    changed: list[str] = Field(default_factory=list, description="finalists whose order reversed with one whose "
+                               "interval was apart from theirs before or is after (not a swap within noise)")
     within_noise_of_top: list[str] = Field(default_factory=list, description="finalists whose interval overlaps "
                                            "the top one's after the batch")
     rule: str = RULE
@@ -78,6 +90,9 @@ class MeasurementSet(BaseModel):
     heldout_set: str | None = Field(default=None, description="the held-out set measured (as evaluate's "
                                     "metrics.heldout_set): one per evaluation service")
     note: str | None = None
+
+    # Kept for programs and the report; the model reads the order they give (rank_before, rank_after).
+    TEXT_OMIT: ClassVar[frozenset[str]] = frozenset({"entries.rank_score_before", "entries.rank_score_after"})
 
 
 def _estimate(score: float | None, interval: list[float] | None) -> stats.Estimate | None:
@@ -98,9 +113,12 @@ def judge(mset: MeasurementSet) -> None:
             (lambda pair: stats.pessimistic(pair[1], direction))
         return [e for e, _ in sorted(known, key=key)]
 
-    before = order(lambda e: _estimate(e.recorded_score, e.recorded_interval))
-    after = order(lambda e: _estimate(e.pooled_score if e.pooled_score is not None else e.score,
-                                      e.pooled_interval if e.pooled_score is not None else e.score_interval))
+    def ranked(value: float | None, score: float | None, interval: list[float] | None) -> stats.Estimate | None:
+        return stats.Estimate(value, value, value, 1) if value is not None else _estimate(score, interval)
+
+    before = order(lambda e: ranked(e.rank_score_before, e.recorded_score, e.recorded_interval))
+    after = order(lambda e: ranked(e.rank_score_after, e.pooled_score if e.pooled_score is not None else e.score,
+                                   e.pooled_interval if e.pooled_score is not None else e.score_interval))
     for rank, e in enumerate(before, 1):
         e.rank_before = rank
     for rank, e in enumerate(after, 1):
@@ -108,13 +126,29 @@ def judge(mset: MeasurementSet) -> None:
     mset.order_before = [e.candidate_id for e in before]
     mset.order_after = [e.candidate_id for e in after]
     # Only a place known both times can have moved (a held-out-only batch has no order after).
-    mset.changed = [e.candidate_id for e in cands
-                    if e.rank_before is not None and e.rank_after is not None and e.rank_before != e.rank_after]
+    known = [e for e in cands if e.rank_before is not None and e.rank_after is not None]
+    moved: set[str] = set()
+    for i, x in enumerate(known):
+        for y in known[i + 1:]:
+            reversed_ = (x.rank_before < y.rank_before) != (x.rank_after < y.rank_after)
+            apart = _apart(x.recorded_interval, y.recorded_interval) or _apart(_after(x), _after(y))
+            if reversed_ and apart:
+                moved |= {x.candidate_id, y.candidate_id}
+    mset.changed = [c for c in mset.order_before if c in moved]
     if after:
         top = after[0]
         t_lo, t_hi = (top.pooled_interval or top.score_interval or [top.score, top.score])
         mset.within_noise_of_top = [e.candidate_id for e in after[1:]
                                     if (iv := e.pooled_interval or e.score_interval) and iv[0] <= t_hi and iv[1] >= t_lo]
+
+
+def _after(e: Remeasured) -> list[float] | None:
+    return e.pooled_interval if e.pooled_score is not None else e.score_interval
+
+
+def _apart(a: list[float] | None, b: list[float] | None) -> bool:
+    """Whether two intervals do not overlap (a missing one never is apart)."""
+    return bool(a and b) and (a[1] < b[0] or b[1] < a[0])
 
 
 # A run of one group (no team: the /kernel-loop skill) would otherwise re-measure a single
@@ -133,7 +167,8 @@ async def finalists(store: KnowledgeStore, run_id: str) -> list[CandidateSummary
     for c in await all_candidates(store, run_id):
         if not ranks(c.status, c.score, c.verified, c.flagged) or c.split == "heldout":
             continue
-        bound = stats.pessimistic(_estimate(c.score, c.score_interval), run.direction)
+        bound = c.rank_score if c.rank_score is not None else \
+            stats.pessimistic(_estimate(c.score, c.score_interval), run.direction)
         keyed.setdefault(c.provenance.team_version, []).append((bound if run.direction == "maximize" else -bound, c))
     per_group = SINGLE_GROUP_FINALISTS if len(keyed) == 1 else 1
     return [c for k in sorted(keyed, key=lambda v: (v is None, v or 0))
@@ -171,7 +206,7 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
         raise DomainError(f"remeasure takes at most {MAX_CANDIDATES} candidates in one batch, not "
                           f"{len(candidate_ids)}: name the finalists (default: each version's best)")
     if candidate_ids:
-        chosen = [await store.get_candidate(cid) for cid in candidate_ids]
+        chosen = [await store.get_candidate(cid) for cid in dict.fromkeys(candidate_ids)]  # each once
         if other := next((c for c in chosen if c.run_id != run_id), None):
             raise DomainError(f"every candidate must belong to run {run_id}; {other.id} is of run {other.run_id} "
                               "(bench.compare measures a candidate of another run against one of yours)")
@@ -181,7 +216,7 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
     if not chosen:
         raise DomainError(f"run {run_id} has no ranked candidate with code to re-measure")
     entries = [Remeasured(candidate_id=c.id, team_version=c.provenance.team_version, recorded_score=c.score,
-                          recorded_interval=c.score_interval) for c in chosen]
+                          recorded_interval=c.score_interval, rank_score_before=c.rank_score) for c in chosen]
     codes = {c.id: c.code for c in chosen}
     start = kit.starting_point()
     if start is not None and kit.manifest.kind == "kernel":
@@ -214,6 +249,7 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
                 e.status = r.status
             if s == "dev":
                 e.score, e.score_interval = r.score, r.score_interval
+                e.rank_score_after = rank_of(r.samples, r.sample_ranges, run.direction)  # this batch's alone
             else:
                 e.heldout_score, e.heldout_interval = r.score, r.score_interval
             if e.candidate_id != BASELINE and pooled:
@@ -224,6 +260,8 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
                 if s == "dev":
                     e.pooled_score, e.pooled_interval = r.candidate_score, r.candidate_interval
                     e.n_measurements = r.n_measurements
+                    if r.candidate_id:  # ranked as the store ranks the pooled candidate
+                        e.rank_score_after = (await store.get_candidate(r.candidate_id)).rank_score
     mset = MeasurementSet(run_id=run_id, kit=kit.name, measured_at=datetime.now(UTC), rounds=rounds, splits=splits,
                           direction=run.direction, entries=entries, contended=contended, pooled=pooled,
                           heldout_set=heldout_set,

@@ -125,7 +125,10 @@ def without(value: Any, paths: frozenset[str] | set[str]) -> Any:
         if key in paths:
             continue
         inner = {p[len(key) + 1:] for p in paths if p.startswith(key + ".")}
-        out[key] = without(item, inner) if inner else item
+        if inner and isinstance(item, list):  # "items.x": x of every entry
+            out[key] = [without(entry, inner) for entry in item]
+        else:
+            out[key] = without(item, inner) if inner else item
     return out
 
 

@@ -117,6 +117,68 @@ async def test_compare(fast_settings, store, fast_kit):
     lo, hi = row["interval"]
     assert lo <= row["b_speedup_over_a"] <= hi
     assert "b_over_a" not in row and "b_over_a" not in cmp
-    # One interleaved batch: the two sides share rounds, and the result stays compact.
-    assert cmp["rounds"] == 2 and len(json.dumps(cmp)) < 2000
+    # One interleaved batch: the two sides share rounds (by default three times the kit's 2: a
+    # decision deserves a narrower interval than one evaluation), and the result stays compact.
+    assert cmp["rounds"] == 6 and len(json.dumps(cmp)) < 2000
     assert cmp["verdict"].startswith(("B is faster", "no significant difference"))
+
+
+async def test_compare_takes_the_kits_baseline_by_name_and_repeats_for_kernels(fast_settings, store, fast_kit):
+    """remeasure lists the kit's baseline as "baseline": compare takes that name as a candidate id
+    too; and a kernel kit's repeats multiply its rounds (they were ignored for kernels)."""
+    async with Client(build_server(fast_settings, store)) as client:
+        cmp = data(await client.call_tool("compare", {"kit": "rmsnorm_fast", "a_candidate_id": "baseline",
+                                                      "b_code": BETTER, "repeats": 4}))
+        assert cmp["a"]["status"] == cmp["b"]["status"] == "PASSED", cmp
+        assert cmp["rounds"] == 8
+        assert cmp["b_speedup_over_a"] > 1
+        # evaluate: "baseline" as a parent means none; as a candidate it says what to pass instead.
+        done = data(await client.call_tool("evaluate", {"kit": "rmsnorm_fast", "code": BETTER, "parent_id": "baseline"}))
+        assert done["status"] == "PASSED" and done["candidate_id"], done
+        assert (await store.get_candidate(done["candidate_id"])).parent_id is None
+        refused = await client.call_tool("evaluate", {"kit": "rmsnorm_fast", "candidate_id": "baseline"})
+        assert refused.is_error and "starting_point" in refused.content[0].text
+
+
+async def test_remeasure_measures_a_candidate_named_twice_once(fast_settings, store, fast_kit):
+    """The same id twice was timed once but pooled twice (the same rounds counted as two
+    measurements: a narrower interval than the data gives)."""
+    async with Client(build_server(fast_settings, store)) as client:
+        done = data(await client.call_tool("evaluate", {"kit": "rmsnorm_fast", "code": BETTER}))
+        cid, run_id = done["candidate_id"], done["run_id"]
+        mset = data(await client.call_tool("remeasure", {"run_id": run_id, "candidate_ids": [cid, cid], "rounds": 2}))
+    assert [e["candidate_id"] for e in mset["entries"]].count(cid) == 1
+    assert (await store.get_candidate(cid)).n_measurements == 2
+
+
+async def test_a_program_side_that_fails_any_run_is_that_failure(monkeypatch):
+    """compare on a program kit kept only each side's last run: a side that failed two of three
+    runs and passed the last read as passing, and 'better, significant' (review, 2026-12-03)."""
+    from evoteam.servers.bench.evaluation import compare
+    from evoteam.servers.bench.models import Evaluation
+
+    plan = {"A": [("PASSED", 1.0), ("PASSED", 1.01), ("PASSED", 0.99)],
+            "B": [("RUNTIME_ERROR", None), ("PASSED", 1.2), ("PASSED", 1.21)]}
+
+    async def run_program(settings, kit, cand, split, progress):
+        status, score = plan[cand].pop(0)
+        return Evaluation(kit="k", kind="program", split="dev", status=status, score=score, direction="maximize",
+                          passed=int(status == "PASSED"), total=1, workloads=[])
+
+    monkeypatch.setattr(compare, "_run_program", run_program)
+    ea, eb, est = await compare._program_contrast(None, None, {"A": "A", "B": "B"}, "dev", compare._noop, 3)
+    assert ea.status == "PASSED" and eb.status == "RUNTIME_ERROR" and est is None
+    assert compare._verdict(ea, eb, est, "program") == "A passes, B does not"
+
+
+async def test_a_held_out_check_of_a_candidate_names_it(fast_settings, store, fast_kit):
+    """evaluate(candidate_id, split=heldout) records a candidate of its own (other workloads):
+    it now names the candidate it checks, where a model saw an unnamed copy ranked first."""
+    async with Client(build_server(fast_settings, store)) as client:
+        dev = data(await client.call_tool("evaluate", {"kit": "rmsnorm_fast", "code": BETTER}))
+        held = data(await client.call_tool("evaluate", {"kit": "rmsnorm_fast", "candidate_id": dev["candidate_id"],
+                                                        "split": "heldout", "run_id": dev["run_id"]}))
+    assert held["status"] == "PASSED" and held["candidate_id"] != dev["candidate_id"]
+    recorded = await store.get_candidate(held["candidate_id"])
+    assert recorded.parent_id == dev["candidate_id"] and dev["candidate_id"] in recorded.notes
+    assert [c.id for c in await store.best_candidates(dev["run_id"])] == [dev["candidate_id"]]

@@ -192,8 +192,9 @@ async def test_rounds_stored_before_that_rule_make_a_gain_not_comparable_not_a_c
 
     from evoteam.report.data import VersionPoint, _version_gain
 
-    good = SimpleNamespace(samples=rounds(4.0, 1), contended_measurements=0)
-    broken = SimpleNamespace(samples={w: [0.0, *vs[1:]] for w, vs in rounds(6.0, 2).items()}, contended_measurements=0)
+    good = SimpleNamespace(samples=rounds(4.0, 1), sample_ranges=None, contended_measurements=0)
+    broken = SimpleNamespace(samples={w: [0.0, *vs[1:]] for w, vs in rounds(6.0, 2).items()}, sample_ranges=None,
+                             contended_measurements=0)
 
     class Store:
         async def get_candidate(self, cid):

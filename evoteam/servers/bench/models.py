@@ -29,6 +29,10 @@ KitKind = Literal["kernel", "program"]
 # ---------------------------------------------------------------- FlashInfer-Bench subset
 
 
+# What remeasure's list calls the kit's baseline; compare takes it as a candidate id, and
+# evaluate as a parent (none).
+BASELINE_ID = "baseline"
+
 class AxisConst(BaseModel):
     model_config = ConfigDict(extra="allow")
     type: Literal["const"]

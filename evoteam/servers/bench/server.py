@@ -109,8 +109,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @tool_errors
     async def list_kits(kind: Literal["kernel", "program"] | None = None, limit: Limit = 20,
                         cursor: Cursor = None) -> KitList:
-        """The task kits this machine knows: name, kind, device, direction, goal, and whether it
-        can run here (with the reason when not)."""
+        """The task kits here: name, kind, device, direction, goal, and whether it can run here
+        (and why not)."""
         return catalog.list_kits(settings, kind=kind, limit=limit, cursor=cursor)
 
     @server.tool()
@@ -134,17 +134,17 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         candidate_id: Annotated[str | None, Field(description="a recorded candidate to measure again")] = None,
         split: Split = "dev",
         repeats: Annotated[int, Field(ge=1, le=20, description="kernel: N times the rounds; program: N "
-                                                               "evaluator runs (median)")] = 1,
-        run_id: Annotated[str | None, Field(description="default: your newest active run of the kit that ranks "
-                                                          "and is timed its way, else a new one")] = None,
-        parent_id: Annotated[str | None, Field(description="the candidate it derives from")] = None,
+                                                               "runs (median)")] = 1,
+        run_id: Annotated[str | None, Field(description="default: your newest active run of this kit, else a "
+                                                          "new one")] = None,
+        parent_id: Annotated[str | None, Field(description="the candidate it derives from (none: the baseline)")] = None,
         documents_used: Annotated[list[str] | None, Field(description="retrieved documents it was built from")] = None,
         notes: Annotated[str, Field(max_length=2000, description="what it tries")] = "",
         role: Annotated[str | None, Field()] = None,
         team_version: Annotated[int | None, Field(ge=0)] = None,
         wait: Annotated[bool, Field(description="false: answer at once, PENDING with a ticket")] = True,
     ) -> Evaluation:
-        """Evaluate a candidate and record it (pass run_id): sandboxed, checked, timed in rounds with
+        """Evaluate a candidate and record it in a run: sandboxed, checked, timed in rounds with
         the baseline; score and speedups with 95% intervals. Identical code is one candidate
         (pooled). documents_used credits them. split='heldout' confirms a final one."""
         store = kb(role, team_version, ctx)
@@ -178,13 +178,13 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         ctx: Context,
         kit: str,
         a_path: str | None = None, a_code: str | None = None,
-        a_candidate_id: Annotated[str | None, Field(description="a recorded candidate (cand_...)")] = None,
+        a_candidate_id: Annotated[str | None, Field(description="a recorded candidate (cand_...) or baseline")] = None,
         b_path: str | None = None, b_code: str | None = None, b_candidate_id: str | None = None,
         split: Split = "dev",
-        repeats: Annotated[int, Field(ge=2, le=20, description="program kits: evaluator runs per side")] = 3,
+        repeats: Annotated[int, Field(ge=1, le=20, description="kernel: N times the rounds; program: runs per side")] = 3,
     ) -> Comparison:
-        """Is B better than A, or is it noise? One interleaved batch of A, B and the baseline:
-        b_speedup_over_a with its 95% interval; significant only when it excludes no change."""
+        """Is B faster than A, or is it noise? A, B and the baseline in one interleaved batch:
+        b_speedup_over_a, its 95% interval, significant when it excludes no change."""
         def spec(path, code, cid, label):
             given = [x for x in (path, code, cid) if x]
             if len(given) != 1:

@@ -470,9 +470,9 @@ class LocalKnowledgeStore(KnowledgeStore):
         async with self.db.read() as conn:
             run = await self.visible_run_row(conn, run_id)
             where, params = f"run_id = ? AND {RANKED}", [run_id]
-            if split:
+            if split != "all":  # by default the dev split: a held-out score is on other workloads
                 where += " AND split = ?"
-                params.append(split)
+                params.append(split or "dev")
             async with conn.execute(
                 f"SELECT * FROM candidates WHERE {where} ORDER BY {measurements.rank_order(run['direction'])} "
                 "LIMIT ?", [*params, k]

@@ -103,6 +103,15 @@ def _estimates(samples: MeasurementSamples, ranges: SampleRanges) -> tuple[stats
     return shown, (estimate(samples) if ranges else shown)
 
 
+def rank_of(samples: MeasurementSamples | None, ranges: SampleRanges | None, direction: str) -> float | None:
+    """What a ranking compares for a measurement's rounds, as the store ranks its candidates: the
+    pessimistic end of the rounds' own interval (None without rounds)."""
+    if not samples:
+        return None
+    _shown, ranked = _estimates(samples, ranges or {})
+    return None if ranked is None else _rank(ranked.value, ranked.lo, ranked.hi, direction)
+
+
 def _kept(samples: MeasurementSamples, ranges: SampleRanges) -> tuple[MeasurementSamples, SampleRanges]:
     """The newest MAX_ROUNDS_KEPT rounds per workload, their ranges alike; ranges only where some
     round's differ from its sample."""

@@ -332,6 +332,12 @@ class CandidateSummary(BaseModel):
     code_hash: str | None = Field(default=None, description="normalised hash of the code: identical code is "
                                   "one candidate")
     note: str | None = Field(default=None, description="first line of the candidate's notes")
+    # Kept out of the text a model reads (CandidateSummary.TEXT_OMIT): it equals the shown interval's
+    # pessimistic end unless some round was unresolved (knowledge/measurements.py, _estimates).
+    rank_score: float | None = Field(default=None, description="what every ranking compares: the pessimistic "
+                                     "end of the rounds' own interval")
+
+    TEXT_OMIT: ClassVar[frozenset[str]] = frozenset({"rank_score"})
 
 
 class Candidate(CandidateSummary):

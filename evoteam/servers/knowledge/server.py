@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from mcp.server import MCPServer
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -87,6 +87,8 @@ class HistoryView(BaseModel):
 class CandidateList(BaseModel):
     run_id: str
     items: list[CandidateSummary]
+
+    TEXT_OMIT: ClassVar[frozenset[str]] = frozenset({"items.rank_score"})
 
 
 class ArtifactView(BaseModel):
@@ -271,8 +273,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                                parent_id: str | None = None, documents_used: list[str] | None = None,
                                notes: str = "", cost_usd: float | None = None, role: Role = None,
                                team_version: Version = None, idempotency_key: IdemKey = None) -> Candidate:
-        """Record a candidate measured elsewhere (code or artifact id, status, score, workloads,
-        parent, documents used, notes). Prefer bench.evaluate, which measures and records."""
+        """Record a candidate measured elsewhere (unverified: listed, never ranked). Prefer
+        bench.evaluate, which measures and records."""
         spec = CandidateCreate(run_id=run_id, code=code, artifact_id=artifact_id, status=status, score=score,
                                split=split, metrics=metrics or {}, workloads=workloads or [], parent_id=parent_id,
                                documents_used=documents_used or [], notes=notes, cost_usd=cost_usd,
@@ -294,14 +296,15 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @tool_errors
     async def best_candidates(ctx: Context, run_id: str, k: Annotated[int, Field(ge=1, le=50)] = 5,
                               split: Literal["dev", "heldout", "all"] | None = None) -> CandidateList:
-        """The k best passing candidates of a run, best first (direction-aware)."""
+        """The k best passing candidates of a run, best first (direction-aware); split: dev by
+        default (all: both, on different workloads)."""
         return CandidateList(run_id=run_id, items=await kb(ctx).best_candidates(run_id, k=k, split=split))
 
     @server.tool()
     @tool_errors
     async def trajectory(ctx: Context, run_id: str) -> Trajectory:
-        """Every evaluated candidate in time order with the best so far, plus NDG: is the run
-        still improving (points with new_best)?"""
+        """Dev candidates in time order with the best so far, and NDG. new_best: clearly beat the
+        best before; within_noise_of: leads it, within noise."""
         return await kb(ctx).trajectory(run_id)
 
     # ------------------------------------------------------------ search

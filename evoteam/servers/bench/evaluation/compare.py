@@ -4,8 +4,9 @@ Kernel kits: A, B and the baseline in one interleaved batch (batch.py): every ro
 three on the same fresh inputs, in a rotating order, so each round gives a paired ratio of A's
 time over B's. Per workload the ratio is the median over rounds with its order-statistic
 interval; over the kit, the geometric mean of the workloads' medians with a bootstrap interval.
-``significant`` is true only when that interval excludes 1. Program kits: the two evaluators run
-alternately ``repeats`` times each; the contrast is B's median score minus A's.
+``significant`` is true only when that interval excludes 1; ``repeats`` times the kit's rounds
+(3 by default: a decision deserves a narrower interval than one evaluation's). Program kits: the
+two evaluators run alternately ``repeats`` times each; the contrast is B's median score minus A's.
 """
 
 from __future__ import annotations
@@ -26,12 +27,20 @@ from evoteam.servers.bench.evaluation.core import (
     stored_code,
 )
 from evoteam.servers.bench.formats.kits import find_kit
-from evoteam.servers.bench.models import ComparedSide, Comparison, Evaluation, Split, WorkloadComparison
+from evoteam.servers.bench.models import BASELINE_ID, ComparedSide, Comparison, Evaluation, Split, WorkloadComparison
 from evoteam.servers.bench.measurement.machine import contention_line
 from evoteam.servers.bench.measurement.session import SideSpec
 from evoteam.servers.knowledge.store import KnowledgeStore
 
 MESSAGE_LIMIT = 300
+
+
+def _baseline_file(kit) -> str:
+    start = kit.starting_point()
+    if start is None:
+        raise DomainError(f"kit {kit.name} has no baseline file (its reference is the baseline): every evaluation's "
+                          "speedup is already over it")
+    return str(start)
 
 
 def _brief(e: Evaluation) -> ComparedSide:
@@ -58,6 +67,10 @@ def _verdict(ea: Evaluation, eb: Evaluation, est: stats.Estimate | None, kind: s
         return "no measurement to compare"
     what = "B's speedup over A" if kind == "kernel" else "B's score minus A's"
     text = f"{what} {stats.describe(est, '×' if kind == 'kernel' else '')}"
+    if not stats.confident(est) and est.coverage > 0:
+        more = "runs per side (repeats=5 or more)" if kind == "program" else "rounds (a larger repeats)"
+        return (f"no significant difference: {text} is a {est.coverage:.0%} interval, too few {more} for a 95% "
+                "one")
     if not stats.significant(est, kind):
         return f"no significant difference: {text}; the interval includes {stats.sig3(stats.no_effect(kind))}"
     if kind == "kernel":
@@ -69,24 +82,31 @@ def _verdict(ea: Evaluation, eb: Evaluation, est: stats.Estimate | None, kind: s
 async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, split: Split = "dev",
                              store: KnowledgeStore | None = None, progress: Progress | None = None,
                              repeats: int = 3) -> Comparison:
-    """Compare two candidates (each ``{"candidate_path" | "code" | "candidate_id": ...}``) in one
-    interleaved batch; nothing is recorded."""
+    """Compare two candidates (each ``{"candidate_path" | "code" | "candidate_id": ...}``; the
+    candidate id "baseline" is the kit's own) in one interleaved batch; nothing is recorded."""
     progress = progress or _noop
     the_kit = find_kit(settings, kit)
     ok, reason = the_kit.availability()
     if not ok:
         raise DomainError(f"kit {the_kit.name} cannot run here: {reason}")
+    kernel = the_kit.manifest.kind == "kernel"
+    if not 1 <= repeats <= 20 or (not kernel and repeats < 2):
+        raise DomainError(f"repeats must be between {1 if kernel else 2} and 20 (kernel kits: times the kit's rounds;"
+                          " program kits: evaluator runs per side)")
     cands = {}
     try:
         for label, spec in (("A", a), ("B", b)):
-            code = spec.get("code")
-            if spec.get("candidate_id"):
+            code, path = spec.get("code"), spec.get("candidate_path")
+            if spec.get("candidate_id") == BASELINE_ID:
+                code, path = None, _baseline_file(the_kit)
+            elif spec.get("candidate_id"):
                 code = await stored_code(store, spec["candidate_id"])
-            cands[label] = prepare_candidate(the_kit, spec.get("candidate_path"), code, settings)
-        if the_kit.manifest.kind == "kernel":
+            cands[label] = prepare_candidate(the_kit, path, code, settings)
+        if kernel:
             sides = [SideSpec(label, c.folder, c.file, c.function, c.dps) for label, c in cands.items()]
             found = await run_kernel_batch(settings, the_kit, sides, split, progress, True,
-                                           _workload_specs(the_kit, split, settings), _deny_roots(settings, the_kit))
+                                           _workload_specs(the_kit, split, settings), _deny_roots(settings, the_kit),
+                                           rounds=the_kit.manifest.timing.rounds * repeats)
             ea, eb = found.evaluations["A"], found.evaluations["B"]
             rows, samples, ranges = [], {}, {}
             for wa, wb in zip(ea.workloads, eb.workloads):
@@ -119,9 +139,12 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
 
 
 async def _program_contrast(settings, kit, cands, split, progress, repeats):
-    """A's and B's evaluators alternately (A B, B A, ...), ``repeats`` runs each."""
+    """A's and B's evaluators alternately (A B, B A, ...), ``repeats`` runs each. A side that failed
+    any run is that run's failure, as evaluate with repeats reports it: a contrast of its passing
+    runs alone would hide that it fails."""
     scores: dict[str, list[float]] = {"A": [], "B": []}
     last: dict[str, Evaluation] = {}
+    failed: dict[str, Evaluation] = {}
     for r in range(repeats):
         for label in (("A", "B") if r % 2 == 0 else ("B", "A")):
             await progress(len(last) + 2 * r, 2 * repeats, f"{label}: run {r + 1}/{repeats}")
@@ -129,7 +152,9 @@ async def _program_contrast(settings, kit, cands, split, progress, repeats):
             last[label] = e
             if e.status == "PASSED" and e.score is not None:
                 scores[label].append(e.score)
-    ea, eb = last["A"], last["B"]
+            else:
+                failed.setdefault(label, e)
+    ea, eb = failed.get("A", last["A"]), failed.get("B", last["B"])
     if ea.status != "PASSED" or eb.status != "PASSED" or not scores["A"] or not scores["B"]:
         return ea, eb, None
     for e, label in ((ea, "A"), (eb, "B")):

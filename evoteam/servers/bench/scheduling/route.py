@@ -20,7 +20,7 @@ from evoteam.errors import DomainError, first_leaf
 from evoteam.servers.bench.evaluation import core
 from evoteam.servers.bench.evaluation.candidates import check_candidate_path
 from evoteam.servers.bench.formats.kits import find_kit
-from evoteam.servers.bench.models import Evaluation, Split
+from evoteam.servers.bench.models import BASELINE_ID, Evaluation, Split
 from evoteam.servers.knowledge.store import KnowledgeStore
 
 SERVICE_TIMEOUT_S = 3600.0  # one evaluation may queue behind others for the device
@@ -35,6 +35,15 @@ async def evaluate(settings: Settings, kit: str, *, candidate_path: str | None, 
     (and this process is not that service), else here."""
     if sum(bool(x) for x in (candidate_path, code, candidate_id)) != 1:
         raise DomainError("pass exactly one of candidate_path (a file), code (its source) or candidate_id")
+    if candidate_id == BASELINE_ID:
+        raise DomainError("'baseline' is the kit's baseline, which every evaluation is timed against (the speedup "
+                          "is over it); to time it as a candidate, pass candidate_path = describe_kit's starting_point")
+    if parent_id == BASELINE_ID:
+        parent_id = None  # a candidate written from the kit's baseline has no recorded parent
+    if candidate_id and split != "dev" and parent_id is None:
+        # A held-out check of a recorded candidate is recorded apart (other workloads); it names
+        # the candidate it checks, so listings and the report tie the two together.
+        parent_id, notes = candidate_id, notes or f"held-out check of {candidate_id}"
     if in_service:
         if candidate_path:
             # A path would name a file on the service's host, not the caller's.
