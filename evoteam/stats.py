@@ -318,7 +318,9 @@ def contrast_estimate(a: Samples, b: Samples, kind: str = "kernel", confidence: 
     if single:
         return Estimate(value, value, value, 1, 0.0)
     n = min(min(len(v) for v in ca.values()), min(len(v) for v in cb.values()))
-    if kind != "kernel" and n >= 2 and all(len(set(v)) == 1 for side in (ca, cb) for v in side.values()):
+    # (Not from fewer runs: an evaluator with a few possible scores ties by chance that often.)
+    if kind != "kernel" and n >= BOOTSTRAP_MIN_VALUES["program"] and \
+            all(len(set(v)) == 1 for side in (ca, cb) for v in side.values()):
         # Every repeat alike on both sides (a deterministic evaluator): the difference is exact.
         return Estimate(value, value, value, n, 1.0)
     rng_a, rng_b = _side_rngs(ca, cb)
@@ -382,6 +384,8 @@ def sig3(x: float | None) -> str:
 def describe(est: Estimate, unit: str = "") -> str:
     """"4.40× (3.90–5.00)": the value and its interval in three significant digits."""
     if est.lo == est.hi:
+        if est.coverage == 1.0:
+            return f"{sig3(est.value)}{unit} (exact: every run alike)"
         return f"{sig3(est.value)}{unit} (one measurement, no interval)"
     return f"{sig3(est.value)}{unit} ({sig3(est.lo)}–{sig3(est.hi)})"
 

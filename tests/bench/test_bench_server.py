@@ -182,3 +182,41 @@ async def test_a_held_out_check_of_a_candidate_names_it(fast_settings, store, fa
     recorded = await store.get_candidate(held["candidate_id"])
     assert recorded.parent_id == dev["candidate_id"] and dev["candidate_id"] in recorded.notes
     assert [c.id for c in await store.best_candidates(dev["run_id"])] == [dev["candidate_id"]]
+
+
+async def test_a_compare_on_a_busy_machine_says_so_in_its_verdict(fast_settings, store, fast_kit, monkeypatch):
+    """The sides' messages lose their contention clause (it repeated); the verdict, which a model
+    reads first, says it once (a model acted on a busy compare's 'significant')."""
+    from evoteam.servers.bench.measurement import machine
+
+    monkeypatch.setattr(machine.os, "getloadavg", lambda: (40.0, 40.0, 40.0))
+    async with Client(build_server(fast_settings, store)) as client:
+        cmp = data(await client.call_tool("compare", {"kit": "rmsnorm_fast", "a_candidate_id": "baseline",
+                                                      "b_code": BETTER, "repeats": 1}))
+    assert cmp["contended"] is True
+    assert "busy machine (contended)" in cmp["verdict"], cmp["verdict"]
+
+
+async def test_a_held_out_score_is_not_credited_against_its_dev_parent(monkeypatch):
+    """A held-out check names the dev candidate it checks as its parent; documents it used must not
+    be credited with "beat its parent" from scores of other workloads (review, 2026-12-03)."""
+    from types import SimpleNamespace
+
+    from evoteam.servers.bench.evaluation import core
+    from evoteam.servers.retrieval import core as retrieval_core
+
+    heard = []
+
+    async def credit(store, run_id, documents, score, parent_score, candidate_id=None):
+        heard.append(parent_score)
+
+    monkeypatch.setattr(retrieval_core, "credit_documents", credit)
+    parent = SimpleNamespace(split="dev", score=3.0, verified=True, flagged=False, metrics={"timing_method": 3})
+
+    class Store:
+        async def get_candidate(self, cid):
+            return parent
+
+    await core._credit_documents(Store(), "run_x", "cand_h", ["doc_a"], 3.5, "cand_p", 3, "heldout")
+    await core._credit_documents(Store(), "run_x", "cand_d", ["doc_a"], 3.5, "cand_p", 3, "dev")
+    assert heard == [None, 3.0]

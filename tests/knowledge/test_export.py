@@ -113,3 +113,24 @@ def test_cli_round_trip(tmp_path: Path):
     assert run_id in cli("kb", "runs", db=tmp_path / "b.db").stdout
     bad = cli("kb", "import", str(tmp_path / "tree"), db=tmp_path / "b.db", check=False)
     assert bad.returncode == 2 and "exists already" in bad.stderr  # exit 2: bad input (evoteam --help) and "Traceback" not in bad.stderr
+
+
+async def test_an_imported_run_ranks_its_candidates_as_the_store_did(tmp_path: Path, new_location):
+    """Import recomputed each candidate's rank from the interval shown, which for a candidate with
+    unresolved rounds is wider than its rounds' own: the imported run named another best (review,
+    2026-12-03)."""
+    bench = Actor(user="alice", client="t", verifier=True)
+    async with LocalKnowledgeStore.open(new_location("a.db"), bench) as a:
+        run = await a.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+        fast = {"w": [2.4 + i / 100 for i in range(20)]}
+        await a.record_candidate(CandidateCreate(run_id=run.id, code="a = 1\n", status="PASSED", score=2.4,
+                                                 samples=fast, sample_ranges={"w": ([0.5] * 20, [6.0] * 20)},
+                                                 verified=True, code_hash="h1"))
+        await a.record_candidate(CandidateCreate(run_id=run.id, code="a = 2\n", status="PASSED", score=1.5,
+                                                 samples={"w": [1.5 + i / 1000 for i in range(20)]}, verified=True,
+                                                 code_hash="h2"))
+        order = [c.id for c in await a.best_candidates(run.id)]
+        await export_run(a, run.id, tmp_path / "tree")
+    async with LocalKnowledgeStore.open(new_location("b.db"), bench) as b:
+        await import_run(b, tmp_path / "tree", trust_scores=True)
+        assert [c.id for c in await b.best_candidates(run.id)] == order

@@ -125,3 +125,23 @@ async def test_a_version_gain_over_unresolved_rounds_is_not_significant(tmp_path
         await _version_gain(kb, vp, a.id, b.id, "maximize")
         assert vp.gain == pytest.approx(b.score / a.score)
         assert vp.gain_interval[0] < 1 < vp.gain_interval[1] and vp.significant is False
+
+
+async def test_prior_work_ranks_earlier_runs_bests_as_the_store_does(tmp_path: Path):
+    from evoteam.servers.knowledge.prior import gather_prior_work
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t", verifier=True)) as kb:
+        fast = {"w1": _rounds(15.0, 2.0, 1), "w2": _rounds(3.0, 0.3, 2)}
+        unresolved = {0, 2, 3, 5, 6, 7, 8, 9}
+        ranges = {"w1": ([v / 3 if i in unresolved else v for i, v in enumerate(fast["w1"])],
+                         [v * 3 if i in unresolved else v for i, v in enumerate(fast["w1"])])}
+        shown, own = stats.censored_score_estimate(fast, ranges), stats.score_estimate(fast)
+        first = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+        censored = await kb.record_candidate(_measured(first.id, "def run(x):\n    return x * 2\n", fast,
+                                                       sample_ranges=ranges))
+        second = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+        mid = (shown.lo + own.lo) / 2
+        steady = await kb.record_candidate(_measured(second.id, "a = 1\n", {"w1": _rounds(mid, mid / 1000, 5),
+                                                                            "w2": _rounds(mid, mid / 1000, 6)}))
+        prior = await gather_prior_work(kb, "k")
+        assert [c.id for c in prior.best][:2] == [censored.id, steady.id]

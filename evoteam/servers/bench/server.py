@@ -181,7 +181,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         a_candidate_id: Annotated[str | None, Field(description="a recorded candidate (cand_...) or baseline")] = None,
         b_path: str | None = None, b_code: str | None = None, b_candidate_id: str | None = None,
         split: Split = "dev",
-        repeats: Annotated[int, Field(ge=1, le=20, description="kernel: N times the rounds; program: runs per side")] = 3,
+        repeats: Annotated[int | None, Field(ge=1, le=20, description="kernel: N× the rounds (3); program: runs "
+                                                                      "per side (5)")] = None,
     ) -> Comparison:
         """Is B faster than A, or is it noise? A, B and the baseline in one interleaved batch:
         b_speedup_over_a, its 95% interval, significant when it excludes no change."""
@@ -195,7 +196,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
 
         a, b = spec(a_path, a_code, a_candidate_id, "a"), spec(b_path, b_code, b_candidate_id, "b")
         if settings.bench_url and caller_store is None:  # measured on the team's evaluation service
-            arguments = {"kit": route.kit_name_for_service(settings, kit), "split": split, "repeats": repeats,
+            arguments = {"kit": route.kit_name_for_service(settings, kit), "split": split,
+                         **({"repeats": repeats} if repeats is not None else {}),  # else the kit kind's default there
                          **route.side_for_service(settings, a, "a"), **route.side_for_service(settings, b, "b")}
             return Comparison.model_validate(await route.call_service(settings, "compare", arguments, reporter(ctx)))
         return await compare_candidates(settings, kit, a, b, split=split, store=kb(ctx=ctx), progress=reporter(ctx),

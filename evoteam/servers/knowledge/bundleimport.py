@@ -65,7 +65,8 @@ async def import_bundle(store: LocalKnowledgeStore, bundle: RunBundle, project: 
                                                       if c.contended_measurements is None
                                                       else c.contended_measurements)),
                 "score_lo": (c.score_interval or [None, None])[0], "score_hi": (c.score_interval or [None, None])[1],
-                "rank_score": measurements.rank_value(c.score, c.score_interval, run.direction),
+                # Ranked as the store ranks (its rounds' own interval), not by the interval shown.
+                "rank_score": _rank_of(c, run.direction),
                 "samples": json.dumps(c.samples) if c.samples else None,
                 "sample_ranges": json.dumps(c.sample_ranges) if c.sample_ranges else None})
             await store._index(conn, "candidate", c.id, run.id, project,
@@ -93,3 +94,8 @@ async def import_bundle(store: LocalKnowledgeStore, bundle: RunBundle, project: 
                 "id": cost.id, "run_id": run.id, "usd": cost.usd, "source": cost.source,
                 "detail": json.dumps(cost.detail, default=str), **prov(cost.provenance)})
     return await store.get_run(run.id)
+
+
+def _rank_of(c, direction: str) -> float | None:
+    ranked = measurements.rank_of(c.samples, c.sample_ranges, direction) if c.status == "PASSED" else None
+    return ranked if ranked is not None else measurements.rank_value(c.score, c.score_interval, direction)

@@ -392,8 +392,9 @@ class TrajectoryPoint(BaseModel):
     best_so_far_id: str | None = None
     new_best: bool = Field(default=False, description="this candidate became the best and its interval clears "
                            "the previous best's: progress, not noise")
-    within_noise_of: str | None = Field(default=None, description="a ranked candidate whose interval overlaps "
-                                        "the best so far's: not distinguishable from it")
+    within_noise_of: str | None = Field(default=None, description="the best so far it cannot be told apart "
+                                        "from: their intervals overlap, or either was measured on a busy machine "
+                                        "(contended), where separate evaluations move by more than their intervals")
     status: CandidateStatus
     verified: bool = False
     n_measurements: int = 1

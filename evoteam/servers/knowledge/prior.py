@@ -66,6 +66,8 @@ class PriorCandidate(BaseModel):
     timing_method: int | None = Field(default=None, description="how its kernel kit timed it "
                                       "(metrics.timing_method; 1 when none was recorded); scores timed "
                                       "differently are not comparable, so the newest method's rank first")
+    # What the store ranks it by (CandidateSummary.rank_score); used to order, never shown.
+    rank_score: float | None = Field(default=None, exclude=True)
 
 
 class PriorLearning(BaseModel):
@@ -169,6 +171,7 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
             hashes[summary.id] = summary.code_hash
             best.append(PriorCandidate(id=summary.id, run_id=run.id, owner=summary.provenance.user,
                                        score=summary.score, score_interval=_interval(summary),
+                                       rank_score=summary.rank_score,
                                        timing_method=_timing_method(full.metrics, bool(full.workloads)),
                                        note=_clip(full.notes.splitlines()[0] if full.notes else "", NOTE_CHARS)))
         if run.learnings:
@@ -187,6 +190,8 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
         end = 0 if direction == "maximize" else 1
 
         def pessimistic(c: PriorCandidate) -> float:
+            if c.rank_score is not None:  # the store's own rank: its rounds' interval (measurements.py)
+                return c.rank_score
             return c.score_interval[end] if c.score_interval else c.score if c.score is not None else 0.0
 
         # A timing method's scores only rank among themselves: the newest method's first.

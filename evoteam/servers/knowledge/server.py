@@ -303,8 +303,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @server.tool()
     @tool_errors
     async def trajectory(ctx: Context, run_id: str) -> Trajectory:
-        """Dev candidates in time order with the best so far, and NDG. new_best: clearly beat the
-        best before; within_noise_of: leads it, within noise."""
+        """Dev candidates in time order with the best so far. new_best: clearly beat the best
+        before; within_noise_of: leads it within noise or busy."""
         return await kb(ctx).trajectory(run_id)
 
     # ------------------------------------------------------------ search

@@ -6,7 +6,8 @@ time over B's. Per workload the ratio is the median over rounds with its order-s
 interval; over the kit, the geometric mean of the workloads' medians with a bootstrap interval.
 ``significant`` is true only when that interval excludes 1; ``repeats`` times the kit's rounds
 (3 by default: a decision deserves a narrower interval than one evaluation's). Program kits: the
-two evaluators run alternately ``repeats`` times each; the contrast is B's median score minus A's.
+two evaluators run alternately ``repeats`` times each (5 by default: fewer give no 95% interval);
+the contrast is B's median score minus A's.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def _verdict(ea: Evaluation, eb: Evaluation, est: stats.Estimate | None, kind: s
 
 async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, split: Split = "dev",
                              store: KnowledgeStore | None = None, progress: Progress | None = None,
-                             repeats: int = 3) -> Comparison:
+                             repeats: int | None = None) -> Comparison:
     """Compare two candidates (each ``{"candidate_path" | "code" | "candidate_id": ...}``; the
     candidate id "baseline" is the kit's own) in one interleaved batch; nothing is recorded."""
     progress = progress or _noop
@@ -90,6 +91,8 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
     if not ok:
         raise DomainError(f"kit {the_kit.name} cannot run here: {reason}")
     kernel = the_kit.manifest.kind == "kernel"
+    if repeats is None:  # a kernel batch: three evaluations' rounds; a program: enough runs for a 95% interval
+        repeats = 3 if kernel else stats.BOOTSTRAP_MIN_VALUES["program"]
     if not 1 <= repeats <= 20 or (not kernel and repeats < 2):
         raise DomainError(f"repeats must be between {1 if kernel else 2} and 20 (kernel kits: times the kit's rounds;"
                           " program kits: evaluator runs per side)")
@@ -132,10 +135,13 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
     finally:
         for c in cands.values():
             scratch.remove_folder(c.folder)
+    verdict = _verdict(ea, eb, est, kind)
+    if contended:  # the sides' messages lose their contention clause (_brief): the verdict says it once
+        verdict += "; measured on a busy machine (contended): compare again when it is quiet before relying on it"
     return Comparison(kit=the_kit.name, split=split, a=_brief(ea), b=_brief(eb),
                       b_speedup_over_a=est.value if est else None, interval=[est.lo, est.hi] if est else None,
                       significant=bool(est and stats.significant(est, kind)), rounds=n_rounds, workloads=rows,
-                      verdict=_verdict(ea, eb, est, kind), contended=contended)
+                      verdict=verdict, contended=contended)
 
 
 async def _program_contrast(settings, kit, cands, split, progress, repeats):

@@ -443,7 +443,7 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
         result.message = pooled_lead(saved, result.message or result.status, bool(notes), kit.manifest.kind)
     if documents_used and credit and result.score is not None:
         await _credit_documents(store, rid, saved.id, list(documents_used), result.score, parent_id,
-                                timing_method(result))
+                                timing_method(result), result.split)
 
 
 def pooled_lead(saved, message: str, noted: bool, kind: str) -> str:
@@ -470,7 +470,7 @@ def _pooled_text(saved, unit: str = "") -> str:
 
 
 async def _credit_documents(store: KnowledgeStore, run_id: str, candidate_id: str, documents: list[str],
-                            score: float, parent_id: str | None, method: int | None) -> None:
+                            score: float, parent_id: str | None, method: int | None, split: str = "dev") -> None:
     """Outcome credit: the retrieved documents this candidate was built from get its realised
     score (and whether it beat its parent), so later look-ups rank by what actually helped."""
     from evoteam.servers.retrieval.core import credit_documents
@@ -478,6 +478,8 @@ async def _credit_documents(store: KnowledgeStore, run_id: str, candidate_id: st
     parent = await store.get_candidate(parent_id) if parent_id else None
     # A parent's self-reported score is a claim: only a measured one is a baseline for credit;
     # and only one timed the same way (a parent from a run of an earlier timing method is not).
-    comparable = parent is not None and (method is None or (parent.metrics.get("timing_method") or 1) == method)
+    # Nor one measured on other workloads (a held-out check names the dev candidate it checks).
+    comparable = parent is not None and parent.split == split and \
+        (method is None or (parent.metrics.get("timing_method") or 1) == method)
     parent_score = parent.score if comparable and parent.verified and not parent.flagged else None
     await credit_documents(store, run_id, documents, score, parent_score, candidate_id=candidate_id)
