@@ -130,6 +130,13 @@ def _ranks(c: CandidatePoint) -> bool:
     return ranks(c.status, c.score, c.verified, c.flagged)
 
 
+def _estimate_of(c) -> stats.Estimate | None:
+    """A candidate's score and the interval it shows (all its measurements)."""
+    if c.score is None or not getattr(c, "score_interval", None):
+        return None
+    return stats.Estimate(c.score, *c.score_interval, max(1, getattr(c, "n_measurements", 1) or 1))
+
+
 async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str, own_id: str,
                         direction: str) -> None:
     """The version's best against the best before it, from both candidates' pooled rounds."""
@@ -157,8 +164,16 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
     vp.gain, vp.gain_interval = est.value, est.interval
     # Undecided only where it reads as a gain: a version that reads worse did not bring one, busy or not.
     reads_better = est.value > none if up else est.value < none
-    vp.significant = None if vp.contended and reads_better else bool(stats.confident(est) and better)
-    vp.worse = bool(not vp.contended and stats.confident(est) and worse)  # busy: intervals do not hold
+    # Decided as the trajectory announces a new best: the version's best must clear the best before
+    # it, interval against interval. The contrast alone let noise through: the version's best is the
+    # top of many candidates, each evaluation a process with an offset its rounds cannot see (a
+    # simulated version as fast as the best before read significant one time in four with eight
+    # candidates; clearing, one in twenty-three; review, 2026-12-03).
+    own, before = _estimate_of(b), _estimate_of(a)
+    clear = own is not None and before is not None and stats.clears(own, before, direction)
+    behind = own is not None and before is not None and stats.clears(before, own, direction)
+    vp.significant = None if vp.contended and reads_better else bool(stats.confident(est) and better and clear)
+    vp.worse = bool(not vp.contended and stats.confident(est) and worse and behind)  # busy: intervals do not hold
     vp.gain_is_ratio = kind == "kernel"
 
 

@@ -72,6 +72,9 @@ def gain_text(v: VersionPoint) -> str | None:
     # Three verdicts, never two: a version clearly worse than the best before it is not "within
     # noise" (a model reading that would take a regression for a tie).
     verdict = "significant" if v.significant else "worse, beyond noise" if v.worse else "within noise"
+    if verdict == "within noise" and v.gain_interval and not (v.gain_interval[0] <= stats.no_effect(
+            "kernel" if v.gain_is_ratio else "program") <= v.gain_interval[1]):
+        verdict = "within noise (the two bests' intervals overlap)"
     if v.contended and v.side_by_side:
         return f"{shown} over the best before it side by side (bench.remeasure): {verdict}"
     if v.contended and v.significant is None:

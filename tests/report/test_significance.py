@@ -204,3 +204,27 @@ async def test_rounds_stored_before_that_rule_make_a_gain_not_comparable_not_a_c
                       best_of_version=6.0)
     await _version_gain(Store(), vp, "a", "b", "maximize")
     assert vp.gain is None and vp.gain_note.startswith("not comparable:"), vp
+
+
+async def test_a_version_gain_is_significant_only_where_its_best_clears_the_one_before(tmp_path: Path):
+    """A version's best is the top of its candidates, each evaluation a process with an offset its
+    rounds cannot see: the contrast of the two bests alone called a version as fast as the one
+    before significantly better one time in four (eight candidates, simulated; review 2026-12-03).
+    The gain is now decided as the trajectory announces a new best: interval clears interval."""
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+        team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
+        for v, center in ((1, 4.0), (2, 4.35), (3, 4.9)):
+            await team.design_team(_design(run.id, f"diagnosis {v}", f"Role{v}"))
+            bench = kb.with_actor(Actor(user="u", client="t", role=f"Role{v}", team_version=v, verifier=True))
+            code = f"def run(x):\n    return x * {v}\n"
+            await bench.record_candidate(CandidateCreate(run_id=run.id, code=code, code_hash=code_hash(code),
+                                                         status="PASSED", score=center, samples=rounds(center, v),
+                                                         verified=True))
+        report = await gather(kb, run.id)
+        lines = {v.version: v for v in summarise(report).versions}
+        v2 = {v.version: v for v in report.versions}[2]
+        assert v2.gain_interval[0] > 1.0  # the contrast alone excludes no change ...
+        assert lines[2].significant_gain is False  # ... but the two bests' intervals overlap
+        assert "intervals overlap" in lines[2].gain
+        assert lines[3].significant_gain is True
