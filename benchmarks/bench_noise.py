@@ -14,7 +14,10 @@ baseline):
 `--busy 2` starts two `while 1: pass` processes for the whole run (and stops them at the end),
 to see the same on a contended machine.
 
+`--repeats 1,3` times each compare at 1x and 3x the kit's rounds in turn, trial by trial.
+
 Usage: python benchmarks/bench_noise.py [--trials 20] [--kits a,b] [--busy 0|2] [--effects 0.05,0.1,0.2]
+       [--repeats 1,3]
 """
 
 from __future__ import annotations
@@ -66,11 +69,19 @@ def busy_loops(n: int):
             p.wait()
 
 
-async def trials(settings, kit, a: str, b: str, n: int) -> list:
-    out = []
+async def trials(settings, kit, a: str, b: str, n: int, repeats: list[int | None]) -> dict:
+    """n trials of each setting of `repeats`, the settings taking turns trial by trial (side by
+    side: a drift of the machine touches all of them alike)."""
+    out: dict = {r: [] for r in repeats}
     for _ in range(n):
-        out.append(await compare_candidates(settings, kit.name, {"code": a}, {"code": b}))
+        for r in repeats:
+            out[r].append(await compare_candidates(settings, kit.name, {"code": a}, {"code": b}, repeats=r))
     return out
+
+
+def rows(label: str, by_repeats: dict) -> list[str]:
+    named = len(by_repeats) > 1 or None not in by_repeats
+    return [row(f"{label}{f' r={r}' if named else ''}", results) for r, results in by_repeats.items()]
 
 
 def row(label: str, results: list) -> str:
@@ -90,7 +101,10 @@ async def main() -> None:
     parser.add_argument("--kits", default="")
     parser.add_argument("--busy", type=int, default=0, help="busy loops to run meanwhile (0 or 2)")
     parser.add_argument("--effects", default="0.05,0.1,0.2")
+    parser.add_argument("--repeats", default="", help="compare's repeats, e.g. 1,3: each in turn, trial by trial "
+                        "(default: compare's own default)")
     args = parser.parse_args()
+    repeats = [int(x) for x in args.repeats.split(",") if x] or [None]
     settings = load_settings()
     tmp = tempfile.TemporaryDirectory(prefix="evoteam-noise-")
     settings.db = Path(tmp.name) / "kb.db"
@@ -101,13 +115,14 @@ async def main() -> None:
         for kit in kits:
             base = kit.starting_point().read_text()
             better = kit.file(kit.manifest.examples["better"]).read_text()
-            lines.append(row(f"{kit.name} A/A", await trials(settings, kit, base, base + "\n# copy\n", args.trials)))
-            lines.append(row(f"{kit.name} A/B better", await trials(settings, kit, base, better,
-                                                                   max(3, args.trials // 4))))
+            lines += rows(f"{kit.name} A/A", await trials(settings, kit, base, base + "\n# copy\n", args.trials,
+                                                          repeats))
+            lines += rows(f"{kit.name} A/B better", await trials(settings, kit, base, better,
+                                                                max(3, args.trials // 4), repeats))
             for f in (float(x) for x in args.effects.split(",") if x):
                 slower = base + EXTRA_PASS.format(f=f)
-                lines.append(row(f"{kit.name} +{f:.0%} work", await trials(settings, kit, base, slower,
-                                                                         max(5, args.trials // 2))))
+                lines += rows(f"{kit.name} +{f:.0%} work", await trials(settings, kit, base, slower,
+                                                                      max(5, args.trials // 2), repeats))
     tmp.cleanup()
     load = os.getloadavg()
     print(f"{'comparison':<26} | trials | significant | median B/A | CV %    | median hi/lo | contended")
