@@ -57,3 +57,41 @@ def test_a_restarted_driver_kills_a_recorded_group_that_still_runs(tmp_path):
     finally:
         other.kill()
         other.wait()
+
+
+def test_guard_folders_go_with_their_process_and_abandoned_ones_are_swept(tmp_path, monkeypatch):
+    """One guard folder per team server process stayed in the temporary folder for good: a
+    process now removes its own at exit, and the first guard a process makes sweeps old ones that
+    no process holds (a held one, of a live process in any PID namespace, stays)."""
+    import fcntl
+    import os
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    from evoteam.servers.team import launch
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    made = subprocess.run([sys.executable, "-P", "-c", "from evoteam.servers.team.launch import guarded_cli; "
+                           "print(guarded_cli('/bin/true'))"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "TMPDIR": str(tmp_path)})
+    script = made.stdout.strip()
+    assert made.returncode == 0 and script.startswith(str(tmp_path)), made.stderr
+    assert not os.path.exists(script), "a process left its guard folder behind"
+
+    day_old = time.time() - 2 * 24 * 3600
+    abandoned, held = tmp_path / "evoteam-guard-abc", tmp_path / "evoteam-guard-def"
+    for folder in (abandoned, held):
+        folder.mkdir()
+        (folder / "claude").write_text("#!/bin/sh\n")
+        os.utime(folder, (day_old, day_old))
+    fd = os.open(held, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(launch, "_GUARDS", {})
+    try:
+        own = launch.guarded_cli("/bin/true")
+        assert not abandoned.exists() and held.exists() and os.path.exists(own)
+    finally:
+        os.close(fd)
