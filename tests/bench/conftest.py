@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import os
 import shutil
 import textwrap
 from pathlib import Path
@@ -62,6 +64,19 @@ def _tree_hash(folder: Path) -> str:
             h.update(path.read_bytes())
     return h.hexdigest()
 
+
+
+def lock_is_held(path: Path) -> bool:
+    """Whether some process holds a flock on ``path`` (an exclusive one cannot be taken now)."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
 
 @pytest.fixture
 def tree_hash():

@@ -7,12 +7,11 @@ files and could time side by side on the same cores.
 
 from __future__ import annotations
 
-import fcntl
-import os
 import threading
 import time
 
 from evoteam.servers.bench.measurement.harness import device_lock
+from tests.bench.conftest import lock_is_held
 
 
 class Holder(threading.Thread):
@@ -43,18 +42,6 @@ def _stop(holder: Holder) -> None:
     assert not holder.is_alive()
 
 
-def _file_is_locked(path) -> bool:
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-
-
 def test_slots_time_side_by_side_but_not_beside_the_whole_machine(tmp_path):
     log: list[str] = []
     a, b = _start(tmp_path, "cpu:0", log), _start(tmp_path, "cpu:1", log)
@@ -80,7 +67,7 @@ def test_a_slot_that_comes_after_a_waiting_whole_machine_evaluation_waits_for_it
     assert first.got.wait(10)
     whole = _start(tmp_path, "cpu", log)
     deadline = time.monotonic() + 10
-    while not _file_is_locked(tmp_path / "cpu-gate.lock"):  # the whole-machine one is waiting
+    while not lock_is_held(tmp_path / "cpu-gate.lock"):  # the whole-machine one is waiting
         assert time.monotonic() < deadline, "the whole-machine evaluation never closed the gate"
         time.sleep(0.01)
     later = _start(tmp_path, "cpu:1", log)

@@ -4,7 +4,6 @@ device lock, the trusted worker's scheduling, and kit trust."""
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import json
 import os
 import secrets
@@ -20,7 +19,7 @@ from evoteam.servers.bench.measurement import harness
 from evoteam.servers.bench.confinement import jail, sandbox
 from evoteam.servers.bench.evaluation.core import evaluate_candidate
 from evoteam.servers.bench.formats.kits import find_kit, state_dir
-from tests.bench.conftest import kernel_session
+from tests.bench.conftest import kernel_session, lock_is_held
 
 GOOD = """
 import numpy as np
@@ -92,16 +91,7 @@ def _files(tag: str) -> list[Path]:
 
 
 def _lock_is_free(settings: Settings) -> bool:
-    path = state_dir(settings) / "locks" / "cpu.lock"
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return True
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
+    return not lock_is_held(state_dir(settings) / "locks" / "cpu.lock")
 
 
 def _limit(kit: Path) -> float:
