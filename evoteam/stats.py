@@ -284,6 +284,17 @@ def confident(est: Estimate) -> bool:
 SampleRanges = Mapping[str, tuple[Sequence[float], Sequence[float]]]
 
 
+def _range_ends(samples: Samples, ranges: SampleRanges | None) -> tuple[Samples, Samples] | None:
+    """Each round's smallest and largest possible value per workload (the samples themselves where
+    every round was resolved), or None when no round of any workload was unresolved."""
+    kept = {k: r for k, r in (ranges or {}).items() if k in samples and list(r[0]) != list(r[1])}
+    if not kept:
+        return None
+    lows = {k: list(kept[k][0]) if k in kept else list(v) for k, v in samples.items() if v}
+    highs = {k: list(kept[k][1]) if k in kept else list(v) for k, v in samples.items() if v}
+    return lows, highs
+
+
 def censored_score_estimate(samples: Samples, ranges: SampleRanges | None = None,
                             kind: str = "kernel") -> Estimate:
     """score_estimate, with the interval stretched to cover what the rounds whose time was below
@@ -291,11 +302,10 @@ def censored_score_estimate(samples: Samples, ranges: SampleRanges | None = None
     largest possible ratio (the bench's Rounds.bounds). One rule for the bench's score and the
     store's pooled one, so a candidate's interval is the measurement's."""
     est = score_estimate(samples, kind)
-    ranges = {k: r for k, r in (ranges or {}).items() if k in samples and list(r[0]) != list(r[1])}
-    if not ranges:
+    ends = _range_ends(samples, ranges)
+    if ends is None:
         return est
-    lows = {k: list(ranges[k][0]) if k in ranges else list(v) for k, v in samples.items() if v}
-    highs = {k: list(ranges[k][1]) if k in ranges else list(v) for k, v in samples.items() if v}
+    lows, highs = ends
     lo, hi = score_estimate(lows, kind).lo, score_estimate(highs, kind).hi
     return Estimate(est.value, min(est.lo, lo), max(est.hi, hi), est.n, est.coverage)
 
@@ -336,16 +346,10 @@ def censored_contrast_estimate(a: Samples, b: Samples, kind: str = "kernel", a_r
     of either side was below the harness's resolution, the interval also covers the contrast of
     one side's smallest possible ratios with the other's largest, both ways."""
     est = contrast_estimate(a, b, kind)
-
-    def ends(samples: Samples, ranges: SampleRanges | None) -> tuple[Samples, Samples]:
-        kept = {k: r for k, r in (ranges or {}).items() if k in samples and list(r[0]) != list(r[1])}
-        lows = {k: list(kept[k][0]) if k in kept else list(v) for k, v in samples.items() if v}
-        highs = {k: list(kept[k][1]) if k in kept else list(v) for k, v in samples.items() if v}
-        return lows, highs
-
-    (a_lo, a_hi), (b_lo, b_hi) = ends(a, a_ranges), ends(b, b_ranges)
-    if a_lo == a_hi and b_lo == b_hi:
+    a_ends, b_ends = _range_ends(a, a_ranges), _range_ends(b, b_ranges)
+    if a_ends is None and b_ends is None:
         return est
+    (a_lo, a_hi), (b_lo, b_hi) = a_ends or (a, a), b_ends or (b, b)
     lo, hi = contrast_estimate(a_hi, b_lo, kind).lo, contrast_estimate(a_lo, b_hi, kind).hi
     return Estimate(est.value, min(est.lo, lo), max(est.hi, hi), est.n, est.coverage)
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from evoteam import stats
 
-from evoteam.servers.knowledge.measurements import any_contended
+from evoteam.servers.knowledge.measurements import any_contended, ranking_of
 from evoteam.servers.knowledge.models import Run, WorkloadResult
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.verified import ranks
@@ -118,10 +118,7 @@ def rank_key(c: CandidatePoint, direction: str) -> float:
     """What rankings compare, sign-folded so larger is better: the store's rank_score (the
     pessimistic end of the rounds' own interval, as best_candidates and get_run rank), else the
     pessimistic end of the interval shown."""
-    value = c.rank_score
-    if value is None:
-        value = c.score if c.score_interval is None else (c.score_interval[0] if direction == "maximize"
-                                                           else c.score_interval[1])
+    value = ranking_of(c.rank_score, c.score, c.score_interval, direction)
     return value if direction == "maximize" else -value
 
 

@@ -30,7 +30,8 @@ from pydantic import BaseModel, Field
 
 from evoteam import stats
 from evoteam.config import Settings
-from evoteam.servers.knowledge.measurements import rank_of
+from evoteam.servers.bench.models import BASELINE_ID
+from evoteam.servers.knowledge.measurements import rank_of, ranking_of
 from evoteam.servers.knowledge.models import ArtifactCreate, CandidateSummary
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.report.listing import all_candidates
@@ -38,7 +39,7 @@ from evoteam.servers.knowledge.errors import Forbidden
 from evoteam.servers.knowledge.verified import MEASUREMENT_SET, ranks
 
 KIND = MEASUREMENT_SET
-BASELINE = "baseline"
+BASELINE = BASELINE_ID  # the kit's baseline in a set's entries
 COPY = "baseline_copy"  # the side that times the copy of the baseline (an A/A check)
 RULE = ("finalists ordered by the pessimistic end of their score's 95% interval, before the batch (as recorded) "
         "and after it (pooled with the new rounds); two whose order reversed have changed when their intervals "
@@ -95,30 +96,18 @@ class MeasurementSet(BaseModel):
     TEXT_OMIT: ClassVar[frozenset[str]] = frozenset({"entries.rank_score_before", "entries.rank_score_after"})
 
 
-def _estimate(score: float | None, interval: list[float] | None) -> stats.Estimate | None:
-    if score is None:
-        return None
-    lo, hi = interval if interval else (score, score)
-    return stats.Estimate(score, lo, hi, 1)
-
-
 def judge(mset: MeasurementSet) -> None:
     """Apply the rule (module docstring): ranks before and after, changed, within noise of the top."""
     direction = mset.direction
     cands = [e for e in mset.entries if e.candidate_id != BASELINE]
 
-    def order(pick) -> list[Remeasured]:
-        known = [(e, est) for e in cands if (est := pick(e)) is not None]
-        key = (lambda pair: -stats.pessimistic(pair[1], direction)) if direction == "maximize" else \
-            (lambda pair: stats.pessimistic(pair[1], direction))
-        return [e for e, _ in sorted(known, key=key)]
+    def order(rank) -> list[Remeasured]:
+        known = [(e, value) for e in cands if (value := rank(e)) is not None]
+        return [e for e, _ in sorted(known, key=lambda pair: -pair[1] if direction == "maximize" else pair[1])]
 
-    def ranked(value: float | None, score: float | None, interval: list[float] | None) -> stats.Estimate | None:
-        return stats.Estimate(value, value, value, 1) if value is not None else _estimate(score, interval)
-
-    before = order(lambda e: ranked(e.rank_score_before, e.recorded_score, e.recorded_interval))
-    after = order(lambda e: ranked(e.rank_score_after, e.pooled_score if e.pooled_score is not None else e.score,
-                                   e.pooled_interval if e.pooled_score is not None else e.score_interval))
+    before = order(lambda e: ranking_of(e.rank_score_before, e.recorded_score, e.recorded_interval, direction))
+    after = order(lambda e: ranking_of(e.rank_score_after, e.pooled_score if e.pooled_score is not None else e.score,
+                                       _after(e), direction))
     for rank, e in enumerate(before, 1):
         e.rank_before = rank
     for rank, e in enumerate(after, 1):
@@ -167,8 +156,7 @@ async def finalists(store: KnowledgeStore, run_id: str) -> list[CandidateSummary
     for c in await all_candidates(store, run_id):
         if not ranks(c.status, c.score, c.verified, c.flagged) or c.split == "heldout":
             continue
-        bound = c.rank_score if c.rank_score is not None else \
-            stats.pessimistic(_estimate(c.score, c.score_interval), run.direction)
+        bound = ranking_of(c.rank_score, c.score, c.score_interval, run.direction)
         keyed.setdefault(c.provenance.team_version, []).append((bound if run.direction == "maximize" else -bound, c))
     per_group = SINGLE_GROUP_FINALISTS if len(keyed) == 1 else 1
     return [c for k in sorted(keyed, key=lambda v: (v is None, v or 0))
@@ -249,9 +237,9 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
                 e.status = r.status
             if s == "dev":
                 e.score, e.score_interval = r.score, r.score_interval
-                e.rank_score_after = rank_of(r.samples, r.sample_ranges, run.direction)  # this batch's alone
             else:
                 e.heldout_score, e.heldout_interval = r.score, r.score_interval
+            ranked_by_store = False
             if e.candidate_id != BASELINE and pooled:
                 from evoteam.servers.bench.evaluation.core import record_evaluation
 
@@ -262,6 +250,9 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
                     e.n_measurements = r.n_measurements
                     if r.candidate_id:  # ranked as the store ranks the pooled candidate
                         e.rank_score_after = (await store.get_candidate(r.candidate_id)).rank_score
+                        ranked_by_store = True
+            if s == "dev" and not ranked_by_store:  # nothing pooled: this batch's rounds alone
+                e.rank_score_after = rank_of(r.samples, r.sample_ranges, run.direction)
     mset = MeasurementSet(run_id=run_id, kit=kit.name, measured_at=datetime.now(UTC), rounds=rounds, splits=splits,
                           direction=run.direction, entries=entries, contended=contended, pooled=pooled,
                           heldout_set=heldout_set,

@@ -109,7 +109,7 @@ def rank_of(samples: MeasurementSamples | None, ranges: SampleRanges | None, dir
     if not samples:
         return None
     _shown, ranked = _estimates(samples, ranges or {})
-    return None if ranked is None else _rank(ranked.value, ranked.lo, ranked.hi, direction)
+    return None if ranked is None else _ranked(ranked.value, ranked, direction)
 
 
 def _kept(samples: MeasurementSamples, ranges: SampleRanges) -> tuple[MeasurementSamples, SampleRanges]:
@@ -133,8 +133,7 @@ def columns(spec: CandidateCreate, direction: str) -> dict[str, Any]:
     lo, hi = (est.lo, est.hi) if est is not None else (None, None)
     return {"code_hash": spec.code_hash, "n_measurements": 1, "contended_measurements": contended_count(spec),
             "score": score, "score_lo": lo, "score_hi": hi,
-            "rank_score": _rank(score, ranked.lo, ranked.hi, direction) if ranked is not None
-            else _rank(score, lo, hi, direction),
+            "rank_score": _ranked(score, ranked, direction),
             "samples": json.dumps(samples) if samples else None,
             "sample_ranges": json.dumps(ranges) if ranges else None}
 
@@ -173,10 +172,22 @@ def _rank(score: float | None, lo: float | None, hi: float | None, direction: st
     return lo if direction == "maximize" else hi
 
 
+def _ranked(score: float | None, ranked: stats.Estimate | None, direction: str) -> float | None:
+    """A row's rank_score: the pessimistic end of its rounds' own interval (no rounds: the score)."""
+    return _rank(score, ranked.lo if ranked else None, ranked.hi if ranked else None, direction)
+
+
 def rank_value(score: float | None, interval: list[float] | None, direction: str) -> float | None:
     """`rank_score` of a candidate given as a model (imports)."""
     lo, hi = (interval or [None, None])[:2] if interval and len(interval) == 2 else (None, None)
     return _rank(score, lo, hi, direction)
+
+
+def ranking_of(rank_score: float | None, score: float | None, interval: list[float] | None,
+               direction: str) -> float | None:
+    """What a ranking compares for a candidate given as a model: its `rank_score` (the rounds'
+    own interval) where the store gave one, else the pessimistic end of the interval shown."""
+    return rank_score if rank_score is not None else rank_value(score, interval, direction)
 
 
 def interval_of(row: sqlite3.Row) -> list[float] | None:
@@ -245,7 +256,7 @@ async def pool(conn: aiosqlite.Connection, row: sqlite3.Row, spec: CandidateCrea
     est, ranked = await asyncio.to_thread(_estimates, samples, ranges) if status == "PASSED" else (None, None)
     score = est.value if est is not None else row["score"]
     lo, hi = (est.lo, est.hi) if est is not None else (None, None)
-    rank = _rank(score, ranked.lo, ranked.hi, direction) if ranked is not None else _rank(score, lo, hi, direction)
+    rank = _ranked(score, ranked, direction)
     metrics = json.loads(row["metrics"] or "{}")
     history = list(metrics.get("measurements") or [])
     if not history:  # the first measurement, as it was recorded

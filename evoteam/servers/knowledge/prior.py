@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 
 from evoteam.stats import describe_score
 from evoteam.servers.knowledge.errors import Invalid
+from evoteam.servers.knowledge.measurements import ranking_of
 from evoteam.servers.knowledge.models import Direction, Run, RunCreate
 from evoteam.servers.knowledge.store import KnowledgeStore
 
@@ -187,12 +188,10 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
     else:
         # Across runs too, the pessimistic end of each interval ranks (knowledge/measurements.py).
         order = _better(direction)
-        end = 0 if direction == "maximize" else 1
 
         def pessimistic(c: PriorCandidate) -> float:
-            if c.rank_score is not None:  # the store's own rank: its rounds' interval (measurements.py)
-                return c.rank_score
-            return c.score_interval[end] if c.score_interval else c.score if c.score is not None else 0.0
+            value = ranking_of(c.rank_score, c.score, c.score_interval, direction)
+            return value if value is not None else 0.0
 
         # A timing method's scores only rank among themselves: the newest method's first.
         ranked = sorted(best, key=lambda c: (-(c.timing_method or 0), order(pessimistic(c))))
