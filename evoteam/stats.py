@@ -276,6 +276,19 @@ def _bootstrap_coverage(n: int, confidence: float, kind: str) -> float:
     return min(confidence, max(0.5, round(median_rank(n, confidence)[1], 4)))
 
 
+# A zero-width interval says how much a score moves only when enough runs agree on it: one run of a
+# program, or a few that happened to give the same value, says nothing (a program that draws random
+# numbers unseeded scores differently each run). From this many runs alike, the number a program
+# contrast needs to call a difference exact, the value is exact.
+EXACT_MIN_RUNS = BOOTSTRAP_MIN_VALUES["program"]
+
+
+def spread_unknown(est: Estimate) -> bool:
+    """A point from too few runs to know how much the score moves: it neither clears another
+    estimate nor is cleared by one (a one-run program's score)."""
+    return est.lo == est.hi and est.coverage < 1.0 and est.n < EXACT_MIN_RUNS
+
+
 def confident(est: Estimate) -> bool:
     """Whether an interval is a full 95% one (few rounds or runs give less; a point gives none)."""
     return est.coverage >= CONFIDENCE - 1e-9
@@ -372,7 +385,10 @@ def pessimistic(est: Estimate, direction: Direction) -> float:
 
 
 def clears(new: Estimate, incumbent: Estimate, direction: Direction) -> bool:
-    """A new best is announced only when its whole interval lies beyond the incumbent's."""
+    """A new best is announced only when its whole interval lies beyond the incumbent's, and
+    neither is a point whose spread is unknown (two single runs of a program tell nothing apart)."""
+    if spread_unknown(new) or spread_unknown(incumbent):
+        return False
     return new.lo > incumbent.hi if direction == "maximize" else new.hi < incumbent.lo
 
 
@@ -388,17 +404,23 @@ def sig3(x: float | None) -> str:
 def describe(est: Estimate, unit: str = "") -> str:
     """"4.40× (3.90–5.00)": the value and its interval in three significant digits."""
     if est.lo == est.hi:
-        if est.coverage == 1.0:
+        if not spread_unknown(est):
             return f"{sig3(est.value)}{unit} (exact: every run alike)"
+        if est.n > 1:
+            return f"{sig3(est.value)}{unit} ({est.n} runs alike: too few to know its spread)"
         return f"{sig3(est.value)}{unit} (one measurement, no interval)"
     return f"{sig3(est.value)}{unit} ({sig3(est.lo)}–{sig3(est.hi)})"
 
 
-def describe_score(value: float | None, interval: list[float] | None, unit: str = "") -> str:
+def describe_score(value: float | None, interval: list[float] | None, unit: str = "",
+                   runs: int | None = None) -> str:
     """A stored score as people read it: "4.4 (3.9–5.0)", or just the value where no interval was
-    measured, or "none"."""
+    measured, or "none". A zero-width interval says what ``runs`` (the runs behind it, where the
+    caller knows them) make of it: one measurement, a few alike, or exact."""
     if value is None:
         return "none"
     if not interval or len(interval) != 2:
         return sig3(value) + unit
-    return describe(Estimate(value, interval[0], interval[1], 0), unit)
+    if interval[0] == interval[1] and runs is None:
+        return f"{sig3(value)}{unit} (no interval)"
+    return describe(Estimate(value, interval[0], interval[1], runs or 0), unit)

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from evoteam import stats
 
 from evoteam.servers.knowledge.measurements import any_contended, ranking_of
-from evoteam.servers.knowledge.models import Run, WorkloadResult
+from evoteam.servers.knowledge.models import Candidate, Run, WorkloadResult
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.verified import ranks
 from evoteam.report.listing import all_candidates
@@ -76,6 +76,9 @@ class VersionPoint(BaseModel):
     best_before_id: str | None = None
     side_by_side: bool = Field(default=False, description="the gain is from a re-measurement that timed both "
                                "bests in one batch")
+    few_runs: bool = Field(default=False, description="the two bests have too few runs (or rounds) for a 95% "
+                           "interval of the gain (a program run once each): a gain that reads better is "
+                           "undecided (significant None) until bench.remeasure runs both again")
     contended: bool = Field(default=False, description="one of the two bests was measured on a contended "
                             "machine: the gain is decided only where a re-measurement timed both side by side "
                             "(significant when the version's best cleared the other there); until then "
@@ -127,11 +130,13 @@ def _ranks(c: CandidatePoint) -> bool:
     return ranks(c.status, c.score, c.verified, c.flagged)
 
 
-def _estimate_of(c) -> stats.Estimate | None:
-    """A candidate's score and the interval it shows (all its measurements)."""
-    if c.score is None or not getattr(c, "score_interval", None):
+def _estimate_of(c: Candidate) -> stats.Estimate | None:
+    """A candidate's score and the interval it shows (all its measurements), with the runs behind
+    it: a point from a few runs is not known to be exact (stats.spread_unknown)."""
+    if c.score is None or not c.score_interval:
         return None
-    return stats.Estimate(c.score, *c.score_interval, max(1, getattr(c, "n_measurements", 1) or 1))
+    runs = min(len(v) for v in c.samples.values()) if c.samples else max(1, c.n_measurements or 1)
+    return stats.Estimate(c.score, *c.score_interval, runs)
 
 
 async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str, own_id: str,
@@ -169,7 +174,12 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
     own, before = _estimate_of(b), _estimate_of(a)
     clear = own is not None and before is not None and stats.clears(own, before, direction)
     behind = own is not None and before is not None and stats.clears(before, own, direction)
-    vp.significant = None if vp.contended and reads_better else bool(stats.confident(est) and better and clear)
+    # Too few runs (or rounds) for a 95% interval of the gain: a program's bests run once each say
+    # nothing of how much its score moves. Undecided, as on a busy machine, until bench.remeasure
+    # runs both again (its runs pool into them).
+    vp.few_runs = not stats.confident(est)
+    undecided = reads_better and (vp.contended or vp.few_runs)
+    vp.significant = None if undecided else bool(stats.confident(est) and better and clear)
     vp.worse = bool(not vp.contended and stats.confident(est) and worse and behind)  # busy: intervals do not hold
     vp.gain_is_ratio = kind == "kernel"
 
@@ -272,12 +282,13 @@ def _decide_side_by_side(report: RunReport) -> None:
              if e.status == "PASSED" and e.score is not None and e.score_interval}
     for v in report.versions:
         own, before = batch.get(v.best_candidate_id or ""), batch.get(v.best_before_id or "")
-        if v.contended and own is not None and before is not None:
+        if (v.contended or v.few_runs) and own is not None and before is not None:
             ratio = v.gain_is_ratio and before.score > 0
             v.gain = own.score / before.score if ratio else own.score - before.score
             v.gain_interval = None
-            own_est = stats.Estimate(own.score, *own.score_interval, 1)
-            before_est = stats.Estimate(before.score, *before.score_interval, 1)
+            # Each side was measured in every round of the batch (a program: run once per round).
+            own_est = stats.Estimate(own.score, *own.score_interval, mset.rounds)
+            before_est = stats.Estimate(before.score, *before.score_interval, mset.rounds)
             v.significant = stats.clears(own_est, before_est, report.direction)
             v.worse = stats.clears(before_est, own_est, report.direction)
             v.side_by_side = True

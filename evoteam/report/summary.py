@@ -67,15 +67,23 @@ def gain_text(v: VersionPoint) -> str | None:
     if v.gain is None:
         return v.gain_note or ("did not beat the best before it" if v.best_candidate_id else None)
     unit = "×" if v.gain_is_ratio else ""
-    shown = (stats.describe(stats.Estimate(v.gain, *v.gain_interval, 0), unit) if v.gain_interval
-             else stats.sig3(v.gain) + unit)
+    if v.gain_interval and v.gain_interval[0] < v.gain_interval[1]:
+        shown = stats.describe(stats.Estimate(v.gain, *v.gain_interval, 0), unit)
+    else:  # a point: an exact difference from enough runs alike a side, else one without an interval
+        exact = v.gain_interval and not v.few_runs
+        shown = stats.sig3(v.gain) + unit + (" (exact: every run alike)" if exact else "")
     # Three verdicts, never two: a version clearly worse than the best before it is not "within
     # noise" (a model reading that would take a regression for a tie).
     verdict = "significant" if v.significant else "worse, beyond noise" if v.worse else "within noise"
     if verdict == "within noise" and v.gain_interval and not (v.gain_interval[0] <= stats.no_effect(
             "kernel" if v.gain_is_ratio else "program") <= v.gain_interval[1]):
         verdict = "within noise (the two bests' intervals overlap)"
-    if v.contended and v.side_by_side:
+    if v.few_runs and not v.side_by_side:  # no 95% interval of the gain: nothing is within noise or beyond it
+        if v.significant is None:
+            return (f"{shown} over the best before it: not established, too few runs for a 95% interval "
+                    "(bench.remeasure both: their runs pool)")
+        return f"{shown} over the best before it: no gain (too few runs for a 95% interval)"
+    if (v.contended or v.few_runs) and v.side_by_side:
         return f"{shown} over the best before it side by side (bench.remeasure): {verdict}"
     if v.contended and v.significant is None:
         return (f"{shown} over the best before it: not established, measured on a contended machine "
@@ -97,8 +105,8 @@ def stalled_versions(report: RunReport) -> int:
     gain when it produced any ranked result)."""
     n = 0
     for v in reversed(report.versions):
-        if v.contended and v.significant is None:
-            continue  # measured on a busy machine and not yet side by side: no verdict either way
+        if (v.contended or v.few_runs) and v.significant is None:
+            continue  # busy, or too few runs, and not yet side by side: no verdict either way
         gained = v.significant is True or (v.best_before is None and v.best_of_version is not None)
         if gained:
             break

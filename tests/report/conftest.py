@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
+from evoteam.codehash import code_hash
 from evoteam.config import SOURCE_ROOT, load_settings
 from evoteam.servers.bench.server import build_server as build_bench
 from evoteam.servers.knowledge.connect import component_store
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
-from evoteam.servers.knowledge.models import CostCreate, RunCreate
+from evoteam.servers.knowledge.models import CandidateCreate, CostCreate, RunCreate
 from evoteam.servers.knowledge.store import Actor
 from evoteam.servers.retrieval.backends import BackendSet, LocalBackend
 from evoteam.servers.retrieval.predictor import AnthropicPredictor
@@ -58,6 +59,20 @@ def _design(run_id: str, diagnosis: str, *roles: str) -> TeamDesign:
     return TeamDesign.model_validate({
         "run_id": run_id, "diagnosis": diagnosis, "rationale": "answer the diagnosis",
         "roles": [{"name": r, "mandate": f"do the {r} work", "isolation": "shared"} for r in roles]})
+
+
+async def one_best_per_version(kb, tmp_path: Path, plan: dict[int, tuple[float, dict[str, list[float]]]]):
+    """A maximising run whose team version v records one verified candidate scoring plan[v][0]
+    from the rounds plan[v][1]."""
+    run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+    team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
+    for v, (score, samples) in plan.items():
+        await team.design_team(_design(run.id, f"diagnosis {v}", f"Role{v}"))
+        bench = kb.with_actor(Actor(user="u", client="t", role=f"Role{v}", team_version=v, verifier=True))
+        code = f"def run(x):\n    return x * {v}\n"
+        await bench.record_candidate(CandidateCreate(run_id=run.id, code=code, code_hash=code_hash(code),
+                                                     status="PASSED", score=score, samples=samples, verified=True))
+    return run
 
 
 async def fill_run(store: LocalKnowledgeStore, tmp_path: Path, *, goal: str = "fast RMSNorm",

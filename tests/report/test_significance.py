@@ -18,26 +18,12 @@ from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.models import CandidateCreate, RunCreate
 from evoteam.servers.knowledge.store import Actor
 from evoteam.servers.team.core import TeamService
-from tests.report.conftest import _design
+from tests.report.conftest import _design, one_best_per_version
 
 
 def rounds(center: float, seed: int, spread: float = 0.3, n: int = 10) -> dict[str, list[float]]:
     rng = random.Random(seed)
     return {w: [center * (1 + rng.uniform(-spread, spread) / 4) for _ in range(n)] for w in ("a", "b", "c")}
-
-
-async def one_best_per_version(kb, tmp_path: Path, centers: dict[int, float]):
-    """A run whose team version v records one verified candidate scoring about centers[v]."""
-    run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
-    team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
-    for v, center in centers.items():
-        await team.design_team(_design(run.id, f"diagnosis {v}", f"Role{v}"))
-        bench = kb.with_actor(Actor(user="u", client="t", role=f"Role{v}", team_version=v, verifier=True))
-        code = f"def run(x):\n    return x * {v}\n"
-        await bench.record_candidate(CandidateCreate(run_id=run.id, code=code, code_hash=code_hash(code),
-                                                     status="PASSED", score=center, samples=rounds(center, v),
-                                                     verified=True))
-    return run
 
 
 async def test_version_gains_have_intervals_and_the_stop_rule_counts(tmp_path: Path):
@@ -72,7 +58,7 @@ async def test_a_version_clearly_worse_than_the_best_before_it_is_not_within_noi
     so; only an interval that straddles no change reads "within noise"."""
     async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
         # v2: a regression; v3: back to v1, within noise
-        run = await one_best_per_version(kb, tmp_path, {1: 6.0, 2: 4.0, 3: 5.98})
+        run = await one_best_per_version(kb, tmp_path, {v: (c, rounds(c, v)) for v, c in {1: 6.0, 2: 4.0, 3: 5.98}.items()})
         lines = {v.version: v for v in summarise(await gather(kb, run.id)).versions}
         assert lines[2].significant_gain is False and "worse, beyond noise" in lines[2].gain, lines[2].gain
         assert "within noise" not in lines[2].gain
@@ -219,7 +205,7 @@ async def test_a_version_gain_is_significant_only_where_its_best_clears_the_one_
     before significantly better one time in four (eight candidates, simulated; review 2026-12-03).
     The gain is now decided as the trajectory announces a new best: interval clears interval."""
     async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
-        run = await one_best_per_version(kb, tmp_path, {1: 4.0, 2: 4.35, 3: 4.9})
+        run = await one_best_per_version(kb, tmp_path, {v: (c, rounds(c, v)) for v, c in {1: 4.0, 2: 4.35, 3: 4.9}.items()})
         report = await gather(kb, run.id)
         lines = {v.version: v for v in summarise(report).versions}
         v2 = {v.version: v for v in report.versions}[2]

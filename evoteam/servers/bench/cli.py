@@ -126,15 +126,11 @@ def _fmt(value, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def _with_interval(value, interval, unit: str = "") -> str:
+def _with_interval(value, interval, unit: str = "", runs: int | None = None) -> str:
     """'4.4× (3.9–5.0)': three significant digits and the interval, as every human text shows."""
-    if value is None:
-        return "-"
-    from evoteam.stats import Estimate, describe, sig3
+    from evoteam.stats import describe_score
 
-    if not interval:
-        return f"{sig3(value)}{unit}"
-    return describe(Estimate(value, interval[0], interval[1], 0), unit)
+    return "-" if value is None else describe_score(value, interval, unit, runs)
 
 
 _HEADERS = ("workload", "status", "speedup\n(95% interval)", "candidate\nms", "baseline\nms", "max abs\nerror")
@@ -173,7 +169,8 @@ def print_workloads(e: Evaluation, console: Console) -> None:
     from rich.padding import Padding
     from rich.text import Text
 
-    console.print(f"[bold]{escape(e.kit)} · {e.split} · {e.status}[/bold] (speedups with their 95% interval)")
+    what = "speedups" if e.kind == "kernel" else "scores"
+    console.print(f"[bold]{escape(e.kit)} · {e.split} · {e.status}[/bold] ({what} with their 95% interval)")
     for (name, status, speedup, cand, base, err), note in rows:
         colour = "green" if status == "PASSED" else "red"
         console.print(f"{escape(name)}  [{colour}]{status}[/{colour}]" + ("" if speedup == "-" else f"  speedup {speedup}"))
@@ -188,14 +185,16 @@ def print_evaluation(e: Evaluation, console: Console) -> None:
     print_workloads(e, console)
     if e.score is not None:
         kind = "geomean speedup" if e.kind == "kernel" else "score"
-        line = f"[bold]{kind}: {_with_interval(e.score, e.score_interval, '×' if e.kind == 'kernel' else '')}[/bold] ({e.direction})"
+        runs = len(e.metrics.get("repeats") or [None]) if e.kind == "program" else None
+        line = (f"[bold]{kind}: {_with_interval(e.score, e.score_interval, '×' if e.kind == 'kernel' else '', runs)}"
+                f"[/bold] ({e.direction})")
         if e.ndg is not None:
             line += f"   NDG {e.ndg:.1f}"
         console.print(line)
         if e.n_measurements and e.n_measurements > 1 and e.candidate_score is not None:
             console.print(f"pooled with earlier measurements of the same code: {e.candidate_id} "
-                          f"{_with_interval(e.candidate_score, e.candidate_interval)} over {e.n_measurements} "
-                          "measurements")
+                          f"{_with_interval(e.candidate_score, e.candidate_interval, runs=e.n_measurements)} over "
+                          f"{e.n_measurements} measurements")
     elif e.message:
         console.print(f"[red]{escape(e.message[:1500])}[/red]")
     from evoteam.servers.bench.measurement.machine import contention_line

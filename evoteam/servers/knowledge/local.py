@@ -487,8 +487,8 @@ class LocalKnowledgeStore(KnowledgeStore):
             run = await self.visible_run_row(conn, run_id)
             async with conn.execute(
                 "SELECT id, created_at, score, score_lo, score_hi, rank_score, n_measurements, contended_measurements, "
-                "code_hash, notes, "
-                "status, verified, flagged, role, team_version FROM candidates "
+                "code_hash, notes, status, verified, flagged, role, team_version, "
+                f"{measurements.POINT_SAMPLES} FROM candidates "
                 "WHERE run_id = ? AND split != 'heldout' ORDER BY created_at, id", (run_id,)
             ) as cur:
                 rows = await cur.fetchall()

@@ -202,7 +202,28 @@ def estimate_of(row: sqlite3.Row) -> stats.Estimate | None:
     lo, hi = row["score_lo"], row["score_hi"]
     if lo is None or hi is None:
         return stats.Estimate(row["score"], row["score"], row["score"], 1, 0.0)
+    if lo == hi:  # a point: exact only where enough runs agree on it (stats.spread_unknown)
+        return stats.Estimate(row["score"], lo, hi, point_runs(row), 0.0)
     return stats.Estimate(row["score"], lo, hi, row["n_measurements"] or 1)
+
+
+# What a query selects beside a candidate row's interval so that estimate_of can count the runs
+# behind a point (the rounds only where the interval has no width: a kernel's would be large).
+POINT_SAMPLES = "CASE WHEN score_lo = score_hi THEN samples END AS point_samples"
+
+
+def point_runs(row) -> int:
+    """The runs behind a zero-width score: the fewest values of any group of its rounds, from the
+    row's ``point_samples`` (or ``samples``); without them, its measurements (each one run at least)."""
+    keys = row.keys()
+    text = row["point_samples"] if "point_samples" in keys else row["samples"] if "samples" in keys else None
+    try:
+        groups = json.loads(text) if text else None
+    except ValueError:
+        groups = None
+    if isinstance(groups, dict) and groups and all(isinstance(v, list) for v in groups.values()):
+        return min(len(v) for v in groups.values())
+    return row["n_measurements"] or 1
 
 
 async def find_same_code(conn: aiosqlite.Connection, spec: CandidateCreate) -> sqlite3.Row | None:

@@ -393,8 +393,10 @@ class TrajectoryPoint(BaseModel):
     new_best: bool = Field(default=False, description="this candidate became the best and its interval clears "
                            "the previous best's: progress, not noise")
     within_noise_of: str | None = Field(default=None, description="the best so far it cannot be told apart "
-                                        "from: their intervals overlap, or either was measured on a busy machine "
-                                        "(contended), where separate evaluations move by more than their intervals")
+                                        "from: their intervals overlap, either was measured on a busy machine "
+                                        "(contended), where separate evaluations move by more than their intervals, "
+                                        "or either is a program's score from under 5 runs, whose spread is unknown "
+                                        "(bench.remeasure both)")
     status: CandidateStatus
     verified: bool = False
     n_measurements: int = 1

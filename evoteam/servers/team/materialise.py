@@ -228,7 +228,7 @@ def score_line(run: Run, best: Candidate | None) -> str:
         tried = f" ({_clip(note, 200)})" if note else ""
         noise = ("; a new candidate beats it only when its interval clears that one"
                  if best.score_interval else "")
-        return (f"Best so far: {describe_score(best.score, best.score_interval)}, candidate `{best.id}`{tried}"
+        return (f"Best so far: {describe_score(best.score, best.score_interval, runs=best.n_measurements)}, candidate `{best.id}`{tried}"
                 f"{noise}; {start}; the score is to be {run.direction}d.")
     if run.best_score is not None:
         which = f", candidate `{run.best_candidate_id}`" if run.best_candidate_id else ""

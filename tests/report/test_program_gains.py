@@ -1,0 +1,107 @@
+"""A program kit's scores are evaluator runs, usually one per evaluation: two single runs say
+nothing of how much a program's score moves (an unseeded random search scores differently each
+run). Its team versions' gains are then undecided, never "within noise", and the stop rule does
+not count them; the trajectory does not announce a new best between them; bench.remeasure runs
+the bests again, their runs pool, and a deterministic program's gain becomes exact."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evoteam import stats
+from evoteam.config import SOURCE_ROOT, Settings
+from evoteam.report.data import gather
+from evoteam.report.remeasure import remeasure_run
+from evoteam.report.summary import summarise
+from evoteam.servers.bench.evaluation.core import evaluate_candidate
+from evoteam.servers.knowledge.connect import component_store
+from evoteam.servers.knowledge.local import LocalKnowledgeStore
+from evoteam.servers.knowledge.models import RunCreate
+from evoteam.servers.knowledge.store import Actor
+from evoteam.servers.team.core import TeamService
+from tests.report.conftest import _design, one_best_per_version
+
+CIRCLES = SOURCE_ROOT / "task_kits" / "circle_packing_26"
+
+
+async def _versions_of_single_runs(kb, tmp_path: Path, plan: dict[int, list[float]]):
+    """A maximising program run whose version v records one candidate scored from the runs plan[v]."""
+    return await one_best_per_version(kb, tmp_path, {v: (stats.median(runs), {"program": runs})
+                                                     for v, runs in plan.items()})
+
+
+async def test_single_runs_leave_a_version_gain_undecided_not_within_noise(tmp_path: Path):
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        # v2..v4 each read better by one run; v5 reads worse; v6 has two runs a side alike.
+        run = await _versions_of_single_runs(kb, tmp_path, {1: [2.17], 2: [2.40], 3: [2.55], 4: [2.60],
+                                                            5: [2.50]})
+        summary = summarise(await gather(kb, run.id))
+        lines = {v.version: v for v in summary.versions}
+        for v in (2, 3, 4):
+            assert lines[v].significant_gain is None, lines[v]
+            assert "not established" in lines[v].gain and "bench.remeasure" in lines[v].gain
+            # Neither "within noise" nor intervals that "overlap": there are none.
+            assert "noise" not in lines[v].gain and "overlap" not in lines[v].gain
+        assert lines[5].significant_gain is False and "no gain" in lines[5].gain
+        # Only v5 counts as a version without a gain: three undecided gains are no stall.
+        assert summary.versions_without_significant_gain == 1
+
+        trajectory = await kb.trajectory(run.id)
+        first, *later = [p for p in trajectory.points]
+        assert first.new_best  # the first ranked result is the best by definition
+        for prev, p in zip([first, *later], later[:3]):
+            # Each is the best so far (the team builds on it) but not announced as progress.
+            assert p.best_so_far_id == p.candidate_id and not p.new_best
+            assert p.within_noise_of == prev.candidate_id
+
+
+async def test_runs_that_agree_often_enough_decide_a_program_gain(tmp_path: Path):
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await _versions_of_single_runs(kb, tmp_path, {1: [2.17] * 2, 2: [2.40] * 2, 3: [2.5] * 5,
+                                                            4: [2.6] * 5, 5: [2.59] * 5})
+        lines = {v.version: v for v in summarise(await gather(kb, run.id)).versions}
+        assert lines[2].significant_gain is None and "not established" in lines[2].gain  # two alike: not yet
+        assert lines[3].significant_gain is None  # five against two
+        assert lines[4].significant_gain is True and "exact" in lines[4].gain  # five alike a side
+        assert lines[5].significant_gain is False and "worse" in lines[5].gain
+        points = {p.candidate_id: p for p in (await kb.trajectory(run.id)).points}
+        assert [p.new_best for p in points.values()] == [True, False, False, True, False]
+
+
+def test_a_point_is_exact_only_from_enough_runs_alike():
+    one, two, five = (stats.score_estimate({"program": [2.5] * n}, "program") for n in (1, 2, 5))
+    assert stats.describe(one) == "2.5 (one measurement, no interval)"
+    assert stats.describe(two) == "2.5 (2 runs alike: too few to know its spread)"
+    assert stats.describe(five) == "2.5 (exact: every run alike)"
+    assert [stats.spread_unknown(e) for e in (one, two, five)] == [True, True, False]
+    # A point of unknown spread neither clears nor is cleared, however far apart.
+    far = stats.score_estimate({"program": [9.0]}, "program")
+    assert not stats.clears(far, five, "maximize") and not stats.clears(five, one, "maximize")
+    assert stats.clears(stats.score_estimate({"program": [3.0] * 5}, "program"), five, "maximize")
+
+
+async def test_remeasure_settles_a_real_program_kits_version_gain(tmp_path: Path):
+    """circle_packing_26 evaluated by the real bench: v1 its initial program, v2 the better one,
+    once each (undecided); bench.remeasure runs both five more times in one batch, their runs pool,
+    and the deterministic programs' gain is exact and significant; the trajectory then marks v2's
+    best a new best."""
+    settings = Settings(db=tmp_path / "kb.db")
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await kb.start_run(RunCreate(goal="circles", kit="circle_packing_26", direction="maximize"))
+        team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
+        for v, program in {1: CIRCLES / "initial_program.py", 2: CIRCLES / "examples" / "better.py"}.items():
+            await team.design_team(_design(run.id, f"diagnosis {v}", f"Role{v}"))
+            role = kb.with_actor(Actor(user="u", client="t", role=f"Role{v}", team_version=v))
+            result = await evaluate_candidate(settings, "circle_packing_26", candidate_path=str(program), store=role, run_id=run.id)
+            assert result.status == "PASSED", result.message
+        line = summarise(await gather(kb, run.id)).versions[1]
+        assert line.significant_gain is None and "not established" in line.gain
+
+        mset = await remeasure_run(settings, kb, run.id, rounds=5)
+        assert mset.pooled and {e.n_measurements for e in mset.entries} == {2}
+        summary = summarise(await gather(kb, run.id))
+        line = summary.versions[1]
+        assert line.significant_gain is True and "exact" in line.gain, line.gain
+        assert summary.versions_without_significant_gain == 0
+        points = (await kb.trajectory(run.id)).points
+        assert [p.new_best for p in points] == [True, True]
