@@ -96,6 +96,23 @@ async def test_new_best_only_when_the_interval_clears(store, verifier):
     assert by_id[far.id].new_best and by_id[far.id].within_noise_of is None
 
 
+async def test_a_programs_single_runs_are_never_announced_as_progress(store, verifier):
+    """A program's score from one run (or a few alike) says nothing of how much it moves: the
+    trajectory keeps it as the best so far, within noise of the best before it, until enough
+    runs agree on it (pooled, on every backend: the query counts them where the interval is a point)."""
+    run = await new_run(store)
+    first = await verifier.record_candidate(measured(run.id, "a = 1\n", {"program": [2.0]}))
+    second = await verifier.record_candidate(measured(run.id, "a = 2\n", {"program": [2.5]}))
+    by_id = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}
+    assert by_id[first.id].new_best
+    assert by_id[second.id].best_so_far_id == second.id and not by_id[second.id].new_best
+    assert by_id[second.id].within_noise_of == first.id
+    for code in ("a = 1\n", "a = 2\n"):  # four more runs each, alike: now each value is exact
+        await verifier.record_candidate(measured(run.id, code, {"program": [2.0 if code == "a = 1\n" else 2.5] * 4}))
+    by_id = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}
+    assert by_id[second.id].new_best and by_id[second.id].within_noise_of is None
+
+
 async def test_a_failed_measurement_stops_the_code_ranking(store, verifier):
     run = await new_run(store)
     ok = await verifier.record_candidate(measured(run.id, CODE, {"w": rounds(3.0, 0.2)}))
