@@ -283,6 +283,12 @@ def _bootstrap_coverage(n: int, confidence: float, kind: str) -> float:
 EXACT_MIN_RUNS = BOOTSTRAP_MIN_VALUES["program"]
 
 
+def runs_of(samples: Samples | None) -> int | None:
+    """The runs (or rounds) behind a score: the fewest values of any group (None without any)."""
+    groups = [v for v in (samples or {}).values() if isinstance(v, (list, tuple))]
+    return min(len(v) for v in groups) if groups else None
+
+
 def spread_unknown(est: Estimate) -> bool:
     """A point from too few runs to know how much the score moves: it neither clears another
     estimate nor is cleared by one (a one-run program's score)."""
@@ -401,15 +407,27 @@ def sig3(x: float | None) -> str:
     return f"{x:.3g}"
 
 
+def _sig(x: float, digits: int) -> str:
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.{digits}g}"
+
+
 def describe(est: Estimate, unit: str = "") -> str:
-    """"4.40× (3.90–5.00)": the value and its interval in three significant digits."""
+    """"4.40× (3.90–5.00)": the value and its interval in three significant digits, or more (up to
+    six) where three would show different numbers alike ("2.5 (2.5–2.5)" hid a run of 2.5022); a
+    point in six: an exact score is known to all its digits (a program near its best known
+    differs in the fourth)."""
     if est.lo == est.hi:
+        shown = _sig(est.value, 6) + unit if math.isfinite(est.value) else str(est.value)
         if not spread_unknown(est):
-            return f"{sig3(est.value)}{unit} (exact: every run alike)"
+            return f"{shown} (exact: every run alike)"
         if est.n > 1:
-            return f"{sig3(est.value)}{unit} ({est.n} runs alike: too few to know its spread)"
-        return f"{sig3(est.value)}{unit} (one measurement, no interval)"
-    return f"{sig3(est.value)}{unit} ({sig3(est.lo)}–{sig3(est.hi)})"
+            return f"{shown} ({est.n} runs alike: too few to know its spread)"
+        return f"{shown} (one measurement, no interval)"
+    xs = (est.lo, est.value, est.hi)
+    if not all(math.isfinite(x) for x in xs):
+        return f"{sig3(est.value)}{unit} ({sig3(est.lo)}–{sig3(est.hi)})"
+    digits = next((d for d in range(3, 7) if len({_sig(x, d) for x in xs}) == len(set(xs))), 6)
+    return f"{_sig(est.value, digits)}{unit} ({_sig(est.lo, digits)}–{_sig(est.hi, digits)})"
 
 
 def describe_score(value: float | None, interval: list[float] | None, unit: str = "",

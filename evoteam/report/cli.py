@@ -176,12 +176,10 @@ def remeasure(settings: Settings, run_id, split, rounds, candidate_ids, as_json)
     if as_json:
         click.echo(mset.model_dump_json(indent=2))
         return
-    from evoteam.stats import Estimate, describe
+    from evoteam.stats import describe_score
 
     def shown(score, interval) -> str:
-        if score is None:
-            return "—"
-        return describe(Estimate(score, *(interval or [score, score]), 1)) if interval else f"{score:.3g}"
+        return "—" if score is None else describe_score(score, interval)
 
     for e in mset.entries:
         moved = f"  rank {e.rank_before} -> {e.rank_after}" if e.candidate_id in mset.changed else ""

@@ -78,7 +78,10 @@ class VersionPoint(BaseModel):
                                "bests in one batch")
     few_runs: bool = Field(default=False, description="the two bests have too few runs (or rounds) for a 95% "
                            "interval of the gain (a program run once each): a gain that reads better is "
-                           "undecided (significant None) until bench.remeasure runs both again")
+                           "undecided (significant None) until bench.remeasure has run both often enough")
+    overlap: bool = Field(default=False, description="the gain's 95% interval excludes no change but the two "
+                          "bests' intervals overlap: undecided (significant None) until more rounds narrow them")
+    gain_exact: bool = Field(default=False, description="every run of both bests alike: the gain is exact")
     contended: bool = Field(default=False, description="one of the two bests was measured on a contended "
                             "machine: the gain is decided only where a re-measurement timed both side by side "
                             "(significant when the version's best cleared the other there); until then "
@@ -135,8 +138,7 @@ def _estimate_of(c: Candidate) -> stats.Estimate | None:
     it: a point from a few runs is not known to be exact (stats.spread_unknown)."""
     if c.score is None or not c.score_interval:
         return None
-    runs = min(len(v) for v in c.samples.values()) if c.samples else max(1, c.n_measurements or 1)
-    return stats.Estimate(c.score, *c.score_interval, runs)
+    return stats.Estimate(c.score, *c.score_interval, stats.runs_of(c.samples) or max(1, c.n_measurements or 1))
 
 
 async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str, own_id: str,
@@ -163,7 +165,7 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
     # On a busy machine separate evaluations move by more than their intervals (knowledge/measurements.py):
     # undecided until a re-measurement times both side by side (_decide_side_by_side).
     vp.contended = any(any_contended(c.contended_measurements) for c in (a, b))
-    vp.gain, vp.gain_interval = est.value, est.interval
+    vp.gain, vp.gain_interval, vp.gain_exact = est.value, est.interval, est.coverage == 1.0
     # Undecided only where it reads as a gain: a version that reads worse did not bring one, busy or not.
     reads_better = est.value > none if up else est.value < none
     # Decided as the trajectory announces a new best: the version's best must clear the best before
@@ -178,7 +180,11 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
     # nothing of how much its score moves. Undecided, as on a busy machine, until bench.remeasure
     # runs both again (its runs pool into them).
     vp.few_runs = not stats.confident(est)
-    undecided = reads_better and (vp.contended or vp.few_runs)
+    # A gain whose own interval excludes no change while the bests' intervals still overlap is
+    # likely but not established: counted as a stall, a run improving in real steps stopped (a true
+    # gain of 2.5 sd read so after one re-measurement one time in four; review, 2026-12-03).
+    vp.overlap = bool(stats.confident(est) and better and not clear)
+    undecided = reads_better and (vp.contended or vp.few_runs or vp.overlap)
     vp.significant = None if undecided else bool(stats.confident(est) and better and clear)
     vp.worse = bool(not vp.contended and stats.confident(est) and worse and behind)  # busy: intervals do not hold
     vp.gain_is_ratio = kind == "kernel"
@@ -282,11 +288,10 @@ def _decide_side_by_side(report: RunReport) -> None:
              if e.status == "PASSED" and e.score is not None and e.score_interval}
     for v in report.versions:
         own, before = batch.get(v.best_candidate_id or ""), batch.get(v.best_before_id or "")
-        if (v.contended or v.few_runs) and own is not None and before is not None:
+        if v.contended and own is not None and before is not None:
             ratio = v.gain_is_ratio and before.score > 0
             v.gain = own.score / before.score if ratio else own.score - before.score
             v.gain_interval = None
-            # Each side was measured in every round of the batch (a program: run once per round).
             own_est = stats.Estimate(own.score, *own.score_interval, mset.rounds)
             before_est = stats.Estimate(before.score, *before.score_interval, mset.rounds)
             v.significant = stats.clears(own_est, before_est, report.direction)

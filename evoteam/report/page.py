@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from evoteam.report import charts
-from evoteam.stats import Estimate, describe
 from evoteam.report.data import RunReport
 from evoteam.report.summary import gain_text
 from evoteam.stats import describe_score
@@ -128,7 +127,7 @@ def _remeasured(report: RunReport) -> str:
             return "—"
         if not interval:
             return _fmt(score)
-        return html.escape(describe(Estimate(score, interval[0], interval[1], 1)))
+        return html.escape(describe_score(score, interval))
 
     head = ("<tr><th>candidate</th><th>version</th><th class=num>recorded</th><th class=num>this batch (dev)</th>"
             "<th class=num>held-out</th><th class=num>pooled</th><th>rank before → after</th><th></th></tr>")

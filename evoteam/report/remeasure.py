@@ -190,6 +190,12 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
     if not run.kit:
         raise DomainError(f"run {run_id} is not bound to a kit: there is nothing to re-measure against")
     kit = find_kit(settings, run.kit)
+    if candidate_ids and BASELINE in candidate_ids:
+        if kit.manifest.kind != "kernel":
+            raise DomainError(f"kit {kit.name} is a program kit: a batch has no baseline in it; name candidates "
+                              "(cand_...), or none for each version's best")
+        # A kernel kit's batch always times a copy of the baseline: naming it asks for nothing more.
+        candidate_ids = [c for c in candidate_ids if c != BASELINE]
     if candidate_ids and len(candidate_ids) > MAX_CANDIDATES:  # one batch times every side in every round
         raise DomainError(f"remeasure takes at most {MAX_CANDIDATES} candidates in one batch, not "
                           f"{len(candidate_ids)}: name the finalists (default: each version's best)")

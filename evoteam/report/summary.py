@@ -18,8 +18,8 @@ class VersionLine(BaseModel):
     best_interval: list[float] | None = None
     best_candidate_id: str | None = None
     gain: str | None = Field(default=None, description="the version's best over the best before it, its "
-                             "interval and verdict (significant; within noise; worse, beyond noise; or unsettled "
-                             "if contended), or why none")
+                             "interval and verdict (significant; within noise; worse, beyond noise; no gain; or "
+                             "not established: busy, too few runs, or overlapping bests), or why none")
     significant_gain: bool | None = None
     cost_usd: float
     spent_usd_when_designed: float
@@ -40,8 +40,8 @@ class RunSummary(BaseModel):
     versions: list[VersionLine]
     versions_without_significant_gain: int = Field(description="team versions in a row, up to the newest, whose "
                                                    "best did not significantly beat the best before it (the stop "
-                                                   "rule counts these; one measured on a busy machine only once "
-                                                   "bench.remeasure has timed it side by side)")
+                                                   "rule counts these; a gain not established, significant_gain "
+                                                   "null, is not counted until bench.remeasure settles it)")
     spend_by_role: dict[str, float]
     gate_decisions: dict[str, int]
     repeated_url_rate: float | None
@@ -69,9 +69,8 @@ def gain_text(v: VersionPoint) -> str | None:
     unit = "×" if v.gain_is_ratio else ""
     if v.gain_interval and v.gain_interval[0] < v.gain_interval[1]:
         shown = stats.describe(stats.Estimate(v.gain, *v.gain_interval, 0), unit)
-    else:  # a point: an exact difference from enough runs alike a side, else one without an interval
-        exact = v.gain_interval and not v.few_runs
-        shown = stats.sig3(v.gain) + unit + (" (exact: every run alike)" if exact else "")
+    else:  # a point: an exact difference (every run alike), or from too few runs for an interval
+        shown = stats.sig3(v.gain) + unit + (" (exact: every run alike)" if v.gain_exact else "")
     # Three verdicts, never two: a version clearly worse than the best before it is not "within
     # noise" (a model reading that would take a regression for a tie).
     verdict = "significant" if v.significant else "worse, beyond noise" if v.worse else "within noise"
@@ -81,9 +80,12 @@ def gain_text(v: VersionPoint) -> str | None:
     if v.few_runs and not v.side_by_side:  # no 95% interval of the gain: nothing is within noise or beyond it
         if v.significant is None:
             return (f"{shown} over the best before it: not established, too few runs for a 95% interval "
-                    "(bench.remeasure both: their runs pool)")
+                    "(bench.remeasure both: their runs pool; 5 alike a side make a gain exact)")
         return f"{shown} over the best before it: no gain (too few runs for a 95% interval)"
-    if (v.contended or v.few_runs) and v.side_by_side:
+    if v.overlap and v.significant is None and not v.contended:
+        return (f"{shown} over the best before it: not established, the gain's interval excludes no change but "
+                "the two bests' intervals overlap (bench.remeasure both: more rounds narrow them)")
+    if v.contended and v.side_by_side:
         return f"{shown} over the best before it side by side (bench.remeasure): {verdict}"
     if v.contended and v.significant is None:
         return (f"{shown} over the best before it: not established, measured on a contended machine "
@@ -105,8 +107,8 @@ def stalled_versions(report: RunReport) -> int:
     gain when it produced any ranked result)."""
     n = 0
     for v in reversed(report.versions):
-        if (v.contended or v.few_runs) and v.significant is None:
-            continue  # busy, or too few runs, and not yet side by side: no verdict either way
+        if (v.contended or v.few_runs or v.overlap) and v.significant is None:
+            continue  # busy, too few runs or overlapping bests, and not settled: no verdict either way
         gained = v.significant is True or (v.best_before is None and v.best_of_version is not None)
         if gained:
             break

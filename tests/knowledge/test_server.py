@@ -143,12 +143,17 @@ async def test_stdio_start_run_takes_a_local_kits_direction(tmp_path: Path):
                                                   "x0": 2.0})).structured_content
         elsewhere = (await c.call_tool("start_run", {"goal": "g", "kit": "a_kit_on_another_machine",
                                                      "direction": "minimize"})).structured_content
+        # x0 and best-known copied from describe_kit's output, which shows five significant digits.
+        copied = (await c.call_tool("start_run", {"goal": "g", "kit": "circle_packing_26", "x0": 2.1667,
+                                                  "best_known": 2.636})).structured_content
     assert (speed["direction"], overlap["direction"], elsewhere["direction"]) == ("maximize", "minimize", "minimize")
     # The kit's x0 and best-known unless given; a folder named for a kit becomes the kit's name.
     assert (overlap["x0"], overlap["best_known"]) == (0.5, 0.380859)
     assert (folder["kit"], folder["x0"], folder["direction"]) == ("rmsnorm_cpu", 2.0, "maximize")
+    # ... are the kit's own, to all their digits (else every NDG of the run is a little off the bench's).
+    assert (copied["x0"], copied["best_known"]) == (2.1666666666666665, 2.635983)
     async with LocalKnowledgeStore.open(tmp_path / "kb.db") as store:
-        assert (await store.list_runs()).total == 4  # the refused one was never made
+        assert (await store.list_runs()).total == 5  # the refused one was never made
 
 
 # ---------------------------------------------------------------- HTTP

@@ -210,6 +210,8 @@ async def test_a_version_gain_is_significant_only_where_its_best_clears_the_one_
         lines = {v.version: v for v in summarise(report).versions}
         v2 = {v.version: v for v in report.versions}[2]
         assert v2.gain_interval[0] > 1.0  # the contrast alone excludes no change ...
-        assert lines[2].significant_gain is False  # ... but the two bests' intervals overlap
-        assert "intervals overlap" in lines[2].gain
+        # ... but the two bests' intervals overlap: not significant, and not a stall either (a
+        # likely gain counted as one stopped improving runs; review 2026-12-03): undecided.
+        assert lines[2].significant_gain is None
+        assert "not established" in lines[2].gain and "intervals overlap" in lines[2].gain
         assert lines[3].significant_gain is True

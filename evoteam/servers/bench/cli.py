@@ -193,7 +193,7 @@ def print_evaluation(e: Evaluation, console: Console) -> None:
         console.print(line)
         if e.n_measurements and e.n_measurements > 1 and e.candidate_score is not None:
             console.print(f"pooled with earlier measurements of the same code: {e.candidate_id} "
-                          f"{_with_interval(e.candidate_score, e.candidate_interval, runs=e.n_measurements)} over "
+                          f"{_with_interval(e.candidate_score, e.candidate_interval)} over "
                           f"{e.n_measurements} measurements")
     elif e.message:
         console.print(f"[red]{escape(e.message[:1500])}[/red]")

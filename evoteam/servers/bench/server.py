@@ -146,7 +146,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     ) -> Evaluation:
         """Evaluate a candidate and record it in a run: sandboxed, checked, timed in rounds with
         the baseline; score and speedups with 95% intervals. Identical code is one candidate
-        (pooled). documents_used credits them. split='heldout' confirms a final one."""
+        (pooled). split='heldout' confirms a final one."""
         store = kb(role, team_version, ctx)
 
         def run(progress):
@@ -184,8 +184,9 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         repeats: Annotated[int | None, Field(ge=1, le=20, description="kernel: N× the rounds (3); program: runs "
                                                                       "per side (5)")] = None,
     ) -> Comparison:
-        """Is B faster than A, or is it noise? A, B and the baseline in one interleaved batch:
-        b_speedup_over_a, its 95% interval, significant when it excludes no change."""
+        """Is B better than A, or noise? One interleaved batch: b_speedup_over_a (program kits:
+        B's score minus A's), its 95% interval, significant when it excludes no change; verdict
+        names the better."""
         def spec(path, code, cid, label):
             given = [x for x in (path, code, cid) if x]
             if len(given) != 1:

@@ -85,7 +85,7 @@ def candidates_cmd(settings: Settings, run_id, as_json) -> None:
     if not items:
         click.echo(f"run {run_id} has no candidates yet")
     for c in items:
-        score = describe_score(c.score, c.score_interval, runs=c.n_measurements) if c.score is not None else "-"
+        score = describe_score(c.score, c.score_interval) if c.score is not None else "-"
         flag = "  FLAGGED" if c.flagged else ""
         # Only what the bench measured ranks: a recorded claim is said to be one.
         claim = "" if c.verified else "  unverified"

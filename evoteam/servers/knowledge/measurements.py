@@ -221,9 +221,7 @@ def point_runs(row) -> int:
         groups = json.loads(text) if text else None
     except ValueError:
         groups = None
-    if isinstance(groups, dict) and groups and all(isinstance(v, list) for v in groups.values()):
-        return min(len(v) for v in groups.values())
-    return row["n_measurements"] or 1
+    return (stats.runs_of(groups) if isinstance(groups, dict) else None) or row["n_measurements"] or 1
 
 
 async def find_same_code(conn: aiosqlite.Connection, spec: CandidateCreate) -> sqlite3.Row | None:
@@ -242,7 +240,8 @@ def _pooled_workloads(old: list[dict], new: list[WorkloadResult], samples: Measu
     for w in new:
         merged = dict(by_name.get(w.workload, {}), **w.model_dump(exclude_none=True))
         rounds = samples.get(w.workload)
-        if rounds and w.status == "PASSED" and merged.get("status") == "PASSED":
+        # A program's runs are scores, not speedups: its score interval says what they give.
+        if rounds and w.status == "PASSED" and merged.get("status") == "PASSED" and kind_of(samples) == "kernel":
             est = stats.censored_ratio_interval(rounds, *ranges.get(w.workload, (None, None)))
             merged.update(speedup=est.value, speedup_interval=[est.lo, est.hi], rounds=len(rounds))
         by_name[w.workload] = merged

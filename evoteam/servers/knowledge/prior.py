@@ -244,6 +244,15 @@ class KitFacts(NamedTuple):
     best_known: float | None = None
 
 
+def _kits_own(given: float | None, kits: float | None) -> float | None:
+    """The kit's value where none is given, or where the one given is the kit's as tool output
+    rounds it (describe_kit shows five significant digits: a model copies 2.636 for 2.635983, and
+    every NDG of the run came out a little off the bench's)."""
+    if given is None or (kits is not None and float(f"{kits:.5g}") == float(f"{given:.5g}")):
+        return kits
+    return given
+
+
 async def start_run_with_prior(store: KnowledgeStore, *, goal: str | None, kit: str | None,
                                direction: Direction | None, x0: float | None, best_known: float | None,
                                budget_usd: float | None, project: str | None,
@@ -277,8 +286,8 @@ async def start_run_with_prior(store: KnowledgeStore, *, goal: str | None, kit: 
                           f"start_run with direction={facts.direction!r}, or omit direction (a run of a kit "
                           "takes the kit's)")
         kit, direction = facts.name, facts.direction  # the bench finds a kit's runs by its name
-        x0 = facts.x0 if x0 is None else x0
-        best_known = facts.best_known if best_known is None else best_known
+        x0 = _kits_own(x0, facts.x0)
+        best_known = _kits_own(best_known, facts.best_known)
     run = await store.start_run(RunCreate(goal=goal, kit=kit, direction=direction or "maximize", x0=x0,
                                           best_known=best_known, budget_usd=budget_usd, project=project,
                                           seeded_from=seed_from))

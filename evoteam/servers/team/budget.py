@@ -28,7 +28,8 @@ def costs_unrecorded(cost_lines: int, has_work: bool) -> bool:
 
 def unrecorded_note(versions_done: int | None = None) -> str:
     counted = "" if versions_done is None else (
-        f"; exhausted counts finished team versions instead: {versions_done} of {VERSIONS_WITHOUT_COSTS}")
+        f"; exhausted counts finished team versions instead: {versions_done} of {VERSIONS_WITHOUT_COSTS} (more "
+        "only when the user asks for them)")
     return ("costs unrecorded (no evoteam hooks here): spent_usd is not what was spent; record_role_result's "
             "cost_usd records a role's" + counted)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from evoteam.safepath import inside
+from evoteam import stats
 from evoteam.stats import describe_score
 
 from evoteam.servers.knowledge.models import Candidate, Run
@@ -137,8 +138,8 @@ def role_brief(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming |
         *([f"Run `{run.id}` has no learnings, candidates or earlier team versions yet, so there is nothing to read "
            f"in the store before you start; later, `{k('knowledge', 'learnings')}` shows what your teammates "
            f"recorded."] if no_learnings and no_candidates and no_history else []),
-        *([f"The kit (`{k('bench', 'describe_kit')}` with kit=\"{run.kit}\"): the entry point's signature, the "
-           f"tolerances, the dev workloads and the starting-point file to copy."] if bench and run.kit else []),
+        *([f"The kit (`{k('bench', 'describe_kit')}` with kit=\"{run.kit}\"): what a candidate must define, how it "
+           f"is scored, and the starting-point file to copy."] if bench and run.kit else []),
         *team.knowledge_plan.shared_reads,
         *role.reads_first,
     ]
@@ -203,7 +204,7 @@ evoteam run `{run.id}`. The supervisor invented this role for this version; nobo
 Your teammates in this version: {', '.join(teammates) if teammates else 'none (you work alone)'}.
 
 ## Working rules
-- Measure, do not guess: claim a speed-up or a cause only with a measurement you recorded.
+- Measure, do not guess: claim a gain or a cause only with a measurement you recorded.
 - Never game the evaluator (no special-casing its inputs, no skipping correctness, no caching results).
 - When you are stuck on one thing for long, write down what you know as a learning and change approach.
 - Stay inside your mandate; if something outside it blocks you, record it for the supervisor.
@@ -226,9 +227,14 @@ def score_line(run: Run, best: Candidate | None) -> str:
     if best is not None and best.score is not None:
         note = " ".join((best.notes or "").split())
         tried = f" ({_clip(note, 200)})" if note else ""
-        noise = ("; a new candidate beats it only when its interval clears that one"
-                 if best.score_interval else "")
-        return (f"Best so far: {describe_score(best.score, best.score_interval, runs=best.n_measurements)}, candidate `{best.id}`{tried}"
+        runs = stats.runs_of(best.samples) or best.n_measurements
+        shown = stats.Estimate(best.score, *best.score_interval, runs) if best.score_interval else None
+        if shown is not None and stats.spread_unknown(shown):  # a program run once: nothing can clear it yet
+            noise = ("; from too few runs to know its spread: a new candidate is established as better only "
+                     "once both have run 5 times (bench.remeasure, or bench.evaluate with repeats 5)")
+        else:
+            noise = "; a new candidate beats it only when its interval clears that one" if shown else ""
+        return (f"Best so far: {describe_score(best.score, best.score_interval, runs=runs)}, candidate `{best.id}`{tried}"
                 f"{noise}; {start}; the score is to be {run.direction}d.")
     if run.best_score is not None:
         which = f", candidate `{run.best_candidate_id}`" if run.best_candidate_id else ""

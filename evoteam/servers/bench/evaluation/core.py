@@ -320,14 +320,23 @@ async def _run_program_repeated(settings: Settings, kit: Kit, cand: PreparedCand
         runs.append(result)
     scores = [r.score for r in runs]
     est = stats.score_estimate({"program": scores}, "program")
-    result = runs[-1]
+    # The run nearest the median speaks for the evaluation: its metrics and message, with the
+    # objective and NDG of the median (the last run's, which they were, disagreed with the score).
+    result = min(reversed(runs), key=lambda r: abs(r.score - est.value))
     result.samples = {"program": scores}
     result.score, result.score_interval = est.value, [est.lo, est.hi]
+    if kit.manifest.objective in result.metrics:
+        result.metrics[kit.manifest.objective] = est.value
+    m = kit.manifest
+    result.ndg = normalised_discovery_gain(m.direction, m.x0, m.best_known, est.value)
     result.flagged = any(r.flagged for r in runs)
     if repeats > 1:
         result.metrics["repeats"] = scores
         result.message = f"{result.message}; median of {repeats} runs {stats.describe(est)}"
         result.wall_s = round(sum(r.wall_s for r in runs), 3)
+    else:  # its score_interval has no width: that is not a measured spread
+        result.message = (f"{result.message}; one run, so its spread is unknown: nothing is established as better "
+                          "or worse than it until it has run 5 times (repeats 5, or bench.remeasure)")
     return result
 
 
@@ -463,10 +472,8 @@ def pooled_lead(saved, message: str, noted: bool, kind: str) -> str:
 def _pooled_text(saved, unit: str = "") -> str:
     if saved.score is None:
         return "nothing"
-    if saved.score_interval:
-        return stats.describe(stats.Estimate(saved.score, saved.score_interval[0], saved.score_interval[1],
-                                             saved.n_measurements), unit)
-    return stats.sig3(saved.score) + unit
+    return stats.describe_score(saved.score, saved.score_interval, unit,
+                                stats.runs_of(saved.samples) or saved.n_measurements)
 
 
 async def _credit_documents(store: KnowledgeStore, run_id: str, candidate_id: str, documents: list[str],

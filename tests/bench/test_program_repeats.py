@@ -1,0 +1,68 @@
+"""A program kit's evaluation with repeats speaks for the median of its runs everywhere (score,
+objective, NDG), a single run says its spread is unknown, and pooled runs of a program are
+scores, never speedups."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evoteam.config import SOURCE_ROOT, Settings
+from evoteam.errors import DomainError
+from evoteam.report.remeasure import remeasure_run
+from evoteam.servers.bench.evaluation.core import evaluate_candidate
+from evoteam.servers.bench.formats.kits import find_kit
+from evoteam.servers.knowledge.local import LocalKnowledgeStore
+from evoteam.servers.knowledge.models import RunCreate
+from evoteam.servers.knowledge.readsql import normalised_discovery_gain
+from evoteam.servers.knowledge.store import Actor
+
+# 26 circles on a grid, every radius the same fraction of the cell's half width, drawn afresh each
+# run from the operating system's entropy: valid every time, a different score every time.
+UNSEEDED = '''
+import os
+import numpy as np
+
+
+def run_packing():
+    scale = 0.5 + int.from_bytes(os.urandom(4), "little") / 2**33
+    cols, rows, cell = 6, 5, 1 / 6
+    centers = np.array([[(i + 0.5) * cell, (j + 0.5) * cell] for j in range(rows) for i in range(cols)][:26])
+    return centers, np.full(26, cell / 2 * scale)
+'''
+
+
+async def test_repeats_report_the_median_run_and_one_run_says_its_spread_is_unknown(tmp_path: Path):
+    settings = Settings(db=tmp_path / "kb.db")
+    kit = find_kit(settings, "circle_packing_26").manifest
+    result = await evaluate_candidate(settings, "circle_packing_26", code=UNSEEDED, repeats=3)
+    assert result.status == "PASSED", result.message
+    runs = result.metrics["repeats"]
+    assert len(set(runs)) == 3 and result.score == sorted(runs)[1]
+    # The objective, the NDG and the message's figure are the median's, not the last run's.
+    assert result.metrics[kit.objective] == result.score
+    assert result.ndg == pytest.approx(normalised_discovery_gain(kit.direction, kit.x0, kit.best_known, result.score))
+    assert f"{kit.objective} = {result.score:g}" in result.message
+    once = await evaluate_candidate(settings, "circle_packing_26", code=UNSEEDED)
+    assert once.score_interval[0] == once.score_interval[1]
+    assert "one run, so its spread is unknown" in once.message
+
+
+async def test_a_programs_pooled_runs_are_scores_not_speedups(tmp_path: Path):
+    settings = Settings(db=tmp_path / "kb.db")
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await kb.start_run(RunCreate(goal="circles", kit="circle_packing_26", direction="maximize"))
+        for _ in range(2):
+            done = await evaluate_candidate(settings, "circle_packing_26", code=UNSEEDED, store=kb, run_id=run.id,
+                                            repeats=3)
+        pooled = await kb.get_candidate(done.candidate_id)
+        assert pooled.n_measurements == 2 and len(pooled.samples["program"]) == 6
+        (program,) = pooled.workloads
+        # Before, a timing ratio's interval, widened for process noise, reached past every run.
+        assert program.speedup_interval is None and program.speedup is None
+        assert min(pooled.samples["program"]) <= pooled.score_interval[0] <= pooled.score_interval[1] \
+            <= max(pooled.samples["program"])
+        # A program kit's batch has no baseline to name.
+        with pytest.raises(DomainError, match="program kit: a batch has no baseline"):
+            await remeasure_run(settings, kb, run.id, candidate_ids=["baseline", done.candidate_id])
