@@ -423,7 +423,7 @@ def test_a_re_measurement_leads_with_what_the_pooled_candidate_is():
 
     def saved(**kw):
         return SimpleNamespace(**{"id": "cand_1", "n_measurements": 2, "status": "PASSED", "flagged": False,
-                                  "score": 2.05, "score_interval": [1.95, 2.14], **kw})
+                                  "score": 2.05, "score_interval": [1.95, 2.14], "samples": None, **kw})
 
     ok = pooled_lead(saved(), "all 3 workloads correct", False, "kernel")
     assert ok == ("same code as cand_1, now measured 2 times: it scores 2.05× (1.95–2.14) pooled (its rank and what "
@@ -433,5 +433,7 @@ def test_a_re_measurement_leads_with_what_the_pooled_candidate_is():
                              "INCORRECT_NUMERICAL") and "2.05" not in failed and "notes were not stored" in failed
     flagged = pooled_lead(saved(flagged=True), "FLAGGED, does not rank until reviewed", False, "kernel")
     assert "it does not rank (flagged" in flagged and "pooled (its rank" not in flagged
-    assert pooled_lead(saved(), "m", False, "program").startswith("same code as cand_1, now measured 2 times: it "
-                                                                  "scores 2.05 (1.95–2.14) pooled")
+    # A program's measurements may each be several runs: the lead counts both.
+    runs = {"program": [2.0, 2.05, 2.1, 1.95, 2.14, 2.05, 2.0]}
+    assert pooled_lead(saved(samples=runs), "m", False, "program").startswith(
+        "same code as cand_1, now measured 2 times (7 runs): it scores 2.05 (1.95–2.14) pooled")

@@ -458,7 +458,8 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
 def pooled_lead(saved, message: str, noted: bool, kind: str) -> str:
     """This measurement's message behind what the pooled candidate now is: its score, or why it
     does not rank (a failure or a flag of any measurement of the code is the candidate's)."""
-    head = f"same code as {saved.id}, now measured {saved.n_measurements} times: "
+    runs = stats.runs_of(saved.samples) if kind == "program" else None
+    head = f"same code as {saved.id}, now measured {saved.n_measurements} times{f' ({runs} runs)' if runs else ''}: "
     if saved.status != "PASSED" or saved.flagged:
         why = "flagged" if saved.flagged and saved.status == "PASSED" else f"a measurement {saved.status}"
         head += f"it does not rank ({why}: the candidate is every measurement of its code)"
