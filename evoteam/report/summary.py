@@ -83,8 +83,12 @@ def gain_text(v: VersionPoint) -> str | None:
                     "(bench.remeasure both: their runs pool; 5 alike a side make a gain exact)")
         return f"{shown} over the best before it: no gain (too few runs for a 95% interval)"
     if v.overlap and v.significant is None and not v.contended:
+        # A kernel kit's intervals keep a few percent for the process-to-process difference, so more
+        # rounds cannot part two bests less than ~6% apart; one paired batch of the two can decide.
+        how = ("bench.compare the two bests: one paired batch decides" if v.gain_is_ratio
+               else "bench.remeasure both: more runs narrow them")
         return (f"{shown} over the best before it: not established, the gain's interval excludes no change but "
-                "the two bests' intervals overlap (bench.remeasure both: more rounds narrow them)")
+                f"the two bests' intervals overlap ({how})")
     if v.contended and v.side_by_side:
         return f"{shown} over the best before it side by side (bench.remeasure): {verdict}"
     if v.contended and v.significant is None:

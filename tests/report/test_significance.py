@@ -214,4 +214,7 @@ async def test_a_version_gain_is_significant_only_where_its_best_clears_the_one_
         # likely gain counted as one stopped improving runs; review 2026-12-03): undecided.
         assert lines[2].significant_gain is None
         assert "not established" in lines[2].gain and "intervals overlap" in lines[2].gain
+        # More rounds cannot part kernel bests this close (each interval keeps the process-to-process
+        # difference): the text sends the model to the paired comparison that can.
+        assert "bench.compare the two bests" in lines[2].gain
         assert lines[3].significant_gain is True
