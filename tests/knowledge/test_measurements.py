@@ -106,11 +106,13 @@ async def test_a_programs_single_runs_are_never_announced_as_progress(store, ver
     by_id = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}
     assert by_id[first.id].new_best
     assert by_id[second.id].best_so_far_id == second.id and not by_id[second.id].new_best
-    assert by_id[second.id].within_noise_of == first.id
+    # Not "within noise" (a model read that as no progress): not known yet, and said so.
+    assert by_id[second.id].too_few_runs and by_id[second.id].within_noise_of is None
     for code in ("a = 1\n", "a = 2\n"):  # four more runs each, alike: now each value is exact
         await verifier.record_candidate(measured(run.id, code, {"program": [2.0 if code == "a = 1\n" else 2.5] * 4}))
     by_id = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}
     assert by_id[second.id].new_best and by_id[second.id].within_noise_of is None
+    assert by_id[second.id].too_few_runs is None
 
 
 async def test_a_failed_measurement_stops_the_code_ranking(store, verifier):

@@ -326,12 +326,16 @@ def trajectory_points(rows: list[sqlite3.Row], direction: str) -> tuple[list[Tra
     points = []
     for r in rows:
         ranked = ranks(r["status"], r["score"], bool(r["verified"]), bool(r["flagged"]))
-        new_best, near = False, None
+        new_best, near, few = False, None, None
         if ranked:
             if best is None or better(r["rank_score"], best["rank_score"]):
                 new_best = not _contended_row(r) and (best is None or (
                     not _contended_row(best) and stats.clears(estimate_of(r), estimate_of(best), direction)))
-                near = None if new_best or best is None else best["id"]
+                # A program's point from too few runs is not noise, just not known: said as such (a
+                # model read "within noise" of a deterministic gain as no progress; 2026-12-03).
+                few = best is not None and not new_best and not _contended_row(r) and not _contended_row(best) \
+                    and any(stats.spread_unknown(e) for e in (estimate_of(r), estimate_of(best)))
+                near = None if new_best or few or best is None else best["id"]
                 best = r
             elif _overlap(estimate_of(r), estimate_of(best)):
                 near = best["id"]
@@ -339,6 +343,7 @@ def trajectory_points(rows: list[sqlite3.Row], direction: str) -> tuple[list[Tra
             candidate_id=r["id"], at=r["created_at"], score=r["score"], score_interval=interval_of(r),
             best_so_far=best["score"] if best is not None else None,
             best_so_far_id=best["id"] if best is not None else None, new_best=new_best, within_noise_of=near,
+            too_few_runs=True if few else None,
             status=r["status"], verified=bool(r["verified"]), n_measurements=r["n_measurements"] or 1,
             contended=True if r["verified"] and _contended_row(r) else None,
             code_hash=r["code_hash"], note=first_line(r["notes"]), role=r["role"], team_version=r["team_version"]))

@@ -394,9 +394,11 @@ class TrajectoryPoint(BaseModel):
                            "the previous best's: progress, not noise")
     within_noise_of: str | None = Field(default=None, description="the best so far it cannot be told apart "
                                         "from: their intervals overlap, either was measured on a busy machine "
-                                        "(contended), where separate evaluations move by more than their intervals, "
-                                        "or either is a program's score from under 5 runs, whose spread is unknown "
-                                        "(bench.remeasure both)")
+                                        "(contended), where separate evaluations move by more than their intervals")
+    too_few_runs: bool | None = Field(default=None, description="it leads the best before it, but one of the two "
+                                      "is a program's score from under 5 runs alike, whose spread is unknown: "
+                                      "whether it beat that best is not known until both have run 5 times "
+                                      "(bench.remeasure)")
     status: CandidateStatus
     verified: bool = False
     n_measurements: int = 1

@@ -304,7 +304,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @tool_errors
     async def trajectory(ctx: Context, run_id: str) -> Trajectory:
         """Dev candidates in time order with the best so far. new_best: clearly beat the best
-        before; within_noise_of: leads it within noise, busy, or by a program's too few runs."""
+        before; within_noise_of: leads it within noise or busy; too_few_runs: not yet known."""
         return await kb(ctx).trajectory(run_id)
 
     # ------------------------------------------------------------ search
