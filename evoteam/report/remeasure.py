@@ -13,7 +13,10 @@ the candidate), and the set is stored as an artifact of kind ``measurement_set``
 pessimistic end of their rounds' own interval: the lower bound when maximising) before the batch
 (as recorded) and after it (pooled with the new rounds). Two finalists whose order reversed are
 listed in ``changed`` when their intervals were apart before or are apart after: a clear ranking
-that no longer holds, or one that now is clear. Finalists whose intervals overlap both times can
+that no longer holds, or one that now is clear. (Without named candidates, where pooling the
+batch's rounds makes a candidate that was not measured a version's best, the call measures a
+batch again with it added, up to FINALIST_PASSES batches: the set is the last batch, and "before"
+is before the call.) Finalists whose intervals overlap both times can
 trade places on noise alone (three equally fast ones did in more than half of re-measurements,
 review of 2026-12-03), and that is not a change. ``within_noise_of_top`` lists the finalists
 whose interval after the batch overlaps the top one's: the top is not established as better than
@@ -32,7 +35,7 @@ from evoteam import stats
 from evoteam.config import Settings
 from evoteam.servers.bench.models import BASELINE_ID
 from evoteam.servers.knowledge.measurements import rank_of, ranking_of
-from evoteam.servers.knowledge.models import ArtifactCreate, CandidateSummary
+from evoteam.servers.knowledge.models import ArtifactCreate, Candidate, CandidateSummary
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.report.listing import all_candidates
 from evoteam.servers.knowledge.errors import Forbidden
@@ -146,6 +149,11 @@ SINGLE_GROUP_FINALISTS = 3
 # Sides of one batch at most (each is a confined worker timed in every round): the evaluation
 # service runs every agent's remeasure, so one call must stay bounded.
 MAX_CANDIDATES = 12
+# Batches one default call may measure: pooling a batch's rounds moves ranks (a pooled interval
+# ranks by its pessimistic end, a program's single run by its value), so a candidate that was not
+# measured can become a version's best, and its gain was again read from separate measurements
+# (model-play, 2026-12-03). The next batch measures the finalists so far with the new ones.
+FINALIST_PASSES = 3
 
 
 async def finalists(store: KnowledgeStore, run_id: str) -> list[CandidateSummary]:
@@ -209,8 +217,7 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
     chosen = [c for c in chosen if c.code]
     if not chosen:
         raise DomainError(f"run {run_id} has no ranked candidate with code to re-measure")
-    entries = [Remeasured(candidate_id=c.id, team_version=c.provenance.team_version, recorded_score=c.score,
-                          recorded_interval=c.score_interval, rank_score_before=c.rank_score) for c in chosen]
+    entries = [_entry(c) for c in chosen]
     codes = {c.id: c.code for c in chosen}
     start = kit.starting_point()
     if start is not None and kit.manifest.kind == "kernel":
@@ -229,36 +236,29 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
     if progress:
         progress(f"{len(entries)} sides x {rounds} rounds on {', '.join(splits)}: about "
                  f"{estimate_seconds(kit, len(entries), rounds, chosen) * len(splits):.0f} s")
-    contended, heldout_set = False, None
+    heldout_set = None
     if "heldout" in splits:  # the set the batch draws from (evaluate's metrics.heldout_set)
         from evoteam.servers.bench.formats.kits import heldout_choice
 
         heldout_set = heldout_choice(settings, kit).set_id
-    for s in splits:
-        results = await _measure(settings, kit, codes, s, rounds, progress)
-        for e in entries:
-            r = results[e.candidate_id]
-            contended = contended or r.contended
-            if r.status != "PASSED":
-                e.status = r.status
-            if s == "dev":
-                e.score, e.score_interval = r.score, r.score_interval
-            else:
-                e.heldout_score, e.heldout_interval = r.score, r.score_interval
-            ranked_by_store = False
-            if e.candidate_id != BASELINE and pooled:
-                from evoteam.servers.bench.evaluation.core import record_evaluation
-
-                await record_evaluation(settings, store, kit, r, codes[e.candidate_id], run_id=run_id,
-                                        notes=f"re-measured in one batch ({rounds} rounds) by bench.remeasure")
-                if s == "dev":
-                    e.pooled_score, e.pooled_interval = r.candidate_score, r.candidate_interval
-                    e.n_measurements = r.n_measurements
-                    if r.candidate_id:  # ranked as the store ranks the pooled candidate
-                        e.rank_score_after = (await store.get_candidate(r.candidate_id)).rank_score
-                        ranked_by_store = True
-            if s == "dev" and not ranked_by_store:  # nothing pooled: this batch's rounds alone
-                e.rank_score_after = rank_of(r.samples, r.sample_ranges, run.direction)
+    for attempt in range(FINALIST_PASSES):
+        contended = False
+        for s in splits:
+            contended = await _batch(settings, store, kit, run, entries, codes, s, rounds, pooled, progress) \
+                or contended
+        if candidate_ids or not pooled or attempt == FINALIST_PASSES - 1:
+            break
+        # Pooling moved ranks: a finalist not measured may now be a version's best (module docstring).
+        sides = MAX_CANDIDATES - sum(e.candidate_id != BASELINE for e in entries)
+        newer = [await store.get_candidate(c.id) for c in await finalists(store, run_id)
+                 if c.id not in codes][:max(0, sides)]
+        newer = [c for c in newer if c.code]
+        if not newer:
+            break
+        if progress:
+            progress(f"a version's best changed: measuring again with {', '.join(c.id for c in newer)}")
+        entries += [_entry(c) for c in newer]
+        codes.update({c.id: c.code for c in newer})
     mset = MeasurementSet(run_id=run_id, kit=kit.name, measured_at=datetime.now(UTC), rounds=rounds, splits=splits,
                           direction=run.direction, entries=entries, contended=contended, pooled=pooled,
                           heldout_set=heldout_set,
@@ -278,6 +278,45 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
     except Forbidden as exc:  # a shared server's token that is not a verifier's; any other failure is raised
         mset.note = " ".join(filter(None, [mset.note, f"not stored in the run: {exc}"]))
     return mset
+
+
+def _entry(c: Candidate) -> Remeasured:
+    """A finalist as recorded before this call measured it."""
+    return Remeasured(candidate_id=c.id, team_version=c.provenance.team_version, recorded_score=c.score,
+                      recorded_interval=c.score_interval, rank_score_before=c.rank_score)
+
+
+async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: list[Remeasured],
+                 codes: dict[str, str], split: str, rounds: int, pooled: bool,
+                 progress: Callable[[str], None] | None) -> bool:
+    """Every entry measured in one batch on ``split``, its new rounds pooled into its candidate
+    (``pooled``); whether the machine was contended."""
+    from evoteam.servers.bench.evaluation.core import record_evaluation
+
+    results = await _measure(settings, kit, codes, split, rounds, progress)
+    contended = False
+    for e in entries:
+        r = results[e.candidate_id]
+        contended = contended or r.contended
+        if r.status != "PASSED":
+            e.status = r.status
+        if split == "dev":
+            e.score, e.score_interval = r.score, r.score_interval
+        else:
+            e.heldout_score, e.heldout_interval = r.score, r.score_interval
+        ranked_by_store = False
+        if e.candidate_id != BASELINE and pooled:
+            await record_evaluation(settings, store, kit, r, codes[e.candidate_id], run_id=run.id,
+                                    notes=f"re-measured in one batch ({rounds} rounds) by bench.remeasure")
+            if split == "dev":
+                e.pooled_score, e.pooled_interval = r.candidate_score, r.candidate_interval
+                e.n_measurements = r.n_measurements
+                if r.candidate_id:  # ranked as the store ranks the pooled candidate
+                    e.rank_score_after = (await store.get_candidate(r.candidate_id)).rank_score
+                    ranked_by_store = True
+        if split == "dev" and not ranked_by_store:  # nothing pooled: this batch's rounds alone
+            e.rank_score_after = rank_of(r.samples, r.sample_ranges, run.direction)
+    return contended
 
 
 async def _measure(settings: Settings, kit, codes: dict[str, str], split: str, rounds: int,

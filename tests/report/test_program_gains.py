@@ -16,7 +16,8 @@ from evoteam.report.summary import summarise
 from evoteam.servers.bench.evaluation.core import evaluate_candidate
 from evoteam.servers.knowledge.connect import component_store
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
-from evoteam.servers.knowledge.models import RunCreate
+from evoteam.codehash import code_hash
+from evoteam.servers.knowledge.models import CandidateCreate, RunCreate
 from evoteam.servers.knowledge.store import Actor
 from evoteam.servers.team.core import TeamService
 from tests.report.conftest import _design, one_best_per_version
@@ -134,3 +135,39 @@ async def test_a_roles_brief_says_a_one_run_best_cannot_be_cleared_yet(tmp_path:
         run = await _versions_of_single_runs(kb, tmp_path, {1: [2.54] * 5})
         best = await kb.get_candidate((await kb.get_run(run.id)).best_candidate_id)
         assert "exact" in score_line(await kb.get_run(run.id), best)
+
+
+def _grid(scale: float) -> str:
+    """A circle_packing_26 program that scores 26/12 * scale every run."""
+    return ("import numpy as np\n\n\ndef run_packing():\n    cell = 1 / 6\n"
+            "    centers = np.array([[(i + 0.5) * cell, (j + 0.5) * cell] for j in range(5) for i in range(6)][:26])\n"
+            f"    return centers, np.full(26, cell / 2 * {scale})\n")
+
+
+async def test_remeasure_measures_a_version_best_that_pooling_brought_up(tmp_path: Path):
+    """v2's best was a lucky single run (recorded 2.0, its code scores 1.95): pooling the batch's
+    runs ranks it below v2's other candidate (a single run of 1.993), which was not measured. The
+    call measures again with that one, so the version's best it leaves was measured, and the gain
+    over v1 is settled in one call (before, the gain read 'not established' again)."""
+    settings = Settings(db=tmp_path / "kb.db")
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await kb.start_run(RunCreate(goal="circles", kit="circle_packing_26", direction="maximize"))
+        team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
+        plan = {1: [(0.8, 26 / 12 * 0.8)], 2: [(0.9, 2.0), (0.92, 26 / 12 * 0.92)]}
+        ids = {}
+        for v, cands in plan.items():
+            await team.design_team(_design(run.id, f"diagnosis {v}", f"Role{v}"))
+            bench = kb.with_actor(Actor(user="u", client="t", role=f"Role{v}", team_version=v, verifier=True))
+            for scale, recorded in cands:
+                code = _grid(scale)
+                c = await bench.record_candidate(CandidateCreate(
+                    run_id=run.id, code=code, code_hash=code_hash(code), status="PASSED", score=recorded,
+                    samples={"program": [recorded]}, verified=True))
+                ids[scale] = c.id
+        said: list[str] = []
+        mset = await remeasure_run(settings, kb, run.id, rounds=4, progress=said.append)
+        assert any("a version's best changed" in line and ids[0.92] in line for line in said), said
+        assert {e.candidate_id for e in mset.entries} == {ids[0.8], ids[0.9], ids[0.92]}
+        line = summarise(await gather(kb, run.id)).versions[1]
+        assert line.best_candidate_id == ids[0.92]
+        assert line.significant_gain is True and "exact" in line.gain, line.gain
