@@ -90,7 +90,11 @@ def gain_text(v: VersionPoint) -> str | None:
         return (f"{shown} over the best before it: not established, the gain's interval excludes no change but "
                 f"the two bests' intervals overlap ({how})")
     if v.contended and v.side_by_side:
-        return f"{shown} over the best before it side by side (bench.remeasure): {verdict}"
+        # Two batch intervals each keep the process-to-process difference: a paired comparison
+        # resolves what their overlap cannot.
+        hint = "; bench.compare the two bests to decide a gain of a few percent" if (
+            v.gain_is_ratio and verdict.startswith("within noise")) else ""
+        return f"{shown} over the best before it side by side (bench.remeasure): {verdict}{hint}"
     if v.contended and v.significant is None:
         return (f"{shown} over the best before it: not established, measured on a contended machine "
                 "(bench.remeasure both side by side)")
