@@ -255,7 +255,10 @@ def score_estimate(samples: Samples, kind: str = "kernel", confidence: float = C
         est = median_interval(flat, confidence)
         if kind == "kernel":
             return widen(est)
-        return Estimate(value, est.lo, est.hi, len(flat), est.coverage)
+        # Enough runs, every one alike (a deterministic program): the score is exact, as a contrast
+        # of such runs is (a zero-width interval from differing runs is not: its middle runs agree).
+        exact = len(flat) >= BOOTSTRAP_MIN_VALUES["program"] and len(set(flat)) == 1
+        return Estimate(value, est.lo, est.hi, len(flat), 1.0 if exact else est.coverage)
     draws = _statistic_draws(_rng(_seed([clean])), clean, kind, resamples)
     lo, hi = _percentiles(draws, confidence)
     return widen(Estimate(value, min(lo, value), max(hi, value), n, _bootstrap_coverage(n, confidence, kind)))
@@ -292,7 +295,7 @@ def runs_of(samples: Samples | None) -> int | None:
 def spread_unknown(est: Estimate) -> bool:
     """A point from too few runs to know how much the score moves: it neither clears another
     estimate nor is cleared by one (a one-run program's score)."""
-    return est.lo == est.hi and est.coverage < 1.0 and est.n < EXACT_MIN_RUNS
+    return est.lo == est.hi and est.n < EXACT_MIN_RUNS
 
 
 def confident(est: Estimate) -> bool:
@@ -402,13 +405,15 @@ def sig3(x: float | None) -> str:
     """Three significant digits, as human text shows numbers."""
     if x is None or not math.isfinite(x):
         return str(x)
-    if abs(x) >= 1000:
-        return f"{x:,.0f}"
-    return f"{x:.3g}"
+    return _sig(x, 3)
 
 
 def _sig(x: float, digits: int) -> str:
-    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.{digits}g}"
+    """``digits`` significant digits; from 1,000 up with thousands separators and the digits
+    asked for ("1,000.4" at five, not "1e+03" or "1,000")."""
+    if abs(float(f"{x:.{digits}g}")) >= 1000:
+        return f"{x:,.{max(0, digits - len(str(int(abs(x)))))}f}"
+    return f"{x:.{digits}g}"
 
 
 def describe(est: Estimate, unit: str = "") -> str:
@@ -418,11 +423,13 @@ def describe(est: Estimate, unit: str = "") -> str:
     differs in the fourth)."""
     if est.lo == est.hi:
         shown = _sig(est.value, 6) + unit if math.isfinite(est.value) else str(est.value)
-        if not spread_unknown(est):
+        if spread_unknown(est):
+            if est.n > 1:
+                return f"{shown} ({est.n} runs alike: too few to know its spread)"
+            return f"{shown} (one measurement, no interval)"
+        if est.coverage == 1.0:  # every run alike (score_estimate, contrast_estimate say so)
             return f"{shown} (exact: every run alike)"
-        if est.n > 1:
-            return f"{shown} ({est.n} runs alike: too few to know its spread)"
-        return f"{shown} (one measurement, no interval)"
+        return f"{shown} ({est.n} runs, the middle ones alike)"  # the median is known to its digits
     xs = (est.lo, est.value, est.hi)
     if not all(math.isfinite(x) for x in xs):
         return f"{sig3(est.value)}{unit} ({sig3(est.lo)}–{sig3(est.hi)})"
@@ -431,14 +438,20 @@ def describe(est: Estimate, unit: str = "") -> str:
 
 
 def describe_score(value: float | None, interval: list[float] | None, unit: str = "",
-                   runs: int | None = None) -> str:
+                   runs: Samples | int | None = None) -> str:
     """A stored score as people read it: "4.4 (3.9–5.0)", or just the value where no interval was
-    measured, or "none". A zero-width interval says what ``runs`` (the runs behind it, where the
-    caller knows them) make of it: one measurement, a few alike, or exact."""
+    measured, or "none". A zero-width interval says what ``runs`` (the runs behind it, or the
+    runs themselves, where the caller knows them) make of it: one measurement, a few alike, the
+    middle ones alike, or exact."""
     if value is None:
         return "none"
     if not interval or len(interval) != 2:
         return sig3(value) + unit
     if interval[0] == interval[1] and runs is None:
         return f"{sig3(value)}{unit} (no interval)"
-    return describe(Estimate(value, interval[0], interval[1], runs or 0), unit)
+    if isinstance(runs, int):
+        return describe(Estimate(value, interval[0], interval[1], runs), unit)
+    # The runs themselves: whether every one is alike is known.
+    n = runs_of(runs) or 0
+    alike = n >= EXACT_MIN_RUNS and len({v for vs in runs.values() for v in vs}) == 1
+    return describe(Estimate(value, interval[0], interval[1], n, 1.0 if alike else CONFIDENCE), unit)

@@ -178,16 +178,16 @@ def remeasure(settings: Settings, run_id, split, rounds, candidate_ids, as_json)
         return
     from evoteam.stats import describe_score
 
-    def shown(score, interval) -> str:
-        return "—" if score is None else describe_score(score, interval)
+    def shown(score, interval, runs: int | None = None) -> str:  # runs: the batch's, where known
+        return "—" if score is None else describe_score(score, interval, runs=runs)
 
     for e in mset.entries:
         moved = f"  rank {e.rank_before} -> {e.rank_after}" if e.candidate_id in mset.changed else ""
         noise = "  within noise of the top" if e.candidate_id in mset.within_noise_of_top else ""
-        held = "" if e.heldout_score is None else f"  held-out {shown(e.heldout_score, e.heldout_interval)}"
+        held = "" if e.heldout_score is None else f"  held-out {shown(e.heldout_score, e.heldout_interval, mset.rounds)}"
         click.echo(f"{e.candidate_id:<24} v{e.team_version if e.team_version is not None else '-':<3} "
                    f"recorded {shown(e.recorded_score, e.recorded_interval):>22}  now "
-                   f"{shown(e.score, e.score_interval):>22}{held}{moved}{noise}")
+                   f"{shown(e.score, e.score_interval, mset.rounds):>22}{held}{moved}{noise}")
     click.echo(f"order before: {', '.join(mset.order_before)}")
     click.echo(f"order after:  {', '.join(mset.order_after)}" + ("  (changed)" if mset.changed else "  (unchanged)"))
     if mset.contended:

@@ -122,20 +122,20 @@ def _remeasured(report: RunReport) -> str:
         return ("<p class=muted>Not re-measured yet: <code>evoteam bench remeasure RUN --split all</code> measures "
                 "the best candidate of every version and a copy of the baseline again, in one interleaved batch.</p>")
 
-    def cell(score, interval) -> str:
+    def cell(score, interval, runs: int | None = None) -> str:  # runs: the batch's, where known
         if score is None:
             return "—"
         if not interval:
             return _fmt(score)
-        return html.escape(describe_score(score, interval))
+        return html.escape(describe_score(score, interval, runs=runs))
 
     head = ("<tr><th>candidate</th><th>version</th><th class=num>recorded</th><th class=num>this batch (dev)</th>"
             "<th class=num>held-out</th><th class=num>pooled</th><th>rank before → after</th><th></th></tr>")
     rows = "".join(
         f"<tr><td>{html.escape(e.candidate_id)}</td><td>{'' if e.team_version is None else f'v{e.team_version}'}</td>"
         f"<td class=num>{cell(e.recorded_score, e.recorded_interval)}</td>"
-        f"<td class=num>{cell(e.score, e.score_interval)}</td>"
-        f"<td class=num>{cell(e.heldout_score, e.heldout_interval)}</td>"
+        f"<td class=num>{cell(e.score, e.score_interval, m.rounds)}</td>"
+        f"<td class=num>{cell(e.heldout_score, e.heldout_interval, m.rounds)}</td>"
         f"<td class=num>{cell(e.pooled_score, e.pooled_interval)}</td>"
         f"<td>{'' if e.rank_before is None else f'{e.rank_before} → {e.rank_after}'}</td>"
         f"<td>{'<b>rank changed</b>' if e.candidate_id in m.changed else ''}"

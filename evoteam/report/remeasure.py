@@ -31,7 +31,6 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
-from evoteam import stats
 from evoteam.config import Settings
 from evoteam.servers.bench.models import BASELINE_ID
 from evoteam.servers.knowledge.measurements import rank_of, ranking_of
@@ -156,9 +155,9 @@ MAX_CANDIDATES = 12
 FINALIST_PASSES = 3
 
 
-async def finalists(store: KnowledgeStore, run_id: str) -> list[CandidateSummary]:
-    """The best ranked candidate of each team version (candidates of no version count as one group),
-    best by the pessimistic end of its interval; a run of one group gives its best few."""
+async def _ranked_groups(store: KnowledgeStore, run_id: str) -> dict[int | None, list[tuple[float, CandidateSummary]]]:
+    """A run's ranked dev candidates per team version (none: one group), each with its rank
+    (the pessimistic end of its interval, negated when minimising: larger is better)."""
     run = await store.get_run(run_id)
     keyed: dict[int | None, list[tuple[float, CandidateSummary]]] = {}
     for c in await all_candidates(store, run_id):
@@ -166,6 +165,24 @@ async def finalists(store: KnowledgeStore, run_id: str) -> list[CandidateSummary
             continue
         bound = ranking_of(c.rank_score, c.score, c.score_interval, run.direction)
         keyed.setdefault(c.provenance.team_version, []).append((bound if run.direction == "maximize" else -bound, c))
+    return keyed
+
+
+async def _unmeasured_leaders(store: KnowledgeStore, run_id: str, measured: set[str]) -> list[CandidateSummary]:
+    """Candidates not measured by this call that now rank at or above every measured one of their
+    version (best first): each could be the version's best the report reads."""
+    found = []
+    for items in (await _ranked_groups(store, run_id)).values():
+        bar = max((k for k, c in items if c.id in measured), default=None)
+        if bar is not None:
+            found += [(k, c) for k, c in items if c.id not in measured and k >= bar]
+    return [c for _, c in sorted(found, key=lambda kc: -kc[0])]
+
+
+async def finalists(store: KnowledgeStore, run_id: str) -> list[CandidateSummary]:
+    """The best ranked candidate of each team version (candidates of no version count as one group),
+    best by the pessimistic end of its interval; a run of one group gives its best few."""
+    keyed = await _ranked_groups(store, run_id)
     per_group = SINGLE_GROUP_FINALISTS if len(keyed) == 1 else 1
     return [c for k in sorted(keyed, key=lambda v: (v is None, v or 0))
             for _, c in sorted(keyed[k], key=lambda kc: -kc[0])[:per_group]]
@@ -188,8 +205,8 @@ def estimate_seconds(kit, n_sides: int, rounds: int, recorded: list[CandidateSum
 async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, *, rounds: int = 10,
                         split: str = "dev", candidate_ids: list[str] | None = None,
                         progress: Callable[[str], None] | None = None) -> MeasurementSet:
-    """Measure the finalists (or ``candidate_ids``) and a copy of the baseline again in one batch of
-    ``rounds`` rounds; record each finalist's new rounds as a measurement of it; store and return
+    """Measure the finalists (or ``candidate_ids``) and, on a kernel kit, a copy of the baseline
+    again in a batch of ``rounds`` rounds (more batches where pooling promoted an unmeasured one); record each finalist's new rounds as a measurement of it; store and return
     the measurement set."""
     from evoteam.errors import DomainError
     from evoteam.servers.bench.formats.kits import find_kit
@@ -241,17 +258,15 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
         from evoteam.servers.bench.formats.kits import heldout_choice
 
         heldout_set = heldout_choice(settings, kit).set_id
-    for attempt in range(FINALIST_PASSES):
-        contended = False
-        for s in splits:
-            contended = await _batch(settings, store, kit, run, entries, codes, s, rounds, pooled, progress) \
-                or contended
+    contended = False
+    for attempt in range(FINALIST_PASSES if "dev" in splits else 0):
+        contended = await _batch(settings, store, kit, run, entries, codes, "dev", rounds, pooled, progress)
         if candidate_ids or not pooled or attempt == FINALIST_PASSES - 1:
             break
         # Pooling moved ranks: a finalist not measured may now be a version's best (module docstring).
         sides = MAX_CANDIDATES - sum(e.candidate_id != BASELINE for e in entries)
-        newer = [await store.get_candidate(c.id) for c in await finalists(store, run_id)
-                 if c.id not in codes][:max(0, sides)]
+        newer = [await store.get_candidate(c.id)
+                 for c in (await _unmeasured_leaders(store, run_id, set(codes)))[:max(0, sides)]]
         newer = [c for c in newer if c.code]
         if not newer:
             break
@@ -259,6 +274,9 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
             progress(f"a version's best changed: measuring again with {', '.join(c.id for c in newer)}")
         entries += [_entry(c) for c in newer]
         codes.update({c.id: c.code for c in newer})
+    if "heldout" in splits:  # once, on the finalists the dev batches settled
+        contended = await _batch(settings, store, kit, run, entries, codes, "heldout", rounds, pooled,
+                                 progress) or contended
     mset = MeasurementSet(run_id=run_id, kit=kit.name, measured_at=datetime.now(UTC), rounds=rounds, splits=splits,
                           direction=run.direction, entries=entries, contended=contended, pooled=pooled,
                           heldout_set=heldout_set,
@@ -384,11 +402,7 @@ async def _program_rounds(settings: Settings, kit, prepared: dict, split: str, r
         if failed is not None:
             out[label] = failed
             continue
-        scores = [e.score for e in evals]
-        est = stats.score_estimate({"program": scores}, "program")
-        e = evals[-1]
-        e.score, e.score_interval, e.samples = est.value, [est.lo, est.hi], {"program": scores}
-        out[label] = e
+        out[label] = core.median_run(kit, evals)[0]
     return out
 
 

@@ -85,14 +85,15 @@ def gain_text(v: VersionPoint) -> str | None:
     if v.overlap and v.significant is None and not v.contended:
         # A kernel kit's intervals keep a few percent for the process-to-process difference, so more
         # rounds cannot part two bests less than ~6% apart; one paired batch of the two can decide.
-        how = ("bench.compare the two bests: one paired batch decides" if v.gain_is_ratio
+        how = ("bench.compare the two bests: its paired verdict decides; this report keeps no compare"
+               if v.gain_is_ratio
                else "bench.remeasure both: more runs narrow them")
         return (f"{shown} over the best before it: not established, the gain's interval excludes no change but "
                 f"the two bests' intervals overlap ({how})")
     if v.contended and v.side_by_side:
         # Two batch intervals each keep the process-to-process difference: a paired comparison
         # resolves what their overlap cannot.
-        hint = "; bench.compare the two bests to decide a gain of a few percent" if (
+        hint = "; bench.compare the two bests decides a gain of a few percent (this report keeps no compare)" if (
             v.gain_is_ratio and verdict.startswith("within noise")) else ""
         return f"{shown} over the best before it side by side (bench.remeasure): {verdict}{hint}"
     if v.contended and v.significant is None:

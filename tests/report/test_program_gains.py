@@ -76,6 +76,9 @@ def test_a_point_is_exact_only_from_enough_runs_alike():
     assert stats.describe(two) == "2.5 (2 runs alike: too few to know its spread)"
     assert stats.describe(five) == "2.5 (exact: every run alike)"
     assert [stats.spread_unknown(e) for e in (one, two, five)] == [True, True, False]
+    # Runs that differ can give a median interval of no width (their middle agrees): not "exact".
+    middle = stats.score_estimate({"program": [1.0] + [2.0] * 7 + [3.0]}, "program")
+    assert middle.lo == middle.hi == 2.0 and stats.describe(middle) == "2 (9 runs, the middle ones alike)"
     # A point of unknown spread neither clears nor is cleared, however far apart.
     far = stats.score_estimate({"program": [9.0]}, "program")
     assert not stats.clears(far, five, "maximize") and not stats.clears(five, one, "maximize")
@@ -118,6 +121,8 @@ def test_texts_show_the_digits_that_tell_numbers_apart():
     # Three significant digits, more where three would show different numbers alike.
     assert stats.describe(stats.Estimate(2.5, 2.5, 2.5022, 3, 0.75)) == "2.5 (2.5–2.502)"
     assert stats.describe(stats.Estimate(4.4, 3.9, 5.0, 10), "×") == "4.4× (3.9–5)"
+    assert stats.describe(stats.Estimate(1000.4, 1000.2, 1000.6, 10)) == "1,000.4 (1,000.2–1,000.6)"
+    assert stats.sig3(999.7) == "1,000"
     # An exact score to all six: a program near its best known (2.63598) differs in the fourth.
     assert stats.describe(stats.score_estimate({"program": [2.626631] * 5}, "program")) == \
         "2.62663 (exact: every run alike)"
@@ -146,14 +151,16 @@ def _grid(scale: float) -> str:
 
 async def test_remeasure_measures_a_version_best_that_pooling_brought_up(tmp_path: Path):
     """v2's best was a lucky single run (recorded 2.0, its code scores 1.95): pooling the batch's
-    runs ranks it below v2's other candidate (a single run of 1.993), which was not measured. The
-    call measures again with that one, so the version's best it leaves was measured, and the gain
-    over v1 is settled in one call (before, the gain read 'not established' again)."""
+    runs ranks it below v2's other candidates (single runs, three of them lucky too), which were
+    not measured. The call measures again with every one that now leads, so the version's best it
+    leaves was measured, and the gain over v1 is settled in one call (before, the gain read 'not
+    established' again; adding one new leader a batch left a lucky one unmeasured)."""
     settings = Settings(db=tmp_path / "kb.db")
     async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
         run = await kb.start_run(RunCreate(goal="circles", kit="circle_packing_26", direction="maximize"))
         team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
-        plan = {1: [(0.8, 26 / 12 * 0.8)], 2: [(0.9, 2.0), (0.92, 26 / 12 * 0.92)]}
+        plan = {1: [(0.8, 26 / 12 * 0.8)],
+                2: [(0.9, 2.0), (0.901, 1.999), (0.902, 1.998), (0.903, 1.997), (0.92, 26 / 12 * 0.92)]}
         ids = {}
         for v, cands in plan.items():
             await team.design_team(_design(run.id, f"diagnosis {v}", f"Role{v}"))
@@ -167,7 +174,7 @@ async def test_remeasure_measures_a_version_best_that_pooling_brought_up(tmp_pat
         said: list[str] = []
         mset = await remeasure_run(settings, kb, run.id, rounds=4, progress=said.append)
         assert any("a version's best changed" in line and ids[0.92] in line for line in said), said
-        assert {e.candidate_id for e in mset.entries} == {ids[0.8], ids[0.9], ids[0.92]}
+        assert {e.candidate_id for e in mset.entries} == set(ids.values())
         line = summarise(await gather(kb, run.id)).versions[1]
         assert line.best_candidate_id == ids[0.92]
         assert line.significant_gain is True and "exact" in line.gain, line.gain

@@ -126,7 +126,7 @@ def _fmt(value, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
-def _with_interval(value, interval, unit: str = "", runs: int | None = None) -> str:
+def _with_interval(value, interval, unit: str = "", runs=None) -> str:
     """'4.4× (3.9–5.0)': three significant digits and the interval, as every human text shows."""
     from evoteam.stats import describe_score
 
@@ -185,7 +185,7 @@ def print_evaluation(e: Evaluation, console: Console) -> None:
     print_workloads(e, console)
     if e.score is not None:
         kind = "geomean speedup" if e.kind == "kernel" else "score"
-        runs = len(e.metrics.get("repeats") or [None]) if e.kind == "program" else None
+        runs = (e.samples or 1) if e.kind == "program" else None  # its runs: one, or repeats
         line = (f"[bold]{kind}: {_with_interval(e.score, e.score_interval, '×' if e.kind == 'kernel' else '', runs)}"
                 f"[/bold] ({e.direction})")
         if e.ndg is not None:

@@ -213,9 +213,9 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         rounds: Annotated[int, Field(ge=2, le=100)] = 10,
         split: Split = "dev",
     ) -> MeasurementSet:
-        """Measure a run's finalists and the baseline again in one interleaved batch, pooling the new
-        rounds into each; says whose rank changed and who is within noise of the top. Use it before
-        crowning a best or a held-out check."""
+        """Measure a run's finalists (and a kernel kit's baseline) again in interleaved batches,
+        pooling new rounds into each; says whose rank changed and who is within noise of the
+        top. Use before crowning a best or a held-out check."""
         if settings.bench_url and caller_store is None:  # measured and pooled on the evaluation service
             arguments = {"run_id": run_id, "candidate_ids": candidate_ids, "rounds": rounds, "split": split}
             return MeasurementSet.model_validate(await route.call_service(settings, "remeasure", arguments,

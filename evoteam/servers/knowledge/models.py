@@ -396,7 +396,8 @@ class TrajectoryPoint(BaseModel):
                                         "from: their intervals overlap, either was measured on a busy machine "
                                         "(contended), where separate evaluations move by more than their intervals")
     too_few_runs: bool | None = Field(default=None, description="it leads the best before it, but one of the two "
-                                      "is a program's score from under 5 runs alike, whose spread is unknown: "
+                                      "is a score from under 5 runs alike (a program's, or one recorded without "
+                                      "an interval), whose spread is unknown: "
                                       "whether it beat that best is not known until both have run 5 times "
                                       "(bench.remeasure)")
     status: CandidateStatus

@@ -234,7 +234,7 @@ def score_line(run: Run, best: Candidate | None) -> str:
                      "once both have run 5 times (bench.remeasure, or bench.evaluate with repeats 5)")
         else:
             noise = "; a new candidate beats it only when its interval clears that one" if shown else ""
-        return (f"Best so far: {describe_score(best.score, best.score_interval, runs=runs)}, candidate `{best.id}`{tried}"
+        return (f"Best so far: {describe_score(best.score, best.score_interval, runs=best.samples or runs)}, candidate `{best.id}`{tried}"
                 f"{noise}; {start}; the score is to be {run.direction}d.")
     if run.best_score is not None:
         which = f", candidate `{run.best_candidate_id}`" if run.best_candidate_id else ""

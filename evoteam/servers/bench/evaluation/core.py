@@ -304,6 +304,23 @@ def _skipped(line: str, skipped: list[tuple[str, str]]) -> str:
     return (f"{line}; skipped {said} (one started by mistake: knowledge.finish_run it with status failed)")
 
 
+def median_run(kit: Kit, runs: list[Evaluation]) -> tuple[Evaluation, stats.Estimate]:
+    """Passed runs of one program as one evaluation: the median of their scores with its interval.
+    The run nearest the median speaks for the rest (metrics, message), with the objective and NDG
+    of the median (the last run's, which they were, disagreed with the score)."""
+    scores = [r.score for r in runs]
+    est = stats.score_estimate({"program": scores}, "program")
+    result = min(reversed(runs), key=lambda r: abs(r.score - est.value))
+    result.samples = {"program": scores}
+    result.score, result.score_interval = est.value, [est.lo, est.hi]
+    m = kit.manifest
+    if m.objective in result.metrics:
+        result.metrics[m.objective] = est.value
+    result.ndg = normalised_discovery_gain(m.direction, m.x0, m.best_known, est.value)
+    result.flagged = any(r.flagged for r in runs)
+    return result, est
+
+
 async def _run_program_repeated(settings: Settings, kit: Kit, cand: PreparedCandidate, split: Split,
                                 progress: Progress, repeats: int, device: str | None = None) -> Evaluation:
     """The evaluator run ``repeats`` times: the score is the median of the runs with its
@@ -318,18 +335,8 @@ async def _run_program_repeated(settings: Settings, kit: Kit, cand: PreparedCand
         if result.status != "PASSED" or result.score is None:
             return result
         runs.append(result)
-    scores = [r.score for r in runs]
-    est = stats.score_estimate({"program": scores}, "program")
-    # The run nearest the median speaks for the evaluation: its metrics and message, with the
-    # objective and NDG of the median (the last run's, which they were, disagreed with the score).
-    result = min(reversed(runs), key=lambda r: abs(r.score - est.value))
-    result.samples = {"program": scores}
-    result.score, result.score_interval = est.value, [est.lo, est.hi]
-    if kit.manifest.objective in result.metrics:
-        result.metrics[kit.manifest.objective] = est.value
-    m = kit.manifest
-    result.ndg = normalised_discovery_gain(m.direction, m.x0, m.best_known, est.value)
-    result.flagged = any(r.flagged for r in runs)
+    result, est = median_run(kit, runs)
+    scores = result.samples["program"]
     if repeats > 1:
         result.metrics["repeats"] = scores
         result.message = f"{result.message}; median of {repeats} runs {stats.describe(est)}"
@@ -473,8 +480,7 @@ def pooled_lead(saved, message: str, noted: bool, kind: str) -> str:
 def _pooled_text(saved, unit: str = "") -> str:
     if saved.score is None:
         return "nothing"
-    return stats.describe_score(saved.score, saved.score_interval, unit,
-                                stats.runs_of(saved.samples) or saved.n_measurements)
+    return stats.describe_score(saved.score, saved.score_interval, unit, saved.samples or saved.n_measurements)
 
 
 async def _credit_documents(store: KnowledgeStore, run_id: str, candidate_id: str, documents: list[str],
