@@ -257,8 +257,7 @@ def score_estimate(samples: Samples, kind: str = "kernel", confidence: float = C
             return widen(est)
         # Enough runs, every one alike (a deterministic program): the score is exact, as a contrast
         # of such runs is (a zero-width interval from differing runs is not: its middle runs agree).
-        exact = len(flat) >= BOOTSTRAP_MIN_VALUES["program"] and len(set(flat)) == 1
-        return Estimate(value, est.lo, est.hi, len(flat), 1.0 if exact else est.coverage)
+        return Estimate(value, est.lo, est.hi, len(flat), 1.0 if every_run_alike(clean) else est.coverage)
     draws = _statistic_draws(_rng(_seed([clean])), clean, kind, resamples)
     lo, hi = _percentiles(draws, confidence)
     return widen(Estimate(value, min(lo, value), max(hi, value), n, _bootstrap_coverage(n, confidence, kind)))
@@ -290,6 +289,11 @@ def runs_of(samples: Samples | None) -> int | None:
     """The runs (or rounds) behind a score: the fewest values of any group (None without any)."""
     groups = [v for v in (samples or {}).values() if isinstance(v, (list, tuple))]
     return min(len(v) for v in groups) if groups else None
+
+
+def every_run_alike(samples: Samples) -> bool:
+    """Enough runs to call a value exact (EXACT_MIN_RUNS in each group), and every one the same."""
+    return (runs_of(samples) or 0) >= EXACT_MIN_RUNS and len({v for vs in samples.values() for v in vs}) == 1
 
 
 def spread_unknown(est: Estimate) -> bool:
@@ -452,6 +456,5 @@ def describe_score(value: float | None, interval: list[float] | None, unit: str 
     if isinstance(runs, int):
         return describe(Estimate(value, interval[0], interval[1], runs), unit)
     # The runs themselves: whether every one is alike is known.
-    n = runs_of(runs) or 0
-    alike = n >= EXACT_MIN_RUNS and len({v for vs in runs.values() for v in vs}) == 1
-    return describe(Estimate(value, interval[0], interval[1], n, 1.0 if alike else CONFIDENCE), unit)
+    return describe(Estimate(value, interval[0], interval[1], runs_of(runs) or 0,
+                             1.0 if every_run_alike(runs) else CONFIDENCE), unit)

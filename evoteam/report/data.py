@@ -11,8 +11,8 @@ from pydantic import BaseModel, Field
 
 from evoteam import stats
 
-from evoteam.servers.knowledge.measurements import any_contended, ranking_of
-from evoteam.servers.knowledge.models import Candidate, Run, WorkloadResult
+from evoteam.servers.knowledge.measurements import any_contended, candidate_estimate, ranking_of
+from evoteam.servers.knowledge.models import Run, WorkloadResult
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.verified import ranks
 from evoteam.report.listing import all_candidates
@@ -133,14 +133,6 @@ def _ranks(c: CandidatePoint) -> bool:
     return ranks(c.status, c.score, c.verified, c.flagged)
 
 
-def _estimate_of(c: Candidate) -> stats.Estimate | None:
-    """A candidate's score and the interval it shows (all its measurements), with the runs behind
-    it: a point from a few runs is not known to be exact (stats.spread_unknown)."""
-    if c.score is None or not c.score_interval:
-        return None
-    return stats.Estimate(c.score, *c.score_interval, stats.runs_of(c.samples) or max(1, c.n_measurements or 1))
-
-
 async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str, own_id: str,
                         direction: str) -> None:
     """The version's best against the best before it, from both candidates' pooled rounds."""
@@ -173,7 +165,7 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
     # top of many candidates, each evaluation a process with an offset its rounds cannot see (a
     # simulated version as fast as the best before read significant one time in four with eight
     # candidates; clearing, one in twenty-three; review, 2026-12-03).
-    own, before = _estimate_of(b), _estimate_of(a)
+    own, before = candidate_estimate(b), candidate_estimate(a)
     clear = own is not None and before is not None and stats.clears(own, before, direction)
     behind = own is not None and before is not None and stats.clears(before, own, direction)
     # Too few runs (or rounds) for a 95% interval of the gain: a program's bests run once each say

@@ -36,8 +36,8 @@ from evoteam import stats
 from evoteam.servers.knowledge.migrations import register_migrations
 # The ORDER BY of every ranking lives with the other read SQL (readsql.py).
 from evoteam.servers.knowledge.readsql import rank_order  # noqa: F401 - re-exported
-from evoteam.servers.knowledge.models import (CandidateCreate, MeasurementSamples, SampleRanges, TrajectoryPoint,
-                                             WorkloadResult)
+from evoteam.servers.knowledge.models import (Candidate, CandidateCreate, MeasurementSamples, SampleRanges,
+                                             TrajectoryPoint, WorkloadResult)
 from evoteam.servers.knowledge.verified import ranks
 
 register_migrations("knowledge.measurements", [
@@ -207,6 +207,14 @@ def estimate_of(row: sqlite3.Row) -> stats.Estimate | None:
     return stats.Estimate(row["score"], lo, hi, row["n_measurements"] or 1)
 
 
+def candidate_estimate(c: Candidate) -> stats.Estimate | None:
+    """A candidate's score and the interval it shows (all its measurements), with the runs behind
+    it (its rounds, else its measurements): a point from a few runs is not known to be exact."""
+    if c.score is None or not c.score_interval:
+        return None
+    return stats.Estimate(c.score, *c.score_interval, stats.runs_of(c.samples) or max(1, c.n_measurements or 1))
+
+
 # What a query selects beside a candidate row's interval so that estimate_of can count the runs
 # behind a point (the rounds only where the interval has no width: a kernel's would be large).
 POINT_SAMPLES = "CASE WHEN score_lo = score_hi THEN samples END AS point_samples"
@@ -326,19 +334,24 @@ def trajectory_points(rows: list[sqlite3.Row], direction: str) -> tuple[list[Tra
     points = []
     for r in rows:
         ranked = ranks(r["status"], r["score"], bool(r["verified"]), bool(r["flagged"]))
-        new_best, near, few = False, None, None
+        new_best, near, few = False, None, False
         if ranked:
-            if best is None or better(r["rank_score"], best["rank_score"]):
-                new_best = not _contended_row(r) and (best is None or (
-                    not _contended_row(best) and stats.clears(estimate_of(r), estimate_of(best), direction)))
-                # A program's point from too few runs is not noise, just not known: said as such (a
-                # model read "within noise" of a deterministic gain as no progress; 2026-12-03).
-                few = best is not None and not new_best and not _contended_row(r) and not _contended_row(best) \
-                    and any(stats.spread_unknown(e) for e in (estimate_of(r), estimate_of(best)))
-                near = None if new_best or few or best is None else best["id"]
+            leads = best is None or better(r["rank_score"], best["rank_score"])
+            if best is None:
+                new_best = not _contended_row(r)
+            else:
+                own, incumbent = estimate_of(r), estimate_of(best)
+                busy = _contended_row(r) or _contended_row(best)
+                if leads:
+                    new_best = not busy and stats.clears(own, incumbent, direction)
+                    # A program's point from too few runs is not noise, just not known: said as such
+                    # (a model read "within noise" of a deterministic gain as no progress; 2026-12-03).
+                    few = not busy and not new_best and (stats.spread_unknown(own) or stats.spread_unknown(incumbent))
+                    near = None if new_best or few else best["id"]
+                elif _overlap(own, incumbent):
+                    near = best["id"]
+            if leads:
                 best = r
-            elif _overlap(estimate_of(r), estimate_of(best)):
-                near = best["id"]
         points.append(TrajectoryPoint(
             candidate_id=r["id"], at=r["created_at"], score=r["score"], score_interval=interval_of(r),
             best_so_far=best["score"] if best is not None else None,

@@ -14,6 +14,7 @@ from evoteam.safepath import inside
 from evoteam import stats
 from evoteam.stats import describe_score
 
+from evoteam.servers.knowledge.measurements import candidate_estimate
 from evoteam.servers.knowledge.models import Candidate, Run
 from evoteam.servers.team.models import RoleSpec, TeamVersion
 from evoteam.servers.team.validate import stage_of
@@ -227,14 +228,13 @@ def score_line(run: Run, best: Candidate | None) -> str:
     if best is not None and best.score is not None:
         note = " ".join((best.notes or "").split())
         tried = f" ({_clip(note, 200)})" if note else ""
-        runs = stats.runs_of(best.samples) or best.n_measurements
-        shown = stats.Estimate(best.score, *best.score_interval, runs) if best.score_interval else None
+        shown = candidate_estimate(best)
         if shown is not None and stats.spread_unknown(shown):  # a program run once: nothing can clear it yet
             noise = ("; from too few runs to know its spread: a new candidate is established as better only "
                      "once both have run 5 times (bench.remeasure, or bench.evaluate with repeats 5)")
         else:
             noise = "; a new candidate beats it only when its interval clears that one" if shown else ""
-        return (f"Best so far: {describe_score(best.score, best.score_interval, runs=best.samples or runs)}, candidate `{best.id}`{tried}"
+        return (f"Best so far: {describe_score(best.score, best.score_interval, runs=best.samples or best.n_measurements)}, candidate `{best.id}`{tried}"
                 f"{noise}; {start}; the score is to be {run.direction}d.")
     if run.best_score is not None:
         which = f", candidate `{run.best_candidate_id}`" if run.best_candidate_id else ""
