@@ -17,6 +17,7 @@ from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.verified import ranks
 from evoteam.report.listing import all_candidates
 from evoteam.report.remeasure import MeasurementSet, latest_measurement_set
+from evoteam.servers.knowledge.comparisons import ComparisonRecord, deciding_comparisons, newest_between
 from evoteam.servers.retrieval.models import RetrievalSeries
 
 FAILED_SHOWN = 50  # failed candidates whose message the report reads and lists
@@ -82,6 +83,8 @@ class VersionPoint(BaseModel):
     overlap: bool = Field(default=False, description="the gain's 95% interval excludes no change but the two "
                           "bests' intervals overlap: undecided (significant None) until more rounds narrow them")
     gain_exact: bool = Field(default=False, description="every run of both bests alike: the gain is exact")
+    compared: bool = Field(default=False, description="the gain is the newest bench.compare of the two bests "
+                           "(a paired batch, on a quiet machine): its verdict decides")
     contended: bool = Field(default=False, description="one of the two bests was measured on a contended "
                             "machine: the gain is decided only where a re-measurement timed both side by side "
                             "(significant when the version's best cleared the other there); until then "
@@ -267,6 +270,8 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
     report.retrieval = await retrieval.report_series(run_id)
     report.remeasured = await latest_measurement_set(store, run_id)
     _decide_side_by_side(report)
+    if any(v.best_before_id for v in versions):
+        _decide_by_compare(report, await deciding_comparisons(store, run_id, run.kit))
     return report
 
 
@@ -286,6 +291,32 @@ def _decide_side_by_side(report: RunReport) -> None:
             v.gain_interval = None
             own_est = stats.Estimate(own.score, *own.score_interval, mset.rounds)
             before_est = stats.Estimate(before.score, *before.score_interval, mset.rounds)
-            v.significant = stats.clears(own_est, before_est, report.direction)
             v.worse = stats.clears(before_est, own_est, report.direction)
+            # Two batch intervals that overlap each keep the difference between processes: a gain
+            # that reads better is not established by them (a 12-17% gain, significant in two paired
+            # compares, read "within noise" after one batch and significant after the next; model-play
+            # 2026-12-03): bench.compare of the two decides it, as it decides overlapping bests.
+            reads_better = own.score > before.score if report.direction == "maximize" else own.score < before.score
+            clear = stats.clears(own_est, before_est, report.direction)
+            v.significant = True if clear else None if reads_better and not v.worse else False
             v.side_by_side = True
+
+
+def _decide_by_compare(report: RunReport, records: list[ComparisonRecord]) -> None:
+    """A gain the two bests' own intervals leave open (they overlap, or each keeps the difference
+    between processes) is decided by the newest bench.compare of the two: its rounds are paired,
+    so it also decides over a re-measurement's two batch intervals, older or newer (a newer batch
+    flipped a settled verdict back; model-play 2026-12-03). Only a full 95% verdict counts, and on
+    a busy machine only one that found a difference (comparisons.ComparisonRecord.decides)."""
+    for v in report.versions:
+        if not v.best_before_id or not v.best_candidate_id:
+            continue
+        record = newest_between(records, v.best_before_id, v.best_candidate_id)
+        if record is None:
+            continue
+        v.gain, v.gain_interval = record.gain_of(v.best_candidate_id)
+        up = record.kind == "kernel" or report.direction == "maximize"
+        better = v.gain > stats.no_effect(record.kind) if up else v.gain < stats.no_effect(record.kind)
+        v.significant = record.significant and better
+        v.worse = record.significant and not better
+        v.gain_exact, v.compared = record.coverage == 1.0 and v.gain_interval[0] == v.gain_interval[1], True

@@ -204,8 +204,9 @@ def render_report(report: RunReport, refresh_s: int | None = None) -> str:
         ("Re-measured together", _remeasured(report)),
         ("Best candidate per workload", _chart("workloads", specs, "No passing candidate with per-workload "
                                                                    "speedups yet (program kits have none).")),
-        ("Cost", _chart("spend", specs, "No spend recorded for this run (candidates evaluated from the command "
-                                        "line cost nothing here).")),
+        ("Cost", _chart("spend", specs, "No spend recorded for this run: the evoteam hooks record what the "
+                                        "sessions spend, and none recorded any here (not installed, or the work ran "
+                                        "outside an agent session).")),
         ("Retrieval", _retrieval_summary(report) + _chart("retrieval", specs, "No retrieval in this run.")),
     ]
     return _page(f"evoteam run {report.run.id}", sections, specs, refresh_s)

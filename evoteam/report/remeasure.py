@@ -38,6 +38,7 @@ from evoteam.servers.knowledge.models import ArtifactCreate, Candidate, Candidat
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.report.listing import all_candidates
 from evoteam.servers.knowledge.errors import Forbidden
+from evoteam.servers.knowledge.listing import all_artifacts
 from evoteam.servers.knowledge.verified import MEASUREMENT_SET, ranks
 
 KIND = MEASUREMENT_SET
@@ -407,13 +408,7 @@ async def _program_rounds(settings: Settings, kit, prepared: dict, split: str, r
 
 
 async def latest_measurement_set(store: KnowledgeStore, run_id: str) -> MeasurementSet | None:
-    found, cursor = [], None
-    while True:
-        page = await store.list_artifacts(run_id, kind=KIND, limit=100, cursor=cursor)
-        found.extend(page.items)
-        cursor = page.next_cursor
-        if not cursor:
-            break
+    found = await all_artifacts(store, run_id, KIND)
     if not found:
         return None
     newest = max(found, key=lambda a: (a.provenance.created_at, a.id))

@@ -69,14 +69,19 @@ def gain_text(v: VersionPoint) -> str | None:
     unit = "×" if v.gain_is_ratio else ""
     if v.gain_interval and v.gain_interval[0] < v.gain_interval[1]:
         shown = stats.describe(stats.Estimate(v.gain, *v.gain_interval, 0), unit)
-    else:  # a point: an exact difference (every run alike), or from too few runs for an interval
-        shown = stats.sig3(v.gain) + unit + (" (exact: every run alike)" if v.gain_exact else "")
+    elif v.gain_exact:  # to all its digits, as the exact scores it is the difference of
+        shown = stats.describe(stats.Estimate(v.gain, v.gain, v.gain, stats.EXACT_MIN_RUNS, 1.0), unit)
+    else:  # a point from too few runs for an interval
+        shown = stats.sig3(v.gain) + unit
     # Three verdicts, never two: a version clearly worse than the best before it is not "within
     # noise" (a model reading that would take a regression for a tie).
     verdict = "significant" if v.significant else "worse, beyond noise" if v.worse else "within noise"
     if verdict == "within noise" and v.gain_interval and not (v.gain_interval[0] <= stats.no_effect(
             "kernel" if v.gain_is_ratio else "program") <= v.gain_interval[1]):
         verdict = "within noise (the two bests' intervals overlap)"
+    if v.compared:  # a paired batch of the two bests settled it, whatever their own intervals said
+        said = "significant" if v.significant else "worse, significant" if v.worse else "no significant difference"
+        return f"{shown} over the best before it by bench.compare of the two side by side: {said}"
     if v.few_runs and not v.side_by_side:  # no 95% interval of the gain: nothing is within noise or beyond it
         if v.significant is None:
             return (f"{shown} over the best before it: not established, too few runs for a 95% interval "
@@ -85,17 +90,18 @@ def gain_text(v: VersionPoint) -> str | None:
     if v.overlap and v.significant is None and not v.contended:
         # A kernel kit's intervals keep a few percent for the process-to-process difference, so more
         # rounds cannot part two bests less than ~6% apart; one paired batch of the two can decide.
-        how = ("bench.compare the two bests: its paired verdict decides; this report keeps no compare"
+        how = ("bench.compare the two bests: its paired verdict decides, here too"
                if v.gain_is_ratio
                else "bench.remeasure both: more runs narrow them")
         return (f"{shown} over the best before it: not established, the gain's interval excludes no change but "
                 f"the two bests' intervals overlap ({how})")
     if v.contended and v.side_by_side:
-        # Two batch intervals each keep the process-to-process difference: a paired comparison
-        # resolves what their overlap cannot.
-        hint = "; bench.compare the two bests decides a gain of a few percent (this report keeps no compare)" if (
-            v.gain_is_ratio and verdict.startswith("within noise")) else ""
-        return f"{shown} over the best before it side by side (bench.remeasure): {verdict}{hint}"
+        if v.significant is None:  # two batch intervals, each keeping the difference between processes
+            return (f"{shown} over the best before it side by side (bench.remeasure): not established, the "
+                    "batch's intervals overlap (bench.compare the two bests: its paired verdict decides, here too)")
+        if v.significant is False and not v.worse:
+            return f"{shown} over the best before it side by side (bench.remeasure): no gain"
+        return f"{shown} over the best before it side by side (bench.remeasure): {verdict}"
     if v.contended and v.significant is None:
         return (f"{shown} over the best before it: not established, measured on a contended machine "
                 "(bench.remeasure both side by side)")

@@ -302,6 +302,11 @@ def test_contention_is_marked_when_the_call_path_floor_rises(tmp_path, quiet_mac
     assert busy["contended"] is True and any("call path" in r for r in busy["reasons"])
     assert busy["call_path_best_us"] == 51.0  # the kit's best is kept across evaluations
     assert "contended machine" in contention_line(busy)
+    # A held-out check is not ranked: it is told to confirm itself, not to compare with the run's best.
+    assert "new best" in contention_line(busy) and "bench.compare" in contention_line(busy)
+    heldout = contention_line(busy, "heldout")
+    assert "contended machine" in heldout and "held-out split again" in heldout
+    assert "new best" not in heldout and "compare" not in heldout
 
 
 def test_one_evaluations_own_spread_of_floors_is_not_contention(tmp_path, quiet_machine):

@@ -134,3 +134,22 @@ async def test_an_imported_run_ranks_its_candidates_as_the_store_did(tmp_path: P
     async with LocalKnowledgeStore.open(new_location("b.db"), bench) as b:
         await import_run(b, tmp_path / "tree", trust_scores=True)
         assert [c.id for c in await b.best_candidates(run.id)] == order
+
+
+async def test_an_untrusted_import_keeps_the_benchs_artifacts_as_claims(tmp_path: Path):
+    """A measurement set or a comparison decides version gains, and only the bench may store one;
+    a bundle is anyone's file, so unless the importer vouches for it they arrive as claims
+    (``claimed_<kind>``), content intact, which nothing reads as the bench's."""
+    bench = Actor(user="alice", client="t", verifier=True)
+    async with LocalKnowledgeStore.open(tmp_path / "a.db", bench) as a:
+        run = await a.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+        for kind in ("measurement_set", "comparison", "file"):
+            await a.put_artifact(ArtifactCreate(run_id=run.id, name=f"{kind}.json", kind=kind, text='{"x": 1}'))
+        await export_run(a, run.id, tmp_path / "tree")
+    for trusted, kinds in ((False, {"claimed_measurement_set", "claimed_comparison", "file"}),
+                           (True, {"measurement_set", "comparison", "file"})):
+        async with LocalKnowledgeStore.open(tmp_path / f"b{trusted}.db", bench) as b:
+            await import_run(b, tmp_path / "tree", trust_scores=trusted)
+            items = (await b.list_artifacts(run.id, limit=10)).items
+            assert {i.kind for i in items} == kinds
+            assert {(await b.get_artifact(i.id)).text for i in items} == {'{"x": 1}'}

@@ -199,7 +199,7 @@ def print_evaluation(e: Evaluation, console: Console) -> None:
         console.print(f"[red]{escape(e.message[:1500])}[/red]")
     from evoteam.servers.bench.measurement.machine import contention_line
 
-    line = contention_line(e.metrics.get("contention") or {})
+    line = contention_line(e.metrics.get("contention") or {}, e.split)
     if line:
         console.print(f"[yellow]{escape(line)}[/yellow]")
     if e.metrics.get("timing_note"):

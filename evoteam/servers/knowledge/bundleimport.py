@@ -14,6 +14,7 @@ from evoteam.servers.knowledge.bundlecheck import existing_ids
 from evoteam.servers.knowledge.errors import Forbidden, Invalid
 from evoteam.servers.knowledge.models import Provenance, Run, RunBundle
 from evoteam.servers.knowledge.rows import insert_row
+from evoteam.servers.knowledge.verified import imported_kind
 
 if TYPE_CHECKING:
     from evoteam.servers.knowledge.local import LocalKnowledgeStore
@@ -48,9 +49,11 @@ async def import_bundle(store: LocalKnowledgeStore, bundle: RunBundle, project: 
             await conn.execute("INSERT OR IGNORE INTO blobs (sha256, size, data) VALUES (?, ?, ?)",
                                (a.sha256, len(data), data))
             await insert_row(conn, "artifacts", {
-                "id": a.id, "run_id": run.id, "name": a.name, "kind": a.kind, "sha256": a.sha256,
+                "id": a.id, "run_id": run.id, "name": a.name, "kind": imported_kind(a.kind, trust_scores),
+                "sha256": a.sha256,
                 "size": len(data), "is_text": int(a.is_text), **prov(a.provenance)})
-            await store._index(conn, "artifact", a.id, run.id, project, f"{a.kind}: {a.name}", a.text or "")
+            await store._index(conn, "artifact", a.id, run.id, project, f"{imported_kind(a.kind, trust_scores)}: {a.name}",
+                               a.text or "")
         # Parents before children: candidates are exported in creation order.
         for c in bundle.candidates:
             await insert_row(conn, "candidates", {

@@ -41,12 +41,22 @@ def check_may_verify(verified: bool, actor_is_verifier: bool) -> None:
 # The artifact kind of a re-measurement's set (report/remeasure.py): a team version's gain on a busy
 # machine is decided by it (report/data.py), so like a verified score only the bench writes one.
 MEASUREMENT_SET = "measurement_set"
+# A bench.compare of two of a run's candidates (knowledge/comparisons.py): it decides a version's
+# gain where the two bests' intervals overlap, so it too is the bench's to write.
+COMPARISON = "comparison"
+_BENCH_KINDS = {MEASUREMENT_SET: "bench.remeasure", COMPARISON: "bench.compare"}
+
+
+def imported_kind(kind: str, trusted: bool) -> str:
+    """An imported artifact's kind: a bench kind from a bundle the importer does not vouch for is
+    kept as a claim (``claimed_<kind>``), which nothing reads as the bench's, like its scores."""
+    return kind if trusted or kind not in _BENCH_KINDS else f"claimed_{kind}"
 
 
 def check_may_store(kind: str, actor_is_verifier: bool) -> None:
-    """Refuse a measurement set from anyone but the bench (or a verifier token)."""
-    if kind == MEASUREMENT_SET and not actor_is_verifier:
-        raise Forbidden(f"only the bench stores artifacts of kind {MEASUREMENT_SET!r}: run bench.remeasure, or "
+    """Refuse a measurement set or a comparison from anyone but the bench (or a verifier token)."""
+    if kind in _BENCH_KINDS and not actor_is_verifier:
+        raise Forbidden(f"only the bench stores artifacts of kind {kind!r}: run {_BENCH_KINDS[kind]}, or "
                         "store it under another kind")
 
 

@@ -8,9 +8,15 @@ interval; over the kit, the geometric mean of the workloads' medians with a boot
 (3 by default: a decision deserves a narrower interval than one evaluation's). Program kits: the
 two evaluators run alternately ``repeats`` times each (5 by default: fewer give no 95% interval);
 the contrast is B's median score minus A's.
+
+When both sides are recorded candidates of one run, the result is kept in that run
+(knowledge/comparisons.py): a version gain the two bests' intervals cannot decide is decided by it
+in ``run_report``, ``reflect`` and the report page.
 """
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 from evoteam import stats
 from evoteam.config import Settings
@@ -31,6 +37,7 @@ from evoteam.servers.bench.formats.kits import find_kit
 from evoteam.servers.bench.models import BASELINE_ID, ComparedSide, Comparison, Evaluation, Split, WorkloadComparison
 from evoteam.servers.bench.measurement.machine import contention_line
 from evoteam.servers.bench.measurement.session import SideSpec
+from evoteam.servers.knowledge.comparisons import ComparisonRecord, keep_comparison
 from evoteam.servers.knowledge.store import KnowledgeStore
 
 MESSAGE_LIMIT = 300
@@ -48,7 +55,7 @@ def _brief(e: Evaluation) -> ComparedSide:
     msg = e.message
     # The comparison's `contended` says it once; each side repeated the same long clause (and
     # lost its end to the limit).
-    line = contention_line(e.metrics.get("contention") or {})
+    line = contention_line(e.metrics.get("contention") or {}, e.split)
     if msg and line:
         msg = msg.replace("; " + line, "")
     if msg and len(msg) > MESSAGE_LIMIT:  # whole clauses only: a cut "paired ratios (..." read as garbled
@@ -84,7 +91,8 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
                              store: KnowledgeStore | None = None, progress: Progress | None = None,
                              repeats: int | None = None) -> Comparison:
     """Compare two candidates (each ``{"candidate_path" | "code" | "candidate_id": ...}``; the
-    candidate id "baseline" is the kit's own) in one interleaved batch; nothing is recorded."""
+    candidate id "baseline" is the kit's own) in one interleaved batch. Nothing is recorded of
+    either side; the verdict is kept in the run when both are its recorded candidates."""
     progress = progress or _noop
     the_kit = find_kit(settings, kit)
     ok, reason = the_kit.availability()
@@ -137,11 +145,42 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
             scratch.remove_folder(c.folder)
     verdict = _verdict(ea, eb, est, kind)
     if contended:  # the sides' messages lose their contention clause (_brief): the verdict says it once
-        verdict += "; measured on a busy machine (contended): compare again when it is quiet before relying on it"
+        # Load widens a paired interval, it does not make a difference appear (A/A with two busy
+        # loops: 0 of 20 significant, docs/bench.md): only "no difference" is in doubt.
+        verdict += ("; measured on a busy machine (contended): the wider interval still excludes no difference"
+                    if est is not None and stats.significant(est, kind) else
+                    "; measured on a busy machine (contended): its wider interval can hide a difference, compare "
+                    "again when it is quiet")
+    if est is not None and store is not None:
+        verdict += await _keep(store, the_kit, a, b, split, est, kind, contended, n_rounds)
     return Comparison(kit=the_kit.name, split=split, a=_brief(ea), b=_brief(eb),
                       b_speedup_over_a=est.value if est else None, interval=[est.lo, est.hi] if est else None,
                       significant=bool(est and stats.significant(est, kind)), rounds=n_rounds, workloads=rows,
                       verdict=verdict, contended=contended)
+
+
+async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, est: stats.Estimate, kind: str,
+                contended: bool, rounds: int | None) -> str:
+    """Keep the verdict in the run both sides belong to; what the verdict adds about it."""
+    ids = [side.get("candidate_id") for side in (a, b)]
+    if not all(ids) or BASELINE_ID in ids:
+        return ""
+    first, second = [await store.get_candidate(i) for i in ids]
+    if first.run_id != second.run_id:
+        return ""
+    run = await store.get_run(first.run_id)
+    if run.kit is not None and run.kit != kit.name:
+        return ""
+    record = ComparisonRecord(a_candidate_id=first.id, b_candidate_id=second.id, kit=kit.name, split=split,
+                              kind=kind, direction=kit.manifest.direction, b_over_a=est.value, interval=[est.lo, est.hi],
+                              coverage=est.coverage, significant=stats.significant(est, kind), contended=contended,
+                              rounds=rounds, measured_at=datetime.now(UTC))
+    refused = await keep_comparison(store, run.id, record)
+    if refused:
+        return f"; not kept in run {run.id}: {refused}"
+    if split != "dev" or not record.decides:
+        return ""
+    return f"; kept in run {run.id}: a version gain between these two reads this verdict"
 
 
 async def _program_contrast(settings, kit, cands, split, progress, repeats):

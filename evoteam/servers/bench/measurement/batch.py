@@ -260,7 +260,7 @@ def _evaluation(kit: Kit, split: Split, outcomes: list[WorkloadOutcome], verdict
     apart = _ms_apart(outcomes) if est is not None else None
     if apart:
         message = f"{message}; {apart}"
-    line = machine.contention_line(metrics.get("contention") or {})
+    line = machine.contention_line(metrics.get("contention") or {}, split)
     if line and est is not None:  # only a timed result is touched by contention
         message = f"{message}; {line}"
     if flags and status == "PASSED":

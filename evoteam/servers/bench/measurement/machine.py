@@ -230,10 +230,15 @@ class Contention:
         return out
 
 
-def contention_line(c: dict) -> str | None:
-    """The one line that says a machine was contended, or None."""
+def contention_line(c: dict, split: str = "dev") -> str | None:
+    """The one line that says a machine was contended, or None. Ranking advice only for the dev
+    split: a held-out score checks a best, it is not ranked (a model was told to compare its
+    held-out check with the run's best)."""
     if not c.get("contended"):
         return None
-    return ("contended machine (" + "; ".join(c.get("reasons") or []) + "): scores taken separately here can "
-            "differ by more than their intervals, so the run's trajectory does not mark this one a new best; "
-            "bench.compare or bench.remeasure it side by side with the run's best to rank it surely")
+    what = "contended machine (" + "; ".join(c.get("reasons") or []) + "): scores taken separately here can " \
+        "differ by more than their intervals"
+    if split == "heldout":
+        return what + "; evaluate it on the held-out split again when the machine is quiet to confirm this score"
+    return (what + ", so the run's trajectory does not mark this one a new best; bench.compare or "
+            "bench.remeasure it side by side with the run's best to rank it surely")

@@ -1,0 +1,182 @@
+"""A version gain its two bests' own intervals cannot decide is decided by a bench.compare of the
+two: compare keeps its verdict in the run, and run_report (and reflect, and the report page) reads
+it, so what the model was sent to find out is what the stop rule counts."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from evoteam.config import SOURCE_ROOT, Settings
+from evoteam.report.data import gather
+from evoteam.report.summary import summarise
+from evoteam.servers.bench.evaluation.compare import compare_candidates
+from evoteam.servers.bench.evaluation.core import evaluate_candidate
+from evoteam.servers.knowledge.comparisons import ComparisonRecord, keep_comparison
+from evoteam.servers.knowledge.connect import component_store
+from evoteam.servers.knowledge.errors import Forbidden
+from evoteam.servers.knowledge.local import LocalKnowledgeStore
+from evoteam.servers.knowledge.models import ArtifactCreate, RunCreate
+from evoteam.servers.knowledge.store import Actor
+from evoteam.servers.team.core import TeamService
+from tests.report.conftest import _design, one_best_per_version
+from tests.report.test_significance import rounds
+
+CIRCLES = SOURCE_ROOT / "task_kits" / "circle_packing_26"
+
+
+def _record(a: str, b: str, value: float, interval: list[float], *, significant: bool, minutes: int = 0,
+            **extra) -> ComparisonRecord:
+    fields = dict(a_candidate_id=a, b_candidate_id=b, kit="k", split="dev", kind="kernel", b_over_a=value,
+                  interval=interval, coverage=0.95, significant=significant, contended=False, rounds=30,
+                  measured_at=datetime.now(UTC) + timedelta(minutes=minutes))
+    fields.update(extra)
+    return ComparisonRecord(**fields)
+
+
+async def _v2(kb, run_id: str):
+    report = await gather(kb, run_id)
+    return {v.version: v for v in report.versions}[2], {v.version: v for v in summarise(report).versions}[2]
+
+
+async def test_a_kept_compare_decides_a_kernel_gain_the_bests_intervals_leave_open(tmp_path: Path):
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        # v2's best reads 9% better but the two bests' intervals overlap: not established.
+        run = await one_best_per_version(kb, tmp_path, {v: (c, rounds(c, v)) for v, c in {1: 4.0, 2: 4.35}.items()})
+        point, line = await _v2(kb, run.id)
+        before, own = point.best_before_id, point.best_candidate_id
+        assert line.significant_gain is None and "bench.compare the two bests" in line.gain
+
+        # Only the bench keeps a comparison: an agent cannot write the verdict it wants.
+        with pytest.raises(Forbidden, match="bench.compare"):
+            await kb.put_artifact(ArtifactCreate(run_id=run.id, kind="comparison", name="compare-dev-x.json",
+                                                 text=_record(before, own, 2.0, [1.5, 2.5], significant=True)
+                                                 .model_dump_json()))
+
+        # Verdicts that cannot decide leave it open: one under 95%, a held-out one, another kit's, and
+        # a busy machine's "no difference" (its wider interval can hide one).
+        for weak in (dict(coverage=0.75), dict(split="heldout"), dict(kit="other"),
+                     dict(contended=True, significant=False)):
+            record = _record(before, own, 1.09, [1.05, 1.13], **{"significant": True, **weak})
+            assert await keep_comparison(kb, run.id, record) is None
+        point, line = await _v2(kb, run.id)
+        assert line.significant_gain is None and not point.compared
+
+        # A paired verdict with v2's best as A: B (the best before) is 0.95x of it, so v2 gains
+        # 1/0.95, significant, and the stop rule counts a gain.
+        assert await keep_comparison(kb, run.id, _record(own, before, 0.95, [0.93, 0.97], significant=True,
+                                                         minutes=1)) is None
+        report = await gather(kb, run.id)
+        point = {v.version: v for v in report.versions}[2]
+        summary = summarise(report)
+        line = summary.versions[1]
+        assert point.compared and point.gain == pytest.approx(1 / 0.95)
+        assert point.gain_interval == pytest.approx([1 / 0.97, 1 / 0.93])
+        assert line.significant_gain is True and "by bench.compare of the two side by side: significant" in line.gain
+        assert summary.versions_without_significant_gain == 0
+
+        # The newest verdict is the one that counts: a later compare found no difference.
+        assert await keep_comparison(kb, run.id, _record(before, own, 1.01, [0.99, 1.03], significant=False,
+                                                         minutes=2)) is None
+        summary = summarise(await gather(kb, run.id))
+        line = summary.versions[1]
+        assert line.significant_gain is False and "no significant difference" in line.gain
+        assert summary.versions_without_significant_gain == 1
+
+
+async def test_a_programs_kept_compare_reads_as_a_difference_in_the_kits_direction(tmp_path: Path):
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await one_best_per_version(kb, tmp_path, {1: (2.17, {"program": [2.17]}), 2: (2.40, {"program": [2.40]})})
+        point, _ = await _v2(kb, run.id)
+        # A = v2's best, B = the best before: B's score minus A's is -0.23, exact (every run alike).
+        await keep_comparison(kb, run.id, _record(point.best_candidate_id, point.best_before_id, -0.23, [-0.23, -0.23],
+                                                  significant=True, kind="program", coverage=1.0))
+        point, line = await _v2(kb, run.id)
+        assert point.gain == pytest.approx(0.23) and line.significant_gain is True
+        assert line.gain.startswith("0.23 (exact: every run alike) over the best before it by bench.compare")
+
+
+async def test_compare_of_two_bests_settles_a_real_program_kits_version_gain(tmp_path: Path):
+    """circle_packing_26 through the real bench: v1's initial program and v2's better one, once
+    each, leave v2's gain not established; bench.compare of the two (five runs a side, exact for
+    these deterministic programs) keeps its verdict in the run, and run_report's gain is it."""
+    settings = Settings(db=tmp_path / "kb.db")
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await kb.start_run(RunCreate(goal="circles", kit="circle_packing_26", direction="maximize"))
+        team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
+        ids = {}
+        for v, program in {1: CIRCLES / "initial_program.py", 2: CIRCLES / "examples" / "better.py"}.items():
+            await team.design_team(_design(run.id, f"diagnosis {v}", f"Role{v}"))
+            role = kb.with_actor(Actor(user="u", client="t", role=f"Role{v}", team_version=v))
+            result = await evaluate_candidate(settings, "circle_packing_26", candidate_path=str(program), store=role,
+                                              run_id=run.id)
+            assert result.status == "PASSED", result.message
+            ids[v] = result.candidate_id
+        line = summarise(await gather(kb, run.id)).versions[1]
+        assert line.significant_gain is None and "not established" in line.gain
+
+        cmp = await compare_candidates(settings, "circle_packing_26", {"candidate_id": ids[1]},
+                                       {"candidate_id": ids[2]}, store=kb)
+        assert cmp.significant and cmp.verdict.startswith("B is better")
+        assert f"kept in run {run.id}" in cmp.verdict
+        summary = summarise(await gather(kb, run.id))
+        line = summary.versions[1]
+        assert line.significant_gain is True and "by bench.compare" in line.gain, line.gain
+        # The programs are deterministic: five runs alike a side make the difference exact.
+        assert line.gain.startswith(f"{cmp.b_speedup_over_a:.6g} (exact: every run alike)"), line.gain
+        assert summary.versions_without_significant_gain == 0
+
+
+async def test_a_compare_outlasts_a_newer_side_by_side_batch_and_a_busy_one_decides_only_a_difference(tmp_path: Path):
+    """On a busy machine a gain is decided side by side; two batch intervals that overlap leave it
+    open, and a verdict must not flip with every new batch (model-play, 2026-12-03: a 12-17% gain,
+    significant in two paired compares, read significant, then within noise, batch by batch). The
+    paired compare decides over any batch, older or newer. A busy compare that found a difference
+    decides (load widens its interval, it does not make a difference appear); one that found none
+    does not (the wider interval can hide one)."""
+    from evoteam.report.remeasure import MeasurementSet, Remeasured
+    from tests.report.test_significance import BUSY
+    from evoteam.codehash import code_hash
+    from evoteam.servers.knowledge.models import CandidateCreate
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+        team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
+        ids = {}
+        for v, center in ((1, 17.0), (2, 19.5)):
+            await team.design_team(_design(run.id, f"diagnosis {v}", f"Role{v}"))
+            bench = kb.with_actor(Actor(user="u", client="t", role=f"Role{v}", team_version=v, verifier=True))
+            code = f"def run(x):\n    return x * {v}\n"
+            ids[v] = (await bench.record_candidate(CandidateCreate(
+                run_id=run.id, code=code, code_hash=code_hash(code), status="PASSED", score=center,
+                samples=rounds(center, v), verified=True, metrics=BUSY))).id
+        bench = kb.with_actor(Actor(user="u", client="t", verifier=True))
+
+        async def batch(v2: tuple[float, list[float]], minutes: int) -> None:
+            entries = [Remeasured(candidate_id=ids[1], score=17.0, score_interval=[15.0, 19.0]),
+                       Remeasured(candidate_id=ids[2], score=v2[0], score_interval=v2[1])]
+            mset = MeasurementSet(run_id=run.id, kit="k", measured_at=datetime.now(UTC) + timedelta(minutes=minutes),
+                                  rounds=10, splits=["dev"], entries=entries)
+            await bench.put_artifact(ArtifactCreate(run_id=run.id, kind="measurement_set", name=f"set-{minutes}.json",
+                                                    text=mset.model_dump_json()))
+
+        await batch((20.0, [18.0, 22.0]), 0)  # overlapping: open, not a stall
+        summary = summarise(await gather(kb, run.id))
+        assert summary.versions[1].significant_gain is None and summary.versions_without_significant_gain == 0
+
+        # A busy compare that found no difference does not decide; one that found a difference does.
+        await keep_comparison(kb, run.id, _record(ids[1], ids[2], 1.02, [0.9, 1.15], significant=False,
+                                                  contended=True, minutes=1))
+        assert summarise(await gather(kb, run.id)).versions[1].significant_gain is None
+        await keep_comparison(kb, run.id, _record(ids[1], ids[2], 1.14, [1.08, 1.2], significant=True,
+                                                  contended=True, minutes=2))
+        line = summarise(await gather(kb, run.id)).versions[1]
+        assert line.significant_gain is True and "by bench.compare" in line.gain
+
+        # Newer batches, one clearing and one overlapping, do not move the paired verdict.
+        for minutes, v2 in ((3, (23.0, [21.0, 25.0])), (4, (19.0, [17.5, 21.0]))):
+            await batch(v2, minutes)
+            line = summarise(await gather(kb, run.id)).versions[1]
+            assert line.significant_gain is True and line.gain.startswith("1.14× (1.08–1.2)"), line.gain
