@@ -17,7 +17,7 @@ from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.verified import ranks
 from evoteam.report.listing import all_candidates
 from evoteam.report.remeasure import MeasurementSet, latest_measurement_set
-from evoteam.servers.knowledge.comparisons import ComparisonRecord, deciding_comparisons, newest_between
+from evoteam.servers.knowledge.comparisons import ComparisonRecord, dev_comparisons, paired_verdict
 from evoteam.servers.retrieval.models import RetrievalSeries
 
 FAILED_SHOWN = 50  # failed candidates whose message the report reads and lists
@@ -83,8 +83,8 @@ class VersionPoint(BaseModel):
     overlap: bool = Field(default=False, description="the gain's 95% interval excludes no change but the two "
                           "bests' intervals overlap: undecided (significant None) until more rounds narrow them")
     gain_exact: bool = Field(default=False, description="every run of both bests alike: the gain is exact")
-    compared: bool = Field(default=False, description="the gain is the newest bench.compare of the two bests "
-                           "(a paired batch, on a quiet machine): its verdict decides")
+    compares: int = Field(default=0, description="the bench.compare runs of the two bests whose pooled rounds "
+                          "decide the gain (0: none decides it)")
     contended: bool = Field(default=False, description="one of the two bests was measured on a contended "
                             "machine: the gain is decided only where a re-measurement timed both side by side "
                             "(significant when the version's best cleared the other there); until then "
@@ -271,7 +271,7 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
     report.remeasured = await latest_measurement_set(store, run_id)
     _decide_side_by_side(report)
     if any(v.best_before_id for v in versions):
-        _decide_by_compare(report, await deciding_comparisons(store, run_id, run.kit))
+        _decide_by_compare(report, await dev_comparisons(store, run_id, run.kit))
     return report
 
 
@@ -304,19 +304,21 @@ def _decide_side_by_side(report: RunReport) -> None:
 
 def _decide_by_compare(report: RunReport, records: list[ComparisonRecord]) -> None:
     """A gain the two bests' own intervals leave open (they overlap, or each keeps the difference
-    between processes) is decided by the newest bench.compare of the two: its rounds are paired,
-    so it also decides over a re-measurement's two batch intervals, older or newer (a newer batch
-    flipped a settled verdict back; model-play 2026-12-03). Only a full 95% verdict counts, and on
-    a busy machine only one that found a difference (comparisons.ComparisonRecord.decides)."""
+    between processes) is decided by the bench.compare runs of the two, their rounds pooled
+    (comparisons.paired_verdict): paired, they also decide over a re-measurement's two batch
+    intervals, older or newer (a newer batch flipped a settled verdict back; model-play
+    2026-12-03)."""
     for v in report.versions:
         if not v.best_before_id or not v.best_candidate_id:
             continue
-        record = newest_between(records, v.best_before_id, v.best_candidate_id)
-        if record is None:
+        found = paired_verdict(records, v.best_before_id, v.best_candidate_id)
+        if found is None or not found.decides:
             continue
-        v.gain, v.gain_interval = record.gain_of(v.best_candidate_id)
-        up = record.kind == "kernel" or report.direction == "maximize"
-        better = v.gain > stats.no_effect(record.kind) if up else v.gain < stats.no_effect(record.kind)
-        v.significant = record.significant and better
-        v.worse = record.significant and not better
-        v.gain_exact, v.compared = record.coverage == 1.0 and v.gain_interval[0] == v.gain_interval[1], True
+        kind = "kernel" if v.gain_is_ratio else "program"
+        v.gain, lo, hi = found.estimate
+        v.gain_interval = [lo, hi]
+        up = kind == "kernel" or report.direction == "maximize"
+        better = v.gain > stats.no_effect(kind) if up else v.gain < stats.no_effect(kind)
+        v.significant = found.significant and better
+        v.worse = found.significant and not better
+        v.gain_exact, v.compares = found.coverage == 1.0 and lo == hi, found.compares

@@ -79,9 +79,10 @@ def gain_text(v: VersionPoint) -> str | None:
     if verdict == "within noise" and v.gain_interval and not (v.gain_interval[0] <= stats.no_effect(
             "kernel" if v.gain_is_ratio else "program") <= v.gain_interval[1]):
         verdict = "within noise (the two bests' intervals overlap)"
-    if v.compared:  # a paired batch of the two bests settled it, whatever their own intervals said
+    if v.compares:  # paired batches of the two bests settled it, whatever their own intervals said
         said = "significant" if v.significant else "worse, significant" if v.worse else "no significant difference"
-        return f"{shown} over the best before it by bench.compare of the two side by side: {said}"
+        pooled = f" ({v.compares} compares pooled)" if v.compares > 1 else ""
+        return f"{shown} over the best before it by bench.compare of the two side by side{pooled}: {said}"
     if v.few_runs and not v.side_by_side:  # no 95% interval of the gain: nothing is within noise or beyond it
         if v.significant is None:
             return (f"{shown} over the best before it: not established, too few runs for a 95% interval "

@@ -4,17 +4,19 @@ it, so what the model was sent to find out is what the stop rule counts."""
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from evoteam import stats
 from evoteam.config import SOURCE_ROOT, Settings
 from evoteam.report.data import gather
 from evoteam.report.summary import summarise
 from evoteam.servers.bench.evaluation.compare import compare_candidates
 from evoteam.servers.bench.evaluation.core import evaluate_candidate
-from evoteam.servers.knowledge.comparisons import ComparisonRecord, keep_comparison
+from evoteam.servers.knowledge.comparisons import ComparisonRecord, keep_comparison, paired_verdict
 from evoteam.servers.knowledge.connect import component_store
 from evoteam.servers.knowledge.errors import Forbidden
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
@@ -27,11 +29,17 @@ from tests.report.test_significance import rounds
 CIRCLES = SOURCE_ROOT / "task_kits" / "circle_packing_26"
 
 
-def _record(a: str, b: str, value: float, interval: list[float], *, significant: bool, minutes: int = 0,
+def _record(a: str, b: str, center: float, *, spread: float = 0.02, n: int = 30, seed: int = 0, minutes: int = 0,
             **extra) -> ComparisonRecord:
-    fields = dict(a_candidate_id=a, b_candidate_id=b, kit="k", split="dev", kind="kernel", b_over_a=value,
-                  interval=interval, coverage=0.95, significant=significant, contended=False, rounds=30,
-                  measured_at=datetime.now(UTC) + timedelta(minutes=minutes))
+    """What a kernel compare of A and B keeps: n rounds of B's speedup over A on three workloads,
+    spread about ``center`` by +-spread (relative), its verdict as compare computes it."""
+    rng = random.Random(seed)
+    samples = {w: [center * (1 + rng.uniform(-spread, spread)) for _ in range(n)] for w in ("w1", "w2", "w3")}
+    ranges = {w: (list(rs), list(rs)) for w, rs in samples.items()}
+    est = stats.censored_score_estimate(samples, ranges, "kernel")
+    fields = dict(a_candidate_id=a, b_candidate_id=b, kit="k", split="dev", kind="kernel", b_over_a=est.value,
+                  interval=[est.lo, est.hi], significant=stats.significant(est), contended=False,
+                  measured_at=datetime.now(UTC) + timedelta(minutes=minutes), samples=samples, ranges=ranges)
     fields.update(extra)
     return ComparisonRecord(**fields)
 
@@ -52,38 +60,67 @@ async def test_a_kept_compare_decides_a_kernel_gain_the_bests_intervals_leave_op
         # Only the bench keeps a comparison: an agent cannot write the verdict it wants.
         with pytest.raises(Forbidden, match="bench.compare"):
             await kb.put_artifact(ArtifactCreate(run_id=run.id, kind="comparison", name="compare-dev-x.json",
-                                                 text=_record(before, own, 2.0, [1.5, 2.5], significant=True)
-                                                 .model_dump_json()))
-
-        # Verdicts that cannot decide leave it open: one under 95%, a held-out one, another kit's, and
-        # a busy machine's "no difference" (its wider interval can hide one).
-        for weak in (dict(coverage=0.75), dict(split="heldout"), dict(kit="other"),
-                     dict(contended=True, significant=False)):
-            record = _record(before, own, 1.09, [1.05, 1.13], **{"significant": True, **weak})
-            assert await keep_comparison(kb, run.id, record) is None
+                                                 text=_record(before, own, 2.0).model_dump_json()))
+        # Another split's or another kit's compare is not this gain's.
+        for other in (dict(split="heldout"), dict(kit="other")):
+            assert await keep_comparison(kb, run.id, _record(before, own, 1.09, **other)) is None
         point, line = await _v2(kb, run.id)
-        assert line.significant_gain is None and not point.compared
+        assert line.significant_gain is None and not point.compares
 
         # A paired verdict with v2's best as A: B (the best before) is 0.95x of it, so v2 gains
-        # 1/0.95, significant, and the stop rule counts a gain.
-        assert await keep_comparison(kb, run.id, _record(own, before, 0.95, [0.93, 0.97], significant=True,
-                                                         minutes=1)) is None
+        # about 1/0.95, significant, and the stop rule counts a gain.
+        assert await keep_comparison(kb, run.id, _record(own, before, 0.95, minutes=1)) is None
         report = await gather(kb, run.id)
         point = {v.version: v for v in report.versions}[2]
         summary = summarise(report)
         line = summary.versions[1]
-        assert point.compared and point.gain == pytest.approx(1 / 0.95)
-        assert point.gain_interval == pytest.approx([1 / 0.97, 1 / 0.93])
+        assert point.compares == 1 and point.gain == pytest.approx(1 / 0.95, rel=0.01)
+        assert 1 < point.gain_interval[0] < point.gain < point.gain_interval[1]
         assert line.significant_gain is True and "by bench.compare of the two side by side: significant" in line.gain
         assert summary.versions_without_significant_gain == 0
 
-        # The newest verdict is the one that counts: a later compare found no difference.
-        assert await keep_comparison(kb, run.id, _record(before, own, 1.01, [0.99, 1.03], significant=False,
-                                                         minutes=2)) is None
+
+async def test_compares_of_one_pair_pool_so_comparing_again_until_lucky_does_not_decide(tmp_path: Path):
+    """The newest compare alone would let a model compare again until one batch reads significant
+    (one A/A look in twenty does); every compare of the pair is pooled instead."""
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await one_best_per_version(kb, tmp_path, {v: (c, rounds(c, v)) for v, c in {1: 4.0, 2: 4.35}.items()})
+        point, _ = await _v2(kb, run.id)
+        before, own = point.best_before_id, point.best_candidate_id
+        for seed in (1, 2):  # the same speed, twice
+            await keep_comparison(kb, run.id, _record(before, own, 1.0, seed=seed, minutes=seed))
+        lucky = _record(before, own, 1.06, seed=3, minutes=3)
+        assert lucky.significant  # alone, the newest would have decided a gain
+        await keep_comparison(kb, run.id, lucky)
         summary = summarise(await gather(kb, run.id))
         line = summary.versions[1]
-        assert line.significant_gain is False and "no significant difference" in line.gain
+        assert line.significant_gain is False, line.gain
+        assert "(3 compares pooled): no significant difference" in line.gain
         assert summary.versions_without_significant_gain == 1
+
+
+def test_what_a_pairs_compares_decide():
+    """Under 95% decides nothing; on a busy machine only a difference decides (load widens a
+    paired interval, it does not make a difference appear); quiet compares decide either way,
+    a busy one beside them is left out of a "no difference"."""
+    few = _record("a", "b", 1.2, n=2)
+    assert paired_verdict([few], "a", "b").decides is False
+    busy_none = _record("a", "b", 1.0, contended=True)
+    assert paired_verdict([busy_none], "a", "b").decides is False
+    busy_gain = _record("a", "b", 1.2, contended=True)
+    found = paired_verdict([busy_gain], "a", "b")
+    assert found.decides and found.significant and found.contended
+    quiet_none = _record("a", "b", 1.0, seed=5)
+    found = paired_verdict([quiet_none, busy_none], "a", "b")
+    assert found.decides and not found.significant and found.compares == 1
+    # Either order of the sides: B over A, turned.
+    turned = paired_verdict([busy_gain], "b", "a")
+    assert turned.estimate[0] == pytest.approx(1 / found_value(busy_gain), rel=0.01) and turned.significant
+    assert paired_verdict([busy_gain], "a", "c") is None
+
+
+def found_value(record: ComparisonRecord) -> float:
+    return paired_verdict([record], record.a_candidate_id, record.b_candidate_id).estimate[0]
 
 
 async def test_a_programs_kept_compare_reads_as_a_difference_in_the_kits_direction(tmp_path: Path):
@@ -91,8 +128,10 @@ async def test_a_programs_kept_compare_reads_as_a_difference_in_the_kits_directi
         run = await one_best_per_version(kb, tmp_path, {1: (2.17, {"program": [2.17]}), 2: (2.40, {"program": [2.40]})})
         point, _ = await _v2(kb, run.id)
         # A = v2's best, B = the best before: B's score minus A's is -0.23, exact (every run alike).
-        await keep_comparison(kb, run.id, _record(point.best_candidate_id, point.best_before_id, -0.23, [-0.23, -0.23],
-                                                  significant=True, kind="program", coverage=1.0))
+        await keep_comparison(kb, run.id, ComparisonRecord(
+            a_candidate_id=point.best_candidate_id, b_candidate_id=point.best_before_id, kit="k", split="dev",
+            kind="program", b_over_a=-0.23, interval=[-0.23, -0.23], significant=True, contended=False,
+            measured_at=datetime.now(UTC), samples={"a": [2.40] * 5, "b": [2.17] * 5}))
         point, line = await _v2(kb, run.id)
         assert point.gain == pytest.approx(0.23) and line.significant_gain is True
         assert line.gain.startswith("0.23 (exact: every run alike) over the best before it by bench.compare")
@@ -166,17 +205,17 @@ async def test_a_compare_outlasts_a_newer_side_by_side_batch_and_a_busy_one_deci
         summary = summarise(await gather(kb, run.id))
         assert summary.versions[1].significant_gain is None and summary.versions_without_significant_gain == 0
 
-        # A busy compare that found no difference does not decide; one that found a difference does.
-        await keep_comparison(kb, run.id, _record(ids[1], ids[2], 1.02, [0.9, 1.15], significant=False,
-                                                  contended=True, minutes=1))
+        # A busy compare that found no difference does not decide; with one that found a
+        # difference, pooled, they do.
+        await keep_comparison(kb, run.id, _record(ids[1], ids[2], 1.0, spread=0.15, contended=True, minutes=1))
         assert summarise(await gather(kb, run.id)).versions[1].significant_gain is None
-        await keep_comparison(kb, run.id, _record(ids[1], ids[2], 1.14, [1.08, 1.2], significant=True,
-                                                  contended=True, minutes=2))
+        await keep_comparison(kb, run.id, _record(ids[1], ids[2], 1.14, seed=2, contended=True, minutes=2))
         line = summarise(await gather(kb, run.id)).versions[1]
         assert line.significant_gain is True and "by bench.compare" in line.gain
+        decided = line.gain
 
         # Newer batches, one clearing and one overlapping, do not move the paired verdict.
         for minutes, v2 in ((3, (23.0, [21.0, 25.0])), (4, (19.0, [17.5, 21.0]))):
             await batch(v2, minutes)
             line = summarise(await gather(kb, run.id)).versions[1]
-            assert line.significant_gain is True and line.gain.startswith("1.14× (1.08–1.2)"), line.gain
+            assert line.significant_gain is True and line.gain == decided

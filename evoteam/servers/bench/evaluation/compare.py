@@ -138,8 +138,9 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
             contended = bool(found.contention.get("contended"))
             kind = "kernel"
         else:
-            ea, eb, est = await _program_contrast(settings, the_kit, cands, split, progress, repeats)
+            ea, eb, est, scores = await _program_contrast(settings, the_kit, cands, split, progress, repeats)
             rows, n_rounds, contended, kind = [], repeats, False, "program"
+            samples, ranges = {"a": scores["A"], "b": scores["B"]}, None
     finally:
         for c in cands.values():
             scratch.remove_folder(c.folder)
@@ -152,7 +153,7 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
                     "; measured on a busy machine (contended): its wider interval can hide a difference, compare "
                     "again when it is quiet")
     if est is not None and store is not None:
-        verdict += await _keep(store, the_kit, a, b, split, est, kind, contended, n_rounds)
+        verdict += await _keep(store, the_kit, a, b, split, est, kind, contended, samples, ranges)
     return Comparison(kit=the_kit.name, split=split, a=_brief(ea), b=_brief(eb),
                       b_speedup_over_a=est.value if est else None, interval=[est.lo, est.hi] if est else None,
                       significant=bool(est and stats.significant(est, kind)), rounds=n_rounds, workloads=rows,
@@ -160,8 +161,9 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
 
 
 async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, est: stats.Estimate, kind: str,
-                contended: bool, rounds: int | None) -> str:
-    """Keep the verdict in the run both sides belong to; what the verdict adds about it."""
+                contended: bool, samples: dict, ranges: dict | None) -> str:
+    """Keep the verdict and its rounds in the run both sides belong to; what the verdict adds
+    about it."""
     ids = [side.get("candidate_id") for side in (a, b)]
     if not all(ids) or BASELINE_ID in ids:
         return ""
@@ -173,20 +175,21 @@ async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, est: s
         return ""
     record = ComparisonRecord(a_candidate_id=first.id, b_candidate_id=second.id, kit=kit.name, split=split,
                               kind=kind, direction=kit.manifest.direction, b_over_a=est.value, interval=[est.lo, est.hi],
-                              coverage=est.coverage, significant=stats.significant(est, kind), contended=contended,
-                              rounds=rounds, measured_at=datetime.now(UTC))
+                              significant=stats.significant(est, kind), contended=contended,
+                              measured_at=datetime.now(UTC), samples=samples, ranges=ranges)
     refused = await keep_comparison(store, run.id, record)
     if refused:
         return f"; not kept in run {run.id}: {refused}"
-    if split != "dev" or not record.decides:
+    if split != "dev":
         return ""
-    return f"; kept in run {run.id}: a version gain between these two reads this verdict"
+    return (f"; kept in run {run.id}: a version gain between these two reads every compare of them, their "
+            "rounds pooled")
 
 
 async def _program_contrast(settings, kit, cands, split, progress, repeats):
-    """A's and B's evaluators alternately (A B, B A, ...), ``repeats`` runs each. A side that failed
-    any run is that run's failure, as evaluate with repeats reports it: a contrast of its passing
-    runs alone would hide that it fails."""
+    """A's and B's evaluators alternately (A B, B A, ...), ``repeats`` runs each, and each side's
+    passing scores. A side that failed any run is that run's failure, as evaluate with repeats
+    reports it: a contrast of its passing runs alone would hide that it fails."""
     scores: dict[str, list[float]] = {"A": [], "B": []}
     last: dict[str, Evaluation] = {}
     failed: dict[str, Evaluation] = {}
@@ -201,8 +204,8 @@ async def _program_contrast(settings, kit, cands, split, progress, repeats):
                 failed.setdefault(label, e)
     ea, eb = failed.get("A", last["A"]), failed.get("B", last["B"])
     if ea.status != "PASSED" or eb.status != "PASSED" or not scores["A"] or not scores["B"]:
-        return ea, eb, None
+        return ea, eb, None, scores
     for e, label in ((ea, "A"), (eb, "B")):
         own = stats.score_estimate({"program": scores[label]}, "program")
         e.score, e.score_interval = own.value, [own.lo, own.hi]
-    return ea, eb, stats.contrast_estimate({"program": scores["A"]}, {"program": scores["B"]}, "program")
+    return ea, eb, stats.contrast_estimate({"program": scores["A"]}, {"program": scores["B"]}, "program"), scores
