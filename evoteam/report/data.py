@@ -83,12 +83,12 @@ class VersionPoint(BaseModel):
     overlap: bool = Field(default=False, description="the gain's 95% interval excludes no change but the two "
                           "bests' intervals overlap: undecided (significant None) until more rounds narrow them")
     gain_exact: bool = Field(default=False, description="every run of both bests alike: the gain is exact")
-    compares: int = Field(default=0, description="the bench.compare runs of the two bests whose pooled rounds "
-                          "decide the gain (0: none decides it)")
+    paired_batches: int = Field(default=0, description="the paired batches of the two bests (bench.compare, "
+                                "bench.remeasure) whose pooled rounds decide the gain (0: none decides it)")
     contended: bool = Field(default=False, description="one of the two bests was measured on a contended "
-                            "machine: the gain is decided only where a re-measurement timed both side by side "
-                            "(significant when the version's best cleared the other there); until then "
-                            "significant is None, and the stop rule does not count the version")
+                            "machine: the gain is decided only by rounds that timed both side by side (paired "
+                            "batches of bench.compare or bench.remeasure); until then significant is None, and the "
+                            "stop rule does not count the version")
 
 
 class SpendSlice(BaseModel):
@@ -303,22 +303,21 @@ def _decide_side_by_side(report: RunReport) -> None:
 
 
 def _decide_by_compare(report: RunReport, records: list[ComparisonRecord]) -> None:
-    """A gain the two bests' own intervals leave open (they overlap, or each keeps the difference
-    between processes) is decided by the bench.compare runs of the two, their rounds pooled
-    (comparisons.paired_verdict): paired, they also decide over a re-measurement's two batch
-    intervals, older or newer (a newer batch flipped a settled verdict back; model-play
-    2026-12-03)."""
+    """A version's gain is decided by the paired batches of its best and the best before it
+    (bench.compare of the two, bench.remeasure's dev batches with both), their rounds pooled
+    (comparisons.paired_verdict), wherever they give a full 95% interval: paired, they decide
+    over the two bests' own intervals and a re-measurement's two batch intervals alike (a newest
+    batch's intervals flipped a verdict back and forth; model-play 2026-12-03)."""
     for v in report.versions:
         if not v.best_before_id or not v.best_candidate_id:
             continue
         found = paired_verdict(records, v.best_before_id, v.best_candidate_id)
         if found is None or not found.decides:
             continue
-        kind = "kernel" if v.gain_is_ratio else "program"
         v.gain, lo, hi = found.estimate
-        v.gain_interval = [lo, hi]
-        up = kind == "kernel" or report.direction == "maximize"
-        better = v.gain > stats.no_effect(kind) if up else v.gain < stats.no_effect(kind)
+        v.gain_interval, v.gain_is_ratio, v.gain_note = [lo, hi], found.kind == "kernel", None
+        up = found.kind == "kernel" or report.direction == "maximize"
+        better = v.gain > stats.no_effect(found.kind) if up else v.gain < stats.no_effect(found.kind)
         v.significant = found.significant and better
         v.worse = found.significant and not better
-        v.gain_exact, v.compares = found.coverage == 1.0 and lo == hi, found.compares
+        v.gain_exact, v.paired_batches = found.coverage == 1.0 and lo == hi, found.batches

@@ -38,6 +38,7 @@ from evoteam.servers.knowledge.models import ArtifactCreate, Candidate, Candidat
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.report.listing import all_candidates
 from evoteam.servers.knowledge.errors import Forbidden
+from evoteam.servers.knowledge.comparisons import keep_comparisons, record_of
 from evoteam.servers.knowledge.listing import all_artifacts
 from evoteam.servers.knowledge.verified import MEASUREMENT_SET, ranks
 
@@ -312,7 +313,7 @@ async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: l
     (``pooled``); whether the machine was contended."""
     from evoteam.servers.bench.evaluation.core import record_evaluation
 
-    results = await _measure(settings, kit, codes, split, rounds, progress)
+    results, paired = await _measure(settings, kit, codes, split, rounds, progress)
     contended = False
     for e in entries:
         r = results[e.candidate_id]
@@ -335,13 +336,36 @@ async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: l
                     ranked_by_store = True
         if split == "dev" and not ranked_by_store:  # nothing pooled: this batch's rounds alone
             e.rank_score_after = rank_of(r.samples, r.sample_ranges, run.direction)
+    if split == "dev":
+        await _keep_pairs(store, kit, run, results, paired, contended)
     return contended
 
 
+async def _keep_pairs(store: KnowledgeStore, kit, run, results: dict, paired: dict | None, contended: bool) -> None:
+    """Every two passing finalists' paired rounds of this batch, kept in the run: a version gain
+    pools them with its bests' compares (knowledge/comparisons.py), so a batch decides no version
+    alone and a newer one cannot flip it."""
+    ids = [cid for cid, r in results.items() if cid != BASELINE and r.status == "PASSED" and r.samples]
+    at, records = datetime.now(UTC), []
+    for i, a in enumerate(ids):
+        for b in ids[i + 1:]:
+            if paired is None:  # a program: each side's runs, in the rotating order they ran
+                samples, ranges = {"a": results[a].samples["program"], "b": results[b].samples["program"]}, None
+            else:
+                samples = {w: rounds.contrast(a, b) for w, rounds in paired.items()}
+                ranges = {w: rounds.bounds(a, b) for w, rounds in paired.items()}
+            if not all(samples.values()):
+                continue
+            records.append(record_of(a, b, kit=kit.name, split="dev", kind=kit.manifest.kind,
+                                     direction=run.direction, samples=samples, ranges=ranges, contended=contended,
+                                     measured_at=at))
+    await keep_comparisons(store, run.id, records, "remeasure")  # refused: the set says so (remeasure_run)
+
+
 async def _measure(settings: Settings, kit, codes: dict[str, str], split: str, rounds: int,
-                   progress: Callable[[str], None] | None) -> dict:
+                   progress: Callable[[str], None] | None) -> tuple[dict, dict | None]:
     """Every side's evaluation on one split: one kernel batch, or each program's evaluator once per
-    round in rotating order."""
+    round in rotating order; and a kernel batch's rounds per workload (for paired contrasts)."""
     from evoteam.servers.bench.confinement import scratch
     from evoteam.servers.bench.evaluation import core
     from evoteam.servers.bench.measurement.batch import run_kernel_batch
@@ -365,7 +389,7 @@ async def _measure(settings: Settings, kit, codes: dict[str, str], split: str, r
     if kit.manifest.kind != "kernel":
         try:
             found = await _program_rounds(settings, kit, prepared, split, rounds, report)
-            return {label: found[side_of[label]] for label in codes}
+            return {label: found[side_of[label]] for label in codes}, None
         finally:
             for p in prepared.values():
                 scratch.remove_folder(p.folder)
@@ -382,7 +406,7 @@ async def _measure(settings: Settings, kit, codes: dict[str, str], split: str, r
     out = {label: batch.evaluations[side_of[label]] for label in codes}
     for label, e in out.items():
         e.code_hash = code_hash(codes[label])
-    return out
+    return out, batch.rounds
 
 
 async def _program_rounds(settings: Settings, kit, prepared: dict, split: str, rounds: int, report) -> dict:

@@ -18,8 +18,8 @@ class VersionLine(BaseModel):
     best_interval: list[float] | None = None
     best_candidate_id: str | None = None
     gain: str | None = Field(default=None, description="the version's best over the best before it, its "
-                             "interval and verdict (significant; within noise; worse, beyond noise; no gain; or "
-                             "not established: busy, too few runs, or overlapping bests), or why none")
+                             "interval and verdict (significant; within noise; worse; no significant difference; "
+                             "no gain; or not established: busy, too few runs, overlapping), or why none")
     significant_gain: bool | None = None
     cost_usd: float
     spent_usd_when_designed: float
@@ -41,7 +41,7 @@ class RunSummary(BaseModel):
     versions_without_significant_gain: int = Field(description="team versions in a row, up to the newest, whose "
                                                    "best did not significantly beat the best before it (the stop "
                                                    "rule counts these; a gain not established, significant_gain "
-                                                   "null, is not counted until bench.remeasure settles it)")
+                                                   "null, is not counted until its gain text's tool settles it)")
     spend_by_role: dict[str, float]
     gate_decisions: dict[str, int]
     repeated_url_rate: float | None
@@ -79,10 +79,10 @@ def gain_text(v: VersionPoint) -> str | None:
     if verdict == "within noise" and v.gain_interval and not (v.gain_interval[0] <= stats.no_effect(
             "kernel" if v.gain_is_ratio else "program") <= v.gain_interval[1]):
         verdict = "within noise (the two bests' intervals overlap)"
-    if v.compares:  # paired batches of the two bests settled it, whatever their own intervals said
+    if v.paired_batches:  # paired rounds of the two bests settled it, whatever their own intervals said
         said = "significant" if v.significant else "worse, significant" if v.worse else "no significant difference"
-        pooled = f" ({v.compares} compares pooled)" if v.compares > 1 else ""
-        return f"{shown} over the best before it by bench.compare of the two side by side{pooled}: {said}"
+        batches = "a paired batch" if v.paired_batches == 1 else f"{v.paired_batches} paired batches pooled"
+        return f"{shown} over the best before it, timed side by side ({batches}): {said}"
     if v.few_runs and not v.side_by_side:  # no 95% interval of the gain: nothing is within noise or beyond it
         if v.significant is None:
             return (f"{shown} over the best before it: not established, too few runs for a 95% interval "

@@ -75,6 +75,25 @@ async def one_best_per_version(kb, tmp_path: Path, plan: dict[int, tuple[float, 
     return run
 
 
+async def circle_versions(kb, settings, tmp_path: Path) -> tuple[object, dict[int, str]]:
+    """A circle_packing_26 run whose v1 evaluated the kit's initial program and v2 its better one,
+    once each, through the real bench; the run and each version's candidate id."""
+    from evoteam.servers.bench.evaluation.core import evaluate_candidate
+
+    circles = SOURCE_ROOT / "task_kits" / "circle_packing_26"
+    run = await kb.start_run(RunCreate(goal="circles", kit="circle_packing_26", direction="maximize"))
+    team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
+    ids = {}
+    for v, program in {1: circles / "initial_program.py", 2: circles / "examples" / "better.py"}.items():
+        await team.design_team(_design(run.id, f"diagnosis {v}", f"Role{v}"))
+        role = kb.with_actor(Actor(user="u", client="t", role=f"Role{v}", team_version=v))
+        result = await evaluate_candidate(settings, "circle_packing_26", candidate_path=str(program), store=role,
+                                          run_id=run.id)
+        assert result.status == "PASSED", result.message
+        ids[v] = result.candidate_id
+    return run, ids
+
+
 async def fill_run(store: LocalKnowledgeStore, tmp_path: Path, *, goal: str = "fast RMSNorm",
                    versions: int = 2) -> str:
     """One run of rmsnorm_cpu: v1 evaluates the baseline; each later version (an intervention)

@@ -15,7 +15,6 @@ from evoteam.config import SOURCE_ROOT, Settings
 from evoteam.report.data import gather
 from evoteam.report.summary import summarise
 from evoteam.servers.bench.evaluation.compare import compare_candidates
-from evoteam.servers.bench.evaluation.core import evaluate_candidate
 from evoteam.servers.knowledge.comparisons import ComparisonRecord, keep_comparison, paired_verdict
 from evoteam.servers.knowledge.connect import component_store
 from evoteam.servers.knowledge.errors import Forbidden
@@ -23,7 +22,7 @@ from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.models import ArtifactCreate, RunCreate
 from evoteam.servers.knowledge.store import Actor
 from evoteam.servers.team.core import TeamService
-from tests.report.conftest import _design, one_best_per_version
+from tests.report.conftest import _design, circle_versions, one_best_per_version
 from tests.report.test_significance import rounds
 
 CIRCLES = SOURCE_ROOT / "task_kits" / "circle_packing_26"
@@ -65,7 +64,7 @@ async def test_a_kept_compare_decides_a_kernel_gain_the_bests_intervals_leave_op
         for other in (dict(split="heldout"), dict(kit="other")):
             assert await keep_comparison(kb, run.id, _record(before, own, 1.09, **other)) is None
         point, line = await _v2(kb, run.id)
-        assert line.significant_gain is None and not point.compares
+        assert line.significant_gain is None and not point.paired_batches
 
         # A paired verdict with v2's best as A: B (the best before) is 0.95x of it, so v2 gains
         # about 1/0.95, significant, and the stop rule counts a gain.
@@ -74,9 +73,9 @@ async def test_a_kept_compare_decides_a_kernel_gain_the_bests_intervals_leave_op
         point = {v.version: v for v in report.versions}[2]
         summary = summarise(report)
         line = summary.versions[1]
-        assert point.compares == 1 and point.gain == pytest.approx(1 / 0.95, rel=0.01)
+        assert point.paired_batches == 1 and point.gain == pytest.approx(1 / 0.95, rel=0.01)
         assert 1 < point.gain_interval[0] < point.gain < point.gain_interval[1]
-        assert line.significant_gain is True and "by bench.compare of the two side by side: significant" in line.gain
+        assert line.significant_gain is True and "timed side by side (a paired batch): significant" in line.gain
         assert summary.versions_without_significant_gain == 0
 
 
@@ -95,32 +94,39 @@ async def test_compares_of_one_pair_pool_so_comparing_again_until_lucky_does_not
         summary = summarise(await gather(kb, run.id))
         line = summary.versions[1]
         assert line.significant_gain is False, line.gain
-        assert "(3 compares pooled): no significant difference" in line.gain
+        assert "(3 paired batches pooled): no significant difference" in line.gain
         assert summary.versions_without_significant_gain == 1
 
 
 def test_what_a_pairs_compares_decide():
-    """Under 95% decides nothing; on a busy machine only a difference decides (load widens a
-    paired interval, it does not make a difference appear); quiet compares decide either way,
-    a busy one beside them is left out of a "no difference"."""
+    """Under 95% decides nothing; a busy machine's paired rounds decide either way (load widens a
+    paired interval, it does not make a difference appear: a model on a machine that stayed busy
+    could never settle a tie, and the stop rule never counted it); a batch on other workloads
+    than the newest (a kit that changed) is left out and counted as such."""
     few = _record("a", "b", 1.2, n=2)
     assert paired_verdict([few], "a", "b").decides is False
-    busy_none = _record("a", "b", 1.0, contended=True)
-    assert paired_verdict([busy_none], "a", "b").decides is False
+    busy_none = paired_verdict([_record("a", "b", 1.0, contended=True)], "a", "b")
+    assert busy_none.decides and not busy_none.significant and busy_none.contended
     busy_gain = _record("a", "b", 1.2, contended=True)
     found = paired_verdict([busy_gain], "a", "b")
-    assert found.decides and found.significant and found.contended
-    quiet_none = _record("a", "b", 1.0, seed=5)
-    found = paired_verdict([quiet_none, busy_none], "a", "b")
-    assert found.decides and not found.significant and found.compares == 1
+    assert found.decides and found.significant and found.kind == "kernel"
     # Either order of the sides: B over A, turned.
     turned = paired_verdict([busy_gain], "b", "a")
-    assert turned.estimate[0] == pytest.approx(1 / found_value(busy_gain), rel=0.01) and turned.significant
+    assert turned.estimate[0] == pytest.approx(1 / found.estimate[0], rel=0.01) and turned.significant
     assert paired_verdict([busy_gain], "a", "c") is None
+    older = _record("a", "b", 1.2, samples={"w1": [1.2] * 30}, ranges=None, minutes=-1)
+    pooled = paired_verdict([older, busy_gain], "a", "b")
+    assert pooled.batches == 1 and pooled.left_out == 1
 
 
-def found_value(record: ComparisonRecord) -> float:
-    return paired_verdict([record], record.a_candidate_id, record.b_candidate_id).estimate[0]
+def test_a_record_the_report_cannot_pool_is_refused_when_read():
+    """A record with a ratio of zero, no rounds or a program side missing would crash run_report;
+    it fails validation instead, and the report skips it like one of another format."""
+    good = _record("a", "b", 1.1).model_dump()
+    for broken in ({"samples": {"w1": [0.0] * 30}, "ranges": None}, {"samples": {}},
+                   {"kind": "program", "samples": {"a": [1.0]}}, {"kind": "program", "samples": {"a": [1.0], "b": []}}):
+        with pytest.raises(ValueError):
+            ComparisonRecord(**{**good, **broken})
 
 
 async def test_a_programs_kept_compare_reads_as_a_difference_in_the_kits_direction(tmp_path: Path):
@@ -134,7 +140,7 @@ async def test_a_programs_kept_compare_reads_as_a_difference_in_the_kits_directi
             measured_at=datetime.now(UTC), samples={"a": [2.40] * 5, "b": [2.17] * 5}))
         point, line = await _v2(kb, run.id)
         assert point.gain == pytest.approx(0.23) and line.significant_gain is True
-        assert line.gain.startswith("0.23 (exact: every run alike) over the best before it by bench.compare")
+        assert line.gain.startswith("0.23 (exact: every run alike) over the best before it, timed side by side")
 
 
 async def test_compare_of_two_bests_settles_a_real_program_kits_version_gain(tmp_path: Path):
@@ -143,16 +149,7 @@ async def test_compare_of_two_bests_settles_a_real_program_kits_version_gain(tmp
     these deterministic programs) keeps its verdict in the run, and run_report's gain is it."""
     settings = Settings(db=tmp_path / "kb.db")
     async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
-        run = await kb.start_run(RunCreate(goal="circles", kit="circle_packing_26", direction="maximize"))
-        team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
-        ids = {}
-        for v, program in {1: CIRCLES / "initial_program.py", 2: CIRCLES / "examples" / "better.py"}.items():
-            await team.design_team(_design(run.id, f"diagnosis {v}", f"Role{v}"))
-            role = kb.with_actor(Actor(user="u", client="t", role=f"Role{v}", team_version=v))
-            result = await evaluate_candidate(settings, "circle_packing_26", candidate_path=str(program), store=role,
-                                              run_id=run.id)
-            assert result.status == "PASSED", result.message
-            ids[v] = result.candidate_id
+        run, ids = await circle_versions(kb, settings, tmp_path)
         line = summarise(await gather(kb, run.id)).versions[1]
         assert line.significant_gain is None and "not established" in line.gain
 
@@ -162,19 +159,17 @@ async def test_compare_of_two_bests_settles_a_real_program_kits_version_gain(tmp
         assert f"kept in run {run.id}" in cmp.verdict
         summary = summarise(await gather(kb, run.id))
         line = summary.versions[1]
-        assert line.significant_gain is True and "by bench.compare" in line.gain, line.gain
+        assert line.significant_gain is True and "timed side by side (a paired batch)" in line.gain, line.gain
         # The programs are deterministic: five runs alike a side make the difference exact.
         assert line.gain.startswith(f"{cmp.b_speedup_over_a:.6g} (exact: every run alike)"), line.gain
         assert summary.versions_without_significant_gain == 0
 
 
-async def test_a_compare_outlasts_a_newer_side_by_side_batch_and_a_busy_one_decides_only_a_difference(tmp_path: Path):
+async def test_paired_rounds_outlast_a_newer_side_by_side_batch_and_a_busy_compare_decides(tmp_path: Path):
     """On a busy machine a gain is decided side by side; two batch intervals that overlap leave it
     open, and a verdict must not flip with every new batch (model-play, 2026-12-03: a 12-17% gain,
     significant in two paired compares, read significant, then within noise, batch by batch). The
-    paired compare decides over any batch, older or newer. A busy compare that found a difference
-    decides (load widens its interval, it does not make a difference appear); one that found none
-    does not (the wider interval can hide one)."""
+    paired rounds decide over any batch's two intervals, older or newer, busy or not."""
     from evoteam.report.remeasure import MeasurementSet, Remeasured
     from tests.report.test_significance import BUSY
     from evoteam.codehash import code_hash
@@ -205,13 +200,14 @@ async def test_a_compare_outlasts_a_newer_side_by_side_batch_and_a_busy_one_deci
         summary = summarise(await gather(kb, run.id))
         assert summary.versions[1].significant_gain is None and summary.versions_without_significant_gain == 0
 
-        # A busy compare that found no difference does not decide; with one that found a
-        # difference, pooled, they do.
+        # A busy compare decides too: one that found no difference is no gain (the stop rule counts
+        # it); pooled with one that found a clear difference, the two decide a gain.
         await keep_comparison(kb, run.id, _record(ids[1], ids[2], 1.0, spread=0.15, contended=True, minutes=1))
-        assert summarise(await gather(kb, run.id)).versions[1].significant_gain is None
+        summary = summarise(await gather(kb, run.id))
+        assert summary.versions[1].significant_gain is False and summary.versions_without_significant_gain == 1
         await keep_comparison(kb, run.id, _record(ids[1], ids[2], 1.14, seed=2, contended=True, minutes=2))
         line = summarise(await gather(kb, run.id)).versions[1]
-        assert line.significant_gain is True and "by bench.compare" in line.gain
+        assert line.significant_gain is True and "paired batches pooled" in line.gain
         decided = line.gain
 
         # Newer batches, one clearing and one overlapping, do not move the paired verdict.
@@ -219,3 +215,19 @@ async def test_a_compare_outlasts_a_newer_side_by_side_batch_and_a_busy_one_deci
             await batch(v2, minutes)
             line = summarise(await gather(kb, run.id)).versions[1]
             assert line.significant_gain is True and line.gain == decided
+
+
+async def test_a_remeasure_batch_keeps_paired_rounds_that_settle_a_real_version_gain(tmp_path: Path):
+    """bench.remeasure of circle_packing_26's two version bests (five runs each in one batch, in
+    rotating order) keeps the pair's rounds in the run, and they settle v2's gain: exact and
+    significant, said as timed side by side."""
+    from evoteam.report.remeasure import remeasure_run
+
+    settings = Settings(db=tmp_path / "kb.db")
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run, _ = await circle_versions(kb, settings, tmp_path)
+        await remeasure_run(settings, kb, run.id, rounds=5)
+        point, line = await _v2(kb, run.id)
+        assert point.paired_batches == 1 and line.significant_gain is True
+        assert "(exact: every run alike) over the best before it, timed side by side (a paired batch): significant" \
+            in line.gain, line.gain

@@ -13,14 +13,13 @@ from evoteam.config import SOURCE_ROOT, Settings
 from evoteam.report.data import gather
 from evoteam.report.remeasure import remeasure_run
 from evoteam.report.summary import summarise
-from evoteam.servers.bench.evaluation.core import evaluate_candidate
 from evoteam.servers.knowledge.connect import component_store
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.codehash import code_hash
 from evoteam.servers.knowledge.models import CandidateCreate, RunCreate
 from evoteam.servers.knowledge.store import Actor
 from evoteam.servers.team.core import TeamService
-from tests.report.conftest import _design, one_best_per_version
+from tests.report.conftest import _design, circle_versions, one_best_per_version
 
 CIRCLES = SOURCE_ROOT / "task_kits" / "circle_packing_26"
 
@@ -92,13 +91,7 @@ async def test_remeasure_settles_a_real_program_kits_version_gain(tmp_path: Path
     best a new best."""
     settings = Settings(db=tmp_path / "kb.db")
     async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
-        run = await kb.start_run(RunCreate(goal="circles", kit="circle_packing_26", direction="maximize"))
-        team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
-        for v, program in {1: CIRCLES / "initial_program.py", 2: CIRCLES / "examples" / "better.py"}.items():
-            await team.design_team(_design(run.id, f"diagnosis {v}", f"Role{v}"))
-            role = kb.with_actor(Actor(user="u", client="t", role=f"Role{v}", team_version=v))
-            result = await evaluate_candidate(settings, "circle_packing_26", candidate_path=str(program), store=role, run_id=run.id)
-            assert result.status == "PASSED", result.message
+        run, _ = await circle_versions(kb, settings, tmp_path)
         line = summarise(await gather(kb, run.id)).versions[1]
         assert line.significant_gain is None and "not established" in line.gain
 

@@ -61,6 +61,27 @@ def test_remeasure_cli_stores_a_set_the_report_shows(filled_db, tmp_path):
     # The rule's inputs and outputs: every finalist ranked before and after.
     assert sorted(mset["order_before"]) == sorted(mset["order_after"]) == sorted(c for c, _ in expected)
     assert "pessimistic" in mset["rule"]
+    # Every two finalists' paired rounds are kept in the run (a version gain pools them with its
+    # bests' compares): one record a pair, each workload's two rounds of B's speedup over A.
+    import sqlite3
+
+    from evoteam.servers.knowledge.comparisons import ComparisonSet
+
+    with sqlite3.connect(copy) as conn:
+        texts = [row[0] for row in conn.execute(
+            "SELECT b.data FROM artifacts a JOIN blobs b ON b.sha256 = a.sha256 WHERE a.run_id = ? AND a.kind = ?",
+            (run_id, "comparison"))]
+    (kept,) = [ComparisonSet.model_validate_json(t) for t in texts]
+    finalists = [c for c, _ in expected]
+    assert sorted((r.a_candidate_id, r.b_candidate_id) for r in kept.records) == sorted(
+        (a, b) for i, a in enumerate(finalists) for b in finalists[i + 1:])
+    with sqlite3.connect(copy) as conn:
+        (workloads,) = conn.execute("SELECT workloads FROM candidates WHERE id = ?", (finalists[0],)).fetchone()
+    names = {w["workload"] for w in json.loads(workloads)}
+    assert names
+    for r in kept.records:
+        assert r.split == "dev" and r.kind == "kernel" and set(r.samples) == names
+        assert {len(v) for v in r.samples.values()} == {2}
     page = tmp_path / "r.html"
     subprocess.run([sys.executable, "-m", "evoteam.cli", "report", run_id, "-o", str(page)], env=env, check=True,
                    capture_output=True, timeout=180)

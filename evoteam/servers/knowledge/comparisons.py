@@ -1,21 +1,29 @@
-"""``bench.compare`` of two of a run's candidates, kept in the run as an artifact with its rounds.
+"""Paired rounds of two of a run's candidates, kept in the run: what decides a version's gain.
 
 Two bests whose own intervals overlap cannot be told apart by those intervals (a kernel's keep a
 few percent for the difference between processes), but a paired batch of the two can: every round
-times both on the same inputs. The report's version gain (report/data.py) takes the verdict of
-every compare of the two bests, their rounds pooled, so what ``compare`` decided is what
-``run_report``, ``reflect`` and the stop rule read. Pooled, not the newest: a model that compares
-again until one batch reads significant would otherwise get its way one time in a few (a true
-A/A pair is significant one time in twenty per look); pooled, each compare narrows one interval.
-Like a measurement set, only the bench (a verifier) stores one.
+times both on the same inputs. ``bench.compare`` of two recorded candidates keeps its rounds, and
+``bench.remeasure`` keeps the paired rounds of every two finalists of its dev batch. The report's
+version gain (report/data.py) pools every such batch of the version's best and the best before it,
+so what they measured is what ``run_report``, ``reflect`` and the stop rule read.
+
+Pooled, not the newest: a model that compares (or re-measures) again until one batch reads
+significant, or reads "not established", would otherwise get its way one time in a few (a true A/A
+pair is significant one time in twenty per look, and a newest re-measurement re-decided every
+version at once; review 2026-12-03). Pooled, each batch narrows one interval. A busy machine's
+batches pool like the others: load widens a paired interval, it does not make a difference appear
+(A/A compares with two busy loops running: 0 of 20 significant, docs/bench.md).
+
+Like a measurement set, only the bench (a verifier) stores them.
 """
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, model_validator
 
 from evoteam import stats
 from evoteam.servers.knowledge.errors import Forbidden
@@ -28,7 +36,7 @@ PREFIX = "compare-"
 
 
 class ComparisonRecord(BaseModel):
-    """What one compare measured: its sides' ids, its verdict and the rounds behind it."""
+    """One paired batch of two candidates: its sides' ids, its verdict and the rounds behind it."""
 
     a_candidate_id: str
     b_candidate_id: str
@@ -46,8 +54,25 @@ class ComparisonRecord(BaseModel):
     samples: dict[str, list[float]]
     ranges: dict[str, tuple[list[float], list[float]]] | None = None
 
+    @model_validator(mode="after")
+    def _usable(self) -> ComparisonRecord:
+        # Checked here so a record the report cannot pool is skipped like one of another format,
+        # never a crash of run_report (a verifier token or a trusted import could store one).
+        if self.kind == "program" and (set(self.samples) != {"a", "b"} or not all(self.samples.values())):
+            raise ValueError("a program's record holds both sides' scores")
+        values = [x for xs in self.samples.values() for x in xs]
+        if not values or not all(math.isfinite(x) for x in values):
+            raise ValueError("no rounds, or a round that is not a number")
+        if self.kind == "kernel":
+            for w, ratios in self.samples.items():
+                lows, highs = (self.ranges or {}).get(w, (ratios, ratios))
+                if not ratios or len(lows) != len(ratios) or len(highs) != len(ratios) or \
+                        not all(x > 0 and math.isfinite(x) for x in [*ratios, *lows, *highs]):
+                    raise ValueError(f"workload {w}: ratios must be positive, with a range for each round")
+        return self
+
     def turned(self, own_id: str) -> ComparisonRecord:
-        """The same compare with ``own_id`` as its B side (the gain reads as own over the other)."""
+        """The same batch with ``own_id`` as its B side (the gain reads as own over the other)."""
         if own_id == self.b_candidate_id:
             return self
         lo, hi = self.interval
@@ -62,29 +87,50 @@ class ComparisonRecord(BaseModel):
                     for w, (lows, highs) in (self.ranges or {}).items()} or None))
 
 
-class PairedVerdict(BaseModel):
-    """Every compare of two candidates pooled, read as B (``own``) over or minus A."""
+class ComparisonSet(BaseModel):
+    """What one artifact of kind ``comparison`` holds: a compare's one record, or a re-measurement
+    batch's record for every two of its finalists."""
 
+    records: list[ComparisonRecord]
+
+
+def record_of(a_id: str, b_id: str, *, kit: str, split: str, kind: str, direction: str, samples: dict,
+              ranges: dict | None, contended: bool, measured_at: datetime) -> ComparisonRecord:
+    """A record from one batch's paired rounds of A and B, its verdict computed as compare does."""
+    est = _estimate(kind, samples, ranges)
+    return ComparisonRecord(a_candidate_id=a_id, b_candidate_id=b_id, kit=kit, split=split, kind=kind,
+                            direction=direction, b_over_a=est.value, interval=[est.lo, est.hi],
+                            significant=stats.significant(est, kind), contended=contended, measured_at=measured_at,
+                            samples=samples, ranges=ranges)
+
+
+def _estimate(kind: str, samples: dict, ranges: dict | None) -> stats.Estimate:
+    if kind == "program":
+        return stats.contrast_estimate({"program": samples["a"]}, {"program": samples["b"]}, "program")
+    return stats.censored_score_estimate(samples, ranges, "kernel")
+
+
+class PairedVerdict(BaseModel):
+    """Every paired batch of two candidates pooled, read as B (``own``) over or minus A."""
+
+    kind: Literal["kernel", "program"]
     estimate: list[float]  # value, lo, hi
     coverage: float
     significant: bool
-    compares: int
+    batches: int
     contended: bool
+    left_out: int = 0  # batches on other workloads than the newest (a kit that changed)
 
     @property
     def decides(self) -> bool:
-        """A full 95% interval; on a busy machine only a difference (load widens a paired interval,
-        it does not make a difference appear: A/A compares with two busy loops were significant 0
-        times in 20, docs/bench.md; but a wider interval can hide one)."""
-        return self.coverage >= stats.CONFIDENCE - 1e-9 and (self.significant or not self.contended)
+        """A full 95% interval (fewer rounds give less: they decide nothing)."""
+        return self.coverage >= stats.CONFIDENCE - 1e-9
 
 
 def _pooled(records: list[ComparisonRecord]) -> stats.Estimate:
-    kind = records[0].kind
-    if kind == "program":
-        a = [x for r in records for x in r.samples["a"]]
-        b = [x for r in records for x in r.samples["b"]]
-        return stats.contrast_estimate({"program": a}, {"program": b}, "program")
+    if records[0].kind == "program":
+        return _estimate("program", {side: [x for r in records for x in r.samples[side]] for side in ("a", "b")},
+                         None)
     samples: dict[str, list[float]] = {}
     ranges: dict[str, tuple[list[float], list[float]]] = {}
     for r in records:
@@ -93,58 +139,58 @@ def _pooled(records: list[ComparisonRecord]) -> stats.Estimate:
             lows, highs = (r.ranges or {}).get(w, (ratios, ratios))
             ranges.setdefault(w, ([], []))[0].extend(lows)
             ranges[w][1].extend(highs)
-    return stats.censored_score_estimate(samples, ranges, "kernel")
+    return _estimate("kernel", samples, ranges)
 
 
 def paired_verdict(records: list[ComparisonRecord], before_id: str, own_id: str) -> PairedVerdict | None:
-    """The compares of these two (in either order) pooled: the quiet ones decide either way; all
-    of them, busy ones too, decide a difference. None when there is none."""
-    pair = [r.turned(own_id) for r in records if {r.a_candidate_id, r.b_candidate_id} == {before_id, own_id}]
-    if not pair or len({(r.kind, frozenset(r.samples)) for r in pair}) != 1:
-        return None  # none, or measured on other workloads (a kit changed): not one contrast
-    kind = pair[0].kind
-
-    def verdict(group: list[ComparisonRecord]) -> PairedVerdict:
-        est = _pooled(group)
-        return PairedVerdict(estimate=[est.value, est.lo, est.hi], coverage=est.coverage,
-                             significant=stats.significant(est, kind), compares=len(group),
-                             contended=any(r.contended for r in group))
-
-    every = verdict(pair)
-    quiet = [r for r in pair if not r.contended]
-    if every.decides or not quiet or len(quiet) == len(pair):
-        return every
-    calm = verdict(quiet)
-    return calm if calm.decides else every
+    """The paired batches of these two (in either order), pooled; None when there is none. Only
+    those of the newest batch's kit and workloads pool (a kit that changed measures another
+    contrast); how many were left out is said."""
+    pair = sorted((r.turned(own_id) for r in records if {r.a_candidate_id, r.b_candidate_id} == {before_id, own_id}),
+                  key=lambda r: r.measured_at)
+    if not pair:
+        return None
+    newest = pair[-1]
+    same = [r for r in pair if (r.kit, r.kind, set(r.samples)) == (newest.kit, newest.kind, set(newest.samples))]
+    est = _pooled(same)
+    return PairedVerdict(kind=newest.kind, estimate=[est.value, est.lo, est.hi], coverage=est.coverage,
+                         significant=stats.significant(est, newest.kind), batches=len(same),
+                         contended=any(r.contended for r in same), left_out=len(pair) - len(same))
 
 
-def _name(record: ComparisonRecord) -> str:
-    return (f"{PREFIX}{record.split}-{record.a_candidate_id}-{record.b_candidate_id}-"
-            f"{record.measured_at:%Y%m%dT%H%M%S%f}.json")
+def _name(tag: str, split: str, at: datetime) -> str:
+    return f"{PREFIX}{split}-{tag}-{at:%Y%m%dT%H%M%S%f}.json"
 
 
-async def keep_comparison(store: KnowledgeStore, run_id: str, record: ComparisonRecord) -> str | None:
-    """Store ``record`` in ``run_id`` as the bench; None when stored, else why not (a shared
-    server's token that is not a verifier's)."""
+async def keep_comparisons(store: KnowledgeStore, run_id: str, records: list[ComparisonRecord], tag: str) -> str | None:
+    """Store ``records`` (one split) in ``run_id`` as the bench; None when stored, else why not (a
+    shared server's token that is not a verifier's)."""
+    if not records:
+        return None
     bench = store.with_actor(store.actor.model_copy(update={"verifier": True}))
     try:
-        await bench.put_artifact(ArtifactCreate(run_id=run_id, kind=COMPARISON, name=_name(record),
-                                                text=record.model_dump_json()))
+        await bench.put_artifact(ArtifactCreate(run_id=run_id, kind=COMPARISON,
+                                                name=_name(tag, records[0].split, records[0].measured_at),
+                                                text=ComparisonSet(records=records).model_dump_json()))
     except Forbidden as exc:
         return str(exc)
     return None
 
 
+async def keep_comparison(store: KnowledgeStore, run_id: str, record: ComparisonRecord) -> str | None:
+    """One compare's record (keep_comparisons)."""
+    return await keep_comparisons(store, run_id, [record], f"{record.a_candidate_id}-{record.b_candidate_id}")
+
+
 async def dev_comparisons(store: KnowledgeStore, run_id: str, kit: str | None) -> list[ComparisonRecord]:
-    """The run's stored compares on the dev split of the run's kit."""
+    """The run's stored paired batches on the dev split (of the run's kit, where it names one)."""
     found = []
     for info in await all_artifacts(store, run_id, COMPARISON):
         if not info.name.startswith(f"{PREFIX}dev-"):
             continue
         try:
-            record = ComparisonRecord.model_validate_json((await store.get_artifact(info.id)).text or "{}")
+            kept = ComparisonSet.model_validate_json((await store.get_artifact(info.id)).text or "{}")
         except ValidationError:
-            continue  # stored by another version of this module: compare again to get one the report reads
-        if record.split == "dev" and (kit is None or record.kit == kit):
-            found.append(record)
+            continue  # stored by another version of this module, or unusable: it decides nothing
+        found += [r for r in kept.records if r.split == "dev" and (kit is None or r.kit == kit)]
     return found

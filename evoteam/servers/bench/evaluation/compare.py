@@ -37,7 +37,7 @@ from evoteam.servers.bench.formats.kits import find_kit
 from evoteam.servers.bench.models import BASELINE_ID, ComparedSide, Comparison, Evaluation, Split, WorkloadComparison
 from evoteam.servers.bench.measurement.machine import contention_line
 from evoteam.servers.bench.measurement.session import SideSpec
-from evoteam.servers.knowledge.comparisons import ComparisonRecord, keep_comparison
+from evoteam.servers.knowledge.comparisons import keep_comparison, record_of
 from evoteam.servers.knowledge.store import KnowledgeStore
 
 MESSAGE_LIMIT = 300
@@ -153,15 +153,15 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
                     "; measured on a busy machine (contended): its wider interval can hide a difference, compare "
                     "again when it is quiet")
     if est is not None and store is not None:
-        verdict += await _keep(store, the_kit, a, b, split, est, kind, contended, samples, ranges)
+        verdict += await _keep(store, the_kit, a, b, split, kind, contended, samples, ranges)
     return Comparison(kit=the_kit.name, split=split, a=_brief(ea), b=_brief(eb),
                       b_speedup_over_a=est.value if est else None, interval=[est.lo, est.hi] if est else None,
                       significant=bool(est and stats.significant(est, kind)), rounds=n_rounds, workloads=rows,
                       verdict=verdict, contended=contended)
 
 
-async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, est: stats.Estimate, kind: str,
-                contended: bool, samples: dict, ranges: dict | None) -> str:
+async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, kind: str, contended: bool,
+                samples: dict, ranges: dict | None) -> str:
     """Keep the verdict and its rounds in the run both sides belong to; what the verdict adds
     about it."""
     ids = [side.get("candidate_id") for side in (a, b)]
@@ -173,17 +173,15 @@ async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, est: s
     run = await store.get_run(first.run_id)
     if run.kit is not None and run.kit != kit.name:
         return ""
-    record = ComparisonRecord(a_candidate_id=first.id, b_candidate_id=second.id, kit=kit.name, split=split,
-                              kind=kind, direction=kit.manifest.direction, b_over_a=est.value, interval=[est.lo, est.hi],
-                              significant=stats.significant(est, kind), contended=contended,
-                              measured_at=datetime.now(UTC), samples=samples, ranges=ranges)
+    record = record_of(first.id, second.id, kit=kit.name, split=split, kind=kind, direction=kit.manifest.direction,
+                       samples=samples, ranges=ranges, contended=contended, measured_at=datetime.now(UTC))
     refused = await keep_comparison(store, run.id, record)
     if refused:
         return f"; not kept in run {run.id}: {refused}"
     if split != "dev":
         return ""
-    return (f"; kept in run {run.id}: a version gain between these two reads every compare of them, their "
-            "rounds pooled")
+    return (f"; kept in run {run.id}: a version gain between these two pools the paired rounds of every compare "
+            "(and re-measurement) of them")
 
 
 async def _program_contrast(settings, kit, cands, split, progress, repeats):
