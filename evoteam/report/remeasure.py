@@ -45,9 +45,10 @@ from evoteam.servers.knowledge.verified import MEASUREMENT_SET, ranks
 KIND = MEASUREMENT_SET
 BASELINE = BASELINE_ID  # the kit's baseline in a set's entries
 COPY = "baseline_copy"  # the side that times the copy of the baseline (an A/A check)
-RULE = ("finalists ordered by the pessimistic end of their score's 95% interval, before the batch (as recorded) "
-        "and after it (pooled with the new rounds); two whose order reversed have changed when their intervals "
-        "were apart before or are apart after (overlapping both times, a swap is noise)")
+RULE = ("finalists ordered by the pessimistic end of their rounds' own 95% interval (the one shown can be wider "
+        "where rounds were below the timer's resolution), before the batch (as recorded) and after it (pooled "
+        "with the new rounds); two whose order reversed have changed when their intervals were apart before or "
+        "are apart after (overlapping both times, a swap is noise)")
 
 
 class Remeasured(BaseModel):

@@ -231,3 +231,21 @@ async def test_a_remeasure_batch_keeps_paired_rounds_that_settle_a_real_version_
         assert point.paired_batches == 1 and line.significant_gain is True
         assert "(exact: every run alike) over the best before it, timed side by side (a paired batch): significant" \
             in line.gain, line.gain
+
+
+async def test_paired_rounds_over_the_stores_limit_are_not_kept_and_nothing_fails(tmp_path: Path):
+    """A re-measurement keeps every two finalists' rounds in one artifact; on a store whose
+    artifact limit that exceeds, the rounds are not kept and the call says why, never fails
+    after the measuring is done. Resolved rounds keep no ranges (half the size)."""
+    from evoteam.servers.knowledge.comparisons import keep_comparisons, record_of
+
+    big = record_of("a", "b", kit="k", split="dev", kind="kernel", direction="maximize",
+                    samples={f"w{i}": [1.0 + j / 1000 for j in range(100)] for i in range(20)},
+                    ranges={f"w{i}": ([1.0 + j / 1000 for j in range(100)],) * 2 for i in range(20)},
+                    contended=False, measured_at=datetime.now(UTC))
+    assert big.ranges is None
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t"), max_artifact_bytes=10_000) as kb:
+        run = await kb.start_run(RunCreate(goal="g", kit="k"))
+        why = await keep_comparisons(kb, run.id, [big], "remeasure")
+        assert why and "limit" in why
+        assert not (await kb.list_artifacts(run.id, kind="comparison")).items

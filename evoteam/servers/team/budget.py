@@ -55,7 +55,11 @@ async def budget_report(team: TeamStore, kb: KnowledgeStore, run_id: str) -> Bud
     exhausted = spend.left_usd is not None and spend.left_usd <= 0
     run = await team.run(run_id)
     recorded, note = True, None
-    if costs_unrecorded(len(spend.lines), bool(run.candidates or run.current_version)):
+    has_work = bool(run.candidates or run.current_version)
+    if not spend.lines and not has_work:  # nothing to tell yet: "recorded" alone read as hooks at work
+        note = ("no cost recorded yet: the evoteam hooks record each session's spend; where none run, "
+                "costs_recorded turns false once the run has candidates or a team")
+    if costs_unrecorded(len(spend.lines), has_work):
         done = await finished_versions(team, run)
         recorded, note = False, unrecorded_note(done)
         exhausted = exhausted or done >= VERSIONS_WITHOUT_COSTS
