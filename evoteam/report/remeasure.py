@@ -37,7 +37,7 @@ from evoteam.servers.knowledge.measurements import rank_of, ranking_of
 from evoteam.servers.knowledge.models import ArtifactCreate, Candidate, CandidateSummary
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.report.listing import all_candidates
-from evoteam.servers.knowledge.errors import Forbidden
+from evoteam.servers.knowledge.errors import Forbidden, TooLarge
 from evoteam.servers.knowledge.comparisons import keep_comparisons, record_of
 from evoteam.servers.knowledge.listing import all_artifacts
 from evoteam.servers.knowledge.verified import MEASUREMENT_SET, ranks
@@ -261,9 +261,9 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
         from evoteam.servers.bench.formats.kits import heldout_choice
 
         heldout_set = heldout_choice(settings, kit).set_id
-    contended = False
+    contended, unkept = False, []
     for attempt in range(FINALIST_PASSES if "dev" in splits else 0):
-        contended = await _batch(settings, store, kit, run, entries, codes, "dev", rounds, pooled, progress)
+        contended = await _batch(settings, store, kit, run, entries, codes, "dev", rounds, pooled, progress, unkept)
         if candidate_ids or not pooled or attempt == FINALIST_PASSES - 1:
             break
         # Pooling moved ranks: a finalist not measured may now be a version's best (module docstring).
@@ -288,6 +288,8 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
                               f"method {TIMING_METHOD}; docs/bench.md, Rounds): the recorded scores and these rounds "
                               "are not comparable, so the new rounds were not pooled into the finalists; compare the "
                               "finalists by this batch's scores (now), and start a new run to go on"))
+    if unkept:  # the rounds still pooled into the candidates; only the version gains cannot use them
+        mset.note = " ".join(filter(None, [mset.note, f"the finalists' paired rounds were not kept: {unkept[-1]}"]))
     judge(mset)
     # Stored as the bench (in process it holds the verifier capability; over a shared server the
     # token decides): a set decides team versions' gains on a busy machine (report/data.py).
@@ -296,7 +298,7 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
         await bench.put_artifact(ArtifactCreate(run_id=run_id, kind=KIND,
                                                 name=f"remeasure-{mset.measured_at:%Y%m%dT%H%M%S}.json",
                                                 text=mset.model_dump_json(indent=2)))
-    except Forbidden as exc:  # a shared server's token that is not a verifier's; any other failure is raised
+    except (Forbidden, TooLarge) as exc:  # a token that is not a verifier's, a tiny limit; any other failure is raised
         mset.note = " ".join(filter(None, [mset.note, f"not stored in the run: {exc}"]))
     return mset
 
@@ -309,9 +311,10 @@ def _entry(c: Candidate) -> Remeasured:
 
 async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: list[Remeasured],
                  codes: dict[str, str], split: str, rounds: int, pooled: bool,
-                 progress: Callable[[str], None] | None) -> bool:
+                 progress: Callable[[str], None] | None, unkept: list[str] | None = None) -> bool:
     """Every entry measured in one batch on ``split``, its new rounds pooled into its candidate
-    (``pooled``); whether the machine was contended."""
+    (``pooled``); whether the machine was contended. Why the paired rounds were not kept goes to
+    ``unkept``."""
     from evoteam.servers.bench.evaluation.core import record_evaluation
 
     results, paired = await _measure(settings, kit, codes, split, rounds, progress)
@@ -337,12 +340,14 @@ async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: l
                     ranked_by_store = True
         if split == "dev" and not ranked_by_store:  # nothing pooled: this batch's rounds alone
             e.rank_score_after = rank_of(r.samples, r.sample_ranges, run.direction)
-    if split == "dev":
-        await _keep_pairs(store, kit, run, results, paired, contended)
+    if split == "dev" and (why := await _keep_pairs(store, kit, run, results, paired, contended)):
+        if unkept is not None:
+            unkept.append(why)
     return contended
 
 
-async def _keep_pairs(store: KnowledgeStore, kit, run, results: dict, paired: dict | None, contended: bool) -> None:
+async def _keep_pairs(store: KnowledgeStore, kit, run, results: dict, paired: dict | None,
+                      contended: bool) -> str | None:
     """Every two passing finalists' paired rounds of this batch, kept in the run: a version gain
     pools them with its bests' compares (knowledge/comparisons.py), so a batch decides no version
     alone and a newer one cannot flip it."""
@@ -360,7 +365,7 @@ async def _keep_pairs(store: KnowledgeStore, kit, run, results: dict, paired: di
             records.append(record_of(a, b, kit=kit.name, split="dev", kind=kit.manifest.kind,
                                      direction=run.direction, samples=samples, ranges=ranges, contended=contended,
                                      measured_at=at))
-    await keep_comparisons(store, run.id, records, "remeasure")  # refused: the set says so (remeasure_run)
+    return await keep_comparisons(store, run.id, records, "remeasure")
 
 
 async def _measure(settings: Settings, kit, codes: dict[str, str], split: str, rounds: int,
