@@ -16,7 +16,7 @@ from evoteam.servers.knowledge.models import Run, WorkloadResult
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.verified import ranks
 from evoteam.report.listing import all_candidates
-from evoteam.report.remeasure import MeasurementSet, latest_measurement_set
+from evoteam.report.remeasure import MeasurementSet, apart_by_pairs, latest_measurement_set
 from evoteam.servers.knowledge.comparisons import ComparisonRecord, dev_comparisons, paired_verdict
 from evoteam.servers.retrieval.models import RetrievalSeries
 
@@ -270,8 +270,11 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
     report.retrieval = await retrieval.report_series(run_id)
     report.remeasured = await latest_measurement_set(store, run_id)
     _decide_side_by_side(report)
-    if any(v.best_before_id for v in versions):
-        _decide_by_compare(report, await dev_comparisons(store, run_id, run.kit))
+    if any(v.best_before_id for v in versions) or report.remeasured:
+        records = await dev_comparisons(store, run_id, run.kit)
+        _decide_by_compare(report, records)
+        if report.remeasured:  # compares made after the set count too
+            apart_by_pairs(report.remeasured, records)
     return report
 
 

@@ -38,7 +38,7 @@ from evoteam.servers.knowledge.models import ArtifactCreate, Candidate, Candidat
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.report.listing import all_candidates
 from evoteam.servers.knowledge.errors import Forbidden, TooLarge
-from evoteam.servers.knowledge.comparisons import keep_comparisons, record_of
+from evoteam.servers.knowledge.comparisons import dev_comparisons, keep_comparisons, paired_verdict, record_of
 from evoteam.servers.knowledge.listing import all_artifacts
 from evoteam.servers.knowledge.verified import MEASUREMENT_SET, ranks
 
@@ -48,7 +48,8 @@ COPY = "baseline_copy"  # the side that times the copy of the baseline (an A/A c
 RULE = ("finalists ordered by the pessimistic end of their rounds' own 95% interval (the one shown can be wider "
         "where rounds were below the timer's resolution), before the batch (as recorded) and after it (pooled "
         "with the new rounds); two whose order reversed have changed when their intervals were apart before or "
-        "are apart after (overlapping both times, a swap is noise)")
+        "are apart after (overlapping both times, a swap is noise); within noise of the top: an interval "
+        "overlapping the top's, unless the two's paired rounds (this batch's and compares', pooled) tell them apart")
 
 
 class Remeasured(BaseModel):
@@ -134,6 +135,18 @@ def judge(mset: MeasurementSet) -> None:
         t_lo, t_hi = (top.pooled_interval or top.score_interval or [top.score, top.score])
         mset.within_noise_of_top = [e.candidate_id for e in after[1:]
                                     if (iv := e.pooled_interval or e.score_interval) and iv[0] <= t_hi and iv[1] >= t_lo]
+
+
+def apart_by_pairs(mset: MeasurementSet, records: list) -> None:
+    """Leave out of ``within_noise_of_top`` a finalist that the paired rounds of it and the top
+    (this batch's and every compare's, pooled) tell apart: two unpaired intervals overlapped where
+    the run's version gain, from the same rounds paired, read significant (model-play,
+    2026-12-03)."""
+    if not mset.order_after:
+        return
+    top = mset.order_after[0]
+    mset.within_noise_of_top = [c for c in mset.within_noise_of_top
+                                if not ((v := paired_verdict(records, c, top)) and v.decides and v.significant)]
 
 
 def _after(e: Remeasured) -> list[float] | None:
@@ -291,6 +304,7 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
     if unkept:  # the rounds still pooled into the candidates; only the version gains cannot use them
         mset.note = " ".join(filter(None, [mset.note, f"the finalists' paired rounds were not kept: {unkept[-1]}"]))
     judge(mset)
+    apart_by_pairs(mset, await dev_comparisons(store, run_id, kit.name))
     # Stored as the bench (in process it holds the verifier capability; over a shared server the
     # token decides): a set decides team versions' gains on a busy machine (report/data.py).
     bench = store.with_actor(store.actor.model_copy(update={"verifier": True}))

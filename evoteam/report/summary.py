@@ -52,8 +52,8 @@ class RunSummary(BaseModel):
                                          description="finalists whose place in the order by pessimistic bound the "
                                                      "newest re-measurement moved (`bench.remeasure`'s rule)")
     remeasure_within_noise_of_top: list[str] = Field(default_factory=list,
-                                                     description="finalists whose re-measured interval overlaps "
-                                                                 "the top one's: not established as worse")
+                                                     description="finalists the newest remeasure could not tell "
+                                                                 "from its top, still the run's best")
     report_command: str
 
 
@@ -91,15 +91,14 @@ def gain_text(v: VersionPoint) -> str | None:
     if v.overlap and v.significant is None and not v.contended:
         # A kernel kit's intervals keep a few percent for the process-to-process difference, so more
         # rounds cannot part two bests less than ~6% apart; one paired batch of the two can decide.
-        how = ("bench.compare the two bests: its paired verdict decides, here too"
-               if v.gain_is_ratio
+        how = (f"{_compare_call(v)}: its paired verdict decides" if v.gain_is_ratio
                else "bench.remeasure both: more runs narrow them")
         return (f"{shown} over the best before it: not established, the gain's interval excludes no change but "
                 f"the two bests' intervals overlap ({how})")
     if v.contended and v.side_by_side:
         if v.significant is None:  # two batch intervals, each keeping the difference between processes
             return (f"{shown} over the best before it side by side (bench.remeasure): not established, the "
-                    "batch's intervals overlap (bench.compare the two bests: its paired verdict decides, here too)")
+                    f"batch's intervals overlap ({_compare_call(v)}: its paired verdict decides)")
         if v.significant is False and not v.worse:
             return f"{shown} over the best before it side by side (bench.remeasure): no gain"
         return f"{shown} over the best before it side by side (bench.remeasure): {verdict}"
@@ -109,6 +108,12 @@ def gain_text(v: VersionPoint) -> str | None:
     if v.contended:  # reads worse, or no better, on a busy machine: no gain, and no more than that known
         return f"{shown} over the best before it: no gain (measured on a contended machine)"
     return f"{shown} over the best before it: {verdict}"
+
+
+def _compare_call(v: VersionPoint) -> str:
+    """The compare that settles the gain, with the two ids: "the two bests" read as the version's
+    and the previous version's, where the best before it was another's (model-play 2026-12-03)."""
+    return f"bench.compare a_candidate_id={v.best_before_id} b_candidate_id={v.best_candidate_id}"
 
 
 def version_line(v: VersionPoint, direction: str) -> VersionLine:
@@ -149,10 +154,19 @@ def summarise(report: RunReport, max_versions: int = 30) -> RunSummary:
         gate_decisions=decisions, repeated_url_rate=report.retrieval.repeated_url_rate,
         spearman_predicted_vs_realised=report.retrieval.spearman,
         remeasure_changed=list(report.remeasured.changed) if report.remeasured else [],
-        remeasure_within_noise_of_top=list(report.remeasured.within_noise_of_top) if report.remeasured else [],
+        remeasure_within_noise_of_top=_within_noise_of_top(report),
         costs=unrecorded_note() if costs_unrecorded(len(report.spend_by_role), bool(report.candidates or report.versions))
         else None,
         report_command=f"evoteam report {run.id} -o report-{run.id}.html")
+
+
+def _within_noise_of_top(report: RunReport) -> list[str]:
+    """The newest re-measurement's finalists within noise of its top, while that top is still the
+    run's best (after, the list spoke of another top: a model read it as a tie with the new one)."""
+    mset = report.remeasured
+    if mset is None or mset.order_after[:1] != [report.best_candidate_id]:
+        return []
+    return list(mset.within_noise_of_top)
 
 
 async def summarise_run(store: KnowledgeStore, run_id: str) -> RunSummary:

@@ -4,6 +4,7 @@ it, so what the model was sent to find out is what the stop rule counts."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -54,7 +55,7 @@ async def test_a_kept_compare_decides_a_kernel_gain_the_bests_intervals_leave_op
         run = await one_best_per_version(kb, tmp_path, {v: (c, rounds(c, v)) for v, c in {1: 4.0, 2: 4.35}.items()})
         point, line = await _v2(kb, run.id)
         before, own = point.best_before_id, point.best_candidate_id
-        assert line.significant_gain is None and "bench.compare the two bests" in line.gain
+        assert line.significant_gain is None and f"bench.compare a_candidate_id={before} b_candidate_id={own}" in line.gain
 
         # Only the bench keeps a comparison: an agent cannot write the verdict it wants.
         with pytest.raises(Forbidden, match="bench.compare"):
@@ -260,3 +261,51 @@ async def test_a_remeasure_whose_rounds_the_store_cannot_keep_says_so_and_still_
         mset = await remeasure_run(settings, kb, run.id, rounds=2)
         assert "paired rounds were not kept" in mset.note and "not stored in the run" in mset.note
         assert {e.n_measurements for e in mset.entries} == {2}  # pooled into both candidates all the same
+
+
+def test_a_kept_record_reads_back_as_the_interval_compare_showed():
+    """The bootstrap is seeded from the values: rounds kept cut to 7 digits gave a kept interval
+    off the one compare showed (1.12–1.26 against 1.12–1.25), enough to flip a verdict near 1."""
+    rng = random.Random(7)
+    samples = {w: [1.19 * (1 + rng.gauss(0, 0.05)) for _ in range(30)] for w in ("w1", "w2", "w3")}
+    ranges = {w: (list(rs), list(rs)) for w, rs in samples.items()}
+    shown = stats.censored_score_estimate(samples, ranges, "kernel")  # what compare computes and shows
+    from evoteam.servers.knowledge.comparisons import record_of
+
+    kept = ComparisonRecord.model_validate_json(record_of(
+        "a", "b", kit="k", split="dev", kind="kernel", direction="maximize", samples=samples, ranges=ranges,
+        contended=False, measured_at=datetime.now(UTC)).model_dump_json())
+    assert paired_verdict([kept], "a", "b").estimate == [shown.value, shown.lo, shown.hi]
+
+
+async def test_within_noise_of_top_heeds_the_paired_rounds_and_is_dropped_once_the_top_is_not_the_best(tmp_path):
+    """remeasure listed a finalist within noise of its top by two unpaired intervals while the run's
+    gain between them, from the same batch's paired rounds, read significant; and run_report kept
+    echoing a set's list after another candidate became the best."""
+    from evoteam.report.remeasure import MeasurementSet, Remeasured, apart_by_pairs
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await one_best_per_version(kb, tmp_path, {v: (c, rounds(c, v)) for v, c in {1: 4.0, 2: 4.35}.items()})
+        point, _ = await _v2(kb, run.id)
+        before, own = point.best_before_id, point.best_candidate_id
+
+        def mset(order: list[str]) -> MeasurementSet:
+            return MeasurementSet(run_id=run.id, kit="k", measured_at=datetime.now(UTC), rounds=10, splits=["dev"],
+                                  entries=[Remeasured(candidate_id=c) for c in order], order_after=order,
+                                  within_noise_of_top=order[1:])
+
+        tie = mset([own, before])
+        apart_by_pairs(tie, [_record(before, own, 1.0)])
+        assert tie.within_noise_of_top == [before]  # paired, still a tie
+        told = mset([own, before])
+        apart_by_pairs(told, [_record(before, own, 1.09)])
+        assert told.within_noise_of_top == []  # paired, told apart
+
+        bench = kb.with_actor(Actor(user="u", client="t", verifier=True))
+        for order in ([own, before], [before, own]):
+            await bench.put_artifact(ArtifactCreate(run_id=run.id, kind="measurement_set", name=f"set-{order[0]}.json",
+                                                    text=mset(order).model_dump_json()))
+            summary = summarise(await gather(kb, run.id))
+            # The run's best is v2's (own): the set whose top it is speaks; the other's list is stale.
+            assert summary.remeasure_within_noise_of_top == ([before] if order[0] == own else [])
+            await asyncio.sleep(0.01)

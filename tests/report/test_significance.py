@@ -135,7 +135,7 @@ async def test_a_gain_measured_on_a_busy_machine_is_settled_side_by_side(tmp_pat
         # percent apart: a gain that reads better is not established (nor a stall) until the
         # paired compare of the two decides it.
         assert line.significant_gain is None and "side by side" in line.gain and "not established" in line.gain
-        assert "bench.compare the two bests" in line.gain
+        assert f"bench.compare a_candidate_id={ids[1]} b_candidate_id={ids[2]}" in line.gain
         await asyncio.sleep(0.01)  # the newest set decides
         await remeasured(bench, {1: (4.0, [3.8, 4.2]), 2: (3.95, [3.7, 4.2])})  # side by side: reads no better
         line = summarise(await gather(kb, run.id)).versions[1]
@@ -225,5 +225,6 @@ async def test_a_version_gain_is_significant_only_where_its_best_clears_the_one_
         assert "not established" in lines[2].gain and "intervals overlap" in lines[2].gain
         # More rounds cannot part kernel bests this close (each interval keeps the process-to-process
         # difference): the text sends the model to the paired comparison that can.
-        assert "bench.compare the two bests" in lines[2].gain
+        # It names the two: "the two bests" read as this version's and the previous version's.
+        assert f"bench.compare a_candidate_id={v2.best_before_id} b_candidate_id={v2.best_candidate_id}" in lines[2].gain
         assert lines[3].significant_gain is True

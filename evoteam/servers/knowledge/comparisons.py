@@ -97,22 +97,17 @@ class ComparisonSet(BaseModel):
 def record_of(a_id: str, b_id: str, *, kit: str, split: str, kind: str, direction: str, samples: dict,
               ranges: dict | None, contended: bool, measured_at: datetime) -> ComparisonRecord:
     """A record from one batch's paired rounds of A and B, its verdict computed as compare does.
-    Kept compactly (a re-measurement keeps every two finalists'): a kernel's ratios to 7
-    significant digits (a program's scores whole: their difference is read to 6), a workload's
-    ranges only where some round's time was unresolved (its ranges differ)."""
-    if kind == "kernel":
-        samples = {k: [_short(x) for x in xs] for k, xs in samples.items()}
-    ranges = {w: ([_short(x) for x in lows], [_short(x) for x in highs]) for w, (lows, highs) in (ranges or {}).items()
+    Kept whole (the bootstrap is seeded from the values: ratios cut to 7 digits moved a compare's
+    kept interval off the one it showed; model-play 2026-12-03), a workload's ranges only where
+    some round's time was unresolved (its ranges differ): a re-measurement keeps every two
+    finalists'."""
+    ranges = {w: (list(lows), list(highs)) for w, (lows, highs) in (ranges or {}).items()
               if list(lows) != list(highs)} or None
     est = _estimate(kind, samples, ranges)
     return ComparisonRecord(a_candidate_id=a_id, b_candidate_id=b_id, kit=kit, split=split, kind=kind,
                             direction=direction, b_over_a=est.value, interval=[est.lo, est.hi],
                             significant=stats.significant(est, kind), contended=contended, measured_at=measured_at,
                             samples=samples, ranges=ranges)
-
-
-def _short(x: float) -> float:
-    return float(f"{x:.7g}")
 
 
 def _estimate(kind: str, samples: dict, ranges: dict | None) -> stats.Estimate:
