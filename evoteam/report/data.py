@@ -75,14 +75,15 @@ class VersionPoint(BaseModel):
                         "change: the version's best is worse than the best before it, beyond noise")
     gain_note: str | None = None  # why there is no gain to show where both bests exist
     best_before_id: str | None = None
-    side_by_side: bool = Field(default=False, description="the gain is from a re-measurement that timed both "
-                               "bests in one batch")
+    side_by_side: bool = Field(default=False, description="the gain is from a re-measurement's two batch "
+                               "intervals of the bests (paired rounds, where kept, decide over them)")
     few_runs: bool = Field(default=False, description="the two bests have too few runs (or rounds) for a 95% "
                            "interval of the gain (a program run once each): a gain that reads better is "
                            "undecided (significant None) until bench.remeasure has run both often enough")
     overlap: bool = Field(default=False, description="the gain's 95% interval excludes no change but the two "
                           "bests' intervals overlap: undecided (significant None) until more rounds narrow them")
     gain_exact: bool = Field(default=False, description="every run of both bests alike: the gain is exact")
+    paired_busy: bool = Field(default=False, description="some of those paired batches ran on a busy machine")
     paired_batches: int = Field(default=0, description="the paired batches of the two bests (bench.compare, "
                                 "bench.remeasure) whose pooled rounds decide the gain (0: none decides it)")
     contended: bool = Field(default=False, description="one of the two bests was measured on a contended "
@@ -279,10 +280,11 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
 
 
 def _decide_side_by_side(report: RunReport) -> None:
-    """A gain whose bests were measured on a contended machine is decided by the newest
-    re-measurement, where it timed both in one batch (side by side a busy machine touches both
-    alike): the gain is theirs there, significant when the version's best's interval there
-    clears the other's. Only a set the bench wrote counts (knowledge: a verifier's artifact)."""
+    """A gain whose bests were measured on a contended machine, by the newest re-measurement's two
+    batch intervals where it timed both (side by side a busy machine touches both alike):
+    significant where the version's best's clears the other's, worse the other way round, no gain
+    where it reads no better, else not established. Paired rounds of the two, where kept, decide
+    over this (_decide_by_compare). Only a set the bench wrote counts (a verifier's artifact)."""
     mset = report.remeasured
     batch = {e.candidate_id: e for e in (mset.entries if mset else [])
              if e.status == "PASSED" and e.score is not None and e.score_interval}
@@ -323,4 +325,5 @@ def _decide_by_compare(report: RunReport, records: list[ComparisonRecord]) -> No
         better = v.gain > stats.no_effect(found.kind) if up else v.gain < stats.no_effect(found.kind)
         v.significant = found.significant and better
         v.worse = found.significant and not better
-        v.gain_exact, v.paired_batches = found.coverage == 1.0 and lo == hi, found.batches
+        v.gain_exact, v.paired_batches, v.paired_busy = found.coverage == 1.0 and lo == hi, found.batches, found.contended
+        v.overlap = v.few_runs = v.side_by_side = False  # what left it open no longer applies

@@ -7,7 +7,9 @@ Scores recorded during a run come from different hours, loads and sometimes mach
 batch every round times every finalist (and a copy of the baseline, an A/A check) on the same
 fresh inputs, in a rotating order, so a drift of the machine touches all of them alike. The new
 rounds are recorded as a measurement of each finalist (same code hash: the store pools them into
-the candidate), and the set is stored as an artifact of kind ``measurement_set`` in the run.
+the candidate), and the set is stored as an artifact of kind ``measurement_set`` in the run. A
+dev batch also keeps every two finalists' paired rounds (kind ``comparison``,
+knowledge/comparisons.py): version gains pool them with compares of the same two.
 
 **The rule that says a ranking changed.** Finalists are ordered as the store ranks them (the
 pessimistic end of their rounds' own interval: the lower bound when maximising) before the batch
@@ -19,8 +21,8 @@ batch again with it added, up to FINALIST_PASSES batches: the set is the last ba
 is before the call.) Finalists whose intervals overlap both times can
 trade places on noise alone (three equally fast ones did in more than half of re-measurements,
 review of 2026-12-03), and that is not a change. ``within_noise_of_top`` lists the finalists
-whose interval after the batch overlaps the top one's: the top is not established as better than
-them.
+the top is not established as better than: as the paired rounds of the two decide it where they
+do (``apart_by_pairs``), else those whose interval after the batch overlaps the top one's.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
+from evoteam import stats
 from evoteam.config import Settings
 from evoteam.servers.bench.models import BASELINE_ID
 from evoteam.servers.knowledge.measurements import rank_of, ranking_of
@@ -48,8 +51,9 @@ COPY = "baseline_copy"  # the side that times the copy of the baseline (an A/A c
 RULE = ("finalists ordered by the pessimistic end of their rounds' own 95% interval (the one shown can be wider "
         "where rounds were below the timer's resolution), before the batch (as recorded) and after it (pooled "
         "with the new rounds); two whose order reversed have changed when their intervals were apart before or "
-        "are apart after (overlapping both times, a swap is noise); within noise of the top: an interval "
-        "overlapping the top's, unless the two's paired rounds (this batch's and compares', pooled) tell them apart")
+        "are apart after (overlapping both times, a swap is noise); within noise of the top: as the paired "
+        "rounds of the two (every re-measurement and compare, pooled) decide it, else an interval overlapping "
+        "the top's")
 
 
 class Remeasured(BaseModel):
@@ -87,8 +91,8 @@ class MeasurementSet(BaseModel):
     order_after: list[str] = Field(default_factory=list, description="the same after pooling the new rounds")
     changed: list[str] = Field(default_factory=list, description="finalists whose order reversed with one whose "
                                "interval was apart from theirs before or is after (not a swap within noise)")
-    within_noise_of_top: list[str] = Field(default_factory=list, description="finalists whose interval overlaps "
-                                           "the top one's after the batch")
+    within_noise_of_top: list[str] = Field(default_factory=list, description="finalists the top is not "
+                                           "established as better than (rule)")
     rule: str = RULE
     contended: bool = False
     pooled: bool = Field(default=True, description="whether the new rounds were recorded as measurements of the "
@@ -138,15 +142,24 @@ def judge(mset: MeasurementSet) -> None:
 
 
 def apart_by_pairs(mset: MeasurementSet, records: list) -> None:
-    """Leave out of ``within_noise_of_top`` a finalist that the paired rounds of it and the top
-    (this batch's and every compare's, pooled) tell apart: two unpaired intervals overlapped where
+    """``within_noise_of_top`` as the paired rounds of each finalist and the top (every batch and
+    compare of the two, pooled) decide it, where they do: two unpaired intervals overlapped where
     the run's version gain, from the same rounds paired, read significant (model-play,
-    2026-12-03)."""
+    2026-12-03). Listed where the pair finds no difference or the finalist better (the top is
+    then not established as better: the order came from the unpaired bounds); left out where the
+    top is significantly better; by the intervals where the pair decides nothing."""
     if not mset.order_after:
         return
-    top = mset.order_after[0]
-    mset.within_noise_of_top = [c for c in mset.within_noise_of_top
-                                if not ((v := paired_verdict(records, c, top)) and v.decides and v.significant)]
+    top, listed = mset.order_after[0], set(mset.within_noise_of_top)
+    for c in mset.order_after[1:]:
+        found = paired_verdict(records, c, top)
+        if found is None or not found.decides:
+            continue
+        up = found.kind == "kernel" or mset.direction == "maximize"
+        value, none = found.estimate[0], stats.no_effect(found.kind)
+        top_better = found.significant and (value > none if up else value < none)
+        listed = listed - {c} if top_better else listed | {c}
+    mset.within_noise_of_top = [c for c in mset.order_after[1:] if c in listed]
 
 
 def _after(e: Remeasured) -> list[float] | None:
@@ -301,12 +314,14 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
                               f"method {TIMING_METHOD}; docs/bench.md, Rounds): the recorded scores and these rounds "
                               "are not comparable, so the new rounds were not pooled into the finalists; compare the "
                               "finalists by this batch's scores (now), and start a new run to go on"))
+    records = await dev_comparisons(store, run_id, kit.name)
     if unkept:  # the rounds still pooled into the candidates; only the version gains cannot use them
-        mset.note = " ".join(filter(None, [mset.note, f"the finalists' paired rounds were not kept: {unkept[-1]}"]))
+        mset.note = " ".join(filter(None, [mset.note, f"the finalists' paired rounds were not kept: {unkept[-1][0]}"]))
+        records += [r for _, batch in unkept for r in batch]  # this call's verdicts still read them
     judge(mset)
-    apart_by_pairs(mset, await dev_comparisons(store, run_id, kit.name))
+    apart_by_pairs(mset, records)
     # Stored as the bench (in process it holds the verifier capability; over a shared server the
-    # token decides): a set decides team versions' gains on a busy machine (report/data.py).
+    # token decides): an older set without paired rounds decides a busy version's gain (report/data.py).
     bench = store.with_actor(store.actor.model_copy(update={"verifier": True}))
     try:
         await bench.put_artifact(ArtifactCreate(run_id=run_id, kind=KIND,
@@ -325,10 +340,10 @@ def _entry(c: Candidate) -> Remeasured:
 
 async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: list[Remeasured],
                  codes: dict[str, str], split: str, rounds: int, pooled: bool,
-                 progress: Callable[[str], None] | None, unkept: list[str] | None = None) -> bool:
+                 progress: Callable[[str], None] | None, unkept: list | None = None) -> bool:
     """Every entry measured in one batch on ``split``, its new rounds pooled into its candidate
-    (``pooled``); whether the machine was contended. Why the paired rounds were not kept goes to
-    ``unkept``."""
+    (``pooled``); whether the machine was contended. Paired rounds the store did not keep go to
+    ``unkept`` with the reason."""
     from evoteam.servers.bench.evaluation.core import record_evaluation
 
     results, paired = await _measure(settings, kit, codes, split, rounds, progress)
@@ -354,17 +369,19 @@ async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: l
                     ranked_by_store = True
         if split == "dev" and not ranked_by_store:  # nothing pooled: this batch's rounds alone
             e.rank_score_after = rank_of(r.samples, r.sample_ranges, run.direction)
-    if split == "dev" and (why := await _keep_pairs(store, kit, run, results, paired, contended)):
-        if unkept is not None:
-            unkept.append(why)
+    if split == "dev":
+        records = _pairs(kit, results, paired, contended)
+        if (why := await keep_comparisons(store, run.id, records, "remeasure")) and unkept is not None:
+            unkept.append((why, records))
     return contended
 
 
-async def _keep_pairs(store: KnowledgeStore, kit, run, results: dict, paired: dict | None,
-                      contended: bool) -> str | None:
-    """Every two passing finalists' paired rounds of this batch, kept in the run: a version gain
-    pools them with its bests' compares (knowledge/comparisons.py), so a batch decides no version
-    alone and a newer one cannot flip it."""
+def _pairs(kit, results: dict, paired: dict | None, contended: bool) -> list:
+    """Every two passing finalists' paired rounds of this dev batch: kept in the run, a version
+    gain pools them with its bests' compares (knowledge/comparisons.py), so a batch decides no
+    version alone and a newer one cannot flip it."""
+    from evoteam.servers.bench.measurement.method import TIMING_METHOD
+
     ids = [cid for cid, r in results.items() if cid != BASELINE and r.status == "PASSED" and r.samples]
     at, records = datetime.now(UTC), []
     for i, a in enumerate(ids):
@@ -376,10 +393,10 @@ async def _keep_pairs(store: KnowledgeStore, kit, run, results: dict, paired: di
                 ranges = {w: rounds.bounds(a, b) for w, rounds in paired.items()}
             if not all(samples.values()):
                 continue
-            records.append(record_of(a, b, kit=kit.name, split="dev", kind=kit.manifest.kind,
-                                     direction=run.direction, samples=samples, ranges=ranges, contended=contended,
-                                     measured_at=at))
-    return await keep_comparisons(store, run.id, records, "remeasure")
+            records.append(record_of(a, b, kit=kit.name, split="dev", kind=kit.manifest.kind, samples=samples,
+                                     ranges=ranges, contended=contended, measured_at=at, kit_hash=kit.content_hash,
+                                     timing_method=TIMING_METHOD if paired is not None else None))
+    return records
 
 
 async def _measure(settings: Settings, kit, codes: dict[str, str], split: str, rounds: int,

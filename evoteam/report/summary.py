@@ -58,8 +58,9 @@ class RunSummary(BaseModel):
 
 
 def gain_text(v: VersionPoint) -> str | None:
-    """"1.06× (0.98–1.15) over the best before it: within noise" (or "significant", or "worse,
-    beyond noise") — or why there is no gain to show."""
+    """"1.06× (0.98–1.15) over the best before it: within noise" (or "significant", "worse, beyond
+    noise", "no gain", "not established" with what settles it; from paired rounds "significant",
+    "worse, significant" or "no significant difference") — or why there is no gain to show."""
     if v.best_of_version is None:
         return "no ranked candidate"
     if v.best_before is None:
@@ -82,7 +83,9 @@ def gain_text(v: VersionPoint) -> str | None:
     if v.paired_batches:  # paired rounds of the two bests settled it, whatever their own intervals said
         said = "significant" if v.significant else "worse, significant" if v.worse else "no significant difference"
         batches = "a paired batch" if v.paired_batches == 1 else f"{v.paired_batches} paired batches pooled"
-        return f"{shown} over the best before it, timed side by side ({batches}): {said}"
+        busy = ", on a busy machine: more compares of the two narrow it" if v.paired_busy and not (
+            v.significant or v.worse) else ""  # a difference found holds; a busy "none" may hide a small one
+        return f"{shown} over the best before it, timed side by side ({batches}{busy}): {said}"
     if v.few_runs and not v.side_by_side:  # no 95% interval of the gain: nothing is within noise or beyond it
         if v.significant is None:
             return (f"{shown} over the best before it: not established, too few runs for a 95% interval "

@@ -1,10 +1,12 @@
-"""A version gain its two bests' own intervals cannot decide is decided by a bench.compare of the
-two: compare keeps its verdict in the run, and run_report (and reflect, and the report page) reads
-it, so what the model was sent to find out is what the stop rule counts."""
+"""A version's gain is decided by paired rounds of its best and the best before it: bench.compare of
+the two by id and every dev batch of bench.remeasure keep theirs in the run, and run_report (and
+reflect, and the report page) pools them, so what the model was sent to find out is what the stop
+rule counts."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -12,21 +14,27 @@ from pathlib import Path
 import pytest
 
 from evoteam import stats
-from evoteam.config import SOURCE_ROOT, Settings
+from evoteam.config import Settings
 from evoteam.report.data import gather
 from evoteam.report.summary import summarise
 from evoteam.servers.bench.evaluation.compare import compare_candidates
-from evoteam.servers.knowledge.comparisons import ComparisonRecord, keep_comparison, paired_verdict
+from evoteam.servers.knowledge.comparisons import (
+    ComparisonRecord,
+    ComparisonSet,
+    dev_comparisons,
+    keep_comparison,
+    paired_verdict,
+)
 from evoteam.servers.knowledge.connect import component_store
 from evoteam.servers.knowledge.errors import Forbidden
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
-from evoteam.servers.knowledge.models import ArtifactCreate, RunCreate
+from evoteam.codehash import code_hash
+from evoteam.servers.knowledge.models import ArtifactCreate, CandidateCreate, RunCreate
 from evoteam.servers.knowledge.store import Actor
 from evoteam.servers.team.core import TeamService
 from tests.report.conftest import _design, circle_versions, one_best_per_version
 from tests.report.test_significance import rounds
 
-CIRCLES = SOURCE_ROOT / "task_kits" / "circle_packing_26"
 
 
 def _record(a: str, b: str, center: float, *, spread: float = 0.02, n: int = 30, seed: int = 0, minutes: int = 0,
@@ -173,8 +181,6 @@ async def test_paired_rounds_outlast_a_newer_side_by_side_batch_and_a_busy_compa
     paired rounds decide over any batch's two intervals, older or newer, busy or not."""
     from evoteam.report.remeasure import MeasurementSet, Remeasured
     from tests.report.test_significance import BUSY
-    from evoteam.codehash import code_hash
-    from evoteam.servers.knowledge.models import CandidateCreate
 
     async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
         run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
@@ -240,7 +246,7 @@ async def test_paired_rounds_over_the_stores_limit_are_not_kept_and_nothing_fail
     after the measuring is done. Resolved rounds keep no ranges (half the size)."""
     from evoteam.servers.knowledge.comparisons import keep_comparisons, record_of
 
-    big = record_of("a", "b", kit="k", split="dev", kind="kernel", direction="maximize",
+    big = record_of("a", "b", kit="k", split="dev", kind="kernel",
                     samples={f"w{i}": [1.0 + j / 1000 for j in range(100)] for i in range(20)},
                     ranges={f"w{i}": ([1.0 + j / 1000 for j in range(100)],) * 2 for i in range(20)},
                     contended=False, measured_at=datetime.now(UTC))
@@ -273,7 +279,7 @@ def test_a_kept_record_reads_back_as_the_interval_compare_showed():
     from evoteam.servers.knowledge.comparisons import record_of
 
     kept = ComparisonRecord.model_validate_json(record_of(
-        "a", "b", kit="k", split="dev", kind="kernel", direction="maximize", samples=samples, ranges=ranges,
+        "a", "b", kit="k", split="dev", kind="kernel", samples=samples, ranges=ranges,
         contended=False, measured_at=datetime.now(UTC)).model_dump_json())
     assert paired_verdict([kept], "a", "b").estimate == [shown.value, shown.lo, shown.hi]
 
@@ -300,6 +306,16 @@ async def test_within_noise_of_top_heeds_the_paired_rounds_and_is_dropped_once_t
         told = mset([own, before])
         apart_by_pairs(told, [_record(before, own, 1.09)])
         assert told.within_noise_of_top == []  # paired, told apart
+        # Paired rounds that find the other better than the top (which its unpaired bound put
+        # first): the top is not established as better, so it stays listed; and a pair whose
+        # intervals were apart but whose paired rounds find no difference is listed too.
+        upside = mset([own, before])
+        apart_by_pairs(upside, [_record(before, own, 0.9)])
+        assert upside.within_noise_of_top == [before]
+        apart_set = mset([own, before])
+        apart_set.within_noise_of_top = []
+        apart_by_pairs(apart_set, [_record(before, own, 1.0)])
+        assert apart_set.within_noise_of_top == [before]
 
         bench = kb.with_actor(Actor(user="u", client="t", verifier=True))
         for order in ([own, before], [before, own]):
@@ -309,3 +325,65 @@ async def test_within_noise_of_top_heeds_the_paired_rounds_and_is_dropped_once_t
             # The run's best is v2's (own): the set whose top it is speaks; the other's list is stale.
             assert summary.remeasure_within_noise_of_top == ([before] if order[0] == own else [])
             await asyncio.sleep(0.01)
+
+
+async def test_a_minimising_programs_paired_gain_and_a_significantly_worse_one(tmp_path: Path):
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await kb.start_run(RunCreate(goal="g", kit="k", direction="minimize", x0=10.0))
+        team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
+        ids = {}
+        for v, score in ((1, 5.0), (2, 4.0), (3, 4.5)):
+            await team.design_team(_design(run.id, f"diagnosis {v}", f"Role{v}"))
+            bench = kb.with_actor(Actor(user="u", client="t", role=f"Role{v}", team_version=v, verifier=True))
+            code = f"def run(x):\n    return x * {v}\n"
+            ids[v] = (await bench.record_candidate(CandidateCreate(
+                run_id=run.id, code=code, code_hash=code_hash(code), status="PASSED", score=score,
+                samples={"program": [score]}, verified=True))).id
+
+        def program(a: str, b: str, a_runs: list[float], b_runs: list[float]) -> ComparisonRecord:
+            from evoteam.servers.knowledge.comparisons import record_of
+
+            return record_of(a, b, kit="k", split="dev", kind="program", samples={"a": a_runs, "b": b_runs},
+                             ranges=None, contended=False, measured_at=datetime.now(UTC))
+
+        # v2 (4.0) is lower than v1 (5.0): minimising, a gain; v3 (4.5) is worse than v2.
+        await keep_comparison(kb, run.id, program(ids[1], ids[2], [5.0] * 5, [4.0] * 5))
+        await keep_comparison(kb, run.id, program(ids[3], ids[2], [4.5] * 5, [4.0] * 5))  # A = v3, turned
+        report = await gather(kb, run.id)
+        lines = {v.version: v for v in summarise(report).versions}
+        points = {v.version: v for v in report.versions}
+        assert points[2].gain == pytest.approx(-1.0) and lines[2].significant_gain is True
+        assert points[3].gain == pytest.approx(0.5) and points[3].worse
+        assert lines[3].significant_gain is False and lines[3].gain.endswith("(a paired batch): worse, significant")
+
+
+async def test_batches_of_another_kit_content_or_timing_method_pool_apart_and_unusable_sets_are_skipped(tmp_path):
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await one_best_per_version(kb, tmp_path, {v: (c, rounds(c, v)) for v, c in {1: 4.0, 2: 4.35}.items()})
+        point, _ = await _v2(kb, run.id)
+        before, own = point.best_before_id, point.best_candidate_id
+        old = _record(before, own, 1.0, kit_hash="h1", timing_method=2, minutes=-2)
+        new = _record(before, own, 1.09, kit_hash="h2", timing_method=3)
+        found = paired_verdict([old, new], before, own)
+        assert found.batches == 1 and found.left_out == 1 and found.significant
+        # A stored set whose record cannot be pooled (a ratio of 0) is skipped, not a crash.
+        bench = kb.with_actor(Actor(user="u", client="t", verifier=True))
+        broken = _record(before, own, 1.09).model_dump(mode="json")
+        broken["b_over_a"], broken["interval"] = 0.0, [0.0, 1.0]
+        await bench.put_artifact(ArtifactCreate(run_id=run.id, kind="comparison", name="compare-dev-broken.json",
+                                                text=json.dumps({"records": [broken]})))
+        point, line = await _v2(kb, run.id)
+        assert not point.paired_batches and line.significant_gain is None
+
+
+async def test_a_set_too_large_for_the_store_is_kept_in_parts(tmp_path: Path):
+    from evoteam.servers.knowledge.comparisons import keep_comparisons
+
+    records = [_record("a", f"b{i}", 1.0 + i / 100, seed=i) for i in range(4)]
+    one = len(ComparisonSet(records=records[:1]).model_dump_json())
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t"),
+                                        max_artifact_bytes=int(one * 1.5)) as kb:
+        run = await kb.start_run(RunCreate(goal="g", kit="k"))
+        assert await keep_comparisons(kb, run.id, records, "remeasure") is None
+        kept = await dev_comparisons(kb, run.id, "k")
+        assert sorted(r.b_candidate_id for r in kept) == ["b0", "b1", "b2", "b3"]

@@ -50,10 +50,9 @@ async def import_bundle(store: LocalKnowledgeStore, bundle: RunBundle, project: 
                                (a.sha256, len(data), data))
             await insert_row(conn, "artifacts", {
                 "id": a.id, "run_id": run.id, "name": a.name, "kind": imported_kind(a.kind, trust_scores),
-                "sha256": a.sha256,
-                "size": len(data), "is_text": int(a.is_text), **prov(a.provenance)})
-            await store._index(conn, "artifact", a.id, run.id, project, f"{imported_kind(a.kind, trust_scores)}: {a.name}",
-                               a.text or "")
+                "sha256": a.sha256, "size": len(data), "is_text": int(a.is_text), **prov(a.provenance)})
+            kind = imported_kind(a.kind, trust_scores)
+            await store._index(conn, "artifact", a.id, run.id, project, f"{kind}: {a.name}", a.text or "")
         # Parents before children: candidates are exported in creation order.
         for c in bundle.candidates:
             await insert_row(conn, "candidates", {

@@ -43,7 +43,10 @@ class ComparisonRecord(BaseModel):
     kit: str
     split: str
     kind: Literal["kernel", "program"]
-    direction: Literal["maximize", "minimize"] = "maximize"
+    # What was measured, beyond the kit's name: its content (workloads, evaluator, reference) and,
+    # for a kernel, the bench's timing method; batches of another pool into another contrast.
+    kit_hash: str | None = None
+    timing_method: int | None = None
     b_over_a: float  # kernel: B's speedup over A (a ratio); program: B's score minus A's
     interval: list[float]
     significant: bool
@@ -58,8 +61,12 @@ class ComparisonRecord(BaseModel):
     def _usable(self) -> ComparisonRecord:
         # Checked here so a record the report cannot pool is skipped like one of another format,
         # never a crash of run_report (a verifier token or a trusted import could store one).
+        if len(self.interval) != 2 or not all(math.isfinite(x) for x in [self.b_over_a, *self.interval]):
+            raise ValueError("a contrast is a number with an interval of two ends")
         if self.kind == "program" and (set(self.samples) != {"a", "b"} or not all(self.samples.values())):
             raise ValueError("a program's record holds both sides' scores")
+        if self.kind == "kernel" and (min(self.b_over_a, *self.interval) <= 0 or set(self.ranges or {}) - set(self.samples)):
+            raise ValueError("a kernel's contrast is a positive ratio, its ranges of its own workloads")
         values = [x for xs in self.samples.values() for x in xs]
         if not values or not all(math.isfinite(x) for x in values):
             raise ValueError("no rounds, or a round that is not a number")
@@ -94,8 +101,9 @@ class ComparisonSet(BaseModel):
     records: list[ComparisonRecord]
 
 
-def record_of(a_id: str, b_id: str, *, kit: str, split: str, kind: str, direction: str, samples: dict,
-              ranges: dict | None, contended: bool, measured_at: datetime) -> ComparisonRecord:
+def record_of(a_id: str, b_id: str, *, kit: str, split: str, kind: str, samples: dict, ranges: dict | None,
+              contended: bool, measured_at: datetime, kit_hash: str | None = None,
+              timing_method: int | None = None) -> ComparisonRecord:
     """A record from one batch's paired rounds of A and B, its verdict computed as compare does.
     Kept whole (the bootstrap is seeded from the values: ratios cut to 7 digits moved a compare's
     kept interval off the one it showed; model-play 2026-12-03), a workload's ranges only where
@@ -105,7 +113,7 @@ def record_of(a_id: str, b_id: str, *, kit: str, split: str, kind: str, directio
               if list(lows) != list(highs)} or None
     est = _estimate(kind, samples, ranges)
     return ComparisonRecord(a_candidate_id=a_id, b_candidate_id=b_id, kit=kit, split=split, kind=kind,
-                            direction=direction, b_over_a=est.value, interval=[est.lo, est.hi],
+                            kit_hash=kit_hash, timing_method=timing_method, b_over_a=est.value, interval=[est.lo, est.hi],
                             significant=stats.significant(est, kind), contended=contended, measured_at=measured_at,
                             samples=samples, ranges=ranges)
 
@@ -150,14 +158,17 @@ def _pooled(records: list[ComparisonRecord]) -> stats.Estimate:
 
 def paired_verdict(records: list[ComparisonRecord], before_id: str, own_id: str) -> PairedVerdict | None:
     """The paired batches of these two (in either order), pooled; None when there is none. Only
-    those of the newest batch's kit and workloads pool (a kit that changed measures another
-    contrast); how many were left out is said."""
+    those of the newest batch's kit (name, content, timing method) and workloads pool: a kit that
+    changed measures another contrast (``left_out`` counts the others)."""
     pair = sorted((r.turned(own_id) for r in records if {r.a_candidate_id, r.b_candidate_id} == {before_id, own_id}),
                   key=lambda r: r.measured_at)
     if not pair:
         return None
     newest = pair[-1]
-    same = [r for r in pair if (r.kit, r.kind, set(r.samples)) == (newest.kit, newest.kind, set(newest.samples))]
+    def what(r: ComparisonRecord) -> tuple:
+        return r.kit, r.kit_hash, r.timing_method, r.kind, set(r.samples)
+
+    same = [r for r in pair if what(r) == what(newest)]
     est = _pooled(same)
     return PairedVerdict(kind=newest.kind, estimate=[est.value, est.lo, est.hi], coverage=est.coverage,
                          significant=stats.significant(est, newest.kind), batches=len(same),
@@ -178,8 +189,15 @@ async def keep_comparisons(store: KnowledgeStore, run_id: str, records: list[Com
         await bench.put_artifact(ArtifactCreate(run_id=run_id, kind=COMPARISON,
                                                 name=_name(tag, records[0].split, records[0].measured_at),
                                                 text=ComparisonSet(records=records).model_dump_json()))
-    except (Forbidden, TooLarge) as exc:  # a set over the store's artifact limit is not kept, never a failed call
+    except Forbidden as exc:
         return str(exc)
+    except TooLarge as exc:  # over the store's artifact limit: in halves, so one size loses no other pair
+        if len(records) == 1:
+            return str(exc)
+        half = len(records) // 2
+        why = [await keep_comparisons(store, run_id, part, f"{tag}{i}") for i, part in
+               enumerate((records[:half], records[half:]))]
+        return next((w for w in why if w), None)
     return None
 
 

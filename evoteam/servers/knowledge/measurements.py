@@ -19,8 +19,8 @@ view of the store:
   contended machine (`contended_measurements > 0`: its pooled rounds hold that measurement's) can
   still become the best so far, but is never announced as a new best, nor is a new best said to
   clear such an incumbent. The mark stays with the candidate; whether it is better than another
-  is then a side-by-side question (`compare`, `bench.remeasure`, whose set decides team versions'
-  gains: report/data.py).
+  is then a side-by-side question (`compare`, `bench.remeasure`, whose paired rounds decide team
+  versions' gains: knowledge/comparisons.py, report/data.py).
 """
 
 from __future__ import annotations

@@ -41,8 +41,8 @@ def check_may_verify(verified: bool, actor_is_verifier: bool) -> None:
 # The artifact kind of a re-measurement's set (report/remeasure.py): a team version's gain on a busy
 # machine is decided by it (report/data.py), so like a verified score only the bench writes one.
 MEASUREMENT_SET = "measurement_set"
-# A bench.compare of two of a run's candidates (knowledge/comparisons.py): it decides a version's
-# gain where the two bests' intervals overlap, so it too is the bench's to write.
+# Paired rounds of two of a run's candidates, from bench.compare or a re-measurement's batch
+# (knowledge/comparisons.py): pooled, they decide a version's gain, so they too are the bench's.
 COMPARISON = "comparison"
 _BENCH_KINDS = {MEASUREMENT_SET: "bench.remeasure", COMPARISON: "bench.compare"}
 

@@ -233,8 +233,9 @@ def score_line(run: Run, best: Candidate | None) -> str:
             noise = ("; from too few runs to know its spread: a new candidate is established as better only "
                      "once both have run 5 times (bench.remeasure, or bench.evaluate with repeats 5)")
         else:
-            noise = ("; a new candidate beats it only when its interval clears that one, or when bench.compare of "
-                     "the two by id says so (significant)") if shown else ""
+            noise = ("; a new candidate beats it only when its interval clears that one, or when the paired "
+                     "rounds of the two say so (bench.compare by id; the run pools every compare of the same two, "
+                     "so one lucky compare does not decide)") if shown else ""
         return (f"Best so far: {describe_score(best.score, best.score_interval, runs=best.samples or best.n_measurements)}, candidate `{best.id}`{tried}"
                 f"{noise}; {start}; the score is to be {run.direction}d.")
     if run.best_score is not None:

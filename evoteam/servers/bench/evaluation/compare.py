@@ -9,9 +9,10 @@ interval; over the kit, the geometric mean of the workloads' medians with a boot
 two evaluators run alternately ``repeats`` times each (5 by default: fewer give no 95% interval);
 the contrast is B's median score minus A's.
 
-When both sides are recorded candidates of one run, the result is kept in that run
-(knowledge/comparisons.py): a version gain the two bests' intervals cannot decide is decided by it
-in ``run_report``, ``reflect`` and the report page.
+When both sides are recorded candidates of one run, compared on the dev split, the paired rounds
+are kept in that run (knowledge/comparisons.py): a version gain between the two pools them with
+every other paired batch of the two (compares, re-measurements) in ``run_report``, ``reflect``
+and the report page.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from evoteam.servers.bench.evaluation.core import (
 from evoteam.servers.bench.formats.kits import find_kit
 from evoteam.servers.bench.models import BASELINE_ID, ComparedSide, Comparison, Evaluation, Split, WorkloadComparison
 from evoteam.servers.bench.measurement.machine import contention_line
+from evoteam.servers.bench.measurement.method import TIMING_METHOD
 from evoteam.servers.bench.measurement.session import SideSpec
 from evoteam.servers.knowledge.comparisons import keep_comparison, record_of
 from evoteam.servers.knowledge.store import KnowledgeStore
@@ -150,8 +152,8 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
         # loops: 0 of 20 significant, docs/bench.md): only "no difference" is in doubt.
         verdict += ("; measured on a busy machine (contended): the wider interval still excludes no difference"
                     if est is not None and stats.significant(est, kind) else
-                    "; measured on a busy machine (contended): its wider interval can hide a difference, compare "
-                    "again when it is quiet")
+                    "; measured on a busy machine (contended): its wider interval can hide a small difference; "
+                    "compares of the same two by id pool into a narrower one, quiet ones most")
     if est is not None and store is not None:
         verdict += await _keep(store, the_kit, a, b, split, kind, contended, samples, ranges)
     return Comparison(kit=the_kit.name, split=split, a=_brief(ea), b=_brief(eb),
@@ -165,7 +167,7 @@ async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, kind: 
     """Keep the verdict and its rounds in the run both sides belong to; what the verdict adds
     about it."""
     ids = [side.get("candidate_id") for side in (a, b)]
-    if not all(ids) or BASELINE_ID in ids:
+    if not all(ids) or BASELINE_ID in ids or split != "dev":  # only dev rounds decide a version gain
         return ""
     first, second = [await store.get_candidate(i) for i in ids]
     if first.run_id != second.run_id:
@@ -173,13 +175,12 @@ async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, kind: 
     run = await store.get_run(first.run_id)
     if run.kit is not None and run.kit != kit.name:
         return ""
-    record = record_of(first.id, second.id, kit=kit.name, split=split, kind=kind, direction=kit.manifest.direction,
-                       samples=samples, ranges=ranges, contended=contended, measured_at=datetime.now(UTC))
+    record = record_of(first.id, second.id, kit=kit.name, split=split, kind=kind, samples=samples, ranges=ranges,
+                       contended=contended, measured_at=datetime.now(UTC), kit_hash=kit.content_hash,
+                       timing_method=TIMING_METHOD if kind == "kernel" else None)
     refused = await keep_comparison(store, run.id, record)
     if refused:
         return f"; not kept in run {run.id}: {refused}"
-    if split != "dev":
-        return ""
     return (f"; kept in run {run.id}: a version gain between these two pools the paired rounds of every compare "
             "(and re-measurement) of them")
 
