@@ -385,6 +385,13 @@ def no_effect(kind: str) -> float:
     return 1.0 if kind == "kernel" else 0.0
 
 
+def favours_b(value: float, kind: str, direction: Direction) -> bool:
+    """Whether a contrast's value (B over A, or B minus A) reads as B the better: a ratio of
+    speedups above 1 whatever the kit's direction, a difference on the direction's side of 0."""
+    larger = kind == "kernel" or direction == "maximize"
+    return value > no_effect(kind) if larger else value < no_effect(kind)
+
+
 def significant(contrast: Estimate, kind: str = "kernel") -> bool:
     """True only when a full 95% interval (or an exact difference) excludes "no difference": with
     too few rounds or runs for one, nothing is significant."""

@@ -15,7 +15,7 @@ from evoteam.servers.knowledge.measurements import any_contended, candidate_esti
 from evoteam.servers.knowledge.models import Run, WorkloadResult
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.verified import ranks
-from evoteam.report.listing import all_candidates
+from evoteam.servers.knowledge.listing import all_candidates
 from evoteam.report.remeasure import MeasurementSet, apart_by_pairs, latest_measurement_set
 from evoteam.servers.knowledge.comparisons import ComparisonRecord, dev_comparisons, paired_verdict
 from evoteam.servers.retrieval.models import RetrievalSeries
@@ -163,7 +163,7 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
     vp.contended = any(any_contended(c.contended_measurements) for c in (a, b))
     vp.gain, vp.gain_interval, vp.gain_exact = est.value, est.interval, est.coverage == 1.0
     # Undecided only where it reads as a gain: a version that reads worse did not bring one, busy or not.
-    reads_better = est.value > none if up else est.value < none
+    reads_better = stats.favours_b(est.value, kind, direction)
     # Decided as the trajectory announces a new best: the version's best must clear the best before
     # it, interval against interval. The contrast alone let noise through: the version's best is the
     # top of many candidates, each evaluation a process with an offset its rounds cannot see (a
@@ -321,8 +321,7 @@ def _decide_by_compare(report: RunReport, records: list[ComparisonRecord]) -> No
             continue
         v.gain, lo, hi = found.estimate
         v.gain_interval, v.gain_is_ratio, v.gain_note = [lo, hi], found.kind == "kernel", None
-        up = found.kind == "kernel" or report.direction == "maximize"
-        better = v.gain > stats.no_effect(found.kind) if up else v.gain < stats.no_effect(found.kind)
+        better = stats.favours_b(v.gain, found.kind, report.direction)
         v.significant = found.significant and better
         v.worse = found.significant and not better
         v.gain_exact, v.paired_batches, v.paired_busy = found.coverage == 1.0 and lo == hi, found.batches, found.contended

@@ -39,10 +39,9 @@ from evoteam.servers.bench.models import BASELINE_ID
 from evoteam.servers.knowledge.measurements import rank_of, ranking_of
 from evoteam.servers.knowledge.models import ArtifactCreate, Candidate, CandidateSummary
 from evoteam.servers.knowledge.store import KnowledgeStore
-from evoteam.report.listing import all_candidates
+from evoteam.servers.knowledge.listing import all_artifacts, all_candidates
 from evoteam.servers.knowledge.errors import Forbidden, TooLarge
 from evoteam.servers.knowledge.comparisons import dev_comparisons, keep_comparisons, paired_verdict, record_of
-from evoteam.servers.knowledge.listing import all_artifacts
 from evoteam.servers.knowledge.verified import MEASUREMENT_SET, ranks
 
 KIND = MEASUREMENT_SET
@@ -155,9 +154,7 @@ def apart_by_pairs(mset: MeasurementSet, records: list) -> None:
         found = paired_verdict(records, c, top)
         if found is None or not found.decides:
             continue
-        up = found.kind == "kernel" or mset.direction == "maximize"
-        value, none = found.estimate[0], stats.no_effect(found.kind)
-        top_better = found.significant and (value > none if up else value < none)
+        top_better = found.significant and stats.favours_b(found.estimate[0], found.kind, mset.direction)
         listed = listed - {c} if top_better else listed | {c}
     mset.within_noise_of_top = [c for c in mset.order_after[1:] if c in listed]
 

@@ -65,7 +65,8 @@ class ComparisonRecord(BaseModel):
             raise ValueError("a contrast is a number with an interval of two ends")
         if self.kind == "program" and (set(self.samples) != {"a", "b"} or not all(self.samples.values())):
             raise ValueError("a program's record holds both sides' scores")
-        if self.kind == "kernel" and (min(self.b_over_a, *self.interval) <= 0 or set(self.ranges or {}) - set(self.samples)):
+        stray = set(self.ranges or {}) - set(self.samples)
+        if self.kind == "kernel" and (min(self.b_over_a, *self.interval) <= 0 or stray):
             raise ValueError("a kernel's contrast is a positive ratio, its ranges of its own workloads")
         values = [x for xs in self.samples.values() for x in xs]
         if not values or not all(math.isfinite(x) for x in values):
@@ -165,6 +166,7 @@ def paired_verdict(records: list[ComparisonRecord], before_id: str, own_id: str)
     if not pair:
         return None
     newest = pair[-1]
+
     def what(r: ComparisonRecord) -> tuple:
         return r.kit, r.kit_hash, r.timing_method, r.kind, set(r.samples)
 

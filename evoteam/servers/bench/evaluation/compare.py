@@ -85,7 +85,7 @@ def _verdict(ea: Evaluation, eb: Evaluation, est: stats.Estimate | None, kind: s
         return f"no significant difference: {text}; the interval includes {stats.sig3(stats.no_effect(kind))}"
     if kind == "kernel":
         return f"{'B' if est.value > 1 else 'A'} is faster: {text}, significant"
-    better_b = est.value > 0 if ea.direction == "maximize" else est.value < 0
+    better_b = stats.favours_b(est.value, "program", ea.direction)
     return f"{'B' if better_b else 'A'} is better ({ea.direction}): {text}, significant"
 
 
