@@ -379,7 +379,7 @@ class Evaluation(BaseModel):
     code_hash: str | None = Field(default=None, description="normalised hash of the code: identical code is one "
                                   "candidate")
     contended: bool = Field(default=False, description="the machine was busier than the timing tolerates (see "
-                            "metrics.contention): the trajectory never marks it a new best; compare it side by side")
+                            "metrics.contention): a new best only by paired rounds; compare it side by side")
     wall_s: float = 0.0
     sandbox: str = ""
     artifacts: dict[str, str] = Field(default_factory=dict, description="program kits: the evaluator's "

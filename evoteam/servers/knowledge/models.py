@@ -390,11 +390,14 @@ class TrajectoryPoint(BaseModel):
     best_so_far: float | None = Field(description="score of the best candidate so far, ranked by the "
                                       "pessimistic end of each interval")
     best_so_far_id: str | None = None
-    new_best: bool = Field(default=False, description="this candidate became the best and its interval clears "
-                           "the previous best's: progress, not noise")
+    new_best: bool = Field(default=False, description="this candidate became the best and clears the previous "
+                           "best: its interval clears that best's, or the paired rounds of the two (bench.compare "
+                           "by id, bench.remeasure; pooled) find it significantly better: progress, not noise")
     within_noise_of: str | None = Field(default=None, description="the best so far it cannot be told apart "
-                                        "from: their intervals overlap, either was measured on a busy machine "
-                                        "(contended), where separate evaluations move by more than their intervals")
+                                        "from: their paired rounds find no significant difference, or, where "
+                                        "none decide, their intervals overlap or either was measured on a busy "
+                                        "machine (contended), where separate evaluations move by more than their "
+                                        "intervals")
     too_few_runs: bool | None = Field(default=None, description="it leads the best before it, but one of the two "
                                       "is a score from under 5 runs alike (a program's, or one recorded without "
                                       "an interval), whose spread is unknown: "
@@ -403,8 +406,8 @@ class TrajectoryPoint(BaseModel):
     status: CandidateStatus
     verified: bool = False
     n_measurements: int = 1
-    contended: bool | None = Field(default=None, description="measured on a busy machine: never a new_best "
-                                   "(bench.remeasure it beside the best)")
+    contended: bool | None = Field(default=None, description="measured on a busy machine: a new_best only by "
+                                   "paired rounds (bench.remeasure it beside the best)")
     code_hash: str | None = None
     note: str | None = None
     role: str | None

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from evoteam.servers.guard import EvoServer
 from evoteam.config import Settings
 from evoteam.servers.common import ServerStore, resource_errors, tool_errors
+from evoteam.servers.knowledge.comparisons import paired_trajectory
 from evoteam.servers.knowledge.models import (
     Artifact,
     ArtifactCreate,
@@ -303,9 +304,9 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @server.tool()
     @tool_errors
     async def trajectory(ctx: Context, run_id: str) -> Trajectory:
-        """Dev candidates in time order with the best so far. new_best: clearly beat the best
-        before; within_noise_of: leads it within noise or busy; too_few_runs: not yet known."""
-        return await kb(ctx).trajectory(run_id)
+        """Dev candidates by time with the best so far. new_best: beat the best before (intervals or
+        paired rounds); within_noise_of: leads within noise; too_few_runs: unknown yet."""
+        return await paired_trajectory(kb(ctx), run_id)
 
     # ------------------------------------------------------------ search
 

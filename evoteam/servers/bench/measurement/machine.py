@@ -240,5 +240,5 @@ def contention_line(c: dict, split: str = "dev") -> str | None:
         "differ by more than their intervals"
     if split == "heldout":
         return what + "; evaluate it on the held-out split again when the machine is quiet to confirm this score"
-    return (what + ", so the run's trajectory does not mark this one a new best; bench.compare or "
-            "bench.remeasure it side by side with the run's best to rank it surely")
+    return (what + ", so the run's trajectory marks this one a new best only once paired rounds find it "
+            "better: bench.compare or bench.remeasure it side by side with the run's best")
