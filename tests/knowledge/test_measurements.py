@@ -57,6 +57,19 @@ async def test_identical_code_pools_into_one_candidate(store, verifier):
     assert got.best_candidate_id == only.id and got.best_interval == only.score_interval
 
 
+async def test_code_retyped_with_another_docstring_pools_into_one_candidate(store, verifier):
+    """A model re-typed the best candidate with a new module docstring: a second candidate whose
+    lucky draw became a team version's best. Docstrings do not make other code (codehash.py)."""
+    run = await new_run(store)
+    first = '"""Doubles x."""\n' + CODE.replace("return", '"""Twice x."""\n    return')
+    retyped = '"""Doubles x, re-typed: now the best."""\n' + CODE
+    a = await verifier.record_candidate(measured(run.id, first, {"w": rounds(3.0, 0.2, seed=1)}))
+    b = await verifier.record_candidate(measured(run.id, retyped, {"w": rounds(3.0, 0.2, seed=2)}))
+    assert b.id == a.id
+    (only,) = (await store.list_candidates(run.id)).items
+    assert only.n_measurements == 2 and only.code_hash == code_hash(CODE)
+
+
 async def test_a_lucky_wide_candidate_does_not_outrank_a_steady_one(store, verifier):
     run = await new_run(store)
     steady = await verifier.record_candidate(measured(run.id, "def run(x):\n    return x\n",

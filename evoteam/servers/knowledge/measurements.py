@@ -33,12 +33,37 @@ from typing import Any
 import aiosqlite
 
 from evoteam import stats
+from evoteam.codehash import code_hash
 from evoteam.servers.knowledge.migrations import register_migrations
 # The ORDER BY of every ranking lives with the other read SQL (readsql.py).
 from evoteam.servers.knowledge.readsql import rank_order  # noqa: F401 - re-exported
 from evoteam.servers.knowledge.models import (Candidate, CandidateCreate, MeasurementSamples, SampleRanges,
                                              TrajectoryPoint, WorkloadResult)
 from evoteam.servers.knowledge.verified import ranks
+
+REHASH_PAGE = 500  # candidate rows read per query when hashes are recomputed (code can be large)
+
+
+def rehash_candidates(conn: sqlite3.Connection) -> int:
+    """Recompute `code_hash` for every candidate that holds its code (a migration step, on a
+    sqlite3.Connection or pg.py's _SyncConnection alike); returns how many rows changed.
+
+    Paged by id so that a store of many candidates never holds all their code at once; only rows
+    whose hash changes are written. Candidates of one run and split that now share a hash stay
+    separate: their measurements are not merged here, and a later measurement of that code pools
+    into the earliest of them (find_same_code's order)."""
+    changed, after = 0, ""
+    while True:
+        page = conn.execute("SELECT id, code, code_hash FROM candidates WHERE code IS NOT NULL AND id > ? "
+                            "ORDER BY id LIMIT ?", (after, REHASH_PAGE)).fetchall()
+        if not page:
+            return changed
+        for row_id, code, old in page:
+            if (new := code_hash(code)) != old:
+                conn.execute("UPDATE candidates SET code_hash = ? WHERE id = ?", (new, row_id))
+                changed += 1
+        after = page[-1][0]
+
 
 register_migrations("knowledge.measurements", [
     """
@@ -70,6 +95,8 @@ register_migrations("knowledge.measurements", [
     """
     ALTER TABLE candidates ADD COLUMN sample_ranges TEXT;
     """,
+    # code_hash stopped counting docstrings (codehash.py): the stored hashes follow.
+    rehash_candidates,
 ])
 
 MAX_ROUNDS_KEPT = 400  # per workload: a candidate measured very often keeps its newest rounds

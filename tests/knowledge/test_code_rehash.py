@@ -1,0 +1,101 @@
+"""Stores written while `code_hash` still counted docstrings get the new hashes when opened
+(knowledge/measurements.py, rehash_candidates), on SQLite and on PostgreSQL alike."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+
+from evoteam.codehash import code_hash
+from evoteam.servers.knowledge import measurements
+from evoteam.servers.knowledge.local import LocalKnowledgeStore
+from evoteam.servers.knowledge.models import ArtifactCreate, CandidateCreate, RunCreate
+from evoteam.servers.knowledge.store import Actor
+from tests.knowledge.conftest import query_rows
+
+BENCH = Actor(user="bench", client="pytest", verifier=True)
+CODE = "def run(x):\n    return x * 2\n"
+DOCUMENTED = '"""Doubles x."""\n' + CODE
+RETYPED = '"""Doubles x, re-typed."""\n' + CODE
+
+
+def old_hash(code: str) -> str:
+    """The hash an evoteam from before stored for Python code: its syntax tree, docstrings kept."""
+    tree = ast.dump(ast.parse(code), annotate_fields=True, include_attributes=False)
+    return "sha256:" + hashlib.sha256(("python:" + tree).encode()).hexdigest()[:16]
+
+
+def measured(run_id: str, code: str, score: float) -> CandidateCreate:
+    """A bench measurement carrying the hash an older evoteam computed."""
+    return CandidateCreate(run_id=run_id, code=code, status="PASSED", score=score, samples={"w": [score] * 5},
+                           verified=True, code_hash=old_hash(code))
+
+
+def hashes(where) -> dict[str, str | None]:
+    return dict(query_rows(where, "SELECT id, code_hash FROM candidates"))
+
+
+def rewind(where) -> None:
+    """Back to the schema before the rehash step (knowledge.measurements 4)."""
+    sql = "UPDATE schema_versions SET version = 4 WHERE component = 'knowledge.measurements'"
+    if isinstance(where, str):
+        import psycopg
+
+        with psycopg.connect(where, autocommit=True) as conn:
+            conn.execute(sql)
+    else:
+        import sqlite3
+
+        with sqlite3.connect(where) as conn:
+            conn.execute(sql)
+        conn.close()
+
+
+def rehash_again(where) -> int:
+    """The step run once more, straight on the database, as the migrations run it."""
+    if isinstance(where, str):
+        import psycopg
+
+        from evoteam.servers.knowledge.pg import _SyncConnection
+
+        with psycopg.connect(where) as conn:
+            return measurements.rehash_candidates(_SyncConnection(conn))
+    import sqlite3
+
+    conn = sqlite3.connect(where)
+    try:
+        with conn:
+            return measurements.rehash_candidates(conn)
+    finally:
+        conn.close()
+
+
+async def test_opening_an_older_store_rehashes_its_candidates(new_location, monkeypatch):
+    monkeypatch.setattr(measurements, "REHASH_PAGE", 2)  # several pages from a few rows
+    where = new_location("kb.db")
+    async with LocalKnowledgeStore.open(where, BENCH) as kb:
+        run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+        first = await kb.record_candidate(measured(run.id, DOCUMENTED, 3.0))
+        second = await kb.record_candidate(measured(run.id, RETYPED, 3.5))  # the old hash told them apart
+        plain = await kb.record_candidate(measured(run.id, "y = 1\n", 2.0))
+        others = [await kb.record_candidate(measured(run.id, f'"""v{i}"""\nz = {i}\n', 1.0)) for i in range(3)]
+        art = await kb.put_artifact(ArtifactCreate(run_id=run.id, name="k.py", kind="file", text=DOCUMENTED))
+        codeless = await kb.record_candidate(CandidateCreate(run_id=run.id, artifact_id=art.id, status="PASSED",
+                                                             score=1.0, code_hash="sha256:from-its-artifact"))
+    assert first.id != second.id and hashes(where)[first.id] == old_hash(DOCUMENTED)
+    rewind(where)
+    async with LocalKnowledgeStore.open(where, BENCH) as kb:
+        got = hashes(where)
+        assert got[first.id] == got[second.id] == code_hash(CODE)
+        assert got[plain.id] == old_hash("y = 1\n") == code_hash("y = 1\n")  # no docstring: the same hash
+        assert all(got[c.id] == code_hash(f"z = {i}\n") for i, c in enumerate(others))
+        assert got[codeless.id] == "sha256:from-its-artifact"  # no code to hash: kept
+        # Not merged: both stay, and the next measurement of that code pools into the earliest.
+        assert (await kb.list_candidates(run.id)).total == 7
+        again = CandidateCreate(run_id=run.id, code=CODE, status="PASSED", score=3.2, samples={"w": [3.2] * 5},
+                                verified=True)
+        assert (await kb.record_candidate(again)).id == first.id
+        assert (await kb.get_candidate(first.id)).n_measurements == 2
+    assert rehash_again(where) == 0
+    assert hashes(where) == got
+
