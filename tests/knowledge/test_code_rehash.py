@@ -35,19 +35,27 @@ def hashes(where) -> dict[str, str | None]:
     return dict(query_rows(where, "SELECT id, code_hash FROM candidates"))
 
 
-def rewind(where) -> None:
-    """Back to the schema before the rehash step (knowledge.measurements 4)."""
-    sql = "UPDATE schema_versions SET version = 4 WHERE component = 'knowledge.measurements'"
+def rewind(where, stored: dict[str, str]) -> None:
+    """Back to the schema before the rehash step (knowledge.measurements 4), the candidates ``stored``
+    (id -> code) holding that code with the hash an older evoteam wrote for it (this one hashes
+    every code it stores by its own rule, and pools code alike as it is recorded)."""
+    steps = [("UPDATE schema_versions SET version = 4 WHERE component = 'knowledge.measurements'", ())]
+    steps += [("UPDATE candidates SET code = ?, code_hash = ? WHERE id = ?", (c, old_hash(c), i))
+              for i, c in stored.items()]
     if isinstance(where, str):
         import psycopg
 
+        from evoteam.servers.knowledge.dialect import to_postgres
+
         with psycopg.connect(where, autocommit=True) as conn:
-            conn.execute(sql)
+            for sql, params in steps:
+                conn.execute(to_postgres(sql), params)
     else:
         import sqlite3
 
         with sqlite3.connect(where) as conn:
-            conn.execute(sql)
+            for sql, params in steps:
+                conn.execute(sql, params)
         conn.close()
 
 
@@ -76,14 +84,17 @@ async def test_opening_an_older_store_rehashes_its_candidates(new_location, monk
     async with LocalKnowledgeStore.open(where, BENCH) as kb:
         run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
         first = await kb.record_candidate(measured(run.id, DOCUMENTED, 3.0))
-        second = await kb.record_candidate(measured(run.id, RETYPED, 3.5))  # the old hash told them apart
+        second = await kb.record_candidate(measured(run.id, RETYPED + "pending = 1\n", 3.5))  # RETYPED, below
         plain = await kb.record_candidate(measured(run.id, "y = 1\n", 2.0))
         others = [await kb.record_candidate(measured(run.id, f'"""v{i}"""\nz = {i}\n', 1.0)) for i in range(3)]
         art = await kb.put_artifact(ArtifactCreate(run_id=run.id, name="k.py", kind="file", text=DOCUMENTED))
         codeless = await kb.record_candidate(CandidateCreate(run_id=run.id, artifact_id=art.id, status="PASSED",
                                                              score=1.0, code_hash="sha256:from-its-artifact"))
-    assert first.id != second.id and hashes(where)[first.id] == old_hash(DOCUMENTED)
-    rewind(where)
+    assert first.id != second.id and hashes(where)[first.id] == code_hash(CODE)  # hashed by the store's rule
+    # As an older evoteam left them: the old hash told the re-typed code apart.
+    rewind(where, {first.id: DOCUMENTED, second.id: RETYPED, plain.id: "y = 1\n",
+                   **{c.id: f'"""v{i}"""\nz = {i}\n' for i, c in enumerate(others)}})
+    assert hashes(where)[first.id] == old_hash(DOCUMENTED) != old_hash(RETYPED)
     async with LocalKnowledgeStore.open(where, BENCH) as kb:
         got = hashes(where)
         assert got[first.id] == got[second.id] == code_hash(CODE)
@@ -99,3 +110,23 @@ async def test_opening_an_older_store_rehashes_its_candidates(new_location, monk
     assert rehash_again(where) == 0
     assert hashes(where) == got
 
+
+
+async def test_the_store_hashes_code_by_its_own_rule_whatever_it_is_sent(tmp_path):
+    """A caller's hash (an older bench, a script) or a bundle's (exported by an older evoteam) does
+    not decide: code kept in the store is hashed by the store's rule, so the next measurement of
+    that code pools into it."""
+    from evoteam.servers.knowledge.bundleimport import import_bundle
+    from evoteam.servers.knowledge.export import collect_bundle
+
+    async with LocalKnowledgeStore.open(tmp_path / "a.db", BENCH) as a, \
+            LocalKnowledgeStore.open(tmp_path / "b.db", BENCH) as b:
+        run = await a.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+        sent = await a.record_candidate(measured(run.id, DOCUMENTED, 3.0))  # carries the old hash
+        assert sent.code_hash == code_hash(CODE) != old_hash(DOCUMENTED)
+        bundle = await collect_bundle(a, run.id)
+        bundle.candidates[0].code_hash = old_hash(DOCUMENTED)  # as an older evoteam exported it
+        await import_bundle(b, bundle, trust_scores=True)
+        assert (await b.get_candidate(sent.id)).code_hash == code_hash(CODE)
+        again = await b.record_candidate(measured(run.id, RETYPED, 3.2))
+        assert again.id == sent.id and again.n_measurements == 2

@@ -411,8 +411,10 @@ class WorkloadComparison(BaseModel):
     workload: str
     a_status: CandidateStatus
     b_status: CandidateStatus
-    a_ms: float | None
-    b_ms: float | None
+    a_ms: float | None = Field(description="A's own median time per call over the rounds (ms); the median of "
+                               "the rounds' ratios below need not equal a_ms / b_ms: a round that was slow for "
+                               "both sides slows both alike, and the ratio pairs them")
+    b_ms: float | None = Field(description="B's own median time per call (ms)")
     b_speedup_over_a: float | None = Field(default=None, description="median over rounds of A's time over B's, "
                                            "each round on the same inputs: above 1, B is faster")
     interval: list[float] | None = Field(default=None, description="95% interval of b_speedup_over_a")

@@ -9,6 +9,7 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
+from evoteam.codehash import code_hash
 from evoteam.servers.knowledge import hits, measurements
 from evoteam.servers.knowledge.bundlecheck import existing_ids
 from evoteam.servers.knowledge.errors import Forbidden, Invalid
@@ -62,7 +63,8 @@ async def import_bundle(store: LocalKnowledgeStore, bundle: RunBundle, project: 
                 "workloads": json.dumps([w.model_dump() for w in c.workloads]), "parent_id": c.parent_id,
                 "documents_used": json.dumps(c.documents_used), "notes": c.notes, "flagged": int(c.flagged),
                 "verified": int(c.verified and trust_scores), "cost_usd": c.cost_usd, **prov(c.provenance),
-                "code_hash": c.code_hash, "n_measurements": c.n_measurements,
+                # Hashed by this store's rule (a bundle from an older evoteam holds the hash of its day).
+                "code_hash": code_hash(c.code) if c.code else c.code_hash, "n_measurements": c.n_measurements,
                 "contended_measurements": max(0, min(c.n_measurements, measurements.counted_before(c.metrics)
                                                       if c.contended_measurements is None
                                                       else c.contended_measurements)),
