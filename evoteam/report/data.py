@@ -106,6 +106,7 @@ class RunReport(BaseModel):
     best_workloads: list[WorkloadResult] = Field(default_factory=list)
     best_candidate_id: str | None = None
     best_heldout: float | None = None
+    best_heldout_id: str | None = None
     spend_by_role: list[SpendSlice] = Field(default_factory=list)
     spend_by_version: list[SpendSlice] = Field(default_factory=list)
     retrieval: RetrievalSeries = Field(default_factory=RetrievalSeries)
@@ -258,7 +259,8 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
         report.best_workloads = (await store.get_candidate(top.id)).workloads
     held = [p for p in points if _ranks(p) and p.split == "heldout"]
     if held:
-        report.best_heldout = max(held, key=lambda p: rank_key(p, direction)).score
+        top_held = max(held, key=lambda p: rank_key(p, direction))
+        report.best_heldout, report.best_heldout_id = top_held.score, top_held.id
 
     by_role: dict[str, float] = {}
     for c in costs:

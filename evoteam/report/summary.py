@@ -31,6 +31,9 @@ class RunSummary(BaseModel):
     best_dev_score: float | None
     best_candidate_id: str | None
     best_heldout_score: float | None
+    best_heldout_candidate_id: str | None = Field(default=None, description="the held-out record that scored it "
+                                                  "(bench.evaluate split heldout); a check of a recorded "
+                                                  "candidate names it as its parent_id")
     ndg: float | None
     spent_usd: float
     budget_usd: float | None
@@ -147,7 +150,8 @@ def summarise(report: RunReport, max_versions: int = 30) -> RunSummary:
         decisions[g.decision] = decisions.get(g.decision, 0) + 1
     return RunSummary(
         run_id=run.id, direction=run.direction, best_dev_score=run.best_score,
-        best_candidate_id=report.best_candidate_id, best_heldout_score=report.best_heldout, ndg=run.ndg,
+        best_candidate_id=report.best_candidate_id, best_heldout_score=report.best_heldout,
+        best_heldout_candidate_id=report.best_heldout_id, ndg=run.ndg,
         spent_usd=run.spent_usd, budget_usd=run.budget_usd, candidates=len(report.candidates),
         failed_candidates=sum(1 for c in report.candidates if c.status != "PASSED"),
         flagged_candidates=sum(1 for c in report.candidates if c.flagged),

@@ -182,6 +182,26 @@ async def test_a_held_out_check_of_a_candidate_names_it(fast_settings, store, fa
     recorded = await store.get_candidate(held["candidate_id"])
     assert recorded.parent_id == dev["candidate_id"] and dev["candidate_id"] in recorded.notes
     assert [c.id for c in await store.best_candidates(dev["run_id"])] == [dev["candidate_id"]]
+    # Its answer says so first (a model read the new id, same code_hash, as a second candidate of
+    # one code), and run_report names the record behind the best held-out score.
+    assert held["message"].startswith(f"held-out record {held['candidate_id']} of {dev['candidate_id']} ")
+    from evoteam.report.data import gather
+    from evoteam.report.summary import summarise
+
+    summary = summarise(await gather(store, dev["run_id"]))
+    assert summary.best_heldout_candidate_id == held["candidate_id"] and summary.best_heldout_score == held["score"]
+
+
+async def test_a_re_measured_candidate_reads_its_pooled_score_first(fast_settings, store, fast_kit):
+    """The text a model reads gives the candidate's pooled figures before this evaluation's own
+    `score` (a model read a re-measured candidate's top-level score as the candidate's)."""
+    async with Client(build_server(fast_settings, store)) as client:
+        first = data(await client.call_tool("evaluate", {"kit": "rmsnorm_fast", "code": BETTER}))
+        again = await client.call_tool("evaluate", {"kit": "rmsnorm_fast", "candidate_id": first["candidate_id"],
+                                                    "run_id": first["run_id"]})
+    text = again.content[0].text
+    assert data(again)["n_measurements"] == 2 and data(again)["candidate_id"] == first["candidate_id"]
+    assert text.index('"candidate_score":') < text.index('"n_measurements":') < text.index('"score":')
 
 
 async def test_a_compare_on_a_busy_machine_says_so_in_its_verdict(fast_settings, store, fast_kit, monkeypatch):

@@ -109,6 +109,23 @@ async def test_new_best_only_when_the_interval_clears(store, verifier):
     assert by_id[far.id].new_best and by_id[far.id].within_noise_of is None
 
 
+async def test_the_first_is_a_new_best_only_where_it_clears_the_starting_score(store, verifier):
+    """A copy of a kernel kit's baseline was announced as a new best ("progress, not noise") for
+    being first (model-play 2026-12-04): the first clears the run's starting score, or is not one."""
+    run = await new_run(store)  # x0 1.0: the baseline's speedup
+    copy = await verifier.record_candidate(measured(run.id, "a = 1\n", {"w": rounds(1.0, 0.05, seed=1)}))
+    better = await verifier.record_candidate(measured(run.id, "a = 2\n", {"w": rounds(3.4, 0.2, seed=2)}))
+    by_id = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}
+    assert by_id[copy.id].best_so_far_id == copy.id and not by_id[copy.id].new_best
+    assert by_id[copy.id].within_noise_of is None and by_id[copy.id].too_few_runs is None
+    assert by_id[better.id].new_best
+    # Without a starting score, the first ranked result is the first best, as before.
+    bare = await store.start_run(RunCreate(goal="g", kit="k", direction="maximize"))
+    first = await verifier.record_candidate(measured(bare.id, "a = 1\n", {"w": rounds(1.0, 0.05, seed=1)}))
+    assert (await store.trajectory(bare.id)).points[0].candidate_id == first.id
+    assert (await store.trajectory(bare.id)).points[0].new_best
+
+
 async def test_a_programs_single_runs_are_never_announced_as_progress(store, verifier):
     """A program's score from one run (or a few alike) says nothing of how much it moves: the
     trajectory keeps it as the best so far, within noise of the best before it, until enough
@@ -117,13 +134,15 @@ async def test_a_programs_single_runs_are_never_announced_as_progress(store, ver
     first = await verifier.record_candidate(measured(run.id, "a = 1\n", {"program": [2.0]}))
     second = await verifier.record_candidate(measured(run.id, "a = 2\n", {"program": [2.5]}))
     by_id = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}
-    assert by_id[first.id].new_best
+    # One run above the starting score (x0 1.0) is not known to be progress either.
+    assert not by_id[first.id].new_best and by_id[first.id].too_few_runs
     assert by_id[second.id].best_so_far_id == second.id and not by_id[second.id].new_best
     # Not "within noise" (a model read that as no progress): not known yet, and said so.
     assert by_id[second.id].too_few_runs and by_id[second.id].within_noise_of is None
     for code in ("a = 1\n", "a = 2\n"):  # four more runs each, alike: now each value is exact
         await verifier.record_candidate(measured(run.id, code, {"program": [2.0 if code == "a = 1\n" else 2.5] * 4}))
     by_id = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}
+    assert by_id[first.id].new_best and by_id[first.id].too_few_runs is None
     assert by_id[second.id].new_best and by_id[second.id].within_noise_of is None
     assert by_id[second.id].too_few_runs is None
 

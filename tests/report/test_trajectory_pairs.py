@@ -99,3 +99,25 @@ async def test_a_busy_lead_is_announced_by_its_paired_rounds_through_the_tool(tm
                                                           minutes=minutes, contended=True))
             moved = await lead()
             assert moved["new_best"] and moved["within_noise_of"] is None
+
+
+async def test_paired_rounds_decide_for_a_candidate_that_does_not_lead(tmp_path: Path):
+    """A candidate behind the best stayed "within noise" of it after its paired rounds found it
+    significantly worse, while run_report said "worse, significant" (model-play 2026-12-04); and
+    one whose interval sits apart but whose paired rounds find no difference is within noise."""
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await one_best_per_version(kb, tmp_path, {v: (c, rounds(c, v)) for v, c in {1: 4.0, 2: 3.8}.items()})
+        first, behind = (await kb.trajectory(run.id)).points
+        assert behind.best_so_far_id == first.candidate_id and behind.within_noise_of == first.candidate_id
+        await keep_comparison(kb, run.id, _record(first.candidate_id, behind.candidate_id, 0.9, minutes=1))
+        point = _points(await paired_trajectory(kb, run.id))[behind.candidate_id]
+        assert point.within_noise_of is None and not point.new_best
+        assert summarise(await gather(kb, run.id)).versions[1].significant_gain is False
+
+        run = await one_best_per_version(kb, tmp_path, {v: (c, rounds(c, v, spread=0.04)) for v, c in
+                                                         {1: 4.6, 2: 4.0}.items()})
+        first, behind = (await kb.trajectory(run.id)).points
+        assert behind.within_noise_of is None  # the intervals sit apart
+        await keep_comparison(kb, run.id, _record(first.candidate_id, behind.candidate_id, 1.0, minutes=2))
+        point = _points(await paired_trajectory(kb, run.id))[behind.candidate_id]
+        assert point.within_noise_of == first.candidate_id and not point.new_best

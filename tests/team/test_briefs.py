@@ -61,6 +61,9 @@ async def test_the_brief_says_what_to_call_and_with_which_ids(kb, run, service_f
     # Nothing is recorded yet: no read of an empty store is asked for.
     reads = brief.split("## Read before you act", 1)[1].split("## Deliver", 1)[0]
     assert "__history`" not in reads and "__best_candidates`" not in reads and "nothing to read" in reads
+    # A read the supervisor's plan asks for is kept, and the brief says it comes back empty now
+    # (a model read "nothing to read" beside a plan's read of the learnings as a contradiction).
+    assert "comes back empty now (skip it until a teammate has recorded something)" in reads
 
 
 async def test_the_brief_names_the_best_candidate_and_what_it_tried(kb, run, service_factory):

@@ -354,8 +354,15 @@ class Evaluation(BaseModel):
     kind: KitKind
     split: Split
     status: CandidateStatus
-    score: float | None = Field(description="kernel: geomean speedup over the baseline; program: the objective "
-                                "(the median of repeats)")
+    # The candidate's pooled figures come before this evaluation's own: a model read the top-level
+    # `score` of a re-measured candidate as the candidate's (model-play 2026-12-04).
+    candidate_id: str | None = None
+    candidate_score: float | None = Field(default=None, description="the recorded candidate's score from every "
+                                          "measurement of its code in the run (this one pooled with earlier ones)")
+    candidate_interval: list[float] | None = Field(default=None, description="95% interval of candidate_score")
+    n_measurements: int | None = Field(default=None, description="evaluations of this code pooled in the candidate")
+    score: float | None = Field(description="this evaluation's (the candidate's is candidate_score): kernel: "
+                                "geomean speedup over the baseline; program: the objective (the median of repeats)")
     score_interval: list[float] | None = Field(default=None, description="95% interval of this evaluation's score "
                                                "[lo, hi] (kernel: bootstrap over the workloads' rounds; program: "
                                                "order-statistic interval of the repeats' median)")
@@ -369,13 +376,8 @@ class Evaluation(BaseModel):
     message: str | None = None
     ndg: float | None = None
     best_known: float | None = None
-    candidate_id: str | None = None
     run_id: str | None = None
     recorded: bool = False
-    candidate_score: float | None = Field(default=None, description="the recorded candidate's score from every "
-                                          "measurement of its code in the run (this one pooled with earlier ones)")
-    candidate_interval: list[float] | None = Field(default=None, description="95% interval of candidate_score")
-    n_measurements: int | None = Field(default=None, description="evaluations of this code pooled in the candidate")
     code_hash: str | None = Field(default=None, description="normalised hash of the code: identical code is one "
                                   "candidate")
     contended: bool = Field(default=False, description="the machine was busier than the timing tolerates (see "

@@ -223,25 +223,27 @@ async def dev_comparisons(store: KnowledgeStore, run_id: str, kit: str | None) -
 
 
 async def paired_trajectory(store: KnowledgeStore, run_id: str) -> Trajectory:
-    """The run's trajectory, each lead read as the version gain reads it: where the paired rounds
-    of a candidate that took the lead and the best before it decide (pooled, a full 95% interval),
-    they say whether it is a ``new_best`` (significantly better side by side) or
+    """The run's trajectory, each candidate read against the best before it as the version gain
+    reads it: where the paired rounds of the two decide (pooled, a full 95% interval), they say
+    whether it is a ``new_best`` (it took the lead and is significantly better side by side) or
     ``within_noise_of`` that best (no significant difference), over the two intervals. Separate
     evaluations keep a difference between processes their intervals do not, so two close bests,
-    and any measured on a busy machine, were never announced, while run_report called the same
-    gain significant from these rounds (two model-plays read "the best never moved"; 2026-12-03).
-    A lead the paired rounds find worse is neither."""
+    and any measured on a busy machine, were never announced while run_report called the same gain
+    significant from these rounds (two model-plays read "the best never moved"; 2026-12-03), and a
+    candidate the rounds found significantly worse stayed "within noise" of the best (2026-12-04).
+    One they tell apart is neither."""
     found = await store.trajectory(run_id)
-    if not any(p.best_so_far_id == p.candidate_id for p in found.points[1:]):
+    if len(found.points) < 2:
         return found
     records = await dev_comparisons(store, run_id, (await store.get_run(run_id)).kit)
     before = None
     for point in found.points:
-        took_lead = point.best_so_far_id == point.candidate_id and before not in (None, point.candidate_id)
-        verdict = paired_verdict(records, before, point.candidate_id) if took_lead and records else None
+        measured = point.status == "PASSED" and point.verified and before not in (None, point.candidate_id)
+        verdict = paired_verdict(records, before, point.candidate_id) if measured and records else None
         if verdict is not None and verdict.decides:
+            took_lead = point.best_so_far_id == point.candidate_id
             better = verdict.significant and stats.favours_b(verdict.estimate[0], verdict.kind, found.direction)
-            point.new_best, point.too_few_runs = better, None
+            point.new_best, point.too_few_runs = took_lead and better, None
             point.within_noise_of = None if verdict.significant else before
         before = point.best_so_far_id
     return found

@@ -493,7 +493,7 @@ class LocalKnowledgeStore(KnowledgeStore):
             ) as cur:
                 rows = await cur.fetchall()
         direction = run["direction"]
-        points, best = measurements.trajectory_points(rows, direction)
+        points, best = measurements.trajectory_points(rows, direction, run["x0"])
         best_score = best["score"] if best is not None else None
         return Trajectory(run_id=run_id, direction=direction, points=points, best_score=best_score,
                           ndg=normalised_discovery_gain(direction, run["x0"], run["best_known"], best_score))

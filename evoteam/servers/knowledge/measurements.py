@@ -351,11 +351,18 @@ def _overlap(a: stats.Estimate | None, b: stats.Estimate | None) -> bool:
     return a is not None and b is not None and a.lo <= b.hi and b.lo <= a.hi
 
 
-def trajectory_points(rows: list[sqlite3.Row], direction: str) -> tuple[list[TrajectoryPoint], sqlite3.Row | None]:
+def _start(x0: float | None) -> stats.Estimate | None:
+    """The run's starting score as an estimate to clear: a known number, not a point of unknown spread."""
+    return None if x0 is None else stats.Estimate(x0, x0, x0, stats.EXACT_MIN_RUNS, 1.0)
+
+
+def trajectory_points(rows: list[sqlite3.Row], direction: str,
+                      x0: float | None = None) -> tuple[list[TrajectoryPoint], sqlite3.Row | None]:
     """The trajectory of candidate rows in creation order, and the best row: the best so far by
-    `rank_score`; ``new_best`` only where the new best's interval clears the previous best's and
-    neither was measured on a contended machine (module docstring); ``within_noise_of``
-    names the best a ranked candidate cannot be told apart from."""
+    `rank_score`; ``new_best`` only where the new best's interval clears the previous best's (the
+    first's, the run's starting score ``x0`` where it has one) and neither was measured on a
+    contended machine (module docstring); ``within_noise_of`` names the best a ranked candidate
+    cannot be told apart from."""
     better = (lambda a, b: a > b) if direction == "maximize" else (lambda a, b: a < b)
     best = None
     points = []
@@ -365,7 +372,13 @@ def trajectory_points(rows: list[sqlite3.Row], direction: str) -> tuple[list[Tra
         if ranked:
             leads = best is None or better(r["rank_score"], best["rank_score"])
             if best is None:
-                new_best = not _contended_row(r)
+                # The first is progress only where it clears the starting score: a copy of the
+                # baseline was announced as a new best (model-play 2026-12-04).
+                own, start = estimate_of(r), _start(x0)
+                busy = _contended_row(r)
+                new_best = not busy and (start is None or stats.clears(own, start, direction))
+                few = not busy and start is not None and not new_best and stats.spread_unknown(own) and \
+                    better(own.value, x0)
             else:
                 own, incumbent = estimate_of(r), estimate_of(best)
                 busy = _contended_row(r) or _contended_row(best)

@@ -391,14 +391,17 @@ class TrajectoryPoint(BaseModel):
                                       "pessimistic end of each interval")
     best_so_far_id: str | None = None
     new_best: bool = Field(default=False, description="this candidate became the best and clears the previous "
-                           "best: its interval clears that best's, or the paired rounds of the two (bench.compare "
-                           "by id, bench.remeasure; pooled) find it significantly better: progress, not noise")
-    within_noise_of: str | None = Field(default=None, description="the best so far it cannot be told apart "
-                                        "from: their paired rounds find no significant difference, or, where "
+                           "best (the first: the run's starting score x0): its interval clears that best's, or the "
+                           "paired rounds of the two (bench.compare by id, bench.remeasure; pooled) find it "
+                           "significantly better: progress, not noise")
+    within_noise_of: str | None = Field(default=None, description="the best before it, which it cannot be told "
+                                        "apart from (whether or not it leads): their paired rounds find no "
+                                        "significant difference, or, where "
                                         "none decide, their intervals overlap or either was measured on a busy "
                                         "machine (contended), where separate evaluations move by more than their "
                                         "intervals")
-    too_few_runs: bool | None = Field(default=None, description="it leads the best before it, but one of the two "
+    too_few_runs: bool | None = Field(default=None, description="it leads the best before it (the first: the "
+                                      "starting score x0), but one of the two "
                                       "is a score from under 5 runs alike (a program's, or one recorded without "
                                       "an interval), whose spread is unknown: "
                                       "whether it beat that best is not known until both have run 5 times "

@@ -304,8 +304,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @server.tool()
     @tool_errors
     async def trajectory(ctx: Context, run_id: str) -> Trajectory:
-        """Dev candidates by time with the best so far. new_best: beat the best before (intervals or
-        paired rounds); within_noise_of: leads within noise; too_few_runs: unknown yet."""
+        """Dev candidates by time, best so far. new_best: beat the best before (intervals or paired
+        rounds); within_noise_of: not told apart from it; too_few_runs: unknown yet."""
         return await paired_trajectory(kb(ctx), run_id)
 
     # ------------------------------------------------------------ search

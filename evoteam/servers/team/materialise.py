@@ -137,8 +137,9 @@ def role_brief(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming |
             f"The best candidates so far (`{k('knowledge', 'best_candidates')}`) and, before building on one, "
             f"its code (`{k('knowledge', 'get_candidate')}` with include_code=true)."]),
         *([f"Run `{run.id}` has no learnings, candidates or earlier team versions yet, so there is nothing to read "
-           f"in the store before you start; later, `{k('knowledge', 'learnings')}` shows what your teammates "
-           f"recorded."] if no_learnings and no_candidates and no_history else []),
+           f"in the store before you start: a read of its learnings, candidates or history below comes back empty "
+           f"now (skip it until a teammate has recorded something); later, `{k('knowledge', 'learnings')}` "
+           f"shows what your teammates recorded."] if no_learnings and no_candidates and no_history else []),
         *([f"The kit (`{k('bench', 'describe_kit')}` with kit=\"{run.kit}\"): what a candidate must define, how it "
            f"is scored, and the starting-point file to copy."] if bench and run.kit else []),
         *team.knowledge_plan.shared_reads,

@@ -60,14 +60,26 @@ async def evaluate(settings: Settings, kit: str, *, candidate_path: str | None, 
     if settings.bench_backend != "local":  # this host's device pool, or a Ray cluster (scheduling/)
         from evoteam.servers.bench.scheduling.dispatch import evaluate_scheduled
 
-        return await evaluate_scheduled(settings, kit, candidate_path=candidate_path, code=code,
-                                        candidate_id=candidate_id, split=split, store=store, run_id=run_id,
-                                        parent_id=parent_id, documents_used=documents_used, notes=notes,
-                                        owner=owner, progress=progress, repeats=repeats)
-    return await core.evaluate_candidate(settings, kit, candidate_path=candidate_path, code=code,
-                                         candidate_id=candidate_id, split=split, store=store, run_id=run_id,
-                                         parent_id=parent_id, documents_used=documents_used, notes=notes,
-                                         progress=progress, repeats=repeats, owner=owner)
+        result = await evaluate_scheduled(settings, kit, candidate_path=candidate_path, code=code,
+                                          candidate_id=candidate_id, split=split, store=store, run_id=run_id,
+                                          parent_id=parent_id, documents_used=documents_used, notes=notes,
+                                          owner=owner, progress=progress, repeats=repeats)
+    else:
+        result = await core.evaluate_candidate(settings, kit, candidate_path=candidate_path, code=code,
+                                               candidate_id=candidate_id, split=split, store=store, run_id=run_id,
+                                               parent_id=parent_id, documents_used=documents_used, notes=notes,
+                                               progress=progress, repeats=repeats, owner=owner)
+    return _held_out_said(result, candidate_id)
+
+
+def _held_out_said(result: Evaluation, checked: str | None) -> Evaluation:
+    """A held-out check of a recorded candidate says first whose record it is: models read its new
+    id, with the same code_hash, as a breach of "identical code is one candidate" (model-play
+    2026-12-04). Each split's candidates are apart: other workloads, another estimate."""
+    if checked and result.recorded and result.split != "dev" and result.candidate_id not in (None, checked):
+        result.message = (f"held-out record {result.candidate_id} of {checked} (the same code on the {result.split} "
+                          f"workloads, kept apart from its dev measurements): {result.message or result.status}")
+    return result
 
 
 def _source(settings: Settings, candidate_path: str | None, code: str | None) -> str:
