@@ -88,32 +88,38 @@ def gain_text(v: VersionPoint) -> str | None:
         batches = "a paired batch" if v.paired_batches == 1 else f"{v.paired_batches} paired batches pooled"
         busy = ", on a busy machine: more compares of the two narrow it" if v.paired_busy and not (
             v.significant or v.worse) else ""  # a difference found holds; a busy "none" may hide a small one
-        return f"{shown} over the best before it, timed side by side ({batches}{busy}): {said}"
+        return f"{shown} over {_before(v)}, timed side by side ({batches}{busy}): {said}"
     if v.few_runs and not v.side_by_side:  # no 95% interval of the gain: nothing is within noise or beyond it
         if v.significant is None:
-            return (f"{shown} over the best before it: not established, too few runs for a 95% interval "
+            return (f"{shown} over {_before(v)}: not established, too few runs for a 95% interval "
                     "(bench.remeasure both: their runs pool; 5 alike a side make a gain exact)")
-        return f"{shown} over the best before it: no gain (too few runs for a 95% interval)"
+        return f"{shown} over {_before(v)}: no gain (too few runs for a 95% interval)"
     if v.overlap and v.significant is None and not v.contended:
         # A kernel kit's intervals keep a few percent for the process-to-process difference, so more
         # rounds cannot part two bests less than ~6% apart; one paired batch of the two can decide.
         how = (f"{_compare_call(v)}: its paired verdict decides" if v.gain_is_ratio
                else "bench.remeasure both: more runs narrow them")
-        return (f"{shown} over the best before it: not established, the gain's interval excludes no change but "
+        return (f"{shown} over {_before(v)}: not established, the gain's interval excludes no change but "
                 f"the two bests' intervals overlap ({how})")
     if v.contended and v.side_by_side:
         if v.significant is None:  # two batch intervals, each keeping the difference between processes
-            return (f"{shown} over the best before it side by side (bench.remeasure): not established, the "
+            return (f"{shown} over {_before(v)} side by side (bench.remeasure): not established, the "
                     f"batch's intervals overlap ({_compare_call(v)}: its paired verdict decides)")
         if v.significant is False and not v.worse:
-            return f"{shown} over the best before it side by side (bench.remeasure): no gain"
-        return f"{shown} over the best before it side by side (bench.remeasure): {verdict}"
+            return f"{shown} over {_before(v)} side by side (bench.remeasure): no gain"
+        return f"{shown} over {_before(v)} side by side (bench.remeasure): {verdict}"
     if v.contended and v.significant is None:
-        return (f"{shown} over the best before it: not established, measured on a contended machine "
+        return (f"{shown} over {_before(v)}: not established, measured on a contended machine "
                 "(bench.remeasure both side by side)")
     if v.contended:  # reads worse, or no better, on a busy machine: no gain, and no more than that known
-        return f"{shown} over the best before it: no gain (measured on a contended machine)"
-    return f"{shown} over the best before it: {verdict}"
+        return f"{shown} over {_before(v)}: no gain (measured on a contended machine)"
+    return f"{shown} over {_before(v)}: {verdict}"
+
+
+def _before(v: VersionPoint) -> str:
+    """Which best the gain is over, by id: "the best before it" read as the previous version's
+    own best where it was an earlier one's (model-play 2026-12-04)."""
+    return f"the best before it ({v.best_before_id})" if v.best_before_id else "the best before it"
 
 
 def _compare_call(v: VersionPoint) -> str:

@@ -178,7 +178,11 @@ async def test_a_held_out_check_of_a_candidate_names_it(fast_settings, store, fa
         dev = data(await client.call_tool("evaluate", {"kit": "rmsnorm_fast", "code": BETTER}))
         held = data(await client.call_tool("evaluate", {"kit": "rmsnorm_fast", "candidate_id": dev["candidate_id"],
                                                         "split": "heldout", "run_id": dev["run_id"]}))
+        both = data(await client.call_tool("evaluate", {"kit": "rmsnorm_fast", "candidate_id": dev["candidate_id"],
+                                                        "split": "all", "run_id": dev["run_id"]}))
     assert held["status"] == "PASSED" and held["candidate_id"] != dev["candidate_id"]
+    # One on all workloads is a record of its own too, and not called a held-out one.
+    assert both["message"].startswith(f"record {both['candidate_id']} of {dev['candidate_id']} (the same code on all")
     recorded = await store.get_candidate(held["candidate_id"])
     assert recorded.parent_id == dev["candidate_id"] and dev["candidate_id"] in recorded.notes
     assert [c.id for c in await store.best_candidates(dev["run_id"])] == [dev["candidate_id"]]

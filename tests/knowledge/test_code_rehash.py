@@ -101,12 +101,15 @@ async def test_opening_an_older_store_rehashes_its_candidates(new_location, monk
         assert got[plain.id] == old_hash("y = 1\n") == code_hash("y = 1\n")  # no docstring: the same hash
         assert all(got[c.id] == code_hash(f"z = {i}\n") for i, c in enumerate(others))
         assert got[codeless.id] == "sha256:from-its-artifact"  # no code to hash: kept
-        # Not merged: both stay, and the next measurement of that code pools into the earliest.
+        # Not merged: both stay, and the next measurement of that code pools into the twin that
+        # ranks highest (3.5 over 3.0): its lucky draw is what more rounds correct (into the
+        # earliest, a re-measurement of the best never reached it).
         assert (await kb.list_candidates(run.id)).total == 7
         again = CandidateCreate(run_id=run.id, code=CODE, status="PASSED", score=3.2, samples={"w": [3.2] * 5},
                                 verified=True)
-        assert (await kb.record_candidate(again)).id == first.id
-        assert (await kb.get_candidate(first.id)).n_measurements == 2
+        assert (await kb.record_candidate(again)).id == second.id
+        assert (await kb.get_candidate(second.id)).n_measurements == 2
+        assert (await kb.get_candidate(first.id)).n_measurements == 1
     assert rehash_again(where) == 0
     assert hashes(where) == got
 

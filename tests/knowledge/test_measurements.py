@@ -126,6 +126,30 @@ async def test_the_first_is_a_new_best_only_where_it_clears_the_starting_score(s
     assert (await store.trajectory(bare.id)).points[0].new_best
 
 
+async def test_a_new_best_clears_the_last_one_announced_not_only_the_one_before(store, verifier):
+    """Review 2026-12-04: a second candidate below the starting score was announced for clearing a
+    first that did not reach it either; and a chain of leads, each within noise of the one before,
+    hid a gain over the last announced best that their intervals show plainly."""
+    run = await new_run(store)  # x0 1.0
+    ids, est = [], {}
+    for i, (center, spread) in enumerate([(0.8, 0.02), (0.95, 0.02), (2.0, 0.1), (2.1, 0.1), (2.25, 0.1)]):
+        c = await verifier.record_candidate(measured(run.id, f"a = {i}\n", {"w": rounds(center, spread, seed=i + 1)}))
+        ids.append(c.id)
+        est[c.id] = c.score_interval
+    below, still_below, a, b, c = ids
+    # The preconditions, from the intervals themselves: each leads by its lower end; still_below
+    # clears below, yet not 1.0; b overlaps a; c overlaps b but clears a.
+    assert est[still_below][0] > est[below][1] and est[still_below][1] < 1.0
+    assert est[a][0] < est[b][0] <= est[a][1] and est[b][0] < est[c][0] <= est[b][1] and est[c][0] > est[a][1]
+    points = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}
+    assert [points[i].best_so_far_id for i in ids] == ids  # each takes the lead
+    assert not points[below].new_best and not points[still_below].new_best
+    assert points[still_below].within_noise_of is None  # apart from the first, short of the start
+    assert points[a].new_best  # the first to clear the starting score
+    assert not points[b].new_best and points[b].within_noise_of == a
+    assert points[c].new_best and points[c].within_noise_of is None
+
+
 async def test_a_programs_single_runs_are_never_announced_as_progress(store, verifier):
     """A program's score from one run (or a few alike) says nothing of how much it moves: the
     trajectory keeps it as the best so far, within noise of the best before it, until enough
@@ -233,12 +257,13 @@ async def test_a_busy_machine_never_announces_a_new_best(store, verifier):
     (point,) = (await store.trajectory(other.id)).points
     assert point.best_so_far_id == alone.id and point.contended and not point.new_best
     assert point.within_noise_of is None
-    # A quiet candidate that clears the busy incumbent is not announced either: that incumbent's
-    # interval is not trusted to be where it says.
+    # A quiet candidate beyond the busy incumbent is announced by what it clears: the last
+    # announced best (the first, quiet), never the busy one, whose interval is not trusted.
     after = await verifier.record_candidate(measured(run.id, "a = 3\n", {"w": rounds(4.0, 0.1, seed=5)},
                                                      metrics=QUIET))
     point = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}[after.id]
-    assert point.best_so_far_id == after.id and not point.new_best and not point.contended
+    assert point.best_so_far_id == after.id and point.new_best and not point.contended
+    assert point.within_noise_of is None
     # A quiet measurement of the busy one's code pools into it, but its score still holds the
     # busy rounds: still contended (a quiet re-measurement does not launder them).
     again = await verifier.record_candidate(measured(run.id, "a = 2\n", {"w": rounds(3.0, 0.1, seed=6)},

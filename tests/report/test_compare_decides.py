@@ -149,7 +149,9 @@ async def test_a_programs_kept_compare_reads_as_a_difference_in_the_kits_directi
             measured_at=datetime.now(UTC), samples={"a": [2.40] * 5, "b": [2.17] * 5}))
         point, line = await _v2(kb, run.id)
         assert point.gain == pytest.approx(0.23) and line.significant_gain is True
-        assert line.gain.startswith("0.23 (exact: every run alike) over the best before it, timed side by side")
+        # It names the best it is over (a model could not tell which "the best before it" was).
+        assert line.gain.startswith(f"0.23 (exact: every run alike) over the best before it ({point.best_before_id}), "
+                                    "timed side by side")
 
 
 async def test_compare_of_two_bests_settles_a_real_program_kits_version_gain(tmp_path: Path):
@@ -236,8 +238,8 @@ async def test_a_remeasure_batch_keeps_paired_rounds_that_settle_a_real_version_
         await remeasure_run(settings, kb, run.id, rounds=5)
         point, line = await _v2(kb, run.id)
         assert point.paired_batches == 1 and line.significant_gain is True
-        assert "(exact: every run alike) over the best before it, timed side by side (a paired batch): significant" \
-            in line.gain, line.gain
+        assert (f"(exact: every run alike) over the best before it ({point.best_before_id}), timed side by side "
+                "(a paired batch): significant") in line.gain, line.gain
 
 
 async def test_paired_rounds_over_the_stores_limit_are_not_kept_and_nothing_fails(tmp_path: Path):

@@ -11,7 +11,7 @@ from mcp import Client
 from evoteam.config import load_settings
 from evoteam.report.data import gather
 from evoteam.report.summary import summarise
-from evoteam.servers.knowledge.comparisons import keep_comparison, paired_trajectory
+from evoteam.servers.knowledge.comparisons import keep_comparison
 from evoteam.codehash import code_hash
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.models import CandidateCreate, RunCreate
@@ -32,20 +32,16 @@ async def test_paired_rounds_announce_a_lead_the_intervals_leave_open_and_run_re
         run = await one_best_per_version(kb, tmp_path, {v: (c, rounds(c, v)) for v, c in {1: 4.0, 2: 4.35}.items()})
         first, second = (await kb.trajectory(run.id)).points
         assert second.best_so_far_id == second.candidate_id  # it leads, by its pessimistic end
-        # The two intervals overlap: the store alone says within noise, and so does the tool.
-        for read in (await kb.trajectory(run.id), await paired_trajectory(kb, run.id)):
-            lead = _points(read)[second.candidate_id]
-            assert not lead.new_best and lead.within_noise_of == first.candidate_id
+        # The two intervals overlap, and no paired rounds are kept yet: within noise.
+        assert not second.new_best and second.within_noise_of == first.candidate_id
 
         # Two compares that time both side by side find it better: announced, as run_report says.
         for minutes in (1, 2):
             await keep_comparison(kb, run.id, _record(first.candidate_id, second.candidate_id, 1.09, seed=minutes,
                                                       minutes=minutes))
-        lead = _points(await paired_trajectory(kb, run.id))[second.candidate_id]
+        lead = _points(await kb.trajectory(run.id))[second.candidate_id]
         assert lead.new_best and lead.within_noise_of is None and lead.too_few_runs is None
         assert summarise(await gather(kb, run.id)).versions[1].significant_gain is True
-        # The store's own view is unchanged: the tool reads the rounds above it.
-        assert not _points(await kb.trajectory(run.id))[second.candidate_id].new_best
 
 
 async def test_paired_rounds_that_find_no_difference_take_back_an_interval_clearing(tmp_path: Path):
@@ -57,7 +53,7 @@ async def test_paired_rounds_that_find_no_difference_take_back_an_interval_clear
         first, second = (await kb.trajectory(run.id)).points
         assert second.new_best  # cleared, interval against interval
         await keep_comparison(kb, run.id, _record(second.candidate_id, first.candidate_id, 1.0, minutes=1))
-        lead = _points(await paired_trajectory(kb, run.id))[second.candidate_id]
+        lead = _points(await kb.trajectory(run.id))[second.candidate_id]
         assert not lead.new_best and lead.within_noise_of == first.candidate_id
         assert summarise(await gather(kb, run.id)).versions[1].significant_gain is False
 
@@ -66,7 +62,7 @@ async def test_paired_rounds_that_find_no_difference_take_back_an_interval_clear
                                                          {1: 4.0, 2: 4.6}.items()})
         first, second = (await kb.trajectory(run.id)).points
         await keep_comparison(kb, run.id, _record(second.candidate_id, first.candidate_id, 1.3, minutes=2, seed=5))
-        lead = _points(await paired_trajectory(kb, run.id))[second.candidate_id]
+        lead = _points(await kb.trajectory(run.id))[second.candidate_id]
         assert not lead.new_best and lead.within_noise_of is None
 
 
@@ -110,7 +106,7 @@ async def test_paired_rounds_decide_for_a_candidate_that_does_not_lead(tmp_path:
         first, behind = (await kb.trajectory(run.id)).points
         assert behind.best_so_far_id == first.candidate_id and behind.within_noise_of == first.candidate_id
         await keep_comparison(kb, run.id, _record(first.candidate_id, behind.candidate_id, 0.9, minutes=1))
-        point = _points(await paired_trajectory(kb, run.id))[behind.candidate_id]
+        point = _points(await kb.trajectory(run.id))[behind.candidate_id]
         assert point.within_noise_of is None and not point.new_best
         assert summarise(await gather(kb, run.id)).versions[1].significant_gain is False
 
@@ -119,5 +115,31 @@ async def test_paired_rounds_decide_for_a_candidate_that_does_not_lead(tmp_path:
         first, behind = (await kb.trajectory(run.id)).points
         assert behind.within_noise_of is None  # the intervals sit apart
         await keep_comparison(kb, run.id, _record(first.candidate_id, behind.candidate_id, 1.0, minutes=2))
-        point = _points(await paired_trajectory(kb, run.id))[behind.candidate_id]
+        point = _points(await kb.trajectory(run.id))[behind.candidate_id]
         assert point.within_noise_of == first.candidate_id and not point.new_best
+
+
+async def test_a_significant_win_over_the_best_before_announces_though_that_one_was_not(tmp_path: Path):
+    """A new best clears the last announced best; where only the best just before it (itself
+    within noise of that one) was compared with it, a significant win in their paired rounds
+    announces it, as run_report's version gain reads the same rounds."""
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await one_best_per_version(kb, tmp_path, {v: (c, rounds(c, v)) for v, c in
+                                                         {1: 4.0, 2: 4.1, 3: 4.2}.items()})
+        v1, v2, v3 = (await kb.trajectory(run.id)).points
+        assert v1.new_best and [v2.best_so_far_id, v3.best_so_far_id] == [v2.candidate_id, v3.candidate_id]
+        # By intervals, each is within noise of v1, the last announced.
+        assert (v2.within_noise_of, v3.within_noise_of) == (v1.candidate_id, v1.candidate_id)
+        assert not v2.new_best and not v3.new_best
+        await keep_comparison(kb, run.id, _record(v2.candidate_id, v3.candidate_id, 1.05, minutes=1))
+        points = _points(await kb.trajectory(run.id))
+        assert points[v3.candidate_id].new_best and points[v3.candidate_id].within_noise_of is None
+        assert not points[v2.candidate_id].new_best
+        assert summarise(await gather(kb, run.id)).versions[2].significant_gain is True
+        # The same rounds finding no difference leave v3 within noise of the one it was compared with.
+        run = await one_best_per_version(kb, tmp_path, {v: (c, rounds(c, v)) for v, c in
+                                                         {1: 4.0, 2: 4.1, 3: 4.2}.items()})
+        v1, v2, v3 = (await kb.trajectory(run.id)).points
+        await keep_comparison(kb, run.id, _record(v2.candidate_id, v3.candidate_id, 1.0, minutes=2))
+        point = _points(await kb.trajectory(run.id))[v3.candidate_id]
+        assert not point.new_best and point.within_noise_of == v2.candidate_id

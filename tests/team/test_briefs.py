@@ -64,6 +64,13 @@ async def test_the_brief_says_what_to_call_and_with_which_ids(kb, run, service_f
     # A read the supervisor's plan asks for is kept, and the brief says it comes back empty now
     # (a model read "nothing to read" beside a plan's read of the learnings as a contradiction).
     assert "comes back empty now (skip it until a teammate has recorded something)" in reads
+    # How to read a busy machine's score, for a role that evaluates (model-play 2026-12-04), and
+    # only for one: a role without the bench has no compare to call.
+    rules = brief.split("## Working rules", 1)[1]
+    assert "`contended`" in rules and "compare` of the two by id" in rules
+    plain = brief_of(await service_factory().design_team(TeamDesign(**design(run.id, "Reader",
+                                                                               mcp_servers=["knowledge"]))))
+    assert "contended" not in plain
 
 
 async def test_the_brief_names_the_best_candidate_and_what_it_tried(kb, run, service_factory):

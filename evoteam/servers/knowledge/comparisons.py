@@ -19,6 +19,7 @@ Like a measurement set, only the bench (a verifier) stores them.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from datetime import datetime
 from typing import Literal
@@ -28,7 +29,8 @@ from pydantic import BaseModel, ValidationError, model_validator
 from evoteam import stats
 from evoteam.servers.knowledge.errors import Forbidden, TooLarge
 from evoteam.servers.knowledge.listing import all_artifacts
-from evoteam.servers.knowledge.models import ArtifactCreate, Trajectory
+from evoteam.servers.knowledge.measurements import Paired, Side, trajectory_points
+from evoteam.servers.knowledge.models import ArtifactCreate
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.verified import COMPARISON
 
@@ -222,28 +224,35 @@ async def dev_comparisons(store: KnowledgeStore, run_id: str, kit: str | None) -
     return found
 
 
-async def paired_trajectory(store: KnowledgeStore, run_id: str) -> Trajectory:
-    """The run's trajectory, each candidate read against the best before it as the version gain
-    reads it: where the paired rounds of the two decide (pooled, a full 95% interval), they say
-    whether it is a ``new_best`` (it took the lead and is significantly better side by side) or
-    ``within_noise_of`` that best (no significant difference), over the two intervals. Separate
-    evaluations keep a difference between processes their intervals do not, so two close bests,
-    and any measured on a busy machine, were never announced while run_report called the same gain
-    significant from these rounds (two model-plays read "the best never moved"; 2026-12-03), and a
-    candidate the rounds found significantly worse stayed "within noise" of the best (2026-12-04).
-    One they tell apart is neither."""
-    found = await store.trajectory(run_id)
-    if len(found.points) < 2:
-        return found
-    records = await dev_comparisons(store, run_id, (await store.get_run(run_id)).kit)
-    before = None
-    for point in found.points:
-        measured = point.status == "PASSED" and point.verified and before not in (None, point.candidate_id)
-        verdict = paired_verdict(records, before, point.candidate_id) if measured and records else None
-        if verdict is not None and verdict.decides:
-            took_lead = point.best_so_far_id == point.candidate_id
-            better = verdict.significant and stats.favours_b(verdict.estimate[0], verdict.kind, found.direction)
-            point.new_best, point.too_few_runs = took_lead and better, None
-            point.within_noise_of = None if verdict.significant else before
-        before = point.best_so_far_id
-    return found
+def paired_sides(records: list[ComparisonRecord], direction: str) -> Paired:
+    """How the trajectory reads two candidates' paired rounds (measurements.trajectory_points):
+    B better, worse or tied with A where their pooled batches decide (a full 95% interval), else
+    None. Separate evaluations keep a difference between processes their intervals do not, so two
+    close bests, and any measured on a busy machine, were never announced while run_report called
+    the same gain significant from these rounds (two model-plays read "the best never moved";
+    2026-12-03). Each pair is read once (a bootstrap each)."""
+    seen: dict[tuple[str, str], Side | None] = {}
+
+    def side(a_id: str, b_id: str) -> Side | None:
+        if (a_id, b_id) not in seen:
+            verdict = paired_verdict(records, a_id, b_id)
+            if verdict is None or not verdict.decides:
+                seen[a_id, b_id] = None
+            elif not verdict.significant:
+                seen[a_id, b_id] = "tied"
+            else:
+                seen[a_id, b_id] = "better" if stats.favours_b(verdict.estimate[0], verdict.kind, direction) else "worse"
+        return seen[a_id, b_id]
+
+    return side
+
+
+async def trajectory_with_pairs(store: KnowledgeStore, run_id: str, kit: str | None, rows: list, direction: str,
+                                x0: float | None) -> tuple[list, object]:
+    """measurements.trajectory_points of a run's candidate rows, reading the run's kept paired
+    rounds on the dev split where there are some: off the event loop then, each pair's verdict
+    being a bootstrap (0.4-3.3 s for a run of many compares; review 2026-12-04)."""
+    records = await dev_comparisons(store, run_id, kit) if len(rows) > 1 else []
+    if not records:
+        return trajectory_points(rows, direction, x0)
+    return await asyncio.to_thread(trajectory_points, rows, direction, x0, paired_sides(records, direction))

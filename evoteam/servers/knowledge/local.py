@@ -52,7 +52,8 @@ from evoteam.servers.knowledge.models import (
 from evoteam.servers.knowledge.render import KIND_TITLES, LearningsDraft
 from evoteam.servers.knowledge.scope import missing
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
-from evoteam.servers.knowledge import bundleimport, historystore, hits, localsearch, measurements, pgsearch, readsql
+from evoteam.servers.knowledge import (bundleimport, comparisons, historystore, hits, localsearch, measurements,
+                                      pgsearch, readsql)
 from evoteam.servers.knowledge.verified import RANKED, check_may_store, check_may_verify
 from evoteam.servers.knowledge.rowmodels import (
     artifact_content,
@@ -432,7 +433,7 @@ class LocalKnowledgeStore(KnowledgeStore):
                 art = await self._get_artifact_info(conn, spec.artifact_id)
                 if art.run_id != spec.run_id:
                     raise Invalid(f"artifact {spec.artifact_id} belongs to another run")
-            same = await measurements.find_same_code(conn, spec)
+            same = await measurements.find_same_code(conn, spec, run["direction"])
             if same is not None:  # identical code: one more measurement of that candidate
                 await measurements.pool(conn, same, spec, run["direction"], self.provenance_values(run["project"]))
                 await self._remember(conn, run, "candidate", spec, same["id"])
@@ -480,9 +481,7 @@ class LocalKnowledgeStore(KnowledgeStore):
                 return [self._summary(r) for r in await cur.fetchall()]
 
     async def trajectory(self, run_id: str) -> Trajectory:
-        """Every dev candidate in order, with the best so far by the pessimistic end of each
-        interval; ``new_best`` only where the new best's interval clears the previous best's
-        (and neither was measured on a contended machine)."""
+        """Every dev candidate in order, the best so far and the new bests: measurements.trajectory_points."""
         async with self.db.read() as conn:
             run = await self.visible_run_row(conn, run_id)
             async with conn.execute(
@@ -493,7 +492,7 @@ class LocalKnowledgeStore(KnowledgeStore):
             ) as cur:
                 rows = await cur.fetchall()
         direction = run["direction"]
-        points, best = measurements.trajectory_points(rows, direction, run["x0"])
+        points, best = await comparisons.trajectory_with_pairs(self, run_id, run["kit"], rows, direction, run["x0"])
         best_score = best["score"] if best is not None else None
         return Trajectory(run_id=run_id, direction=direction, points=points, best_score=best_score,
                           ndg=normalised_discovery_gain(direction, run["x0"], run["best_known"], best_score))

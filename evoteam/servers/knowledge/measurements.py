@@ -17,8 +17,9 @@ view of the store:
   more than their intervals (the load comes and goes between them, not within one; measured in
   docs/bench.md, "Intervals across evaluations"), so a candidate with any measurement taken on a
   contended machine (`contended_measurements > 0`: its pooled rounds hold that measurement's) can
-  still become the best so far, but is never announced as a new best, nor is a new best said to
-  clear such an incumbent. The mark stays with the candidate; whether it is better than another
+  still become the best so far, but is never announced as a new best by its interval. A new best
+  is one that clears the last one announced (trajectory_points), so never a busy one. The mark
+  stays with the candidate; whether it is better than another
   is then a side-by-side question (`compare`, `bench.remeasure`, whose paired rounds decide team
   versions' gains: knowledge/comparisons.py, report/data.py).
 """
@@ -28,7 +29,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Literal
 
 import aiosqlite
 
@@ -36,7 +38,7 @@ from evoteam import stats
 from evoteam.codehash import code_hash
 from evoteam.servers.knowledge.migrations import register_migrations
 # The ORDER BY of every ranking lives with the other read SQL (readsql.py).
-from evoteam.servers.knowledge.readsql import rank_order  # noqa: F401 - re-exported
+from evoteam.servers.knowledge.readsql import rank_order
 from evoteam.servers.knowledge.models import (Candidate, CandidateCreate, MeasurementSamples, SampleRanges,
                                              TrajectoryPoint, WorkloadResult)
 from evoteam.servers.knowledge.verified import ranks
@@ -51,7 +53,7 @@ def rehash_candidates(conn: sqlite3.Connection) -> int:
     Paged by id so that a store of many candidates never holds all their code at once; only rows
     whose hash changes are written. Candidates of one run and split that now share a hash stay
     separate: their measurements are not merged here, and a later measurement of that code pools
-    into the earliest of them (find_same_code's order)."""
+    into the one of them that ranks highest (find_same_code)."""
     changed, after = 0, ""
     while True:
         page = conn.execute("SELECT id, code, code_hash FROM candidates WHERE code IS NOT NULL AND id > ? "
@@ -259,13 +261,18 @@ def point_runs(row) -> int:
     return (stats.runs_of(groups) if isinstance(groups, dict) else None) or row["n_measurements"] or 1
 
 
-async def find_same_code(conn: aiosqlite.Connection, spec: CandidateCreate) -> sqlite3.Row | None:
-    """The verified candidate of this run and split with the same code, if any."""
+async def find_same_code(conn: aiosqlite.Connection, spec: CandidateCreate, direction: str) -> sqlite3.Row | None:
+    """The verified candidate of this run and split with the same code, if any. Where several
+    share it (twins from before a change of the hashing rule: rehash_candidates leaves them
+    apart), the one that ranks highest: its lucky draw is what more rounds must correct (into the
+    earliest, a re-measurement of the best never reached it, and it stayed the best; review
+    2026-12-04)."""
     if not (spec.verified and spec.code_hash) or spec.samples is None:
         return None  # only a measurement (the bench sends rounds, {} for a failure) pools
     async with conn.execute(
         "SELECT * FROM candidates WHERE run_id = ? AND code_hash = ? AND split = ? AND verified = 1 "
-        "ORDER BY created_at, id LIMIT 1", (spec.run_id, spec.code_hash, spec.split)) as cur:
+        f"ORDER BY CASE WHEN rank_score IS NULL THEN 1 ELSE 0 END, {rank_order(direction)}, id LIMIT 1",
+        (spec.run_id, spec.code_hash, spec.split)) as cur:
         return await cur.fetchone()
 
 
@@ -356,42 +363,75 @@ def _start(x0: float | None) -> stats.Estimate | None:
     return None if x0 is None else stats.Estimate(x0, x0, x0, stats.EXACT_MIN_RUNS, 1.0)
 
 
-def trajectory_points(rows: list[sqlite3.Row], direction: str,
-                      x0: float | None = None) -> tuple[list[TrajectoryPoint], sqlite3.Row | None]:
+# How the paired rounds of two candidates read (B over A): None where they do not decide.
+Side = Literal["better", "worse", "tied"]
+Paired = Callable[[str, str], "Side | None"]
+
+
+def _side(paired: Paired | None, ref: sqlite3.Row | None, row: sqlite3.Row) -> Side | None:
+    if paired is None or ref is None or ref["id"] == row["id"]:
+        return None
+    return paired(ref["id"], row["id"])
+
+
+def _beyond(a: float, b: float, direction: str) -> bool:
+    return a > b if direction == "maximize" else a < b
+
+
+def _lead(row: sqlite3.Row, announced: sqlite3.Row | None, incumbent: sqlite3.Row | None, x0: float | None,
+          direction: str, paired: Paired | None) -> tuple[bool, str | None, bool]:
+    """(new_best, within_noise_of, too_few_runs) of a candidate that took the lead.
+
+    It is a new best where it clears the last one announced (none yet: the run's starting score
+    x0), not merely the best just before it: a chain of steps each within noise of the one
+    before hid a real gain, and a candidate below x0 was announced after a first that did not
+    clear it (review 2026-12-04). Paired rounds decide where they can: against the last announced
+    best, else a significant win over the best just before it (which itself leads the announced
+    one), as run_report's version gain reads the same rounds."""
+    sides = {ref["id"]: side for ref in (announced, incumbent) if (side := _side(paired, ref, row)) is not None}
+    if announced is not None and announced["id"] in sides:
+        side = sides[announced["id"]]
+        return side == "better", announced["id"] if side == "tied" else None, False
+    if incumbent is not None and sides.get(incumbent["id"]) == "better":
+        return True, None, False
+    busy = _contended_row(row)
+    own, ref = estimate_of(row), estimate_of(announced) if announced is not None else _start(x0)
+    if ref is None:  # nothing to clear (no x0, nothing announced): the first quiet leader
+        return not busy, None, False
+    if not busy and stats.clears(own, ref, direction):
+        return True, None, False
+    # A program's point from too few runs is not noise, just not known: said as such (a model read
+    # "within noise" of a deterministic gain as no progress; 2026-12-03).
+    if not busy and (stats.spread_unknown(own) or stats.spread_unknown(ref)) and _beyond(own.value, ref.value, direction):
+        return False, None, True
+    if incumbent is not None and sides.get(incumbent["id"]) == "tied":
+        return False, incumbent["id"], False
+    if announced is not None:
+        return False, announced["id"], False
+    # Nothing announced yet: the best before it, where the two cannot be told apart either.
+    near = incumbent is not None and (busy or _contended_row(incumbent) or _overlap(own, estimate_of(incumbent)))
+    return False, incumbent["id"] if near else None, False
+
+
+def trajectory_points(rows: list[sqlite3.Row], direction: str, x0: float | None = None,
+                      paired: Paired | None = None) -> tuple[list[TrajectoryPoint], sqlite3.Row | None]:
     """The trajectory of candidate rows in creation order, and the best row: the best so far by
-    `rank_score`; ``new_best`` only where the new best's interval clears the previous best's (the
-    first's, the run's starting score ``x0`` where it has one) and neither was measured on a
-    contended machine (module docstring); ``within_noise_of`` names the best a ranked candidate
-    cannot be told apart from."""
-    better = (lambda a, b: a > b) if direction == "maximize" else (lambda a, b: a < b)
-    best = None
+    `rank_score`; ``new_best`` only where the new best clears the last announced best (_lead);
+    ``within_noise_of`` names the best a ranked candidate cannot be told apart from. ``paired``
+    reads two candidates' kept paired rounds (knowledge/comparisons.py), where there are some."""
+    best = announced = None
     points = []
     for r in rows:
-        ranked = ranks(r["status"], r["score"], bool(r["verified"]), bool(r["flagged"]))
         new_best, near, few = False, None, False
-        if ranked:
-            leads = best is None or better(r["rank_score"], best["rank_score"])
-            if best is None:
-                # The first is progress only where it clears the starting score: a copy of the
-                # baseline was announced as a new best (model-play 2026-12-04).
-                own, start = estimate_of(r), _start(x0)
-                busy = _contended_row(r)
-                new_best = not busy and (start is None or stats.clears(own, start, direction))
-                few = not busy and start is not None and not new_best and stats.spread_unknown(own) and \
-                    better(own.value, x0)
-            else:
-                own, incumbent = estimate_of(r), estimate_of(best)
-                busy = _contended_row(r) or _contended_row(best)
-                if leads:
-                    new_best = not busy and stats.clears(own, incumbent, direction)
-                    # A program's point from too few runs is not noise, just not known: said as such
-                    # (a model read "within noise" of a deterministic gain as no progress; 2026-12-03).
-                    few = not busy and not new_best and (stats.spread_unknown(own) or stats.spread_unknown(incumbent))
-                    near = None if new_best or few else best["id"]
-                elif _overlap(own, incumbent):
-                    near = best["id"]
-            if leads:
+        if ranks(r["status"], r["score"], bool(r["verified"]), bool(r["flagged"])):
+            if best is None or _beyond(r["rank_score"], best["rank_score"], direction):
+                new_best, near, few = _lead(r, announced, best, x0, direction, paired)
                 best = r
+                announced = r if new_best else announced
+            elif (side := _side(paired, best, r)) is not None:
+                near = best["id"] if side == "tied" else None
+            elif _overlap(estimate_of(r), estimate_of(best)):
+                near = best["id"]
         points.append(TrajectoryPoint(
             candidate_id=r["id"], at=r["created_at"], score=r["score"], score_interval=interval_of(r),
             best_so_far=best["score"] if best is not None else None,

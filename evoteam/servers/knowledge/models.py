@@ -390,17 +390,18 @@ class TrajectoryPoint(BaseModel):
     best_so_far: float | None = Field(description="score of the best candidate so far, ranked by the "
                                       "pessimistic end of each interval")
     best_so_far_id: str | None = None
-    new_best: bool = Field(default=False, description="this candidate became the best and clears the previous "
-                           "best (the first: the run's starting score x0): its interval clears that best's, or the "
-                           "paired rounds of the two (bench.compare by id, bench.remeasure; pooled) find it "
-                           "significantly better: progress, not noise")
-    within_noise_of: str | None = Field(default=None, description="the best before it, which it cannot be told "
-                                        "apart from (whether or not it leads): their paired rounds find no "
-                                        "significant difference, or, where "
+    new_best: bool = Field(default=False, description="this candidate became the best and clears the last new "
+                           "best (none yet: the run's starting score x0): its "
+                           "interval clears that one's, or paired rounds (bench.compare by id, bench.remeasure; "
+                           "pooled) find it significantly better than it or than the best just before it: "
+                           "progress, not noise")
+    within_noise_of: str | None = Field(default=None, description="a best it cannot be told apart from (for a "
+                                        "lead, the last new best): their paired rounds find no significant "
+                                        "difference, or, where "
                                         "none decide, their intervals overlap or either was measured on a busy "
                                         "machine (contended), where separate evaluations move by more than their "
                                         "intervals")
-    too_few_runs: bool | None = Field(default=None, description="it leads the best before it (the first: the "
+    too_few_runs: bool | None = Field(default=None, description="it leads the last new best (none yet: the "
                                       "starting score x0), but one of the two "
                                       "is a score from under 5 runs alike (a program's, or one recorded without "
                                       "an interval), whose spread is unknown: "

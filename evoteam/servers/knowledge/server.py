@@ -19,7 +19,6 @@ from pydantic import BaseModel, Field
 from evoteam.servers.guard import EvoServer
 from evoteam.config import Settings
 from evoteam.servers.common import ServerStore, resource_errors, tool_errors
-from evoteam.servers.knowledge.comparisons import paired_trajectory
 from evoteam.servers.knowledge.models import (
     Artifact,
     ArtifactCreate,
@@ -304,9 +303,9 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @server.tool()
     @tool_errors
     async def trajectory(ctx: Context, run_id: str) -> Trajectory:
-        """Dev candidates by time, best so far. new_best: beat the best before (intervals or paired
-        rounds); within_noise_of: not told apart from it; too_few_runs: unknown yet."""
-        return await paired_trajectory(kb(ctx), run_id)
+        """Dev candidates by time, best so far. new_best: beat the last new best (or x0) by
+        intervals or paired rounds; within_noise_of: not told apart; too_few_runs: unknown yet."""
+        return await kb(ctx).trajectory(run_id)
 
     # ------------------------------------------------------------ search
 

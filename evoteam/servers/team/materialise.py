@@ -178,6 +178,9 @@ def role_brief(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming |
     never = [f"Do not touch: {', '.join(role.must_not_touch)}."] if role.must_not_touch else []
     kit = f"\nTask kit: `{run.kit}`." if run.kit else ""
     score = "\n" + score_line(run, best)
+    # Models read a busy machine's score as any other (model-play 2026-12-04): one line says how not to.
+    busy = (f"- A score marked `contended` (taken on a busy machine) can be off by more than its interval: call "
+            f"it better than another only once `{k('bench', 'compare')}` of the two by id says so.\n" if bench else "")
     return f"""You are the **{role.name}** in version {team.version} of an evolving agent team working on \
 evoteam run `{run.id}`. The supervisor invented this role for this version; nobody else holds it.
 
@@ -207,7 +210,7 @@ Your teammates in this version: {', '.join(teammates) if teammates else 'none (y
 
 ## Working rules
 - Measure, do not guess: claim a gain or a cause only with a measurement you recorded.
-- Never game the evaluator (no special-casing its inputs, no skipping correctness, no caching results).
+{busy}- Never game the evaluator (no special-casing its inputs, no skipping correctness, no caching results).
 - When you are stuck on one thing for long, write down what you know as a learning and change approach.
 - Stay inside your mandate; if something outside it blocks you, record it for the supervisor.
 - Finish with a short report: what you did, the ids of the candidates, learnings and artifacts you \

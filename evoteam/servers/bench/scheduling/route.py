@@ -77,8 +77,10 @@ def _held_out_said(result: Evaluation, checked: str | None) -> Evaluation:
     id, with the same code_hash, as a breach of "identical code is one candidate" (model-play
     2026-12-04). Each split's candidates are apart: other workloads, another estimate."""
     if checked and result.recorded and result.split != "dev" and result.candidate_id not in (None, checked):
-        result.message = (f"held-out record {result.candidate_id} of {checked} (the same code on the {result.split} "
-                          f"workloads, kept apart from its dev measurements): {result.message or result.status}")
+        held_out = result.split == "heldout"
+        result.message = (f"{'held-out record' if held_out else 'record'} {result.candidate_id} of {checked} (the "
+                          f"same code on {'the held-out workloads' if held_out else 'all workloads, dev and held-out'}"
+                          f", kept apart from its dev measurements): {result.message or result.status}")
     return result
 
 
