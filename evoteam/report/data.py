@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from evoteam import stats
 
 from evoteam.servers.knowledge.measurements import any_contended, candidate_estimate, ranking_of
-from evoteam.servers.knowledge.models import Run, WorkloadResult
+from evoteam.servers.knowledge.models import Candidate, Run, WorkloadResult
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.verified import ranks
 from evoteam.servers.knowledge.listing import all_candidates
@@ -83,6 +83,8 @@ class VersionPoint(BaseModel):
     overlap: bool = Field(default=False, description="the gain's 95% interval excludes no change but the two "
                           "bests' intervals overlap: undecided (significant None) until more rounds narrow them")
     gain_exact: bool = Field(default=False, description="every run of both bests alike: the gain is exact")
+    short_of_start: bool = Field(default=False, description="better than the best before it, but the version's "
+                                 "best does not clear the run's starting score x0: no gain")
     paired_busy: bool = Field(default=False, description="some of those paired batches ran on a busy machine")
     paired_batches: int = Field(default=0, description="the paired batches of the two bests (bench.compare, "
                                 "bench.remeasure) whose pooled rounds decide the gain (0: none decides it)")
@@ -107,6 +109,7 @@ class RunReport(BaseModel):
     best_candidate_id: str | None = None
     best_heldout: float | None = None
     best_heldout_id: str | None = None
+    best_heldout_interval: list[float] | None = None
     spend_by_role: list[SpendSlice] = Field(default_factory=list)
     spend_by_version: list[SpendSlice] = Field(default_factory=list)
     retrieval: RetrievalSeries = Field(default_factory=RetrievalSeries)
@@ -187,6 +190,41 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
     vp.gain_is_ratio = kind == "kernel"
 
 
+def _start(x0: float) -> stats.Estimate:
+    return stats.Estimate(x0, x0, x0, stats.EXACT_MIN_RUNS, 1.0)
+
+
+def _short_of_start(vp: VersionPoint, own: Candidate, x0: float, direction: str) -> None:
+    """A gain over a best that itself never reached x0 is no gain until the version's best clears
+    x0, as the trajectory announces nothing below it (run_report called 0.5 to 0.8 over x0 = 1 a
+    significant gain; review 2026-12-04)."""
+    est = candidate_estimate(own)
+    if est is None or stats.clears(est, _start(x0), direction):
+        return
+    # A point of unknown spread beyond x0 (a program run once) is not known to be short of it.
+    if not (stats.spread_unknown(est) and stats.favours_b(est.value - x0, "program", direction)):
+        vp.significant, vp.short_of_start = False, True
+        vp.gain_note = f"short of the starting score x0 = {stats.sig3(x0)}"
+
+
+def _first_gain(vp: VersionPoint, own: Candidate, x0: float, direction: str) -> None:
+    """The first ranked version's best against the run's starting score, as the trajectory reads a
+    first: a version that never cleared x0 brought no gain (a model read v1's "first ranked result"
+    as progress while its best sat at the baseline; model-play 2026-12-04)."""
+    est = candidate_estimate(own)
+    vp.contended = any_contended(own.contended_measurements)
+    vp.few_runs = est is not None and stats.spread_unknown(est)
+    reads_better = est is not None and stats.favours_b(est.value - x0, "program", direction)
+    if est is not None and not vp.contended and stats.clears(est, _start(x0), direction):
+        vp.significant, vp.gain_note = True, f"first ranked result: clears the starting score x0 = {stats.sig3(x0)}"
+    elif est is None or (reads_better and (vp.contended or vp.few_runs)):  # busy or unknown, reading better
+        why = "measured on a contended machine" if vp.contended else "too few runs (bench.remeasure it)"
+        vp.gain_note = f"first ranked result: not established against the starting score x0 = {stats.sig3(x0)}, {why}"
+    else:
+        vp.significant = False
+        vp.gain_note = f"first ranked result: does not clear the starting score x0 = {stats.sig3(x0)}: no gain"
+
+
 async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
     """Read one run's candidates, costs, team versions and retrieval records."""
     from evoteam.servers.knowledge.connect import component_store
@@ -244,6 +282,8 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
         if own is not None and before is not None and before.id != own.id:
             vp.best_before_id = before.id
             await _version_gain(store, vp, before.id, own.id, direction)
+        elif own is not None and before is None and run.x0 is not None:
+            _first_gain(vp, await store.get_candidate(own.id), run.x0, direction)
         versions.append(vp)
 
     # Why each failed: the message lives with the full candidate; the newest are enough to show.
@@ -261,6 +301,7 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
     if held:
         top_held = max(held, key=lambda p: rank_key(p, direction))
         report.best_heldout, report.best_heldout_id = top_held.score, top_held.id
+        report.best_heldout_interval = top_held.score_interval
 
     by_role: dict[str, float] = {}
     for c in costs:
@@ -278,6 +319,9 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
         _decide_by_compare(report, records)
         if report.remeasured:  # compares made after the set count too
             apart_by_pairs(report.remeasured, records)
+    for v in versions if run.x0 is not None else []:
+        if v.significant and v.best_before_id and v.best_candidate_id:
+            _short_of_start(v, await store.get_candidate(v.best_candidate_id), run.x0, direction)
     return report
 
 

@@ -67,7 +67,8 @@ def _summary(report: RunReport) -> str:
         ("x0 / best known", f"{_fmt(run.x0)} / {_fmt(run.best_known)}"),
         ("best dev score", f"{html.escape(describe_score(run.best_score, run.best_interval))} "
                            f"<span class=muted>({html.escape(report.best_candidate_id or '—')})</span>"),
-        ("best held-out score", _fmt(report.best_heldout)),
+        ("best held-out score", f"{html.escape(describe_score(report.best_heldout, report.best_heldout_interval))} "
+                                f"<span class=muted>({html.escape(report.best_heldout_id or '—')})</span>"),
         ("NDG", "—" if run.ndg is None else f"{run.ndg:.1f}"),
         ("candidates", _candidate_counts(report)),
         ("team versions", str(len(report.versions))),

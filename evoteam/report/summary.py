@@ -3,10 +3,11 @@ the way its report draws it (per-version bests and costs, spend by role, retriev
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from evoteam import stats
 from evoteam.report.data import RunReport, VersionPoint, gather
+from evoteam.servers.knowledge.readsql import ranked_by
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.team.budget import costs_unrecorded, unrecorded_note
 
@@ -17,7 +18,8 @@ class VersionLine(BaseModel):
     best_dev_score: float | None
     best_interval: list[float] | None = None
     best_candidate_id: str | None = None
-    gain: str | None = Field(default=None, description="the version's best over the best before it, its "
+    gain: str | None = Field(default=None, description="the version's best over the best before it (the first "
+                             "version's: against the starting score x0), its "
                              "interval and verdict (significant; within noise; worse; no significant difference; "
                              "no gain; or not established: busy, too few runs, overlapping), or why none")
     significant_gain: bool | None = None
@@ -29,20 +31,24 @@ class RunSummary(BaseModel):
     run_id: str
     direction: str
     best_dev_score: float | None
+    best_dev_interval: list[float] | None = None
     best_candidate_id: str | None
     best_heldout_score: float | None
+    best_heldout_interval: list[float] | None = None
     best_heldout_candidate_id: str | None = Field(default=None, description="the held-out record that scored it "
                                                   "(bench.evaluate split heldout); a check of a recorded "
                                                   "candidate names it as its parent_id")
     ndg: float | None
     spent_usd: float
     budget_usd: float | None
-    candidates: int
+    candidates: int = Field(description="every recorded candidate, held-out records included")
+    heldout_records: int = Field(default=0, description="of those, held-out checks (bench.evaluate split heldout)")
     failed_candidates: int
     flagged_candidates: int
     versions: list[VersionLine]
     versions_without_significant_gain: int = Field(description="team versions in a row, up to the newest, whose "
-                                                   "best did not significantly beat the best before it (the stop "
+                                                   "best did not significantly beat the best before it (the "
+                                                   "first version's: the starting score x0; the stop "
                                                    "rule counts these; a gain not established, significant_gain "
                                                    "null, is not counted until its gain text's tool settles it)")
     spend_by_role: dict[str, float]
@@ -59,6 +65,11 @@ class RunSummary(BaseModel):
                                                                  "from its top, still the run's best")
     report_command: str
 
+    @computed_field(description="what orders candidates: why a higher score can rank lower")
+    @property
+    def ranked_by(self) -> str:
+        return ranked_by(self.direction)
+
 
 def gain_text(v: VersionPoint) -> str | None:
     """"1.06× (0.98–1.15) over the best before it: within noise" (or "significant", "worse, beyond
@@ -67,7 +78,7 @@ def gain_text(v: VersionPoint) -> str | None:
     if v.best_of_version is None:
         return "no ranked candidate"
     if v.best_before is None:
-        return "first ranked result"
+        return v.gain_note or "first ranked result"
     if v.gain is None:
         return v.gain_note or ("did not beat the best before it" if v.best_candidate_id else None)
     unit = "×" if v.gain_is_ratio else ""
@@ -77,6 +88,8 @@ def gain_text(v: VersionPoint) -> str | None:
         shown = stats.describe(stats.Estimate(v.gain, v.gain, v.gain, stats.EXACT_MIN_RUNS, 1.0), unit)
     else:  # a point from too few runs for an interval
         shown = stats.sig3(v.gain) + unit
+    if v.short_of_start:
+        return f"{shown} over {_before(v)}, but {v.gain_note}: no gain"
     # Three verdicts, never two: a version clearly worse than the best before it is not "within
     # noise" (a model reading that would take a regression for a tie).
     verdict = "significant" if v.significant else "worse, beyond noise" if v.worse else "within noise"
@@ -131,18 +144,21 @@ def _compare_call(v: VersionPoint) -> str:
 def version_line(v: VersionPoint, direction: str) -> VersionLine:
     return VersionLine(version=v.version, roles=v.roles, best_dev_score=v.best_of_version,
                        best_interval=v.best_interval, best_candidate_id=v.best_candidate_id, gain=gain_text(v),
-                       significant_gain=v.significant if v.best_before is not None else None,
+                       significant_gain=v.significant,
                        cost_usd=v.cost_usd, spent_usd_when_designed=v.spent_usd)
 
 
 def stalled_versions(report: RunReport) -> int:
     """Versions in a row, newest backwards, without a significant gain (the first version counts as a
-    gain when it produced any ranked result)."""
+    gain when its best clears the starting score x0, or, in a run without one, when it produced any
+    ranked result)."""
     n = 0
     for v in reversed(report.versions):
         if (v.contended or v.few_runs or v.overlap) and v.significant is None:
             continue  # busy, too few runs or overlapping bests, and not settled: no verdict either way
-        gained = v.significant is True or (v.best_before is None and v.best_of_version is not None)
+        # A first version gains by clearing x0 where the run has one, else by any ranked result.
+        gained = v.significant is True or (v.best_before is None and v.best_of_version is not None
+                                           and v.significant is None)
         if gained:
             break
         n += 1
@@ -155,10 +171,12 @@ def summarise(report: RunReport, max_versions: int = 30) -> RunSummary:
     for g in report.retrieval.gates:
         decisions[g.decision] = decisions.get(g.decision, 0) + 1
     return RunSummary(
-        run_id=run.id, direction=run.direction, best_dev_score=run.best_score,
-        best_candidate_id=report.best_candidate_id, best_heldout_score=report.best_heldout,
+        run_id=run.id, direction=run.direction, best_dev_score=run.best_score, best_dev_interval=run.best_interval,
+        best_candidate_id=report.best_candidate_id,
+        best_heldout_score=report.best_heldout, best_heldout_interval=report.best_heldout_interval,
         best_heldout_candidate_id=report.best_heldout_id, ndg=run.ndg,
         spent_usd=run.spent_usd, budget_usd=run.budget_usd, candidates=len(report.candidates),
+        heldout_records=sum(1 for c in report.candidates if c.split == "heldout"),
         failed_candidates=sum(1 for c in report.candidates if c.status != "PASSED"),
         flagged_candidates=sum(1 for c in report.candidates if c.flagged),
         versions=[version_line(v, report.direction) for v in report.versions[-max_versions:]],

@@ -417,6 +417,9 @@ def test_medians_that_divide_far_from_the_speedup_are_explained():
     assert _ms_apart([near]) is None
     line = _ms_apart([near, far])
     assert line.startswith("b: baseline_ms / candidate_ms is 0.808 but the speedup is 0.97:") and "rank by the speedup" in line
+    # Under 10% apart, yet on the other side of 1x: a model read a baseline copy's ms as slower.
+    across = WorkloadOutcome(workload="c", status="PASSED", speedup=1.04, candidate_ms=7.58, baseline_ms=7.18)
+    assert _ms_apart([near, across]).startswith("c: baseline_ms / candidate_ms is 0.947 but the speedup is 1.04:")
 
 
 def test_a_re_measurement_leads_with_what_the_pooled_candidate_is():

@@ -180,14 +180,33 @@ def test_a_sides_message_in_a_comparison_is_cut_between_clauses():
     from evoteam.servers.bench.evaluation.compare import MESSAGE_LIMIT, _brief
     from evoteam.servers.bench.models import Evaluation
 
-    clauses = ["all 3 workloads correct", "geomean speedup 4.1× (3.9–4.3) over baseline.py::run",
-               "n512: baseline_ms / candidate_ms is 0.949 but the speedup is 1.05: each ms is one side's own median "
-               "(paired ratios (per round) differ)", "x" * 400]
+    from evoteam.servers.bench.measurement.batch import _ms_apart
+    from evoteam.servers.bench.models import WorkloadOutcome
+
+    ms = _ms_apart([WorkloadOutcome(workload="n512", status="PASSED", speedup=1.05, candidate_ms=1.0,
+                                    baseline_ms=0.949)])  # the clause evaluate writes, whole
+    clauses = ["all 3 workloads correct", "geomean speedup 4.1× (3.9–4.3) over baseline.py::run", ms,
+               "paired ratios (per round) " + "x" * 400]
     e = Evaluation(kit="k", kind="kernel", split="dev", status="PASSED", score=4.1, direction="maximize", passed=3,
                    total=3, workloads=[], message="; ".join(clauses))
     brief = _brief(e).message
     assert len(brief) <= MESSAGE_LIMIT + 3 and brief.endswith("; …")
-    assert brief[:-3] == "; ".join(clauses[:3])  # whole clauses, the cut said
+    # Whole clauses, the cut said; without the side's ms against the baseline's, which compare's
+    # own paired ratios replace (a model read the baseline's "1.6" against itself as a bug).
+    assert brief[:-3] == "; ".join(clauses[:2]) and "baseline_ms" not in brief and "speedup;" not in brief
+
+
+def test_a_compared_workload_says_which_to_read_where_its_ms_disagree_with_its_ratio():
+    """compare's a_ms / b_ms of a baseline against its copy read 3.32 against 4.73 beside a paired
+    ratio of 1.01 with no word (model-play 2026-12-04): the row now says to read the ratio."""
+    from evoteam.servers.bench.evaluation.compare import _ms_note
+    from evoteam.servers.bench.models import WorkloadComparison
+
+    row = WorkloadComparison(workload="w", a_status="PASSED", b_status="PASSED", a_ms=3.3183, b_ms=4.7288,
+                             b_speedup_over_a=1.0056)
+    assert _ms_note(row).startswith("a_ms / b_ms is 0.702 but b_speedup_over_a is 1.01:")
+    agree = row.model_copy(update={"b_ms": 3.2})
+    assert _ms_note(agree) is None
 
 
 def test_a_held_out_workload_keeps_the_note_that_explains_a_wide_interval():

@@ -110,6 +110,12 @@ async def test_opening_an_older_store_rehashes_its_candidates(new_location, monk
         assert (await kb.record_candidate(again)).id == second.id
         assert (await kb.get_candidate(second.id)).n_measurements == 2
         assert (await kb.get_candidate(first.id)).n_measurements == 1
+        # A failing measurement turns that twin into a failure; the next measurement goes to the
+        # twin that still ranks, not to the failed one whose point score sits higher (review).
+        failed = CandidateCreate(run_id=run.id, code=CODE, status="RUNTIME_ERROR", samples={}, verified=True)
+        assert (await kb.record_candidate(failed)).id == second.id
+        assert (await kb.get_candidate(second.id)).status == "RUNTIME_ERROR"
+        assert (await kb.record_candidate(again)).id == first.id
     assert rehash_again(where) == 0
     assert hashes(where) == got
 

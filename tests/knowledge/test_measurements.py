@@ -117,7 +117,9 @@ async def test_the_first_is_a_new_best_only_where_it_clears_the_starting_score(s
     better = await verifier.record_candidate(measured(run.id, "a = 2\n", {"w": rounds(3.4, 0.2, seed=2)}))
     by_id = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}
     assert by_id[copy.id].best_so_far_id == copy.id and not by_id[copy.id].new_best
-    assert by_id[copy.id].within_noise_of is None and by_id[copy.id].too_few_runs is None
+    # It says where it stands: within the noise of the starting score (a bare new_best false read
+    # as "worse" to a model; model-play 2026-12-04).
+    assert by_id[copy.id].within_noise_of == "x0" and by_id[copy.id].too_few_runs is None
     assert by_id[better.id].new_best
     # Without a starting score, the first ranked result is the first best, as before.
     bare = await store.start_run(RunCreate(goal="g", kit="k", direction="maximize"))
@@ -145,6 +147,7 @@ async def test_a_new_best_clears_the_last_one_announced_not_only_the_one_before(
     assert [points[i].best_so_far_id for i in ids] == ids  # each takes the lead
     assert not points[below].new_best and not points[still_below].new_best
     assert points[still_below].within_noise_of is None  # apart from the first, short of the start
+    assert points[below].worse_than == points[still_below].worse_than == "x0"
     assert points[a].new_best  # the first to clear the starting score
     assert not points[b].new_best and points[b].within_noise_of == a
     assert points[c].new_best and points[c].within_noise_of is None

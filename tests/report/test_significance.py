@@ -41,7 +41,9 @@ async def test_version_gains_have_intervals_and_the_stop_rule_counts(tmp_path: P
                                                              verified=True))
         summary = summarise(await gather(kb, run.id))
         lines = {v.version: v for v in summary.versions}
-        assert lines[1].gain == "first ranked result" and lines[1].significant_gain is None
+        # The first version is read against the run's starting score (x0 1.0), as the trajectory reads a first.
+        assert lines[1].gain == "first ranked result: clears the starting score x0 = 1"
+        assert lines[1].significant_gain is True
         assert lines[2].significant_gain is False and "within noise" in lines[2].gain
         assert lines[3].significant_gain is True and "significant" in lines[3].gain and "×" in lines[3].gain
         assert lines[4].significant_gain is False
@@ -228,3 +230,34 @@ async def test_a_version_gain_is_significant_only_where_its_best_clears_the_one_
         # It names the two: "the two bests" read as this version's and the previous version's.
         assert f"bench.compare a_candidate_id={v2.best_before_id} b_candidate_id={v2.best_candidate_id}" in lines[2].gain
         assert lines[3].significant_gain is True
+
+
+async def test_a_first_version_is_read_against_the_starting_score(tmp_path: Path):
+    """A first version whose best sits at the baseline brought no gain, and the stop rule counts it
+    (v1 read "first ranked result", counted as progress; model-play 2026-12-04); a program's
+    single run above x0 is not established either way."""
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await one_best_per_version(kb, tmp_path, {1: (1.0, rounds(1.0, 1))})  # x0 1.0
+        summary = summarise(await gather(kb, run.id))
+        (line,) = summary.versions
+        assert line.significant_gain is False and line.gain.endswith("does not clear the starting score x0 = 1: no gain")
+        assert summary.versions_without_significant_gain == 1
+        run = await one_best_per_version(kb, tmp_path, {1: (2.0, {"program": [2.0]})})
+        summary = summarise(await gather(kb, run.id))
+        assert summary.versions[0].significant_gain is None and "not established" in summary.versions[0].gain
+        assert summary.versions_without_significant_gain == 0
+
+
+async def test_a_gain_below_the_starting_score_is_no_gain(tmp_path: Path):
+    """Versions stuck below the baseline read a significant gain between themselves (0.5 then 0.8
+    over x0 = 1, review 2026-12-04) while the trajectory announced nothing: no gain until x0."""
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await one_best_per_version(kb, tmp_path, {v: (c, rounds(c, v, spread=0.04)) for v, c in
+                                                         {1: 0.5, 2: 0.8, 3: 1.3}.items()})
+        lines = {v.version: v for v in summarise(await gather(kb, run.id)).versions}
+        assert lines[1].significant_gain is False
+        assert lines[2].significant_gain is False and lines[2].gain.endswith(
+            "but short of the starting score x0 = 1: no gain")
+        assert lines[3].significant_gain is True and "short of" not in lines[3].gain
+        points = (await kb.trajectory(run.id)).points
+        assert [p.new_best for p in points] == [False, False, True]

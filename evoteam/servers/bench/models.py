@@ -421,6 +421,8 @@ class WorkloadComparison(BaseModel):
                                            "each round on the same inputs: above 1, B is faster")
     interval: list[float] | None = Field(default=None, description="95% interval of b_speedup_over_a")
     significant: bool = Field(default=False, description="true only when the interval excludes 1")
+    note: str | None = Field(default=None, description="set where a_ms / b_ms reads otherwise than "
+                             "b_speedup_over_a: which to read")
 
 
 class Comparison(BaseModel):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import math
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError, model_validator
 
@@ -30,7 +30,7 @@ from evoteam import stats
 from evoteam.servers.knowledge.errors import Forbidden, TooLarge
 from evoteam.servers.knowledge.listing import all_artifacts
 from evoteam.servers.knowledge.measurements import Paired, Side, trajectory_points
-from evoteam.servers.knowledge.models import ArtifactCreate
+from evoteam.servers.knowledge.models import ArtifactCreate, TrajectoryPoint
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.verified import COMPARISON
 
@@ -232,23 +232,27 @@ def paired_sides(records: list[ComparisonRecord], direction: str) -> Paired:
     the same gain significant from these rounds (two model-plays read "the best never moved";
     2026-12-03). Each pair is read once (a bootstrap each)."""
     seen: dict[tuple[str, str], Side | None] = {}
+    by_pair: dict[frozenset[str], list[ComparisonRecord]] = {}
+    for r in records:  # each lookup reads its own pair's, not every record of the run
+        by_pair.setdefault(frozenset((r.a_candidate_id, r.b_candidate_id)), []).append(r)
 
     def side(a_id: str, b_id: str) -> Side | None:
         if (a_id, b_id) not in seen:
-            verdict = paired_verdict(records, a_id, b_id)
+            verdict = paired_verdict(by_pair.get(frozenset((a_id, b_id)), []), a_id, b_id)
             if verdict is None or not verdict.decides:
                 seen[a_id, b_id] = None
             elif not verdict.significant:
                 seen[a_id, b_id] = "tied"
             else:
-                seen[a_id, b_id] = "better" if stats.favours_b(verdict.estimate[0], verdict.kind, direction) else "worse"
+                better = stats.favours_b(verdict.estimate[0], verdict.kind, direction)
+                seen[a_id, b_id] = "better" if better else "worse"
         return seen[a_id, b_id]
 
     return side
 
 
 async def trajectory_with_pairs(store: KnowledgeStore, run_id: str, kit: str | None, rows: list, direction: str,
-                                x0: float | None) -> tuple[list, object]:
+                                x0: float | None) -> tuple[list[TrajectoryPoint], Any]:
     """measurements.trajectory_points of a run's candidate rows, reading the run's kept paired
     rounds on the dev split where there are some: off the event loop then, each pair's verdict
     being a bootstrap (0.4-3.3 s for a run of many compares; review 2026-12-04)."""

@@ -495,6 +495,7 @@ class LocalKnowledgeStore(KnowledgeStore):
         points, best = await comparisons.trajectory_with_pairs(self, run_id, run["kit"], rows, direction, run["x0"])
         best_score = best["score"] if best is not None else None
         return Trajectory(run_id=run_id, direction=direction, points=points, best_score=best_score,
+                          best_interval=measurements.interval_of(best) if best is not None else None,
                           ndg=normalised_discovery_gain(direction, run["x0"], run["best_known"], best_score))
 
     # ------------------------------------------------------------ costs

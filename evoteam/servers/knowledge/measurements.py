@@ -17,9 +17,9 @@ view of the store:
   more than their intervals (the load comes and goes between them, not within one; measured in
   docs/bench.md, "Intervals across evaluations"), so a candidate with any measurement taken on a
   contended machine (`contended_measurements > 0`: its pooled rounds hold that measurement's) can
-  still become the best so far, but is never announced as a new best by its interval. A new best
-  is one that clears the last one announced (trajectory_points), so never a busy one. The mark
-  stays with the candidate; whether it is better than another
+  still become the best so far, but is never announced as a new best by its interval, nor is
+  another announced for clearing its interval (only paired rounds announce either: _lead). The
+  mark stays with the candidate; whether it is better than another
   is then a side-by-side question (`compare`, `bench.remeasure`, whose paired rounds decide team
   versions' gains: knowledge/comparisons.py, report/data.py).
 """
@@ -30,7 +30,7 @@ import asyncio
 import json
 import sqlite3
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import aiosqlite
 
@@ -38,7 +38,7 @@ from evoteam import stats
 from evoteam.codehash import code_hash
 from evoteam.servers.knowledge.migrations import register_migrations
 # The ORDER BY of every ranking lives with the other read SQL (readsql.py).
-from evoteam.servers.knowledge.readsql import rank_order
+from evoteam.servers.knowledge.readsql import RANKED, rank_order
 from evoteam.servers.knowledge.models import (Candidate, CandidateCreate, MeasurementSamples, SampleRanges,
                                              TrajectoryPoint, WorkloadResult)
 from evoteam.servers.knowledge.verified import ranks
@@ -264,14 +264,15 @@ def point_runs(row) -> int:
 async def find_same_code(conn: aiosqlite.Connection, spec: CandidateCreate, direction: str) -> sqlite3.Row | None:
     """The verified candidate of this run and split with the same code, if any. Where several
     share it (twins from before a change of the hashing rule: rehash_candidates leaves them
-    apart), the one that ranks highest: its lucky draw is what more rounds must correct (into the
-    earliest, a re-measurement of the best never reached it, and it stayed the best; review
-    2026-12-04)."""
+    apart), the one that ranks highest, a ranked one before a failed or flagged one: its lucky
+    draw is what more rounds must correct (into the earliest, a re-measurement of the best never
+    reached it, and it stayed the best; review 2026-12-04)."""
     if not (spec.verified and spec.code_hash) or spec.samples is None:
         return None  # only a measurement (the bench sends rounds, {} for a failure) pools
     async with conn.execute(
         "SELECT * FROM candidates WHERE run_id = ? AND code_hash = ? AND split = ? AND verified = 1 "
-        f"ORDER BY CASE WHEN rank_score IS NULL THEN 1 ELSE 0 END, {rank_order(direction)}, id LIMIT 1",
+        f"ORDER BY CASE WHEN {RANKED} THEN 0 ELSE 1 END, CASE WHEN rank_score IS NULL THEN 1 ELSE 0 END, "
+        f"{rank_order(direction)}, id LIMIT 1",
         (spec.run_id, spec.code_hash, spec.split)) as cur:
         return await cur.fetchone()
 
@@ -366,6 +367,16 @@ def _start(x0: float | None) -> stats.Estimate | None:
 # How the paired rounds of two candidates read (B over A): None where they do not decide.
 Side = Literal["better", "worse", "tied"]
 Paired = Callable[[str, str], "Side | None"]
+START = "x0"  # what within_noise_of / worse_than name for the run's starting score
+
+
+class Standing(NamedTuple):
+    """How a ranked candidate stands against the bests before it (TrajectoryPoint's fields)."""
+
+    new_best: bool = False
+    within_noise_of: str | None = None
+    worse_than: str | None = None
+    too_few_runs: bool = False
 
 
 def _side(paired: Paired | None, ref: sqlite3.Row | None, row: sqlite3.Row) -> Side | None:
@@ -378,39 +389,83 @@ def _beyond(a: float, b: float, direction: str) -> bool:
     return a > b if direction == "maximize" else a < b
 
 
-def _lead(row: sqlite3.Row, announced: sqlite3.Row | None, incumbent: sqlite3.Row | None, x0: float | None,
-          direction: str, paired: Paired | None) -> tuple[bool, str | None, bool]:
-    """(new_best, within_noise_of, too_few_runs) of a candidate that took the lead.
+def _by_pair(side: Side | None, ref_id: str) -> Standing | None:
+    """What decided paired rounds with ``ref_id`` say, None where they decide nothing."""
+    if side is None:
+        return None
+    return Standing(new_best=side == "better", within_noise_of=ref_id if side == "tied" else None,
+                    worse_than=ref_id if side == "worse" else None)
 
-    It is a new best where it clears the last one announced (none yet: the run's starting score
-    x0), not merely the best just before it: a chain of steps each within noise of the one
-    before hid a real gain, and a candidate below x0 was announced after a first that did not
-    clear it (review 2026-12-04). Paired rounds decide where they can: against the last announced
-    best, else a significant win over the best just before it (which itself leads the announced
-    one), as run_report's version gain reads the same rounds."""
-    sides = {ref["id"]: side for ref in (announced, incumbent) if (side := _side(paired, ref, row)) is not None}
-    if announced is not None and announced["id"] in sides:
-        side = sides[announced["id"]]
-        return side == "better", announced["id"] if side == "tied" else None, False
-    if incumbent is not None and sides.get(incumbent["id"]) == "better":
-        return True, None, False
-    busy = _contended_row(row)
-    own, ref = estimate_of(row), estimate_of(announced) if announced is not None else _start(x0)
-    if ref is None:  # nothing to clear (no x0, nothing announced): the first quiet leader
-        return not busy, None, False
-    if not busy and stats.clears(own, ref, direction):
-        return True, None, False
+
+def _against_start(own: stats.Estimate, x0: float, direction: str) -> Standing:
+    """Short of the starting score: within its noise, or wholly on the wrong side of it (never
+    from a point whose spread is unknown: one run of a program tells nothing apart)."""
+    below = not stats.spread_unknown(own) and (own.hi < x0 if direction == "maximize" else own.lo > x0)
+    return Standing(worse_than=START) if below else Standing(within_noise_of=START)
+
+
+def _clears(own: stats.Estimate, ref: sqlite3.Row | None, direction: str) -> bool:
+    """Its interval clears a quiet best's (a busy one's interval is not trusted to be where it says)."""
+    return ref is not None and not _contended_row(ref) and stats.clears(own, estimate_of(ref), direction)
+
+
+def _lead(row: sqlite3.Row, announced: sqlite3.Row | None, incumbent: sqlite3.Row | None, x0: float | None,
+          direction: str, paired: Paired | None) -> Standing:
+    """How a candidate that took the lead stands.
+
+    A new best clears the last one announced, or, once one has been, the best just before it
+    (which leads that one): by their paired rounds where those decide, else interval against
+    interval, never by the interval of a busy machine; with nothing announced yet, it clears the
+    run's starting score x0. So a chain of leads each within noise of the one before cannot hide a
+    gain over the last announced best, and nothing below x0 is announced for beating another below
+    it (review 2026-12-04). Paired rounds with the last announced best decide first: a step over
+    the best before it that they find no different from the announced one is no new best here,
+    though run_report's version gain, which asks about the version's best against the best before
+    it, may call it significant."""
+    if announced is not None and (decided := _by_pair(_side(paired, announced, row), announced["id"])):
+        return decided
+    before = incumbent if incumbent is not None and incumbent is not announced else None
+    side = _side(paired, before, row)
+    if side == "worse":
+        return Standing(worse_than=before["id"])
+    busy, own = _contended_row(row), estimate_of(row)
+    if announced is None:
+        # Beyond a best side by side counts only past x0 (its own paired rounds against the baseline).
+        if side == "better" and (x0 is None or stats.clears(own, _start(x0), direction)):
+            return Standing(new_best=True)
+        if busy:  # its interval is not trusted: `contended` says why it is not announced
+            return Standing(within_noise_of=before["id"] if before is not None else None)
+        if x0 is None or stats.clears(own, _start(x0), direction):  # the first quiet leader, or past x0
+            return Standing(new_best=True)
+        if stats.spread_unknown(own) and _beyond(own.value, x0, direction):
+            return Standing(too_few_runs=True)
+        if before is not None and (side == "tied" or _contended_row(before) or _overlap(own, estimate_of(before))):
+            return Standing(within_noise_of=before["id"])
+        return _against_start(own, x0, direction)
+    if side == "better" or (not busy and (_clears(own, announced, direction) or _clears(own, before, direction))):
+        return Standing(new_best=True)
+    if side == "tied":
+        return Standing(within_noise_of=before["id"])
     # A program's point from too few runs is not noise, just not known: said as such (a model read
     # "within noise" of a deterministic gain as no progress; 2026-12-03).
-    if not busy and (stats.spread_unknown(own) or stats.spread_unknown(ref)) and _beyond(own.value, ref.value, direction):
-        return False, None, True
-    if incumbent is not None and sides.get(incumbent["id"]) == "tied":
-        return False, incumbent["id"], False
-    if announced is not None:
-        return False, announced["id"], False
-    # Nothing announced yet: the best before it, where the two cannot be told apart either.
-    near = incumbent is not None and (busy or _contended_row(incumbent) or _overlap(own, estimate_of(incumbent)))
-    return False, incumbent["id"] if near else None, False
+    ref = estimate_of(announced)
+    unknown = stats.spread_unknown(own) or stats.spread_unknown(ref)
+    if not busy and unknown and _beyond(own.value, ref.value, direction):
+        return Standing(too_few_runs=True)
+    return Standing(within_noise_of=announced["id"])
+
+
+def _behind(row: sqlite3.Row, best: sqlite3.Row, paired: Paired | None) -> Standing:
+    """How a candidate behind the best stands: within its noise, or told apart and worse."""
+    side = _side(paired, best, row)
+    if side is not None:
+        return Standing(within_noise_of=best["id"] if side == "tied" else None,
+                        worse_than=best["id"] if side == "worse" else None)
+    own, top = estimate_of(row), estimate_of(best)
+    if _contended_row(row) or _contended_row(best) or _overlap(own, top) or \
+            stats.spread_unknown(own) or stats.spread_unknown(top):
+        return Standing(within_noise_of=best["id"])
+    return Standing(worse_than=best["id"])
 
 
 def trajectory_points(rows: list[sqlite3.Row], direction: str, x0: float | None = None,
@@ -419,24 +474,25 @@ def trajectory_points(rows: list[sqlite3.Row], direction: str, x0: float | None 
     `rank_score`; ``new_best`` only where the new best clears the last announced best (_lead);
     ``within_noise_of`` names the best a ranked candidate cannot be told apart from. ``paired``
     reads two candidates' kept paired rounds (knowledge/comparisons.py), where there are some."""
-    best = announced = None
+    best = announced = stepping = None
     points = []
     for r in rows:
-        new_best, near, few = False, None, False
+        standing = Standing()
         if ranks(r["status"], r["score"], bool(r["verified"]), bool(r["flagged"])):
             if best is None or _beyond(r["rank_score"], best["rank_score"], direction):
-                new_best, near, few = _lead(r, announced, best, x0, direction, paired)
+                standing = _lead(r, announced, stepping, x0, direction, paired)
                 best = r
-                announced = r if new_best else announced
-            elif (side := _side(paired, best, r)) is not None:
-                near = best["id"] if side == "tied" else None
-            elif _overlap(estimate_of(r), estimate_of(best)):
-                near = best["id"]
+                announced = r if standing.new_best else announced
+                # A lead found worse than a best is no step for the next to clear (review 2026-12-04).
+                stepping = stepping if standing.worse_than else r
+            else:
+                standing = _behind(r, best, paired)
         points.append(TrajectoryPoint(
             candidate_id=r["id"], at=r["created_at"], score=r["score"], score_interval=interval_of(r),
             best_so_far=best["score"] if best is not None else None,
-            best_so_far_id=best["id"] if best is not None else None, new_best=new_best, within_noise_of=near,
-            too_few_runs=True if few else None,
+            best_so_far_id=best["id"] if best is not None else None, new_best=standing.new_best,
+            within_noise_of=standing.within_noise_of, worse_than=standing.worse_than,
+            too_few_runs=True if standing.too_few_runs else None,
             status=r["status"], verified=bool(r["verified"]), n_measurements=r["n_measurements"] or 1,
             contended=True if r["verified"] and _contended_row(r) else None,
             code_hash=r["code_hash"], note=first_line(r["notes"]), role=r["role"], team_version=r["team_version"]))

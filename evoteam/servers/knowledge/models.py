@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel as PydanticModel
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, computed_field, field_validator, model_validator
 
 
 class BaseModel(PydanticModel):
@@ -105,7 +105,7 @@ class Run(BaseModel):
 
 
 # NDG's formula sits with the run's other read rules (readsql.py): the quick CLI reads use it too.
-from evoteam.servers.knowledge.readsql import normalised_discovery_gain  # noqa: E402,F401 - re-exported
+from evoteam.servers.knowledge.readsql import normalised_discovery_gain, ranked_by  # noqa: E402,F401 - re-exported
 
 
 # ---------------------------------------------------------------- learnings
@@ -390,19 +390,20 @@ class TrajectoryPoint(BaseModel):
     best_so_far: float | None = Field(description="score of the best candidate so far, ranked by the "
                                       "pessimistic end of each interval")
     best_so_far_id: str | None = None
-    new_best: bool = Field(default=False, description="this candidate became the best and clears the last new "
-                           "best (none yet: the run's starting score x0): its "
-                           "interval clears that one's, or paired rounds (bench.compare by id, bench.remeasure; "
-                           "pooled) find it significantly better than it or than the best just before it: "
+    new_best: bool = Field(default=False, description="it took the lead and clears the last new best or, once "
+                           "there is one, the best just before it (none yet: the run's starting score x0): interval "
+                           "against interval, neither measured on a busy machine, or by the paired rounds of the "
+                           "two (bench.compare by id, bench.remeasure; pooled), which decide where they exist: "
                            "progress, not noise")
-    within_noise_of: str | None = Field(default=None, description="a best it cannot be told apart from (for a "
-                                        "lead, the last new best): their paired rounds find no significant "
-                                        "difference, or, where "
-                                        "none decide, their intervals overlap or either was measured on a busy "
-                                        "machine (contended), where separate evaluations move by more than their "
-                                        "intervals")
-    too_few_runs: bool | None = Field(default=None, description="it leads the last new best (none yet: the "
-                                      "starting score x0), but one of the two "
+    within_noise_of: str | None = Field(default=None, description="the best it cannot be told apart from (\"x0\": "
+                                        "the run's starting score): their paired rounds find no significant "
+                                        "difference, or, where none decide, their intervals overlap or either was "
+                                        "measured on a busy machine (contended), where separate evaluations move "
+                                        "by more than their intervals")
+    worse_than: str | None = Field(default=None, description="the best (\"x0\": the starting score) it is told apart "
+                                   "from and below: by their paired rounds, or intervals that do not overlap")
+    too_few_runs: bool | None = Field(default=None, description="it leads but does not clear the last new best "
+                                      "(none yet: the starting score x0), and one of the two "
                                       "is a score from under 5 runs alike (a program's, or one recorded without "
                                       "an interval), whose spread is unknown: "
                                       "whether it beat that best is not known until both have run 5 times "
@@ -423,7 +424,13 @@ class Trajectory(BaseModel):
     direction: Direction
     points: list[TrajectoryPoint]
     best_score: float | None
+    best_interval: list[float] | None = None
     ndg: float | None
+
+    @computed_field(description="what orders candidates: why a higher score can rank lower")
+    @property
+    def ranked_by(self) -> str:
+        return ranked_by(self.direction)
 
 
 # ---------------------------------------------------------------- search

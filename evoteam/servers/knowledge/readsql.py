@@ -20,6 +20,13 @@ def rank_order(direction: str) -> str:
     return f"rank_score {'DESC' if direction == 'maximize' else 'ASC'}, created_at"
 
 
+def ranked_by(direction: str) -> str:
+    """What rank_order orders by, in words for a reader of a listing (a model read a best below
+    another candidate's score as stale; model-play 2026-12-04)."""
+    end, other = ("lower", "lower") if direction == "maximize" else ("upper", "higher")
+    return f"the {end} end of each score's 95% interval: a score with a wider interval can rank below a {other} one"
+
+
 def best_ranked(direction: str) -> str:
     """The query of a run's best ranked dev candidate (parameter: the run id); held-out scores
     never make a run's best."""

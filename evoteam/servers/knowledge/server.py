@@ -303,8 +303,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @server.tool()
     @tool_errors
     async def trajectory(ctx: Context, run_id: str) -> Trajectory:
-        """Dev candidates by time, best so far. new_best: beat the last new best (or x0) by
-        intervals or paired rounds; within_noise_of: not told apart; too_few_runs: unknown yet."""
+        """Dev candidates by time, best so far. new_best: beat the last new best (or x0); else
+        within_noise_of (not told apart), worse_than (below) or too_few_runs (unknown yet)."""
         return await kb(ctx).trajectory(run_id)
 
     # ------------------------------------------------------------ search

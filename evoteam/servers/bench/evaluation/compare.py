@@ -24,7 +24,7 @@ from evoteam.config import Settings
 from evoteam.errors import DomainError
 from evoteam.servers.bench.confinement import scratch
 from evoteam.servers.bench.measurement import timing
-from evoteam.servers.bench.measurement.batch import run_kernel_batch
+from evoteam.servers.bench.measurement.batch import MS_CLAUSE, ms_disagree, run_kernel_batch
 from evoteam.servers.bench.evaluation.core import (
     Progress,
     _deny_roots,
@@ -60,10 +60,22 @@ def _brief(e: Evaluation) -> ComparedSide:
     line = contention_line(e.metrics.get("contention") or {}, e.split)
     if msg and line:
         msg = msg.replace("; " + line, "")
+    if msg:  # each side's ms against the baseline's: the sides' own ratios are the verdict's (a model read
+        # "baseline_ms / candidate_ms is 1.6" of the baseline against itself as a bug; model-play 2026-12-04)
+        msg = "; ".join(c for c in msg.split("; ") if MS_CLAUSE not in c)
     if msg and len(msg) > MESSAGE_LIMIT:  # whole clauses only: a cut "paired ratios (..." read as garbled
         cut = msg.rfind("; ", 0, MESSAGE_LIMIT)
         msg = (msg[:cut] if cut > 0 else msg[:MESSAGE_LIMIT].rsplit(" ", 1)[0]) + "; …"
     return ComparedSide(status=e.status, score=e.score, score_interval=e.score_interval, message=msg)
+
+
+def _ms_note(row: WorkloadComparison) -> str | None:
+    """Where a_ms / b_ms reads otherwise than the paired ratio (batch.ms_disagree), which to read."""
+    if not (row.a_ms and row.b_ms and row.b_speedup_over_a) or not ms_disagree(row.a_ms / row.b_ms,
+                                                                                row.b_speedup_over_a):
+        return None
+    return (f"a_ms / b_ms is {stats.sig3(row.a_ms / row.b_ms)} but b_speedup_over_a is "
+            f"{stats.sig3(row.b_speedup_over_a)}: each ms is one side's own median; read the paired ratio")
 
 
 def _verdict(ea: Evaluation, eb: Evaluation, est: stats.Estimate | None, kind: str) -> str:
@@ -133,6 +145,7 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
                     est = rounds.estimate("A", "B")
                     row.b_speedup_over_a, row.interval = est.value, [est.lo, est.hi]
                     row.significant = stats.significant(est)
+                    row.note = _ms_note(row)
                 rows.append(row)
             passed = ea.status == eb.status == "PASSED" and len(samples) == len(rows)
             est = timing.kit_estimate(samples, ranges=ranges) if passed and samples else None

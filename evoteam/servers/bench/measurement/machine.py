@@ -241,4 +241,4 @@ def contention_line(c: dict, split: str = "dev") -> str | None:
     if split == "heldout":
         return what + "; evaluate it on the held-out split again when the machine is quiet to confirm this score"
     return (what + ", so the run's trajectory marks this one a new best only once paired rounds find it "
-            "better than the best before it: bench.compare the two by id, or bench.remeasure them")
+            "better: bench.compare it by id with the trajectory's last new_best, or bench.remeasure the run")

@@ -1,0 +1,109 @@
+"""How the trajectory says where each candidate stands (measurements.trajectory_points), rule by
+rule on rows made here: a new best clears the last announced best (or, once there is one, the
+best just before it), nothing below the starting score is announced, paired rounds decide against
+a lead as well as for it, and a busy machine's interval is never what another clears. Each case
+comes from a review of the rule (2026-12-04) that found the trajectory announcing a step that
+run_report, the paired rounds or the rule itself said was none."""
+
+from __future__ import annotations
+
+from evoteam.servers.knowledge.measurements import trajectory_points
+
+
+def _row(i: int, score: float, lo: float, hi: float, *, direction: str = "maximize", busy: int = 0,
+         n: int = 3) -> dict:
+    """A verified, passing candidate row as the store reads it for the trajectory."""
+    return {"id": f"c{i}", "created_at": f"2026-12-04T10:00:{i:02d}", "score": score, "score_lo": lo,
+            "score_hi": hi, "rank_score": lo if direction == "maximize" else hi, "n_measurements": n,
+            "contended_measurements": busy, "code_hash": f"h{i}", "notes": None, "status": "PASSED",
+            "verified": 1, "flagged": 0, "role": None, "team_version": i, "point_samples": None}
+
+
+def _standings(rows: list[dict], x0: float | None, pairs: dict | None = None, direction: str = "maximize") -> dict:
+    paired = (lambda a, b: pairs.get((a, b))) if pairs is not None else None
+    points, _ = trajectory_points(rows, direction, x0, paired)
+    return {p.candidate_id: (p.new_best, p.within_noise_of, p.worse_than, p.too_few_runs) for p in points}
+
+
+def test_a_side_by_side_win_below_the_starting_score_is_not_progress():
+    rows = [_row(1, 0.80, 0.78, 0.82), _row(2, 0.90, 0.88, 0.92)]
+    got = _standings(rows, 1.0, {("c1", "c2"): "better"})
+    assert got["c1"] == (False, None, "x0", None) and got["c2"] == (False, None, "x0", None)
+    # Past x0, the same win announces it (its own rounds against the baseline clear x0).
+    got = _standings([_row(1, 0.95, 0.9, 1.05), _row(2, 1.2, 1.1, 1.3)], 1.0, {("c1", "c2"): "better"})
+    assert got["c1"] == (False, "x0", None, None) and got["c2"][0]
+
+
+def test_paired_rounds_that_find_a_lead_worse_than_the_best_before_it_say_so():
+    rows = [_row(1, 1.1, 1.0, 1.2), _row(2, 1.3, 1.15, 1.5), _row(3, 1.27, 1.25, 1.3)]
+    assert _standings(rows, 0.9)["c3"][0]  # by intervals it clears c1, the last announced
+    got = _standings(rows, 0.9, {("c2", "c3"): "worse"})
+    assert got["c3"] == (False, None, "c2", None)
+    # Without x0, after a busy first: the first quiet leader, unless the rounds find it worse.
+    rows = [_row(1, 1.3, 1.1, 1.5, busy=1), _row(2, 1.25, 1.2, 1.3)]
+    assert _standings(rows, None)["c2"][0]
+    assert _standings(rows, None, {("c1", "c2"): "worse"})["c2"] == (False, None, "c1", None)
+
+
+def test_clearing_the_best_before_it_is_a_step_as_run_report_reads_it():
+    """c2 leads the announced c1 within its noise; c3 clears c2 (run_report: a significant gain
+    over the best before it) though not c1's wide interval: announced, by intervals or pairs."""
+    rows = [_row(1, 1.5, 1.1, 2.0), _row(2, 1.25, 1.2, 1.3), _row(3, 1.4, 1.35, 1.45)]
+    got = _standings(rows, 1.0)
+    assert got["c1"][0] and got["c2"] == (False, "c1", None, None) and got["c3"][0]
+    narrow = [_row(1, 1.5, 1.1, 2.0), _row(2, 1.25, 1.2, 1.3), _row(3, 1.3, 1.25, 1.35)]
+    assert _standings(narrow, 1.0)["c3"] == (False, "c1", None, None)
+    assert _standings(narrow, 1.0, {("c2", "c3"): "better"})["c3"][0]
+    # The last announced best's paired rounds decide first: no different from c1, not a step.
+    assert _standings(rows, 1.0, {("c1", "c3"): "tied", ("c2", "c3"): "better"})["c3"] == (False, "c1", None, None)
+
+
+def test_a_busy_best_is_never_cleared_by_an_interval():
+    """c2, measured on a busy machine, is announced by its paired rounds; c3 clears c2's interval
+    but that interval is not trusted: within noise of c2 until rounds side by side say more."""
+    rows = [_row(1, 1.5, 1.4, 1.6), _row(2, 1.8, 1.7, 1.9, busy=1), _row(3, 2.0, 1.95, 2.05)]
+    got = _standings(rows, 1.0, {("c1", "c2"): "better"})
+    assert got["c2"][0] and got["c3"] == (False, "c2", None, None)
+    assert _standings(rows, 1.0, {("c1", "c2"): "better", ("c2", "c3"): "better"})["c3"][0]
+
+
+def test_a_tie_side_by_side_is_said_before_too_few_runs():
+    rows = [_row(1, 10.0, 9.0, 11.0), _row(2, 12.0, 12.0, 12.0, n=1), _row(3, 12.5, 12.5, 12.5, n=1)]
+    assert _standings(rows, None)["c3"] == (False, None, None, True)
+    assert _standings(rows, None, {("c2", "c3"): "tied"})["c3"] == (False, "c2", None, None)
+
+
+def test_a_candidate_behind_the_best_is_within_its_noise_or_worse():
+    rows = [_row(1, 2.0, 1.9, 2.1), _row(2, 1.95, 1.85, 2.05), _row(3, 1.5, 1.4, 1.6)]
+    got = _standings(rows, 1.0)
+    assert got["c2"] == (False, "c1", None, None) and got["c3"] == (False, None, "c1", None)
+    got = _standings(rows, 1.0, {("c1", "c2"): "worse", ("c1", "c3"): "tied"})
+    assert got["c2"] == (False, None, "c1", None) and got["c3"] == (False, "c1", None, None)
+
+
+def test_minimising_reads_the_other_way():
+    rows = [_row(i, s, lo, hi, direction="minimize") for i, (s, lo, hi) in
+            enumerate([(10, 9, 11), (8, 7.5, 8.5), (7.8, 7.6, 8.0), (13, 12.5, 13.5)], start=1)]
+    got = _standings(rows, 12.0, direction="minimize")
+    assert got["c1"][0] and got["c2"][0] and got["c3"] == (False, "c2", None, None)
+    assert got["c4"] == (False, None, "c3", None)
+    # Above (worse than) the starting score from the first: told apart from x0, not progress.
+    got = _standings([_row(1, 13, 12.5, 13.5, direction="minimize")], 12.0, direction="minimize")
+    assert got["c1"] == (False, None, "x0", None)
+
+
+def test_one_run_is_never_told_apart_as_worse():
+    """A program's single runs say nothing of their spread (stats.clears): one run below another,
+    or just below x0, is within its noise, not worse (a model could drop a direction for it)."""
+    rows = [_row(1, 12.0, 12.0, 12.0, n=1), _row(2, 11.9, 11.9, 11.9, n=1)]
+    assert _standings(rows, None)["c2"] == (False, "c1", None, None)
+    assert _standings([_row(1, 0.99, 0.99, 0.99, n=1)], 1.0)["c1"] == (False, "x0", None, None)
+
+
+def test_a_lead_found_worse_is_no_step_for_the_next():
+    """c2 leads by its interval but its paired rounds put it below c1, the announced best: c3, which
+    clears c2 but not c1, is no new best for clearing a candidate already found worse."""
+    rows = [_row(1, 1.5, 1.3, 1.7), _row(2, 1.5, 1.35, 1.6), _row(3, 1.68, 1.62, 1.74)]
+    assert _standings(rows, 1.0)["c3"][0]  # by intervals alone c3 clears c2, the best before it
+    got = _standings(rows, 1.0, {("c1", "c2"): "worse"})
+    assert got["c2"] == (False, None, "c1", None) and got["c3"] == (False, "c1", None, None)
