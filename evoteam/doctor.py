@@ -129,8 +129,11 @@ async def check_kit(env: dict[str, str], kit: str, client=None) -> str:
 
     if stop_not_held(str(data.get("sandbox") or "")):
         confined += "; the harness's stop does NOT hold here (no cgroup, no seccomp): kernel scores are flagged"
-    return (f"{kit}: baseline {status}, speedup over itself {score:.2f}x ({len(data.get('workloads', []))} "
-            f"workloads){confined}")
+    from evoteam.stats import describe_score
+
+    # With its interval: a number without one is not a result (it holds 1x on a sound harness).
+    shown = describe_score(score, data.get("score_interval"), unit="x")
+    return f"{kit}: baseline {status}, speedup over itself {shown} ({len(data.get('workloads', []))} workloads){confined}"
 
 
 async def check_store(settings: Settings) -> str:

@@ -130,6 +130,7 @@ async def test_compare_takes_the_kits_baseline_by_name_and_repeats_for_kernels(f
         cmp = data(await client.call_tool("compare", {"kit": "rmsnorm_fast", "a_candidate_id": "baseline",
                                                       "b_code": BETTER, "repeats": 4}))
         assert cmp["a"]["status"] == cmp["b"]["status"] == "PASSED", cmp
+        assert cmp["a"]["candidate_id"] == "baseline" and cmp["b"]["candidate_id"] is None
         assert cmp["rounds"] == 8
         assert cmp["b_speedup_over_a"] > 1
         # evaluate: "baseline" as a parent means none; as a candidate it says what to pass instead.

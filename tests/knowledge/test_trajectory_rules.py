@@ -107,3 +107,12 @@ def test_a_lead_found_worse_is_no_step_for_the_next():
     assert _standings(rows, 1.0)["c3"][0]  # by intervals alone c3 clears c2, the best before it
     got = _standings(rows, 1.0, {("c1", "c2"): "worse"})
     assert got["c2"] == (False, None, "c1", None) and got["c3"] == (False, "c1", None, None)
+
+
+def test_each_standing_says_what_decided_it():
+    """A model read `worse_than` beside two overlapping intervals as noise (model-play 2026-12-04):
+    the point says whether paired rounds or the intervals decided it."""
+    rows = [_row(1, 2.0, 1.9, 2.1), _row(2, 1.95, 1.85, 2.05), _row(3, 1.5, 1.4, 1.6)]
+    points, _ = trajectory_points(rows, "maximize", 1.0, lambda a, b: "worse" if (a, b) == ("c1", "c2") else None)
+    by = {p.candidate_id: (p.worse_than, p.decided_by) for p in points}
+    assert by == {"c1": (None, "intervals"), "c2": ("c1", "paired rounds"), "c3": ("c1", "intervals")}

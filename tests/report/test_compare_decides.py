@@ -168,6 +168,8 @@ async def test_compare_of_two_bests_settles_a_real_program_kits_version_gain(tmp
                                        {"candidate_id": ids[2]}, store=kb)
         assert cmp.significant and cmp.verdict.startswith("B is better")
         assert f"kept in run {run.id}" in cmp.verdict
+        # Each side names the candidate it was given as (a model lost track of A and B over three compares).
+        assert (cmp.a.candidate_id, cmp.b.candidate_id) == (ids[1], ids[2])
         summary = summarise(await gather(kb, run.id))
         line = summary.versions[1]
         assert line.significant_gain is True and "timed side by side (a paired batch)" in line.gain, line.gain

@@ -116,3 +116,16 @@ def test_sentence_tail_cuts_at_a_word_when_one_sentence_is_too_long():
     assert sentence_tail("short.", 10) == "short."
     cut = sentence_tail("a " * 400 + "end", 50)
     assert cut.startswith("… ") and cut.endswith("end") and len(cut) <= 50
+
+
+async def test_a_plans_bare_tool_reference_is_not_listed_beside_the_briefs_own_line(kb, run, service_factory):
+    """A model's plan named `bench.describe_kit rmsnorm_cpu` and `knowledge.add_learning`, which the
+    brief already gives with their arguments: each tool is listed once (model-play 2026-12-04);
+    reads the brief does not give are kept."""
+    d = design(run.id, "Builder", mcp_servers=["knowledge", "bench"])
+    d["knowledge_plan"] = {"shared_reads": ["bench.describe_kit toy", "knowledge.learnings", "the profile notes"],
+                           "shared_writes": ["knowledge.add_learning"]}
+    body = brief_of(await service_factory().design_team(TeamDesign(**d))).split("## The task", 1)[1]
+    assert body.count("describe_kit") == 1 and body.count("add_learning") == 1
+    # The learnings tool is named too (in the line that says the run has none yet); other reads stay.
+    assert "- knowledge.learnings" not in body and "- the profile notes" in body

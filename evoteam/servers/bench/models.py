@@ -403,6 +403,8 @@ class Evaluation(BaseModel):
 class ComparedSide(BaseModel):
     """One side of a comparison, in brief."""
 
+    candidate_id: str | None = Field(default=None, description="the recorded candidate (or \"baseline\") this "
+                                     "side was given as; none for code or a file")
     status: CandidateStatus
     score: float | None
     score_interval: list[float] | None = None

@@ -368,6 +368,7 @@ def _start(x0: float | None) -> stats.Estimate | None:
 Side = Literal["better", "worse", "tied"]
 Paired = Callable[[str, str], "Side | None"]
 START = "x0"  # what within_noise_of / worse_than name for the run's starting score
+PAIRS, INTERVALS = "paired rounds", "intervals"  # what decided a point's standing
 
 
 class Standing(NamedTuple):
@@ -377,6 +378,7 @@ class Standing(NamedTuple):
     within_noise_of: str | None = None
     worse_than: str | None = None
     too_few_runs: bool = False
+    decided_by: Literal["paired rounds", "intervals"] | None = None
 
 
 def _side(paired: Paired | None, ref: sqlite3.Row | None, row: sqlite3.Row) -> Side | None:
@@ -394,14 +396,15 @@ def _by_pair(side: Side | None, ref_id: str) -> Standing | None:
     if side is None:
         return None
     return Standing(new_best=side == "better", within_noise_of=ref_id if side == "tied" else None,
-                    worse_than=ref_id if side == "worse" else None)
+                    worse_than=ref_id if side == "worse" else None, decided_by=PAIRS)
 
 
 def _against_start(own: stats.Estimate, x0: float, direction: str) -> Standing:
     """Short of the starting score: within its noise, or wholly on the wrong side of it (never
     from a point whose spread is unknown: one run of a program tells nothing apart)."""
     below = not stats.spread_unknown(own) and (own.hi < x0 if direction == "maximize" else own.lo > x0)
-    return Standing(worse_than=START) if below else Standing(within_noise_of=START)
+    return Standing(worse_than=START, decided_by=INTERVALS) if below else \
+        Standing(within_noise_of=START, decided_by=INTERVALS)
 
 
 def _clears(own: stats.Estimate, ref: sqlite3.Row | None, direction: str) -> bool:
@@ -427,32 +430,34 @@ def _lead(row: sqlite3.Row, announced: sqlite3.Row | None, incumbent: sqlite3.Ro
     before = incumbent if incumbent is not None and incumbent is not announced else None
     side = _side(paired, before, row)
     if side == "worse":
-        return Standing(worse_than=before["id"])
+        return Standing(worse_than=before["id"], decided_by=PAIRS)
     busy, own = _contended_row(row), estimate_of(row)
     if announced is None:
         # Beyond a best side by side counts only past x0 (its own paired rounds against the baseline).
         if side == "better" and (x0 is None or stats.clears(own, _start(x0), direction)):
-            return Standing(new_best=True)
+            return Standing(new_best=True, decided_by=PAIRS)
         if busy:  # its interval is not trusted: `contended` says why it is not announced
             return Standing(within_noise_of=before["id"] if before is not None else None)
         if x0 is None or stats.clears(own, _start(x0), direction):  # the first quiet leader, or past x0
-            return Standing(new_best=True)
+            return Standing(new_best=True, decided_by=None if x0 is None else INTERVALS)
         if stats.spread_unknown(own) and _beyond(own.value, x0, direction):
             return Standing(too_few_runs=True)
         if before is not None and (side == "tied" or _contended_row(before) or _overlap(own, estimate_of(before))):
-            return Standing(within_noise_of=before["id"])
+            return Standing(within_noise_of=before["id"], decided_by=PAIRS if side == "tied" else INTERVALS)
         return _against_start(own, x0, direction)
-    if side == "better" or (not busy and (_clears(own, announced, direction) or _clears(own, before, direction))):
-        return Standing(new_best=True)
+    if side == "better":
+        return Standing(new_best=True, decided_by=PAIRS)
+    if not busy and (_clears(own, announced, direction) or _clears(own, before, direction)):
+        return Standing(new_best=True, decided_by=INTERVALS)
     if side == "tied":
-        return Standing(within_noise_of=before["id"])
+        return Standing(within_noise_of=before["id"], decided_by=PAIRS)
     # A program's point from too few runs is not noise, just not known: said as such (a model read
     # "within noise" of a deterministic gain as no progress; 2026-12-03).
     ref = estimate_of(announced)
     unknown = stats.spread_unknown(own) or stats.spread_unknown(ref)
     if not busy and unknown and _beyond(own.value, ref.value, direction):
         return Standing(too_few_runs=True)
-    return Standing(within_noise_of=announced["id"])
+    return Standing(within_noise_of=announced["id"], decided_by=INTERVALS)
 
 
 def _behind(row: sqlite3.Row, best: sqlite3.Row, paired: Paired | None) -> Standing:
@@ -460,12 +465,12 @@ def _behind(row: sqlite3.Row, best: sqlite3.Row, paired: Paired | None) -> Stand
     side = _side(paired, best, row)
     if side is not None:
         return Standing(within_noise_of=best["id"] if side == "tied" else None,
-                        worse_than=best["id"] if side == "worse" else None)
+                        worse_than=best["id"] if side == "worse" else None, decided_by=PAIRS)
     own, top = estimate_of(row), estimate_of(best)
     if _contended_row(row) or _contended_row(best) or _overlap(own, top) or \
             stats.spread_unknown(own) or stats.spread_unknown(top):
-        return Standing(within_noise_of=best["id"])
-    return Standing(worse_than=best["id"])
+        return Standing(within_noise_of=best["id"], decided_by=INTERVALS)
+    return Standing(worse_than=best["id"], decided_by=INTERVALS)
 
 
 def trajectory_points(rows: list[sqlite3.Row], direction: str, x0: float | None = None,
@@ -492,6 +497,7 @@ def trajectory_points(rows: list[sqlite3.Row], direction: str, x0: float | None 
             best_so_far=best["score"] if best is not None else None,
             best_so_far_id=best["id"] if best is not None else None, new_best=standing.new_best,
             within_noise_of=standing.within_noise_of, worse_than=standing.worse_than,
+            decided_by=standing.decided_by,
             too_few_runs=True if standing.too_few_runs else None,
             status=r["status"], verified=bool(r["verified"]), n_measurements=r["n_measurements"] or 1,
             contended=True if r["verified"] and _contended_row(r) else None,

@@ -402,6 +402,9 @@ class TrajectoryPoint(BaseModel):
                                         "by more than their intervals")
     worse_than: str | None = Field(default=None, description="the best (\"x0\": the starting score) it is told apart "
                                    "from and below: by their paired rounds, or intervals that do not overlap")
+    decided_by: Literal["paired rounds", "intervals"] | None = Field(
+        default=None, description="what decided new_best, within_noise_of or worse_than: the two candidates' kept "
+        "paired rounds (bench.compare by id, bench.remeasure; pooled) or their separate intervals")
     too_few_runs: bool | None = Field(default=None, description="it leads but does not clear the last new best "
                                       "(none yet: the starting score x0), and one of the two "
                                       "is a score from under 5 runs alike (a program's, or one recorded without "

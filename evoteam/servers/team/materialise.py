@@ -126,7 +126,7 @@ def role_brief(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming |
     first = my_stage == 0
     no_learnings, no_candidates, no_history = (first and run.learnings == 0, first and run.candidates == 0,
                                                first and team.version == 1)
-    reads = [
+    built_reads = [
         *([] if no_learnings else [
             f"The learnings document of run `{run.id}` (`{k('knowledge', 'learnings')}`): what earlier teams "
             f"established, what failed, what is still open."]),
@@ -142,11 +142,10 @@ def role_brief(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming |
            f"shows what your teammates recorded."] if no_learnings and no_candidates and no_history else []),
         *([f"The kit (`{k('bench', 'describe_kit')}` with kit=\"{run.kit}\"): what a candidate must define, how it "
            f"is scored, and the starting-point file to copy."] if bench and run.kit else []),
-        *team.knowledge_plan.shared_reads,
-        *role.reads_first,
     ]
+    reads = built_reads + _not_repeating([*team.knowledge_plan.shared_reads, *role.reads_first], built_reads)
     reads = list(dict.fromkeys(r.strip() for r in reads if r.strip()))  # the plan and the role may name one read twice
-    writes = [
+    built_writes = [
         f"Every empirical finding, with the ids of the candidates or artifacts that back it: "
         f"`{k('knowledge', 'add_learning')}` with role=\"{role.name}\" and team_version={team.version}. "
         f"Record dead ends (kind=dead_end) as carefully as successes.",
@@ -157,11 +156,10 @@ def role_brief(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming |
         f"derives from) and notes (what it tries); it measures honestly and records the candidate. When "
         f"an evaluation would keep you idle (a long one, or a queue of them), pass wait=false and collect it "
         f"later with `{k('bench', 'evaluation_result')}` (ticket, wait_s).",
-        *team.knowledge_plan.shared_writes,
-        *role.writes_to,
     ]
     if not bench:
-        writes.pop(2)
+        built_writes.pop(2)
+    writes = built_writes + _not_repeating([*team.knowledge_plan.shared_writes, *role.writes_to], built_writes)
     writes = list(dict.fromkeys(w.strip() for w in writes if w.strip()))
     # Never a worktree that was not made: without a note, the role is told it shares the tree.
     place = worktree_note or shared_place(role)
@@ -216,6 +214,17 @@ Your teammates in this version: {', '.join(teammates) if teammates else 'none (y
 - Finish with a short report: what you did, the ids of the candidates, learnings and artifacts you \
 recorded, and what the next team should try.
 """
+
+
+_TOOL_REF = re.compile(r"^`?(?:mcp__\w+?__|\w+[.:])?(\w+)`?(?:\s+\S+)?$")
+
+
+def _not_repeating(extra: list[str], built: list[str]) -> list[str]:
+    """A plan's reads or writes, less the bare tool references (`knowledge.learnings`,
+    `bench.describe_kit rmsnorm_cpu`) whose tool a line of the brief already names: a model-play
+    found a brief listing describe_kit three times and add_learning twice (2026-12-04)."""
+    named = {quoted.rsplit("__", 1)[-1] for line in built for quoted in re.findall(r"`([^`]+)`", line)}
+    return [e for e in extra if not ((m := _TOOL_REF.match(e.strip())) and m.group(1) in named)]
 
 
 def shared_place(role: RoleSpec) -> str:

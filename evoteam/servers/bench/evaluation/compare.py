@@ -53,7 +53,7 @@ def _baseline_file(kit) -> str:
     return str(start)
 
 
-def _brief(e: Evaluation) -> ComparedSide:
+def _brief(e: Evaluation, candidate_id: str | None = None) -> ComparedSide:
     msg = e.message
     # The comparison's `contended` says it once; each side repeated the same long clause (and
     # lost its end to the limit).
@@ -66,7 +66,8 @@ def _brief(e: Evaluation) -> ComparedSide:
     if msg and len(msg) > MESSAGE_LIMIT:  # whole clauses only: a cut "paired ratios (..." read as garbled
         cut = msg.rfind("; ", 0, MESSAGE_LIMIT)
         msg = (msg[:cut] if cut > 0 else msg[:MESSAGE_LIMIT].rsplit(" ", 1)[0]) + "; …"
-    return ComparedSide(status=e.status, score=e.score, score_interval=e.score_interval, message=msg)
+    return ComparedSide(candidate_id=candidate_id, status=e.status, score=e.score, score_interval=e.score_interval,
+                        message=msg)
 
 
 def _ms_note(row: WorkloadComparison) -> str | None:
@@ -169,7 +170,8 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
                     "compares of the same two by id pool into a narrower one, quiet ones most")
     if est is not None and store is not None:
         verdict += await _keep(store, the_kit, a, b, split, kind, contended, samples, ranges)
-    return Comparison(kit=the_kit.name, split=split, a=_brief(ea), b=_brief(eb),
+    return Comparison(kit=the_kit.name, split=split, a=_brief(ea, a.get("candidate_id")),
+                      b=_brief(eb, b.get("candidate_id")),
                       b_speedup_over_a=est.value if est else None, interval=[est.lo, est.hi] if est else None,
                       significant=bool(est and stats.significant(est, kind)), rounds=n_rounds, workloads=rows,
                       verdict=verdict, contended=contended)
@@ -194,8 +196,8 @@ async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, kind: 
     refused = await keep_comparison(store, run.id, record)
     if refused:
         return f"; not kept in run {run.id}: {refused}"
-    return (f"; kept in run {run.id}: a version gain between these two pools the paired rounds of every compare "
-            "(and re-measurement) of them")
+    return (f"; kept in run {run.id}: the trajectory's and the version gains' verdicts between these two pool the "
+            "paired rounds of every compare (and re-measurement) of them, not either one's score")
 
 
 async def _program_contrast(settings, kit, cands, split, progress, repeats):
