@@ -110,6 +110,7 @@ class RunReport(BaseModel):
     best_heldout: float | None = None
     best_heldout_id: str | None = None
     best_heldout_interval: list[float] | None = None
+    best_heldout_of: str | None = None  # the dev candidate that held-out record checked (its parent)
     spend_by_role: list[SpendSlice] = Field(default_factory=list)
     spend_by_version: list[SpendSlice] = Field(default_factory=list)
     retrieval: RetrievalSeries = Field(default_factory=RetrievalSeries)
@@ -302,6 +303,7 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
         top_held = max(held, key=lambda p: rank_key(p, direction))
         report.best_heldout, report.best_heldout_id = top_held.score, top_held.id
         report.best_heldout_interval = top_held.score_interval
+        report.best_heldout_of = (await store.get_candidate(top_held.id)).parent_id
 
     by_role: dict[str, float] = {}
     for c in costs:

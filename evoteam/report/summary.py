@@ -36,8 +36,8 @@ class RunSummary(BaseModel):
     best_heldout_score: float | None
     best_heldout_interval: list[float] | None = None
     best_heldout_candidate_id: str | None = Field(default=None, description="the held-out record that scored it "
-                                                  "(bench.evaluate split heldout); a check of a recorded "
-                                                  "candidate names it as its parent_id")
+                                                  "(bench.evaluate split heldout)")
+    best_heldout_of: str | None = Field(default=None, description="the dev candidate that held-out record checked")
     ndg: float | None
     spent_usd: float
     budget_usd: float | None
@@ -174,7 +174,7 @@ def summarise(report: RunReport, max_versions: int = 30) -> RunSummary:
         run_id=run.id, direction=run.direction, best_dev_score=run.best_score, best_dev_interval=run.best_interval,
         best_candidate_id=report.best_candidate_id,
         best_heldout_score=report.best_heldout, best_heldout_interval=report.best_heldout_interval,
-        best_heldout_candidate_id=report.best_heldout_id, ndg=run.ndg,
+        best_heldout_candidate_id=report.best_heldout_id, best_heldout_of=report.best_heldout_of, ndg=run.ndg,
         spent_usd=run.spent_usd, budget_usd=run.budget_usd, candidates=len(report.candidates),
         heldout_records=sum(1 for c in report.candidates if c.split == "heldout"),
         failed_candidates=sum(1 for c in report.candidates if c.status != "PASSED"),

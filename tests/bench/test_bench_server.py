@@ -198,6 +198,7 @@ async def test_a_held_out_check_of_a_candidate_names_it(fast_settings, store, fa
     # With its interval, as the dev best has one; and counted apart from the dev candidates.
     assert summary.best_heldout_interval == held["score_interval"] and summary.best_dev_interval is not None
     assert summary.heldout_records == 1 and "interval" in summary.ranked_by
+    assert summary.best_heldout_of == dev["candidate_id"]  # which dev candidate it checked
 
 
 async def test_a_re_measured_candidate_reads_its_pooled_score_first(fast_settings, store, fast_kit):
