@@ -11,7 +11,8 @@ from pydantic import BaseModel, Field
 
 from evoteam import stats
 
-from evoteam.servers.knowledge.measurements import any_contended, candidate_estimate, ranking_of
+from evoteam.servers.knowledge.measurements import (any_contended, beyond, candidate_estimate, clears_start,
+                                                   ranking_of)
 from evoteam.servers.knowledge.models import Candidate, Run, WorkloadResult
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.verified import ranks
@@ -191,19 +192,15 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
     vp.gain_is_ratio = kind == "kernel"
 
 
-def _start(x0: float) -> stats.Estimate:
-    return stats.Estimate(x0, x0, x0, stats.EXACT_MIN_RUNS, 1.0)
-
-
 def _short_of_start(vp: VersionPoint, own: Candidate, x0: float, direction: str) -> None:
     """A gain over a best that itself never reached x0 is no gain until the version's best clears
     x0, as the trajectory announces nothing below it (run_report called 0.5 to 0.8 over x0 = 1 a
     significant gain; review 2026-12-04)."""
     est = candidate_estimate(own)
-    if est is None or stats.clears(est, _start(x0), direction):
+    if est is None or clears_start(est, x0, direction):
         return
     # A point of unknown spread beyond x0 (a program run once) is not known to be short of it.
-    if not (stats.spread_unknown(est) and stats.favours_b(est.value - x0, "program", direction)):
+    if not (stats.spread_unknown(est) and beyond(est.value, x0, direction)):
         vp.significant, vp.short_of_start = False, True
         vp.gain_note = f"short of the starting score x0 = {stats.sig3(x0)}"
 
@@ -215,8 +212,8 @@ def _first_gain(vp: VersionPoint, own: Candidate, x0: float, direction: str) -> 
     est = candidate_estimate(own)
     vp.contended = any_contended(own.contended_measurements)
     vp.few_runs = est is not None and stats.spread_unknown(est)
-    reads_better = est is not None and stats.favours_b(est.value - x0, "program", direction)
-    if est is not None and not vp.contended and stats.clears(est, _start(x0), direction):
+    reads_better = est is not None and beyond(est.value, x0, direction)
+    if est is not None and not vp.contended and clears_start(est, x0, direction):
         vp.significant, vp.gain_note = True, f"first ranked result: clears the starting score x0 = {stats.sig3(x0)}"
     elif est is None or (reads_better and (vp.contended or vp.few_runs)):  # busy or unknown, reading better
         why = "measured on a contended machine" if vp.contended else "too few runs (bench.remeasure it)"

@@ -359,9 +359,10 @@ def _overlap(a: stats.Estimate | None, b: stats.Estimate | None) -> bool:
     return a is not None and b is not None and a.lo <= b.hi and b.lo <= a.hi
 
 
-def _start(x0: float | None) -> stats.Estimate | None:
-    """The run's starting score as an estimate to clear: a known number, not a point of unknown spread."""
-    return None if x0 is None else stats.Estimate(x0, x0, x0, stats.EXACT_MIN_RUNS, 1.0)
+def clears_start(own: stats.Estimate, x0: float, direction: str) -> bool:
+    """Whether a score's interval clears the run's starting score x0, a known number (not a point
+    of unknown spread): the trajectory's first new best and run_report's first version alike."""
+    return stats.clears(own, stats.Estimate(x0, x0, x0, stats.EXACT_MIN_RUNS, 1.0), direction)
 
 
 # How the paired rounds of two candidates read (B over A): None where they do not decide.
@@ -387,7 +388,8 @@ def _side(paired: Paired | None, ref: sqlite3.Row | None, row: sqlite3.Row) -> S
     return paired(ref["id"], row["id"])
 
 
-def _beyond(a: float, b: float, direction: str) -> bool:
+def beyond(a: float, b: float, direction: str) -> bool:
+    """Whether ``a`` lies on the better side of ``b`` in the run's direction."""
     return a > b if direction == "maximize" else a < b
 
 
@@ -434,13 +436,13 @@ def _lead(row: sqlite3.Row, announced: sqlite3.Row | None, incumbent: sqlite3.Ro
     busy, own = _contended_row(row), estimate_of(row)
     if announced is None:
         # Beyond a best side by side counts only past x0 (its own paired rounds against the baseline).
-        if side == "better" and (x0 is None or stats.clears(own, _start(x0), direction)):
+        if side == "better" and (x0 is None or clears_start(own, x0, direction)):
             return Standing(new_best=True, decided_by=PAIRS)
         if busy:  # its interval is not trusted: `contended` says why it is not announced
             return Standing(within_noise_of=before["id"] if before is not None else None)
-        if x0 is None or stats.clears(own, _start(x0), direction):  # the first quiet leader, or past x0
+        if x0 is None or clears_start(own, x0, direction):  # the first quiet leader, or past x0
             return Standing(new_best=True, decided_by=None if x0 is None else INTERVALS)
-        if stats.spread_unknown(own) and _beyond(own.value, x0, direction):
+        if stats.spread_unknown(own) and beyond(own.value, x0, direction):
             return Standing(too_few_runs=True)
         if before is not None and (side == "tied" or _contended_row(before) or _overlap(own, estimate_of(before))):
             return Standing(within_noise_of=before["id"], decided_by=PAIRS if side == "tied" else INTERVALS)
@@ -455,7 +457,7 @@ def _lead(row: sqlite3.Row, announced: sqlite3.Row | None, incumbent: sqlite3.Ro
     # "within noise" of a deterministic gain as no progress; 2026-12-03).
     ref = estimate_of(announced)
     unknown = stats.spread_unknown(own) or stats.spread_unknown(ref)
-    if not busy and unknown and _beyond(own.value, ref.value, direction):
+    if not busy and unknown and beyond(own.value, ref.value, direction):
         return Standing(too_few_runs=True)
     return Standing(within_noise_of=announced["id"], decided_by=INTERVALS)
 
@@ -484,7 +486,7 @@ def trajectory_points(rows: list[sqlite3.Row], direction: str, x0: float | None 
     for r in rows:
         standing = Standing()
         if ranks(r["status"], r["score"], bool(r["verified"]), bool(r["flagged"])):
-            if best is None or _beyond(r["rank_score"], best["rank_score"], direction):
+            if best is None or beyond(r["rank_score"], best["rank_score"], direction):
                 standing = _lead(r, announced, stepping, x0, direction, paired)
                 best = r
                 announced = r if standing.new_best else announced
