@@ -48,7 +48,7 @@ def progress(report: RunReport) -> dict[str, Any] | None:
     candidates were recorded in): every ranked candidate, the running best as a step line, a
     diamond where the supervisor restructured the team (hover: version, roles, diagnosis).
     None when no candidate has a score to draw."""
-    shown = [c for c in report.candidates if c.status == "PASSED" and c.score is not None and c.split != "heldout"]
+    shown = [c for c in report.candidates if c.status == "PASSED" and c.score is not None and c.split == "dev"]
     if not shown:
         return None
     by_spend = any(c.spent_usd > 0 for c in report.candidates)

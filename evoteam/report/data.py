@@ -250,7 +250,7 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
                            spent_usd=spent_at(s.provenance.created_at), score_interval=s.score_interval,
                            rank_score=s.rank_score, n_measurements=s.n_measurements)
         best_before_point.append(best)
-        if _ranks(p) and p.split != "heldout" and (best is None or rank_key(p, direction) > rank_key(best, direction)):
+        if _ranks(p) and p.split == "dev" and (best is None or rank_key(p, direction) > rank_key(best, direction)):
             best = p
         p.best_so_far = best.score if best is not None else None
         points.append(p)
@@ -264,7 +264,7 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
     times = [p.at for p in points]
     best_of: dict[int, CandidatePoint] = {}
     for p in points:
-        if _ranks(p) and p.split != "heldout" and p.team_version is not None:
+        if _ranks(p) and p.split == "dev" and p.team_version is not None:
             held = best_of.get(p.team_version)
             if held is None or rank_key(p, direction) > rank_key(held, direction):
                 best_of[p.team_version] = p
@@ -290,7 +290,7 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
         p.message = _failure_message(full)
 
     report = RunReport(run=run, candidates=points, versions=versions, direction=direction)
-    ranked = [p for p in points if _ranks(p) and p.split != "heldout"]
+    ranked = [p for p in points if _ranks(p) and p.split == "dev"]
     if ranked:
         top = max(ranked, key=lambda p: rank_key(p, direction))
         report.best_candidate_id = top.id

@@ -187,7 +187,7 @@ async def _ranked_groups(store: KnowledgeStore, run_id: str) -> dict[int | None,
     run = await store.get_run(run_id)
     keyed: dict[int | None, list[tuple[float, CandidateSummary]]] = {}
     for c in await all_candidates(store, run_id):
-        if not ranks(c.status, c.score, c.verified, c.flagged) or c.split == "heldout":
+        if not ranks(c.status, c.score, c.verified, c.flagged) or c.split != "dev":
             continue
         bound = ranking_of(c.rank_score, c.score, c.score_interval, run.direction)
         keyed.setdefault(c.provenance.team_version, []).append((bound if run.direction == "maximize" else -bound, c))

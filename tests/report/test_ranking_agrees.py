@@ -69,6 +69,31 @@ async def test_best_candidates_ranks_the_dev_split_unless_asked(tmp_path: Path):
         assert {c.id for c in await kb.best_candidates(run.id, split="all")} == {dev.id, held.id}
 
 
+async def test_a_score_on_dev_and_held_out_workloads_together_ranks_nowhere_among_dev(tmp_path: Path):
+    """A kernel evaluated on split 'all' is scored over other workloads than the dev ones: every
+    reader of a run's best (get_run, the trajectory, the report and its chart, remeasure's
+    finalists, the retrieval gate's run info) leaves it out, as best_candidates always did.
+    (Found by review, 2026-12-04: all but best_candidates read "not held-out" as "dev".)"""
+    from evoteam.report.charts import progress
+    from evoteam.servers.retrieval.store import RetrievalStore
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t", verifier=True)) as kb:
+        run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+        dev = await kb.record_candidate(_measured(run.id, "def run(x):\n    return x * 3\n", {"w": _rounds(3.5, 0.1, 1)}))
+        both = await kb.record_candidate(_measured(run.id, "def run(x):\n    return x + x + x\n",
+                                                   {"w": _rounds(3.6, 0.1, 3), "h": _rounds(9.0, 0.1, 4)}, split="all"))
+        assert both.split == "all" and both.score_interval[0] > dev.score_interval[1]
+        assert (await kb.get_run(run.id)).best_candidate_id == dev.id
+        trajectory = await kb.trajectory(run.id)
+        assert [p.candidate_id for p in trajectory.points] == [dev.id]
+        assert trajectory.best_score == dev.score
+        report = await gather(kb, run.id)
+        assert report.best_candidate_id == dev.id
+        assert [p.best_so_far for p in report.candidates] == [dev.score, dev.score]
+        assert [row["id"] for row in progress(report)["datasets"]["points"]] == [dev.id]
+        assert [c.id for c in await finalists(kb, run.id)] == [dev.id]
+        assert (await RetrievalStore(kb).run_info(run.id)).best_score == dev.score
+
+
 def test_remeasure_orders_by_the_rank_it_was_given():
     """judge orders by rank_score where one is known: the same rule as the store."""
     entries = [Remeasured(candidate_id="cand_a", recorded_score=6.8, recorded_interval=[3.6, 12.5],

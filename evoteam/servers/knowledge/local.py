@@ -488,7 +488,7 @@ class LocalKnowledgeStore(KnowledgeStore):
                 "SELECT id, created_at, score, score_lo, score_hi, rank_score, n_measurements, contended_measurements, "
                 "code_hash, notes, status, verified, flagged, role, team_version, "
                 f"{measurements.POINT_SAMPLES} FROM candidates "
-                "WHERE run_id = ? AND split != 'heldout' ORDER BY created_at, id", (run_id,)
+                "WHERE run_id = ? AND split = 'dev' ORDER BY created_at, id", (run_id,)
             ) as cur:
                 rows = await cur.fetchall()
         direction = run["direction"]

@@ -28,10 +28,10 @@ def ranked_by(direction: str) -> str:
 
 
 def best_ranked(direction: str) -> str:
-    """The query of a run's best ranked dev candidate (parameter: the run id); held-out scores
-    never make a run's best."""
+    """The query of a run's best ranked dev candidate (parameter: the run id); a score on other
+    workloads (held-out, or split 'all': dev and held-out in one) never makes a run's best."""
     return (f"SELECT id, score, score_lo, score_hi FROM candidates WHERE run_id = ? AND {RANKED} "
-            f"AND split != 'heldout' ORDER BY {rank_order(direction)} LIMIT 1")
+            f"AND split = 'dev' ORDER BY {rank_order(direction)} LIMIT 1")
 
 
 def runs_listing(where: str) -> tuple[str, str]:

@@ -15,9 +15,8 @@ import aiosqlite
 
 from evoteam.servers.knowledge.errors import NotFound
 from evoteam.servers.knowledge.rows import new_id
-from evoteam.servers.knowledge.measurements import rank_order
+from evoteam.servers.knowledge.readsql import best_ranked
 from evoteam.servers.knowledge.scope import Ref, scoped
-from evoteam.servers.knowledge.verified import RANKED
 from evoteam.servers.retrieval.docsearch import matching_documents
 from evoteam.servers.retrieval.doctext import MAX_CONTENT_CHARS, content_hash, excerpt, url_key
 from evoteam.servers.retrieval.models import (
@@ -47,9 +46,7 @@ class RetrievalStore(RetrievalRecords):
     async def run_info(self, run_id: str) -> RunInfo:
         async with self.db.read() as conn:
             row = await self._run_row(conn, run_id)
-            async with conn.execute(
-                f"SELECT score FROM candidates WHERE run_id = ? AND {RANKED} "
-                f"AND split != 'heldout' ORDER BY {rank_order(row['direction'])} LIMIT 1", (run_id,)) as cur:
+            async with conn.execute(best_ranked(row["direction"]), (run_id,)) as cur:
                 best = await cur.fetchone()
         return RunInfo(id=row["id"], project=row["project"], goal=row["goal"], direction=row["direction"], x0=row["x0"],
                        best_known=row["best_known"], best_score=best["score"] if best else None)
