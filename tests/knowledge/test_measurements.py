@@ -174,6 +174,25 @@ async def test_a_programs_single_runs_are_never_announced_as_progress(store, ver
     assert by_id[second.id].too_few_runs is None
 
 
+async def test_a_programs_single_run_behind_the_best_is_not_called_noise(store, verifier):
+    """A one-run score behind a one-run best, with another value, is not known to be worse, and
+    not "within noise" either (a model read a program at 0.5 behind a best at 0.386 as noise):
+    too_few_runs, until both have run 5 times alike, when it is worse_than the best."""
+    run = await new_run(store)
+    best = await verifier.record_candidate(measured(run.id, "a = 1\n", {"program": [2.5]}))
+    behind = await verifier.record_candidate(measured(run.id, "a = 2\n", {"program": [2.0]}))
+    same = await verifier.record_candidate(measured(run.id, "a = 3\n", {"program": [2.5]}))
+    by_id = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}
+    assert by_id[behind.id].best_so_far_id == best.id
+    assert by_id[behind.id].too_few_runs and by_id[behind.id].within_noise_of is None
+    assert by_id[behind.id].worse_than is None and by_id[behind.id].decided_by is None
+    assert by_id[same.id].within_noise_of == best.id and by_id[same.id].too_few_runs is None
+    for code, value in (("a = 1\n", 2.5), ("a = 2\n", 2.0)):
+        await verifier.record_candidate(measured(run.id, code, {"program": [value] * 4}))
+    by_id = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}
+    assert by_id[behind.id].worse_than == best.id and by_id[behind.id].too_few_runs is None
+
+
 async def test_a_failed_measurement_stops_the_code_ranking(store, verifier):
     run = await new_run(store)
     ok = await verifier.record_candidate(measured(run.id, CODE, {"w": rounds(3.0, 0.2)}))

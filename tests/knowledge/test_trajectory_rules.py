@@ -93,11 +93,13 @@ def test_minimising_reads_the_other_way():
 
 
 def test_one_run_is_never_told_apart_as_worse():
-    """A program's single runs say nothing of their spread (stats.clears): one run below another,
-    or just below x0, is within its noise, not worse (a model could drop a direction for it)."""
+    """A program's single runs say nothing of their spread (stats.clears): one run below another
+    is not known to be worse (a model could drop a direction for it), nor within noise (a model
+    read a 30% gap "within noise"): too_few_runs, below x0 too; one run at x0 is within its noise."""
     rows = [_row(1, 12.0, 12.0, 12.0, n=1), _row(2, 11.9, 11.9, 11.9, n=1)]
-    assert _standings(rows, None)["c2"] == (False, "c1", None, None)
-    assert _standings([_row(1, 0.99, 0.99, 0.99, n=1)], 1.0)["c1"] == (False, "x0", None, None)
+    assert _standings(rows, None)["c2"] == (False, None, None, True)
+    assert _standings([_row(1, 0.99, 0.99, 0.99, n=1)], 1.0)["c1"] == (False, None, None, True)
+    assert _standings([_row(1, 1.0, 1.0, 1.0, n=1)], 1.0)["c1"] == (False, "x0", None, None)
 
 
 def test_a_lead_found_worse_is_no_step_for_the_next():

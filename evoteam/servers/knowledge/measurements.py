@@ -403,8 +403,11 @@ def _by_pair(side: Side | None, ref_id: str) -> Standing | None:
 
 def _against_start(own: stats.Estimate, x0: float, direction: str) -> Standing:
     """Short of the starting score: within its noise, or wholly on the wrong side of it (never
-    from a point whose spread is unknown: one run of a program tells nothing apart)."""
-    below = not stats.spread_unknown(own) and (own.hi < x0 if direction == "maximize" else own.lo > x0)
+    from a point whose spread is unknown: one run of a program tells nothing apart, and is not
+    known to be worse: too_few_runs where it is not x0 itself)."""
+    below = own.hi < x0 if direction == "maximize" else own.lo > x0
+    if below and stats.spread_unknown(own):
+        return Standing(too_few_runs=True)
     return Standing(worse_than=START, decided_by=INTERVALS) if below else \
         Standing(within_noise_of=START, decided_by=INTERVALS)
 
@@ -469,9 +472,12 @@ def _behind(row: sqlite3.Row, best: sqlite3.Row, paired: Paired | None) -> Stand
         return Standing(within_noise_of=best["id"] if side == "tied" else None,
                         worse_than=best["id"] if side == "worse" else None, decided_by=PAIRS)
     own, top = estimate_of(row), estimate_of(best)
-    if _contended_row(row) or _contended_row(best) or _overlap(own, top) or \
-            stats.spread_unknown(own) or stats.spread_unknown(top):
+    if _contended_row(row) or _contended_row(best) or _overlap(own, top):
         return Standing(within_noise_of=best["id"], decided_by=INTERVALS)
+    # Apart, but one is a point from too few runs: not known to be worse, nor within noise (a
+    # program at 0.5 behind a best at 0.386 read "within noise of" it; 2026-12-04).
+    if stats.spread_unknown(own) or stats.spread_unknown(top):
+        return Standing(too_few_runs=True)
     return Standing(worse_than=best["id"], decided_by=INTERVALS)
 
 

@@ -406,11 +406,12 @@ class TrajectoryPoint(BaseModel):
         default=None, description="what decided new_best, within_noise_of or worse_than: the two candidates' kept "
         "paired rounds (bench.compare by id, bench.remeasure; pooled) or their separate intervals")
     too_few_runs: bool | None = Field(default=None, description="it leads but does not clear the last new best "
-                                      "(none yet: the starting score x0), and one of the two "
+                                      "(none yet: the starting score x0), or trails the best with a different "
+                                      "score, and one of the two "
                                       "is a score from under 5 runs alike (a program's, or one recorded without "
                                       "an interval), whose spread is unknown: "
-                                      "whether it beat that best is not known until both have run 5 times "
-                                      "(bench.remeasure)")
+                                      "whether it beat that best, or is worse, is not known until both have run "
+                                      "5 times (bench.remeasure)")
     status: CandidateStatus
     verified: bool = False
     n_measurements: int = 1
