@@ -407,7 +407,7 @@ async def _measure(settings: Settings, kit, codes: dict[str, str], split: str, r
 
     async def report(done: float, total: float, message: str) -> None:
         if progress:
-            progress(f"{split} {done:.1f}/{total:.0f}: {message}")
+            progress(f"{split} {100 * done / total:.0f}% done: {message}" if total else f"{split}: {message}")
 
     # The baseline's copy is a candidate side like the others: its label must not be the session's own
     # name for the kit's baseline.
