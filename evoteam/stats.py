@@ -458,8 +458,8 @@ def describe_score(value: float | None, interval: list[float] | None, unit: str 
         return "none"
     if not interval or len(interval) != 2:
         return sig3(value) + unit
-    if interval[0] == interval[1] and runs is None:
-        return f"{sig3(value)}{unit} (no interval)"
+    if interval[0] == interval[1] and runs is None:  # all its digits: two such scores may differ in the fourth
+        return f"{_sig(value, 6) if math.isfinite(value) else value}{unit} (no interval)"
     if isinstance(runs, int):
         return describe(Estimate(value, interval[0], interval[1], runs), unit)
     # The runs themselves: whether every one is alike is known.

@@ -68,7 +68,7 @@ async def _summary(store, run_id: str, learnings_chars: int = LEARNINGS_CHARS) -
     lines = [
         f"evoteam run `{run.id}` ({run.status}): {_clip(run.goal.splitlines()[0], 200)}",
         f"- kit: {run.kit or 'none'}; score is {run.direction}d; x0 {_fmt(run.x0)}, best-known "
-        f"{_fmt(run.best_known)}; best so far {describe_score(run.best_score, run.best_interval)}{ndg} "
+        f"{_fmt(run.best_known)}; best so far {describe_score(run.best_score, run.best_interval, runs=run.best_runs)}{ndg} "
         f"(candidate {run.best_candidate_id or 'none'})",
         f"- team version: {run.current_version or 'none yet'}; {run.candidates} candidates, "
         f"{run.learnings} learnings; budget: {budget}",
@@ -407,7 +407,7 @@ def stop(hook_input: dict[str, Any]) -> dict[str, Any] | None:
         todo = (f"Check team v{run.current_version} (team.team_status): start any role that has not run, or, if "
                 f"every role has ended, reflect and design the next version.")
     reason = (f"evoteam: run {run.id} is active with ${spend.left_usd:.2f} of ${spend.budget_usd:.2f} left, "
-              f"best score {describe_score(run.best_score, run.best_interval)}. "
+              f"best score {describe_score(run.best_score, run.best_interval, runs=run.best_runs)}. "
               f"{'Keep optimising.' if state.get('mode') == 'solo' else 'Continue the supervisor loop.'} {todo} "
               f"(To end the run: knowledge.get_run shows it; mark it finished, or the user can run "
               f"`evoteam hook pause` / set EVOTEAM_AUTOCONTINUE=0.)")

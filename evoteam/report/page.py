@@ -65,7 +65,7 @@ def _summary(report: RunReport) -> str:
         ("direction", run.direction), ("status", html.escape(run.status)),
         ("spent / budget", f"${run.spent_usd:.2f} / " + ("—" if run.budget_usd is None else f"${run.budget_usd:.2f}")),
         ("x0 / best known", f"{_fmt(run.x0)} / {_fmt(run.best_known)}"),
-        ("best dev score", f"{html.escape(describe_score(run.best_score, run.best_interval))} "
+        ("best dev score", f"{html.escape(describe_score(run.best_score, run.best_interval, runs=run.best_runs))} "
                            f"<span class=muted>({html.escape(report.best_candidate_id or '—')})</span>"),
         ("best held-out score", f"{html.escape(describe_score(report.best_heldout, report.best_heldout_interval))} "
                                 f"<span class=muted>({html.escape(report.best_heldout_id or '—')})</span>"),

@@ -226,6 +226,45 @@ async def test_a_compare_on_a_busy_machine_says_so_in_its_verdict(fast_settings,
     assert "busy machine (contended)" in cmp["verdict"], cmp["verdict"]
 
 
+async def test_documents_are_credited_with_a_gain_beyond_noise_only(monkeypatch):
+    """Whether a candidate built from documents beat its parent is read from both intervals: a copy
+    of the parent (the same score within noise) is no improvement, whichever point came out higher;
+    a gain on a busy machine is none either; a program's single runs, whose spread is unknown, are
+    left to the two scores (review 2026-12-04: by the points alone a copy was credited half the
+    time, and the gate then looked those documents up as ones that had helped)."""
+    from types import SimpleNamespace
+
+    from evoteam.servers.bench.evaluation import core
+    from evoteam.servers.retrieval import core as retrieval_core
+
+    heard = []
+
+    async def credit(store, run_id, documents, score, parent_score, candidate_id=None, improved=None):
+        heard.append(improved)
+
+    monkeypatch.setattr(retrieval_core, "credit_documents", credit)
+    parent = SimpleNamespace(split="dev", score=3.0, score_interval=[2.9, 3.1], verified=True, flagged=False,
+                             metrics={"timing_method": 3}, samples={"w": [3.0] * 10}, n_measurements=1,
+                             contended_measurements=0)
+
+    class Store:
+        async def get_candidate(self, cid):
+            return parent
+
+        async def get_run(self, run_id):
+            return SimpleNamespace(direction="maximize")
+
+    await core._credit_documents(Store(), "run_x", "cand_a", ["doc_a"], 3.05, "cand_p", 3, "dev", [2.95, 3.15], 10)
+    await core._credit_documents(Store(), "run_x", "cand_b", ["doc_a"], 3.6, "cand_p", 3, "dev", [3.5, 3.7], 10)
+    await core._credit_documents(Store(), "run_x", "cand_c", ["doc_a"], 3.6, "cand_p", 3, "dev", [3.5, 3.7], 10,
+                                 True)
+    program = SimpleNamespace(**{**vars(parent), "score_interval": [3.0, 3.0], "samples": {"program": [3.0]},
+                                 "metrics": {}})
+    parent = program
+    await core._credit_documents(Store(), "run_x", "cand_d", ["doc_a"], 3.6, "cand_p", None, "dev", [3.6, 3.6], 1)
+    assert heard == [False, True, False, None]
+
+
 async def test_a_held_out_score_is_not_credited_against_its_dev_parent(monkeypatch):
     """A held-out check names the dev candidate it checks as its parent; documents it used must not
     be credited with "beat its parent" from scores of other workloads (review, 2026-12-03)."""
@@ -236,7 +275,7 @@ async def test_a_held_out_score_is_not_credited_against_its_dev_parent(monkeypat
 
     heard = []
 
-    async def credit(store, run_id, documents, score, parent_score, candidate_id=None):
+    async def credit(store, run_id, documents, score, parent_score, candidate_id=None, **kw):
         heard.append(parent_score)
 
     monkeypatch.setattr(retrieval_core, "credit_documents", credit)

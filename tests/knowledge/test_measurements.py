@@ -497,3 +497,52 @@ async def test_a_pooled_candidates_summary_shows_no_first_measurements_message(t
     assert pooled.n_measurements == 2
     assert "message" not in pooled.metrics and all(w.message is None for w in pooled.workloads)
     assert full.metrics["message"].startswith("geomean")  # detail keeps the record
+
+
+async def test_a_runs_exact_best_is_read_with_its_runs_everywhere(store, verifier):
+    """get_run says how many runs stand behind a best with a zero-width interval (best_runs), and
+    the session's context reads it as the brief does: all its digits and its runs, not "0.381 (no
+    interval)" beside a version gain called significant (review 2026-12-04)."""
+    from evoteam.plugin.hooks import _summary
+
+    run = await new_run(store, direction="minimize")
+    await verifier.record_candidate(measured(run.id, "a = 1\n", {"program": [0.38100] * 5}))
+    best = await verifier.record_candidate(measured(run.id, "a = 2\n", {"program": [0.38085] * 5}))
+    got = await store.get_run(run.id)
+    assert got.best_candidate_id == best.id and got.best_interval == [0.38085, 0.38085] and got.best_runs == 5
+    _, _, context = await _summary(store, run.id, learnings_chars=0)
+    assert "best so far 0.38085 (5 runs, the middle ones alike)" in context, context
+    one = await new_run(store, direction="minimize")
+    await verifier.record_candidate(measured(one.id, "a = 1\n", {"program": [0.38100]}))
+    assert (await store.get_run(one.id)).best_runs == 1
+    _, _, context = await _summary(store, one.id, learnings_chars=0)
+    assert "best so far 0.381 (one measurement, no interval)" in context, context
+
+
+async def test_a_candidates_search_hit_reads_as_it_stands_now(store, verifier):
+    """The search index keeps the title a candidate was recorded with; a hit shows its status and
+    score as they stand after pooling (a failed re-measurement left "candidate PASSED score 8.99"
+    on a candidate that no longer ranked; review 2026-12-04)."""
+    run = await new_run(store)
+    first = await verifier.record_candidate(measured(run.id, CODE, {"w": rounds(9.0, 0.3)}, notes="zebra tiling"))
+    hit = (await store.search("zebra tiling", run_id=run.id, kinds=["candidate"])).items[0]
+    assert hit.id == first.id and hit.title.startswith("candidate PASSED score 9")
+    await verifier.record_candidate(measured(run.id, CODE, {}, status="INCORRECT_NUMERICAL"))
+    hit = (await store.search("zebra tiling", run_id=run.id, kinds=["candidate"])).items[0]
+    assert hit.id == first.id and hit.title.startswith("candidate INCORRECT_NUMERICAL"), hit.title
+
+
+async def test_held_out_rounds_pool_only_within_one_held_out_set(store, verifier):
+    """Two evaluation services (two secrets) draw other shapes under the same held-out workload
+    names: the same code checked on each is two records, each set's rounds in its own interval;
+    a second check on the same set pools (review 2026-12-04: they mixed into one interval)."""
+    run = await new_run(store)
+    def held(center, seed, held_set):
+        return measured(run.id, CODE, {"heldout-1": rounds(center, 0.05, seed=seed)}, split="heldout",
+                        metrics={"heldout_set": held_set})
+    first = await verifier.record_candidate(held(2.0, 1, "hs_service"))
+    other = await verifier.record_candidate(held(6.0, 2, "hs_local"))
+    again = await verifier.record_candidate(held(2.0, 3, "hs_service"))
+    assert other.id != first.id and again.id == first.id
+    assert again.n_measurements == 2 and max(again.score_interval) < 3.0
+    assert (await store.get_candidate(other.id)).n_measurements == 1 and min(other.score_interval) > 5.0

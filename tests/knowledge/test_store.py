@@ -466,6 +466,27 @@ async def test_prior_work_ranks_a_timing_method_among_its_own(tmp_path):
     assert text.index(now.id) < text.index(high.id)
 
 
+async def test_prior_work_ranks_other_kit_content_after_the_newest(tmp_path):
+    """A kit whose content changed (other workloads, another evaluator) measures something else:
+    the newest run's content ranks first and the older content's best says it is not comparable
+    (review 2026-12-04: an old 8.0 led a new 3.0 under "Start from the best candidate")."""
+    from evoteam.servers.knowledge.prior import gather_prior_work, render_prior
+
+    wl = [WorkloadResult(workload="w", status="PASSED", speedup=1.0)]
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="tester", verifier=True)) as store:
+        old = await store.start_run(RunCreate(goal="before", kit="k"))
+        high = await store.record_candidate(CandidateCreate(run_id=old.id, code="x", status="PASSED", score=8.0,
+                                                            verified=True, workloads=wl, metrics={"kit_hash": "A"}))
+        new = await store.start_run(RunCreate(goal="after", kit="k"))
+        now = await store.record_candidate(CandidateCreate(run_id=new.id, code="y", status="PASSED", score=3.0,
+                                                           verified=True, workloads=wl, metrics={"kit_hash": "B"}))
+        work = await gather_prior_work(store, "k")
+    assert [(c.id, c.other_kit_content) for c in work.best] == [(now.id, False), (high.id, True)]
+    text = render_prior(work)
+    assert text.index(now.id) < text.index(high.id)
+    assert "on other kit content than the newest run: not comparable" in text.split(high.id, 2)[2].splitlines()[0]
+
+
 async def test_a_document_is_not_evidence_and_the_refusal_says_what_is(tmp_path):
     """Issue 22: the research skill cited doc_ ids as evidence; a learning cites measurements."""
     from evoteam.servers.knowledge.errors import Invalid

@@ -43,7 +43,7 @@ def test_remeasure_cli_stores_a_set_the_report_shows(filled_db, tmp_path):
     said = done.stderr.splitlines()
     up_front = [i for i, line in enumerate(said)
                 if re.fullmatch(rf"{len(expected) + 1} sides x 2 rounds on dev: about \d+ s", line)]
-    steps = [i for i, line in enumerate(said) if re.match(r"dev \d+\.\d/\d+: ", line)]
+    steps = [i for i, line in enumerate(said) if re.match(r"dev \d+% done: ", line)]
     assert up_front and steps and up_front[0] < steps[0], done.stderr
     mset = json.loads(done.stdout)
     # The baseline first, then the best of each version, in version order.

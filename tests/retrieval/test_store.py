@@ -104,6 +104,9 @@ async def test_credit_documents_for_the_bench(store, run):
     doc = await rs.get_document(ids[0])
     assert [o.realised_score for o in doc.outcomes] == [0.8, 0.5]
     assert doc.content == "alpha"
+    # The bench, which knows both intervals, says whether the gain is beyond noise: that decides.
+    noise = await credit_documents(store, run.id, ids[:1], realised_score=1.2, parent_score=1.0, improved=False)
+    assert noise.improved is False
 
 
 @BACKENDS

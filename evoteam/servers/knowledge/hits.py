@@ -16,10 +16,23 @@ import aiosqlite
 from evoteam.stats import describe_score
 
 
-def candidate_title(status: str, score: float | None, lo: float | None, hi: float | None) -> str:
+def candidate_title(status: str, score: float | None, lo: float | None, hi: float | None,
+                    flagged: bool = False) -> str:
     """A candidate's title in search hits: "candidate PASSED score 15.1 (13–17.2)", rounded as
     people read scores (it was the raw float, without its interval)."""
-    return f"candidate {status} score {describe_score(score, [lo, hi] if lo is not None and hi is not None else None)}"
+    shown = describe_score(score, [lo, hi] if lo is not None and hi is not None else None)
+    return f"candidate {status}{' (flagged: does not rank)' if flagged else ''} score {shown}"
+
+
+# A candidate's title as it stands now: the index keeps the title it was first recorded with, and
+# measurements pooled into it since (a failed one, more rounds, a flag) change its status and score.
+CANDIDATES_NOW = "SELECT id, status, score, score_lo, score_hi, flagged FROM candidates WHERE id IN ({})"
+
+
+def titles_now(rows) -> dict[str, str]:
+    """Each candidate row's current title (CANDIDATES_NOW's rows)."""
+    return {r["id"]: candidate_title(r["status"], r["score"], r["score_lo"], r["score_hi"], bool(r["flagged"]))
+            for r in rows}
 
 
 def learning_title(kind: str, tags: list[str], text: str) -> str:
@@ -53,8 +66,12 @@ async def hits_page(conn: aiosqlite.Connection, match: str, newest_first: int, r
                                 "LIMIT ? OFFSET ?", (match, newest_first, limit, offset)) as cur:
             picked = await cur.fetchall()
     owners_by_id = await owners(conn, [(r["kind"], r["ref_id"]) for r in picked])
-    return [SearchHit(kind=r["kind"], id=r["ref_id"], run_id=r["run_id"], title=r["title"], snippet=r["snip"],
-                      rank=r["rank"], owner=owners_by_id.get(r["ref_id"])) for r in picked]
+    now: dict[str, str] = {}
+    if cands := [r["ref_id"] for r in picked if r["kind"] == "candidate"]:
+        async with conn.execute(CANDIDATES_NOW.format(", ".join("?" for _ in cands)), cands) as cur:
+            now = titles_now(await cur.fetchall())
+    return [SearchHit(kind=r["kind"], id=r["ref_id"], run_id=r["run_id"], title=now.get(r["ref_id"], r["title"]),
+                      snippet=r["snip"], rank=r["rank"], owner=owners_by_id.get(r["ref_id"])) for r in picked]
 
 
 def in_turns(rows: list) -> list:

@@ -198,6 +198,7 @@ class LocalKnowledgeStore(KnowledgeStore):
             budget_usd=row["budget_usd"], status=row["status"], spent_usd=spent,
             best_score=best_score, best_candidate_id=best["id"] if best else None,
             best_interval=measurements.interval_of(best) if best else None,
+            best_runs=measurements.point_runs(best) if best and best["score_lo"] == best["score_hi"] else None,
             ndg=normalised_discovery_gain(row["direction"], row["x0"], row["best_known"], best_score),
             candidates=n_cand, learnings=n_learn, current_version=row["current_version"],
             seeded_from=row["seeded_from"], status_reason=row["status_reason"], provenance=provenance_of(row),
@@ -487,7 +488,7 @@ class LocalKnowledgeStore(KnowledgeStore):
             async with conn.execute(
                 "SELECT id, created_at, score, score_lo, score_hi, rank_score, n_measurements, contended_measurements, "
                 "code_hash, notes, status, verified, flagged, role, team_version, "
-                f"{measurements.POINT_SAMPLES} FROM candidates "
+                f"{readsql.POINT_SAMPLES} FROM candidates "
                 "WHERE run_id = ? AND split = 'dev' ORDER BY created_at, id", (run_id,)
             ) as cur:
                 rows = await cur.fetchall()

@@ -246,7 +246,6 @@ def candidate_estimate(c: Candidate) -> stats.Estimate | None:
 
 # What a query selects beside a candidate row's interval so that estimate_of can count the runs
 # behind a point (the rounds only where the interval has no width: a kernel's would be large).
-POINT_SAMPLES = "CASE WHEN score_lo = score_hi THEN samples END AS point_samples"
 
 
 def point_runs(row) -> int:
@@ -266,15 +265,21 @@ async def find_same_code(conn: aiosqlite.Connection, spec: CandidateCreate, dire
     share it (twins from before a change of the hashing rule: rehash_candidates leaves them
     apart), the one that ranks highest, a ranked one before a failed or flagged one: its lucky
     draw is what more rounds must correct (into the earliest, a re-measurement of the best never
-    reached it, and it stayed the best; review 2026-12-04)."""
+    reached it, and it stayed the best; review 2026-12-04). Held-out rounds pool only within one
+    held-out set (``metrics.heldout_set``): two services' secrets draw other shapes under the same
+    workload names, and their rounds mixed into one interval (review 2026-12-04)."""
     if not (spec.verified and spec.code_hash) or spec.samples is None:
         return None  # only a measurement (the bench sends rounds, {} for a failure) pools
     async with conn.execute(
         "SELECT * FROM candidates WHERE run_id = ? AND code_hash = ? AND split = ? AND verified = 1 "
         f"ORDER BY CASE WHEN {RANKED} THEN 0 ELSE 1 END, CASE WHEN rank_score IS NULL THEN 1 ELSE 0 END, "
-        f"{rank_order(direction)}, id LIMIT 1",
+        f"{rank_order(direction)}, id{' LIMIT 1' if spec.split == 'dev' else ''}",
         (spec.run_id, spec.code_hash, spec.split)) as cur:
-        return await cur.fetchone()
+        if spec.split == "dev":
+            return await cur.fetchone()
+        rows = await cur.fetchall()
+    held_set = spec.metrics.get("heldout_set")
+    return next((r for r in rows if json.loads(r["metrics"] or "{}").get("heldout_set") == held_set), None)
 
 
 def _pooled_workloads(old: list[dict], new: list[WorkloadResult], samples: MeasurementSamples,

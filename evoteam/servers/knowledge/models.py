@@ -94,6 +94,8 @@ class Run(BaseModel):
     spent_usd: float = 0.0
     best_score: float | None = None
     best_interval: list[float] | None = Field(default=None, description="95% interval of the best score")
+    best_runs: int | None = Field(default=None, description="where that interval has no width, the runs behind "
+                                  "it: under 5 alike, its spread is unknown")
     best_candidate_id: str | None = None
     ndg: float | None = None
     candidates: int = 0

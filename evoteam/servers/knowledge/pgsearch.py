@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from evoteam.servers.knowledge import pgwords
-from evoteam.servers.knowledge.hits import TABLES, TURN_WINDOW, in_turns
+from evoteam.servers.knowledge.hits import CANDIDATES_NOW, TABLES, TURN_WINDOW, in_turns, titles_now
 from evoteam.servers.knowledge.models import SearchHit, SearchKind, SearchPage
 from evoteam.servers.knowledge.pgranges import Query, best_matches
 from evoteam.servers.knowledge.pgschema import BUCKET_BITS, BUCKETED_TSV
@@ -128,9 +128,10 @@ async def search(store: LocalKnowledgeStore, query: str, run_id: str | None, kin
             shown = (in_turns(hits[:TURN_WINDOW]) + hits[TURN_WINDOW:])[offset:offset + limit]
         else:
             shown = hits[offset:offset + limit]
-        rows, owners = await _page(conn, q, q_params, shown)
+        rows, owners, now = await _page(conn, q, q_params, shown)
         shown = [h for h in shown if h["id"] in rows]  # gone since the window was read: left out
-        items = [SearchHit(kind=r["kind"], id=r["ref_id"], run_id=r["run_id"], title=r["title"], snippet=r["snip"],
+        items = [SearchHit(kind=r["kind"], id=r["ref_id"], run_id=r["run_id"], title=now.get(r["ref_id"], r["title"]),
+                           snippet=r["snip"],
                            rank=h["rank"], owner=owners.get(r["ref_id"]))
                  for h in shown for r in [rows[h["id"]]]]
     more = offset + len(items) < total
@@ -145,14 +146,15 @@ def _check_run(store: LocalKnowledgeStore, rows: list, run_id: str) -> None:
         raise missing("runs", run_id)
 
 
-async def _page(conn, q: str, q_params: list, shown: list[dict]) -> tuple[dict, dict]:
-    """The shown hits' rows with their snippets (ts_headline re-reads a body: only these), and
-    who wrote each (hits.owners' rule), in one round trip."""
+async def _page(conn, q: str, q_params: list, shown: list[dict]) -> tuple[dict, dict, dict]:
+    """The shown hits' rows with their snippets (ts_headline re-reads a body: only these), who
+    wrote each (hits.owners' rule) and each candidate's title as it stands now, in one round trip."""
     if not shown:
-        return {}, {}
+        return {}, {}, {}
     refs = {kind: [h["ref"] for h in shown if h["kind"] == kind] for kind in TABLES}
-    rows, owners = await conn.batch([
+    rows, owners, cands = await conn.batch([
         (f"SELECT id, kind, ref_id, run_id, title, ts_headline('{CONFIG}', body, {q}, '{_HEADLINE}') AS snip "
          f"FROM search_index WHERE id = ANY(?::bigint[])", [*q_params, [h["id"] for h in shown]]),
-        (_OWNERS, list(refs.values()))])
-    return {int(r["id"]): r for r in rows}, {r["id"]: r["user"] for r in owners}
+        (_OWNERS, list(refs.values())),
+        (CANDIDATES_NOW.format("SELECT unnest(?::text[])"), [refs["candidate"]])])
+    return {int(r["id"]): r for r in rows}, {r["id"]: r["user"] for r in owners}, titles_now(cands)

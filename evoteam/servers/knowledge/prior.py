@@ -67,8 +67,11 @@ class PriorCandidate(BaseModel):
     timing_method: int | None = Field(default=None, description="how its kernel kit timed it "
                                       "(metrics.timing_method; 1 when none was recorded); scores timed "
                                       "differently are not comparable, so the newest method's rank first")
+    other_kit_content: bool = Field(default=False, description="measured on other kit content (workloads, "
+                                    "evaluator) than the newest run's: not comparable, so it ranks after")
     # What the store ranks it by (CandidateSummary.rank_score); used to order, never shown.
     rank_score: float | None = Field(default=None, exclude=True)
+    kit_hash: str | None = Field(default=None, exclude=True)
 
 
 class PriorLearning(BaseModel):
@@ -174,6 +177,7 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
                                        score=summary.score, score_interval=_interval(summary),
                                        rank_score=summary.rank_score,
                                        timing_method=_timing_method(full.metrics, bool(full.workloads)),
+                                       kit_hash=full.metrics.get("kit_hash"),
                                        note=_clip(full.notes.splitlines()[0] if full.notes else "", NOTE_CHARS)))
         if run.learnings:
             learned += [PriorLearning(id=item.id, run_id=run.id, owner=item.provenance.user, kind=item.kind,
@@ -193,8 +197,13 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
             value = ranking_of(c.rank_score, c.score, c.score_interval, direction)
             return value if value is not None else 0.0
 
-        # A timing method's scores only rank among themselves: the newest method's first.
-        ranked = sorted(best, key=lambda c: (-(c.timing_method or 0), order(pessimistic(c))))
+        # Scores rank only among those of one timing method and one kit content (a kit that changed
+        # measures other workloads; review 2026-12-04): the newest method's first, then the newest
+        # run's content.
+        newest = next((c.kit_hash for c in best if c.kit_hash), None)
+        for c in best:
+            c.other_kit_content = bool(newest and c.kit_hash and c.kit_hash != newest)
+        ranked = sorted(best, key=lambda c: (-(c.timing_method or 0), c.other_kit_content, order(pessimistic(c))))
         # Identical code measured in several runs is one entry (its best-ranked), not a row per run
         # whose order is noise.
         seen: set[str] = set()
@@ -351,6 +360,7 @@ def render_prior(prior: PriorWork, max_chars: int = PRIOR_CHARS) -> str:
                   f"{describe_score(c.score, c.score_interval)}"
                   + (f" [timed by method {c.timing_method}: not comparable with method {newest}'s scores]"
                      if len(methods) > 1 and c.timing_method != newest else "")
+                  + (" [on other kit content than the newest run: not comparable]" if c.other_kit_content else "")
                   + (f" — {c.note}" if c.note else "") for c in prior.best if c.score is not None]
     if prior.learnings:
         lines.append("Top learnings:")

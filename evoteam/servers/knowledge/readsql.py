@@ -11,6 +11,10 @@ from __future__ import annotations
 # self-reported scores never rank (verified.py says who may verify).
 RANKED = "status = 'PASSED' AND score IS NOT NULL AND verified = 1 AND flagged = 0"
 
+# A zero-width score's rounds, so a reader can count the runs behind it (measurements.point_runs):
+# one run, a few alike, or exact.
+POINT_SAMPLES = "CASE WHEN score_lo = score_hi THEN samples END AS point_samples"
+
 # A run's counters, kept by triggers (counters.py): one row, whatever the size of the run.
 COUNTERS = "SELECT candidates, learnings, spent_usd FROM run_counters WHERE run_id = ?"
 
@@ -30,7 +34,8 @@ def ranked_by(direction: str) -> str:
 def best_ranked(direction: str) -> str:
     """The query of a run's best ranked dev candidate (parameter: the run id); a score on other
     workloads (held-out, or split 'all': dev and held-out in one) never makes a run's best."""
-    return (f"SELECT id, score, score_lo, score_hi FROM candidates WHERE run_id = ? AND {RANKED} "
+    return (f"SELECT id, score, score_lo, score_hi, n_measurements, {POINT_SAMPLES} FROM candidates "
+            f"WHERE run_id = ? AND {RANKED} "
             f"AND split = 'dev' ORDER BY {rank_order(direction)} LIMIT 1")
 
 

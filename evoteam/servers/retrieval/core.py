@@ -477,7 +477,8 @@ class RetrievalService:
 
 async def credit_documents(store: KnowledgeStore, run_id: str, document_ids: list[str], realised_score: float,
                            parent_score: float | None, direction: Direction | None = None, *,
-                           candidate_id: str | None = None, gate_id: str | None = None) -> OutcomeReply:
+                           candidate_id: str | None = None, gate_id: str | None = None,
+                           improved: bool | None = None) -> OutcomeReply:
     """Outcome credit for the bench: a candidate built from `document_ids` was evaluated at
     `realised_score`; store it with each document (and whether it beat `parent_score`), so
     later look-ups rank by it. Idempotent per `candidate_id`; ids that are not retrieval
@@ -485,4 +486,4 @@ async def credit_documents(store: KnowledgeStore, run_id: str, document_ids: lis
     service = RetrievalService(store)
     return await service.record_outcome(OutcomeCreate(
         run_id=run_id, document_ids=list(document_ids), realised_score=realised_score, parent_score=parent_score,
-        direction=direction, candidate_id=candidate_id, gate_id=gate_id))
+        direction=direction, candidate_id=candidate_id, gate_id=gate_id, improved=improved))

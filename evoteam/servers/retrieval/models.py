@@ -343,6 +343,9 @@ class OutcomeCreate(BaseModel):
     direction: Direction | None = None
     candidate_id: str | None = None
     gate_id: str | None = None
+    # Set by the bench, which knows both scores' intervals: whether the candidate beat its parent
+    # beyond noise. Unset (the record_outcome tool, single runs), the two scores are compared.
+    improved: bool | None = None
 
     _check = field_validator("realised_score", "parent_score")(_finite)
     _ids = field_validator('run_id', 'candidate_id', 'gate_id')(_given)

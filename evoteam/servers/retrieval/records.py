@@ -246,8 +246,8 @@ class RetrievalRecords:
                 async with conn.execute("SELECT project FROM retrieval_documents WHERE id = ?", (doc_id,)) as cur:
                     row = await cur.fetchone()
                 (known if row is not None and row["project"] == run["project"] else unknown).append(doc_id)
-            improved = None
-            if spec.parent_score is not None:
+            improved = spec.improved
+            if improved is None and spec.parent_score is not None:
                 improved = (spec.realised_score > spec.parent_score if direction == "maximize"
                             else spec.realised_score < spec.parent_score)
             outcome_id = new_id("out")

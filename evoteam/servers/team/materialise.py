@@ -253,7 +253,7 @@ def score_line(run: Run, best: Candidate | None) -> str:
                 f"{noise}; {start}; the score is to be {run.direction}d.")
     if run.best_score is not None:
         which = f", candidate `{run.best_candidate_id}`" if run.best_candidate_id else ""
-        return (f"Best so far: {describe_score(run.best_score, run.best_interval)}{which}; {start}; the score is "
+        return (f"Best so far: {describe_score(run.best_score, run.best_interval, runs=run.best_runs)}{which}; {start}; the score is "
                 f"to be {run.direction}d.")
     return f"Nothing has been measured in this run yet; {start}; the score is to be {run.direction}d."
 

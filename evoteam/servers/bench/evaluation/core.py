@@ -459,7 +459,8 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
         result.message = pooled_lead(saved, result.message or result.status, bool(notes), kit.manifest.kind)
     if documents_used and credit and result.score is not None:
         await _credit_documents(store, rid, saved.id, list(documents_used), result.score, parent_id,
-                                timing_method(result), result.split)
+                                timing_method(result), result.split, result.score_interval,
+                                stats.runs_of(result.samples) if result.samples else 1, bool(result.contended))
 
 
 def pooled_lead(saved, message: str, noted: bool, kind: str) -> str:
@@ -484,9 +485,12 @@ def _pooled_text(saved, unit: str = "") -> str:
 
 
 async def _credit_documents(store: KnowledgeStore, run_id: str, candidate_id: str, documents: list[str],
-                            score: float, parent_id: str | None, method: int | None, split: str = "dev") -> None:
+                            score: float, parent_id: str | None, method: int | None, split: str = "dev",
+                            interval: list[float] | None = None, runs: int = 1, contended: bool = False) -> None:
     """Outcome credit: the retrieved documents this candidate was built from get its realised
-    score (and whether it beat its parent), so later look-ups rank by what actually helped."""
+    score (and whether it beat its parent beyond noise), so later look-ups rank by what actually
+    helped (by the two scores alone, a copy of its parent was credited as an improvement about half
+    the time, and the gate then looked those documents up as ones that had helped; review 2026-12-04)."""
     from evoteam.servers.retrieval.core import credit_documents
 
     parent = await store.get_candidate(parent_id) if parent_id else None
@@ -496,4 +500,13 @@ async def _credit_documents(store: KnowledgeStore, run_id: str, candidate_id: st
     comparable = parent is not None and parent.split == split and \
         (method is None or (parent.metrics.get("timing_method") or 1) == method)
     parent_score = parent.score if comparable and parent.verified and not parent.flagged else None
-    await credit_documents(store, run_id, documents, score, parent_score, candidate_id=candidate_id)
+    improved = None  # left to the two scores where either is a point of unknown spread
+    if parent_score is not None and interval and parent.score_interval:
+        own = stats.Estimate(score, interval[0], interval[1], runs)
+        before = stats.Estimate(parent.score, *parent.score_interval,
+                                (stats.runs_of(parent.samples) if parent.samples else 0) or parent.n_measurements)
+        busy = contended or bool(parent.contended_measurements)  # intervals a busy machine moves: not a gain
+        if busy or not (stats.spread_unknown(own) or stats.spread_unknown(before)):
+            improved = not busy and stats.clears(own, before, (await store.get_run(run_id)).direction)
+    await credit_documents(store, run_id, documents, score, parent_score, candidate_id=candidate_id,
+                           improved=improved)
