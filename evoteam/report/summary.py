@@ -156,6 +156,8 @@ def stalled_versions(report: RunReport) -> int:
     for v in reversed(report.versions):
         if (v.contended or v.few_runs or v.overlap) and v.significant is None:
             continue  # busy, too few runs or overlapping bests, and not settled: no verdict either way
+        if v.gain is None and v.gain_note and v.best_before is not None and v.best_of_version is not None:
+            continue  # two bests the report cannot compare (gain_note says why): no verdict either (review 2026-12-04)
         # A first version gains by clearing x0 where the run has one, else by any ranked result.
         gained = v.significant is True or (v.best_before is None and v.best_of_version is not None
                                            and v.significant is None)

@@ -79,8 +79,11 @@ async def test_bests_measured_on_other_workloads_are_not_compared_and_say_so(tmp
             await bench.record_candidate(CandidateCreate(run_id=run.id, code=code, code_hash=code_hash(code),
                                                          status="PASSED", score=center, samples=samples,
                                                          verified=True))
-        line = summarise(await gather(kb, run.id)).versions[1]
+        summary = summarise(await gather(kb, run.id))
+        line = summary.versions[1]
         assert line.gain == "not comparable: the two bests were measured on other workloads", line.gain
+        # No verdict either way: not a stall the stop rule counts (v1 cleared x0: a gain).
+        assert line.significant_gain is None and summary.versions_without_significant_gain == 0
 
 
 BUSY = {"contention": {"load_average": 5.0, "contended": True, "reasons": ["load average 5.0 on 2 cores"]}}
