@@ -297,9 +297,12 @@ def every_run_alike(samples: Samples) -> bool:
 
 
 def spread_unknown(est: Estimate) -> bool:
-    """A point from too few runs to know how much the score moves: it neither clears another
-    estimate nor is cleared by one (a one-run program's score)."""
-    return est.lo == est.hi and est.n < EXACT_MIN_RUNS
+    """Too few runs to know how much the score moves: a point from under EXACT_MIN_RUNS runs (a
+    one-run program's score), or an interval from so few that it covers less than 95% (a program
+    run 2 to 4 times: [min, max] of 2 runs covers 50%, and read as 95% it announced a second run of
+    the same program as a new best one time in six; review 2026-12-04). It neither clears another
+    estimate nor is cleared by one."""
+    return est.n < EXACT_MIN_RUNS and (est.lo == est.hi or est.coverage < CONFIDENCE - 1e-9)
 
 
 def confident(est: Estimate) -> bool:
@@ -445,7 +448,8 @@ def describe(est: Estimate, unit: str = "") -> str:
     if not all(math.isfinite(x) for x in xs):
         return f"{sig3(est.value)}{unit} ({sig3(est.lo)}–{sig3(est.hi)})"
     digits = next((d for d in range(3, 7) if len({_sig(x, d) for x in xs}) == len(set(xs))), 6)
-    return f"{_sig(est.value, digits)}{unit} ({_sig(est.lo, digits)}–{_sig(est.hi, digits)})"
+    few = f", {est.n} runs: too few for a 95% interval" if spread_unknown(est) else ""
+    return f"{_sig(est.value, digits)}{unit} ({_sig(est.lo, digits)}–{_sig(est.hi, digits)}{few})"
 
 
 def describe_score(value: float | None, interval: list[float] | None, unit: str = "",
@@ -462,6 +466,16 @@ def describe_score(value: float | None, interval: list[float] | None, unit: str 
         return f"{_sig(value, 6) if math.isfinite(value) else value}{unit} (no interval)"
     if isinstance(runs, int):
         return describe(Estimate(value, interval[0], interval[1], runs), unit)
-    # The runs themselves: whether every one is alike is known.
-    return describe(Estimate(value, interval[0], interval[1], runs_of(runs) or 0,
-                             1.0 if every_run_alike(runs) else CONFIDENCE), unit)
+    # The runs themselves: whether every one is alike is known, and what a program's few cover.
+    return describe(Estimate(value, interval[0], interval[1], runs_of(runs) or 0, runs_coverage(runs)), unit)
+
+
+def runs_coverage(samples: Samples) -> float:
+    """What a score's interval from these rounds covers: 1 where every run is alike, a program's
+    order-statistic coverage (under 95% from under 5 runs), else the stated 95%."""
+    if not samples:
+        return CONFIDENCE
+    if every_run_alike(samples):
+        return 1.0
+    values = samples.get("program") if set(samples) == {"program"} else None
+    return median_interval(values).coverage if values else CONFIDENCE

@@ -546,3 +546,21 @@ async def test_held_out_rounds_pool_only_within_one_held_out_set(store, verifier
     assert other.id != first.id and again.id == first.id
     assert again.n_measurements == 2 and max(again.score_interval) < 3.0
     assert (await store.get_candidate(other.id)).n_measurements == 1 and min(other.score_interval) > 5.0
+
+
+async def test_a_programs_few_runs_apart_are_too_few_for_a_95_percent_interval(store, verifier):
+    """Two runs of a program that differ give [min, max], which covers 50%: read as a 95%
+    interval, a second run of the same program was announced as a new best one time in six
+    (review 2026-12-04). Under 5 runs the trajectory says too_few_runs, and so does its text."""
+    run = await new_run(store, direction="minimize")
+    steady = await verifier.record_candidate(measured(run.id, "a = 1\n", {"program": [0.44, 0.45, 0.45, 0.46, 0.45]}))
+    two = await verifier.record_candidate(measured(run.id, "a = 2\n", {"program": [0.430, 0.432]}))
+    assert two.score_interval == [0.430, 0.432] and two.score_interval[1] < steady.score_interval[0]
+    by_id = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}
+    assert by_id[steady.id].new_best  # five runs below x0 (1.0): a new best
+    assert by_id[two.id].best_so_far_id == two.id  # it ranks first: its interval is narrower
+    assert not by_id[two.id].new_best and by_id[two.id].too_few_runs, by_id[two.id]
+    for _ in range(3):  # three more runs: five in all, and now a 95% interval
+        await verifier.record_candidate(measured(run.id, "a = 2\n", {"program": [0.431]}))
+    by_id = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}
+    assert by_id[two.id].new_best and by_id[two.id].too_few_runs is None

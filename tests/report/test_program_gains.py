@@ -115,7 +115,10 @@ async def test_remeasure_settles_a_real_program_kits_version_gain(tmp_path: Path
 
 def test_texts_show_the_digits_that_tell_numbers_apart():
     # Three significant digits, more where three would show different numbers alike.
-    assert stats.describe(stats.Estimate(2.5, 2.5, 2.5022, 3, 0.75)) == "2.5 (2.5–2.502)"
+    assert stats.describe(stats.Estimate(2.5, 2.5, 2.5022, 10, 0.98)) == "2.5 (2.5–2.502)"
+    # From 3 runs the interval covers 75%: said so (it read as a 95% one; review 2026-12-04).
+    assert stats.describe(stats.Estimate(2.5, 2.5, 2.5022, 3, 0.75)) == \
+        "2.5 (2.5–2.502, 3 runs: too few for a 95% interval)"
     assert stats.describe(stats.Estimate(4.4, 3.9, 5.0, 10), "×") == "4.4× (3.9–5)"
     assert stats.describe(stats.Estimate(1000.4, 1000.2, 1000.6, 10)) == "1,000.4 (1,000.2–1,000.6)"
     assert stats.sig3(999.7) == "1,000"

@@ -233,6 +233,9 @@ def estimate_of(row: sqlite3.Row) -> stats.Estimate | None:
         return stats.Estimate(row["score"], row["score"], row["score"], 1, 0.0)
     if lo == hi:  # a point: exact only where enough runs agree on it (stats.spread_unknown)
         return stats.Estimate(row["score"], lo, hi, point_runs(row), 0.0)
+    groups = _point_groups(row)
+    if groups is not None and kind_of(groups) == "program":  # its runs, and what an interval of so few covers
+        return stats.Estimate(row["score"], lo, hi, stats.runs_of(groups) or 1, stats.runs_coverage(groups))
     return stats.Estimate(row["score"], lo, hi, row["n_measurements"] or 1)
 
 
@@ -241,23 +244,31 @@ def candidate_estimate(c: Candidate) -> stats.Estimate | None:
     it (its rounds, else its measurements): a point from a few runs is not known to be exact."""
     if c.score is None or not c.score_interval:
         return None
-    return stats.Estimate(c.score, *c.score_interval, stats.runs_of(c.samples) or max(1, c.n_measurements or 1))
+    coverage = stats.runs_coverage(c.samples) if c.samples else stats.CONFIDENCE
+    return stats.Estimate(c.score, *c.score_interval, stats.runs_of(c.samples) or max(1, c.n_measurements or 1),
+                          coverage)
 
 
 # What a query selects beside a candidate row's interval so that estimate_of can count the runs
 # behind a point (the rounds only where the interval has no width: a kernel's would be large).
 
 
-def point_runs(row) -> int:
-    """The runs behind a zero-width score: the fewest values of any group of its rounds, from the
-    row's ``point_samples`` (or ``samples``); without them, its measurements (each one run at least)."""
+def _point_groups(row) -> dict | None:
+    """The rounds the row's query selected beside its interval (``point_samples``, or ``samples``)."""
     keys = row.keys()
     text = row["point_samples"] if "point_samples" in keys else row["samples"] if "samples" in keys else None
     try:
         groups = json.loads(text) if text else None
     except ValueError:
         groups = None
-    return (stats.runs_of(groups) if isinstance(groups, dict) else None) or row["n_measurements"] or 1
+    return groups if isinstance(groups, dict) else None
+
+
+def point_runs(row) -> int:
+    """The runs behind a zero-width score: the fewest values of any group of its rounds, from the
+    row's ``point_samples`` (or ``samples``); without them, its measurements (each one run at least)."""
+    groups = _point_groups(row)
+    return (stats.runs_of(groups) if groups is not None else None) or row["n_measurements"] or 1
 
 
 async def find_same_code(conn: aiosqlite.Connection, spec: CandidateCreate, direction: str) -> sqlite3.Row | None:

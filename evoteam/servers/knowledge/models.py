@@ -410,7 +410,7 @@ class TrajectoryPoint(BaseModel):
     too_few_runs: bool | None = Field(default=None, description="it leads but does not clear the last new best "
                                       "(none yet: the starting score x0), or trails the best with a different "
                                       "score, and one of the two "
-                                      "is a score from under 5 runs alike (a program's, or one recorded without "
+                                      "is a score from under 5 runs (a program's, or one recorded without "
                                       "an interval), whose spread is unknown: "
                                       "whether it beat that best, or is worse, is not known until both have run "
                                       "5 times (bench.remeasure)")
