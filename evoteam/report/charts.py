@@ -12,7 +12,7 @@ from typing import Any
 
 import altair as alt
 
-from evoteam.report.data import RunReport
+from evoteam.report.data import RunReport, rank_key
 
 WIDTH, HEIGHT = 640, 300
 
@@ -100,11 +100,14 @@ def versions(report: RunReport) -> dict[str, Any] | None:
     """One point per team version (its best dev score), with the running best as a step line.
     None unless two versions have scores: one version is a row of the timeline table."""
     rows, best = [], None
-    better = (lambda a, b: a > b) if report.direction == "maximize" else (lambda a, b: a < b)
+    points = {c.id: c for c in report.candidates}
     for v in report.versions:
-        if v.best_of_version is not None and (best is None or better(v.best_of_version, best)):
-            best = v.best_of_version
-        rows.append({"version": v.version, "score": v.best_of_version, "running_best": best,
+        # The running best as every ranking names it (rank_score, the pessimistic end), not the raw
+        # score: a noisier 0.44 read as the best beside a header naming a steady 0.45 (review 2026-12-04).
+        own = points.get(v.best_candidate_id or "")
+        if own is not None and (best is None or rank_key(own, report.direction) > rank_key(best, report.direction)):
+            best = own
+        rows.append({"version": v.version, "score": v.best_of_version, "running_best": best.score if best else None,
                      "roles": ", ".join(v.roles), "label": f"version v{v.version}"})
     scored = [r for r in rows if r["score"] is not None]
     if len(scored) < 2:

@@ -14,7 +14,7 @@ in context. Two sources of waste are removed here, once, for all four servers:
 - Result text: pretty-printed JSON with every null and empty field, floats to 17 digits, and
   fields only programs use (a sandbox description, a kit's hash). The text block is written
   again as compact JSON without null, empty-string, empty-list and empty-object fields, floats
-  to 5 significant digits, less the fields an output model lists in `TEXT_OMIT`;
+  to 7 significant digits, less the fields an output model lists in `TEXT_OMIT`;
   `structuredContent` keeps the whole object, as the output schema describes it, for programs.
 """
 
@@ -28,8 +28,10 @@ from typing import Any
 # Size limits guard the server against oversized input; a caller never needs them to write a
 # good call, and a refusal names the limit it broke. Value ranges (minimum/maximum) stay.
 _LENGTH_LIMITS = ("maxLength", "minLength", "maxItems", "minItems")
-# A model reads 1.1065 as well as 1.1065070918246214; programs read structuredContent.
-SIGNIFICANT_DIGITS = 5
+# A model reads 1.106507 as well as 1.1065070918246214; programs read structuredContent. Seven,
+# not five: a leaderboard's best known moves in the sixth (circle packing's 2.635983 read 2.636,
+# above itself, and two erdos candidates 2.3e-7 apart both read 0.38122; model-play 2026-12-04).
+SIGNIFICANT_DIGITS = 7
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SUBSCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
 _SUBSCHEMA_ONE = ("items", "additionalProperties", "not", "contains")

@@ -487,6 +487,21 @@ async def test_prior_work_ranks_other_kit_content_after_the_newest(tmp_path):
     assert "on other kit content than the newest run: not comparable" in text.split(high.id, 2)[2].splitlines()[0]
 
 
+async def test_prior_work_unasked_ranks_the_way_the_kits_runs_do(tmp_path):
+    """`evoteam kb prior KIT` passes no direction: a minimising kit's candidates are ranked the way
+    its runs rank them, best (lowest) first (review 2026-12-04: worst first, as if maximising)."""
+    from evoteam.servers.knowledge.prior import gather_prior_work
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="tester", verifier=True)) as store:
+        run = await store.start_run(RunCreate(goal="overlap", kit="k", direction="minimize"))
+        worse = await store.record_candidate(CandidateCreate(run_id=run.id, code="x", status="PASSED", score=0.49,
+                                                             verified=True))
+        better = await store.record_candidate(CandidateCreate(run_id=run.id, code="y", status="PASSED", score=0.38,
+                                                              verified=True))
+        work = await gather_prior_work(store, "k")
+    assert [c.id for c in work.best] == [better.id, worse.id]
+
+
 async def test_a_document_is_not_evidence_and_the_refusal_says_what_is(tmp_path):
     """Issue 22: the research skill cited doc_ ids as evidence; a learning cites measurements."""
     from evoteam.servers.knowledge.errors import Invalid

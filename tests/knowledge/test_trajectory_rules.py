@@ -118,3 +118,15 @@ def test_each_standing_says_what_decided_it():
     points, _ = trajectory_points(rows, "maximize", 1.0, lambda a, b: "worse" if (a, b) == ("c1", "c2") else None)
     by = {p.candidate_id: (p.worse_than, p.decided_by) for p in points}
     assert by == {"c1": (None, "intervals"), "c2": ("c1", "paired rounds"), "c3": ("c1", "intervals")}
+
+
+def test_a_candidate_ranked_below_the_best_but_better_side_by_side_says_so():
+    """c2 is better than c1 by their paired rounds, yet ranks below it by its wider interval: its
+    point names c1 in better_than (it was left blank beside a version gain run_report called
+    significant from the same rounds; review 2026-12-04)."""
+    rows = [_row(1, 1.50, 1.49, 1.51), _row(2, 1.55, 1.40, 1.70)]
+    points, best = trajectory_points(rows, "maximize", 1.0, lambda a, b: "better" if (a, b) == ("c1", "c2") else None)
+    second = points[1]
+    assert best["id"] == "c1" and second.best_so_far_id == "c1"
+    assert second.better_than == "c1" and second.decided_by == "paired rounds"
+    assert not second.new_best and second.within_noise_of is None and second.worse_than is None

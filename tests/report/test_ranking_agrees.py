@@ -170,3 +170,21 @@ async def test_prior_work_ranks_earlier_runs_bests_as_the_store_does(tmp_path: P
                                                                             "w2": _rounds(mid, mid / 1000, 6)}))
         prior = await gather_prior_work(kb, "k")
         assert [c.id for c in prior.best][:2] == [censored.id, steady.id]
+
+
+async def test_the_versions_chart_follows_the_ranked_best(tmp_path: Path):
+    """The versions chart's running best is the one every ranking names (rank_score), not the raw
+    score: a noisier 6.1 of v2 drew as the running best beside a header naming v1's steady 6.0
+    (review 2026-12-04)."""
+    from evoteam.report.charts import versions
+    from tests.report.conftest import one_best_per_version
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t", verifier=True)) as kb:
+        run = await one_best_per_version(kb, tmp_path, {1: (6.0, {"w": _rounds(6.0, 0.01, 1)}),
+                                                        2: (6.1, {"w": _rounds(6.1, 3.0, 2)})})
+        report = await gather(kb, run.id)
+    steady = next(v.best_candidate_id for v in report.versions if v.version == 1)
+    assert report.best_candidate_id == steady
+    assert report.versions[1].best_of_version > report.versions[0].best_of_version  # raw: v2 reads higher
+    rows = versions(report)["datasets"]["version_points"]
+    assert [r["running_best"] for r in rows] == [report.versions[0].best_of_version] * 2, rows

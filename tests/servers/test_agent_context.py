@@ -79,3 +79,13 @@ async def test_result_text_is_compact_and_drops_empty_fields(settings, store):
     # The structured content keeps every field of the schema; the text keeps every non-empty one.
     assert result.structured_content["best_score"] is None
     assert {k for k, v in result.structured_content.items() if v not in (None, "", [], {})} == set(shown)
+
+
+def test_result_text_keeps_the_digits_a_leaderboard_moves_in():
+    """Seven significant digits: a best known of 2.635983 read 2.636 (above itself), and two
+    candidates 2.3e-7 apart both read 0.38122 (model-play 2026-12-04); noise digits still go."""
+    from evoteam.servers.compact import rounded
+
+    assert rounded(2.635983) == 2.635983 and rounded(0.380859) == 0.380859
+    assert rounded(0.38122257) != rounded(0.38122234)
+    assert rounded(1.1065070918246214) == 1.106507

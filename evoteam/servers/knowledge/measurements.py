@@ -396,6 +396,7 @@ class Standing(NamedTuple):
     worse_than: str | None = None
     too_few_runs: bool = False
     decided_by: Literal["paired rounds", "intervals"] | None = None
+    better_than: str | None = None
 
 
 def _side(paired: Paired | None, ref: sqlite3.Row | None, row: sqlite3.Row) -> Side | None:
@@ -485,8 +486,11 @@ def _behind(row: sqlite3.Row, best: sqlite3.Row, paired: Paired | None) -> Stand
     """How a candidate behind the best stands: within its noise, or told apart and worse."""
     side = _side(paired, best, row)
     if side is not None:
+        # Ranked below by its wider interval, yet found better side by side: said, not left blank
+        # beside a version gain run_report calls significant from the same rounds (review 2026-12-04).
         return Standing(within_noise_of=best["id"] if side == "tied" else None,
-                        worse_than=best["id"] if side == "worse" else None, decided_by=PAIRS)
+                        worse_than=best["id"] if side == "worse" else None,
+                        better_than=best["id"] if side == "better" else None, decided_by=PAIRS)
     own, top = estimate_of(row), estimate_of(best)
     if _contended_row(row) or _contended_row(best) or _overlap(own, top):
         return Standing(within_noise_of=best["id"], decided_by=INTERVALS)
@@ -521,7 +525,7 @@ def trajectory_points(rows: list[sqlite3.Row], direction: str, x0: float | None 
             best_so_far=best["score"] if best is not None else None,
             best_so_far_id=best["id"] if best is not None else None, new_best=standing.new_best,
             within_noise_of=standing.within_noise_of, worse_than=standing.worse_than,
-            decided_by=standing.decided_by,
+            better_than=standing.better_than, decided_by=standing.decided_by,
             too_few_runs=True if standing.too_few_runs else None,
             status=r["status"], verified=bool(r["verified"]), n_measurements=r["n_measurements"] or 1,
             contended=True if r["verified"] and _contended_row(r) else None,

@@ -404,6 +404,9 @@ class TrajectoryPoint(BaseModel):
                                         "by more than their intervals")
     worse_than: str | None = Field(default=None, description="the best (\"x0\": the starting score) it is told apart "
                                    "from and below: by their paired rounds, or intervals that do not overlap")
+    better_than: str | None = Field(default=None, description="the best it ranks below (its interval is wider) "
+                                    "though their paired rounds find it better: bench.remeasure the two, whose "
+                                    "rounds pool into both scores and settle the ranking")
     decided_by: Literal["paired rounds", "intervals"] | None = Field(
         default=None, description="what decided new_best, within_noise_of or worse_than: the two candidates' kept "
         "paired rounds (bench.compare by id, bench.remeasure; pooled) or their separate intervals")

@@ -153,11 +153,14 @@ def _better(direction: Direction):
 
 
 async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: set[str] | None = None,
-                            seed: str | None = None, direction: Direction = "maximize",
+                            seed: str | None = None, direction: Direction | None = None,
                             max_chars: int = PRIOR_CHARS, found: list[Run] | None = None) -> PriorWork:
     """Prior work on `kit` (None: every kit) in the caller's project, bounded by `max_chars`.
     ``found``: the kit's runs (_runs_of_kit) where the caller has read them already."""
     found = await _runs_of_kit(store, kit, exclude or set(), seed) if found is None else found
+    # Unsaid (`evoteam kb prior KIT`), the way the kit's newest run ranks: maximising by default
+    # listed a minimising kit's candidates worst first (review 2026-12-04).
+    direction = direction or (found[0].direction if found else "maximize")
     runs = found[:MAX_RUNS]
     prior = PriorWork(kit=kit_key(kit), more_runs=max(0, len(found) - MAX_RUNS))
     best: list[PriorCandidate] = []

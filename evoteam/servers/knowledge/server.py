@@ -161,8 +161,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @server.tool()
     @tool_errors
     async def get_run(ctx: Context, run_id: str) -> Run:
-        """A run's state: goal, direction, budget and spend, best score and candidate, NDG, counts,
-        current team version."""
+        """A run's state: goal, direction, budget, spend, best (id, score), NDG, counts."""
         return await kb(ctx).get_run(run_id)
 
     @server.tool()
@@ -303,8 +302,9 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @server.tool()
     @tool_errors
     async def trajectory(ctx: Context, run_id: str) -> Trajectory:
-        """Dev candidates by time, best so far. new_best: beat the last new best (or x0); else
-        within_noise_of (not told apart), worse_than (below) or too_few_runs (unknown yet)."""
+        """Dev candidates, best so far. new_best: beat the last new best (or x0); else within_noise_of
+        (not told apart), worse_than (below), better_than (below, better side by side) or
+        too_few_runs (unknown)."""
         return await kb(ctx).trajectory(run_id)
 
     # ------------------------------------------------------------ search
