@@ -243,13 +243,11 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
     summaries = sorted(await all_candidates(store, run_id), key=lambda s: (s.provenance.created_at, s.id))
     points: list[CandidatePoint] = []
     best: CandidatePoint | None = None
-    best_before_point: list[CandidatePoint | None] = []
     for s in summaries:
         p = CandidatePoint(id=s.id, at=s.provenance.created_at, score=s.score, status=s.status, split=s.split,
                            flagged=s.flagged, verified=s.verified, role=s.provenance.role, team_version=s.provenance.team_version,
                            spent_usd=spent_at(s.provenance.created_at), score_interval=s.score_interval,
                            rank_score=s.rank_score, n_measurements=s.n_measurements)
-        best_before_point.append(best)
         if _ranks(p) and p.split == "dev" and (best is None or rank_key(p, direction) > rank_key(best, direction)):
             best = p
         p.best_so_far = best.score if best is not None else None
@@ -261,16 +259,20 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
     for c in costs:
         if c.provenance.team_version is not None:
             by_version[c.provenance.team_version] = by_version.get(c.provenance.team_version, 0.0) + c.usd
-    times = [p.at for p in points]
     best_of: dict[int, CandidatePoint] = {}
     for p in points:
         if _ranks(p) and p.split == "dev" and p.team_version is not None:
             held = best_of.get(p.team_version)
             if held is None or rank_key(p, direction) > rank_key(held, direction):
                 best_of[p.team_version] = p
+    ranked_dev = [p for p in points if _ranks(p) and p.split == "dev"]
     for v in await team.list_versions(run_id):
-        i = bisect.bisect_right(times, v.created_at)
-        before = (best_before_point[i] if i < len(points) else best) if points else None
+        # The best before a version: of what was measured before it was designed, and of what the
+        # earlier versions' roles measured after (an evaluation landing late): a v2 best worse than a
+        # late v1 best read as a significant gain over the v1 best at design time (review 2026-12-04).
+        earlier = [p for p in ranked_dev if p.at <= v.created_at
+                   or (p.team_version is not None and p.team_version < v.version)]
+        before = max(earlier, key=lambda p: rank_key(p, direction)) if earlier else None
         own = best_of.get(v.version)
         vp = VersionPoint(
             version=v.version, at=v.created_at, roles=v.roles, diagnosis=v.diagnosis,

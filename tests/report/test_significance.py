@@ -264,3 +264,31 @@ async def test_a_gain_below_the_starting_score_is_no_gain(tmp_path: Path):
         assert lines[3].significant_gain is True and "short of" not in lines[3].gain
         points = (await kb.trajectory(run.id)).points
         assert [p.new_best for p in points] == [False, False, True]
+
+
+async def test_a_versions_gain_is_over_the_earlier_versions_best_even_one_that_landed_late(tmp_path: Path):
+    """A v1 evaluation queued before v2 was designed and landing after it is v1's work: v2's gain is
+    over it too (a v2 best worse than that late v1 best read as a significant gain over the v1 best
+    at design time, and the stop rule counted it; review 2026-12-04)."""
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await kb.start_run(RunCreate(goal="g", kit="k", direction="minimize", x0=0.5))
+        team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
+
+        def role(v):
+            return kb.with_actor(Actor(user="u", client="t", role=f"Role{v}", team_version=v, verifier=True))
+
+        async def program(v, code, value):
+            return await role(v).record_candidate(CandidateCreate(
+                run_id=run.id, code=code, code_hash=code_hash(code), status="PASSED", score=value,
+                samples={"program": [value] * 5}, verified=True))
+
+        await team.design_team(_design(run.id, "diagnosis 1", "Role1"))
+        await program(1, "e = 1\n", 0.45)
+        await team.design_team(_design(run.id, "diagnosis 2", "Role2"))
+        late = await program(1, "l = 1\n", 0.38)  # v1's queued evaluation lands now
+        await program(2, "b = 2\n", 0.42)
+        summary = summarise(await gather(kb, run.id))
+    v2 = summary.versions[1]
+    assert summary.best_candidate_id == late.id
+    assert late.id in v2.gain and v2.significant_gain is False, v2.gain
+    assert summary.versions_without_significant_gain == 1
