@@ -230,3 +230,16 @@ async def test_gpu_kit_through_the_harness_on_cpu(name, axes, tmp_path, bench_se
     assert good.score > 0
     wrong = await evaluate_candidate(bench_settings, str(root), candidate_path=str(root / "examples" / "wrong.py"))
     assert wrong.status == "INCORRECT_NUMERICAL", wrong.message
+
+
+async def test_a_programs_failure_is_said_once(bench_settings):
+    """A program that fails to import gives its error and its own traceback once: the harness's
+    frames and copies of the message as stderr and as a hint (6,079 characters, the traceback four
+    times, for one missing import; model-play 2026-12-04) are not added."""
+    result = await evaluate_candidate(bench_settings, "circle_packing_26",
+                                      code="import not_a_module_here\n\ndef run_packing():\n    return None\n")
+    assert result.status == "COMPILE_ERROR"
+    assert result.message.count("No module named 'not_a_module_here'") <= 2, result.message  # error + traceback
+    assert "; stderr:" not in result.message
+    assert "traceback" not in result.artifacts and "stderr" not in result.artifacts, result.artifacts
+    assert result.artifacts.get("failure_stage") == "evaluate"

@@ -399,6 +399,6 @@ def with_artifact_hint(message: str, artifacts: dict[str, str]) -> str:
     """A failure message plus the evaluator's own words from its artifacts, when it gave any."""
     for key in _HINT_KEYS:
         text = (artifacts.get(key) or "").strip()
-        if text and text not in message:
+        if text and text not in message and text[-300:] not in message:  # not a copy of what it says
             return f"{message}; {key}: {text[-300:]}"
     return message

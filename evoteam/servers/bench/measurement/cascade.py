@@ -80,10 +80,14 @@ def run_evaluation(module: Any, program: str, options: dict[str, Any]) -> dict[s
         except BaseException as exc:  # noqa: BLE001 - the evaluator's or the program's failure
             from evoteam.servers.bench.measurement.program import ProgramFailure
 
-            artifacts.update(_failure(name, exc))
             if isinstance(exc, ProgramFailure):  # evoteam's run_program says what went wrong
+                # ...in its message, with the program's own traceback: the harness's frames and a
+                # copy of that message as stderr told a model nothing more (6,079 characters of one
+                # missing import, the traceback four times; model-play 2026-12-04).
                 status, message = exc.status, exc.message
+                artifacts["failure_stage"] = name
             else:
+                artifacts.update(_failure(name, exc))
                 status, message = "RUNTIME_ERROR", f"{name} raised {type(exc).__name__}: {exc}"
             stages.append({"stage": name, "status": status, "wall_s": round(time.perf_counter() - start, 3)})
             return {"metrics": metrics, "artifacts": artifacts, "stages": stages,
