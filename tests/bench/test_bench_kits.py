@@ -243,3 +243,23 @@ async def test_a_programs_failure_is_said_once(bench_settings):
     assert "; stderr:" not in result.message
     assert "traceback" not in result.artifacts and "stderr" not in result.artifacts, result.artifacts
     assert result.artifacts.get("failure_stage") == "evaluate"
+
+
+async def test_a_programs_score_has_no_interval_until_its_spread_is_known(bench_settings, tmp_path):
+    """One run of a program has no interval: [2.61, 2.61] read as an exact score of an unseeded
+    search (model-play 2026-12-04). Five runs alike make it exact, and then it has one."""
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.store import Actor
+
+    kit = find_kit(bench_settings, "erdos_min_overlap")
+    better = kit.file(kit.manifest.examples["better"]).read_text()
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="t", client="pytest")) as store:
+        once = await evaluate_candidate(bench_settings, "erdos_min_overlap", code=better, store=store)
+        assert once.status == "PASSED" and once.score is not None
+        assert once.score_interval is None and once.candidate_interval is None, (once.score_interval,
+                                                                                  once.candidate_interval)
+        assert "spread is unknown" in once.message
+        five = await evaluate_candidate(bench_settings, "erdos_min_overlap", code=better, store=store,
+                                        run_id=once.run_id, repeats=4)
+    assert five.score_interval is None  # four runs alike: still too few on their own...
+    assert five.n_measurements == 2 and five.candidate_interval == [five.score, five.score]  # ...five pooled are exact

@@ -359,13 +359,15 @@ class Evaluation(BaseModel):
     candidate_id: str | None = None
     candidate_score: float | None = Field(default=None, description="the recorded candidate's score from every "
                                           "measurement of its code in the run (this one pooled with earlier ones)")
-    candidate_interval: list[float] | None = Field(default=None, description="95% interval of candidate_score")
+    candidate_interval: list[float] | None = Field(default=None, description="95% interval of candidate_score "
+                                                   "(none from under 5 runs of a program: its spread is unknown)")
     n_measurements: int | None = Field(default=None, description="evaluations of this code pooled in the candidate")
     score: float | None = Field(description="this evaluation's (the candidate's is candidate_score): kernel: "
                                 "geomean speedup over the baseline; program: the objective (the median of repeats)")
     score_interval: list[float] | None = Field(default=None, description="95% interval of this evaluation's score "
                                                "[lo, hi] (kernel: bootstrap over the workloads' rounds; program: "
-                                               "order-statistic interval of the repeats' median)")
+                                               "order-statistic interval of the repeats' median; none from "
+                                               "under 5 runs alike or under 5 at all: its spread is unknown)")
     direction: Direction
     passed: int
     total: int

@@ -37,6 +37,7 @@ from evoteam.servers.knowledge.models import (
     normalised_discovery_gain,
 )
 from evoteam.servers.knowledge.store import KnowledgeStore
+from evoteam.servers.knowledge.measurements import candidate_estimate
 
 Progress = Callable[[float, float, str], Awaitable[None]]
 MAX_CODE = 2_000_000
@@ -337,6 +338,9 @@ async def _run_program_repeated(settings: Settings, kit: Kit, cand: PreparedCand
         runs.append(result)
     result, est = median_run(kit, runs)
     scores = result.samples["program"]
+    est = stats.Estimate(est.value, est.lo, est.hi, len(scores), stats.runs_coverage(result.samples))
+    if stats.spread_unknown(est):  # [2.61, 2.61] from one run read as exact (model-play 2026-12-04)
+        result.score_interval = None
     if repeats > 1:
         result.metrics["repeats"] = scores
         result.message = f"{result.message}; median of {repeats} runs {stats.describe(est)}"
@@ -453,6 +457,8 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
     result.candidate_score = saved.score
     # Until the store pools this code with earlier measurements, the candidate is this one.
     result.candidate_interval = saved.score_interval or (result.score_interval if saved.n_measurements <= 1 else None)
+    if (shown := candidate_estimate(saved)) is not None and stats.spread_unknown(shown):
+        result.candidate_interval = None  # too few runs for one: the message says so
     result.n_measurements = saved.n_measurements
     if saved.n_measurements > 1:
         # Said first: a model read this measurement's score (the top-level `score`) as the candidate's.
