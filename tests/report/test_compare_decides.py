@@ -391,3 +391,19 @@ async def test_a_set_too_large_for_the_store_is_kept_in_parts(tmp_path: Path):
         assert await keep_comparisons(kb, run.id, records, "remeasure") is None
         kept = await dev_comparisons(kb, run.id, "k")
         assert sorted(r.b_candidate_id for r in kept) == ["b0", "b1", "b2", "b3"]
+
+
+def test_a_programs_few_runs_alike_read_as_not_established():
+    """Two runs a side, every one alike, give a zero-width contrast from too few runs: the verdict
+    says so, not "a 50% interval" of no width (model-play 2026-12-04)."""
+    from types import SimpleNamespace
+
+    from evoteam import stats
+    from evoteam.servers.bench.evaluation.compare import _verdict
+
+    est = stats.contrast_estimate({"program": [2.5, 2.5]}, {"program": [2.6, 2.6]}, "program")
+    assert est.lo == est.hi and 0 < est.coverage < stats.CONFIDENCE
+    passed = SimpleNamespace(status="PASSED")
+    said = _verdict(passed, passed, est, "program")
+    assert said.startswith("not established:") and "interval" not in said.split("(", 1)[0], said
+    assert "too few runs per side (repeats=5 or more) to call the difference exact" in said

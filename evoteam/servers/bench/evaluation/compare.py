@@ -92,6 +92,8 @@ def _verdict(ea: Evaluation, eb: Evaluation, est: stats.Estimate | None, kind: s
     text = f"{what} {stats.describe(est, '×' if kind == 'kernel' else '')}"
     if not stats.confident(est) and est.coverage > 0:
         more = "runs per side (repeats=5 or more)" if kind == "program" else "rounds (a larger repeats)"
+        if est.lo == est.hi:  # every run alike, but too few of them to call it exact
+            return f"not established: {text}, too few {more} to call the difference exact"
         return (f"no significant difference: {text} is a {est.coverage:.0%} interval, too few {more} for a 95% "
                 "one")
     if not stats.significant(est, kind):
