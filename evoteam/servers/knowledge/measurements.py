@@ -249,10 +249,6 @@ def candidate_estimate(c: Candidate) -> stats.Estimate | None:
                           coverage)
 
 
-# What a query selects beside a candidate row's interval so that estimate_of can count the runs
-# behind a point (the rounds only where the interval has no width: a kernel's would be large).
-
-
 def _point_groups(row) -> dict | None:
     """The rounds the row's query selected beside its interval (``point_samples``, or ``samples``)."""
     keys = row.keys()

@@ -203,7 +203,9 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
         # Scores rank only among those of one timing method and one kit content (a kit that changed
         # measures other workloads; review 2026-12-04): the newest method's first, then the newest
         # run's content.
-        newest = next((c.kit_hash for c in best if c.kit_hash), None)
+        started = {r.id: r.started_at for r in prior.runs}  # the seed run comes first, not by age
+        hashed = [c for c in best if c.kit_hash]
+        newest = max(hashed, key=lambda c: started[c.run_id]).kit_hash if hashed else None
         for c in best:
             c.other_kit_content = bool(newest and c.kit_hash and c.kit_hash != newest)
         ranked = sorted(best, key=lambda c: (-(c.timing_method or 0), c.other_kit_content, order(pessimistic(c))))
