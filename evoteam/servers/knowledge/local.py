@@ -187,8 +187,7 @@ class LocalKnowledgeStore(KnowledgeStore):
         # The same queries as the quick CLI reads (readsql.py).
         async with conn.execute(readsql.best_ranked(row["direction"]), (row["id"],)) as cur:
             best = await cur.fetchone()
-        # Counts and spend come from the counters the triggers keep (knowledge/counters.py):
-        # one row, whatever the size of the run's history.
+        # Counts and spend: the counters the triggers keep (counters.py), one row whatever the run's size.
         async with conn.execute(readsql.COUNTERS, (row["id"],)) as cur:
             n_cand, n_learn, spent = await cur.fetchone() or (0, 0, 0.0)
         best_score = best["score"] if best else None
