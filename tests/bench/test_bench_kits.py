@@ -263,3 +263,22 @@ async def test_a_programs_score_has_no_interval_until_its_spread_is_known(bench_
                                         run_id=once.run_id, repeats=4)
     assert five.score_interval is None  # four runs alike: still too few on their own...
     assert five.n_measurements == 2 and five.candidate_interval == [five.score, five.score]  # ...five pooled are exact
+
+
+async def test_a_recorded_candidate_is_measured_again_in_its_own_run(bench_settings, tmp_path):
+    """evaluate(candidate_id) without run_id records where the candidate was recorded, so the
+    measurement pools into it; the kit's newest active run (another one here) made it a new
+    candidate there (model-play 2026-12-04)."""
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.models import RunCreate
+    from evoteam.servers.knowledge.store import Actor
+
+    kit = find_kit(bench_settings, "erdos_min_overlap")
+    better = kit.file(kit.manifest.examples["better"]).read_text()
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="t", client="pytest")) as store:
+        first = await evaluate_candidate(bench_settings, "erdos_min_overlap", code=better, store=store)
+        newer = await store.start_run(RunCreate(goal="again", kit="erdos_min_overlap", direction="minimize"))
+        again = await evaluate_candidate(bench_settings, "erdos_min_overlap", candidate_id=first.candidate_id,
+                                         store=store)
+    assert newer.id != first.run_id
+    assert (again.run_id, again.candidate_id, again.n_measurements) == (first.run_id, first.candidate_id, 2)

@@ -130,10 +130,10 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         kit: str,
         candidate_path: Annotated[str | None, Field(description="a .py file, a FlashInfer-Bench solution "
                                                                 ".json, or a trace-set solution's name")] = None,
-        code: Annotated[str | None, Field(description="its source, instead of a path")] = None,
-        candidate_id: Annotated[str | None, Field(description="a recorded candidate to measure again")] = None,
+        code: Annotated[str | None, Field(description="its source, not a path")] = None,
+        candidate_id: Annotated[str | None, Field(description="a recorded candidate to measure again, in its run")] = None,
         split: Split = "dev",
-        repeats: Annotated[int, Field(ge=1, le=20, description="kernel: N times the rounds; program: N "
+        repeats: Annotated[int, Field(ge=1, le=20, description="kernel: N× the rounds; program: N "
                                                                "runs (median)")] = 1,
         run_id: Annotated[str | None, Field(description="default: your newest active run of this kit, else a "
                                                           "new one")] = None,
@@ -182,7 +182,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         b_path: str | None = None, b_code: str | None = None, b_candidate_id: str | None = None,
         split: Split = "dev",
         repeats: Annotated[int | None, Field(ge=1, le=20, description="kernel: N× the rounds (3); program: runs "
-                                                                      "per side (5)")] = None,
+                                                                      "a side, 2+ (5)")] = None,
     ) -> Comparison:
         """Is B better than A, or noise? One interleaved batch: b_speedup_over_a (program kits:
         B's score minus A's), its 95% interval, significant when it excludes no change; verdict

@@ -371,6 +371,7 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
     evaluation holds (scheduling/); default: the kit's device."""
     kit, code = await checked_request(settings, kit, split, repeats, store, candidate_path, code, candidate_id)
     progress = progress or _noop
+    run_id = await run_of(store, candidate_id, run_id)
     if store is not None:  # before any measuring: a refusal costs nothing
         await check_run(store, kit, parent_id, run_id)
     cand = prepare_candidate(kit, candidate_path, code, settings)
@@ -420,6 +421,14 @@ async def checked_request(settings: Settings, kit: str | Kit, split: str, repeat
             raise DomainError("pass one of candidate_path, code or candidate_id")
         code = await stored_code(store, candidate_id)
     return kit, code
+
+
+async def run_of(store: KnowledgeStore | None, candidate_id: str | None, run_id: str | None) -> str | None:
+    """The run a re-measurement of a recorded candidate goes to: the one named, else its own, where it
+    pools (the kit's newest active run made it another run's new candidate; model-play 2026-12-04)."""
+    if candidate_id and run_id is None and store is not None:
+        return (await store.get_candidate(candidate_id)).run_id
+    return run_id
 
 
 async def stored_code(store: KnowledgeStore | None, candidate_id: str) -> str:
