@@ -23,6 +23,9 @@ class VersionLine(BaseModel):
                              "interval and verdict (significant; within noise; worse; no significant difference; "
                              "no gain; or not established: busy, too few runs, overlapping), or why none")
     significant_gain: bool | None = None
+    gap_closed: float | None = Field(default=None, description="the share of what was left between the best "
+                                     "before it and the kit's best known that this version closed: a "
+                                     "significant gain of a tiny share is a plateau")
     cost_usd: float
     spent_usd_when_designed: float
 
@@ -141,11 +144,23 @@ def _compare_call(v: VersionPoint) -> str:
     return f"bench.compare a_candidate_id={v.best_before_id} b_candidate_id={v.best_candidate_id}"
 
 
-def version_line(v: VersionPoint, direction: str) -> VersionLine:
+def version_line(v: VersionPoint, direction: str, best_known: float | None = None) -> VersionLine:
+    gain, closed = gain_text(v), gap_closed(v, best_known)
+    if gain and closed is not None and v.significant:
+        # An exact evaluator calls every difference significant: a model kept a run going on gains of
+        # 0.04% of the gap, the stop rule never firing (model-play 2026-12-04). Said, for it to weigh.
+        gain += f" (it closed {closed:.2%} of the gap to the best known {best_known:.7g})"
     return VersionLine(version=v.version, roles=v.roles, best_dev_score=v.best_of_version,
-                       best_interval=v.best_interval, best_candidate_id=v.best_candidate_id, gain=gain_text(v),
-                       significant_gain=v.significant,
+                       best_interval=v.best_interval, best_candidate_id=v.best_candidate_id, gain=gain,
+                       significant_gain=v.significant, gap_closed=closed,
                        cost_usd=v.cost_usd, spent_usd_when_designed=v.spent_usd)
+
+
+def gap_closed(v: VersionPoint, best_known: float | None) -> float | None:
+    """(version's best − best before) / (best known − best before): the share of the way there."""
+    if best_known is None or v.best_before is None or v.best_of_version is None or best_known == v.best_before:
+        return None
+    return (v.best_of_version - v.best_before) / (best_known - v.best_before)
 
 
 def stalled_versions(report: RunReport) -> int:
@@ -181,7 +196,7 @@ def summarise(report: RunReport, max_versions: int = 30) -> RunSummary:
         heldout_records=sum(1 for c in report.candidates if c.split == "heldout"),
         failed_candidates=sum(1 for c in report.candidates if c.status != "PASSED"),
         flagged_candidates=sum(1 for c in report.candidates if c.flagged),
-        versions=[version_line(v, report.direction) for v in report.versions[-max_versions:]],
+        versions=[version_line(v, report.direction, report.run.best_known) for v in report.versions[-max_versions:]],
         versions_without_significant_gain=stalled_versions(report),
         spend_by_role={s.label: round(s.usd, 4) for s in report.spend_by_role},
         gate_decisions=decisions, repeated_url_rate=report.retrieval.repeated_url_rate,

@@ -292,3 +292,23 @@ async def test_a_versions_gain_is_over_the_earlier_versions_best_even_one_that_l
     assert summary.best_candidate_id == late.id
     assert late.id in v2.gain and v2.significant_gain is False, v2.gain
     assert summary.versions_without_significant_gain == 1
+
+
+async def test_a_significant_gain_says_how_much_of_the_gap_to_the_best_known_it_closed(tmp_path: Path):
+    """An exact evaluator calls a difference of 1e-6 significant: the version's gain says it closed
+    a tiny share of the gap to the kit's best known, for the supervisor to weigh (a model kept a run
+    going on such gains, the stop rule never firing; model-play 2026-12-04)."""
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await kb.start_run(RunCreate(goal="g", kit="k", direction="minimize", x0=0.5, best_known=0.380859))
+        team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
+        for v, value in ((1, 0.3831372), (2, 0.3831362)):
+            await team.design_team(_design(run.id, f"diagnosis {v}", f"Role{v}"))
+            bench = kb.with_actor(Actor(user="u", client="t", role=f"Role{v}", team_version=v, verifier=True))
+            code = f"a = {v}\n"
+            await bench.record_candidate(CandidateCreate(run_id=run.id, code=code, code_hash=code_hash(code),
+                                                         status="PASSED", score=value, verified=True,
+                                                         samples={"program": [value] * 5}))
+        line = summarise(await gather(kb, run.id)).versions[1]
+    assert line.significant_gain is True
+    assert line.gap_closed == pytest.approx(1e-6 / (0.3831372 - 0.380859))
+    assert "(it closed 0.04% of the gap to the best known 0.380859)" in line.gain, line.gain
