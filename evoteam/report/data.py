@@ -202,7 +202,7 @@ def _short_of_start(vp: VersionPoint, own: Candidate, x0: float, direction: str)
     # A point of unknown spread beyond x0 (a program run once) is not known to be short of it.
     if not (stats.spread_unknown(est) and beyond(est.value, x0, direction)):
         vp.significant, vp.short_of_start = False, True
-        vp.gain_note = f"short of the starting score x0 = {stats.sig3(x0)}"
+        vp.gain_note = f"short of the starting score x0 = {x0:.7g}"
 
 
 def _first_gain(vp: VersionPoint, own: Candidate, x0: float, direction: str) -> None:
@@ -214,13 +214,13 @@ def _first_gain(vp: VersionPoint, own: Candidate, x0: float, direction: str) -> 
     vp.few_runs = est is not None and stats.spread_unknown(est)
     reads_better = est is not None and beyond(est.value, x0, direction)
     if est is not None and not vp.contended and clears_start(est, x0, direction):
-        vp.significant, vp.gain_note = True, f"first ranked result: clears the starting score x0 = {stats.sig3(x0)}"
+        vp.significant, vp.gain_note = True, f"first ranked result: clears the starting score x0 = {x0:.7g}"
     elif est is None or (reads_better and (vp.contended or vp.few_runs)):  # busy or unknown, reading better
         why = "measured on a contended machine" if vp.contended else "too few runs (bench.remeasure it)"
-        vp.gain_note = f"first ranked result: not established against the starting score x0 = {stats.sig3(x0)}, {why}"
+        vp.gain_note = f"first ranked result: not established against the starting score x0 = {x0:.7g}, {why}"
     else:
         vp.significant = False
-        vp.gain_note = f"first ranked result: does not clear the starting score x0 = {stats.sig3(x0)}: no gain"
+        vp.gain_note = f"first ranked result: does not clear the starting score x0 = {x0:.7g}: no gain"
 
 
 async def gather(store: KnowledgeStore, run_id: str) -> RunReport:

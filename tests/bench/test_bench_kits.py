@@ -241,6 +241,7 @@ async def test_a_programs_failure_is_said_once(bench_settings):
     assert result.status == "COMPILE_ERROR"
     assert result.message.count("No module named 'not_a_module_here'") <= 2, result.message  # error + traceback
     assert "; stderr:" not in result.message
+    assert not result.workloads[0].message  # the one workload's message is the evaluation's: not twice
     assert "traceback" not in result.artifacts and "stderr" not in result.artifacts, result.artifacts
     assert result.artifacts.get("failure_stage") == "evaluate"
 

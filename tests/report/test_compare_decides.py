@@ -407,3 +407,7 @@ def test_a_programs_few_runs_alike_read_as_not_established():
     said = _verdict(passed, passed, est, "program")
     assert said.startswith("not established:") and "interval" not in said.split("(", 1)[0], said
     assert "too few runs per side (repeats=5 or more) to call the difference exact" in said
+    # Three runs a side that differ, all on one side: too few to tell, not a tie.
+    est = stats.contrast_estimate({"program": [2.50, 2.51, 2.49]}, {"program": [2.53, 2.54, 2.535]}, "program")
+    said = _verdict(passed, passed, est, "program")
+    assert said.startswith("not established:") and "no significant difference" not in said, said

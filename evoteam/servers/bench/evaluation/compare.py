@@ -91,11 +91,12 @@ def _verdict(ea: Evaluation, eb: Evaluation, est: stats.Estimate | None, kind: s
     what = "B's speedup over A" if kind == "kernel" else "B's score minus A's"
     text = f"{what} {stats.describe(est, '×' if kind == 'kernel' else '')}"
     if not stats.confident(est) and est.coverage > 0:
+        # Too few to tell: not a tie ("no significant difference ... is a 75% interval" read as one
+        # beside paired differences all on one side; model-play 2026-12-04).
         more = "runs per side (repeats=5 or more)" if kind == "program" else "rounds (a larger repeats)"
         if est.lo == est.hi:  # every run alike, but too few of them to call it exact
             return f"not established: {text}, too few {more} to call the difference exact"
-        return (f"no significant difference: {text} is a {est.coverage:.0%} interval, too few {more} for a 95% "
-                "one")
+        return f"not established: {text} is a {est.coverage:.0%} interval, too few {more} for a 95% one"
     if not stats.significant(est, kind):
         return f"no significant difference: {text}; the interval includes {stats.sig3(stats.no_effect(kind))}"
     if kind == "kernel":

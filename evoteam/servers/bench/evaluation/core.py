@@ -240,7 +240,7 @@ async def _run_program(settings: Settings, kit: Kit, cand: PreparedCandidate, sp
             message += (f" (cascade stopped after {stopped['stage']}: fitness {stopped['fitness']} is below its "
                         f"threshold {stopped['threshold']})")
         if m.best_known is not None:
-            message += f" (best known {m.best_known:g})"
+            message += f" (best known {m.best_known:.7g})"
     await progress(1, 1, status)
     wall = time.perf_counter() - t_start
     metrics = dict(metrics, wall_s=round(wall, 3))
@@ -255,7 +255,7 @@ async def _run_program(settings: Settings, kit: Kit, cand: PreparedCandidate, sp
         # computes or returns: its score is kept, and ranks only once a person has reviewed it.
         flagged = True
         flags.append(IN_PROCESS_FLAG)
-    outcome = WorkloadOutcome(workload="program", status=status, message=message, flagged=flagged)
+    outcome = WorkloadOutcome(workload="program", status=status, flagged=flagged)  # its message: the evaluation's
     ndg = normalised_discovery_gain(m.direction, m.x0, m.best_known, score)
     return Evaluation(kit=kit.name, kind="program", split=split, status=status,
                       score=score, direction=m.direction, passed=int(status == "PASSED"), total=1,
