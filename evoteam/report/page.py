@@ -55,7 +55,7 @@ text-align: left; vertical-align: top; } .num { text-align: right; font-variant-
 
 
 def _fmt(value: float | None, digits: int = 4) -> str:
-    return "—" if value is None else f"{value:.{digits}g}"  # x0 and best known: 7 (a leaderboard moves in the 6th)
+    return "—" if value is None else f"{value:.{digits}g}"
 
 
 def _summary(report: RunReport) -> str:
@@ -64,6 +64,7 @@ def _summary(report: RunReport) -> str:
         ("goal", html.escape(run.goal[:500])), ("kit", html.escape(run.kit or "—")),
         ("direction", run.direction), ("status", html.escape(run.status)),
         ("spent / budget", f"${run.spent_usd:.2f} / " + ("—" if run.budget_usd is None else f"${run.budget_usd:.2f}")),
+        # Seven digits: a leaderboard's best known moves in the sixth (2.635983 read 2.636).
         ("x0 / best known", f"{_fmt(run.x0, 7)} / {_fmt(run.best_known, 7)}"),
         ("best dev score", f"{html.escape(describe_score(run.best_score, run.best_interval, runs=run.best_runs))} "
                            f"<span class=muted>({html.escape(report.best_candidate_id or '—')})</span>"),

@@ -339,8 +339,7 @@ async def _run_program_repeated(settings: Settings, kit: Kit, cand: PreparedCand
         runs.append(result)
     result, est = median_run(kit, runs)
     scores = result.samples["program"]
-    est = stats.Estimate(est.value, est.lo, est.hi, len(scores), stats.runs_coverage(result.samples))
-    if stats.spread_unknown(est):  # [2.61, 2.61] from one run read as exact (model-play 2026-12-04)
+    if stats.spread_unknown(est):  # [2.61, 2.61] of one run read as exact (model-play 2026-12-04)
         result.score_interval = None
     if repeats > 1:
         result.metrics["repeats"] = scores
