@@ -283,3 +283,28 @@ async def test_a_recorded_candidate_is_measured_again_in_its_own_run(bench_setti
                                          store=store)
     assert newer.id != first.run_id
     assert (again.run_id, again.candidate_id, again.n_measurements) == (first.run_id, first.candidate_id, 2)
+
+
+async def test_a_re_measurement_never_lands_in_a_colleagues_or_a_finished_run_by_default(bench_settings, tmp_path):
+    """Its own run is the default only where that is an active run of the kit and, on a shared
+    service (owner given), the caller's: a colleague's run is never written by default, and a
+    finished one is not reopened."""
+    from evoteam.servers.bench.evaluation.core import run_of
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.models import RunCreate
+    from evoteam.servers.knowledge.store import Actor
+
+    kit = find_kit(bench_settings, "erdos_min_overlap")
+    better = kit.file(kit.manifest.examples["better"]).read_text()
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="ann", client="pytest")) as store:
+        mine = await evaluate_candidate(bench_settings, "erdos_min_overlap", code=better, store=store)
+        assert await run_of(store, mine.candidate_id, None, kit, "ann") == mine.run_id
+        assert await run_of(store, mine.candidate_id, None, kit, "bob") is None  # ann's run: not bob's default
+        assert await run_of(store, mine.candidate_id, "run_named", kit, "bob") == "run_named"
+        other = find_kit(bench_settings, "circle_packing_26")
+        assert await run_of(store, mine.candidate_id, None, other, None) is None  # another kit's run
+        await store.update_run(mine.run_id, status="finished", reason="done")
+        assert await run_of(store, mine.candidate_id, None, kit, None) is None
+        again = await evaluate_candidate(bench_settings, "erdos_min_overlap", candidate_id=mine.candidate_id,
+                                         store=store)
+        assert again.run_id != mine.run_id and (await store.get_run(mine.run_id)).status == "finished"

@@ -338,11 +338,10 @@ async def _run_program_repeated(settings: Settings, kit: Kit, cand: PreparedCand
             return result
         runs.append(result)
     result, est = median_run(kit, runs)
-    scores = result.samples["program"]
     if stats.spread_unknown(est):  # [2.61, 2.61] of one run read as exact (model-play 2026-12-04)
         result.score_interval = None
     if repeats > 1:
-        result.metrics["repeats"] = scores
+        result.metrics["repeats"] = result.samples["program"]
         result.message = f"{result.message}; median of {repeats} runs {stats.describe(est)}"
         result.wall_s = round(sum(r.wall_s for r in runs), 3)
     else:  # its score_interval has no width: that is not a measured spread
@@ -370,7 +369,7 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
     evaluation holds (scheduling/); default: the kit's device."""
     kit, code = await checked_request(settings, kit, split, repeats, store, candidate_path, code, candidate_id)
     progress = progress or _noop
-    run_id = await run_of(store, candidate_id, run_id)
+    run_id = await run_of(store, candidate_id, run_id, kit, owner)
     if store is not None:  # before any measuring: a refusal costs nothing
         await check_run(store, kit, parent_id, run_id)
     cand = prepare_candidate(kit, candidate_path, code, settings)
@@ -422,12 +421,14 @@ async def checked_request(settings: Settings, kit: str | Kit, split: str, repeat
     return kit, code
 
 
-async def run_of(store: KnowledgeStore | None, candidate_id: str | None, run_id: str | None) -> str | None:
-    """The run a re-measurement of a recorded candidate goes to: the one named, else its own, where it
-    pools (the kit's newest active run made it another run's new candidate; model-play 2026-12-04)."""
-    if candidate_id and run_id is None and store is not None:
-        return (await store.get_candidate(candidate_id)).run_id
-    return run_id
+async def run_of(store: KnowledgeStore | None, candidate_id: str | None, run_id: str | None, kit: Kit,
+                 owner: str | None) -> str | None:
+    """The run named, else a recorded candidate's own where a re-measurement pools, if active, this kit's and
+    (shared service) the caller's: the newest active run made it another run's candidate (2026-12-04)."""
+    if not (candidate_id and run_id is None and store is not None):
+        return run_id
+    run = await store.get_run((await store.get_candidate(candidate_id)).run_id)
+    return run.id if run.status == "active" and run.kit == kit.name and owner in (None, run.provenance.user) else None
 
 
 async def stored_code(store: KnowledgeStore | None, candidate_id: str) -> str:

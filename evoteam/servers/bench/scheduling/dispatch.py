@@ -109,7 +109,7 @@ async def evaluate_scheduled(settings: Settings, kit: str | Kit, *, candidate_pa
     source = _source(settings, candidate_path, code)
     if len(source) > core.MAX_CODE:
         raise DomainError(f"the code is {len(source)} characters; the limit is {core.MAX_CODE}")
-    run_id = await core.run_of(store, candidate_id, run_id)
+    run_id = await core.run_of(store, candidate_id, run_id, the_kit, owner)
     if store is not None:  # before queueing: a refusal costs no device time
         await core.check_run(store, the_kit, parent_id, run_id)
     job = EvalJob(kit=_kit_ref(settings, kit, the_kit), kit_hash=the_kit.content_hash, code=source, split=split,
