@@ -291,7 +291,6 @@ async def test_a_re_measurement_never_lands_in_a_colleagues_or_a_finished_run_by
     finished one is not reopened."""
     from evoteam.servers.bench.evaluation.core import run_of
     from evoteam.servers.knowledge.local import LocalKnowledgeStore
-    from evoteam.servers.knowledge.models import RunCreate
     from evoteam.servers.knowledge.store import Actor
 
     kit = find_kit(bench_settings, "erdos_min_overlap")
