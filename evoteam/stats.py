@@ -464,8 +464,10 @@ def describe_score(value: float | None, interval: list[float] | None, unit: str 
         return sig3(value) + unit
     if interval[0] == interval[1] and runs is None:  # all its digits: two such scores may differ in the fourth
         return f"{_sig(value, 6) if math.isfinite(value) else value}{unit} (no interval)"
-    if isinstance(runs, int):
-        return describe(Estimate(value, interval[0], interval[1], runs), unit)
+    if isinstance(runs, int):  # a count: a range of under EXACT_MIN_RUNS runs covers what their order statistics do
+        few = interval[0] != interval[1] and runs < EXACT_MIN_RUNS
+        return describe(Estimate(value, interval[0], interval[1], runs, median_rank(runs)[1] if few else CONFIDENCE),
+                        unit)
     # The runs themselves: whether every one is alike is known, and what a program's few cover.
     return describe(Estimate(value, interval[0], interval[1], runs_of(runs) or 0, runs_coverage(runs)), unit)
 

@@ -183,7 +183,8 @@ def remeasure(settings: Settings, run_id, split, rounds, candidate_ids, as_json)
 
     for e in mset.entries:
         moved = f"  rank {e.rank_before} -> {e.rank_after}" if e.candidate_id in mset.changed else ""
-        noise = "  within noise of the top" if e.candidate_id in mset.within_noise_of_top else ""
+        noise = ("  better than the top, side by side" if e.candidate_id in mset.better_than_top else
+                 "  within noise of the top" if e.candidate_id in mset.within_noise_of_top else "")
         held = "" if e.heldout_score is None else f"  held-out {shown(e.heldout_score, e.heldout_interval, mset.rounds)}"
         click.echo(f"{e.candidate_id:<24} v{e.team_version if e.team_version is not None else '-':<3} "
                    f"recorded {shown(e.recorded_score, e.recorded_interval):>22}  now "

@@ -11,8 +11,8 @@ from pydantic import BaseModel, Field
 
 from evoteam import stats
 
-from evoteam.servers.knowledge.measurements import (any_contended, beyond, candidate_estimate, clears_start,
-                                                   ranking_of)
+from evoteam.servers.knowledge.measurements import any_contended, beyond, candidate_estimate, clears_start
+from evoteam.servers.knowledge.measurements import rank_key as measurements_rank_key
 from evoteam.servers.knowledge.models import Candidate, Run, WorkloadResult
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.verified import ranks
@@ -49,6 +49,7 @@ class CandidatePoint(BaseModel):
     score_interval: list[float] | None = None
     rank_score: float | None = Field(default=None, description="what rankings compare (the store's rank_score)")
     n_measurements: int = 1
+    runs: int | None = Field(default=None, description="set where the score is from too few runs for a 95% interval")
     message: str | None = Field(default=None, description="why it failed (failed candidates only)")
 
 
@@ -130,12 +131,10 @@ class RunReport(BaseModel):
         return [c for c in reversed(self.candidates) if c.status != "PASSED"]
 
 
-def rank_key(c: CandidatePoint, direction: str) -> float:
-    """What rankings compare, sign-folded so larger is better: the store's rank_score (the
-    pessimistic end of the rounds' own interval, as best_candidates and get_run rank), else the
-    pessimistic end of the interval shown."""
-    value = ranking_of(c.rank_score, c.score, c.score_interval, direction)
-    return value if direction == "maximize" else -value
+def rank_key(c: CandidatePoint, direction: str) -> tuple[int, float]:
+    """What rankings compare, larger is better, as best_candidates and get_run rank
+    (measurements.rank_key): a score with a 95% interval first, then the store's rank_score."""
+    return measurements_rank_key(c.rank_score, c.score, c.score_interval, direction, c.runs is not None)
 
 
 def _ranks(c: CandidatePoint) -> bool:
@@ -247,7 +246,7 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
         p = CandidatePoint(id=s.id, at=s.provenance.created_at, score=s.score, status=s.status, split=s.split,
                            flagged=s.flagged, verified=s.verified, role=s.provenance.role, team_version=s.provenance.team_version,
                            spent_usd=spent_at(s.provenance.created_at), score_interval=s.score_interval,
-                           rank_score=s.rank_score, n_measurements=s.n_measurements)
+                           rank_score=s.rank_score, n_measurements=s.n_measurements, runs=s.runs)
         if _ranks(p) and p.split == "dev" and (best is None or rank_key(p, direction) > rank_key(best, direction)):
             best = p
         p.best_so_far = best.score if best is not None else None

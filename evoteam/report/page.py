@@ -141,7 +141,7 @@ def _remeasured(report: RunReport) -> str:
         f"<td class=num>{cell(e.pooled_score, e.pooled_interval)}</td>"
         f"<td>{'' if e.rank_before is None else f'{e.rank_before} → {e.rank_after}'}</td>"
         f"<td>{'<b>rank changed</b>' if e.candidate_id in m.changed else ''}"
-        f"{' within noise of the top' if e.candidate_id in m.within_noise_of_top else ''}</td></tr>"
+        f"{' better than the top, side by side' if e.candidate_id in m.better_than_top else ' within noise of the top' if e.candidate_id in m.within_noise_of_top else ''}</td></tr>"
         for e in m.entries)
     return (f"<p>Measured {m.measured_at:%Y-%m-%d %H:%M} UTC, {m.rounds} interleaved rounds, splits "
             f"{', '.join(m.splits)}{' (contended machine: wider intervals)' if m.contended else ''}. "

@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field
 from evoteam import stats
 from evoteam.config import Settings
 from evoteam.servers.bench.models import BASELINE_ID
-from evoteam.servers.knowledge.measurements import rank_of, ranking_of
+from evoteam.servers.knowledge.measurements import rank_key, rank_of, samples_spread_unknown
 from evoteam.servers.knowledge.models import ArtifactCreate, Candidate, CandidateSummary
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.listing import all_artifacts, all_candidates
@@ -76,6 +76,9 @@ class Remeasured(BaseModel):
     # rounds' own interval, which can differ from the interval shown where rounds were unresolved.
     rank_score_before: float | None = None
     rank_score_after: float | None = None
+    # And whether the score was from too few runs for a 95% interval: it ranks after those with one.
+    spread_unknown_before: bool = False
+    spread_unknown_after: bool = False
 
 
 class MeasurementSet(BaseModel):
@@ -92,6 +95,9 @@ class MeasurementSet(BaseModel):
                                "interval was apart from theirs before or is after (not a swap within noise)")
     within_noise_of_top: list[str] = Field(default_factory=list, description="finalists the top is not "
                                            "established as better than (rule)")
+    better_than_top: list[str] = Field(default_factory=list, description="of those, the ones the paired rounds "
+                                       "find significantly better than the top, which leads by the unpaired "
+                                       "bounds only (its interval is narrower)")
     rule: str = RULE
     contended: bool = False
     pooled: bool = Field(default=True, description="whether the new rounds were recorded as measurements of the "
@@ -102,7 +108,8 @@ class MeasurementSet(BaseModel):
     note: str | None = None
 
     # Kept for programs and the report; the model reads the order they give (rank_before, rank_after).
-    TEXT_OMIT: ClassVar[frozenset[str]] = frozenset({"entries.rank_score_before", "entries.rank_score_after"})
+    TEXT_OMIT: ClassVar[frozenset[str]] = frozenset({"entries.rank_score_before", "entries.rank_score_after",
+                                                    "entries.spread_unknown_before", "entries.spread_unknown_after"})
 
 
 def judge(mset: MeasurementSet) -> None:
@@ -111,12 +118,13 @@ def judge(mset: MeasurementSet) -> None:
     cands = [e for e in mset.entries if e.candidate_id != BASELINE]
 
     def order(rank) -> list[Remeasured]:
-        known = [(e, value) for e in cands if (value := rank(e)) is not None]
-        return [e for e, _ in sorted(known, key=lambda pair: -pair[1] if direction == "maximize" else pair[1])]
+        known = [(e, key) for e in cands if (key := rank(e)) is not None]
+        return [e for e, _ in sorted(known, key=lambda pair: pair[1], reverse=True)]
 
-    before = order(lambda e: ranking_of(e.rank_score_before, e.recorded_score, e.recorded_interval, direction))
-    after = order(lambda e: ranking_of(e.rank_score_after, e.pooled_score if e.pooled_score is not None else e.score,
-                                       _after(e), direction))
+    before = order(lambda e: rank_key(e.rank_score_before, e.recorded_score, e.recorded_interval, direction,
+                                      e.spread_unknown_before))
+    after = order(lambda e: rank_key(e.rank_score_after, e.pooled_score if e.pooled_score is not None else e.score,
+                                     _after(e), direction, e.spread_unknown_after))
     for rank, e in enumerate(before, 1):
         e.rank_before = rank
     for rank, e in enumerate(after, 1):
@@ -149,14 +157,17 @@ def apart_by_pairs(mset: MeasurementSet, records: list) -> None:
     top is significantly better; by the intervals where the pair decides nothing."""
     if not mset.order_after:
         return
-    top, listed = mset.order_after[0], set(mset.within_noise_of_top)
+    top, listed, better = mset.order_after[0], set(mset.within_noise_of_top), set()
     for c in mset.order_after[1:]:
         found = paired_verdict(records, c, top)
         if found is None or not found.decides:
             continue
         top_better = found.significant and stats.favours_b(found.estimate[0], found.kind, mset.direction)
         listed = listed - {c} if top_better else listed | {c}
+        if found.significant and not top_better:  # said, not left as "within noise" (review 2026-12-04)
+            better.add(c)
     mset.within_noise_of_top = [c for c in mset.order_after[1:] if c in listed]
+    mset.better_than_top = [c for c in mset.order_after[1:] if c in better]
 
 
 def _after(e: Remeasured) -> list[float] | None:
@@ -181,28 +192,29 @@ MAX_CANDIDATES = 12
 FINALIST_PASSES = 3
 
 
-async def _ranked_groups(store: KnowledgeStore, run_id: str) -> dict[int | None, list[tuple[float, CandidateSummary]]]:
-    """A run's ranked dev candidates per team version (none: one group), each with its rank
-    (the pessimistic end of its interval, negated when minimising: larger is better)."""
+async def _ranked_groups(store: KnowledgeStore, run_id: str) -> dict[int | None, list[tuple[tuple, CandidateSummary]]]:
+    """A run's ranked dev candidates per team version (none: one group), each with its rank key
+    (measurements.rank_key: larger is better)."""
     run = await store.get_run(run_id)
-    keyed: dict[int | None, list[tuple[float, CandidateSummary]]] = {}
+    keyed: dict[int | None, list[tuple[tuple, CandidateSummary]]] = {}
     for c in await all_candidates(store, run_id):
         if not ranks(c.status, c.score, c.verified, c.flagged) or c.split != "dev":
             continue
-        bound = ranking_of(c.rank_score, c.score, c.score_interval, run.direction)
-        keyed.setdefault(c.provenance.team_version, []).append((bound if run.direction == "maximize" else -bound, c))
+        key = rank_key(c.rank_score, c.score, c.score_interval, run.direction, c.runs is not None)
+        keyed.setdefault(c.provenance.team_version, []).append((key, c))
     return keyed
 
 
 async def _unmeasured_leaders(store: KnowledgeStore, run_id: str, measured: set[str]) -> list[CandidateSummary]:
     """Candidates not measured by this call that now rank at or above every measured one of their
-    version (best first): each could be the version's best the report reads."""
+    version, or whose score from too few runs is at or above it (once measured, it may rank
+    first): each could be the version's best the report reads. Best value first."""
     found = []
     for items in (await _ranked_groups(store, run_id)).values():
         bar = max((k for k, c in items if c.id in measured), default=None)
         if bar is not None:
-            found += [(k, c) for k, c in items if c.id not in measured and k >= bar]
-    return [c for _, c in sorted(found, key=lambda kc: -kc[0])]
+            found += [(k, c) for k, c in items if c.id not in measured and (k >= bar or k[1] >= bar[1])]
+    return [c for _, c in sorted(found, key=lambda kc: (kc[0][1], kc[0][0]), reverse=True)]
 
 
 async def finalists(store: KnowledgeStore, run_id: str) -> list[CandidateSummary]:
@@ -211,7 +223,7 @@ async def finalists(store: KnowledgeStore, run_id: str) -> list[CandidateSummary
     keyed = await _ranked_groups(store, run_id)
     per_group = SINGLE_GROUP_FINALISTS if len(keyed) == 1 else 1
     return [c for k in sorted(keyed, key=lambda v: (v is None, v or 0))
-            for _, c in sorted(keyed[k], key=lambda kc: -kc[0])[:per_group]]
+            for _, c in sorted(keyed[k], key=lambda kc: kc[0], reverse=True)[:per_group]]
 
 
 def estimate_seconds(kit, n_sides: int, rounds: int, recorded: list[CandidateSummary | None]) -> float:
@@ -332,7 +344,8 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
 def _entry(c: Candidate) -> Remeasured:
     """A finalist as recorded before this call measured it."""
     return Remeasured(candidate_id=c.id, team_version=c.provenance.team_version, recorded_score=c.score,
-                      recorded_interval=c.score_interval, rank_score_before=c.rank_score)
+                      recorded_interval=c.score_interval, rank_score_before=c.rank_score,
+                      spread_unknown_before=c.runs is not None)
 
 
 async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: list[Remeasured],
@@ -362,10 +375,12 @@ async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: l
                 e.pooled_score, e.pooled_interval = r.candidate_score, r.candidate_interval
                 e.n_measurements = r.n_measurements
                 if r.candidate_id:  # ranked as the store ranks the pooled candidate
-                    e.rank_score_after = (await store.get_candidate(r.candidate_id)).rank_score
+                    pooled_now = await store.get_candidate(r.candidate_id)
+                    e.rank_score_after, e.spread_unknown_after = pooled_now.rank_score, pooled_now.runs is not None
                     ranked_by_store = True
         if split == "dev" and not ranked_by_store:  # nothing pooled: this batch's rounds alone
             e.rank_score_after = rank_of(r.samples, r.sample_ranges, run.direction)
+            e.spread_unknown_after = samples_spread_unknown(r.samples)
     if split == "dev":
         records = _pairs(kit, results, paired, contended)
         if (why := await keep_comparisons(store, run.id, records, "remeasure")) and unkept is not None:

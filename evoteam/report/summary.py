@@ -66,6 +66,9 @@ class RunSummary(BaseModel):
     remeasure_within_noise_of_top: list[str] = Field(default_factory=list,
                                                      description="finalists the newest remeasure could not tell "
                                                                  "from its top, still the run's best")
+    remeasure_better_than_top: list[str] = Field(default_factory=list,
+                                                 description="of those, the ones its paired rounds find better "
+                                                             "than that top")
     report_command: str
 
     @computed_field(description="what orders candidates: why a higher score can rank lower")
@@ -203,6 +206,8 @@ def summarise(report: RunReport, max_versions: int = 30) -> RunSummary:
         spearman_predicted_vs_realised=report.retrieval.spearman,
         remeasure_changed=list(report.remeasured.changed) if report.remeasured else [],
         remeasure_within_noise_of_top=_within_noise_of_top(report),
+        remeasure_better_than_top=[c for c in (report.remeasured.better_than_top if report.remeasured else [])
+                                   if c in _within_noise_of_top(report)],
         costs=unrecorded_note() if costs_unrecorded(len(report.spend_by_role), bool(report.candidates or report.versions))
         else None,
         report_command=f"evoteam report {run.id} -o report-{run.id}.html")

@@ -39,7 +39,8 @@ def rewind(where, stored: dict[str, str]) -> None:
     """Back to the schema before the rehash step (knowledge.measurements 4), the candidates ``stored``
     (id -> code) holding that code with the hash an older evoteam wrote for it (this one hashes
     every code it stores by its own rule, and pools code alike as it is recorded)."""
-    steps = [("UPDATE schema_versions SET version = 4 WHERE component = 'knowledge.measurements'", ())]
+    steps = [("UPDATE schema_versions SET version = 4 WHERE component = 'knowledge.measurements'", ()),
+             ("ALTER TABLE candidates DROP COLUMN spread_unknown", ())]  # a later step's column
     steps += [("UPDATE candidates SET code = ?, code_hash = ? WHERE id = ?", (c, old_hash(c), i))
               for i, c in stored.items()]
     if isinstance(where, str):

@@ -315,6 +315,21 @@ async def test_contended_counts_survive_export_and_import(tmp_path, verifier):
         assert (got.n_measurements, got.contended_measurements) == (3, 2)
 
 
+def _run_sql(where, statements: list[str]) -> None:
+    """Statements straight on the database (a SQLite path or a PostgreSQL URL): a store taken back
+    to an older schema."""
+    if not isinstance(where, str):
+        import sqlite3
+        with sqlite3.connect(where) as conn:
+            for sql in statements:
+                conn.execute(sql)
+        return
+    import psycopg
+    with psycopg.connect(where, autocommit=True) as conn:
+        for sql in statements:
+            conn.execute(sql)
+
+
 @pytest.mark.parametrize("before", [1, 2])
 @pytest.mark.parametrize("backend", ["local", "postgres"])
 async def test_rows_from_before_count_their_contended_measurements(backend, before, request, tmp_path):
@@ -337,24 +352,40 @@ async def test_rows_from_before_count_their_contended_measurements(backend, befo
     # that had the count, without the backfill (2).
     # (Without the later steps' columns either: an older store has none of them.)
     undo = (["ALTER TABLE candidates DROP COLUMN contended_measurements",
-             "ALTER TABLE candidates DROP COLUMN sample_ranges",
+             "ALTER TABLE candidates DROP COLUMN sample_ranges", "ALTER TABLE candidates DROP COLUMN spread_unknown",
              "UPDATE schema_versions SET version = 1 WHERE component = 'knowledge.measurements'"] if before == 1 else
             ["UPDATE candidates SET contended_measurements = 0",
-             "ALTER TABLE candidates DROP COLUMN sample_ranges",
+             "ALTER TABLE candidates DROP COLUMN sample_ranges", "ALTER TABLE candidates DROP COLUMN spread_unknown",
              "UPDATE schema_versions SET version = 2 WHERE component = 'knowledge.measurements'"])
-    if backend == "local":
-        import sqlite3
-        with sqlite3.connect(where) as conn:
-            for sql in undo:
-                conn.execute(sql)
-    else:
-        import psycopg
-        with psycopg.connect(where, autocommit=True) as conn:
-            for sql in undo:
-                conn.execute(sql)
+    _run_sql(where, undo)
     async with LocalKnowledgeStore.open(where, Actor(user="t")) as kb:
         got = {c.id: c.contended_measurements for c in (await kb.list_candidates(run.id)).items}
     assert got == {busy.id: 1, pooled.id: 1, quiet.id: None, old_rule.id: None}, got
+
+
+@pytest.mark.parametrize("backend", ["local", "postgres"])
+async def test_rows_from_before_rank_after_those_with_a_95_percent_interval(backend, request, tmp_path):
+    """The migration that adds spread_unknown marks the rows already there (knowledge.measurements
+    6 and 7): a program's single run stored before ranks after five runs that span it, and says
+    its runs; the five-run candidate and a kernel's rounds stay as they were."""
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.store import Actor
+
+    where = tmp_path / "kb.db" if backend == "local" else request.getfixturevalue("postgres_url")
+    async with LocalKnowledgeStore.open(where, Actor(user="t", verifier=True)) as kb:
+        run = await new_run(kb, direction="minimize")
+        steady = await kb.record_candidate(measured(run.id, "a = 1\n", {"program": [0.44, 0.45, 0.45, 0.46, 0.45]}))
+        lucky = await kb.record_candidate(measured(run.id, "a = 2\n", {"program": [0.40]}))
+        kernels = await new_run(kb)
+        timed = await kb.record_candidate(measured(kernels.id, "a = 3\n", {"w": [2.0, 2.1, 2.2]}))
+    undo = ["ALTER TABLE candidates DROP COLUMN spread_unknown",
+            "UPDATE schema_versions SET version = 5 WHERE component = 'knowledge.measurements'"]
+    _run_sql(where, undo)
+    async with LocalKnowledgeStore.open(where, Actor(user="t")) as kb:
+        ranked = await kb.best_candidates(run.id, k=2)
+        assert [c.id for c in ranked] == [steady.id, lucky.id] and [c.runs for c in ranked] == [None, 1]
+        assert (await kb.get_run(run.id)).best_candidate_id == steady.id
+        assert (await kb.get_candidate(timed.id)).runs is None
 
 
 async def test_an_older_bundle_gets_the_count_the_migration_would_give(tmp_path):
@@ -517,6 +548,12 @@ async def test_a_runs_exact_best_is_read_with_its_runs_everywhere(store, verifie
     assert (await store.get_run(one.id)).best_runs == 1
     _, _, context = await _summary(store, one.id, learnings_chars=0)
     assert "best so far 0.381 (one measurement, no interval)" in context, context
+    # Two runs apart: their range is no 95% interval, and the context says so.
+    two = await new_run(store, direction="minimize")
+    await verifier.record_candidate(measured(two.id, "a = 1\n", {"program": [0.38100, 0.38120]}))
+    assert (await store.get_run(two.id)).best_runs == 2
+    _, _, context = await _summary(store, two.id, learnings_chars=0)
+    assert "best so far 0.3811 (0.381–0.3812, 2 runs: too few for a 95% interval)" in context, context
 
 
 async def test_a_candidates_search_hit_reads_as_it_stands_now(store, verifier):
@@ -551,16 +588,22 @@ async def test_held_out_rounds_pool_only_within_one_held_out_set(store, verifier
 async def test_a_programs_few_runs_apart_are_too_few_for_a_95_percent_interval(store, verifier):
     """Two runs of a program that differ give [min, max], which covers 50%: read as a 95%
     interval, a second run of the same program was announced as a new best one time in six
-    (review 2026-12-04). Under 5 runs the trajectory says too_few_runs, and so does its text."""
+    (review 2026-12-04). Under 5 runs the trajectory says too_few_runs, and so does its text; and
+    it ranks after every candidate with a 95% interval, though its range is narrower and better
+    (it ranked first by it: measuring more would have lost rank)."""
     run = await new_run(store, direction="minimize")
     steady = await verifier.record_candidate(measured(run.id, "a = 1\n", {"program": [0.44, 0.45, 0.45, 0.46, 0.45]}))
     two = await verifier.record_candidate(measured(run.id, "a = 2\n", {"program": [0.430, 0.432]}))
     assert two.score_interval == [0.430, 0.432] and two.score_interval[1] < steady.score_interval[0]
+    assert two.runs == 2 and steady.runs is None
     by_id = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}
     assert by_id[steady.id].new_best  # five runs below x0 (1.0): a new best
-    assert by_id[two.id].best_so_far_id == two.id  # it ranks first: its interval is narrower
+    assert by_id[two.id].best_so_far_id == steady.id and by_id[two.id].runs == 2
     assert not by_id[two.id].new_best and by_id[two.id].too_few_runs, by_id[two.id]
+    assert (await store.get_run(run.id)).best_candidate_id == steady.id
+    assert [c.id for c in await store.best_candidates(run.id, k=2)] == [steady.id, two.id]
     for _ in range(3):  # three more runs: five in all, and now a 95% interval
         await verifier.record_candidate(measured(run.id, "a = 2\n", {"program": [0.431]}))
     by_id = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}
-    assert by_id[two.id].new_best and by_id[two.id].too_few_runs is None
+    assert by_id[two.id].new_best and by_id[two.id].too_few_runs is None and by_id[two.id].runs is None
+    assert (await store.get_run(run.id)).best_candidate_id == two.id

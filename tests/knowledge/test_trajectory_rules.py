@@ -1,4 +1,4 @@
-"""How the trajectory says where each candidate stands (measurements.trajectory_points), rule by
+"""How the trajectory says where each candidate stands (standing.trajectory_points), rule by
 rule on rows made here: a new best clears the last announced best (or, once there is one, the
 best just before it), nothing below the starting score is announced, paired rounds decide against
 a lead as well as for it, and a busy machine's interval is never what another clears. Each case
@@ -7,7 +7,8 @@ run_report, the paired rounds or the rule itself said was none."""
 
 from __future__ import annotations
 
-from evoteam.servers.knowledge.measurements import trajectory_points
+from evoteam.servers.knowledge.measurements import unknown_spread
+from evoteam.servers.knowledge.standing import trajectory_points
 
 
 def _row(i: int, score: float, lo: float, hi: float, *, direction: str = "maximize", busy: int = 0,
@@ -16,7 +17,8 @@ def _row(i: int, score: float, lo: float, hi: float, *, direction: str = "maximi
     return {"id": f"c{i}", "created_at": f"2026-12-04T10:00:{i:02d}", "score": score, "score_lo": lo,
             "score_hi": hi, "rank_score": lo if direction == "maximize" else hi, "n_measurements": n,
             "contended_measurements": busy, "code_hash": f"h{i}", "notes": None, "status": "PASSED",
-            "verified": 1, "flagged": 0, "role": None, "team_version": i, "point_samples": None}
+            "verified": 1, "flagged": 0, "role": None, "team_version": i, "point_samples": None,
+            "spread_unknown": unknown_spread(score, lo, hi, None, n)}
 
 
 def _standings(rows: list[dict], x0: float | None, pairs: dict | None = None, direction: str = "maximize") -> dict:
@@ -68,7 +70,7 @@ def test_a_busy_best_is_never_cleared_by_an_interval():
 
 
 def test_a_tie_side_by_side_is_said_before_too_few_runs():
-    rows = [_row(1, 10.0, 9.0, 11.0), _row(2, 12.0, 12.0, 12.0, n=1), _row(3, 12.5, 12.5, 12.5, n=1)]
+    rows = [_row(1, 10.0, 10.0, 10.0, n=1), _row(2, 12.0, 12.0, 12.0, n=1), _row(3, 12.5, 12.5, 12.5, n=1)]
     assert _standings(rows, None)["c3"] == (False, None, None, True)
     assert _standings(rows, None, {("c2", "c3"): "tied"})["c3"] == (False, "c2", None, None)
 
@@ -130,3 +132,16 @@ def test_a_candidate_ranked_below_the_best_but_better_side_by_side_says_so():
     assert best["id"] == "c1" and second.best_so_far_id == "c1"
     assert second.better_than == "c1" and second.decided_by == "paired rounds"
     assert not second.new_best and second.within_noise_of is None and second.worse_than is None
+
+
+def test_a_score_with_a_95_percent_interval_stays_the_best_over_a_better_single_run():
+    """A point from too few runs ranks after every score with a 95% interval: a single lucky run
+    outranked a candidate whose five runs spanned it, so measuring more lost rank (review
+    2026-12-04). The point reads too_few_runs behind the measured best, whose lead it does not take;
+    among points alone, the better value leads."""
+    rows = [_row(1, 0.42, 0.41, 0.43, direction="minimize", n=5), _row(2, 0.39, 0.39, 0.39, direction="minimize", n=1)]
+    points, best = trajectory_points(rows, "minimize", 0.5)
+    assert best["id"] == "c1" and points[1].best_so_far_id == "c1" and points[1].too_few_runs and points[1].runs == 1
+    assert not points[1].new_best and points[0].new_best
+    only_points = [_row(1, 0.42, 0.42, 0.42, direction="minimize", n=1), rows[1]]
+    assert trajectory_points(only_points, "minimize", 0.5)[1]["id"] == "c2"

@@ -316,6 +316,8 @@ async def test_within_noise_of_top_heeds_the_paired_rounds_and_is_dropped_once_t
         upside = mset([own, before])
         apart_by_pairs(upside, [_record(before, own, 0.9)])
         assert upside.within_noise_of_top == [before]
+        # ...and it is named as better, not left reading "within noise" (review 2026-12-04).
+        assert upside.better_than_top == [before] and tie.better_than_top == told.better_than_top == []
         apart_set = mset([own, before])
         apart_set.within_noise_of_top = []
         apart_by_pairs(apart_set, [_record(before, own, 1.0)])

@@ -71,6 +71,7 @@ async def import_bundle(store: LocalKnowledgeStore, bundle: RunBundle, project: 
                 "score_lo": (c.score_interval or [None, None])[0], "score_hi": (c.score_interval or [None, None])[1],
                 # Ranked as the store ranks (its rounds' own interval), not by the interval shown.
                 "rank_score": _rank_of(c, run.direction),
+                "spread_unknown": _spread_unknown(c),
                 "samples": json.dumps(c.samples) if c.samples else None,
                 "sample_ranges": json.dumps(c.sample_ranges) if c.sample_ranges else None})
             await store._index(conn, "candidate", c.id, run.id, project,
@@ -103,3 +104,8 @@ async def import_bundle(store: LocalKnowledgeStore, bundle: RunBundle, project: 
 def _rank_of(c, direction: str) -> float | None:
     ranked = measurements.rank_of(c.samples, c.sample_ranges, direction) if c.status == "PASSED" else None
     return ranked if ranked is not None else measurements.rank_value(c.score, c.score_interval, direction)
+
+
+def _spread_unknown(c) -> int:
+    lo, hi = c.score_interval if c.score_interval and len(c.score_interval) == 2 else (None, None)
+    return measurements.unknown_spread(c.score, lo, hi, c.samples, c.n_measurements)

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ValidationError, model_validator
 from evoteam import stats
 from evoteam.servers.knowledge.errors import Forbidden, TooLarge
 from evoteam.servers.knowledge.listing import all_artifacts
-from evoteam.servers.knowledge.measurements import Paired, Side, trajectory_points
+from evoteam.servers.knowledge.standing import Paired, Side, trajectory_points
 from evoteam.servers.knowledge.models import ArtifactCreate, TrajectoryPoint
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.verified import COMPARISON
@@ -225,7 +225,7 @@ async def dev_comparisons(store: KnowledgeStore, run_id: str, kit: str | None) -
 
 
 def paired_sides(records: list[ComparisonRecord], direction: str) -> Paired:
-    """How the trajectory reads two candidates' paired rounds (measurements.trajectory_points):
+    """How the trajectory reads two candidates' paired rounds (standing.trajectory_points):
     B better, worse or tied with A where their pooled batches decide (a full 95% interval), else
     None. Separate evaluations keep a difference between processes their intervals do not, so two
     close bests, and any measured on a busy machine, were never announced while run_report called
@@ -253,7 +253,7 @@ def paired_sides(records: list[ComparisonRecord], direction: str) -> Paired:
 
 async def trajectory_with_pairs(store: KnowledgeStore, run_id: str, kit: str | None, rows: list, direction: str,
                                 x0: float | None) -> tuple[list[TrajectoryPoint], Any]:
-    """measurements.trajectory_points of a run's candidate rows, reading the run's kept paired
+    """standing.trajectory_points of a run's candidate rows, reading the run's kept paired
     rounds on the dev split where there are some: off the event loop then, each pair's verdict
     being a bootstrap (0.4-3.3 s for a run of many compares; review 2026-12-04)."""
     records = await dev_comparisons(store, run_id, kit) if len(rows) > 1 else []

@@ -197,7 +197,7 @@ class LocalKnowledgeStore(KnowledgeStore):
             budget_usd=row["budget_usd"], status=row["status"], spent_usd=spent,
             best_score=best_score, best_candidate_id=best["id"] if best else None,
             best_interval=measurements.interval_of(best) if best else None,
-            best_runs=measurements.point_runs(best) if best and best["score_lo"] == best["score_hi"] else None,
+            best_runs=measurements.best_runs(best) if best else None,
             ndg=normalised_discovery_gain(row["direction"], row["x0"], row["best_known"], best_score),
             candidates=n_cand, learnings=n_learn, current_version=row["current_version"],
             seeded_from=row["seeded_from"], status_reason=row["status_reason"], provenance=provenance_of(row),
@@ -481,12 +481,12 @@ class LocalKnowledgeStore(KnowledgeStore):
                 return [self._summary(r) for r in await cur.fetchall()]
 
     async def trajectory(self, run_id: str) -> Trajectory:
-        """Every dev candidate in order, the best so far and the new bests: measurements.trajectory_points."""
+        """Every dev candidate in order, the best so far and the new bests: standing.trajectory_points."""
         async with self.db.read() as conn:
             run = await self.visible_run_row(conn, run_id)
             async with conn.execute(
-                "SELECT id, created_at, score, score_lo, score_hi, rank_score, n_measurements, contended_measurements, "
-                "code_hash, notes, status, verified, flagged, role, team_version, "
+                "SELECT id, created_at, score, score_lo, score_hi, rank_score, spread_unknown, n_measurements, "
+                "contended_measurements, code_hash, notes, status, verified, flagged, role, team_version, "
                 f"{readsql.POINT_SAMPLES} FROM candidates "
                 "WHERE run_id = ? AND split = 'dev' ORDER BY created_at, id", (run_id,)
             ) as cur:

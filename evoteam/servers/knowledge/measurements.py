@@ -29,8 +29,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import Callable
-from typing import Any, Literal, NamedTuple
+from typing import Any
 
 import aiosqlite
 
@@ -40,8 +39,7 @@ from evoteam.servers.knowledge.migrations import register_migrations
 # The ORDER BY of every ranking lives with the other read SQL (readsql.py).
 from evoteam.servers.knowledge.readsql import RANKED, rank_order
 from evoteam.servers.knowledge.models import (Candidate, CandidateCreate, MeasurementSamples, SampleRanges,
-                                             TrajectoryPoint, WorkloadResult)
-from evoteam.servers.knowledge.verified import ranks
+                                             WorkloadResult)
 
 REHASH_PAGE = 500  # candidate rows read per query when hashes are recomputed (code can be large)
 
@@ -64,6 +62,29 @@ def rehash_candidates(conn: sqlite3.Connection) -> int:
             if (new := code_hash(code)) != old:
                 conn.execute("UPDATE candidates SET code_hash = ? WHERE id = ?", (new, row_id))
                 changed += 1
+        after = page[-1][0]
+
+
+def mark_unknown_spread(conn: sqlite3.Connection) -> int:
+    """Set `spread_unknown` on the stored rows it applies to (a migration step on either backend,
+    paged by id as rehash_candidates is); returns how many rows it marked. Only a point, a score
+    without an interval or a program's runs can be one: a kernel's interval from rounds is known."""
+    marked, after = 0, ""
+    while True:
+        page = conn.execute(
+            "SELECT id, score, score_lo, score_hi, n_measurements, samples FROM candidates "
+            "WHERE score IS NOT NULL AND id > ? AND (score_lo IS NULL OR score_hi IS NULL OR score_lo = score_hi "
+            "OR substr(samples, 1, 11) = '{\"program\":') ORDER BY id LIMIT ?", (after, REHASH_PAGE)).fetchall()
+        if not page:
+            return marked
+        for row_id, score, lo, hi, n, text in page:
+            try:
+                groups = json.loads(text) if text else None
+            except ValueError:
+                groups = None
+            if unknown_spread(score, lo, hi, groups if isinstance(groups, dict) else None, n):
+                conn.execute("UPDATE candidates SET spread_unknown = 1 WHERE id = ?", (row_id,))
+                marked += 1
         after = page[-1][0]
 
 
@@ -99,6 +120,12 @@ register_migrations("knowledge.measurements", [
     """,
     # code_hash stopped counting docstrings (codehash.py): the stored hashes follow.
     rehash_candidates,
+    # A score from too few runs for a 95% interval ranks after every one with such an interval
+    # (unknown_spread); the next step marks the rows stored before.
+    """
+    ALTER TABLE candidates ADD COLUMN spread_unknown INTEGER NOT NULL DEFAULT 0;
+    """,
+    mark_unknown_spread,
 ])
 
 MAX_ROUNDS_KEPT = 400  # per workload: a candidate measured very often keeps its newest rounds
@@ -163,6 +190,7 @@ def columns(spec: CandidateCreate, direction: str) -> dict[str, Any]:
     return {"code_hash": spec.code_hash, "n_measurements": 1, "contended_measurements": contended_count(spec),
             "score": score, "score_lo": lo, "score_hi": hi,
             "rank_score": _ranked(score, ranked, direction),
+            "spread_unknown": unknown_spread(score, lo, hi, samples, 1),
             "samples": json.dumps(samples) if samples else None,
             "sample_ranges": json.dumps(ranges) if ranges else None}
 
@@ -189,7 +217,7 @@ def counted_before(metrics: dict) -> int:
                                                       for m in history))
 
 
-def _contended_row(row: sqlite3.Row) -> bool:
+def contended_row(row: sqlite3.Row) -> bool:
     return any_contended(row["contended_measurements"])
 
 
@@ -226,17 +254,70 @@ def interval_of(row: sqlite3.Row) -> list[float] | None:
 
 def estimate_of(row: sqlite3.Row) -> stats.Estimate | None:
     """The stored estimate of a candidate row (a point when it has no interval)."""
-    if row["score"] is None:
+    return stored_estimate(row["score"], row["score_lo"], row["score_hi"], _point_groups(row), row["n_measurements"])
+
+
+def stored_estimate(score: float | None, lo: float | None, hi: float | None, groups: dict | None,
+                    n_measurements: int | None) -> stats.Estimate | None:
+    """A stored score as an estimate: its interval, the runs behind it and what they cover (the
+    rows' reader and the store's writers alike, so the rank a row is given and every decision read
+    from it agree)."""
+    if score is None:
         return None
-    lo, hi = row["score_lo"], row["score_hi"]
     if lo is None or hi is None:
-        return stats.Estimate(row["score"], row["score"], row["score"], 1, 0.0)
+        return stats.Estimate(score, score, score, 1, 0.0)
     if lo == hi:  # a point: exact only where enough runs agree on it (stats.spread_unknown)
-        return stats.Estimate(row["score"], lo, hi, point_runs(row), 0.0)
-    groups = _point_groups(row)
-    if groups is not None and kind_of(groups) == "program":  # its runs, and what an interval of so few covers
-        return stats.Estimate(row["score"], lo, hi, stats.runs_of(groups) or 1, stats.runs_coverage(groups))
-    return stats.Estimate(row["score"], lo, hi, row["n_measurements"] or 1)
+        return stats.Estimate(score, lo, hi, (stats.runs_of(groups) if groups is not None else None)
+                              or n_measurements or 1, 0.0)
+    if groups and kind_of(groups) == "program":  # its runs, and what an interval of so few covers
+        return stats.Estimate(score, lo, hi, stats.runs_of(groups) or 1, stats.runs_coverage(groups))
+    return stats.Estimate(score, lo, hi, n_measurements or 1)
+
+
+def samples_spread_unknown(samples: MeasurementSamples | None) -> bool:
+    """Whether one measurement's rounds are too few for a 95% interval (unknown_spread)."""
+    est = estimate(samples)
+    return est is None or bool(unknown_spread(est.value, est.lo, est.hi, dict(samples or {}), 1))
+
+
+def runs_if_unknown(row) -> int | None:
+    """The runs behind a row's score where they are too few for a 95% interval (its
+    `spread_unknown`), else None: what listings show as `runs`."""
+    if "spread_unknown" not in row.keys() or not row["spread_unknown"]:
+        return None
+    est = estimate_of(row)
+    return est.n if est is not None else None
+
+
+def best_runs(row) -> int | None:
+    """What get_run says of its best's runs: where its interval has no width, or where its runs are
+    too few for a 95% interval, how many (else None)."""
+    return point_runs(row) if row["score_lo"] == row["score_hi"] else runs_if_unknown(row)
+
+
+def rank_key(rank_score: float | None, score: float | None, interval: list[float] | None, direction: str,
+             spread_unknown: bool) -> tuple[int, float] | None:
+    """What every ranking compares, as a key where larger is better: a score with a 95% interval
+    before one from too few runs (rank_order, in SQL), then the pessimistic end of the interval."""
+    value = ranking_of(rank_score, score, interval, direction)
+    if value is None:
+        return None
+    return (0 if spread_unknown else 1, value if direction == "maximize" else -value)
+
+
+def row_rank_key(row, direction: str) -> tuple[int, float] | None:
+    """rank_key of a candidate row (its stored rank_score and spread_unknown)."""
+    return rank_key(row["rank_score"], row["score"], None, direction, bool(row["spread_unknown"]))
+
+
+def unknown_spread(score: float | None, lo: float | None, hi: float | None, groups: dict | None,
+                   n_measurements: int | None) -> int:
+    """The `spread_unknown` column: 1 where a score is from too few runs for a 95% interval (a
+    program's one to four runs, a claim without rounds). Every ranking puts these after the
+    candidates whose interval is known (rank_order): a single lucky run outranked a candidate whose
+    five runs spanned it, so measuring more lost rank (review 2026-12-04)."""
+    est = stored_estimate(score, lo, hi, groups, n_measurements)
+    return int(est is not None and stats.spread_unknown(est))
 
 
 def candidate_estimate(c: Candidate) -> stats.Estimate | None:
@@ -345,10 +426,11 @@ async def pool(conn: aiosqlite.Connection, row: sqlite3.Row, spec: CandidateCrea
         metrics["failed_measurement"] = {"status": spec.status, "message": str(spec.metrics.get("message") or "")[:500]}
     workloads = _pooled_workloads(json.loads(row["workloads"] or "[]"), spec.workloads, samples, ranges)
     await conn.execute(
-        "UPDATE candidates SET status = ?, score = ?, score_lo = ?, score_hi = ?, rank_score = ?, samples = ?, "
-        "n_measurements = n_measurements + 1, contended_measurements = contended_measurements + ?, flagged = ?, "
-        "metrics = ?, workloads = ?, sample_ranges = ? WHERE id = ?",
-        (status, score, lo, hi, rank, json.dumps(samples) if samples else None,
+        "UPDATE candidates SET status = ?, score = ?, score_lo = ?, score_hi = ?, rank_score = ?, spread_unknown = ?, "
+        "samples = ?, n_measurements = n_measurements + 1, contended_measurements = contended_measurements + ?, "
+        "flagged = ?, metrics = ?, workloads = ?, sample_ranges = ? WHERE id = ?",
+        (status, score, lo, hi, rank, unknown_spread(score, lo, hi, samples, (row["n_measurements"] or 1) + 1),
+         json.dumps(samples) if samples else None,
          contended_count(spec), int(flagged), json.dumps(metrics, default=str), json.dumps(workloads),
          json.dumps(ranges) if ranges else None, row["id"]))
 
@@ -367,7 +449,7 @@ def first_line(text: str | None, limit: int = 120) -> str | None:
     return (line[: limit - 1] + "…" if len(line) > limit else line) or None
 
 
-def _overlap(a: stats.Estimate | None, b: stats.Estimate | None) -> bool:
+def overlaps(a: stats.Estimate | None, b: stats.Estimate | None) -> bool:
     return a is not None and b is not None and a.lo <= b.hi and b.lo <= a.hi
 
 
@@ -377,153 +459,6 @@ def clears_start(own: stats.Estimate, x0: float, direction: str) -> bool:
     return stats.clears(own, stats.Estimate(x0, x0, x0, stats.EXACT_MIN_RUNS, 1.0), direction)
 
 
-# How the paired rounds of two candidates read (B over A): None where they do not decide.
-Side = Literal["better", "worse", "tied"]
-Paired = Callable[[str, str], "Side | None"]
-START = "x0"  # what within_noise_of / worse_than name for the run's starting score
-PAIRS, INTERVALS = "paired rounds", "intervals"  # what decided a point's standing
-
-
-class Standing(NamedTuple):
-    """How a ranked candidate stands against the bests before it (TrajectoryPoint's fields)."""
-
-    new_best: bool = False
-    within_noise_of: str | None = None
-    worse_than: str | None = None
-    too_few_runs: bool = False
-    decided_by: Literal["paired rounds", "intervals"] | None = None
-    better_than: str | None = None
-
-
-def _side(paired: Paired | None, ref: sqlite3.Row | None, row: sqlite3.Row) -> Side | None:
-    if paired is None or ref is None or ref["id"] == row["id"]:
-        return None
-    return paired(ref["id"], row["id"])
-
-
 def beyond(a: float, b: float, direction: str) -> bool:
     """Whether ``a`` lies on the better side of ``b`` in the run's direction."""
     return a > b if direction == "maximize" else a < b
-
-
-def _by_pair(side: Side | None, ref_id: str) -> Standing | None:
-    """What decided paired rounds with ``ref_id`` say, None where they decide nothing."""
-    if side is None:
-        return None
-    return Standing(new_best=side == "better", within_noise_of=ref_id if side == "tied" else None,
-                    worse_than=ref_id if side == "worse" else None, decided_by=PAIRS)
-
-
-def _against_start(own: stats.Estimate, x0: float, direction: str) -> Standing:
-    """Short of the starting score: within its noise, or wholly on the wrong side of it (never
-    from a point whose spread is unknown: one run of a program tells nothing apart, and is not
-    known to be worse: too_few_runs where it is not x0 itself)."""
-    below = own.hi < x0 if direction == "maximize" else own.lo > x0
-    if below and stats.spread_unknown(own):
-        return Standing(too_few_runs=True)
-    return Standing(worse_than=START, decided_by=INTERVALS) if below else \
-        Standing(within_noise_of=START, decided_by=INTERVALS)
-
-
-def _clears(own: stats.Estimate, ref: sqlite3.Row | None, direction: str) -> bool:
-    """Its interval clears a quiet best's (a busy one's interval is not trusted to be where it says)."""
-    return ref is not None and not _contended_row(ref) and stats.clears(own, estimate_of(ref), direction)
-
-
-def _lead(row: sqlite3.Row, announced: sqlite3.Row | None, incumbent: sqlite3.Row | None, x0: float | None,
-          direction: str, paired: Paired | None) -> Standing:
-    """How a candidate that took the lead stands.
-
-    A new best clears the last one announced, or, once one has been, the best just before it
-    (which leads that one): by their paired rounds where those decide, else interval against
-    interval, never by the interval of a busy machine; with nothing announced yet, it clears the
-    run's starting score x0. So a chain of leads each within noise of the one before cannot hide a
-    gain over the last announced best, and nothing below x0 is announced for beating another below
-    it (review 2026-12-04). Paired rounds with the last announced best decide first: a step over
-    the best before it that they find no different from the announced one is no new best here,
-    though run_report's version gain, which asks about the version's best against the best before
-    it, may call it significant."""
-    if announced is not None and (decided := _by_pair(_side(paired, announced, row), announced["id"])):
-        return decided
-    before = incumbent if incumbent is not None and incumbent is not announced else None
-    side = _side(paired, before, row)
-    if side == "worse":
-        return Standing(worse_than=before["id"], decided_by=PAIRS)
-    busy, own = _contended_row(row), estimate_of(row)
-    if announced is None:
-        # Beyond a best side by side counts only past x0 (its own paired rounds against the baseline).
-        if side == "better" and (x0 is None or clears_start(own, x0, direction)):
-            return Standing(new_best=True, decided_by=PAIRS)
-        if busy:  # its interval is not trusted: `contended` says why it is not announced
-            return Standing(within_noise_of=before["id"] if before is not None else None)
-        if x0 is None or clears_start(own, x0, direction):  # the first quiet leader, or past x0
-            return Standing(new_best=True, decided_by=None if x0 is None else INTERVALS)
-        if stats.spread_unknown(own) and beyond(own.value, x0, direction):
-            return Standing(too_few_runs=True)
-        if before is not None and (side == "tied" or _contended_row(before) or _overlap(own, estimate_of(before))):
-            return Standing(within_noise_of=before["id"], decided_by=PAIRS if side == "tied" else INTERVALS)
-        return _against_start(own, x0, direction)
-    if side == "better":
-        return Standing(new_best=True, decided_by=PAIRS)
-    if not busy and (_clears(own, announced, direction) or _clears(own, before, direction)):
-        return Standing(new_best=True, decided_by=INTERVALS)
-    if side == "tied":
-        return Standing(within_noise_of=before["id"], decided_by=PAIRS)
-    # A program's point from too few runs is not noise, just not known: said as such (a model read
-    # "within noise" of a deterministic gain as no progress; 2026-12-03).
-    ref = estimate_of(announced)
-    unknown = stats.spread_unknown(own) or stats.spread_unknown(ref)
-    if not busy and unknown and beyond(own.value, ref.value, direction):
-        return Standing(too_few_runs=True)
-    return Standing(within_noise_of=announced["id"], decided_by=INTERVALS)
-
-
-def _behind(row: sqlite3.Row, best: sqlite3.Row, paired: Paired | None) -> Standing:
-    """How a candidate behind the best stands: within its noise, or told apart and worse."""
-    side = _side(paired, best, row)
-    if side is not None:
-        # Ranked below by its wider interval, yet found better side by side: said, not left blank
-        # beside a version gain run_report calls significant from the same rounds (review 2026-12-04).
-        return Standing(within_noise_of=best["id"] if side == "tied" else None,
-                        worse_than=best["id"] if side == "worse" else None,
-                        better_than=best["id"] if side == "better" else None, decided_by=PAIRS)
-    own, top = estimate_of(row), estimate_of(best)
-    if _contended_row(row) or _contended_row(best) or _overlap(own, top):
-        return Standing(within_noise_of=best["id"], decided_by=INTERVALS)
-    # Apart, but one is a point from too few runs: not known to be worse, nor within noise (a
-    # program at 0.5 behind a best at 0.386 read "within noise of" it; 2026-12-04).
-    if stats.spread_unknown(own) or stats.spread_unknown(top):
-        return Standing(too_few_runs=True)
-    return Standing(worse_than=best["id"], decided_by=INTERVALS)
-
-
-def trajectory_points(rows: list[sqlite3.Row], direction: str, x0: float | None = None,
-                      paired: Paired | None = None) -> tuple[list[TrajectoryPoint], sqlite3.Row | None]:
-    """The trajectory of candidate rows in creation order, and the best row: the best so far by
-    `rank_score`; ``new_best`` only where the new best clears the last announced best (_lead);
-    ``within_noise_of`` names the best a ranked candidate cannot be told apart from. ``paired``
-    reads two candidates' kept paired rounds (knowledge/comparisons.py), where there are some."""
-    best = announced = stepping = None
-    points = []
-    for r in rows:
-        standing = Standing()
-        if ranks(r["status"], r["score"], bool(r["verified"]), bool(r["flagged"])):
-            if best is None or beyond(r["rank_score"], best["rank_score"], direction):
-                standing = _lead(r, announced, stepping, x0, direction, paired)
-                best = r
-                announced = r if standing.new_best else announced
-                # A lead found worse than a best is no step for the next to clear (review 2026-12-04).
-                stepping = stepping if standing.worse_than else r
-            else:
-                standing = _behind(r, best, paired)
-        points.append(TrajectoryPoint(
-            candidate_id=r["id"], at=r["created_at"], score=r["score"], score_interval=interval_of(r),
-            best_so_far=best["score"] if best is not None else None,
-            best_so_far_id=best["id"] if best is not None else None, new_best=standing.new_best,
-            within_noise_of=standing.within_noise_of, worse_than=standing.worse_than,
-            better_than=standing.better_than, decided_by=standing.decided_by,
-            too_few_runs=True if standing.too_few_runs else None,
-            status=r["status"], verified=bool(r["verified"]), n_measurements=r["n_measurements"] or 1,
-            contended=True if r["verified"] and _contended_row(r) else None,
-            code_hash=r["code_hash"], note=first_line(r["notes"]), role=r["role"], team_version=r["team_version"]))
-    return points, best

@@ -94,8 +94,8 @@ class Run(BaseModel):
     spent_usd: float = 0.0
     best_score: float | None = None
     best_interval: list[float] | None = Field(default=None, description="95% interval of the best score")
-    best_runs: int | None = Field(default=None, description="where that interval has no width, the runs behind "
-                                  "it: under 5 alike, its spread is unknown")
+    best_runs: int | None = Field(default=None, description="where that interval has no width, or is from too "
+                                  "few runs for a 95% interval, the runs behind it: under 5, its spread is unknown")
     best_candidate_id: str | None = None
     ndg: float | None = None
     candidates: int = 0
@@ -327,13 +327,17 @@ class CandidateSummary(BaseModel):
     verified: bool = False  # measured by the bench; only verified, unflagged candidates rank
     provenance: Provenance
     score_interval: list[float] | None = Field(default=None, description="95% interval of the score from "
-                                               "all of this candidate's measurements")
+                                               "all of this candidate's measurements (with runs: only their range)")
     n_measurements: int = Field(default=1, description="evaluations of this code pooled into the score")
     contended_measurements: int | None = Field(default=None, description="of those, evaluations on a busy "
                                                "machine (contended)")
     code_hash: str | None = Field(default=None, description="normalised hash of the code: identical code is "
                                   "one candidate")
     note: str | None = Field(default=None, description="first line of the candidate's notes")
+    runs: int | None = Field(default=None, description="set only where the score is from too few runs for a 95% "
+                             "interval (a program's 1 to 4): how many. score_interval is then just their range, "
+                             "and it ranks after every candidate with a 95% interval until it has run 5 times "
+                             "(bench.remeasure, or evaluate with repeats 5)")
     # Kept out of the text a model reads (CandidateSummary.TEXT_OMIT): it equals the shown interval's
     # pessimistic end unless some round was unresolved (knowledge/measurements.py, _estimates).
     rank_score: float | None = Field(default=None, description="what every ranking compares: the pessimistic "
@@ -390,7 +394,8 @@ class TrajectoryPoint(BaseModel):
     score: float | None
     score_interval: list[float] | None = None
     best_so_far: float | None = Field(description="score of the best candidate so far, ranked by the "
-                                      "pessimistic end of each interval")
+                                      "pessimistic end of each interval, a score with a 95% interval before "
+                                      "one from too few runs (runs)")
     best_so_far_id: str | None = None
     new_best: bool = Field(default=False, description="it took the lead and clears the last new best or, once "
                            "there is one, the best just before it (none yet: the run's starting score x0): interval "
@@ -420,6 +425,8 @@ class TrajectoryPoint(BaseModel):
     status: CandidateStatus
     verified: bool = False
     n_measurements: int = 1
+    runs: int | None = Field(default=None, description="set only where the score is from too few runs for a 95% "
+                             "interval: how many (score_interval is just their range)")
     contended: bool | None = Field(default=None, description="measured on a busy machine: a new_best only by "
                                    "paired rounds (bench.remeasure it beside the best)")
     code_hash: str | None = None

@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 
 from evoteam.stats import describe_score
 from evoteam.servers.knowledge.errors import Invalid
-from evoteam.servers.knowledge.measurements import ranking_of
+from evoteam.servers.knowledge.measurements import rank_key
 from evoteam.servers.knowledge.models import Direction, Run, RunCreate
 from evoteam.servers.knowledge.store import KnowledgeStore
 
@@ -69,6 +69,8 @@ class PriorCandidate(BaseModel):
                                       "differently are not comparable, so the newest method's rank first")
     other_kit_content: bool = Field(default=False, description="measured on other kit content (workloads, "
                                     "evaluator) than the newest run's: not comparable, so it ranks after")
+    runs: int | None = Field(default=None, description="set where the score is from too few runs for a 95% "
+                             "interval: how many (it ranks after those with one)")
     # What the store ranks it by (CandidateSummary.rank_score); used to order, never shown.
     rank_score: float | None = Field(default=None, exclude=True)
     kit_hash: str | None = Field(default=None, exclude=True)
@@ -148,10 +150,6 @@ async def _newest_learnings(store: KnowledgeStore, run_id: str):
     return (await store.list_learnings(run_id, limit=window, cursor=encode_cursor(page.total - window))).items
 
 
-def _better(direction: Direction):
-    return (lambda s: -s) if direction == "maximize" else (lambda s: s)
-
-
 async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: set[str] | None = None,
                             seed: str | None = None, direction: Direction | None = None,
                             max_chars: int = PRIOR_CHARS, found: list[Run] | None = None) -> PriorWork:
@@ -178,7 +176,7 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
             hashes[summary.id] = summary.code_hash
             best.append(PriorCandidate(id=summary.id, run_id=run.id, owner=summary.provenance.user,
                                        score=summary.score, score_interval=_interval(summary),
-                                       rank_score=summary.rank_score,
+                                       rank_score=summary.rank_score, runs=summary.runs,
                                        timing_method=_timing_method(full.metrics, bool(full.workloads)),
                                        kit_hash=full.metrics.get("kit_hash"),
                                        note=_clip(full.notes.splitlines()[0] if full.notes else "", NOTE_CHARS)))
@@ -193,12 +191,9 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
             firsts.setdefault(c.run_id, c)
         prior.best = list(firsts.values())[:MAX_BEST]
     else:
-        # Across runs too, the pessimistic end of each interval ranks (knowledge/measurements.py).
-        order = _better(direction)
-
-        def pessimistic(c: PriorCandidate) -> float:
-            value = ranking_of(c.rank_score, c.score, c.score_interval, direction)
-            return value if value is not None else 0.0
+        # Across runs too, ranked as within a run (measurements.rank_key), larger is better.
+        def ranked_key(c: PriorCandidate) -> tuple:
+            return rank_key(c.rank_score, c.score, c.score_interval, direction, c.runs is not None) or (0, 0.0)
 
         # Scores rank only among those of one timing method and one kit content (a kit that changed
         # measures other workloads; review 2026-12-04): the newest method's first, then the newest
@@ -208,7 +203,8 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
         newest = max(hashed, key=lambda c: started[c.run_id]).kit_hash if hashed else None
         for c in best:
             c.other_kit_content = bool(newest and c.kit_hash and c.kit_hash != newest)
-        ranked = sorted(best, key=lambda c: (-(c.timing_method or 0), c.other_kit_content, order(pessimistic(c))))
+        ranked = sorted(best, key=lambda c: (-(c.timing_method or 0), c.other_kit_content,
+                                             tuple(-x for x in ranked_key(c))))
         # Identical code measured in several runs is one entry (its best-ranked), not a row per run
         # whose order is noise.
         seen: set[str] = set()

@@ -22,21 +22,24 @@ COUNTERS = "SELECT candidates, learnings, spent_usd FROM run_counters WHERE run_
 
 
 def rank_order(direction: str) -> str:
-    """The ORDER BY clause of every ranking (best first, oldest first among equals)."""
-    return f"rank_score {'DESC' if direction == 'maximize' else 'ASC'}, created_at"
+    """The ORDER BY clause of every ranking (best first, oldest first among equals): a score with a
+    95% interval before one from too few runs to have one (measurements.unknown_spread), then by
+    the pessimistic end of the interval (a point: its value)."""
+    return f"spread_unknown, rank_score {'DESC' if direction == 'maximize' else 'ASC'}, created_at"
 
 
 def ranked_by(direction: str) -> str:
     """What rank_order orders by, in words for a reader of a listing (a model read a best below
     another candidate's score as stale; model-play 2026-12-04)."""
     end, other = ("lower", "lower") if direction == "maximize" else ("upper", "higher")
-    return f"the {end} end of each score's 95% interval: a score with a wider interval can rank below a {other} one"
+    return (f"the {end} end of each score's 95% interval: a score with a wider interval can rank below a {other} "
+            "one, and one from too few runs for such an interval (runs) after every one with it")
 
 
 def best_ranked(direction: str) -> str:
     """The query of a run's best ranked dev candidate (parameter: the run id); a score on other
     workloads (held-out, or split 'all': dev and held-out in one) never makes a run's best."""
-    return (f"SELECT id, score, score_lo, score_hi, n_measurements, {POINT_SAMPLES} FROM candidates "
+    return (f"SELECT id, score, score_lo, score_hi, n_measurements, spread_unknown, {POINT_SAMPLES} FROM candidates "
             f"WHERE run_id = ? AND {RANKED} "
             f"AND split = 'dev' ORDER BY {rank_order(direction)} LIMIT 1")
 

@@ -50,7 +50,8 @@ def candidate_summary_of(row: sqlite3.Row) -> CandidateSummary:
                             score_interval=measurements.interval_of(row),
                             n_measurements=row["n_measurements"] or 1,
                             contended_measurements=row["contended_measurements"] or None, code_hash=row["code_hash"],
-                            note=first_line(row["notes"]), rank_score=row["rank_score"])
+                            note=first_line(row["notes"]), rank_score=row["rank_score"],
+                            runs=measurements.runs_if_unknown(row))
 
 
 def candidate_of(row: sqlite3.Row) -> Candidate:

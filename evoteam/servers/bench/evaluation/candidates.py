@@ -20,6 +20,7 @@ import os
 import stat
 from pathlib import Path
 
+from evoteam import stats
 from evoteam.config import Settings
 from evoteam.errors import DomainError, Missing
 from evoteam.servers.bench.formats.kits import state_dir
@@ -110,3 +111,27 @@ async def check_parent(store: KnowledgeStore, parent_id: str, run_id: str | None
         if parent.run_id != run_id and (await store.get_run(parent.run_id)).project != run.project:
             raise DomainError(f"parent {parent_id} belongs to another project than run {run_id}; lineage stays "
                               f"within one project")
+
+
+def pooled_lead(saved, message: str, noted: bool, kind: str) -> str:
+    """This measurement's message behind what the pooled candidate now is: its score, or why it
+    does not rank (a failure or a flag of any measurement of the code is the candidate's)."""
+    runs = stats.runs_of(saved.samples) if kind == "program" else None
+    head = f"same code as {saved.id}, now measured {saved.n_measurements} times{f' ({runs} runs)' if runs else ''}: "
+    if saved.status != "PASSED" or saved.flagged:
+        why = "flagged" if saved.flagged and saved.status == "PASSED" else f"a measurement {saved.status}"
+        head += f"it does not rank ({why}: the candidate is every measurement of its code)"
+    else:
+        head += f"it scores {_pooled_text(saved, '×' if kind == 'kernel' else '')} pooled (its rank and what to report)"
+    kept = (f"; your notes were not stored: {saved.id} keeps its first measurement's (say what this one tried "
+            f"with knowledge.add_learning, citing {saved.id})") if noted else ""
+    return f"{head}; this measurement: {message}{kept}"
+
+
+def _pooled_text(saved, unit: str = "") -> str:
+    if saved.score is None:
+        return "nothing"
+    # Its runs where they say something: the rounds, a point's measurements, or runs too few for an interval.
+    point = bool(saved.score_interval) and saved.score_interval[0] == saved.score_interval[1]
+    return stats.describe_score(saved.score, saved.score_interval, unit,
+                                saved.samples or (saved.n_measurements if point else saved.runs))

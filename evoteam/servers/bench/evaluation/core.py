@@ -22,7 +22,7 @@ from evoteam.servers.bench.confinement import scratch
 from evoteam.servers.bench.formats import fib, openevolve, solutions
 from evoteam.servers.bench.measurement import harness, redact
 from evoteam.servers.bench.measurement.batch import STATUS_ORDER, run_kernel_batch
-from evoteam.servers.bench.evaluation.candidates import check_candidate_path, record_measured, state_paths
+from evoteam.servers.bench.evaluation.candidates import check_candidate_path, pooled_lead, record_measured, state_paths
 from evoteam.servers.bench.measurement.harness import WorkerFailure
 from evoteam.servers.bench.measurement.session import CANDIDATE, SideSpec, WorkloadSpec
 from evoteam.servers.bench.evaluation.binding import BindingError, check_binding, check_run, timing_method  # noqa: F401 - check_run: callers import it from here
@@ -342,11 +342,13 @@ async def _run_program_repeated(settings: Settings, kit: Kit, cand: PreparedCand
         result.score_interval = None
     if repeats > 1:
         result.metrics["repeats"] = result.samples["program"]
-        result.message = f"{result.message}; median of {repeats} runs {stats.describe(est)}"
         result.wall_s = round(sum(r.wall_s for r in runs), 3)
-    else:  # its score_interval has no width: that is not a measured spread
-        result.message = (f"{result.message}; one run, so its spread is unknown: nothing is established as better "
-                          "or worse than it until it has run 5 times (repeats 5, or bench.remeasure)")
+    # One run's score_interval has no width: that is not a measured spread.
+    result.message += f"; median of {repeats} runs {stats.describe(est)}" if repeats > 1 else "; one run, so its spread is unknown"
+    if stats.spread_unknown(est):  # and what the store's rankings do with it (knowledge/measurements.py)
+        n = stats.EXACT_MIN_RUNS
+        result.message += (": nothing is established as better or worse than it, and it ranks after every candidate "
+                           f"with a 95% interval, until it has run {n} times (repeats {n}, or bench.remeasure)")
     return result
 
 
@@ -477,24 +479,3 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
         await _credit_documents(store, rid, saved.id, list(documents_used), result.score, parent_id,
                                 timing_method(result), result.split, result.score_interval,
                                 stats.runs_of(result.samples) if result.samples else 1, bool(result.contended))
-
-
-def pooled_lead(saved, message: str, noted: bool, kind: str) -> str:
-    """This measurement's message behind what the pooled candidate now is: its score, or why it
-    does not rank (a failure or a flag of any measurement of the code is the candidate's)."""
-    runs = stats.runs_of(saved.samples) if kind == "program" else None
-    head = f"same code as {saved.id}, now measured {saved.n_measurements} times{f' ({runs} runs)' if runs else ''}: "
-    if saved.status != "PASSED" or saved.flagged:
-        why = "flagged" if saved.flagged and saved.status == "PASSED" else f"a measurement {saved.status}"
-        head += f"it does not rank ({why}: the candidate is every measurement of its code)"
-    else:
-        head += f"it scores {_pooled_text(saved, '×' if kind == 'kernel' else '')} pooled (its rank and what to report)"
-    kept = (f"; your notes were not stored: {saved.id} keeps its first measurement's (say what this one tried "
-            f"with knowledge.add_learning, citing {saved.id})") if noted else ""
-    return f"{head}; this measurement: {message}{kept}"
-
-
-def _pooled_text(saved, unit: str = "") -> str:
-    if saved.score is None:
-        return "nothing"
-    return stats.describe_score(saved.score, saved.score_interval, unit, saved.samples or saved.n_measurements)

@@ -1,0 +1,164 @@
+"""Where each candidate of a run stands, in creation order (the trajectory): the best so far by
+every ranking's rule (measurements.rank_key), whether a lead is a new best beyond noise, and
+what a candidate behind the best is known to be. Paired rounds of two candidates decide where
+they exist (knowledge/comparisons.py gives them); intervals otherwise."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import Literal, NamedTuple
+
+from evoteam import stats
+from evoteam.servers.knowledge.measurements import (beyond, clears_start, estimate_of,
+                                                   contended_row, first_line, interval_of, overlaps, row_rank_key,
+                                                   runs_if_unknown)
+from evoteam.servers.knowledge.models import TrajectoryPoint
+from evoteam.servers.knowledge.verified import ranks
+
+# How the paired rounds of two candidates read (B over A): None where they do not decide.
+Side = Literal["better", "worse", "tied"]
+Paired = Callable[[str, str], "Side | None"]
+START = "x0"  # what within_noise_of / worse_than name for the run's starting score
+PAIRS, INTERVALS = "paired rounds", "intervals"  # what decided a point's standing
+
+
+class Standing(NamedTuple):
+    """How a ranked candidate stands against the bests before it (TrajectoryPoint's fields)."""
+
+    new_best: bool = False
+    within_noise_of: str | None = None
+    worse_than: str | None = None
+    too_few_runs: bool = False
+    decided_by: Literal["paired rounds", "intervals"] | None = None
+    better_than: str | None = None
+
+
+def _side(paired: Paired | None, ref: sqlite3.Row | None, row: sqlite3.Row) -> Side | None:
+    if paired is None or ref is None or ref["id"] == row["id"]:
+        return None
+    return paired(ref["id"], row["id"])
+
+
+def _by_pair(side: Side | None, ref_id: str) -> Standing | None:
+    """What decided paired rounds with ``ref_id`` say, None where they decide nothing."""
+    if side is None:
+        return None
+    return Standing(new_best=side == "better", within_noise_of=ref_id if side == "tied" else None,
+                    worse_than=ref_id if side == "worse" else None, decided_by=PAIRS)
+
+
+def _against_start(own: stats.Estimate, x0: float, direction: str) -> Standing:
+    """Short of the starting score: within its noise, or wholly on the wrong side of it (never
+    from a point whose spread is unknown: one run of a program tells nothing apart, and is not
+    known to be worse: too_few_runs where it is not x0 itself)."""
+    below = own.hi < x0 if direction == "maximize" else own.lo > x0
+    if below and stats.spread_unknown(own):
+        return Standing(too_few_runs=True)
+    return Standing(worse_than=START, decided_by=INTERVALS) if below else \
+        Standing(within_noise_of=START, decided_by=INTERVALS)
+
+
+def _clears(own: stats.Estimate, ref: sqlite3.Row | None, direction: str) -> bool:
+    """Its interval clears a quiet best's (a busy one's interval is not trusted to be where it says)."""
+    return ref is not None and not contended_row(ref) and stats.clears(own, estimate_of(ref), direction)
+
+
+def _lead(row: sqlite3.Row, announced: sqlite3.Row | None, incumbent: sqlite3.Row | None, x0: float | None,
+          direction: str, paired: Paired | None) -> Standing:
+    """How a candidate that took the lead stands.
+
+    A new best clears the last one announced, or, once one has been, the best just before it
+    (which leads that one): by their paired rounds where those decide, else interval against
+    interval, never by the interval of a busy machine; with nothing announced yet, it clears the
+    run's starting score x0. So a chain of leads each within noise of the one before cannot hide a
+    gain over the last announced best, and nothing below x0 is announced for beating another below
+    it (review 2026-12-04). Paired rounds with the last announced best decide first: a step over
+    the best before it that they find no different from the announced one is no new best here,
+    though run_report's version gain, which asks about the version's best against the best before
+    it, may call it significant."""
+    if announced is not None and (decided := _by_pair(_side(paired, announced, row), announced["id"])):
+        return decided
+    before = incumbent if incumbent is not None and incumbent is not announced else None
+    side = _side(paired, before, row)
+    if side == "worse":
+        return Standing(worse_than=before["id"], decided_by=PAIRS)
+    busy, own = contended_row(row), estimate_of(row)
+    if announced is None:
+        # Beyond a best side by side counts only past x0 (its own paired rounds against the baseline).
+        if side == "better" and (x0 is None or clears_start(own, x0, direction)):
+            return Standing(new_best=True, decided_by=PAIRS)
+        if busy:  # its interval is not trusted: `contended` says why it is not announced
+            return Standing(within_noise_of=before["id"] if before is not None else None)
+        if x0 is None or clears_start(own, x0, direction):  # the first quiet leader, or past x0
+            return Standing(new_best=True, decided_by=None if x0 is None else INTERVALS)
+        if stats.spread_unknown(own) and beyond(own.value, x0, direction):
+            return Standing(too_few_runs=True)
+        if before is not None and (side == "tied" or contended_row(before) or overlaps(own, estimate_of(before))):
+            return Standing(within_noise_of=before["id"], decided_by=PAIRS if side == "tied" else INTERVALS)
+        return _against_start(own, x0, direction)
+    if side == "better":
+        return Standing(new_best=True, decided_by=PAIRS)
+    if not busy and (_clears(own, announced, direction) or _clears(own, before, direction)):
+        return Standing(new_best=True, decided_by=INTERVALS)
+    if side == "tied":
+        return Standing(within_noise_of=before["id"], decided_by=PAIRS)
+    # A program's point from too few runs is not noise, just not known: said as such (a model read
+    # "within noise" of a deterministic gain as no progress; 2026-12-03).
+    ref = estimate_of(announced)
+    unknown = stats.spread_unknown(own) or stats.spread_unknown(ref)
+    if not busy and unknown and beyond(own.value, ref.value, direction):
+        return Standing(too_few_runs=True)
+    return Standing(within_noise_of=announced["id"], decided_by=INTERVALS)
+
+
+def _behind(row: sqlite3.Row, best: sqlite3.Row, paired: Paired | None) -> Standing:
+    """How a candidate behind the best stands: within its noise, or told apart and worse."""
+    side = _side(paired, best, row)
+    if side is not None:
+        # Ranked below by its wider interval, yet found better side by side: said, not left blank
+        # beside a version gain run_report calls significant from the same rounds (review 2026-12-04).
+        return Standing(within_noise_of=best["id"] if side == "tied" else None,
+                        worse_than=best["id"] if side == "worse" else None,
+                        better_than=best["id"] if side == "better" else None, decided_by=PAIRS)
+    own, top = estimate_of(row), estimate_of(best)
+    if contended_row(row) or contended_row(best) or overlaps(own, top):
+        return Standing(within_noise_of=best["id"], decided_by=INTERVALS)
+    # Apart, but one is a point from too few runs: not known to be worse, nor within noise (a
+    # program at 0.5 behind a best at 0.386 read "within noise of" it; 2026-12-04).
+    if stats.spread_unknown(own) or stats.spread_unknown(top):
+        return Standing(too_few_runs=True)
+    return Standing(worse_than=best["id"], decided_by=INTERVALS)
+
+
+def trajectory_points(rows: list[sqlite3.Row], direction: str, x0: float | None = None,
+                      paired: Paired | None = None) -> tuple[list[TrajectoryPoint], sqlite3.Row | None]:
+    """The trajectory of candidate rows in creation order, and the best row: the best so far by
+    `rank_score`; ``new_best`` only where the new best clears the last announced best (_lead);
+    ``within_noise_of`` names the best a ranked candidate cannot be told apart from. ``paired``
+    reads two candidates' kept paired rounds (knowledge/comparisons.py), where there are some."""
+    best = announced = stepping = None
+    points = []
+    for r in rows:
+        standing = Standing()
+        if ranks(r["status"], r["score"], bool(r["verified"]), bool(r["flagged"])):
+            if best is None or row_rank_key(r, direction) > row_rank_key(best, direction):
+                standing = _lead(r, announced, stepping, x0, direction, paired)
+                best = r
+                announced = r if standing.new_best else announced
+                # A lead found worse than a best is no step for the next to clear (review 2026-12-04).
+                stepping = stepping if standing.worse_than else r
+            else:
+                standing = _behind(r, best, paired)
+        points.append(TrajectoryPoint(
+            candidate_id=r["id"], at=r["created_at"], score=r["score"], score_interval=interval_of(r),
+            best_so_far=best["score"] if best is not None else None,
+            best_so_far_id=best["id"] if best is not None else None, new_best=standing.new_best,
+            within_noise_of=standing.within_noise_of, worse_than=standing.worse_than,
+            better_than=standing.better_than, decided_by=standing.decided_by,
+            too_few_runs=True if standing.too_few_runs else None,
+            status=r["status"], verified=bool(r["verified"]), n_measurements=r["n_measurements"] or 1,
+            runs=runs_if_unknown(r),
+            contended=True if r["verified"] and contended_row(r) else None,
+            code_hash=r["code_hash"], note=first_line(r["notes"]), role=r["role"], team_version=r["team_version"]))
+    return points, best
