@@ -229,8 +229,10 @@ async def finalists(store: KnowledgeStore, run_id: str) -> list[CandidateSummary
 def estimate_seconds(kit, n_sides: int, rounds: int, recorded: list[CandidateSummary | None]) -> float:
     """A rough duration: start-up, correctness, and the rounds' calls from the recorded times."""
     t = kit.manifest.timing
-    if kit.manifest.kind != "kernel":
-        return n_sides * rounds * 5.0
+    if kit.manifest.kind != "kernel":  # a run takes what the finalists' recorded runs took (a flat 5 s said 30 for 3)
+        walls = sorted(w for c in recorded if isinstance(w := (getattr(c, "metrics", None) or {}).get("wall_s"),
+                                                         (int, float)) and w > 0)
+        return n_sides * rounds * (walls[len(walls) // 2] if walls else 5.0)
     per_round_ms = 0.0
     for c in recorded:
         for w in getattr(c, "workloads", None) or []:

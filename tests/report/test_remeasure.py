@@ -106,3 +106,17 @@ async def test_one_batch_takes_a_bounded_number_of_candidates(tmp_path):
         ids = [f"cand_{i:016x}" for i in range(MAX_CANDIDATES + 1)]
         with pytest.raises(DomainError, match=f"at most {MAX_CANDIDATES} candidates"):
             await remeasure_run(Settings(db=tmp_path / "kb.db"), store, run.id, candidate_ids=ids)
+
+
+def test_a_program_kits_duration_is_said_from_its_recorded_runs():
+    """remeasure says how long it will take before it starts: for a program kit from what the
+    finalists' recorded runs took (a flat 5 s a run said "about 30 s" for a batch that took 3 s;
+    model-play 2026-12-04), 5 s a run where none was recorded."""
+    from types import SimpleNamespace
+
+    from evoteam.report.remeasure import estimate_seconds
+
+    kit = SimpleNamespace(manifest=SimpleNamespace(kind="program", timing=None))
+    quick = [SimpleNamespace(metrics={"wall_s": w}) for w in (0.2, 0.3, 9.0)]
+    assert estimate_seconds(kit, 3, 2, quick) == 3 * 2 * 0.3
+    assert estimate_seconds(kit, 3, 2, [None, SimpleNamespace(metrics={})]) == 3 * 2 * 5.0
