@@ -4,6 +4,8 @@ the supervisor guide reaches a session in every install route, through the team 
 
 from __future__ import annotations
 
+import pytest
+
 from mcp import Client
 
 from evoteam.config import Settings
@@ -30,7 +32,7 @@ async def test_without_recorded_costs_the_budget_says_so_and_still_runs_out(kb, 
     for n in range(VERSIONS_WITHOUT_COSTS):
         report = await svc.budget(run.id)
         assert not report.costs_recorded and "costs unrecorded" in report.note
-        assert not report.exhausted, n
+        assert not report.exhausted and report.left_usd is None, n  # what is left is not known
         await finish_version(svc, run.id, f"Role {n}")
     report = await svc.budget(run.id)
     assert report.exhausted and report.spent_usd == 0
@@ -45,6 +47,7 @@ async def test_a_recorded_cost_turns_the_dollar_budget_back_on(kb, run, service_
     await kb.record_cost(CostCreate(run_id=run.id, usd=1.0, source="reported"))
     report = await svc.budget(run.id)
     assert report.costs_recorded and report.note is None and not report.exhausted  # $1 of $10
+    assert report.left_usd == pytest.approx(9.0)
     assert (await summarise_run(kb, run.id)).costs is None
 
 

@@ -63,7 +63,8 @@ async def budget_report(team: TeamStore, kb: KnowledgeStore, run_id: str) -> Bud
         done = await finished_versions(team, run)
         recorded, note = False, unrecorded_note(done)
         exhausted = exhausted or done >= VERSIONS_WITHOUT_COSTS
+    # Unrecorded costs leave nothing known to be left ("left_usd: 10.0" beside "exhausted: true").
     return BudgetReport(run_id=run_id, budget_usd=spend.budget_usd, spent_usd=round(spend.spent_usd, 6),
-                        left_usd=spend.left_usd, exhausted=exhausted, costs_recorded=recorded, note=note,
+                        left_usd=spend.left_usd if recorded else None, exhausted=exhausted, costs_recorded=recorded, note=note,
                         by_version=by_version, by_role=by_role,
                         lines=[BudgetLine(role=x.role, team_version=x.team_version, usd=x.usd) for x in spend.lines])

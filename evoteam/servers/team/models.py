@@ -298,7 +298,7 @@ class BudgetReport(BaseModel):
     run_id: str
     budget_usd: float | None
     spent_usd: float
-    left_usd: float | None
+    left_usd: float | None = Field(description="null: no budget set, or costs unrecorded (costs_recorded false)")
     exhausted: bool
     costs_recorded: bool = Field(default=True, description="false: nothing records this run's costs (no hooks); "
                                                            "exhausted then counts finished team versions")
