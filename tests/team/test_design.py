@@ -182,3 +182,22 @@ async def test_a_users_own_agent_file_is_left_alone(kb, run, service_factory, pr
     assert (folder / "builder.md").is_file()
     again = await svc.design_team(TeamDesign(**design(run.id, "Builder")))  # our own file is replaced
     assert "team v2" in (folder / "builder.md").read_text() and not again.warnings[1:]
+
+
+def test_a_hand_off_the_receiver_never_waits_for_is_said():
+    """Stage k starts when stage k-1 has ended: a hand-off between roles that start together (or to
+    one of an earlier stage) is accepted, but said, since its receiver never waits for it (a design
+    handed a profile to a role of the same stage; review 2026-12-04)."""
+    from evoteam.servers.team.models import TeamDesign
+    from evoteam.servers.team.validate import validate_design
+
+    def warned(stages, giver="Profiler", receiver="Builder") -> list[str]:
+        d = design("run_x", "Profiler", "Builder", stages=stages)
+        d["coordination"]["handoffs"] = [{"from_role": giver, "to_role": receiver, "what": "the profile"}]
+        return [w for w in validate_design(TeamDesign(**d)) if "hand-off" in w]
+
+    assert warned([["Profiler"], ["Builder"]]) == []
+    same = warned([["Profiler", "Builder"]])
+    assert len(same) == 1 and "start together" in same[0] and "later stage" in same[0]
+    assert warned([]) == same  # no stages: every role starts at once
+    assert "ends before the giver starts" in warned([["Builder"], ["Profiler"]])[0]

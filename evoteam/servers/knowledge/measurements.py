@@ -361,7 +361,7 @@ async def find_same_code(conn: aiosqlite.Connection, spec: CandidateCreate, dire
     async with conn.execute(
         "SELECT * FROM candidates WHERE run_id = ? AND code_hash = ? AND split = ? AND verified = 1 "
         f"ORDER BY CASE WHEN {RANKED} THEN 0 ELSE 1 END, CASE WHEN rank_score IS NULL THEN 1 ELSE 0 END, "
-        f"{rank_order(direction)}, id{' LIMIT 1' if spec.split == 'dev' else ''}",
+        f"{rank_order(direction)}{' LIMIT 1' if spec.split == 'dev' else ''}",
         (spec.run_id, spec.code_hash, spec.split)) as cur:
         if spec.split == "dev":
             return await cur.fetchone()

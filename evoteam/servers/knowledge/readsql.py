@@ -22,10 +22,10 @@ COUNTERS = "SELECT candidates, learnings, spent_usd FROM run_counters WHERE run_
 
 
 def rank_order(direction: str) -> str:
-    """The ORDER BY clause of every ranking (best first, oldest first among equals): a score with a
-    95% interval before one from too few runs to have one (measurements.unknown_spread), then by
-    the pessimistic end of the interval (a point: its value)."""
-    return f"spread_unknown, rank_score {'DESC' if direction == 'maximize' else 'ASC'}, created_at"
+    """The ORDER BY clause of every ranking, best first: a score with a 95% interval before one from
+    too few runs to have one (measurements.unknown_spread), then by the pessimistic end of the
+    interval (a point: its value), then oldest first (by creation, then id, as the report orders)."""
+    return f"spread_unknown, rank_score {'DESC' if direction == 'maximize' else 'ASC'}, created_at, id"
 
 
 def ranked_by(direction: str) -> str:

@@ -50,6 +50,8 @@ def validate_design(design: TeamDesign, budget_left: float | None = None) -> lis
                                 f"{end!r}")
         if slugify(handoff.from_role) == slugify(handoff.to_role):
             problems.append(f"hand-off from {handoff.from_role!r} to itself: name two different roles")
+        elif all(slugify(end) in seen for end in (handoff.from_role, handoff.to_role)):
+            warnings += _handoff_order(handoff.from_role, handoff.to_role, staged)
     if budget_left is not None:
         capped = sum(r.budget_usd or 0 for r in design.roles)
         if capped > budget_left:
@@ -58,6 +60,17 @@ def validate_design(design: TeamDesign, budget_left: float | None = None) -> lis
     if problems:
         raise TeamDesignError("the team design was not stored:\n- " + "\n- ".join(problems))
     return warnings
+
+
+def _handoff_order(giver: str, receiver: str, staged: dict[str, int]) -> list[str]:
+    """A hand-off whose receiver does not start after its giver ends: said, since the receiver then
+    never waits for what it is handed (roles in no stage start at once, with the first stage)."""
+    g, r = staged.get(slugify(giver), 0), staged.get(slugify(receiver), 0)
+    if r > g:
+        return []
+    when = "start together" if r == g else "and the receiver ends before the giver starts"
+    return [f"hand-off {giver!r} -> {receiver!r}: their stages ({g + 1} and {r + 1}) {when}, so "
+            f"{receiver!r} never waits for it; put {receiver!r} in a later stage than {giver!r} for it to"]
 
 
 def stage_of(design: TeamDesign) -> dict[str, int]:
