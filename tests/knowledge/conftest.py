@@ -189,3 +189,13 @@ def query_rows(where: Path | str, sql: str, params: tuple = ()) -> list[tuple]:
         return conn.execute(sql, params).fetchall()
     finally:
         conn.close()
+
+
+# A store taken back to before knowledge.measurements 6 (the spread_unknown column) loses the rank
+# indexes that hold that column too (knowledge.verified 3), and gets back the one they replaced.
+BEFORE_SPREAD_UNKNOWN = [
+    "DROP INDEX candidates_rank_min", "DROP INDEX candidates_rank_max",
+    "CREATE INDEX candidates_rank ON candidates(run_id, status, rank_score)",
+    "UPDATE schema_versions SET version = 2 WHERE component = 'knowledge.verified'",
+    "ALTER TABLE candidates DROP COLUMN spread_unknown",
+]

@@ -11,7 +11,7 @@ from evoteam.servers.knowledge import measurements
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.models import ArtifactCreate, CandidateCreate, RunCreate
 from evoteam.servers.knowledge.store import Actor
-from tests.knowledge.conftest import query_rows
+from tests.knowledge.conftest import BEFORE_SPREAD_UNKNOWN, query_rows
 
 BENCH = Actor(user="bench", client="pytest", verifier=True)
 CODE = "def run(x):\n    return x * 2\n"
@@ -40,7 +40,7 @@ def rewind(where, stored: dict[str, str]) -> None:
     (id -> code) holding that code with the hash an older evoteam wrote for it (this one hashes
     every code it stores by its own rule, and pools code alike as it is recorded)."""
     steps = [("UPDATE schema_versions SET version = 4 WHERE component = 'knowledge.measurements'", ()),
-             ("ALTER TABLE candidates DROP COLUMN spread_unknown", ())]  # a later step's column
+             *((sql, ()) for sql in BEFORE_SPREAD_UNKNOWN)]  # a later step's column
     steps += [("UPDATE candidates SET code = ?, code_hash = ? WHERE id = ?", (c, old_hash(c), i))
               for i, c in stored.items()]
     if isinstance(where, str):

@@ -32,7 +32,7 @@ from evoteam.servers.knowledge import readsql
 # takes the normal path, so a stale entry costs speed, never a wrong answer.
 SCHEMA_VERSIONS = {
     "knowledge": 1, "knowledge.counters": 1, "knowledge.idempotency": 2, "knowledge.lineage": 1,
-    "knowledge.measurements": 7, "knowledge.search": 2, "knowledge.sessions": 1, "knowledge.verified": 2,
+    "knowledge.measurements": 7, "knowledge.search": 2, "knowledge.sessions": 1, "knowledge.verified": 3,
     "retrieval": 1, "retrieval.search": 1, "team": 1,
 }
 
