@@ -453,7 +453,7 @@ def describe(est: Estimate, unit: str = "") -> str:
 
 
 def describe_score(value: float | None, interval: list[float] | None, unit: str = "",
-                   runs: Samples | int | None = None) -> str:
+                   runs: Samples | int | None = None, exact: bool = False) -> str:
     """A stored score as people read it: "4.4 (3.9–5.0)", or just the value where no interval was
     measured, or "none". A zero-width interval says what ``runs`` (the runs behind it, or the
     runs themselves, where the caller knows them) make of it: one measurement, a few alike, the
@@ -464,10 +464,10 @@ def describe_score(value: float | None, interval: list[float] | None, unit: str 
         return sig3(value) + unit
     if interval[0] == interval[1] and runs is None:  # all its digits: two such scores may differ in the fourth
         return f"{_sig(value, 6) if math.isfinite(value) else value}{unit} (no interval)"
-    if isinstance(runs, int):  # a count: a range of under EXACT_MIN_RUNS runs covers what their order statistics do
-        few = interval[0] != interval[1] and runs < EXACT_MIN_RUNS
-        return describe(Estimate(value, interval[0], interval[1], runs, median_rank(runs)[1] if few else CONFIDENCE),
-                        unit)
+    if isinstance(runs, int):  # a count: a range of under EXACT_MIN_RUNS runs covers what their order statistics do;
+        few = interval[0] != interval[1] and runs < EXACT_MIN_RUNS  # ``exact``: every one of them alike
+        coverage = median_rank(runs)[1] if few else 1.0 if exact and interval[0] == interval[1] else CONFIDENCE
+        return describe(Estimate(value, interval[0], interval[1], runs, coverage), unit)
     # The runs themselves: whether every one is alike is known, and what a program's few cover.
     return describe(Estimate(value, interval[0], interval[1], runs_of(runs) or 0, runs_coverage(runs)), unit)
 

@@ -59,6 +59,13 @@ def _fmt(x: float | None) -> str:
 # ---------------------------------------------------------------- the run summary
 
 
+def _leads(run) -> str:
+    """Candidates that read better than the best but rank after it (too few runs), said beside it."""
+    leads = getattr(run, "leads_from_too_few_runs", None) or []
+    return (f"; {', '.join(leads)} read better from too few runs and rank after it until measured 5 times "
+            "(bench.remeasure with candidate_ids)") if leads else ""
+
+
 async def _summary(store, run_id: str, learnings_chars: int = LEARNINGS_CHARS) -> tuple[Any, Any, str]:
     run = await store.get_run(run_id)
     spend = await store.spend(run_id)
@@ -68,8 +75,8 @@ async def _summary(store, run_id: str, learnings_chars: int = LEARNINGS_CHARS) -
     lines = [
         f"evoteam run `{run.id}` ({run.status}): {_clip(run.goal.splitlines()[0], 200)}",
         f"- kit: {run.kit or 'none'}; score is {run.direction}d; x0 {_fmt(run.x0)}, best-known "
-        f"{_fmt(run.best_known)}; best so far {describe_score(run.best_score, run.best_interval, runs=run.best_runs)}{ndg} "
-        f"(candidate {run.best_candidate_id or 'none'})",
+        f"{_fmt(run.best_known)}; best so far {describe_score(run.best_score, run.best_interval, runs=run.best_runs, exact=run.best_exact)}{ndg} "
+        f"(candidate {run.best_candidate_id or 'none'}){_leads(run)}",
         f"- team version: {run.current_version or 'none yet'}; {run.candidates} candidates, "
         f"{run.learnings} learnings; budget: {budget}",
     ]
@@ -407,7 +414,7 @@ def stop(hook_input: dict[str, Any]) -> dict[str, Any] | None:
         todo = (f"Check team v{run.current_version} (team.team_status): start any role that has not run, or, if "
                 f"every role has ended, reflect and design the next version.")
     reason = (f"evoteam: run {run.id} is active with ${spend.left_usd:.2f} of ${spend.budget_usd:.2f} left, "
-              f"best score {describe_score(run.best_score, run.best_interval, runs=run.best_runs)}. "
+              f"best score {describe_score(run.best_score, run.best_interval, runs=run.best_runs, exact=run.best_exact)}. "
               f"{'Keep optimising.' if state.get('mode') == 'solo' else 'Continue the supervisor loop.'} {todo} "
               f"(To end the run: knowledge.get_run shows it; mark it finished, or the user can run "
               f"`evoteam hook pause` / set EVOTEAM_AUTOCONTINUE=0.)")

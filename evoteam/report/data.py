@@ -85,6 +85,9 @@ class VersionPoint(BaseModel):
     overlap: bool = Field(default=False, description="the gain's 95% interval excludes no change but the two "
                           "bests' intervals overlap: undecided (significant None) until more rounds narrow them")
     gain_exact: bool = Field(default=False, description="every run of both bests alike: the gain is exact")
+    unmeasured_lead: str | None = Field(default=None, description="a candidate of the version from too few runs "
+                                        "for a 95% interval whose score reads beyond the version's best and the "
+                                        "best before it: the gain is undecided until it is measured")
     short_of_start: bool = Field(default=False, description="better than the best before it, but the version's "
                                  "best does not clear the run's starting score x0: no gain")
     paired_busy: bool = Field(default=False, description="some of those paired batches ran on a busy machine")
@@ -185,7 +188,11 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
     # likely but not established: counted as a stall, a run improving in real steps stopped (a true
     # gain of 2.5 sd read so after one re-measurement one time in four; review, 2026-12-03).
     vp.overlap = bool(stats.confident(est) and better and not clear)
-    undecided = reads_better and (vp.contended or vp.few_runs or vp.overlap)
+    # Reading worse than a best from too few runs is not known to be worse: that best's value is the
+    # unknown (a measured v2 read "no gain" against v1's single lucky run and counted as a stall,
+    # while it was the run's best and the trajectory's new best; review 2026-12-04).
+    unknown_before = before is not None and stats.spread_unknown(before) and not (own and stats.spread_unknown(own))
+    undecided = (reads_better or unknown_before) and (vp.contended or vp.few_runs or vp.overlap)
     vp.significant = None if undecided else bool(stats.confident(est) and better and clear)
     vp.worse = bool(not vp.contended and stats.confident(est) and worse and behind)  # busy: intervals do not hold
     vp.gain_is_ratio = kind == "kernel"
@@ -322,7 +329,24 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
     for v in versions if run.x0 is not None else []:
         if v.significant and v.best_before_id and v.best_candidate_id:
             _short_of_start(v, await store.get_candidate(v.best_candidate_id), run.x0, direction)
+    for v in versions:
+        _unmeasured_lead(v, points, run.x0, direction)
     return report
+
+
+def _unmeasured_lead(vp: VersionPoint, points: list[CandidatePoint], x0: float | None, direction: str) -> None:
+    """A version whose candidate from too few runs reads beyond its best and the best before it (x0
+    for the first) has no verdict yet: it ranks after the measured best, so the version read as a
+    stall with a better program unmeasured (model-play 2026-12-04)."""
+    if vp.significant is True or vp.best_of_version is None:
+        return
+    ref = vp.best_before if vp.best_before is not None else x0
+    leads = [p for p in points if _ranks(p) and p.split == "dev" and p.team_version == vp.version
+             and p.runs is not None and beyond(p.score, vp.best_of_version, direction)
+             and (ref is None or beyond(p.score, ref, direction))]
+    if leads:
+        top = max(leads, key=lambda p: p.score if direction == "maximize" else -p.score)
+        vp.unmeasured_lead, vp.significant, vp.few_runs = top.id, None, True
 
 
 def _decide_side_by_side(report: RunReport) -> None:

@@ -66,7 +66,7 @@ def _summary(report: RunReport) -> str:
         ("spent / budget", f"${run.spent_usd:.2f} / " + ("—" if run.budget_usd is None else f"${run.budget_usd:.2f}")),
         # Seven digits: a leaderboard's best known moves in the sixth (2.635983 read 2.636).
         ("x0 / best known", f"{_fmt(run.x0, 7)} / {_fmt(run.best_known, 7)}"),
-        ("best dev score", f"{html.escape(describe_score(run.best_score, run.best_interval, runs=run.best_runs))} "
+        ("best dev score", f"{html.escape(describe_score(run.best_score, run.best_interval, runs=run.best_runs, exact=run.best_exact))} "
                            f"<span class=muted>({html.escape(report.best_candidate_id or '—')})</span>"),
         ("best held-out score", f"{html.escape(describe_score(report.best_heldout, report.best_heldout_interval))} "
                                 f"<span class=muted>({html.escape(report.best_heldout_id or '—')})</span>"),

@@ -95,6 +95,10 @@ class MeasurementSet(BaseModel):
                                "interval was apart from theirs before or is after (not a swap within noise)")
     within_noise_of_top: list[str] = Field(default_factory=list, description="finalists the top is not "
                                            "established as better than (rule)")
+    batches: int = Field(default=1, description="dev batches run: after one, pooling may make a candidate not "
+                         "measured a version's best, and the next batch measures every finalist again with it")
+    added_after_pooling: list[str] = Field(default_factory=list, description="the candidates those later batches "
+                                           "added")
     better_than_top: list[str] = Field(default_factory=list, description="of those, the ones the paired rounds "
                                        "find significantly better than the top, which leads by the unpaired "
                                        "bounds only (its interval is narrower)")
@@ -137,7 +141,11 @@ def judge(mset: MeasurementSet) -> None:
     for i, x in enumerate(known):
         for y in known[i + 1:]:
             reversed_ = (x.rank_before < y.rank_before) != (x.rank_after < y.rank_after)
-            apart = _apart(x.recorded_interval, y.recorded_interval) or _apart(_after(x), _after(y))
+            # A score from too few runs has no interval to be apart by: two single runs' points were
+            # "apart before" and their swap read as a change (model-play 2026-12-04).
+            apart = (_apart(x.recorded_interval, y.recorded_interval)
+                     and not (x.spread_unknown_before or y.spread_unknown_before)) or \
+                    (_apart(_after(x), _after(y)) and not (x.spread_unknown_after or y.spread_unknown_after))
             if reversed_ and apart:
                 moved |= {x.candidate_id, y.candidate_id}
     mset.changed = [c for c in mset.order_before if c in moved]
@@ -207,13 +215,13 @@ async def _ranked_groups(store: KnowledgeStore, run_id: str) -> dict[int | None,
 
 async def _unmeasured_leaders(store: KnowledgeStore, run_id: str, measured: set[str]) -> list[CandidateSummary]:
     """Candidates not measured by this call that now rank at or above every measured one of their
-    version, or whose score from too few runs is at or above it (once measured, it may rank
-    first): each could be the version's best the report reads. Best value first."""
+    version, or whose score from too few runs is beyond it (once measured, it may rank first; one
+    equal to it cannot): each could be the version's best the report reads. Best value first."""
     found = []
     for items in (await _ranked_groups(store, run_id)).values():
         bar = max((k for k, c in items if c.id in measured), default=None)
         if bar is not None:
-            found += [(k, c) for k, c in items if c.id not in measured and (k >= bar or k[1] >= bar[1])]
+            found += [(k, c) for k, c in items if c.id not in measured and (k >= bar or k[1] > bar[1])]
     return [c for _, c in sorted(found, key=lambda kc: (kc[0][1], kc[0][0]), reverse=True)]
 
 
@@ -298,9 +306,10 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
         from evoteam.servers.bench.formats.kits import heldout_choice
 
         heldout_set = heldout_choice(settings, kit).set_id
-    contended, unkept = False, []
+    contended, unkept, batches, added = False, [], 0, []
     for attempt in range(FINALIST_PASSES if "dev" in splits else 0):
         contended = await _batch(settings, store, kit, run, entries, codes, "dev", rounds, pooled, progress, unkept)
+        batches += 1
         if candidate_ids or not pooled or attempt == FINALIST_PASSES - 1:
             break
         # Pooling moved ranks: a finalist not measured may now be a version's best (module docstring).
@@ -314,12 +323,13 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
             progress(f"a version's best changed: measuring again with {', '.join(c.id for c in newer)}")
         entries += [_entry(c) for c in newer]
         codes.update({c.id: c.code for c in newer})
+        added += [c.id for c in newer]
     if "heldout" in splits:  # once, on the finalists the dev batches settled
         contended = await _batch(settings, store, kit, run, entries, codes, "heldout", rounds, pooled,
                                  progress) or contended
     mset = MeasurementSet(run_id=run_id, kit=kit.name, measured_at=datetime.now(UTC), rounds=rounds, splits=splits,
                           direction=run.direction, entries=entries, contended=contended, pooled=pooled,
-                          heldout_set=heldout_set,
+                          heldout_set=heldout_set, batches=max(1, batches), added_after_pooling=added,
                           note=None if pooled else (
                               f"run {run_id} was timed by an earlier timing method than this batch (evoteam's "
                               f"method {TIMING_METHOD}; docs/bench.md, Rounds): the recorded scores and these rounds "

@@ -83,6 +83,10 @@ def gain_text(v: VersionPoint) -> str | None:
     "worse, significant" or "no significant difference") — or why there is no gain to show."""
     if v.best_of_version is None:
         return "no ranked candidate"
+    if v.unmeasured_lead and v.significant is None:
+        lead = (f"not established: {v.unmeasured_lead}, from too few runs, reads better than the version's best "
+                f"and ranks after it until it has run {stats.EXACT_MIN_RUNS} times (bench.remeasure with candidate_ids)")
+        return lead if v.gain is None or v.best_before is None else f"{stats.sig3(v.gain)} over {_before(v)}; {lead}"
     if v.best_before is None:
         return v.gain_note or "first ranked result"
     if v.gain is None:

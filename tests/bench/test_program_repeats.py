@@ -66,3 +66,21 @@ async def test_a_programs_pooled_runs_are_scores_not_speedups(tmp_path: Path):
         # A program kit's batch has no baseline to name.
         with pytest.raises(DomainError, match="program kit: a batch has no baseline"):
             await remeasure_run(settings, kb, run.id, candidate_ids=["baseline", done.candidate_id])
+
+
+async def test_what_too_few_runs_mean_is_said_of_the_candidate_as_it_stands(tmp_path: Path):
+    """A run of a program that ran before is said as its pooled candidate stands: "until it has run 5
+    times" followed a pooled "exact: every run alike" and read as unranked (model-play 2026-12-04).
+    Under 5 runs pooled, the message says what they mean for its rank and how to settle it."""
+    settings = Settings(db=tmp_path / "kb.db")
+    seeded = "import numpy as np\n\ndef run_packing():\n" + UNSEEDED.split("def run_packing():\n")[1].replace(
+        "int.from_bytes(os.urandom(4), \"little\") / 2**33", "0.25")
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await kb.start_run(RunCreate(goal="circles", kit="circle_packing_26", direction="maximize"))
+        first = await evaluate_candidate(settings, "circle_packing_26", code=seeded, store=kb, run_id=run.id)
+        assert f"{first.candidate_id} is from 1 run" in first.message and "ranks after every candidate" in first.message
+        assert "repeats 4" in first.message
+        more = await evaluate_candidate(settings, "circle_packing_26", candidate_id=first.candidate_id, store=kb,
+                                        run_id=run.id, repeats=4)
+        assert more.n_measurements == 2 and "exact: every run alike" in more.message, more.message
+        assert "ranks after" not in more.message and "until it has run" not in more.message, more.message

@@ -378,7 +378,7 @@ async def test_rows_from_before_rank_after_those_with_a_95_percent_interval(back
         steady = await kb.record_candidate(measured(run.id, "a = 1\n", {"program": [0.44, 0.45, 0.45, 0.46, 0.45]}))
         lucky = await kb.record_candidate(measured(run.id, "a = 2\n", {"program": [0.40]}))
         kernels = await new_run(kb)
-        timed = await kb.record_candidate(measured(kernels.id, "a = 3\n", {"w": [2.0, 2.1, 2.2]}))
+        timed = await kb.record_candidate(measured(kernels.id, "a = 3\n", {"w": rounds(2.0, 0.1)}))
     undo = [*BEFORE_SPREAD_UNKNOWN,
             "UPDATE schema_versions SET version = 5 WHERE component = 'knowledge.measurements'"]
     _run_sql(where, undo)
@@ -543,7 +543,9 @@ async def test_a_runs_exact_best_is_read_with_its_runs_everywhere(store, verifie
     got = await store.get_run(run.id)
     assert got.best_candidate_id == best.id and got.best_interval == [0.38085, 0.38085] and got.best_runs == 5
     _, _, context = await _summary(store, run.id, learnings_chars=0)
-    assert "best so far 0.38085 (5 runs, the middle ones alike)" in context, context
+    # Every one of the five alike: exact, as evaluate and the brief say (the page said "the middle
+    # ones alike" beside the tools' "exact"; model-play 2026-12-04).
+    assert got.best_exact and "best so far 0.38085 (exact: every run alike)" in context, context
     one = await new_run(store, direction="minimize")
     await verifier.record_candidate(measured(one.id, "a = 1\n", {"program": [0.38100]}))
     assert (await store.get_run(one.id)).best_runs == 1
@@ -632,3 +634,41 @@ async def test_a_runs_best_is_read_from_an_index_in_rank_order(direction, tmp_pa
         for sql in (readsql.best_ranked(direction), listing):
             plan = " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + sql, (run.id,)))
             assert f"candidates_rank_{direction[:3]}" in plan and "TEMP B-TREE FOR ORDER BY" not in plan, plan
+
+
+async def test_a_kernels_rounds_too_few_for_an_interval_rank_after_one_that_has_it(store, verifier):
+    """A kernel's stored interval reads as 95%, but its own rounds may be too few for one: one round
+    whose time was below the resolution stored [1.2, 4.0] and ranked first by its 2.3, ahead of ten
+    rounds at 2.0 (review 2026-12-04). Its rounds decide the mark, as a program's runs do, and the
+    trajectory reads two rounds apart from the best as too few runs, not as an interval that cleared."""
+    run = await new_run(store)
+    ten = await verifier.record_candidate(measured(run.id, "a = 1\n", {"w": rounds(2.0, 0.02, n=10)}))
+    unresolved = await verifier.record_candidate(measured(run.id, "a = 2\n", {"w": [2.3]},
+                                                          sample_ranges={"w": ([1.2], [4.0])}))
+    two = await verifier.record_candidate(measured(run.id, "a = 3\n", {"w": [2.4, 2.5]}))
+    assert unresolved.score_interval[0] < unresolved.score_interval[1] and unresolved.runs == 1 and ten.runs is None
+    assert two.runs is not None
+    assert [c.id for c in await store.best_candidates(run.id, k=3)][0] == ten.id
+    assert (await store.get_run(run.id)).best_candidate_id == ten.id
+    points = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}
+    assert points[unresolved.id].within_noise_of == ten.id  # the range its unresolved round allows covers 2.0
+    assert points[two.id].too_few_runs and not points[two.id].new_best
+
+
+async def test_get_run_names_single_runs_that_read_beyond_its_measured_best(store, verifier):
+    """A program's single run better than the measured best ranks after it: best_candidates and
+    get_run's best did not show it, and a supervisor counted the version a stall (model-play
+    2026-12-04). get_run names such candidates, best first, and the session's context says so."""
+    from evoteam.plugin.hooks import _summary
+
+    run = await new_run(store, direction="minimize")
+    best = await verifier.record_candidate(measured(run.id, "a = 1\n", {"program": [0.45, 0.44, 0.46, 0.45, 0.45]}))
+    assert (await store.get_run(run.id)).leads_from_too_few_runs == []
+    worse = await verifier.record_candidate(measured(run.id, "a = 2\n", {"program": [0.47]}))
+    lead = await verifier.record_candidate(measured(run.id, "a = 3\n", {"program": [0.40]}))
+    closer = await verifier.record_candidate(measured(run.id, "a = 4\n", {"program": [0.43]}))
+    got = await store.get_run(run.id)
+    assert got.best_candidate_id == best.id and got.leads_from_too_few_runs == [lead.id, closer.id]
+    assert worse.id not in got.leads_from_too_few_runs
+    _, _, context = await _summary(store, run.id, learnings_chars=0)
+    assert f"{lead.id}, {closer.id} read better from too few runs" in context, context

@@ -178,6 +178,42 @@ async def test_remeasure_measures_a_version_best_that_pooling_brought_up(tmp_pat
         mset = await remeasure_run(settings, kb, run.id, rounds=4, progress=said.append)
         assert any("a version's best changed" in line and ids[0.92] in line for line in said), said
         assert {e.candidate_id for e in mset.entries} == set(ids.values())
+        assert mset.batches >= 2 and ids[0.92] in mset.added_after_pooling  # the reply says what it added
         line = summarise(await gather(kb, run.id)).versions[1]
         assert line.best_candidate_id == ids[0.92]
         assert line.significant_gain is True and "exact" in line.gain, line.gain
+
+
+async def test_a_measured_best_behind_a_single_run_before_it_is_not_a_stall(tmp_path: Path):
+    """v1's best is one run at 2.0; v2's is five runs at 1.5, which rank first now (a score with a
+    95% interval before one from too few runs) and the trajectory calls a new best past x0. Reading
+    below v1's single run is not known to be worse: v2's gain is not established, and the stop rule
+    does not count it (it read "no gain" and counted as a stall; review 2026-12-04)."""
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await _versions_of_single_runs(kb, tmp_path, {1: [2.0], 2: [1.45, 1.5, 1.5, 1.55, 1.5]})
+        summary = summarise(await gather(kb, run.id))
+        v2 = {v.version: v for v in summary.versions}[2]
+        assert v2.significant_gain is None and "not established" in v2.gain, v2.gain
+        assert summary.versions_without_significant_gain == 0
+        assert summary.best_candidate_id == v2.best_candidate_id == (await kb.get_run(run.id)).best_candidate_id
+
+
+async def test_a_version_with_a_better_single_run_unmeasured_is_not_a_stall(tmp_path: Path):
+    """v2's measured best is within noise of v1's, but another v2 candidate's single run reads far
+    beyond both: it ranks after the measured best, so the version read as a stall with a better
+    program unmeasured (model-play 2026-12-04). The gain names it and what measures it."""
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await _versions_of_single_runs(kb, tmp_path, {1: [1.5, 1.52, 1.49, 1.51, 1.5],
+                                                            2: [1.5, 1.51, 1.5, 1.52, 1.49]})
+        before = summarise(await gather(kb, run.id))
+        assert {v.version: v for v in before.versions}[2].significant_gain is False
+        role = kb.with_actor(Actor(user="u", client="t", role="Role2", team_version=2, verifier=True))
+        code = "def run(x):\n    return x * 20\n"
+        lead = await role.record_candidate(CandidateCreate(run_id=run.id, code=code, code_hash=code_hash(code),
+                                                           status="PASSED", score=1.9, samples={"program": [1.9]},
+                                                           verified=True))
+        summary = summarise(await gather(kb, run.id))
+        v2 = {v.version: v for v in summary.versions}[2]
+        assert v2.significant_gain is None and lead.id in v2.gain and "bench.remeasure" in v2.gain, v2.gain
+        assert summary.versions_without_significant_gain == 0
+        assert (await kb.get_run(run.id)).best_candidate_id != lead.id  # it ranks after the measured ones

@@ -120,3 +120,28 @@ def test_a_program_kits_duration_is_said_from_its_recorded_runs():
     quick = [SimpleNamespace(metrics={"wall_s": w}) for w in (0.2, 0.3, 9.0)]
     assert estimate_seconds(kit, 3, 2, quick) == 3 * 2 * 0.3
     assert estimate_seconds(kit, 3, 2, [None, SimpleNamespace(metrics={})]) == 3 * 2 * 5.0
+
+
+def test_single_runs_that_swap_within_noise_are_no_change():
+    """Two candidates from single runs have points, not intervals: their swap once measured, where
+    the pooled intervals overlap, is noise, not a change (their points read as "apart before";
+    model-play 2026-12-04). Known intervals apart before still make a swap a change."""
+    from datetime import UTC, datetime
+
+    from evoteam.report.remeasure import MeasurementSet, Remeasured, judge
+
+    def mset(unknown: bool) -> MeasurementSet:
+        x = Remeasured(candidate_id="x", recorded_score=1.0, recorded_interval=[1.0, 1.0], rank_score_before=1.0,
+                       spread_unknown_before=unknown, pooled_score=0.9, pooled_interval=[0.8, 0.95],
+                       rank_score_after=0.8)
+        y = Remeasured(candidate_id="y", recorded_score=0.9, recorded_interval=[0.9, 0.9], rank_score_before=0.9,
+                       spread_unknown_before=unknown, pooled_score=0.92, pooled_interval=[0.85, 1.0],
+                       rank_score_after=0.85)
+        found = MeasurementSet(run_id="r", kit="k", measured_at=datetime.now(UTC), rounds=10, splits=["dev"],
+                               entries=[x, y])
+        judge(found)
+        return found
+
+    points = mset(True)
+    assert points.order_before == ["x", "y"] and points.order_after == ["y", "x"] and points.changed == []
+    assert mset(False).changed == ["x", "y"]

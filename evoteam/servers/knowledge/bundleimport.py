@@ -108,4 +108,4 @@ def _rank_of(c, direction: str) -> float | None:
 
 def _spread_unknown(c) -> int:
     lo, hi = c.score_interval if c.score_interval and len(c.score_interval) == 2 else (None, None)
-    return measurements.unknown_spread(c.score, lo, hi, c.samples, c.n_measurements)
+    return measurements.unknown_spread(c.score, lo, hi, c.samples, c.n_measurements, c.sample_ranges)

@@ -21,33 +21,10 @@ from evoteam.servers.knowledge.backend import open_database
 from evoteam.servers.knowledge.db import Database
 from evoteam.servers.knowledge.errors import Forbidden, Invalid, NotFound
 from evoteam.servers.knowledge.models import (
-    Artifact,
-    ArtifactCreate,
-    ArtifactInfo,
-    Candidate,
-    CandidateCreate,
-    CandidateSummary,
-    CostCreate,
-    CostEntry,
-    HistoryDocument,
-    HistoryEntry,
-    HistoryEntryCreate,
-    Learning,
-    LearningCreate,
-    LearningKind,
-    LearningsDocument,
-    Page,
-    Provenance,
-    Run,
-    RunBundle,
-    RunCreate,
-    RunStatus,
-    SearchPage,
-    SearchKind,
-    Spend,
-    SpendLine,
-    Trajectory,
-    normalised_discovery_gain,
+    Artifact, ArtifactCreate, ArtifactInfo, Candidate, CandidateCreate, CandidateSummary, CostCreate, CostEntry,
+    HistoryDocument, HistoryEntry, HistoryEntryCreate, Learning, LearningCreate, LearningKind,
+    LearningsDocument, Page, Provenance, Run, RunBundle, RunCreate, RunStatus, SearchPage, SearchKind, Spend,
+    SpendLine, Trajectory, normalised_discovery_gain,
 )
 from evoteam.servers.knowledge.render import KIND_TITLES, LearningsDraft
 from evoteam.servers.knowledge.scope import missing
@@ -191,13 +168,18 @@ class LocalKnowledgeStore(KnowledgeStore):
         async with conn.execute(readsql.COUNTERS, (row["id"],)) as cur:
             n_cand, n_learn, spent = await cur.fetchone() or (0, 0, 0.0)
         best_score = best["score"] if best else None
+        leads = []  # single runs reading beyond a measured best: they rank after it (readsql.rank_order)
+        if best is not None and not best["spread_unknown"]:
+            async with conn.execute(readsql.leads_from_too_few_runs(row["direction"]), (row["id"], best_score)) as cur:
+                leads = [r[0] for r in await cur.fetchall()]
         return Run(
             id=row["id"], project=row["project"], goal=row["goal"], kit=row["kit"],
             direction=row["direction"], x0=row["x0"], best_known=row["best_known"],
             budget_usd=row["budget_usd"], status=row["status"], spent_usd=spent,
             best_score=best_score, best_candidate_id=best["id"] if best else None,
             best_interval=measurements.interval_of(best) if best else None,
-            best_runs=measurements.best_runs(best) if best else None,
+            best_runs=measurements.best_runs(best) if best else None, leads_from_too_few_runs=leads,
+            best_exact=bool(best) and best["score_lo"] == best["score_hi"] and measurements.every_run_alike(best),
             ndg=normalised_discovery_gain(row["direction"], row["x0"], row["best_known"], best_score),
             candidates=n_cand, learnings=n_learn, current_version=row["current_version"],
             seeded_from=row["seeded_from"], status_reason=row["status_reason"], provenance=provenance_of(row),

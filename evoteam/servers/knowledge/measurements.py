@@ -27,6 +27,7 @@ view of the store:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sqlite3
 from typing import Any
@@ -67,25 +68,29 @@ def rehash_candidates(conn: sqlite3.Connection) -> int:
 
 def mark_unknown_spread(conn: sqlite3.Connection) -> int:
     """Set `spread_unknown` on the stored rows it applies to (a migration step on either backend,
-    paged by id as rehash_candidates is); returns how many rows it marked. Only a point, a score
-    without an interval or a program's runs can be one: a kernel's interval from rounds is known."""
+    paged by id as rehash_candidates is); returns how many rows it marked. Every scored row is read:
+    a kernel's rounds can be too few as well as a program's runs (only those few are estimated)."""
     marked, after = 0, ""
     while True:
         page = conn.execute(
-            "SELECT id, score, score_lo, score_hi, n_measurements, samples FROM candidates "
-            "WHERE score IS NOT NULL AND id > ? AND (score_lo IS NULL OR score_hi IS NULL OR score_lo = score_hi "
-            "OR substr(samples, 1, 11) = '{\"program\":') ORDER BY id LIMIT ?", (after, REHASH_PAGE)).fetchall()
+            "SELECT id, score, score_lo, score_hi, n_measurements, samples, sample_ranges FROM candidates "
+            "WHERE score IS NOT NULL AND id > ? ORDER BY id LIMIT ?", (after, REHASH_PAGE)).fetchall()
         if not page:
             return marked
-        for row_id, score, lo, hi, n, text in page:
-            try:
-                groups = json.loads(text) if text else None
-            except ValueError:
-                groups = None
-            if unknown_spread(score, lo, hi, groups if isinstance(groups, dict) else None, n):
+        for row_id, score, lo, hi, n, text, ranges_text in page:
+            groups, ranges = _json_dict(text), _json_dict(ranges_text)
+            if unknown_spread(score, lo, hi, groups, n, ranges):
                 conn.execute("UPDATE candidates SET spread_unknown = 1 WHERE id = ?", (row_id,))
                 marked += 1
         after = page[-1][0]
+
+
+def _json_dict(text: str | None) -> dict | None:
+    try:
+        found = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
 
 
 register_migrations("knowledge.measurements", [
@@ -190,7 +195,7 @@ def columns(spec: CandidateCreate, direction: str) -> dict[str, Any]:
     return {"code_hash": spec.code_hash, "n_measurements": 1, "contended_measurements": contended_count(spec),
             "score": score, "score_lo": lo, "score_hi": hi,
             "rank_score": _ranked(score, ranked, direction),
-            "spread_unknown": unknown_spread(score, lo, hi, samples, 1),
+            "spread_unknown": unknown_spread(score, lo, hi, samples, 1, ranges),
             "samples": json.dumps(samples) if samples else None,
             "sample_ranges": json.dumps(ranges) if ranges else None}
 
@@ -253,8 +258,12 @@ def interval_of(row: sqlite3.Row) -> list[float] | None:
 
 
 def estimate_of(row: sqlite3.Row) -> stats.Estimate | None:
-    """The stored estimate of a candidate row (a point when it has no interval)."""
-    return stored_estimate(row["score"], row["score_lo"], row["score_hi"], _point_groups(row), row["n_measurements"])
+    """The stored estimate of a candidate row (a point when it has no interval); where the row is
+    marked `spread_unknown` (a kernel's few rounds), one that says so (stats.spread_unknown)."""
+    est = stored_estimate(row["score"], row["score_lo"], row["score_hi"], _point_groups(row), row["n_measurements"])
+    if est is not None and "spread_unknown" in row.keys() and row["spread_unknown"] and not stats.spread_unknown(est):
+        est = dataclasses.replace(est, n=min(est.n, stats.EXACT_MIN_RUNS - 1), coverage=min(est.coverage, 0.5))
+    return est
 
 
 def stored_estimate(score: float | None, lo: float | None, hi: float | None, groups: dict | None,
@@ -289,6 +298,12 @@ def runs_if_unknown(row) -> int | None:
     return est.n if est is not None else None
 
 
+def every_run_alike(row) -> bool:
+    """Whether a row's rounds (its ``point_samples`` or ``samples``) are enough runs, every one alike."""
+    groups = _point_groups(row)
+    return bool(groups) and stats.every_run_alike(groups)
+
+
 def best_runs(row) -> int | None:
     """What get_run says of its best's runs: where its interval has no width, or where its runs are
     too few for a 95% interval, how many (else None)."""
@@ -311,13 +326,26 @@ def row_rank_key(row, direction: str) -> tuple[int, float] | None:
 
 
 def unknown_spread(score: float | None, lo: float | None, hi: float | None, groups: dict | None,
-                   n_measurements: int | None) -> int:
+                   n_measurements: int | None, ranges: SampleRanges | None = None) -> int:
     """The `spread_unknown` column: 1 where a score is from too few runs for a 95% interval (a
-    program's one to four runs, a claim without rounds). Every ranking puts these after the
-    candidates whose interval is known (rank_order): a single lucky run outranked a candidate whose
-    five runs spanned it, so measuring more lost rank (review 2026-12-04)."""
+    program's one to four runs, a claim without rounds, a kernel's rounds too few for one). Every
+    ranking puts these after the candidates whose interval is known (rank_order): a single lucky
+    run outranked a candidate whose five runs spanned it, so measuring more lost rank (review
+    2026-12-04). estimate_of reads the mark back, so every decision agrees with the rank."""
     est = stored_estimate(score, lo, hi, groups, n_measurements)
-    return int(est is not None and stats.spread_unknown(est))
+    if est is None:
+        return 0
+    if stats.spread_unknown(est):
+        return 1
+    # A kernel's stored interval reads as 95%; its own rounds say whether they give one (one round
+    # whose times were unresolved read [1.2, 4.0] and ranked first by its 2.3; review 2026-12-04).
+    if groups and kind_of(groups) == "kernel" and (stats.runs_of(groups) or 0) < stats.EXACT_MIN_RUNS:
+        try:
+            own = _estimates(groups, ranges or {})
+        except ValueError:
+            return 1
+        return int(any(e is None or stats.spread_unknown(e) for e in own))
+    return 0
 
 
 def candidate_estimate(c: Candidate) -> stats.Estimate | None:
@@ -429,7 +457,7 @@ async def pool(conn: aiosqlite.Connection, row: sqlite3.Row, spec: CandidateCrea
         "UPDATE candidates SET status = ?, score = ?, score_lo = ?, score_hi = ?, rank_score = ?, spread_unknown = ?, "
         "samples = ?, n_measurements = n_measurements + 1, contended_measurements = contended_measurements + ?, "
         "flagged = ?, metrics = ?, workloads = ?, sample_ranges = ? WHERE id = ?",
-        (status, score, lo, hi, rank, unknown_spread(score, lo, hi, samples, (row["n_measurements"] or 1) + 1),
+        (status, score, lo, hi, rank, unknown_spread(score, lo, hi, samples, (row["n_measurements"] or 1) + 1, ranges),
          json.dumps(samples) if samples else None,
          contended_count(spec), int(flagged), json.dumps(metrics, default=str), json.dumps(workloads),
          json.dumps(ranges) if ranges else None, row["id"]))

@@ -44,6 +44,15 @@ def best_ranked(direction: str) -> str:
             f"AND split = 'dev' ORDER BY {rank_order(direction)} LIMIT 1")
 
 
+def leads_from_too_few_runs(direction: str) -> str:
+    """Up to 3 of a run's dev candidates from too few runs for a 95% interval whose rank_score (a
+    single run: its value) is beyond the best's score, best first (parameters: the run id, the
+    best's score): they rank after the measured best, and only get_run says they read better."""
+    op, order = (">", "DESC") if direction == "maximize" else ("<", "ASC")
+    return (f"SELECT id FROM candidates WHERE run_id = ? AND {RANKED} AND split = 'dev' AND spread_unknown = 1 "
+            f"AND rank_score {op} ? ORDER BY rank_score {order}, created_at, id LIMIT 3")
+
+
 def runs_listing(where: str) -> tuple[str, str]:
     """The count and the page query of the runs matching `where`, newest first (parameters:
     those of `where`, then limit and offset)."""

@@ -178,7 +178,10 @@ def role_brief(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming |
     score = "\n" + score_line(run, best)
     # Models read a busy machine's score as any other (model-play 2026-12-04): one line says how not to.
     busy = (f"- A score marked `contended` (taken on a busy machine) can be off by more than its interval: call "
-            f"it better than another only once `{k('bench', 'compare')}` of the two by id says so.\n" if bench else "")
+            f"it better than another only once `{k('bench', 'compare')}` of the two by id says so.\n"
+            # A role reported a lucky single run of a program as its win (model-play 2026-12-04).
+            f"- A program kit's score from under 5 runs (`runs` in listings) ranks after measured ones and is no "
+            f"result yet: evaluate it with `repeats: 5` before you report it.\n" if bench else "")
     return f"""You are the **{role.name}** in version {team.version} of an evolving agent team working on \
 evoteam run `{run.id}`. The supervisor invented this role for this version; nobody else holds it.
 
@@ -253,7 +256,7 @@ def score_line(run: Run, best: Candidate | None) -> str:
                 f"{noise}; {start}; the score is to be {run.direction}d.")
     if run.best_score is not None:
         which = f", candidate `{run.best_candidate_id}`" if run.best_candidate_id else ""
-        return (f"Best so far: {describe_score(run.best_score, run.best_interval, runs=run.best_runs)}{which}; {start}; the score is "
+        return (f"Best so far: {describe_score(run.best_score, run.best_interval, runs=run.best_runs, exact=run.best_exact)}{which}; {start}; the score is "
                 f"to be {run.direction}d.")
     return f"Nothing has been measured in this run yet; {start}; the score is to be {run.direction}d."
 

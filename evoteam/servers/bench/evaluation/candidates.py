@@ -135,3 +135,18 @@ def _pooled_text(saved, unit: str = "") -> str:
     point = bool(saved.score_interval) and saved.score_interval[0] == saved.score_interval[1]
     return stats.describe_score(saved.score, saved.score_interval, unit,
                                 saved.samples or (saved.n_measurements if point else saved.runs))
+
+
+def few_runs_note(runs: int, candidate_id: str | None, samples: dict | None = None) -> str:
+    """What a score from too few runs for a 95% interval means, said of the candidate as it now
+    stands (its code's runs pooled): "until it has run 5 times" beside a pooled "exact: every run
+    alike" read as unranked (model-play 2026-12-04). Unrecorded: of these runs, if too few."""
+    n = stats.EXACT_MIN_RUNS
+    if candidate_id is None:
+        if samples and not stats.spread_unknown(stats.score_estimate(samples, "program")):
+            return ""
+        return f": nothing is established as better or worse than it until it has run {n} times (repeats {n})"
+    more = n - runs
+    return (f"; {candidate_id} is from {runs} run{'s' if runs != 1 else ''}: nothing is established as better or "
+            f"worse than it, and it ranks after every candidate with a 95% interval, until its code has run {n} times "
+            f"(bench.evaluate with its candidate_id and repeats {more}, or bench.remeasure with candidate_ids)")

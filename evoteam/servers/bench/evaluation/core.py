@@ -22,7 +22,8 @@ from evoteam.servers.bench.confinement import scratch
 from evoteam.servers.bench.formats import fib, openevolve, solutions
 from evoteam.servers.bench.measurement import harness, redact
 from evoteam.servers.bench.measurement.batch import STATUS_ORDER, run_kernel_batch
-from evoteam.servers.bench.evaluation.candidates import check_candidate_path, pooled_lead, record_measured, state_paths
+from evoteam.servers.bench.evaluation.candidates import (check_candidate_path, few_runs_note, pooled_lead,
+                                                         record_measured, state_paths)
 from evoteam.servers.bench.measurement.harness import WorkerFailure
 from evoteam.servers.bench.measurement.session import CANDIDATE, SideSpec, WorkloadSpec
 from evoteam.servers.bench.evaluation.binding import BindingError, check_binding, check_run, timing_method  # noqa: F401 - check_run: callers import it from here
@@ -343,12 +344,9 @@ async def _run_program_repeated(settings: Settings, kit: Kit, cand: PreparedCand
     if repeats > 1:
         result.metrics["repeats"] = result.samples["program"]
         result.wall_s = round(sum(r.wall_s for r in runs), 3)
-    # One run's score_interval has no width: that is not a measured spread.
+    # One run's score_interval has no width: that is not a measured spread. What follows from too
+    # few runs is said once the candidate is known (few_runs_note): its code may have run before.
     result.message += f"; median of {repeats} runs {stats.describe(est)}" if repeats > 1 else "; one run, so its spread is unknown"
-    if stats.spread_unknown(est):  # and what the store's rankings do with it (knowledge/measurements.py)
-        n = stats.EXACT_MIN_RUNS
-        result.message += (": nothing is established as better or worse than it, and it ranks after every candidate "
-                           f"with a 95% interval, until it has run {n} times (repeats {n}, or bench.remeasure)")
     return result
 
 
@@ -390,6 +388,8 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
                                 documents_used=documents_used, notes=notes, credit=credit_documents, owner=owner)
     else:
         _finish(settings, kit, result)
+        if kit.manifest.kind == "program" and result.samples and result.status == "PASSED":
+            result.message += few_runs_note(stats.runs_of(result.samples) or 1, None, result.samples)
     return result
 
 
@@ -475,6 +475,8 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
     if saved.n_measurements > 1:
         # Said first: a model read this measurement's score (the top-level `score`) as the candidate's.
         result.message = pooled_lead(saved, result.message or result.status, bool(notes), kit.manifest.kind)
+    if saved.runs is not None and saved.status == "PASSED" and not saved.flagged:
+        result.message += few_runs_note(saved.runs, saved.id)
     if documents_used and credit and result.score is not None:
         await _credit_documents(store, rid, saved.id, list(documents_used), result.score, parent_id,
                                 timing_method(result), result.split, result.score_interval,
