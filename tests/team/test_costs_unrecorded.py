@@ -36,6 +36,7 @@ async def test_without_recorded_costs_the_budget_says_so_and_still_runs_out(kb, 
         await finish_version(svc, run.id, f"Role {n}")
     report = await svc.budget(run.id)
     assert report.exhausted and report.spent_usd == 0
+    assert await svc.roles_not_ended(run.id, 1) == []  # its role ended: a reflection on v1 is not early
     summary = await summarise_run(kb, run.id)
     assert summary.costs and "costs unrecorded" in summary.costs
 

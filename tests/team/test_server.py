@@ -63,6 +63,8 @@ async def test_design_status_reflect_budget(client_factory, run, project):
                                                          "design_change": "add an auditor"}))
         assert entry["team_version"] == 1 and entry["provenance"]["role"] == "supervisor"
         assert entry["versions_without_significant_gain"] == 1 and entry["version_result"]["gain"] == "no ranked candidate"
+        # Its roles never ran: the reply says the reflection is early (model-play 2026-12-04).
+        assert entry["roles_not_ended"] == ["Profiler", "Implementer"]
         budget = data(await client.call_tool("budget", {"run_id": run.id}))
         assert budget["budget_usd"] == 10.0 and budget["spent_usd"] == 0 and not budget["exhausted"]
         await client.call_tool("design_team", design(run.id, "Auditor"))

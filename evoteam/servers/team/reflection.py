@@ -16,3 +16,5 @@ class Reflection(HistoryEntry):
     version_result: VersionLine | None = None
     versions_without_significant_gain: int = Field(default=0, description="versions in a row, up to the newest, "
                                                    "without a significant gain: the stop rule counts these")
+    roles_not_ended: list[str] = Field(default_factory=list, description="roles of the reflected version whose "
+                                       "sessions have not ended (planned or running): its result may still move")

@@ -234,7 +234,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         summary = await summarise_run(svc().kb, run_id)
         line = next((v for v in summary.versions if v.version == entry.provenance.team_version), None)
         return Reflection(**entry.model_dump(), version_result=line,
-                          versions_without_significant_gain=summary.versions_without_significant_gain)
+                          versions_without_significant_gain=summary.versions_without_significant_gain,
+                          roles_not_ended=await svc().roles_not_ended(run_id, entry.provenance.team_version))
 
     @server.tool()
     @tool_errors
