@@ -472,6 +472,15 @@ def describe_score(value: float | None, interval: list[float] | None, unit: str 
     return describe(Estimate(value, interval[0], interval[1], runs_of(runs) or 0, runs_coverage(runs)), unit)
 
 
+def describe_leads(leads: list[str] | None) -> str:
+    """"; cand_a, cand_b read better from too few runs ...": the candidates a run's best outranks
+    only because their runs are too few (get_run's leads_from_too_few_runs), said beside that best."""
+    if not leads:
+        return ""
+    return (f"; {', '.join(leads)} read better from too few runs and rank after it until measured "
+            f"{EXACT_MIN_RUNS} times (bench.remeasure with candidate_ids)")
+
+
 def runs_coverage(samples: Samples) -> float:
     """What a score's interval from these rounds covers: 1 where every run is alike, a program's
     order-statistic coverage (under 95% from under 5 runs), else the stated 95%."""

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from evoteam.stats import describe_score
+from evoteam.stats import describe_leads, describe_score
 from evoteam.plugin import state as st
 from evoteam.plugin.codex import tool_response as codex_tool_response
 from evoteam.plugin.roles import assistant_turns, role_in_text, role_of_call, session_mode, wait_for_last_message
@@ -59,13 +59,6 @@ def _fmt(x: float | None) -> str:
 # ---------------------------------------------------------------- the run summary
 
 
-def _leads(run) -> str:
-    """Candidates that read better than the best but rank after it (too few runs), said beside it."""
-    leads = getattr(run, "leads_from_too_few_runs", None) or []
-    return (f"; {', '.join(leads)} read better from too few runs and rank after it until measured 5 times "
-            "(bench.remeasure with candidate_ids)") if leads else ""
-
-
 async def _summary(store, run_id: str, learnings_chars: int = LEARNINGS_CHARS) -> tuple[Any, Any, str]:
     run = await store.get_run(run_id)
     spend = await store.spend(run_id)
@@ -76,7 +69,7 @@ async def _summary(store, run_id: str, learnings_chars: int = LEARNINGS_CHARS) -
         f"evoteam run `{run.id}` ({run.status}): {_clip(run.goal.splitlines()[0], 200)}",
         f"- kit: {run.kit or 'none'}; score is {run.direction}d; x0 {_fmt(run.x0)}, best-known "
         f"{_fmt(run.best_known)}; best so far {describe_score(run.best_score, run.best_interval, runs=run.best_runs, exact=run.best_exact)}{ndg} "
-        f"(candidate {run.best_candidate_id or 'none'}){_leads(run)}",
+        f"(candidate {run.best_candidate_id or 'none'}){describe_leads(getattr(run, 'leads_from_too_few_runs', None))}",
         f"- team version: {run.current_version or 'none yet'}; {run.candidates} candidates, "
         f"{run.learnings} learnings; budget: {budget}",
     ]

@@ -85,9 +85,12 @@ class VersionPoint(BaseModel):
     overlap: bool = Field(default=False, description="the gain's 95% interval excludes no change but the two "
                           "bests' intervals overlap: undecided (significant None) until more rounds narrow them")
     gain_exact: bool = Field(default=False, description="every run of both bests alike: the gain is exact")
-    unmeasured_lead: str | None = Field(default=None, description="a candidate of the version from too few runs "
-                                        "for a 95% interval whose score reads beyond the version's best and the "
-                                        "best before it: the gain is undecided until it is measured")
+    unmeasured_lead: str | None = Field(default=None, description="a candidate of the version, or from before it, "
+                                        "from too few runs for a 95% interval whose score reads beyond the "
+                                        "version's best and the best before it: undecided until it is measured")
+    best_runs: int | None = Field(default=None, description="the runs (or rounds) behind the version's best")
+    best_exact: bool = Field(default=False, description="every one of them alike")
+    best_few_runs: bool = Field(default=False, description="too few of them for a 95% interval")
     short_of_start: bool = Field(default=False, description="better than the best before it, but the version's "
                                  "best does not clear the run's starting score x0: no gain")
     paired_busy: bool = Field(default=False, description="some of those paired batches ran on a busy machine")
@@ -285,6 +288,10 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
             spent_usd=spent_at(v.created_at), best_before=before.score if before else None,
             best_of_version=own.score if own else None, cost_usd=by_version.get(v.version, 0.0),
             best_candidate_id=own.id if own else None, best_interval=own.score_interval if own else None)
+        if own is not None:  # its runs, as the page and run_report say them
+            samples = (await store.get_candidate(own.id)).samples
+            vp.best_runs, vp.best_few_runs = stats.runs_of(samples), own.runs is not None
+            vp.best_exact = bool(samples) and stats.every_run_alike(samples)
         if own is not None and before is not None and before.id != own.id:
             vp.best_before_id = before.id
             await _version_gain(store, vp, before.id, own.id, direction)
@@ -335,15 +342,21 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
 
 
 def _unmeasured_lead(vp: VersionPoint, points: list[CandidatePoint], x0: float | None, direction: str) -> None:
-    """A version whose candidate from too few runs reads beyond its best and the best before it (x0
-    for the first) has no verdict yet: it ranks after the measured best, so the version read as a
-    stall with a better program unmeasured (model-play 2026-12-04)."""
-    if vp.significant is True or vp.best_of_version is None:
+    """A version with a candidate from too few runs, of its own or from before it, that reads beyond
+    its best and the best before it (x0 for the first) has no verdict yet: such a candidate ranks
+    after the measured ones, so the version read as a stall with a better program of its own
+    unmeasured, or as a significant gain below an earlier one's single run that a re-measurement
+    then found better (model-plays 2026-12-04)."""
+    if vp.best_of_version is None:
         return
     ref = vp.best_before if vp.best_before is not None else x0
-    leads = [p for p in points if _ranks(p) and p.split == "dev" and p.team_version == vp.version
-             and p.runs is not None and beyond(p.score, vp.best_of_version, direction)
-             and (ref is None or beyond(p.score, ref, direction))]
+    def earlier(p: CandidatePoint) -> bool:  # as the best before is chosen (gather)
+        return p.at <= vp.at or (p.team_version is not None and p.team_version < vp.version)
+
+    # Its own: only where nothing settled the gain (a significant one stands, whatever it left unmeasured).
+    leads = [p for p in points if _ranks(p) and p.split == "dev" and p.runs is not None
+             and (earlier(p) or (p.team_version == vp.version and vp.significant is not True))
+             and beyond(p.score, vp.best_of_version, direction) and (ref is None or beyond(p.score, ref, direction))]
     if leads:
         top = max(leads, key=lambda p: p.score if direction == "maximize" else -p.score)
         vp.unmeasured_lead, vp.significant, vp.few_runs = top.id, None, True

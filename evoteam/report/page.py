@@ -111,8 +111,8 @@ def _timeline(report: RunReport) -> str:
            "<th>diagnosis (why it changed)</th></tr>"
     body = "".join(
         f"<tr><td>v{v.version}</td><td>{v.at:%Y-%m-%d %H:%M}</td><td class=num>${v.spent_usd:.2f}</td>"
-        f"<td class=num>${v.cost_usd:.2f}</td><td class=num>{html.escape(describe_score(v.best_of_version, v.best_interval))}</td>"
-        f"<td>{html.escape(gain_text(v) or '')}</td>"
+        f"<td class=num>${v.cost_usd:.2f}</td><td class=num>{html.escape(describe_score(v.best_of_version, v.best_interval, runs=v.best_runs, exact=v.best_exact))}</td>"
+        f"<td>{html.escape(gain_text(v, report.direction) or '')}</td>"
         f"<td>{html.escape(', '.join(v.roles))}</td><td>{html.escape(v.diagnosis[:600])}</td></tr>"
         for v in report.versions)
     return f"<table>{head}{body}</table>"
@@ -143,9 +143,13 @@ def _remeasured(report: RunReport) -> str:
         f"<td>{'<b>rank changed</b>' if e.candidate_id in m.changed else ''}"
         f"{' better than the top, side by side' if e.candidate_id in m.better_than_top else ' within noise of the top' if e.candidate_id in m.within_noise_of_top else ''}</td></tr>"
         for e in m.entries)
+    # The newest batch may be a side batch of named candidates: its top is then not the run's best.
+    best = report.best_candidate_id
+    aside = (f" The run's best, {html.escape(best)}, is not in this batch: its top and \"within noise of the top\" "
+             "speak of these candidates only." if best and best not in {e.candidate_id for e in m.entries} else "")
     return (f"<p>Measured {m.measured_at:%Y-%m-%d %H:%M} UTC, {m.rounds} interleaved rounds, splits "
             f"{', '.join(m.splits)}{' (contended machine: wider intervals)' if m.contended else ''}. "
-            f"Rule: {html.escape(m.rule)}.{' ' + html.escape(m.note) if m.note else ''}</p>"
+            f"Rule: {html.escape(m.rule)}.{' ' + html.escape(m.note) if m.note else ''}{aside}</p>"
             f"<table>{head}{rows}</table>")
 
 

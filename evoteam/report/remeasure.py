@@ -62,6 +62,8 @@ class Remeasured(BaseModel):
     team_version: int | None = None
     recorded_score: float | None = None
     recorded_interval: list[float] | None = None
+    recorded_runs: int | None = Field(default=None, description="set where the recorded score was from too few "
+                                      "runs for a 95% interval: how many")
     status: str = "PASSED"
     score: float | None = Field(default=None, description="this batch's score")
     score_interval: list[float] | None = None
@@ -357,7 +359,7 @@ def _entry(c: Candidate) -> Remeasured:
     """A finalist as recorded before this call measured it."""
     return Remeasured(candidate_id=c.id, team_version=c.provenance.team_version, recorded_score=c.score,
                       recorded_interval=c.score_interval, rank_score_before=c.rank_score,
-                      spread_unknown_before=c.runs is not None)
+                      spread_unknown_before=c.runs is not None, recorded_runs=c.runs)
 
 
 async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: list[Remeasured],

@@ -17,6 +17,8 @@ class VersionLine(BaseModel):
     roles: list[str]
     best_dev_score: float | None
     best_interval: list[float] | None = None
+    best_runs: int | None = Field(default=None, description="set where the best is from too few runs for a 95% "
+                                  "interval: how many")
     best_candidate_id: str | None = None
     gain: str | None = Field(default=None, description="the version's best over the best before it (the first "
                              "version's: against the starting score x0), its "
@@ -77,16 +79,26 @@ class RunSummary(BaseModel):
         return ranked_by(self.direction)
 
 
-def gain_text(v: VersionPoint) -> str | None:
+def _reads(v: VersionPoint, direction: str | None) -> str:
+    """A program's gain is B - A, better below 0 when minimising: which way it reads, where no
+    verdict says (a model read an undecided +0.000179 as a gain; model-play 2026-12-04)."""
+    if not direction or v.gain_is_ratio or not v.gain or v.significant is True or v.worse:
+        return ""
+    return " (reads better)" if stats.favours_b(v.gain, "program", direction) else " (reads worse)"
+
+
+def gain_text(v: VersionPoint, direction: str | None = None) -> str | None:
     """"1.06× (0.98–1.15) over the best before it: within noise" (or "significant", "worse, beyond
     noise", "no gain", "not established" with what settles it; from paired rounds "significant",
     "worse, significant" or "no significant difference") — or why there is no gain to show."""
     if v.best_of_version is None:
         return "no ranked candidate"
-    if v.unmeasured_lead and v.significant is None:
+    if v.unmeasured_lead and v.significant is None:  # before the gain's own text: the lead is what decides
         lead = (f"not established: {v.unmeasured_lead}, from too few runs, reads better than the version's best "
-                f"and ranks after it until it has run {stats.EXACT_MIN_RUNS} times (bench.remeasure with candidate_ids)")
-        return lead if v.gain is None or v.best_before is None else f"{stats.sig3(v.gain)} over {_before(v)}; {lead}"
+                "and the best before it, and ranks after them until it has run "
+                f"{stats.EXACT_MIN_RUNS} times (bench.remeasure with candidate_ids)")
+        return lead if v.gain is None or v.best_before is None else \
+            f"{stats.sig3(v.gain)}{_reads(v, direction)} over {_before(v)}; {lead}"
     if v.best_before is None:
         return v.gain_note or "first ranked result"
     if v.gain is None:
@@ -98,6 +110,7 @@ def gain_text(v: VersionPoint) -> str | None:
         shown = stats.describe(stats.Estimate(v.gain, v.gain, v.gain, stats.EXACT_MIN_RUNS, 1.0), unit)
     else:  # a point from too few runs for an interval
         shown = stats.sig3(v.gain) + unit
+    shown += _reads(v, direction)
     if v.short_of_start:
         return f"{shown} over {_before(v)}, but {v.gain_note}: no gain"
     # Three verdicts, never two: a version clearly worse than the best before it is not "within
@@ -152,13 +165,14 @@ def _compare_call(v: VersionPoint) -> str:
 
 
 def version_line(v: VersionPoint, direction: str, best_known: float | None = None) -> VersionLine:
-    gain, closed = gain_text(v), gap_closed(v, best_known)
+    gain, closed = gain_text(v, direction), gap_closed(v, best_known)
     if gain and closed is not None and v.significant:
         # An exact evaluator calls every difference significant: a model kept a run going on gains of
         # 0.04% of the gap, the stop rule never firing (model-play 2026-12-04). Said, for it to weigh.
         gain += f" (it closed {closed:.2%} of the gap to the best known {best_known:.7g})"
     return VersionLine(version=v.version, roles=v.roles, best_dev_score=v.best_of_version,
-                       best_interval=v.best_interval, best_candidate_id=v.best_candidate_id, gain=gain,
+                       best_interval=v.best_interval, best_runs=v.best_runs if v.best_few_runs else None,
+                       best_candidate_id=v.best_candidate_id, gain=gain,
                        significant_gain=v.significant, gap_closed=closed,
                        cost_usd=v.cost_usd, spent_usd_when_designed=v.spent_usd)
 

@@ -14,7 +14,8 @@ in context. Two sources of waste are removed here, once, for all four servers:
 - Result text: pretty-printed JSON with every null and empty field, floats to 17 digits, and
   fields only programs use (a sandbox description, a kit's hash). The text block is written
   again as compact JSON without null, empty-string, empty-list and empty-object fields, floats
-  to 7 significant digits, less the fields an output model lists in `TEXT_OMIT`;
+  to 7 significant digits, less the fields an output model lists in `TEXT_OMIT` and the range of a
+  score from too few runs for a 95% interval (FEW_RUNS_RANGES);
   `structuredContent` keeps the whole object, as the output schema describes it, for programs.
 """
 
@@ -24,6 +25,8 @@ import inspect
 import json
 import math
 from typing import Any
+
+from evoteam.stats import EXACT_MIN_RUNS
 
 # Size limits guard the server against oversized input; a caller never needs them to write a
 # good call, and a refusal names the limit it broke. Value ranges (minimum/maximum) stay.
@@ -134,10 +137,31 @@ def without(value: Any, paths: frozenset[str] | set[str]) -> Any:
     return out
 
 
+# A score from too few runs for a 95% interval carries how many (`runs`, `best_runs`,
+# `recorded_runs`); the range of those runs beside it, under an interval's name, read as a measured
+# interval, and a single run's [x, x] as exact (model-plays 2026-12-04). The text leaves that range
+# out; structuredContent keeps it.
+FEW_RUNS_RANGES = {"runs": "score_interval", "best_runs": "best_interval", "recorded_runs": "recorded_interval"}
+
+
+def without_few_runs_ranges(value: Any) -> Any:
+    """`value` less each interval that sits beside a count of too few runs (FEW_RUNS_RANGES)."""
+    if isinstance(value, dict):
+        drop = {interval for runs, interval in FEW_RUNS_RANGES.items()
+                if isinstance(value.get(runs), int) and not isinstance(value.get(runs), bool)
+                and value[runs] < EXACT_MIN_RUNS and not value.get("best_exact")}
+        return {key: without_few_runs_ranges(item) for key, item in value.items() if key not in drop}
+    if isinstance(value, list):
+        return [without_few_runs_ranges(item) for item in value]
+    return value
+
+
 def compact_text(structured: Any, omit: frozenset[str] | set[str] = frozenset()) -> str:
     """The text block of a tool result: compact JSON of the structured content, pruned, floats
-    rounded, less the fields its model keeps for programs (`TEXT_OMIT`)."""
-    return json.dumps(rounded(pruned(without(structured, omit))), ensure_ascii=False, separators=(",", ":"))
+    rounded, less the fields its model keeps for programs (`TEXT_OMIT`) and the ranges of too
+    few runs (FEW_RUNS_RANGES)."""
+    return json.dumps(rounded(pruned(without_few_runs_ranges(without(structured, omit)))), ensure_ascii=False,
+                      separators=(",", ":"))
 
 
 def text_omit(model: Any, structured: Any = None) -> frozenset[str]:

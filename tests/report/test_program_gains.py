@@ -217,3 +217,54 @@ async def test_a_version_with_a_better_single_run_unmeasured_is_not_a_stall(tmp_
         assert v2.significant_gain is None and lead.id in v2.gain and "bench.remeasure" in v2.gain, v2.gain
         assert summary.versions_without_significant_gain == 0
         assert (await kb.get_run(run.id)).best_candidate_id != lead.id  # it ranks after the measured ones
+
+
+async def test_a_gain_below_an_earlier_single_run_is_not_established(tmp_path: Path):
+    """v2's measured best clears v1's measured best, but a single run of v1 reads better than both:
+    it ranks after them, so v2 read "significant" and was crowned, then a re-measurement found v1's
+    run better and the gain "worse, significant" (model-play 2026-12-04). Undecided until it runs
+    5 times, named in the gain, which says which way a program's difference reads."""
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await _versions_of_single_runs(kb, tmp_path, {1: [1.5, 1.52, 1.49, 1.51, 1.5],
+                                                            2: [1.7, 1.71, 1.69, 1.7, 1.72]})
+        assert {v.version: v for v in summarise(await gather(kb, run.id)).versions}[2].significant_gain is True
+        role = kb.with_actor(Actor(user="u", client="t", role="Role1", team_version=1, verifier=True))
+        code = "def run(x):\n    return x * 10\n"
+        lucky = await role.record_candidate(CandidateCreate(run_id=run.id, code=code, code_hash=code_hash(code),
+                                                            status="PASSED", score=1.9, samples={"program": [1.9]},
+                                                            verified=True))
+        v2 = {v.version: v for v in summarise(await gather(kb, run.id)).versions}[2]
+        assert v2.significant_gain is None and lucky.id in v2.gain and "(reads better)" in v2.gain, v2.gain
+        assert v2.best_runs is None  # its own best has five runs: no count of too few
+
+
+async def test_the_page_and_the_briefs_say_what_the_tools_say_of_runs(tmp_path: Path):
+    """The page's version table read "(no interval)" for a best every one of whose five runs was
+    alike, while its header said exact; a side batch of named candidates read as if its top were
+    the run's best; and role briefs named the best without the single runs that read better
+    (model-play 2026-12-04)."""
+    from datetime import UTC, datetime
+
+    from evoteam.report.page import render_report
+    from evoteam.report.remeasure import MeasurementSet, Remeasured
+    from evoteam.servers.knowledge.models import ArtifactCreate
+    from evoteam.servers.team.materialise import score_line
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await _versions_of_single_runs(kb, tmp_path, {1: [1.5] * 5, 2: [1.7] * 5})
+        role = kb.with_actor(Actor(user="u", client="t", role="Role2", team_version=2, verifier=True))
+        code = "def run(x):\n    return x * 10\n"
+        lucky = await role.record_candidate(CandidateCreate(run_id=run.id, code=code, code_hash=code_hash(code),
+                                                            status="PASSED", score=1.9, samples={"program": [1.9]},
+                                                            verified=True))
+        side = MeasurementSet(run_id=run.id, kit="k", measured_at=datetime.now(UTC), rounds=5, splits=["dev"],
+                              entries=[Remeasured(candidate_id=lucky.id)], order_after=[lucky.id])
+        await kb.with_actor(Actor(user="u", client="t", verifier=True)).put_artifact(ArtifactCreate(
+            run_id=run.id, kind="measurement_set", name="side.json", text=side.model_dump_json()))
+        report = await gather(kb, run.id)
+        page = render_report(report)
+        assert "1.7 (exact: every run alike)" in page and "1.5 (exact: every run alike)" in page
+        assert f"The run's best, {report.best_candidate_id}, is not in this batch" in page
+        got = await kb.get_run(run.id)
+        line = score_line(got, await kb.get_candidate(got.best_candidate_id))
+        assert f"{lucky.id} read better from too few runs" in line, line

@@ -89,3 +89,26 @@ def test_result_text_keeps_the_digits_a_leaderboard_moves_in():
     assert rounded(2.635983) == 2.635983 and rounded(0.380859) == 0.380859
     assert rounded(0.38122257) != rounded(0.38122234)
     assert rounded(1.1065070918246214) == 1.106507
+
+
+async def test_result_text_leaves_out_the_range_of_too_few_runs(settings, store):
+    """A single run's [x, x] read as exact beside an exact score's, and two runs' range as a 95%
+    interval (model-plays 2026-12-04): where a result gives a count of too few runs, its text leaves
+    the range out (programs still find it in structuredContent); five or more keep theirs."""
+    from evoteam.servers.knowledge.models import CandidateCreate, RunCreate
+    from evoteam.servers.knowledge.store import Actor
+
+    run = await store.start_run(RunCreate(goal="g", kit="k", direction="minimize", x0=1.0))
+    bench = store.with_actor(Actor(user=store.actor.user, verifier=True))
+    for code, runs in (("a = 1\n", [0.40]), ("a = 2\n", [0.45, 0.44, 0.46, 0.45, 0.45]), ("a = 3\n", [0.41, 0.43])):
+        await bench.record_candidate(CandidateCreate(run_id=run.id, code=code, status="PASSED", score=runs[0],
+                                                     samples={"program": runs}, verified=True))
+    async with Client(knowledge_server(settings, store)) as client:
+        result = await client.call_tool("best_candidates", {"run_id": run.id})
+    shown = {c["id"]: c for c in json.loads(result.content[0].text)["items"]}
+    kept = {c["id"]: c for c in result.structured_content["items"]}
+    few = [c for c in shown.values() if "runs" in c]
+    assert [c["runs"] for c in few] == [1, 2] and all("score_interval" not in c for c in few)
+    assert all(kept[c["id"]]["score_interval"] for c in few)
+    (measured,) = [c for c in shown.values() if "runs" not in c]
+    assert measured["score_interval"] == [0.44, 0.46]

@@ -181,7 +181,8 @@ def role_brief(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming |
             f"it better than another only once `{k('bench', 'compare')}` of the two by id says so.\n"
             # A role reported a lucky single run of a program as its win (model-play 2026-12-04).
             f"- A program kit's score from under 5 runs (`runs` in listings) ranks after measured ones and is no "
-            f"result yet: evaluate it with `repeats: 5` before you report it.\n" if bench else "")
+            f"result yet: evaluate it again by its `candidate_id` (its message says how many `repeats` make 5 runs) "
+            f"before you report it.\n" if bench else "")
     return f"""You are the **{role.name}** in version {team.version} of an evolving agent team working on \
 evoteam run `{run.id}`. The supervisor invented this role for this version; nobody else holds it.
 
@@ -253,11 +254,11 @@ def score_line(run: Run, best: Candidate | None) -> str:
                      "rounds of the two say so (bench.compare by id; the run pools every compare of the same two, "
                      "so one lucky compare does not decide)") if shown else ""
         return (f"Best so far: {describe_score(best.score, best.score_interval, runs=best.samples or best.n_measurements)}, candidate `{best.id}`{tried}"
-                f"{noise}; {start}; the score is to be {run.direction}d.")
+                f"{noise}{stats.describe_leads(run.leads_from_too_few_runs)}; {start}; the score is to be {run.direction}d.")
     if run.best_score is not None:
         which = f", candidate `{run.best_candidate_id}`" if run.best_candidate_id else ""
-        return (f"Best so far: {describe_score(run.best_score, run.best_interval, runs=run.best_runs, exact=run.best_exact)}{which}; {start}; the score is "
-                f"to be {run.direction}d.")
+        return (f"Best so far: {describe_score(run.best_score, run.best_interval, runs=run.best_runs, exact=run.best_exact)}{which}"
+                f"{stats.describe_leads(run.leads_from_too_few_runs)}; {start}; the score is to be {run.direction}d.")
     return f"Nothing has been measured in this run yet; {start}; the score is to be {run.direction}d."
 
 
