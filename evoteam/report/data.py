@@ -118,6 +118,7 @@ class RunReport(BaseModel):
     best_heldout: float | None = None
     best_heldout_id: str | None = None
     best_heldout_interval: list[float] | None = None
+    best_heldout_runs: int | None = None
     best_heldout_of: str | None = None  # the dev candidate that held-out record checked (its parent)
     spend_by_role: list[SpendSlice] = Field(default_factory=list)
     spend_by_version: list[SpendSlice] = Field(default_factory=list)
@@ -314,7 +315,7 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
     if held:
         top_held = max(held, key=lambda p: rank_key(p, direction))
         report.best_heldout, report.best_heldout_id = top_held.score, top_held.id
-        report.best_heldout_interval = top_held.score_interval
+        report.best_heldout_interval, report.best_heldout_runs = top_held.score_interval, top_held.runs
         report.best_heldout_of = (await store.get_candidate(top_held.id)).parent_id
 
     by_role: dict[str, float] = {}
@@ -353,9 +354,12 @@ def _unmeasured_lead(vp: VersionPoint, points: list[CandidatePoint], x0: float |
     def earlier(p: CandidatePoint) -> bool:  # as the best before is chosen (gather)
         return p.at <= vp.at or (p.team_version is not None and p.team_version < vp.version)
 
-    # Its own: only where nothing settled the gain (a significant one stands, whatever it left unmeasured).
+    # Its own only where nothing settled the gain (a significant one stands, whatever it left
+    # unmeasured); an earlier one only where the gain is significant: measured, it can only raise the
+    # best before, so "no gain" or "worse" stands (review 2026-12-04: it undid settled stalls).
     leads = [p for p in points if _ranks(p) and p.split == "dev" and p.runs is not None
-             and (earlier(p) or (p.team_version == vp.version and vp.significant is not True))
+             and ((earlier(p) and vp.significant is True)
+                  or (p.team_version == vp.version and vp.significant is not True))
              and beyond(p.score, vp.best_of_version, direction) and (ref is None or beyond(p.score, ref, direction))]
     if leads:
         top = max(leads, key=lambda p: p.score if direction == "maximize" else -p.score)

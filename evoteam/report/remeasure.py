@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field
 from evoteam import stats
 from evoteam.config import Settings
 from evoteam.servers.bench.models import BASELINE_ID
-from evoteam.servers.knowledge.measurements import rank_key, rank_of, samples_spread_unknown
+from evoteam.servers.knowledge.measurements import beyond, rank_key, rank_of, samples_spread_unknown
 from evoteam.servers.knowledge.models import ArtifactCreate, Candidate, CandidateSummary
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.listing import all_artifacts, all_candidates
@@ -71,6 +71,10 @@ class Remeasured(BaseModel):
     heldout_interval: list[float] | None = None
     pooled_score: float | None = Field(default=None, description="the candidate's score from all its measurements")
     pooled_interval: list[float] | None = None
+    runs: int | None = Field(default=None, description="set where this batch's runs are too few for a 95% "
+                             "interval (a program kit's, under 5 rounds): how many")
+    pooled_runs: int | None = Field(default=None, description="set where the candidate's pooled runs are too "
+                                    "few for a 95% interval: how many")
     n_measurements: int | None = None
     rank_before: int | None = None
     rank_after: int | None = None
@@ -195,6 +199,10 @@ SINGLE_GROUP_FINALISTS = 3
 # Sides of one batch at most (each is a confined worker timed in every round): the evaluation
 # service runs every agent's remeasure, so one call must stay bounded.
 MAX_CANDIDATES = 12
+# Sides of a default batch kept for candidates from too few runs that read beyond their version's
+# measured best: from 12 versions on, the finalists filled the batch and run_report waited on such
+# runs for ever (the stop rule never fired; review 2026-12-04).
+LEAD_SIDES = 4
 # Batches one default call may measure: pooling a batch's rounds moves ranks (a pooled interval
 # ranks by its pessimistic end, a program's single run by its value), so a candidate that was not
 # measured can become a version's best, and its gain was again read from separate measurements
@@ -217,14 +225,25 @@ async def _ranked_groups(store: KnowledgeStore, run_id: str) -> dict[int | None,
 
 async def _unmeasured_leaders(store: KnowledgeStore, run_id: str, measured: set[str]) -> list[CandidateSummary]:
     """Candidates not measured by this call that now rank at or above every measured one of their
-    version, or whose score from too few runs is beyond it (once measured, it may rank first; one
-    equal to it cannot): each could be the version's best the report reads. Best value first."""
+    version, or whose score from too few runs is beyond that one's score (once measured, it may rank
+    first; one equal to it cannot; the score, as run_report and get_run compare it, not the end of
+    a few runs' range): each could be the version's best the report reads. Best score first."""
+    direction = (await store.get_run(run_id)).direction
     found = []
     for items in (await _ranked_groups(store, run_id)).values():
-        bar = max((k for k, c in items if c.id in measured), default=None)
-        if bar is not None:
-            found += [(k, c) for k, c in items if c.id not in measured and (k >= bar or k[1] > bar[1])]
-    return [c for _, c in sorted(found, key=lambda kc: (kc[0][1], kc[0][0]), reverse=True)]
+        top = max(((k, c) for k, c in items if c.id in measured), default=None, key=lambda kc: kc[0])
+        if top is not None:
+            found += [c for k, c in items if c.id not in measured and (
+                k >= top[0] or (c.runs is not None and beyond(c.score, top[1].score, direction)))]
+    return sorted(found, key=lambda c: c.score if direction == "maximize" else -c.score, reverse=True)
+
+
+async def default_sides(store: KnowledgeStore, run_id: str) -> list[CandidateSummary]:
+    """What a call without named candidates measures: the newest versions' bests (the stop rule
+    reads from the newest), with room kept for candidates from too few runs that read beyond their
+    version's measured best (LEAD_SIDES)."""
+    tops = (await finalists(store, run_id))[-(MAX_CANDIDATES - LEAD_SIDES):]
+    return [*tops, *(await _unmeasured_leaders(store, run_id, {c.id for c in tops}))[:LEAD_SIDES]]
 
 
 async def finalists(store: KnowledgeStore, run_id: str) -> list[CandidateSummary]:
@@ -280,7 +299,7 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
             raise DomainError(f"every candidate must belong to run {run_id}; {other.id} is of run {other.run_id} "
                               "(bench.compare measures a candidate of another run against one of yours)")
     else:
-        chosen = [await store.get_candidate(c.id) for c in await finalists(store, run_id)]
+        chosen = [await store.get_candidate(c.id) for c in await default_sides(store, run_id)]
     chosen = [c for c in chosen if c.code]
     if not chosen:
         raise DomainError(f"run {run_id} has no ranked candidate with code to re-measure")
@@ -377,6 +396,8 @@ async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: l
         contended = contended or r.contended
         if r.status != "PASSED":
             e.status = r.status
+        if kit.manifest.kind == "program" and rounds < stats.EXACT_MIN_RUNS:
+            e.runs = rounds
         if split == "dev":
             e.score, e.score_interval = r.score, r.score_interval
         else:
@@ -391,6 +412,7 @@ async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: l
                 if r.candidate_id:  # ranked as the store ranks the pooled candidate
                     pooled_now = await store.get_candidate(r.candidate_id)
                     e.rank_score_after, e.spread_unknown_after = pooled_now.rank_score, pooled_now.runs is not None
+                    e.pooled_runs = pooled_now.runs
                     ranked_by_store = True
         if split == "dev" and not ranked_by_store:  # nothing pooled: this batch's rounds alone
             e.rank_score_after = rank_of(r.samples, r.sample_ranges, run.direction)

@@ -37,9 +37,12 @@ class RunSummary(BaseModel):
     direction: str
     best_dev_score: float | None
     best_dev_interval: list[float] | None = None
+    best_dev_runs: int | None = Field(default=None, description="set where the best is from too few runs for a "
+                                     "95% interval: how many")
     best_candidate_id: str | None
     best_heldout_score: float | None
     best_heldout_interval: list[float] | None = None
+    best_heldout_runs: int | None = Field(default=None, description="the same for the held-out best")
     best_heldout_candidate_id: str | None = Field(default=None, description="the held-out record that scored it "
                                                   "(bench.evaluate split heldout)")
     best_heldout_of: str | None = Field(default=None, description="the dev candidate that held-out record checked")
@@ -212,6 +215,9 @@ def summarise(report: RunReport, max_versions: int = 30) -> RunSummary:
         run_id=run.id, direction=run.direction, best_dev_score=run.best_score, best_dev_interval=run.best_interval,
         best_candidate_id=report.best_candidate_id,
         best_heldout_score=report.best_heldout, best_heldout_interval=report.best_heldout_interval,
+        best_heldout_runs=report.best_heldout_runs,
+        best_dev_runs=run.best_runs if run.best_runs is not None and run.best_runs < stats.EXACT_MIN_RUNS
+        and not run.best_exact else None,
         best_heldout_candidate_id=report.best_heldout_id, best_heldout_of=report.best_heldout_of, ndg=run.ndg,
         spent_usd=run.spent_usd, budget_usd=run.budget_usd, candidates=len(report.candidates),
         heldout_records=sum(1 for c in report.candidates if c.split == "heldout"),

@@ -141,7 +141,9 @@ def without(value: Any, paths: frozenset[str] | set[str]) -> Any:
 # `recorded_runs`); the range of those runs beside it, under an interval's name, read as a measured
 # interval, and a single run's [x, x] as exact (model-plays 2026-12-04). The text leaves that range
 # out; structuredContent keeps it.
-FEW_RUNS_RANGES = {"runs": "score_interval", "best_runs": "best_interval", "recorded_runs": "recorded_interval"}
+FEW_RUNS_RANGES = {"runs": "score_interval", "best_runs": "best_interval", "recorded_runs": "recorded_interval",
+                   "pooled_runs": "pooled_interval", "best_dev_runs": "best_dev_interval",
+                   "best_heldout_runs": "best_heldout_interval"}
 
 
 def without_few_runs_ranges(value: Any) -> Any:

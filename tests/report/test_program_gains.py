@@ -268,3 +268,38 @@ async def test_the_page_and_the_briefs_say_what_the_tools_say_of_runs(tmp_path: 
         got = await kb.get_run(run.id)
         line = score_line(got, await kb.get_candidate(got.best_candidate_id))
         assert f"{lucky.id} read better from too few runs" in line, line
+
+
+async def test_single_runs_never_hold_the_stop_rule_for_ever(tmp_path: Path):
+    """A version's gain waits on a single run that reads beyond its measured best, so a default
+    bench.remeasure must reach it: from 12 versions on the versions' bests filled the batch and none
+    was ever measured (review 2026-12-04). Room is kept for them, the newest versions' bests first;
+    one from 3 runs whose median reads beyond is one too (its score, as the report reads it, not the
+    low end of its range), and get_run names it. A single run before a version that gained nothing
+    leaves its "no gain" standing: measured, it could only raise the best before."""
+    from evoteam.report.remeasure import LEAD_SIDES, MAX_CANDIDATES, default_sides
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        plan = {v: [1.0 + v / 100 + d for d in (0.0, 0.001, -0.001, 0.0, 0.0)] for v in range(1, 15)}
+        run = await _versions_of_single_runs(kb, tmp_path, plan)
+        role = kb.with_actor(Actor(user="u", client="t", role="Role14", team_version=14, verifier=True))
+        code = "def run(x):\n    return x * 99\n"
+        few = await role.record_candidate(CandidateCreate(run_id=run.id, code=code, code_hash=code_hash(code),
+                                                          status="PASSED", score=1.3, samples={"program": [0.9, 1.3, 1.4]},
+                                                          verified=True))
+        sides = [c.id for c in await default_sides(kb, run.id)]
+        assert len(sides) <= MAX_CANDIDATES and few.id in sides and len(sides) == MAX_CANDIDATES - LEAD_SIDES + 1
+        assert few.id in (await kb.get_run(run.id)).leads_from_too_few_runs
+        v14 = {v.version: v for v in summarise(await gather(kb, run.id)).versions}[14]
+        assert v14.significant_gain is True  # its measured best's gain stands; the run's best may still move
+
+    async with LocalKnowledgeStore.open(tmp_path / "other.db", Actor(user="u", client="t")) as kb:
+        run = await _versions_of_single_runs(kb, tmp_path, {1: [1.0] * 5, 2: [0.9, 0.91, 0.89, 0.9, 0.9]})
+        role = kb.with_actor(Actor(user="u", client="t", role="Role1", team_version=1, verifier=True))
+        code = "def run(x):\n    return x * 77\n"
+        await role.record_candidate(CandidateCreate(run_id=run.id, code=code, code_hash=code_hash(code),
+                                                    status="PASSED", score=1.5, samples={"program": [1.5]},
+                                                    verified=True))
+        summary = summarise(await gather(kb, run.id))
+        v2 = {v.version: v for v in summary.versions}[2]
+        assert v2.significant_gain is False and "worse" in v2.gain and summary.versions_without_significant_gain == 1

@@ -112,3 +112,11 @@ async def test_result_text_leaves_out_the_range_of_too_few_runs(settings, store)
     assert all(kept[c["id"]]["score_interval"] for c in few)
     (measured,) = [c for c in shown.values() if "runs" not in c]
     assert measured["score_interval"] == [0.44, 0.46]
+    # A run whose best is one run: its [x, x] is left out wherever the best is given (review 2026-12-04).
+    one = await store.start_run(RunCreate(goal="g", kit="k", direction="minimize", x0=1.0))
+    await bench.record_candidate(CandidateCreate(run_id=one.id, code="a = 1\n", status="PASSED", score=0.4,
+                                                 samples={"program": [0.4]}, verified=True))
+    async with Client(knowledge_server(settings, store)) as client:
+        for tool in ("trajectory", "get_run"):
+            text = json.loads((await client.call_tool(tool, {"run_id": one.id})).content[0].text)
+            assert "best_interval" not in text and text["best_runs"] == 1, (tool, text)

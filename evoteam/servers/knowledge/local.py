@@ -478,6 +478,7 @@ class LocalKnowledgeStore(KnowledgeStore):
         best_score = best["score"] if best is not None else None
         return Trajectory(run_id=run_id, direction=direction, points=points, best_score=best_score,
                           best_interval=measurements.interval_of(best) if best is not None else None,
+                          best_runs=measurements.runs_if_unknown(best) if best is not None else None,
                           ndg=normalised_discovery_gain(direction, run["x0"], run["best_known"], best_score))
 
     # ------------------------------------------------------------ costs

@@ -446,6 +446,8 @@ class Trajectory(BaseModel):
     points: list[TrajectoryPoint]
     best_score: float | None
     best_interval: list[float] | None = None
+    best_runs: int | None = Field(default=None, description="set where the best is from too few runs for a 95% "
+                                  "interval: how many")
     ndg: float | None
 
     @computed_field(description="what orders candidates: why a higher score can rank lower")

@@ -51,6 +51,8 @@ class PriorRun(BaseModel):
     best_score: float | None = None
     best_interval: list[float] | None = Field(default=None, description="the best candidate's 95% interval, "
                                               "where the bench measured one")
+    best_runs: int | None = Field(default=None, description="set where that best is from too few runs for a "
+                                  "95% interval: how many")
     best_candidate_id: str | None = None
     candidates: int = 0
     learnings: int = 0
@@ -169,6 +171,7 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
         prior.runs.append(PriorRun(
             id=run.id, kit=run.kit, owner=run.provenance.user, status=run.status, status_reason=run.status_reason,
             best_score=run.best_score, best_interval=_interval(top[0]) if top else None,
+            best_runs=top[0].runs if top else None,
             best_candidate_id=run.best_candidate_id,
             candidates=run.candidates, learnings=run.learnings, started_at=run.provenance.created_at))
         for summary in top:

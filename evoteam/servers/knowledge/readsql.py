@@ -45,12 +45,14 @@ def best_ranked(direction: str) -> str:
 
 
 def leads_from_too_few_runs(direction: str) -> str:
-    """Up to 3 of a run's dev candidates from too few runs for a 95% interval whose rank_score (a
-    single run: its value) is beyond the best's score, best first (parameters: the run id, the
-    best's score): they rank after the measured best, and only get_run says they read better."""
+    """Up to 3 of a run's dev candidates from too few runs for a 95% interval whose score is beyond
+    the best's, best first (parameters: the run id, the best's score): they rank after the measured
+    best. Their score, as run_report's version gains read it (a few runs' median, not the pessimistic
+    end of their range: the report waited on a three-run candidate get_run did not name; review
+    2026-12-04)."""
     op, order = (">", "DESC") if direction == "maximize" else ("<", "ASC")
     return (f"SELECT id FROM candidates WHERE run_id = ? AND {RANKED} AND split = 'dev' AND spread_unknown = 1 "
-            f"AND rank_score {op} ? ORDER BY rank_score {order}, created_at, id LIMIT 3")
+            f"AND score {op} ? ORDER BY score {order}, created_at, id LIMIT 3")
 
 
 def runs_listing(where: str) -> tuple[str, str]:
