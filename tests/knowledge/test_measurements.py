@@ -647,7 +647,7 @@ async def test_a_kernels_rounds_too_few_for_an_interval_rank_after_one_that_has_
                                                           sample_ranges={"w": ([1.2], [4.0])}))
     two = await verifier.record_candidate(measured(run.id, "a = 3\n", {"w": [2.4, 2.5]}))
     assert unresolved.score_interval[0] < unresolved.score_interval[1] and unresolved.runs == 1 and ten.runs is None
-    assert two.runs is not None
+    assert two.runs == 2  # a kernel counts its rounds
     assert [c.id for c in await store.best_candidates(run.id, k=3)][0] == ten.id
     assert (await store.get_run(run.id)).best_candidate_id == ten.id
     points = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}

@@ -260,9 +260,12 @@ def interval_of(row: sqlite3.Row) -> list[float] | None:
 def estimate_of(row: sqlite3.Row) -> stats.Estimate | None:
     """The stored estimate of a candidate row (a point when it has no interval); where the row is
     marked `spread_unknown` (a kernel's few rounds), one that says so (stats.spread_unknown)."""
-    est = stored_estimate(row["score"], row["score_lo"], row["score_hi"], _point_groups(row), row["n_measurements"])
+    groups = _point_groups(row)
+    est = stored_estimate(row["score"], row["score_lo"], row["score_hi"], groups, row["n_measurements"])
     if est is not None and "spread_unknown" in row.keys() and row["spread_unknown"] and not stats.spread_unknown(est):
-        est = dataclasses.replace(est, n=min(est.n, stats.EXACT_MIN_RUNS - 1), coverage=min(est.coverage, 0.5))
+        # Its rounds where the row holds them (a kernel's count rounds, not measurements).
+        rounds = (stats.runs_of(groups) if groups else None) or est.n
+        est = dataclasses.replace(est, n=min(rounds, stats.EXACT_MIN_RUNS - 1), coverage=min(est.coverage, 0.5))
     return est
 
 
