@@ -363,7 +363,7 @@ def _unmeasured_lead(vp: VersionPoint, points: list[CandidatePoint], x0: float |
              and beyond(p.score, vp.best_of_version, direction) and (ref is None or beyond(p.score, ref, direction))]
     if leads:
         top = max(leads, key=lambda p: p.score if direction == "maximize" else -p.score)
-        vp.unmeasured_lead, vp.significant, vp.few_runs = top.id, None, True
+        vp.unmeasured_lead, vp.significant, vp.few_runs, vp.worse = top.id, None, True, False
 
 
 def _decide_side_by_side(report: RunReport) -> None:
