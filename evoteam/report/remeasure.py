@@ -210,9 +210,9 @@ LEAD_SIDES = 4
 FINALIST_PASSES = 3
 
 
-async def _ranked_groups(store: KnowledgeStore, run_id: str) -> dict[int | None, list[tuple[tuple, CandidateSummary]]]:
-    """A run's ranked dev candidates per team version (none: one group), each with its rank key
-    (measurements.rank_key: larger is better)."""
+async def _ranked_groups(store: KnowledgeStore, run_id: str) -> tuple[str, dict[int | None, list[tuple[tuple, CandidateSummary]]]]:
+    """A run's direction, and its ranked dev candidates per team version (none: one group), each
+    with its rank key (measurements.rank_key: larger is better)."""
     run = await store.get_run(run_id)
     keyed: dict[int | None, list[tuple[tuple, CandidateSummary]]] = {}
     for c in await all_candidates(store, run_id):
@@ -220,17 +220,16 @@ async def _ranked_groups(store: KnowledgeStore, run_id: str) -> dict[int | None,
             continue
         key = rank_key(c.rank_score, c.score, c.score_interval, run.direction, c.runs is not None)
         keyed.setdefault(c.provenance.team_version, []).append((key, c))
-    return keyed
+    return run.direction, keyed
 
 
-async def _unmeasured_leaders(store: KnowledgeStore, run_id: str, measured: set[str]) -> list[CandidateSummary]:
+def _leaders(direction: str, keyed: dict, measured: set[str]) -> list[CandidateSummary]:
     """Candidates not measured by this call that now rank at or above every measured one of their
     version, or whose score from too few runs is beyond that one's score (once measured, it may rank
     first; one equal to it cannot; the score, as run_report and get_run compare it, not the end of
     a few runs' range): each could be the version's best the report reads. Best score first."""
-    direction = (await store.get_run(run_id)).direction
     found = []
-    for items in (await _ranked_groups(store, run_id)).values():
+    for items in keyed.values():
         top = max(((k, c) for k, c in items if c.id in measured), default=None, key=lambda kc: kc[0])
         if top is not None:
             found += [c for k, c in items if c.id not in measured and (
@@ -238,21 +237,32 @@ async def _unmeasured_leaders(store: KnowledgeStore, run_id: str, measured: set[
     return sorted(found, key=lambda c: c.score if direction == "maximize" else -c.score, reverse=True)
 
 
+def _bests(keyed: dict) -> list[CandidateSummary]:
+    """The best ranked candidate of each group, groups by version (no version last); a run of one
+    group gives its best few."""
+    per_group = SINGLE_GROUP_FINALISTS if len(keyed) == 1 else 1
+    return [c for k in sorted(keyed, key=lambda v: (v is None, v or 0))
+            for _, c in sorted(keyed[k], key=lambda kc: kc[0], reverse=True)[:per_group]]
+
+
+async def _unmeasured_leaders(store: KnowledgeStore, run_id: str, measured: set[str]) -> list[CandidateSummary]:
+    """_leaders of the run as it stands now (after a batch pooled its rounds)."""
+    return _leaders(*await _ranked_groups(store, run_id), measured)
+
+
 async def default_sides(store: KnowledgeStore, run_id: str) -> list[CandidateSummary]:
     """What a call without named candidates measures: the newest versions' bests (the stop rule
     reads from the newest), with room kept for candidates from too few runs that read beyond their
-    version's measured best (LEAD_SIDES)."""
-    tops = (await finalists(store, run_id))[-(MAX_CANDIDATES - LEAD_SIDES):]
-    return [*tops, *(await _unmeasured_leaders(store, run_id, {c.id for c in tops}))[:LEAD_SIDES]]
+    version's measured best (LEAD_SIDES). One read of the run's candidates for both."""
+    direction, keyed = await _ranked_groups(store, run_id)
+    tops = _bests(keyed)[-(MAX_CANDIDATES - LEAD_SIDES):]
+    return [*tops, *_leaders(direction, keyed, {c.id for c in tops})[:LEAD_SIDES]]
 
 
 async def finalists(store: KnowledgeStore, run_id: str) -> list[CandidateSummary]:
     """The best ranked candidate of each team version (candidates of no version count as one group),
     best by the pessimistic end of its interval; a run of one group gives its best few."""
-    keyed = await _ranked_groups(store, run_id)
-    per_group = SINGLE_GROUP_FINALISTS if len(keyed) == 1 else 1
-    return [c for k in sorted(keyed, key=lambda v: (v is None, v or 0))
-            for _, c in sorted(keyed[k], key=lambda kc: kc[0], reverse=True)[:per_group]]
+    return _bests((await _ranked_groups(store, run_id))[1])
 
 
 def estimate_seconds(kit, n_sides: int, rounds: int, recorded: list[CandidateSummary | None]) -> float:

@@ -151,7 +151,7 @@ def without_few_runs_ranges(value: Any) -> Any:
     if isinstance(value, dict):
         drop = {interval for runs, interval in FEW_RUNS_RANGES.items()
                 if isinstance(value.get(runs), int) and not isinstance(value.get(runs), bool)
-                and value[runs] < EXACT_MIN_RUNS and not value.get("best_exact")}
+                and value[runs] < EXACT_MIN_RUNS}
         return {key: without_few_runs_ranges(item) for key, item in value.items() if key not in drop}
     if isinstance(value, list):
         return [without_few_runs_ranges(item) for item in value]

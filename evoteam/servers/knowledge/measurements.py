@@ -279,8 +279,7 @@ def stored_estimate(score: float | None, lo: float | None, hi: float | None, gro
     if lo is None or hi is None:
         return stats.Estimate(score, score, score, 1, 0.0)
     if lo == hi:  # a point: exact only where enough runs agree on it (stats.spread_unknown)
-        return stats.Estimate(score, lo, hi, (stats.runs_of(groups) if groups is not None else None)
-                              or n_measurements or 1, 0.0)
+        return stats.Estimate(score, lo, hi, stats.runs_of(groups) or n_measurements or 1, 0.0)
     if groups and kind_of(groups) == "program":  # its runs, and what an interval of so few covers
         return stats.Estimate(score, lo, hi, stats.runs_of(groups) or 1, stats.runs_coverage(groups))
     return stats.Estimate(score, lo, hi, n_measurements or 1)
@@ -309,8 +308,11 @@ def every_run_alike(row) -> bool:
 
 def best_runs(row) -> int | None:
     """What get_run says of its best's runs: where its interval has no width, or where its runs are
-    too few for a 95% interval, how many (else None)."""
-    return point_runs(row) if row["score_lo"] == row["score_hi"] else runs_if_unknown(row)
+    too few for a 95% interval, how many (else None): the runs its estimate counts."""
+    if row["score_lo"] != row["score_hi"] and not row["spread_unknown"]:
+        return None
+    est = estimate_of(row)
+    return est.n if est is not None else None
 
 
 def rank_key(rank_score: float | None, score: float | None, interval: list[float] | None, direction: str,
@@ -370,13 +372,6 @@ def _point_groups(row) -> dict | None:
     except ValueError:
         groups = None
     return groups if isinstance(groups, dict) else None
-
-
-def point_runs(row) -> int:
-    """The runs behind a zero-width score: the fewest values of any group of its rounds, from the
-    row's ``point_samples`` (or ``samples``); without them, its measurements (each one run at least)."""
-    groups = _point_groups(row)
-    return (stats.runs_of(groups) if groups is not None else None) or row["n_measurements"] or 1
 
 
 async def find_same_code(conn: aiosqlite.Connection, spec: CandidateCreate, direction: str) -> sqlite3.Row | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 RANKED = "status = 'PASSED' AND score IS NOT NULL AND verified = 1 AND flagged = 0"
 
 # A zero-width score's rounds, and a program's (one short list), so a reader can count the runs
-# behind it (measurements.point_runs, estimate_of): one run, a few alike, exact, or too few for a
+# behind it (measurements.estimate_of): one run, a few alike, exact, or too few for a
 # 95% interval. A kernel's rounds (every workload's) are left unread.
 POINT_SAMPLES = ("CASE WHEN score_lo = score_hi OR substr(samples, 1, 11) = '{\"program\":' THEN samples END "
                  "AS point_samples")
