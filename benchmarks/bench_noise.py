@@ -12,11 +12,12 @@ baseline):
   minimum detectable effect (MDE) that docs/bench.md reports.
 
 `--busy 2` starts two `while 1: pass` processes for the whole run (and stops them at the end),
-to see the same on a contended machine.
+to see the same on a contended machine; with `--bursty` they spin in bursts (0.3-1.5 s on,
+0.2-1.0 s off), as a neighbour's evaluations come and go.
 
 `--repeats 1,3` times each compare at 1x and 3x the kit's rounds in turn, trial by trial.
 
-Usage: python benchmarks/bench_noise.py [--trials 20] [--kits a,b] [--busy 0|2] [--effects 0.05,0.1,0.2]
+Usage: python benchmarks/bench_noise.py [--trials 20] [--kits a,b] [--busy 0|2] [--bursty] [--effects 0.05,0.1,0.2]
        [--repeats 1,3]
 """
 
@@ -57,10 +58,23 @@ def cpu_kernel_kits(settings, names: str) -> list:
     return [k for k in kits if k.name in set(names.split(","))] if names else kits
 
 
+# A bursty neighbour (another team's evaluations start and stop): busy 0.3-1.5 s, idle 0.2-1.0 s.
+BURSTS = """
+import random, sys, time
+rng = random.Random(int(sys.argv[1]))
+while True:
+    t, busy = time.time(), rng.uniform(0.3, 1.5)
+    while time.time() - t < busy:
+        pass
+    time.sleep(rng.uniform(0.2, 1.0))
+"""
+
+
 @contextmanager
-def busy_loops(n: int):
-    """``n`` processes spinning (``while 1: pass``) for as long as the block runs."""
-    busy = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(n)]
+def busy_loops(n: int, bursty: bool = False):
+    """``n`` processes spinning (``while 1: pass``), or in bursts, for as long as the block runs."""
+    code = BURSTS if bursty else "while 1: pass"
+    busy = [subprocess.Popen([sys.executable, "-c", code, str(seed)]) for seed in range(n)]
     try:
         yield
     finally:
@@ -100,6 +114,8 @@ async def main() -> None:
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--kits", default="")
     parser.add_argument("--busy", type=int, default=0, help="busy loops to run meanwhile (0 or 2)")
+    parser.add_argument("--bursty", action="store_true", help="the busy loops run in bursts (0.3-1.5 s on, "
+                        "0.2-1.0 s off), as another team's evaluations do")
     parser.add_argument("--effects", default="0.05,0.1,0.2")
     parser.add_argument("--repeats", default="", help="compare's repeats, e.g. 1,3: each in turn, trial by trial "
                         "(default: compare's own default)")
@@ -111,7 +127,7 @@ async def main() -> None:
     kits = cpu_kernel_kits(settings, args.kits)
     started = time.time()
     lines = []
-    with busy_loops(args.busy):
+    with busy_loops(args.busy, args.bursty):
         for kit in kits:
             base = kit.starting_point().read_text()
             better = kit.file(kit.manifest.examples["better"]).read_text()
@@ -129,7 +145,7 @@ async def main() -> None:
     print("-" * 100)
     for line in lines:
         print(line)
-    print(f"\n({args.busy} busy loops; {os.cpu_count()} CPUs; load average now {load[0]:.2f} {load[1]:.2f} "
+    print(f"\n({args.busy} {'bursty' if args.bursty else 'busy'} loops; {os.cpu_count()} CPUs; load average now {load[0]:.2f} {load[1]:.2f} "
           f"{load[2]:.2f}; {time.time() - started:.0f} s. B/A = B's speedup over A, below 1: B is slower. "
           "A/A goal: at most 2 of 20 significant; the MDE is the smallest extra work found significant in most "
           "trials.)")

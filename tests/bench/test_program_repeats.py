@@ -44,6 +44,10 @@ async def test_repeats_report_the_median_run_and_one_run_says_its_spread_is_unkn
     assert result.metrics[kit.objective] == result.score
     assert result.ndg == pytest.approx(normalised_discovery_gain(kit.direction, kit.x0, kit.best_known, result.score))
     assert f"{kit.objective} = {result.score:g}" in result.message
+    even = await evaluate_candidate(settings, "circle_packing_26", code=UNSEEDED, repeats=4)
+    middle = sorted(even.metrics["repeats"])[1:3]
+    assert even.score == pytest.approx(sum(middle) / 2) and even.score not in even.metrics["repeats"]
+    assert even.message.startswith(f"{kit.objective} = {even.score:.6g}"), even.message  # not one run's
     once = await evaluate_candidate(settings, "circle_packing_26", code=UNSEEDED)
     assert once.score_interval is None  # one run: no interval ([x, x] read as exact; 2026-12-04)
     assert "one run, so its spread is unknown" in once.message

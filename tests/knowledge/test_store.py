@@ -78,6 +78,15 @@ async def test_best_score_and_ndg_follow_direction(store, verifier):
     assert traj.best_score == pytest.approx(0.40)
 
 
+def test_a_best_equal_to_the_start_gains_nothing():
+    """x0 stored with fewer digits than the score of the program it names: no gain of 1e-13."""
+    from evoteam.servers.knowledge.readsql import normalised_discovery_gain
+    for direction, start, sota in (("maximize", 1.0, 2.0), ("minimize", 0.5, 0.380859)):
+        assert normalised_discovery_gain(direction, start, sota, start + 1e-16) == 0.0
+        assert str(normalised_discovery_gain(direction, start, sota, start * (1 + 1e-15))) == "0.0"  # not -0.0
+        assert normalised_discovery_gain(direction, start, sota, sota) == pytest.approx(100.0)
+
+
 async def test_a_self_awarded_score_is_refused_or_never_ranks(store):
     """The attack: record_candidate(status=PASSED, score=1000) as an ordinary writer."""
     run = await new_run(store)

@@ -90,4 +90,6 @@ def normalised_discovery_gain(direction: str, x0: float | None, best_known: floa
     if x0 is None or best_known is None or best is None or best_known == x0:
         return None
     sign = 1.0 if direction == "maximize" else -1.0
-    return 100.0 * sign * (best - x0) / (sign * (best_known - x0))
+    # Rounded past what a score's digits say: a best equal to an x0 stored with fewer digits read
+    # as a gain of 9.5e-14 (model-play 2026-12-04).
+    return round(100.0 * sign * (best - x0) / (sign * (best_known - x0)), 9) + 0.0

@@ -314,9 +314,14 @@ def median_run(kit: Kit, runs: list[Evaluation]) -> tuple[Evaluation, stats.Esti
     scores = [r.score for r in runs]
     est = stats.score_estimate({"program": scores}, "program")
     result = min(reversed(runs), key=lambda r: abs(r.score - est.value))
+    m = kit.manifest
+    # An even count's median is no run's: the message's figure is the median's, as the score is
+    # (it quoted the nearest run's 0.383051 beside a median of 0.3830484; 2026-12-04).
+    head = f"{m.objective} = {result.score:.6g}"
+    if result.score != est.value and result.message.startswith(head):
+        result.message = f"{m.objective} = {est.value:.6g}" + result.message[len(head):]
     result.samples = {"program": scores}
     result.score, result.score_interval = est.value, [est.lo, est.hi]
-    m = kit.manifest
     if m.objective in result.metrics:
         result.metrics[m.objective] = est.value
     result.ndg = normalised_discovery_gain(m.direction, m.x0, m.best_known, est.value)
