@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evoteam.config import SOURCE_ROOT, Settings
+from evoteam.config import Settings
 from evoteam.errors import DomainError
 from evoteam.report.remeasure import remeasure_run
 from evoteam.servers.bench.evaluation.core import evaluate_candidate
