@@ -273,13 +273,30 @@ async def test_a_busy_machine_never_announces_a_new_best(store, verifier):
     assert by_id[busy.id].best_so_far_id == busy.id and by_id[busy.id].contended
     assert not by_id[busy.id].new_best and by_id[busy.id].within_noise_of == first.id
     assert busy.contended_measurements == 1 and busy.n_measurements == 1 and first.contended_measurements is None
-    # Nor is the first candidate of a run that was measured only on a busy machine.
-    other = await new_run(store)
+    # Nor is the first candidate of a run measured only on a busy machine, against a starting
+    # score that is not the baseline timed in its rounds (x0 = 1.5, say a best carried over) ...
+    other = await store.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.5))
     alone = await verifier.record_candidate(measured(other.id, "a = 1\n", {"w": rounds(2.0, 0.1, seed=3)},
                                                      metrics=BUSY))
     (point,) = (await store.trajectory(other.id)).points
     assert point.best_so_far_id == alone.id and point.contended and not point.new_best
     assert point.within_noise_of is None
+    # ... but against x0 = 1, the baseline, a kernel's interval is paired (the baseline is timed
+    # in its rounds), and load does not move that across 1: a first kernel clearing it is announced,
+    # and a copy of the baseline is within noise of x0, not of a best it is far apart from.
+    paired = await new_run(store)
+    lead = await verifier.record_candidate(measured(paired.id, "a = 1\n", {"w": rounds(2.0, 0.1, seed=3)},
+                                                    metrics=BUSY))
+    copy = await verifier.record_candidate(measured(paired.id, "a = 5\n", {"w": rounds(1.0, 0.1, seed=9)},
+                                                    metrics=BUSY))
+    points = {p.candidate_id: p for p in (await store.trajectory(paired.id)).points}
+    assert points[lead.id].new_best and points[lead.id].contended and points[lead.id].decided_by == "intervals"
+    assert points[copy.id].within_noise_of == "x0" and not points[copy.id].worse_than
+    # A busy candidate apart from the best and beyond x0 is not told apart from it (no decided_by).
+    mid = await verifier.record_candidate(measured(paired.id, "a = 6\n", {"w": rounds(1.5, 0.05, seed=10)},
+                                                   metrics=BUSY))
+    point = {p.candidate_id: p for p in (await store.trajectory(paired.id)).points}[mid.id]
+    assert point.within_noise_of == lead.id and point.decided_by is None and not point.worse_than
     # A quiet candidate beyond the busy incumbent is announced by what it clears: the last
     # announced best (the first, quiet), never the busy one, whose interval is not trusted.
     after = await verifier.record_candidate(measured(run.id, "a = 3\n", {"w": rounds(4.0, 0.1, seed=5)},

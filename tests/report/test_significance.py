@@ -179,6 +179,30 @@ async def test_versions_that_read_worse_than_a_busy_best_still_count_as_stalls(t
                    for v in summary.versions[1:]), [v.gain for v in summary.versions]
 
 
+async def test_a_first_kernel_best_on_a_busy_machine_is_decided_against_the_baseline(tmp_path: Path):
+    """A kernel's speedup is paired with the baseline timed in its own rounds, and x0 = 1 is that
+    baseline: a first version's best that clears it on a busy machine is a gain (it read "not
+    established" for ever on a shared machine; model-play 2026-12-04), and one whose interval holds
+    1 is none. Against another starting score a busy best still settles nothing."""
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        found = {}
+        for x0, center in ((1.0, 4.0), (1.0, 1.0), (2.0, 4.0)):
+            run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=x0))
+            team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
+            await team.design_team(_design(run.id, "diagnosis 1", "Role1"))
+            bench = kb.with_actor(Actor(user="u", client="t", role="Role1", team_version=1, verifier=True))
+            code = "def run(x):\n    return x\n"
+            await bench.record_candidate(CandidateCreate(
+                run_id=run.id, code=code, code_hash=code_hash(code), status="PASSED", score=center,
+                samples=rounds(center, 1), verified=True, metrics=BUSY))
+            found[x0, center] = summarise(await gather(kb, run.id)).versions[0]
+        assert found[1.0, 4.0].significant_gain is True, found[1.0, 4.0].gain
+        assert found[1.0, 4.0].gain == "first ranked result: clears the starting score x0 = 1"
+        assert found[1.0, 1.0].significant_gain is False and "no gain" in found[1.0, 1.0].gain
+        assert found[2.0, 4.0].significant_gain is None and "contended" in found[2.0, 4.0].gain
+        assert "bench.remeasure" in found[2.0, 4.0].gain  # what settles it
+
+
 def test_rounds_that_are_no_speedups_are_refused_when_recorded():
     """A kernel kit's rounds are speedup ratios: a zero (a verifier other than the bench) would
     leave the candidate without an interval, ranked by its point score."""

@@ -485,6 +485,21 @@ def clears_start(own: stats.Estimate, x0: float, direction: str) -> bool:
     return stats.clears(own, stats.Estimate(x0, x0, x0, stats.EXACT_MIN_RUNS, 1.0), direction)
 
 
+def start_is_paired(kernel_rounds: bool, x0: float | None) -> bool:
+    """Whether a score's interval against the run's starting score is a paired one: a kernel's
+    speedup is timed in the same rounds as the baseline, and x0 = 1 is that baseline. A busy
+    machine widens such an interval and does not move it across 1 (copies of the baseline with two
+    busy loops: 20 of 20 score intervals held 1, docs/bench.md), so contention, which keeps two
+    separate evaluations from being compared, does not keep it from deciding against x0 (a 4x
+    first version read "not established" on a shared machine for ever; model-play 2026-12-04)."""
+    return bool(kernel_rounds) and x0 == 1.0
+
+
+def kernel_row(row) -> bool:
+    """Whether a trajectory row holds a kernel's rounds (readsql.KERNEL_ROUNDS)."""
+    return "kernel_rounds" in row.keys() and bool(row["kernel_rounds"])
+
+
 def beyond(a: float, b: float, direction: str) -> bool:
     """Whether ``a`` lies on the better side of ``b`` in the run's direction."""
     return a > b if direction == "maximize" else a < b

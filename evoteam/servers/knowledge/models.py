@@ -404,7 +404,8 @@ class TrajectoryPoint(BaseModel):
     best_so_far_id: str | None = None
     new_best: bool = Field(default=False, description="it took the lead and clears the last new best or, once "
                            "there is one, the best just before it (none yet: the run's starting score x0): interval "
-                           "against interval, neither measured on a busy machine, or by the paired rounds of the "
+                           "against interval, neither measured on a busy machine (a kernel's against x0 = 1, the "
+                           "baseline timed in its own rounds, holds there too), or by the paired rounds of the "
                            "two (bench.compare by id, bench.remeasure; pooled), which decide where they exist: "
                            "progress, not noise")
     within_noise_of: str | None = Field(default=None, description="the best it cannot be told apart from (\"x0\": "
@@ -419,7 +420,8 @@ class TrajectoryPoint(BaseModel):
                                     "rounds pool into both scores and settle the ranking")
     decided_by: Literal["paired rounds", "intervals"] | None = Field(
         default=None, description="what decided new_best, within_noise_of or worse_than: the two candidates' kept "
-        "paired rounds (bench.compare by id, bench.remeasure; pooled) or their separate intervals")
+        "paired rounds (bench.compare by id, bench.remeasure; pooled) or their separate intervals; none beside "
+        "within_noise_of: apart, but measured on a busy machine, which keeps them from being told apart")
     too_few_runs: bool | None = Field(default=None, description="it leads but does not clear the last new best "
                                       "(none yet: the starting score x0), or trails the best with a different "
                                       "score, and one of the two "
@@ -433,7 +435,8 @@ class TrajectoryPoint(BaseModel):
     runs: int | None = Field(default=None, description="set only where the score is from too few runs for a 95% "
                              "interval: how many (score_interval is just their range)")
     contended: bool | None = Field(default=None, description="measured on a busy machine: a new_best only by "
-                                   "paired rounds (bench.remeasure it beside the best)")
+                                   "paired rounds (bench.remeasure it beside the best), or, a kernel's first, by "
+                                   "clearing x0 = 1")
     code_hash: str | None = None
     note: str | None = None
     role: str | None

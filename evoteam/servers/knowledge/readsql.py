@@ -17,6 +17,10 @@ RANKED = "status = 'PASSED' AND score IS NOT NULL AND verified = 1 AND flagged =
 POINT_SAMPLES = ("CASE WHEN score_lo = score_hi OR substr(samples, 1, 11) = '{\"program\":' THEN samples END "
                  "AS point_samples")
 
+# Whether a row's rounds are a kernel's (speedups over the baseline timed in the same rounds), read
+# without its rounds: measurements.start_is_paired.
+KERNEL_ROUNDS = "(samples IS NOT NULL AND substr(samples, 1, 11) <> '{\"program\":') AS kernel_rounds"
+
 # A run's counters, kept by triggers (counters.py): one row, whatever the size of the run.
 COUNTERS = "SELECT candidates, learnings, spent_usd FROM run_counters WHERE run_id = ?"
 

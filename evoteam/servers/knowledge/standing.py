@@ -11,8 +11,8 @@ from typing import Literal, NamedTuple
 
 from evoteam import stats
 from evoteam.servers.knowledge.measurements import (beyond, clears_start, estimate_of,
-                                                   contended_row, first_line, interval_of, overlaps, row_rank_key,
-                                                   runs_if_unknown)
+                                                   contended_row, first_line, interval_of, kernel_row, overlaps,
+                                                   row_rank_key, runs_if_unknown, start_is_paired)
 from evoteam.servers.knowledge.models import TrajectoryPoint
 from evoteam.servers.knowledge.verified import ranks
 
@@ -88,7 +88,7 @@ def _lead(row: sqlite3.Row, announced: sqlite3.Row | None, incumbent: sqlite3.Ro
         # Beyond a best side by side counts only past x0 (its own paired rounds against the baseline).
         if side == "better" and (x0 is None or clears_start(own, x0, direction)):
             return Standing(new_best=True, decided_by=PAIRS)
-        if busy:  # its interval is not trusted: `contended` says why it is not announced
+        if busy and not start_is_paired(kernel_row(row), x0):  # `contended` says why it is not announced
             return Standing(within_noise_of=before["id"] if before is not None else None)
         if x0 is None or clears_start(own, x0, direction):  # the first quiet leader, or past x0
             return Standing(new_best=True, decided_by=None if x0 is None else INTERVALS)
@@ -112,7 +112,8 @@ def _lead(row: sqlite3.Row, announced: sqlite3.Row | None, incumbent: sqlite3.Ro
     return Standing(within_noise_of=announced["id"], decided_by=INTERVALS)
 
 
-def _behind(row: sqlite3.Row, best: sqlite3.Row, paired: Paired | None) -> Standing:
+def _behind(row: sqlite3.Row, best: sqlite3.Row, paired: Paired | None, x0: float | None,
+            direction: str) -> Standing:
     """How a candidate behind the best stands: within its noise, or told apart and worse."""
     side = _side(paired, best, row)
     if side is not None:
@@ -122,8 +123,16 @@ def _behind(row: sqlite3.Row, best: sqlite3.Row, paired: Paired | None) -> Stand
                         worse_than=best["id"] if side == "worse" else None,
                         better_than=best["id"] if side == "better" else None, decided_by=PAIRS)
     own, top = estimate_of(row), estimate_of(best)
-    if contended_row(row) or contended_row(best) or overlaps(own, top):
+    if overlaps(own, top):
         return Standing(within_noise_of=best["id"], decided_by=INTERVALS)
+    if contended_row(row) or contended_row(best):
+        # Apart, but separate evaluations on a busy machine move by more than their intervals: not
+        # told apart from the best (no decided_by), though a kernel's interval against the baseline
+        # timed beside it holds (a copy of the baseline at 1.07x read "within noise" of a best at
+        # 3.6-4.6x; model-play 2026-12-04).
+        if x0 is not None and start_is_paired(kernel_row(row), x0) and not clears_start(own, x0, direction):
+            return _against_start(own, x0, direction)
+        return Standing(within_noise_of=best["id"])
     # Apart, but one is a point from too few runs: not known to be worse, nor within noise (a
     # program at 0.5 behind a best at 0.386 read "within noise of" it; 2026-12-04).
     if stats.spread_unknown(own) or stats.spread_unknown(top):
@@ -149,7 +158,7 @@ def trajectory_points(rows: list[sqlite3.Row], direction: str, x0: float | None 
                 # A lead found worse than a best is no step for the next to clear (review 2026-12-04).
                 stepping = stepping if standing.worse_than else r
             else:
-                standing = _behind(r, best, paired)
+                standing = _behind(r, best, paired, x0, direction)
         points.append(TrajectoryPoint(
             candidate_id=r["id"], at=r["created_at"], score=r["score"], score_interval=interval_of(r),
             best_so_far=best["score"] if best is not None else None,
