@@ -176,6 +176,14 @@ async def test_compare_of_two_bests_settles_a_real_program_kits_version_gain(tmp
         # The programs are deterministic: five runs alike a side make the difference exact.
         assert line.gain.startswith(f"{cmp.b_speedup_over_a:.6g} (exact: every run alike)"), line.gain
         assert summary.versions_without_significant_gain == 0
+        # Compared again, the reply gives the pool the run's verdicts read, not only its own batch.
+        assert cmp.pooled is None
+        again = await compare_candidates(settings, "circle_packing_26", {"candidate_id": ids[2]},
+                                         {"candidate_id": ids[1]}, store=kb, repeats=2)
+        assert again.pooled is not None and again.pooled.batches == 2 and again.pooled.significant
+        # Read as this call's B over A (the first batch turned round): -(B - A) of the first.
+        assert again.pooled.b_speedup_over_a == pytest.approx(-cmp.b_speedup_over_a)
+        assert "pooled with the 1 earlier batch(es) of the two" in again.verdict and not again.significant
 
 
 async def test_paired_rounds_outlast_a_newer_side_by_side_batch_and_a_busy_compare_decides(tmp_path: Path):

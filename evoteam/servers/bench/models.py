@@ -429,6 +429,15 @@ class WorkloadComparison(BaseModel):
                              "b_speedup_over_a: which to read")
 
 
+class PooledComparison(BaseModel):
+    """Every kept paired batch of the same two candidates (this one included), pooled."""
+
+    b_speedup_over_a: float = Field(description="as the batch's: a ratio (kernel kits) or B's score minus A's")
+    interval: list[float]
+    significant: bool
+    batches: int = Field(description="compares of the two by id and re-measurements with both, this one included")
+
+
 class Comparison(BaseModel):
     """A and B measured in one interleaved batch with the baseline (kernel kits), or their
     evaluators run alternately (program kits)."""
@@ -448,3 +457,6 @@ class Comparison(BaseModel):
     verdict: str = Field(description="which is better, or 'no significant difference'")
     contended: bool = Field(default=False, description="the machine was busier than the timing tolerates: "
                             "intervals are wider (said here once, not in each side's message)")
+    pooled: PooledComparison | None = Field(default=None, description="where the two were compared before (by "
+                                            "id, in the run): every such batch pooled, what the trajectory and "
+                                            "version gains read")

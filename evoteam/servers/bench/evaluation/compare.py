@@ -35,11 +35,12 @@ from evoteam.servers.bench.evaluation.core import (
     stored_code,
 )
 from evoteam.servers.bench.formats.kits import find_kit
-from evoteam.servers.bench.models import BASELINE_ID, ComparedSide, Comparison, Evaluation, Split, WorkloadComparison
+from evoteam.servers.bench.models import (BASELINE_ID, ComparedSide, Comparison, Evaluation, PooledComparison, Split,
+                                          WorkloadComparison)
 from evoteam.servers.bench.measurement.machine import contention_line
 from evoteam.servers.bench.measurement.method import TIMING_METHOD
 from evoteam.servers.bench.measurement.session import SideSpec
-from evoteam.servers.knowledge.comparisons import keep_comparison, record_of
+from evoteam.servers.knowledge.comparisons import dev_comparisons, keep_comparison, paired_verdict, record_of
 from evoteam.servers.knowledge.store import KnowledgeStore
 
 MESSAGE_LIMIT = 300
@@ -171,36 +172,49 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
                     if est is not None and stats.significant(est, kind) else
                     "; measured on a busy machine (contended): its wider interval can hide a small difference; "
                     "compares of the same two by id pool into a narrower one, quiet ones most")
+    pooled = None
     if est is not None and store is not None:
-        verdict += await _keep(store, the_kit, a, b, split, kind, contended, samples, ranges)
+        kept, pooled = await _keep(store, the_kit, a, b, split, kind, contended, samples, ranges)
+        verdict += kept
     return Comparison(kit=the_kit.name, split=split, a=_brief(ea, a.get("candidate_id")),
                       b=_brief(eb, b.get("candidate_id")),
                       b_speedup_over_a=est.value if est else None, interval=[est.lo, est.hi] if est else None,
                       significant=bool(est and stats.significant(est, kind)), rounds=n_rounds, workloads=rows,
-                      verdict=verdict, contended=contended)
+                      verdict=verdict, contended=contended, pooled=pooled)
 
 
 async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, kind: str, contended: bool,
-                samples: dict, ranges: dict | None) -> str:
+                samples: dict, ranges: dict | None) -> tuple[str, PooledComparison | None]:
     """Keep the verdict and its rounds in the run both sides belong to; what the verdict adds
-    about it."""
+    about it, and every kept batch of the two pooled where this is not the first."""
     ids = [side.get("candidate_id") for side in (a, b)]
     if not all(ids) or BASELINE_ID in ids or split != "dev":  # only dev rounds decide a version gain
-        return ""
+        return "", None
     first, second = [await store.get_candidate(i) for i in ids]
     if first.run_id != second.run_id:
-        return ""
+        return "", None
     run = await store.get_run(first.run_id)
     if run.kit is not None and run.kit != kit.name:
-        return ""
+        return "", None
     record = record_of(first.id, second.id, kit=kit.name, split=split, kind=kind, samples=samples, ranges=ranges,
                        contended=contended, measured_at=datetime.now(UTC), kit_hash=kit.content_hash,
                        timing_method=TIMING_METHOD if kind == "kernel" else None)
     refused = await keep_comparison(store, run.id, record)
     if refused:
-        return f"; not kept in run {run.id}: {refused}"
-    return (f"; kept in run {run.id}: the trajectory's and the version gains' verdicts between these two pool the "
+        return f"; not kept in run {run.id}: {refused}", None
+    kept = (f"; kept in run {run.id}: the trajectory's and the version gains' verdicts between these two pool the "
             "paired rounds of every compare (and re-measurement) of them, not either one's score")
+    # The pool is what decides; a model that compared again saw only the newest batch (model-play 2026-12-04).
+    found = paired_verdict(await dev_comparisons(store, run.id, kit.name), first.id, second.id)
+    if found is None or found.batches < 2:
+        return kept, None
+    value, lo, hi = found.estimate
+    pooled = PooledComparison(b_speedup_over_a=value, interval=[lo, hi], significant=found.significant,
+                              batches=found.batches)
+    said = "significant" if found.significant else "no significant difference"
+    unit = "×" if kind == "kernel" else ""
+    return (f"; pooled with the {found.batches - 1} earlier batch(es) of the two: "
+            f"{stats.sig3(value)}{unit} ({stats.sig3(lo)}–{stats.sig3(hi)}), {said}{kept}"), pooled
 
 
 async def _program_contrast(settings, kit, cands, split, progress, repeats):
