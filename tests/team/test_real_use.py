@@ -77,3 +77,47 @@ async def test_a_budget_the_supervisor_alone_spends_stops_the_run(kb, run, proje
     assert result.reason == "budget spent" and runner.jobs == []
     assert (await kb.get_run(run.id)).status == "budget_spent"
     assert [(x.role, x.usd) for x in (await kb.spend(run.id)).lines] == [("supervisor", 12.0)]
+
+
+def test_team_status_gives_the_best_with_its_interval_quick_or_not(project, tmp_path):
+    """team_status gave a bare best_score (3.70314) where get_run gave its interval: a score with a
+    95% interval gives it, the tool and both paths of the CLI alike; a program's range of too few
+    runs is no such interval and is left out."""
+    import asyncio
+    import random
+
+    from click.testing import CliRunner
+
+    from evoteam.cli import main
+    from evoteam.codehash import code_hash
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.models import CandidateCreate, RunCreate
+    from evoteam.servers.knowledge.quickread import ENV_SWITCH
+    from evoteam.servers.knowledge.store import Actor
+
+    db = tmp_path / "status.db"
+    rng = random.Random(1)
+
+    async def setup(samples: dict) -> tuple[str, object]:
+        async with LocalKnowledgeStore.open(db, Actor(user="t", verifier=True)) as kb:
+            run = await kb.start_run(RunCreate(goal="g", budget_usd=3))
+            code = "a = 1\n"
+            await kb.record_candidate(CandidateCreate(run_id=run.id, code=code, code_hash=code_hash(code),
+                                                      status="PASSED", score=3.7, samples=samples, verified=True))
+            svc = TeamService(TeamStore(kb), project_dir=project, write_agent_files=False)
+            await svc.design_team(TeamDesign(**design(run.id, "Profiler")))
+            return run.id, await svc.team_status(run.id)
+
+    def line(run_id: str, quick: bool) -> str:
+        env = {"EVOTEAM_DB": str(db), "HOME": str(tmp_path), ENV_SWITCH: "1" if quick else "0"}
+        out = CliRunner().invoke(main, ["team", "status", run_id], env=env)
+        assert out.exit_code == 0, out.output
+        return out.output.splitlines()[0]
+
+    kernel, status = asyncio.run(setup({w: [3.7 * (1 + rng.uniform(-0.1, 0.1)) for _ in range(10)] for w in "ab"}))
+    lo, hi = status.best_interval
+    assert lo < status.best_score < hi
+    assert line(kernel, True) == line(kernel, False) and f"({lo:.3g}–{hi:.3g})" in line(kernel, True)
+    program, status = asyncio.run(setup({"program": [3.6, 3.7, 3.8]}))  # three runs: a range, not a 95% interval
+    assert status.best_interval is None
+    assert line(program, True) == line(program, False) and "best 3.7  " in line(program, True)

@@ -113,6 +113,8 @@ def run_view(conn: sqlite3.Connection, row: sqlite3.Row) -> SimpleNamespace:
         id=row["id"], project=row["project"], goal=row["goal"], kit=row["kit"], direction=row["direction"],
         status=row["status"], budget_usd=row["budget_usd"], current_version=row["current_version"],
         best_score=best_score, best_candidate_id=best["id"] if best else None,
+        best_interval=[best["score_lo"], best["score_hi"]] if best and best["score_lo"] is not None
+        and best["score_hi"] is not None else None, best_spread_unknown=bool(best and best["spread_unknown"]),
         ndg=readsql.normalised_discovery_gain(row["direction"], row["x0"], row["best_known"], best_score),
         candidates=n_cand, learnings=n_learn, spent_usd=spent, provenance=_provenance(row))
 

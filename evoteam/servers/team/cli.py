@@ -92,7 +92,10 @@ def status_cmd(settings: Settings, run_id, version, as_json) -> None:
             click.echo(status.model_dump_json(indent=2))
             return
     budget = "no budget" if status.budget_usd is None else f"${status.budget_usd:.2f}"
-    click.echo(f"run {status.run_id} ({status.run_status})  team v{status.version}  best {status.best_score}  "
+    from evoteam.stats import describe_score
+
+    best = describe_score(status.best_score, status.best_interval)
+    click.echo(f"run {status.run_id} ({status.run_status})  team v{status.version}  best {best}  "
                f"spent ${status.spent_usd:.2f} of {budget}  {status_word(status)}")
     for r in status.roles:
         note = r.error or r.last_message.replace("\n", " ")[:80]

@@ -50,6 +50,7 @@ from evoteam.servers.team.models import (
     TeamVersion,
     TeamVersionSummary,
 )
+from evoteam.servers.team import readsql
 from evoteam.servers.team.plan import spawn_plan
 from evoteam.servers.team.runners import Progress, RoleJob, RoleOutcome, RunnerFactory, default_runner_factory
 from evoteam.servers.team.sentences import sentence_tail
@@ -457,7 +458,9 @@ class TeamService:
             finished = all(r.status in TERMINAL for r in roles)
         spend = await self.kb.spend(run_id)
         return TeamStatus(run_id=run_id, run_status=run.status, version=version, finished=finished, roles=roles,
-                          best_score=run.best_score, ndg=run.ndg, candidates=run.candidates, learnings=run.learnings,
+                          best_score=run.best_score, ndg=run.ndg,
+                          best_interval=readsql.team_interval(run.best_interval, run.best_runs is not None),
+                          candidates=run.candidates, learnings=run.learnings,
                           spent_usd=spend.spent_usd, budget_usd=spend.budget_usd, left_usd=spend.left_usd,
                           evaluations=summarise(self.queue_dir, run_id) if self.queue_dir is not None else None)
 

@@ -277,6 +277,8 @@ class TeamStatus(BaseModel):
     finished: bool = Field(description="every role of the version has ended (finished, failed, over budget, ...)")
     roles: list[RoleState]
     best_score: float | None
+    best_interval: list[float] | None = Field(default=None, description="the best's 95% interval (none where "
+                                              "its runs are too few for one, or all alike: knowledge.get_run)")
     ndg: float | None
     candidates: int
     learnings: int

@@ -51,7 +51,8 @@ def team_status(values: dict, run_id: str | None, version: int | None) -> Simple
                                              error=s["error"]))
             finished = all(r.status in readsql.TERMINAL for r in roles)
         return SimpleNamespace(run_id=run.id, run_status=run.status, version=shown, finished=finished, roles=roles,
-                               best_score=run.best_score, ndg=run.ndg, spent_usd=quickread.spent(conn, run.id),
+                               best_score=run.best_score, best_interval=readsql.team_interval(run.best_interval, run.best_spread_unknown), ndg=run.ndg,
+                               spent_usd=quickread.spent(conn, run.id),
                                budget_usd=run.budget_usd)
 
     return quickread.read(values, body)

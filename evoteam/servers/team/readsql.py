@@ -25,3 +25,9 @@ def slugify(name: str) -> str:
 def sessions(where: str) -> str:
     """The query of a run's role sessions matching `where`, oldest first."""
     return f"SELECT * FROM role_sessions WHERE {where} ORDER BY created_at, id"
+
+
+def team_interval(interval: list[float] | None, unknown: bool) -> list[float] | None:
+    """The best's interval as team_status gives it: only a 95% one (a range of too few runs, or a
+    zero-width point, is not one; knowledge.get_run says what it is)."""
+    return interval if interval and not unknown and interval[0] != interval[1] else None
