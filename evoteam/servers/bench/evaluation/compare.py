@@ -156,10 +156,11 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
             est = timing.kit_estimate(samples, ranges=ranges) if passed and samples else None
             n_rounds = min((len(v) for v in samples.values()), default=None)
             contended = bool(found.contention.get("contended"))
+            busy_because = "; ".join(found.contention.get("reasons") or [])
             kind = "kernel"
         else:
             ea, eb, est, scores = await _program_contrast(settings, the_kit, cands, split, progress, repeats)
-            rows, n_rounds, contended, kind = [], repeats, False, "program"
+            rows, n_rounds, contended, kind, busy_because = [], repeats, False, "program", ""
             samples, ranges = {"a": scores["A"], "b": scores["B"]}, None
     finally:
         for c in cands.values():
@@ -168,9 +169,10 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
     if contended:  # the sides' messages lose their contention clause (_brief): the verdict says it once
         # Load widens a paired interval, it does not make a difference appear (A/A with two busy
         # loops: 0 of 20 significant, docs/bench.md): only "no difference" is in doubt.
-        verdict += ("; measured on a busy machine (contended): the wider interval still excludes no difference"
+        busy = f"; measured on a busy machine (contended{': ' + busy_because if busy_because else ''})"
+        verdict += (f"{busy}: the wider interval still excludes no difference"
                     if est is not None and stats.significant(est, kind) else
-                    "; measured on a busy machine (contended): its wider interval can hide a small difference; "
+                    f"{busy}: its wider interval can hide a small difference; "
                     "compares of the same two by id pool into a narrower one, quiet ones most")
     pooled = None
     if est is not None and store is not None:
