@@ -131,13 +131,17 @@ def _remeasured(report: RunReport) -> str:
             return _fmt(score)
         return html.escape(describe_score(score, interval, runs=runs))
 
+    # A held-out column only for a batch that measured the held-out split: its dashes read as "no
+    # held-out score" beside the run's held-out check (model-play 2026-12-04).
+    heldout = "heldout" in m.splits
     head = ("<tr><th>candidate</th><th>version</th><th class=num>recorded</th><th class=num>this batch (dev)</th>"
-            "<th class=num>held-out</th><th class=num>pooled</th><th>rank before → after</th><th></th></tr>")
+            f"{'<th class=num>held-out (this batch)</th>' if heldout else ''}<th class=num>pooled</th>"
+            "<th>rank before → after</th><th></th></tr>")
     rows = "".join(
         f"<tr><td>{html.escape(e.candidate_id)}</td><td>{'' if e.team_version is None else f'v{e.team_version}'}</td>"
         f"<td class=num>{cell(e.recorded_score, e.recorded_interval)}</td>"
         f"<td class=num>{cell(e.score, e.score_interval, m.rounds)}</td>"
-        f"<td class=num>{cell(e.heldout_score, e.heldout_interval, m.rounds)}</td>"
+        f"{f'<td class=num>{cell(e.heldout_score, e.heldout_interval, m.rounds)}</td>' if heldout else ''}"
         f"<td class=num>{cell(e.pooled_score, e.pooled_interval)}</td>"
         f"<td>{'' if e.rank_before is None else f'{e.rank_before} → {e.rank_after}'}</td>"
         f"<td>{'<b>rank changed</b>' if e.candidate_id in m.changed else ''}"

@@ -86,6 +86,25 @@ def test_remeasure_cli_stores_a_set_the_report_shows(filled_db, tmp_path):
     subprocess.run([sys.executable, "-m", "evoteam.cli", "report", run_id, "-o", str(page)], env=env, check=True,
                    capture_output=True, timeout=180)
     assert "Re-measured together" in page.read_text() and "2 interleaved rounds" in page.read_text()
+    # A dev batch has no held-out column (its dashes read as "no held-out score"; model-play 2026-12-04).
+    assert "held-out (this batch)" not in page.read_text()
+
+
+def test_a_held_out_column_shows_only_for_a_batch_that_measured_held_out():
+    from datetime import UTC, datetime
+    from types import SimpleNamespace
+
+    from evoteam.report.page import _remeasured
+    from evoteam.report.remeasure import MeasurementSet, Remeasured
+
+    entry = Remeasured(candidate_id="cand_a", team_version=1, score=2.0, score_interval=[1.8, 2.2],
+                       heldout_score=1.7, heldout_interval=[1.5, 1.9])
+    for splits, shown in ((["dev"], False), (["dev", "heldout"], True)):
+        mset = MeasurementSet(run_id="run_x", kit="k", measured_at=datetime.now(UTC), rounds=10, splits=splits,
+                              entries=[entry])
+        page = _remeasured(SimpleNamespace(remeasured=mset, best_candidate_id="cand_a"))
+        assert ("held-out (this batch)" in page) is shown and ("1.7 (1.5–1.9)" in page) is shown, page
+        assert page.count("<th") == page.count("<td")  # one cell per column (one entry)
 
 
 async def test_one_batch_takes_a_bounded_number_of_candidates(tmp_path):
