@@ -185,8 +185,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                                                                       "a side, 2+ (5)")] = None,
     ) -> Comparison:
         """Is B better than A, or noise? One interleaved batch: b_speedup_over_a (program kits:
-        B's score minus A's), its 95% interval, significant when it excludes no change; verdict
-        names the better."""
+        B's score minus A's), its 95% interval, significant when it excludes no change, a verdict."""
         def spec(path, code, cid, label):
             given = [x for x in (path, code, cid) if x]
             if len(given) != 1:
@@ -209,13 +208,13 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     async def remeasure(
         ctx: Context,
         run_id: str,
-        candidate_ids: Annotated[list[str] | None, Field(description="default: each version's best; no team: the best 3")] = None,
+        candidate_ids: Annotated[list[str] | None, Field(description="default: each version's best (one version, or no team: the best 3)")] = None,
         rounds: Annotated[int, Field(ge=2, le=100)] = 10,
         split: Split = "dev",
     ) -> MeasurementSet:
         """Measure a run's finalists (and a kernel kit's baseline) again in interleaved batches,
         pooling new rounds into each; says whose rank changed and who is within noise of the
-        top. Use before crowning a best or a held-out check."""
+        top. Use before crowning a best or held-out checks."""
         if settings.bench_url and caller_store is None:  # measured and pooled on the evaluation service
             arguments = {"run_id": run_id, "candidate_ids": candidate_ids, "rounds": rounds, "split": split}
             return MeasurementSet.model_validate(await route.call_service(settings, "remeasure", arguments,
