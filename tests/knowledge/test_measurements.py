@@ -548,6 +548,22 @@ async def test_a_pooled_candidates_summary_shows_no_first_measurements_message(t
     assert full.metrics["message"].startswith("geomean")  # detail keeps the record
 
 
+async def test_a_pooled_candidates_summary_says_whether_any_measurement_was_busy(tmp_path):
+    """The summary's contention was the first measurement's: "contended": false beside
+    contended_measurements 1 (model-play 2026-12-04). Pooled, it is whether any was."""
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.store import Actor
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t", verifier=True)) as kb:
+        run = await new_run(kb)
+        one = await kb.record_candidate(measured(run.id, CODE, {"w1": rounds(4.0, 1.0, seed=1)}, metrics=QUIET))
+        assert (await kb.get_candidate(one.id)).summary().metrics["contention"] == {"contended": False}
+        await kb.record_candidate(measured(run.id, CODE, {"w1": rounds(4.0, 1.0, seed=2)}, metrics=BUSY))
+        full = await kb.get_candidate(one.id)
+    assert full.contended_measurements == 1 and full.summary().metrics["contention"] == {"contended": True}
+    assert full.metrics["contention"]["contended"] is False  # detail keeps the first measurement's readings
+
+
 async def test_a_runs_exact_best_is_read_with_its_runs_everywhere(store, verifier):
     """get_run says how many runs stand behind a best with a zero-width interval (best_runs), and
     the session's context reads it as the brief does: all its digits and its runs, not "0.381 (no

@@ -379,7 +379,10 @@ class Candidate(CandidateSummary):
         its code only when asked for."""
         metrics = {k: v for k, v in self.metrics.items() if k not in self.SUMMARY_DROPS_METRICS}
         if isinstance(metrics.get("contention"), dict):  # the verdict; detail=true gives the readings
-            metrics["contention"] = {"contended": metrics["contention"].get("contended")}
+            contended = metrics["contention"].get("contended")
+            if self.n_measurements > 1:  # pooled: whether any was busy (the first's read false beside 1 busy)
+                contended = bool(self.contended_measurements)
+            metrics["contention"] = {"contended": contended}
         update: dict[str, Any] = {"samples": None, "sample_ranges": None, "metrics": metrics}
         if self.n_measurements > 1:
             # The messages are the first measurement's ("18.3× (16.3–22.9)"), read beside the
