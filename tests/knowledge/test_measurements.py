@@ -582,6 +582,9 @@ async def test_a_runs_exact_best_is_read_with_its_runs_everywhere(store, verifie
     one = await new_run(store, direction="minimize")
     await verifier.record_candidate(measured(one.id, "a = 1\n", {"program": [0.38100]}))
     assert (await store.get_run(one.id)).best_runs == 1
+    # Said only where true: "best_exact": false on every run, exact or not, read as a claim
+    # about the run (model-play 2026-12-04).
+    assert (await store.get_run(one.id)).best_exact is None and (await store.get_run(run.id)).best_exact is True
     _, _, context = await _summary(store, one.id, learnings_chars=0)
     assert "best so far 0.381 (one measurement, no interval)" in context, context
     # Two runs apart: their range is no 95% interval, and the context says so.

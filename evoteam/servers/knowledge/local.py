@@ -179,7 +179,8 @@ class LocalKnowledgeStore(KnowledgeStore):
             best_score=best_score, best_candidate_id=best["id"] if best else None,
             best_interval=measurements.interval_of(best) if best else None,
             best_runs=measurements.best_runs(best) if best else None, leads_from_too_few_runs=leads,
-            best_exact=bool(best) and best["score_lo"] == best["score_hi"] and measurements.every_run_alike(best),
+            best_exact=True if best and best["score_lo"] == best["score_hi"] and measurements.every_run_alike(best)
+            else None,
             ndg=normalised_discovery_gain(row["direction"], row["x0"], row["best_known"], best_score),
             candidates=n_cand, learnings=n_learn, current_version=row["current_version"],
             seeded_from=row["seeded_from"], status_reason=row["status_reason"], provenance=provenance_of(row),

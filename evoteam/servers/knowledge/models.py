@@ -96,7 +96,8 @@ class Run(BaseModel):
     best_interval: list[float] | None = Field(default=None, description="95% interval of the best score")
     best_runs: int | None = Field(default=None, description="where that interval has no width, or is from too "
                                   "few runs for a 95% interval, the runs behind it: under 5, its spread is unknown")
-    best_exact: bool = Field(default=False, description="every one of those runs alike: the best is exact")
+    best_exact: bool | None = Field(default=None, description="true where every one of those runs is alike: the "
+                                    "best is exact (absent otherwise)")
     best_candidate_id: str | None = None
     leads_from_too_few_runs: list[str] = Field(default_factory=list, description="candidates from too few runs "
                                                "for a 95% interval whose score reads beyond that best: they rank "
