@@ -548,6 +548,42 @@ async def test_a_pooled_candidates_summary_shows_no_first_measurements_message(t
     assert full.metrics["message"].startswith("geomean")  # detail keeps the record
 
 
+async def test_a_busy_interval_is_compared_widened_not_ignored(store, verifier):
+    """A busy kernel's interval is compared with another evaluation's widened by BUSY_SPREAD each
+    way (separate evaluations moved by up to 2.5x under load): a quiet 10x after a busy first 1.5x
+    is a new best (ignoring busy intervals, it read "within noise" of it, "decided by intervals";
+    review 2026-12-04), a busy 1.6x is not, nor is a busy 4x; behind a busy best, a quiet copy of
+    the baseline is worse than it, and a few-rounds 2x is too few, not within noise of x0."""
+    from evoteam.servers.knowledge.standing import BUSY_SPREAD
+
+    assert BUSY_SPREAD >= 2.5
+    run = await new_run(store)
+
+    async def add(code: str, center: float, metrics: dict, n: int = 10, spread: float | None = None) -> str:
+        spread = center * 0.03 if spread is None else spread
+        return (await verifier.record_candidate(measured(run.id, code, {"w": rounds(center, spread, n=n, seed=n)},
+                                                         metrics=metrics))).id
+
+    first = await add("a = 1\n", 1.5, BUSY)
+    close = await add("a = 2\n", 1.6, BUSY)
+    far_busy = await add("a = 3\n", 4.0, BUSY)
+    points = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}
+    assert points[first].new_best  # against x0 = 1, paired with the baseline
+    assert not points[close].new_best and points[close].within_noise_of == first
+    assert not points[far_busy].new_best and points[far_busy].within_noise_of == first
+    assert points[far_busy].decided_by is None  # apart, but both busy: not told apart
+    # Behind the busy best (4x): a quiet copy of the baseline is apart even widened; a 2x from
+    # three rounds is not known either way.
+    copy = await add("a = 5\n", 1.0, QUIET)
+    few = await add("a = 6\n", 2.0, BUSY, n=3)
+    quiet = await add("a = 4\n", 10.0, QUIET)
+    points = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}
+    assert points[copy].best_so_far_id == far_busy
+    assert points[copy].worse_than == far_busy and points[copy].decided_by == "intervals", points[copy]
+    assert points[few].too_few_runs and points[few].within_noise_of is None, points[few]
+    assert points[quiet].new_best and points[quiet].decided_by == "intervals"
+
+
 async def test_a_pooled_candidates_summary_says_whether_any_measurement_was_busy(tmp_path):
     """The summary's contention was the first measurement's: "contended": false beside
     contended_measurements 1 (model-play 2026-12-04). Pooled, it is whether any was."""

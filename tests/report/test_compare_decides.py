@@ -184,6 +184,7 @@ async def test_compare_of_two_bests_settles_a_real_program_kits_version_gain(tmp
         # Read as this call's B over A (the first batch turned round): -(B - A) of the first.
         assert again.pooled.b_speedup_over_a == pytest.approx(-cmp.b_speedup_over_a)
         assert "pooled with the 1 earlier batch(es) of the two" in again.verdict and not again.significant
+        assert "not established" not in again.verdict.split("; kept")[0].split("pooled with")[1]
 
 
 async def test_paired_rounds_outlast_a_newer_side_by_side_batch_and_a_busy_compare_decides(tmp_path: Path):
@@ -421,3 +422,24 @@ def test_a_programs_few_runs_alike_read_as_not_established():
     est = stats.contrast_estimate({"program": [2.50, 2.51, 2.49]}, {"program": [2.53, 2.54, 2.535]}, "program")
     said = _verdict(passed, passed, est, "program")
     assert said.startswith("not established:") and "no significant difference" not in said, said
+
+
+def test_a_pool_too_small_for_a_95_percent_interval_is_not_called_a_tie():
+    """Two compares of two runs a side pool into four, too few for a 95% interval: the clause said
+    "no significant difference", a tie the run's verdicts do not make (review 2026-12-04)."""
+    from evoteam.servers.bench.evaluation.compare import pooled_clause
+    from evoteam.servers.knowledge.comparisons import paired_verdict
+
+    records = [ComparisonRecord(a_candidate_id="cand_a", b_candidate_id="cand_b", kit="k", split="dev", kind="program",
+                                b_over_a=0.3, interval=[0.2, 0.4], significant=False, contended=False,
+                                measured_at=datetime.now(UTC) + timedelta(minutes=i),
+                                samples={"a": [1.0 + i / 100, 1.02], "b": [1.3, 1.31 + i / 100]}) for i in range(2)]
+    found = paired_verdict(records, "cand_a", "cand_b")
+    assert found.batches == 2 and not found.decides
+    clause, pooled = pooled_clause(found)
+    assert "not established" in clause and "no significant difference" not in clause, clause
+    assert pooled.significant is False and pooled.batches == 2
+    decided = paired_verdict([_record("a", "b", 1.2, seed=s, minutes=s) for s in range(2)], "a", "b")
+    assert decided.decides and decided.significant
+    clause, pooled = pooled_clause(decided)
+    assert clause.endswith(", significant") and "×" in clause and pooled.significant

@@ -434,7 +434,8 @@ class PooledComparison(BaseModel):
 
     b_speedup_over_a: float = Field(description="as the batch's: a ratio (kernel kits) or B's score minus A's")
     interval: list[float]
-    significant: bool
+    significant: bool = Field(description="false too where the pool is too small for a 95% interval (its verdict "
+                              "clause says 'not established')")
     batches: int = Field(description="compares of the two by id and re-measurements with both, this one included")
 
 

@@ -408,17 +408,18 @@ class TrajectoryPoint(BaseModel):
     best_so_far_id: str | None = None
     new_best: bool = Field(default=False, description="it took the lead and clears the last new best or, once "
                            "there is one, the best just before it (none yet: the run's starting score x0): interval "
-                           "against interval, neither measured on a busy machine (a kernel's against x0 = 1, the "
-                           "baseline timed in its own rounds, holds there too), or by the paired rounds of the "
+                           "against interval (one measured on a busy machine widened 3x each way; a kernel's "
+                           "against x0 = 1, the baseline timed in its own rounds, is not), or by the paired rounds of the "
                            "two (bench.compare by id, bench.remeasure; pooled), which decide where they exist: "
                            "progress, not noise")
     within_noise_of: str | None = Field(default=None, description="the best it cannot be told apart from (\"x0\": "
                                         "the run's starting score): their paired rounds find no significant "
-                                        "difference, or, where none decide, their intervals overlap or either was "
-                                        "measured on a busy machine (contended), where separate evaluations move "
-                                        "by more than their intervals")
+                                        "difference, or, where none decide, their intervals overlap, a busy one's "
+                                        "(contended) widened 3x each way: separate evaluations on a busy machine "
+                                        "move by more than their intervals")
     worse_than: str | None = Field(default=None, description="the best (\"x0\": the starting score) it is told apart "
-                                   "from and below: by their paired rounds, or intervals that do not overlap")
+                                   "from and below: by their paired rounds, or intervals that do not overlap (a busy one's "
+                                   "widened 3x each way)")
     better_than: str | None = Field(default=None, description="the best it ranks below (its interval is wider) "
                                     "though their paired rounds find it better: bench.remeasure the two, whose "
                                     "rounds pool into both scores and settle the ranking")
@@ -439,8 +440,8 @@ class TrajectoryPoint(BaseModel):
     runs: int | None = Field(default=None, description="set only where the score is from too few runs for a 95% "
                              "interval: how many (score_interval is just their range)")
     contended: bool | None = Field(default=None, description="measured on a busy machine: a new_best only by "
-                                   "paired rounds (bench.remeasure it beside the best), or, a kernel's first, by "
-                                   "clearing x0 = 1")
+                                   "paired rounds (bench.remeasure it beside the best), by an interval clear even "
+                                   "widened 3x each way, or, a kernel's first, by clearing x0 = 1")
     code_hash: str | None = None
     note: str | None = None
     role: str | None

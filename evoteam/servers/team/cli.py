@@ -94,7 +94,9 @@ def status_cmd(settings: Settings, run_id, version, as_json) -> None:
     budget = "no budget" if status.budget_usd is None else f"${status.budget_usd:.2f}"
     from evoteam.stats import describe_score
 
-    best = describe_score(status.best_score, status.best_interval)
+    # Without a 95% interval, all its digits: an exact program best moves in its fourth (review 2026-12-04).
+    best = describe_score(status.best_score, status.best_interval) if status.best_interval else \
+        "none" if status.best_score is None else f"{status.best_score:.7g}"
     click.echo(f"run {status.run_id} ({status.run_status})  team v{status.version}  best {best}  "
                f"spent ${status.spent_usd:.2f} of {budget}  {status_word(status)}")
     for r in status.roles:

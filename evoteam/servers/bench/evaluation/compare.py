@@ -40,7 +40,8 @@ from evoteam.servers.bench.models import (BASELINE_ID, ComparedSide, Comparison,
 from evoteam.servers.bench.measurement.machine import contention_line
 from evoteam.servers.bench.measurement.method import TIMING_METHOD
 from evoteam.servers.bench.measurement.session import SideSpec
-from evoteam.servers.knowledge.comparisons import dev_comparisons, keep_comparison, paired_verdict, record_of
+from evoteam.servers.knowledge.comparisons import (PairedVerdict, dev_comparisons, keep_comparison, paired_verdict,
+                                                   record_of)
 from evoteam.servers.knowledge.store import KnowledgeStore
 
 MESSAGE_LIMIT = 300
@@ -210,13 +211,21 @@ async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, kind: 
     found = paired_verdict(await dev_comparisons(store, run.id, kit.name), first.id, second.id)
     if found is None or found.batches < 2:
         return kept, None
+    clause, pooled = pooled_clause(found)
+    return clause + kept, pooled
+
+
+def pooled_clause(found: PairedVerdict) -> tuple[str, PooledComparison]:
+    """What a compare's verdict says of every kept batch of its two candidates, pooled."""
     value, lo, hi = found.estimate
     pooled = PooledComparison(b_speedup_over_a=value, interval=[lo, hi], significant=found.significant,
                               batches=found.batches)
-    said = "significant" if found.significant else "no significant difference"
-    unit = "×" if kind == "kernel" else ""
+    # Under a full 95% interval the pool decides nothing, as the run's verdicts read it (review 2026-12-04).
+    said = ("significant" if found.significant else "no significant difference") if found.decides else \
+        f"not established: a {found.coverage:.0%} interval, too few rounds or runs for a 95% one"
+    unit = "×" if found.kind == "kernel" else ""
     return (f"; pooled with the {found.batches - 1} earlier batch(es) of the two: "
-            f"{stats.sig3(value)}{unit} ({stats.sig3(lo)}–{stats.sig3(hi)}), {said}{kept}"), pooled
+            f"{stats.sig3(value)}{unit} ({stats.sig3(lo)}–{stats.sig3(hi)}), {said}"), pooled
 
 
 async def _program_contrast(settings, kit, cands, split, progress, repeats):
