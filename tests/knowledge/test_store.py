@@ -455,6 +455,26 @@ async def test_prior_work_lists_identical_code_once(tmp_path):
     assert "score_lo" not in work.model_dump_json() and "best_lo" not in work.model_dump_json()
 
 
+async def test_prior_work_of_every_kit_ranks_runs_of_one_kit_as_that_kits(tmp_path):
+    """A session start with no active run (no kit named) listed each run's best newest first: a
+    colleague's worse best above the better one (model-play 2026-12-04). Runs of one kit rank as
+    the kit's do; runs of several kits keep one best each, newest first (they do not compare)."""
+    from evoteam.servers.knowledge.prior import gather_prior_work
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="tester", verifier=True)) as store:
+        older = await store.start_run(RunCreate(goal="a", kit="k", direction="minimize"))
+        better = await store.record_candidate(CandidateCreate(run_id=older.id, code="y = 1\n", status="PASSED",
+                                                              score=0.3861, verified=True))
+        newer = await store.start_run(RunCreate(goal="b", kit="k", direction="minimize"))
+        worse = await store.record_candidate(CandidateCreate(run_id=newer.id, code="y = 2\n", status="PASSED",
+                                                             score=0.3862, verified=True))
+        assert [c.id for c in (await gather_prior_work(store, None)).best][:2] == [better.id, worse.id]
+        other = await store.start_run(RunCreate(goal="c", kit="j"))
+        elsewhere = await store.record_candidate(CandidateCreate(run_id=other.id, code="y = 3\n", status="PASSED",
+                                                                 score=5.0, verified=True))
+        assert [c.id for c in (await gather_prior_work(store, None)).best] == [elsewhere.id, worse.id, better.id]
+
+
 async def test_prior_work_ranks_a_timing_method_among_its_own(tmp_path):
     """Scores timed by an earlier method are not comparable with today's (docs/bench.md, "Rounds"):
     across runs the newest method's candidates rank first, and the others say how they were timed."""
@@ -537,14 +557,17 @@ async def test_evidence_of_another_run_says_how_to_cite_it(new_location):
         cand = await store.record_candidate(CandidateCreate(run_id=theirs.id, code="y = 1\n", status="PASSED",
                                                             score=2.0, verified=True))
         mine = await store.start_run(RunCreate(goal="b", kit="k"))
-        with pytest.raises(NotFound, match=rf"of another run.*bench.evaluate with candidate_id='{cand.id}'"):
+        # Naming it in the text first: it costs nothing (a second engineer re-ran a colleague's program).
+        with pytest.raises(NotFound, match=rf"of run '{theirs.id}'.*name it in the text \("
+                                           rf"\"{cand.id} of {theirs.id}\"\), or.*bench.evaluate it with "
+                                           rf"candidate_id='{cand.id}'"):
             await store.add_learning(LearningCreate(run_id=mine.id, text="x", evidence=[cand.id]))
         with pytest.raises(NotFound, match="does not exist"):
             await store.add_learning(LearningCreate(run_id=mine.id, text="x", evidence=["cand_0123456789abcdef"]))
         # Where this run already measured the same code, the refusal names that candidate.
         copy = await store.record_candidate(CandidateCreate(run_id=mine.id, code="# mine\ny = 1\n", status="PASSED",
                                                             score=2.1, verified=True))
-        with pytest.raises(NotFound, match=f"this run holds the same code as {copy.id}: cite that"):
+        with pytest.raises(NotFound, match=f"or cite {copy.id}, this run's candidate with the same code"):
             await store.add_learning(LearningCreate(run_id=mine.id, text="x", evidence=[cand.id]))
         # An id cited twice is one piece of evidence.
         learned = await store.add_learning(LearningCreate(run_id=mine.id, text="x", evidence=[copy.id, copy.id]))

@@ -247,13 +247,16 @@ class LocalKnowledgeStore(KnowledgeStore):
             if row is None or not self._sees(row):  # another project's: as if it did not exist
                 raise NotFound(f"evidence {ref!r} does not exist: cite a candidate or artifact of run {run_id!r}")
             if row["run_id"] != run_id:
-                # A learning cites this run's measurements (an export carries them with it).
-                how = (f"measure it in this run first (bench.evaluate with candidate_id={ref!r} and "
-                       f"run_id={run_id!r}) and cite that" if table == "candidates"
-                       else "store a copy in this run (knowledge.put_artifact) and cite that")
+                # A learning cites this run's measurements (an export carries them with it). Naming
+                # it in the text costs nothing; a second engineer followed "measure it first" and
+                # re-ran a colleague's program already run 15 times (model-play 2026-12-04).
+                how = (f"or, to cite a measurement of your own, bench.evaluate it with candidate_id={ref!r} and "
+                       f"run_id={run_id!r} and cite that" if table == "candidates"
+                       else "or store a copy in this run (knowledge.put_artifact) and cite that")
                 if table == "candidates" and (same := await self._same_code_in(conn, run_id, ref)):
-                    how = f"this run holds the same code as {same}: cite that"
-                raise NotFound(f"evidence {ref!r} is of another run, not {run_id!r}: {how}, or name it in the text")
+                    how = f"or cite {same}, this run's candidate with the same code"
+                raise NotFound(f"evidence {ref!r} is of run {row['run_id']!r}, not {run_id!r}: evidence holds this "
+                               f"run's ids; name it in the text (\"{ref} of {row['run_id']}\"), {how}")
 
     @staticmethod
     async def _same_code_in(conn: aiosqlite.Connection, run_id: str, candidate_id: str) -> str | None:

@@ -188,7 +188,10 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
                                       confidence=item.confidence, text=_clip(item.text, TEXT_CHARS))
                         for item in await _newest_learnings(store, run.id)
                         if item.kind not in ("checkpoint", "process")]
-    if kit is None:  # scores of different kits do not compare: each run's best, newest run first
+    kits = {r.kit for r in runs}
+    # Scores of different kits do not compare: each run's best, newest run first. Runs that are all
+    # of one kit rank as the kit's do (a session start listed a colleague's worse best first; 2026-12-04).
+    if kit is None and (len(kits) != 1 or None in kits):
         firsts = {}
         for c in best:
             firsts.setdefault(c.run_id, c)
