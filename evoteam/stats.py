@@ -452,6 +452,20 @@ def describe(est: Estimate, unit: str = "") -> str:
     return f"{_sig(est.value, digits)}{unit} ({_sig(est.lo, digits)}–{_sig(est.hi, digits)}{few})"
 
 
+def describe_listed(value: float | None, interval: list[float] | None, runs: int | None, unit: str = "",
+                    spread_unknown: bool | None = None) -> str:
+    """A listed score, whose ``runs`` the listing sets only where they are too few for a 95%
+    interval: a zero-width interval without them is from enough runs, the middle ones alike (an
+    exact best of 15 alike runs read "(no interval)" in prior work; model-play 2026-12-04).
+    ``spread_unknown``: what a reader without the count knows (search hits)."""
+    if value is not None and interval and len(interval) == 2 and interval[0] == interval[1] and runs is None \
+            and math.isfinite(value):
+        if spread_unknown:
+            return f"{_sig(value, 6)}{unit} (too few runs to know its spread)"
+        return f"{_sig(value, 6)}{unit} ({EXACT_MIN_RUNS}+ runs, the middle ones alike)"
+    return describe_score(value, interval, unit, runs=runs)
+
+
 def describe_score(value: float | None, interval: list[float] | None, unit: str = "",
                    runs: Samples | int | None = None, exact: bool = False) -> str:
     """A stored score as people read it: "4.4 (3.9–5.0)", or just the value where no interval was

@@ -134,3 +134,14 @@ def test_intervals_do_not_depend_on_the_order_rounds_are_listed_or_which_side_is
     pa, pb = {"program": [x[0] for x in a.values()] * 3}, {"program": [x[1] for x in b.values()] * 3}
     d1, d2 = stats.contrast_estimate(pa, pb, "program"), stats.contrast_estimate(pb, pa, "program")
     assert (d2.lo, d2.hi) == pytest.approx((-d1.hi, -d1.lo))
+
+
+def test_a_listed_zero_width_score_says_what_stands_behind_it():
+    """Listings set `runs` only where too few: a zero-width score without them is from enough runs
+    (it read "(no interval)"), one marked unknown is not, and an interval reads as always."""
+    assert stats.describe_listed(0.386149, [0.386149, 0.386149], None) == "0.386149 (5+ runs, the middle ones alike)"
+    assert stats.describe_listed(0.3862, [0.3862, 0.3862], None, spread_unknown=True) == \
+        "0.3862 (too few runs to know its spread)"
+    assert stats.describe_listed(0.3862, [0.3862, 0.3862], 1) == stats.describe_score(0.3862, [0.3862, 0.3862], runs=1)
+    assert stats.describe_listed(4.4, [3.9, 5.0], None) == "4.4 (3.9–5)"
+    assert stats.describe_listed(None, None, None) == "none"

@@ -572,3 +572,40 @@ async def test_evidence_of_another_run_says_how_to_cite_it(new_location):
         # An id cited twice is one piece of evidence.
         learned = await store.add_learning(LearningCreate(run_id=mine.id, text="x", evidence=[copy.id, copy.id]))
         assert learned.evidence == [copy.id]
+
+
+async def test_an_exact_best_is_listed_as_one_not_as_a_score_without_interval(tmp_path):
+    """Prior work, search titles and `kb candidates` printed "0.386149 (no interval)" for a best of
+    15 alike runs, which a newcomer read as unmeasured (model-play 2026-12-04): a zero-width score
+    from enough runs says so; one from too few says that."""
+    import asyncio
+
+    from click.testing import CliRunner
+
+    from evoteam.cli import main
+    from evoteam.servers.knowledge.prior import gather_prior_work, render_prior
+    from evoteam.servers.knowledge.quickread import ENV_SWITCH
+
+    db = tmp_path / "kb.db"
+    async with LocalKnowledgeStore.open(db, Actor(user="tester", verifier=True)) as store:
+        run = await store.start_run(RunCreate(goal="a", kit="k", direction="minimize"))
+        exact = await store.record_candidate(CandidateCreate(run_id=run.id, code="y = 1\n", status="PASSED",
+                                                             score=0.386149, samples={"program": [0.386149] * 15},
+                                                             verified=True))
+        once = await store.record_candidate(CandidateCreate(run_id=run.id, code="y = 2\n", status="PASSED",
+                                                            score=0.3862, samples={"program": [0.3862]},
+                                                            verified=True))
+        text = render_prior(await gather_prior_work(store, "k"))
+        hits = (await store.search("candidate", run_id=run.id)).items
+    assert "best 0.386149 (5+ runs, the middle ones alike)" in text and "(no interval)" not in text, text
+    assert f"`{once.id}`" in text and "0.3862 (one measurement, no interval)" in text, text
+    titles = {h.id: h.title for h in hits}
+    assert titles[exact.id].endswith("score 0.386149 (5+ runs, the middle ones alike)"), titles
+    assert titles[once.id].endswith("score 0.3862 (too few runs to know its spread)"), titles
+    outputs = []
+    for quick in ("1", "0"):
+        out = await asyncio.to_thread(CliRunner().invoke, main, ["kb", "candidates", run.id],
+                                      env={"EVOTEAM_DB": str(db), "HOME": str(tmp_path), ENV_SWITCH: quick})
+        assert out.exit_code == 0, out.output
+        outputs.append(out.output)
+    assert outputs[0] == outputs[1] and "0.386149 (5+ runs, the middle ones alike)" in outputs[0], outputs

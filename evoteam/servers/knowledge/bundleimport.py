@@ -75,7 +75,8 @@ async def import_bundle(store: LocalKnowledgeStore, bundle: RunBundle, project: 
                 "samples": json.dumps(c.samples) if c.samples else None,
                 "sample_ranges": json.dumps(c.sample_ranges) if c.sample_ranges else None})
             await store._index(conn, "candidate", c.id, run.id, project,
-                              hits.candidate_title(c.status, c.score, *(c.score_interval or [None, None])), c.notes)
+                              hits.candidate_title(c.status, c.score, *(c.score_interval or [None, None]),
+                                                   spread_unknown=bool(_spread_unknown(c))), c.notes)
         for item in bundle.learnings:
             await insert_row(conn, "learnings", {
                 "id": item.id, "run_id": run.id, "text": item.text, "kind": item.kind,

@@ -11,7 +11,7 @@ import click
 from evoteam.servers.knowledge import quickread
 from evoteam.servers.knowledge.cli_support import open_store, quick
 from evoteam.servers.knowledge.cli_support import run_store_call as _run
-from evoteam.stats import describe_score
+from evoteam.stats import describe_listed
 
 if TYPE_CHECKING:
     from evoteam.config import Settings
@@ -85,7 +85,10 @@ def candidates_cmd(settings: Settings, run_id, as_json) -> None:
     if not items:
         click.echo(f"run {run_id} has no candidates yet")
     for c in items:
-        score = describe_score(c.score, c.score_interval) if c.score is not None else "-"
+        # The quick read has no count of runs, only whether they are too few: both print alike.
+        unknown = c.spread_unknown if hasattr(c, "spread_unknown") else c.runs is not None
+        score = describe_listed(c.score, c.score_interval, None, spread_unknown=unknown) if c.score is not None \
+            else "-"
         flag = "  FLAGGED" if c.flagged else ""
         # Only what the bench measured ranks: a recorded claim is said to be one.
         claim = "" if c.verified else "  unverified"

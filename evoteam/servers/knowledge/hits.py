@@ -13,26 +13,28 @@ from __future__ import annotations
 
 import aiosqlite
 
-from evoteam.stats import describe_score
+from evoteam.stats import describe_listed
 
 
 def candidate_title(status: str, score: float | None, lo: float | None, hi: float | None,
-                    flagged: bool = False) -> str:
+                    flagged: bool = False, spread_unknown: bool | None = None) -> str:
     """A candidate's title in search hits: "candidate PASSED score 15.1 (13–17.2)", rounded as
     people read scores (it was the raw float, without its interval)."""
-    shown = describe_score(score, [lo, hi] if lo is not None and hi is not None else None)
+    shown = describe_listed(score, [lo, hi] if lo is not None and hi is not None else None, None,
+                            spread_unknown=spread_unknown)
     return f"candidate {status}{' (flagged: does not rank)' if flagged else ''} score {shown}"
 
 
 # A candidate's title as it stands now: the index keeps the title it was first recorded with, and
 # measurements pooled into it since (a failed one, more rounds, a flag) change its status and score.
-CANDIDATES_NOW = "SELECT id, status, score, score_lo, score_hi, flagged FROM candidates WHERE id IN ({})"
+CANDIDATES_NOW = ("SELECT id, status, score, score_lo, score_hi, flagged, spread_unknown FROM candidates "
+                  "WHERE id IN ({})")
 
 
 def titles_now(rows) -> dict[str, str]:
     """Each candidate row's current title (CANDIDATES_NOW's rows)."""
-    return {r["id"]: candidate_title(r["status"], r["score"], r["score_lo"], r["score_hi"], bool(r["flagged"]))
-            for r in rows}
+    return {r["id"]: candidate_title(r["status"], r["score"], r["score_lo"], r["score_hi"], bool(r["flagged"]),
+                                     bool(r["spread_unknown"])) for r in rows}
 
 
 def learning_title(kind: str, tags: list[str], text: str) -> str:

@@ -439,7 +439,8 @@ class LocalKnowledgeStore(KnowledgeStore):
             })
             await self._index(conn, "candidate", candidate_id, spec.run_id, run["project"],
                               hits.candidate_title(spec.status, measured["score"], measured["score_lo"],
-                                                   measured["score_hi"]), spec.notes)
+                                                   measured["score_hi"],
+                                                   spread_unknown=bool(measured["spread_unknown"])), spec.notes)
             await self._remember(conn, run, "candidate", spec, candidate_id)
             return await self._get_candidate(conn, candidate_id)
 

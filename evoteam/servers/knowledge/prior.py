@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, Field
 
-from evoteam.stats import describe_score
+from evoteam.stats import describe_listed
 from evoteam.servers.knowledge.errors import Invalid
 from evoteam.servers.knowledge.measurements import rank_key
 from evoteam.servers.knowledge.models import Direction, Run, RunCreate
@@ -351,7 +351,7 @@ def render_prior(prior: PriorWork, max_chars: int = PRIOR_CHARS) -> str:
     what = f"kit {prior.kit}" if prior.kit else "this project"
     lines = [f"Earlier runs on {what} (newest first):"]
     for r in prior.runs:
-        best = "no ranked score yet" if r.best_score is None else f"best {describe_score(r.best_score, r.best_interval)}" + (
+        best = "no ranked score yet" if r.best_score is None else f"best {describe_listed(r.best_score, r.best_interval, r.best_runs)}" + (
             f" ({r.best_candidate_id})" if r.best_candidate_id else "")
         why = f" — {_clip(r.status_reason, 120)}" if r.status_reason else ""
         kit = f" ({r.kit})" if r.kit and not prior.kit else ""
@@ -364,7 +364,7 @@ def render_prior(prior: PriorWork, max_chars: int = PRIOR_CHARS) -> str:
         methods = {c.timing_method for c in prior.best if c.timing_method is not None}
         newest = max(methods, default=None)
         lines += [f"- `{c.id}` ({c.owner}, run `{c.run_id}`): "
-                  f"{describe_score(c.score, c.score_interval)}"
+                  f"{describe_listed(c.score, c.score_interval, c.runs)}"
                   + (f" [timed by method {c.timing_method}: not comparable with method {newest}'s scores]"
                      if len(methods) > 1 and c.timing_method != newest else "")
                   + (" [on other kit content than the newest run: not comparable]" if c.other_kit_content else "")

@@ -154,7 +154,8 @@ def candidates(values: dict, run_id: str) -> list[SimpleNamespace] | None:
         id=r["id"], run_id=r["run_id"], status=r["status"], score=r["score"], split=r["split"],
         parent_id=r["parent_id"], flagged=bool(r["flagged"]), verified=bool(r["verified"]),
         score_interval=[r["score_lo"], r["score_hi"]] if r["score_lo"] is not None and r["score_hi"] is not None
-        else None, n_measurements=r["n_measurements"] or 1, provenance=_provenance(r)))
+        else None, n_measurements=r["n_measurements"] or 1, spread_unknown=bool(r["spread_unknown"]),
+        provenance=_provenance(r)))
 
 
 def history(values: dict, run_id: str) -> list[SimpleNamespace] | None:
