@@ -609,3 +609,25 @@ async def test_an_exact_best_is_listed_as_one_not_as_a_score_without_interval(tm
         assert out.exit_code == 0, out.output
         outputs.append(out.output)
     assert outputs[0] == outputs[1] and "0.386149 (5+ runs, the middle ones alike)" in outputs[0], outputs
+
+
+async def test_only_a_runs_owner_changes_its_status(new_location):
+    """A second engineer's finish_run overwrote a colleague's finished run ("failed — bob closes
+    it"), and nothing recorded who had (model-play 2026-12-04): a run's status is its owner's to
+    change, on both backends; the refusal says how to build on it instead."""
+    from evoteam.servers.knowledge.errors import Forbidden
+
+    where = new_location("kb.db")
+    async with LocalKnowledgeStore.open(where, Actor(user="alice", project="kernels")) as alice:
+        run = await alice.start_run(RunCreate(goal="a", kit="k"))
+        await alice.update_run(run.id, status="finished", reason="best 0.3861 after 4 variants")
+    async with LocalKnowledgeStore.open(where, Actor(user="bob", project="kernels")) as bob:
+        with pytest.raises(Forbidden, match=rf"run {run.id} is alice's: only its owner.*seed_from='{run.id}'"):
+            await bob.update_run(run.id, status="failed", reason="bob closes it")
+        seen = await bob.get_run(run.id)
+        assert (seen.status, seen.status_reason) == ("finished", "best 0.3861 after 4 variants")
+        # Reading it and building on it stay open to a colleague.
+        mine = await bob.start_run(RunCreate(goal="b", kit="k", seeded_from=run.id))
+        assert (await bob.update_run(mine.id, status="paused")).status == "paused"
+    async with LocalKnowledgeStore.open(where, Actor(user="alice", project="kernels")) as alice:
+        assert (await alice.update_run(run.id, status="active")).status == "active"

@@ -213,7 +213,12 @@ class LocalKnowledgeStore(KnowledgeStore):
         # that run's writers (pg.py). Each such method's checks (idempotency keys, superseding,
         # evidence, pooling identical code) read that run's rows, or rows no one changes once written.
         async with self.db.write(scope=run_id) as conn:
-            await self.visible_run_row(conn, run_id)
+            row = await self.visible_run_row(conn, run_id)
+            if status is not None and row["user"] != self.actor.user:
+                # A colleague's run is theirs to end: a second engineer's finish_run overwrote the
+                # owner's status and reason, and nothing said who had (model-play 2026-12-04).
+                raise Forbidden(f"run {run_id} is {row['user']}'s: only its owner changes its status; build on it "
+                                f"in a run of your own (knowledge.start_run with seed_from={run_id!r})")
             if status is not None:
                 # A new status replaces the reason of the old one (a resumed run has none).
                 await conn.execute("UPDATE runs SET status = ?, status_reason = ? WHERE id = ?",
