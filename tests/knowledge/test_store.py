@@ -631,3 +631,19 @@ async def test_only_a_runs_owner_changes_its_status(new_location):
         assert (await bob.update_run(mine.id, status="paused")).status == "paused"
     async with LocalKnowledgeStore.open(where, Actor(user="alice", project="kernels")) as alice:
         assert (await alice.update_run(run.id, status="active")).status == "active"
+
+
+async def test_a_learning_by_someone_else_than_the_runs_owner_names_them(new_location):
+    """A colleague's dead end, given the owner's name as its role, read "by alice" in her own
+    learnings document (model-play 2026-12-04): a learning written by another user than the run's
+    owner names that user; the owner's own read as before."""
+    where = new_location("kb.db")
+    async with LocalKnowledgeStore.open(where, Actor(user="alice", project="kernels")) as alice:
+        run = await alice.start_run(RunCreate(goal="a", kit="k"))
+        await alice.with_actor(Actor(user="alice", project="kernels", role="Profiler")).add_learning(
+            LearningCreate(run_id=run.id, text="smoothing the steps does not help", kind="dead_end"))
+    async with LocalKnowledgeStore.open(where, Actor(user="bob", project="kernels", role="alice")) as bob:
+        await bob.add_learning(LearningCreate(run_id=run.id, text="projected gradient is a dead end",
+                                              kind="dead_end"))
+        doc = (await bob.render_learnings(run.id)).markdown
+    assert "· by bob as alice" in doc and "· by Profiler" in doc and "by alice" not in doc, doc

@@ -19,11 +19,17 @@ KIND_TITLES = {
 }
 
 
-def _learning_line(item) -> str:
-    # `item`: a models.Learning, or a row with its attributes (quickread.py)
+def _learning_line(item, owner: str | None = None) -> str:
+    # `item`: a models.Learning, or a row with its attributes (quickread.py). A learning written
+    # by someone other than the run's `owner` names its user: a role is any name the writer gave
+    # (a colleague's dead end signed with the owner's name read "by alice"; model-play 2026-12-04).
     meta = [f"`{item.id}`", f"confidence {item.confidence:.2f}"]
+    user = getattr(item.provenance, "user", None)
+    by = [user] if owner is not None and user and user != owner else []
     if item.provenance.role:
-        meta.append(f"by {item.provenance.role}")
+        by.append(f"as {item.provenance.role}" if by else item.provenance.role)
+    if by:
+        meta.append("by " + " ".join(by))
     if item.provenance.team_version is not None:
         meta.append(f"v{item.provenance.team_version}")
     if item.tags:
@@ -46,9 +52,9 @@ class LearningsDraft:
     current learnings most confident and newest first, until `max_chars`; the rest is pointed
     to search."""
 
-    def __init__(self, run_id: str, goal: str, total: int, max_chars: int = 12_000):
+    def __init__(self, run_id: str, goal: str, total: int, max_chars: int = 12_000, owner: str | None = None):
         header = f"# Learnings — run `{run_id}`\n\nGoal: {' '.join(goal.split())[:500]}\n"
-        self.run_id, self.total, self.max_chars = run_id, total, max_chars
+        self.run_id, self.total, self.max_chars, self.owner = run_id, total, max_chars, owner
         self.parts, self.used, self.shown, self.truncated = [header], len(header), 0, False
 
     def room(self) -> int:
@@ -68,7 +74,7 @@ class LearningsDraft:
         self.parts.append(section)
         self.used += len(section)
         for item in items:
-            line = _learning_line(item) + "\n"
+            line = _learning_line(item, self.owner) + "\n"
             if self.used + len(line) > self.max_chars:
                 self.truncated = True
                 return

@@ -319,7 +319,7 @@ class LocalKnowledgeStore(KnowledgeStore):
             run = await self.visible_run_row(conn, run_id)
             async with conn.execute(readsql.LEARNINGS_COUNT, (run_id,)) as cur:
                 (total,) = await cur.fetchone() or (0,)
-            draft = LearningsDraft(run_id, run["goal"], total, max_chars or 12_000)
+            draft = LearningsDraft(run_id, run["goal"], total, max_chars or 12_000, owner=run["user"])
             # Kind by kind, read no more rows than can still fit (index learnings_document).
             for kind in KIND_TITLES:
                 room = draft.room()

@@ -173,7 +173,7 @@ def learnings_markdown(values: dict, run_id: str, max_chars: int = 12_000) -> st
     def body(conn):
         run = run_row(conn, run_id)
         (total,) = conn.execute(readsql.LEARNINGS_COUNT, (run_id,)).fetchone() or (0,)
-        draft = LearningsDraft(run_id, run["goal"], total, max_chars)
+        draft = LearningsDraft(run_id, run["goal"], total, max_chars, owner=run["user"])
         for kind in KIND_TITLES:  # kind by kind, no more rows than can still fit, as the store reads
             room = draft.room()
             if not room:
