@@ -647,3 +647,17 @@ async def test_a_learning_by_someone_else_than_the_runs_owner_names_them(new_loc
                                               kind="dead_end"))
         doc = (await bob.render_learnings(run.id)).markdown
     assert "· by bob as alice" in doc and "· by Profiler" in doc and "by alice" not in doc, doc
+
+
+async def test_a_superseded_learning_found_by_search_says_so(new_location):
+    """A retracted dead end came back as the top hit of a search with nothing to say it was
+    superseded (model-play 2026-12-04): its title names its successor, on both backends."""
+    async with LocalKnowledgeStore.open(new_location("kb.db"), Actor(user="alice", project="kernels")) as store:
+        run = await store.start_run(RunCreate(goal="a", kit="k"))
+        old = await store.add_learning(LearningCreate(run_id=run.id, text="projected gradient is a dead end",
+                                                      kind="dead_end"))
+        new = await store.add_learning(LearningCreate(run_id=run.id, text="projected gradient works with a "
+                                                      "smaller step", kind="technique", supersedes=old.id))
+        titles = {h.id: h.title for h in (await store.search("projected gradient", run_id=run.id)).items}
+    assert titles[old.id].endswith(f"(superseded by {new.id})"), titles
+    assert "superseded" not in titles[new.id] and titles[new.id].startswith("technique:"), titles

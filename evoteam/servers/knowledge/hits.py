@@ -72,8 +72,9 @@ async def hits_page(conn: aiosqlite.Connection, match: str, newest_first: int, r
     if cands := [r["ref_id"] for r in picked if r["kind"] == "candidate"]:
         async with conn.execute(CANDIDATES_NOW.format(", ".join("?" for _ in cands)), cands) as cur:
             now = titles_now(await cur.fetchall())
-    return [SearchHit(kind=r["kind"], id=r["ref_id"], run_id=r["run_id"], title=now.get(r["ref_id"], r["title"]),
-                      snippet=r["snip"], rank=r["rank"], owner=owners_by_id.get(r["ref_id"])) for r in picked]
+    return [SearchHit(kind=r["kind"], id=r["ref_id"], run_id=r["run_id"], snippet=r["snip"], rank=r["rank"],
+                      title=with_successor(now.get(r["ref_id"], r["title"]), successor), owner=user)
+            for r in picked for user, successor in [owners_by_id.get(r["ref_id"], (None, None))]]
 
 
 def in_turns(rows: list) -> list:
@@ -87,15 +88,27 @@ def in_turns(rows: list) -> list:
                                                          key=lambda r: r["rank"])]
 
 
-async def owners(conn: aiosqlite.Connection, refs: list[tuple[str, str]]) -> dict[str, str]:
-    """Who wrote each hit: one query over the tables the page's kinds live in."""
+def superseded_column(table: str) -> str:
+    """What the owners query reads of a hit besides its writer: a learning's successor, if any."""
+    return "superseded_by" if table == "learnings" else "CAST(NULL AS TEXT)"
+
+
+def with_successor(title: str, superseded_by: str | None) -> str:
+    """A hit's title, saying where a learning was superseded: a retracted dead end came back as the
+    top hit of a search with nothing to say so (model-play 2026-12-04)."""
+    return f"{title} (superseded by {superseded_by})" if superseded_by else title
+
+
+async def owners(conn: aiosqlite.Connection, refs: list[tuple[str, str]]) -> dict[str, tuple[str, str | None]]:
+    """Who wrote each hit, and a learning's successor: one query over the tables the page's kinds live in."""
     parts, params = [], []
     for kind, table in TABLES.items():
         ids = [ref for k, ref in refs if k == kind]
         if ids:
-            parts.append(f"SELECT id, user FROM {table} WHERE id IN ({', '.join('?' for _ in ids)})")
+            parts.append(f"SELECT id, user, {superseded_column(table)} AS superseded_by FROM {table} "
+                         f"WHERE id IN ({', '.join('?' for _ in ids)})")
             params += ids
     if not parts:
         return {}
     async with conn.execute(" UNION ALL ".join(parts), params) as cur:
-        return {r["id"]: r["user"] for r in await cur.fetchall()}
+        return {r["id"]: (r["user"], r["superseded_by"]) for r in await cur.fetchall()}

@@ -25,7 +25,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from evoteam.servers.knowledge import pgwords
-from evoteam.servers.knowledge.hits import CANDIDATES_NOW, TABLES, TURN_WINDOW, in_turns, titles_now
+from evoteam.servers.knowledge.hits import (CANDIDATES_NOW, TABLES, TURN_WINDOW, in_turns, superseded_column,
+                                            titles_now, with_successor)
 from evoteam.servers.knowledge.models import SearchHit, SearchKind, SearchPage
 from evoteam.servers.knowledge.pgranges import Query, best_matches
 from evoteam.servers.knowledge.pgschema import BUCKET_BITS, BUCKETED_TSV
@@ -45,7 +46,8 @@ _HEADLINE = "StartSel=[, StopSel=], MaxWords=16, MinWords=6, MaxFragments=1, Fra
 WINDOW = 250
 # Who wrote each shown hit: one statement over the tables the kinds live in (hits.TABLES), of
 # one shape whatever the page holds, so that it is prepared once.
-_OWNERS = " UNION ALL ".join(f"SELECT id, user FROM {table} WHERE id = ANY(?::text[])" for table in TABLES.values())
+_OWNERS = " UNION ALL ".join(f"SELECT id, user, {superseded_column(table)} AS superseded_by FROM {table} "
+                             "WHERE id = ANY(?::text[])" for table in TABLES.values())
 
 
 def tsquery(words: list[str], any_word: bool) -> tuple[str, list[str]]:
@@ -130,10 +132,9 @@ async def search(store: LocalKnowledgeStore, query: str, run_id: str | None, kin
             shown = hits[offset:offset + limit]
         rows, owners, now = await _page(conn, q, q_params, shown)
         shown = [h for h in shown if h["id"] in rows]  # gone since the window was read: left out
-        items = [SearchHit(kind=r["kind"], id=r["ref_id"], run_id=r["run_id"], title=now.get(r["ref_id"], r["title"]),
-                           snippet=r["snip"],
-                           rank=h["rank"], owner=owners.get(r["ref_id"]))
-                 for h in shown for r in [rows[h["id"]]]]
+        items = [SearchHit(kind=r["kind"], id=r["ref_id"], run_id=r["run_id"], snippet=r["snip"], rank=h["rank"],
+                           title=with_successor(now.get(r["ref_id"], r["title"]), who[1]), owner=who[0])
+                 for h in shown for r in [rows[h["id"]]] for who in [owners.get(r["ref_id"], (None, None))]]
     more = offset + len(items) < total
     return SearchPage(items=items, total=total, total_capped=capped,
                       next_cursor=encode_cursor(offset + limit) if more else None)
@@ -157,4 +158,5 @@ async def _page(conn, q: str, q_params: list, shown: list[dict]) -> tuple[dict, 
          f"FROM search_index WHERE id = ANY(?::bigint[])", [*q_params, [h["id"] for h in shown]]),
         (_OWNERS, list(refs.values())),
         (CANDIDATES_NOW.format("SELECT unnest(?::text[])"), [refs["candidate"]])])
-    return {int(r["id"]): r for r in rows}, {r["id"]: r["user"] for r in owners}, titles_now(cands)
+    return ({int(r["id"]): r for r in rows}, {r["id"]: (r["user"], r["superseded_by"]) for r in owners},
+            titles_now(cands))
