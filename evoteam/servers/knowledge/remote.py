@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
+import anyio
+import anyio.abc
 import httpx2
 from mcp import Client
 
@@ -39,9 +41,62 @@ def store_endpoint(url: str) -> str:
     return base + "/store"
 
 
+class _Link:
+    """The MCP session with the shared server's `/store` endpoint, held in a task of its own and
+    opened again on the next call after the server went away: a server restarted mid-session
+    ended the stdio server that held the session, for good (its transport's ConnectError left the
+    session's task group and took the process with it; model-play 2026-12-04)."""
+
+    def __init__(self, endpoint: str, http: httpx2.AsyncClient, tasks: anyio.abc.TaskGroup):
+        self.endpoint, self.http, self.tasks = endpoint, http, tasks
+        self._client: Client | None = None
+        self._stop: anyio.Event | None = None
+        self._lock = anyio.Lock()
+
+    async def client(self) -> Client:
+        async with self._lock:
+            if self._client is None:
+                await self._open()
+            assert self._client is not None
+            return self._client
+
+    async def _open(self) -> None:
+        ready, stop, held = anyio.Event(), anyio.Event(), {}
+
+        async def hold() -> None:
+            try:
+                async with Client(_transport(self.endpoint, self.http)) as client:
+                    held["client"] = client
+                    ready.set()
+                    await stop.wait()
+            except Exception as exc:  # the transport's failure ends this session, not the process
+                held.setdefault("error", exc)
+            finally:
+                if held.get("client") is not None and self._client is held["client"]:
+                    self._client = None
+                ready.set()
+
+        self.tasks.start_soon(hold)
+        await ready.wait()
+        if "client" not in held or "error" in held:
+            raise Unavailable(f"cannot open an MCP session with {self.endpoint}: {first_leaf(held.get('error'))}")
+        self._client, self._stop = held["client"], stop
+
+    def lost(self, client: Client) -> None:
+        """The session a call was made on is gone: the next call opens another."""
+        if self._client is client:
+            self._client = None
+            if self._stop is not None:
+                self._stop.set()
+
+    def close(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+
+
 class RemoteKnowledgeStore(KnowledgeStore):
-    def __init__(self, client: Client, actor: Actor, as_token: str | None = None):
-        self._client = client
+    def __init__(self, link: _Link, actor: Actor, as_token: str | None = None):
+        self._link = link
         self.actor = actor
         # Set on the evaluation service's store: every call is made for this token's holder
         # (knowledge/delegation.py); the connection itself holds the service's verifier token.
@@ -61,31 +116,37 @@ class RemoteKnowledgeStore(KnowledgeStore):
             async with AsyncExitStack() as stack:
                 await stack.enter_async_context(http)
                 await _preflight(http, endpoint)
-                try:
-                    client = await stack.enter_async_context(Client(_transport(endpoint, http)))
-                except Exception as exc:  # the SDK raises exception groups around transport errors
-                    raise Unavailable(f"cannot open an MCP session with {endpoint}: {first_leaf(exc)}") from None
-                yield cls(client, actor)
+                tasks = await stack.enter_async_context(anyio.create_task_group())
+                link = _Link(endpoint, http, tasks)
+                stack.callback(link.close)  # runs first: the session's task ends, the group closes
+                await link.client()  # opened now: a server that cannot be reached is said at the start
+                yield cls(link, actor)
         except BaseExceptionGroup as group:
-            # The client's task group wraps what the caller's code raised (a NotFound, say);
-            # hand back that one error, so callers catch it as they would from a local store.
+            # The task group wraps what the caller's code raised (a NotFound, say); hand back
+            # that one error, so callers catch it as they would from a local store.
             if len(group.exceptions) == 1 and not isinstance(sole := first_leaf(group), BaseExceptionGroup):
                 raise sole from None
             raise
 
     def with_actor(self, actor: Actor) -> RemoteKnowledgeStore:
-        return RemoteKnowledgeStore(self._client, actor, self._as_token)
+        return RemoteKnowledgeStore(self._link, actor, self._as_token)
 
     def acting_for(self, token: str) -> RemoteKnowledgeStore:
         """This store, every call made for the holder of `token` (needs a verifier token)."""
-        return RemoteKnowledgeStore(self._client, self.actor, token)
+        return RemoteKnowledgeStore(self._link, self.actor, token)
 
     async def identify(self, token: str) -> Identity:
         """Who holds `token`; refused unless this store's own token is a verifier."""
         return Identity.model_validate(await self._outcome("identify", "identify", {"token": token}))
 
     async def _outcome(self, tool: str, method: str, arguments: dict) -> Any:
-        result = await self._client.call_tool(tool, arguments)
+        client = await self._link.client()
+        try:
+            result = await client.call_tool(tool, arguments)
+        except Exception as exc:  # the session broke under the call: said, and opened again next time
+            self._link.lost(client)
+            raise Unavailable(f"lost the knowledge server at {self._link.endpoint} during {method}: "
+                              f"{first_leaf(exc)}; the next call connects again") from None
         if result.is_error:
             text = " ".join(getattr(c, "text", "") for c in result.content)
             raise StoreError(f"knowledge server refused {method}: {text}")

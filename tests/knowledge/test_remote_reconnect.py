@@ -1,0 +1,81 @@
+"""A shared knowledge server that goes away mid-session: the client's calls say so, and the next
+call after it is back connects again. A stdio server (or the evaluation service) holding the
+session died with the first ConnectError and stayed dead (model-play 2026-12-04)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from evoteam.servers.knowledge.errors import Unavailable
+from evoteam.servers.knowledge.models import RunCreate
+from evoteam.servers.knowledge.remote import RemoteKnowledgeStore
+from evoteam.servers.knowledge.store import Actor
+from tests.knowledge.conftest import KnowledgeServer, free_port, held, make_token
+
+
+async def test_a_session_outlives_a_restart_of_the_shared_server(tmp_path: Path):
+    db = tmp_path / "kb.db"
+    token = make_token(db, "alice", "kernels")
+    server = KnowledgeServer(db=db, port=free_port(), home=tmp_path).start()
+    try:
+        actor = Actor(user="ignored", client="pytest", default_project="kernels")
+        async with held(RemoteKnowledgeStore.connect(server.url, token, actor)) as store:
+            run = await store.start_run(RunCreate(goal="g", kit="k"))
+            server.kill(signal.SIGKILL)
+            with pytest.raises(Unavailable, match="knowledge server at http://127.0.0.1"):
+                await store.get_run(run.id)
+            # Still down: said again, nothing else breaks.
+            with pytest.raises(Unavailable):
+                await store.get_run(run.id)
+            server.start()
+            assert (await store.get_run(run.id)).id == run.id  # connected again, same store
+            assert (await store.with_actor(actor).list_runs()).items[0].id == run.id
+    finally:
+        server.kill()
+
+
+def test_the_stdio_knowledge_server_survives_the_shared_server_going_away(tmp_path: Path):
+    """The same through the process an agent talks to: `evoteam serve knowledge` over stdio,
+    pointed at the shared server, answers a tool error while that server is down and works
+    again once it is back, instead of exiting."""
+    import asyncio
+
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    db = tmp_path / "kb.db"
+    token = make_token(db, "alice", "kernels")
+    server = KnowledgeServer(db=db, port=free_port(), home=tmp_path / "server").start()
+    home = tmp_path / "client"
+    home.mkdir()
+    env = {"HOME": str(home), "EVOTEAM_HOME": str(home / ".evoteam"), "EVOTEAM_KNOWLEDGE_URL": server.url,
+           "EVOTEAM_TOKEN": token, "PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).parents[2])}
+
+    async def go() -> list[tuple[bool, str]]:
+        seen = []
+        params = StdioServerParameters(command=sys.executable, args=["-m", "evoteam", "serve", "knowledge"],
+                                       env=env, cwd=str(tmp_path))
+        with open(tmp_path / "stdio.err", "w") as err:
+            async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                for step in ("up", "down", "back"):
+                    if step == "down":
+                        server.kill(signal.SIGKILL)
+                    if step == "back":
+                        server.start()
+                    result = await session.call_tool("list_runs", {})
+                    seen.append((bool(result.is_error), " ".join(getattr(c, "text", "") for c in result.content)))
+        return seen
+
+    try:
+        seen = asyncio.run(go())
+    finally:
+        server.kill()
+    (up_err, _), (down_err, down_text), (back_err, back_text) = seen
+    assert not up_err and down_err and not back_err, (seen, (tmp_path / "stdio.err").read_text())
+    assert "knowledge server" in down_text, down_text
+    assert "stopped" not in (tmp_path / "stdio.err").read_text()
