@@ -48,3 +48,32 @@ async def test_only_python_source_travels(bench_settings, tmp_path, monkeypatch)
         await route.evaluate(settings, "rmsnorm_cpu", **args(code=None, candidate_path="solution.json"))
     with pytest.raises(DomainError, match="outside your project"):  # the usual path checks, here
         await route.evaluate(settings, "rmsnorm_cpu", **args(code=None, candidate_path="/etc/hostname"))
+
+
+async def test_a_service_that_drops_the_call_is_said_with_what_to_check(tmp_path):
+    """An evaluation service that died under a call answered "failed: " and nothing more
+    (model-play 2026-12-04): the refusal names what happened and where to look."""
+    import asyncio
+
+    from evoteam.config import Settings
+    from evoteam.errors import DomainError
+    from evoteam.servers.bench.scheduling.route import call_service
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        request = await reader.readuntil(b"\r\n\r\n")
+        if request.startswith(b"GET"):  # the preflight: a server is there
+            writer.write(b"HTTP/1.1 405 Method Not Allowed\r\ncontent-length: 0\r\n\r\n")
+            await writer.drain()
+        writer.close()  # the call itself: dropped without an answer
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    settings = Settings(db=tmp_path / "kb.db", bench_url=f"http://127.0.0.1:{port}/mcp", token="t")
+    try:
+        with pytest.raises(DomainError) as caught:
+            await call_service(settings, "evaluate", {"kit": "rmsnorm_cpu"})
+    finally:
+        server.close()
+    said = str(caught.value)
+    assert said.startswith(f"the evaluation service at http://127.0.0.1:{port}/mcp failed: ") and "log" in said
+    assert not said.split(" failed: ")[1].startswith(";"), said  # a reason, not nothing

@@ -154,7 +154,11 @@ async def call_service(settings: Settings, tool: str, arguments: dict, progress:
     except DomainError:
         raise
     except Exception as exc:  # transport failures arrive wrapped in exception groups
-        raise DomainError(f"the evaluation service at {url} failed: {first_leaf(exc)}") from None
+        leaf = first_leaf(exc)
+        # A dropped connection says nothing ("failed: "; model-play 2026-12-04): its kind, and what to check.
+        said = str(leaf).strip() or f"{type(leaf).__name__} (the connection ended without an answer)"
+        raise DomainError(f"the evaluation service at {url} failed: {said}; if it stopped, its log says why "
+                          "(restart it with `evoteam bench serve --http`)") from None
     if result.is_error:
         text = " ".join(getattr(c, "text", "") for c in result.content).strip()
         raise DomainError(f"the evaluation service refused: {text}")
