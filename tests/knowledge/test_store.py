@@ -661,3 +661,24 @@ async def test_a_superseded_learning_found_by_search_says_so(new_location):
         titles = {h.id: h.title for h in (await store.search("projected gradient", run_id=run.id)).items}
     assert titles[old.id].endswith(f"(superseded by {new.id})"), titles
     assert "superseded" not in titles[new.id] and titles[new.id].startswith("technique:"), titles
+
+
+async def test_prior_work_that_does_not_fit_keeps_its_dead_ends(tmp_path):
+    """Cut at the end to fit the session's context, a colleague's dead end was the first thing
+    lost (model-play 2026-12-04): the longest of the other lists gives way first."""
+    from evoteam.servers.knowledge.prior import gather_prior_work, render_prior
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="alice", verifier=True)) as store:
+        run = await store.start_run(RunCreate(goal="a", kit="k"))
+        for i in range(6):
+            await store.record_candidate(CandidateCreate(run_id=run.id, code=f"y = {i}\n", status="PASSED",
+                                                         score=1.0 + i, verified=True, notes="note " * 20))
+            await store.add_learning(LearningCreate(run_id=run.id, text=f"technique {i} " + "works " * 30,
+                                                    kind="technique"))
+        dead = await store.add_learning(LearningCreate(run_id=run.id, text="smoothing the steps does not help",
+                                                       kind="dead_end"))
+        work = await gather_prior_work(store, "k")
+    full = render_prior(work, 100_000)
+    short = render_prior(work, len(full) // 2)
+    assert len(short) <= len(full) // 2 and f"`{dead.id}`" in short and "shortened" in short, short
+    assert short.count("- [technique") < full.count("- [technique") and "Best candidates:" in short

@@ -345,37 +345,52 @@ def _own_active_runs(found: list[Run], run: Run, seed_from: str | None, sure: bo
 
 
 def render_prior(prior: PriorWork, max_chars: int = PRIOR_CHARS) -> str:
-    """Prior work as a few Markdown lines (the session-start context)."""
+    """Prior work as a few Markdown lines (the session-start context), within `max_chars`: where
+    it does not fit, the lowest items of the longest of the runs, best candidates and learnings go
+    first, the dead ends last (cut at the end, a colleague's dead end was the first thing lost;
+    model-play 2026-12-04)."""
     if not prior.runs:
         return ""
     what = f"kit {prior.kit}" if prior.kit else "this project"
-    lines = [f"Earlier runs on {what} (newest first):"]
+    runs = []
     for r in prior.runs:
-        best = "no ranked score yet" if r.best_score is None else f"best {describe_listed(r.best_score, r.best_interval, r.best_runs)}" + (
-            f" ({r.best_candidate_id})" if r.best_candidate_id else "")
+        best = "no ranked score yet" if r.best_score is None else \
+            f"best {describe_listed(r.best_score, r.best_interval, r.best_runs)}" + \
+            (f" ({r.best_candidate_id})" if r.best_candidate_id else "")
         why = f" — {_clip(r.status_reason, 120)}" if r.status_reason else ""
         kit = f" ({r.kit})" if r.kit and not prior.kit else ""
-        lines.append(f"- `{r.id}`{kit} by {r.owner}, {r.status}{why}: {best}; {r.candidates} candidates, "
-                     f"{r.learnings} learnings")
-    if prior.more_runs:
-        lines.append(f"- … and {prior.more_runs} older runs (knowledge.list_runs)")
-    if prior.best:
-        lines.append("Best candidates:")
-        methods = {c.timing_method for c in prior.best if c.timing_method is not None}
-        newest = max(methods, default=None)
-        lines += [f"- `{c.id}` ({c.owner}, run `{c.run_id}`): "
+        runs.append(f"- `{r.id}`{kit} by {r.owner}, {r.status}{why}: {best}; {r.candidates} candidates, "
+                    f"{r.learnings} learnings")
+    methods = {c.timing_method for c in prior.best if c.timing_method is not None}
+    newest = max(methods, default=None)
+    best_lines = [f"- `{c.id}` ({c.owner}, run `{c.run_id}`): "
                   f"{describe_listed(c.score, c.score_interval, c.runs)}"
                   + (f" [timed by method {c.timing_method}: not comparable with method {newest}'s scores]"
                      if len(methods) > 1 and c.timing_method != newest else "")
                   + (" [on other kit content than the newest run: not comparable]" if c.other_kit_content else "")
                   + (f" — {c.note}" if c.note else "") for c in prior.best if c.score is not None]
-    if prior.learnings:
-        lines.append("Top learnings:")
-        lines += [f"- [{item.kind}, {item.owner}] {item.text} (`{item.id}`)" for item in prior.learnings]
-    if prior.dead_ends:
-        lines.append("Dead ends (do not retry without new evidence):")
-        lines += [f"- {item.text} ({item.owner}, `{item.id}`)" for item in prior.dead_ends]
-    if prior.hint:
-        lines.append(prior.hint)
-    text = "\n".join(lines)
-    return text if len(text) <= max_chars else text[: max_chars - 2].rstrip() + " …"
+    learned = [f"- [{item.kind}, {item.owner}] {item.text} (`{item.id}`)" for item in prior.learnings]
+    dead = [f"- {item.text} ({item.owner}, `{item.id}`)" for item in prior.dead_ends]
+
+    def text(cut: bool) -> str:
+        lines = [f"Earlier runs on {what} (newest first):", *runs]
+        if prior.more_runs:
+            lines.append(f"- … and {prior.more_runs} older runs (knowledge.list_runs)")
+        lines += (["Best candidates:", *best_lines] if best_lines else []) + \
+            (["Top learnings:", *learned] if learned else []) + \
+            (["Dead ends (do not retry without new evidence):", *dead] if dead else [])
+        if cut:
+            lines.append("(shortened: `evoteam kb prior` shows it all)")
+        if prior.hint:
+            lines.append(prior.hint)
+        return "\n".join(lines)
+
+    cut = False
+    while len(text(cut)) > max_chars:
+        droppable = [part for part, least in ((runs, 1), (best_lines, 1), (learned, 0)) if len(part) > least]
+        if not droppable:
+            break
+        max(droppable, key=lambda part: sum(map(len, part))).pop()
+        cut = True
+    shown = text(cut)
+    return shown if len(shown) <= max_chars else shown[: max_chars - 2].rstrip() + " …"
