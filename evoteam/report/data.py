@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from evoteam import stats
 
 from evoteam.servers.knowledge.measurements import (any_contended, beyond, candidate_estimate, clears_start, kind_of,
-                                                   start_is_paired)
+                                                   widened_for_load)
 from evoteam.servers.knowledge.measurements import rank_key as measurements_rank_key
 from evoteam.servers.knowledge.models import Candidate, Run, WorkloadResult
 from evoteam.servers.knowledge.store import KnowledgeStore
@@ -222,15 +222,15 @@ def _first_gain(vp: VersionPoint, own: Candidate, x0: float, direction: str) -> 
     as progress while its best sat at the baseline; model-play 2026-12-04)."""
     est = candidate_estimate(own)
     vp.contended = any_contended(own.contended_measurements)
-    # A kernel's interval against x0 = 1 is paired with the baseline: it holds on a busy machine.
-    busy = vp.contended and not start_is_paired(bool(own.samples) and kind_of(own.samples) == "kernel", x0)
+    # A busy kernel's interval counts widened for the load (as the trajectory's first new best).
+    wide = widened_for_load(est, vp.contended, bool(own.samples) and kind_of(own.samples) == "kernel")
     vp.few_runs = est is not None and stats.spread_unknown(est)
     reads_better = est is not None and beyond(est.value, x0, direction)
-    if est is not None and not busy and clears_start(est, x0, direction):
+    if wide is not None and clears_start(wide, x0, direction):
         vp.significant, vp.gain_note = True, f"first ranked result: clears the starting score x0 = {x0:.7g}"
-    elif est is None or (reads_better and (busy or vp.few_runs)):  # busy or unknown, reading better
-        why = "measured on a contended machine (bench.remeasure it when the machine is quiet)" if busy else \
-            "too few runs (bench.remeasure it)"
+    elif est is None or (reads_better and (vp.contended or vp.few_runs)):  # busy or unknown, reading better
+        why = "measured on a contended machine (bench.remeasure it when the machine is quiet)" if vp.contended \
+            else "too few runs (bench.remeasure it)"
         vp.gain_note = f"first ranked result: not established against the starting score x0 = {x0:.7g}, {why}"
     else:
         vp.significant = False

@@ -485,14 +485,24 @@ def clears_start(own: stats.Estimate, x0: float, direction: str) -> bool:
     return stats.clears(own, stats.Estimate(x0, x0, x0, stats.EXACT_MIN_RUNS, 1.0), direction)
 
 
-def start_is_paired(kernel_rounds: bool, x0: float | None) -> bool:
-    """Whether a score's interval against the run's starting score is a paired one: a kernel's
-    speedup is timed in the same rounds as the baseline, and x0 = 1 is that baseline. A busy
-    machine widens such an interval and does not move it across 1 (copies of the baseline with two
-    busy loops: 20 of 20 score intervals held 1, docs/bench.md), so contention, which keeps two
-    separate evaluations from being compared, does not keep it from deciding against x0 (a 4x
-    first version read "not established" on a shared machine for ever; model-play 2026-12-04)."""
-    return bool(kernel_rounds) and x0 == 1.0
+# Separate evaluations of the same code, one on a busy machine, have differed by up to 2.5x (39.5x
+# under load against 15.9x quiet, issue #21; 19.7x against 16.3x, docs/bench.md), and load can
+# slow a baseline more than a candidate (a launch-bound one on a GPU, a threaded one here): a busy
+# kernel's interval counts against another evaluation's, or a starting score, only widened by this
+# factor each way. Load widens an interval; it does not place it. Ignored instead, a 4x first
+# version on a shared machine read "not established" for ever (model-play 2026-12-04).
+BUSY_SPREAD = 3.0
+
+
+def widened_for_load(est: stats.Estimate | None, busy: bool, kernel: bool) -> stats.Estimate | None:
+    """An estimate as it counts against another evaluation: as it is where it was measured
+    quietly; a busy kernel's widened by BUSY_SPREAD; none for any other busy one (programs are not
+    timed: their scores are not marked busy)."""
+    if est is None or not busy:
+        return est
+    if not kernel:
+        return None
+    return stats.Estimate(est.value, est.lo / BUSY_SPREAD, est.hi * BUSY_SPREAD, est.n, est.coverage)
 
 
 def kernel_row(row) -> bool:

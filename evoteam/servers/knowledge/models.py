@@ -408,8 +408,8 @@ class TrajectoryPoint(BaseModel):
     best_so_far_id: str | None = None
     new_best: bool = Field(default=False, description="it took the lead and clears the last new best or, once "
                            "there is one, the best just before it (none yet: the run's starting score x0): interval "
-                           "against interval (one measured on a busy machine widened 3x each way; a kernel's "
-                           "against x0 = 1, the baseline timed in its own rounds, is not), or by the paired rounds of the "
+                           "against interval (one measured on a busy machine widened 3x each way, against x0 "
+                           "too), or by the paired rounds of the "
                            "two (bench.compare by id, bench.remeasure; pooled), which decide where they exist: "
                            "progress, not noise")
     within_noise_of: str | None = Field(default=None, description="the best it cannot be told apart from (\"x0\": "
@@ -441,7 +441,7 @@ class TrajectoryPoint(BaseModel):
                              "interval: how many (score_interval is just their range)")
     contended: bool | None = Field(default=None, description="measured on a busy machine: a new_best only by "
                                    "paired rounds (bench.remeasure it beside the best), by an interval clear even "
-                                   "widened 3x each way, or, a kernel's first, by clearing x0 = 1")
+                                   "widened 3x each way")
     code_hash: str | None = None
     note: str | None = None
     role: str | None

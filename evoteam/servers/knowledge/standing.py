@@ -12,7 +12,7 @@ from typing import Literal, NamedTuple
 from evoteam import stats
 from evoteam.servers.knowledge.measurements import (beyond, clears_start, estimate_of,
                                                    contended_row, first_line, interval_of, kernel_row, overlaps,
-                                                   row_rank_key, runs_if_unknown, start_is_paired)
+                                                   row_rank_key, runs_if_unknown, widened_for_load)
 from evoteam.servers.knowledge.models import TrajectoryPoint
 from evoteam.servers.knowledge.verified import ranks
 
@@ -59,22 +59,9 @@ def _against_start(own: stats.Estimate, x0: float, direction: str) -> Standing:
         Standing(within_noise_of=START, decided_by=INTERVALS)
 
 
-# Separate evaluations of the same code, one on a busy machine, have differed by up to 2.5x (39.5x
-# under load against 15.9x quiet, issue #21; 19.7x against 16.3x, docs/bench.md): a busy kernel's
-# interval is compared with another evaluation's only widened by this factor each way. Load
-# widens an interval; it does not place it.
-BUSY_SPREAD = 3.0
-
-
 def comparable(row: sqlite3.Row) -> stats.Estimate | None:
-    """A row's estimate as another evaluation may be compared with it: its own where it was
-    measured quietly; a busy kernel's widened by BUSY_SPREAD; none for any other busy row."""
-    est = estimate_of(row)
-    if est is None or not contended_row(row):
-        return est
-    if not kernel_row(row):
-        return None
-    return stats.Estimate(est.value, est.lo / BUSY_SPREAD, est.hi * BUSY_SPREAD, est.n, est.coverage)
+    """A row's estimate as it counts against another evaluation or x0 (measurements.widened_for_load)."""
+    return widened_for_load(estimate_of(row), contended_row(row), kernel_row(row))
 
 
 def _clears(row: sqlite3.Row, ref: sqlite3.Row | None, direction: str) -> bool:
@@ -116,16 +103,17 @@ def _lead(row: sqlite3.Row, announced: sqlite3.Row | None, incumbent: sqlite3.Ro
         # Beyond a best side by side counts only past x0 (its own paired rounds against the baseline).
         if side == "better" and (x0 is None or clears_start(own, x0, direction)):
             return Standing(new_best=True, decided_by=PAIRS)
-        if busy and not start_is_paired(kernel_row(row), x0):  # `contended` says why it is not announced
+        wide = comparable(row)  # a busy one's widened: `contended` says why it may not be announced
+        if wide is None or (busy and x0 is None):
             return Standing(within_noise_of=before["id"] if before is not None else None)
-        if x0 is None or clears_start(own, x0, direction):  # the first quiet leader, or past x0
+        if x0 is None or clears_start(wide, x0, direction):  # the first quiet leader, or past x0
             return Standing(new_best=True, decided_by=None if x0 is None else INTERVALS)
         if stats.spread_unknown(own) and beyond(own.value, x0, direction):
             return Standing(too_few_runs=True)
         if before is not None and (side == "tied" or contended_row(before) or overlaps(own, estimate_of(before))):
             return Standing(within_noise_of=before["id"],
                             decided_by=PAIRS if side == "tied" else _interval_verdict(own, estimate_of(before)))
-        return _against_start(own, x0, direction)
+        return _against_start(wide, x0, direction)
     if side == "better":
         return Standing(new_best=True, decided_by=PAIRS)
     if _clears(row, announced, direction) or _clears(row, before, direction):
@@ -160,15 +148,15 @@ def _behind(row: sqlite3.Row, best: sqlite3.Row, paired: Paired | None, x0: floa
         return Standing(too_few_runs=True)
     if contended_row(row) or contended_row(best):
         # Apart, but separate evaluations on a busy machine move by more than their intervals:
-        # worse only where they are apart even widened for load (comparable), else not told apart
-        # from the best (no decided_by), though a kernel's interval against the baseline timed
-        # beside it holds (a copy of the baseline at 1.07x read "within noise" of a best at
-        # 3.6-4.6x; model-play 2026-12-04).
+        # worse only where they are apart even widened for load (comparable); else, where it does
+        # not clear x0 so widened, what it is against x0; else not told apart from the best (no
+        # decided_by). A copy of the baseline at 1.07x read "within noise" of a best at 3.6-4.6x
+        # (model-play 2026-12-04).
         mine, theirs = comparable(row), comparable(best)
         if mine is not None and theirs is not None and not overlaps(mine, theirs):
             return Standing(worse_than=best["id"], decided_by=INTERVALS)
-        if x0 is not None and start_is_paired(kernel_row(row), x0) and not clears_start(own, x0, direction):
-            return _against_start(own, x0, direction)
+        if mine is not None and x0 is not None and not clears_start(mine, x0, direction):
+            return _against_start(mine, x0, direction)
         return Standing(within_noise_of=best["id"])
     return Standing(worse_than=best["id"], decided_by=INTERVALS)
 

@@ -242,7 +242,7 @@ def contention_line(c: dict, split: str = "dev") -> str | None:
         return what + "; evaluate it on the held-out split again when the machine is quiet to confirm this score"
     # Said of any score: the hint once read as a new best in the making beside a copy of the
     # baseline at 1.07x under a best of 3.6x (model-play 2026-12-04).
-    return (what + " (the speedup over the baseline, timed in the same rounds, holds); one that reads above the "
+    return (what + "; one that reads above the "
             "run's best becomes a new best only once paired rounds find it better (or its interval, widened 3x for "
             "the load, clears the best's): bench.compare it by id with the trajectory's last new_best, or "
             "bench.remeasure the run")
