@@ -151,7 +151,10 @@ def gain_text(v: VersionPoint, direction: str | None = None) -> str | None:
         return (f"{shown} over {_before(v)}: not established, measured on a contended machine "
                 "(bench.remeasure both side by side)")
     if v.contended:  # reads worse, or no better, on a busy machine: no gain, and no more than that known
-        return f"{shown} over {_before(v)}: no gain (measured on a contended machine)"
+        # Counted as a stall, as any version that reads no better; paired rounds may still turn it
+        # (a model read it as settled before any existed; model-play 2026-12-04).
+        return (f"{shown} over {_before(v)}: no gain (measured on a contended machine; bench.remeasure both "
+                "side by side to settle it)")
     return f"{shown} over {_before(v)}: {verdict}"
 
 

@@ -79,3 +79,28 @@ def test_the_stdio_knowledge_server_survives_the_shared_server_going_away(tmp_pa
     assert not up_err and down_err and not back_err, (seen, (tmp_path / "stdio.err").read_text())
     assert "knowledge server" in down_text, down_text
     assert "stopped" not in (tmp_path / "stdio.err").read_text()
+
+
+async def test_an_evaluation_a_plain_token_records_says_it_never_ranks(knowledge_server, tmp_path: Path):
+    """With a shared store and no evaluation service, the bench's results go in with the engineer's
+    plain token: an unverified claim. `bench run` said only "recorded as cand_… in run_…", read as a
+    result that ranks (model-play 2026-12-04); the evaluation and its line say what it is."""
+    import io
+
+    from rich.console import Console
+
+    from evoteam.config import SOURCE_ROOT, Settings
+    from evoteam.servers.bench.cli import print_evaluation
+    from evoteam.servers.bench.evaluation.core import evaluate_candidate
+
+    token = make_token(knowledge_server.db, "bob", "p-unverified")
+    actor = Actor(user="ignored", client="pytest", default_project="p-unverified")
+    code = (SOURCE_ROOT / "task_kits" / "circle_packing_26" / "initial_program.py").read_text()
+    async with held(RemoteKnowledgeStore.connect(knowledge_server.url, token, actor)) as store:
+        result = await evaluate_candidate(Settings(db=tmp_path / "kb.db"), "circle_packing_26", code=code, store=store)
+        stored = await store.get_candidate(result.candidate_id)
+    assert result.recorded and result.unverified is True and stored.verified is False
+    out = io.StringIO()
+    print_evaluation(result, Console(file=out, width=300))
+    assert f"recorded as {result.candidate_id} in {result.run_id} as an unverified claim: listed, never ranked" \
+        in out.getvalue(), out.getvalue()

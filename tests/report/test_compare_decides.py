@@ -442,4 +442,11 @@ def test_a_pool_too_small_for_a_95_percent_interval_is_not_called_a_tie():
     decided = paired_verdict([_record("a", "b", 1.2, seed=s, minutes=s) for s in range(2)], "a", "b")
     assert decided.decides and decided.significant
     clause, pooled = pooled_clause(decided)
-    assert clause.endswith(", significant") and "×" in clause and pooled.significant
+    assert clause.endswith(", significant: B is faster") and "×" in clause and pooled.significant
+    # A program's difference, minimised: B's score below A's is B the better.
+    lower = [ComparisonRecord(a_candidate_id="a", b_candidate_id="b", kit="k", split="dev", kind="program",
+                              b_over_a=-0.2, interval=[-0.2, -0.2], significant=True, contended=False,
+                              measured_at=datetime.now(UTC) + timedelta(minutes=i),
+                              samples={"a": [1.0] * 5, "b": [0.8] * 5}) for i in range(2)]
+    assert pooled_clause(paired_verdict(lower, "a", "b"), "minimize")[0].endswith(", significant: B is better")
+    assert pooled_clause(paired_verdict(lower, "a", "b"), "maximize")[0].endswith(", significant: A is better")

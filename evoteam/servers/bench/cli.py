@@ -212,7 +212,10 @@ def print_evaluation(e: Evaluation, console: Console) -> None:
     if e.flagged:
         console.print("[yellow]flagged for review:[/yellow] " + escape("; ".join(e.flags)[:1000]))
     if e.recorded:
-        console.print(f"recorded as {e.candidate_id} in {e.run_id}")
+        # Said on the line itself: a shared store's plain token records a claim that never ranks.
+        claim = (" as an unverified claim: listed, never ranked (evaluations that rank go through the "
+                 "team's evaluation service, EVOTEAM_BENCH_URL)") if e.unverified else ""
+        console.print(f"recorded as {e.candidate_id} in {e.run_id}{claim}")
 
 
 async def _run(settings, kit: str, candidate: str, split: str, run_id: str | None, record: bool,

@@ -380,6 +380,8 @@ class Evaluation(BaseModel):
     best_known: float | None = None
     run_id: str | None = None
     recorded: bool = False
+    unverified: bool | None = Field(default=None, description="true where it was recorded as an unverified claim "
+                                    "(the token is not a verifier's): listed, never ranked")
     code_hash: str | None = Field(default=None, description="normalised hash of the code: identical code is one "
                                   "candidate")
     contended: bool = Field(default=False, description="the machine was busier than the timing tolerates (see "

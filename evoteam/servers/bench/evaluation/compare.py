@@ -211,17 +211,21 @@ async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, kind: 
     found = paired_verdict(await dev_comparisons(store, run.id, kit.name), first.id, second.id)
     if found is None or found.batches < 2:
         return kept, None
-    clause, pooled = pooled_clause(found)
+    clause, pooled = pooled_clause(found, run.direction)
     return clause + kept, pooled
 
 
-def pooled_clause(found: PairedVerdict) -> tuple[str, PooledComparison]:
+def pooled_clause(found: PairedVerdict, direction: str = "maximize") -> tuple[str, PooledComparison]:
     """What a compare's verdict says of every kept batch of its two candidates, pooled."""
     value, lo, hi = found.estimate
     pooled = PooledComparison(b_speedup_over_a=value, interval=[lo, hi], significant=found.significant,
                               batches=found.batches)
-    # Under a full 95% interval the pool decides nothing, as the run's verdicts read it (review 2026-12-04).
-    said = ("significant" if found.significant else "no significant difference") if found.decides else \
+    # Under a full 95% interval the pool decides nothing, as the run's verdicts read it (review 2026-12-04);
+    # a significant one names the better side (it said "significant" beside this batch's "no
+    # significant difference"; model-play 2026-12-04).
+    better = "B" if stats.favours_b(value, found.kind, direction) else "A"
+    said = (f"significant: {better} is {'faster' if found.kind == 'kernel' else 'better'}" if found.significant
+            else "no significant difference") if found.decides else \
         f"not established: a {found.coverage:.0%} interval, too few rounds or runs for a 95% one"
     unit = "×" if found.kind == "kernel" else ""
     return (f"; pooled with the {found.batches - 1} earlier batch(es) of the two: "

@@ -467,6 +467,7 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
         code_hash=result.code_hash or code_hash(code), samples=result.samples or {},
         sample_ranges={k: r for k, r in result.sample_ranges.items() if k in (result.samples or {})} or None)
     saved, note = await record_measured(store, record)
+    result.unverified = True if not saved.verified else None
     for line in (note, started):
         if line:
             result.message = f"{result.message}; {line}" if result.message else line
