@@ -237,10 +237,10 @@ def _leaders(direction: str, keyed: dict, measured: set[str]) -> list[CandidateS
     return sorted(found, key=lambda c: c.score if direction == "maximize" else -c.score, reverse=True)
 
 
-def _bests(keyed: dict) -> list[CandidateSummary]:
-    """The best ranked candidate of each group, groups by version (no version last); a run of one
-    group gives its best few."""
-    per_group = SINGLE_GROUP_FINALISTS if len(keyed) == 1 else 1
+def _bests(keyed: dict, per_group: int | None = None) -> list[CandidateSummary]:
+    """The best ranked candidates of each group (``per_group``; default: one, a run of one group
+    its best few), groups by version (no version last)."""
+    per_group = per_group or (SINGLE_GROUP_FINALISTS if len(keyed) == 1 else 1)
     return [c for k in sorted(keyed, key=lambda v: (v is None, v or 0))
             for _, c in sorted(keyed[k], key=lambda kc: kc[0], reverse=True)[:per_group]]
 
@@ -251,11 +251,16 @@ async def _unmeasured_leaders(store: KnowledgeStore, run_id: str, measured: set[
 
 
 async def default_sides(store: KnowledgeStore, run_id: str) -> list[CandidateSummary]:
-    """What a call without named candidates measures: the newest versions' bests (the stop rule
-    reads from the newest), with room kept for candidates from too few runs that read beyond their
-    version's measured best (LEAD_SIDES). One read of the run's candidates for both."""
+    """What a call without named candidates measures: the newest versions' best few (the stop rule
+    reads from the newest; up to 3 each while 8 sides hold them), with room kept for candidates
+    from too few runs that read beyond their version's measured best (LEAD_SIDES). One read of the
+    run's candidates for both."""
     direction, keyed = await _ranked_groups(store, run_id)
-    tops = _bests(keyed)[-(MAX_CANDIDATES - LEAD_SIDES):]
+    # Each version's best few while they fit: a version's best picked by one busy evaluation was
+    # its slower candidate, and its gain, "worse, significant", spoke of that one (model-play 2026-12-04).
+    room = MAX_CANDIDATES - LEAD_SIDES
+    per_group = max(1, min(SINGLE_GROUP_FINALISTS, room // max(1, len(keyed))))
+    tops = _bests(keyed, per_group)[-room:]
     return [*tops, *_leaders(direction, keyed, {c.id for c in tops})[:LEAD_SIDES]]
 
 

@@ -164,3 +164,42 @@ def test_single_runs_that_swap_within_noise_are_no_change():
     points = mset(True)
     assert points.order_before == ["x", "y"] and points.order_after == ["y", "x"] and points.changed == []
     assert mset(False).changed == ["x", "y"]
+
+
+async def test_a_default_batch_measures_each_versions_best_few_while_they_fit(tmp_path):
+    """A version's best picked by one busy evaluation was its slower candidate, and the default
+    batch measured only that one, so the version's gain spoke of it (model-play 2026-12-04): with
+    few versions each gives its best 3, with more fewer, the newest first, never more sides than
+    the batch keeps for them."""
+    import random
+
+    from evoteam.codehash import code_hash
+    from evoteam.report.remeasure import LEAD_SIDES, MAX_CANDIDATES, default_sides
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.models import CandidateCreate, RunCreate
+    from evoteam.servers.knowledge.store import Actor
+
+    async def run_of(kb, versions: int, each: int) -> dict[int, list[str]]:
+        run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+        ids: dict[int, list[str]] = {}
+        rng = random.Random(versions)
+        for v in range(1, versions + 1):
+            bench = kb.with_actor(Actor(user="u", client="t", team_version=v, verifier=True))
+            for i in range(each):
+                code = f"def run(x):\n    return x * {v}{i}\n"
+                center = 2.0 + v + i / 10
+                samples = {"w": [center * (1 + rng.uniform(-0.02, 0.02)) for _ in range(10)]}
+                ids.setdefault(v, []).append((await bench.record_candidate(CandidateCreate(
+                    run_id=run.id, code=code, code_hash=code_hash(code), status="PASSED", score=center,
+                    samples=samples, verified=True))).id)
+        return run.id, ids
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run_id, ids = await run_of(kb, 2, 4)
+        sides = [c.id for c in await default_sides(kb, run_id)]
+        # Two versions: the best 3 of each (their best, the highest centres), v1's first.
+        assert sides == [*reversed(ids[1][1:]), *reversed(ids[2][1:])], sides
+        run_id, ids = await run_of(kb, 5, 3)
+        sides = [c.id for c in await default_sides(kb, run_id)]
+        assert sides == [ids[v][-1] for v in range(1, 6)]  # five versions: one each
+        assert len(sides) <= MAX_CANDIDATES - LEAD_SIDES
