@@ -37,6 +37,9 @@ from tests.report.test_significance import rounds
 
 
 
+SOURCE_ROOT_CIRCLES = Path(__file__).parents[2] / "task_kits" / "circle_packing_26"
+
+
 def _record(a: str, b: str, center: float, *, spread: float = 0.02, n: int = 30, seed: int = 0, minutes: int = 0,
             **extra) -> ComparisonRecord:
     """What a kernel compare of A and B keeps: n rounds of B's speedup over A on three workloads,
@@ -450,3 +453,23 @@ def test_a_pool_too_small_for_a_95_percent_interval_is_not_called_a_tie():
                               samples={"a": [1.0] * 5, "b": [0.8] * 5}) for i in range(2)]
     assert pooled_clause(paired_verdict(lower, "a", "b"), "minimize")[0].endswith(", significant: B is better")
     assert pooled_clause(paired_verdict(lower, "a", "b"), "maximize")[0].endswith(", significant: A is better")
+
+
+async def test_a_compare_across_runs_says_it_is_not_kept(tmp_path: Path):
+    """A compare of a candidate with a colleague's best in another run was read as pooling like one
+    within a run, and its reply said nothing (model-play 2026-12-04): it says it is not kept."""
+    from evoteam.servers.bench.evaluation.core import evaluate_candidate
+
+    settings = Settings(db=tmp_path / "kb.db")
+    program = SOURCE_ROOT_CIRCLES / "examples" / "better.py"
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        theirs = await kb.start_run(RunCreate(goal="a", kit="circle_packing_26", direction="maximize"))
+        mine = await kb.start_run(RunCreate(goal="b", kit="circle_packing_26", direction="maximize"))
+        a = await evaluate_candidate(settings, "circle_packing_26", candidate_path=str(program), store=kb,
+                                     run_id=theirs.id)
+        b = await evaluate_candidate(settings, "circle_packing_26", code=program.read_text() + "\n# mine\n",
+                                     store=kb, run_id=mine.id)
+        cmp = await compare_candidates(settings, "circle_packing_26", {"candidate_id": a.candidate_id},
+                                       {"candidate_id": b.candidate_id}, store=kb, repeats=2)
+    assert f"not kept: the two are of different runs ({theirs.id}, {mine.id})" in cmp.verdict, cmp.verdict
+    assert cmp.pooled is None

@@ -174,7 +174,7 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
         verdict += (f"{busy}: the wider interval still excludes no difference"
                     if est is not None and stats.significant(est, kind) else
                     f"{busy}: its wider interval can hide a small difference; "
-                    "compares of the same two by id pool into a narrower one, quiet ones most")
+                    "compares of the same two of one run by id pool into a narrower one, quiet ones most")
     pooled = None
     if est is not None and store is not None:
         kept, pooled = await _keep(store, the_kit, a, b, split, kind, contended, samples, ranges)
@@ -195,7 +195,9 @@ async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, kind: 
         return "", None
     first, second = [await store.get_candidate(i) for i in ids]
     if first.run_id != second.run_id:
-        return "", None
+        # Said: a compare with a colleague's best was read as pooling like one within a run (model-play 2026-12-04).
+        return (f"; not kept: the two are of different runs ({first.run_id}, {second.run_id}), and only compares "
+                "within a run are kept and pooled"), None
     run = await store.get_run(first.run_id)
     if run.kit is not None and run.kit != kit.name:
         return "", None
