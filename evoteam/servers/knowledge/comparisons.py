@@ -133,6 +133,7 @@ class PairedVerdict(BaseModel):
     kind: Literal["kernel", "program"]
     estimate: list[float]  # value, lo, hi
     coverage: float
+    runs: int = 1  # the fewest rounds (a program: runs a side) behind it, as stats.Estimate.n
     significant: bool
     batches: int
     contended: bool
@@ -174,7 +175,7 @@ def paired_verdict(records: list[ComparisonRecord], before_id: str, own_id: str)
 
     same = [r for r in pair if what(r) == what(newest)]
     est = _pooled(same)
-    return PairedVerdict(kind=newest.kind, estimate=[est.value, est.lo, est.hi], coverage=est.coverage,
+    return PairedVerdict(kind=newest.kind, estimate=[est.value, est.lo, est.hi], coverage=est.coverage, runs=est.n,
                          significant=stats.significant(est, newest.kind), batches=len(same),
                          contended=any(r.contended for r in same), left_out=len(pair) - len(same))
 

@@ -17,8 +17,8 @@ RANKED = "status = 'PASSED' AND score IS NOT NULL AND verified = 1 AND flagged =
 POINT_SAMPLES = ("CASE WHEN score_lo = score_hi OR substr(samples, 1, 11) = '{\"program\":' THEN samples END "
                  "AS point_samples")
 
-# Whether a row's rounds are a kernel's (speedups over the baseline timed in the same rounds), read
-# without its rounds: measurements.start_is_paired.
+# Whether a row's rounds are a kernel's (timed: a busy one's interval counts widened), read without
+# its rounds: measurements.kernel_row, widened_for_load.
 KERNEL_ROUNDS = "(samples IS NOT NULL AND substr(samples, 1, 11) <> '{\"program\":') AS kernel_rounds"
 
 # A run's counters, kept by triggers (counters.py): one row, whatever the size of the run.

@@ -230,8 +230,8 @@ def pooled_clause(found: PairedVerdict, direction: str = "maximize") -> tuple[st
             else "no significant difference") if found.decides else \
         f"not established: a {found.coverage:.0%} interval, too few rounds or runs for a 95% one"
     unit = "×" if found.kind == "kernel" else ""
-    return (f"; pooled with the {found.batches - 1} earlier batch(es) of the two: "
-            f"{stats.sig3(value)}{unit} ({stats.sig3(lo)}–{stats.sig3(hi)}), {said}"), pooled
+    shown = stats.describe(stats.Estimate(value, lo, hi, found.runs, found.coverage), unit)  # as the batch's
+    return f"; pooled with the {found.batches - 1} earlier batch(es) of the two: {shown}, {said}", pooled
 
 
 async def _program_contrast(settings, kit, cands, split, progress, repeats):
