@@ -453,11 +453,14 @@ def describe(est: Estimate, unit: str = "") -> str:
 
 
 def describe_listed(value: float | None, interval: list[float] | None, runs: int | None, unit: str = "",
-                    spread_unknown: bool | None = None) -> str:
+                    spread_unknown: bool | None = None, exact_runs: int | None = None) -> str:
     """A listed score, whose ``runs`` the listing sets only where they are too few for a 95%
     interval: a zero-width interval without them is from enough runs, the middle ones alike (an
     exact best of 15 alike runs read "(no interval)" in prior work; model-play 2026-12-04).
-    ``spread_unknown``: what a reader without the count knows (search hits)."""
+    ``spread_unknown``: what a reader without the count knows (search hits); ``exact_runs``: where
+    the caller knows every run is alike, how many."""
+    if exact_runs and value is not None and interval and len(interval) == 2 and interval[0] == interval[1]:
+        return describe_score(value, interval, unit, runs=exact_runs, exact=True)
     if value is not None and interval and len(interval) == 2 and interval[0] == interval[1] and runs is None \
             and math.isfinite(value):
         if spread_unknown:

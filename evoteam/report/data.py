@@ -216,6 +216,18 @@ def _short_of_start(vp: VersionPoint, own: Candidate, x0: float, direction: str)
         vp.gain_note = f"short of the starting score x0 = {x0:.7g}"
 
 
+def _over_start(est: stats.Estimate, x0: float, ratio: bool) -> str:
+    """By how much a first best clears x0, as later gains read: a ratio for a kernel kit's speedups,
+    a difference for a program's metric (a first gain read with no number; model-play 2026-12-04)."""
+    if ratio:
+        if x0 <= 0:
+            return ""
+        return " by " + stats.describe(stats.Estimate(est.value / x0, est.lo / x0, est.hi / x0, est.n, est.coverage),
+                                       "×")
+    shown = stats.describe(stats.Estimate(est.value - x0, est.lo - x0, est.hi - x0, est.n, est.coverage))
+    return " by " + (shown if shown.startswith("-") else "+" + shown)
+
+
 def _first_gain(vp: VersionPoint, own: Candidate, x0: float, direction: str) -> None:
     """The first ranked version's best against the run's starting score, as the trajectory reads a
     first: a version that never cleared x0 brought no gain (a model read v1's "first ranked result"
@@ -227,7 +239,8 @@ def _first_gain(vp: VersionPoint, own: Candidate, x0: float, direction: str) -> 
     vp.few_runs = est is not None and stats.spread_unknown(est)
     reads_better = est is not None and beyond(est.value, x0, direction)
     if wide is not None and clears_start(wide, x0, direction):
-        vp.significant, vp.gain_note = True, f"first ranked result: clears the starting score x0 = {x0:.7g}"
+        vp.significant, vp.gain_note = True, (f"first ranked result: clears the starting score x0 = {x0:.7g}"
+                                              f"{_over_start(est, x0, kind_of(own.samples) == 'kernel')}")
     elif est is None or (reads_better and (vp.contended or vp.few_runs)):  # busy or unknown, reading better
         why = "measured on a contended machine (bench.remeasure it when the machine is quiet)" if vp.contended \
             else "too few runs (bench.remeasure it)"

@@ -65,7 +65,7 @@ class ServerStore:
             return
         from evoteam.servers.knowledge.connect import open_store
 
-        async with open_store(self._settings, session_actor(self._settings, self._client)) as opened:
+        async with open_store(self._settings, session_actor(self._settings, self._client), at_first_call=True) as opened:
             self._store = opened
             try:
                 yield {}

@@ -305,6 +305,8 @@ def test_contention_is_marked_when_the_call_path_floor_rises(tmp_path, quiet_mac
     assert "contended machine" in contention_line(busy)
     # A held-out check is not ranked: it is told to confirm itself, not to compare with the run's best.
     assert "new best" in contention_line(busy) and "bench.compare" in contention_line(busy)
+    # A run's first score has no best: the line names the mark it has, the starting score x0.
+    assert "starting score x0" in contention_line(busy)
     heldout = contention_line(busy, "heldout")
     assert "contended machine" in heldout and "held-out split again" in heldout
     assert "new best" not in heldout and "compare" not in heldout

@@ -597,7 +597,10 @@ async def test_an_exact_best_is_listed_as_one_not_as_a_score_without_interval(tm
                                                             verified=True))
         text = render_prior(await gather_prior_work(store, "k"))
         hits = (await store.search("candidate", run_id=run.id)).items
-    assert "best 0.386149 (5+ runs, the middle ones alike)" in text and "(no interval)" not in text, text
+    # Prior work reads the run's own record: the best is exact, from 15 runs alike (it said "5+ runs,
+    # the middle ones alike" of it; model-play 2026-12-04), in the run's line and in the best list.
+    assert "best 0.386149 (exact: every run alike)" in text and "(no interval)" not in text, text
+    assert f"`{exact.id}` (tester, run `{run.id}`): 0.386149 (exact: every run alike)" in text, text
     assert f"`{once.id}`" in text and "0.3862 (one measurement, no interval)" in text, text
     titles = {h.id: h.title for h in hits}
     assert titles[exact.id].endswith("score 0.386149 (5+ runs, the middle ones alike)"), titles

@@ -70,6 +70,10 @@ async def test_runs_that_agree_often_enough_decide_a_program_gain(tmp_path: Path
         # v1's and v2's two runs alike do not clear the starting score, v3's five alike do (the
         # first to), and v4's five clear v3's.
         assert [p.new_best for p in points.values()] == [False, False, True, True, False]
+        # A program's first best that clears x0 says by how much, as a difference (not a ratio).
+        run = await _versions_of_single_runs(kb, tmp_path, {1: [2.5] * 5})  # x0 = 1
+        (first,) = summarise(await gather(kb, run.id)).versions
+        assert first.gain == "first ranked result: clears the starting score x0 = 1 by +1.5 (exact: every run alike)"
 
 
 def test_a_point_is_exact_only_from_enough_runs_alike():

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from evoteam import stats
 from evoteam.codehash import code_hash
 from evoteam.report.data import gather
 from evoteam.report.summary import summarise
@@ -42,7 +43,9 @@ async def test_version_gains_have_intervals_and_the_stop_rule_counts(tmp_path: P
         summary = summarise(await gather(kb, run.id))
         lines = {v.version: v for v in summary.versions}
         # The first version is read against the run's starting score (x0 1.0), as the trajectory reads a first.
-        assert lines[1].gain == "first ranked result: clears the starting score x0 = 1"
+        # By how much (its best over x0 = 1), with the interval, as later versions' gains read.
+        assert lines[1].gain.startswith("first ranked result: clears the starting score x0 = 1 by "
+                                        f"{stats.sig3(lines[1].best_dev_score)}× (")
         assert lines[1].significant_gain is True
         assert lines[2].significant_gain is False and "within noise" in lines[2].gain
         assert lines[3].significant_gain is True and "significant" in lines[3].gain and "×" in lines[3].gain
@@ -199,7 +202,8 @@ async def test_a_first_kernel_best_on_a_busy_machine_is_decided_against_the_base
                 samples=rounds(center, 1), verified=True, metrics=BUSY))
             found[x0, center] = summarise(await gather(kb, run.id)).versions[0]
         assert found[1.0, 4.0].significant_gain is True, found[1.0, 4.0].gain
-        assert found[1.0, 4.0].gain == "first ranked result: clears the starting score x0 = 1"
+        assert found[1.0, 4.0].gain.startswith("first ranked result: clears the starting score x0 = 1 by "
+                                               f"{stats.sig3(found[1.0, 4.0].best_dev_score)}× (")
         assert found[1.0, 0.9].significant_gain is False and "no gain" in found[1.0, 0.9].gain
         assert found[2.0, 4.0].significant_gain is None and "contended" in found[2.0, 4.0].gain
         assert "bench.remeasure" in found[2.0, 4.0].gain  # what settles it

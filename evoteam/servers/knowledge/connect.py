@@ -10,13 +10,17 @@ from evoteam.servers.knowledge.store import Actor, KnowledgeStore
 
 
 @asynccontextmanager
-async def open_store(settings: Settings, actor: Actor | None = None) -> AsyncIterator[KnowledgeStore]:
-    """Yield a ready store: remote when `settings.knowledge_url` is set, else the local file."""
+async def open_store(settings: Settings, actor: Actor | None = None,
+                     at_first_call: bool = False) -> AsyncIterator[KnowledgeStore]:
+    """Yield a ready store: remote when `settings.knowledge_url` is set, else the local file.
+    ``at_first_call``: a shared server is reached at the first call, not now (MCP servers: each
+    tool then says why it cannot reach it, where an exit at start said nothing to the agent)."""
     actor = actor or Actor.local(default_project=settings.project)
     if settings.knowledge_url:
         from evoteam.servers.knowledge.remote import RemoteKnowledgeStore
 
-        async with RemoteKnowledgeStore.connect(settings.knowledge_url, settings.token, actor) as store:
+        async with RemoteKnowledgeStore.connect(settings.knowledge_url, settings.token, actor,
+                                                at_first_call=at_first_call) as store:
             yield store
     else:
         from evoteam.servers.knowledge.local import LocalKnowledgeStore

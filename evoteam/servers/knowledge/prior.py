@@ -53,6 +53,8 @@ class PriorRun(BaseModel):
                                               "where the bench measured one")
     best_runs: int | None = Field(default=None, description="set where that best is from too few runs for a "
                                   "95% interval: how many")
+    best_exact_runs: int | None = Field(default=None, description="set where every run of that best is alike "
+                                        "(an exact score): how many")
     best_candidate_id: str | None = None
     candidates: int = 0
     learnings: int = 0
@@ -73,6 +75,8 @@ class PriorCandidate(BaseModel):
                                     "evaluator) than the newest run's: not comparable, so it ranks after")
     runs: int | None = Field(default=None, description="set where the score is from too few runs for a 95% "
                              "interval: how many (it ranks after those with one)")
+    exact_runs: int | None = Field(default=None, description="set where every run of this score is alike (an "
+                                   "exact score): how many")
     # What the store ranks it by (CandidateSummary.rank_score); used to order, never shown.
     rank_score: float | None = Field(default=None, exclude=True)
     kit_hash: str | None = Field(default=None, exclude=True)
@@ -140,6 +144,17 @@ async def _runs_of_kit(store: KnowledgeStore, kit: str | None, exclude: set[str]
     return found
 
 
+async def _exact_runs(store: KnowledgeStore, run_id: str, top) -> int | None:
+    """How many runs the run's best is from where every one is alike, else None: a listing knows
+    only that a zero-width interval is from enough runs ("5+ runs, the middle ones alike" of an
+    exact best of 15; model-play 2026-12-04), the run's own record says which."""
+    interval = _interval(top)
+    if top.runs is not None or not interval or interval[0] != interval[1]:
+        return None
+    run = await store.get_run(run_id)
+    return run.best_runs if run.best_exact and run.best_candidate_id == top.id else None
+
+
 async def _newest_learnings(store: KnowledgeStore, run_id: str):
     """The run's newest LEARNING_WINDOW current learnings (listings are oldest first: start near
     the end)."""
@@ -168,10 +183,11 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
     learned: list[PriorLearning] = []
     for run in runs:
         top = await store.best_candidates(run.id, k=3, split="dev")
+        exact = await _exact_runs(store, run.id, top[0]) if top else None
         prior.runs.append(PriorRun(
             id=run.id, kit=run.kit, owner=run.provenance.user, status=run.status, status_reason=run.status_reason,
             best_score=run.best_score, best_interval=_interval(top[0]) if top else None,
-            best_runs=top[0].runs if top else None,
+            best_runs=top[0].runs if top else None, best_exact_runs=exact,
             best_candidate_id=run.best_candidate_id,
             candidates=run.candidates, learnings=run.learnings, started_at=run.provenance.created_at))
         for summary in top:
@@ -180,6 +196,7 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
             best.append(PriorCandidate(id=summary.id, run_id=run.id, owner=summary.provenance.user,
                                        score=summary.score, score_interval=_interval(summary),
                                        rank_score=summary.rank_score, runs=summary.runs,
+                                       exact_runs=exact if summary is top[0] else None,
                                        timing_method=_timing_method(full.metrics, bool(full.workloads)),
                                        kit_hash=full.metrics.get("kit_hash"),
                                        note=_clip(full.notes.splitlines()[0] if full.notes else "", NOTE_CHARS)))
@@ -355,7 +372,7 @@ def render_prior(prior: PriorWork, max_chars: int = PRIOR_CHARS) -> str:
     runs = []
     for r in prior.runs:
         best = "no ranked score yet" if r.best_score is None else \
-            f"best {describe_listed(r.best_score, r.best_interval, r.best_runs)}" + \
+            f"best {describe_listed(r.best_score, r.best_interval, r.best_runs, exact_runs=r.best_exact_runs)}" + \
             (f" ({r.best_candidate_id})" if r.best_candidate_id else "")
         why = f" — {_clip(r.status_reason, 120)}" if r.status_reason else ""
         kit = f" ({r.kit})" if r.kit and not prior.kit else ""
@@ -364,7 +381,7 @@ def render_prior(prior: PriorWork, max_chars: int = PRIOR_CHARS) -> str:
     methods = {c.timing_method for c in prior.best if c.timing_method is not None}
     newest = max(methods, default=None)
     best_lines = [f"- `{c.id}` ({c.owner}, run `{c.run_id}`): "
-                  f"{describe_listed(c.score, c.score_interval, c.runs)}"
+                  f"{describe_listed(c.score, c.score_interval, c.runs, exact_runs=c.exact_runs)}"
                   + (f" [timed by method {c.timing_method}: not comparable with method {newest}'s scores]"
                      if len(methods) > 1 and c.timing_method != newest else "")
                   + (" [on other kit content than the newest run: not comparable]" if c.other_kit_content else "")

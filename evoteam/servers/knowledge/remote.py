@@ -47,8 +47,10 @@ class _Link:
     ended the stdio server that held the session, for good (its transport's ConnectError left the
     session's task group and took the process with it; model-play 2026-12-04)."""
 
-    def __init__(self, endpoint: str, http: httpx2.AsyncClient, tasks: anyio.abc.TaskGroup):
+    def __init__(self, endpoint: str, http: httpx2.AsyncClient, tasks: anyio.abc.TaskGroup,
+                 refused: str | None = None):
         self.endpoint, self.http, self.tasks = endpoint, http, tasks
+        self.refused = refused  # a set-up mistake said on every call (a token no header can carry)
         self._client: Client | None = None
         self._stop: anyio.Event | None = None
         self._lock = anyio.Lock()
@@ -61,6 +63,9 @@ class _Link:
             return self._client
 
     async def _open(self) -> None:
+        if self.refused:
+            raise Unavailable(self.refused)
+        await _preflight(self.http, self.endpoint)  # a plain reason (a refused token) on every (re)open
         ready, stop, held = anyio.Event(), anyio.Event(), {}
 
         async def hold() -> None:
@@ -104,22 +109,28 @@ class RemoteKnowledgeStore(KnowledgeStore):
 
     @classmethod
     @asynccontextmanager
-    async def connect(cls, url: str, token: str | None, actor: Actor,
-                      timeout: float = 60.0) -> AsyncIterator[RemoteKnowledgeStore]:
-        if not token:
-            raise Unavailable("a shared knowledge server needs a token: set EVOTEAM_TOKEN "
-                              "(made with `evoteam token add USER` on the server host)")
+    async def connect(cls, url: str, token: str | None, actor: Actor, timeout: float = 60.0,
+                      at_first_call: bool = False) -> AsyncIterator[RemoteKnowledgeStore]:
+        """A store on the shared server at `url`. A command connects now and fails at once;
+        ``at_first_call`` (an MCP server) connects at its first call instead, so a server that is
+        down, or a token it refuses, is said to the agent by each tool (an MCP server that exited
+        at start left the agent with no tools and no reason; review 2026-12-04), and one that comes
+        up later is used without a restart."""
+        token = (token or "").strip()
+        refused = _token_problem(token)
+        if refused and not at_first_call:
+            raise Unavailable(refused)
         endpoint = store_endpoint(url)
-        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
+        http = httpx2.AsyncClient(headers={} if refused else {"Authorization": f"Bearer {token}"},
                                   timeout=httpx2.Timeout(timeout, read=timeout * 5))
         try:
             async with AsyncExitStack() as stack:
                 await stack.enter_async_context(http)
-                await _preflight(http, endpoint)
                 tasks = await stack.enter_async_context(anyio.create_task_group())
-                link = _Link(endpoint, http, tasks)
+                link = _Link(endpoint, http, tasks, refused)
                 stack.callback(link.close)  # runs first: the session's task ends, the group closes
-                await link.client()  # opened now: a server that cannot be reached is said at the start
+                if not at_first_call:
+                    await link.client()  # opened now: a server that cannot be reached is said at the start
                 yield cls(link, actor)
         except BaseExceptionGroup as group:
             # The task group wraps what the caller's code raised (a NotFound, say); hand back
@@ -169,6 +180,18 @@ class RemoteKnowledgeStore(KnowledgeStore):
         return returns.validate_python(result)
 
 
+def _token_problem(token: str) -> str | None:
+    """Why `token` cannot be sent, or None: missing, or holding what no HTTP header may carry (a
+    blank or pasted-with-a-line-break token gave the HTTP library's "Illegal header value")."""
+    if not token:
+        return ("a shared knowledge server needs a token: set EVOTEAM_TOKEN (made with `evoteam token add USER` "
+                "on the server host)")
+    if any(ch.isspace() or not ch.isprintable() or not ch.isascii() for ch in token):
+        return ("EVOTEAM_TOKEN holds a space, a line break or another character no token has: set it to the "
+                "token alone, as `evoteam token add` printed it")
+    return None
+
+
 async def _preflight(http: httpx2.AsyncClient, endpoint: str) -> None:
     """Turn the common set-up mistakes into plain messages before the MCP handshake."""
     try:
@@ -180,7 +203,8 @@ async def _preflight(http: httpx2.AsyncClient, endpoint: str) -> None:
         raise Unavailable(f"cannot reach the knowledge server at {endpoint}: {exc}") from None
     if response.status_code == 401:
         raise Unavailable(f"the knowledge server at {endpoint} refused the token: check EVOTEAM_TOKEN "
-                          "(`evoteam token list` on the server host shows active tokens)")
+                          "(`evoteam token list` on the server host shows active tokens; an MCP server reads it "
+                          "when it starts: restart it after a change)")
     if response.status_code in (403, 421):
         raise Unavailable(f"the knowledge server at {endpoint} refused this host name: start it with "
                           "--allowed-host HOST:PORT for the name you connect with")

@@ -93,7 +93,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *, pre
         async def lifespan(_server: MCPServer) -> AsyncIterator[dict]:
             from evoteam.servers.knowledge.connect import open_store
 
-            async with open_store(settings, session_actor(settings, "retrieval")) as opened:
+            async with open_store(settings, session_actor(settings, "retrieval"), at_first_call=True) as opened:
                 holder["service"] = make_service(opened)
                 try:
                     yield {}
@@ -247,7 +247,7 @@ def serve_stdio(settings: Settings) -> None:
     from evoteam.servers.knowledge.connect import open_store
 
     async def main() -> None:
-        async with open_store(settings, session_actor(settings, "retrieval")) as store:
+        async with open_store(settings, session_actor(settings, "retrieval"), at_first_call=True) as store:
             await build_server(settings, store).run_stdio_async()
 
     anyio.run(main)

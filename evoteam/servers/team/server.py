@@ -120,7 +120,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
             finally:
                 await holder["svc"].shutdown()
             return
-        async with open_store(settings, session_actor(settings, "team")) as opened:
+        async with open_store(settings, session_actor(settings, "team"), at_first_call=True) as opened:
             try:
                 holder["svc"] = make_service(opened)
             except DomainError as exc:  # e.g. a shared knowledge server: the tools say why they cannot work
