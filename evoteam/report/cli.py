@@ -176,7 +176,7 @@ def remeasure(settings: Settings, run_id, split, rounds, candidate_ids, as_json)
     if as_json:
         click.echo(mset.model_dump_json(indent=2))
         return
-    from evoteam.stats import describe_score
+    from evoteam.stats import EXACT_MIN_RUNS, describe_listed, describe_score
 
     def shown(score, interval, runs: int | None = None) -> str:  # runs: the batch's, where known
         return "—" if score is None else describe_score(score, interval, runs=runs)
@@ -186,9 +186,13 @@ def remeasure(settings: Settings, run_id, split, rounds, candidate_ids, as_json)
         noise = ("  better than the top, side by side" if e.candidate_id in mset.better_than_top else
                  "  within noise of the top" if e.candidate_id in mset.within_noise_of_top else "")
         held = "" if e.heldout_score is None else f"  held-out {shown(e.heldout_score, e.heldout_interval, mset.rounds)}"
+        now = shown(e.score, e.score_interval, mset.rounds)
+        if e.stopped_early:  # a program whose runs settled: what it now is, pooled, and how many more it took
+            now = (f"{describe_score(e.pooled_score, e.pooled_interval, runs=EXACT_MIN_RUNS, exact=True)} pooled "
+                   f"after {e.stopped_early} more run{'s' if e.stopped_early > 1 else ''}")
         click.echo(f"{e.candidate_id:<24} v{e.team_version if e.team_version is not None else '-':<3} "
-                   f"recorded {shown(e.recorded_score, e.recorded_interval):>22}  now "
-                   f"{shown(e.score, e.score_interval, mset.rounds):>22}{held}{moved}{noise}")
+                   f"recorded {describe_listed(e.recorded_score, e.recorded_interval, e.recorded_runs):>22}  now "
+                   f"{now:>22}{held}{moved}{noise}")
     click.echo(f"order before: {', '.join(mset.order_before)}")
     click.echo(f"order after:  {', '.join(mset.order_after)}" + ("  (changed)" if mset.changed else "  (unchanged)"))
     if mset.contended:

@@ -35,6 +35,7 @@ from pydantic import BaseModel, Field
 
 from evoteam import stats
 from evoteam.config import Settings
+from evoteam.report.batchruns import measure_sides
 from evoteam.servers.bench.models import BASELINE_ID
 from evoteam.servers.knowledge.measurements import beyond, rank_key, rank_of, samples_spread_unknown
 from evoteam.servers.knowledge.models import ArtifactCreate, Candidate, CandidateSummary
@@ -46,9 +47,8 @@ from evoteam.servers.knowledge.verified import MEASUREMENT_SET, ranks
 
 KIND = MEASUREMENT_SET
 BASELINE = BASELINE_ID  # the kit's baseline in a set's entries
-COPY = "baseline_copy"  # the side that times the copy of the baseline (an A/A check)
-RULE = ("finalists ordered by the pessimistic end of their rounds' own 95% interval (the one shown can be wider "
-        "where rounds were below the timer's resolution), before the batch (as recorded) and after it (pooled "
+RULE = ("finalists ordered by the pessimistic end of their rounds' own 95% interval (a kernel kit's shown can be "
+        "wider where rounds were below the timer's resolution), before the batch (as recorded) and after it (pooled "
         "with the new rounds); two whose order reversed have changed when their intervals were apart before or "
         "are apart after (overlapping both times, a swap is noise); within noise of the top: as the paired "
         "rounds of the two (every re-measurement and compare, pooled) decide it, else an interval overlapping "
@@ -76,6 +76,9 @@ class Remeasured(BaseModel):
     pooled_runs: int | None = Field(default=None, description="set where the candidate's pooled runs are too "
                                     "few for a 95% interval: how many")
     n_measurements: int | None = None
+    stopped_early: int | None = Field(default=None, description="a program's runs in this batch where it stopped "
+                                      "before its rounds: with its earlier runs, 5 or more all alike (exact), so "
+                                      "more would give the same number")
     rank_before: int | None = None
     rank_after: int | None = None
     # What the order compares (the store's rank_score, before and after): the pessimistic end of the
@@ -276,7 +279,10 @@ def estimate_seconds(kit, n_sides: int, rounds: int, recorded: list[CandidateSum
     if kit.manifest.kind != "kernel":  # a run takes what the finalists' recorded runs took (a flat 5 s said 30 for 3)
         walls = sorted(w for c in recorded if isinstance(w := (getattr(c, "metrics", None) or {}).get("wall_s"),
                                                          (int, float)) and w > 0)
-        return n_sides * rounds * (walls[len(walls) // 2] if walls else 5.0)
+        # An exact program runs once to check it (batchruns.settled); the others up to every round.
+        runs = sum(1 if c is not None and stats.every_run_alike(getattr(c, "samples", None) or {}) else rounds
+                   for c in recorded) + rounds * max(0, n_sides - len(recorded))
+        return runs * (walls[len(walls) // 2] if walls else 5.0)
     per_round_ms = 0.0
     for c in recorded:
         for w in getattr(c, "workloads", None) or []:
@@ -404,15 +410,19 @@ async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: l
     ``unkept`` with the reason."""
     from evoteam.servers.bench.evaluation.core import record_evaluation
 
-    results, paired = await _measure(settings, kit, codes, split, rounds, progress)
+    results, paired = await measure_sides(settings, kit, codes, split, rounds, progress,
+                                     await _earlier_runs(store, entries) if split == "dev" else None)
     contended = False
     for e in entries:
         r = results[e.candidate_id]
         contended = contended or r.contended
         if r.status != "PASSED":
             e.status = r.status
-        if kit.manifest.kind == "program" and rounds < stats.EXACT_MIN_RUNS:
-            e.runs = rounds
+        if kit.manifest.kind == "program":
+            ran = len((r.samples or {}).get("program") or []) or rounds
+            e.runs = ran if ran < stats.EXACT_MIN_RUNS else None
+            if ran < rounds and split == "dev":  # the rest would have given the same number (batchruns.settled)
+                e.stopped_early = ran
         if split == "dev":
             e.score, e.score_interval = r.score, r.score_interval
         else:
@@ -439,6 +449,16 @@ async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: l
     return contended
 
 
+async def _earlier_runs(store: KnowledgeStore, entries: list[Remeasured]) -> dict[str, list[float]]:
+    """Each finalist's dev runs recorded before (a program's pooled runs), by candidate id."""
+    out = {}
+    for e in entries:
+        if e.candidate_id != BASELINE:
+            samples = (await store.get_candidate(e.candidate_id)).samples or {}
+            out[e.candidate_id] = list(samples.get("program") or [])
+    return out
+
+
 def _pairs(kit, results: dict, paired: dict | None, contended: bool) -> list:
     """Every two passing finalists' paired rounds of this dev batch: kept in the run, a version
     gain pools them with its bests' compares (knowledge/comparisons.py), so a batch decides no
@@ -460,75 +480,6 @@ def _pairs(kit, results: dict, paired: dict | None, contended: bool) -> list:
                                      ranges=ranges, contended=contended, measured_at=at, kit_hash=kit.content_hash,
                                      timing_method=TIMING_METHOD if paired is not None else None))
     return records
-
-
-async def _measure(settings: Settings, kit, codes: dict[str, str], split: str, rounds: int,
-                   progress: Callable[[str], None] | None) -> tuple[dict, dict | None]:
-    """Every side's evaluation on one split: one kernel batch, or each program's evaluator once per
-    round in rotating order; and a kernel batch's rounds per workload (for paired contrasts)."""
-    from evoteam.servers.bench.confinement import scratch
-    from evoteam.servers.bench.evaluation import core
-    from evoteam.servers.bench.measurement.batch import run_kernel_batch
-    from evoteam.servers.bench.measurement.session import SideSpec
-
-    async def report(done: float, total: float, message: str) -> None:
-        if progress:
-            progress(f"{split} {100 * done / total:.0f}% done: {message}" if total else f"{split}: {message}")
-
-    # The baseline's copy is a candidate side like the others: its label must not be the session's own
-    # name for the kit's baseline.
-    side_of = {label: (COPY if label == BASELINE else label) for label in codes}
-    prepared = {}
-    try:
-        for label, code in codes.items():
-            prepared[side_of[label]] = core.prepare_candidate(kit, None, code, settings)
-    except BaseException:  # the folders made so far go too
-        for p in prepared.values():
-            scratch.remove_folder(p.folder)
-        raise
-    if kit.manifest.kind != "kernel":
-        try:
-            found = await _program_rounds(settings, kit, prepared, split, rounds, report)
-            return {label: found[side_of[label]] for label in codes}, None
-        finally:
-            for p in prepared.values():
-                scratch.remove_folder(p.folder)
-    try:
-        sides = [SideSpec(label, p.folder, p.file, p.function, p.dps) for label, p in prepared.items()]
-        batch = await run_kernel_batch(settings, kit, sides, split, report, True,
-                                       core._workload_specs(kit, split, settings), core._deny_roots(settings, kit),
-                                       rounds)
-    finally:
-        for p in prepared.values():
-            scratch.remove_folder(p.folder)
-    from evoteam.codehash import code_hash
-
-    out = {label: batch.evaluations[side_of[label]] for label in codes}
-    for label, e in out.items():
-        e.code_hash = code_hash(codes[label])
-    return out, batch.rounds
-
-
-async def _program_rounds(settings: Settings, kit, prepared: dict, split: str, rounds: int, report) -> dict:
-    """Each program's evaluator once per round, in an order that rotates from round to round; each
-    side's score is the median of its rounds with its interval."""
-    from evoteam.servers.bench.evaluation import core
-
-    labels = list(prepared)
-    runs: dict[str, list] = {label: [] for label in labels}
-    for r in range(rounds):
-        shift = r % len(labels)
-        for label in labels[shift:] + labels[:shift]:
-            await report(r, rounds, f"{label}: round {r + 1}/{rounds}")
-            runs[label].append(await core._run_program(settings, kit, prepared[label], split, core._noop))
-    out = {}
-    for label, evals in runs.items():
-        failed = next((e for e in evals if e.status != "PASSED" or e.score is None), None)
-        if failed is not None:
-            out[label] = failed
-            continue
-        out[label] = core.median_run(kit, evals)[0]
-    return out
 
 
 async def latest_measurement_set(store: KnowledgeStore, run_id: str) -> MeasurementSet | None:

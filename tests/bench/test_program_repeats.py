@@ -4,10 +4,12 @@ scores, never speedups."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from evoteam import stats
 from evoteam.config import Settings
 from evoteam.errors import DomainError
 from evoteam.report.remeasure import remeasure_run
@@ -88,3 +90,54 @@ async def test_what_too_few_runs_mean_is_said_of_the_candidate_as_it_stands(tmp_
                                         run_id=run.id, repeats=4)
         assert more.n_measurements == 2 and "exact: every run alike" in more.message, more.message
         assert "ranks after" not in more.message and "until it has run" not in more.message, more.message
+
+
+async def test_remeasure_runs_a_program_until_its_runs_settle(tmp_path: Path):
+    """Three re-measurements of programs already exact took 400 of a model's 485 s in calls and
+    changed nothing (mp28, 2026-12-04): a program whose runs, with its earlier ones, are 5 or more
+    all alike runs no more; one already exact runs once, to see it still gives its number; one
+    whose runs differ runs every round."""
+    settings = Settings(db=tmp_path / "kb.db")
+    seeded = "import numpy as np\n\ndef run_packing():\n" + UNSEEDED.split("def run_packing():\n")[1].replace(
+        "int.from_bytes(os.urandom(4), \"little\") / 2**33", "0.25")
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await kb.start_run(RunCreate(goal="circles", kit="circle_packing_26", direction="maximize"))
+        exact = await evaluate_candidate(settings, "circle_packing_26", code=seeded, store=kb, run_id=run.id,
+                                         repeats=5)
+        once = await evaluate_candidate(settings, "circle_packing_26", code=seeded.replace("0.25", "0.3"), store=kb,
+                                        run_id=run.id)
+        varying = await evaluate_candidate(settings, "circle_packing_26", code=UNSEEDED, store=kb, run_id=run.id)
+        mset = await remeasure_run(settings, kb, run.id, rounds=8,
+                                   candidate_ids=[exact.candidate_id, once.candidate_id, varying.candidate_id])
+        entries = {e.candidate_id: e for e in mset.entries}
+        assert entries[exact.candidate_id].stopped_early == 1 and entries[exact.candidate_id].runs == 1
+        assert entries[once.candidate_id].stopped_early == 4 and entries[once.candidate_id].runs == 4
+        assert entries[varying.candidate_id].stopped_early is None and entries[varying.candidate_id].runs is None
+        for cid, runs in ((exact.candidate_id, 6), (once.candidate_id, 5), (varying.candidate_id, 9)):
+            pooled = await kb.get_candidate(cid)
+            assert len(pooled.samples["program"]) == runs, (cid, pooled.samples)
+        # Pooled, the two settled programs are exact and the varying one has its interval.
+        for cid in (exact.candidate_id, once.candidate_id):
+            assert stats.every_run_alike((await kb.get_candidate(cid)).samples)
+            assert entries[cid].pooled_interval[0] == entries[cid].pooled_interval[1] == entries[cid].pooled_score
+        assert entries[varying.candidate_id].pooled_interval[0] < entries[varying.candidate_id].pooled_interval[1]
+
+
+def test_the_command_says_what_a_settled_program_now_is(tmp_path: Path):
+    """`evoteam bench remeasure` on a program run once: "now" is its pooled, exact score and the
+    runs it took, not the batch's "4 runs alike: too few to know its spread" beside "settled"."""
+    from click.testing import CliRunner
+
+    from evoteam.cli import main
+    from evoteam.config import SOURCE_ROOT
+
+    env = {"HOME": str(tmp_path), "EVOTEAM_DB": str(tmp_path / "kb.db")}
+    better = str(SOURCE_ROOT / "task_kits" / "circle_packing_26" / "examples" / "better.py")
+    ran = CliRunner().invoke(main, ["bench", "run", "circle_packing_26", better, "--json"], env=env)
+    assert ran.exit_code == 0, ran.output
+    run_id = json.loads(ran.output)["run_id"]
+    out = CliRunner().invoke(main, ["bench", "remeasure", run_id], env=env)
+    assert out.exit_code == 0, out.output
+    line = next(x for x in out.output.splitlines() if x.startswith("cand_"))
+    assert "recorded 2.54142 (one measurement, no interval)" in line, line
+    assert line.endswith("now 2.54142 (exact: every run alike) pooled after 4 more runs"), line

@@ -751,3 +751,14 @@ async def test_get_run_names_single_runs_that_read_beyond_its_measured_best(stor
     assert worse.id not in got.leads_from_too_few_runs
     _, _, context = await _summary(store, run.id, learnings_chars=0)
     assert f"{lead.id}, {closer.id} read better from too few runs" in context, context
+    # best_candidates names those it does not list (k=2 hid the run's true best; mp28, 2026-12-04).
+    from mcp import Client
+
+    from evoteam.config import load_settings
+    from evoteam.servers.knowledge.server import build_server
+
+    async with Client(build_server(load_settings(), store)) as client:
+        for k, hidden in ((1, [lead.id, closer.id]), (2, [closer.id]), (4, [])):
+            listed = (await client.call_tool("best_candidates", {"run_id": run.id, "k": k})).structured_content
+            assert [c["id"] for c in listed["items"]][:1] == [best.id]
+            assert listed.get("leads_from_too_few_runs", []) == hidden, (k, listed)

@@ -241,19 +241,28 @@ async def test_paired_rounds_outlast_a_newer_side_by_side_batch_and_a_busy_compa
 
 
 async def test_a_remeasure_batch_keeps_paired_rounds_that_settle_a_real_version_gain(tmp_path: Path):
-    """bench.remeasure of circle_packing_26's two version bests (five runs each in one batch, in
-    rotating order) keeps the pair's rounds in the run, and they settle v2's gain: exact and
-    significant, said as timed side by side."""
+    """bench.remeasure of circle_packing_26's two version bests (in one batch, in rotating order)
+    keeps the pair's rounds in the run. Each program stops once its runs, with the one recorded
+    before, are five alike (batchruns.settled): four runs a side, which settle v2's gain through the
+    pooled candidates, exact and significant; a second batch runs each once more, and the two
+    batches' paired rounds, pooled, decide it as timed side by side."""
     from evoteam.report.remeasure import remeasure_run
 
     settings = Settings(db=tmp_path / "kb.db")
     async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
         run, _ = await circle_versions(kb, settings, tmp_path)
-        await remeasure_run(settings, kb, run.id, rounds=5)
+        first = await remeasure_run(settings, kb, run.id, rounds=5)
+        assert [e.stopped_early for e in first.entries] == [4, 4]
         point, line = await _v2(kb, run.id)
-        assert point.paired_batches == 1 and line.significant_gain is True
+        assert line.significant_gain is True and point.paired_batches == 0  # four runs a side pair too few
+        assert line.gain.endswith(f"(exact: every run alike) over the best before it ({point.best_before_id}): "
+                                  "significant"), line.gain
+        again = await remeasure_run(settings, kb, run.id, rounds=5)
+        assert [e.stopped_early for e in again.entries] == [1, 1]  # exact already: each checked once
+        point, line = await _v2(kb, run.id)
+        assert point.paired_batches == 2 and line.significant_gain is True
         assert (f"(exact: every run alike) over the best before it ({point.best_before_id}), timed side by side "
-                "(a paired batch): significant") in line.gain, line.gain
+                "(2 paired batches pooled): significant") in line.gain, line.gain
 
 
 async def test_paired_rounds_over_the_stores_limit_are_not_kept_and_nothing_fails(tmp_path: Path):

@@ -144,9 +144,9 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         team_version: Annotated[int | None, Field(ge=0)] = None,
         wait: Annotated[bool, Field(description="false: answer at once, PENDING with a ticket")] = True,
     ) -> Evaluation:
-        """Evaluate a candidate and record it in a run: sandboxed, checked, timed in rounds with
-        the baseline; score and speedups with 95% intervals. Identical code is one candidate
-        (pooled). split='heldout' confirms a final one."""
+        """Evaluate a candidate and record it in a run: sandboxed, checked, a kernel timed in
+        rounds with the baseline; 95% intervals. Same code is one candidate (pooled).
+        split='heldout' confirms a final one."""
         store = kb(role, team_version, ctx)
 
         def run(progress):
@@ -213,8 +213,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         split: Split = "dev",
     ) -> MeasurementSet:
         """Measure a run's finalists (and a kernel kit's baseline) again in interleaved batches,
-        pooling new rounds into each; says whose rank changed and who is within noise of the
-        top. Use before crowning a best or held-out checks."""
+        pooling the new rounds; says whose rank changed, who is within noise of the top. Use
+        before crowning a best or a held-out check. Programs stop at 5+ runs alike."""
         if settings.bench_url and caller_store is None:  # measured and pooled on the evaluation service
             arguments = {"run_id": run_id, "candidate_ids": candidate_ids, "rounds": rounds, "split": split}
             return MeasurementSet.model_validate(await route.call_service(settings, "remeasure", arguments,

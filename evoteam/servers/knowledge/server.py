@@ -87,6 +87,11 @@ class HistoryView(BaseModel):
 class CandidateList(BaseModel):
     run_id: str
     items: list[CandidateSummary]
+    # A listing of the best hid the run's true best, one run above them (mp28, 2026-12-04).
+    leads_from_too_few_runs: list[str] = Field(default_factory=list, description="candidates not listed whose "
+                                               "score, from too few runs for a 95% interval, reads beyond the "
+                                               "best: they rank after it until measured 5 times (bench.remeasure "
+                                               "with candidate_ids)")
 
     TEXT_OMIT: ClassVar[frozenset[str]] = frozenset({"items.rank_score"})
 
@@ -297,7 +302,11 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                               split: Literal["dev", "heldout", "all"] | None = None) -> CandidateList:
         """The k best passing candidates of a run, best first (direction-aware); split: dev by
         default (all: both, on different workloads)."""
-        return CandidateList(run_id=run_id, items=await kb(ctx).best_candidates(run_id, k=k, split=split))
+        store = kb(ctx)
+        items = await store.best_candidates(run_id, k=k, split=split)
+        leads = (await store.get_run(run_id)).leads_from_too_few_runs if split in (None, "dev") else []
+        listed = {c.id for c in items}
+        return CandidateList(run_id=run_id, items=items, leads_from_too_few_runs=[c for c in leads if c not in listed])
 
     @server.tool()
     @tool_errors

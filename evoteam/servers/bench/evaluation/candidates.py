@@ -147,6 +147,9 @@ def few_runs_note(runs: int, candidate_id: str | None, samples: dict | None = No
             return ""
         return f": nothing is established as better or worse than it until it has run {n} times (repeats {n})"
     more = n - runs
+    # Worth the runs only for what is built on or reported: a model ran a control that read far
+    # below x0 four more times, as the note seemed to ask of every candidate (mp28, 2026-12-04).
     return (f"; {candidate_id} is from {runs} run{'s' if runs != 1 else ''}: nothing is established as better or "
             f"worse than it, and it ranks after every candidate with a 95% interval, until its code has run {n} times "
-            f"(bench.evaluate with its candidate_id and repeats {more}, or bench.remeasure with candidate_ids)")
+            f"(bench.evaluate with its candidate_id and repeats {more}, or bench.remeasure with candidate_ids; worth "
+            "it for one you will build on or report)")

@@ -1,0 +1,100 @@
+"""One re-measurement batch of a run's finalists on one split: a kernel kit's sides timed in one
+interleaved batch, a program kit's evaluators run in rotating order until their runs settle.
+Used by remeasure.py, which decides what the new rounds mean."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from evoteam import stats
+from evoteam.config import Settings
+from evoteam.servers.bench.models import BASELINE_ID
+
+COPY = "baseline_copy"  # the side that times the copy of the baseline (an A/A check)
+
+
+async def measure_sides(settings: Settings, kit, codes: dict[str, str], split: str, rounds: int,
+                        progress: Callable[[str], None] | None,
+                        earlier: dict[str, list[float]] | None = None) -> tuple[dict, dict | None]:
+    """Every side's evaluation on one split: one kernel batch, or each program's evaluator once per
+    round in rotating order (``earlier``: _program_rounds); and a kernel batch's rounds per
+    workload (for paired contrasts)."""
+    from evoteam.servers.bench.confinement import scratch
+    from evoteam.servers.bench.evaluation import core
+    from evoteam.servers.bench.measurement.batch import run_kernel_batch
+    from evoteam.servers.bench.measurement.session import SideSpec
+
+    async def report(done: float, total: float, message: str) -> None:
+        if progress:
+            progress(f"{split} {100 * done / total:.0f}% done: {message}" if total else f"{split}: {message}")
+
+    # The baseline's copy is a candidate side like the others: its label must not be the session's own
+    # name for the kit's baseline.
+    side_of = {label: (COPY if label == BASELINE_ID else label) for label in codes}
+    prepared = {}
+    try:
+        for label, code in codes.items():
+            prepared[side_of[label]] = core.prepare_candidate(kit, None, code, settings)
+    except BaseException:  # the folders made so far go too
+        for p in prepared.values():
+            scratch.remove_folder(p.folder)
+        raise
+    if kit.manifest.kind != "kernel":
+        try:
+            found = await _program_rounds(settings, kit, prepared, split, rounds, report,
+                                          {side_of[k]: v for k, v in (earlier or {}).items()})
+            return {label: found[side_of[label]] for label in codes}, None
+        finally:
+            for p in prepared.values():
+                scratch.remove_folder(p.folder)
+    try:
+        sides = [SideSpec(label, p.folder, p.file, p.function, p.dps) for label, p in prepared.items()]
+        batch = await run_kernel_batch(settings, kit, sides, split, report, True,
+                                       core._workload_specs(kit, split, settings), core._deny_roots(settings, kit),
+                                       rounds)
+    finally:
+        for p in prepared.values():
+            scratch.remove_folder(p.folder)
+    from evoteam.codehash import code_hash
+
+    out = {label: batch.evaluations[side_of[label]] for label in codes}
+    for label, e in out.items():
+        e.code_hash = code_hash(codes[label])
+    return out, batch.rounds
+
+
+def settled(earlier: list[float], now: list) -> bool:
+    """Whether a program's runs, with those its code made before, are enough and every one alike
+    (stats.every_run_alike, as the store calls a score exact): more give the same number again."""
+    scores = [e.score for e in now]
+    return all(e.status == "PASSED" and e.score is not None for e in now) and \
+        stats.every_run_alike({"program": list(earlier) + scores})
+
+
+async def _program_rounds(settings: Settings, kit, prepared: dict, split: str, rounds: int, report,
+                          earlier: dict[str, list[float]] | None = None) -> dict:
+    """Each program's evaluator once per round, in an order that rotates from round to round; each
+    side's score is the median of its rounds with its interval. A side stops once its runs, with
+    ``earlier`` (its code's runs recorded before, on this split), are settled: three re-measurements
+    of programs already exact took 400 of a model's 485 s in calls, and changed nothing (mp28,
+    2026-12-04). Every side runs at least once: a program that no longer gives its number is seen."""
+    from evoteam.servers.bench.evaluation import core
+
+    labels = list(prepared)
+    earlier = earlier or {}
+    runs: dict[str, list] = {label: [] for label in labels}
+    for r in range(rounds):
+        shift = r % len(labels)
+        for label in labels[shift:] + labels[:shift]:
+            if runs[label] and settled(earlier.get(label, []), runs[label]):
+                continue
+            await report(r, rounds, f"{label}: round {r + 1}/{rounds}")
+            runs[label].append(await core._run_program(settings, kit, prepared[label], split, core._noop))
+    out = {}
+    for label, evals in runs.items():
+        failed = next((e for e in evals if e.status != "PASSED" or e.score is None), None)
+        if failed is not None:
+            out[label] = failed
+            continue
+        out[label] = core.median_run(kit, evals)[0]
+    return out
