@@ -42,7 +42,7 @@ async def measure_sides(settings: Settings, kit, codes: dict[str, str], split: s
     if kit.manifest.kind != "kernel":
         try:
             found = await _program_rounds(settings, kit, prepared, split, rounds, report,
-                                          {side_of[k]: v for k, v in (earlier or {}).items()})
+                                          {side_of[k]: v for k, v in (earlier or {}).items() if k in side_of})
             return {label: found[side_of[label]] for label in codes}, None
         finally:
             for p in prepared.values():
@@ -77,7 +77,7 @@ async def _program_rounds(settings: Settings, kit, prepared: dict, split: str, r
     side's score is the median of its rounds with its interval. A side stops once its runs, with
     ``earlier`` (its code's runs recorded before, on this split), are settled: three re-measurements
     of programs already exact took 400 of a model's 485 s in calls, and changed nothing (mp28,
-    2026-12-04). Every side runs at least once: a program that no longer gives its number is seen."""
+    2026-12-04). A side here runs at least once (one exact before is not sent: remeasure._batch)."""
     from evoteam.servers.bench.evaluation import core
 
     labels = list(prepared)

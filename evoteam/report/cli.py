@@ -187,9 +187,9 @@ def remeasure(settings: Settings, run_id, split, rounds, candidate_ids, as_json)
                  "  within noise of the top" if e.candidate_id in mset.within_noise_of_top else "")
         held = "" if e.heldout_score is None else f"  held-out {shown(e.heldout_score, e.heldout_interval, mset.rounds)}"
         now = shown(e.score, e.score_interval, mset.rounds)
-        if e.stopped_early:  # a program whose runs settled: what it now is, pooled, and how many more it took
-            now = (f"{describe_score(e.pooled_score, e.pooled_interval, runs=EXACT_MIN_RUNS, exact=True)} pooled "
-                   f"after {e.stopped_early} more run{'s' if e.stopped_early > 1 else ''}")
+        if e.settled:  # a program whose runs settled: what it now is, pooled, and how many more it took
+            now = describe_score(e.pooled_score, e.pooled_interval, runs=EXACT_MIN_RUNS, exact=True) + (
+                f" pooled after {e.runs} more run{'s' if e.runs != 1 else ''}" if e.runs else ", not run again")
         click.echo(f"{e.candidate_id:<24} v{e.team_version if e.team_version is not None else '-':<3} "
                    f"recorded {describe_listed(e.recorded_score, e.recorded_interval, e.recorded_runs):>22}  now "
                    f"{now:>22}{held}{moved}{noise}")

@@ -15,7 +15,8 @@ knowledge/comparisons.py): version gains pool them with compares of the same two
 pessimistic end of their rounds' own interval: the lower bound when maximising) before the batch
 (as recorded) and after it (pooled with the new rounds). Two finalists whose order reversed are
 listed in ``changed`` when their intervals were apart before or are apart after: a clear ranking
-that no longer holds, or one that now is clear. (Without named candidates, where pooling the
+that no longer holds, or one that now is clear; a new top is also a change where the paired rounds
+of the two find it better (``apart_by_pairs``). (Without named candidates, where pooling the
 batch's rounds makes a candidate that was not measured a version's best, the call measures a
 batch again with it added, up to FINALIST_PASSES batches: the set is the last batch, and "before"
 is before the call.) Finalists whose intervals overlap both times can
@@ -50,8 +51,8 @@ BASELINE = BASELINE_ID  # the kit's baseline in a set's entries
 RULE = ("finalists ordered by the pessimistic end of their rounds' own 95% interval (a kernel kit's shown can be "
         "wider where rounds were below the timer's resolution), before the batch (as recorded) and after it (pooled "
         "with the new rounds); two whose order reversed have changed when their intervals were apart before or "
-        "are apart after (overlapping both times, a swap is noise); within noise of the top: as the paired "
-        "rounds of the two (every re-measurement and compare, pooled) decide it, else an interval overlapping "
+        "are apart after, or when the paired rounds find the new top better (else a swap is noise); within "
+        "noise of the top: as the paired rounds of the two (every re-measurement and compare, pooled) decide it, else an interval overlapping "
         "the top's")
 
 
@@ -72,13 +73,12 @@ class Remeasured(BaseModel):
     pooled_score: float | None = Field(default=None, description="the candidate's score from all its measurements")
     pooled_interval: list[float] | None = None
     runs: int | None = Field(default=None, description="set where this batch's runs are too few for a 95% "
-                             "interval (a program kit's, under 5 rounds): how many")
+                             "interval (a program kit's, under 5 rounds), or a program settled: how many")
     pooled_runs: int | None = Field(default=None, description="set where the candidate's pooled runs are too "
                                     "few for a 95% interval: how many")
     n_measurements: int | None = None
-    stopped_early: int | None = Field(default=None, description="a program's runs in this batch where it stopped "
-                                      "before its rounds: with its earlier runs, 5 or more all alike (exact), so "
-                                      "more would give the same number")
+    settled: bool = Field(default=False, description="a program whose runs, with its earlier ones, are 5+ all "
+                          "alike (exact): it ran no more (runs: how many it made here; 0: exact before)")
     rank_before: int | None = None
     rank_after: int | None = None
     # What the order compares (the store's rank_score, before and after): the pessimistic end of the
@@ -175,6 +175,8 @@ def apart_by_pairs(mset: MeasurementSet, records: list) -> None:
     if not mset.order_after:
         return
     top, listed, better = mset.order_after[0], set(mset.within_noise_of_top), set()
+    before = {e.candidate_id: e.rank_before for e in mset.entries}
+    moved = set(mset.changed)
     for c in mset.order_after[1:]:
         found = paired_verdict(records, c, top)
         if found is None or not found.decides:
@@ -183,8 +185,14 @@ def apart_by_pairs(mset: MeasurementSet, records: list) -> None:
         listed = listed - {c} if top_better else listed | {c}
         if found.significant and not top_better:  # said, not left as "within noise" (review 2026-12-04)
             better.add(c)
+        # A new top that the paired rounds find better than the old one is a change, however the
+        # unpaired intervals overlap (the top two swapped with no `changed` and nothing within noise
+        # of the top: a reply that contradicted itself; model-play 2026-12-04).
+        if top_better and None not in (before.get(c), before.get(top)) and before[c] < before[top]:
+            moved |= {c, top}
     mset.within_noise_of_top = [c for c in mset.order_after[1:] if c in listed]
     mset.better_than_top = [c for c in mset.order_after[1:] if c in better]
+    mset.changed = [c for c in mset.order_before if c in moved]
 
 
 def _after(e: Remeasured) -> list[float] | None:
@@ -279,8 +287,8 @@ def estimate_seconds(kit, n_sides: int, rounds: int, recorded: list[CandidateSum
     if kit.manifest.kind != "kernel":  # a run takes what the finalists' recorded runs took (a flat 5 s said 30 for 3)
         walls = sorted(w for c in recorded if isinstance(w := (getattr(c, "metrics", None) or {}).get("wall_s"),
                                                          (int, float)) and w > 0)
-        # An exact program runs once to check it (batchruns.settled); the others up to every round.
-        runs = sum(1 if c is not None and stats.every_run_alike(getattr(c, "samples", None) or {}) else rounds
+        # An exact program is not run again (_batch); the others up to every round.
+        runs = sum(0 if c is not None and stats.every_run_alike(getattr(c, "samples", None) or {}) else rounds
                    for c in recorded) + rounds * max(0, n_sides - len(recorded))
         return runs * (walls[len(walls) // 2] if walls else 5.0)
     per_round_ms = 0.0
@@ -410,19 +418,24 @@ async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: l
     ``unkept`` with the reason."""
     from evoteam.servers.bench.evaluation.core import record_evaluation
 
-    results, paired = await measure_sides(settings, kit, codes, split, rounds, progress,
-                                     await _earlier_runs(store, entries) if split == "dev" else None)
+    earlier = await _earlier_runs(store, entries) if split == "dev" and kit.manifest.kind == "program" else {}
+    # Exact before (5+ runs alike): more runs give the same number, so none is made (mp29, 2026-12-04).
+    exact = {cid for cid, runs in earlier.items() if stats.every_run_alike({"program": runs})}
+    left = {cid: code for cid, code in codes.items() if cid not in exact}
+    results, paired = await measure_sides(settings, kit, left, split, rounds, progress, earlier) if left else ({}, None)
     contended = False
     for e in entries:
+        if e.candidate_id in exact:
+            await _as_recorded(store, e)
+            continue
         r = results[e.candidate_id]
         contended = contended or r.contended
         if r.status != "PASSED":
             e.status = r.status
         if kit.manifest.kind == "program":
             ran = len((r.samples or {}).get("program") or []) or rounds
-            e.runs = ran if ran < stats.EXACT_MIN_RUNS else None
-            if ran < rounds and split == "dev":  # the rest would have given the same number (batchruns.settled)
-                e.stopped_early = ran
+            e.settled = ran < rounds and split == "dev"  # the rest would give the same number (batchruns.settled)
+            e.runs = ran if ran < stats.EXACT_MIN_RUNS or e.settled else None
         if split == "dev":
             e.score, e.score_interval = r.score, r.score_interval
         else:
@@ -447,6 +460,14 @@ async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: l
         if (why := await keep_comparisons(store, run.id, records, "remeasure")) and unkept is not None:
             unkept.append((why, records))
     return contended
+
+
+async def _as_recorded(store: KnowledgeStore, e: Remeasured) -> None:
+    """An exact program's entry, not run again: what the store holds of it, before and after."""
+    c = await store.get_candidate(e.candidate_id)
+    e.settled, e.runs, e.n_measurements = True, 0, c.n_measurements
+    e.pooled_score, e.pooled_interval = c.score, c.score_interval
+    e.rank_score_after, e.spread_unknown_after = c.rank_score, False
 
 
 async def _earlier_runs(store: KnowledgeStore, entries: list[Remeasured]) -> dict[str, list[float]]:

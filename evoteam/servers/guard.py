@@ -18,6 +18,7 @@ without null or empty fields (`structuredContent` keeps the full object the outp
 
 from __future__ import annotations
 
+import difflib
 import io
 import json
 import os
@@ -99,13 +100,61 @@ def one_line(text: str, limit: int = MAX_ERROR_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def describe_validation(exc: ValidationError) -> str:
-    """One line for all bad fields, without pydantic's URLs or echoed input: what was wrong and where."""
-    parts = []
+def describe_validation(exc: ValidationError, schema: dict | None = None) -> str:
+    """One line for all bad fields, without pydantic's URLs or echoed input: what was wrong and where.
+    With the tool's input ``schema``, a field it does not have is named with the fields it has
+    there (a model wrote `roles.0.reads` for `reads_first` and read only "Extra inputs are not
+    permitted"; model-play 2026-12-04)."""
+    parts, listed = [], set()
     for err in exc.errors(include_url=False, include_input=False):
         where = ".".join(str(part) for part in err["loc"]) or "arguments"
-        parts.append(f"{where}: {err['msg']}")
+        msg = err["msg"]
+        if err.get("type") == "extra_forbidden" and schema and err["loc"]:
+            fields = _fields_at(schema, list(err["loc"][:-1]))
+            if fields:
+                near = _nearest(str(err["loc"][-1]), fields)
+                msg = f"no such field{f' (did you mean {near!r}?)' if near else ''}"
+                if (there := tuple(err["loc"][:-1])) not in listed:  # each place's fields once
+                    listed.add(there)
+                    msg += f"; the fields here: {', '.join(fields)}"
+        elif err.get("type") in ("model_type", "dict_type") and schema and (fields := _fields_at(schema, list(err["loc"]))):
+            msg = f"should be an object with the fields {', '.join(fields)}"  # a model passed "parallel" here
+        parts.append(f"{where}: {msg}")
     return one_line("invalid arguments: " + "; ".join(dict.fromkeys(parts)))
+
+
+def _nearest(name: str, fields: list[str]) -> str | None:
+    """The field a mistyped name most likely meant: one it begins (`reads` for `reads_first`), or
+    one close in spelling; None rather than a poor guess (`mission` is not `isolation`)."""
+    low = name.lower()
+    starts = [f for f in fields if f.lower().startswith(low) or low.startswith(f.lower())]
+    if starts:
+        return min(starts, key=len)
+    near = difflib.get_close_matches(name, fields, n=1, cutoff=0.7)
+    return near[0] if near else None
+
+
+def _fields_at(schema: dict, loc: list) -> list[str] | None:
+    """The property names of the object at ``loc`` in a JSON schema (refs, arrays and unions
+    followed), or None where the path leads nowhere."""
+    def resolve(node: dict | None) -> dict | None:
+        for _ in range(20):  # a ref or a union, unwrapped until an object or an array
+            if not isinstance(node, dict):
+                return None
+            if "$ref" in node:
+                node = schema.get("$defs", {}).get(node["$ref"].rsplit("/", 1)[-1])
+            elif "anyOf" in node or "oneOf" in node:
+                node = next((o for o in node.get("anyOf") or node.get("oneOf") if o.get("type") != "null"), None)
+            else:
+                return node
+        return None
+
+    node = resolve(schema)
+    for part in loc:
+        node = resolve((node or {}).get("items") if isinstance(part, int) else (node or {}).get("properties", {}).get(part))
+        if node is None:
+            return None
+    return list(node.get("properties", {})) or None
 
 
 class EvoServer(MCPServer):
@@ -135,7 +184,8 @@ class EvoServer(MCPServer):
                 from exc.__cause__
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError):
-                raise ToolError(f"{name}: {describe_validation(exc.__cause__)}") from exc.__cause__
+                raise ToolError(f"{name}: {describe_validation(exc.__cause__, getattr(tool, 'parameters', None))}") \
+                    from exc.__cause__
             raise ToolError(one_line(str(exc))) from exc
         structured = getattr(result, "structured_content", None)
         if structured is not None and not result.is_error:

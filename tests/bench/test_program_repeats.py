@@ -95,8 +95,8 @@ async def test_what_too_few_runs_mean_is_said_of_the_candidate_as_it_stands(tmp_
 async def test_remeasure_runs_a_program_until_its_runs_settle(tmp_path: Path):
     """Three re-measurements of programs already exact took 400 of a model's 485 s in calls and
     changed nothing (mp28, 2026-12-04): a program whose runs, with its earlier ones, are 5 or more
-    all alike runs no more; one already exact runs once, to see it still gives its number; one
-    whose runs differ runs every round."""
+    all alike runs no more; one already exact is not run again (its check runs still cost a model
+    20 s; mp29); one whose runs differ runs every round."""
     settings = Settings(db=tmp_path / "kb.db")
     seeded = "import numpy as np\n\ndef run_packing():\n" + UNSEEDED.split("def run_packing():\n")[1].replace(
         "int.from_bytes(os.urandom(4), \"little\") / 2**33", "0.25")
@@ -110,10 +110,10 @@ async def test_remeasure_runs_a_program_until_its_runs_settle(tmp_path: Path):
         mset = await remeasure_run(settings, kb, run.id, rounds=8,
                                    candidate_ids=[exact.candidate_id, once.candidate_id, varying.candidate_id])
         entries = {e.candidate_id: e for e in mset.entries}
-        assert entries[exact.candidate_id].stopped_early == 1 and entries[exact.candidate_id].runs == 1
-        assert entries[once.candidate_id].stopped_early == 4 and entries[once.candidate_id].runs == 4
-        assert entries[varying.candidate_id].stopped_early is None and entries[varying.candidate_id].runs is None
-        for cid, runs in ((exact.candidate_id, 6), (once.candidate_id, 5), (varying.candidate_id, 9)):
+        assert entries[exact.candidate_id].settled and entries[exact.candidate_id].runs == 0  # not run again
+        assert entries[once.candidate_id].settled and entries[once.candidate_id].runs == 4
+        assert not entries[varying.candidate_id].settled and entries[varying.candidate_id].runs is None
+        for cid, runs in ((exact.candidate_id, 5), (once.candidate_id, 5), (varying.candidate_id, 9)):
             pooled = await kb.get_candidate(cid)
             assert len(pooled.samples["program"]) == runs, (cid, pooled.samples)
         # Pooled, the two settled programs are exact and the varying one has its interval.
@@ -141,3 +141,6 @@ def test_the_command_says_what_a_settled_program_now_is(tmp_path: Path):
     line = next(x for x in out.output.splitlines() if x.startswith("cand_"))
     assert "recorded 2.54142 (one measurement, no interval)" in line, line
     assert line.endswith("now 2.54142 (exact: every run alike) pooled after 4 more runs"), line
+    again = CliRunner().invoke(main, ["bench", "remeasure", run_id], env=env)
+    line = next(x for x in again.output.splitlines() if x.startswith("cand_"))
+    assert line.endswith("now 2.54142 (exact: every run alike), not run again"), line

@@ -139,9 +139,9 @@ def test_a_program_kits_duration_is_said_from_its_recorded_runs():
     quick = [SimpleNamespace(metrics={"wall_s": w}) for w in (0.2, 0.3, 9.0)]
     assert estimate_seconds(kit, 3, 2, quick) == 3 * 2 * 0.3
     assert estimate_seconds(kit, 3, 2, [None, SimpleNamespace(metrics={})]) == 3 * 2 * 5.0
-    # One already exact runs once, to check it (batchruns.settled), not every round.
+    # One already exact is not run again (remeasure._batch).
     exact = SimpleNamespace(metrics={"wall_s": 0.3}, samples={"program": [2.5] * 5})
-    assert estimate_seconds(kit, 3, 2, [exact, *quick[:2]]) == (1 + 2 + 2) * 0.3
+    assert estimate_seconds(kit, 3, 2, [exact, *quick[:2]]) == (0 + 2 + 2) * 0.3
 
 
 def test_single_runs_that_swap_within_noise_are_no_change():

@@ -68,6 +68,9 @@ async def test_the_brief_says_what_to_call_and_with_which_ids(kb, run, service_f
     # only for one: a role without the bench has no compare to call.
     rules = brief.split("## Working rules", 1)[1]
     assert "`contended`" in rules and "compare` of the two by id" in rules
+    # Five runs for what is built on or reported, not for every program (a role re-ran a control
+    # far below x0 because the brief asked it of every score; mp29, 2026-12-04).
+    assert "before you build on it or report it" in rules and "one you set aside needs no more runs" in rules
     plain = brief_of(await service_factory().design_team(TeamDesign(**design(run.id, "Reader",
                                                                                mcp_servers=["knowledge"]))))
     assert "contended" not in plain

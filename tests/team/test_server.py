@@ -46,6 +46,24 @@ async def test_tools_are_few_documented_and_annotated(client_factory):
     assert roles_schema["type"] == "array" and "items" in roles_schema
 
 
+async def test_a_wrong_field_in_a_design_is_named_with_the_fields_it_has(client_factory, run):
+    """A model going by the prose wrote `roles.0.reads` and `coordination: "parallel"` and read
+    "Extra inputs are not permitted", "Input should be a valid dictionary" (model-play 2026-12-04):
+    the error names the field it likely meant and the fields each place has, once."""
+    async with client_factory() as client:
+        d = design(run.id, "Profiler")
+        d["roles"][0]["reads"] = ["the kit's README"]
+        d["roles"][0]["mission"] = "x"
+        d["coordination"] = "parallel"
+        result = await client.call_tool("design_team", d)
+    text = result.content[0].text
+    assert result.is_error and "Extra inputs" not in text, text
+    assert "roles.0.reads: no such field (did you mean 'reads_first'?)" in text, text
+    assert "roles.0.mission: no such field;" in text and "did you mean 'isolation'" not in text, text
+    assert text.count("the fields here: name, mandate,") == 1, text  # the role's fields, listed once
+    assert "coordination: should be an object with the fields stages, handoffs" in text, text
+
+
 @BACKENDS
 async def test_design_status_reflect_budget(client_factory, run, project):
     async with client_factory() as client:
