@@ -38,7 +38,8 @@ from evoteam import stats
 from evoteam.config import Settings
 from evoteam.report.batchruns import measure_sides
 from evoteam.servers.bench.models import BASELINE_ID
-from evoteam.servers.knowledge.measurements import beyond, rank_key, rank_of, samples_spread_unknown
+from evoteam.servers.knowledge.measurements import (any_contended, beyond, rank_key, rank_of, samples_spread_unknown,
+                                                   widened_for_load)
 from evoteam.servers.knowledge.models import ArtifactCreate, Candidate, CandidateSummary
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.listing import all_artifacts, all_candidates
@@ -250,10 +251,26 @@ def _leaders(direction: str, keyed: dict, measured: set[str]) -> list[CandidateS
 
 def _bests(keyed: dict, per_group: int | None = None) -> list[CandidateSummary]:
     """The best ranked candidates of each group (``per_group``; default: one, a run of one group
-    its best few), groups by version (no version last)."""
+    its best few), groups by version (no version last); after the best, only those that could be
+    it (_may_lead)."""
     per_group = per_group or (SINGLE_GROUP_FINALISTS if len(keyed) == 1 else 1)
-    return [c for k in sorted(keyed, key=lambda v: (v is None, v or 0))
-            for _, c in sorted(keyed[k], key=lambda kc: kc[0], reverse=True)[:per_group]]
+    out = []
+    for k in sorted(keyed, key=lambda v: (v is None, v or 0)):
+        ranked = [c for _, c in sorted(keyed[k], key=lambda kc: kc[0], reverse=True)]
+        out += ranked[:1] + [c for c in ranked[1:per_group] if _may_lead(c, ranked[0])]
+    return out
+
+
+def _may_lead(c: CandidateSummary, best: CandidateSummary) -> bool:
+    """Whether ``c`` could be its version's best once measured beside it: its interval, widened
+    for a busy machine as every verdict counts one, meets the best's, or either has too few runs
+    to tell. A default batch timed a version's copy of the baseline at 1.0x beside its best at
+    4.5x (model-play 2026-12-04): nothing a batch could reorder."""
+    if not c.score_interval or not best.score_interval or c.runs is not None or best.runs is not None:
+        return True
+    own, top = (widened_for_load(stats.Estimate(x.score, *x.score_interval, stats.EXACT_MIN_RUNS),
+                                 any_contended(x.contended_measurements), True) for x in (c, best))
+    return own.hi >= top.lo and top.hi >= own.lo
 
 
 async def _unmeasured_leaders(store: KnowledgeStore, run_id: str, measured: set[str]) -> list[CandidateSummary]:

@@ -206,3 +206,39 @@ async def test_a_default_batch_measures_each_versions_best_few_while_they_fit(tm
         sides = [c.id for c in await default_sides(kb, run_id)]
         assert sides == [ids[v][-1] for v in range(1, 6)]  # five versions: one each
         assert len(sides) <= MAX_CANDIDATES - LEAD_SIDES
+
+
+async def test_a_default_batch_leaves_out_what_could_not_be_its_versions_best(tmp_path):
+    """A default batch timed a version's copy of the baseline at 1.0x beside its best at 4.5x
+    (model-play 2026-12-04): after the best, a version's sides are those whose interval, widened
+    for a busy machine as verdicts count it, meets the best's."""
+    import random
+
+    from evoteam.codehash import code_hash
+    from evoteam.report.remeasure import default_sides
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.models import CandidateCreate, RunCreate
+    from evoteam.servers.knowledge.store import Actor
+
+    rng = random.Random(5)
+    busy = {"contention": {"contended": True, "reasons": ["load average 9 on 2 cores"]}}
+
+    async def sides_of(kb, plan) -> tuple[list[str], dict[str, str]]:
+        run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+        bench = kb.with_actor(Actor(user="u", client="t", team_version=1, verifier=True))
+        ids = {}
+        for name, center, metrics in plan:
+            code = f"def run(x):\n    return '{name}'\n"
+            samples = {"w": [center * (1 + rng.uniform(-0.02, 0.02)) for _ in range(10)]}
+            ids[name] = (await bench.record_candidate(CandidateCreate(
+                run_id=run.id, code=code, code_hash=code_hash(code), status="PASSED", score=center,
+                samples=samples, verified=True, metrics=metrics))).id
+        return [c.id for c in await default_sides(kb, run.id)], ids
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        # The copy ranks third of three: far below the best, it is left out; the near one is kept.
+        sides, ids = await sides_of(kb, (("best", 4.5, {}), ("copy", 1.0, {}), ("near", 4.4, {})))
+        assert sides == [ids["best"], ids["near"]], (sides, ids)
+        # Measured on a busy machine, 2.5 widened 3x could be the best: kept; the copy still not.
+        sides, ids = await sides_of(kb, (("best", 4.5, {}), ("copy", 1.0, {}), ("busy", 2.5, busy)))
+        assert sides == [ids["best"], ids["busy"]], (sides, ids)

@@ -208,7 +208,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     async def remeasure(
         ctx: Context,
         run_id: str,
-        candidate_ids: Annotated[list[str] | None, Field(description="default: each version's best 1-3 (fewer, the more versions)")] = None,
+        candidate_ids: Annotated[list[str] | None, Field(description="default: each version's best, and up to 2 within noise of it")] = None,
         rounds: Annotated[int, Field(ge=2, le=100)] = 10,
         split: Split = "dev",
     ) -> MeasurementSet:
