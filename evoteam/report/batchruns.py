@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from evoteam import stats
 from evoteam.config import Settings
+from evoteam.servers.bench.evaluation.settle import settled
 from evoteam.servers.bench.models import BASELINE_ID
 
 COPY = "baseline_copy"  # the side that times the copy of the baseline (an A/A check)
@@ -61,14 +61,6 @@ async def measure_sides(settings: Settings, kit, codes: dict[str, str], split: s
     for label, e in out.items():
         e.code_hash = code_hash(codes[label])
     return out, batch.rounds
-
-
-def settled(earlier: list[float], now: list) -> bool:
-    """Whether a program's runs, with those its code made before, are enough and every one alike
-    (stats.every_run_alike, as the store calls a score exact): more give the same number again."""
-    scores = [e.score for e in now]
-    return all(e.status == "PASSED" and e.score is not None for e in now) and \
-        stats.every_run_alike({"program": list(earlier) + scores})
 
 
 async def _program_rounds(settings: Settings, kit, prepared: dict, split: str, rounds: int, report,

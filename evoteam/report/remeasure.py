@@ -37,6 +37,7 @@ from pydantic import BaseModel, Field
 from evoteam import stats
 from evoteam.config import Settings
 from evoteam.report.batchruns import measure_sides
+from evoteam.servers.bench.evaluation.settle import earlier_runs
 from evoteam.servers.bench.models import BASELINE_ID
 from evoteam.servers.knowledge.measurements import (any_contended, beyond, rank_key, rank_of, samples_spread_unknown,
                                                    widened_for_load)
@@ -435,7 +436,7 @@ async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: l
     ``unkept`` with the reason."""
     from evoteam.servers.bench.evaluation.core import record_evaluation
 
-    earlier = await _earlier_runs(store, entries) if split == "dev" and kit.manifest.kind == "program" else {}
+    earlier = await _earlier_runs(store, entries, kit.name) if split == "dev" and kit.manifest.kind == "program" else {}
     # Exact before (5+ runs alike): more runs give the same number, so none is made (mp29, 2026-12-04).
     exact = {cid for cid, runs in earlier.items() if stats.every_run_alike({"program": runs})}
     left = {cid: code for cid, code in codes.items() if cid not in exact}
@@ -451,7 +452,7 @@ async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: l
             e.status = r.status
         if kit.manifest.kind == "program":
             ran = len((r.samples or {}).get("program") or []) or rounds
-            e.settled = ran < rounds and split == "dev"  # the rest would give the same number (batchruns.settled)
+            e.settled = ran < rounds and split == "dev"  # the rest would give the same number (settle.settled)
             e.runs = ran if ran < stats.EXACT_MIN_RUNS or e.settled else None
         if split == "dev":
             e.score, e.score_interval = r.score, r.score_interval
@@ -487,14 +488,9 @@ async def _as_recorded(store: KnowledgeStore, e: Remeasured) -> None:
     e.rank_score_after, e.spread_unknown_after = c.rank_score, False
 
 
-async def _earlier_runs(store: KnowledgeStore, entries: list[Remeasured]) -> dict[str, list[float]]:
+async def _earlier_runs(store: KnowledgeStore, entries: list[Remeasured], kit: str) -> dict[str, list[float]]:
     """Each finalist's dev runs recorded before (a program's pooled runs), by candidate id."""
-    out = {}
-    for e in entries:
-        if e.candidate_id != BASELINE:
-            samples = (await store.get_candidate(e.candidate_id)).samples or {}
-            out[e.candidate_id] = list(samples.get("program") or [])
-    return out
+    return {e.candidate_id: await earlier_runs(store, e.candidate_id, kit) for e in entries if e.candidate_id != BASELINE}
 
 
 def _pairs(kit, results: dict, paired: dict | None, contended: bool) -> list:

@@ -144,3 +144,40 @@ def test_the_command_says_what_a_settled_program_now_is(tmp_path: Path):
     again = CliRunner().invoke(main, ["bench", "remeasure", run_id], env=env)
     line = next(x for x in again.output.splitlines() if x.startswith("cand_"))
     assert line.endswith("now 2.54142 (exact: every run alike), not run again"), line
+
+
+async def test_compare_runs_a_recorded_program_until_its_runs_settle(tmp_path: Path):
+    """A compare of two exact programs ran each 5 times, ten evaluations' time for a difference the
+    store already held exactly (model-play, 2026-12-04). A recorded side stops once its runs, with
+    its earlier ones, are 5 alike: an exact one runs once, to show it still gives its number; the
+    contrast is still exact and says why a side ran fewer times; a varying program runs every
+    time asked."""
+    from evoteam.servers.bench.evaluation.compare import compare_candidates
+
+    settings = Settings(db=tmp_path / "kb.db")
+    seeded = "import numpy as np\n\ndef run_packing():\n" + UNSEEDED.split("def run_packing():\n")[1].replace(
+        "int.from_bytes(os.urandom(4), \"little\") / 2**33", "0.25")
+    calls = []
+
+    async def progress(done, total, message):
+        calls.append(message)
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await kb.start_run(RunCreate(goal="circles", kit="circle_packing_26", direction="maximize"))
+        a = await evaluate_candidate(settings, "circle_packing_26", code=seeded, store=kb, run_id=run.id, repeats=5)
+        b = await evaluate_candidate(settings, "circle_packing_26", code=seeded.replace("0.25", "0.3"), store=kb,
+                                     run_id=run.id, repeats=5)
+        cmp = await compare_candidates(settings, "circle_packing_26", {"candidate_id": a.candidate_id},
+                                       {"candidate_id": b.candidate_id}, store=kb, progress=progress)
+        assert len(calls) == 2 and cmp.rounds == 1, calls  # one run a side, not five
+        assert cmp.significant and cmp.verdict.startswith("B is better"), cmp.verdict
+        assert cmp.interval[0] == cmp.interval[1] == cmp.b_speedup_over_a == pytest.approx(b.score - a.score)
+        assert "A ran 1 time(s): with its earlier runs, 6 alike" in cmp.verdict, cmp.verdict
+        assert cmp.a.score_interval == [a.score, a.score]
+        assert f"kept in run {run.id}" in cmp.verdict
+        # A varying program, or one given as code, is not cut short.
+        calls.clear()
+        mixed = await compare_candidates(settings, "circle_packing_26", {"candidate_id": a.candidate_id},
+                                         {"code": UNSEEDED}, store=kb, progress=progress, repeats=5)
+        assert sum(m.startswith("B:") for m in calls) == 5 and sum(m.startswith("A:") for m in calls) == 1, calls
+        assert mixed.rounds == 5 and "B ran" not in mixed.verdict and "A ran 1 time(s)" in mixed.verdict

@@ -6,8 +6,9 @@ time over B's. Per workload the ratio is the median over rounds with its order-s
 interval; over the kit, the geometric mean of the workloads' medians with a bootstrap interval.
 ``significant`` is true only when that interval excludes 1; ``repeats`` times the kit's rounds
 (3 by default: a decision deserves a narrower interval than one evaluation's). Program kits: the
-two evaluators run alternately ``repeats`` times each (5 by default: fewer give no 95% interval);
-the contrast is B's median score minus A's.
+two evaluators run alternately ``repeats`` times each (5 by default: fewer give no 95% interval),
+a recorded side only until its runs, with its earlier ones, are 5+ alike (settle.py); the contrast
+is B's median score minus A's.
 
 When both sides are recorded candidates of one run, compared on the dev split, the paired rounds
 are kept in that run (knowledge/comparisons.py): a version gain between the two pools them with
@@ -34,6 +35,7 @@ from evoteam.servers.bench.evaluation.core import (
     prepare_candidate,
     stored_code,
 )
+from evoteam.servers.bench.evaluation.settle import earlier_runs, settled
 from evoteam.servers.bench.formats.kits import find_kit
 from evoteam.servers.bench.models import (BASELINE_ID, ComparedSide, Comparison, Evaluation, PooledComparison, Split,
                                           WorkloadComparison)
@@ -160,13 +162,20 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
             busy_because = "; ".join(found.contention.get("reasons") or [])
             kind = "kernel"
         else:
-            ea, eb, est, scores = await _program_contrast(settings, the_kit, cands, split, progress, repeats)
-            rows, n_rounds, contended, kind, busy_because = [], repeats, False, "program", ""
+            earlier = {label: await earlier_runs(store, spec.get("candidate_id"), the_kit.name) if split == "dev" else []
+                       for label, spec in (("A", a), ("B", b))}
+            ea, eb, est, scores, made = await _program_contrast(settings, the_kit, cands, split, progress, repeats,
+                                                                earlier)
+            rows, n_rounds, contended, kind, busy_because = [], max(made.values()), False, "program", ""
+            # Kept with the earlier runs a settled side counted: the same number, so pooling them
+            # again moves no estimate, and a kept batch of one run a side would decide nothing.
             samples, ranges = {"a": scores["A"], "b": scores["B"]}, None
     finally:
         for c in cands.values():
             scratch.remove_folder(c.folder)
     verdict = _verdict(ea, eb, est, kind)
+    if kind == "program" and est is not None:
+        verdict += _settled_clause(made, scores, repeats)
     if contended:  # the sides' messages lose their contention clause (_brief): the verdict says it once
         # Load widens a paired interval, it does not make a difference appear (A/A with two busy
         # loops: 0 of 20 significant, docs/bench.md): only "no difference" is in doubt.
@@ -234,26 +243,40 @@ def pooled_clause(found: PairedVerdict, direction: str = "maximize") -> tuple[st
     return f"; pooled with the {found.batches - 1} earlier batch(es) of the two: {shown}, {said}", pooled
 
 
-async def _program_contrast(settings, kit, cands, split, progress, repeats):
-    """A's and B's evaluators alternately (A B, B A, ...), ``repeats`` runs each, and each side's
-    passing scores. A side that failed any run is that run's failure, as evaluate with repeats
-    reports it: a contrast of its passing runs alone would hide that it fails."""
-    scores: dict[str, list[float]] = {"A": [], "B": []}
-    last: dict[str, Evaluation] = {}
-    failed: dict[str, Evaluation] = {}
+async def _program_contrast(settings, kit, cands, split, progress, repeats, earlier: dict[str, list[float]]):
+    """A's and B's evaluators alternately (A B, B A, ...), up to ``repeats`` runs each, and each
+    side's scores. A side stops once its runs, with its code's earlier dev runs (``earlier``), are
+    settled (settle.settled: 5+ alike); its scores then include those earlier runs, which are the
+    same number (a compare of two exact programs ran each 5 times, 10 evaluations' time for a
+    difference already known; model-play 2026-12-04). A side that failed any run is that run's
+    failure, as evaluate with repeats reports it: a contrast of its passing runs alone would hide
+    that it fails."""
+    runs: dict[str, list[Evaluation]] = {"A": [], "B": []}
     for r in range(repeats):
         for label in (("A", "B") if r % 2 == 0 else ("B", "A")):
-            await progress(len(last) + 2 * r, 2 * repeats, f"{label}: run {r + 1}/{repeats}")
-            e = await _run_program(settings, kit, cands[label], split, _noop)
-            last[label] = e
-            if e.status == "PASSED" and e.score is not None:
-                scores[label].append(e.score)
-            else:
-                failed.setdefault(label, e)
-    ea, eb = failed.get("A", last["A"]), failed.get("B", last["B"])
+            if runs[label] and settled(earlier[label], runs[label]):
+                continue
+            await progress(len(runs["A"]) + len(runs["B"]), 2 * repeats, f"{label}: run {r + 1}/{repeats}")
+            runs[label].append(await _run_program(settings, kit, cands[label], split, _noop))
+    scores = {label: [e.score for e in evals if e.status == "PASSED" and e.score is not None]
+              for label, evals in runs.items()}
+    made = {label: len(evals) for label, evals in runs.items()}
+    failed = {label: next((e for e in evals if e.status != "PASSED" or e.score is None), None)
+              for label, evals in runs.items()}
+    ea, eb = failed["A"] or runs["A"][-1], failed["B"] or runs["B"][-1]
     if ea.status != "PASSED" or eb.status != "PASSED" or not scores["A"] or not scores["B"]:
-        return ea, eb, None, scores
+        return ea, eb, None, scores, made
+    for label in scores:
+        if len(runs[label]) < repeats:  # settled early: its earlier runs count, every one the same number
+            scores[label] = list(earlier[label]) + scores[label]
     for e, label in ((ea, "A"), (eb, "B")):
         own = stats.score_estimate({"program": scores[label]}, "program")
         e.score, e.score_interval = own.value, [own.lo, own.hi]
-    return ea, eb, stats.contrast_estimate({"program": scores["A"]}, {"program": scores["B"]}, "program"), scores
+    return ea, eb, stats.contrast_estimate({"program": scores["A"]}, {"program": scores["B"]}, "program"), scores, made
+
+
+def _settled_clause(made: dict[str, int], scores: dict[str, list[float]], repeats: int) -> str:
+    """Which side stopped before ``repeats`` runs because its runs settled, said once."""
+    said = [f"{label} ran {made[label]} time(s): with its earlier runs, {len(scores[label])} alike, "
+            "so more give the same number" for label in ("A", "B") if made[label] < repeats and scores[label]]
+    return "; " + "; ".join(said) if said else ""

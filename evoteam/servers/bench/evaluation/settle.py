@@ -1,0 +1,29 @@
+"""When a program's runs are enough: a deterministic evaluator gives one number, and once a
+code's runs are 5+ alike another run only costs time. Used by ``compare`` and by re-measurement
+(report/batchruns.py, report/remeasure.py), so both stop at the same point."""
+
+from __future__ import annotations
+
+from evoteam import stats
+from evoteam.servers.bench.models import BASELINE_ID
+from evoteam.servers.knowledge.store import KnowledgeStore
+
+
+def settled(earlier: list[float], now: list) -> bool:
+    """Whether a program's runs (``now``, evaluations), with those its code made before
+    (``earlier``, scores), are enough and every one alike (stats.every_run_alike, as the store
+    calls a score exact): more give the same number again."""
+    scores = [e.score for e in now]
+    return all(e.status == "PASSED" and e.score is not None for e in now) and \
+        stats.every_run_alike({"program": list(earlier) + scores})
+
+
+async def earlier_runs(store: KnowledgeStore | None, candidate_id: str | None, kit: str) -> list[float]:
+    """A recorded program candidate's dev runs, pooled by the store (none for the kit's baseline, an
+    unrecorded code, or a candidate of another kit)."""
+    if store is None or not candidate_id or candidate_id == BASELINE_ID:
+        return []
+    c = await store.get_candidate(candidate_id)
+    if (c.metrics or {}).get("kit") not in (None, kit):
+        return []
+    return list((c.samples or {}).get("program") or [])
