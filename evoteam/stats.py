@@ -489,12 +489,14 @@ def describe_score(value: float | None, interval: list[float] | None, unit: str 
     return describe(Estimate(value, interval[0], interval[1], runs_of(runs) or 0, runs_coverage(runs)), unit)
 
 
-def describe_leads(leads: list[str] | None) -> str:
-    """"; cand_a, cand_b read better from too few runs ...": the candidates a run's best outranks
-    only because their runs are too few (get_run's leads_from_too_few_runs), said beside that best."""
+def describe_leads(leads: list | None) -> str:
+    """"; cand_a 2.61 (1 run), ... read better from too few runs ...": the candidates a run's best
+    outranks only because their runs are too few (get_run's leads_from_too_few_runs: each with
+    candidate_id, score and runs), said beside that best."""
     if not leads:
         return ""
-    return (f"; {', '.join(leads)} read better from too few runs and rank after it until measured "
+    named = ", ".join(f"{x.candidate_id} {sig3(x.score)} ({x.runs} run{'s' if x.runs != 1 else ''})" for x in leads)
+    return (f"; {named} read better from too few runs and rank after it until measured "
             f"{EXACT_MIN_RUNS} times (bench.remeasure with candidate_ids)")
 
 

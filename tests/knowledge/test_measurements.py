@@ -747,10 +747,13 @@ async def test_get_run_names_single_runs_that_read_beyond_its_measured_best(stor
     lead = await verifier.record_candidate(measured(run.id, "a = 3\n", {"program": [0.40]}))
     closer = await verifier.record_candidate(measured(run.id, "a = 4\n", {"program": [0.43]}))
     got = await store.get_run(run.id)
-    assert got.best_candidate_id == best.id and got.leads_from_too_few_runs == [lead.id, closer.id]
-    assert worse.id not in got.leads_from_too_few_runs
+    assert got.best_candidate_id == best.id
+    # Each with its score and runs: listed as bare ids, each cost a model a get_candidate (mp29).
+    assert [(x.candidate_id, x.score, x.runs) for x in got.leads_from_too_few_runs] == [(lead.id, 0.40, 1),
+                                                                                         (closer.id, 0.43, 1)]
+    assert worse.id not in [x.candidate_id for x in got.leads_from_too_few_runs]
     _, _, context = await _summary(store, run.id, learnings_chars=0)
-    assert f"{lead.id}, {closer.id} read better from too few runs" in context, context
+    assert f"{lead.id} 0.4 (1 run), {closer.id} 0.43 (1 run) read better from too few runs" in context, context
     # best_candidates names those it does not list (k=2 hid the run's true best; mp28, 2026-12-04).
     from mcp import Client
 
@@ -761,4 +764,4 @@ async def test_get_run_names_single_runs_that_read_beyond_its_measured_best(stor
         for k, hidden in ((1, [lead.id, closer.id]), (2, [closer.id]), (4, [])):
             listed = (await client.call_tool("best_candidates", {"run_id": run.id, "k": k})).structured_content
             assert [c["id"] for c in listed["items"]][:1] == [best.id]
-            assert listed.get("leads_from_too_few_runs", []) == hidden, (k, listed)
+            assert [x["candidate_id"] for x in listed.get("leads_from_too_few_runs", [])] == hidden, (k, listed)

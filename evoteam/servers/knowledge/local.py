@@ -22,7 +22,7 @@ from evoteam.servers.knowledge.db import Database
 from evoteam.servers.knowledge.errors import Forbidden, Invalid, NotFound
 from evoteam.servers.knowledge.models import (
     Artifact, ArtifactCreate, ArtifactInfo, Candidate, CandidateCreate, CandidateSummary, CostCreate, CostEntry,
-    HistoryDocument, HistoryEntry, HistoryEntryCreate, Learning, LearningCreate, LearningKind,
+    HistoryDocument, HistoryEntry, HistoryEntryCreate, Lead, Learning, LearningCreate, LearningKind,
     LearningsDocument, Page, Provenance, Run, RunBundle, RunCreate, RunStatus, SearchPage, SearchKind, Spend,
     SpendLine, Trajectory, normalised_discovery_gain,
 )
@@ -171,7 +171,8 @@ class LocalKnowledgeStore(KnowledgeStore):
         leads = []  # single runs reading beyond a measured best: they rank after it (readsql.rank_order)
         if best is not None and not best["spread_unknown"]:
             async with conn.execute(readsql.leads_from_too_few_runs(row["direction"]), (row["id"], best_score)) as cur:
-                leads = [r[0] for r in await cur.fetchall()]
+                leads = [Lead(candidate_id=r["id"], score=r["score"], runs=measurements.best_runs(r) or 1)
+                         for r in await cur.fetchall()]
         return Run(
             id=row["id"], project=row["project"], goal=row["goal"], kit=row["kit"],
             direction=row["direction"], x0=row["x0"], best_known=row["best_known"],

@@ -81,6 +81,16 @@ class RunCreate(BaseModel):
         return value
 
 
+class Lead(BaseModel):
+    """A candidate whose score, from too few runs for a 95% interval, reads beyond a run's best:
+    it ranks after that best until measured 5 times. Its score and runs are said, so that a model
+    need not look each one up (listed as bare ids, each cost a get_candidate; mp29, 2026-12-04)."""
+
+    candidate_id: str
+    score: float
+    runs: int
+
+
 class Run(BaseModel):
     id: str
     project: str
@@ -99,7 +109,7 @@ class Run(BaseModel):
     best_exact: bool | None = Field(default=None, description="true where every one of those runs is alike: the "
                                     "best is exact (absent otherwise)")
     best_candidate_id: str | None = None
-    leads_from_too_few_runs: list[str] = Field(default_factory=list, description="candidates from too few runs "
+    leads_from_too_few_runs: list[Lead] = Field(default_factory=list, description="candidates from too few runs "
                                                "for a 95% interval whose score reads beyond that best: they rank "
                                                "after it until measured 5 times (bench.remeasure with "
                                                "candidate_ids)")

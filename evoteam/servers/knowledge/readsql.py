@@ -55,7 +55,8 @@ def leads_from_too_few_runs(direction: str) -> str:
     end of their range: the report waited on a three-run candidate get_run did not name; review
     2026-12-04)."""
     op, order = (">", "DESC") if direction == "maximize" else ("<", "ASC")
-    return (f"SELECT id FROM candidates WHERE run_id = ? AND {RANKED} AND split = 'dev' AND spread_unknown = 1 "
+    return (f"SELECT id, score, score_lo, score_hi, n_measurements, spread_unknown, {POINT_SAMPLES} FROM candidates "
+            f"WHERE run_id = ? AND {RANKED} AND split = 'dev' AND spread_unknown = 1 "
             f"AND score {op} ? ORDER BY score {order}, created_at, id LIMIT 3")
 
 

@@ -30,6 +30,7 @@ from evoteam.servers.knowledge.models import (
     Direction,
     HistoryEntry,
     HistoryEntryCreate,
+    Lead,
     Learning,
     LearningCreate,
     LearningKind,
@@ -88,7 +89,7 @@ class CandidateList(BaseModel):
     run_id: str
     items: list[CandidateSummary]
     # A listing of the best hid the run's true best, one run above them (mp28, 2026-12-04).
-    leads_from_too_few_runs: list[str] = Field(default_factory=list, description="candidates not listed whose "
+    leads_from_too_few_runs: list[Lead] = Field(default_factory=list, description="candidates not listed whose "
                                                "score, from too few runs for a 95% interval, reads beyond the "
                                                "best: they rank after it until measured 5 times (bench.remeasure "
                                                "with candidate_ids)")
@@ -306,7 +307,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         items = await store.best_candidates(run_id, k=k, split=split)
         leads = (await store.get_run(run_id)).leads_from_too_few_runs if split in (None, "dev") else []
         listed = {c.id for c in items}
-        return CandidateList(run_id=run_id, items=items, leads_from_too_few_runs=[c for c in leads if c not in listed])
+        return CandidateList(run_id=run_id, items=items, leads_from_too_few_runs=[c for c in leads if c.candidate_id not in listed])
 
     @server.tool()
     @tool_errors
