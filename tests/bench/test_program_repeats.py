@@ -181,3 +181,29 @@ async def test_compare_runs_a_recorded_program_until_its_runs_settle(tmp_path: P
                                          {"code": UNSEEDED}, store=kb, progress=progress, repeats=5)
         assert sum(m.startswith("B:") for m in calls) == 5 and sum(m.startswith("A:") for m in calls) == 1, calls
         assert mixed.rounds == 5 and "B ran" not in mixed.verdict and "A ran 1 time(s)" in mixed.verdict
+
+
+async def test_made_up_runs_never_settle_a_program(tmp_path: Path):
+    """A client may record a candidate with runs of its choosing (unverified): five made-up runs
+    alike must not make its code settled, so that remeasure reports a score it never measured or
+    compare stops after one run. Only the bench's own measurements count as earlier runs."""
+    from evoteam.servers.bench.evaluation.compare import compare_candidates
+    from evoteam.servers.knowledge.models import CandidateCreate
+
+    settings = Settings(db=tmp_path / "kb.db")
+    seeded = "import numpy as np\n\ndef run_packing():\n" + UNSEEDED.split("def run_packing():\n")[1].replace(
+        "int.from_bytes(os.urandom(4), \"little\") / 2**33", "0.25")
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await kb.start_run(RunCreate(goal="circles", kit="circle_packing_26", direction="maximize"))
+        real = await evaluate_candidate(settings, "circle_packing_26", code=seeded, store=kb, run_id=run.id)
+        forged = await kb.record_candidate(CandidateCreate(
+            run_id=run.id, code=seeded + "# mine\n", status="PASSED", score=2.9, samples={"program": [2.9] * 5},
+            metrics={"kit": "circle_packing_26"}))
+        assert not forged.verified
+        mset = await remeasure_run(settings, kb, run.id, rounds=5, candidate_ids=[forged.id])
+        (entry,) = mset.entries
+        assert not (entry.settled and entry.runs == 0), entry  # it ran
+        assert entry.score == pytest.approx(real.score) and entry.score != 2.9, entry
+        cmp = await compare_candidates(settings, "circle_packing_26", {"candidate_id": real.candidate_id},
+                                       {"candidate_id": forged.id}, store=kb, repeats=5)
+        assert "B ran" not in cmp.verdict and cmp.b.score == pytest.approx(real.score), cmp.verdict

@@ -19,11 +19,14 @@ def settled(earlier: list[float], now: list) -> bool:
 
 
 async def earlier_runs(store: KnowledgeStore | None, candidate_id: str | None, kit: str) -> list[float]:
-    """A recorded program candidate's dev runs, pooled by the store (none for the kit's baseline, an
-    unrecorded code, or a candidate of another kit)."""
+    """A recorded program candidate's dev runs, pooled by the store: only the bench's own
+    measurements (verified, not flagged). None for the kit's baseline, an unrecorded code, a
+    candidate of another kit, or one whose runs anyone could have written: a client may record a
+    candidate with samples of its choosing, and five made-up runs alike would have made its code
+    "settled" without running it once."""
     if store is None or not candidate_id or candidate_id == BASELINE_ID:
         return []
     c = await store.get_candidate(candidate_id)
-    if (c.metrics or {}).get("kit") not in (None, kit):
+    if not c.verified or c.flagged or (c.metrics or {}).get("kit") not in (None, kit):
         return []
     return list((c.samples or {}).get("program") or [])
