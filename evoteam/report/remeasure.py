@@ -45,7 +45,9 @@ from evoteam.servers.knowledge.models import ArtifactCreate, Candidate, Candidat
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.listing import all_artifacts, all_candidates
 from evoteam.servers.knowledge.errors import Forbidden, TooLarge
-from evoteam.servers.knowledge.comparisons import dev_comparisons, keep_comparisons, paired_verdict, record_of
+from evoteam.servers.knowledge.comparisons import (dev_comparisons, keep_comparisons, paired_sides, paired_verdict,
+                                                   record_of)
+from evoteam.servers.knowledge.standing import Paired
 from evoteam.servers.knowledge.verified import MEASUREMENT_SET, ranks
 
 KIND = MEASUREMENT_SET
@@ -79,8 +81,10 @@ class Remeasured(BaseModel):
     pooled_runs: int | None = Field(default=None, description="set where the candidate's pooled runs are too "
                                     "few for a 95% interval: how many")
     n_measurements: int | None = None
-    settled: bool = Field(default=False, description="a program whose runs, with its earlier ones, are 5+ all "
-                          "alike (exact): it ran no more (runs: how many it made here; 0: exact before)")
+    # Absent for a kernel kit's entries (a model asked what `settled: false` meant on each; mp31).
+    settled: bool | None = Field(default=None, description="program kits: true where its runs, with its earlier "
+                                 "ones, are 5+ all alike (exact): it ran no more (runs: how many it made here; 0: "
+                                 "exact before)")
     rank_before: int | None = None
     rank_after: int | None = None
     # What the order compares (the store's rank_score, before and after): the pessimistic end of the
@@ -250,15 +254,18 @@ def _leaders(direction: str, keyed: dict, measured: set[str]) -> list[CandidateS
     return sorted(found, key=lambda c: c.score if direction == "maximize" else -c.score, reverse=True)
 
 
-def _bests(keyed: dict, per_group: int | None = None) -> list[CandidateSummary]:
+def _bests(keyed: dict, per_group: int | None = None, paired: Paired | None = None) -> list[CandidateSummary]:
     """The best ranked candidates of each group (``per_group``; default: one, a run of one group
     its best few), groups by version (no version last); after the best, only those that could be
-    it (_may_lead)."""
+    it (_may_lead), and none whose kept paired rounds with it find it worse (``paired``: a default
+    batch re-timed a candidate a compare had found significantly slower than its version's best;
+    model-play mp31, 2026-12-04)."""
     per_group = per_group or (SINGLE_GROUP_FINALISTS if len(keyed) == 1 else 1)
     out = []
     for k in sorted(keyed, key=lambda v: (v is None, v or 0)):
         ranked = [c for _, c in sorted(keyed[k], key=lambda kc: kc[0], reverse=True)]
-        out += ranked[:1] + [c for c in ranked[1:per_group] if _may_lead(c, ranked[0])]
+        out += ranked[:1] + [c for c in ranked[1:per_group] if _may_lead(c, ranked[0])
+                             and not (paired and paired(ranked[0].id, c.id) == "worse")]
     return out
 
 
@@ -285,11 +292,12 @@ async def default_sides(store: KnowledgeStore, run_id: str) -> list[CandidateSum
     from too few runs that read beyond their version's measured best (LEAD_SIDES). One read of the
     run's candidates for both."""
     direction, keyed = await _ranked_groups(store, run_id)
+    paired = paired_sides(await dev_comparisons(store, run_id, (await store.get_run(run_id)).kit), direction)
     # Each version's best few while they fit: a version's best picked by one busy evaluation was
     # its slower candidate, and its gain, "worse, significant", spoke of that one (model-play 2026-12-04).
     room = MAX_CANDIDATES - LEAD_SIDES
     per_group = max(1, min(SINGLE_GROUP_FINALISTS, room // max(1, len(keyed))))
-    tops = _bests(keyed, per_group)[-room:]
+    tops = _bests(keyed, per_group, paired)[-room:]
     return [*tops, *_leaders(direction, keyed, {c.id for c in tops})[:LEAD_SIDES]]
 
 

@@ -360,6 +360,16 @@ def test_load_that_began_during_the_evaluation_marks_it(tmp_path, quiet_machine,
     for runnable in ([1, 1, 1, 1], [0, 0, 5, 0]):
         c = machine.Contention(tmp_path, "cpu", "k").finish([50_000] * 4, runnable)
         assert c["contended"] is False, (runnable, c["reasons"])
+    # Workers pinned to one of the 2 CPUs leave the other to the harness: one other process shares a
+    # CPU with either (the same code read 9.09x, then 13.4x, both unmarked; mp31, 2026-12-04).
+    pinned = machine.Contention(tmp_path, "cpu", "k").finish([50_000] * 4, [1, 1, 0, 1], pinned=1)
+    assert pinned["contended"] is True, pinned
+    assert "1 other process runnable on 2 cores (1 pinned for timing)" in pinned["reasons"], pinned["reasons"]
+    assert machine.Contention(tmp_path, "cpu", "k").finish([50_000] * 4, [0, 0, 5, 0], pinned=1)["contended"] is False
+    monkeypatch.setattr(machine.os, "cpu_count", lambda: 16)  # a larger machine has CPUs to spare
+    for runnable, contended in (([1, 1, 1, 1], False), ([14, 14, 14, 14], False), ([15, 15, 16, 15], True)):
+        c = machine.Contention(tmp_path, "cpu", "k").finish([50_000] * 4, runnable, pinned=1)
+        assert c["contended"] is contended, (runnable, c["reasons"])
 
 
 def test_runnable_others_reads_this_machine():

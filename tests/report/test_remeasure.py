@@ -242,3 +242,22 @@ async def test_a_default_batch_leaves_out_what_could_not_be_its_versions_best(tm
         # Measured on a busy machine, 2.5 widened 3x could be the best: kept; the copy still not.
         sides, ids = await sides_of(kb, (("best", 4.5, {}), ("copy", 1.0, {}), ("busy", 2.5, busy)))
         assert sides == [ids["best"], ids["busy"]], (sides, ids)
+        # A near one whose kept paired rounds with the best find it slower is left out too (a default
+        # batch re-timed a candidate a compare had found significantly slower; mp31, 2026-12-04).
+        from datetime import UTC, datetime
+
+        from evoteam.servers.knowledge.comparisons import keep_comparison, record_of
+
+        sides, ids = await sides_of(kb, (("best", 4.5, {}), ("near", 4.4, {}), ("close", 4.45, {})))
+        assert sides == [ids["best"], ids["close"], ids["near"]], (sides, ids)
+        run_id = (await kb.get_candidate(ids["best"])).run_id
+        slower = record_of(ids["best"], ids["near"], kit="k", split="dev", kind="kernel",
+                           samples={"w": [0.9 + rng.uniform(-0.01, 0.01) for _ in range(10)]}, ranges=None,
+                           contended=False, measured_at=datetime.now(UTC))
+        tied = record_of(ids["best"], ids["close"], kit="k", split="dev", kind="kernel",
+                         samples={"w": [1.0 + rng.uniform(-0.05, 0.05) for _ in range(10)]}, ranges=None,
+                         contended=False, measured_at=datetime.now(UTC))
+        verifier = kb.with_actor(Actor(user="u", client="t", verifier=True))
+        for record in (slower, tied):
+            assert not await keep_comparison(verifier, run_id, record)
+        assert [c.id for c in await default_sides(kb, run_id)] == [ids["best"], ids["close"]]

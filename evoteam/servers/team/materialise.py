@@ -222,15 +222,26 @@ recorded, and what the next team should try.
 """
 
 
+# A bare reference: a tool's name with at most one argument, or, named with its server
+# (`knowledge.learnings`), with a few plain words ("of the run"); never with an id: that says
+# something the brief's own line does not.
 _TOOL_REF = re.compile(r"^`?(?:mcp__\w+?__|\w+[.:])?(\w+)`?(?:\s+\S+)?$")
+_SERVER_TOOL_REF = re.compile(r"^`?(?:mcp__\w+?__|\w+[.:])(\w+)`?(?:\s+[\w'-]+){0,5}\s*$")
+_ID = re.compile(r"\b(?:cand|lrn|run|art|srch|hist)_[0-9a-f]{6,}")
 
 
 def _not_repeating(extra: list[str], built: list[str]) -> list[str]:
     """A plan's reads or writes, less the bare tool references (`knowledge.learnings`,
-    `bench.describe_kit rmsnorm_cpu`) whose tool a line of the brief already names: a model-play
-    found a brief listing describe_kit three times and add_learning twice (2026-12-04)."""
+    `bench.describe_kit rmsnorm_cpu`, `knowledge.learnings of the run`) whose tool a line of the
+    brief already names: a model-play found a brief listing describe_kit three times and
+    add_learning twice, another the learnings read three times (mp31; 2026-12-04)."""
     named = {quoted.rsplit("__", 1)[-1] for line in built for quoted in re.findall(r"`([^`]+)`", line)}
-    return [e for e in extra if not ((m := _TOOL_REF.match(e.strip())) and m.group(1) in named)]
+
+    def repeats(line: str) -> bool:
+        m = _TOOL_REF.match(line) or _SERVER_TOOL_REF.match(line)
+        return bool(m and m.group(1) in named and not _ID.search(line))
+
+    return [e for e in extra if not repeats(e.strip())]
 
 
 def shared_place(role: RoleSpec) -> str:

@@ -140,7 +140,8 @@ async def run_kernel_batch(settings: Settings, kit: Kit, sides: list[SideSpec], 
             await progress(i + 1, total, f"{spec.name}: {first.status}"
                            + (f" {stats.sig3(first.speedup)}x" if first.speedup is not None else ""))
         floors = [n for r in rounds_by_wl.values() for n in r.round_nulls]
-        contended = contention.finish(floors, [n for r in rounds_by_wl.values() for n in r.runnable])
+        contended = contention.finish(floors, [n for r in rounds_by_wl.values() for n in r.runnable],
+                                      len(session.pinned) if session is not None else 0)
     finally:
         try:
             if session is not None:

@@ -190,9 +190,10 @@ class Contention:
             pass
         return min(recent)
 
-    def finish(self, round_floors_ns: list[int], runnable: list[int] | None = None) -> dict:
+    def finish(self, round_floors_ns: list[int], runnable: list[int] | None = None, pinned: int = 0) -> dict:
         """What the machine was doing, and whether that is more than the timing tolerates.
-        ``runnable``: other runnable processes, sampled once a round (runnable_others)."""
+        ``runnable``: other runnable processes, sampled once a round (runnable_others); ``pinned``:
+        the CPUs the timed workers were pinned to (0: not pinned)."""
         load = max(self.load_start, os.getloadavg()[0])
         cores = len(os.sched_getaffinity(0)) or 1
         out: dict = {"load_average": round(load, 2), "cores": cores}
@@ -218,8 +219,13 @@ class Contention:
         if load / cores > MAX_LOAD_PER_CORE:
             reasons.append(f"load average {load:.1f} on {cores} cores")
         machine_cores = os.cpu_count() or cores  # procs_running counts the whole machine
-        if others is not None and others >= machine_cores * MAX_LOAD_PER_CORE:
-            reasons.append(f"{others:g} other processes runnable on {machine_cores} cores")
+        # Pinned workers leave the others the remaining CPUs, the harness thread's among them: on
+        # 2 cores one other process shares a CPU with the worker or the harness, and the same code
+        # read 9.09x (8.15-10.2), then 13.4x (10.2-16.7), both unmarked (model-play mp31, 2026-12-04).
+        crowded = max(1, machine_cores - pinned) if pinned else machine_cores * MAX_LOAD_PER_CORE
+        if others is not None and others >= crowded:
+            reasons.append(f"{others:g} other process{'es' if others != 1 else ''} runnable on {machine_cores} cores"
+                           + (f" ({pinned} pinned for timing)" if pinned else ""))
         if steal is not None and steal > MAX_STEAL:
             reasons.append(f"{steal:.0%} of CPU time stolen")
         if ratio is not None and ratio > MAX_FLOOR_RATIO:
