@@ -167,7 +167,8 @@ async def test_a_program_side_that_fails_any_run_is_that_failure(monkeypatch):
                           passed=int(status == "PASSED"), total=1, workloads=[])
 
     monkeypatch.setattr(compare, "_run_program", run_program)
-    ea, eb, est, _ = await compare._program_contrast(None, None, {"A": "A", "B": "B"}, "dev", compare._noop, 3)
+    ea, eb, est, _, _ = await compare._program_contrast(None, None, {"A": "A", "B": "B"}, "dev", compare._noop, 3,
+                                                        {"A": [], "B": []})
     assert ea.status == "PASSED" and eb.status == "RUNTIME_ERROR" and est is None
     assert compare._verdict(ea, eb, est, "program") == "A passes, B does not"
 

@@ -172,6 +172,9 @@ async def test_compare_runs_a_recorded_program_until_its_runs_settle(tmp_path: P
         assert len(calls) == 2 and cmp.rounds == 1, calls  # one run a side, not five
         assert cmp.significant and cmp.verdict.startswith("B is better"), cmp.verdict
         assert cmp.interval[0] == cmp.interval[1] == cmp.b_speedup_over_a == pytest.approx(b.score - a.score)
+        # Its size is said beside "significant" (an exact 8.1e-07 read as a gain alone; mp32).
+        share = stats.sig3(100 * (b.score - a.score) / a.score)
+        assert f"significant ({share}% of A's score)" in cmp.verdict, cmp.verdict
         assert "A ran 1 time(s): with its earlier runs, 6 alike" in cmp.verdict, cmp.verdict
         assert cmp.a.score_interval == [a.score, a.score]
         assert f"kept in run {run.id}" in cmp.verdict
@@ -181,6 +184,42 @@ async def test_compare_runs_a_recorded_program_until_its_runs_settle(tmp_path: P
                                          {"code": UNSEEDED}, store=kb, progress=progress, repeats=5)
         assert sum(m.startswith("B:") for m in calls) == 5 and sum(m.startswith("A:") for m in calls) == 1, calls
         assert mixed.rounds == 5 and "B ran" not in mixed.verdict and "A ran 1 time(s)" in mixed.verdict
+        assert "pooled into" not in mixed.verdict  # B is no recorded candidate: nothing of either is recorded
+
+
+async def test_a_programs_compare_runs_pool_into_its_candidates(tmp_path: Path):
+    """A candidate compared three times ran 12 more times for a number known exactly, and one exact
+    over five compare runs ranked after a single unseeded run (mp32, 2026-12-04): a program's compare
+    runs of two recorded candidates of one run pool into them, as remeasure's do, so its runs and
+    rank count them and the next compare or remeasure of it runs it no more than once."""
+    from evoteam.servers.bench.evaluation.compare import compare_candidates
+
+    settings = Settings(db=tmp_path / "kb.db")
+    seeded = "import numpy as np\n\ndef run_packing():\n" + UNSEEDED.split("def run_packing():\n")[1].replace(
+        "int.from_bytes(os.urandom(4), \"little\") / 2**33", "0.25")
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await kb.start_run(RunCreate(goal="circles", kit="circle_packing_26", direction="maximize"))
+        a = await evaluate_candidate(settings, "circle_packing_26", code=seeded, store=kb, run_id=run.id, repeats=5)
+        b = await evaluate_candidate(settings, "circle_packing_26", code=seeded.replace("0.25", "0.3"), store=kb,
+                                     run_id=run.id)
+        assert (await kb.get_candidate(b.candidate_id)).runs == 1  # one run: ranks after every measured one
+        cmp = await compare_candidates(settings, "circle_packing_26", {"candidate_id": a.candidate_id},
+                                       {"candidate_id": b.candidate_id}, store=kb)
+        assert "A ran 1 time(s)" in cmp.verdict and "B ran 4 time(s)" in cmp.verdict, cmp.verdict
+        assert "runs pooled into the candidates (A's 1, B's 4)" in cmp.verdict, cmp.verdict
+        pooled = await kb.get_candidate(b.candidate_id)
+        assert pooled.samples["program"] == [b.score] * 5 and pooled.runs is None and pooled.n_measurements == 2
+        assert (await kb.get_run(run.id)).best_candidate_id == b.candidate_id  # exact now, it ranks first
+        calls = []
+
+        async def progress(done, total, message):
+            calls.append(message)
+
+        again = await compare_candidates(settings, "circle_packing_26", {"candidate_id": a.candidate_id},
+                                         {"candidate_id": b.candidate_id}, store=kb, progress=progress)
+        assert len(calls) == 2 and again.significant, (calls, again.verdict)
+        mset = await remeasure_run(settings, kb, run.id, rounds=5, candidate_ids=[b.candidate_id])
+        assert mset.entries[0].settled and mset.entries[0].runs == 0  # exact: not run again
 
 
 async def test_made_up_runs_never_settle_a_program(tmp_path: Path):

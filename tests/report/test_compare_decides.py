@@ -186,7 +186,11 @@ async def test_compare_of_two_bests_settles_a_real_program_kits_version_gain(tmp
         assert again.pooled is not None and again.pooled.batches == 2 and again.pooled.significant
         # Read as this call's B over A (the first batch turned round): -(B - A) of the first.
         assert again.pooled.b_speedup_over_a == pytest.approx(-cmp.b_speedup_over_a)
-        assert "pooled with the 1 earlier batch(es) of the two" in again.verdict and not again.significant
+        assert "pooled with the 1 earlier batch(es) of the two" in again.verdict
+        # The first compare's runs pooled into both candidates (5 alike each): this one ran each once and
+        # its own difference is exact too (before, 2 runs a side: "not established" beside the pool).
+        assert again.significant and again.rounds == 1, again.verdict
+        assert "A ran 1 time(s)" in again.verdict and "B ran 1 time(s)" in again.verdict, again.verdict
         assert "not established" not in again.verdict.split("; kept")[0].split("pooled with")[1]
 
 

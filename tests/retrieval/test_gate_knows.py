@@ -24,6 +24,12 @@ async def call(client: Client, tool: str, args: dict) -> dict:
     return result.structured_content
 
 
+def local_corpus_server(store, corpus_dir: Path):
+    """The retrieval server with a local corpus as its only backend."""
+    settings = Settings(db=Path("/nonexistent/unused.db"), corpus_dirs=[corpus_dir], search_backends=["local"])
+    return build_server(settings, store, predictor=AgentPredictor(), backends=BackendSet([LocalBackend([corpus_dir])]))
+
+
 def default_install(tmp_path: Path) -> Settings:
     """What a fresh machine has: no corpus configured, no Tavily key."""
     return Settings(db=tmp_path / "unused.db")
@@ -49,9 +55,7 @@ async def test_the_store_answers_before_the_web(store, run, corpus_dir):
     learning = await store.add_learning(LearningCreate(
         run_id=earlier.id, kind="technique",
         text="An online softmax (running max and sum in one pass over the row) avoids three passes: 1.8x."))
-    settings = Settings(db=Path("/nonexistent/unused.db"), corpus_dirs=[corpus_dir], search_backends=["local"])
-    server = build_server(settings, store, predictor=AgentPredictor(), backends=BackendSet([LocalBackend([corpus_dir])]))
-    async with Client(server) as client:
+    async with Client(local_corpus_server(store, corpus_dir)) as client:
         gate = await call(client, "gate", {"run_id": run.id, "open_questions": QUESTIONS})
         assert gate["decision"] == "look-up", gate
         assert [hit["id"] for hit in gate["knowledge"]] == [learning.id]
@@ -64,9 +68,7 @@ async def test_the_store_answers_before_the_web(store, run, corpus_dir):
 
 
 async def test_a_gate_search_score_cycle_names_only_real_arguments(store, run, corpus_dir):
-    settings = Settings(db=Path("/nonexistent/unused.db"), corpus_dirs=[corpus_dir], search_backends=["local"])
-    server = build_server(settings, store, predictor=AgentPredictor(), backends=BackendSet([LocalBackend([corpus_dir])]))
-    async with Client(server) as client:
+    async with Client(local_corpus_server(store, corpus_dir)) as client:
         schemas = {t.name: set(t.input_schema["properties"]) for t in (await client.list_tools()).tools}
         gate = await call(client, "gate", {"run_id": run.id, "decision": "retrieve", "open_questions": QUESTIONS})
         found = await call(client, "search", {"gate_id": gate["gate_id"], "rounds": 1})
@@ -84,3 +86,24 @@ async def test_a_gate_search_score_cycle_names_only_real_arguments(store, run, c
         # Credit goes through bench evaluate's documents_used; the text does not ask for it twice.
         assert "documents_used" in done["next_step"] and "no record_outcome needed" in done["next_step"]
         assert "documents_used" in gate["next_step"] and "no record_outcome needed" in gate["next_step"]
+
+
+async def test_the_tasks_own_words_do_not_make_a_note_an_answer(store, corpus_dir):
+    """Every note of a task speaks its vocabulary: a question about a method no one had tried was
+    "answered" by three of the run's own notes that shared only the goal's words ("step",
+    "overlap"), and the gate sent the model to them (model-play mp32, 2026-12-04)."""
+    run = await store.start_run(RunCreate(goal="Erdos minimum overlap: find a step function h on [0, 2] with integral "
+                                               "1 that makes the largest overlap as small as possible.",
+                                          direction="minimize"))
+    note = await store.add_learning(LearningCreate(
+        run_id=run.id, kind="observation",
+        text="A random local search on the step heights from the cosine shape lowers the overlap to 0.3840."))
+    async with Client(local_corpus_server(store, corpus_dir)) as client:
+        untried = await call(client, "gate", {"run_id": run.id, "open_questions": [
+            "which optimisation method (subgradient, linear programming) reaches a smaller overlap for the step "
+            "function?"]})
+        assert untried["decision"] == "retrieve" and not untried.get("knowledge"), untried
+        # A question the note does answer, in words beyond the goal's, still finds it.
+        tried = await call(client, "gate", {"run_id": run.id, "open_questions": [
+            "does a random local search on the heights from the cosine shape help?"]})
+        assert tried["decision"] == "look-up" and [h["id"] for h in tried["knowledge"]] == [note.id], tried

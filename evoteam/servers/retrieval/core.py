@@ -150,7 +150,8 @@ class RetrievalService:
         query_text = " ".join(state.open_questions) or run.goal
         ranked: list[DocumentRef] | None = None
         # The store before the web: what teams measured and concluded about these questions.
-        known = [hit for hit in await stored_answers(self.store, state.open_questions, limit=inp.limit + 1)
+        known = [hit for hit in await stored_answers(self.store, state.open_questions, limit=inp.limit + 1,
+                                                     goal=run.goal or "")
                  if hit.id != inp.parent_candidate_id][: inp.limit]  # the parent itself answers nothing new
         decided_by = "caller"
         if inp.decision == "auto":

@@ -6,7 +6,10 @@ A question the store answers is a look-up, not a web search: the gate consults t
 
 The store's full-text search falls back to any-word matching, so a hit alone says little; a
 hit answers a question when it shares at least two of the question's content words (or all of
-them, for a question with fewer). That is a deliberately plain rule: the gate's reason names
+them, for a question with fewer). Words of the run's goal are not content words here: every
+learning of a task speaks its vocabulary ("step", "overlap" on the Erdős kit), and a question
+about a method no one had tried was answered by three of the run's own notes that shared only
+those (model-play mp32, 2026-12-04). That is a deliberately plain rule: the gate's reason names
 the hits, and the agent reads them before deciding what to generate.
 """
 
@@ -30,24 +33,27 @@ def content_words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if len(w) >= 4 and w not in _PLAIN}
 
 
-def answers(question: str, hit: SearchHit) -> bool:
-    """Whether `hit` shares enough of the question's content words to bear on it."""
-    wanted = content_words(question)
+def answers(question: str, hit: SearchHit, task_words: frozenset[str] = frozenset()) -> bool:
+    """Whether `hit` shares enough of the question's content words (less ``task_words``, the run
+    goal's) to bear on it."""
+    wanted = content_words(question) - task_words
     if not wanted:
         return False
     shared = wanted & content_words(f"{hit.title} {hit.snippet}")
     return len(shared) >= min(2, len(wanted))
 
 
-async def stored_answers(store: KnowledgeStore, questions: list[str], limit: int = 5) -> list[SearchHit]:
+async def stored_answers(store: KnowledgeStore, questions: list[str], limit: int = 5,
+                         goal: str = "") -> list[SearchHit]:
     """Learnings and candidates (any run the caller can see) that bear on the questions, best
-    match first, each once."""
+    match first, each once; words of the run's ``goal`` do not count as shared."""
+    task_words = frozenset(content_words(goal))
     found: dict[str, SearchHit] = {}
     for question in questions:
-        if not content_words(question):
+        if not content_words(question) - task_words:
             continue
         page = await store.search(question, kinds=["learning", "candidate"], limit=limit)
         for hit in page.items:
-            if hit.id not in found and answers(question, hit):
+            if hit.id not in found and answers(question, hit, task_words):
                 found[hit.id] = hit
     return list(found.values())[:limit]

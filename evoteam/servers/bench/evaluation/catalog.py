@@ -80,7 +80,9 @@ def _describe(kit: Kit, detail: bool) -> KitDetail:
             out.reference = kit.definition.reference
             out.definition = kit.definition.model_dump(exclude={"reference"})
     else:
-        out.entry = "a program file; the kit's evaluator runs it"
+        # Said: a model's program imported a file beside it and failed (mp32, 2026-12-04).
+        out.entry = ("one self-contained program file (it runs alone in a folder of its own: files beside it are "
+                     "not importable); the kit's evaluator runs it")
         out.signature = f"score = metric {m.objective!r} from the kit's evaluator ({m.direction})"
         out.heldout_count = m.program_heldout.count if m.program_heldout else 0
     return out

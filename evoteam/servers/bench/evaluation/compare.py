@@ -8,7 +8,8 @@ interval; over the kit, the geometric mean of the workloads' medians with a boot
 (3 by default: a decision deserves a narrower interval than one evaluation's). Program kits: the
 two evaluators run alternately ``repeats`` times each (5 by default: fewer give no 95% interval),
 a recorded side only until its runs, with its earlier ones, are 5+ alike (settle.py); the contrast
-is B's median score minus A's.
+is B's median score minus A's. Two recorded candidates of one run compared on the dev split have
+their runs pooled into them, as remeasure's are (_pool_runs).
 
 When both sides are recorded candidates of one run, compared on the dev split, the paired rounds
 are kept in that run (knowledge/comparisons.py): a version gain between the two pools them with
@@ -32,7 +33,9 @@ from evoteam.servers.bench.evaluation.core import (
     _noop,
     _run_program,
     _workload_specs,
+    median_run,
     prepare_candidate,
+    record_evaluation,
     stored_code,
 )
 from evoteam.servers.bench.evaluation.settle import earlier_runs, settled
@@ -106,15 +109,18 @@ def _verdict(ea: Evaluation, eb: Evaluation, est: stats.Estimate | None, kind: s
     if kind == "kernel":
         return f"{'B' if est.value > 1 else 'A'} is faster: {text}, significant"
     better_b = stats.favours_b(est.value, "program", ea.direction)
-    return f"{'B' if better_b else 'A'} is better ({ea.direction}): {text}, significant"
+    # Its size beside the score: an exact 8.1e-07 read as "significant" alone (mp32, 2026-12-04).
+    size = f" ({stats.sig3(abs(100 * est.value / ea.score))}% of A's score)" if ea.score else ""
+    return f"{'B' if better_b else 'A'} is better ({ea.direction}): {text}, significant{size}"
 
 
 async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, split: Split = "dev",
                              store: KnowledgeStore | None = None, progress: Progress | None = None,
                              repeats: int | None = None) -> Comparison:
     """Compare two candidates (each ``{"candidate_path" | "code" | "candidate_id": ...}``; the
-    candidate id "baseline" is the kit's own) in one interleaved batch. Nothing is recorded of
-    either side; the verdict is kept in the run when both are its recorded candidates."""
+    candidate id "baseline" is the kit's own) in one interleaved batch. The verdict is kept in the
+    run when both are its recorded candidates (a program kit's runs pool into them too); a kernel
+    kit's rounds are recorded of neither side."""
     progress = progress or _noop
     the_kit = find_kit(settings, kit)
     ok, reason = the_kit.availability()
@@ -126,14 +132,14 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
     if not 1 <= repeats <= 20 or (not kernel and repeats < 2):
         raise DomainError(f"repeats must be between {1 if kernel else 2} and 20 (kernel kits: times the kit's rounds;"
                           " program kits: evaluator runs per side)")
-    cands = {}
+    cands, codes = {}, {}
     try:
         for label, spec in (("A", a), ("B", b)):
             code, path = spec.get("code"), spec.get("candidate_path")
             if spec.get("candidate_id") == BASELINE_ID:
                 code, path = None, _baseline_file(the_kit)
             elif spec.get("candidate_id"):
-                code = await stored_code(store, spec["candidate_id"])
+                code = codes[label] = await stored_code(store, spec["candidate_id"])
             cands[label] = prepare_candidate(the_kit, path, code, settings)
         if kernel:
             sides = [SideSpec(label, c.folder, c.file, c.function, c.dps) for label, c in cands.items()]
@@ -164,8 +170,9 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
         else:
             earlier = {label: await earlier_runs(store, spec.get("candidate_id"), the_kit.name) if split == "dev" else []
                        for label, spec in (("A", a), ("B", b))}
-            ea, eb, est, scores, made = await _program_contrast(settings, the_kit, cands, split, progress, repeats,
+            ea, eb, est, scores, runs = await _program_contrast(settings, the_kit, cands, split, progress, repeats,
                                                                 earlier)
+            made = {label: len(evals) for label, evals in runs.items()}
             rows, n_rounds, contended, kind, busy_because = [], max(made.values()), False, "program", ""
             # Kept with the earlier runs a settled side counted: the same number, so pooling them
             # again moves no estimate, and a kept batch of one run a side would decide nothing.
@@ -176,6 +183,8 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
     verdict = _verdict(ea, eb, est, kind)
     if kind == "program" and est is not None:
         verdict += _settled_clause(made, scores, repeats)
+        if split == "dev" and store is not None:
+            verdict += await _pool_runs(settings, store, the_kit, a, b, codes, runs)
     if contended:  # the sides' messages lose their contention clause (_brief): the verdict says it once
         # Load widens a paired interval, it does not make a difference appear (A/A with two busy
         # loops: 0 of 20 significant, docs/bench.md): only "no difference" is in doubt.
@@ -260,19 +269,45 @@ async def _program_contrast(settings, kit, cands, split, progress, repeats, earl
             runs[label].append(await _run_program(settings, kit, cands[label], split, _noop))
     scores = {label: [e.score for e in evals if e.status == "PASSED" and e.score is not None]
               for label, evals in runs.items()}
-    made = {label: len(evals) for label, evals in runs.items()}
     failed = {label: next((e for e in evals if e.status != "PASSED" or e.score is None), None)
               for label, evals in runs.items()}
     ea, eb = failed["A"] or runs["A"][-1], failed["B"] or runs["B"][-1]
     if ea.status != "PASSED" or eb.status != "PASSED" or not scores["A"] or not scores["B"]:
-        return ea, eb, None, scores, made
+        return ea, eb, None, scores, runs
+    # Each side as its runs' median (its message's figure too: a side's score read 0.383826 beside
+    # "overlap = 0.383873", its last run's; mp32, 2026-12-04), on copies: the runs may be recorded.
+    ea, eb = (median_run(kit, [e.model_copy(deep=True) for e in runs[label]])[0] for label in ("A", "B"))
     for label in scores:
         if len(runs[label]) < repeats:  # settled early: its earlier runs count, every one the same number
             scores[label] = list(earlier[label]) + scores[label]
     for e, label in ((ea, "A"), (eb, "B")):
         own = stats.score_estimate({"program": scores[label]}, "program")
         e.score, e.score_interval = own.value, [own.lo, own.hi]
-    return ea, eb, stats.contrast_estimate({"program": scores["A"]}, {"program": scores["B"]}, "program"), scores, made
+    return ea, eb, stats.contrast_estimate({"program": scores["A"]}, {"program": scores["B"]}, "program"), scores, runs
+
+
+async def _pool_runs(settings, store: KnowledgeStore, kit, a: dict, b: dict, codes: dict[str, str],
+                     runs: dict[str, list[Evaluation]]) -> str:
+    """A program's runs of two recorded candidates of one run, on the dev split, pooled into each
+    as remeasure's are: its runs and its rank count them, and the next compare of it stops as soon
+    as they settle. Kept out of them, a candidate compared three times ran 12 more times for a
+    number known exactly, and one exact over five compare runs ranked after a single unseeded run
+    (model-play mp32, 2026-12-04). A kernel's compare rounds are paired contrasts, and stay so."""
+    ids = {label: side.get("candidate_id") for label, side in (("A", a), ("B", b))}
+    if not all(ids.values()) or BASELINE_ID in ids.values():
+        return ""
+    first, second = [await store.get_candidate(i) for i in ids.values()]
+    run = await store.get_run(first.run_id)
+    if first.run_id != second.run_id or run.kit not in (None, kit.name):
+        return ""
+    pooled = []
+    for label, evals in runs.items():
+        if evals and all(e.status == "PASSED" and e.score is not None for e in evals):
+            measured = median_run(kit, [e.model_copy(deep=True) for e in evals])[0]
+            await record_evaluation(settings, store, kit, measured, codes[label], run_id=run.id, credit=False,
+                                    notes=f"{len(evals)} run(s) by bench.compare")
+            pooled.append(f"{label}'s {len(evals)}")
+    return f"; runs pooled into the candidates ({', '.join(pooled)}), as evaluations of them" if pooled else ""
 
 
 def _settled_clause(made: dict[str, int], scores: dict[str, list[float]], repeats: int) -> str:
