@@ -495,7 +495,8 @@ def describe_leads(leads: list | None) -> str:
     candidate_id, score and runs), said beside that best."""
     if not leads:
         return ""
-    named = ", ".join(f"{x.candidate_id} {sig3(x.score)} ({x.runs} run{'s' if x.runs != 1 else ''})" for x in leads)
+    named = ", ".join(x.candidate_id + (f" {sig3(x.score)}" if x.score is not None else "")
+                      + (f" ({x.runs} run{'s' if x.runs != 1 else ''})" if x.runs is not None else "") for x in leads)
     return (f"; {named} read better from too few runs and rank after it until measured "
             f"{EXACT_MIN_RUNS} times (bench.remeasure with candidate_ids)")
 

@@ -444,7 +444,7 @@ async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: l
     ``unkept`` with the reason."""
     from evoteam.servers.bench.evaluation.core import record_evaluation
 
-    earlier = await _earlier_runs(store, entries, kit.name) if split == "dev" and kit.manifest.kind == "program" else {}
+    earlier = await _earlier_runs(store, entries, kit) if split == "dev" and kit.manifest.kind == "program" else {}
     # Exact before (5+ runs alike): more runs give the same number, so none is made (mp29, 2026-12-04).
     exact = {cid for cid, runs in earlier.items() if stats.every_run_alike({"program": runs})}
     left = {cid: code for cid, code in codes.items() if cid not in exact}
@@ -496,7 +496,7 @@ async def _as_recorded(store: KnowledgeStore, e: Remeasured) -> None:
     e.rank_score_after, e.spread_unknown_after = c.rank_score, False
 
 
-async def _earlier_runs(store: KnowledgeStore, entries: list[Remeasured], kit: str) -> dict[str, list[float]]:
+async def _earlier_runs(store: KnowledgeStore, entries: list[Remeasured], kit) -> dict[str, list[float]]:
     """Each finalist's dev runs recorded before (a program's pooled runs), by candidate id."""
     return {e.candidate_id: await earlier_runs(store, e.candidate_id, kit) for e in entries if e.candidate_id != BASELINE}
 

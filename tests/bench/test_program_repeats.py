@@ -206,7 +206,8 @@ async def test_a_programs_compare_runs_pool_into_its_candidates(tmp_path: Path):
         cmp = await compare_candidates(settings, "circle_packing_26", {"candidate_id": a.candidate_id},
                                        {"candidate_id": b.candidate_id}, store=kb)
         assert "A ran 1 time(s)" in cmp.verdict and "B ran 4 time(s)" in cmp.verdict, cmp.verdict
-        assert "runs pooled into the candidates (A's 1, B's 4)" in cmp.verdict, cmp.verdict
+        assert f"runs pooled as evaluations (A's 1 into {a.candidate_id}, B's 4 into {b.candidate_id})" in cmp.verdict, \
+            cmp.verdict
         pooled = await kb.get_candidate(b.candidate_id)
         assert pooled.samples["program"] == [b.score] * 5 and pooled.runs is None and pooled.n_measurements == 2
         assert (await kb.get_run(run.id)).best_candidate_id == b.candidate_id  # exact now, it ranks first
@@ -220,6 +221,14 @@ async def test_a_programs_compare_runs_pool_into_its_candidates(tmp_path: Path):
         assert len(calls) == 2 and again.significant, (calls, again.verdict)
         mset = await remeasure_run(settings, kb, run.id, rounds=5, candidate_ids=[b.candidate_id])
         assert mset.entries[0].settled and mset.entries[0].runs == 0  # exact: not run again
+        # A finished run takes no more measurements: the verdict stands and says why nothing pooled.
+        await kb.update_run(run.id, status="finished", reason="done")
+        before = (await kb.get_candidate(a.candidate_id)).n_measurements
+        done = await compare_candidates(settings, "circle_packing_26", {"candidate_id": a.candidate_id},
+                                        {"candidate_id": b.candidate_id}, store=kb)
+        assert done.significant and f"runs not pooled into the candidates: run {run.id} is not an active run" \
+            in done.verdict, done.verdict
+        assert (await kb.get_candidate(a.candidate_id)).n_measurements == before
 
 
 async def test_made_up_runs_never_settle_a_program(tmp_path: Path):
@@ -246,3 +255,29 @@ async def test_made_up_runs_never_settle_a_program(tmp_path: Path):
         cmp = await compare_candidates(settings, "circle_packing_26", {"candidate_id": real.candidate_id},
                                        {"candidate_id": forged.id}, store=kb, repeats=5)
         assert "B ran" not in cmp.verdict and cmp.b.score == pytest.approx(real.score), cmp.verdict
+
+
+async def test_only_a_passing_dev_record_of_this_kits_content_settles(tmp_path: Path):
+    """Earlier runs count only from the bench's own passing dev record of the kit as it is now: a
+    code that failed a run keeps its passing runs (alike, they would hide the failure), a held-out
+    record's runs are other workloads', and an older kit content's evaluator may score otherwise."""
+    from evoteam.servers.bench.evaluation.settle import earlier_runs
+    from evoteam.servers.knowledge.models import CandidateCreate
+
+    settings = Settings(db=tmp_path / "kb.db")
+    kit = find_kit(settings, "circle_packing_26")
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await kb.start_run(RunCreate(goal="circles", kit="circle_packing_26", direction="maximize"))
+        bench = kb.with_actor(Actor(user="u", client="t", verifier=True))
+
+        async def recorded(n: int, **changes) -> str:
+            spec = dict(run_id=run.id, code=f"x = {n}\n", status="PASSED", score=2.5, samples={"program": [2.5] * 5},
+                        verified=True, metrics={"kit": kit.name, "kit_hash": kit.content_hash})
+            spec.update(changes)
+            return (await bench.record_candidate(CandidateCreate(**spec))).id
+
+        assert await earlier_runs(kb, await recorded(1), kit) == [2.5] * 5
+        for n, changes in enumerate(({"status": "RUNTIME_ERROR"}, {"split": "heldout"},
+                                     {"metrics": {"kit": kit.name, "kit_hash": "older"}},
+                                     {"metrics": {"kit": "erdos_min_overlap"}}), start=2):
+            assert await earlier_runs(kb, await recorded(n, **changes), kit) == [], changes

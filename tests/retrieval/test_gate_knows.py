@@ -107,3 +107,20 @@ async def test_the_tasks_own_words_do_not_make_a_note_an_answer(store, corpus_di
         tried = await call(client, "gate", {"run_id": run.id, "open_questions": [
             "does a random local search on the heights from the cosine shape help?"]})
         assert tried["decision"] == "look-up" and [h["id"] for h in tried["knowledge"]] == [note.id], tried
+
+
+def test_a_goal_that_names_the_method_still_finds_its_note():
+    """Where the goal itself names the method a question asks about, one other shared word beside
+    three of the goal's is enough (a review's case on the GDN kit); the goal's words alone are not."""
+    from evoteam.servers.knowledge.models import SearchHit
+    from evoteam.servers.retrieval.known import answers, content_words
+
+    goal = frozenset(content_words("Gated delta net prefill: a chunked WY transform replaces the token-by-token "
+                                   "recurrence; tune it"))
+    question = "does the chunked WY transform beat the token-by-token recurrence, and at which chunk size?"
+
+    def hit(text: str) -> SearchHit:
+        return SearchHit(kind="learning", id="lrn_1", run_id="run_1", title="technique", snippet=text, rank=-1.0)
+
+    assert answers(question, hit("Chunked WY transform, chunk 64: 2.3x over the token recurrence"), goal)
+    assert not answers(question, hit("the token recurrence with a chunked transform is slow"), goal)

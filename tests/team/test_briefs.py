@@ -137,11 +137,13 @@ async def test_a_plans_bare_tool_reference_is_not_listed_beside_the_briefs_own_l
     await kb.add_learning(LearningCreate(run_id=run.id, text="float32 is enough"))
     d["knowledge_plan"] = {"shared_reads": ["knowledge.learnings of the run", "bench.describe_kit for the signature",
                                             "knowledge.learnings (dead end lrn_0de5362dcc1b: no extra passes)",
-                                            "learnings from the last version about tiling"],
+                                            "learnings from the last version about tiling",
+                                            "knowledge.best_candidates split heldout", "knowledge.history his_0a1b2c3d4e5f"],
                            "shared_writes": ["knowledge.add_learning for wins and dead ends"]}
     d["roles"][0]["reads_first"] = ["knowledge.learnings of the run", "knowledge.get_candidate cand_c6818857bc27 include_code"]
     body = brief_of(await service_factory().design_team(TeamDesign(**d))).split("## The task", 1)[1]
     assert body.count("describe_kit") == 1 and body.count("add_learning") == 1, body
     assert "learnings of the run" not in body, body
-    for kept in ("dead end lrn_0de5362dcc1b", "learnings from the last version about tiling", "cand_c6818857bc27"):
+    for kept in ("dead end lrn_0de5362dcc1b", "learnings from the last version about tiling", "cand_c6818857bc27",
+                 "best_candidates split heldout", "his_0a1b2c3d4e5f"):  # an option or an id is news
         assert kept in body, (kept, body)

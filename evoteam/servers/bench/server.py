@@ -181,8 +181,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         a_candidate_id: Annotated[str | None, Field(description="a recorded candidate (cand_...) or baseline")] = None,
         b_path: str | None = None, b_code: str | None = None, b_candidate_id: str | None = None,
         split: Split = "dev",
-        repeats: Annotated[int | None, Field(ge=1, le=20, description="kernel: N× the rounds (3); program: runs "
-                                                                      "a side, 2+ (5)")] = None,
+        repeats: Annotated[int | None, Field(ge=1, le=20, description="kernel: N× the rounds (3); program: ≤N "
+                                                                      "runs a side, 2+ (5)")] = None,
     ) -> Comparison:
         """Is B better than A, or noise? One interleaved batch: b_speedup_over_a (program kits:
         B's score minus A's), its 95% interval, significant when it excludes no change, a verdict."""
@@ -200,8 +200,9 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                          **({"repeats": repeats} if repeats is not None else {}),  # else the kit kind's default there
                          **route.side_for_service(settings, a, "a"), **route.side_for_service(settings, b, "b")}
             return Comparison.model_validate(await route.call_service(settings, "compare", arguments, reporter(ctx)))
-        return await compare_candidates(settings, kit, a, b, split=split, store=kb(ctx=ctx), progress=reporter(ctx),
-                                        repeats=repeats)
+        store = kb(ctx=ctx)  # on the evaluation service its actor is the caller: runs pool only into theirs
+        return await compare_candidates(settings, kit, a, b, split=split, store=store, progress=reporter(ctx),
+                                        repeats=repeats, owner=store.actor.user if caller_store is not None else None)
 
     @server.tool()
     @tool_errors

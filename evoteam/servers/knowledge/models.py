@@ -82,13 +82,17 @@ class RunCreate(BaseModel):
 
 
 class Lead(BaseModel):
-    """A candidate whose score, from too few runs for a 95% interval, reads beyond a run's best:
-    it ranks after that best until measured 5 times. Its score and runs are said, so that a model
-    need not look each one up (listed as bare ids, each cost a get_candidate; mp29, 2026-12-04)."""
+    """A candidate whose score, from too few runs for a 95% interval, reads beyond a run's best
+    (bare ids cost a model a get_candidate each; mp29, 2026-12-04)."""
 
     candidate_id: str
-    score: float
-    runs: int
+    score: float | None = None  # None only as read from an older store or bundle (a bare id)
+    runs: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_bare_id(cls, value: Any) -> Any:  # a bundle or server from before leads had scores
+        return {"candidate_id": value} if isinstance(value, str) else value
 
 
 class Run(BaseModel):

@@ -6,10 +6,11 @@ A question the store answers is a look-up, not a web search: the gate consults t
 
 The store's full-text search falls back to any-word matching, so a hit alone says little; a
 hit answers a question when it shares at least two of the question's content words (or all of
-them, for a question with fewer). Words of the run's goal are not content words here: every
-learning of a task speaks its vocabulary ("step", "overlap" on the Erdős kit), and a question
-about a method no one had tried was answered by three of the run's own notes that shared only
-those (model-play mp32, 2026-12-04). That is a deliberately plain rule: the gate's reason names
+them, for a question with fewer). Words of the run's goal count for less: every learning of a
+task speaks its vocabulary ("step", "overlap" on the Erdős kit), and a question about a method no
+one had tried was answered by three of the run's own notes that shared only those (model-play
+mp32, 2026-12-04); a hit needs two of the question's other words, or one beside three of the
+goal's (``answers``). That is a deliberately plain rule: the gate's reason names
 the hits, and the agent reads them before deciding what to generate.
 """
 
@@ -34,13 +35,17 @@ def content_words(text: str) -> set[str]:
 
 
 def answers(question: str, hit: SearchHit, task_words: frozenset[str] = frozenset()) -> bool:
-    """Whether `hit` shares enough of the question's content words (less ``task_words``, the run
-    goal's) to bear on it."""
-    wanted = content_words(question) - task_words
+    """Whether `hit` shares enough of the question's content words to bear on it: two of those
+    outside ``task_words`` (the run goal's; all of them where the question has fewer), or one
+    beside three of the goal's (a goal that names the method a question asks about: "chunked
+    WY transform ... token recurrence")."""
+    words = content_words(question)
+    wanted = words - task_words
     if not wanted:
         return False
-    shared = wanted & content_words(f"{hit.title} {hit.snippet}")
-    return len(shared) >= min(2, len(wanted))
+    have = content_words(f"{hit.title} {hit.snippet}")
+    novel, of_task = len(wanted & have), len(words & task_words & have)
+    return novel >= min(2, len(wanted)) or (novel >= 1 and of_task >= 3)
 
 
 async def stored_answers(store: KnowledgeStore, questions: list[str], limit: int = 5,

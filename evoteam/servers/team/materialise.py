@@ -222,12 +222,14 @@ recorded, and what the next team should try.
 """
 
 
-# A bare reference: a tool's name with at most one argument, or, named with its server
-# (`knowledge.learnings`), with a few plain words ("of the run"); never with an id: that says
-# something the brief's own line does not.
-_TOOL_REF = re.compile(r"^`?(?:mcp__\w+?__|\w+[.:])?(\w+)`?(?:\s+\S+)?$")
-_SERVER_TOOL_REF = re.compile(r"^`?(?:mcp__\w+?__|\w+[.:])(\w+)`?(?:\s+[\w'-]+){0,5}\s*$")
-_ID = re.compile(r"\b(?:cand|lrn|run|art|srch|hist)_[0-9a-f]{6,}")
+# A bare reference: a tool's name with at most one argument (no "="), or, named with its server
+# (`knowledge.learnings`), followed only by filler ("of the run"); never with an id or an option
+# ("split heldout", "kind dead_end", "repeats=5"): those say what the brief's own line does not.
+_TOOL_REF = re.compile(r"^`?(?:mcp__\w+?__|\w+[.:])?(\w+)`?(?:\s+[^\s=]+)?$")
+_SERVER_TOOL_REF = re.compile(r"^`?(?:mcp__\w+?__|\w+[.:])(\w+)`?((?:\s+[\w'-]+){0,6})\s*$")
+_FILLER = frozenset("""a an the this its our my of for to on in and from with all run runs kit task team
+signature wins dead ends findings notes what""".split())
+_ID = re.compile(r"\b[a-z]{2,6}_[0-9a-f]{8,}\b")
 
 
 def _not_repeating(extra: list[str], built: list[str]) -> list[str]:
@@ -238,8 +240,12 @@ def _not_repeating(extra: list[str], built: list[str]) -> list[str]:
     named = {quoted.rsplit("__", 1)[-1] for line in built for quoted in re.findall(r"`([^`]+)`", line)}
 
     def repeats(line: str) -> bool:
-        m = _TOOL_REF.match(line) or _SERVER_TOOL_REF.match(line)
-        return bool(m and m.group(1) in named and not _ID.search(line))
+        if _ID.search(line):
+            return False
+        if (m := _TOOL_REF.match(line)) or ((m := _SERVER_TOOL_REF.match(line))
+                                            and set(m.group(2).lower().split()) <= _FILLER):
+            return m.group(1) in named
+        return False
 
     return [e for e in extra if not repeats(e.strip())]
 

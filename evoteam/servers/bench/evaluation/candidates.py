@@ -91,14 +91,18 @@ UNVERIFIED_NOTE = ("recorded as unverified: the shared knowledge server's token 
                    "--verifier`)")
 
 
-async def record_measured(store: KnowledgeStore, record: CandidateCreate) -> tuple[Candidate, str | None]:
+async def record_measured(store: KnowledgeStore, record: CandidateCreate,
+                          claim: bool = True) -> tuple[Candidate, str | None]:
     """Record a result the bench measured, as verified. In process the bench holds the verifier
     capability; over a shared server the token decides (`evoteam token add --verifier`), and a
-    plain token's result is kept as an unverified claim, with a note saying so."""
+    plain token's result is kept as an unverified claim, with a note saying so (``claim``; else
+    the refusal, Forbidden, is raised)."""
     bench = store.with_actor(store.actor.model_copy(update={"verifier": True}))
     try:
         return await bench.record_candidate(record.model_copy(update={"verified": True})), None
     except Forbidden:
+        if not claim:
+            raise
         return await store.record_candidate(record.model_copy(update={"verified": False})), UNVERIFIED_NOTE
 
 

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from evoteam import stats
 from evoteam.config import Settings
 from evoteam.errors import DomainError
+from evoteam.servers.bench.evaluation.binding import BindingError, check_binding
 from evoteam.servers.bench.confinement import scratch
 from evoteam.servers.bench.measurement import timing
 from evoteam.servers.bench.measurement.batch import MS_CLAUSE, ms_disagree, run_kernel_batch
@@ -47,6 +48,7 @@ from evoteam.servers.bench.measurement.method import TIMING_METHOD
 from evoteam.servers.bench.measurement.session import SideSpec
 from evoteam.servers.knowledge.comparisons import (PairedVerdict, dev_comparisons, keep_comparison, paired_verdict,
                                                    record_of)
+from evoteam.servers.knowledge.errors import Forbidden
 from evoteam.servers.knowledge.store import KnowledgeStore
 
 MESSAGE_LIMIT = 300
@@ -116,7 +118,7 @@ def _verdict(ea: Evaluation, eb: Evaluation, est: stats.Estimate | None, kind: s
 
 async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, split: Split = "dev",
                              store: KnowledgeStore | None = None, progress: Progress | None = None,
-                             repeats: int | None = None) -> Comparison:
+                             repeats: int | None = None, owner: str | None = None) -> Comparison:
     """Compare two candidates (each ``{"candidate_path" | "code" | "candidate_id": ...}``; the
     candidate id "baseline" is the kit's own) in one interleaved batch. The verdict is kept in the
     run when both are its recorded candidates (a program kit's runs pool into them too); a kernel
@@ -168,8 +170,10 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
             busy_because = "; ".join(found.contention.get("reasons") or [])
             kind = "kernel"
         else:
-            earlier = {label: await earlier_runs(store, spec.get("candidate_id"), the_kit.name) if split == "dev" else []
+            earlier = {label: await earlier_runs(store, spec.get("candidate_id"), the_kit) if split == "dev" else []
                        for label, spec in (("A", a), ("B", b))}
+            # Where the runs will pool, decided before any is made: a refusal after them lost the batch.
+            pool_in, not_pooled = await _pool_target(store, the_kit, a, b, owner) if split == "dev" else (None, "")
             ea, eb, est, scores, runs = await _program_contrast(settings, the_kit, cands, split, progress, repeats,
                                                                 earlier)
             made = {label: len(evals) for label, evals in runs.items()}
@@ -183,8 +187,10 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
     verdict = _verdict(ea, eb, est, kind)
     if kind == "program" and est is not None:
         verdict += _settled_clause(made, scores, repeats)
-        if split == "dev" and store is not None:
-            verdict += await _pool_runs(settings, store, the_kit, a, b, codes, runs)
+        if pool_in is not None:
+            verdict += await _pool_runs(settings, store, the_kit, pool_in, codes, runs)
+        elif not_pooled:
+            verdict += f"; runs not pooled into the candidates: {not_pooled}"
     if contended:  # the sides' messages lose their contention clause (_brief): the verdict says it once
         # Load widens a paired interval, it does not make a difference appear (A/A with two busy
         # loops: 0 of 20 significant, docs/bench.md): only "no difference" is in doubt.
@@ -286,28 +292,47 @@ async def _program_contrast(settings, kit, cands, split, progress, repeats, earl
     return ea, eb, stats.contrast_estimate({"program": scores["A"]}, {"program": scores["B"]}, "program"), scores, runs
 
 
-async def _pool_runs(settings, store: KnowledgeStore, kit, a: dict, b: dict, codes: dict[str, str],
-                     runs: dict[str, list[Evaluation]]) -> str:
-    """A program's runs of two recorded candidates of one run, on the dev split, pooled into each
-    as remeasure's are: its runs and its rank count them, and the next compare of it stops as soon
-    as they settle. Kept out of them, a candidate compared three times ran 12 more times for a
-    number known exactly, and one exact over five compare runs ranked after a single unseeded run
-    (model-play mp32, 2026-12-04). A kernel's compare rounds are paired contrasts, and stay so."""
-    ids = {label: side.get("candidate_id") for label, side in (("A", a), ("B", b))}
-    if not all(ids.values()) or BASELINE_ID in ids.values():
-        return ""
-    first, second = [await store.get_candidate(i) for i in ids.values()]
+async def _pool_target(store: KnowledgeStore | None, kit, a: dict, b: dict,
+                       owner: str | None) -> tuple[str | None, str]:
+    """The run a program's compare runs pool into (both sides recorded candidates of it, an active
+    run of this kit and content, and ``owner``'s where given, on the evaluation service: evaluate's
+    rule for a re-measurement, core.run_of), or None with why not where a reason is worth saying."""
+    ids = [side.get("candidate_id") for side in (a, b)]
+    if store is None or not all(ids) or BASELINE_ID in ids:
+        return None, ""
+    first, second = [await store.get_candidate(i) for i in ids]
+    if first.run_id != second.run_id:
+        return None, ""
     run = await store.get_run(first.run_id)
-    if first.run_id != second.run_id or run.kit not in (None, kit.name):
-        return ""
+    if run.status != "active" or run.kit not in (None, kit.name) or owner not in (None, run.provenance.user):
+        return None, f"run {run.id} is not an active run{' of yours' if owner else ''} of this kit"
+    try:
+        await check_binding(store, kit, run.id, None)
+    except BindingError as exc:
+        return None, exc.reason
+    return run.id, ""
+
+
+async def _pool_runs(settings, store: KnowledgeStore, kit, run_id: str, codes: dict[str, str],
+                     runs: dict[str, list[Evaluation]]) -> str:
+    """A program's runs of two recorded candidates of one run (_pool_target), on the dev split,
+    pooled into each as remeasure's are: its runs and its rank count them, and the next compare of
+    it stops as soon as they settle. Kept out of them, a candidate compared three times ran 12
+    more times for a number known exactly, and one exact over five compare runs ranked after a
+    single unseeded run (model-play mp32, 2026-12-04). Only as the bench's verified measurements:
+    a plain token's would add unverified copies. A kernel's compare rounds are paired contrasts,
+    and stay so."""
     pooled = []
     for label, evals in runs.items():
         if evals and all(e.status == "PASSED" and e.score is not None for e in evals):
             measured = median_run(kit, [e.model_copy(deep=True) for e in evals])[0]
-            await record_evaluation(settings, store, kit, measured, codes[label], run_id=run.id, credit=False,
-                                    notes=f"{len(evals)} run(s) by bench.compare")
-            pooled.append(f"{label}'s {len(evals)}")
-    return f"; runs pooled into the candidates ({', '.join(pooled)}), as evaluations of them" if pooled else ""
+            try:
+                await record_evaluation(settings, store, kit, measured, codes[label], run_id=run_id, credit=False,
+                                        notes=f"{len(evals)} run(s) by bench.compare", claim=False)
+            except (Forbidden, DomainError) as exc:  # the batch's verdict stands; only the pooling is refused
+                return f"; runs not pooled into the candidates: {exc}"
+            pooled.append(f"{label}'s {len(evals)} into {measured.candidate_id}")
+    return f"; runs pooled as evaluations ({', '.join(pooled)})" if pooled else ""
 
 
 def _settled_clause(made: dict[str, int], scores: dict[str, list[float]], repeats: int) -> str:

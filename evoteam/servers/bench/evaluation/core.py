@@ -451,9 +451,11 @@ async def stored_code(store: KnowledgeStore | None, candidate_id: str) -> str:
 async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit, result: Evaluation, code: str, *,
                             run_id: str | None = None, parent_id: str | None = None,
                             documents_used: list[str] | None = None, notes: str = "",
-                            credit: bool = True, owner: str | None = None) -> None:
+                            credit: bool = True, owner: str | None = None, claim: bool = True) -> None:
     """Record one evaluation as a verified measurement of its code in a run (pooled by the store
-    with earlier measurements of the same code), and copy the pooled candidate's figures back."""
+    with earlier measurements of the same code), and copy the pooled candidate's figures back.
+    ``claim``: where the store refuses a verified record, keep it as an unverified claim (else
+    the refusal is raised)."""
     _finish(settings, kit, result)
     rid, started = await _resolve_run(store, kit, run_id, owner, timing_method(result))
     record = CandidateCreate(
@@ -466,7 +468,7 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
         # Always a measurement ({} when it failed), so a failure of known code pools into it too.
         code_hash=result.code_hash or code_hash(code), samples=result.samples or {},
         sample_ranges={k: r for k, r in result.sample_ranges.items() if k in (result.samples or {})} or None)
-    saved, note = await record_measured(store, record)
+    saved, note = await record_measured(store, record, claim)
     result.unverified = True if not saved.verified else None
     for line in (note, started):
         if line:

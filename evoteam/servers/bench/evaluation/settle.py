@@ -18,15 +18,19 @@ def settled(earlier: list[float], now: list) -> bool:
         stats.every_run_alike({"program": list(earlier) + scores})
 
 
-async def earlier_runs(store: KnowledgeStore | None, candidate_id: str | None, kit: str) -> list[float]:
+async def earlier_runs(store: KnowledgeStore | None, candidate_id: str | None, kit) -> list[float]:
     """A recorded program candidate's dev runs, pooled by the store: only the bench's own
-    measurements (verified, not flagged). None for the kit's baseline, an unrecorded code, a
-    candidate of another kit, or one whose runs anyone could have written: a client may record a
-    candidate with samples of its choosing, and five made-up runs alike would have made its code
-    "settled" without running it once."""
+    measurements (verified, not flagged) of this kit as it is now (its content hash), of a
+    candidate that passes. None for the kit's baseline, an unrecorded code, a held-out record, a
+    candidate of another kit or of the kit's older content, one that failed a run (its passing
+    runs alike would hide the failure), or one whose runs anyone could have written: a client
+    may record a candidate with samples of its choosing, and five made-up runs alike would have
+    made its code "settled" without running it once."""
     if store is None or not candidate_id or candidate_id == BASELINE_ID:
         return []
     c = await store.get_candidate(candidate_id)
-    if not c.verified or c.flagged or (c.metrics or {}).get("kit") not in (None, kit):
+    metrics = c.metrics or {}
+    if not c.verified or c.flagged or c.status != "PASSED" or c.split != "dev" \
+            or metrics.get("kit") != kit.name or metrics.get("kit_hash") not in (None, kit.content_hash):
         return []
     return list((c.samples or {}).get("program") or [])
