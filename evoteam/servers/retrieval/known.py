@@ -51,7 +51,7 @@ def answers(question: str, hit: SearchHit, task_words: frozenset[str] = frozense
 async def stored_answers(store: KnowledgeStore, questions: list[str], limit: int = 5,
                          goal: str = "") -> list[SearchHit]:
     """Learnings and candidates (any run the caller can see) that bear on the questions, best
-    match first, each once; words of the run's ``goal`` do not count as shared."""
+    match first, each once; words of the run's ``goal`` count for less (answers)."""
     task_words = frozenset(content_words(goal))
     found: dict[str, SearchHit] = {}
     for question in questions:

@@ -330,7 +330,8 @@ async def _pool_runs(settings, store: KnowledgeStore, kit, run_id: str, codes: d
                 await record_evaluation(settings, store, kit, measured, codes[label], run_id=run_id, credit=False,
                                         notes=f"{len(evals)} run(s) by bench.compare", claim=False)
             except (Forbidden, DomainError) as exc:  # the batch's verdict stands; only the pooling is refused
-                return f"; runs not pooled into the candidates: {exc}"
+                said = f" ({', '.join(pooled)} pooled)" if pooled else ""
+                return f"; runs not pooled into the candidates{said}: {exc}"
             pooled.append(f"{label}'s {len(evals)} into {measured.candidate_id}")
     return f"; runs pooled as evaluations ({', '.join(pooled)})" if pooled else ""
 
