@@ -211,6 +211,13 @@ async def test_a_programs_compare_runs_pool_into_its_candidates(tmp_path: Path):
         pooled = await kb.get_candidate(b.candidate_id)
         assert pooled.samples["program"] == [b.score] * 5 and pooled.runs is None and pooled.n_measurements == 2
         assert (await kb.get_run(run.id)).best_candidate_id == b.candidate_id  # exact now, it ranks first
+        # Against the kit's baseline, the candidate side pools too (counted "5 alike", then run again; mp33).
+        c = await evaluate_candidate(settings, "circle_packing_26", code=seeded.replace("0.25", "0.35"), store=kb,
+                                     run_id=run.id)
+        vs_base = await compare_candidates(settings, "circle_packing_26", {"candidate_id": "baseline"},
+                                           {"candidate_id": c.candidate_id}, store=kb)
+        assert f"B's 4 into {c.candidate_id}" in vs_base.verdict, vs_base.verdict
+        assert (await kb.get_run(run.id)).best_candidate_id == c.candidate_id  # 5 alike: it ranks, and leads
         calls = []
 
         async def progress(done, total, message):
@@ -226,7 +233,7 @@ async def test_a_programs_compare_runs_pool_into_its_candidates(tmp_path: Path):
         before = (await kb.get_candidate(a.candidate_id)).n_measurements
         done = await compare_candidates(settings, "circle_packing_26", {"candidate_id": a.candidate_id},
                                         {"candidate_id": b.candidate_id}, store=kb)
-        assert done.significant and f"runs not pooled into the candidates: run {run.id} is not an active run" \
+        assert done.significant and f"runs not pooled into the candidates: A's run {run.id} is not an active run" \
             in done.verdict, done.verdict
         assert (await kb.get_candidate(a.candidate_id)).n_measurements == before
 

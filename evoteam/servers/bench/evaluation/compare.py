@@ -8,8 +8,8 @@ interval; over the kit, the geometric mean of the workloads' medians with a boot
 (3 by default: a decision deserves a narrower interval than one evaluation's). Program kits: the
 two evaluators run alternately ``repeats`` times each (5 by default: fewer give no 95% interval),
 a recorded side only until its runs, with its earlier ones, are 5+ alike (settle.py); the contrast
-is B's median score minus A's. Two recorded candidates of one run compared on the dev split have
-their runs pooled into them, as remeasure's are (_pool_runs).
+is B's median score minus A's. On the dev split a side given as a recorded candidate has its runs
+pooled into it, as remeasure's are (_pool_runs).
 
 When both sides are recorded candidates of one run, compared on the dev split, the paired rounds
 are kept in that run (knowledge/comparisons.py): a version gain between the two pools them with
@@ -173,7 +173,7 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
             earlier = {label: await earlier_runs(store, spec.get("candidate_id"), the_kit) if split == "dev" else []
                        for label, spec in (("A", a), ("B", b))}
             # Where the runs will pool, decided before any is made: a refusal after them lost the batch.
-            pool_in, not_pooled = await _pool_target(store, the_kit, a, b, owner) if split == "dev" else (None, "")
+            pool_in, not_pooled = await _pool_targets(store, the_kit, a, b, owner) if split == "dev" else ({}, "")
             ea, eb, est, scores, runs = await _program_contrast(settings, the_kit, cands, split, progress, repeats,
                                                                 earlier)
             made = {label: len(evals) for label, evals in runs.items()}
@@ -187,9 +187,9 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
     verdict = _verdict(ea, eb, est, kind)
     if kind == "program" and est is not None:
         verdict += _settled_clause(made, scores, repeats)
-        if pool_in is not None:
+        if pool_in:
             verdict += await _pool_runs(settings, store, the_kit, pool_in, codes, runs)
-        elif not_pooled:
+        if not_pooled:
             verdict += f"; runs not pooled into the candidates: {not_pooled}"
     if contended:  # the sides' messages lose their contention clause (_brief): the verdict says it once
         # Load widens a paired interval, it does not make a difference appear (A/A with two busy
@@ -231,8 +231,8 @@ async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, kind: 
     refused = await keep_comparison(store, run.id, record)
     if refused:
         return f"; not kept in run {run.id}: {refused}", None
-    kept = (f"; kept in run {run.id}: the trajectory's and the version gains' verdicts between these two pool the "
-            "paired rounds of every compare (and re-measurement) of them, not either one's score")
+    # Short: it ended each of a model's eight compares (190 characters each; mp33, 2026-12-04).
+    kept = f"; kept in run {run.id}: its verdicts between these two pool every compare and re-measurement of them"
     # The pool is what decides; a model that compared again saw only the newest batch (model-play 2026-12-04).
     found = paired_verdict(await dev_comparisons(store, run.id, kit.name), first.id, second.id)
     if found is None or found.batches < 2:
@@ -292,38 +292,42 @@ async def _program_contrast(settings, kit, cands, split, progress, repeats, earl
     return ea, eb, stats.contrast_estimate({"program": scores["A"]}, {"program": scores["B"]}, "program"), scores, runs
 
 
-async def _pool_target(store: KnowledgeStore | None, kit, a: dict, b: dict,
-                       owner: str | None) -> tuple[str | None, str]:
-    """The run a program's compare runs pool into (both sides recorded candidates of it, an active
-    run of this kit and content, and ``owner``'s where given, on the evaluation service: evaluate's
-    rule for a re-measurement, core.run_of), or None with why not where a reason is worth saying."""
-    ids = [side.get("candidate_id") for side in (a, b)]
-    if store is None or not all(ids) or BASELINE_ID in ids:
-        return None, ""
-    first, second = [await store.get_candidate(i) for i in ids]
-    if first.run_id != second.run_id:
-        return None, ""
-    run = await store.get_run(first.run_id)
-    if run.status != "active" or run.kit not in (None, kit.name) or owner not in (None, run.provenance.user):
-        return None, f"run {run.id} is not an active run{' of yours' if owner else ''} of this kit"
-    try:
-        await check_binding(store, kit, run.id, None)
-    except BindingError as exc:
-        return None, exc.reason
-    return run.id, ""
+async def _pool_targets(store: KnowledgeStore | None, kit, a: dict, b: dict,
+                        owner: str | None) -> tuple[dict[str, str], str]:
+    """Per side given as a recorded candidate, the run its program runs pool into: its own, where
+    that is an active run of this kit and content, and ``owner``'s where given (on the evaluation
+    service: evaluate's rule for a re-measurement, core.run_of); and why a side's will not, where
+    a reason is worth saying. A compare with the baseline pools its candidate's runs too (they
+    were counted as "5 alike" and then run again by the next compare; mp33, 2026-12-04)."""
+    targets, why = {}, []
+    for label, side in (("A", a), ("B", b)):
+        cid = side.get("candidate_id")
+        if store is None or not cid or cid == BASELINE_ID:
+            continue
+        run = await store.get_run((await store.get_candidate(cid)).run_id)
+        if run.status != "active" or run.kit not in (None, kit.name) or owner not in (None, run.provenance.user):
+            why.append(f"{label}'s run {run.id} is not an active run{' of yours' if owner else ''} of this kit")
+            continue
+        try:
+            await check_binding(store, kit, run.id, None)
+        except BindingError as exc:
+            why.append(f"{label}'s: {exc.reason}")
+            continue
+        targets[label] = run.id
+    return targets, "; ".join(why)
 
 
-async def _pool_runs(settings, store: KnowledgeStore, kit, run_id: str, codes: dict[str, str],
+async def _pool_runs(settings, store: KnowledgeStore, kit, targets: dict[str, str], codes: dict[str, str],
                      runs: dict[str, list[Evaluation]]) -> str:
-    """A program's runs of two recorded candidates of one run (_pool_target), on the dev split,
-    pooled into each as remeasure's are: its runs and its rank count them, and the next compare of
-    it stops as soon as they settle. Kept out of them, a candidate compared three times ran 12
-    more times for a number known exactly, and one exact over five compare runs ranked after a
-    single unseeded run (model-play mp32, 2026-12-04). Only as the bench's verified measurements:
-    a plain token's would add unverified copies. A kernel's compare rounds are paired contrasts,
-    and stay so."""
+    """A program's runs of a recorded candidate (_pool_targets), on the dev split, pooled into it
+    as remeasure's are: its runs and its rank count them, and the next compare of it stops as soon
+    as they settle. Kept out of them, a candidate compared three times ran 12 more times for a
+    number known exactly, and one exact over five compare runs ranked after a single unseeded run
+    (model-play mp32, 2026-12-04). Only as the bench's verified measurements: a plain token's would
+    add unverified copies. A kernel's compare rounds are paired contrasts, and stay so."""
     pooled = []
-    for label, evals in runs.items():
+    for label, run_id in targets.items():
+        evals = runs[label]
         if evals and all(e.status == "PASSED" and e.score is not None for e in evals):
             measured = median_run(kit, [e.model_copy(deep=True) for e in evals])[0]
             try:
