@@ -33,6 +33,9 @@ def run_packing():
     centers = np.array([[(i + 0.5) * cell, (j + 0.5) * cell] for j in range(rows) for i in range(cols)][:26])
     return centers, np.full(26, cell / 2 * scale)
 '''
+# The same grid with every radius at a quarter of the cell's half width: the same score every run.
+SEEDED = "import numpy as np\n\ndef run_packing():\n" + UNSEEDED.split("def run_packing():\n")[1].replace(
+    "int.from_bytes(os.urandom(4), \"little\") / 2**33", "0.25")
 
 
 async def test_repeats_report_the_median_run_and_one_run_says_its_spread_is_unknown(tmp_path: Path):
@@ -79,11 +82,9 @@ async def test_what_too_few_runs_mean_is_said_of_the_candidate_as_it_stands(tmp_
     times" followed a pooled "exact: every run alike" and read as unranked (model-play 2026-12-04).
     Under 5 runs pooled, the message says what they mean for its rank and how to settle it."""
     settings = Settings(db=tmp_path / "kb.db")
-    seeded = "import numpy as np\n\ndef run_packing():\n" + UNSEEDED.split("def run_packing():\n")[1].replace(
-        "int.from_bytes(os.urandom(4), \"little\") / 2**33", "0.25")
     async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
         run = await kb.start_run(RunCreate(goal="circles", kit="circle_packing_26", direction="maximize"))
-        first = await evaluate_candidate(settings, "circle_packing_26", code=seeded, store=kb, run_id=run.id)
+        first = await evaluate_candidate(settings, "circle_packing_26", code=SEEDED, store=kb, run_id=run.id)
         assert f"{first.candidate_id} is from 1 run" in first.message and "ranks after every candidate" in first.message
         assert "repeats 4" in first.message
         more = await evaluate_candidate(settings, "circle_packing_26", candidate_id=first.candidate_id, store=kb,
@@ -98,13 +99,11 @@ async def test_remeasure_runs_a_program_until_its_runs_settle(tmp_path: Path):
     all alike runs no more; one already exact is not run again (its check runs still cost a model
     20 s; mp29); one whose runs differ runs every round."""
     settings = Settings(db=tmp_path / "kb.db")
-    seeded = "import numpy as np\n\ndef run_packing():\n" + UNSEEDED.split("def run_packing():\n")[1].replace(
-        "int.from_bytes(os.urandom(4), \"little\") / 2**33", "0.25")
     async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
         run = await kb.start_run(RunCreate(goal="circles", kit="circle_packing_26", direction="maximize"))
-        exact = await evaluate_candidate(settings, "circle_packing_26", code=seeded, store=kb, run_id=run.id,
+        exact = await evaluate_candidate(settings, "circle_packing_26", code=SEEDED, store=kb, run_id=run.id,
                                          repeats=5)
-        once = await evaluate_candidate(settings, "circle_packing_26", code=seeded.replace("0.25", "0.3"), store=kb,
+        once = await evaluate_candidate(settings, "circle_packing_26", code=SEEDED.replace("0.25", "0.3"), store=kb,
                                         run_id=run.id)
         varying = await evaluate_candidate(settings, "circle_packing_26", code=UNSEEDED, store=kb, run_id=run.id)
         mset = await remeasure_run(settings, kb, run.id, rounds=8,
@@ -155,8 +154,6 @@ async def test_compare_runs_a_recorded_program_until_its_runs_settle(tmp_path: P
     from evoteam.servers.bench.evaluation.compare import compare_candidates
 
     settings = Settings(db=tmp_path / "kb.db")
-    seeded = "import numpy as np\n\ndef run_packing():\n" + UNSEEDED.split("def run_packing():\n")[1].replace(
-        "int.from_bytes(os.urandom(4), \"little\") / 2**33", "0.25")
     calls = []
 
     async def progress(done, total, message):
@@ -164,8 +161,8 @@ async def test_compare_runs_a_recorded_program_until_its_runs_settle(tmp_path: P
 
     async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
         run = await kb.start_run(RunCreate(goal="circles", kit="circle_packing_26", direction="maximize"))
-        a = await evaluate_candidate(settings, "circle_packing_26", code=seeded, store=kb, run_id=run.id, repeats=5)
-        b = await evaluate_candidate(settings, "circle_packing_26", code=seeded.replace("0.25", "0.3"), store=kb,
+        a = await evaluate_candidate(settings, "circle_packing_26", code=SEEDED, store=kb, run_id=run.id, repeats=5)
+        b = await evaluate_candidate(settings, "circle_packing_26", code=SEEDED.replace("0.25", "0.3"), store=kb,
                                      run_id=run.id, repeats=5)
         cmp = await compare_candidates(settings, "circle_packing_26", {"candidate_id": a.candidate_id},
                                        {"candidate_id": b.candidate_id}, store=kb, progress=progress)
@@ -195,12 +192,10 @@ async def test_a_programs_compare_runs_pool_into_its_candidates(tmp_path: Path):
     from evoteam.servers.bench.evaluation.compare import compare_candidates
 
     settings = Settings(db=tmp_path / "kb.db")
-    seeded = "import numpy as np\n\ndef run_packing():\n" + UNSEEDED.split("def run_packing():\n")[1].replace(
-        "int.from_bytes(os.urandom(4), \"little\") / 2**33", "0.25")
     async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
         run = await kb.start_run(RunCreate(goal="circles", kit="circle_packing_26", direction="maximize"))
-        a = await evaluate_candidate(settings, "circle_packing_26", code=seeded, store=kb, run_id=run.id, repeats=5)
-        b = await evaluate_candidate(settings, "circle_packing_26", code=seeded.replace("0.25", "0.3"), store=kb,
+        a = await evaluate_candidate(settings, "circle_packing_26", code=SEEDED, store=kb, run_id=run.id, repeats=5)
+        b = await evaluate_candidate(settings, "circle_packing_26", code=SEEDED.replace("0.25", "0.3"), store=kb,
                                      run_id=run.id)
         assert (await kb.get_candidate(b.candidate_id)).runs == 1  # one run: ranks after every measured one
         cmp = await compare_candidates(settings, "circle_packing_26", {"candidate_id": a.candidate_id},
@@ -212,7 +207,7 @@ async def test_a_programs_compare_runs_pool_into_its_candidates(tmp_path: Path):
         assert pooled.samples["program"] == [b.score] * 5 and pooled.runs is None and pooled.n_measurements == 2
         assert (await kb.get_run(run.id)).best_candidate_id == b.candidate_id  # exact now, it ranks first
         # Against the kit's baseline, the candidate side pools too (counted "5 alike", then run again; mp33).
-        c = await evaluate_candidate(settings, "circle_packing_26", code=seeded.replace("0.25", "0.35"), store=kb,
+        c = await evaluate_candidate(settings, "circle_packing_26", code=SEEDED.replace("0.25", "0.35"), store=kb,
                                      run_id=run.id)
         vs_base = await compare_candidates(settings, "circle_packing_26", {"candidate_id": "baseline"},
                                            {"candidate_id": c.candidate_id}, store=kb)
@@ -246,13 +241,11 @@ async def test_made_up_runs_never_settle_a_program(tmp_path: Path):
     from evoteam.servers.knowledge.models import CandidateCreate
 
     settings = Settings(db=tmp_path / "kb.db")
-    seeded = "import numpy as np\n\ndef run_packing():\n" + UNSEEDED.split("def run_packing():\n")[1].replace(
-        "int.from_bytes(os.urandom(4), \"little\") / 2**33", "0.25")
     async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
         run = await kb.start_run(RunCreate(goal="circles", kit="circle_packing_26", direction="maximize"))
-        real = await evaluate_candidate(settings, "circle_packing_26", code=seeded, store=kb, run_id=run.id)
+        real = await evaluate_candidate(settings, "circle_packing_26", code=SEEDED, store=kb, run_id=run.id)
         forged = await kb.record_candidate(CandidateCreate(
-            run_id=run.id, code=seeded + "# mine\n", status="PASSED", score=2.9, samples={"program": [2.9] * 5},
+            run_id=run.id, code=SEEDED + "# mine\n", status="PASSED", score=2.9, samples={"program": [2.9] * 5},
             metrics={"kit": "circle_packing_26"}))
         assert not forged.verified
         mset = await remeasure_run(settings, kb, run.id, rounds=5, candidate_ids=[forged.id])
