@@ -150,12 +150,22 @@ def _moved_kits(env):
     return "The moved copy."
 
 
+def _installed_package(env):
+    """A numerical package appears (describe_kit lists what a candidate can import; mp35)."""
+    folder = Path(env["HOME"]) / "site" / "numba"
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text("")
+    env["PYTHONPATH"] = str(folder.parent)
+    return "packages: numpy, numba"  # scipy is not among the install's packages
+
+
 def _removed_kit(env):
     shutil.rmtree(Path(env["EVOTEAM_KITS"]) / "my_rmsnorm")
     return None
 
 
-@pytest.mark.parametrize("change", [_new_kit, _edited_goal, _edited_workloads, _threads, _moved_kits, _removed_kit],
+@pytest.mark.parametrize("change", [_new_kit, _edited_goal, _edited_workloads, _threads, _moved_kits, _removed_kit,
+                                    _installed_package],
                          ids=lambda f: f.__name__.strip("_"))
 def test_a_change_the_listing_depends_on_sends_the_next_call_to_the_kits(env, change):
     _cli(env, "bench", "list")

@@ -22,3 +22,23 @@ async def test_a_parent_of_another_project_is_refused_before_measuring(bench_set
             await core.evaluate_candidate(bench_settings, "rmsnorm_cpu", code="def broken(:\n", store=store,
                                           run_id=mine.id, parent_id=parent.id)
         assert (await store.list_candidates(mine.id)).total == 0
+
+
+async def test_a_copy_of_a_parent_in_another_run_is_said_to_be_a_candidate_of_its_own(fast_kit, fast_settings):
+    """Identical code pools within a run only: a second engineer's copy of a colleague's best, its
+    parent, became a new candidate without a word (model-play mp34, 2026-12-05)."""
+    from tests.bench.conftest import RMSNORM
+
+    async with LocalKnowledgeStore.open(fast_settings.db, Actor(user="tester")) as store:
+        theirs = await store.start_run(RunCreate(goal="theirs", kit=fast_kit.name))
+        mine = await store.start_run(RunCreate(goal="mine", kit=fast_kit.name))
+        first = await core.evaluate_candidate(fast_settings, str(fast_kit), code=RMSNORM, store=store, run_id=theirs.id)
+        copy = await core.evaluate_candidate(fast_settings, str(fast_kit), code=RMSNORM + "\n# my copy\n", store=store,
+                                             run_id=mine.id, parent_id=first.candidate_id)
+        other = await core.evaluate_candidate(fast_settings, str(fast_kit), code=RMSNORM.replace("x * x", "x ** 2"),
+                                              store=store, run_id=mine.id, parent_id=first.candidate_id)
+    assert first.status == copy.status == other.status == "PASSED", (first.message, copy.message, other.message)
+    assert copy.candidate_id != first.candidate_id and copy.n_measurements == 1
+    said = f"the same code as its parent {first.candidate_id} (run {theirs.id}): measurements pool within a run only"
+    assert said in copy.message, copy.message
+    assert "the same code as its parent" not in other.message, other.message

@@ -458,3 +458,16 @@ def test_a_re_measurement_leads_with_what_the_pooled_candidate_is():
     runs = {"program": [2.0, 2.05, 2.1, 1.95, 2.14, 2.05, 2.0]}
     assert pooled_lead(saved(samples=runs), "m", False, "program").startswith(
         "same code as cand_1, now measured 2 times (7 runs): it scores 2.05 (1.95–2.14) pooled")
+    # Exact once pooled: this measurement's own "too few to know its spread" is not said beside it (mp35).
+    exact = pooled_lead(saved(samples={"program": [2.5] * 5}, score=2.5, score_interval=[2.5, 2.5]),
+                        "median of 4 runs 2.5 (4 runs alike: too few to know its spread)", False, "program")
+    assert "it scores 2.5 (exact: every run alike) pooled" in exact, exact
+    assert exact.endswith("this measurement: median of 4 runs 2.5 (alike)") and "too few" not in exact, exact
+    # Not exact yet: it is said.
+    few = pooled_lead(saved(samples={"program": [2.5] * 3}, score=2.5, score_interval=[2.5, 2.5]),
+                      "median of 2 runs 2.5 (2 runs alike: too few to know its spread)", False, "program")
+    assert few.endswith("(2 runs alike: too few to know its spread)"), few
+    # The runs it lacks come from a compare by id too (a model ran repeats first, then a compare that did it; mp35).
+    from evoteam.servers.bench.evaluation.candidates import few_runs_note
+
+    assert "bench.compare by id runs it too, and its runs pool" in few_runs_note(1, "cand_1")

@@ -510,7 +510,9 @@ async def test_prior_work_ranks_other_kit_content_after_the_newest(tmp_path):
         now = await store.record_candidate(CandidateCreate(run_id=new.id, code="y", status="PASSED", score=3.0,
                                                            verified=True, workloads=wl, metrics={"kit_hash": "B"}))
         work = await gather_prior_work(store, "k")
-    assert [(c.id, c.other_kit_content) for c in work.best] == [(now.id, False), (high.id, True)]
+    assert [(c.id, c.other_kit_content) for c in work.best] == [(now.id, None), (high.id, True)]
+    # One timing method (both unrecorded, method 1): said of none, as it tells nothing apart (mp34).
+    assert [c.timing_method for c in work.best] == [None, None]
     text = render_prior(work)
     assert text.index(now.id) < text.index(high.id)
     assert "on other kit content than the newest run: not comparable" in text.split(high.id, 2)[2].splitlines()[0]

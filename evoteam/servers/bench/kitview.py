@@ -100,6 +100,8 @@ def print_detail(d, detail: bool) -> None:
         console.print(f"[bold]timing method:[/bold] {escape(d.timing_method)}")
     if d.solutions:
         console.print(f"[bold]solutions:[/bold] {escape(', '.join(d.solutions))}")
+    if d.packages:
+        console.print(f"[bold]packages:[/bold] {escape(d.packages)}")
     if d.worker_env:  # the same for the baseline's worker and the candidate's
         console.print(f"[bold]worker env:[/bold] {escape(' '.join(f'{k}={v}' for k, v in d.worker_env.items()))}")
     if d.tolerance:

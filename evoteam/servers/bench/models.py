@@ -304,6 +304,8 @@ class KitDetail(BaseModel):
     timing_method: str | None = Field(default=None, description="how candidates are timed: warm-ups, rounds, "
                                       "repetitions, fresh inputs, caches, what is inside the clock and what is "
                                       "subtracted")
+    packages: str | None = Field(default=None, description="the numerical packages a candidate can import "
+                                 "beside the standard library, and those of them not installed")
     worker_env: dict[str, str] = Field(default_factory=dict, description="the allocator and thread variables "
                                        "every worker of an evaluation gets, baseline and candidate alike")
     reference: str | None = Field(default=None, description="the reference implementation (detail=true)")

@@ -71,8 +71,9 @@ class PriorCandidate(BaseModel):
     timing_method: int | None = Field(default=None, description="how its kernel kit timed it "
                                       "(metrics.timing_method; 1 when none was recorded); scores timed "
                                       "differently are not comparable, so the newest method's rank first")
-    other_kit_content: bool = Field(default=False, description="measured on other kit content (workloads, "
-                                    "evaluator) than the newest run's: not comparable, so it ranks after")
+    other_kit_content: bool | None = Field(default=None, description="true where measured on other kit content "
+                                           "(workloads, evaluator) than the newest run's: not comparable, so it "
+                                           "ranks after")
     runs: int | None = Field(default=None, description="set where the score is from too few runs for a 95% "
                              "interval: how many (it ranks after those with one)")
     exact_runs: int | None = Field(default=None, description="set where every run of this score is alike (an "
@@ -225,8 +226,8 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
         hashed = [c for c in best if c.kit_hash]
         newest = max(hashed, key=lambda c: started[c.run_id]).kit_hash if hashed else None
         for c in best:
-            c.other_kit_content = bool(newest and c.kit_hash and c.kit_hash != newest)
-        ranked = sorted(best, key=lambda c: (-(c.timing_method or 0), c.other_kit_content,
+            c.other_kit_content = True if newest and c.kit_hash and c.kit_hash != newest else None
+        ranked = sorted(best, key=lambda c: (-(c.timing_method or 0), bool(c.other_kit_content),
                                              tuple(-x for x in ranked_key(c))))
         # Identical code measured in several runs is one entry (its best-ranked), not a row per run
         # whose order is noise.
@@ -239,6 +240,11 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
                 seen.add(code)
             prior.best.append(c)
         prior.best = prior.best[:MAX_BEST]
+        # Said only where it tells entries apart: "timing_method: 3" on every entry was read as
+        # something to understand (model-play mp34, 2026-12-05).
+        if len({c.timing_method for c in prior.best}) == 1:
+            for c in prior.best:
+                c.timing_method = None
     learned.sort(key=lambda item: -item.confidence)  # stable: newest runs first among equals
     prior.learnings = [item for item in learned if item.kind != "dead_end"][:MAX_LEARNINGS]
     prior.dead_ends = [item for item in learned if item.kind == "dead_end"][:MAX_DEAD_ENDS]

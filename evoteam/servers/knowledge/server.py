@@ -186,8 +186,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                            confidence: float = 0.5, supersedes: str | None = None,
                            role: Role = None, team_version: Version = None,
                            idempotency_key: IdemKey = None) -> Learning:
-        """Record one empirical learning with its evidence (cand_... or art_... ids; not documents:
-        cite the candidate built from one) and a confidence 0-1. `supersedes`: a learning it corrects."""
+        """Record one empirical learning with its evidence (this run's cand_/art_ ids; other runs'
+        ids and documents go in the text) and a confidence 0-1. `supersedes`: a learning it corrects."""
         spec = LearningCreate(run_id=run_id, text=text, kind=kind, tags=tags or [], evidence=evidence or [],
                               confidence=confidence, supersedes=supersedes, idempotency_key=idempotency_key)
         return await kb(ctx, role, team_version).add_learning(spec)

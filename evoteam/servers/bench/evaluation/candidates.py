@@ -16,6 +16,8 @@ held-out secret, someone's keys) and publish it to the whole project. A candidat
 
 from __future__ import annotations
 
+import re
+
 import os
 import stat
 from pathlib import Path
@@ -117,6 +119,17 @@ async def check_parent(store: KnowledgeStore, parent_id: str, run_id: str | None
                               f"within one project")
 
 
+async def same_as_parent(store: KnowledgeStore, parent_id: str, saved) -> str:
+    """Said where a new candidate's code is its parent's, of another run: identical code pools only
+    within a run, and a second engineer's copy of a colleague's best became a new candidate
+    without a word (model-play mp34, 2026-12-05)."""
+    parent = await store.get_candidate(parent_id)
+    if parent.run_id == saved.run_id or not parent.code_hash or parent.code_hash != saved.code_hash:
+        return ""
+    return (f"; the same code as its parent {parent.id} (run {parent.run_id}): measurements pool within a run only, "
+            f"so this is a candidate of its own here")
+
+
 def pooled_lead(saved, message: str, noted: bool, kind: str) -> str:
     """This measurement's message behind what the pooled candidate now is: its score, or why it
     does not rank (a failure or a flag of any measurement of the code is the candidate's)."""
@@ -126,7 +139,11 @@ def pooled_lead(saved, message: str, noted: bool, kind: str) -> str:
         why = "flagged" if saved.flagged and saved.status == "PASSED" else f"a measurement {saved.status}"
         head += f"it does not rank ({why}: the candidate is every measurement of its code)"
     else:
-        head += f"it scores {_pooled_text(saved, '×' if kind == 'kernel' else '')} pooled (its rank and what to report)"
+        pooled = _pooled_text(saved, '×' if kind == 'kernel' else '')
+        head += f"it scores {pooled} pooled (its rank and what to report)"
+        if "(exact:" in pooled:  # "(4 runs alike: too few to know its spread)" of this measurement read as
+            # a doubt about the exact pooled score beside it (model-play mp35, 2026-12-05)
+            message = re.sub(r" \(\d+ runs alike: too few to know its spread\)", " (alike)", message)
     kept = (f"; your notes were not stored: {saved.id} keeps its first measurement's (say what this one tried "
             f"with knowledge.add_learning, citing {saved.id})") if noted else ""
     return f"{head}; this measurement: {message}{kept}"
@@ -155,5 +172,5 @@ def few_runs_note(runs: int, candidate_id: str | None, samples: dict | None = No
     # below x0 four more times, as the note seemed to ask of every candidate (mp28, 2026-12-04).
     return (f"; {candidate_id} is from {runs} run{'s' if runs != 1 else ''}: nothing is established as better or "
             f"worse than it, and it ranks after every candidate with a 95% interval, until its code has run {n} times "
-            f"(bench.evaluate with its candidate_id and repeats {more}, or bench.remeasure with candidate_ids; worth "
-            "it for one you will build on or report)")
+            f"(bench.evaluate with its candidate_id and repeats {more}, or bench.remeasure with candidate_ids; a "
+            "bench.compare by id runs it too, and its runs pool; worth it for one you will build on or report)")

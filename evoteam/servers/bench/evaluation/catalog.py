@@ -4,6 +4,8 @@ and how it is timed)."""
 
 from __future__ import annotations
 
+import importlib.util
+
 from evoteam.config import Settings
 from evoteam.errors import DomainError
 from evoteam.servers.bench.confinement.workerenv import tuning_env
@@ -49,6 +51,19 @@ def _signature(kit: Kit) -> str:
             f"outputs are passed as extra arguments after the inputs and must be written in place.")
 
 
+# Probed by name, never imported: a role assumed scipy and learnt it was missing only by running its
+# program (model-play mp35, 2026-12-05). The kit index probes them again on each call (remember()).
+NUMERICAL_PACKAGES = ("numpy", "scipy", "numba", "torch", "triton", "jax", "cupy", "pandas", "sklearn")
+
+
+def importable_packages() -> str:
+    """"numpy, torch; not installed: scipy, ...": what the bench's Python, which runs every candidate, has."""
+    have = [m for m in NUMERICAL_PACKAGES if importlib.util.find_spec(m) is not None]
+    missing = [m for m in NUMERICAL_PACKAGES if m not in have]
+    return ", ".join(have or ["none of the common numerical packages"]) + \
+        (f"; not installed: {', '.join(missing)}" if missing else "")
+
+
 def describe_kit(settings: Settings, name: str, detail: bool = False) -> KitDetail:
     return _describe(find_kit(settings, name), detail)
 
@@ -60,6 +75,7 @@ def _describe(kit: Kit, detail: bool) -> KitDetail:
     out = KitDetail(name=kit.name, kind=m.kind, device=m.device, framework=m.framework, goal=m.goal,
                     direction=m.direction, x0=m.x0, best_known=m.best_known, available=ok,
                     unavailable_reason=reason, starting_point=str(start) if start else None,
+                    packages=importable_packages(),
                     # What the harness will pass to every worker (threads apply to CPU kernel kits).
                     worker_env=tuning_env(m.threads if m.kind == "kernel" else None, m.device == "cuda",
                                           m.worker_env))
@@ -101,7 +117,7 @@ def remember(settings: Settings, values: dict, before: kitindex.Snapshot, listin
         kits = discover(settings)
         listing = listing or list_kits(settings, limit=100)
         details: dict[str, dict] = {}
-        modules = ["torch"]
+        modules = ["torch", *NUMERICAL_PACKAGES]
         for kit in kits.values():
             modules += kit.probed_modules()
         for item in listing.items:

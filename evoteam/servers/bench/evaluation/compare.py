@@ -191,18 +191,21 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
             verdict += await _pool_runs(settings, store, the_kit, pool_in, codes, runs)
         if not_pooled:
             verdict += f"; runs not pooled into the candidates: {not_pooled}"
+    kept, pooled = "", None
+    if est is not None and store is not None:
+        kept, pooled = await _keep(store, the_kit, a, b, split, kind, contended, samples, ranges)
     if contended:  # the sides' messages lose their contention clause (_brief): the verdict says it once
         # Load widens a paired interval, it does not make a difference appear (A/A with two busy
         # loops: 0 of 20 significant, docs/bench.md): only "no difference" is in doubt.
         busy = f"; measured on a busy machine (contended{': ' + busy_because if busy_because else ''})"
+        # The pooling hint only where this compare was kept: beside "not kept: ... different runs" it
+        # told a model to repeat a compare that could not pool (model-play mp34, 2026-12-05).
         verdict += (f"{busy}: the wider interval still excludes no difference"
                     if est is not None and stats.significant(est, kind) else
-                    f"{busy}: its wider interval can hide a small difference; "
-                    "compares of the same two of one run by id pool into a narrower one, quiet ones most")
-    pooled = None
-    if est is not None and store is not None:
-        kept, pooled = await _keep(store, the_kit, a, b, split, kind, contended, samples, ranges)
-        verdict += kept
+                    f"{busy}: its wider interval can hide a small difference"
+                    + ("; compares of the same two by id pool into a narrower one, quiet ones most"
+                       if "; kept in run" in kept else ""))
+    verdict += kept
     return Comparison(kit=the_kit.name, split=split, a=_brief(ea, a.get("candidate_id")),
                       b=_brief(eb, b.get("candidate_id")),
                       b_speedup_over_a=est.value if est else None, interval=[est.lo, est.hi] if est else None,

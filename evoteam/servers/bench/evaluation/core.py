@@ -23,7 +23,7 @@ from evoteam.servers.bench.formats import fib, openevolve, solutions
 from evoteam.servers.bench.measurement import harness, redact
 from evoteam.servers.bench.measurement.batch import STATUS_ORDER, run_kernel_batch
 from evoteam.servers.bench.evaluation.candidates import (check_candidate_path, few_runs_note, pooled_lead,
-                                                         record_measured, state_paths)
+                                                         record_measured, same_as_parent, state_paths)
 from evoteam.servers.bench.measurement.harness import WorkerFailure
 from evoteam.servers.bench.measurement.session import CANDIDATE, SideSpec, WorkloadSpec
 from evoteam.servers.bench.evaluation.binding import BindingError, check_binding, check_run, timing_method  # noqa: F401 - check_run: callers import it from here
@@ -483,6 +483,8 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
     if saved.n_measurements > 1:
         # Said first: a model read this measurement's score (the top-level `score`) as the candidate's.
         result.message = pooled_lead(saved, result.message or result.status, bool(notes), kit.manifest.kind)
+    elif parent_id is not None:
+        result.message += await same_as_parent(store, parent_id, saved)
     if saved.runs is not None and saved.status == "PASSED" and not saved.flagged and kit.manifest.kind == "program":
         result.message += few_runs_note(saved.runs, saved.id)
     if documents_used and credit and result.score is not None:
