@@ -168,7 +168,7 @@ def test_describe_kit_says_how_a_kit_is_timed_in_one_short_paragraph(fast_settin
     for needed in ("2 warm-up calls per side", "10 rounds of 2 repetitions", "fresh inputs", "caches are warm",
                    "destination passing style gets its outputs allocated outside the clock",
                    "less the call path", "order-statistic interval", "bootstrap interval",
-                   # What a model needs to read a cache-tiled or a destination-passing gain (mp34, 2026-12-05):
+                   # Where the inputs come from and what a destination-passing output saves (mp34, 2026-12-05):
                    "inputs are written from another CPU", "~1.1x apart if memory-bound"):
         assert needed in text, needed
     assert len(text) <= 900, len(text)
