@@ -38,14 +38,17 @@ async def test_a_busy_compare_suggests_pooling_only_where_it_is_kept(same_run, b
         second = first if same_run else await kb.start_run(RunCreate(goal="b", kit=fast_kit.name,
                                                                      direction="maximize"))
         ids = []
-        for run, code in ((first, RMSNORM), (second, RENAMED)):
-            e = await evaluate_candidate(fast_settings, str(fast_kit), code=code, store=kb, run_id=run.id)
+        for run, code, note in ((first, RMSNORM, "the plain one"), (second, RENAMED, "renamed " + "word " * 30)):
+            e = await evaluate_candidate(fast_settings, str(fast_kit), code=code, store=kb, run_id=run.id, notes=note)
             assert e.status == "PASSED", e.message
             ids.append(e.candidate_id)
         cmp = await compare_candidates(fast_settings, str(fast_kit), {"candidate_id": ids[0]},
                                        {"candidate_id": ids[1]}, store=kb, repeats=1)
     assert cmp.contended and "measured on a busy machine (contended: made busy by the test)" in cmp.verdict
     assert ids[0] != ids[1]
+    # Each recorded side says what it is, not only its id (a model swapped two learnings; mp34).
+    assert cmp.a.note == "the plain one"
+    assert cmp.b.note.startswith("renamed word word") and cmp.b.note.endswith(" …") and len(cmp.b.note) <= 82
     # The hint belongs to "no significant difference" (an A/A pair: nearly always), and to one run.
     assert ("pool into a narrower one" in cmp.verdict) is (same_run and not cmp.significant), cmp.verdict
     assert (f"kept in run {first.id}" in cmp.verdict) is same_run, cmp.verdict

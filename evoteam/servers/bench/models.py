@@ -411,6 +411,7 @@ class ComparedSide(BaseModel):
 
     candidate_id: str | None = Field(default=None, description="the recorded candidate (or \"baseline\") this "
                                      "side was given as; none for code or a file")
+    note: str | None = Field(default=None, description="the start of that candidate's recorded note")
     status: CandidateStatus
     score: float | None
     score_interval: list[float] | None = None

@@ -37,7 +37,7 @@ from evoteam.servers.bench.evaluation.core import (
     median_run,
     prepare_candidate,
     record_evaluation,
-    stored_code,
+    stored_candidate,
 )
 from evoteam.servers.bench.evaluation.settle import earlier_runs, settled
 from evoteam.servers.bench.formats.kits import find_kit
@@ -52,6 +52,7 @@ from evoteam.servers.knowledge.errors import Forbidden
 from evoteam.servers.knowledge.store import KnowledgeStore
 
 MESSAGE_LIMIT = 300
+NOTE_LIMIT = 80
 
 
 def _baseline_file(kit) -> str:
@@ -62,7 +63,7 @@ def _baseline_file(kit) -> str:
     return str(start)
 
 
-def _brief(e: Evaluation, candidate_id: str | None = None) -> ComparedSide:
+def _brief(e: Evaluation, candidate_id: str | None = None, note: str | None = None) -> ComparedSide:
     msg = e.message
     # The comparison's `contended` says it once; each side repeated the same long clause (and
     # lost its end to the limit).
@@ -75,8 +76,11 @@ def _brief(e: Evaluation, candidate_id: str | None = None) -> ComparedSide:
     if msg and len(msg) > MESSAGE_LIMIT:  # whole clauses only: a cut "paired ratios (..." read as garbled
         cut = msg.rfind("; ", 0, MESSAGE_LIMIT)
         msg = (msg[:cut] if cut > 0 else msg[:MESSAGE_LIMIT].rsplit(" ", 1)[0]) + "; …"
-    return ComparedSide(candidate_id=candidate_id, status=e.status, score=e.score, score_interval=e.score_interval,
-                        message=msg)
+    # Its note's start: with ids alone a model swapped two candidates' learnings (mp34, 2026-12-05).
+    note = " ".join((note or "").split())
+    note = (note[:NOTE_LIMIT].rsplit(" ", 1)[0] + " …" if len(note) > NOTE_LIMIT else note) or None
+    return ComparedSide(candidate_id=candidate_id, note=note, status=e.status, score=e.score,
+                        score_interval=e.score_interval, message=msg)
 
 
 def _ms_note(row: WorkloadComparison) -> str | None:
@@ -134,14 +138,16 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
     if not 1 <= repeats <= 20 or (not kernel and repeats < 2):
         raise DomainError(f"repeats must be between {1 if kernel else 2} and 20 (kernel kits: times the kit's rounds;"
                           " program kits: evaluator runs per side)")
-    cands, codes = {}, {}
+    cands, codes, notes = {}, {}, {}
     try:
         for label, spec in (("A", a), ("B", b)):
             code, path = spec.get("code"), spec.get("candidate_path")
             if spec.get("candidate_id") == BASELINE_ID:
                 code, path = None, _baseline_file(the_kit)
             elif spec.get("candidate_id"):
-                code = codes[label] = await stored_code(store, spec["candidate_id"])
+                stored = await stored_candidate(store, spec["candidate_id"])
+                code = codes[label] = stored.code
+                notes[label] = stored.notes
             cands[label] = prepare_candidate(the_kit, path, code, settings)
         if kernel:
             sides = [SideSpec(label, c.folder, c.file, c.function, c.dps) for label, c in cands.items()]
@@ -206,8 +212,8 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
                     + ("; compares of the same two by id pool into a narrower one, quiet ones most"
                        if "; kept in run" in kept else ""))
     verdict += kept
-    return Comparison(kit=the_kit.name, split=split, a=_brief(ea, a.get("candidate_id")),
-                      b=_brief(eb, b.get("candidate_id")),
+    return Comparison(kit=the_kit.name, split=split, a=_brief(ea, a.get("candidate_id"), notes.get("A")),
+                      b=_brief(eb, b.get("candidate_id"), notes.get("B")),
                       b_speedup_over_a=est.value if est else None, interval=[est.lo, est.hi] if est else None,
                       significant=bool(est and stats.significant(est, kind)), rounds=n_rounds, workloads=rows,
                       verdict=verdict, contended=contended, pooled=pooled)

@@ -440,12 +440,17 @@ async def run_of(store: KnowledgeStore | None, candidate_id: str | None, run_id:
 
 async def stored_code(store: KnowledgeStore | None, candidate_id: str) -> str:
     """A recorded candidate's code, to measure it again."""
+    return (await stored_candidate(store, candidate_id)).code
+
+
+async def stored_candidate(store: KnowledgeStore | None, candidate_id: str):
+    """A recorded candidate that has its code stored, to measure it again."""
     if store is None:
         raise DomainError("candidate ids need the knowledge store; pass code or a path instead")
     stored = await store.get_candidate(candidate_id)
     if not stored.code:
         raise DomainError(f"candidate {stored.id} has no code stored; pass its path instead")
-    return stored.code
+    return stored
 
 
 async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit, result: Evaluation, code: str, *,
