@@ -76,8 +76,8 @@ class Remeasured(BaseModel):
     heldout_interval: list[float] | None = None
     pooled_score: float | None = Field(default=None, description="the candidate's score from all its measurements")
     pooled_interval: list[float] | None = None
-    runs: int | None = Field(default=None, description="set where this batch's runs are too few for a 95% "
-                             "interval (a program kit's, under 5 rounds), or a program settled: how many")
+    runs: int | None = Field(default=None, description="program kits: the runs made here (`rounds`; fewer once "
+                             "exact, or with 5+ earlier runs, up to `rounds` with them)")
     pooled_runs: int | None = Field(default=None, description="set where the candidate's pooled runs are too "
                                     "few for a 95% interval: how many")
     n_measurements: int | None = None
@@ -459,9 +459,11 @@ async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: l
         if r.status != "PASSED":
             e.status = r.status
         if kit.manifest.kind == "program":
-            ran = len((r.samples or {}).get("program") or []) or rounds
-            e.settled = ran < rounds and split == "dev"  # the rest would give the same number (settle.settled)
-            e.runs = ran if ran < stats.EXACT_MIN_RUNS or e.settled else None
+            made = list((r.samples or {}).get("program") or [])
+            # Exact (5+ alike with the earlier runs): the rest would give the same number (settle.settled).
+            e.settled = split == "dev" and r.status == "PASSED" and \
+                stats.every_run_alike({"program": earlier.get(e.candidate_id, []) + made})
+            e.runs = len(made) or rounds  # said always: a model could not tell what a 104 s call had run (mp36)
         if split == "dev":
             e.score, e.score_interval = r.score, r.score_interval
         else:

@@ -97,7 +97,7 @@ async def test_remeasure_runs_a_program_until_its_runs_settle(tmp_path: Path):
     """Three re-measurements of programs already exact took 400 of a model's 485 s in calls and
     changed nothing (mp28, 2026-12-04): a program whose runs, with its earlier ones, are 5 or more
     all alike runs no more; one already exact is not run again (its check runs still cost a model
-    20 s; mp29); one whose runs differ runs every round."""
+    20 s; mp29); one whose runs differ runs every round, until it has an interval."""
     settings = Settings(db=tmp_path / "kb.db")
     async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
         run = await kb.start_run(RunCreate(goal="circles", kit="circle_packing_26", direction="maximize"))
@@ -111,7 +111,7 @@ async def test_remeasure_runs_a_program_until_its_runs_settle(tmp_path: Path):
         entries = {e.candidate_id: e for e in mset.entries}
         assert entries[exact.candidate_id].settled and entries[exact.candidate_id].runs == 0  # not run again
         assert entries[once.candidate_id].settled and entries[once.candidate_id].runs == 4
-        assert not entries[varying.candidate_id].settled and entries[varying.candidate_id].runs is None
+        assert not entries[varying.candidate_id].settled and entries[varying.candidate_id].runs == 8
         for cid, runs in ((exact.candidate_id, 5), (once.candidate_id, 5), (varying.candidate_id, 9)):
             pooled = await kb.get_candidate(cid)
             assert len(pooled.samples["program"]) == runs, (cid, pooled.samples)
@@ -120,6 +120,11 @@ async def test_remeasure_runs_a_program_until_its_runs_settle(tmp_path: Path):
             assert stats.every_run_alike((await kb.get_candidate(cid)).samples)
             assert entries[cid].pooled_interval[0] == entries[cid].pooled_interval[1] == entries[cid].pooled_score
         assert entries[varying.candidate_id].pooled_interval[0] < entries[varying.candidate_id].pooled_interval[1]
+        # With an interval already (9 runs), it runs only up to `rounds` with them: one more for 10, where it
+        # ran ten (a model's 104 s call that moved nothing; mp36, 2026-12-05).
+        again = await remeasure_run(settings, kb, run.id, rounds=10, candidate_ids=[varying.candidate_id])
+        assert again.entries[0].runs == 1 and not again.entries[0].settled
+        assert len((await kb.get_candidate(varying.candidate_id)).samples["program"]) == 10
 
 
 def test_the_command_says_what_a_settled_program_now_is(tmp_path: Path):

@@ -172,3 +172,16 @@ def test_describe_kit_says_how_a_kit_is_timed_in_one_short_paragraph(fast_settin
                    "inputs are written from another CPU", "~1.1x apart if memory-bound"):
         assert needed in text, needed
     assert len(text) <= 900, len(text)
+
+
+def test_describe_kit_says_what_a_candidate_may_import_and_how_long_a_program_may_run(fast_settings):
+    """A role assumed scipy (mp35) and a model kept its programs under 12 s for want of the limit
+    (mp36): describe_kit says the packages a candidate can import and a program kit's time per run."""
+    from evoteam.servers.bench.evaluation.catalog import NUMERICAL_PACKAGES, describe_kit
+
+    program = describe_kit(fast_settings, "circle_packing_26")
+    assert "files beside it are not importable" in program.entry and "up to 300 s a run" in program.entry
+    kernel = describe_kit(fast_settings, "rmsnorm_cpu")
+    for d in (program, kernel):
+        assert d.packages.startswith("numpy")  # the bench's own dependency
+        assert all(name in d.packages for name in NUMERICAL_PACKAGES)  # each either importable or "not installed"

@@ -97,8 +97,10 @@ def _describe(kit: Kit, detail: bool) -> KitDetail:
             out.definition = kit.definition.model_dump(exclude={"reference"})
     else:
         # Said: a model's program imported a file beside it and failed (mp32, 2026-12-04).
+        # Its time limit said: a model kept its programs under 12 s for want of it (mp36, 2026-12-05).
         out.entry = ("one self-contained program file (it runs alone in a folder of its own: files beside it are "
-                     "not importable); the kit's evaluator runs it")
+                     f"not importable); the kit's evaluator runs it, up to {m.timeouts.program_s:g} s a run, and "
+                     "every compare or remeasure runs it again")
         out.signature = f"score = metric {m.objective!r} from the kit's evaluator ({m.direction})"
         out.heldout_count = m.program_heldout.count if m.program_heldout else 0
     return out
