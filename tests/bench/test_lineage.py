@@ -42,3 +42,38 @@ async def test_a_copy_of_a_parent_in_another_run_is_said_to_be_a_candidate_of_it
     said = f"the same code as its parent {first.candidate_id} (run {theirs.id}): measurements pool within a run only"
     assert said in copy.message, copy.message
     assert "the same code as its parent" not in other.message, other.message
+
+
+def test_bench_run_records_a_parent_and_notes(tmp_path):
+    """A colleague's run seeded from the command line had candidates without notes, so prior_work's
+    best showed ids and scores only (mp36): `bench run --parent --notes` keeps both."""
+    import json
+
+    from click.testing import CliRunner
+
+    from evoteam.cli import main
+    from evoteam.config import SOURCE_ROOT
+
+    env = {"HOME": str(tmp_path), "EVOTEAM_DB": str(tmp_path / "kb.db")}
+    folder = SOURCE_ROOT / "task_kits" / "circle_packing_26"
+    first = CliRunner().invoke(main, ["bench", "run", "circle_packing_26", str(folder / "initial_program.py"),
+                                      "--json", "--notes", "the kit's starting point"], env=env)
+    assert first.exit_code == 0, first.output
+    parent = json.loads(first.output)["candidate_id"]
+    second = CliRunner().invoke(main, ["bench", "run", "circle_packing_26", str(folder / "examples" / "better.py"),
+                                       "--json", "--parent", parent, "--notes", "rows of circles"], env=env)
+    assert second.exit_code == 0, second.output
+    child = json.loads(second.output)["candidate_id"]
+
+    async def read():
+        async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="tester")) as store:
+            return await store.get_candidate(parent), await store.get_candidate(child)
+
+    import asyncio
+
+    got_parent, got_child = asyncio.run(read())
+    assert got_parent.notes == "the kit's starting point"
+    assert got_child.parent_id == parent and got_child.notes == "rows of circles"
+    refused = CliRunner().invoke(main, ["bench", "run", "circle_packing_26", str(folder / "initial_program.py"),
+                                        "--no-record", "--notes", "x"], env=env)
+    assert refused.exit_code == 2 and "drop --no-record" in refused.output

@@ -219,7 +219,7 @@ def print_evaluation(e: Evaluation, console: Console) -> None:
 
 
 async def _run(settings, kit: str, candidate: str, split: str, run_id: str | None, record: bool,
-               quiet: bool, repeats: int = 1) -> list[Evaluation]:
+               quiet: bool, repeats: int = 1, parent_id: str | None = None, notes: str = "") -> list[Evaluation]:
     splits = ["dev", "heldout"] if split == "all" else [split]
     if split == "all":
         the_kit = core.find_kit(settings, kit)
@@ -253,8 +253,8 @@ async def _run(settings, kit: str, candidate: str, split: str, run_id: str | Non
                     from evoteam.servers.bench.scheduling.route import evaluate_remote
 
                     results.append(await evaluate_remote(settings, kit, candidate_path=candidate, code=code,
-                                                         split=sp, run_id=run_id, parent_id=None,
-                                                         documents_used=[], notes="", role=None,
+                                                         split=sp, run_id=run_id, parent_id=parent_id,
+                                                         documents_used=[], notes=notes, role=None,
                                                          team_version=None, progress=progress))
                     continue
                 if settings.bench_backend != "local":  # the device pool or a Ray cluster (scheduling/)
@@ -262,11 +262,12 @@ async def _run(settings, kit: str, candidate: str, split: str, run_id: str | Non
 
                     results.append(await evaluate_scheduled(settings, kit, candidate_path=candidate, split=sp,
                                                             store=store, run_id=run_id, progress=progress,
-                                                            repeats=repeats))
+                                                            repeats=repeats, parent_id=parent_id, notes=notes))
                     continue
                 results.append(await core.evaluate_candidate(settings, kit, candidate_path=candidate, code=code,
                                                              split=sp, store=store, run_id=run_id,
-                                                             progress=progress, repeats=repeats))
+                                                             progress=progress, repeats=repeats,
+                                                             parent_id=parent_id, notes=notes))
 
     if record and not settings.bench_url:
         try:
@@ -340,6 +341,8 @@ def trust_cmd(ctx: click.Context, folder: str) -> None:
 @click.option("--run", "run_id", default=None, help="Record in this run (default: your newest active run of the kit that ranks and is timed its way, "
                    "else a new one).")
 @click.option("--no-record", is_flag=True, help="Do not record the candidate in the knowledge store.")
+@click.option("--parent", "parent_id", default=None, help="The recorded candidate it derives from (its lineage).")
+@click.option("--notes", default="", help="What it tries, kept with the candidate (listings and prior work show it).")
 @click.option("--trust-kit", is_flag=True, help="KIT is a folder outside the kit folders that you trust.")
 @click.option("--repeats", type=click.IntRange(1, 20), default=1, show_default=True,
               help="Kernel kits: that many times the kit's rounds; program kits: evaluator runs (score: the median).")
@@ -348,7 +351,8 @@ def trust_cmd(ctx: click.Context, folder: str) -> None:
 @click.option("--devices", default=None, help="The pool's devices, e.g. 0,1,2,3 (default: all visible).")
 @click.pass_context
 def run_cmd(ctx: click.Context, kit: str, candidate: str, split: str, as_json: bool, run_id: str | None,
-            no_record: bool, trust_kit: bool, repeats: int, backend: str | None, devices: str | None) -> None:
+            no_record: bool, parent_id: str | None, notes: str, trust_kit: bool, repeats: int, backend: str | None,
+            devices: str | None) -> None:
     """Evaluate CANDIDATE (a .py file, a FlashInfer-Bench solution .json, or the name of a solution in
     KIT's trace set) on KIT (a kit name, a kit folder, or a FlashInfer-Bench trace-set root)."""
     settings = _settings(ctx)
@@ -366,8 +370,10 @@ def run_cmd(ctx: click.Context, kit: str, candidate: str, split: str, as_json: b
     try:
         import asyncio  # here: the listings start no event loop
 
+        if no_record and (parent_id or notes):
+            raise click.UsageError("--parent and --notes are kept with a recorded candidate: drop --no-record")
         results = asyncio.run(_run(settings, kit, candidate, split, run_id, not no_record, quiet=as_json,
-                                   repeats=repeats))
+                                   repeats=repeats, parent_id=parent_id, notes=notes))
     except (DomainError, StoreError) as exc:  # a refused path or a failing store: one line
         raise cli_error(exc) from exc
     if as_json:

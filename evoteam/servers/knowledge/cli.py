@@ -28,7 +28,10 @@ def _local_store(path, **kwargs):
 
 @click.group()
 def kb() -> None:
-    """The knowledge store: runs, learnings, history, artifacts, candidates."""
+    """The knowledge store: runs, learnings, history, artifacts, candidates.
+
+    What you record is yours: on the embedded store under your login name (LOGNAME, USER), on a shared
+    server under your token's user."""
 
 
 @kb.command("runs")
