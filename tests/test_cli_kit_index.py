@@ -150,13 +150,15 @@ def _moved_kits(env):
     return "The moved copy."
 
 
-def _installed_package(env):
-    """A numerical package appears (describe_kit lists what a candidate can import; mp35)."""
+def _package_on_pythonpath(env):
+    """A numerical package appears where this process finds it: the kits are read again, and
+    describe_kit still calls it not installed, as a worker (`python -I`, no PYTHONPATH) cannot
+    import it (review 2026-12-05: it was listed as importable)."""
     folder = Path(env["HOME"]) / "site" / "numba"
     folder.mkdir(parents=True)
     (folder / "__init__.py").write_text("")
     env["PYTHONPATH"] = str(folder.parent)
-    return "packages: numpy, numba"  # scipy is not among the install's packages
+    return "packages: numpy; not installed: scipy, numba"
 
 
 def _removed_kit(env):
@@ -165,7 +167,7 @@ def _removed_kit(env):
 
 
 @pytest.mark.parametrize("change", [_new_kit, _edited_goal, _edited_workloads, _threads, _moved_kits, _removed_kit,
-                                    _installed_package],
+                                    _package_on_pythonpath],
                          ids=lambda f: f.__name__.strip("_"))
 def test_a_change_the_listing_depends_on_sends_the_next_call_to_the_kits(env, change):
     _cli(env, "bench", "list")

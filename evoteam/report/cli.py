@@ -186,7 +186,7 @@ def remeasure(settings: Settings, run_id, split, rounds, candidate_ids, as_json)
         noise = ("  better than the top, side by side" if e.candidate_id in mset.better_than_top else
                  "  within noise of the top" if e.candidate_id in mset.within_noise_of_top else "")
         held = "" if e.heldout_score is None else f"  held-out {shown(e.heldout_score, e.heldout_interval, mset.rounds)}"
-        now = shown(e.score, e.score_interval, mset.rounds)
+        now = shown(e.score, e.score_interval, e.runs or mset.rounds)  # a program side may stop short of `rounds`
         if e.settled:  # a program whose runs settled: what it now is, pooled, and how many more it took
             now = describe_score(e.pooled_score, e.pooled_interval, runs=EXACT_MIN_RUNS, exact=True) + (
                 f" pooled after {e.runs} more run{'s' if e.runs != 1 else ''}" if e.runs else ", not run again")

@@ -463,7 +463,8 @@ async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: l
             # Exact (5+ alike with the earlier runs): the rest would give the same number (settle.settled).
             e.settled = split == "dev" and r.status == "PASSED" and \
                 stats.every_run_alike({"program": earlier.get(e.candidate_id, []) + made})
-            e.runs = len(made) or rounds  # said always: a model could not tell what a 104 s call had run (mp36)
+            # Said: a model could not tell what a 104 s call had run (mp36); a failure has no count here.
+            e.runs = len(made) or None
         if split == "dev":
             e.score, e.score_interval = r.score, r.score_interval
         else:

@@ -463,6 +463,9 @@ def test_a_re_measurement_leads_with_what_the_pooled_candidate_is():
                         "median of 4 runs 2.5 (4 runs alike: too few to know its spread)", False, "program")
     assert "it scores 2.5 (exact: every run alike) pooled" in exact, exact
     assert exact.endswith("this measurement: median of 4 runs 2.5 (alike)") and "too few" not in exact, exact
+    one = pooled_lead(saved(samples={"program": [2.5] * 6}, score=2.5, score_interval=[2.5, 2.5]),
+                      "sum_radii = 2.5; one run, so its spread is unknown", False, "program")
+    assert one.endswith("this measurement: sum_radii = 2.5") and "spread is unknown" not in one, one
     # Not exact yet: it is said.
     few = pooled_lead(saved(samples={"program": [2.5] * 3}, score=2.5, score_interval=[2.5, 2.5]),
                       "median of 2 runs 2.5 (2 runs alike: too few to know its spread)", False, "program")

@@ -150,6 +150,51 @@ def test_the_command_says_what_a_settled_program_now_is(tmp_path: Path):
     assert line.endswith("now 2.54142 (exact: every run alike), not run again"), line
 
 
+async def test_a_side_that_fails_its_one_run_claims_no_count_of_runs(tmp_path: Path, monkeypatch):
+    """A side with 5+ earlier runs stops after one run here even when that run fails; its entry
+    carried `runs: 6` (the rounds asked for) beside one run made (review 2026-12-05)."""
+    from evoteam.servers.bench.evaluation import core
+
+    settings = Settings(db=tmp_path / "kb.db")
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await kb.start_run(RunCreate(goal="circles", kit="circle_packing_26", direction="maximize"))
+        varying = await evaluate_candidate(settings, "circle_packing_26", code=UNSEEDED, store=kb, run_id=run.id,
+                                           repeats=5)
+        real, made = core._run_program, []
+
+        async def failing(*args, **kwargs):
+            e = await real(*args, **kwargs)
+            made.append(e)
+            return e.model_copy(update={"status": "RUNTIME_ERROR", "score": None, "message": "made to fail"})
+
+        monkeypatch.setattr(core, "_run_program", failing)
+        mset = await remeasure_run(settings, kb, run.id, rounds=6, candidate_ids=[varying.candidate_id])
+    entry = mset.entries[0]
+    assert len(made) == 1 and entry.status == "RUNTIME_ERROR" and entry.runs is None and not entry.settled, entry
+
+
+def test_the_command_says_the_runs_a_program_side_made(tmp_path: Path):
+    """A side with an interval already runs only up to `--rounds` with its earlier runs: the line
+    shows that batch as what it was (one run), not as a median of `--rounds` runs (review
+    2026-12-05: "now 2.12301 (10 runs, the middle ones alike)" of a single run)."""
+    from click.testing import CliRunner
+
+    from evoteam.cli import main
+
+    env = {"HOME": str(tmp_path), "EVOTEAM_DB": str(tmp_path / "kb.db"), "EVOTEAM_CANDIDATE_DIRS": str(tmp_path)}
+    (tmp_path / "varying.py").write_text(UNSEEDED)
+    ran = CliRunner().invoke(main, ["bench", "run", "circle_packing_26", str(tmp_path / "varying.py"), "--json",
+                                    "--repeats", "5"], env=env)
+    assert ran.exit_code == 0, ran.output
+    run_id = json.loads(ran.output)["run_id"]
+    out = CliRunner().invoke(main, ["bench", "remeasure", run_id, "--rounds", "6", "--json"], env=env)
+    entry = json.loads(out.stdout)["entries"][0]
+    assert entry["runs"] == 1 and entry["score_interval"][0] == entry["score_interval"][1], entry
+    text = CliRunner().invoke(main, ["bench", "remeasure", run_id, "--rounds", "7"], env=env)
+    line = next(x for x in text.output.splitlines() if x.startswith("cand_"))
+    assert "now" in line and "(one measurement, no interval)" in line.split("now", 1)[1] and "7 runs" not in line, line
+
+
 async def test_compare_runs_a_recorded_program_until_its_runs_settle(tmp_path: Path):
     """A compare of two exact programs ran each 5 times, ten evaluations' time for a difference the
     store already held exactly (model-play, 2026-12-04). A recorded side stops once its runs, with

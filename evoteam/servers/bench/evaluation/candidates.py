@@ -144,6 +144,7 @@ def pooled_lead(saved, message: str, noted: bool, kind: str) -> str:
         if "(exact:" in pooled:  # "(4 runs alike: too few to know its spread)" of this measurement read as
             # a doubt about the exact pooled score beside it (model-play mp35, 2026-12-05)
             message = re.sub(r" \(\d+ runs alike: too few to know its spread\)", " (alike)", message)
+            message = message.replace("; one run, so its spread is unknown", "")
     kept = (f"; your notes were not stored: {saved.id} keeps its first measurement's (say what this one tried "
             f"with knowledge.add_learning, citing {saved.id})") if noted else ""
     return f"{head}; this measurement: {message}{kept}"

@@ -4,7 +4,11 @@ and how it is timed)."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import json
+import subprocess
+import sys
 
 from evoteam.config import Settings
 from evoteam.errors import DomainError
@@ -56,9 +60,25 @@ def _signature(kit: Kit) -> str:
 NUMERICAL_PACKAGES = ("numpy", "scipy", "numba", "torch", "triton", "jax", "cupy", "pandas", "sklearn")
 
 
+@functools.lru_cache(maxsize=4)
+def _importable_in_workers(executable: str) -> frozenset[str]:
+    """Of NUMERICAL_PACKAGES, those a worker finds: workers start as `python -I`, which reads no
+    PYTHONPATH, user site-packages or working folder, so this process's own path would list a
+    package only PYTHONPATH holds (review 2026-12-05). Asked once per process."""
+    probe = ("import importlib.util, json, sys; "
+             "print(json.dumps([m for m in sys.argv[1:] if importlib.util.find_spec(m) is not None]))")
+    try:
+        done = subprocess.run([executable, "-I", "-c", probe, *NUMERICAL_PACKAGES], capture_output=True, text=True,
+                              timeout=60, stdin=subprocess.DEVNULL)
+        return frozenset(json.loads(done.stdout))
+    except (OSError, subprocess.SubprocessError, ValueError):  # best effort: this process's view
+        return frozenset(m for m in NUMERICAL_PACKAGES if importlib.util.find_spec(m) is not None)
+
+
 def importable_packages() -> str:
-    """"numpy, torch; not installed: scipy, ...": what the bench's Python, which runs every candidate, has."""
-    have = [m for m in NUMERICAL_PACKAGES if importlib.util.find_spec(m) is not None]
+    """"numpy, torch; not installed: scipy, ...": what the Python that runs every candidate has."""
+    found = _importable_in_workers(sys.executable)
+    have = [m for m in NUMERICAL_PACKAGES if m in found]
     missing = [m for m in NUMERICAL_PACKAGES if m not in have]
     return ", ".join(have or ["none of the common numerical packages"]) + \
         (f"; not installed: {', '.join(missing)}" if missing else "")

@@ -488,8 +488,8 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
     if saved.n_measurements > 1:
         # Said first: a model read this measurement's score (the top-level `score`) as the candidate's.
         result.message = pooled_lead(saved, result.message or result.status, bool(notes), kit.manifest.kind)
-    elif parent_id is not None:
-        result.message += await same_as_parent(store, parent_id, saved)
+    elif parent_id is not None and (same := await same_as_parent(store, parent_id, saved)):
+        result.message = (result.message or result.status) + same
     if saved.runs is not None and saved.status == "PASSED" and not saved.flagged and kit.manifest.kind == "program":
         result.message += few_runs_note(saved.runs, saved.id)
     if documents_used and credit and result.score is not None:
