@@ -171,7 +171,8 @@ def few_runs_note(runs: int, candidate_id: str | None, samples: dict | None = No
     more = n - runs
     # Worth the runs only for what is built on or reported: a model ran a control that read far
     # below x0 four more times, as the note seemed to ask of every candidate (mp28, 2026-12-04).
-    return (f"; {candidate_id} is from {runs} run{'s' if runs != 1 else ''}: nothing is established as better or "
-            f"worse than it, and it ranks after every candidate with a 95% interval, until its code has run {n} times "
-            f"(bench.evaluate with its candidate_id and repeats {more}, or bench.remeasure with candidate_ids; a "
-            "bench.compare by id runs it too, and its runs pool; worth it for one you will build on or report)")
+    # Shorter: it ended every evaluate of a program kit, 390 characters read for nothing (mp36, 2026-12-05).
+    return (f"; {candidate_id} is from {runs} run{'s' if runs != 1 else ''}: it ranks after every candidate with a "
+            f"95% interval and nothing is established against it until its code has run {n} times (evaluate its "
+            f"candidate_id with repeats {more}, remeasure, or compare it by id: the runs pool; worth it for one you "
+            "build on or report)")
