@@ -16,9 +16,8 @@ held-out secret, someone's keys) and publish it to the whole project. A candidat
 
 from __future__ import annotations
 
-import re
-
 import os
+import re
 import stat
 from pathlib import Path
 

@@ -32,6 +32,6 @@ def timing_method(kit: Kit) -> str:
             "their own; caches are warm, but inputs are written from another CPU (into the shared cache, not "
             "the worker's). Timed: the call as the harness sees it, less the call path (median of each round's "
             "fastest empty call); a candidate in destination passing style gets its outputs allocated outside the "
-            "clock, a returning one inside it (~1.1x apart if memory-bound). Per round each side's fastest call; a time below the path's spread "
-            "counts at that spread and the intervals cover it. Speedup: the median of the rounds' paired ratios "
+            "clock, a returning one inside it (~1.1x apart if memory-bound). Per round each side's fastest call; "
+            "a time below the path's spread counts at that spread and the intervals cover it. Speedup: the median of the rounds' paired ratios "
             "(95% order-statistic interval); score: the geometric mean of the workloads' speedups (bootstrap interval).")
