@@ -38,7 +38,7 @@ async def test_a_busy_compare_suggests_pooling_only_where_it_is_kept(same_run, b
         second = first if same_run else await kb.start_run(RunCreate(goal="b", kit=fast_kit.name,
                                                                      direction="maximize"))
         ids = []
-        for run, code, note in ((first, RMSNORM, "the plain one"), (second, RENAMED, "renamed " + "word " * 30)):
+        for run, code, note in ((first, RMSNORM, "the plain one"), (second, RENAMED, "renamed " + "word " * 40)):
             e = await evaluate_candidate(fast_settings, str(fast_kit), code=code, store=kb, run_id=run.id, notes=note)
             assert e.status == "PASSED", e.message
             ids.append(e.candidate_id)
@@ -48,7 +48,24 @@ async def test_a_busy_compare_suggests_pooling_only_where_it_is_kept(same_run, b
     assert ids[0] != ids[1]
     # Each recorded side says what it is, not only its id (a model swapped two learnings; mp34).
     assert cmp.a.note == "the plain one"
-    assert cmp.b.note.startswith("renamed word word") and cmp.b.note.endswith(" …") and len(cmp.b.note) <= 82
+    assert cmp.b.note.startswith("renamed word word") and cmp.b.note.endswith(" …") and len(cmp.b.note) <= 122
     # The hint belongs to "no significant difference" (an A/A pair: nearly always), and to one run.
     assert ("pool into a narrower one" in cmp.verdict) is (same_run and not cmp.significant), cmp.verdict
     assert (f"kept in run {first.id}" in cmp.verdict) is same_run, cmp.verdict
+
+
+async def test_a_compare_of_a_returning_and_a_destination_passing_side_says_so(fast_kit, fast_settings):
+    """"B is faster, 1.15x" of the same arithmetic, one side writing into the harness's output slots,
+    read as a faster kernel (mp37, 2026-12-05): the verdict says which side's outputs are allocated
+    outside the clock. The baseline side says what it is."""
+    from tests.bench.test_call_path import DPS
+
+    in_place = "SKIP = False\n" + DPS
+    cmp = await compare_candidates(fast_settings, str(fast_kit), {"candidate_id": "baseline"}, {"code": in_place},
+                                   repeats=1)
+    assert cmp.b.status == "PASSED", cmp.b.message
+    assert "; B writes its outputs into slots allocated outside the clock (destination passing), A allocates" \
+        in cmp.verdict, cmp.verdict
+    assert cmp.a.note == "the kit's baseline" and cmp.b.note is None
+    same = await compare_candidates(fast_settings, str(fast_kit), {"code": RMSNORM}, {"code": RENAMED}, repeats=1)
+    assert "destination passing" not in same.verdict, same.verdict

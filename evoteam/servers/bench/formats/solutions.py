@@ -83,11 +83,12 @@ def from_candidate(code: str, *, definition: str, name: str, author: str, entry:
             pass
     return Solution(name=name, definition=definition, author=author, spec={
         "language": "python", "target_hardware": ["cuda" if device.startswith("cuda") else "cpu"],
-        "entry_point": f"main.py::{entry}", "destination_passing_style": _declares_dps(code)},
+        "entry_point": f"main.py::{entry}", "destination_passing_style": declares_dps(code)},
         sources=[{"path": "main.py", "content": code}])
 
 
-def _declares_dps(code: str) -> bool:
+def declares_dps(code: str) -> bool:
+    """Whether a candidate file sets DESTINATION_PASSING_STYLE = True at module level (read, not run)."""
     try:
         tree = ast.parse(code)
     except SyntaxError:
