@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field
 from evoteam import stats
 from evoteam.config import Settings
 from evoteam.report.batchruns import measure_sides
-from evoteam.servers.bench.evaluation.settle import earlier_runs
+from evoteam.servers.bench.evaluation.settle import earlier_runs, every_alike
 from evoteam.servers.bench.models import BASELINE_ID
 from evoteam.servers.knowledge.measurements import (any_contended, beyond, rank_key, rank_of, samples_spread_unknown,
                                                    widened_for_load)
@@ -445,7 +445,7 @@ async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: l
 
     earlier = await _earlier_runs(store, entries, kit) if split == "dev" and kit.manifest.kind == "program" else {}
     # Exact before (5+ runs alike): more runs give the same number, so none is made (mp29, 2026-12-04).
-    exact = {cid for cid, runs in earlier.items() if stats.every_run_alike({"program": runs})}
+    exact = {cid for cid, runs in earlier.items() if every_alike(runs, [])}
     left = {cid: code for cid, code in codes.items() if cid not in exact}
     results, paired = await measure_sides(settings, kit, left, split, rounds, progress, earlier) if left else ({}, None)
     contended = False
@@ -460,8 +460,7 @@ async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: l
         if kit.manifest.kind == "program":
             made = list((r.samples or {}).get("program") or [])
             # Exact (5+ alike with the earlier runs): the rest would give the same number (settle.settled).
-            e.settled = split == "dev" and r.status == "PASSED" and \
-                stats.every_run_alike({"program": earlier.get(e.candidate_id, []) + made})
+            e.settled = split == "dev" and r.status == "PASSED" and every_alike(earlier.get(e.candidate_id, []), made)
             # Said: a model could not tell what a 104 s call had run (mp36); a failure has no count here.
             e.runs = len(made) or None
         if split == "dev":

@@ -145,6 +145,7 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
             code, path = spec.get("code"), spec.get("candidate_path")
             if spec.get("candidate_id") == BASELINE_ID:
                 code, path = None, _baseline_file(the_kit)
+                notes[label] = "the kit's baseline"
             elif spec.get("candidate_id"):
                 stored = await stored_candidate(store, spec["candidate_id"])
                 code = codes[label] = stored.code
@@ -215,9 +216,6 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
                     + ("; compares of the same two by id pool into a narrower one, quiet ones most"
                        if "; kept in run" in kept else ""))
     verdict += kept
-    for label, spec in (("A", a), ("B", b)):
-        if spec.get("candidate_id") == BASELINE_ID:
-            notes[label] = "the kit's baseline"
     return Comparison(kit=the_kit.name, split=split, a=_brief(ea, a.get("candidate_id"), notes.get("A")),
                       b=_brief(eb, b.get("candidate_id"), notes.get("B")),
                       b_speedup_over_a=est.value if est else None, interval=[est.lo, est.hi] if est else None,

@@ -13,9 +13,13 @@ def settled(earlier: list[float], now: list) -> bool:
     """Whether a program's runs (``now``, evaluations), with those its code made before
     (``earlier``, scores), are enough and every one alike (stats.every_run_alike, as the store
     calls a score exact): more give the same number again."""
-    scores = [e.score for e in now]
     return all(e.status == "PASSED" and e.score is not None for e in now) and \
-        stats.every_run_alike({"program": list(earlier) + scores})
+        every_alike(earlier, [e.score for e in now])
+
+
+def every_alike(earlier: list[float], scores: list[float]) -> bool:
+    """Whether passing runs' scores, with the earlier ones, are enough and every one alike."""
+    return stats.every_run_alike({"program": list(earlier) + list(scores)})
 
 
 async def earlier_runs(store: KnowledgeStore | None, candidate_id: str | None, kit) -> list[float]:
