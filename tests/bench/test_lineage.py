@@ -77,3 +77,39 @@ def test_bench_run_records_a_parent_and_notes(tmp_path):
     refused = CliRunner().invoke(main, ["bench", "run", "circle_packing_26", str(folder / "initial_program.py"),
                                         "--no-record", "--notes", "x"], env=env)
     assert refused.exit_code == 2 and "drop --no-record" in refused.output
+
+
+def test_notes_over_the_record_limit_are_refused_before_measuring(tmp_path):
+    """`bench run --notes` longer than the record takes failed after the evaluation had run, so its
+    measurement was lost: the limit is now checked first, in one line, and nothing is recorded."""
+    from click.testing import CliRunner
+
+    from evoteam.cli import main
+    from evoteam.config import SOURCE_ROOT
+    from evoteam.servers.knowledge.models import CandidateCreate
+
+    limit = next(m.max_length for m in CandidateCreate.model_fields["notes"].metadata if hasattr(m, "max_length"))
+    env = {"HOME": str(tmp_path), "EVOTEAM_DB": str(tmp_path / "kb.db")}
+    # Broken code: were it measured, it would come back as a COMPILE_ERROR evaluation, not a refusal.
+    broken = tmp_path / "broken.py"
+    broken.write_text("def run(:\n")
+    got = CliRunner().invoke(main, ["bench", "run", "circle_packing_26", str(broken), "--json",
+                                    "--notes", "n" * (limit + 1)], env=env)
+    assert got.exit_code != 0
+    assert f"notes: String should have at most {limit} characters (given: {limit + 1:,}); nothing was measured" \
+        in got.output, got.output
+    assert "Traceback" not in got.output and "COMPILE_ERROR" not in got.output
+    assert len(got.output.strip().splitlines()) == 1, got.output
+    ok = CliRunner().invoke(main, ["bench", "run", "circle_packing_26",
+                                   str(SOURCE_ROOT / "task_kits" / "circle_packing_26" / "initial_program.py"),
+                                   "--json", "--notes", "n" * limit], env=env)
+    assert ok.exit_code == 0, ok.output[-500:]
+
+
+async def test_too_many_documents_used_are_refused_before_measuring(bench_settings):
+    async with LocalKnowledgeStore.open(bench_settings.db, Actor(user="tester")) as store:
+        run = await store.start_run(RunCreate(goal="g", kit="rmsnorm_cpu"))
+        with pytest.raises(DomainError, match=r"documents_used: List should have at most 50 items .*given: 51"):
+            await core.evaluate_candidate(bench_settings, "rmsnorm_cpu", code="def broken(:\n", store=store,
+                                          run_id=run.id, documents_used=[f"doc_{i}" for i in range(51)])
+        assert (await store.list_candidates(run.id)).total == 0

@@ -6,11 +6,14 @@ when recording."""
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 from evoteam.errors import DomainError
 from evoteam.servers.bench.evaluation.candidates import check_parent
 from evoteam.servers.bench.formats.kit import Kit
 from evoteam.servers.bench.measurement.method import TIMING_METHOD
 from evoteam.servers.bench.models import Evaluation
+from evoteam.servers.knowledge.models import CandidateCreate
 from evoteam.servers.knowledge.store import KnowledgeStore
 
 
@@ -84,9 +87,26 @@ async def check_binding(store: KnowledgeStore, kit: Kit, run_id: str, method: in
                            f"it was timed another way (method {was})")
 
 
-async def check_run(store: KnowledgeStore, kit: Kit, parent_id: str | None, run_id: str | None) -> None:
-    """What a store will refuse of an evaluation, asked before anything is measured: the parent,
-    and the named run's kit and timing method (the same checks run again when recording)."""
+def check_record_fields(notes: str, documents_used: list[str] | None) -> None:
+    """The record's own limits on what the caller gave with the candidate (the record model's,
+    so there is one source of them), checked before measuring: a record refused afterwards
+    would lose the measurement."""
+    try:
+        CandidateCreate(run_id="-", notes=notes, documents_used=list(documents_used or []))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        given = len(notes) if field == "notes" else len(documents_used or [])
+        raise DomainError(f"{field}: {first['msg']} (given: {given:,}); nothing was measured or "
+                          "recorded") from None
+
+
+async def check_run(store: KnowledgeStore, kit: Kit, parent_id: str | None, run_id: str | None,
+                    notes: str = "", documents_used: list[str] | None = None) -> None:
+    """What a store will refuse of an evaluation, asked before anything is measured: the notes and
+    documents' limits, the parent, and the named run's kit and timing method (the same checks run
+    again when recording)."""
+    check_record_fields(notes, documents_used)
     if parent_id:
         await check_parent(store, parent_id, run_id)
     if run_id:

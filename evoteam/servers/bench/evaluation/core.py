@@ -376,7 +376,7 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
     progress = progress or _noop
     run_id = await run_of(store, candidate_id, run_id, kit, owner)
     if store is not None:  # before any measuring: a refusal costs nothing
-        await check_run(store, kit, parent_id, run_id)
+        await check_run(store, kit, parent_id, run_id, notes, documents_used)
     cand = prepare_candidate(kit, candidate_path, code, settings)
     try:
         if kit.manifest.kind == "kernel":

@@ -111,7 +111,7 @@ async def evaluate_scheduled(settings: Settings, kit: str | Kit, *, candidate_pa
         raise DomainError(f"the code is {len(source)} characters; the limit is {core.MAX_CODE}")
     run_id = await core.run_of(store, candidate_id, run_id, the_kit, owner)
     if store is not None:  # before queueing: a refusal costs no device time
-        await core.check_run(store, the_kit, parent_id, run_id)
+        await core.check_run(store, the_kit, parent_id, run_id, notes, documents_used)
     job = EvalJob(kit=_kit_ref(settings, kit, the_kit), kit_hash=the_kit.content_hash, code=source, split=split,
                   repeats=repeats, gpu_model=the_kit.manifest.gpu_model,
                   # Fairness is per run; team_status counts a run's evaluations by this key. Without
