@@ -687,3 +687,27 @@ async def test_prior_work_that_does_not_fit_keeps_its_dead_ends(tmp_path):
     short = render_prior(work, len(full) // 2)
     assert len(short) <= len(full) // 2 and f"`{dead.id}`" in short and "shortened" in short, short
     assert short.count("- [technique") < full.count("- [technique") and "Best candidates:" in short
+
+
+async def test_a_best_candidate_cited_by_a_dead_end_names_it(tmp_path):
+    """Prior work listed a candidate among the best and, in a colleague's dead end, as evidence that
+    an approach led nowhere, with nothing on the best entry to say so (model-play mp34): the entry
+    names the dead end, in the model and in the rendered text; an uncited one names none."""
+    from evoteam.servers.knowledge.prior import gather_prior_work, render_prior
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="alice", verifier=True)) as store:
+        run = await store.start_run(RunCreate(goal="a", kit="k"))
+        cited = await store.record_candidate(CandidateCreate(run_id=run.id, code="y = 1\n", status="PASSED",
+                                                             score=3.0, verified=True, notes="row blocking"))
+        other = await store.record_candidate(CandidateCreate(run_id=run.id, code="y = 2\n", status="PASSED",
+                                                             score=2.0, verified=True, notes="plain"))
+        dead = await store.add_learning(LearningCreate(run_id=run.id, kind="dead_end", evidence=[cited.id],
+                                                       text="blocking rows further than 256 KiB does not help"))
+        work = await gather_prior_work(store, "k")
+    entries = {c.id: c for c in work.best}
+    assert entries[cited.id].dead_end == dead.id and entries[other.id].dead_end is None
+    text = render_prior(work)
+    line = next(x for x in text.splitlines() if f"`{cited.id}`" in x)
+    assert f"[cited by dead end `{dead.id}`]" in line, text
+    assert "cited by dead end" not in next(x for x in text.splitlines() if f"`{other.id}`" in x)
+    assert "dead_end" not in entries[other.id].model_dump(exclude_none=True)

@@ -78,6 +78,8 @@ class PriorCandidate(BaseModel):
                              "interval: how many (it ranks after those with one)")
     exact_runs: int | None = Field(default=None, description="set where every run of this score is alike (an "
                                    "exact score): how many")
+    dead_end: str | None = Field(default=None, description="set where a listed dead end cites it as evidence: "
+                                 "that learning's id (read it before building on this candidate)")
     # What the store ranks it by (CandidateSummary.rank_score); used to order, never shown.
     rank_score: float | None = Field(default=None, exclude=True)
     kit_hash: str | None = Field(default=None, exclude=True)
@@ -182,6 +184,7 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
     best: list[PriorCandidate] = []
     hashes: dict[str, str | None] = {}
     learned: list[PriorLearning] = []
+    cited: dict[str, str] = {}  # candidate id -> the dead end that cites it
     for run in runs:
         top = await store.best_candidates(run.id, k=3, split="dev")
         exact = await _exact_runs(store, run.id, top[0]) if top else None
@@ -202,10 +205,13 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
                                        kit_hash=full.metrics.get("kit_hash"),
                                        note=_clip(full.notes.splitlines()[0] if full.notes else "", NOTE_CHARS)))
         if run.learnings:
+            items = [item for item in await _newest_learnings(store, run.id) if item.kind not in ("checkpoint", "process")]
             learned += [PriorLearning(id=item.id, run_id=run.id, owner=item.provenance.user, kind=item.kind,
-                                      confidence=item.confidence, text=_clip(item.text, TEXT_CHARS))
-                        for item in await _newest_learnings(store, run.id)
-                        if item.kind not in ("checkpoint", "process")]
+                                      confidence=item.confidence, text=_clip(item.text, TEXT_CHARS)) for item in items]
+            for item in items:
+                if item.kind == "dead_end":
+                    for ref in item.evidence:
+                        cited.setdefault(ref, item.id)
     kits = {r.kit for r in runs}
     # Scores of different kits do not compare: each run's best, newest run first. Runs that are all
     # of one kit rank as the kit's do (a session start listed a colleague's worse best first; 2026-12-04).
@@ -248,6 +254,11 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
     learned.sort(key=lambda item: -item.confidence)  # stable: newest runs first among equals
     prior.learnings = [item for item in learned if item.kind != "dead_end"][:MAX_LEARNINGS]
     prior.dead_ends = [item for item in learned if item.kind == "dead_end"][:MAX_DEAD_ENDS]
+    # A candidate listed as a best and cited by a listed dead end read as two answers (model-play mp34):
+    # the entry names the dead end, which says what was tried on it.
+    listed = {item.id for item in prior.dead_ends}
+    for c in prior.best:
+        c.dead_end = cited.get(c.id) if cited.get(c.id) in listed else None
     prior.hint = HINT if prior.runs else NO_PRIOR if kit else None
     return _bounded(prior, max_chars)
 
@@ -391,7 +402,8 @@ def render_prior(prior: PriorWork, max_chars: int = PRIOR_CHARS) -> str:
                   + (f" [timed by method {c.timing_method}: not comparable with method {newest}'s scores]"
                      if len(methods) > 1 and c.timing_method != newest else "")
                   + (" [on other kit content than the newest run: not comparable]" if c.other_kit_content else "")
-                  + (f" — {c.note}" if c.note else "") for c in prior.best if c.score is not None]
+                  + (f" — {c.note}" if c.note else "")
+                  + (f" [cited by dead end `{c.dead_end}`]" if c.dead_end else "") for c in prior.best if c.score is not None]
     learned = [f"- [{item.kind}, {item.owner}] {item.text} (`{item.id}`)" for item in prior.learnings]
     dead = [f"- {item.text} ({item.owner}, `{item.id}`)" for item in prior.dead_ends]
 
