@@ -97,6 +97,8 @@ class VersionPoint(BaseModel):
     paired_busy: bool = Field(default=False, description="some of those paired batches ran on a busy machine")
     paired_batches: int = Field(default=0, description="the paired batches of the two bests (bench.compare, "
                                 "bench.remeasure) whose pooled rounds decide the gain (0: none decides it)")
+    picked_of: int = Field(default=1, description="where paired batches decide: the version's best was the top of "
+                           "this many of its candidates, and the gain's interval is read at 1 - 0.05/picked_of")
     contended: bool = Field(default=False, description="one of the two bests was measured on a contended "
                             "machine: the gain is decided only by rounds that timed both side by side (paired "
                             "batches of bench.compare or bench.remeasure); until then significant is None, and the "
@@ -420,9 +422,13 @@ def _decide_by_compare(report: RunReport, records: list[ComparisonRecord]) -> No
     for v in report.versions:
         if not v.best_before_id or not v.best_candidate_id:
             continue
-        found = paired_verdict(records, v.best_before_id, v.best_candidate_id)
+        # The version's best is the top of its ranked candidates: read at the confidence picking
+        # the best of them needs (stats.picked_confidence).
+        picked = sum(1 for p in report.candidates if p.team_version == v.version and _ranks(p) and p.split == "dev")
+        found = paired_verdict(records, v.best_before_id, v.best_candidate_id, picked_of=picked)
         if found is None or not found.decides:
             continue
+        v.picked_of = found.picked_of
         v.gain, lo, hi = found.estimate
         v.gain_interval, v.gain_is_ratio, v.gain_note = [lo, hi], found.kind == "kernel", None
         better = stats.favours_b(v.gain, found.kind, report.direction)

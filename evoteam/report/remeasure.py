@@ -149,9 +149,20 @@ def judge(mset: MeasurementSet) -> None:
         e.rank_after = rank
     mset.order_before = [e.candidate_id for e in before]
     mset.order_after = [e.candidate_id for e in after]
-    # Only a place known both times can have moved (a held-out-only batch has no order after).
+    moved = {c for pair in _moved_pairs(cands) for c in pair}
+    mset.changed = [c for c in mset.order_before if c in moved]
+    if after:
+        top = after[0]
+        t_lo, t_hi = (top.pooled_interval or top.score_interval or [top.score, top.score])
+        mset.within_noise_of_top = [e.candidate_id for e in after[1:]
+                                    if (iv := e.pooled_interval or e.score_interval) and iv[0] <= t_hi and iv[1] >= t_lo]
+
+
+def _moved_pairs(cands: list[Remeasured]) -> set[frozenset[str]]:
+    """The two candidates of every swap in the order whose unpaired intervals were apart before or
+    after. Only a place known both times can have moved (a held-out-only batch has no order after)."""
     known = [e for e in cands if e.rank_before is not None and e.rank_after is not None]
-    moved: set[str] = set()
+    moved: set[frozenset[str]] = set()
     for i, x in enumerate(known):
         for y in known[i + 1:]:
             reversed_ = (x.rank_before < y.rank_before) != (x.rank_after < y.rank_after)
@@ -161,13 +172,8 @@ def judge(mset: MeasurementSet) -> None:
                      and not (x.spread_unknown_before or y.spread_unknown_before)) or \
                     (_apart(_after(x), _after(y)) and not (x.spread_unknown_after or y.spread_unknown_after))
             if reversed_ and apart:
-                moved |= {x.candidate_id, y.candidate_id}
-    mset.changed = [c for c in mset.order_before if c in moved]
-    if after:
-        top = after[0]
-        t_lo, t_hi = (top.pooled_interval or top.score_interval or [top.score, top.score])
-        mset.within_noise_of_top = [e.candidate_id for e in after[1:]
-                                    if (iv := e.pooled_interval or e.score_interval) and iv[0] <= t_hi and iv[1] >= t_lo]
+                moved.add(frozenset((x.candidate_id, y.candidate_id)))
+    return moved
 
 
 def apart_by_pairs(mset: MeasurementSet, records: list) -> None:
@@ -181,9 +187,10 @@ def apart_by_pairs(mset: MeasurementSet, records: list) -> None:
         return
     top, listed, better = mset.order_after[0], set(mset.within_noise_of_top), set()
     before = {e.candidate_id: e.rank_before for e in mset.entries}
-    moved = set(mset.changed)
+    pairs = _moved_pairs([e for e in mset.entries if e.candidate_id != BASELINE])
     for c in mset.order_after[1:]:
-        found = paired_verdict(records, c, top)
+        # The top is the best of the finalists: read at the confidence picking it needs.
+        found = paired_verdict(records, c, top, picked_of=len(mset.order_after))
         if found is None or not found.decides:
             continue
         top_better = found.significant and stats.favours_b(found.estimate[0], found.kind, mset.direction)
@@ -194,7 +201,12 @@ def apart_by_pairs(mset: MeasurementSet, records: list) -> None:
         # unpaired intervals overlap (the top two swapped with no `changed` and nothing within noise
         # of the top: a reply that contradicted itself; model-play 2026-12-04).
         if top_better and None not in (before.get(c), before.get(top)) and before[c] < before[top]:
-            moved |= {c, top}
+            pairs.add(frozenset((c, top)))
+        # A swap the paired rounds find no difference in is no change, however the unpaired
+        # intervals parted (a renamed copy "changed" the top and read significant: mp38).
+        if not found.significant:
+            pairs.discard(frozenset((c, top)))
+    moved = {c for pair in pairs for c in pair}
     mset.within_noise_of_top = [c for c in mset.order_after[1:] if c in listed]
     mset.better_than_top = [c for c in mset.order_after[1:] if c in better]
     mset.changed = [c for c in mset.order_before if c in moved]

@@ -125,6 +125,8 @@ def gain_text(v: VersionPoint, direction: str | None = None) -> str | None:
     if v.paired_batches:  # paired rounds of the two bests settled it, whatever their own intervals said
         said = "significant" if v.significant else "worse, significant" if v.worse else "no significant difference"
         batches = "a paired batch" if v.paired_batches == 1 else f"{v.paired_batches} paired batches pooled"
+        if v.picked_of > 1:  # why a gain read beyond 1 in one batch may still be no significant one
+            batches += f"; its best picked from {v.picked_of} candidates, so a {_picked_interval(v.picked_of)} interval"
         busy = ", on a busy machine: more compares of the two narrow it" if v.paired_busy and not (
             v.significant or v.worse) else ""  # a difference found holds; a busy "none" may hide a small one
         return f"{shown} over {_before(v)}, timed side by side ({batches}{busy}): {said}"
@@ -251,3 +253,8 @@ def _within_noise_of_top(report: RunReport) -> list[str]:
 
 async def summarise_run(store: KnowledgeStore, run_id: str) -> RunSummary:
     return summarise(await gather(store, run_id))
+
+
+def _picked_interval(picked_of: int) -> str:
+    """"97.5%": the interval a verdict on the best of ``picked_of`` is read at."""
+    return f"{100 * stats.picked_confidence(picked_of):.4g}%"

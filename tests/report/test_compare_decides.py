@@ -497,3 +497,85 @@ async def test_a_compare_across_runs_says_it_is_not_kept(tmp_path: Path):
                                        {"candidate_id": b.candidate_id}, store=kb, repeats=2)
     assert f"not kept: the two are of different runs ({theirs.id}, {mine.id})" in cmp.verdict, cmp.verdict
     assert cmp.pooled is None
+
+
+def _borderline(before: str, own: str) -> ComparisonRecord:
+    """A kept batch whose gain is significant at 95% but not at the 97.5% the best of two is read at."""
+    for center in (1.02 + 0.0025 * i for i in range(40)):
+        record = _record(before, own, center, spread=0.06, n=20, seed=7)
+        strict = paired_verdict([record], before, own, picked_of=2)
+        if record.significant and strict.decides and not strict.significant:
+            return record
+    raise AssertionError("no borderline batch in the range scanned")
+
+
+async def test_a_versions_gain_is_read_at_the_confidence_picking_its_best_needs(tmp_path: Path):
+    """A renamed copy of v2's best, picked as v3's best of two, read a significant 1.07x from its
+    paired batches where one process timed 0.994x (model-play mp38): the best of m candidates is the
+    one whose noise ran highest, so its gain is read at 1 - 0.05/m (97.5% for two); a version with one
+    candidate is read at 95% as before."""
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await one_best_per_version(kb, tmp_path, {v: (c, rounds(c, v)) for v, c in {1: 4.0, 2: 4.35}.items()})
+        point, _ = await _v2(kb, run.id)
+        before, own = point.best_before_id, point.best_candidate_id
+        await keep_comparison(kb, run.id, _borderline(before, own))
+        point, line = await _v2(kb, run.id)
+        assert point.picked_of == 1 and line.significant_gain is True, line.gain
+        assert "picked from" not in line.gain
+
+        # A second, lower candidate of v2: its best is now the better of two.
+        bench = kb.with_actor(Actor(user="u", client="t", role="Role2", team_version=2, verifier=True))
+        code = "def run(x):\n    return x * 22\n"
+        await bench.record_candidate(CandidateCreate(run_id=run.id, code=code, code_hash=code_hash(code),
+                                                     status="PASSED", score=4.1, samples=rounds(4.1, 9),
+                                                     verified=True))
+        point, line = await _v2(kb, run.id)
+        assert point.best_candidate_id == own and point.picked_of == 2
+        assert line.significant_gain is False, line.gain
+        assert ("(a paired batch; its best picked from 2 candidates, so a 97.5% interval): no significant "
+                "difference") in line.gain, line.gain
+        lo, hi = point.gain_interval
+        assert lo < 1 < hi
+
+
+def test_an_interval_end_near_no_change_is_not_shown_as_it():
+    """"1.07× (1–1.14): significant" read as a contradiction (mp38): an end that is not exactly 1
+    (a ratio) or 0 (a difference) gets the digits that tell it from them."""
+    assert stats.describe(stats.Estimate(1.071, 1.0039, 1.136, 40), "×") == "1.071× (1.004–1.136)"
+    assert stats.describe(stats.Estimate(1.071, 0.9986, 1.139, 40), "×") == "1.07× (0.999–1.14)"
+    assert stats.describe(stats.Estimate(4.4, 3.9, 5.0, 40), "×") == "4.4× (3.9–5)"
+    assert stats.describe(stats.Estimate(1.05, 1.0, 1.1, 40), "×") == "1.05× (1–1.1)"  # exactly 1 is 1
+    assert stats.picked_confidence(1) == stats.CONFIDENCE and stats.picked_confidence(2) == pytest.approx(0.975)
+
+
+async def test_a_remeasures_top_picked_by_noise_is_no_change_and_stays_within_noise(tmp_path: Path):
+    """A re-measurement put a renamed copy of the incumbent on top and said `changed` with the
+    incumbent left out of `within_noise_of_top`, so a model crowned it (mp38): the top is the best
+    of the finalists, so the pairs are read at the confidence that picking needs, and a swap that
+    the paired rounds find no difference in is no change, whatever the unpaired intervals said."""
+    from evoteam.report.remeasure import MeasurementSet, Remeasured, apart_by_pairs
+
+    before, own = "cand_a", "cand_b"
+
+    def mset() -> MeasurementSet:
+        # Apart before (own's recorded interval below the incumbent's), swapped after.
+        entries = [Remeasured(candidate_id=own, rank_before=2, rank_after=1, recorded_interval=[3.9, 4.1],
+                              score_interval=[4.0, 4.6]),
+                   Remeasured(candidate_id=before, rank_before=1, rank_after=2, recorded_interval=[4.2, 4.4],
+                              score_interval=[3.9, 4.3])]
+        return MeasurementSet(run_id="run_x", kit="k", measured_at=datetime.now(UTC), rounds=10, splits=["dev"],
+                              entries=entries, order_before=[before, own], order_after=[own, before],
+                              within_noise_of_top=[before], changed=[before, own])
+
+    alone = mset()
+    apart_by_pairs(alone, [])  # no paired rounds: the unpaired intervals' swap stands
+    assert alone.changed == [before, own]
+    borderline = mset()
+    apart_by_pairs(borderline, [_borderline(before, own)])  # significant at 95%, not at the 97.5% of two
+    assert borderline.within_noise_of_top == [before] and borderline.changed == []
+    tied = mset()
+    apart_by_pairs(tied, [_record(before, own, 1.0)])
+    assert tied.within_noise_of_top == [before] and tied.changed == []
+    told = mset()
+    apart_by_pairs(told, [_record(before, own, 1.09)])
+    assert told.within_noise_of_top == [] and told.changed == [before, own]

@@ -147,3 +147,24 @@ async def test_a_plans_bare_tool_reference_is_not_listed_beside_the_briefs_own_l
     for kept in ("dead end lrn_0de5362dcc1b", "learnings from the last version about tiling", "cand_c6818857bc27",
                  "best_candidates split heldout", "his_0a1b2c3d4e5f"):  # an option or an id is news
         assert kept in body, (kept, body)
+
+
+async def test_a_kernel_kits_brief_leaves_out_the_program_kits_rule(kb, run, service_factory):
+    """A kernel kit's role brief carried "A program kit's score from under 5 runs ...", read for
+    nothing (mp38): once the run's best shows a kernel kit's rounds, the line is left out; a
+    program's best keeps it, and so does a run with nothing measured (its kit's kind unknown here)."""
+    rule = "A program kit's score from under 5 runs"
+    d = design(run.id, "Builder", mcp_servers=["knowledge", "bench"])
+    assert rule in brief_of(await service_factory().design_team(TeamDesign(**d)))
+    bench = kb.with_actor(kb.actor.model_copy(update={"verifier": True}))
+    await bench.record_candidate(CandidateCreate(run_id=run.id, code="x = 2", status="PASSED", score=2.0, verified=True,
+                                                 samples={"n512": [1.9, 2.0, 2.1], "n1024": [2.0, 1.95, 2.05]}))
+    kernel = brief_of(await service_factory().design_team(TeamDesign(**d)))
+    assert rule not in kernel and "`contended`" in kernel
+    from evoteam.servers.knowledge.models import RunCreate
+
+    programs = await kb.start_run(RunCreate(goal="pack circles", kit="toy"))
+    await bench.record_candidate(CandidateCreate(run_id=programs.id, code="x = 3", status="PASSED", score=9.0,
+                                                 verified=True, samples={"program": [9.0]}))
+    d = design(programs.id, "Builder", mcp_servers=["knowledge", "bench"])
+    assert rule in brief_of(await service_factory().design_team(TeamDesign(**d)))

@@ -121,10 +121,10 @@ def record_of(a_id: str, b_id: str, *, kit: str, split: str, kind: str, samples:
                             samples=samples, ranges=ranges)
 
 
-def _estimate(kind: str, samples: dict, ranges: dict | None) -> stats.Estimate:
+def _estimate(kind: str, samples: dict, ranges: dict | None, confidence: float = stats.CONFIDENCE) -> stats.Estimate:
     if kind == "program":
-        return stats.contrast_estimate({"program": samples["a"]}, {"program": samples["b"]}, "program")
-    return stats.censored_score_estimate(samples, ranges, "kernel")
+        return stats.contrast_estimate({"program": samples["a"]}, {"program": samples["b"]}, "program", confidence)
+    return stats.censored_score_estimate(samples, ranges, "kernel", confidence)
 
 
 class PairedVerdict(BaseModel):
@@ -138,6 +138,7 @@ class PairedVerdict(BaseModel):
     batches: int
     contended: bool
     left_out: int = 0  # batches on other workloads than the newest (a kit that changed)
+    picked_of: int = 1  # B was the best of this many: the interval is read at stats.picked_confidence
 
     @property
     def decides(self) -> bool:
@@ -145,10 +146,10 @@ class PairedVerdict(BaseModel):
         return self.coverage >= stats.CONFIDENCE - 1e-9
 
 
-def _pooled(records: list[ComparisonRecord]) -> stats.Estimate:
+def _pooled(records: list[ComparisonRecord], confidence: float = stats.CONFIDENCE) -> stats.Estimate:
     if records[0].kind == "program":
         return _estimate("program", {side: [x for r in records for x in r.samples[side]] for side in ("a", "b")},
-                         None)
+                         None, confidence)
     samples: dict[str, list[float]] = {}
     ranges: dict[str, tuple[list[float], list[float]]] = {}
     for r in records:
@@ -157,13 +158,17 @@ def _pooled(records: list[ComparisonRecord]) -> stats.Estimate:
             lows, highs = (r.ranges or {}).get(w, (ratios, ratios))
             ranges.setdefault(w, ([], []))[0].extend(lows)
             ranges[w][1].extend(highs)
-    return _estimate("kernel", samples, ranges)
+    return _estimate("kernel", samples, ranges, confidence)
 
 
-def paired_verdict(records: list[ComparisonRecord], before_id: str, own_id: str) -> PairedVerdict | None:
+def paired_verdict(records: list[ComparisonRecord], before_id: str, own_id: str,
+                   picked_of: int = 1) -> PairedVerdict | None:
     """The paired batches of these two (in either order), pooled; None when there is none. Only
     those of the newest batch's kit (name, content, timing method) and workloads pool: a kit that
-    changed measures another contrast (``left_out`` counts the others)."""
+    changed measures another contrast (``left_out`` counts the others). ``picked_of``: ``own`` is
+    the best of that many candidates, and the interval is read at stats.picked_confidence of it
+    (a 97.5% one for the best of two), so that picking the luckiest does not make a tie read as a
+    gain."""
     pair = sorted((r.turned(own_id) for r in records if {r.a_candidate_id, r.b_candidate_id} == {before_id, own_id}),
                   key=lambda r: r.measured_at)
     if not pair:
@@ -174,10 +179,11 @@ def paired_verdict(records: list[ComparisonRecord], before_id: str, own_id: str)
         return r.kit, r.kit_hash, r.timing_method, r.kind, set(r.samples)
 
     same = [r for r in pair if what(r) == what(newest)]
-    est = _pooled(same)
+    est = _pooled(same, stats.picked_confidence(picked_of))
     return PairedVerdict(kind=newest.kind, estimate=[est.value, est.lo, est.hi], coverage=est.coverage, runs=est.n,
                          significant=stats.significant(est, newest.kind), batches=len(same),
-                         contended=any(r.contended for r in same), left_out=len(pair) - len(same))
+                         contended=any(r.contended for r in same), left_out=len(pair) - len(same),
+                         picked_of=max(1, picked_of))
 
 
 def _name(tag: str, split: str, at: datetime) -> str:

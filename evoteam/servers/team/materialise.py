@@ -179,12 +179,17 @@ def role_brief(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming |
     # Models read a busy machine's score as any other (model-play 2026-12-04): one line says how not to.
     busy = (f"- A score marked `contended` (taken on a busy machine) can be off by more than its interval: call "
             f"it better than another only once `{k('bench', 'compare')}` of the two by id says so.\n"
-            # A role reported a lucky single run of a program as its win (model-play 2026-12-04).
-            # Only what is built on or reported needs them: a role re-ran a control far below x0 (mp29).
-            f"- A program kit's score from under 5 runs (`runs` in listings) ranks after measured ones and is no "
-            f"result yet: before you build on it or report it as a result, evaluate it again by its `candidate_id` "
-            f"(its message says how many `repeats` make 5 runs); one you set aside needs no more runs.\n"
             if bench else "")
+    # A kernel kit's brief carried the program kits' line too, read for nothing (mp38): said unless
+    # the run's best shows a kernel kit's rounds (nothing measured yet: the kind is not known here).
+    kernel = best is not None and bool(best.samples) and set(best.samples) != {"program"}
+    if bench and not kernel:
+        # A role reported a lucky single run of a program as its win (model-play 2026-12-04).
+        # Only what is built on or reported needs them: a role re-ran a control far below x0 (mp29).
+        busy += ("- A program kit's score from under 5 runs (`runs` in listings) ranks after measured ones and is "
+                 "no result yet: before you build on it or report it as a result, evaluate it again by its "
+                 "`candidate_id` (its message says how many `repeats` make 5 runs); one you set aside needs no "
+                 "more runs.\n")
     return f"""You are the **{role.name}** in version {team.version} of an evolving agent team working on \
 evoteam run `{run.id}`. The supervisor invented this role for this version; nobody else holds it.
 
