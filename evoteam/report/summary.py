@@ -40,6 +40,8 @@ class RunSummary(BaseModel):
     best_dev_runs: int | None = Field(default=None, description="set where the best is from too few runs for a "
                                      "95% interval: how many")
     best_candidate_id: str | None
+    best_dev_note: str | None = Field(default=None, description="set where the last re-measurement told the best "
+                                      "apart from none of some finalists: what its score is then")
     best_heldout_score: float | None
     best_heldout_interval: list[float] | None = None
     best_heldout_runs: int | None = Field(default=None, description="the same for the held-out best")
@@ -235,6 +237,7 @@ def summarise(report: RunReport, max_versions: int = 30) -> RunSummary:
         spearman_predicted_vs_realised=report.retrieval.spearman,
         remeasure_changed=list(report.remeasured.changed) if report.remeasured else [],
         remeasure_within_noise_of_top=_within_noise_of_top(report),
+        best_dev_note=_tied_best(report),
         remeasure_better_than_top=[c for c in (report.remeasured.better_than_top if report.remeasured else [])
                                    if c in _within_noise_of_top(report)],
         costs=unrecorded_note() if costs_unrecorded(len(report.spend_by_role), bool(report.candidates or report.versions))
@@ -249,6 +252,17 @@ def _within_noise_of_top(report: RunReport) -> list[str]:
     if mset is None or mset.order_after[:1] != [report.best_candidate_id]:
         return []
     return list(mset.within_noise_of_top)
+
+
+def _tied_best(report: RunReport) -> str | None:
+    """A best the last re-measurement could not tell apart from others is the top of equals, and
+    the top of several equal draws reads high: its headline score was reported as the run's result
+    while a finalist with the same operations read 8% lower (mp39)."""
+    tied = _within_noise_of_top(report)
+    if not tied:
+        return None
+    return (f"not told apart from {len(tied)} other finalist(s) (remeasure_within_noise_of_top): the top of "
+            "equals reads high, so report them as one result; a held-out score is the best's independent measure")
 
 
 async def summarise_run(store: KnowledgeStore, run_id: str) -> RunSummary:

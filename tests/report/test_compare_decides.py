@@ -365,6 +365,8 @@ async def test_within_noise_of_top_heeds_the_paired_rounds_and_is_dropped_once_t
             summary = summarise(await gather(kb, run.id))
             # The run's best is v2's (own): the set whose top it is speaks; the other's list is stale.
             assert summary.remeasure_within_noise_of_top == ([before] if order[0] == own else [])
+            # A best tied with finalists says what its score then is (mp39: a top of equals reported alone).
+            assert (summary.best_dev_note or "").startswith("not told apart from 1 other") == (order[0] == own)
             await asyncio.sleep(0.01)
 
 

@@ -294,6 +294,20 @@ class Jail:
         self._cg_freeze("0")
         self.thawed = True
 
+    def cpu_usage_ns(self) -> int | None:
+        """The CPU time every process and thread of the worker's cgroup has used so far (cpu.stat,
+        kept by the kernel; exact while the cgroup is frozen), or None without a cgroup."""
+        if self.cgroup is None:
+            return None
+        try:
+            with open(self.cgroup / "cpu.stat", "rb") as fh:
+                for line in fh.read(4096).split(b"\n"):
+                    if line.startswith(b"usage_usec "):
+                        return int(line.split()[1]) * 1000
+        except (OSError, ValueError, IndexError):
+            return None
+        return None
+
     def exited(self) -> bool:
         """Whether the worker has exited (not reaping it: see pidhandle.py)."""
         return self.handle is None or self.handle.exited()

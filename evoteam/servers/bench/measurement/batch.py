@@ -157,6 +157,8 @@ async def run_kernel_batch(settings: Settings, kit: Kit, sides: list[SideSpec], 
         metrics_base["timing"] = path
     if session is not None and session.pinned:
         metrics_base["pinned_cpus"] = session.pinned  # every timed side ran on these CPUs
+    if session is not None:
+        metrics_base["clock"] = session.clock  # callclock.py: wall, or less the waits for a CPU
     if m.timing_note:
         metrics_base["timing_note"] = m.timing_note
     if baseline_notes:

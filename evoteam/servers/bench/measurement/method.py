@@ -27,10 +27,10 @@ def timing_method(kit: Kit) -> str:
     2,674 characters, the largest part of the first answer a model reads."""
     t = kit.manifest.timing
     return (f"{t.warmup} warm-up calls per side, then {t.rounds} rounds of {t.reps_per_round} repetitions: each "
-            "repetition calls baseline and candidate once on the same fresh inputs (new every round), each side in "
+            "repetition calls baseline and candidate once on the same fresh inputs, each side in "
             "a worker confined alike, in a balanced order, with empty calls (the call path alone) in a worker of "
-            "their own; caches are warm, but inputs are written from another CPU (into the shared cache, not "
-            "the worker's). Timed: the call as the harness sees it, less the call path (median of each round's "
+            "their own; caches are warm, but inputs are written from another CPU. Timed: the call as the harness "
+            "sees it (less the worker's waits for a CPU, where it has a cgroup), less the call path (median of each round's "
             "fastest empty call); a candidate in destination passing style gets its outputs allocated outside the "
             "clock, a returning one inside it (~1.1x apart if memory-bound). Per round each side's fastest call; "
             "a time below the path's spread counts at that spread and the intervals cover it. Speedup: the median of the rounds' paired ratios "

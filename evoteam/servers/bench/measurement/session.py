@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from evoteam.servers.bench.confinement import scratch
-from evoteam.servers.bench.measurement import arena, sparepool, trustedpool
+from evoteam.servers.bench.measurement import arena, callclock, sparepool, trustedpool
 from evoteam.servers.bench.measurement.arena import LABELS, Payload, align
 from evoteam.servers.bench.measurement.checks import CorrectnessChecks
 from evoteam.servers.bench.measurement.interleave import InterleavedRounds
@@ -190,6 +190,7 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         self.checks_for: tuple | None = None  # the workload whose correctness checks are kept (checks.py)
         self.checks: dict[int, tuple[Payload, dict[str, np.ndarray]]] = {}
         self.pinned: list[int] = []
+        self.clock = "wall"  # how timed calls are read (callclock.py); set once the workers are up
         self.harness_cpus: list[int] = []
         # Which elements of a timed output are compared: drawn after each call, from a seed no
         # worker ever sees.
@@ -264,6 +265,12 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         if self.read_by_pipe:
             self.sandbox += "+OUTPUTS-BY-PIPE(cannot read worker memory)"
         self.pinned = self._pin_timed_workers()
+        # One clock for every timed worker, empty calls included, or the subtraction mixes two.
+        workers = [s.worker for s in self._called()]
+        self.clock = "cpu-guarded" if not self.gpu and callclock.cpu_guarded_wanted() and workers and all(
+            w.jail.cgroup is not None for w in workers) else "wall"
+        for w in workers:
+            w.cpu_clock = self.clock == "cpu-guarded"
         # The CPUs the harness may use that no timed worker runs on: there its waits inside a
         # timed call can poll without taking a worker's CPU (apart()).
         self.harness_cpus = sorted(os.sched_getaffinity(0) - set(self.pinned)) if self.pinned else []

@@ -18,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from evoteam.servers.bench.measurement import protocol, replies
+from evoteam.servers.bench.measurement import callclock, protocol, replies
 from evoteam.servers.bench.measurement.owntime import OwnTimeDeadline
 from evoteam.servers.bench.confinement.workerenv import tuning_env
 
@@ -141,6 +141,9 @@ class WorkerProc:
         # by the session only while the harness thread runs on CPUs of its own (session.py), so
         # that polling never takes the CPU this worker needs.
         self.spin_s = 0.0
+        # Set by the session where every timed worker has a cgroup (callclock.py): a timed call's
+        # time then leaves out the worker's waits for a CPU.
+        self.cpu_clock = False
         self.capture_bufs: dict = {}  # (slot, output) -> the buffer its outputs are read into (arena.py)
         pass_fds = list(extra_fds)
         if arena:
@@ -398,6 +401,7 @@ class WorkerProc:
         # nor run): a small message goes into the pipe and the cgroup is thawed. The clock then
         # holds only SIGCONT, the call and the stop.
         deadline = OwnTimeDeadline(self.proc.pid, timeout)  # the stopped worker's counters stand still
+        begun = callclock.start(self.proc.pid, self.jail.cpu_usage_ns()) if timed and self.cpu_clock else None
         try:
             # What the pipe takes now goes in while the worker is stopped; the rest (a large
             # message, or a pipe a worker left unread) after it is resumed, by the deadline.
@@ -428,7 +432,9 @@ class WorkerProc:
         # outside the clock: they decide whether the call counts, not how long it took.
         header, out = self._checked(header, out)
         if timed:
-            return header, out, t1 - t0
+            # Read with the worker frozen: its counters stand still (callclock.py).
+            cpu = self.jail.cpu_usage_ns() if begun is not None else None
+            return header, out, callclock.call_ns(begun, self.proc.pid, cpu, t1 - t0)
         return header, out
 
     def _send_now(self, data: bytes) -> memoryview:
