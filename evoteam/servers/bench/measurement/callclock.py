@@ -6,14 +6,20 @@ calls collect more of it than short ones. That moved `examples/better.py`'s scor
 `pairwise_distance_cpu` with two busy loops running, where the time below moved it +2..+8%
 (benchmarks/results/2026-12-05-clock_busy.txt).
 
-Where every timed worker has a cgroup of its own, a call's time is the larger of
-- the wall time less the longest run-queue wait of any of the worker's threads during the call
-  (/proc/PID/task/TID/schedstat, kept by the kernel: time runnable but not running), which keeps
-  everything the worker did or waited for itself (a kernel that sleeps is counted), and
+Where every timed worker has a cgroup of its own and all of them run on one pinned CPU, a call's
+time is the larger of
+- the wall time less the run-queue wait of the worker's main thread during the call, the thread
+  that reads the request, calls the kernel and replies (/proc/PID/task/PID/schedstat, kept by the
+  kernel: time runnable but not running), which keeps everything the worker did or waited for
+  itself (a kernel that sleeps is counted), and
 - the CPU time the worker's whole cgroup used (cpu.stat), which guards the first: a thread or a
   child process that did the work while the main thread stood runnable in the queue would
   otherwise take its own work out of the time. Every process a worker starts is in its cgroup.
-Without a cgroup, or on a GPU, the wall time alone (a child's work could not be seen).
+The main thread's alone: other threads' waits would let old waits in (a thread that first shows up
+during a call brings all it waited before; an idle helper thread woken behind the main one took the
+path's own wait out of the call but not out of the empty calls subtracted from it; adversarial
+review, 2026-12-05). One CPU: on several, a cgroup's CPU time is their sum, not a duration.
+Elsewhere (no cgroup, a GPU, workers on several CPUs or none pinned) the wall time alone.
 """
 
 from __future__ import annotations
@@ -21,7 +27,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from evoteam.servers.bench.measurement.owntime import run_queue_waits
 
 CLOCK_ENV = "EVOTEAM_BENCH_CLOCK"  # "wall": the wall time alone, everywhere (to compare the two)
 
@@ -30,24 +35,35 @@ def cpu_guarded_wanted() -> bool:
     return os.environ.get(CLOCK_ENV, "").strip().lower() != "wall"
 
 
+def main_thread_wait(pid: int) -> int | None:
+    """Nanoseconds the worker's main thread has waited for a CPU so far; None where unreadable."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/schedstat", "rb") as fh:
+            return int(fh.read(200).split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 @dataclass
 class CallStart:
     """The worker's counters before a timed call, read while it is stopped."""
 
     cpu_ns: int
-    waits: dict[str, int]
+    waited_ns: int
 
 
 def start(pid: int, cpu_ns: int | None) -> CallStart | None:
-    return None if cpu_ns is None else CallStart(cpu_ns, run_queue_waits(pid))
+    if cpu_ns is None:
+        return None
+    waited = main_thread_wait(pid)
+    return None if waited is None else CallStart(cpu_ns, waited)
 
 
 def call_ns(begun: CallStart | None, pid: int, cpu_ns: int | None, wall_ns: int) -> int:
     """The call's time (module docstring) from the counters before it and now, the worker stopped
     again; the wall time where there is nothing to read."""
-    if begun is None or cpu_ns is None:
+    waited = main_thread_wait(pid) if begun is not None else None
+    if begun is None or cpu_ns is None or waited is None:
         return wall_ns
-    waits = run_queue_waits(pid)
-    waited = max((w - begun.waits.get(tid, 0) for tid, w in waits.items()), default=0)
-    own = wall_ns - max(0, waited)
-    return max(cpu_ns - begun.cpu_ns, min(own, wall_ns))
+    own = wall_ns - min(max(0, waited - begun.waited_ns), wall_ns)
+    return max(cpu_ns - begun.cpu_ns, own)

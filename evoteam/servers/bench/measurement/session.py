@@ -265,9 +265,10 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         if self.read_by_pipe:
             self.sandbox += "+OUTPUTS-BY-PIPE(cannot read worker memory)"
         self.pinned = self._pin_timed_workers()
-        # One clock for every timed worker, empty calls included, or the subtraction mixes two.
+        # One clock for every timed worker, empty calls included, or the subtraction mixes two; and
+        # one CPU, where a cgroup's CPU time is a duration (callclock.py).
         workers = [s.worker for s in self._called()]
-        self.clock = "cpu-guarded" if not self.gpu and callclock.cpu_guarded_wanted() and workers and all(
+        self.clock = "cpu-guarded" if len(self.pinned) == 1 and callclock.cpu_guarded_wanted() and workers and all(
             w.jail.cgroup is not None for w in workers) else "wall"
         for w in workers:
             w.cpu_clock = self.clock == "cpu-guarded"
