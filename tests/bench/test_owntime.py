@@ -116,3 +116,14 @@ async def test_a_request_makes_its_deadline_before_the_clock_starts(fast_kit, fa
     assert len(timed) > 10  # every call of the evaluation went through request()
     # one deadline per request, made before the resume (none read inside the window)
     assert all(s.count("deadline") == 1 and s.index("deadline") < s.index("resume") for s in timed), timed[:3]
+
+
+def test_a_thread_first_seen_after_the_request_began_brings_no_old_waits(monkeypatch):
+    """Every thread's waits were read from zero when a thread was not there at the start, so a
+    thread pool started at import, whose threads showed up in the listing later, stretched a
+    deadline to its cap with waits from before the request (adversarial review, 2026-12-05)."""
+    reads = iter([{"100": 5_000}, {"100": 6_000, "101": 9_000_000_000}])
+    monkeypatch.setattr(owntime, "run_queue_waits", lambda pid: next(reads))
+    deadline = owntime.OwnTimeDeadline(100, 0.001)
+    time.sleep(0.01)
+    assert deadline() == pytest.approx(deadline.start + 0.001 + 1e-6) and deadline.waited == pytest.approx(1e-6)

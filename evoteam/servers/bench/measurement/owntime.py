@@ -51,7 +51,9 @@ class OwnTimeDeadline:
         if self.pid is None or time.monotonic() < self.limit:
             return self.limit
         now = run_queue_waits(self.pid)
-        waited = max((w - self._base.get(tid, 0) for tid, w in now.items()), default=0) / 1e9
+        # Threads there when the request began only: one first seen later would bring every wait of
+        # its life (a pool started at import stretched a deadline to its cap; review, 2026-12-05).
+        waited = max((w - self._base[tid] for tid, w in now.items() if tid in self._base), default=0) / 1e9
         self.waited = min(max(waited, self.waited), self.timeout * MAX_STRETCH)
         self.limit = self.start + self.timeout + self.waited
         return self.limit
