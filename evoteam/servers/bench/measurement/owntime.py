@@ -4,9 +4,9 @@ A request's timeout is there to stop a hang or a candidate far too slow. On a bu
 honest worker also spends time runnable but not running (other jobs hold the cores); counted
 against it, that time turned honest candidates into TIMEOUTs under load. The kernel keeps, per
 thread, how long it waited on a run queue (/proc/PID/task/TID/schedstat, second field): the
-deadline moves out by the most any of the worker's threads waited since the request began,
-up to MAX_STRETCH times the timeout, so a hang is still stopped in bounded time (a candidate
-that starves its own threads buys itself at most that).
+deadline moves out by the most any of the worker's threads (those there when the request began)
+waited since then, up to MAX_STRETCH times the timeout, so a hang is still stopped in bounded
+time (a candidate that starves its own threads buys itself at most that).
 """
 
 from __future__ import annotations
