@@ -2,9 +2,9 @@
 
 The harness's wall clock from SIGCONT to the stopped worker counts the time the worker waited for
 a CPU: on a busy machine another process's time slice lands inside a call, and a kernel's long
-calls collect more of it than short ones. That moved `examples/better.py`'s score +9..+31% on
-`pairwise_distance_cpu` with two busy loops running, where the time below moved it +2..+8%
-(benchmarks/results/2026-12-05-clock_busy.txt).
+calls collect more of it than short ones. With two busy loops it moved `examples/better.py`'s
+score ×1.15–1.25 on `pairwise_distance_cpu` and ×1.11–1.12 on `rmsnorm_cpu`, where the time below
+moved it ×1.016 and ×0.99–1.00 (benchmarks/bench_clock.py; results/2026-12-05-bench_clock.txt).
 
 Where every timed worker has a cgroup of its own and all of them run on one pinned CPU, a call's
 time is the larger of
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-
 
 CLOCK_ENV = "EVOTEAM_BENCH_CLOCK"  # "wall": the wall time alone, everywhere (to compare the two)
 
