@@ -13,53 +13,56 @@ from tests.bench.conftest import RMSNORM
 
 
 def test_the_waits_come_out_and_the_cpu_time_is_a_floor(monkeypatch):
-    waits = iter([100, 400_100])  # the main thread's waits for a CPU, before and after: 400 us
-    monkeypatch.setattr(callclock, "main_thread_wait", lambda pid: next(waits))
-    begun = callclock.start(7, cpu_ns=1_000_000)
+    after = iter([400_100, 900_000, 5_000_000])  # the main thread's waits for a CPU after each call
+    monkeypatch.setattr(callclock, "main_thread_wait", lambda pid: next(after))
+    begun = callclock.start(cpu_ns=1_000_000, waited_ns=100)
     # Wall 1,000 us, of which 400 waiting for a CPU; the cgroup used 500 us: 600 us.
     assert callclock.call_ns(begun, 7, cpu_ns=1_500_000, wall_ns=1_000_000) == 600_000
-    waits = iter([0, 900_000])
-    begun = callclock.start(7, cpu_ns=0)
+    begun = callclock.start(cpu_ns=0, waited_ns=0)
     # Waited 900 us while another thread of the worker used 800 us: the CPU time is the floor.
     assert callclock.call_ns(begun, 7, cpu_ns=800_000, wall_ns=1_000_000) == 800_000
-    waits = iter([0, 5_000_000])  # more wait than wall (a counter's quirk): never below zero, then the floor
-    begun = callclock.start(7, cpu_ns=0)
+    begun = callclock.start(cpu_ns=0, waited_ns=0)  # more wait than wall (a counter's quirk): never below zero
     assert callclock.call_ns(begun, 7, cpu_ns=100_000, wall_ns=1_000_000) == 100_000
     # Nothing to read (no cgroup, or the main thread's counters): the wall time.
     assert callclock.call_ns(None, 7, cpu_ns=None, wall_ns=1_000_000) == 1_000_000
-    assert callclock.start(7, cpu_ns=None) is None
+    assert callclock.start(cpu_ns=None, waited_ns=0) is None and callclock.start(cpu_ns=0, waited_ns=None) is None
     monkeypatch.setattr(callclock, "main_thread_wait", lambda pid: None)
-    assert callclock.start(7, cpu_ns=0) is None
+    assert callclock.call_ns(callclock.start(0, 0), 7, cpu_ns=5, wall_ns=1_000) == 1_000
 
 
 def test_only_the_main_threads_wait_counts(monkeypatch):
     """Another thread's waits would let old waits in (a thread that first showed up during a call
     brought all it had waited at import, and the call read its bare CPU time; an idle helper woken
     behind the main thread took the path's own wait out of the call but not out of the empty calls:
-    adversarial review, 2026-12-05): the clock reads the main thread's schedstat alone."""
+    adversarial review, 2026-12-05): the clock reads the main thread's schedstat alone, after the
+    call, and before it takes the main thread's entry of what the request's deadline read."""
     import os
     import threading
 
+    from evoteam.servers.bench.measurement.owntime import OwnTimeDeadline
+
     pid = os.getpid()
-    seen = []
-    real = open
-
-    def spy(path, *args, **kwargs):
-        seen.append(str(path))
-        return real(path, *args, **kwargs)
-
-    monkeypatch.setattr("builtins.open", spy)
     stop = threading.Event()
     helper = threading.Thread(target=stop.wait)
     helper.start()
     try:
-        begun = callclock.start(pid, cpu_ns=0)
-        assert begun is not None
+        deadline = OwnTimeDeadline(pid, 1.0)
+        assert len(deadline.start_waits) >= 2 and str(pid) in deadline.start_waits  # every thread's, read once
+        seen = []
+        real = open
+
+        def spy(path, *args, **kwargs):
+            seen.append(str(path))
+            return real(path, *args, **kwargs)
+
+        monkeypatch.setattr("builtins.open", spy)
+        begun = callclock.start(0, deadline.start_waits.get(str(pid)))
+        assert begun is not None and begun.waited_ns == deadline.start_waits[str(pid)]
         callclock.call_ns(begun, pid, cpu_ns=0, wall_ns=1_000)
     finally:
         stop.set()
         helper.join()
-    assert seen == [f"/proc/{pid}/task/{pid}/schedstat"] * 2
+    assert seen == [f"/proc/{pid}/task/{pid}/schedstat"]
 
 
 @pytest.mark.parametrize("asked", ["", "wall"])

@@ -14,7 +14,7 @@ from evoteam.safepath import inside
 from evoteam import stats
 from evoteam.stats import describe_score
 
-from evoteam.servers.knowledge.measurements import candidate_estimate
+from evoteam.servers.knowledge.measurements import candidate_estimate, kind_of
 from evoteam.servers.knowledge.models import Candidate, Run
 from evoteam.servers.team.models import RoleSpec, TeamVersion
 from evoteam.servers.team.validate import stage_of
@@ -182,7 +182,7 @@ def role_brief(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming |
             if bench else "")
     # A kernel kit's brief carried the program kits' line too, read for nothing (mp38): said unless
     # the run's best shows a kernel kit's rounds (nothing measured yet: the kind is not known here).
-    kernel = best is not None and bool(best.samples) and set(best.samples) != {"program"}
+    kernel = best is not None and bool(best.samples) and kind_of(best.samples) == "kernel"
     if bench and not kernel:
         # A role reported a lucky single run of a program as its win (model-play 2026-12-04).
         # Only what is built on or reported needs them: a role re-ran a control far below x0 (mp29).

@@ -27,6 +27,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from evoteam.servers.bench.measurement.owntime import thread_wait
+
 CLOCK_ENV = "EVOTEAM_BENCH_CLOCK"  # "wall": the wall time alone, everywhere (to compare the two)
 
 
@@ -36,11 +38,7 @@ def cpu_guarded_wanted() -> bool:
 
 def main_thread_wait(pid: int) -> int | None:
     """Nanoseconds the worker's main thread has waited for a CPU so far; None where unreadable."""
-    try:
-        with open(f"/proc/{pid}/task/{pid}/schedstat", "rb") as fh:
-            return int(fh.read(200).split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
+    return thread_wait(pid, pid)
 
 
 @dataclass
@@ -51,11 +49,10 @@ class CallStart:
     waited_ns: int
 
 
-def start(pid: int, cpu_ns: int | None) -> CallStart | None:
-    if cpu_ns is None:
-        return None
-    waited = main_thread_wait(pid)
-    return None if waited is None else CallStart(cpu_ns, waited)
+def start(cpu_ns: int | None, waited_ns: int | None) -> CallStart | None:
+    """The counters before a call (the main thread's wait: what the request's deadline read of it,
+    the worker stopped since), or None where either is missing."""
+    return None if cpu_ns is None or waited_ns is None else CallStart(cpu_ns, waited_ns)
 
 
 def call_ns(begun: CallStart | None, pid: int, cpu_ns: int | None, wall_ns: int) -> int:

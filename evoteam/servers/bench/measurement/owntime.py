@@ -18,21 +18,23 @@ MAX_STRETCH = 4.0  # the wait credited is at most this many timeouts
 MAX_TASKS = 64  # threads read per check (a check happens only when the deadline is reached)
 
 
+def thread_wait(pid: int, tid: int | str) -> int | None:
+    """Nanoseconds one thread of ``pid`` has waited for a CPU so far; None where unreadable."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as fh:
+            return int(fh.read(200).split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def run_queue_waits(pid: int) -> dict[str, int]:
     """Nanoseconds each thread of ``pid`` has waited for a CPU so far; {} where unreadable."""
-    waits: dict[str, int] = {}
     try:
         tids = os.listdir(f"/proc/{pid}/task")[:MAX_TASKS]
     except OSError:
-        return waits
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as fh:
-                fields = fh.read(200).split()
-            waits[tid] = int(fields[1])
-        except (OSError, IndexError, ValueError):
-            continue
-    return waits
+        return {}
+    waits = {tid: thread_wait(pid, tid) for tid in tids}
+    return {tid: w for tid, w in waits.items() if w is not None}
 
 
 class OwnTimeDeadline:
@@ -45,7 +47,7 @@ class OwnTimeDeadline:
         self.start = time.monotonic()
         self.limit = self.start + timeout
         self.waited = 0.0
-        self._base = run_queue_waits(pid) if pid else {}
+        self.start_waits = run_queue_waits(pid) if pid else {}  # also the call clock's (callclock.py)
 
     def __call__(self) -> float:
         if self.pid is None or time.monotonic() < self.limit:
@@ -53,7 +55,7 @@ class OwnTimeDeadline:
         now = run_queue_waits(self.pid)
         # Threads there when the request began only: one first seen later would bring every wait of
         # its life (a pool started at import stretched a deadline to its cap; review, 2026-12-05).
-        waited = max((w - self._base[tid] for tid, w in now.items() if tid in self._base), default=0) / 1e9
+        waited = max((w - self.start_waits[tid] for tid, w in now.items() if tid in self.start_waits), default=0) / 1e9
         self.waited = min(max(waited, self.waited), self.timeout * MAX_STRETCH)
         self.limit = self.start + self.timeout + self.waited
         return self.limit

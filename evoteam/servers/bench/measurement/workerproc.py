@@ -401,7 +401,8 @@ class WorkerProc:
         # nor run): a small message goes into the pipe and the cgroup is thawed. The clock then
         # holds only SIGCONT, the call and the stop.
         deadline = OwnTimeDeadline(self.proc.pid, timeout)  # the stopped worker's counters stand still
-        begun = callclock.start(self.proc.pid, self.jail.cpu_usage_ns()) if timed and self.cpu_clock else None
+        begun = callclock.start(self.jail.cpu_usage_ns(), deadline.start_waits.get(str(self.proc.pid))) \
+            if timed and self.cpu_clock else None
         try:
             # What the pipe takes now goes in while the worker is stopped; the rest (a large
             # message, or a pipe a worker left unread) after it is resumed, by the deadline.
