@@ -76,6 +76,10 @@ class RunSummary(BaseModel):
     remeasure_better_than_top: list[str] = Field(default_factory=list,
                                                  description="of those, the ones its paired rounds find better "
                                                              "than that top")
+    remeasure_missing: list[str] = Field(default_factory=list,
+                                         description="version bests the newest re-measurement of the dev split did "
+                                                     "not measure (found after it; every one while none ran): "
+                                                     "bench.remeasure before crowning one or the held-out check")
     report_command: str
 
     @computed_field(description="what orders candidates: why a higher score can rank lower")
@@ -237,7 +241,7 @@ def summarise(report: RunReport, max_versions: int = 30) -> RunSummary:
         spearman_predicted_vs_realised=report.retrieval.spearman,
         remeasure_changed=list(report.remeasured.changed) if report.remeasured else [],
         remeasure_within_noise_of_top=_within_noise_of_top(report),
-        best_dev_note=_tied_best(report),
+        best_dev_note=_tied_best(report), remeasure_missing=_not_remeasured(report),
         remeasure_better_than_top=[c for c in (report.remeasured.better_than_top if report.remeasured else [])
                                    if c in _within_noise_of_top(report)],
         costs=unrecorded_note() if costs_unrecorded(len(report.spend_by_role), bool(report.candidates or report.versions))
@@ -252,6 +256,15 @@ def _within_noise_of_top(report: RunReport) -> list[str]:
     if mset is None or mset.order_after[:1] != [report.best_candidate_id]:
         return []
     return list(mset.within_noise_of_top)
+
+
+def _not_remeasured(report: RunReport) -> list[str]:
+    """Version bests the newest dev re-measurement did not measure: its lists speak of the bests
+    it saw, and a model could not tell whether they covered the newest ones (mp39)."""
+    mset = report.remeasured
+    measured = {e.candidate_id for e in mset.entries} if mset is not None and "dev" in mset.splits else set()
+    bests = [v.best_candidate_id for v in report.versions if v.best_candidate_id]
+    return [c for c in dict.fromkeys(bests) if c not in measured]
 
 
 def _tied_best(report: RunReport) -> str | None:

@@ -283,3 +283,42 @@ def run(hidden_states, weight, eps):
     text = (result.message or "") + " ".join((w.message or "") for w in result.workloads) + " ".join(result.flags)
     assert "held-out" in text
     assert "512" not in text and "32x" not in text and "(32" not in text, text
+
+
+@pytest.mark.parametrize("cgroups", ["cgroup", "no cgroup"])
+async def test_forked_helper_shares_the_timed_cpu(cgroups, monkeypatch, fast_kit, fast_settings):
+    """A helper process forked at import, before the harness pins the worker, could do part of
+    every call on another CPU while the kit allows one (a parallel speed-up the kit rules out,
+    and under the wall clock a real one). It is pinned with the worker, found through its cgroup
+    or, without one, its process group: run() fails here, naming both CPU sets, wherever the
+    helper may use a CPU the worker may not."""
+    import os
+
+    from evoteam.servers.bench.confinement import jail
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU: nothing to pin apart")
+    if cgroups == "no cgroup":
+        monkeypatch.setenv("EVOTEAM_BENCH_NO_CGROUP", "1")
+        monkeypatch.setattr(jail, "_CG_ROOT", False)
+    code = BASE + """
+import os
+_ask_r, _ask_w = os.pipe()
+_say_r, _say_w = os.pipe()
+if os.fork() == 0:
+    while True:
+        os.read(_ask_r, 1)
+        os.write(_say_w, (",".join(map(str, sorted(os.sched_getaffinity(0)))) + "\\n").encode())
+
+def run(hidden_states, weight, eps):
+    os.write(_ask_w, b"?")
+    theirs = os.read(_say_r, 4096).decode().strip()
+    mine = ",".join(map(str, sorted(os.sched_getaffinity(0))))
+    if theirs != mine:
+        raise RuntimeError(f"helper on CPUs {theirs}, worker on {mine}")
+    return _math(hidden_states, weight, eps)
+"""
+    result = await evaluate_candidate(fast_settings, str(fast_kit), code=textwrap.dedent(code))
+    text = (result.message or "") + " ".join(w.message or "" for w in result.workloads)
+    assert result.status == "PASSED", (result.status, text)
+    assert ("cgroup" in result.sandbox.split("+")) == (cgroups == "cgroup"), result.sandbox

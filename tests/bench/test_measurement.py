@@ -308,7 +308,7 @@ def test_contention_is_marked_when_the_call_path_floor_rises(tmp_path, quiet_mac
     # A run's first score has no best: the line names the mark it has, the starting score x0.
     assert "starting score x0" in contention_line(busy)
     heldout = contention_line(busy, "heldout")
-    assert "contended machine" in heldout and "held-out split again" in heldout
+    assert "contended machine" in heldout and "held-out split again" in heldout and "pool into this record" in heldout
     assert "new best" not in heldout and "compare" not in heldout
 
 

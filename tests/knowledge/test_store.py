@@ -146,6 +146,9 @@ async def test_evidence_is_linked_in_the_document(store):
 
 async def test_history(store):
     run = await new_run(store)
+    # An empty history says so and nothing else; one with entries says its verdicts are as
+    # written then (a model read an entry's "significant" as current after a re-measurement).
+    assert "as written then" not in (await store.render_history(run.id)).markdown
     await store.add_history(HistoryEntryCreate(run_id=run.id, team_version=1, observed_behaviour="3 roles tuned tiles",
                                                diagnosis="micro-optimising", design_change="add a Challenger"))
     await store.add_history(HistoryEntryCreate(run_id=run.id, team_version=2, outcome="best 2.5"))
@@ -153,6 +156,7 @@ async def test_history(store):
     assert [h.team_version for h in page.items] == [1, 2]
     doc = await store.render_history(run.id)
     assert doc.entries == 2 and "micro-optimising" in doc.markdown and "team v2" in doc.markdown
+    assert "as written then; `run_report` gives the current ones" in doc.markdown
     with pytest.raises(Invalid):
         await store.add_history(HistoryEntryCreate(run_id=run.id))
 

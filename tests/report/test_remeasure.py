@@ -261,3 +261,40 @@ async def test_a_default_batch_leaves_out_what_could_not_be_its_versions_best(tm
         for record in (slower, tied):
             assert not await keep_comparison(verifier, run_id, record)
         assert [c.id for c in await default_sides(kb, run_id)] == [ids["best"], ids["close"]]
+
+
+async def test_run_report_names_the_version_bests_the_newest_remeasure_did_not_measure(tmp_path):
+    """A supervisor could not tell whether the last re-measurement covered the newest bests
+    (mp39): run_report lists the bests it did not measure — all before any, none once one
+    measured them, the newer best again after it; a held-out-only set measures no dev best."""
+    import asyncio
+    from datetime import UTC, datetime
+
+    from evoteam.report.data import gather
+    from evoteam.report.remeasure import MeasurementSet, Remeasured
+    from evoteam.report.summary import summarise
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.models import ArtifactCreate
+    from evoteam.servers.knowledge.store import Actor
+    from tests.report.conftest import one_best_per_version
+    from tests.report.test_significance import rounds
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await one_best_per_version(kb, tmp_path, {v: (c, rounds(c, v)) for v, c in {1: 4.0, 2: 5.0}.items()})
+        bests = [v.best_candidate_id for v in (await gather(kb, run.id)).versions]
+        assert len(set(bests)) == 2 and all(bests)
+        assert summarise(await gather(kb, run.id)).remeasure_missing == bests
+
+        bench = kb.with_actor(Actor(user="u", client="t", verifier=True))
+
+        async def measured(ids: list[str], splits: list[str]) -> list[str]:
+            mset = MeasurementSet(run_id=run.id, kit="k", measured_at=datetime.now(UTC), rounds=10, splits=splits,
+                                  entries=[Remeasured(candidate_id=c) for c in ids], order_after=ids)
+            await bench.put_artifact(ArtifactCreate(run_id=run.id, kind="measurement_set",
+                                                    name=f"set-{len(ids)}-{splits[0]}.json", text=mset.model_dump_json()))
+            await asyncio.sleep(0.01)
+            return summarise(await gather(kb, run.id)).remeasure_missing
+
+        assert await measured(bests, ["dev"]) == []
+        assert await measured(bests[:1], ["dev"]) == bests[1:]
+        assert await measured(bests, ["heldout"]) == bests

@@ -218,8 +218,11 @@ class LocalKnowledgeStore(KnowledgeStore):
             if status is not None and row["user"] != self.actor.user:
                 # A colleague's run is theirs to end: a second engineer's finish_run overwrote the
                 # owner's status and reason, and nothing said who had (model-play 2026-12-04).
-                raise Forbidden(f"run {run_id} is {row['user']}'s: only its owner changes its status; build on it "
-                                f"in a run of your own (knowledge.start_run with seed_from={run_id!r})")
+                # What to do then comes first: a model told only to build on it in a run of its own
+                # could start a stray run just to end its work (mp40).
+                raise Forbidden(f"run {run_id} is {row['user']}'s: only its owner changes its status, so leave that "
+                                "to them (what you recorded in it is kept); to go on with it yourself, build on it in a "
+                                f"run of your own (knowledge.start_run with seed_from={run_id!r})")
             if status is not None:
                 # A new status replaces the reason of the old one (a resumed run has none).
                 await conn.execute("UPDATE runs SET status = ?, status_reason = ? WHERE id = ?",

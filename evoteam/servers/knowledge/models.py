@@ -117,7 +117,8 @@ class Run(BaseModel):
                                                "for a 95% interval whose score reads beyond that best: they rank "
                                                "after it until measured 5 times (bench.remeasure with "
                                                "candidate_ids)")
-    ndg: float | None = None
+    ndg: float | None = Field(default=None, description="normalised discovery gain, 100 (best - x0) / (best_known "
+                              "- x0): set where the run has x0, best_known and a best")
     candidates: int = 0
     learnings: int = 0
     current_version: int | None = None

@@ -68,6 +68,8 @@ def render_history(run_id: str, goal: str, entries: list[HistoryEntry], total: i
         used += len(text)
     sections.reverse()
     parts = [f"# Evolution history — run `{run_id}`\n\nGoal: {' '.join(goal.split())[:500]}\n"]
+    if total:  # a later re-measurement can overturn a verdict an entry kept (mp39 read one as current)
+        parts.append("\n_Scores and verdicts below are as written then; `run_report` gives the current ones._\n")
     earlier = total - len(sections)
     if earlier > 0:
         parts.append(f"\n_… {earlier} earlier entries not shown: use `history` with view=list (paged) to read "

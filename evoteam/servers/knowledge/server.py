@@ -167,14 +167,14 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @server.tool()
     @tool_errors
     async def get_run(ctx: Context, run_id: str) -> Run:
-        """A run's state: goal, direction, budget, spend, best (id, score), NDG, counts."""
+        """A run's state: goal, direction, budget, spend, best, counts; NDG where best_known is set."""
         return await kb(ctx).get_run(run_id)
 
     @server.tool()
     @tool_errors
     async def list_runs(ctx: Context, status: RunStatus | None = None, limit: Limit = 20,
                         cursor: Cursor = None) -> Page[Run]:
-        """Runs of your project (every engineer's), newest first: owner, kit, status, best score."""
+        """Your project's runs (every engineer's), newest first: owner, kit, status, best."""
         return await kb(ctx).list_runs(status=status, limit=limit, cursor=cursor)
 
     # ------------------------------------------------------------ learnings
@@ -254,7 +254,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @server.tool()
     @tool_errors
     async def get_artifact(ctx: Context, artifact_id: str, detail: bool = True) -> ArtifactView:
-        """Fetch an artifact by id; detail=false returns only its metadata (name, kind, size, who)."""
+        """Fetch an artifact by id; detail=false: only its metadata (name, kind, size, who)."""
         artifact = await kb(ctx).get_artifact(artifact_id)
         if not detail:
             return ArtifactView(artifact=ArtifactInfo(**artifact.model_dump(exclude={"text", "content_base64"})))

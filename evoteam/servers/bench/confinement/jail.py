@@ -415,6 +415,16 @@ class Jail:
         pids |= set(self._by_uid())
         return sorted(pids)
 
+    def processes(self) -> list[int]:
+        """The worker's processes: its cgroup's list, one file, where it has one (a fork cannot
+        leave it), else members() (a walk of /proc, ~5 ms)."""
+        if self.cgroup is not None:
+            try:
+                return [int(x) for x in (self.cgroup / "cgroup.procs").read_text().split()]
+            except OSError:
+                pass
+        return self.members()
+
     def close(self) -> None:
         self.kill_all()
         with self._mem:

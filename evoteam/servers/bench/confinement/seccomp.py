@@ -26,9 +26,11 @@ import struct
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_SECCOMP = 22
 _SECCOMP_MODE_FILTER = 2
+_SYS_SECCOMP = {"x86_64": 317, "amd64": 317, "aarch64": 277, "arm64": 277}
+_SECCOMP_SET_MODE_FILTER, _FLAG_SPEC_ALLOW = 1, 4
 _RET_ALLOW = 0x7FFF0000
 _RET_ERRNO = 0x00050000
-_EPERM, _ENOSYS = 1, 38
+_EPERM, _EINVAL, _ENOSYS = 1, 22, 38
 _SIGCONT = 18
 _NS_FLAGS = 0x7E020080  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET|NEWTIME
 
@@ -153,6 +155,18 @@ def apply(allow_setsid: bool = False) -> str:
         raise OSError(ctypes.get_errno(), "prctl(NO_NEW_PRIVS) failed")
     buf = ctypes.create_string_buffer(prog, len(prog))
     fprog = _SockFprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    # With SPEC_ALLOW: kernels before 5.16 by default (spec_store_bypass_disable and
+    # spectre_v2_user "seccomp") also force speculation mitigations (SSBD, IBPB, STIBP) on any
+    # process that installs a filter, which the same code never runs under outside; the baseline
+    # and the minimal honest harness would be timed apart from it. A machine booted with a
+    # mitigation "on" keeps it for every process. Kernels before 4.17 lack the flag: the plain call.
+    nr = _SYS_SECCOMP.get(platform.machine().lower())
+    if nr is not None:
+        if libc.syscall(ctypes.c_long(nr), ctypes.c_long(_SECCOMP_SET_MODE_FILTER),
+                        ctypes.c_long(_FLAG_SPEC_ALLOW), ctypes.byref(fprog)) == 0:
+            return "seccomp"
+        if ctypes.get_errno() not in (_EINVAL, _ENOSYS):
+            raise OSError(ctypes.get_errno(), "seccomp(SET_MODE_FILTER) failed")
     if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
     return "seccomp"

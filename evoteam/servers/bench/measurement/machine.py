@@ -245,7 +245,10 @@ def contention_line(c: dict, split: str = "dev") -> str | None:
     what = "contended machine (" + "; ".join(c.get("reasons") or []) + "): scores taken separately here can " \
         "differ by more than their intervals"
     if split == "heldout":
-        return what + "; evaluate it on the held-out split again when the machine is quiet to confirm this score"
+        # Still the one held-out check: the same candidate's rounds pool into this record (mp40
+        # read "again" against the skill's "once").
+        return what + ("; evaluate the same candidate on the held-out split again when the machine is quiet: its "
+                       "rounds pool into this record")
     # Said of any score: the hint once read as a new best in the making beside a copy of the
     # baseline at 1.07x under a best of 3.6x (model-play 2026-12-04).
     # A run's first score has no best to compare with: its mark is the starting score x0 (mp26).

@@ -288,22 +288,25 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         sparepool.settle()
 
     def _pin_timed_workers(self) -> list[int]:
-        """Every timed worker on the same CPUs (as many as the kit's threads), chosen before any
-        timing: the scheduler otherwise tends to wake each process on the core it last ran on, and
-        two cores of a shared machine are rarely equally busy, which would show up as a steady
-        difference between identical sides that no number of rounds removes. Nothing is pinned
-        when the kit leaves threads to the libraries, or where the harness may not set affinity."""
+        """Every timed worker, with the processes it forked at import, on the same CPUs (as many as
+        the kit's threads), chosen before any timing: the scheduler otherwise tends to wake each
+        process on the core it last ran on, and two cores of a shared machine are rarely equally
+        busy (a steady difference between identical sides that no number of rounds removes); and a
+        forked helper on another CPU would run part of each call in parallel. Later forks inherit
+        the pinning (the filter refuses sched_setaffinity). Nothing is pinned when the kit leaves
+        threads to the libraries, or where the harness may not set affinity."""
         if self.gpu or not self.threads:
             return []
         cpus = sorted(os.sched_getaffinity(0))[-self.threads:]
         for s in self._called():
-            if s.dead:
-                continue
-            try:
-                for tid in os.listdir(f"/proc/{s.worker.proc.pid}/task"):
-                    os.sched_setaffinity(int(tid), cpus)
-            except OSError:
-                return []
+            for pid in [] if s.dead else [s.worker.proc.pid, *s.worker.jail.processes()]:
+                try:
+                    for tid in os.listdir(f"/proc/{pid}/task"):
+                        os.sched_setaffinity(int(tid), cpus)
+                except (ProcessLookupError, FileNotFoundError):
+                    continue
+                except OSError:
+                    return []
         return cpus
 
     @contextmanager
