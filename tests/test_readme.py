@@ -42,7 +42,7 @@ def test_the_two_commands_come_first_and_ci_runs_exactly_them():
     assert "-rs" in first[1].split()  # skips print their reason
     # What CI installs between the two, the README names (a newcomer's run skips those tests).
     optional = {"torch": "PyTorch", "[ray]": "Ray", "codex_cli": "Codex CLI", "chromium": "Chromium",
-                "postgresql": "PostgreSQL"}
+                "postgresql": "PostgreSQL", "strace": "strace"}
     between = ci[ci.index("./install.sh") + 1:-1]
     assert between and all(any(key in line for key in optional) for line in between), between
     start = " ".join(README.split("## What you get", 1)[0].split())

@@ -78,33 +78,59 @@ def test_unknown_architecture_is_refused_loudly():
 
 
 
+
 SPECULATION_PROBE = ("import re; before = re.findall(r'Speculation.*', open('/proc/self/status').read());"
-                     "from evoteam.servers.bench.confinement import seccomp; seccomp.apply();"
+                     "from evoteam.servers.bench.confinement import seccomp; print(seccomp.apply());"
                      "after = re.findall(r'Speculation.*', open('/proc/self/status').read());"
                      "print(before == after, before, after)")
 
 
-def test_filter_leaves_the_speculation_state_as_it_was():
-    """Installing the filter must not also switch on speculation mitigations (SSBD, IBPB, STIBP):
-    kernels before 5.16 do so by default for a filter installed without SPEC_ALLOW, and every
-    confined worker (baseline and candidates) would run slower than the same code outside. The
-    process's own status shows it on a kernel whose mitigation mode is "seccomp"."""
-    out = subprocess.run([sys.executable, "-c", SPECULATION_PROBE], capture_output=True, text=True, timeout=60)
+def _probe(env: dict, strace: str | None = None) -> subprocess.CompletedProcess:
+    import os
+
+    cmd = [sys.executable, "-c", SPECULATION_PROBE]
+    if strace:
+        cmd = [strace, "-f", "-e", "trace=seccomp,prctl", *cmd]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env={**os.environ, **env})
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("True"), out.stdout
+    return out
 
 
-def test_filter_is_installed_with_spec_allow():
-    """The same, read from the system call itself (this machine's kernel may have no mitigation
-    to switch on, so its status cannot tell)."""
+def test_spec_allow_leaves_the_speculation_state_as_it_was():
+    """With EVOTEAM_BENCH_SPEC_ALLOW=1 installing the filter does not also switch on speculation
+    mitigations (SSBD, IBPB, STIBP), as kernels before 5.16 do by default for a filter installed
+    without SPEC_ALLOW: the process's own status shows it on a kernel whose mode is "seccomp"."""
+    out = _probe({"EVOTEAM_BENCH_SPEC_ALLOW": "1"})
+    assert out.stdout.splitlines()[-1].startswith("True"), out.stdout
+
+
+@pytest.mark.parametrize("opt_in", [False, True])
+def test_the_filter_keeps_the_kernels_speculation_mitigations_unless_the_owner_opts_out(opt_in):
+    """By default the filter is installed the plain way, so a kernel that protects other processes
+    from a filtering process's branch-predictor poisoning (IBPB, STIBP) does so for candidates;
+    EVOTEAM_BENCH_SPEC_ALLOW=1 installs it with SPEC_ALLOW, and the layer says so. Read from the
+    system call itself (this machine's kernel may have no mitigation to switch on)."""
     import shutil
 
     strace = shutil.which("strace")
     if strace is None:
         pytest.skip("strace is not installed (.ci/run installs it)")
-    out = subprocess.run([strace, "-f", "-e", "trace=seccomp,prctl", sys.executable, "-c", SPECULATION_PROBE],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
+    out = _probe({"EVOTEAM_BENCH_SPEC_ALLOW": "1" if opt_in else "0"}, strace)
     installs = [line for line in out.stderr.splitlines() if "SECCOMP_SET_MODE_FILTER" in line
                 or "PR_SET_SECCOMP" in line]
-    assert installs and all("SECCOMP_FILTER_FLAG_SPEC_ALLOW" in line for line in installs), installs
+    assert len(installs) == 1, installs
+    assert ("SECCOMP_FILTER_FLAG_SPEC_ALLOW" in installs[0]) == opt_in, installs
+    assert out.stdout.splitlines()[0] == ("seccomp+spec-allow" if opt_in else "seccomp"), out.stdout
+
+
+async def test_the_opt_out_reaches_the_workers(monkeypatch, fast_kit, fast_settings):
+    """The variable reaches the confined workers (their environment is otherwise a short list),
+    and the evaluation's sandbox names the layer, where the stop still holds."""
+    from evoteam.servers.bench.confinement.jail import stop_not_held
+    from evoteam.servers.bench.evaluation.core import evaluate_candidate
+
+    monkeypatch.setenv("EVOTEAM_BENCH_SPEC_ALLOW", "1")
+    e = await evaluate_candidate(fast_settings, str(fast_kit), code=(fast_kit / "baseline.py").read_text())
+    assert e.status == "PASSED", e.message
+    layers = e.sandbox.split("+")
+    assert "seccomp" in layers and "spec-allow" in layers and stop_not_held(e.sandbox) is None, e.sandbox

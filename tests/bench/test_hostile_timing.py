@@ -285,40 +285,67 @@ def run(hidden_states, weight, eps):
     assert "512" not in text and "32x" not in text and "(32" not in text, text
 
 
+# A helper whose first thread exits while a second one serves: its process reads Z (a zombie
+# leader) in /proc while it runs, which a walk of live processes skipped (review 2026-12-05).
+ZOMBIE_LEADER = """
+import ctypes, threading, time
+
+def _once_alone():
+    time.sleep(0.2)  # the first thread's exit below takes microseconds
+    _serve()
+
+threading.Thread(target=_once_alone).start()
+ctypes.CDLL(None).syscall(60, 0)  # exit(2) of this thread alone (x86_64); the process lives on
+"""
+
+
+@pytest.mark.parametrize("helper", ["plain", "zombie leader"])
 @pytest.mark.parametrize("cgroups", ["cgroup", "no cgroup"])
-async def test_forked_helper_shares_the_timed_cpu(cgroups, monkeypatch, fast_kit, fast_settings):
+async def test_forked_helper_shares_the_timed_cpu(cgroups, helper, monkeypatch, fast_kit, fast_settings):
     """A helper process forked at import, before the harness pins the worker, could do part of
     every call on another CPU while the kit allows one (a parallel speed-up the kit rules out,
     and under the wall clock a real one). It is pinned with the worker, found through its cgroup
-    or, without one, its process group: run() fails here, naming both CPU sets, wherever the
-    helper may use a CPU the worker may not."""
+    or, without one, its process group or uid: run() fails here, naming both CPU sets, unless the
+    worker is on one CPU and the helper on the same."""
     import os
+    import platform
 
     from evoteam.servers.bench.confinement import jail
 
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one CPU: nothing to pin apart")
+    if helper == "zombie leader" and platform.machine().lower() not in ("x86_64", "amd64"):
+        pytest.skip("the helper's raw exit call is x86_64's")
     if cgroups == "no cgroup":
         monkeypatch.setenv("EVOTEAM_BENCH_NO_CGROUP", "1")
         monkeypatch.setattr(jail, "_CG_ROOT", False)
+    serve = ZOMBIE_LEADER if helper == "zombie leader" else "\n_serve()\n"
+    # The helper says when it is ready (for the zombie leader: once its first thread is gone), and
+    # the import waits for it, so the harness pins whatever the helper has become by then.
     code = BASE + """
 import os
 _ask_r, _ask_w = os.pipe()
 _say_r, _say_w = os.pipe()
-if os.fork() == 0:
+
+def _serve():
+    os.write(_say_w, b"ready\\n")
     while True:
         os.read(_ask_r, 1)
         os.write(_say_w, (",".join(map(str, sorted(os.sched_getaffinity(0)))) + "\\n").encode())
+
+if os.fork() == 0:
+""" + textwrap.indent(textwrap.dedent(serve), "    ") + """
+assert os.read(_say_r, 6) == b"ready\\n"
 
 def run(hidden_states, weight, eps):
     os.write(_ask_w, b"?")
     theirs = os.read(_say_r, 4096).decode().strip()
     mine = ",".join(map(str, sorted(os.sched_getaffinity(0))))
-    if theirs != mine:
+    if theirs != mine or "," in mine:
         raise RuntimeError(f"helper on CPUs {theirs}, worker on {mine}")
     return _math(hidden_states, weight, eps)
 """
-    result = await evaluate_candidate(fast_settings, str(fast_kit), code=textwrap.dedent(code))
+    result = await evaluate_candidate(fast_settings, str(fast_kit), code=code)
     text = (result.message or "") + " ".join(w.message or "" for w in result.workloads)
     assert result.status == "PASSED", (result.status, text)
     assert ("cgroup" in result.sandbox.split("+")) == (cgroups == "cgroup"), result.sandbox

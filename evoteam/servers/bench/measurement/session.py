@@ -8,15 +8,13 @@ construction (the same seccomp filter, audit hook, Landlock and cgroup thaw). Th
 path is measured in a worker of its own (the *empty-call worker*): the baseline's files again,
 confined the same way under a uid of its own, called on the same path but never timed as a side.
 So no candidate controls it or can reach it, and no timed side's call ever follows a call in its
-own process because of the empty calls (until 2026-12-02 they ran on the baseline's worker,
-which warmed the baseline's caches for its next call and not a candidate's).
+own process because of the empty calls (until 2026-12-02 they did: on the baseline's worker).
 
 Every timed call: the harness writes the call's inputs into the side's shared area while it is
 stopped, reads its clock, resumes the worker and asks for the call, stops the worker the moment
 it answers, reads its clock again, then reads the outputs out of the stopped process and checks
 that the inputs are unchanged. While one side runs, every other worker is stopped.
-The timed rounds themselves are interleave.py's (a part of KernelSession); how rounds turn into
-estimates is timing.py's business; the parts of a batch are named in sides.py.
+The timed rounds are interleave.py's (part of KernelSession), estimates timing.py's, names sides.py's.
 """
 
 from __future__ import annotations
@@ -192,8 +190,7 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         self.pinned: list[int] = []
         self.clock = "wall"  # how timed calls are read (callclock.py); set once the workers are up
         self.harness_cpus: list[int] = []
-        # Which elements of a timed output are compared: drawn after each call, from a seed no
-        # worker ever sees.
+        # Which elements of a timed output are compared: drawn after each call, from a seed no worker sees.
         self.rng = np.random.default_rng(secrets.randbits(128))
 
     # -------------------------------------------------------- the sides
@@ -210,8 +207,7 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         return self.sides[1:]
 
     @property
-    def candidate(self) -> WorkerProc:
-        """The (first) candidate's worker."""
+    def candidate(self) -> WorkerProc:  # the (first) candidate's worker
         return self.sides[1].worker
 
     @property
@@ -299,14 +295,18 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
             return []
         cpus = sorted(os.sched_getaffinity(0))[-self.threads:]
         for s in self._called():
-            for pid in [] if s.dead else [s.worker.proc.pid, *s.worker.jail.processes()]:
+            for pid in [] if s.dead else [s.worker.proc.pid, *s.worker.jail.members()]:
                 try:
-                    for tid in os.listdir(f"/proc/{pid}/task"):
-                        os.sched_setaffinity(int(tid), cpus)
-                except (ProcessLookupError, FileNotFoundError):
+                    tids = os.listdir(f"/proc/{pid}/task")
+                except OSError:  # gone
                     continue
-                except OSError:
-                    return []
+                for tid in tids:  # each on its own: one gone meanwhile leaves the others to pin
+                    try:
+                        os.sched_setaffinity(int(tid), cpus)
+                    except ProcessLookupError:
+                        continue
+                    except OSError:
+                        return []
         return cpus
 
     @contextmanager

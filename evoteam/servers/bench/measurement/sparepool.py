@@ -38,7 +38,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from evoteam.servers.bench.measurement.workerproc import WorkerProc
+from evoteam.servers.bench.measurement.workerproc import PASSED_ENV, WorkerProc
 
 MAX_SPARES = 4  # spares kept per process, all environments together (a comparison uses four workers)
 IDLE_S = 300.0  # a spare older than this is killed
@@ -82,8 +82,7 @@ def kept() -> bool:
 def _key(env: dict[str, str], memory_mb: int | None) -> str:
     # What a worker's process takes from its start: its environment (workerproc._worker_env gets
     # the rest from this process's, which is the same for every spare), its cap, the interpreter.
-    passed = {k: os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME",
-                                             "NVIDIA_VISIBLE_DEVICES", "PATH", "EVOTEAM_BENCH_NO_LANDLOCK")}
+    passed = {k: os.environ.get(k) for k in (*PASSED_ENV, "PATH")}
     blob = json.dumps({"python": sys.executable, "env": env, "memory_mb": memory_mb, "passed": passed},
                       sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()

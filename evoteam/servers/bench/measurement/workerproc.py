@@ -1,9 +1,7 @@
 """One worker process as the harness holds it: started in its own process group (and cgroup),
 its output drained and capped, its memory watched, every request under a deadline, and stopped
-between requests. How a worker fails, in words for the evaluation, is here too.
-
-harness.py builds on this (device locks, program kits); session.py times calls through
-``WorkerProc.request``.
+between requests. How a worker fails, in words for the evaluation, is here too. harness.py builds
+on this (device locks, program kits); session.py times calls through ``WorkerProc.request``.
 """
 
 from __future__ import annotations
@@ -25,6 +23,8 @@ from evoteam.servers.bench.confinement.workerenv import tuning_env
 OUTPUT_CAP_BYTES = 1 << 20  # what a worker may print before it is stopped
 PIPE_EARLY_BYTES = 1 << 15  # a message this small fits in the pipe while its reader is stopped
 INIT_SEND_S = 60.0  # the start-up message goes into an empty pipe; a worker that never reads it is killed
+PASSED_ENV = ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "NVIDIA_VISIBLE_DEVICES",  # what a worker
+              "EVOTEAM_BENCH_NO_LANDLOCK", "EVOTEAM_BENCH_SPEC_ALLOW")  # takes from ours; a spare's key too
 _SIGNALS = {signal.SIGSEGV: "segmentation fault", signal.SIGBUS: "bus error", signal.SIGABRT: "abort",
             signal.SIGILL: "illegal instruction", signal.SIGFPE: "floating-point exception",
             signal.SIGKILL: "killed", signal.SIGXFSZ: "file size limit exceeded"}
@@ -57,8 +57,7 @@ def _worker_env(scratch: Path, extra: dict[str, str] | None = None) -> dict[str,
         "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
         **folder_env(scratch),
     }
-    for key in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "NVIDIA_VISIBLE_DEVICES",
-                "EVOTEAM_BENCH_NO_LANDLOCK"):
+    for key in PASSED_ENV:
         if os.environ.get(key):
             env[key] = os.environ[key]
     # A fixed allocator policy and thread counts in every worker, so baseline and candidate
