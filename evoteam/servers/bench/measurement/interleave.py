@@ -52,8 +52,11 @@ def _round_order(n: int, r: int) -> list[int]:
     any even number of rounds treats the baseline and the candidate exactly alike — as many
     rounds opened (the first call after the round's inputs were made), as many calls right after
     the empty calls and right after each other; with more sides the same over every n-1 rounds
-    for opening, and over 2n(n-1) rounds for everything; no slot ever follows itself inside a
-    round. Measured on 2026-12-02, a call's time depends on what ran just before it: on
+    for opening and for following the empty calls, but not for who follows whom among the timed
+    sides (cyclic relabelling keeps the two turning directions apart: with A and B, over 24
+    rounds A follows B 18 times and the baseline 10, B the reverse; a mirrored pairing that
+    balances it changed nothing measurable in A/A, 2026-12-05); no slot ever follows itself inside
+    a round. Measured on 2026-12-02, a call's time depends on what ran just before it: on
     rmsnorm_cpu's t64_h8192 a side called right after itself took ~1.2 ms, after the other side
     ~1.6 ms (docs/bench.md, *Rounds*). The order used until then opened 4 of 6 rounds with the
     baseline and none with the candidate, and called the candidate twice in a row where the
