@@ -295,7 +295,7 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
             return []
         cpus = sorted(os.sched_getaffinity(0))[-self.threads:]
         for s in self._called():
-            for pid in [] if s.dead else [s.worker.proc.pid, *s.worker.jail.members()]:
+            for pid in [] if s.dead else dict.fromkeys([s.worker.proc.pid, *s.worker.jail.members()]):
                 try:
                     tids = os.listdir(f"/proc/{pid}/task")
                 except OSError:  # gone
