@@ -164,13 +164,13 @@ def remeasure(settings: Settings, run_id, split, rounds, candidate_ids, as_json)
     """Measure the best candidate of every team version (or --candidate ids), and a copy of the
     baseline, again in one interleaved batch on this machine; record the new rounds as one more
     measurement of each; say which rankings changed; store the measurement set in the run."""
-    from evoteam.report.remeasure import remeasure_run
+    from evoteam.report.summary import remeasure_with_gains
 
     async def go():
         async with open_store(settings) as store:
-            return await remeasure_run(settings, store, run_id, rounds=rounds, split=split,
-                                       candidate_ids=list(candidate_ids) or None,
-                                       progress=lambda m: click.echo(m, err=True))
+            return await remeasure_with_gains(settings, store, run_id, rounds=rounds, split=split,
+                                              candidate_ids=list(candidate_ids) or None,
+                                              progress=lambda m: click.echo(m, err=True))
 
     mset = _run(go())
     if as_json:
@@ -195,6 +195,8 @@ def remeasure(settings: Settings, run_id, split, rounds, candidate_ids, as_json)
                    f"{now:>22}{held}{moved}{noise}")
     click.echo(f"order before: {', '.join(mset.order_before)}")
     click.echo(f"order after:  {', '.join(mset.order_after)}" + ("  (changed)" if mset.changed else "  (unchanged)"))
+    for line in mset.version_gains:
+        click.echo(line)
     if mset.contended:
         click.echo("contended machine: intervals are wider than on a quiet one")
     if mset.note:

@@ -3,10 +3,14 @@ the way its report draws it (per-version bests and costs, spend by role, retriev
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field, computed_field
 
 from evoteam import stats
+from evoteam.config import Settings
 from evoteam.report.data import RunReport, VersionPoint, gather
+from evoteam.report.remeasure import MeasurementSet, remeasure_run
 from evoteam.servers.knowledge.readsql import ranked_by
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.team.budget import costs_unrecorded, unrecorded_note
@@ -280,6 +284,22 @@ def _tied_best(report: RunReport) -> str | None:
 
 async def summarise_run(store: KnowledgeStore, run_id: str) -> RunSummary:
     return summarise(await gather(store, run_id))
+
+
+async def remeasure_with_gains(settings: Settings, store: KnowledgeStore, run_id: str,
+                               **options: Any) -> MeasurementSet:
+    """bench.remeasure: the finalists measured again (remeasure_run), then the version gains its
+    pooled rounds decide, as run_report says them (a model needed a second call for the verdict
+    the re-measurement was for; mp40, 2026-12-05)."""
+    mset = await remeasure_run(settings, store, run_id, **options)
+    if mset.pooled and "dev" in mset.splits:
+        report = await gather(store, run_id)
+        measured = {e.candidate_id for e in mset.entries}
+        for v in report.versions:
+            gain = version_line(v, report.direction, report.run.best_known).gain
+            if gain and measured & {v.best_candidate_id, v.best_before_id}:
+                mset.version_gains.append(f"v{v.version}: {gain}")
+    return mset
 
 
 def _picked_interval(picked_of: int) -> str:

@@ -78,6 +78,11 @@ async def test_a_destination_passing_candidate_writes_into_slots_the_harness_ref
     call: written, it passes; left alone after its correctness calls, its timed calls fail."""
     ok = await evaluate_candidate(fast_settings, str(fast_kit), code="SKIP = False\n" + DPS)
     assert ok.status == "PASSED", ok.message
+    # Its speedup over a baseline that returns its outputs holds the style's own share, and its
+    # message says so (a model read such a gain as its fusion's; mp41, 2026-12-05).
+    assert ("; the candidate writes its outputs into slots allocated outside the clock (destination passing), "
+            "the baseline allocates the ones it returns inside it: on a memory-bound kernel that alone was "
+            "1.08-1.13x of this speedup on its own") in ok.message, ok.message
     lazy = await evaluate_candidate(fast_settings, str(fast_kit), code="SKIP = True\n" + DPS)
     assert lazy.status == "INCORRECT_NUMERICAL", lazy.message
     text = " ".join(w.message or "" for w in lazy.workloads)
@@ -101,6 +106,19 @@ def run(hidden_states, weight, eps, output):
     x = hidden_states.astype(np.float64)
     output[...] = (x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight).astype(np.float32)
 """
+
+
+async def test_a_returning_candidate_is_told_when_the_baseline_passes_destinations():
+    """The other way round (a FlashInfer-Bench baseline writes into its slots): the candidate is
+    told what returning its outputs costs it and what gives it back; alike, nothing is said."""
+    from evoteam.servers.bench.measurement.batch import _styles_apart
+
+    said = _styles_apart({"baseline": True, "cand": False}, "cand")
+    assert said.startswith("the baseline writes its outputs into slots allocated outside the clock"), said
+    assert said.endswith("1.08-1.13x; writing into the given outputs (destination passing) gives that back"), said
+    assert _styles_apart({"baseline": True, "cand": True}, "cand") is None
+    assert _styles_apart({"baseline": False, "cand": False}, "cand") is None
+    assert "of this speedup on its own" in _styles_apart({"baseline": False, "cand": True}, "cand")
 
 
 async def test_every_call_of_a_destination_passing_candidate_starts_from_blank_aligned_slots(fast_kit, fast_settings):

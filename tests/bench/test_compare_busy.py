@@ -67,5 +67,12 @@ async def test_a_compare_of_a_returning_and_a_destination_passing_side_says_so(f
     assert "; B writes its outputs into slots allocated outside the clock (destination passing), A allocates" \
         in cmp.verdict, cmp.verdict
     assert cmp.a.note == "the kit's baseline" and cmp.b.note is None
+    # Said once, in the verdict: B's own message against the baseline leaves its clause out.
+    assert "destination passing" not in (cmp.b.message or "") and "destination passing" not in (cmp.a.message or "")
     same = await compare_candidates(fast_settings, str(fast_kit), {"code": RMSNORM}, {"code": RENAMED}, repeats=1)
     assert "destination passing" not in same.verdict, same.verdict
+    # Both in destination passing style: alike, so the verdict has no such clause.
+    both = await compare_candidates(fast_settings, str(fast_kit), {"code": in_place},
+                                    {"code": in_place + "\n# renamed\n"}, repeats=1)
+    assert both.b.status == "PASSED", both.b.message
+    assert "destination passing" not in both.verdict, both.verdict

@@ -249,13 +249,18 @@ async def test_a_remeasure_batch_keeps_paired_rounds_that_settle_a_real_version_
     keeps the pair's rounds in the run. Each program stops once its runs, with the one recorded
     before, are five alike (batchruns.settled): four runs a side, which settle v2's gain through the
     pooled candidates, exact and significant; a second re-measurement runs neither (both exact)
-    and leaves the gain as it was."""
+    and leaves the gain as it was. The reply carries the version gains it decided, as run_report
+    says them (a model needed a second call for them; mp40)."""
     from evoteam.report.remeasure import remeasure_run
+    from evoteam.report.summary import remeasure_with_gains
 
     settings = Settings(db=tmp_path / "kb.db")
     async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
         run, _ = await circle_versions(kb, settings, tmp_path)
-        first = await remeasure_run(settings, kb, run.id, rounds=5)
+        first = await remeasure_with_gains(settings, kb, run.id, rounds=5)
+        reported = summarise(await gather(kb, run.id)).versions
+        assert first.version_gains == [f"v{v.version}: {v.gain}" for v in reported] and len(reported) == 2
+        assert first.version_gains[1].startswith("v2: ") and first.version_gains[1].endswith(": significant")
         assert [(e.settled, e.runs) for e in first.entries] == [(True, 4), (True, 4)]
         point, line = await _v2(kb, run.id)
         assert line.significant_gain is True and point.paired_batches == 0  # four runs a side pair too few

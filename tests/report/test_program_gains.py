@@ -146,7 +146,9 @@ async def test_a_roles_brief_says_a_one_run_best_cannot_be_cleared_yet(tmp_path:
         # Clearing is not the only way: a role told only that would not credit a gain its compare
         # found (two close bests overlap, yet compare's paired rounds tell them apart).
         assert "exact" in line and "clears that one, or when the paired rounds of the two say so" in line
-        assert "one lucky compare does not decide" in line
+        # When a compare is enough, and why comparing again is no second chance ("one lucky compare
+        # does not decide" left a model unsure whether one compare ever could; mp41, 2026-12-05).
+        assert "one significant verdict is enough" in line and "rather than a second chance" in line
 
 
 def _grid(scale: float) -> str:
@@ -281,7 +283,7 @@ async def test_single_runs_never_hold_the_stop_rule_for_ever(tmp_path: Path):
     one from 3 runs whose median reads beyond is one too (its score, as the report reads it, not the
     low end of its range), and get_run names it. A single run before a version that gained nothing
     leaves its "no gain" standing: measured, it could only raise the best before."""
-    from evoteam.report.remeasure import LEAD_SIDES, MAX_CANDIDATES, default_sides
+    from evoteam.report.finalists import LEAD_SIDES, MAX_CANDIDATES, default_sides
 
     async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
         plan = {v: [1.0 + v / 100 + d for d in (0.0, 0.001, -0.001, 0.0, 0.0)] for v in range(1, 15)}

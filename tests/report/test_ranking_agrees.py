@@ -14,7 +14,8 @@ import pytest
 from evoteam import stats
 from evoteam.codehash import code_hash
 from evoteam.report.data import gather
-from evoteam.report.remeasure import MeasurementSet, Remeasured, finalists, judge
+from evoteam.report.finalists import finalists
+from evoteam.report.remeasure import MeasurementSet, Remeasured, judge
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.models import CandidateCreate, RunCreate, WorkloadResult
 from evoteam.servers.knowledge.store import Actor

@@ -133,7 +133,7 @@ def test_a_program_kits_duration_is_said_from_its_recorded_runs():
     model-play 2026-12-04), 5 s a run where none was recorded."""
     from types import SimpleNamespace
 
-    from evoteam.report.remeasure import estimate_seconds
+    from evoteam.report.finalists import estimate_seconds
 
     kit = SimpleNamespace(manifest=SimpleNamespace(kind="program", timing=None))
     quick = [SimpleNamespace(metrics={"wall_s": w}) for w in (0.2, 0.3, 9.0)]
@@ -177,7 +177,7 @@ async def test_a_default_batch_measures_each_versions_best_few_while_they_fit(tm
     import random
 
     from evoteam.codehash import code_hash
-    from evoteam.report.remeasure import LEAD_SIDES, MAX_CANDIDATES, default_sides
+    from evoteam.report.finalists import LEAD_SIDES, MAX_CANDIDATES, default_sides
     from evoteam.servers.knowledge.local import LocalKnowledgeStore
     from evoteam.servers.knowledge.models import CandidateCreate, RunCreate
     from evoteam.servers.knowledge.store import Actor
@@ -215,7 +215,7 @@ async def test_a_default_batch_leaves_out_what_could_not_be_its_versions_best(tm
     import random
 
     from evoteam.codehash import code_hash
-    from evoteam.report.remeasure import default_sides
+    from evoteam.report.finalists import default_sides
     from evoteam.servers.knowledge.local import LocalKnowledgeStore
     from evoteam.servers.knowledge.models import CandidateCreate, RunCreate
     from evoteam.servers.knowledge.store import Actor

@@ -97,6 +97,8 @@ async def test_remeasure_of_a_run_without_a_team_ranks_its_best_few(settings, st
     assert sorted(measured.structured_content["order_after"]) == sorted(ids)
     # A kernel kit's entries say nothing of a program's settling (`"settled": false` on each; mp31).
     assert '"settled"' not in measured.content[0].text
+    # No team, no version gains: the empty list is not in the text either.
+    assert measured.structured_content["version_gains"] == [] and "version_gains" not in measured.content[0].text
 
 
 async def test_a_role_is_sent_to_the_code_by_the_short_way(settings, store, tmp_path: Path):

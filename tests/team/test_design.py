@@ -79,6 +79,11 @@ async def test_versions_are_numbered_and_kept(kb, run, service_factory):
     # v1's planned roles were superseded by v2
     assert {s.status for s in await svc.team.list_sessions(run.id, 1)} == {"stopped"}
     assert any("stopped 2 role session" in w for w in second.warnings)
+    # v1 ran without a reflection: v2's roles would read an empty history (mp41, 2026-12-05).
+    assert any(w.startswith("team v1 has no reflection: team.reflect on it now") for w in second.warnings)
+    await svc.reflect(run.id, diagnosis="the challenger found nothing", version=2)
+    third = await svc.design_team(TeamDesign(**design(run.id, "Builder")))
+    assert not any("has no reflection" in w for w in third.warnings), third.warnings
     with pytest.raises(NotFound):
         await svc.get_team(run.id, 7)
 
@@ -180,6 +185,7 @@ async def test_a_users_own_agent_file_is_left_alone(kb, run, service_factory, pr
     assert (folder / "reviewer.md").read_text().endswith("my reviewer\n")
     assert any("left your own agent file" in w for w in result.warnings)
     assert (folder / "builder.md").is_file()
+    await svc.reflect(run.id, diagnosis="v1 ran", version=1)
     again = await svc.design_team(TeamDesign(**design(run.id, "Builder")))  # our own file is replaced
     assert "team v2" in (folder / "builder.md").read_text() and not again.warnings[1:]
 

@@ -26,7 +26,8 @@ from evoteam.servers.bench.measurement import sparepool
 from evoteam.servers.bench.scheduling import route
 from evoteam.servers.bench.scheduling.tickets import Ticket, TicketBook
 from evoteam.servers.bench.evaluation.compare import compare_candidates
-from evoteam.report.remeasure import MeasurementSet, remeasure_run
+from evoteam.report.remeasure import MeasurementSet
+from evoteam.report.summary import remeasure_with_gains
 from evoteam.servers.bench.models import Comparison, Evaluation, KitDetail, KitList, Split
 from evoteam.servers.common import DomainError, ServerStore, tool_errors
 from evoteam.servers.knowledge.store import KnowledgeStore
@@ -220,8 +221,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
             arguments = {"run_id": run_id, "candidate_ids": candidate_ids, "rounds": rounds, "split": split}
             return MeasurementSet.model_validate(await route.call_service(settings, "remeasure", arguments,
                                                                           reporter(ctx)))
-        return await remeasure_run(settings, kb(ctx=ctx), run_id, rounds=rounds, split=split,
-                                   candidate_ids=candidate_ids or None, progress=said(ctx))
+        return await remeasure_with_gains(settings, kb(ctx=ctx), run_id, rounds=rounds, split=split,
+                                          candidate_ids=candidate_ids or None, progress=said(ctx))
 
     return server
 

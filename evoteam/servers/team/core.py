@@ -126,6 +126,12 @@ class TeamService:
         if superseded:
             warnings.append(f"stopped {len(superseded)} role session(s) of earlier versions: "
                             f"{', '.join(f'{s.role} (v{s.version})' for s in superseded)}")
+        newest = (await self.kb.list_history(run.id, limit=100)).items if team.version > 1 else []
+        if team.version > 1 and not any(e.team_version == team.version - 1 for e in newest):
+            # Its roles' brief lists the history as a read: empty, it told a role nothing of why
+            # its team exists (model-play mp41, 2026-12-05).
+            warnings.append(f"team v{team.version - 1} has no reflection: team.reflect on it now, before v{team.version}'s "
+                            "roles start (their brief has them read the evolution history first)")
         stages = stage_of(team)
         places = await place_roles(team, run, self.project_dir)
         warnings += [p.warning for p in places.values() if p.warning]

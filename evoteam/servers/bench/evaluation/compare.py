@@ -45,7 +45,7 @@ from evoteam.servers.bench.formats.kits import find_kit
 from evoteam.servers.bench.models import (BASELINE_ID, ComparedSide, Comparison, Evaluation, PooledComparison, Split,
                                           WorkloadComparison)
 from evoteam.servers.bench.measurement.machine import contention_line
-from evoteam.servers.bench.measurement.method import TIMING_METHOD
+from evoteam.servers.bench.measurement.method import TIMING_METHOD, styles_clause
 from evoteam.servers.bench.measurement.session import SideSpec
 from evoteam.servers.knowledge.comparisons import (PairedVerdict, dev_comparisons, keep_comparison, paired_verdict,
                                                    record_of)
@@ -64,7 +64,8 @@ def _baseline_file(kit) -> str:
     return str(start)
 
 
-def _brief(e: Evaluation, candidate_id: str | None = None, note: str | None = None) -> ComparedSide:
+def _brief(e: Evaluation, candidate_id: str | None = None, note: str | None = None,
+           styles_in_verdict: bool = False) -> ComparedSide:
     msg = e.message
     # The comparison's `contended` says it once; each side repeated the same long clause (and
     # lost its end to the limit).
@@ -74,6 +75,8 @@ def _brief(e: Evaluation, candidate_id: str | None = None, note: str | None = No
     if msg:  # each side's ms against the baseline's: the sides' own ratios are the verdict's (a model read
         # "baseline_ms / candidate_ms is 1.6" of the baseline against itself as a bug; model-play 2026-12-04)
         msg = "; ".join(c for c in msg.split("; ") if MS_CLAUSE not in c)
+    if msg and styles_in_verdict:  # the verdict says which side's outputs are outside the clock, once
+        msg = "; ".join(c for c in msg.split("; ") if "(destination passing)" not in c and " gives that back" not in c)
     if msg and len(msg) > MESSAGE_LIMIT:  # whole clauses only: a cut "paired ratios (..." read as garbled
         cut = msg.rfind("; ", 0, MESSAGE_LIMIT)
         msg = (msg[:cut] if cut > 0 else msg[:MESSAGE_LIMIT].rsplit(" ", 1)[0]) + "; …"
@@ -193,7 +196,8 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
         for c in cands.values():
             scratch.remove_folder(c.folder)
     verdict = _verdict(ea, eb, est, kind)
-    if kind == "kernel" and est is not None and _in_place(cands["A"]) != _in_place(cands["B"]):
+    styled = kind == "kernel" and est is not None and _in_place(cands["A"]) != _in_place(cands["B"])
+    if styled:
         verdict += _styles_clause(_in_place(cands["B"]))
     if kind == "program" and est is not None:
         verdict += _settled_clause(made, scores, repeats)
@@ -216,8 +220,8 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
                     + ("; compares of the same two by id pool into a narrower one, quiet ones most"
                        if "; kept in run" in kept else ""))
     verdict += kept
-    return Comparison(kit=the_kit.name, split=split, a=_brief(ea, a.get("candidate_id"), notes.get("A")),
-                      b=_brief(eb, b.get("candidate_id"), notes.get("B")),
+    return Comparison(kit=the_kit.name, split=split, a=_brief(ea, a.get("candidate_id"), notes.get("A"), styled),
+                      b=_brief(eb, b.get("candidate_id"), notes.get("B"), styled),
                       b_speedup_over_a=est.value if est else None, interval=[est.lo, est.hi] if est else None,
                       significant=bool(est and stats.significant(est, kind)), rounds=n_rounds, workloads=rows,
                       verdict=verdict, contended=contended, pooled=pooled)
@@ -359,12 +363,9 @@ def _in_place(c) -> bool:
 
 
 def _styles_clause(b_is_dps: bool) -> str:
-    """Said where one side writes into the harness's output slots and the other returns its
-    outputs: "B is faster, 1.15x" of the same arithmetic read as a faster kernel (mp37, 2026-12-05)."""
+    """Said where one side writes into the harness's output slots and the other returns its outputs."""
     dps, other = ("B", "A") if b_is_dps else ("A", "B")
-    return (f"; {dps} writes its outputs into slots allocated outside the clock (destination passing), {other} "
-            "allocates the ones it returns inside it: on a memory-bound kernel that alone was 1.08-1.13x "
-            "(docs/bench.md)")
+    return "; " + styles_clause(dps, other) + " (docs/bench.md)"
 
 
 def _settled_clause(made: dict[str, int], scores: dict[str, list[float]], repeats: int) -> str:

@@ -19,13 +19,14 @@ from evoteam import stats
 from evoteam.config import Settings
 from evoteam.errors import DomainError
 from evoteam.servers.bench.measurement import harness, machine, timing
-from evoteam.servers.bench.measurement.method import TIMING_METHOD
+from evoteam.servers.bench.measurement.method import TIMING_METHOD, styles_clause
 from evoteam.servers.bench.measurement.harness import WorkerFailure
 from evoteam.servers.bench.confinement.jail import stop_not_held
 from evoteam.servers.bench.formats.kit import Kit
 from evoteam.servers.bench.formats.kits import state_dir
 from evoteam.servers.bench.models import Evaluation, Split, WorkloadOutcome
 from evoteam.servers.bench.measurement.session import KernelSession, SideSpec, WorkloadSpec, WorkloadVerdict
+from evoteam.servers.bench.measurement.sides import BASELINE
 
 Progress = Callable[[float, float, str], Awaitable[None]]
 STATUS_ORDER = ["COMPILE_ERROR", "TIMEOUT", "RUNTIME_ERROR", "INCORRECT_SHAPE", "INCORRECT_DTYPE",
@@ -164,8 +165,11 @@ async def run_kernel_batch(settings: Settings, kit: Kit, sides: list[SideSpec], 
     if baseline_notes:
         metrics_base["baseline_notes"] = baseline_notes
     sandbox_desc = session.sandbox if session else ""
+    # Each side's output style as its worker reported it at import.
+    styles = {s.label: s.dps for s in session.sides} if session is not None else {}
     evaluations = {label: _evaluation(kit, split, outcomes[label], verdicts_all[label], baseline_label,
-                                      dict(metrics_base), wall / len(labels), sandbox_desc)
+                                      dict(metrics_base), wall / len(labels), sandbox_desc,
+                                      _styles_apart(styles, label))
                    for label in labels}
     return Batch(evaluations, rounds_by_wl, contended)
 
@@ -234,8 +238,18 @@ def _outcome(name: str, v: WorkloadVerdict) -> WorkloadOutcome:
         message=message, flagged=v.flagged, speedup_interval=v.speedup_interval, rounds=v.rounds)
 
 
+def _styles_apart(styles: dict[str, bool], label: str) -> str | None:
+    """What side ``label``'s evaluation says where it and the baseline differ in output style."""
+    if label not in styles or BASELINE not in styles or styles[label] == styles[BASELINE]:
+        return None
+    if styles[label]:
+        return styles_clause("the candidate", "the baseline") + " of this speedup on its own"
+    return styles_clause("the baseline", "the candidate") + "; writing into the given outputs (destination passing) gives that back"
+
+
 def _evaluation(kit: Kit, split: Split, outcomes: list[WorkloadOutcome], verdicts: list[WorkloadVerdict],
-                baseline_label: str, metrics: dict, wall: float, sandbox: str) -> Evaluation:
+                baseline_label: str, metrics: dict, wall: float, sandbox: str,
+                styles_apart: str | None = None) -> Evaluation:
     m = kit.manifest
     passed = sum(o.status == "PASSED" for o in outcomes)
     status = "PASSED" if passed == len(outcomes) else min(
@@ -273,6 +287,8 @@ def _evaluation(kit: Kit, split: Split, outcomes: list[WorkloadOutcome], verdict
     apart = _ms_apart(outcomes) if est is not None else None
     if apart:
         message = f"{message}; {apart}"
+    if styles_apart and est is not None:
+        message = f"{message}; {styles_apart}"
     line = machine.contention_line(metrics.get("contention") or {}, split)
     if line and est is not None:  # only a timed result is touched by contention
         message = f"{message}; {line}"

@@ -34,6 +34,7 @@ from evoteam.servers.bench.measurement import arena, callclock, sparepool, trust
 from evoteam.servers.bench.measurement.arena import LABELS, Payload, align
 from evoteam.servers.bench.measurement.checks import CorrectnessChecks
 from evoteam.servers.bench.measurement.interleave import InterleavedRounds
+from evoteam.servers.bench.measurement.pinning import pin_threads
 from evoteam.servers.bench.measurement.sides import (  # noqa: F401 - the names callers import from here
     BASELINE, CANDIDATE, EMPTY, Side, SideSpec, WorkloadSpec, WorkloadVerdict, new_seed)
 from evoteam.servers.bench.confinement.workerenv import tuning_env
@@ -294,20 +295,9 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         if self.gpu or not self.threads:
             return []
         cpus = sorted(os.sched_getaffinity(0))[-self.threads:]
-        for s in self._called():
-            for pid in [] if s.dead else dict.fromkeys([s.worker.proc.pid, *s.worker.jail.members()]):
-                try:
-                    tids = os.listdir(f"/proc/{pid}/task")
-                except OSError:  # gone
-                    continue
-                for tid in tids:  # each on its own: one gone meanwhile leaves the others to pin
-                    try:
-                        os.sched_setaffinity(int(tid), cpus)
-                    except ProcessLookupError:
-                        continue
-                    except OSError:
-                        return []
-        return cpus
+        pids = [pid for s in self._called() if not s.dead
+                for pid in dict.fromkeys([s.worker.proc.pid, *s.worker.jail.members()])]
+        return cpus if pin_threads(pids, cpus) else []
 
     @contextmanager
     def apart(self):

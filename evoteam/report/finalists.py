@@ -1,0 +1,129 @@
+"""Which candidates a re-measurement measures (bench.remeasure without candidate_ids): each team
+version's best few, room for candidates from too few runs that read beyond them, and how long a
+batch of them takes."""
+
+from __future__ import annotations
+
+from evoteam import stats
+from evoteam.servers.knowledge.comparisons import dev_comparisons, paired_sides
+from evoteam.servers.knowledge.listing import all_candidates
+from evoteam.servers.knowledge.measurements import any_contended, beyond, rank_key, widened_for_load
+from evoteam.servers.knowledge.models import CandidateSummary
+from evoteam.servers.knowledge.standing import Paired
+from evoteam.servers.knowledge.store import KnowledgeStore
+from evoteam.servers.knowledge.verified import ranks
+
+# A run of one group (no team: the /kernel-loop skill) would otherwise re-measure a single
+# finalist, and a batch of one answers no "which ranking holds" question.
+SINGLE_GROUP_FINALISTS = 3
+# Sides of one batch at most (each is a confined worker timed in every round): the evaluation
+# service runs every agent's remeasure, so one call must stay bounded.
+MAX_CANDIDATES = 12
+# Sides of a default batch kept for candidates from too few runs that read beyond their version's
+# measured best: from 12 versions on, the finalists filled the batch and run_report waited on such
+# runs for ever (the stop rule never fired; review 2026-12-04).
+LEAD_SIDES = 4
+# Batches one default call may measure: pooling a batch's rounds moves ranks (a pooled interval
+# ranks by its pessimistic end, a program's single run by its value), so a candidate that was not
+# measured can become a version's best, and its gain was again read from separate measurements
+# (model-play, 2026-12-03). The next batch measures the finalists so far with the new ones.
+FINALIST_PASSES = 3
+
+
+async def _ranked_groups(store: KnowledgeStore, run_id: str) -> tuple[str, dict[int | None, list[tuple[tuple, CandidateSummary]]]]:
+    """A run's direction, and its ranked dev candidates per team version (none: one group), each
+    with its rank key (measurements.rank_key: larger is better)."""
+    run = await store.get_run(run_id)
+    keyed: dict[int | None, list[tuple[tuple, CandidateSummary]]] = {}
+    for c in await all_candidates(store, run_id):
+        if not ranks(c.status, c.score, c.verified, c.flagged) or c.split != "dev":
+            continue
+        key = rank_key(c.rank_score, c.score, c.score_interval, run.direction, c.runs is not None)
+        keyed.setdefault(c.provenance.team_version, []).append((key, c))
+    return run.direction, keyed
+
+
+def _leaders(direction: str, keyed: dict, measured: set[str]) -> list[CandidateSummary]:
+    """Candidates not measured by this call that now rank at or above every measured one of their
+    version, or whose score from too few runs is beyond that one's score (once measured, it may rank
+    first; one equal to it cannot; the score, as run_report and get_run compare it, not the end of
+    a few runs' range): each could be the version's best the report reads. Best score first."""
+    found = []
+    for items in keyed.values():
+        top = max(((k, c) for k, c in items if c.id in measured), default=None, key=lambda kc: kc[0])
+        if top is not None:
+            found += [c for k, c in items if c.id not in measured and (
+                k >= top[0] or (c.runs is not None and beyond(c.score, top[1].score, direction)))]
+    return sorted(found, key=lambda c: c.score if direction == "maximize" else -c.score, reverse=True)
+
+
+def _bests(keyed: dict, per_group: int | None = None, paired: Paired | None = None) -> list[CandidateSummary]:
+    """The best ranked candidates of each group (``per_group``; default: one, a run of one group
+    its best few), groups by version (no version last); after the best, only those that could be
+    it (_may_lead), and none whose kept paired rounds with it find it worse (``paired``: a default
+    batch re-timed a candidate a compare had found significantly slower than its version's best;
+    model-play mp31, 2026-12-04)."""
+    per_group = per_group or (SINGLE_GROUP_FINALISTS if len(keyed) == 1 else 1)
+    out = []
+    for k in sorted(keyed, key=lambda v: (v is None, v or 0)):
+        ranked = [c for _, c in sorted(keyed[k], key=lambda kc: kc[0], reverse=True)]
+        out += ranked[:1] + [c for c in ranked[1:per_group] if _may_lead(c, ranked[0])
+                             and not (paired and paired(ranked[0].id, c.id) == "worse")]
+    return out
+
+
+def _may_lead(c: CandidateSummary, best: CandidateSummary) -> bool:
+    """Whether ``c`` could be its version's best once measured beside it: its interval, widened
+    for a busy machine as every verdict counts one, meets the best's, or either has too few runs
+    to tell. A default batch timed a version's copy of the baseline at 1.0x beside its best at
+    4.5x (model-play 2026-12-04): nothing a batch could reorder."""
+    if not c.score_interval or not best.score_interval or c.runs is not None or best.runs is not None:
+        return True
+    own, top = (widened_for_load(stats.Estimate(x.score, *x.score_interval, stats.EXACT_MIN_RUNS),
+                                 any_contended(x.contended_measurements), True) for x in (c, best))
+    return own.hi >= top.lo and top.hi >= own.lo
+
+
+async def unmeasured_leaders(store: KnowledgeStore, run_id: str, measured: set[str]) -> list[CandidateSummary]:
+    """_leaders of the run as it stands now (after a batch pooled its rounds)."""
+    return _leaders(*await _ranked_groups(store, run_id), measured)
+
+
+async def default_sides(store: KnowledgeStore, run_id: str) -> list[CandidateSummary]:
+    """What a call without named candidates measures: the newest versions' best few (the stop rule
+    reads from the newest; up to 3 each while 8 sides hold them), with room kept for candidates
+    from too few runs that read beyond their version's measured best (LEAD_SIDES). One read of the
+    run's candidates for both."""
+    direction, keyed = await _ranked_groups(store, run_id)
+    paired = paired_sides(await dev_comparisons(store, run_id, (await store.get_run(run_id)).kit), direction)
+    # Each version's best few while they fit: a version's best picked by one busy evaluation was
+    # its slower candidate, and its gain, "worse, significant", spoke of that one (model-play 2026-12-04).
+    room = MAX_CANDIDATES - LEAD_SIDES
+    per_group = max(1, min(SINGLE_GROUP_FINALISTS, room // max(1, len(keyed))))
+    tops = _bests(keyed, per_group, paired)[-room:]
+    return [*tops, *_leaders(direction, keyed, {c.id for c in tops})[:LEAD_SIDES]]
+
+
+async def finalists(store: KnowledgeStore, run_id: str) -> list[CandidateSummary]:
+    """The best ranked candidate of each team version (candidates of no version count as one group),
+    best by the pessimistic end of its interval; a run of one group gives its best few."""
+    return _bests((await _ranked_groups(store, run_id))[1])
+
+
+def estimate_seconds(kit, n_sides: int, rounds: int, recorded: list[CandidateSummary | None]) -> float:
+    """A rough duration: start-up, correctness, and the rounds' calls from the recorded times."""
+    t = kit.manifest.timing
+    if kit.manifest.kind != "kernel":  # a run takes what the finalists' recorded runs took (a flat 5 s said 30 for 3)
+        walls = sorted(w for c in recorded if isinstance(w := (getattr(c, "metrics", None) or {}).get("wall_s"),
+                                                         (int, float)) and w > 0)
+        # An exact program is not run again (_batch); the others up to every round.
+        runs = sum(0 if c is not None and stats.every_run_alike(getattr(c, "samples", None) or {}) else rounds
+                   for c in recorded) + rounds * max(0, n_sides - len(recorded))
+        return runs * (walls[len(walls) // 2] if walls else 5.0)
+    per_round_ms = 0.0
+    for c in recorded:
+        for w in getattr(c, "workloads", None) or []:
+            per_round_ms += (w.candidate_ms or 1.0) + (w.baseline_ms or 1.0) / max(1, n_sides)
+    per_round_ms = per_round_ms / max(1, len([c for c in recorded if c])) * n_sides if per_round_ms else 5.0 * n_sides
+    calls = rounds * t.reps_per_round
+    return 3.0 + n_sides * 1.5 + calls * (per_round_ms / 1000 + 0.002 * (n_sides + 1))

@@ -1,0 +1,57 @@
+"""Pinning the timed workers is all or none: where the harness may not set one thread's affinity,
+the threads pinned before it get every CPU back (some sides pinned and others not would time
+under different conditions; it used to leave them pinned)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from evoteam.servers.bench.measurement import pinning
+
+THREADS = "import threading, time\nfor _ in range(2): threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\ntime.sleep(60)\n"
+
+
+@pytest.fixture
+def process():
+    child = subprocess.Popen([sys.executable, "-c", THREADS])
+    try:
+        for _ in range(200):  # its two threads started
+            if len(os.listdir(f"/proc/{child.pid}/task")) == 3:
+                break
+            time.sleep(0.01)
+        yield child.pid
+    finally:
+        child.kill()
+        child.wait()
+
+
+def affinities(pid: int) -> list[set[int]]:
+    return [os.sched_getaffinity(int(tid)) for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int)]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to pin to one")
+def test_every_thread_is_pinned_or_none(process, monkeypatch):
+    every = os.sched_getaffinity(0)
+    one = [max(every)]
+    assert pinning.pin_threads([process, 999_999_999], one)  # a process gone is skipped
+    assert affinities(process) == [set(one)] * 3
+    for tid in os.listdir(f"/proc/{process}/task"):
+        os.sched_setaffinity(int(tid), every)
+
+    real, calls = os.sched_setaffinity, []
+
+    def refuse_the_third(tid, cpus):
+        calls.append(tid)
+        if len(calls) == 3:
+            raise PermissionError("not allowed")
+        real(tid, cpus)
+
+    monkeypatch.setattr(pinning.os, "sched_setaffinity", refuse_the_third)
+    assert pinning.pin_threads([process], one) is False
+    monkeypatch.undo()
+    assert affinities(process) == [every] * 3  # the two pinned before the refusal were given every CPU back
