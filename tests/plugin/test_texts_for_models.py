@@ -48,3 +48,21 @@ def test_the_texts_that_say_how_to_evaluate_say_when_to_take_a_ticket():
         body = text(path)
         assert "wait=false" in body.replace("`wait: false`", "wait=false"), path
         assert "evaluation_result" in body, path
+
+
+async def test_kernel_loop_names_evaluates_arguments_as_the_tool_spells_them(tmp_path):
+    """"score it with bench.evaluate (kit, candidate path, run id, ...)" cost a model a failed call
+    on `candidate` (mp43, 2026-12-05): the skill names the arguments the tool takes."""
+    from mcp import Client
+
+    from evoteam.config import Settings
+    from evoteam.servers.bench.server import build_server
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+
+    step = text("skills/kernel-loop/SKILL.md").split("3. **Iterate.**", 1)[1].split("4. **Record", 1)[0]
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db") as store:
+        async with Client(build_server(Settings(db=tmp_path / "kb.db"), store)) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+    takes = tools["evaluate"].input_schema["properties"]
+    for name in ("kit", "candidate_path", "run_id", "parent_id", "notes"):
+        assert f"`{name}`" in step and name in takes, name
