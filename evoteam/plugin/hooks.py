@@ -317,15 +317,6 @@ def subagent_stop(hook_input: dict[str, Any]) -> dict[str, Any] | None:
 # ---------------------------------------------------------------- Stop
 
 
-async def _newest_history(store, run_id: str, n: int = 50):
-    """The run's newest `n` history entries (a reflection on the version that just ended is
-    among them), read as one bounded page however long the history is."""
-    from evoteam.servers.knowledge.rows import encode_cursor
-
-    total = (await store.list_history(run_id, limit=1)).total
-    return await store.list_history(run_id, limit=n, cursor=encode_cursor(max(0, total - n)) if total > n else None)
-
-
 def _fingerprint(run, spend) -> list:
     # the supervisor's own spend grows with every continuation: it is not progress
     others = sum(line.usd for line in spend.lines if line.role != "supervisor")
@@ -358,6 +349,7 @@ def stop(hook_input: dict[str, Any]) -> dict[str, Any] | None:
 
     async def go():
         from evoteam.servers.knowledge.connect import open_store
+        from evoteam.servers.knowledge.listing import newest_history
         from evoteam.servers.team.cost import load_price_table, record_session_cost
 
         settings = _settings(project)
@@ -371,7 +363,7 @@ def stop(hook_input: dict[str, Any]) -> dict[str, Any] | None:
             spend = await store.spend(state["run_id"])
             if run.status == "active" and spend.left_usd is not None and spend.left_usd <= 0:
                 run = await store.update_run(run.id, status="budget_spent")
-            history = await _newest_history(store, state["run_id"])
+            history = await newest_history(store, state["run_id"])
             return run, spend, history
 
     run, spend, history = _run(go())
@@ -393,7 +385,7 @@ def stop(hook_input: dict[str, Any]) -> dict[str, Any] | None:
         return {"systemMessage": f"evoteam: stopped keeping the supervisor going after {limit} continuations "
                                  f"without progress in the store (run {run.id})."}
     st.update_state(project, idle_continues=idle, last_fingerprint=fingerprint)
-    reflected = {h.team_version for h in history.items}
+    reflected = {h.team_version for h in history}
     finished = state.get("finished_version")
     if finished is not None and finished not in reflected:
         todo = (f"Every role of team v{finished} has ended. Read the state (team_status, trajectory, learnings), "

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import ClassVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from evoteam import stats
 from evoteam.config import Settings
@@ -125,6 +125,10 @@ class MeasurementSet(BaseModel):
     version_gains: list[str] = Field(default_factory=list, description="after pooling: the gain of each team "
                                      "version whose best, or the best before it, was measured, as run_report's "
                                      "versions[].gain")
+
+    # Whether the run kept this call's paired rounds and the set itself: what a later read of the
+    # run (run_report's version gains) decides from.
+    _kept: bool = PrivateAttr(default=True)
 
     # Kept for programs and the report; the model reads the order they give (rank_before, rank_after).
     TEXT_OMIT: ClassVar[frozenset[str]] = frozenset({"entries.rank_score_before", "entries.rank_score_after",
@@ -311,6 +315,7 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
     if unkept:  # the rounds still pooled into the candidates; only the version gains cannot use them
         mset.note = " ".join(filter(None, [mset.note, f"the finalists' paired rounds were not kept: {unkept[-1][0]}"]))
         records += [r for _, batch in unkept for r in batch]  # this call's verdicts still read them
+        mset._kept = False
     judge(mset)
     apart_by_pairs(mset, records)
     # Stored as the bench (in process it holds the verifier capability; over a shared server the
@@ -322,6 +327,7 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
                                                 text=mset.model_dump_json(indent=2)))
     except (Forbidden, TooLarge) as exc:  # a token that is not a verifier's, a tiny limit; any other failure is raised
         mset.note = " ".join(filter(None, [mset.note, f"not stored in the run: {exc}"]))
+        mset._kept = False
     return mset
 
 

@@ -292,13 +292,25 @@ async def remeasure_with_gains(settings: Settings, store: KnowledgeStore, run_id
     pooled rounds decide, as run_report says them (a model needed a second call for the verdict
     the re-measurement was for; mp40, 2026-12-05)."""
     mset = await remeasure_run(settings, store, run_id, **options)
-    if mset.pooled and "dev" in mset.splits:
+    if not (mset.pooled and "dev" in mset.splits):
+        return mset
+    if not mset._kept:  # run_report would read the gains without this call's rounds
+        return _noted(mset, "no version_gains: the run did not keep this call's rounds, which they would read")
+    try:
         report = await gather(store, run_id)
-        measured = {e.candidate_id for e in mset.entries}
-        for v in report.versions:
-            gain = version_line(v, report.direction, report.run.best_known).gain
-            if gain and measured & {v.best_candidate_id, v.best_before_id}:
-                mset.version_gains.append(f"v{v.version}: {gain}")
+    except Exception as exc:  # the batch is measured and stored: its reply is not lost for a read after it
+        return _noted(mset, f"no version_gains: reading the run again failed ({type(exc).__name__}: {exc}); "
+                            "team.run_report gives them")
+    measured = {e.candidate_id for e in mset.entries}
+    for v in report.versions:
+        gain = version_line(v, report.direction, report.run.best_known).gain
+        if gain and measured & {v.best_candidate_id, v.best_before_id}:
+            mset.version_gains.append(f"v{v.version}: {gain}")
+    return mset
+
+
+def _noted(mset: MeasurementSet, said: str) -> MeasurementSet:
+    mset.note = " ".join(filter(None, [mset.note, said]))
     return mset
 
 

@@ -76,3 +76,26 @@ async def test_a_compare_of_a_returning_and_a_destination_passing_side_says_so(f
                                     {"code": in_place + "\n# renamed\n"}, repeats=1)
     assert both.b.status == "PASSED", both.b.message
     assert "destination passing" not in both.verdict, both.verdict
+
+
+def test_a_sides_own_style_clause_is_left_to_the_verdict_and_the_advice_kept():
+    """Unit: a short message, not cut at the limit (the end-to-end case above is cut anyway). The
+    candidate's "writes into slots" clause goes where the verdict says it; what a returning side
+    is told against a baseline that writes into given outputs stays (it says what to do)."""
+    from evoteam.servers.bench.evaluation.compare import _brief
+    from evoteam.servers.bench.measurement.batch import _styles_apart
+    from evoteam.servers.bench.models import Evaluation
+
+    def side(label_dps: bool, base_dps: bool):
+        clause = _styles_apart({"baseline": base_dps, "c": label_dps}, "c")
+        return Evaluation(kit="k", kind="kernel", split="dev", status="PASSED", score=1.2, direction="maximize",
+                          passed=1, total=1, workloads=[],
+                          message=f"all 1 workloads correct; 1.2×; {clause}")
+
+    in_place = side(True, False)
+    assert "the candidate writes its outputs" in _brief(in_place).message
+    kept = _brief(in_place, styles_in_verdict=True).message
+    assert kept == "all 1 workloads correct; 1.2×" and not kept.endswith("…")
+    returning = _brief(side(False, True), styles_in_verdict=True).message
+    assert returning.endswith("gives that back") and "the baseline writes its outputs" in returning
+

@@ -1,6 +1,6 @@
 """Pinning the timed workers is all or none: where the harness may not set one thread's affinity,
-the threads pinned before it get every CPU back (some sides pinned and others not would time
-under different conditions; it used to leave them pinned)."""
+the threads pinned before it get back the CPUs each had (some sides pinned and others not would
+time under different conditions; it used to leave them pinned)."""
 
 from __future__ import annotations
 
@@ -20,10 +20,11 @@ THREADS = "import threading, time\nfor _ in range(2): threading.Thread(target=ti
 def process():
     child = subprocess.Popen([sys.executable, "-c", THREADS])
     try:
-        for _ in range(200):  # its two threads started
+        for _ in range(3000):  # its two threads started (a busy machine may take a while)
             if len(os.listdir(f"/proc/{child.pid}/task")) == 3:
                 break
             time.sleep(0.01)
+        assert len(os.listdir(f"/proc/{child.pid}/task")) == 3
         yield child.pid
     finally:
         child.kill()
@@ -40,8 +41,11 @@ def test_every_thread_is_pinned_or_none(process, monkeypatch):
     one = [max(every)]
     assert pinning.pin_threads([process, 999_999_999], one)  # a process gone is skipped
     assert affinities(process) == [set(one)] * 3
-    for tid in os.listdir(f"/proc/{process}/task"):
-        os.sched_setaffinity(int(tid), every)
+    tids = sorted(map(int, os.listdir(f"/proc/{process}/task")))
+    for tid in tids:
+        os.sched_setaffinity(tid, every)
+    own = {min(every)}
+    os.sched_setaffinity(tids[1], own)  # one thread had its own set before: it gets that back
 
     real, calls = os.sched_setaffinity, []
 
@@ -54,4 +58,4 @@ def test_every_thread_is_pinned_or_none(process, monkeypatch):
     monkeypatch.setattr(pinning.os, "sched_setaffinity", refuse_the_third)
     assert pinning.pin_threads([process], one) is False
     monkeypatch.undo()
-    assert affinities(process) == [every] * 3  # the two pinned before the refusal were given every CPU back
+    assert affinities(process) == [every, own, every]  # the two pinned before the refusal got theirs back

@@ -292,13 +292,16 @@ async def test_paired_rounds_over_the_stores_limit_are_not_kept_and_nothing_fail
 
 
 async def test_a_remeasure_whose_rounds_the_store_cannot_keep_says_so_and_still_pools(tmp_path: Path):
-    from evoteam.report.remeasure import remeasure_run
+    """Nor does it give version gains: run_report would read them without this call's rounds, and
+    they could contradict its own verdicts (review 2026-12-05)."""
+    from evoteam.report.summary import remeasure_with_gains
 
     settings = Settings(db=tmp_path / "kb.db")
     async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t"), max_artifact_bytes=300) as kb:
         run, ids = await circle_versions(kb, settings, tmp_path)
-        mset = await remeasure_run(settings, kb, run.id, rounds=2)
+        mset = await remeasure_with_gains(settings, kb, run.id, rounds=2)
         assert "paired rounds were not kept" in mset.note and "not stored in the run" in mset.note
+        assert mset.version_gains == [] and "no version_gains: the run did not keep this call's rounds" in mset.note
         assert {e.n_measurements for e in mset.entries} == {2}  # pooled into both candidates all the same
 
 

@@ -80,12 +80,30 @@ async def test_versions_are_numbered_and_kept(kb, run, service_factory):
     assert {s.status for s in await svc.team.list_sessions(run.id, 1)} == {"stopped"}
     assert any("stopped 2 role session" in w for w in second.warnings)
     # v1 ran without a reflection: v2's roles would read an empty history (mp41, 2026-12-05).
-    assert any(w.startswith("team v1 has no reflection: team.reflect on it now") for w in second.warnings)
+    assert any(w.startswith("team v1 has no entry in the evolution history: team.reflect on it now") for w in second.warnings)
     await svc.reflect(run.id, diagnosis="the challenger found nothing", version=2)
     third = await svc.design_team(TeamDesign(**design(run.id, "Builder")))
-    assert not any("has no reflection" in w for w in third.warnings), third.warnings
+    assert not any("no entry in the evolution history" in w for w in third.warnings), third.warnings
     with pytest.raises(NotFound):
         await svc.get_team(run.id, 7)
+
+
+async def test_the_reflection_on_the_last_version_is_found_in_a_long_history(kb, run, service_factory):
+    """The store lists history oldest first: a first page of 100 missed a reflection written after
+    a hundred earlier entries, and design_team warned of a reflection that was there (review
+    2026-12-05)."""
+    from evoteam.servers.knowledge.models import HistoryEntryCreate
+
+    svc = service_factory()
+    await svc.design_team(TeamDesign(**design(run.id, "Profiler")))
+    await svc.design_team(TeamDesign(**design(run.id, "Challenger")))
+    for i in range(101):
+        await kb.add_history(HistoryEntryCreate(run_id=run.id, team_version=1, observed_behaviour=f"note {i}"))
+    await svc.reflect(run.id, diagnosis="v2 found nothing", version=2)
+    third = await svc.design_team(TeamDesign(**design(run.id, "Builder")))
+    assert not any("evolution history" in w for w in third.warnings), third.warnings
+    fourth = await svc.design_team(TeamDesign(**design(run.id, "Closer")))  # v3 has none
+    assert any(w.startswith("team v3 has no entry in the evolution history") for w in fourth.warnings)
 
 
 @BACKENDS

@@ -30,3 +30,13 @@ async def all_candidates(store: KnowledgeStore, run_id: str) -> list:
 async def all_artifacts(store: KnowledgeStore, run_id: str, kind: str) -> list[ArtifactInfo]:
     """Every artifact of ``kind`` in a run."""
     return await _every(lambda cursor: store.list_artifacts(run_id, kind=kind, limit=_PAGE, cursor=cursor))
+
+
+async def newest_history(store: KnowledgeStore, run_id: str, n: int = 50) -> list:
+    """The run's newest ``n`` history entries, oldest first (the store lists them oldest first: a
+    reflection on the version that just ended is among the newest), read as one bounded page
+    however long the history is."""
+    from evoteam.servers.knowledge.rows import encode_cursor
+
+    total = (await store.list_history(run_id, limit=1)).total
+    return (await store.list_history(run_id, limit=n, cursor=encode_cursor(total - n) if total > n else None)).items

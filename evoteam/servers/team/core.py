@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from evoteam.errors import DomainError
 from evoteam.evalqueue import summarise
+from evoteam.servers.knowledge.listing import newest_history
 from evoteam.servers.knowledge.models import HistoryEntry, HistoryEntryCreate, Run
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.team.budget import budget_report
@@ -126,12 +127,12 @@ class TeamService:
         if superseded:
             warnings.append(f"stopped {len(superseded)} role session(s) of earlier versions: "
                             f"{', '.join(f'{s.role} (v{s.version})' for s in superseded)}")
-        newest = (await self.kb.list_history(run.id, limit=100)).items if team.version > 1 else []
+        newest = await newest_history(self.kb, run.id, 100) if team.version > 1 else []
         if team.version > 1 and not any(e.team_version == team.version - 1 for e in newest):
             # Its roles' brief lists the history as a read: empty, it told a role nothing of why
             # its team exists (model-play mp41, 2026-12-05).
-            warnings.append(f"team v{team.version - 1} has no reflection: team.reflect on it now, before v{team.version}'s "
-                            "roles start (their brief has them read the evolution history first)")
+            warnings.append(f"team v{team.version - 1} has no entry in the evolution history: team.reflect on it now, "
+                            f"before v{team.version}'s roles start (their brief has them read the history first)")
         stages = stage_of(team)
         places = await place_roles(team, run, self.project_dir)
         warnings += [p.warning for p in places.values() if p.warning]

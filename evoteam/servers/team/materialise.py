@@ -275,9 +275,9 @@ def score_line(run: Run, best: Candidate | None) -> str:
                      "once both have run 5 times (bench.remeasure, or bench.evaluate with repeats 5)")
         else:
             noise = ("; a new candidate beats it only when its interval clears that one, or when the paired "
-                     "rounds of the two say so (bench.compare by id: one significant verdict is enough; the run "
-                     "pools every compare of the same two, so comparing again adds rounds to that verdict rather "
-                     "than a second chance)") if shown else ""
+                     "rounds of the two say so (bench.compare by id: one significant verdict is enough, the "
+                     "`pooled` one where the reply has it; the run pools every compare of the same two, so "
+                     "comparing again adds rounds to that verdict rather than a second chance)") if shown else ""
         return (f"Best so far: {describe_score(best.score, best.score_interval, runs=best.samples or best.n_measurements)}, candidate `{best.id}`{tried}"
                 f"{noise}{stats.describe_leads(run.leads_from_too_few_runs)}; {start}; the score is to be {run.direction}d.")
     if run.best_score is not None:

@@ -27,7 +27,7 @@ from evoteam.errors import DomainError
 from evoteam.servers.bench.evaluation.binding import BindingError, check_binding
 from evoteam.servers.bench.confinement import scratch
 from evoteam.servers.bench.measurement import timing
-from evoteam.servers.bench.measurement.batch import MS_CLAUSE, ms_disagree, run_kernel_batch
+from evoteam.servers.bench.measurement.batch import IN_PLACE_CLAUSE, MS_CLAUSE, ms_disagree, run_kernel_batch
 from evoteam.servers.bench.evaluation.core import (
     Progress,
     _deny_roots,
@@ -40,7 +40,6 @@ from evoteam.servers.bench.evaluation.core import (
     stored_candidate,
 )
 from evoteam.servers.bench.evaluation.settle import earlier_runs, settled
-from evoteam.servers.bench.formats import solutions
 from evoteam.servers.bench.formats.kits import find_kit
 from evoteam.servers.bench.models import (BASELINE_ID, ComparedSide, Comparison, Evaluation, PooledComparison, Split,
                                           WorkloadComparison)
@@ -76,7 +75,7 @@ def _brief(e: Evaluation, candidate_id: str | None = None, note: str | None = No
         # "baseline_ms / candidate_ms is 1.6" of the baseline against itself as a bug; model-play 2026-12-04)
         msg = "; ".join(c for c in msg.split("; ") if MS_CLAUSE not in c)
     if msg and styles_in_verdict:  # the verdict says which side's outputs are outside the clock, once
-        msg = "; ".join(c for c in msg.split("; ") if "(destination passing)" not in c and " gives that back" not in c)
+        msg = "; ".join(c for c in msg.split("; ") if not c.startswith(IN_PLACE_CLAUSE))
     if msg and len(msg) > MESSAGE_LIMIT:  # whole clauses only: a cut "paired ratios (..." read as garbled
         cut = msg.rfind("; ", 0, MESSAGE_LIMIT)
         msg = (msg[:cut] if cut > 0 else msg[:MESSAGE_LIMIT].rsplit(" ", 1)[0]) + "; …"
@@ -143,6 +142,7 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
         raise DomainError(f"repeats must be between {1 if kernel else 2} and 20 (kernel kits: times the kit's rounds;"
                           " program kits: evaluator runs per side)")
     cands, codes, notes = {}, {}, {}
+    styled, b_in_place = False, False  # one side writes into given outputs, the other returns its own
     try:
         for label, spec in (("A", a), ("B", b)):
             code, path = spec.get("code"), spec.get("candidate_path")
@@ -180,6 +180,9 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
             contended = bool(found.contention.get("contended"))
             busy_because = "; ".join(found.contention.get("reasons") or [])
             kind = "kernel"
+            # As the workers reported their style at import (what decides how they were timed).
+            styled = est is not None and found.styles.get("A") != found.styles.get("B")
+            b_in_place = bool(found.styles.get("B"))
         else:
             earlier = {label: await earlier_runs(store, spec.get("candidate_id"), the_kit) if split == "dev" else []
                        for label, spec in (("A", a), ("B", b))}
@@ -196,9 +199,8 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
         for c in cands.values():
             scratch.remove_folder(c.folder)
     verdict = _verdict(ea, eb, est, kind)
-    styled = kind == "kernel" and est is not None and _in_place(cands["A"]) != _in_place(cands["B"])
     if styled:
-        verdict += _styles_clause(_in_place(cands["B"]))
+        verdict += _styles_clause(b_in_place)
     if kind == "program" and est is not None:
         verdict += _settled_clause(made, scores, repeats)
         if pool_in:
@@ -355,11 +357,6 @@ async def _pool_runs(settings, store: KnowledgeStore, kit, targets: dict[str, st
                 return f"; runs not pooled into the candidates{said}: {exc}"
             pooled.append(f"{label}'s {len(evals)} into {measured.candidate_id}")
     return f"; runs pooled as evaluations ({', '.join(pooled)})" if pooled else ""
-
-
-def _in_place(c) -> bool:
-    """Whether a prepared side writes into the harness's output slots (destination passing style)."""
-    return bool(c.dps) if c.dps is not None else solutions.declares_dps(c.code or "")
 
 
 def _styles_clause(b_is_dps: bool) -> str:

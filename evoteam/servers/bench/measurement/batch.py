@@ -29,6 +29,8 @@ from evoteam.servers.bench.measurement.session import KernelSession, SideSpec, W
 from evoteam.servers.bench.measurement.sides import BASELINE
 
 Progress = Callable[[float, float, str], Awaitable[None]]
+# What a candidate writing into given outputs is told against a baseline that returns its own.
+IN_PLACE_CLAUSE = styles_clause("the candidate", "the baseline") + " of this speedup on its own"
 STATUS_ORDER = ["COMPILE_ERROR", "TIMEOUT", "RUNTIME_ERROR", "INCORRECT_SHAPE", "INCORRECT_DTYPE",
                 "INCORRECT_NUMERICAL", "PASSED"]
 
@@ -40,6 +42,9 @@ class Batch:
     evaluations: dict[str, Evaluation]
     rounds: dict[str, timing.Rounds] = field(default_factory=dict)
     contention: dict[str, Any] = field(default_factory=dict)
+    # Each side's output style as its worker reported it at import (the baseline's too): True where
+    # it writes into slots allocated outside the clock (destination passing).
+    styles: dict[str, bool] = field(default_factory=dict)
 
 
 def redact_heldout(v: WorkloadVerdict) -> None:
@@ -165,13 +170,12 @@ async def run_kernel_batch(settings: Settings, kit: Kit, sides: list[SideSpec], 
     if baseline_notes:
         metrics_base["baseline_notes"] = baseline_notes
     sandbox_desc = session.sandbox if session else ""
-    # Each side's output style as its worker reported it at import.
     styles = {s.label: s.dps for s in session.sides} if session is not None else {}
     evaluations = {label: _evaluation(kit, split, outcomes[label], verdicts_all[label], baseline_label,
                                       dict(metrics_base), wall / len(labels), sandbox_desc,
                                       _styles_apart(styles, label))
                    for label in labels}
-    return Batch(evaluations, rounds_by_wl, contended)
+    return Batch(evaluations, rounds_by_wl, contended, styles)
 
 
 async def _correctness(session: KernelSession, spec: WorkloadSpec, problem: str | None, label: str,
@@ -243,7 +247,7 @@ def _styles_apart(styles: dict[str, bool], label: str) -> str | None:
     if label not in styles or BASELINE not in styles or styles[label] == styles[BASELINE]:
         return None
     if styles[label]:
-        return styles_clause("the candidate", "the baseline") + " of this speedup on its own"
+        return IN_PLACE_CLAUSE
     return styles_clause("the baseline", "the candidate") + "; writing into the given outputs (destination passing) gives that back"
 
 
