@@ -84,6 +84,9 @@ class RunSummary(BaseModel):
                                          description="version bests the newest re-measurement of the dev split did "
                                                      "not measure (found after it; every one while none ran): "
                                                      "bench.remeasure before crowning one or the held-out check")
+    roles_not_ended: list[str] = Field(default_factory=list, description="roles of the newest team version whose "
+                                       "sessions have not ended (planned or running): its result may still move "
+                                       "(without the hooks, team.record_role_result records an end)")
     report_command: str
 
     @computed_field(description="what orders candidates: why a higher score can rank lower")

@@ -151,6 +151,20 @@ async def test_record_role_result_prices_the_transcript(client_factory, run, tmp
         assert stop["stopped"] == []  # nothing left to stop
 
 
+async def test_run_report_names_the_newest_versions_roles_not_ended(client_factory, run):
+    """A supervisor resuming a run whose roles never reported (no hooks) read run_report as a
+    finished version; only reflect's reply said otherwise (model-play mp42, 2026-12-05)."""
+    async with client_factory() as client:
+        await client.call_tool("design_team", design(run.id, "Scout", "Builder"))
+        report = data(await client.call_tool("run_report", {"run_id": run.id}))
+        assert report["roles_not_ended"] == ["Scout", "Builder"]
+        await client.call_tool("record_role_result", {"run_id": run.id, "role": "Scout", "summary": "done"})
+        assert data(await client.call_tool("run_report", {"run_id": run.id}))["roles_not_ended"] == ["Builder"]
+        await client.call_tool("record_role_result", {"run_id": run.id, "role": "Builder", "summary": "done"})
+        ended = await client.call_tool("run_report", {"run_id": run.id})
+    assert data(ended)["roles_not_ended"] == [] and "roles_not_ended" not in ended.content[0].text
+
+
 @BACKENDS
 async def test_stop_role_tool(client_factory, kb, run):
     runner = FakeRunner(kb, behaviours={"stuck": "hang"})

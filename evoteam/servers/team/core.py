@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from evoteam.errors import DomainError
 from evoteam.evalqueue import summarise
+from evoteam.report.summary import RunSummary, summarise_run
 from evoteam.servers.knowledge.listing import newest_history
 from evoteam.servers.knowledge.models import HistoryEntry, HistoryEntryCreate, Run
 from evoteam.servers.knowledge.store import KnowledgeStore
@@ -485,6 +486,13 @@ class TeamService:
         return await self.kb.with_actor(actor).add_history(HistoryEntryCreate(
             run_id=run_id, team_version=version, observed_behaviour=observed_behaviour, diagnosis=diagnosis,
             design_change=design_change, outcome=outcome, idempotency_key=idempotency_key))
+
+    async def run_report(self, run_id: str) -> RunSummary:
+        """The run's summary, with the newest version's roles not yet ended (a resumed run whose
+        roles never reported read as a finished version; mp42, 2026-12-05)."""
+        summary = await summarise_run(self.kb, run_id)
+        summary.roles_not_ended = await self.roles_not_ended(run_id, (await self.team.run(run_id)).current_version)
+        return summary
 
     async def roles_not_ended(self, run_id: str, version: int | None) -> list[str]:
         """The roles of a version whose newest session has not ended (a reflection on it is early:

@@ -248,7 +248,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     async def run_report(run_id: str) -> RunSummary:
         """The run's numbers for diagnosis: bests with intervals, NDG, each version's gain and
         whether it is significant, costs, gate decisions. `report_command` draws it as a page."""
-        return await summarise_run(svc().kb, run_id)
+        return await svc().run_report(run_id)
 
     return server
 
