@@ -130,6 +130,11 @@ class MeasurementSet(BaseModel):
     # run (run_report's version gains) decides from.
     _kept: bool = PrivateAttr(default=True)
 
+    def add_note(self, said: str) -> MeasurementSet:
+        """``said`` after whatever the note already says."""
+        self.note = " ".join(filter(None, [self.note, said]))
+        return self
+
     # Kept for programs and the report; the model reads the order they give (rank_before, rank_after).
     TEXT_OMIT: ClassVar[frozenset[str]] = frozenset({"entries.rank_score_before", "entries.rank_score_after",
                                                     "entries.spread_unknown_before", "entries.spread_unknown_after"})
@@ -313,7 +318,7 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
                               "finalists by this batch's scores (now), and start a new run to go on"))
     records = await dev_comparisons(store, run_id, kit.name)
     if unkept:  # the rounds still pooled into the candidates; only the version gains cannot use them
-        mset.note = " ".join(filter(None, [mset.note, f"the finalists' paired rounds were not kept: {unkept[-1][0]}"]))
+        mset.add_note(f"the finalists' paired rounds were not kept: {unkept[-1][0]}")
         records += [r for _, batch in unkept for r in batch]  # this call's verdicts still read them
         mset._kept = False
     judge(mset)
@@ -326,7 +331,7 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
                                                 name=f"remeasure-{mset.measured_at:%Y%m%dT%H%M%S}.json",
                                                 text=mset.model_dump_json(indent=2)))
     except (Forbidden, TooLarge) as exc:  # a token that is not a verifier's, a tiny limit; any other failure is raised
-        mset.note = " ".join(filter(None, [mset.note, f"not stored in the run: {exc}"]))
+        mset.add_note(f"not stored in the run: {exc}")
         mset._kept = False
     return mset
 

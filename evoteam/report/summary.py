@@ -298,12 +298,12 @@ async def remeasure_with_gains(settings: Settings, store: KnowledgeStore, run_id
     if not (mset.pooled and "dev" in mset.splits):
         return mset
     if not mset._kept:  # run_report would read the gains without this call's rounds
-        return _noted(mset, "no version_gains: the run did not keep this call's rounds, which they would read")
+        return mset.add_note("no version_gains: the run did not keep this call's rounds, which they would read")
     try:
         report = await gather(store, run_id)
     except Exception as exc:  # the batch is measured and stored: its reply is not lost for a read after it
-        return _noted(mset, f"no version_gains: reading the run again failed ({type(exc).__name__}: {exc}); "
-                            "team.run_report gives them")
+        return mset.add_note(f"no version_gains: reading the run again failed ({type(exc).__name__}: {exc}); "
+                             "team.run_report gives them")
     measured = {e.candidate_id for e in mset.entries}
     for v in report.versions:
         gain = version_line(v, report.direction, report.run.best_known).gain
@@ -311,10 +311,6 @@ async def remeasure_with_gains(settings: Settings, store: KnowledgeStore, run_id
             mset.version_gains.append(f"v{v.version}: {gain}")
     return mset
 
-
-def _noted(mset: MeasurementSet, said: str) -> MeasurementSet:
-    mset.note = " ".join(filter(None, [mset.note, said]))
-    return mset
 
 
 def _picked_interval(picked_of: int) -> str:

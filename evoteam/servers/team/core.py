@@ -128,8 +128,8 @@ class TeamService:
         if superseded:
             warnings.append(f"stopped {len(superseded)} role session(s) of earlier versions: "
                             f"{', '.join(f'{s.role} (v{s.version})' for s in superseded)}")
-        newest = await newest_history(self.kb, run.id, 100) if team.version > 1 else []
-        if team.version > 1 and not any(e.team_version == team.version - 1 for e in newest):
+        if team.version > 1 and not any(e.team_version == team.version - 1
+                                        for e in await newest_history(self.kb, run.id, 100)):
             # Its roles' brief lists the history as a read: empty, it told a role nothing of why
             # its team exists (model-play mp41, 2026-12-05).
             warnings.append(f"team v{team.version - 1} has no entry in the evolution history: team.reflect on it now, "
