@@ -17,15 +17,22 @@ to see the same on a contended machine; with `--bursty` they spin in bursts (0.3
 
 `--repeats 1,3` times each compare at 1x and 3x the kit's rounds in turn, trial by trial.
 
+`--workload NAME` cuts each kit to that one dev workload (a copy of the kit in a temporary folder),
+or to the workload a JSON line gives (`'{"uuid": "t256_h2048", "axes": {...}, "inputs": {...}}'`):
+a kit of one workload has no other workloads' processes to average with, which is where a fixed
+process widening fell short (docs/bench.md, *Comparisons*).
+
 Usage: python benchmarks/bench_noise.py [--trials 20] [--kits a,b] [--busy 0|2] [--bursty] [--effects 0.05,0.1,0.2]
-       [--repeats 1,3]
+       [--repeats 1,3] [--workload t256_h2048]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -56,6 +63,27 @@ def cpu_kernel_kits(settings, names: str) -> list:
     """The CPU kernel kits, or those of them named (comma-separated)."""
     kits = [k for k in discover(settings).values() if k.manifest.kind == "kernel" and k.manifest.device == "cpu"]
     return [k for k in kits if k.name in set(names.split(","))] if names else kits
+
+
+def one_workload(settings, kits: list, workload: str, folder: Path) -> list:
+    """Copies of the kits that have a dev workload ``workload`` (or of every kit, for a workload
+    given as a JSON line), cut to it (same names: the copies' folder comes first in the settings'
+    kit folders)."""
+    cut = []
+    for kit in kits:
+        if not kit.manifest.workloads:
+            continue
+        lines = (kit.root / kit.manifest.workloads).read_text().splitlines()
+        keep = [workload] if workload.startswith("{") else \
+            [line for line in lines if line.strip() and json.loads(line).get("uuid") == workload]
+        if keep:
+            shutil.copytree(kit.root, folder / kit.name)
+            (folder / kit.name / kit.manifest.workloads).write_text("\n".join(keep) + "\n")
+            cut.append(kit.name)
+    if not cut:
+        raise SystemExit(f"no kit has a dev workload {workload!r}")
+    settings.kits_dirs = [folder, *settings.kits_dirs]
+    return [k for k in discover(settings).values() if k.name in cut]
 
 
 # A bursty neighbour (another team's evaluations start and stop): busy 0.3-1.5 s, idle 0.2-1.0 s.
@@ -119,12 +147,16 @@ async def main() -> None:
     parser.add_argument("--effects", default="0.05,0.1,0.2")
     parser.add_argument("--repeats", default="", help="compare's repeats, e.g. 1,3: each in turn, trial by trial "
                         "(default: compare's own default)")
+    parser.add_argument("--workload", default="", help="cut each kit to this one dev workload")
     args = parser.parse_args()
     repeats = [int(x) for x in args.repeats.split(",") if x] or [None]
     settings = load_settings()
     tmp = tempfile.TemporaryDirectory(prefix="evoteam-noise-")
     settings.db = Path(tmp.name) / "kb.db"
     kits = cpu_kernel_kits(settings, args.kits)
+    if args.workload:
+        (Path(tmp.name) / "kits").mkdir()
+        kits = one_workload(settings, kits, args.workload, Path(tmp.name) / "kits")
     started = time.time()
     lines = []
     with busy_loops(args.busy, args.bursty):

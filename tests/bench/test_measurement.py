@@ -102,11 +102,12 @@ async def test_every_evaluation_carries_its_interval_environment_and_contention(
 
 
 async def test_a_a_compare_is_not_significant(steady_kit, steady_settings):
-    """The baseline against a copy of itself, three times. A 97.9% interval excludes the truth
-    about one time in fifty, so one false alarm in three is allowed (two would happen about once
-    in a thousand runs of this test); the full 20-trial A/A is benchmarks/bench_noise.py. Measured
-    on 2026-12-05 this workload's A/A alarmed in 13% of trials, not 2% (docs/bench.md, "From
-    rounds to a score"), so this fails in about one run in 25: the widening is what is wrong."""
+    """The baseline against a copy of itself, three times. Each side runs in two processes and the
+    interval covers how they differ (measurement/twins.py): at least 95%, so one false alarm in three
+    is allowed (two would happen in under one run of this test in a hundred; measured on this
+    workload 2 alarms in 100 batches, about one run in 800). With one process a side and a fixed
+    widening this workload alarmed in 13% of batches and the test failed about one run in 25
+    (docs/bench.md, *Comparisons*); the full A/A is benchmarks/bench_noise.py."""
     base = (steady_kit / "baseline.py").read_text()
     alarms = 0
     for _ in range(3):

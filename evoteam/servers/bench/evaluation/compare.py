@@ -1,9 +1,11 @@
 """``compare``: is B faster than A, or is the difference noise?
 
-Kernel kits: A, B and the baseline in one interleaved batch (batch.py): every round times all
-three on the same fresh inputs, in a rotating order, so each round gives a paired ratio of A's
-time over B's. Per workload the ratio is the median over rounds with its order-statistic
-interval; over the kit, the geometric mean of the workloads' medians with a bootstrap interval.
+Kernel kits: A, B and the baseline in one interleaved batch (batch.py), A and B each in two
+processes (twins.py): every round times all five on the same fresh inputs, in a rotating order,
+so each round gives a paired ratio of A's time over B's (each the geometric mean of its two
+processes'). Per workload the ratio is the median over rounds, its interval the wider of the
+rounds' order-statistic one and the twins' t interval; over the kit, the geometric mean of the
+workloads' medians, its interval the wider of a bootstrap one and the twins'.
 ``significant`` is true only when that interval excludes 1; ``repeats`` times the kit's rounds
 (3 by default: a decision deserves a narrower interval than one evaluation's). Program kits: the
 two evaluators run alternately ``repeats`` times each (5 by default: fewer give no 95% interval),
@@ -26,7 +28,7 @@ from evoteam.config import Settings
 from evoteam.errors import DomainError
 from evoteam.servers.bench.evaluation.binding import BindingError, check_binding
 from evoteam.servers.bench.confinement import scratch
-from evoteam.servers.bench.measurement import timing
+from evoteam.servers.bench.measurement import timing, twins
 from evoteam.servers.bench.measurement.batch import IN_PLACE_CLAUSE, MS_CLAUSE, ms_disagree, run_kernel_batch
 from evoteam.servers.bench.evaluation.core import (
     Progress,
@@ -61,6 +63,13 @@ def _baseline_file(kit) -> str:
         raise DomainError(f"kit {kit.name} has no baseline file (its reference is the baseline): every evaluation's "
                           "speedup is already over it")
     return str(start)
+
+
+def _side(evaluations: dict[str, Evaluation], label: str) -> Evaluation:
+    """A side's evaluation: its first process's, or its twin's where that one failed (a candidate
+    that fails in one process of two fails)."""
+    first, second = evaluations[label], evaluations[twins.twin(label)]
+    return second if first.status == "PASSED" and second.status != "PASSED" else first
 
 
 def _brief(e: Evaluation, candidate_id: str | None = None, note: str | None = None,
@@ -154,28 +163,33 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
                 code = codes[label] = stored.code
                 notes[label] = stored.notes
             cands[label] = prepare_candidate(the_kit, path, code, settings)
+            if kernel:  # its second process (twins.py), from a folder of its own
+                cands[twins.twin(label)] = prepare_candidate(the_kit, path, code, settings)
         if kernel:
             sides = [SideSpec(label, c.folder, c.file, c.function, c.dps) for label, c in cands.items()]
             found = await run_kernel_batch(settings, the_kit, sides, split, progress, True,
                                            _workload_specs(the_kit, split, settings), _deny_roots(settings, the_kit),
                                            rounds=the_kit.manifest.timing.rounds * repeats)
-            ea, eb = found.evaluations["A"], found.evaluations["B"]
-            rows, samples, ranges = [], {}, {}
+            ea, eb = _side(found.evaluations, "A"), _side(found.evaluations, "B")
+            rows, samples, ranges, spreads = [], {}, {}, {}
+            pair = (("A", twins.twin("A")), ("B", twins.twin("B")))
             for wa, wb in zip(ea.workloads, eb.workloads):
                 rounds = found.rounds.get(wa.workload)
-                ratios = rounds.contrast("A", "B") if rounds and wa.status == wb.status == "PASSED" else []
+                ratios = rounds.group_contrast(*pair) if rounds and wa.status == wb.status == "PASSED" else []
                 row = WorkloadComparison(workload=wa.workload, a_status=wa.status, b_status=wb.status,
                                          a_ms=wa.candidate_ms, b_ms=wb.candidate_ms)
-                if ratios:
+                est = twins.workload_estimate(rounds, "A", "B") if ratios else None
+                if est is not None:
                     samples[wa.workload] = ratios
-                    ranges[wa.workload] = rounds.bounds("A", "B")
-                    est = rounds.estimate("A", "B")
+                    ranges[wa.workload] = rounds.group_bounds(*pair)
+                    spreads[wa.workload] = twins.spread(rounds, "A", "B")
                     row.b_speedup_over_a, row.interval = est.value, [est.lo, est.hi]
                     row.significant = stats.significant(est)
                     row.note = _ms_note(row)
                 rows.append(row)
             passed = ea.status == eb.status == "PASSED" and len(samples) == len(rows)
-            est = timing.kit_estimate(samples, ranges=ranges) if passed and samples else None
+            est = twins.kit_estimate(timing.kit_estimate(samples, ranges=ranges), spreads) \
+                if passed and samples else None
             n_rounds = min((len(v) for v in samples.values()), default=None)
             contended = bool(found.contention.get("contended"))
             busy_because = "; ".join(found.contention.get("reasons") or [])

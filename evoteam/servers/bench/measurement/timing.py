@@ -18,6 +18,7 @@ stats.score_estimate over the workloads' rounds.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from evoteam import stats
@@ -101,6 +102,34 @@ class Rounds:
 
     def _paired(self, a: str, b: str) -> list[float]:
         return [self._net(i, a) / self._net(i, b) for i, r in enumerate(self.per_round) if a in r and b in r]
+
+    def _mean_net(self, i: int, labels: Sequence[str]) -> float:
+        """The geometric mean of these sides' net times in round ``i`` (one side: its time)."""
+        if len(labels) == 1:
+            return self._net(i, labels[0])
+        return math.exp(sum(math.log(self._net(i, x)) for x in labels) / len(labels))
+
+    def group_contrast(self, a: Sequence[str], b: Sequence[str]) -> list[float]:
+        """Per round: the geometric mean of the A processes' times over that of the B processes'
+        (twins.py: each side timed in two processes of its own), paired on the same inputs."""
+        both = [*a, *b]
+        return [self._mean_net(i, a) / self._mean_net(i, b) for i, r in enumerate(self.per_round)
+                if all(x in r for x in both)]
+
+    def group_bounds(self, a: Sequence[str], b: Sequence[str]) -> tuple[list[float], list[float]]:
+        """group_contrast's rounds as bounds() gives one side's: the smallest and largest ratio each
+        round's measurements allow."""
+        lows, highs = [], []
+        for i, r in enumerate(self.per_round):
+            if all(x in r for x in (*a, *b)):
+                ends = {x: self._range(i, x) for x in (*a, *b)}
+
+                def mean_log(labels: Sequence[str], end: int) -> float:
+                    return sum(math.log(ends[x][end]) for x in labels) / len(labels)
+
+                lows.append(math.exp(mean_log(a, 0) - mean_log(b, 1)))
+                highs.append(math.exp(mean_log(a, 1) - mean_log(b, 0)))
+        return lows, highs
 
     def ratios(self, label: str) -> list[float]:
         """Per round: the baseline's time over this side's (its speedup in that round)."""
