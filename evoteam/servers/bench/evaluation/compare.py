@@ -67,9 +67,16 @@ def _baseline_file(kit) -> str:
 
 def _side(evaluations: dict[str, Evaluation], label: str) -> Evaluation:
     """A side's evaluation: its first process's, or its twin's where that one failed (a candidate
-    that fails in one process of two fails)."""
+    that fails in one process of two fails), said of the side the caller named."""
     first, second = evaluations[label], evaluations[twins.twin(label)]
-    return second if first.status == "PASSED" and second.status != "PASSED" else first
+    if first.status == "PASSED" and second.status != "PASSED":
+        def said(text: str | None) -> str | None:
+            return text.replace(twins.twin(label), f"{label} (in its second process)") if text else text
+
+        return second.model_copy(update={
+            "message": said(second.message),
+            "workloads": [w.model_copy(update={"message": said(w.message)}) for w in second.workloads]})
+    return first
 
 
 def _brief(e: Evaluation, candidate_id: str | None = None, note: str | None = None,
@@ -171,7 +178,7 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
                                            _workload_specs(the_kit, split, settings), _deny_roots(settings, the_kit),
                                            rounds=the_kit.manifest.timing.rounds * repeats)
             ea, eb = _side(found.evaluations, "A"), _side(found.evaluations, "B")
-            rows, samples, ranges, spreads = [], {}, {}, {}
+            rows, samples, ranges, kept_controls = [], {}, {}, []
             pair = (("A", twins.twin("A")), ("B", twins.twin("B")))
             for wa, wb in zip(ea.workloads, eb.workloads):
                 rounds = found.rounds.get(wa.workload)
@@ -182,13 +189,14 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
                 if est is not None:
                     samples[wa.workload] = ratios
                     ranges[wa.workload] = rounds.group_bounds(*pair)
-                    spreads[wa.workload] = twins.spread(rounds, "A", "B")
+                    kept_controls.append(twins.controls(rounds, "A", "B"))
                     row.b_speedup_over_a, row.interval = est.value, [est.lo, est.hi]
                     row.significant = stats.significant(est)
                     row.note = _ms_note(row)
                 rows.append(row)
             passed = ea.status == eb.status == "PASSED" and len(samples) == len(rows)
-            est = twins.kit_estimate(timing.kit_estimate(samples, ranges=ranges), spreads) \
+            spread = twins.spread(kept_controls) if kept_controls else None
+            est = twins.kit_estimate(timing.kit_estimate(samples, ranges=ranges), spread) \
                 if passed and samples else None
             n_rounds = min((len(v) for v in samples.values()), default=None)
             contended = bool(found.contention.get("contended"))
@@ -206,6 +214,7 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
                                                                 earlier)
             made = {label: len(evals) for label, evals in runs.items()}
             rows, n_rounds, contended, kind, busy_because = [], max(made.values()), False, "program", ""
+            spread = None
             # Kept with the earlier runs a settled side counted: the same number, so pooling them
             # again moves no estimate, and a kept batch of one run a side would decide nothing.
             samples, ranges = {"a": scores["A"], "b": scores["B"]}, None
@@ -223,7 +232,7 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
             verdict += f"; runs not pooled into the candidates: {not_pooled}"
     kept, pooled = "", None
     if est is not None and store is not None:
-        kept, pooled = await _keep(store, the_kit, a, b, split, kind, contended, samples, ranges)
+        kept, pooled = await _keep(store, the_kit, a, b, split, kind, contended, samples, ranges, spread)
     if contended:  # the sides' messages lose their contention clause (_brief): the verdict says it once
         # Load widens a paired interval, it does not make a difference appear (A/A with two busy
         # loops: 0 of 20 significant, docs/bench.md): only "no difference" is in doubt.
@@ -244,7 +253,7 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
 
 
 async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, kind: str, contended: bool,
-                samples: dict, ranges: dict | None) -> tuple[str, PooledComparison | None]:
+                samples: dict, ranges: dict | None, spread: float | None) -> tuple[str, PooledComparison | None]:
     """Keep the verdict and its rounds in the run both sides belong to; what the verdict adds
     about it, and every kept batch of the two pooled where this is not the first."""
     ids = [side.get("candidate_id") for side in (a, b)]
@@ -260,7 +269,7 @@ async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, kind: 
         return "", None
     record = record_of(first.id, second.id, kit=kit.name, split=split, kind=kind, samples=samples, ranges=ranges,
                        contended=contended, measured_at=datetime.now(UTC), kit_hash=kit.content_hash,
-                       timing_method=TIMING_METHOD if kind == "kernel" else None)
+                       timing_method=TIMING_METHOD if kind == "kernel" else None, spread=spread)
     refused = await keep_comparison(store, run.id, record)
     if refused:
         return f"; not kept in run {run.id}: {refused}", None

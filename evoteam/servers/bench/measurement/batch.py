@@ -84,10 +84,11 @@ async def run_kernel_batch(settings: Settings, kit: Kit, sides: list[SideSpec], 
     rounds_by_wl: dict[str, timing.Rounds] = {}
     t_start = time.perf_counter()
     await progress(0, total, f"waiting for the {slot} and starting workers")
-    # The candidates take their places in the batch (when each worker starts, where it stands in the
-    # rounds' rotation) in an order drawn for it: given in order, a side's place moved its times by
-    # about 1% a place, always the same way (A/A with four processes: B/A 1.022, SD 2.35%, over 80
-    # batches, 2026-12-05); drawn, a place is noise the intervals see, not a lean for one side.
+    # The candidates' workers start (and are pinned, and take spares) in an order drawn for the batch:
+    # in the order given, a side's place moved its times by about 1% a place, always the same way
+    # (A/A with four processes: B/A 1.022, SD 2.35%, over 80 batches, 2026-12-05); drawn, it went
+    # (B/A 0.999 over 100). The rounds' rotation keeps the given order: drawn too, one run of the
+    # shipped kits read B/A 1.017 on rmsnorm_cpu's A/A (docs/bench.md, *With twins*).
     placed = random.sample(sides, len(sides))
     lock = harness.device_lock(state_dir(settings) / "locks", slot)
     await asyncio.to_thread(lock.__enter__)

@@ -2,11 +2,11 @@
 
 Two worker processes running identical code differ by an amount that stays the same for their
 whole life, and the rounds of one batch cannot see it: on `rmsnorm_cpu` cut to one workload the
-ratio of identical code spread 3.4% (SD) between batches while each batch's rounds gave an
-interval of about ±2%, so the fixed widening every kernel ratio gets (stats.PROCESS_RESOLUTION,
-3%) left an A/A comparison significant in 13% of trials, 30 of 80 with four processes a batch
-(docs/bench.md, *Comparisons*; benchmarks/results/2026-12-05-twins_aa.txt). How
-much processes differ depends on the workload and the machine, so ``compare`` measures it: each
+ratio of identical code spread 3.5% (SD) between batches (3.9% with four processes a batch) while
+each batch's rounds gave an interval of about ±2.7%, so the fixed widening every kernel ratio gets
+(stats.PROCESS_RESOLUTION, 3%) left an A/A comparison significant in 13% of trials, 30 of 80 with
+four processes a batch (docs/bench.md, *Comparisons*; benchmarks/results/2026-12-05-twins_aa.txt).
+How much processes differ depends on the workload and the machine, so ``compare`` measures it: each
 side runs in two processes (A and A', B and B'), and every round times all of them and the
 baseline on the same inputs.
 
@@ -16,11 +16,17 @@ baseline on the same inputs.
   and ``b1 − b2``: the contrast's variance is a quarter of the controls' together, and sums and
   differences of independent normal variables are independent, so the contrast over
   ``sqrt((c_A² + c_B²) / 4)`` (each control the median of its rounds' logs) is Student's t with
-  two degrees of freedom per workload, whatever the processes' spread is.
+  two degrees of freedom per workload, whatever the processes' spread is, so long as A's
+  processes spread as B's do (so in an A/A; a side whose processes spread far more than the
+  other's gets fewer degrees of freedom than two: simulated, 5% against 0% alarmed in 8% of
+  batches, not 5%).
 - A workload's interval is the wider of the rounds' (stats.censored_ratio_interval, as a side in
   one process gets) and that t interval; a kit's is the wider of the rounds' bootstrap and the t
-  interval of the mean of the workloads' logs (Welch–Satterthwaite degrees of freedom: each
-  workload's processes are its own draw, as the data of 2026-12-05 show).
+  interval from the controls averaged over the workloads as the contrast is (two degrees of
+  freedom). Not the workloads' variances added as independent draws: the same four workers time
+  every workload, and on `rmsnorm_cpu` a process's offsets on its three workloads correlated
+  0.3–0.66 (50 batches, 2026-12-05), so the kit's contrast spread 1.36% where independent draws
+  give 1.04%.
 
 Only ``compare`` times twins (it decides between two candidates; five timed sides a round where a
 single-process comparison has three). An evaluation's score and a re-measurement keep one process a
@@ -30,16 +36,11 @@ side and the fixed widening.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable
 
 from evoteam import stats
 from evoteam.servers.bench.measurement.timing import Rounds
-
-# Student's t, two-sided 95% (the 97.5% quantile), by whole degrees of freedom.
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-         2.045, 2.042)
-_Z975 = 1.959964
+from evoteam.twinstats import joined
 
 
 def twin(label: str) -> str:
@@ -47,32 +48,26 @@ def twin(label: str) -> str:
     return f"{label}'"
 
 
-def t975(df: float) -> float:
-    """Student's t 97.5% quantile; a fractional ``df`` is rounded down (the wider interval)."""
-    whole = max(1, int(df))
-    if whole <= len(_T975):
-        return _T975[whole - 1]
-    z = _Z975  # Cornish–Fisher: within 0.001 of the exact quantile from 30 degrees of freedom
-    return z + (z ** 3 + z) / (4 * whole) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * whole ** 2)
-
-
-def spread(rounds: Rounds, a: str, b: str) -> float | None:
-    """The variance of the log of the twins' contrast (B over A) on this workload, from its two
-    in-batch A/A controls (two degrees of freedom); None where a twin was not timed."""
+def controls(rounds: Rounds, a: str, b: str) -> tuple[float, float] | None:
+    """This workload's two in-batch A/A controls: the logs of the medians of A over A' and of B over
+    B'; None where a twin was not timed."""
     logs = []
     for side in (a, b):
         ratios = rounds.contrast(side, twin(side))
         if not ratios:
             return None
         logs.append(math.log(stats.median(ratios)))
-    return sum(c * c for c in logs) / 4
+    return logs[0], logs[1]
 
 
-def _joined(rounds_est: stats.Estimate, value: float, s2: float, df: float) -> stats.Estimate:
-    half = t975(df) * math.sqrt(s2)
-    lo, hi = value * math.exp(-half), value * math.exp(half)
-    return stats.Estimate(rounds_est.value, min(rounds_est.lo, lo), max(rounds_est.hi, hi), rounds_est.n,
-                          rounds_est.coverage)
+def spread(kept: Iterable[tuple[float, float]]) -> float:
+    """The variance of the log of the twins' contrast from the controls of the workloads it is the
+    mean of (one workload: its own): the controls averaged the same way, a quarter of their squares
+    (two degrees of freedom however the workloads' processes go together)."""
+    pairs = list(kept)
+    c_a = sum(p[0] for p in pairs) / len(pairs)
+    c_b = sum(p[1] for p in pairs) / len(pairs)
+    return (c_a * c_a + c_b * c_b) / 4
 
 
 def workload_estimate(rounds: Rounds, a: str, b: str) -> stats.Estimate | None:
@@ -80,22 +75,15 @@ def workload_estimate(rounds: Rounds, a: str, b: str) -> stats.Estimate | None:
     rounds with the wider of the rounds' interval and the twins' t interval."""
     sa, sb = (a, twin(a)), (b, twin(b))
     ratios = rounds.group_contrast(sa, sb)
-    s2 = spread(rounds, a, b)
-    if not ratios or s2 is None:
+    found = controls(rounds, a, b)
+    if not ratios or found is None:
         return None
     est = stats.censored_ratio_interval(ratios, *rounds.group_bounds(sa, sb))
-    return _joined(est, est.value, s2, 2)
+    return joined(est, [spread([found])])
 
 
-def kit_estimate(rounds_est: stats.Estimate, spreads: Mapping[str, float]) -> stats.Estimate:
+def kit_estimate(rounds_est: stats.Estimate, kit_spread: float) -> stats.Estimate:
     """The kit's contrast (the geometric mean of the workloads' medians, with the rounds' bootstrap
-    interval ``rounds_est``) joined with the t interval of the mean of the workloads' logs: each
-    workload's twins are their own draw, so the variances add, over the count squared, with
-    Welch–Satterthwaite's degrees of freedom (two per workload where they are alike)."""
-    parts: Sequence[float] = list(spreads.values())
-    if not parts:
-        return rounds_est
-    w = len(parts)
-    s2 = sum(parts) / (w * w)
-    df = 2.0 if w == 1 else (sum(parts) ** 2 / sum(p * p / 2 for p in parts) if any(parts) else 2.0 * w)
-    return _joined(rounds_est, rounds_est.value, s2, df)
+    interval ``rounds_est``) joined with the t interval of ``kit_spread`` (spread() of every
+    workload's controls)."""
+    return joined(rounds_est, [kit_spread])
