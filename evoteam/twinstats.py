@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from evoteam import stats
 
-DF_PER_WORKLOAD = 2  # two controls a workload: A over A', B over B'
+DF_PER_BATCH = 2  # two controls a batch: A over A', B over B' (averaged over a kit's workloads)
 
 
 def _beta_fraction(a: float, b: float, x: float) -> float:
@@ -64,7 +64,7 @@ def joined(rounds_est: stats.Estimate, parts: Iterable[float], confidence: float
         return rounds_est
     total = sum(parts)
     squares = sum(p * p for p in parts)
-    df = total * total / (squares / DF_PER_WORKLOAD) if squares else DF_PER_WORKLOAD * len(parts)
+    df = total * total / (squares / DF_PER_BATCH) if squares else DF_PER_BATCH * len(parts)
     half = t_quantile(confidence, df) * math.sqrt(total)
     lo, hi = rounds_est.value * math.exp(-half), rounds_est.value * math.exp(half)
     return stats.Estimate(rounds_est.value, min(rounds_est.lo, lo), max(rounds_est.hi, hi), rounds_est.n,
