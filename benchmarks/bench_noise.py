@@ -15,7 +15,9 @@ baseline):
 to see the same on a contended machine; with `--bursty` they spin in bursts (0.3-1.5 s on,
 0.2-1.0 s off), as a neighbour's evaluations come and go.
 
-`--repeats 1,3` times each compare at 1x and 3x the kit's rounds in turn, trial by trial.
+`--repeats 1,3` times each compare at 1x and 3x the kit's rounds in turn, trial by trial;
+`--copies 2,3` runs each side of a compare in two, then three processes in turn (measurement/copies.py),
+trial by trial. The `s/compare` column is the median wall time of one compare.
 
 `--workload NAME` cuts each kit to that one dev workload (a copy of the kit in a temporary folder),
 or to the workload a JSON line gives (`'{"uuid": "t256_h2048", "axes": {...}, "inputs": {...}}'`):
@@ -23,7 +25,7 @@ a kit of one workload has no other workloads' processes to average with, which i
 process widening fell short (docs/bench.md, *Comparisons*).
 
 Usage: python benchmarks/bench_noise.py [--trials 20] [--kits a,b] [--busy 0|2] [--bursty] [--effects 0.05,0.1,0.2]
-       [--repeats 1,3] [--workload t256_h2048]
+       [--repeats 1,3] [--copies 2,3] [--workload t256_h2048]
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from pathlib import Path
 from evoteam.config import load_settings
 from evoteam.servers.bench.evaluation.compare import compare_candidates
 from evoteam.servers.bench.formats.kits import discover
+from evoteam.servers.bench.measurement import copies
 
 # f of the work again: the baseline, then the same function on the first f of the first axis.
 EXTRA_PASS = '''
@@ -111,22 +114,29 @@ def busy_loops(n: int, bursty: bool = False):
             p.wait()
 
 
-async def trials(settings, kit, a: str, b: str, n: int, repeats: list[int | None]) -> dict:
-    """n trials of each setting of `repeats`, the settings taking turns trial by trial (side by
-    side: a drift of the machine touches all of them alike)."""
-    out: dict = {r: [] for r in repeats}
+async def trials(settings, kit, a: str, b: str, n: int, setups: list[tuple[int | None, int]]) -> dict:
+    """n trials of each (repeats, processes a side) setup, the setups taking turns trial by trial
+    (side by side: a drift of the machine touches all of them alike); each result with its wall
+    time."""
+    out: dict = {s: [] for s in setups}
     for _ in range(n):
-        for r in repeats:
-            out[r].append(await compare_candidates(settings, kit.name, {"code": a}, {"code": b}, repeats=r))
+        for repeats, count in setups:
+            copies.COPIES = count
+            started = time.perf_counter()
+            got = await compare_candidates(settings, kit.name, {"code": a}, {"code": b}, repeats=repeats)
+            out[(repeats, count)].append((got, time.perf_counter() - started))
     return out
 
 
-def rows(label: str, by_repeats: dict) -> list[str]:
-    named = len(by_repeats) > 1 or None not in by_repeats
-    return [row(f"{label}{f' r={r}' if named else ''}", results) for r, results in by_repeats.items()]
+def rows(label: str, by_setup: dict) -> list[str]:
+    repeats, counts = {r for r, _ in by_setup}, {c for _, c in by_setup}
+    return [row(f"{label}{f' r={r}' if len(repeats) > 1 or None not in repeats else ''}"
+                f"{f' k={c}' if len(counts) > 1 else ''}", timed) for (r, c), timed in by_setup.items()]
 
 
-def row(label: str, results: list) -> str:
+def row(label: str, timed: list) -> str:
+    results = [r for r, _ in timed]
+    seconds = statistics.median(t for _, t in timed)
     ok = [r for r in results if r.b_speedup_over_a is not None]
     sig = sum(r.significant for r in ok)
     values = [r.b_speedup_over_a for r in ok]
@@ -134,7 +144,8 @@ def row(label: str, results: list) -> str:
     contended = sum(r.contended for r in results)
     spread = statistics.stdev(values) / statistics.mean(values) * 100 if len(values) > 1 else 0.0
     return (f"{label:<26} | {len(results):>6} | {sig:>11} | {statistics.median(values) if values else float('nan'):8.3f} | "
-            f"{spread:7.2f} | {statistics.median(widths) if widths else float('nan'):10.3f} | {contended:>9}")
+            f"{spread:7.2f} | {statistics.median(widths) if widths else float('nan'):12.3f} | {contended:>9} | "
+            f"{seconds:9.2f}")
 
 
 async def main() -> None:
@@ -147,9 +158,14 @@ async def main() -> None:
     parser.add_argument("--effects", default="0.05,0.1,0.2")
     parser.add_argument("--repeats", default="", help="compare's repeats, e.g. 1,3: each in turn, trial by trial "
                         "(default: compare's own default)")
+    parser.add_argument("--copies", default="", help="processes a side, e.g. 2,3: each in turn, trial by trial "
+                        f"(default: compare's own, {copies.COPIES})")
     parser.add_argument("--workload", default="", help="cut each kit to this one dev workload")
     args = parser.parse_args()
     repeats = [int(x) for x in args.repeats.split(",") if x] or [None]
+    setups = [(r, c) for r in repeats for c in ([int(x) for x in args.copies.split(",") if x] or [copies.COPIES])]
+    if any(c < 2 for _, c in setups):
+        raise SystemExit("--copies: at least 2 processes a side (one has no spread to measure)")
     settings = load_settings()
     tmp = tempfile.TemporaryDirectory(prefix="evoteam-noise-")
     settings.db = Path(tmp.name) / "kb.db"
@@ -164,17 +180,17 @@ async def main() -> None:
             base = kit.starting_point().read_text()
             better = kit.file(kit.manifest.examples["better"]).read_text()
             lines += rows(f"{kit.name} A/A", await trials(settings, kit, base, base + "\n# copy\n", args.trials,
-                                                          repeats))
+                                                          setups))
             lines += rows(f"{kit.name} A/B better", await trials(settings, kit, base, better,
-                                                                max(3, args.trials // 4), repeats))
+                                                                max(3, args.trials // 4), setups))
             for f in (float(x) for x in args.effects.split(",") if x):
                 slower = base + EXTRA_PASS.format(f=f)
                 lines += rows(f"{kit.name} +{f:.0%} work", await trials(settings, kit, base, slower,
-                                                                      max(5, args.trials // 2), repeats))
+                                                                      max(5, args.trials // 2), setups))
     tmp.cleanup()
     load = os.getloadavg()
-    print(f"{'comparison':<26} | trials | significant | median B/A | CV %    | median hi/lo | contended")
-    print("-" * 100)
+    print(f"{'comparison':<26} | trials | significant | median B/A | CV %    | median hi/lo | contended | s/compare")
+    print("-" * 112)
     for line in lines:
         print(line)
     print(f"\n({args.busy} {'bursty' if args.bursty else 'busy'} loops; {os.cpu_count()} CPUs; load average now {load[0]:.2f} {load[1]:.2f} "

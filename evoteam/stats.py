@@ -23,7 +23,7 @@ The methods, chosen once for every caller:
 - **A contrast** (B over A, a version's gain): the same bootstrap applied to both sides at once.
 - **Kernel kits' ratios** (speedups, scores, contrasts) have their intervals widened by
   `PROCESS_RESOLUTION` on each side: two processes running identical code differ by a few
-  percent that no round of one batch can see.
+  percent that no round of one batch can see (a compare's copies measure it instead: copies.py).
 - **Ranking** uses the pessimistic end of the interval (the lower bound when maximising, the upper
   when minimising): a candidate measured once with a wide interval does not outrank one measured
   often, and a lucky draw cannot become the best.

@@ -102,10 +102,10 @@ async def test_every_evaluation_carries_its_interval_environment_and_contention(
 
 
 async def test_a_a_compare_is_not_significant(steady_kit, steady_settings):
-    """The baseline against a copy of itself, three times. Each side runs in two processes and the
-    interval covers how they differ (measurement/twins.py): at least 95%, so one false alarm in three
-    is allowed (two would happen in under one run of this test in a hundred; measured on this
-    workload 2 alarms in 100 batches, about one run in 800). With one process a side and a fixed
+    """The baseline against a copy of itself, three times. Each side runs in three processes and
+    the interval covers how they differ (measurement/copies.py): at least 95%, so one false alarm in
+    three is allowed (two would happen in under one run of this test in a hundred; measured on this
+    workload with two processes a side, 2 alarms in 100 batches). With one process a side and a fixed
     widening this workload alarmed in 13% of batches and the test failed about one run in 25
     (docs/bench.md, *Comparisons*); the full A/A is benchmarks/bench_noise.py."""
     base = (steady_kit / "baseline.py").read_text()

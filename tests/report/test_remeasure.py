@@ -298,3 +298,34 @@ async def test_run_report_names_the_version_bests_the_newest_remeasure_did_not_m
         assert await measured(bests, ["dev"]) == []
         assert await measured(bests[:1], ["dev"]) == bests[1:]
         assert await measured(bests, ["heldout"]) == bests
+
+
+def test_a_re_measurement_gives_its_finalists_in_a_drawn_order(monkeypatch, tmp_path):
+    """The rounds' rotation keeps the order a batch is given, and a side given later read faster
+    (docs/bench.md, *With copies*): in the finalists' own order one of them would be favoured in
+    every re-measurement, so each batch draws it."""
+    import asyncio
+
+    from evoteam.config import Settings
+    from evoteam.report import batchruns
+    from evoteam.servers.bench.formats.kits import discover
+    from evoteam.servers.bench.measurement import batch
+
+    given: list[tuple[str, ...]] = []
+
+    async def timed(settings, kit, sides, *args, **kwargs):
+        given.append(tuple(s.label for s in sides))
+        raise RuntimeError("enough: the order is what this test reads")
+
+    monkeypatch.setattr(batch, "run_kernel_batch", timed)
+    settings = Settings(db=tmp_path / "kb.db")
+    kit = discover(settings)["rmsnorm_cpu"]
+    code = kit.starting_point().read_text()
+    for _ in range(30):
+        try:
+            asyncio.run(batchruns.measure_sides(settings, kit, {"cand_1": code, "cand_2": code, "baseline": code},
+                                                "dev", 10, None))
+        except RuntimeError:
+            pass
+    assert len(given) == 30 and {frozenset(g) for g in given} == {frozenset({"cand_1", "cand_2", "baseline_copy"})}
+    assert len(set(given)) >= 4  # of the six orders: given in one every time, it would be one

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError, model_validator
 
-from evoteam import stats, twinstats
+from evoteam import copystats, stats
 from evoteam.servers.knowledge.errors import Forbidden, TooLarge
 from evoteam.servers.knowledge.listing import all_artifacts
 from evoteam.servers.knowledge.standing import Paired, Side, trajectory_points
@@ -58,9 +58,11 @@ class ComparisonRecord(BaseModel):
     # each round allows (unresolved times). Program: {"a": A's scores, "b": B's scores}.
     samples: dict[str, list[float]]
     ranges: dict[str, tuple[list[float], list[float]]] | None = None
-    # Kernel, a compare's twins (each side in two processes): the variance of the contrast's log
-    # its in-batch A/A controls give (twinstats.py); None for one process a side.
+    # Kernel, a compare's copies (each side in several processes): the variance of the contrast's
+    # log that its processes' spread gives (copystats.py) and its degrees of freedom (None: a
+    # record of twins, kept before they were counted: 2); None for one process a side.
     spread: float | None = None
+    spread_df: int | None = None
 
     @model_validator(mode="after")
     def _usable(self) -> ComparisonRecord:
@@ -73,6 +75,8 @@ class ComparisonRecord(BaseModel):
         stray = set(self.ranges or {}) - set(self.samples)
         if self.spread is not None and not (math.isfinite(self.spread) and self.spread >= 0):
             raise ValueError("a spread is a variance: a finite number, not below 0")
+        if self.spread_df is not None and not 1 <= self.spread_df <= 20:  # 2(k - 1) for k processes a side
+            raise ValueError("a spread's degrees of freedom are between 1 and 20")
         if self.kind == "kernel" and (min(self.b_over_a, *self.interval) <= 0 or stray):
             raise ValueError("a kernel's contrast is a positive ratio, its ranges of its own workloads")
         values = [x for xs in self.samples.values() for x in xs]
@@ -111,27 +115,32 @@ class ComparisonSet(BaseModel):
 
 def record_of(a_id: str, b_id: str, *, kit: str, split: str, kind: str, samples: dict, ranges: dict | None,
               contended: bool, measured_at: datetime, kit_hash: str | None = None,
-              timing_method: int | None = None, spread: float | None = None) -> ComparisonRecord:
+              timing_method: int | None = None, spread: tuple[float, int] | None = None) -> ComparisonRecord:
     """A record from one batch's paired rounds of A and B, its verdict computed as compare does
-    (with ``spread``, a compare's twins: the interval it showed). Kept whole (the bootstrap is
-    seeded from the values: ratios cut to 7 digits moved a compare's kept interval off the one it
-    showed; model-play 2026-12-03), a workload's ranges only where some round's time was
-    unresolved (its ranges differ): a re-measurement keeps every two finalists'."""
+    (with ``spread``, its copies' variance and degrees of freedom: the interval it showed). Kept
+    whole (the bootstrap is seeded from the values: ratios cut to 7 digits moved a compare's kept
+    interval off the one it showed; model-play 2026-12-03), a workload's ranges only where some
+    round's time was unresolved (its ranges differ): a re-measurement keeps every two finalists'."""
     ranges = {w: (list(lows), list(highs)) for w, (lows, highs) in (ranges or {}).items()
               if list(lows) != list(highs)} or None
-    est = _estimate(kind, samples, ranges, parts=None if spread is None else [spread])
+    est = _estimate(kind, samples, ranges, parts=None if spread is None else [spread], measured=spread is not None)
+    variance, df = spread if spread is not None else (None, None)
     return ComparisonRecord(a_candidate_id=a_id, b_candidate_id=b_id, kit=kit, split=split, kind=kind,
                             kit_hash=kit_hash, timing_method=timing_method, b_over_a=est.value, interval=[est.lo, est.hi],
                             significant=stats.significant(est, kind), contended=contended, measured_at=measured_at,
-                            samples=samples, ranges=ranges, spread=spread)
+                            samples=samples, ranges=ranges, spread=variance, spread_df=df)
 
 
 def _estimate(kind: str, samples: dict, ranges: dict | None, confidence: float = stats.CONFIDENCE,
-              parts: list[float] | None = None) -> stats.Estimate:
+              parts: list[tuple[float, int]] | None = None, measured: bool = False) -> stats.Estimate:
+    """``measured``: every batch measured its own process spread (copies with their degrees of
+    freedom): the rounds' interval is not widened for it as well (copies.py)."""
     if kind == "program":
         return stats.contrast_estimate({"program": samples["a"]}, {"program": samples["b"]}, "program", confidence)
     est = stats.censored_score_estimate(samples, ranges, "kernel", confidence)
-    return twinstats.joined(est, parts, confidence) if parts else est  # twins' process variances
+    if measured:
+        est = copystats.unwidened(est)
+    return copystats.joined(est, parts, confidence) if parts else est  # the copies' process variances
 
 
 class PairedVerdict(BaseModel):
@@ -165,11 +174,14 @@ def _pooled(records: list[ComparisonRecord], confidence: float = stats.CONFIDENC
             lows, highs = (r.ranges or {}).get(w, (ratios, ratios))
             ranges.setdefault(w, ([], []))[0].extend(lows)
             ranges[w][1].extend(highs)
-    # Each batch of twins brings its processes' variance, weighted by its share of the pooled rounds
-    # (squared); a batch of one process a side brings its rounds only, as it did before twins.
-    parts = [(sum(len(r.samples[w]) / len(samples[w]) for w in r.samples) / len(r.samples)) ** 2 * r.spread
-             for r in records if r.spread is not None]
-    return _estimate("kernel", samples, ranges, confidence, parts)
+    # Each batch of copies brings its processes' variance, weighted by its share of the pooled rounds
+    # (squared); a batch of one process a side brings its rounds only, as it did before copies.
+    parts = [((sum(len(r.samples[w]) / len(samples[w]) for w in r.samples) / len(r.samples)) ** 2 * r.spread,
+              r.spread_df or copystats.TWINS_DF) for r in records if r.spread is not None]
+    # Widened as before for a batch of one process a side, or twins kept before copies (their
+    # compare showed the widened interval).
+    return _estimate("kernel", samples, ranges, confidence, parts,
+                     measured=all(r.spread is not None and r.spread_df is not None for r in records))
 
 
 def paired_verdict(records: list[ComparisonRecord], before_id: str, own_id: str,

@@ -1,11 +1,11 @@
 """``compare``: is B faster than A, or is the difference noise?
 
-Kernel kits: A, B and the baseline in one interleaved batch (batch.py), A and B each in two
-processes (twins.py): every round times all five on the same fresh inputs, in a rotating order,
-so each round gives a paired ratio of A's time over B's (each the geometric mean of its two
+Kernel kits: A, B and the baseline in one interleaved batch (batch.py), A and B each in three
+processes (copies.py): every round times all seven on the same fresh inputs, in a rotating order,
+so each round gives a paired ratio of A's time over B's (each the geometric mean of its
 processes'). Per workload the ratio is the median over rounds, its interval the wider of the
-rounds' order-statistic one and the twins' t interval; over the kit, the geometric mean of the
-workloads' medians, its interval the wider of a bootstrap one and the twins'.
+rounds' order-statistic one and the copies' t interval; over the kit, the geometric mean of the
+workloads' medians, its interval the wider of a bootstrap one and the copies'.
 ``significant`` is true only when that interval excludes 1; ``repeats`` times the kit's rounds
 (3 by default: a decision deserves a narrower interval than one evaluation's). Program kits: the
 two evaluators run alternately ``repeats`` times each (5 by default: fewer give no 95% interval),
@@ -21,6 +21,7 @@ and the report page.
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime
 
 from evoteam import stats
@@ -28,7 +29,7 @@ from evoteam.config import Settings
 from evoteam.errors import DomainError
 from evoteam.servers.bench.evaluation.binding import BindingError, check_binding
 from evoteam.servers.bench.confinement import scratch
-from evoteam.servers.bench.measurement import timing, twins
+from evoteam.servers.bench.measurement import copies, timing
 from evoteam.servers.bench.measurement.batch import IN_PLACE_CLAUSE, MS_CLAUSE, ms_disagree, run_kernel_batch
 from evoteam.servers.bench.evaluation.core import (
     Progress,
@@ -65,17 +66,19 @@ def _baseline_file(kit) -> str:
     return str(start)
 
 
-def _side(evaluations: dict[str, Evaluation], label: str) -> Evaluation:
-    """A side's evaluation: its first process's, or its twin's where that one failed (a candidate
-    that fails in one process of two fails), said of the side the caller named."""
-    first, second = evaluations[label], evaluations[twins.twin(label)]
-    if first.status == "PASSED" and second.status != "PASSED":
-        def said(text: str | None) -> str | None:
-            return text.replace(twins.twin(label), f"{label} (in its second process)") if text else text
-
-        return second.model_copy(update={
-            "message": said(second.message),
-            "workloads": [w.model_copy(update={"message": said(w.message)}) for w in second.workloads]})
+def _side(evaluations: dict[str, Evaluation], label: str, count: int | None = None) -> Evaluation:
+    """A side's evaluation: its first process's, or the first of its other processes' that failed
+    (a candidate that fails in one of its processes fails), said of the side the caller named."""
+    first = evaluations[label]
+    if first.status != "PASSED":
+        return first
+    for other in copies.labels(label, count)[1:]:
+        e = evaluations[other]
+        if e.status != "PASSED":
+            return e.model_copy(update={
+                "message": copies.named(e.message, label),
+                "workloads": [w.model_copy(update={"message": copies.named(w.message, label)})
+                              for w in e.workloads]})
     return first
 
 
@@ -170,33 +173,35 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
                 code = codes[label] = stored.code
                 notes[label] = stored.notes
             cands[label] = prepare_candidate(the_kit, path, code, settings)
-            if kernel:  # its second process (twins.py), from a folder of its own
-                cands[twins.twin(label)] = prepare_candidate(the_kit, path, code, settings)
+            if kernel:  # its other processes (copies.py), each from a folder of its own
+                for other in copies.labels(label)[1:]:
+                    cands[other] = prepare_candidate(the_kit, path, code, settings)
         if kernel:
-            sides = [SideSpec(label, c.folder, c.file, c.function, c.dps) for label, c in cands.items()]
+            pair = (copies.labels("A"), copies.labels("B"))
+            sides = [SideSpec(label, cands[label].folder, cands[label].file, cands[label].function, cands[label].dps)
+                     for label in copies.rotation(*pair, b_first=random.random() < 0.5)]
             found = await run_kernel_batch(settings, the_kit, sides, split, progress, True,
                                            _workload_specs(the_kit, split, settings), _deny_roots(settings, the_kit),
                                            rounds=the_kit.manifest.timing.rounds * repeats)
             ea, eb = _side(found.evaluations, "A"), _side(found.evaluations, "B")
-            rows, samples, ranges, kept_controls = [], {}, {}, []
-            pair = (("A", twins.twin("A")), ("B", twins.twin("B")))
+            rows, samples, ranges, kept_offsets = [], {}, {}, []
             for wa, wb in zip(ea.workloads, eb.workloads):
                 rounds = found.rounds.get(wa.workload)
                 ratios = rounds.group_contrast(*pair) if rounds and wa.status == wb.status == "PASSED" else []
                 row = WorkloadComparison(workload=wa.workload, a_status=wa.status, b_status=wb.status,
                                          a_ms=wa.candidate_ms, b_ms=wb.candidate_ms)
-                est = twins.workload_estimate(rounds, "A", "B") if ratios else None
+                est = copies.workload_estimate(rounds, *pair) if ratios else None
                 if est is not None:
                     samples[wa.workload] = ratios
                     ranges[wa.workload] = rounds.group_bounds(*pair)
-                    kept_controls.append(twins.controls(rounds, "A", "B"))
+                    kept_offsets.append(copies.offsets(rounds, *pair))
                     row.b_speedup_over_a, row.interval = est.value, [est.lo, est.hi]
                     row.significant = stats.significant(est)
                     row.note = _ms_note(row)
                 rows.append(row)
             passed = ea.status == eb.status == "PASSED" and len(samples) == len(rows)
-            spread = twins.spread(kept_controls) if kept_controls else None
-            est = twins.kit_estimate(timing.kit_estimate(samples, ranges=ranges), spread) \
+            spread = copies.spread(kept_offsets) if kept_offsets else None
+            est = copies.kit_estimate(timing.kit_estimate(samples, ranges=ranges), spread) \
                 if passed and samples else None
             n_rounds = min((len(v) for v in samples.values()), default=None)
             contended = bool(found.contention.get("contended"))
@@ -253,7 +258,8 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
 
 
 async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, kind: str, contended: bool,
-                samples: dict, ranges: dict | None, spread: float | None) -> tuple[str, PooledComparison | None]:
+                samples: dict, ranges: dict | None,
+                spread: tuple[float, int] | None) -> tuple[str, PooledComparison | None]:
     """Keep the verdict and its rounds in the run both sides belong to; what the verdict adds
     about it, and every kept batch of the two pooled where this is not the first."""
     ids = [side.get("candidate_id") for side in (a, b)]

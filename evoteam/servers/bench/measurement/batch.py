@@ -87,8 +87,9 @@ async def run_kernel_batch(settings: Settings, kit: Kit, sides: list[SideSpec], 
     # The candidates' workers start (and are pinned, and take spares) in an order drawn for the batch:
     # in the order given, a side's place moved its times by about 1% a place, always the same way
     # (A/A with four processes: B/A 1.022, SD 2.35%, over 80 batches, 2026-12-05); drawn, it went
-    # (B/A 0.999 over 100). The rounds' rotation keeps the given order: drawn too, one run of the
-    # shipped kits read B/A 1.017 on rmsnorm_cpu's A/A (docs/bench.md, *With twins*).
+    # (B/A 0.999 over 100). The rounds' rotation keeps the given order, where a side given later
+    # read faster too: the callers give a balanced order (compare: A and B's processes alternating,
+    # the lead drawn; a re-measurement: drawn; docs/bench.md, *With copies*).
     placed = random.sample(sides, len(sides))
     lock = harness.device_lock(state_dir(settings) / "locks", slot)
     await asyncio.to_thread(lock.__enter__)

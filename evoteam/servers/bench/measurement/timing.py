@@ -109,9 +109,14 @@ class Rounds:
             return self._net(i, labels[0])
         return math.exp(sum(math.log(self._net(i, x)) for x in labels) / len(labels))
 
+    def group_logs(self, labels: Sequence[str]) -> list[list[float]]:
+        """Per round that timed every one of these sides: the logs of their net times, in order."""
+        return [[math.log(self._net(i, x)) for x in labels] for i, r in enumerate(self.per_round)
+                if all(x in r for x in labels)]
+
     def group_contrast(self, a: Sequence[str], b: Sequence[str]) -> list[float]:
         """Per round: the geometric mean of the A processes' times over that of the B processes'
-        (twins.py: each side timed in two processes of its own), paired on the same inputs."""
+        (copies.py: each side timed in processes of its own), paired on the same inputs."""
         both = [*a, *b]
         return [self._mean_net(i, a) / self._mean_net(i, b) for i, r in enumerate(self.per_round)
                 if all(x in r for x in both)]

@@ -1,9 +1,10 @@
-"""The arithmetic of twins (servers/bench/measurement/twins.py), shared by the bench and the store.
+"""The arithmetic of copies (servers/bench/measurement/copies.py), shared by the bench and the store.
 
-A contrast measured with each side in two processes carries the variance of its log that the
-batch's two A/A controls give (two degrees of freedom). Its interval is the wider of the rounds'
-one and a Student's t interval from that variance; a pool of batches adds each batch's, scaled by
-its weight squared, with Welch–Satterthwaite's degrees of freedom.
+A contrast measured with each side in k processes carries the variance of its log that the
+processes' spread about their side's mean gives (2(k - 1) degrees of freedom: 2 for twins, 4 for
+three a side). Its interval is the wider of the rounds' one and a Student's t interval from that
+variance; a pool of batches adds each batch's, scaled by its weight squared, with
+Welch–Satterthwaite's degrees of freedom.
 """
 
 from __future__ import annotations
@@ -13,7 +14,12 @@ from collections.abc import Iterable
 
 from evoteam import stats
 
-DF_PER_BATCH = 2  # two controls a batch: A over A', B over B' (averaged over a kit's workloads)
+TWINS_DF = 2  # what a batch of two processes a side brings (A over A', B over B'): records kept before spread_df
+
+
+def batch_df(copies: int) -> int:
+    """The degrees of freedom of the process variance from a batch of ``copies`` processes a side."""
+    return 2 * (copies - 1)
 
 
 def _beta_fraction(a: float, b: float, x: float) -> float:
@@ -55,16 +61,27 @@ def t_quantile(confidence: float, df: float) -> float:
     return hi
 
 
-def joined(rounds_est: stats.Estimate, parts: Iterable[float], confidence: float = stats.CONFIDENCE) -> stats.Estimate:
+def unwidened(est: stats.Estimate) -> stats.Estimate:
+    """stats.widen() undone: a batch of copies measures the process difference that widening stands
+    for, so its rounds' interval joins the t interval without it."""
+    if est.coverage == 0:  # as widen(): a single measurement was not widened
+        return est
+    f = 1.0 + stats.PROCESS_RESOLUTION
+    return stats.Estimate(est.value, est.lo * f, est.hi / f, est.n, est.coverage)
+
+
+def joined(rounds_est: stats.Estimate, parts: Iterable[tuple[float, float]],
+           confidence: float = stats.CONFIDENCE) -> stats.Estimate:
     """``rounds_est`` widened to cover the t interval (around its value, at ``confidence``) of a log
-    whose variance is the sum of ``parts``, each already scaled by its weight squared and estimated
-    with two degrees of freedom (Welch–Satterthwaite for their sum). No parts: ``rounds_est``."""
-    parts = [p for p in parts if p >= 0]
+    whose variance is the sum of ``parts``, each ``(variance, degrees of freedom)`` with the
+    variance already scaled by its weight squared (Welch–Satterthwaite for their sum). No parts:
+    ``rounds_est``."""
+    parts = [(v, df) for v, df in parts if v >= 0 and df > 0]
     if not parts:
         return rounds_est
-    total = sum(parts)
-    squares = sum(p * p for p in parts)
-    df = total * total / (squares / DF_PER_BATCH) if squares else DF_PER_BATCH * len(parts)
+    total = sum(v for v, _ in parts)
+    squares = sum(v * v / df for v, df in parts)
+    df = total * total / squares if squares else sum(df for _, df in parts)
     half = t_quantile(confidence, df) * math.sqrt(total)
     lo, hi = rounds_est.value * math.exp(-half), rounds_est.value * math.exp(half)
     return stats.Estimate(rounds_est.value, min(rounds_est.lo, lo), max(rounds_est.hi, hi), rounds_est.n,
