@@ -18,11 +18,13 @@ SIDES = (*THREE[0], *THREE[1])
 
 
 def _batch(rng: random.Random, process_sd: float, round_sd: float, effect: float = 1.0, n: int = 30,
-           ns: float = 1e6, shared: dict[str, float] | None = None) -> Rounds:
+           ns: float = 1e6, shared: dict[str, float] | None = None, b_process_sd: float | None = None) -> Rounds:
     """One batch (of one workload): every side three processes, each with its own offset (a test of
     twins reads the first two); B's code ``effect`` times faster. ``shared``: a part of each
     process's offset (log) it has on every workload."""
-    offset = {label: math.exp(rng.gauss(0, process_sd) + (shared or {}).get(label, 0.0))
+    own = {label: b_process_sd if b_process_sd is not None and label.startswith("B") else process_sd
+           for label in (*SIDES, BASELINE)}
+    offset = {label: math.exp(rng.gauss(0, own[label]) + (shared or {}).get(label, 0.0))
               for label in (*SIDES, BASELINE)}
     r = Rounds(labels=[*SIDES])
     for _ in range(n):
@@ -46,7 +48,8 @@ def test_t_quantiles():
                      (60, 2.000)):
         assert abs(q(0.95, df) - want) < 0.001, df
     assert abs(q(0.975, 2) - 6.205) < 0.001 and abs(q(0.99, 1) - 63.657) < 0.01
-    assert q(0.95, 2.9) == q(0.95, 2) and abs(q(0.95, 10_000) - 1.960) < 0.001
+    assert q(0.95, 2) > q(0.95, 2.5) > q(0.95, 3) and abs(q(0.95, 10_000) - 1.960) < 0.001
+    assert q(0.95, 0.5) == q(0.95, 1)  # at least one degree of freedom
     qs = [q(0.95, df) for df in range(1, 200)]
     assert all(a > b for a, b in zip(qs, qs[1:]))
 
@@ -55,8 +58,8 @@ def test_one_workload_covers_what_processes_add():
     """Lasting process offsets of 3% (SD) against 1% of round noise: the single-process rule (the
     rounds' interval widened by 3%) calls identical code different far more often than 1 in 20;
     two or three processes a side about as often as their 95% says. What that costs: with two a
-    side (two degrees of freedom) a 10% gain is found in about 40% of batches against such
-    processes; with three (four degrees of freedom, and a mean of three) in most."""
+    side (one to two degrees of freedom) a 10% gain is found in about a fifth of batches against
+    such processes; with three (two to four, and a mean of three) in most."""
     rng = random.Random(20261205)
     old, two, three = [], [], []
     for _ in range(400):
@@ -70,7 +73,7 @@ def test_one_workload_covers_what_processes_add():
     found = [_batch(rng, 0.03, 0.01, effect=1.10) for _ in range(200)]
     power = {name: sum(copies.workload_estimate(r, *groups).lo > 1.0 for r in found) / len(found)
              for name, groups in (("two", TWINS), ("three", THREE))}  # B's gain: A's time over B's above 1
-    assert power["two"] >= 0.3 and power["three"] >= 0.6 and power["three"] > power["two"] + 0.2, power
+    assert power["two"] >= 0.15 and power["three"] >= 0.6 and power["three"] > power["two"] + 0.3, power
     quiet = [copies.workload_estimate(_batch(rng, 0.01, 0.01, effect=1.10), *THREE) for _ in range(200)]
     assert sum(e.lo > 1.0 for e in quiet) / len(quiet) >= 0.95
 
@@ -82,13 +85,33 @@ def test_two_a_side_is_the_twins_rule():
     r = _batch(rng, 0.03, 0.01, n=31)  # odd: a median is one round's, so the logs agree exactly
     c_a, c_b = (math.log(stats.median(r.contrast(x, y))) for x, y in (("A", "A'"), ("B", "B'")))
     variance, df = copies.spread([copies.offsets(r, *TWINS)])
-    assert math.isclose(variance, (c_a * c_a + c_b * c_b) / 4) and df == 2
-    assert copies.spread([copies.offsets(r, *THREE)])[1] == 4
+    assert math.isclose(variance, (c_a * c_a + c_b * c_b) / 4) and 1 <= df <= 2
+    assert math.isclose(df, (c_a ** 2 + c_b ** 2) ** 2 / (c_a ** 4 + c_b ** 4))  # Welch-Satterthwaite
+    assert 2 <= copies.spread([copies.offsets(r, *THREE)])[1] <= 4
     # a kit: each process's offsets averaged over the workloads first, then squared
     variance, df = copies.spread([([0.02, -0.02], [0.0, 0.0]), ([0.04, -0.04], [0.01, -0.01])])
-    assert math.isclose(variance, ((0.03 ** 2) * 2 + (0.005 ** 2) * 2) / 2) and df == 2
+    assert math.isclose(variance, ((0.03 ** 2) * 2 + (0.005 ** 2) * 2) / 2)
+    assert math.isclose(df, (0.0009 + 0.000025) ** 2 / (0.0009 ** 2 + 0.000025 ** 2))
+    # three a side: four degrees of freedom where the sides spread alike, two where one does not
+    assert copies.spread([([0.03, 0.0, -0.03], [0.03, -0.03, 0.0])]) == (2 * 0.0018 / 6, 4.0)
     three = copies.spread([([0.03, 0.0, -0.03], [0.0, 0.0, 0.0])])
-    assert math.isclose(three[0], 2 * 0.03 ** 2 / 6) and three[1] == 4
+    assert math.isclose(three[0], 2 * 0.03 ** 2 / 6) and three[1] == 2.0
+
+
+def test_sides_whose_processes_spread_unlike_get_fewer_degrees_of_freedom():
+    """A and B are other code, and where a process landed may matter to one and not the other: A's
+    processes 2% apart, B's alike. Four degrees of freedom would take equal spreads for granted and
+    call an A/A significant more often than 1 in 20; Welch-Satterthwaite's (two to four) keeps it
+    near what the interval says."""
+    rng = random.Random(29)
+    ours, four = [], []
+    for _ in range(600):
+        r = _batch(rng, 0.02, 0.003, b_process_sd=0.0)
+        ours.append(copies.workload_estimate(r, *THREE))
+        variance, _ = copies.spread([copies.offsets(r, *THREE)])
+        rounds = copystats.unwidened(stats.censored_ratio_interval(r.group_contrast(*THREE), *r.group_bounds(*THREE)))
+        four.append(copystats.joined(rounds, [(variance, 4.0)]))
+    assert _alarms(ours) <= 0.07 and _alarms(four) > _alarms(ours) + 0.02, (_alarms(ours), _alarms(four))
 
 
 def test_quiet_processes_keep_the_rounds_interval():
@@ -126,15 +149,15 @@ def test_kit_interval_holds_however_the_workloads_processes_go_together():
     they correlated 0.3-0.66): the kit's interval covers the geometric mean about as often as it
     says either way, since the offsets are averaged as the contrast is. What the degrees of freedom
     cost: where a shared 2% comes on top (the kit's processes then differ by 2.8% on every
-    workload), twins found a 10% gain in about half the batches; three a side find it in most."""
+    workload), two a side find a 10% gain in about a third of the batches; three a side in most."""
     rng = random.Random(11)
     for shared_sd in (0.0, 0.02):
         same = [_kit(rng, 1.0, shared_sd) for _ in range(300)]
         assert 0.003 <= _alarms(same) <= 0.075, (shared_sd, _alarms(same))
     better = {name: sum(_kit(rng, 1.10, 0.02, groups).lo > 1.0 for _ in range(100)) for name, groups in
               (("two", TWINS), ("three", THREE))}
-    assert better["two"] >= 35 and better["three"] >= 80, better
-    one = copies.kit_estimate(stats.Estimate(1.0, 0.99, 1.01, 20), (0.0004, 4))
+    assert better["two"] >= 25 and better["three"] >= 80 and better["three"] > better["two"] + 30, better
+    one = copies.kit_estimate(stats.Estimate(1.0, 0.99, 1.01, 20), (0.0004, 4.0))
     t = copystats.t_quantile(0.95, 4)
     assert math.isclose(one.hi, math.exp(t * 0.02)) and math.isclose(one.lo, math.exp(-t * 0.02))
 
@@ -182,7 +205,10 @@ def test_a_side_that_fails_in_another_process_fails_under_its_own_name():
     assert side.status == "RUNTIME_ERROR" and "A'" not in side.message
     assert side.message == side.workloads[0].message == "A (in its second process) raised ZeroDivisionError"
     side = _side({"A": ok, "A'": ok, "A''": third}, "A")
-    assert side.status == "TIMEOUT" and side.message == "A (in its third process) took over 10 s; A (in its third process) ..."
+    assert side.status == "TIMEOUT"
+    assert side.message == "A (in its third process) took over 10 s; A (in its third process) ..."
+    # only the labels: a quote after a name in a message is not a process
+    assert copies.named("KeyError: 'A' in DATA' and A'", "A") == "KeyError: 'A' in DATA' and A (in its second process)"
     assert _side({"A": second, "A'": ok, "A''": ok}, "A") is second and _side({"A": ok, "A'": ok, "A''": ok}, "A") is ok
     assert _side({"A": ok, "A'": second}, "A", 2).message.startswith("A (in its second process)")
 
@@ -212,13 +238,16 @@ def test_a_kept_compare_reads_as_it_was_shown_and_pools_with_its_processes():
     shown, record = _kept(_batch(rng, 0.03, 0.01), 0)
     assert record.interval == [shown.lo, shown.hi] and record.significant == stats.significant(shown)
     back = ComparisonRecord.model_validate_json(record.model_dump_json())
-    assert back.spread == record.spread > 0 and back.spread_df == 4
-    older = ComparisonRecord.model_validate({k: v for k, v in record.model_dump().items() if k != "spread"})
+    assert back.spread == record.spread > 0 and 2 <= back.spread_df == record.spread_df <= 4
+    older = ComparisonRecord.model_validate({k: v for k, v in record.model_dump().items()
+                                             if k not in ("spread", "spread_df")})
     assert older.spread is None  # a record kept before copies reads as one process a side
-    twins_shown, twins = _kept(_batch(rng, 0.03, 0.01), 1, TWINS)
+    _, twins = _kept(_batch(rng, 0.03, 0.01), 1, TWINS)
     kept_by_twins = ComparisonRecord.model_validate({k: v for k, v in twins.model_dump().items() if k != "spread_df"})
     verdict = paired_verdict([kept_by_twins], "cand_a", "cand_b")
-    assert verdict.estimate[1:] == [twins_shown.lo, twins_shown.hi]
+    # as twins showed it: the rounds' interval widened, joined with a t interval of two degrees of freedom
+    shown = copystats.joined(stats.censored_score_estimate(twins.samples, twins.ranges), [(twins.spread, 2)])
+    assert verdict.estimate[1:] == [shown.lo, shown.hi]
     alarms = bare = 0
     for _ in range(150):
         records = [_kept(_batch(rng, 0.03, 0.01), m)[1] for m in (1, 2)]

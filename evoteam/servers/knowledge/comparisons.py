@@ -62,7 +62,7 @@ class ComparisonRecord(BaseModel):
     # log that its processes' spread gives (copystats.py) and its degrees of freedom (None: a
     # record of twins, kept before they were counted: 2); None for one process a side.
     spread: float | None = None
-    spread_df: int | None = None
+    spread_df: float | None = None
 
     @model_validator(mode="after")
     def _usable(self) -> ComparisonRecord:
@@ -75,8 +75,8 @@ class ComparisonRecord(BaseModel):
         stray = set(self.ranges or {}) - set(self.samples)
         if self.spread is not None and not (math.isfinite(self.spread) and self.spread >= 0):
             raise ValueError("a spread is a variance: a finite number, not below 0")
-        if self.spread_df is not None and not 1 <= self.spread_df <= 20:  # 2(k - 1) for k processes a side
-            raise ValueError("a spread's degrees of freedom are between 1 and 20")
+        if self.spread_df is not None and (self.spread is None or not 1 <= self.spread_df <= copystats.MAX_DF):
+            raise ValueError(f"a spread's degrees of freedom come with a spread, between 1 and {copystats.MAX_DF:g}")
         if self.kind == "kernel" and (min(self.b_over_a, *self.interval) <= 0 or stray):
             raise ValueError("a kernel's contrast is a positive ratio, its ranges of its own workloads")
         values = [x for xs in self.samples.values() for x in xs]
@@ -115,7 +115,7 @@ class ComparisonSet(BaseModel):
 
 def record_of(a_id: str, b_id: str, *, kit: str, split: str, kind: str, samples: dict, ranges: dict | None,
               contended: bool, measured_at: datetime, kit_hash: str | None = None,
-              timing_method: int | None = None, spread: tuple[float, int] | None = None) -> ComparisonRecord:
+              timing_method: int | None = None, spread: tuple[float, float] | None = None) -> ComparisonRecord:
     """A record from one batch's paired rounds of A and B, its verdict computed as compare does
     (with ``spread``, its copies' variance and degrees of freedom: the interval it showed). Kept
     whole (the bootstrap is seeded from the values: ratios cut to 7 digits moved a compare's kept
@@ -132,7 +132,7 @@ def record_of(a_id: str, b_id: str, *, kit: str, split: str, kind: str, samples:
 
 
 def _estimate(kind: str, samples: dict, ranges: dict | None, confidence: float = stats.CONFIDENCE,
-              parts: list[tuple[float, int]] | None = None, measured: bool = False) -> stats.Estimate:
+              parts: list[tuple[float, float]] | None = None, measured: bool = False) -> stats.Estimate:
     """``measured``: every batch measured its own process spread (copies with their degrees of
     freedom): the rounds' interval is not widened for it as well (copies.py)."""
     if kind == "program":

@@ -259,7 +259,7 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
 
 async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, kind: str, contended: bool,
                 samples: dict, ranges: dict | None,
-                spread: tuple[float, int] | None) -> tuple[str, PooledComparison | None]:
+                spread: tuple[float, float] | None) -> tuple[str, PooledComparison | None]:
     """Keep the verdict and its rounds in the run both sides belong to; what the verdict adds
     about it, and every kept batch of the two pooled where this is not the first."""
     ids = [side.get("candidate_id") for side in (a, b)]

@@ -15,20 +15,21 @@ the baseline on the same inputs.
   side's processes in that round. For processes alike but for their code, the offsets of a side
   scatter about their mean as the processes do: their sum of squares over k - 1 estimates a
   process's variance with k - 1 degrees of freedom a side, and the contrast's variance is that of
-  both sides over k. So the contrast over the square root of ``spread()`` is Student's t with
-  2(k - 1) degrees of freedom (copystats.py), whatever the processes' spread is, so long as A's
-  processes spread as B's do (so in an A/A; a side whose processes spread far more than the
-  other's gets fewer degrees of freedom: simulated for twins, 5% against 0% alarmed in 8% of
-  batches, not 5%). With two processes a side this is the twins' rule of 2026-12-05 exactly.
-- Three a side, not two: the t interval's half width goes as t(2(k - 1)) sqrt(2 / k) times a
+  both sides over k. So the contrast over the square root of ``spread()`` is close to Student's t
+  with Welch–Satterthwaite's degrees of freedom from the two sides' spreads (copystats.sides_df):
+  2(k - 1) where they spread alike (an A/A), down to k - 1 where one side's processes do not
+  differ (A and B are other code, and where a process landed may matter to one and not the
+  other). With two processes a side the variance is the twins' rule of 2026-12-05.
+- Three a side, not two: the t interval's half width goes (sides alike) as t(2(k - 1)) sqrt(2 / k) times a
   process's spread, 4.30 for two and 2.27 for three; with two a side a 10% slower candidate was
   found in 5 of 10 compares on `rmsnorm_cpu` (docs/bench.md, *With copies*).
 - A workload's interval is the wider of the rounds' (stats.censored_ratio_interval, without the
   fixed widening a side in one process gets: the t interval is what it stood for) and that t
   interval; a kit's is the wider of the rounds' bootstrap and the t interval from the offsets
-  averaged over the workloads as the contrast is. Each of the two covers the contrast at 95% on its
-  own (the t interval: the offsets hold the rounds' noise of each process's median as well as its
-  lasting part), so the wider does too. Not the workloads'
+  averaged over the workloads as the contrast is. The t interval holds what differs between a
+  side's processes (their lasting offsets and each one's own rounds' noise), the rounds' interval
+  what differs between rounds (noise that all of one side's processes share in a round included,
+  which the offsets cannot see). Not the workloads'
   variances added as independent draws: the same workers time every workload, and on
   `rmsnorm_cpu` a process's offsets on its three workloads correlated 0.3–0.66 (50 batches,
   2026-12-05), so the kit's contrast spread 1.36% where independent draws give 1.04%.
@@ -43,18 +44,21 @@ import re
 from collections.abc import Iterable, Sequence
 
 from evoteam import stats
-from evoteam.copystats import batch_df, joined, unwidened
+from evoteam.copystats import joined, sides_df, unwidened
 from evoteam.servers.bench.measurement.timing import Rounds
 
 COPIES = 3  # processes a side in a compare
-ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")
+ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")  # the most a side can have (MAX_DF)
 
 Offsets = tuple[list[float], list[float]]  # each process's offset on one workload: A's, then B's
 
 
 def labels(side: str, copies: int | None = None) -> tuple[str, ...]:
     """The labels of a side's processes (COPIES of them unless said): its own, then A', A''..."""
-    return tuple(side + "'" * j for j in range(copies or COPIES))
+    count = copies or COPIES
+    if not 1 <= count <= len(ORDINALS):
+        raise ValueError(f"a side runs in 1 to {len(ORDINALS)} processes, not {count}")
+    return tuple(side + "'" * j for j in range(count))
 
 
 def rotation(a: Sequence[str], b: Sequence[str], b_first: bool) -> list[str]:
@@ -74,7 +78,8 @@ def named(text: str | None, side: str) -> str | None:
     if not text:
         return text
     for j in range(len(ORDINALS) - 1, 0, -1):  # A'' before A': a label is never another's start after this
-        text = re.sub(re.escape(side + "'" * j) + "(?!')", f"{side} (in its {ORDINALS[j]} process)", text)
+        text = re.sub(r"(?<![\w'])" + re.escape(side + "'" * j) + "(?!')", f"{side} (in its {ORDINALS[j]} process)",
+                      text)
     return text
 
 
@@ -94,18 +99,19 @@ def offsets(rounds: Rounds, a: Sequence[str], b: Sequence[str]) -> Offsets | Non
     return out[0], out[1]
 
 
-def spread(kept: Iterable[Offsets]) -> tuple[float, int]:
+def spread(kept: Iterable[Offsets]) -> tuple[float, float]:
     """The variance of the log of the contrast from the processes' offsets on the workloads it is
     the mean of (one workload: its own), each process's averaged over them as the contrast is, and
-    its degrees of freedom (2(k - 1) however the workloads' processes go together)."""
+    its degrees of freedom (copystats.sides_df: 2(k - 1) where the two sides' processes spread
+    alike, fewer where not; however the workloads' processes go together)."""
     found = list(kept)
     k = len(found[0][0])
-    total = 0.0
+    squares = []
     for side in (0, 1):
-        for j in range(k):
-            mean = sum(f[side][j] for f in found) / len(found)
-            total += mean * mean
-    return total / (k * (k - 1)), batch_df(k)
+        means = [sum(f[side][j] for f in found) / len(found) for j in range(k)]
+        squares.append(sum(m * m for m in means))
+    v_a, v_b = (x / (k * (k - 1)) for x in squares)  # each side's share of the contrast's variance
+    return v_a + v_b, sides_df(v_a, v_b, k - 1)
 
 
 def workload_estimate(rounds: Rounds, a: Sequence[str], b: Sequence[str]) -> stats.Estimate | None:
@@ -119,7 +125,7 @@ def workload_estimate(rounds: Rounds, a: Sequence[str], b: Sequence[str]) -> sta
     return joined(unwidened(est), [spread([found])])
 
 
-def kit_estimate(rounds_est: stats.Estimate, kit_spread: tuple[float, int]) -> stats.Estimate:
+def kit_estimate(rounds_est: stats.Estimate, kit_spread: tuple[float, float]) -> stats.Estimate:
     """The kit's contrast (the geometric mean of the workloads' medians, with the rounds' bootstrap
     interval ``rounds_est``, as stats.censored_score_estimate gives it) joined with the t interval
     of ``kit_spread`` (spread() of every workload's offsets), the fixed widening undone."""
