@@ -20,19 +20,19 @@ the baseline on the same inputs.
   2(k - 1) where they spread alike (an A/A), down to k - 1 where one side's processes do not
   differ (A and B are other code, and where a process landed may matter to one and not the
   other). With two processes a side the variance is the twins' rule of 2026-12-05.
-- Three a side, not two: the t interval's half width goes (sides alike) as t(2(k - 1)) sqrt(2 / k) times a
-  process's spread, 4.30 for two and 2.27 for three; with two a side a 10% slower candidate was
-  found in 5 of 10 compares on `rmsnorm_cpu` (docs/bench.md, *With copies*).
+- Three a side, not two: the t interval's half width goes (sides alike) as t(2(k - 1)) sqrt(2 / k)
+  times a process's spread, 4.30 for two and 2.27 for three; with two a side a 10% slower
+  candidate was found in 5 of 10 compares on `rmsnorm_cpu` (docs/bench.md, *With copies*).
 - A workload's interval is the wider of the rounds' (stats.censored_ratio_interval, without the
   fixed widening a side in one process gets: the t interval is what it stood for) and that t
   interval; a kit's is the wider of the rounds' bootstrap and the t interval from the offsets
   averaged over the workloads as the contrast is. The t interval holds what differs between a
   side's processes (their lasting offsets and each one's own rounds' noise), the rounds' interval
   what differs between rounds (noise that all of one side's processes share in a round included,
-  which the offsets cannot see). Not the workloads'
-  variances added as independent draws: the same workers time every workload, and on
-  `rmsnorm_cpu` a process's offsets on its three workloads correlated 0.3–0.66 (50 batches,
-  2026-12-05), so the kit's contrast spread 1.36% where independent draws give 1.04%.
+  which the offsets cannot see). Not the workloads' variances added as independent draws: the
+  same workers time every workload, and on `rmsnorm_cpu` a process's offsets on its three
+  workloads correlated 0.3–0.66 (50 batches, 2026-12-05), so the kit's contrast spread 1.36% where
+  independent draws give 1.04%.
 
 Only ``compare`` times copies (it decides between two candidates). An evaluation's score and a
 re-measurement keep one process a side and the fixed widening.
