@@ -157,8 +157,9 @@ async def test_a_ten_percent_slower_candidate_is_found_slower(steady_kit, steady
 
 
 async def test_evaluate_by_candidate_id_with_repeats_and_pooling_inputs(steady_settings, store):
-    """evaluate(candidate_id, repeats): the recorded code again, with twice the kit's rounds; each
-    record carries the code hash and its per-round samples for the store to pool."""
+    """evaluate(candidate_id, repeats): the recorded code again, the candidate and the baseline in
+    three processes each (copies.py) for the kit's rounds; each record carries the code hash and its
+    per-round samples for the store to pool."""
     base = (KITS / "rmsnorm_cpu" / "baseline.py").read_text()
     async with Client(build_server(steady_settings, store)) as client:
         first = (await client.call_tool("evaluate", {"kit": "rmsnorm_steady", "code": base})).structured_content
@@ -166,7 +167,8 @@ async def test_evaluate_by_candidate_id_with_repeats_and_pooling_inputs(steady_s
         again = (await client.call_tool("evaluate", {"kit": "rmsnorm_steady", "candidate_id": first["candidate_id"],
                                                      "repeats": 2})).structured_content
     assert again["status"] == "PASSED", again["message"]
-    assert again["workloads"][0]["rounds"] == 20
+    assert again["workloads"][0]["rounds"] == 10 and again["metrics"]["processes_per_side"] == 3
+    assert "processes_per_side" not in first["metrics"]
     assert again["code_hash"] == first["code_hash"]
     assert again["n_measurements"] >= 1 and again["candidate_interval"]
 

@@ -345,7 +345,8 @@ def trust_cmd(ctx: click.Context, folder: str) -> None:
 @click.option("--notes", default="", help="What it tries, kept with the candidate (listings and prior work show it).")
 @click.option("--trust-kit", is_flag=True, help="KIT is a folder outside the kit folders that you trust.")
 @click.option("--repeats", type=click.IntRange(1, 20), default=1, show_default=True,
-              help="Kernel kits: that many times the kit's rounds; program kits: evaluator runs (score: the median).")
+              help="Kernel kits: 2 or more time the candidate and the baseline in three processes each (a steadier "
+                   "score; N/3 times the kit's rounds, at least the kit's); program kits: evaluator runs (score: the median).")
 @click.option("--backend", type=click.Choice(["local", "pool", "ray"]), default=None,
               help="Where to evaluate (default: EVOTEAM_BENCH_BACKEND or evoteam.toml, else local).")
 @click.option("--devices", default=None, help="The pool's devices, e.g. 0,1,2,3 (default: all visible).")

@@ -134,10 +134,10 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         code: Annotated[str | None, Field(description="its source, not a path")] = None,
         candidate_id: Annotated[str | None, Field(description="a recorded candidate to measure again, in its run")] = None,
         split: Split = "dev",
-        repeats: Annotated[int, Field(ge=1, le=20, description="kernel: N× the rounds; program: N "
-                                                               "runs (median)")] = 1,
-        run_id: Annotated[str | None, Field(description="default: your newest active run of this kit, else a "
-                                                          "new one")] = None,
+        repeats: Annotated[int, Field(ge=1, le=20, description="kernel: >1 = both in 3 processes, steadier; "
+                                                               "program: N runs (median)")] = 1,
+        run_id: Annotated[str | None, Field(description="default: your newest active run of this kit, else "
+                                                          "new")] = None,
         parent_id: Annotated[str | None, Field(description="the candidate it derives from (none: the baseline)")] = None,
         documents_used: Annotated[list[str] | None, Field(description="retrieved documents it was built from")] = None,
         notes: Annotated[str, Field(max_length=2000, description="what it tries")] = "",
@@ -145,8 +145,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         team_version: Annotated[int | None, Field(ge=0)] = None,
         wait: Annotated[bool, Field(description="false: answer at once, PENDING with a ticket")] = True,
     ) -> Evaluation:
-        """Evaluate a candidate and record it in a run: sandboxed, checked, a kernel timed in
-        rounds with the baseline; 95% intervals. Same code is one candidate (pooled).
+        """Evaluate and record a candidate: sandboxed, checked, a kernel timed in rounds with
+        the baseline; 95% intervals. Same code is one candidate (pooled).
         split='heldout' confirms a final one."""
         store = kb(role, team_version, ctx)
 

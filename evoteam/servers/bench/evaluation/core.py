@@ -20,7 +20,7 @@ from evoteam import stats
 from evoteam.codehash import code_hash
 from evoteam.servers.bench.confinement import scratch
 from evoteam.servers.bench.formats import fib, openevolve, solutions
-from evoteam.servers.bench.measurement import harness, redact
+from evoteam.servers.bench.measurement import copies, harness, redact
 from evoteam.servers.bench.measurement.batch import STATUS_ORDER, run_kernel_batch
 from evoteam.servers.bench.evaluation.candidates import (check_candidate_path, few_runs_note, pooled_lead,
                                                          record_measured, same_as_parent, state_paths)
@@ -166,11 +166,13 @@ async def _noop(done: float, total: float, message: str) -> None:
 
 
 async def _run_kernel(settings: Settings, kit: Kit, cand: PreparedCandidate, split: Split, progress: Progress,
-                      use_landlock: bool, rounds: int | None = None, device: str | None = None) -> Evaluation:
+                      use_landlock: bool, rounds: int | None = None, device: str | None = None,
+                      copied: bool = False) -> Evaluation:
+    """One candidate against the baseline; ``copied``: each in three processes (copies.py)."""
     side = SideSpec(CANDIDATE, cand.folder, cand.file, cand.function, cand.dps)
     found = await run_kernel_batch(settings, kit, [side], split, progress, use_landlock,
                                    _workload_specs(kit, split, settings), _deny_roots(settings, kit), rounds,
-                                   device=device)
+                                   device=device, copied=copied)
     return found.evaluations[CANDIDATE]
 
 
@@ -367,8 +369,8 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
     code hash) already in the run is one candidate: this evaluation is pooled into it, and
     ``candidate_score``/``candidate_interval``/``n_measurements`` say what the pooled
     measurements give. ``candidate_id`` re-measures a recorded candidate's code. ``repeats``:
-    kernel kits time that many times the kit's rounds; program kits run the evaluator that many
-    times (score: the median). The documents it was built from are credited with its score
+    kernel kits, 2 or more, time the candidate and the baseline in three processes each (copies.py,
+    copies.evaluation_rounds); program kits run the evaluator that many times (score: the median). The documents it was built from are credited with its score
     unless ``credit_documents`` is false (a caller that credits once for several candidates,
     such as the OpenEvolve adapter keeping the best of N). ``device`` is the pool slot this
     evaluation holds (scheduling/); default: the kit's device."""
@@ -379,10 +381,10 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
         await check_run(store, kit, parent_id, run_id, notes, documents_used)
     cand = prepare_candidate(kit, candidate_path, code, settings)
     try:
-        if kit.manifest.kind == "kernel":
-            rounds = kit.manifest.timing.rounds * repeats if repeats > 1 else None
-            result = await _run_kernel(settings, kit, cand, split, progress, use_landlock,
-                                       min(rounds or 0, 100) or None, device)
+        if kit.manifest.kind == "kernel":  # with repeats: candidate and baseline in copies (copies.py)
+            rounds = copies.evaluation_rounds(kit.manifest.timing.rounds, repeats) if repeats > 1 else None
+            result = await _run_kernel(settings, kit, cand, split, progress, use_landlock, rounds, device,
+                                       copied=repeats > 1)
         else:
             result = await _run_program_repeated(settings, kit, cand, split, progress, repeats, device)
     finally:

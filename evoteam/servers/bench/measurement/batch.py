@@ -9,25 +9,29 @@ touches every side of the same round alike, so contrasts between sides are paire
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
+import shutil
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from evoteam import stats
 from evoteam.config import Settings
 from evoteam.errors import DomainError
-from evoteam.servers.bench.measurement import harness, machine, timing
+from evoteam.copystats import joined
+from evoteam.servers.bench.measurement import copies, harness, machine, timing
 from evoteam.servers.bench.measurement.method import TIMING_METHOD, styles_clause
 from evoteam.servers.bench.measurement.harness import WorkerFailure
+from evoteam.servers.bench.confinement import scratch
 from evoteam.servers.bench.confinement.jail import stop_not_held
 from evoteam.servers.bench.formats.kit import Kit
 from evoteam.servers.bench.formats.kits import state_dir
 from evoteam.servers.bench.models import Evaluation, Split, WorkloadOutcome
 from evoteam.servers.bench.measurement.session import KernelSession, SideSpec, WorkloadSpec, WorkloadVerdict
-from evoteam.servers.bench.measurement.sides import BASELINE
+from evoteam.servers.bench.measurement.sides import BASELINE, CANDIDATE
 
 Progress = Callable[[float, float, str], Awaitable[None]]
 # What a candidate writing into given outputs is told against a baseline that returns its own.
@@ -69,15 +73,39 @@ def missing_protections(sandbox: str) -> list[str]:
 
 async def run_kernel_batch(settings: Settings, kit: Kit, sides: list[SideSpec], split: Split, progress: Progress,
                            use_landlock: bool, specs: list[tuple[WorkloadSpec, str | None]],
-                           deny: list[str], rounds: int | None = None, device: str | None = None) -> Batch:
+                           deny: list[str], rounds: int | None = None, device: str | None = None,
+                           copied: bool = False) -> Batch:
     """Evaluate every side on the split in one session; see the module's docstring. ``device`` is
     the pool slot the batch holds ("cuda:2", "cpu:1"; scheduling/): its lock, where a slot runner
-    already sees only that device (a GPU slot's CUDA_VISIBLE_DEVICES) or only its cores."""
+    already sees only that device (a GPU slot's CUDA_VISIBLE_DEVICES) or only its cores.
+    ``copied``: ``sides`` is one candidate, timed in copies.COPIES processes, each from a copy of
+    its folder, and the baseline in as many; its evaluation is scored by the two groups (copies.py)."""
+    if not copied:
+        return await _run_batch(settings, kit, sides, split, progress, use_landlock, specs, deny, rounds, device)
+    made: list[SideSpec] = []
+    try:
+        for label in copies.labels(CANDIDATE)[1:]:
+            made.append(dataclasses.replace(sides[0], label=label, folder=scratch.new_folder("cand")))
+            shutil.copytree(sides[0].folder, made[-1].folder, dirs_exist_ok=True)
+        return await _run_batch(settings, kit, [*sides, *made], split, progress, use_landlock, specs, deny, rounds,
+                                device, copied=True)
+    finally:
+        for spec in made:
+            scratch.remove_folder(spec.folder)
+
+
+async def _run_batch(settings: Settings, kit: Kit, sides: list[SideSpec], split: Split, progress: Progress,
+                     use_landlock: bool, specs: list[tuple[WorkloadSpec, str | None]], deny: list[str],
+                     rounds: int | None, device: str | None, copied: bool = False) -> Batch:
     m = kit.manifest
     slot = device or m.device
     plan = m.timing if rounds is None else m.timing.model_copy(update={"rounds": rounds})
     total = len(specs)
+    base_copies = copies.labels(BASELINE, len(sides))[1:] if copied else ()
+    # The baseline's processes between the candidate's: B C B' C' B'' C'' (the session's own first).
     labels = [s.label for s in sides]
+    if copied:
+        labels = [x for pair in zip(labels, [*base_copies, None]) for x in pair if x]
     outcomes: dict[str, list[WorkloadOutcome]] = {label: [] for label in labels}
     verdicts_all: dict[str, list[WorkloadVerdict]] = {label: [] for label in labels}
     failed_before = dict.fromkeys(labels, False)
@@ -102,7 +130,7 @@ async def run_kernel_batch(settings: Settings, kit: Kit, sides: list[SideSpec], 
                 inputs_source=kit.inputs_source(), reference_source=kit.definition.reference, baseline=baseline,
                 sides=placed, deny=deny, memory_mb=m.memory_limit_mb, timeouts=m.timeouts,
                 tolerance=m.tolerance, timing=plan, use_landlock=use_landlock, threads=m.threads,
-                worker_env=m.worker_env, kit_hash=kit.content_hash))
+                worker_env=m.worker_env, kit_hash=kit.content_hash, baseline_copies=base_copies))
             try:
                 await asyncio.to_thread(session.start)
             except RuntimeError as exc:
@@ -179,11 +207,55 @@ async def run_kernel_batch(settings: Settings, kit: Kit, sides: list[SideSpec], 
         metrics_base["baseline_notes"] = baseline_notes
     sandbox_desc = session.sandbox if session else ""
     styles = {s.label: s.dps for s in session.sides} if session is not None else {}
+    if copied:  # one candidate: its evaluation, scored by its processes against the baseline's
+        kit_spread = _grouped(verdicts_all, outcomes, rounds_by_wl, (BASELINE, *base_copies), [s.label for s in sides])
+        metrics_base["processes_per_side"] = len(sides) if kit_spread is not None else 1
+        return Batch({CANDIDATE: _evaluation(kit, split, outcomes[CANDIDATE], verdicts_all[CANDIDATE], baseline_label,
+                                             metrics_base, wall, sandbox_desc, _styles_apart(styles, CANDIDATE),
+                                             kit_spread)}, rounds_by_wl, contended, styles)
     evaluations = {label: _evaluation(kit, split, outcomes[label], verdicts_all[label], baseline_label,
                                       dict(metrics_base), wall / len(labels), sandbox_desc,
                                       _styles_apart(styles, label))
                    for label in labels}
     return Batch(evaluations, rounds_by_wl, contended, styles)
+
+
+def _grouped(verdicts: dict[str, list[WorkloadVerdict]], outcomes: dict[str, list[WorkloadOutcome]],
+             rounds_by_wl: dict[str, timing.Rounds], base: Sequence[str],
+             cand: Sequence[str]) -> tuple[float, float] | None:
+    """The candidate's verdicts (and outcomes) as its processes against the baseline's give them
+    (copies.py: the median of the rounds' group contrasts, its interval joined with the processes'
+    t interval), and the kit's spread for its score (None where they do not score it); where one of
+    its processes failed, that process's verdicts, said of the candidate."""
+    first = cand[0]
+    failed = [label for label in cand if any(v.status != "PASSED" for v in verdicts[label])]
+    if failed and failed[0] != first:  # its first process passed: another's failure is the candidate's
+        verdicts[first], outcomes[first] = verdicts[failed[0]], outcomes[failed[0]]
+        for v, o in zip(verdicts[first], outcomes[first]):
+            v.message, o.message = copies.named(v.message, first), copies.named(o.message, first)
+    if failed or any(v.status != "PASSED" for label in base[1:] for v in verdicts[label]):
+        return None  # (a baseline process that failed, a timeout on a busy machine: the first process scores)
+    found = [(rounds, copies.workload_estimate(rounds, base, cand, widened=True) if rounds else None)
+             for rounds in (rounds_by_wl.get(o.workload) for o in outcomes[first])]
+    if any(est is None for _, est in found):
+        return None
+    kept = []
+    for v, o, (rounds, est) in zip(verdicts[first], outcomes[first], found):
+        kept.append(copies.offsets(rounds, base, cand))
+        v.samples = rounds.group_contrast(base, cand)
+        lows, highs = rounds.group_bounds(base, cand)
+        v.sample_ranges = (lows, highs) if lows != highs else None
+        v.speedup, v.speedup_interval = est.value, [est.lo, est.hi]
+        # Each side's time as the geometric mean of its processes' medians, as the speedup is of them.
+        v.candidate_ms, v.baseline_ms = (_geomean([rounds.median_ms(x) for x in group]) for group in (cand, base))
+        v.kernel_s = sum(rounds.spent_ns.values()) / 1e9  # every process's timed calls
+        o.speedup, o.speedup_interval, o.rounds = v.speedup, v.speedup_interval, len(v.samples)
+        o.candidate_ms, o.baseline_ms = v.candidate_ms, v.baseline_ms
+    return copies.spread(kept)
+
+
+def _geomean(values: list[float | None]) -> float | None:
+    return math.exp(sum(math.log(x) for x in values) / len(values)) if all(values) else None
 
 
 async def _correctness(session: KernelSession, spec: WorkloadSpec, problem: str | None, label: str,
@@ -261,7 +333,7 @@ def _styles_apart(styles: dict[str, bool], label: str) -> str | None:
 
 def _evaluation(kit: Kit, split: Split, outcomes: list[WorkloadOutcome], verdicts: list[WorkloadVerdict],
                 baseline_label: str, metrics: dict, wall: float, sandbox: str,
-                styles_apart: str | None = None) -> Evaluation:
+                styles_apart: str | None = None, kit_spread: tuple[float, float] | None = None) -> Evaluation:
     m = kit.manifest
     passed = sum(o.status == "PASSED" for o in outcomes)
     status = "PASSED" if passed == len(outcomes) else min(
@@ -274,6 +346,8 @@ def _evaluation(kit: Kit, split: Split, outcomes: list[WorkloadOutcome], verdict
         if len(samples) == len(outcomes) and all(s > 0 and math.isfinite(s) for vs in samples.values() for s in vs):
             ranges = {o.workload: v.sample_ranges for o, v in zip(outcomes, verdicts) if v.sample_ranges}
             est = timing.kit_estimate(samples, ranges=ranges)
+            if kit_spread is not None:  # the processes' t interval beside the rounds' (copies.py)
+                est = joined(est, [kit_spread])
             score, interval = est.value, [est.lo, est.hi]
             speedups = [o.speedup for o in outcomes]
             metrics.update(geomean_speedup=score, min_speedup=min(speedups), max_speedup=max(speedups))

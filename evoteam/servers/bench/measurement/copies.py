@@ -34,12 +34,19 @@ the baseline on the same inputs.
   workloads correlated 0.3–0.66 (50 batches, 2026-12-05), so the kit's contrast spread 1.36% where
   independent draws give 1.04%.
 
-Only ``compare`` times copies (it decides between two candidates). An evaluation's score and a
-re-measurement keep one process a side and the fixed widening.
+``compare`` times copies, and so does an evaluation with ``repeats`` (2 or more) on a kernel kit:
+the candidate and the baseline each in three processes (evaluation_rounds). There the fixed
+widening stays on the rounds' interval beside the t interval: a candidate far from the baseline
+also differs from it by what changes between batches, which neither the rounds nor the processes
+of one batch see (better.py against the baseline: its score spread 1.4-1.8% over batches where
+one batch's processes and rounds gave ~0.7%; for close candidates, +5 and +10% of work, 0.3-0.5%
+against ~0.7%: docs/bench.md, *Evaluations with repeats*). A re-measurement keeps one process a
+side and the fixed widening.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 
@@ -47,7 +54,8 @@ from evoteam import stats
 from evoteam.copystats import joined, sides_df, unwidened
 from evoteam.servers.bench.measurement.timing import Rounds
 
-COPIES = 3  # processes a side in a compare
+COPIES = 3  # processes a side in a compare and in an evaluation with repeats
+MAX_ROUNDS = 100  # an evaluation's rounds at most (evaluate's rule for repeats)
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")  # the most a side can have (MAX_DF)
 
 Offsets = tuple[list[float], list[float]]  # each process's offset on one workload: A's, then B's
@@ -114,15 +122,25 @@ def spread(kept: Iterable[Offsets]) -> tuple[float, float]:
     return v_a + v_b, sides_df(v_a, v_b, k - 1)
 
 
-def workload_estimate(rounds: Rounds, a: Sequence[str], b: Sequence[str]) -> stats.Estimate | None:
+def workload_estimate(rounds: Rounds, a: Sequence[str], b: Sequence[str],
+                      widened: bool = False) -> stats.Estimate | None:
     """A's time over B's, each side the geometric mean of its processes: the median of the rounds
-    with the wider of the rounds' interval and the processes' t interval."""
+    with the wider of the rounds' interval and the processes' t interval. ``widened`` keeps the
+    fixed widening on the rounds' interval (an evaluation's: see evaluation_plan)."""
     ratios = rounds.group_contrast(a, b)
     found = offsets(rounds, a, b)
     if not ratios or found is None:
         return None
     est = stats.censored_ratio_interval(ratios, *rounds.group_bounds(a, b))
-    return joined(unwidened(est), [spread([found])])
+    return joined(est if widened else unwidened(est), [spread([found])])
+
+
+def evaluation_rounds(kit_rounds: int, repeats: int) -> int:
+    """The rounds of an evaluation with ``repeats`` (2 or more) in copies: the kit's at least, and
+    the kit's times repeats shared among a side's processes (three processes for the kit's rounds
+    cost about what one took for three times them: 3.4 s against 3.1 s on `rmsnorm_cpu`), at most
+    MAX_ROUNDS."""
+    return min(MAX_ROUNDS, max(kit_rounds, math.ceil(kit_rounds * repeats / COPIES)))
 
 
 def kit_estimate(rounds_est: stats.Estimate, kit_spread: tuple[float, float]) -> stats.Estimate:

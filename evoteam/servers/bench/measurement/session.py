@@ -85,7 +85,7 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
                  tolerance, timing, candidate_dir: Path | None = None, candidate_file: str | None = None,
                  function: str | None = None, dps: bool | None = None, sides: list[SideSpec] | None = None,
                  use_landlock: bool = True, threads: int | None = None, worker_env: dict[str, str] | None = None,
-                 kit_hash: str | None = None):
+                 kit_hash: str | None = None, baseline_copies: tuple[str, ...] = ()):
         self.tolerance = tolerance
         self.timeouts = timeouts
         self.memory_mb = memory_mb
@@ -104,13 +104,19 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         self._owned = [base_spec.folder]
         # The empty-call worker's own copy of the baseline's files: it imports the same code, so
         # its process looks like a timed side's, but it never shares a folder or a uid with one.
+        # Then the baseline's other processes where it is timed in several (copies.py), each with
+        # its files in a folder of its own, timed as sides under these labels.
+        made: list[SideSpec] = []
         try:
-            empty_spec = _baseline_folder(baseline, reference_source)
+            for label in (EMPTY, *baseline_copies):
+                made.append(_baseline_folder(baseline, reference_source))
+                made[-1].label = label
+                self._owned.append(made[-1].folder)
         except BaseException:
-            scratch.remove_folder(base_spec.folder)
+            for folder in self._owned:
+                scratch.remove_folder(folder)
             raise
-        empty_spec.label = EMPTY
-        self._owned.append(empty_spec.folder)
+        empty_spec, copied = made[0], made[1:]
         public_def = {"inputs": definition["inputs"], "outputs": definition["outputs"]}
         # One environment for every worker: the same allocator policy and thread counts, or the
         # speedup would reflect them (workerenv.py).
@@ -129,7 +135,8 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
                 scratch.remove_folder(folder)
             raise
         try:
-            self._start_sides(common, env, base_spec, empty_spec, sides, deny, memory_mb, use_landlock)
+            self._start_sides(common, env, base_spec, empty_spec, [*sides, *copied], deny, memory_mb, use_landlock,
+                              copied)
         except BaseException:
             # Never handed back: the session that leased it did not start (nor do its sides stay).
             for side in getattr(self, "sides", []):
@@ -141,7 +148,8 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
                 scratch.remove_folder(folder)
             raise
 
-    def _start_sides(self, common, env, base_spec, empty_spec, sides, deny, memory_mb, use_landlock) -> None:
+    def _start_sides(self, common, env, base_spec, empty_spec, sides, deny, memory_mb, use_landlock,
+                     copied: list[SideSpec]) -> None:
         from evoteam.servers.bench.confinement.jail import can_drop_privileges, pick_uid
 
         self.trusted = self.lease.worker
@@ -157,13 +165,14 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         self.empty: Side | None = None
         self.spares_taken = 0
         for spec in [base_spec, empty_spec, *sides]:
-            is_base = spec is base_spec or spec is empty_spec
+            is_base = spec is base_spec or spec is empty_spec or any(spec is c for c in copied)
             uid = pick_uid() if can_drop_privileges() else None
             if uid is not None:
                 for path in [spec.folder, *spec.folder.rglob("*")]:
                     os.chown(path, uid, uid)
+            # (A side's other processes, copies.py, are named as the side: their labels end in primes.)
             label = {BASELINE: "baseline", EMPTY: "empty-call worker", CANDIDATE: "candidate"}.get(
-                spec.label, f"candidate {spec.label}")
+                spec.label.rstrip("'"), f"candidate {spec.label}")
             init = dict(common, mode="candidate", label=f"the {label}",
                         solution={"dir": str(spec.folder), "file": spec.file, "function": spec.function,
                                   "dps": spec.dps},

@@ -26,7 +26,7 @@ class EvalJob(BaseModel):
     kit_hash: str
     code: str
     split: Split = "dev"
-    # Kernel kits: that many times the kit's rounds; program kits: evaluator runs (core.evaluate_candidate).
+    # Kernel kits: 2 or more in copies (copies.evaluation_rounds); program kits: evaluator runs (core.evaluate_candidate).
     repeats: int = Field(default=1, ge=1, le=20)
     # The slot this evaluation holds ("cuda:1", "cpu:0"): its lock, and for a GPU its device.
     device: str | None = None
