@@ -94,3 +94,19 @@ def joined(rounds_est: stats.Estimate, parts: Iterable[tuple[float, float]],
     lo, hi = rounds_est.value * math.exp(-half), rounds_est.value * math.exp(half)
     return stats.Estimate(rounds_est.value, min(rounds_est.lo, lo), max(rounds_est.hi, hi), rounds_est.n,
                           rounds_est.coverage)
+
+
+def as_shown(est: stats.Estimate | None, shown: object) -> stats.Estimate | None:
+    """``est`` (a first measurement's interval as the store re-estimates it from the rounds) widened
+    to the interval the bench showed for it, ``shown`` ([lo, hi], from its metrics), where that is
+    wider: an evaluation in copies joins the processes' t interval to its rounds' (batch._grouped),
+    which the rounds alone do not give. Never narrower, so a record cannot rank higher by it."""
+    if est is None or not isinstance(shown, (list, tuple)) or len(shown) != 2:
+        return est
+    try:
+        lo, hi = float(shown[0]), float(shown[1])
+    except (TypeError, ValueError):
+        return est
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
+        return est
+    return stats.Estimate(est.value, min(est.lo, lo), max(est.hi, hi), est.n, est.coverage)

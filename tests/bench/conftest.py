@@ -95,6 +95,20 @@ def bench_settings(tmp_path: Path) -> Settings:
     return Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[KITS])
 
 
+def steady_kit_at(tmp_path: Path) -> Path:
+    """rmsnorm_cpu with one mid-size dev workload (about a millisecond) and the default plan of
+    ten rounds, so that every interval exists: ``tmp_path``/kits/rmsnorm_steady."""
+    root = tmp_path / "kits" / "rmsnorm_steady"
+    shutil.copytree(KITS / "rmsnorm_cpu", root)
+    manifest = json.loads((root / "kit.json").read_text())
+    manifest.update(name="rmsnorm_steady", timing={"warmup": 1, "rounds": 10, "reps_per_round": 2})
+    (root / "kit.json").write_text(json.dumps(manifest))
+    (root / "workloads.jsonl").write_text(json.dumps(
+        {"uuid": "t256_h2048", "axes": {"num_tokens": 256, "hidden_size": 2048},
+         "inputs": {"eps": {"type": "scalar", "value": 1e-6}}}) + "\n")
+    return root
+
+
 def small_kit(root: Path, workload_s: float = 4, **manifest_update) -> Path:
     """rmsnorm_cpu copied to ``root`` (named after it) with one small dev workload, a short
     timeout and a short timing plan; ``manifest_update`` changes the manifest further."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from evoteam.servers.knowledge.local import LocalKnowledgeStore
 from evoteam.servers.knowledge.store import Actor
 
 from evoteam.config import SOURCE_ROOT
-from tests.bench.conftest import repeated
+from tests.bench.conftest import repeated, steady_kit_at
 
 KITS = SOURCE_ROOT / "task_kits"
 
@@ -47,17 +46,7 @@ def run(hidden_states, weight, eps):
 
 @pytest.fixture
 def steady_kit(tmp_path: Path) -> Path:
-    """rmsnorm_cpu with one mid-size dev workload (about a millisecond) and the default plan of
-    ten rounds, so that every interval exists."""
-    root = tmp_path / "kits" / "rmsnorm_steady"
-    shutil.copytree(KITS / "rmsnorm_cpu", root)
-    manifest = json.loads((root / "kit.json").read_text())
-    manifest.update(name="rmsnorm_steady", timing={"warmup": 1, "rounds": 10, "reps_per_round": 2})
-    (root / "kit.json").write_text(json.dumps(manifest))
-    (root / "workloads.jsonl").write_text(json.dumps(
-        {"uuid": "t256_h2048", "axes": {"num_tokens": 256, "hidden_size": 2048},
-         "inputs": {"eps": {"type": "scalar", "value": 1e-6}}}) + "\n")
-    return root
+    return steady_kit_at(tmp_path)
 
 
 @pytest.fixture

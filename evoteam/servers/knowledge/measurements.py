@@ -36,6 +36,7 @@ import aiosqlite
 
 from evoteam import stats
 from evoteam.codehash import code_hash
+from evoteam.copystats import as_shown
 from evoteam.servers.knowledge.migrations import register_migrations
 # The ORDER BY of every ranking lives with the other read SQL (readsql.py).
 from evoteam.servers.knowledge.readsql import RANKED, rank_order
@@ -190,6 +191,11 @@ def columns(spec: CandidateCreate, direction: str) -> dict[str, Any]:
     (the newest MAX_ROUNDS_KEPT per workload, as pooling keeps: the estimate runs inside the write)."""
     samples, ranges = _kept(spec.samples or {}, spec.sample_ranges or {})
     est, ranked = _estimates(samples, ranges) if spec.status == "PASSED" else (None, None)
+    # The bench's own interval where wider (copystats.as_shown); the rank too where it was timed in
+    # copies, whose t interval the rounds do not give (else it covers unresolved rounds: _estimates).
+    shown = spec.metrics.get("score_interval")
+    copied = isinstance(spec.metrics.get("processes_per_side"), int) and spec.metrics["processes_per_side"] > 1
+    est, ranked = as_shown(est, shown), as_shown(ranked, shown) if copied else ranked
     score = est.value if est is not None else spec.score
     lo, hi = (est.lo, est.hi) if est is not None else (None, None)
     return {"code_hash": spec.code_hash, "n_measurements": 1, "contended_measurements": contended_count(spec),

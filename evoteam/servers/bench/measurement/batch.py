@@ -168,10 +168,7 @@ async def _run_batch(settings: Settings, kit: Kit, sides: list[SideSpec], split:
                 except RuntimeError as exc:
                     raise DomainError(f"kit {kit.name} is broken: {exc}") from None
             for label, v in verdicts.items():
-                if v.status == "PASSED" and v.speedup is not None and v.speedup > m.max_plausible_speedup:
-                    v.flagged = True
-                    v.notes.append(f"speedup {v.speedup:.1f}x is above the sanity bound of "
-                                   f"{m.max_plausible_speedup:g}x; flagged for review")
+                _over_bound(v, m.max_plausible_speedup)
                 if v.status != "PASSED":
                     failed_before[label] = True
                 if spec.hidden:
@@ -208,11 +205,14 @@ async def _run_batch(settings: Settings, kit: Kit, sides: list[SideSpec], split:
     sandbox_desc = session.sandbox if session else ""
     styles = {s.label: s.dps for s in session.sides} if session is not None else {}
     if copied:  # one candidate: its evaluation, scored by its processes against the baseline's
-        kit_spread = _grouped(verdicts_all, outcomes, rounds_by_wl, (BASELINE, *base_copies), [s.label for s in sides])
-        metrics_base["processes_per_side"] = len(sides) if kit_spread is not None else 1
-        return Batch({CANDIDATE: _evaluation(kit, split, outcomes[CANDIDATE], verdicts_all[CANDIDATE], baseline_label,
-                                             metrics_base, wall, sandbox_desc, _styles_apart(styles, CANDIDATE),
-                                             kit_spread)}, rounds_by_wl, contended, styles)
+        kit_spread, single = _grouped(verdicts_all, outcomes, rounds_by_wl, (BASELINE, *base_copies),
+                                      [s.label for s in sides], m.max_plausible_speedup)
+        metrics_base["processes_per_side"] = 1 if single else len(sides)
+        e = _evaluation(kit, split, outcomes[CANDIDATE], verdicts_all[CANDIDATE], baseline_label, metrics_base, wall,
+                        sandbox_desc, _styles_apart(styles, CANDIDATE), kit_spread)
+        if single and e.status == "PASSED":
+            e.message = f"{e.message}; {single}"
+        return Batch({CANDIDATE: e}, rounds_by_wl, contended, styles)
     evaluations = {label: _evaluation(kit, split, outcomes[label], verdicts_all[label], baseline_label,
                                       dict(metrics_base), wall / len(labels), sandbox_desc,
                                       _styles_apart(styles, label))
@@ -221,37 +221,51 @@ async def _run_batch(settings: Settings, kit: Kit, sides: list[SideSpec], split:
 
 
 def _grouped(verdicts: dict[str, list[WorkloadVerdict]], outcomes: dict[str, list[WorkloadOutcome]],
-             rounds_by_wl: dict[str, timing.Rounds], base: Sequence[str],
-             cand: Sequence[str]) -> tuple[float, float] | None:
+             rounds_by_wl: dict[str, timing.Rounds], base: Sequence[str], cand: Sequence[str],
+             bound: float) -> tuple[tuple[float, float] | None, str | None]:
     """The candidate's verdicts (and outcomes) as its processes against the baseline's give them
     (copies.py: the median of the rounds' group contrasts, its interval joined with the processes'
-    t interval), and the kit's spread for its score (None where they do not score it); where one of
-    its processes failed, that process's verdicts, said of the candidate."""
+    t interval, the flags of any of its processes), and the kit's spread for its score; or, where
+    they do not score it, None and why (no reason: the candidate failed, as its first failing
+    process did; its worker's messages name the process)."""
     first = cand[0]
+    names = [o.workload for o in outcomes[first]]
     failed = [label for label in cand if any(v.status != "PASSED" for v in verdicts[label])]
-    if failed and failed[0] != first:  # its first process passed: another's failure is the candidate's
+    if failed:
         verdicts[first], outcomes[first] = verdicts[failed[0]], outcomes[failed[0]]
-        for v, o in zip(verdicts[first], outcomes[first]):
-            v.message, o.message = copies.named(v.message, first), copies.named(o.message, first)
-    if failed or any(v.status != "PASSED" for label in base[1:] for v in verdicts[label]):
-        return None  # (a baseline process that failed, a timeout on a busy machine: the first process scores)
+        return None, None
+    for i, v in enumerate(verdicts[first]):  # a flag in any process is the candidate's
+        for other in (verdicts[label][i] for label in cand[1:] if verdicts[label][i].flagged):
+            v.flagged = True
+            v.notes += [n for n in other.notes if n not in v.notes]
     found = [(rounds, copies.workload_estimate(rounds, base, cand, widened=True) if rounds else None)
-             for rounds in (rounds_by_wl.get(o.workload) for o in outcomes[first])]
-    if any(est is None for _, est in found):
-        return None
+             for rounds in (rounds_by_wl.get(name) for name in names)]
+    broken = next((v for label in base[1:] for v in verdicts[label] if v.status != "PASSED"), None)
+    if broken is not None or any(est is None for _, est in found):
+        outcomes[first] = [_outcome(name, v) for name, v in zip(names, verdicts[first])]
+        why = f"the baseline failed in its other process ({broken.status})" if broken else "not every round timed them all"
+        return None, f"scored by one process a side: {why}"
     kept = []
-    for v, o, (rounds, est) in zip(verdicts[first], outcomes[first], found):
+    for v, (rounds, est) in zip(verdicts[first], found):
         kept.append(copies.offsets(rounds, base, cand))
         v.samples = rounds.group_contrast(base, cand)
         lows, highs = rounds.group_bounds(base, cand)
         v.sample_ranges = (lows, highs) if lows != highs else None
-        v.speedup, v.speedup_interval = est.value, [est.lo, est.hi]
+        v.speedup, v.speedup_interval, v.rounds = est.value, [est.lo, est.hi], len(v.samples)
         # Each side's time as the geometric mean of its processes' medians, as the speedup is of them.
         v.candidate_ms, v.baseline_ms = (_geomean([rounds.median_ms(x) for x in group]) for group in (cand, base))
         v.kernel_s = sum(rounds.spent_ns.values()) / 1e9  # every process's timed calls
-        o.speedup, o.speedup_interval, o.rounds = v.speedup, v.speedup_interval, len(v.samples)
-        o.candidate_ms, o.baseline_ms = v.candidate_ms, v.baseline_ms
-    return copies.spread(kept)
+        _over_bound(v, bound)
+    outcomes[first] = [_outcome(name, v) for name, v in zip(names, verdicts[first])]
+    return copies.spread(kept), None
+
+
+def _over_bound(v: WorkloadVerdict, bound: float) -> None:
+    """Flag a passing speedup above the kit's sanity bound (once)."""
+    if v.status == "PASSED" and v.speedup is not None and v.speedup > bound and \
+            not any("sanity bound" in n for n in v.notes):
+        v.flagged = True
+        v.notes.append(f"speedup {v.speedup:.1f}x is above the sanity bound of {bound:g}x; flagged for review")
 
 
 def _geomean(values: list[float | None]) -> float | None:

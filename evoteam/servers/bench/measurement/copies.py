@@ -52,11 +52,11 @@ from collections.abc import Iterable, Sequence
 
 from evoteam import stats
 from evoteam.copystats import joined, sides_df, unwidened
+from evoteam.servers.bench.measurement.sides import ORDINALS  # the most a side can have (MAX_DF)
 from evoteam.servers.bench.measurement.timing import Rounds
 
 COPIES = 3  # processes a side in a compare and in an evaluation with repeats
 MAX_ROUNDS = 100  # an evaluation's rounds at most (evaluate's rule for repeats)
-ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")  # the most a side can have (MAX_DF)
 
 Offsets = tuple[list[float], list[float]]  # each process's offset on one workload: A's, then B's
 
@@ -136,11 +136,11 @@ def workload_estimate(rounds: Rounds, a: Sequence[str], b: Sequence[str],
 
 
 def evaluation_rounds(kit_rounds: int, repeats: int) -> int:
-    """The rounds of an evaluation with ``repeats`` (2 or more) in copies: the kit's at least, and
-    the kit's times repeats shared among a side's processes (three processes for the kit's rounds
-    cost about what one took for three times them: 3.4 s against 3.1 s on `rmsnorm_cpu`), at most
-    MAX_ROUNDS."""
-    return min(MAX_ROUNDS, max(kit_rounds, math.ceil(kit_rounds * repeats / COPIES)))
+    """The rounds of an evaluation with ``repeats`` (2 or more) in copies: the kit's and ``repeats``
+    at least (a kit of one round still gets an interval), and the kit's times repeats shared among
+    a side's processes (three processes for the kit's rounds cost 1.1-1.2x what one took for three
+    times them: docs/bench.md, *Evaluations with repeats*), at most MAX_ROUNDS."""
+    return min(MAX_ROUNDS, max(kit_rounds, math.ceil(kit_rounds * repeats / COPIES), repeats))
 
 
 def kit_estimate(rounds_est: stats.Estimate, kit_spread: tuple[float, float]) -> stats.Estimate:

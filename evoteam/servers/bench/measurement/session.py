@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import secrets
 import shutil
 import threading
@@ -36,7 +37,7 @@ from evoteam.servers.bench.measurement.checks import CorrectnessChecks
 from evoteam.servers.bench.measurement.interleave import InterleavedRounds
 from evoteam.servers.bench.measurement.pinning import pin_threads
 from evoteam.servers.bench.measurement.sides import (  # noqa: F401 - the names callers import from here
-    BASELINE, CANDIDATE, EMPTY, Side, SideSpec, WorkloadSpec, WorkloadVerdict, new_seed)
+    BASELINE, CANDIDATE, EMPTY, Side, SideSpec, WorkloadSpec, WorkloadVerdict, new_seed, worker_name)
 from evoteam.servers.bench.confinement.workerenv import tuning_env
 from evoteam.servers.bench.measurement.workerproc import WorkerFailure, WorkerProc, verify_confinement
 
@@ -135,8 +136,9 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
                 scratch.remove_folder(folder)
             raise
         try:
-            self._start_sides(common, env, base_spec, empty_spec, [*sides, *copied], deny, memory_mb, use_landlock,
-                              copied)
+            # The baseline's other processes start in a drawn order among the (drawn) given sides.
+            started = random.sample([*sides, *copied], len(sides) + len(copied)) if copied else sides
+            self._start_sides(common, env, base_spec, empty_spec, started, deny, memory_mb, use_landlock, copied)
         except BaseException:
             # Never handed back: the session that leased it did not start (nor do its sides stay).
             for side in getattr(self, "sides", []):
@@ -170,9 +172,7 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
             if uid is not None:
                 for path in [spec.folder, *spec.folder.rglob("*")]:
                     os.chown(path, uid, uid)
-            # (A side's other processes, copies.py, are named as the side: their labels end in primes.)
-            label = {BASELINE: "baseline", EMPTY: "empty-call worker", CANDIDATE: "candidate"}.get(
-                spec.label.rstrip("'"), f"candidate {spec.label}")
+            label = worker_name(spec.label)
             init = dict(common, mode="candidate", label=f"the {label}",
                         solution={"dir": str(spec.folder), "file": spec.file, "function": spec.function,
                                   "dps": spec.dps},
@@ -191,7 +191,8 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
             if spec is empty_spec:
                 self.empty = Side(EMPTY, w, trusted_code=True)
             else:
-                self.sides.append(Side(spec.label, w, trusted_code=is_base))
+                self.sides.append(Side(spec.label, w, trusted_code=is_base,
+                                       baseline_copy=any(spec is c for c in copied)))
         self.sched: dict[str, tuple] = {}
         self.read_by_pipe = False
         self.nulls: dict[str, list[int]] = {}  # workload -> every empty call's time (the empty-call worker)
@@ -258,7 +259,7 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
                     if not self.sandbox:
                         self.sandbox = (desc if isinstance(desc, str) else "")[:300] + "+" + s.worker.jail.describe()
             except WorkerFailure as exc:
-                if s.trusted_code:
+                if s.trusted_code and not s.baseline_copy:
                     where = " (as the empty-call worker)" if s is self.empty else ""
                     raise RuntimeError(f"the kit's baseline failed to load in its sandbox{where}: {exc.message}") from None
                 s.error, s.dead = exc, True
@@ -391,7 +392,7 @@ class KernelSession(CorrectnessChecks, InterleavedRounds):
         try:
             return s.worker.request(msg, self.timeouts.workload_s, what, timed=timed)
         except WorkerFailure as exc:
-            if s.trusted_code:
+            if s.trusted_code and not s.baseline_copy:
                 raise RuntimeError(f"the kit's baseline failed on {what}: {exc.message}") from None
             if exc.fatal:
                 s.dead, s.error = True, exc

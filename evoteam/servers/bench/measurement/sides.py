@@ -15,6 +15,16 @@ CANDIDATE = "candidate"
 # The empty-call worker (session.py): the baseline's code in a confined worker of its own that only
 # ever makes empty calls (the call path alone); never a timed side, never in a batch's results.
 EMPTY = "empty calls"
+ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")  # a side's processes (copies.py) at most
+
+
+def worker_name(label: str) -> str:
+    """How messages name a side's worker ("the {name} process crashed"): a side's other processes
+    (copies.py: CANDIDATE'' is its third) by their place, "the candidate's third process crashed"."""
+    stem = label.rstrip("'")
+    if stem in (BASELINE, CANDIDATE) and stem != label and len(label) - len(stem) < len(ORDINALS):
+        return f"{stem}'s {ORDINALS[len(label) - len(stem)]}"
+    return {BASELINE: "baseline", EMPTY: "empty-call worker", CANDIDATE: "candidate"}.get(label, f"candidate {label}")
 
 
 @dataclass
@@ -63,6 +73,9 @@ class Side:
     label: str
     worker: WorkerProc
     trusted_code: bool = False  # the kit's baseline
+    # One of the baseline's other processes (copies.py): its code is trusted, but its failure is its
+    # own (the evaluation falls back to one process a side), not the kit's.
+    baseline_copy: bool = False
     dead: bool = False
     error: WorkerFailure | None = None
     dps: bool = False  # destination passing style: it writes into output slots the harness fills
