@@ -132,10 +132,10 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         candidate_path: Annotated[str | None, Field(description="a .py file, a FlashInfer-Bench solution "
                                                                 ".json, or a trace-set solution's name")] = None,
         code: Annotated[str | None, Field(description="its source, not a path")] = None,
-        candidate_id: Annotated[str | None, Field(description="a recorded candidate to measure again, in its run")] = None,
+        candidate_id: Annotated[str | None, Field(description="a recorded candidate to measure again")] = None,
         split: Split = "dev",
-        repeats: Annotated[int, Field(ge=1, le=20, description="kernel: >1 = both in 3 processes, steadier; "
-                                                               "program: N runs (median)")] = 1,
+        repeats: Annotated[int, Field(ge=1, le=20, description="kernel: 2+ = 3 processes a side, N/3× the rounds "
+                                                               "(≥1×); program: N runs (median)")] = 1,
         run_id: Annotated[str | None, Field(description="default: your newest active run of this kit, else "
                                                           "new")] = None,
         parent_id: Annotated[str | None, Field(description="the candidate it derives from (none: the baseline)")] = None,
@@ -186,7 +186,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
                                                                       "runs a side, 2+ (5)")] = None,
     ) -> Comparison:
         """Is B better than A, or noise? One interleaved batch: b_speedup_over_a (program kits:
-        B's score minus A's), its 95% interval, significant when it excludes no change, a verdict."""
+        B's score minus A's), its 95% interval, significant if it excludes no change, a verdict."""
         def spec(path, code, cid, label):
             given = [x for x in (path, code, cid) if x]
             if len(given) != 1:

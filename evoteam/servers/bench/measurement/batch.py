@@ -380,8 +380,12 @@ def _evaluation(kit: Kit, split: Split, outcomes: list[WorkloadOutcome], verdict
     if first_bad:
         message = f"{first_bad.workload}: {first_bad.message}"
     elif est is not None:
-        message = (f"all {passed} workloads correct; geomean speedup {stats.describe(est, '×')} over {baseline_label}: "
-                   f"{_against_baseline(est)}")
+        # Said where repeats put each side in several processes (copies.py): the reply showed it nowhere else
+        # a model reads (model-play 2026-12-05).
+        k = metrics.get("processes_per_side", 1)
+        each = f", each side in {k} processes" if k > 1 else ""
+        message = (f"all {passed} workloads correct; geomean speedup {stats.describe(est, '×')} over {baseline_label}"
+                   f"{each}: {_against_baseline(est)}")
     else:
         message = None
     apart = _ms_apart(outcomes) if est is not None else None
