@@ -218,3 +218,34 @@ async def test_a_first_measurement_in_copies_is_stored_with_the_interval_it_show
         narrow = await stored({"score_interval": [1.99, 2.01], "processes_per_side": 3}, "c")
         assert narrow.score_interval == pytest.approx([rounds_only.lo, rounds_only.hi])
         assert narrow.rank_score == pytest.approx(rounds_only.lo)
+
+
+async def test_once_a_process_fails_the_copies_that_decide_nothing_are_not_timed_again(tmp_path, monkeypatch):
+    """On a kit of three workloads: a candidate process killed before the first timing fails the
+    candidate, and nothing is timed after it; a baseline copy killed there leaves only the
+    candidate's first process timed (with the baseline) on the later workloads."""
+    from evoteam.servers.bench.evaluation.core import evaluate_candidate
+    from evoteam.servers.bench.measurement import session as session_module
+
+    settings = Settings(db=tmp_path / "kb.db")  # the shipped kits
+    better = (SOURCE_ROOT / "task_kits" / "rmsnorm_cpu" / "examples" / "better.py").read_text()
+    timed: list[set[str]] = []
+    kill: list[str] = []
+    measure = session_module.KernelSession.measure_sides
+
+    def measure_killing(self, wl, verdicts):
+        timed.append(set(verdicts))
+        if kill:
+            os.kill(self.side(kill.pop()).worker.proc.pid, signal.SIGKILL)
+        return measure(self, wl, verdicts)
+
+    monkeypatch.setattr(session_module.KernelSession, "measure_sides", measure_killing)
+    kill.append("candidate'")
+    e = await evaluate_candidate(settings, "rmsnorm_cpu", code=better, repeats=2)
+    assert e.status == "RUNTIME_ERROR" and "the candidate's second process crashed" in e.message, e.message
+    assert len(timed) == 1 and timed[0] == {*CAND, *BASE[1:]}
+    timed.clear()
+    kill.append("baseline''")
+    e = await evaluate_candidate(settings, "rmsnorm_cpu", code=better, repeats=2)
+    assert e.status == "PASSED" and e.metrics["processes_per_side"] == 1, e.message
+    assert len(timed) == 3 and timed[1] == timed[2] == {CANDIDATE}

@@ -175,6 +175,8 @@ async def _run_batch(settings: Settings, kit: Kit, sides: list[SideSpec], split:
                     redact_heldout(v)
                 verdicts_all[label].append(v)
                 outcomes[label].append(_outcome(spec.name, v))
+            if copied:
+                _stop_copies(failed_before, verdicts_all, [s.label for s in sides], base_copies)
             first = verdicts[labels[0]]
             await progress(i + 1, total, f"{spec.name}: {first.status}"
                            + (f" {stats.sig3(first.speedup)}x" if first.speedup is not None else ""))
@@ -210,7 +212,7 @@ async def _run_batch(settings: Settings, kit: Kit, sides: list[SideSpec], split:
         metrics_base["processes_per_side"] = 1 if single else len(sides)
         e = _evaluation(kit, split, outcomes[CANDIDATE], verdicts_all[CANDIDATE], baseline_label, metrics_base, wall,
                         sandbox_desc, _styles_apart(styles, CANDIDATE), kit_spread)
-        if single and e.status == "PASSED":
+        if single and e.status == "PASSED" and e.message:
             e.message = f"{e.message}; {single}"
         return Batch({CANDIDATE: e}, rounds_by_wl, contended, styles)
     evaluations = {label: _evaluation(kit, split, outcomes[label], verdicts_all[label], baseline_label,
@@ -258,6 +260,24 @@ def _grouped(verdicts: dict[str, list[WorkloadVerdict]], outcomes: dict[str, lis
         _over_bound(v, bound)
     outcomes[first] = [_outcome(name, v) for name, v in zip(names, verdicts[first])]
     return copies.spread(kept), None
+
+
+def _stop_copies(failed_before: dict[str, bool], verdicts: dict[str, list[WorkloadVerdict]], cand: Sequence[str],
+                 base_copies: Sequence[str]) -> None:
+    """In copies, what is not timed again once a process has failed: a candidate's process failing
+    fails the candidate, so then nothing; a baseline copy's, so that the candidate's first process
+    scores alone (_grouped), then only it and the baseline."""
+    def failed(labels: Sequence[str]) -> bool:
+        return any(v.status != "PASSED" for label in labels for v in verdicts[label])
+
+    if failed(cand):
+        stopped = (*cand, *base_copies)
+    elif failed(base_copies):
+        stopped = (*cand[1:], *base_copies)
+    else:
+        return
+    for label in stopped:
+        failed_before[label] = True
 
 
 def _over_bound(v: WorkloadVerdict, bound: float) -> None:
