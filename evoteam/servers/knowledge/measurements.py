@@ -195,7 +195,7 @@ def columns(spec: CandidateCreate, direction: str) -> dict[str, Any]:
     # copies, whose t interval the rounds do not give (else it covers unresolved rounds: _estimates).
     shown = spec.metrics.get("score_interval")
     copied = isinstance(spec.metrics.get("processes_per_side"), int) and spec.metrics["processes_per_side"] > 1
-    est, ranked = as_shown(est, shown), as_shown(ranked, shown) if copied else ranked
+    est, ranked = as_shown(est, shown), (as_shown(ranked, shown) if copied else ranked)
     score = est.value if est is not None else spec.score
     lo, hi = (est.lo, est.hi) if est is not None else (None, None)
     return {"code_hash": spec.code_hash, "n_measurements": 1, "contended_measurements": contended_count(spec),

@@ -369,11 +369,11 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
     code hash) already in the run is one candidate: this evaluation is pooled into it, and
     ``candidate_score``/``candidate_interval``/``n_measurements`` say what the pooled
     measurements give. ``candidate_id`` re-measures a recorded candidate's code. ``repeats``:
-    kernel kits, 2 or more, time the candidate and the baseline in three processes each (copies.py,
-    copies.evaluation_rounds); program kits run the evaluator that many times (score: the median). The documents it was built from are credited with its score
-    unless ``credit_documents`` is false (a caller that credits once for several candidates,
-    such as the OpenEvolve adapter keeping the best of N). ``device`` is the pool slot this
-    evaluation holds (scheduling/); default: the kit's device."""
+    kernel kits, 2+, time candidate and baseline in three processes each (copies.evaluation_rounds);
+    program kits run the evaluator that many times (score: the median). The documents it was built
+    from are credited with its score unless ``credit_documents`` is false (a caller that credits
+    once for several candidates, such as the OpenEvolve adapter keeping the best of N).
+    ``device`` is the pool slot this evaluation holds (scheduling/); default: the kit's device."""
     kit, code = await checked_request(settings, kit, split, repeats, store, candidate_path, code, candidate_id)
     progress = progress or _noop
     run_id = await run_of(store, candidate_id, run_id, kit, owner)

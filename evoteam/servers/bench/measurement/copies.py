@@ -126,7 +126,7 @@ def workload_estimate(rounds: Rounds, a: Sequence[str], b: Sequence[str],
                       widened: bool = False) -> stats.Estimate | None:
     """A's time over B's, each side the geometric mean of its processes: the median of the rounds
     with the wider of the rounds' interval and the processes' t interval. ``widened`` keeps the
-    fixed widening on the rounds' interval (an evaluation's: see evaluation_plan)."""
+    fixed widening on the rounds' interval (an evaluation's: see the module's docstring)."""
     ratios = rounds.group_contrast(a, b)
     found = offsets(rounds, a, b)
     if not ratios or found is None:
@@ -138,7 +138,7 @@ def workload_estimate(rounds: Rounds, a: Sequence[str], b: Sequence[str],
 def evaluation_rounds(kit_rounds: int, repeats: int) -> int:
     """The rounds of an evaluation with ``repeats`` (2 or more) in copies: the kit's and ``repeats``
     at least (a kit of one round still gets an interval), and the kit's times repeats shared among
-    a side's processes (three processes for the kit's rounds cost 1.1-1.2x what one took for three
+    a side's processes (three processes for the kit's rounds cost 1.1-1.3x what one took for three
     times them: docs/bench.md, *Evaluations with repeats*), at most MAX_ROUNDS."""
     return min(MAX_ROUNDS, max(kit_rounds, math.ceil(kit_rounds * repeats / COPIES), repeats))
 
