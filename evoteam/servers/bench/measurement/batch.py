@@ -103,9 +103,8 @@ async def _run_batch(settings: Settings, kit: Kit, sides: list[SideSpec], split:
     total = len(specs)
     base_copies = copies.labels(BASELINE, len(sides))[1:] if copied else ()
     # The baseline's processes between the candidate's: B C B' C' B'' C'' (the session's own first).
-    labels = [s.label for s in sides]
-    if copied:
-        labels = [x for pair in zip(labels, [*base_copies, None]) for x in pair if x]
+    cand_labels = [s.label for s in sides]
+    labels = [x for pair in zip(cand_labels, [*base_copies, None]) for x in pair if x] if copied else cand_labels
     outcomes: dict[str, list[WorkloadOutcome]] = {label: [] for label in labels}
     verdicts_all: dict[str, list[WorkloadVerdict]] = {label: [] for label in labels}
     failed_before = dict.fromkeys(labels, False)
@@ -176,7 +175,7 @@ async def _run_batch(settings: Settings, kit: Kit, sides: list[SideSpec], split:
                 verdicts_all[label].append(v)
                 outcomes[label].append(_outcome(spec.name, v))
             if copied:
-                _stop_copies(failed_before, verdicts_all, [s.label for s in sides], base_copies)
+                _stop_copies(failed_before, verdicts_all, cand_labels, base_copies)
             first = verdicts[labels[0]]
             await progress(i + 1, total, f"{spec.name}: {first.status}"
                            + (f" {stats.sig3(first.speedup)}x" if first.speedup is not None else ""))
@@ -208,7 +207,7 @@ async def _run_batch(settings: Settings, kit: Kit, sides: list[SideSpec], split:
     styles = {s.label: s.dps for s in session.sides} if session is not None else {}
     if copied:  # one candidate: its evaluation, scored by its processes against the baseline's
         kit_spread, single = _grouped(verdicts_all, outcomes, rounds_by_wl, (BASELINE, *base_copies),
-                                      [s.label for s in sides], m.max_plausible_speedup)
+                                      cand_labels, m.max_plausible_speedup)
         metrics_base["processes_per_side"] = 1 if single else len(sides)
         e = _evaluation(kit, split, outcomes[CANDIDATE], verdicts_all[CANDIDATE], baseline_label, metrics_base, wall,
                         sandbox_desc, _styles_apart(styles, CANDIDATE), kit_spread)
@@ -255,7 +254,8 @@ def _grouped(verdicts: dict[str, list[WorkloadVerdict]], outcomes: dict[str, lis
         v.sample_ranges = (lows, highs) if lows != highs else None
         v.speedup, v.speedup_interval, v.rounds = est.value, [est.lo, est.hi], len(v.samples)
         # Each side's time as the geometric mean of its processes' medians, as the speedup is of them.
-        v.candidate_ms, v.baseline_ms = (_geomean([rounds.median_ms(x) for x in group]) for group in (cand, base))
+        ms = [[rounds.median_ms(x) for x in group] for group in (cand, base)]
+        v.candidate_ms, v.baseline_ms = (stats.geomean(each) if all(each) else None for each in ms)
         v.kernel_s = sum(rounds.spent_ns.values()) / 1e9  # every process's timed calls
         _over_bound(v, bound)
     outcomes[first] = [_outcome(name, v) for name, v in zip(names, verdicts[first])]
@@ -286,10 +286,6 @@ def _over_bound(v: WorkloadVerdict, bound: float) -> None:
             not any("sanity bound" in n for n in v.notes):
         v.flagged = True
         v.notes.append(f"speedup {v.speedup:.1f}x is above the sanity bound of {bound:g}x; flagged for review")
-
-
-def _geomean(values: list[float | None]) -> float | None:
-    return math.exp(sum(math.log(x) for x in values) / len(values)) if all(values) else None
 
 
 async def _correctness(session: KernelSession, spec: WorkloadSpec, problem: str | None, label: str,
