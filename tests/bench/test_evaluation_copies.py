@@ -249,3 +249,17 @@ async def test_once_a_process_fails_the_copies_that_decide_nothing_are_not_timed
     e = await evaluate_candidate(settings, "rmsnorm_cpu", code=better, repeats=2)
     assert e.status == "PASSED" and e.metrics["processes_per_side"] == 1, e.message
     assert len(timed) == 3 and timed[1] == timed[2] == {CANDIDATE}
+
+
+def test_a_shown_interval_that_is_not_one_changes_nothing():
+    """metrics.score_interval comes with the record: anything but two finite ends in order leaves
+    the rounds' interval as it is (copystats.as_shown only ever widens)."""
+    from evoteam.copystats import as_shown
+
+    est = stats.Estimate(2.0, 1.9, 2.1, 10, 0.95)
+    for shown in (None, "1,3", [1.0], [1.0, 2.0, 3.0], [float("nan"), 3.0], [1.0, float("inf")], [2.5, 1.5],
+                  ["a", 3.0], {"lo": 1.0, "hi": 3.0}):
+        assert as_shown(est, shown) == est, shown
+    assert as_shown(est, [1.95, 2.05]) == est  # narrower: not taken
+    assert as_shown(est, ["1.5", 2.05]) == stats.Estimate(2.0, 1.5, 2.1, 10, 0.95)  # wider at one end
+    assert as_shown(None, [1.0, 3.0]) is None
