@@ -6,21 +6,62 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from evoteam import stats
 from evoteam.config import Settings
 from evoteam.servers.bench.evaluation.settle import settled
+from evoteam.servers.bench.measurement import copies
+from evoteam.servers.bench.measurement.timing import Rounds
 from evoteam.servers.bench.models import BASELINE_ID
 
 COPY = "baseline_copy"  # the side that times the copy of the baseline (an A/A check)
+# A kernel batch of this many sides or fewer times each in copies.COPIES processes, and the
+# baseline in as many (copies.py); a larger one keeps one process a side: twelve finalists in
+# three would be 41 processes (on a GPU, as many contexts), each timed in every round.
+COPIED_SIDES = 6
+
+
+def processes_per_side(kit, n_sides: int) -> int:
+    """The processes each side of a batch of ``n_sides`` runs in (COPIED_SIDES)."""
+    return copies.COPIES if kit.manifest.kind == "kernel" and n_sides <= COPIED_SIDES else 1
+
+
+@dataclass
+class PairedRounds:
+    """A kernel batch's rounds per workload and each side's processes: every two sides' paired
+    contrasts, read as compare reads its copies (copies.py) where each side ran in several."""
+
+    rounds: dict[str, Rounds]
+    processes: dict[str, tuple[str, ...]]  # a side's label -> its processes' labels, its own first
+
+    @property
+    def per_side(self) -> int:
+        return min(map(len, self.processes.values()), default=1)
+
+    def samples(self, a: str, b: str) -> dict[str, list[float]]:
+        """Per workload, A's time over B's in each round."""
+        pa, pb = self.processes[a], self.processes[b]
+        return {w: r.group_contrast(pa, pb) for w, r in self.rounds.items()}
+
+    def ranges(self, a: str, b: str) -> dict[str, tuple[list[float], list[float]]]:
+        pa, pb = self.processes[a], self.processes[b]
+        return {w: r.group_bounds(pa, pb) for w, r in self.rounds.items()}
+
+    def spread(self, a: str, b: str) -> tuple[float, float] | None:
+        """The processes' variance of the kit's contrast and its degrees of freedom (copies.spread);
+        None where each side ran in one process."""
+        found = [copies.offsets(r, self.processes[a], self.processes[b]) for r in self.rounds.values()]
+        return copies.spread(found) if found and None not in found else None
 
 
 async def measure_sides(settings: Settings, kit, codes: dict[str, str], split: str, rounds: int,
                         progress: Callable[[str], None] | None,
-                        earlier: dict[str, list[float]] | None = None) -> tuple[dict, dict | None]:
-    """Every side's evaluation on one split: one kernel batch, or each program's evaluator once per
-    round in rotating order (``earlier``: _program_rounds); and a kernel batch's rounds per
-    workload (for paired contrasts)."""
+                        earlier: dict[str, list[float]] | None = None) -> tuple[dict, PairedRounds | None]:
+    """Every side's evaluation on one split: one kernel batch (each side in copies.COPIES processes
+    where there are at most COPIED_SIDES, its evaluation scored by them against the baseline's as
+    an evaluation with repeats is), or each program's evaluator once per round in rotating order
+    (``earlier``: _program_rounds); and a kernel batch's rounds (for paired contrasts)."""
     from evoteam.servers.bench.confinement import scratch
     from evoteam.servers.bench.evaluation import core
     from evoteam.servers.bench.measurement.batch import run_kernel_batch
@@ -33,10 +74,13 @@ async def measure_sides(settings: Settings, kit, codes: dict[str, str], split: s
     # The baseline's copy is a candidate side like the others: its label must not be the session's own
     # name for the kit's baseline.
     side_of = {label: (COPY if label == BASELINE_ID else label) for label in codes}
+    count = processes_per_side(kit, len(codes))
+    processes = {side: copies.labels(side, count) for side in side_of.values()}
     prepared = {}
     try:
         for label, code in codes.items():
-            prepared[side_of[label]] = core.prepare_candidate(kit, None, code, settings)
+            for process in processes[side_of[label]]:  # each from a folder of its own
+                prepared[process] = core.prepare_candidate(kit, None, code, settings)
     except BaseException:  # the folders made so far go too
         for p in prepared.values():
             scratch.remove_folder(p.folder)
@@ -52,21 +96,23 @@ async def measure_sides(settings: Settings, kit, codes: dict[str, str], split: s
     try:
         # In a drawn order: the rounds' rotation keeps the order given, and a side given later read
         # faster (an A/A's B/A +0.65% given after A, -0.75% before it; docs/bench.md, *With copies*):
-        # in the finalists' order one of them would be favoured in every re-measurement.
-        sides = random.sample([SideSpec(label, p.folder, p.file, p.function, p.dps) for label, p in prepared.items()],
-                              len(prepared))
+        # in the finalists' order one of them would be favoured in every re-measurement. In copies,
+        # tier by tier (every side's first process, then every second...), each tier drawn anew.
+        order = [processes[side][j] for j in range(count) for side in random.sample(list(processes), len(processes))]
+        sides = [SideSpec(x, prepared[x].folder, prepared[x].file, prepared[x].function, prepared[x].dps)
+                 for x in order]
         batch = await run_kernel_batch(settings, kit, sides, split, report, True,
                                        core._workload_specs(kit, split, settings), core._deny_roots(settings, kit),
-                                       rounds)
+                                       rounds, groups=list(processes.values()) if count > 1 else None)
     finally:
         for p in prepared.values():
             scratch.remove_folder(p.folder)
     from evoteam.codehash import code_hash
 
-    out = {label: batch.evaluations[side_of[label]] for label in codes}
+    out = {label: _named(batch.evaluations[side_of[label]], side_of[label]) for label in codes}
     for label, e in out.items():
         e.code_hash = code_hash(codes[label])
-    return out, batch.rounds
+    return out, PairedRounds(batch.rounds, processes)
 
 
 async def _program_rounds(settings: Settings, kit, prepared: dict, split: str, rounds: int, report,
@@ -101,3 +147,11 @@ async def _program_rounds(settings: Settings, kit, prepared: dict, split: str, r
             continue
         out[label] = core.median_run(kit, evals)[0]
     return out
+
+
+def _named(e, side: str):
+    """A side's evaluation with its other processes' labels (a failure in one is the side's) said
+    as the side: "cand_x (in its third process)", not a label the caller never gave."""
+    return e.model_copy(update={"message": copies.named(e.message, side),
+                                "workloads": [w.model_copy(update={"message": copies.named(w.message, side)})
+                                              for w in e.workloads]})

@@ -110,8 +110,10 @@ async def finalists(store: KnowledgeStore, run_id: str) -> list[CandidateSummary
     return _bests((await _ranked_groups(store, run_id))[1])
 
 
-def estimate_seconds(kit, n_sides: int, rounds: int, recorded: list[CandidateSummary | None]) -> float:
-    """A rough duration: start-up, correctness, and the rounds' calls from the recorded times."""
+def estimate_seconds(kit, n_sides: int, rounds: int, recorded: list[CandidateSummary | None],
+                     processes: int = 1) -> float:
+    """A rough duration: start-up, correctness, and the rounds' calls from the recorded times;
+    a kernel kit's sides each in ``processes`` (the baseline too: batchruns.COPIED_SIDES)."""
     t = kit.manifest.timing
     if kit.manifest.kind != "kernel":  # a run takes what the finalists' recorded runs took (a flat 5 s said 30 for 3)
         walls = sorted(w for c in recorded if isinstance(w := (getattr(c, "metrics", None) or {}).get("wall_s"),
@@ -126,4 +128,4 @@ def estimate_seconds(kit, n_sides: int, rounds: int, recorded: list[CandidateSum
             per_round_ms += (w.candidate_ms or 1.0) + (w.baseline_ms or 1.0) / max(1, n_sides)
     per_round_ms = per_round_ms / max(1, len([c for c in recorded if c])) * n_sides if per_round_ms else 5.0 * n_sides
     calls = rounds * t.reps_per_round
-    return 3.0 + n_sides * 1.5 + calls * (per_round_ms / 1000 + 0.002 * (n_sides + 1))
+    return 3.0 + n_sides * processes * 1.5 + calls * processes * (per_round_ms / 1000 + 0.002 * (n_sides + 1))

@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 
 from evoteam import stats
 from evoteam.config import Settings
-from evoteam.report.batchruns import measure_sides
+from evoteam.report.batchruns import PairedRounds, measure_sides, processes_per_side
 from evoteam.report.finalists import FINALIST_PASSES, MAX_CANDIDATES, default_sides, estimate_seconds, unmeasured_leaders
 from evoteam.servers.bench.evaluation.settle import earlier_runs, every_alike
 from evoteam.servers.bench.models import BASELINE_ID
@@ -116,6 +116,8 @@ class MeasurementSet(BaseModel):
                                        "bounds only (its interval is narrower)")
     rule: str = RULE
     contended: bool = False
+    processes_per_side: int | None = Field(default=None, description="a kernel kit's: each side, the baseline's "
+                                           "included, timed in this many processes (3 in a batch of up to 6 sides)")
     pooled: bool = Field(default=True, description="whether the new rounds were recorded as measurements of the "
                          "finalists; false when the run was timed by an earlier timing method, whose scores these "
                          "rounds cannot be pooled with (note says so)")
@@ -280,16 +282,18 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
     pooled = await timed_alike(store, run_id, method)
     await check_binding(store, kit, run_id, method if pooled else None)
     if progress:
-        progress(f"{len(entries)} sides x {rounds} rounds on {', '.join(splits)}: about "
-                 f"{estimate_seconds(kit, len(entries), rounds, chosen) * len(splits):.0f} s")
+        each = processes_per_side(kit, len(entries))
+        progress(f"{len(entries)} sides{f' in {each} processes each' if each > 1 else ''} x {rounds} rounds on "
+                 f"{', '.join(splits)}: about {estimate_seconds(kit, len(entries), rounds, chosen, each) * len(splits):.0f} s")
     heldout_set = None
     if "heldout" in splits:  # the set the batch draws from (evaluate's metrics.heldout_set)
         from evoteam.servers.bench.formats.kits import heldout_choice
 
         heldout_set = heldout_choice(settings, kit).set_id
-    contended, unkept, batches, added = False, [], 0, []
+    contended, unkept, batches, added, per_side = False, [], 0, [], None
     for attempt in range(FINALIST_PASSES if "dev" in splits else 0):
-        contended = await _batch(settings, store, kit, run, entries, codes, "dev", rounds, pooled, progress, unkept)
+        contended, per_side = await _batch(settings, store, kit, run, entries, codes, "dev", rounds, pooled, progress,
+                                           unkept)
         batches += 1
         if candidate_ids or not pooled or attempt == FINALIST_PASSES - 1:
             break
@@ -306,11 +310,12 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
         codes.update({c.id: c.code for c in newer})
         added += [c.id for c in newer]
     if "heldout" in splits:  # once, on the finalists the dev batches settled
-        contended = await _batch(settings, store, kit, run, entries, codes, "heldout", rounds, pooled,
-                                 progress) or contended
+        busy, per_side = await _batch(settings, store, kit, run, entries, codes, "heldout", rounds, pooled, progress)
+        contended = contended or busy
     mset = MeasurementSet(run_id=run_id, kit=kit.name, measured_at=datetime.now(UTC), rounds=rounds, splits=splits,
                           direction=run.direction, entries=entries, contended=contended, pooled=pooled,
                           heldout_set=heldout_set, batches=max(1, batches), added_after_pooling=added,
+                          processes_per_side=per_side,
                           note=None if pooled else (
                               f"run {run_id} was timed by an earlier timing method than this batch (evoteam's "
                               f"method {TIMING_METHOD}; docs/bench.md, Rounds): the recorded scores and these rounds "
@@ -345,10 +350,11 @@ def _entry(c: Candidate) -> Remeasured:
 
 async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: list[Remeasured],
                  codes: dict[str, str], split: str, rounds: int, pooled: bool,
-                 progress: Callable[[str], None] | None, unkept: list | None = None) -> bool:
+                 progress: Callable[[str], None] | None, unkept: list | None = None) -> tuple[bool, int | None]:
     """Every entry measured in one batch on ``split``, its new rounds pooled into its candidate
-    (``pooled``); whether the machine was contended. Paired rounds the store did not keep go to
-    ``unkept`` with the reason."""
+    (``pooled``); whether the machine was contended, and the processes each side ran in (a kernel
+    kit's; None for a program's). Paired
+    rounds the store did not keep go to ``unkept`` with the reason."""
     from evoteam.servers.bench.evaluation.core import record_evaluation
 
     earlier = await _earlier_runs(store, entries, kit) if split == "dev" and kit.manifest.kind == "program" else {}
@@ -394,7 +400,7 @@ async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: l
         records = _pairs(kit, results, paired, contended)
         if (why := await keep_comparisons(store, run.id, records, "remeasure")) and unkept is not None:
             unkept.append((why, records))
-    return contended
+    return contended, paired.per_side if paired is not None else None
 
 
 async def _as_recorded(store: KnowledgeStore, e: Remeasured) -> None:
@@ -410,7 +416,7 @@ async def _earlier_runs(store: KnowledgeStore, entries: list[Remeasured], kit) -
     return {e.candidate_id: await earlier_runs(store, e.candidate_id, kit) for e in entries if e.candidate_id != BASELINE}
 
 
-def _pairs(kit, results: dict, paired: dict | None, contended: bool) -> list:
+def _pairs(kit, results: dict, paired: PairedRounds | None, contended: bool) -> list:
     """Every two passing finalists' paired rounds of this dev batch: kept in the run, a version
     gain pools them with its bests' compares (knowledge/comparisons.py), so a batch decides no
     version alone and a newer one cannot flip it."""
@@ -420,16 +426,16 @@ def _pairs(kit, results: dict, paired: dict | None, contended: bool) -> list:
     at, records = datetime.now(UTC), []
     for i, a in enumerate(ids):
         for b in ids[i + 1:]:
+            spread = None
             if paired is None:  # a program: each side's runs, in the rotating order they ran
                 samples, ranges = {"a": results[a].samples["program"], "b": results[b].samples["program"]}, None
-            else:
-                samples = {w: rounds.contrast(a, b) for w, rounds in paired.items()}
-                ranges = {w: rounds.bounds(a, b) for w, rounds in paired.items()}
+            else:  # in copies: their processes' contrasts and spread, as a compare keeps them
+                samples, ranges, spread = paired.samples(a, b), paired.ranges(a, b), paired.spread(a, b)
             if not all(samples.values()):
                 continue
             records.append(record_of(a, b, kit=kit.name, split="dev", kind=kit.manifest.kind, samples=samples,
                                      ranges=ranges, contended=contended, measured_at=at, kit_hash=kit.content_hash,
-                                     timing_method=TIMING_METHOD if paired is not None else None))
+                                     timing_method=TIMING_METHOD if paired is not None else None, spread=spread))
     return records
 
 

@@ -95,6 +95,27 @@ def bench_settings(tmp_path: Path) -> Settings:
     return Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[KITS])
 
 
+def kill_before_timing(monkeypatch) -> tuple[list[set[str]], list[str]]:
+    """KernelSession.measure_sides patched: each workload's timed labels are added to the first
+    list, and a label put in the second has its worker killed (SIGKILL) just before that timing."""
+    import signal
+
+    from evoteam.servers.bench.measurement import session as session_module
+
+    timed: list[set[str]] = []
+    kill: list[str] = []
+    measure = session_module.KernelSession.measure_sides
+
+    def measure_killing(self, wl, verdicts):
+        timed.append(set(verdicts))
+        if kill:
+            os.kill(self.side(kill.pop()).worker.proc.pid, signal.SIGKILL)
+        return measure(self, wl, verdicts)
+
+    monkeypatch.setattr(session_module.KernelSession, "measure_sides", measure_killing)
+    return timed, kill
+
+
 def steady_kit_at(tmp_path: Path) -> Path:
     """rmsnorm_cpu with one mid-size dev workload (about a millisecond) and the default plan of
     ten rounds, so that every interval exists: ``tmp_path``/kits/rmsnorm_steady."""

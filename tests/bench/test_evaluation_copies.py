@@ -18,7 +18,7 @@ from evoteam.servers.bench.measurement import copies
 from evoteam.servers.bench.measurement.batch import _grouped, _outcome
 from evoteam.servers.bench.measurement.sides import BASELINE, CANDIDATE, WorkloadVerdict
 from evoteam.servers.bench.measurement.timing import Rounds
-from tests.bench.conftest import steady_kit_at
+from tests.bench.conftest import kill_before_timing, steady_kit_at
 
 BASE, CAND = copies.labels(BASELINE), copies.labels(CANDIDATE)
 
@@ -225,21 +225,10 @@ async def test_once_a_process_fails_the_copies_that_decide_nothing_are_not_timed
     candidate, and nothing is timed after it; a baseline copy killed there leaves only the
     candidate's first process timed (with the baseline) on the later workloads."""
     from evoteam.servers.bench.evaluation.core import evaluate_candidate
-    from evoteam.servers.bench.measurement import session as session_module
 
     settings = Settings(db=tmp_path / "kb.db")  # the shipped kits
     better = (SOURCE_ROOT / "task_kits" / "rmsnorm_cpu" / "examples" / "better.py").read_text()
-    timed: list[set[str]] = []
-    kill: list[str] = []
-    measure = session_module.KernelSession.measure_sides
-
-    def measure_killing(self, wl, verdicts):
-        timed.append(set(verdicts))
-        if kill:
-            os.kill(self.side(kill.pop()).worker.proc.pid, signal.SIGKILL)
-        return measure(self, wl, verdicts)
-
-    monkeypatch.setattr(session_module.KernelSession, "measure_sides", measure_killing)
+    timed, kill = kill_before_timing(monkeypatch)
     kill.append("candidate'")
     e = await evaluate_candidate(settings, "rmsnorm_cpu", code=better, repeats=2)
     assert e.status == "RUNTIME_ERROR" and "the candidate's second process crashed" in e.message, e.message

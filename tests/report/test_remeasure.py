@@ -42,7 +42,7 @@ def test_remeasure_cli_stores_a_set_the_report_shows(filled_db, tmp_path):
     # (issue 24: 6.5 minutes with no estimate and nothing shown).
     said = done.stderr.splitlines()
     up_front = [i for i, line in enumerate(said)
-                if re.fullmatch(rf"{len(expected) + 1} sides x 2 rounds on dev: about \d+ s", line)]
+                if re.fullmatch(rf"{len(expected) + 1} sides in 3 processes each x 2 rounds on dev: about \d+ s", line)]
     steps = [i for i, line in enumerate(said) if re.match(r"dev \d+% done: ", line)]
     assert up_front and steps and up_front[0] < steps[0], done.stderr
     mset = json.loads(done.stdout)
@@ -50,6 +50,7 @@ def test_remeasure_cli_stores_a_set_the_report_shows(filled_db, tmp_path):
     assert mset["entries"][0]["candidate_id"] == "baseline"
     assert [(e["candidate_id"], e["team_version"]) for e in mset["entries"][1:]] == expected
     assert mset["rounds"] == 2 and all(e["score"] is not None for e in mset["entries"])
+    assert mset["processes_per_side"] == 3  # a batch of a few sides times each in copies (batchruns.py)
     baseline = mset["entries"][0]
     # The A/A entry is measured in the batch and never stored as a candidate. How close to 1 it
     # lands is the harness's noise, not the report's logic: with 2 rounds at load 10-16 it was
@@ -312,9 +313,11 @@ def test_a_re_measurement_gives_its_finalists_in_a_drawn_order(monkeypatch, tmp_
     from evoteam.servers.bench.measurement import batch
 
     given: list[tuple[str, ...]] = []
+    grouped: list = []
 
     async def timed(settings, kit, sides, *args, **kwargs):
         given.append(tuple(s.label for s in sides))
+        grouped.append(kwargs.get("groups"))
         raise RuntimeError("enough: the order is what this test reads")
 
     monkeypatch.setattr(batch, "run_kernel_batch", timed)
@@ -327,5 +330,14 @@ def test_a_re_measurement_gives_its_finalists_in_a_drawn_order(monkeypatch, tmp_
                                                 "dev", 10, None))
         except RuntimeError:
             pass
-    assert len(given) == 30 and {frozenset(g) for g in given} == {frozenset({"cand_1", "cand_2", "baseline_copy"})}
-    assert len(set(given)) >= 4  # of the six orders: given in one every time, it would be one
+    # Three sides, each in three processes (batchruns.COPIED_SIDES), given tier by tier: every
+    # side's first process, then every second, then every third, each tier in an order of its own.
+    sides = ["cand_1", "cand_2", "baseline_copy"]
+    assert len(given) == 30 and {frozenset(g) for g in given} == {frozenset(x + "'" * j for x in sides for j in range(3))}
+    tiers = [[order[3 * j:3 * j + 3] for j in range(3)] for order in given]
+    assert all(sorted(t.rstrip("'") for t in tier) == sorted(sides) and all(t.count("'") == j for t in tier)
+               for each in tiers for j, tier in enumerate(each))
+    for j in range(3):
+        assert len({each[j] for each in tiers}) >= 4  # of the six orders: given in one every time, it would be one
+    assert len({tuple(t.rstrip("'") for t in each[0] + each[1]) for each in tiers}) >= 10  # drawn anew a tier
+    assert all(sorted(map(tuple, g)) == sorted(tuple(x + "'" * j for j in range(3)) for x in sides) for g in grouped)

@@ -74,21 +74,25 @@ def missing_protections(sandbox: str) -> list[str]:
 async def run_kernel_batch(settings: Settings, kit: Kit, sides: list[SideSpec], split: Split, progress: Progress,
                            use_landlock: bool, specs: list[tuple[WorkloadSpec, str | None]],
                            deny: list[str], rounds: int | None = None, device: str | None = None,
-                           copied: bool = False) -> Batch:
+                           copied: bool = False, groups: Sequence[Sequence[str]] | None = None) -> Batch:
     """Evaluate every side on the split in one session; see the module's docstring. ``device`` is
     the pool slot the batch holds ("cuda:2", "cpu:1"; scheduling/): its lock, where a slot runner
     already sees only that device (a GPU slot's CUDA_VISIBLE_DEVICES) or only its cores.
     ``copied``: ``sides`` is one candidate, timed in copies.COPIES processes, each from a copy of
-    its folder, and the baseline in as many; its evaluation is scored by the two groups (copies.py)."""
+    its folder, and the baseline in as many; its evaluation is scored by the two groups (copies.py).
+    ``groups``: ``sides`` are several candidates' processes already made (each group the labels of
+    one candidate's, its own first; given tier by tier: every first process, then every second...),
+    the baseline timed in as many, and each group's evaluation scored so, under its first label."""
     if not copied:
-        return await _run_batch(settings, kit, sides, split, progress, use_landlock, specs, deny, rounds, device)
+        return await _run_batch(settings, kit, sides, split, progress, use_landlock, specs, deny, rounds, device,
+                                groups)
     made: list[SideSpec] = []
     try:
         for label in copies.labels(CANDIDATE)[1:]:
             made.append(dataclasses.replace(sides[0], label=label, folder=scratch.new_folder("cand")))
             shutil.copytree(sides[0].folder, made[-1].folder, dirs_exist_ok=True)
         return await _run_batch(settings, kit, [*sides, *made], split, progress, use_landlock, specs, deny, rounds,
-                                device, copied=True)
+                                device, [copies.labels(CANDIDATE)])
     finally:
         for spec in made:
             scratch.remove_folder(spec.folder)
@@ -96,15 +100,15 @@ async def run_kernel_batch(settings: Settings, kit: Kit, sides: list[SideSpec], 
 
 async def _run_batch(settings: Settings, kit: Kit, sides: list[SideSpec], split: Split, progress: Progress,
                      use_landlock: bool, specs: list[tuple[WorkloadSpec, str | None]], deny: list[str],
-                     rounds: int | None, device: str | None, copied: bool = False) -> Batch:
+                     rounds: int | None, device: str | None,
+                     groups: Sequence[Sequence[str]] | None = None) -> Batch:
     m = kit.manifest
     slot = device or m.device
     plan = m.timing if rounds is None else m.timing.model_copy(update={"rounds": rounds})
     total = len(specs)
-    base_copies = copies.labels(BASELINE, len(sides))[1:] if copied else ()
-    # The baseline's processes between the candidate's: B C B' C' B'' C'' (the session's own first).
-    cand_labels = [s.label for s in sides]
-    labels = [x for pair in zip(cand_labels, [*base_copies, None]) for x in pair if x] if copied else cand_labels
+    groups = [tuple(g) for g in groups] if groups else None
+    base_copies = copies.labels(BASELINE, len(groups[0]))[1:] if groups else ()
+    labels = _rotation([s.label for s in sides], len(groups) if groups else 0, base_copies)
     outcomes: dict[str, list[WorkloadOutcome]] = {label: [] for label in labels}
     verdicts_all: dict[str, list[WorkloadVerdict]] = {label: [] for label in labels}
     failed_before = dict.fromkeys(labels, False)
@@ -174,8 +178,8 @@ async def _run_batch(settings: Settings, kit: Kit, sides: list[SideSpec], split:
                     redact_heldout(v)
                 verdicts_all[label].append(v)
                 outcomes[label].append(_outcome(spec.name, v))
-            if copied:
-                _stop_copies(failed_before, verdicts_all, cand_labels, base_copies)
+            if groups:
+                _stop_copies(failed_before, verdicts_all, groups, base_copies)
             first = verdicts[labels[0]]
             await progress(i + 1, total, f"{spec.name}: {first.status}"
                            + (f" {stats.sig3(first.speedup)}x" if first.speedup is not None else ""))
@@ -205,15 +209,18 @@ async def _run_batch(settings: Settings, kit: Kit, sides: list[SideSpec], split:
         metrics_base["baseline_notes"] = baseline_notes
     sandbox_desc = session.sandbox if session else ""
     styles = {s.label: s.dps for s in session.sides} if session is not None else {}
-    if copied:  # one candidate: its evaluation, scored by its processes against the baseline's
-        kit_spread, single = _grouped(verdicts_all, outcomes, rounds_by_wl, (BASELINE, *base_copies),
-                                      cand_labels, m.max_plausible_speedup)
-        metrics_base["processes_per_side"] = 1 if single else len(sides)
-        e = _evaluation(kit, split, outcomes[CANDIDATE], verdicts_all[CANDIDATE], baseline_label, metrics_base, wall,
-                        sandbox_desc, _styles_apart(styles, CANDIDATE), kit_spread)
-        if single and e.status == "PASSED" and e.message:
-            e.message = f"{e.message}; {single}"
-        return Batch({CANDIDATE: e}, rounds_by_wl, contended, styles)
+    if groups:  # each candidate's evaluation, scored by its processes against the baseline's
+        grouped = {}
+        for group in groups:
+            kit_spread, single = _grouped(verdicts_all, outcomes, rounds_by_wl, (BASELINE, *base_copies),
+                                          group, m.max_plausible_speedup)
+            metrics = dict(metrics_base, processes_per_side=1 if single else len(group))
+            e = grouped[group[0]] = _evaluation(
+                kit, split, outcomes[group[0]], verdicts_all[group[0]], baseline_label, metrics,
+                wall / len(groups), sandbox_desc, _styles_apart(styles, group[0]), kit_spread)
+            if single and e.status == "PASSED" and e.message:
+                e.message = f"{e.message}; {single}"
+        return Batch(grouped, rounds_by_wl, contended, styles)
     evaluations = {label: _evaluation(kit, split, outcomes[label], verdicts_all[label], baseline_label,
                                       dict(metrics_base), wall / len(labels), sandbox_desc,
                                       _styles_apart(styles, label))
@@ -262,20 +269,30 @@ def _grouped(verdicts: dict[str, list[WorkloadVerdict]], outcomes: dict[str, lis
     return copies.spread(kept), None
 
 
-def _stop_copies(failed_before: dict[str, bool], verdicts: dict[str, list[WorkloadVerdict]], cand: Sequence[str],
-                 base_copies: Sequence[str]) -> None:
+def _rotation(given: list[str], n_groups: int, base_copies: Sequence[str]) -> list[str]:
+    """The order the sides are timed in (the rounds' rotation keeps it). In groups, given tier by
+    tier, the baseline's other processes between the tiers: B C B' C' B'' C'' for one candidate
+    (the session's own baseline first), B C D B' C' D' B'' C'' D'' for two."""
+    if not n_groups:
+        return given
+    tiers = [given[i:i + n_groups] for i in range(0, len(given), n_groups)]
+    return [x for tier, base in zip(tiers, [*base_copies, None]) for x in (*tier, base) if x]
+
+
+def _stop_copies(failed_before: dict[str, bool], verdicts: dict[str, list[WorkloadVerdict]],
+                 groups: Sequence[Sequence[str]], base_copies: Sequence[str]) -> None:
     """In copies, what is not timed again once a process has failed: a candidate's process failing
-    fails the candidate, so then nothing; a baseline copy's, so that the candidate's first process
-    scores alone (_grouped), then only it and the baseline."""
+    fails that candidate, so none of its processes (and, where every candidate failed, nothing); a
+    baseline copy's, so that each candidate's first process scores alone (_grouped), then only
+    those and the baseline."""
     def failed(labels: Sequence[str]) -> bool:
         return any(v.status != "PASSED" for label in labels for v in verdicts[label])
 
-    if failed(cand):
-        stopped = (*cand, *base_copies)
+    stopped = [x for group in groups if failed(group) for x in group]
+    if len(stopped) == sum(map(len, groups)):
+        stopped += base_copies
     elif failed(base_copies):
-        stopped = (*cand[1:], *base_copies)
-    else:
-        return
+        stopped += [*base_copies, *(x for group in groups for x in group[1:])]
     for label in stopped:
         failed_before[label] = True
 

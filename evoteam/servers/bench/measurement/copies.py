@@ -40,8 +40,10 @@ widening stays on the rounds' interval beside the t interval: a candidate far fr
 also differs from it by what changes between batches, which neither the rounds nor the processes
 of one batch see (better.py against the baseline: its score spread 1.4-1.8% over batches where
 one batch's processes and rounds gave ~0.7%; for close candidates, +5 and +10% of work, 0.3-0.5%
-against ~0.7%: docs/bench.md, *Evaluations with repeats*). A re-measurement keeps one process a
-side and the fixed widening.
+against ~0.7%: docs/bench.md, *Evaluations with repeats*). So does a re-measurement of up to
+six sides (report/batchruns.py): each side, the copy of the baseline included, in three processes
+and scored as an evaluation with repeats is, every two finalists' paired rounds read as compare
+reads its copies; a larger batch keeps one process a side and the fixed widening.
 """
 
 from __future__ import annotations

@@ -1,0 +1,97 @@
+"""A kernel re-measurement of a few sides times each, the baseline's included, in three processes
+(report/batchruns.py, measurement/batch.py's groups): each side scored by its processes against
+the baseline's as an evaluation with repeats is, every two sides' paired rounds read as compare
+reads its copies, and a failure in one process is that side's alone."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from evoteam.config import SOURCE_ROOT, Settings
+from evoteam.report import batchruns
+from evoteam.servers.bench.measurement import copies
+from evoteam.servers.bench.measurement.batch import _rotation, _stop_copies
+from evoteam.servers.bench.measurement.sides import WorkloadVerdict
+from evoteam.servers.knowledge.comparisons import record_of
+from tests.bench.conftest import kill_before_timing
+
+KIT = SOURCE_ROOT / "task_kits" / "rmsnorm_cpu"
+
+
+def test_the_order_of_processes_in_groups():
+    """Tier by tier, the baseline's other processes between the tiers; one candidate as an
+    evaluation with repeats has always been timed (B C B' C' B'' C'', the session's baseline first)."""
+    assert _rotation(["c", "c'", "c''"], 1, ("b'", "b''")) == ["c", "b'", "c'", "b''", "c''"]
+    assert _rotation(["x", "y", "x'", "y'", "x''", "y''"], 2, ("b'", "b''")) == \
+        ["x", "y", "b'", "x'", "y'", "b''", "x''", "y''"]
+    assert _rotation(["x", "y"], 0, ()) == ["x", "y"]
+
+
+def test_what_stops_being_timed_after_a_failure_in_groups():
+    ok, bad = [WorkloadVerdict()], [WorkloadVerdict("RUNTIME_ERROR", "crashed")]
+    groups = [("x", "x'", "x''"), ("y", "y'", "y''")]
+    base = ("baseline'", "baseline''")
+
+    def stopped(failing: set[str]) -> set[str]:
+        labels = [*groups[0], *groups[1], *base]
+        verdicts = {label: bad if label in failing else ok for label in labels}
+        failed = dict.fromkeys(labels, False)
+        _stop_copies(failed, verdicts, groups, base)
+        return {label for label, f in failed.items() if f}
+
+    assert stopped(set()) == set()
+    assert stopped({"x''"}) == {"x", "x'", "x''"}  # x fails; y goes on against the baseline's three
+    assert stopped({"x'", "y"}) == {*groups[0], *groups[1], *base}  # nothing left to time but the baseline
+    assert stopped({"baseline'"}) == {"x'", "x''", "y'", "y''", *base}  # each scored by its first process
+
+
+async def test_a_batch_of_finalists_in_copies_with_real_workers(tmp_path, monkeypatch):
+    """Three sides on the shipped kit: each scored in three processes, their pairs kept with the
+    processes' spread; then one finalist's second process killed before the first timing: it
+    fails, named as the side, is not timed again, and the others are still scored in copies; no
+    folder is left."""
+    from evoteam.servers.bench.confinement import scratch
+    from evoteam.servers.bench.formats.kits import find_kit
+
+    settings = Settings(db=tmp_path / "kb.db")
+    kit = find_kit(settings, "rmsnorm_cpu")
+    base = kit.starting_point().read_text()
+    codes = {"cand_x": (KIT / "examples" / "better.py").read_text(), "cand_y": base + "\n# y\n", "baseline": base}
+    timed, kill = kill_before_timing(monkeypatch)
+    made: list[Path] = []
+    new_folder = scratch.new_folder
+
+    def recorded(kind: str) -> Path:
+        folder = new_folder(kind)
+        made.append(folder)
+        return folder
+
+    monkeypatch.setattr(scratch, "new_folder", recorded)
+    results, paired = await batchruns.measure_sides(settings, kit, codes, "dev", 3, None)
+    sides = ("cand_x", "cand_y", batchruns.COPY)
+    every = {x for side in sides for x in copies.labels(side)} | {"baseline'", "baseline''"}
+    assert timed[0] == every and paired.per_side == 3
+    for label, e in results.items():
+        assert e.status == "PASSED" and e.metrics["processes_per_side"] == 3, (label, e.message)
+        assert "each side in 3 processes" in e.message and e.score_interval[0] <= e.score <= e.score_interval[1]
+    assert results["cand_x"].score > 1.5  # better.py: about 3x on this kit
+    # The pair as a re-measurement keeps it: the contrast of the two groups, with the processes' spread.
+    spread = paired.spread("cand_y", "cand_x")
+    assert spread is not None and spread[0] >= 0 and 1 <= spread[1] <= 4
+    record = record_of("cand_y", "cand_x", kit=kit.name, split="dev", kind="kernel",
+                       samples=paired.samples("cand_y", "cand_x"), ranges=paired.ranges("cand_y", "cand_x"),
+                       contended=False, measured_at=datetime.now(UTC), spread=spread)
+    assert record.spread_df == spread[1] and record.b_over_a > 1.5 and record.significant
+    assert all(len(v) == 3 for v in record.samples.values())
+
+    timed.clear()
+    kill.append("cand_x'")
+    results, paired = await batchruns.measure_sides(settings, kit, codes, "dev", 3, None)
+    x = results["cand_x"]
+    assert x.status == "RUNTIME_ERROR" and "cand_x (in its second process)" in x.message, x.message
+    assert "cand_x'" not in x.message
+    assert len(timed) == 3 and all(not t & set(copies.labels("cand_x")) for t in timed[1:])
+    for label in ("cand_y", "baseline"):
+        assert results[label].status == "PASSED" and results[label].metrics["processes_per_side"] == 3
+    assert made and not [f for f in made if f.exists() and "-trusted-" not in f.name]
