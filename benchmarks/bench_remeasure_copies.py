@@ -7,14 +7,16 @@ side. This times the same three sides both ways, batch by batch in a drawn order
 kernel kit (dev split, the tool's default 10 rounds):
 
 - **copy**: the baseline's code with a comment added (its true speedup is 1);
+- **slower**: the baseline doing 10% more work (bench_noise.EXTRA_PASS): a finalist close to another;
 - **better**: the kit's `examples/better.py`;
 - **baseline**: the A/A side every kernel re-measurement adds.
 
 Per way it prints each side's score (median over the batches), its CV over the batches, the
 median interval width hi/lo and how many intervals exclude 1; for two pairs of finalists, as the
 run keeps them (knowledge/comparisons.record_of: what version gains pool), how many were
-significant: copy against the baseline's copy (an A/A: false alarms, goal 1 in 20 or fewer) and
-copy against better (an A/B: goal every one); and the median wall time of a batch.
+significant: copy against the baseline's copy (an A/A: false alarms, goal 1 in 20 or fewer), copy
+against slower (10% apart: goal most) and copy against better (an A/B: goal every one); and the
+median wall time of a batch.
 
 Usage: python benchmarks/bench_remeasure_copies.py [--batches 10] [--kits a,b] [--busy 0|2]
 """
@@ -32,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_noise import busy_loops  # noqa: E402
+from bench_noise import EXTRA_PASS, busy_loops  # noqa: E402
 
 from evoteam.config import load_settings  # noqa: E402
 from evoteam.report import batchruns  # noqa: E402
@@ -40,8 +42,8 @@ from evoteam.servers.bench.formats.kits import find_kit  # noqa: E402
 from evoteam.servers.knowledge.comparisons import record_of  # noqa: E402
 
 WAYS = ("one process", "copies")
-SIDES = ("copy", "better", "baseline")
-PAIRS = (("copy", batchruns.COPY), ("copy", "better"))
+SIDES = ("copy", "slower", "better", "baseline")
+PAIRS = (("copy", batchruns.COPY), ("copy", "slower"), ("copy", "better"))
 
 
 async def one(settings, kit, codes: dict[str, str], way: str, rounds: int) -> dict:
@@ -71,8 +73,8 @@ async def main(args) -> None:
     for name in args.kits.split(","):
         kit = find_kit(settings, name)
         base = kit.starting_point().read_text()
-        codes = {"copy": base + "\n# a copy\n", "better": kit.file(kit.manifest.examples["better"]).read_text(),
-                 "baseline": base}
+        codes = {"copy": base + "\n# a copy\n", "slower": base + EXTRA_PASS.format(f=0.10),
+                 "better": kit.file(kit.manifest.examples["better"]).read_text(), "baseline": base}
         found: dict[str, list[dict]] = {way: [] for way in WAYS}
         for _ in range(args.batches):
             for way in random.sample(WAYS, len(WAYS)):
@@ -85,7 +87,7 @@ async def main(args) -> None:
                 print(f"{name:22} | {way:11} | {side:8} | {statistics.median(scores):7.3f} | {cv:5.2f} | "
                       f"{statistics.median(g[2] / g[1] for g in got):6.3f} | "
                       f"{sum(not g[1] <= 1 <= g[2] for g in got):3} of {len(got):<2}")
-            pairs = "; ".join(f"{a} vs {b}: significant in {sum(r[f'{a}/{b}'] for r in rows)} of {len(rows)}"
+            pairs = "; ".join(f"{a} vs {b}: significant {sum(r[f'{a}/{b}'] for r in rows)} of {len(rows)}"
                               for a, b in PAIRS)
             print(f"{name:22} | {way:11} | {pairs}; {statistics.median(r['wall'] for r in rows):.2f} s a batch",
                   flush=True)
