@@ -110,6 +110,10 @@ async def finalists(store: KnowledgeStore, run_id: str) -> list[CandidateSummary
     return _bests((await _ranked_groups(store, run_id))[1])
 
 
+START_S = {False: 0.3, True: 1.5}  # a timed worker's start, CPU and GPU (a CUDA context), roughly
+PATH_MS = 0.5  # the call path around each timed call on a CPU (docs/bench.md, *What the timed interval contains*)
+
+
 def estimate_seconds(kit, n_sides: int, rounds: int, recorded: list[CandidateSummary | None],
                      processes: int = 1) -> float:
     """A rough duration: start-up, correctness, and the rounds' calls from the recorded times;
@@ -122,10 +126,18 @@ def estimate_seconds(kit, n_sides: int, rounds: int, recorded: list[CandidateSum
         runs = sum(0 if c is not None and stats.every_run_alike(getattr(c, "samples", None) or {}) else rounds
                    for c in recorded) + rounds * max(0, n_sides - len(recorded))
         return runs * (walls[len(walls) // 2] if walls else 5.0)
-    per_round_ms = 0.0
-    for c in recorded:
-        for w in getattr(c, "workloads", None) or []:
-            per_round_ms += (w.candidate_ms or 1.0) + (w.baseline_ms or 1.0) / max(1, n_sides)
-    per_round_ms = per_round_ms / max(1, len([c for c in recorded if c])) * n_sides if per_round_ms else 5.0 * n_sides
-    calls = rounds * t.reps_per_round
-    return 3.0 + n_sides * processes * 1.5 + calls * processes * (per_round_ms / 1000 + 0.002 * (n_sides + 1))
+    # Each timed process (the sides' and the baseline's) costs its start and its calls: the
+    # warm-up and every round's, on each workload, at its recorded time plus the call path. Fitted
+    # to bench_remeasure_copies.py's batches (7.4-15.1 s; the formula before said 2-3x that).
+    calls = rounds * t.reps_per_round + t.warmup
+    known = [c for c in recorded if getattr(c, "workloads", None)]
+
+    def per_process(c, field: str) -> float:
+        workloads = getattr(c, "workloads", None) or []
+        ms = sum(getattr(w, field) or 1.0 for w in workloads) if workloads else 5.0
+        return START_S[kit.manifest.device.startswith("cuda")] + calls * (ms + PATH_MS * max(1, len(workloads))) / 1000
+
+    base = per_process(known[0], "baseline_ms") if known else per_process(None, "baseline_ms")
+    sides = sum(per_process(c, "candidate_ms") if c in known else base for c in recorded)
+    sides += base * max(0, n_sides - len(recorded))  # the copy of the baseline
+    return 1.0 + processes * (sides + base)

@@ -5,7 +5,9 @@ rankings that changed.
 
 Scores recorded during a run come from different hours, loads and sometimes machines. In one
 batch every round times every finalist (and a copy of the baseline, an A/A check) on the same
-fresh inputs, in a rotating order, so a drift of the machine touches all of them alike. The new
+fresh inputs, in a rotating order, so a drift of the machine touches all of them alike (on a
+kernel kit of up to batchruns.COPIED_SIDES sides, each side and the baseline in three processes,
+so that what differs between processes is measured, not assumed: copies.py). The new
 rounds are recorded as a measurement of each finalist (same code hash: the store pools them into
 the candidate), and the set is stored as an artifact of kind ``measurement_set`` in the run. A
 dev batch also keeps every two finalists' paired rounds (kind ``comparison``,
@@ -283,8 +285,10 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
     await check_binding(store, kit, run_id, method if pooled else None)
     if progress:
         each = processes_per_side(kit, len(entries))
-        progress(f"{len(entries)} sides{f' in {each} processes each' if each > 1 else ''} x {rounds} rounds on "
-                 f"{', '.join(splits)}: about {estimate_seconds(kit, len(entries), rounds, chosen, each) * len(splits):.0f} s")
+        # Said with the baseline: "3 sides in 3 processes each" read as 9 processes, and 12 ran (mp42).
+        copied = f" and the baseline, {each} processes each," if each > 1 else ""
+        seconds = estimate_seconds(kit, len(entries), rounds, chosen, each) * len(splits)
+        progress(f"{len(entries)} sides{copied} x {rounds} rounds on {', '.join(splits)}: about {seconds:.0f} s")
     heldout_set = None
     if "heldout" in splits:  # the set the batch draws from (evaluate's metrics.heldout_set)
         from evoteam.servers.bench.formats.kits import heldout_choice

@@ -228,7 +228,7 @@ async def test_remeasure_tool_records_each_finalist_and_applies_its_rule(steady_
                                                    "rounds": 10}, progress_callback=hear)
     assert not res.is_error, res.content
     # It says how long it will take, then how far it has come (it was silent up to its timeout).
-    assert heard and heard[0][2].startswith("3 sides in 3 processes each x 10 rounds on dev: about"), heard
+    assert heard and heard[0][2].startswith("3 sides and the baseline, 3 processes each, x 10 rounds on dev: about"), heard
     assert any(m.startswith("dev ") for _, _, m in heard[1:]) and [p for p, _, _ in heard] == sorted(p for p, _, _ in heard)
     mset = res.structured_content
     assert mset["processes_per_side"] == 3

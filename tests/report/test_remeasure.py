@@ -10,6 +10,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 
 
 def _expected_finalists(db, run_id) -> list[tuple[str, int]]:
@@ -42,7 +44,7 @@ def test_remeasure_cli_stores_a_set_the_report_shows(filled_db, tmp_path):
     # (issue 24: 6.5 minutes with no estimate and nothing shown).
     said = done.stderr.splitlines()
     up_front = [i for i, line in enumerate(said)
-                if re.fullmatch(rf"{len(expected) + 1} sides in 3 processes each x 2 rounds on dev: about \d+ s", line)]
+                if re.fullmatch(rf"{len(expected) + 1} sides and the baseline, 3 processes each, x 2 rounds on dev: about \d+ s", line)]
     steps = [i for i, line in enumerate(said) if re.match(r"dev \d+% done: ", line)]
     assert up_front and steps and up_front[0] < steps[0], done.stderr
     mset = json.loads(done.stdout)
@@ -143,6 +145,31 @@ def test_a_program_kits_duration_is_said_from_its_recorded_runs():
     # One already exact is not run again (remeasure._batch).
     exact = SimpleNamespace(metrics={"wall_s": 0.3}, samples={"program": [2.5] * 5})
     assert estimate_seconds(kit, 3, 2, [exact, *quick[:2]]) == (0 + 2 + 2) * 0.3
+
+
+def test_a_kernel_kits_duration_counts_every_timed_process():
+    """A kernel batch's estimate counts each side's processes and the baseline's, each started and
+    called at its recorded times: the formula before said "about 18 s" for batches of 7-9 s
+    (model-play mp42, 2026-12-05). Calibrated on rmsnorm_cpu's recorded medians of that day, where
+    four sides took 3.2 s in one process a side and 9.2 s in copies
+    (benchmarks/results/2026-12-05-remeasure_copies.txt); the bounds leave room on both sides."""
+    from types import SimpleNamespace as NS
+
+    from evoteam.report.finalists import estimate_seconds
+
+    kit = NS(manifest=NS(kind="kernel", device="cpu", timing=NS(rounds=10, reps_per_round=2, warmup=2)))
+
+    def recorded(*ms: float):
+        return NS(workloads=[NS(candidate_ms=m, baseline_ms=b) for m, b in zip(ms, (2.93, 6.59, 1.29))])
+
+    finalists = [recorded(2.89, 6.59, 1.32), recorded(3.2, 7.3, 1.45), recorded(0.95, 1.82, 0.33)]
+    one, copied = (estimate_seconds(kit, 4, 10, finalists, p) for p in (1, 3))
+    assert 2.0 <= one <= 5.0 and 6.0 <= copied <= 14.0, (one, copied)
+    assert copied - 1.0 == pytest.approx(3 * (one - 1.0))  # three of every process, the baseline's too
+    # Slower recorded kernels take longer; a GPU's processes start slower.
+    assert estimate_seconds(kit, 4, 10, [recorded(29, 66, 13)] * 3, 3) > copied
+    gpu = NS(manifest=NS(kind="kernel", device="cuda:0", timing=kit.manifest.timing))
+    assert estimate_seconds(gpu, 4, 10, finalists, 3) > copied
 
 
 def test_single_runs_that_swap_within_noise_are_no_change():
