@@ -13,6 +13,7 @@ import dataclasses
 import math
 import shutil
 import random
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -128,7 +129,7 @@ async def _run_batch(settings: Settings, kit: Kit, sides: list[SideSpec], split:
     baseline_notes: list[str] = []
     try:
         for baseline, baseline_label in kit.baseline_solutions():
-            session = await asyncio.to_thread(lambda: KernelSession(
+            session = await _built(lambda: KernelSession(
                 definition=kit.definition.model_dump(), framework=m.framework, device=m.device,
                 inputs_source=kit.inputs_source(), reference_source=kit.definition.reference, baseline=baseline,
                 sides=placed, deny=deny, memory_mb=m.memory_limit_mb, timeouts=m.timeouts,
@@ -226,6 +227,32 @@ async def _run_batch(settings: Settings, kit: Kit, sides: list[SideSpec], split:
                                       _styles_apart(styles, label))
                    for label in labels}
     return Batch(evaluations, rounds_by_wl, contended, styles)
+
+
+async def _built(make: Callable[[], KernelSession]) -> KernelSession:
+    """``make()`` in a thread. Where the caller is cancelled meanwhile (a client's cancel, a tool's
+    timeout), the thread runs on (asyncio cannot stop it) and the session it builds reaches no
+    one: it is closed then, or its workers and folders outlived the evaluation."""
+    lock, state = threading.Lock(), {"abandoned": False, "made": None}
+
+    def build() -> KernelSession:
+        made = make()
+        with lock:
+            abandoned = state["abandoned"]
+            state["made"] = made
+        if abandoned:
+            made.close()
+        return made
+
+    try:
+        return await asyncio.to_thread(build)
+    except asyncio.CancelledError:
+        with lock:
+            state["abandoned"] = True
+            made = state["made"]
+        if made is not None:  # built just before the cancel: its result went nowhere
+            threading.Thread(target=made.close, daemon=True).start()
+        raise
 
 
 def _grouped(verdicts: dict[str, list[WorkloadVerdict]], outcomes: dict[str, list[WorkloadOutcome]],

@@ -1,0 +1,58 @@
+"""An evaluation cancelled (a client's cancel, a tool timeout) while its session's workers are
+being started: the thread that starts them cannot be stopped, so the session it builds must
+close itself, or its workers and folders outlive the evaluation (an evaluation with repeats
+starts eight of them)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+from evoteam.config import SOURCE_ROOT, Settings
+from evoteam.servers.bench.evaluation.core import evaluate_candidate
+from evoteam.servers.bench.measurement import session as session_module
+
+
+async def test_a_session_built_for_a_cancelled_evaluation_closes_itself(tmp_path, monkeypatch):
+    built: list = []
+    building = threading.Event()
+    init = session_module.KernelSession.__init__
+
+    def slow_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        built.append(self)
+        building.set()
+        time.sleep(1.0)  # the caller is cancelled meanwhile, its workers started
+
+    monkeypatch.setattr(session_module.KernelSession, "__init__", slow_init)
+    settings = Settings(db=tmp_path / "kb.db")
+    better = (SOURCE_ROOT / "task_kits" / "rmsnorm_cpu" / "examples" / "better.py").read_text()
+    task = asyncio.create_task(evaluate_candidate(settings, "rmsnorm_cpu", code=better, repeats=2))
+    for _ in range(600):
+        if building.is_set() or task.done():
+            break
+        await asyncio.sleep(0.05)
+    assert building.is_set() and not task.done()
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    for _ in range(200):  # the thread finishes building, then closes what it built
+        if built:
+            break
+        await asyncio.sleep(0.05)
+    assert built
+    session = built[0]
+    workers = [s.worker for s in session.sides] + [session.empty.worker]
+    assert len(workers) == 7  # the baseline's three processes, the candidate's three, the empty-call worker
+
+    def left() -> list:
+        return [w for w in workers if w.proc.poll() is None] + [f for f in session._owned if f.exists()]
+
+    for _ in range(200):  # close() marks the session closed first, then stops workers and removes folders
+        if session.closed and not left():
+            break
+        await asyncio.sleep(0.05)
+    assert session.closed and not left()
