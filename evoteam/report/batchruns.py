@@ -109,7 +109,8 @@ async def measure_sides(settings: Settings, kit, codes: dict[str, str], split: s
             scratch.remove_folder(p.folder)
     from evoteam.codehash import code_hash
 
-    out = {label: _named(batch.evaluations[side_of[label]], side_of[label]) for label in codes}
+    out = {label: _named(batch.evaluations[side_of[label]], side_of[label]) if count > 1
+           else batch.evaluations[side_of[label]] for label in codes}
     for label, e in out.items():
         e.code_hash = code_hash(codes[label])
     return out, PairedRounds(batch.rounds, processes)
@@ -153,5 +154,6 @@ def _named(e, side: str):
     """A side's evaluation with its other processes' labels (a failure in one is the side's) said
     as the side: "cand_x (in its third process)", not a label the caller never gave."""
     return e.model_copy(update={"message": copies.named(e.message, side),
+                                "flags": [copies.named(f, side) for f in e.flags],
                                 "workloads": [w.model_copy(update={"message": copies.named(w.message, side)})
                                               for w in e.workloads]})

@@ -296,8 +296,9 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
         heldout_set = heldout_choice(settings, kit).set_id
     contended, unkept, batches, added, per_side = False, [], 0, [], None
     for attempt in range(FINALIST_PASSES if "dev" in splits else 0):
-        contended, per_side = await _batch(settings, store, kit, run, entries, codes, "dev", rounds, pooled, progress,
-                                           unkept)
+        contended, each = await _batch(settings, store, kit, run, entries, codes, "dev", rounds, pooled, progress,
+                                       unkept)
+        per_side = _fewest(per_side, each)
         batches += 1
         if candidate_ids or not pooled or attempt == FINALIST_PASSES - 1:
             break
@@ -314,8 +315,8 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
         codes.update({c.id: c.code for c in newer})
         added += [c.id for c in newer]
     if "heldout" in splits:  # once, on the finalists the dev batches settled
-        busy, per_side = await _batch(settings, store, kit, run, entries, codes, "heldout", rounds, pooled, progress)
-        contended = contended or busy
+        busy, each = await _batch(settings, store, kit, run, entries, codes, "heldout", rounds, pooled, progress)
+        contended, per_side = contended or busy, _fewest(per_side, each)
     mset = MeasurementSet(run_id=run_id, kit=kit.name, measured_at=datetime.now(UTC), rounds=rounds, splits=splits,
                           direction=run.direction, entries=entries, contended=contended, pooled=pooled,
                           heldout_set=heldout_set, batches=max(1, batches), added_after_pooling=added,
@@ -343,6 +344,11 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
         mset.add_note(f"not stored in the run: {exc}")
         mset._kept = False
     return mset
+
+
+def _fewest(a: int | None, b: int | None) -> int | None:
+    """The processes a side every batch of the call timed in: the fewest (None: a program's)."""
+    return min(a, b) if a is not None and b is not None else (a if b is None else b)
 
 
 def _entry(c: Candidate) -> Remeasured:
@@ -398,13 +404,18 @@ async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: l
                     e.pooled_runs = pooled_now.runs
                     ranked_by_store = True
         if split == "dev" and not ranked_by_store:  # nothing pooled: this batch's rounds alone
-            e.rank_score_after = rank_of(r.samples, r.sample_ranges, run.direction)
+            # In copies, by the interval shown (its processes' t interval), as the store ranks such a measurement.
+            copied = isinstance(n := (r.metrics or {}).get("processes_per_side"), int) and n > 1
+            e.rank_score_after = rank_of(r.samples, r.sample_ranges, run.direction,
+                                         r.score_interval if copied else None)
             e.spread_unknown_after = samples_spread_unknown(r.samples)
     if split == "dev":
         records = _pairs(kit, results, paired, contended)
         if (why := await keep_comparisons(store, run.id, records, "remeasure")) and unkept is not None:
             unkept.append((why, records))
-    return contended, paired.per_side if paired is not None else None
+    # As the sides were scored: one that fell back to its first process (a baseline copy failed) says 1.
+    scored = [r.metrics.get("processes_per_side", 1) for r in results.values() if r.metrics]
+    return contended, (min(scored, default=1) if paired is not None else None)
 
 
 async def _as_recorded(store: KnowledgeStore, e: Remeasured) -> None:

@@ -209,6 +209,15 @@ def test_a_side_that_fails_in_another_process_fails_under_its_own_name():
     assert side.message == "A (in its third process) took over 10 s; A (in its third process) ..."
     # only the labels: a quote after a name in a message is not a process
     assert copies.named("KeyError: 'A' in DATA' and A'", "A") == "KeyError: 'A' in DATA' and A (in its second process)"
+    # A worker's label in the possessive ("the {label}'s scheduling ... changed"): the first process's
+    # stays, another's is named, and none is read as a shorter label followed by "s" (review 2026-12-05).
+    said = "the candidate {}'s scheduling changed"
+    assert copies.named(said.format("A"), "A") == said.format("A")
+    assert copies.named(said.format("A'"), "A") == said.format("A (in its second process)")
+    assert copies.named(said.format("cand_x''"), "cand_x") == said.format("cand_x (in its third process)")
+    flagged = ev("PASSED", None).model_copy(update={"flags": ["w: A'' wrote into its inputs"]})
+    third_flag = ev("RUNTIME_ERROR", "A'' wrote into its inputs").model_copy(update={"flags": flagged.flags})
+    assert _side({"A": ok, "A'": ok, "A''": third_flag}, "A").flags == ["w: A (in its third process) wrote into its inputs"]
     assert _side({"A": second, "A'": ok, "A''": ok}, "A") is second and _side({"A": ok, "A'": ok, "A''": ok}, "A") is ok
     assert _side({"A": ok, "A'": second}, "A", 2).message.startswith("A (in its second process)")
 

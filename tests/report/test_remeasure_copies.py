@@ -8,6 +8,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from evoteam.config import SOURCE_ROOT, Settings
 from evoteam.report import batchruns
 from evoteam.servers.bench.measurement import copies
@@ -43,7 +45,13 @@ def test_what_stops_being_timed_after_a_failure_in_groups():
     assert stopped(set()) == set()
     assert stopped({"x''"}) == {"x", "x'", "x''"}  # x fails; y goes on against the baseline's three
     assert stopped({"x'", "y"}) == {*groups[0], *groups[1], *base}  # nothing left to time but the baseline
-    assert stopped({"baseline'"}) == {"x'", "x''", "y'", "y''", *base}  # each scored by its first process
+    # Each scored by its first process against the baseline; their other processes still pair them.
+    assert stopped({"baseline'"}) == {*base}
+    one = [("c", "c'", "c''")]  # an evaluation with repeats: nothing else to pair its copies with
+    verdicts = {label: bad if label == "baseline''" else ok for label in (*one[0], *base)}
+    failed = dict.fromkeys(verdicts, False)
+    _stop_copies(failed, verdicts, one, base)
+    assert {label for label, f in failed.items() if f} == {"c'", "c''", *base}
 
 
 async def test_a_batch_of_finalists_in_copies_with_real_workers(tmp_path, monkeypatch):
@@ -95,3 +103,48 @@ async def test_a_batch_of_finalists_in_copies_with_real_workers(tmp_path, monkey
     for label in ("cand_y", "baseline"):
         assert results[label].status == "PASSED" and results[label].metrics["processes_per_side"] == 3
     assert made and not [f for f in made if f.exists() and "-trusted-" not in f.name]
+
+    # A baseline process killed: each side is scored by its first process against the baseline, and
+    # every side's processes are still timed, so the finalists' pairs keep their processes (review 2026-12-05).
+    timed.clear()
+    kill.append("baseline'")
+    results, paired = await batchruns.measure_sides(settings, kit, codes, "dev", 3, None)
+    for label, e in results.items():
+        assert e.status == "PASSED" and e.metrics["processes_per_side"] == 1, (label, e.message)
+        assert "scored by one process a side: the baseline failed in its other process" in e.message
+    assert all(t == every - {"baseline'", "baseline''"} for t in timed[1:]) and len(timed) == 3
+    assert all(len(v) == 3 for v in paired.samples("cand_y", "cand_x").values())
+    assert paired.spread("cand_y", "cand_x") is not None
+    assert not [f for f in made if f.exists() and "-trusted-" not in f.name]
+
+
+def test_a_side_in_copies_ranks_by_the_interval_it_showed_and_counts_its_own_calls():
+    """Where nothing pools (a run of an earlier timing method), a finalist in copies is ranked by
+    the interval it showed, as the store ranks such a measurement; and each of several sides counts
+    its own processes' timed calls and its share of the baseline's, not the whole batch's."""
+    import math
+    import random
+
+    from evoteam.servers.bench.measurement.batch import _grouped, _outcome
+    from evoteam.servers.bench.measurement.sides import BASELINE
+    from evoteam.servers.bench.measurement.timing import Rounds
+    from evoteam.servers.knowledge.measurements import rank_of
+
+    rng = random.Random(4)
+    samples = {"w": [2.0 * math.exp(rng.gauss(0, 0.01)) for _ in range(10)]}
+    alone = rank_of(samples, None, "maximize")
+    assert rank_of(samples, None, "maximize", [1.5, 2.5]) == 1.5 < alone
+    assert rank_of(samples, None, "maximize", [1.99, 2.01]) == alone  # never narrower
+
+    base, x, y = copies.labels(BASELINE), copies.labels("x"), copies.labels("y")
+    r = Rounds(labels=[*base, *x, *y])
+    for _ in range(5):
+        r.add([1000], {label: [int(1e6 * (0.5 if label in y else 1.0) * math.exp(rng.gauss(0, 0.01)))]
+                       for label in (*base, *x, *y)})
+    verdicts = {label: [WorkloadVerdict(samples=r.ratios(label), speedup=1.0)] for label in (*x, *y, *base[1:])}
+    outcomes = {label: [_outcome("w", v[0])] for label, v in verdicts.items()}
+    for group in (x, y):
+        _grouped(verdicts, outcomes, {"w": r}, base, group, 100.0, 2)
+        own = sum(r.spent_ns[label] for label in group) + sum(r.spent_ns[label] for label in base) / 2
+        assert verdicts[group[0]][0].kernel_s == pytest.approx(own / 1e9)
+    assert verdicts["x"][0].kernel_s > verdicts["y"][0].kernel_s  # y's calls took half as long

@@ -165,12 +165,15 @@ def _estimates(samples: MeasurementSamples, ranges: SampleRanges) -> tuple[stats
     return shown, (estimate(samples) if ranges else shown)
 
 
-def rank_of(samples: MeasurementSamples | None, ranges: SampleRanges | None, direction: str) -> float | None:
+def rank_of(samples: MeasurementSamples | None, ranges: SampleRanges | None, direction: str,
+            shown: list[float] | None = None) -> float | None:
     """What a ranking compares for a measurement's rounds, as the store ranks its candidates: the
-    pessimistic end of the rounds' own interval (None without rounds)."""
+    pessimistic end of the rounds' own interval, or of ``shown`` where wider (a measurement in
+    copies: copystats.as_shown); None without rounds."""
     if not samples:
         return None
     _shown, ranked = _estimates(samples, ranges or {})
+    ranked = as_shown(ranked, shown) if shown is not None else ranked
     return None if ranked is None else _ranked(ranked.value, ranked, direction)
 
 

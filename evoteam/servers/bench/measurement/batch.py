@@ -214,7 +214,7 @@ async def _run_batch(settings: Settings, kit: Kit, sides: list[SideSpec], split:
         grouped = {}
         for group in groups:
             kit_spread, single = _grouped(verdicts_all, outcomes, rounds_by_wl, (BASELINE, *base_copies),
-                                          group, m.max_plausible_speedup)
+                                          group, m.max_plausible_speedup, len(groups))
             metrics = dict(metrics_base, processes_per_side=1 if single else len(group))
             e = grouped[group[0]] = _evaluation(
                 kit, split, outcomes[group[0]], verdicts_all[group[0]], baseline_label, metrics,
@@ -257,7 +257,7 @@ async def _built(make: Callable[[], KernelSession]) -> KernelSession:
 
 def _grouped(verdicts: dict[str, list[WorkloadVerdict]], outcomes: dict[str, list[WorkloadOutcome]],
              rounds_by_wl: dict[str, timing.Rounds], base: Sequence[str], cand: Sequence[str],
-             bound: float) -> tuple[tuple[float, float] | None, str | None]:
+             bound: float, n_groups: int = 1) -> tuple[tuple[float, float] | None, str | None]:
     """The candidate's verdicts (and outcomes) as its processes against the baseline's give them
     (copies.py: the median of the rounds' group contrasts, its interval joined with the processes'
     t interval, the flags of any of its processes), and the kit's spread for its score; or, where
@@ -290,7 +290,9 @@ def _grouped(verdicts: dict[str, list[WorkloadVerdict]], outcomes: dict[str, lis
         # Each side's time as the geometric mean of its processes' medians, as the speedup is of them.
         ms = [[rounds.median_ms(x) for x in group] for group in (cand, base)]
         v.candidate_ms, v.baseline_ms = (stats.geomean(each) if all(each) else None for each in ms)
-        v.kernel_s = sum(rounds.spent_ns.values()) / 1e9  # every process's timed calls
+        # Its processes' timed calls and its share of the baseline's (``n_groups`` candidates share them).
+        spent = rounds.spent_ns
+        v.kernel_s = (sum(spent.get(x, 0) for x in cand) + sum(spent.get(x, 0) for x in base) / n_groups) / 1e9
         _over_bound(v, bound)
     outcomes[first] = [_outcome(name, v) for name, v in zip(names, verdicts[first])]
     return copies.spread(kept), None
@@ -310,8 +312,9 @@ def _stop_copies(failed_before: dict[str, bool], verdicts: dict[str, list[Worklo
                  groups: Sequence[Sequence[str]], base_copies: Sequence[str]) -> None:
     """In copies, what is not timed again once a process has failed: a candidate's process failing
     fails that candidate, so none of its processes (and, where every candidate failed, nothing); a
-    baseline copy's, so that each candidate's first process scores alone (_grouped), then only
-    those and the baseline."""
+    baseline copy's, so that each candidate's first process scores alone (_grouped), the baseline's
+    copies, and with one candidate its other processes too (with several, their processes still
+    pair them with each other: a re-measurement keeps those pairs)."""
     def failed(labels: Sequence[str]) -> bool:
         return any(v.status != "PASSED" for label in labels for v in verdicts[label])
 
@@ -319,7 +322,7 @@ def _stop_copies(failed_before: dict[str, bool], verdicts: dict[str, list[Worklo
     if len(stopped) == sum(map(len, groups)):
         stopped += base_copies
     elif failed(base_copies):
-        stopped += [*base_copies, *(x for group in groups for x in group[1:])]
+        stopped += [*base_copies, *(x for group in groups for x in group[1:] if len(groups) == 1)]
     for label in stopped:
         failed_before[label] = True
 

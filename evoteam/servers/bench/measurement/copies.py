@@ -84,12 +84,17 @@ def rotation(a: Sequence[str], b: Sequence[str], b_first: bool) -> list[str]:
 
 def named(text: str | None, side: str) -> str | None:
     """``text`` with each of the side's other processes' labels said as the side the caller named
-    ("A (in its second process)"): the caller never gave those labels."""
+    ("A (in its second process)"): the caller never gave those labels. Workers' messages use a
+    label's possessive too ("the candidate A'''s scheduling": A'' and 's), so those go first, and a
+    label followed by "s" is never taken for another: "cand_x's" is the first process's."""
     if not text:
         return text
     for j in range(len(ORDINALS) - 1, 0, -1):  # A'' before A': a label is never another's start after this
-        text = re.sub(r"(?<![\w'])" + re.escape(side + "'" * j) + "(?!')", f"{side} (in its {ORDINALS[j]} process)",
-                      text)
+        text = re.sub(r"(?<![\w'])" + re.escape(side + "'" * j) + r"'s\b",
+                      f"{side} (in its {ORDINALS[j]} process)'s", text)
+    for j in range(len(ORDINALS) - 1, 0, -1):
+        text = re.sub(r"(?<![\w'])" + re.escape(side + "'" * j) + r"(?!'|s\b)",
+                      f"{side} (in its {ORDINALS[j]} process)", text)
     return text
 
 
