@@ -7,7 +7,9 @@ evaluation by evaluation (a drift of the machine touches all three alike):
 - **3x rounds**: one process a side for three times the kit's rounds (what `repeats: 3` did
   until 2026-12-05);
 - **copies**: `evaluate` with `repeats: 3` as it stands: the candidate and the baseline in three
-  processes each for the kit's rounds (measurement/copies.py, batch._grouped).
+  processes each for the kit's rounds (measurement/copies.py, batch._grouped);
+- **copies r4**: three processes a side for 4 rounds, about a plain evaluation's number of timed
+  calls (a candidate for a steadier default; not what any tool does).
 
 For `examples/better.py` and for a copy of the baseline (whose true speedup is 1), it prints the
 score's median and its CV over the evaluations (the repeat-to-repeat spread a team sees), the
@@ -36,7 +38,7 @@ from evoteam.servers.bench.evaluation.core import _noop, _run_kernel, evaluate_c
 from evoteam.servers.bench.confinement import scratch  # noqa: E402
 from evoteam.servers.bench.formats.kits import find_kit  # noqa: E402
 
-WAYS = ("plain", "3x rounds", "copies")
+WAYS = ("plain", "3x rounds", "copies", "copies r4")
 
 
 async def one(settings, kit, code: str, way: str):
@@ -47,8 +49,8 @@ async def one(settings, kit, code: str, way: str):
     else:
         cand = prepare_candidate(kit, None, code, settings)
         try:
-            rounds = 3 * kit.manifest.timing.rounds if way == "3x rounds" else None
-            e = await _run_kernel(settings, kit, cand, "dev", _noop, True, rounds)
+            rounds = {"3x rounds": 3 * kit.manifest.timing.rounds, "copies r4": 4}.get(way)
+            e = await _run_kernel(settings, kit, cand, "dev", _noop, True, rounds, copied=way == "copies r4")
         finally:
             scratch.remove_folder(cand.folder)
     if e.status != "PASSED" or not e.score_interval:
@@ -60,7 +62,7 @@ async def main(args) -> None:
     settings = load_settings()
     kits = {name: find_kit(settings, name) for name in args.kits.split(",")}
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average {os.getloadavg()}; "
-          f"{args.evaluations} evaluations of each, the three ways in a drawn order each time; busy loops {args.busy}")
+          f"{args.evaluations} evaluations of each, the ways in a drawn order each time; busy loops {args.busy}")
     print(f"{'kit':22} | {'code':6} | {'way':9} | {'score':>8} | {'CV %':>6} | {'hi/lo':>6} | {'excl. 1':>7} | "
           f"{'s/eval':>6}")
     for name in args.kits.split(","):

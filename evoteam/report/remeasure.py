@@ -362,9 +362,9 @@ async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: l
                  codes: dict[str, str], split: str, rounds: int, pooled: bool,
                  progress: Callable[[str], None] | None, unkept: list | None = None) -> tuple[bool, int | None]:
     """Every entry measured in one batch on ``split``, its new rounds pooled into its candidate
-    (``pooled``); whether the machine was contended, and the processes each side ran in (a kernel
-    kit's; None for a program's). Paired
-    rounds the store did not keep go to ``unkept`` with the reason."""
+    (``pooled``); whether the machine was contended, and the processes each side was scored by (a
+    kernel kit's; None for a program's). Paired rounds the store did not keep go to ``unkept`` with
+    the reason."""
     from evoteam.servers.bench.evaluation.core import record_evaluation
 
     earlier = await _earlier_runs(store, entries, kit) if split == "dev" and kit.manifest.kind == "program" else {}
