@@ -20,11 +20,16 @@ COPY = "baseline_copy"  # the side that times the copy of the baseline (an A/A c
 # baseline in as many (copies.py); a larger one keeps one process a side: twelve finalists in
 # three would be 41 processes (on a GPU, as many contexts), each timed in every round.
 COPIED_SIDES = 6
+# On a GPU, fewer: three sides in copies start 3 x 4 + 2 = 14 CUDA contexts (the trusted and the
+# empty-call workers too), no more than a batch of twelve finalists in one process each already
+# does; six would be 23, untested on a device (a finalist's process out of memory fails it).
+COPIED_SIDES_GPU = 3
 
 
 def processes_per_side(kit, n_sides: int) -> int:
     """The processes each side of a batch of ``n_sides`` runs in (COPIED_SIDES)."""
-    return copies.COPIES if kit.manifest.kind == "kernel" and n_sides <= COPIED_SIDES else 1
+    most = COPIED_SIDES_GPU if kit.manifest.device.startswith("cuda") else COPIED_SIDES
+    return copies.COPIES if kit.manifest.kind == "kernel" and n_sides <= most else 1
 
 
 @dataclass

@@ -119,7 +119,8 @@ class MeasurementSet(BaseModel):
     rule: str = RULE
     contended: bool = False
     processes_per_side: int | None = Field(default=None, description="a kernel kit's: each side, the baseline's "
-                                           "included, timed in this many processes (3 in a batch of up to 6 sides)")
+                                           "included, timed in this many processes (3 in a batch of up to 6 "
+                                           "sides, 3 on a GPU)")
     pooled: bool = Field(default=True, description="whether the new rounds were recorded as measurements of the "
                          "finalists; false when the run was timed by an earlier timing method, whose scores these "
                          "rounds cannot be pooled with (note says so)")

@@ -30,6 +30,19 @@ def test_the_order_of_processes_in_groups():
     assert _rotation(["x", "y"], 0, ()) == ["x", "y"]
 
 
+def test_which_batches_are_timed_in_copies():
+    """A kernel kit's batch of up to six sides on a CPU, three on a GPU (its CUDA contexts no more
+    than a batch of twelve in one process each starts); a program kit's never."""
+    from types import SimpleNamespace as NS
+
+    def kit(kind: str, device: str):
+        return NS(manifest=NS(kind=kind, device=device))
+
+    assert [batchruns.processes_per_side(kit("kernel", "cpu"), n) for n in (2, 6, 7)] == [3, 3, 1]
+    assert [batchruns.processes_per_side(kit("kernel", "cuda:0"), n) for n in (2, 3, 4)] == [3, 3, 1]
+    assert batchruns.processes_per_side(kit("program", "cpu"), 2) == 1
+
+
 def test_what_stops_being_timed_after_a_failure_in_groups():
     ok, bad = [WorkloadVerdict()], [WorkloadVerdict("RUNTIME_ERROR", "crashed")]
     groups = [("x", "x'", "x''"), ("y", "y'", "y''")]
