@@ -56,3 +56,38 @@ async def test_a_session_built_for_a_cancelled_evaluation_closes_itself(tmp_path
             break
         await asyncio.sleep(0.05)
     assert session.closed and not left()
+
+
+async def test_an_evaluation_cancelled_while_it_waits_for_the_device_leaves_no_lock_held(tmp_path):
+    """Cancelled while another evaluation holds the device: the thread that waits for the lock
+    takes it later, when no one is left to give it back; the device must still come free, or every
+    later evaluation on it waits for ever. (It does: the abandoned lock's generator is closed, and
+    its descriptors with it, once that thread drops it.)"""
+    from evoteam.servers.bench.formats.kits import state_dir
+    from tests.bench.conftest import lock_is_held
+    from tests.bench.test_device_lock import _start, _stop
+
+    settings = Settings(db=tmp_path / "kb.db")
+    locks = state_dir(settings) / "locks"
+    holder = _start(locks, "cpu", [])
+    assert holder.got.wait(10)
+    better = (SOURCE_ROOT / "task_kits" / "rmsnorm_cpu" / "examples" / "better.py").read_text()
+    task = asyncio.create_task(evaluate_candidate(settings, "rmsnorm_cpu", code=better))
+    for _ in range(400):  # until it waits for the device (holding the gate: harness.device_lock)
+        if (locks / "cpu-gate.lock").exists() and lock_is_held(locks / "cpu-gate.lock") or task.done():
+            break
+        await asyncio.sleep(0.05)
+    assert lock_is_held(locks / "cpu-gate.lock") and not task.done()
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    _stop(holder)
+    for _ in range(100):
+        if not lock_is_held(locks / "cpu.lock"):
+            break
+        await asyncio.sleep(0.05)
+    assert not lock_is_held(locks / "cpu.lock")
+    done = await asyncio.wait_for(evaluate_candidate(settings, "rmsnorm_cpu", code=better), 120)
+    assert done.status == "PASSED", done.message

@@ -70,7 +70,8 @@ def test_what_stops_being_timed_after_a_failure_in_groups():
 async def test_a_batch_of_finalists_in_copies_with_real_workers(tmp_path, monkeypatch):
     """Three sides on the shipped kit: each scored in three processes, their pairs kept with the
     processes' spread; then one finalist's second process killed before the first timing: it
-    fails, named as the side, is not timed again, and the others are still scored in copies; no
+    fails, named as the side, is not timed again, and the others are still scored in copies; then
+    a baseline process killed: every side scored by its first process, the pairs still whole; no
     folder is left."""
     from evoteam.servers.bench.confinement import scratch
     from evoteam.servers.bench.formats.kits import find_kit
