@@ -73,6 +73,9 @@ class Remeasured(BaseModel):
     score_interval: list[float] | None = None
     heldout_score: float | None = None
     heldout_interval: list[float] | None = None
+    # Named: a model found held-out records in best_candidates that no reply had given (mp42).
+    heldout_candidate_id: str | None = Field(default=None, description="the held-out record this batch made of "
+                                             "it (held-out rounds pool apart from dev ones)")
     pooled_score: float | None = Field(default=None, description="the candidate's score from all its measurements")
     pooled_interval: list[float] | None = None
     runs: int | None = Field(default=None, description="program kits: the runs made here (`rounds`; fewer once "
@@ -396,6 +399,8 @@ async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: l
         if e.candidate_id != BASELINE and pooled:
             await record_evaluation(settings, store, kit, r, codes[e.candidate_id], run_id=run.id,
                                     notes=f"re-measured in one batch ({rounds} rounds) by bench.remeasure")
+            if split != "dev":
+                e.heldout_candidate_id = r.candidate_id
             if split == "dev":
                 e.pooled_score, e.pooled_interval = r.candidate_score, r.candidate_interval
                 e.n_measurements = r.n_measurements

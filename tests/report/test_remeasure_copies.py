@@ -162,3 +162,25 @@ def test_a_side_in_copies_ranks_by_the_interval_it_showed_and_counts_its_own_cal
         own = sum(r.spent_ns[label] for label in group) + sum(r.spent_ns[label] for label in base) / 2
         assert verdicts[group[0]][0].kernel_s == pytest.approx(own / 1e9)
     assert verdicts["x"][0].kernel_s > verdicts["y"][0].kernel_s  # y's calls took half as long
+
+
+async def test_a_re_measurement_on_both_splits_in_copies(tmp_path):
+    """split "all" on the shipped kit: the dev batch and the held-out one each in copies; each
+    finalist's held-out rounds are recorded apart, and the reply names that record."""
+    from evoteam.report.remeasure import remeasure_run
+    from evoteam.servers.bench.evaluation.core import evaluate_candidate
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+
+    settings = Settings(db=tmp_path / "kb.db")
+    better = (KIT / "examples" / "better.py").read_text()
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db") as store:
+        first = await evaluate_candidate(settings, "rmsnorm_cpu", code=better, store=store)
+        mset = await remeasure_run(settings, store, first.run_id, rounds=3, split="all",
+                                   candidate_ids=[first.candidate_id])
+        assert mset.splits == ["dev", "heldout"] and mset.processes_per_side == 3
+        entry = next(e for e in mset.entries if e.candidate_id == first.candidate_id)
+        assert entry.score > 1.5 and entry.heldout_score > 1.5 and entry.heldout_interval
+        held = await store.get_candidate(entry.heldout_candidate_id)
+        assert held.id != first.candidate_id and held.split == "heldout" and held.score == entry.heldout_score
+        copy = next(e for e in mset.entries if e.candidate_id == "baseline")
+        assert copy.heldout_candidate_id is None and copy.heldout_score is not None  # the A/A copy is never stored
