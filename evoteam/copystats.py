@@ -96,6 +96,13 @@ def joined(rounds_est: stats.Estimate, parts: Iterable[tuple[float, float]],
                           rounds_est.coverage)
 
 
+def processes_of(metrics: dict | None) -> int:
+    """The processes each side of a measurement was timed in, as its metrics say
+    (``processes_per_side``: 3 for one in copies); 1 where they do not say it."""
+    n = (metrics or {}).get("processes_per_side")
+    return n if isinstance(n, int) and n > 1 else 1
+
+
 def as_shown(est: stats.Estimate | None, shown: object) -> stats.Estimate | None:
     """``est`` (a first measurement's interval as the store re-estimates it from the rounds) widened
     to the interval the bench showed for it, ``shown`` ([lo, hi], from its metrics), where that is

@@ -40,10 +40,6 @@ class PairedRounds:
     rounds: dict[str, Rounds]
     processes: dict[str, tuple[str, ...]]  # a side's label -> its processes' labels, its own first
 
-    @property
-    def per_side(self) -> int:
-        return min(map(len, self.processes.values()), default=1)
-
     def samples(self, a: str, b: str) -> dict[str, list[float]]:
         """Per workload, A's time over B's in each round."""
         pa, pb = self.processes[a], self.processes[b]
@@ -114,7 +110,7 @@ async def measure_sides(settings: Settings, kit, codes: dict[str, str], split: s
             scratch.remove_folder(p.folder)
     from evoteam.codehash import code_hash
 
-    out = {label: _named(batch.evaluations[side_of[label]], side_of[label]) if count > 1
+    out = {label: copies.named_evaluation(batch.evaluations[side_of[label]], side_of[label]) if count > 1
            else batch.evaluations[side_of[label]] for label in codes}
     for label, e in out.items():
         e.code_hash = code_hash(codes[label])
@@ -153,12 +149,3 @@ async def _program_rounds(settings: Settings, kit, prepared: dict, split: str, r
             continue
         out[label] = core.median_run(kit, evals)[0]
     return out
-
-
-def _named(e, side: str):
-    """A side's evaluation with its other processes' labels (a failure in one is the side's) said
-    as the side: "cand_x (in its third process)", not a label the caller never gave."""
-    return e.model_copy(update={"message": copies.named(e.message, side),
-                                "flags": [copies.named(f, side) for f in e.flags],
-                                "workloads": [w.model_copy(update={"message": copies.named(w.message, side)})
-                                              for w in e.workloads]})

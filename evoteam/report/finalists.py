@@ -138,6 +138,6 @@ def estimate_seconds(kit, n_sides: int, rounds: int, recorded: list[CandidateSum
         return START_S[kit.manifest.device.startswith("cuda")] + calls * (ms + PATH_MS * max(1, len(workloads))) / 1000
 
     base = per_process(known[0], "baseline_ms") if known else per_process(None, "baseline_ms")
-    sides = sum(per_process(c, "candidate_ms") if c in known else base for c in recorded)
+    sides = sum(per_process(c, "candidate_ms") if getattr(c, "workloads", None) else base for c in recorded)
     sides += base * max(0, n_sides - len(recorded))  # the copy of the baseline
     return 1.0 + processes * (sides + base)

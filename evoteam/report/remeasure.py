@@ -38,6 +38,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 
 from evoteam import stats
 from evoteam.config import Settings
+from evoteam.copystats import processes_of
 from evoteam.report.batchruns import PairedRounds, measure_sides, processes_per_side
 from evoteam.report.finalists import FINALIST_PASSES, MAX_CANDIDATES, default_sides, estimate_seconds, unmeasured_leaders
 from evoteam.servers.bench.evaluation.settle import earlier_runs, every_alike
@@ -411,16 +412,15 @@ async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: l
                     ranked_by_store = True
         if split == "dev" and not ranked_by_store:  # nothing pooled: this batch's rounds alone
             # In copies, by the interval shown (its processes' t interval), as the store ranks such a measurement.
-            copied = isinstance(n := (r.metrics or {}).get("processes_per_side"), int) and n > 1
             e.rank_score_after = rank_of(r.samples, r.sample_ranges, run.direction,
-                                         r.score_interval if copied else None)
+                                         r.score_interval if processes_of(r.metrics) > 1 else None)
             e.spread_unknown_after = samples_spread_unknown(r.samples)
     if split == "dev":
         records = _pairs(kit, results, paired, contended)
         if (why := await keep_comparisons(store, run.id, records, "remeasure")) and unkept is not None:
             unkept.append((why, records))
     # As the sides were scored: one that fell back to its first process (a baseline copy failed) says 1.
-    scored = [r.metrics.get("processes_per_side", 1) for r in results.values() if r.metrics]
+    scored = [processes_of(r.metrics) for r in results.values() if r.metrics]
     return contended, (min(scored, default=1) if paired is not None else None)
 
 

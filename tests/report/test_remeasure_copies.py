@@ -93,7 +93,7 @@ async def test_a_batch_of_finalists_in_copies_with_real_workers(tmp_path, monkey
     results, paired = await batchruns.measure_sides(settings, kit, codes, "dev", 3, None)
     sides = ("cand_x", "cand_y", batchruns.COPY)
     every = {x for side in sides for x in copies.labels(side)} | {"baseline'", "baseline''"}
-    assert timed[0] == every and paired.per_side == 3
+    assert timed[0] == every and all(len(p) == 3 for p in paired.processes.values())
     for label, e in results.items():
         assert e.status == "PASSED" and e.metrics["processes_per_side"] == 3, (label, e.message)
         assert "each side in 3 processes" in e.message and e.score_interval[0] <= e.score <= e.score_interval[1]

@@ -36,7 +36,7 @@ import aiosqlite
 
 from evoteam import stats
 from evoteam.codehash import code_hash
-from evoteam.copystats import as_shown
+from evoteam.copystats import as_shown, processes_of
 from evoteam.servers.knowledge.migrations import register_migrations
 # The ORDER BY of every ranking lives with the other read SQL (readsql.py).
 from evoteam.servers.knowledge.readsql import RANKED, rank_order
@@ -173,7 +173,7 @@ def rank_of(samples: MeasurementSamples | None, ranges: SampleRanges | None, dir
     if not samples:
         return None
     _shown, ranked = _estimates(samples, ranges or {})
-    ranked = as_shown(ranked, shown) if shown is not None else ranked
+    ranked = as_shown(ranked, shown)  # unchanged without one
     return None if ranked is None else _ranked(ranked.value, ranked, direction)
 
 
@@ -197,8 +197,7 @@ def columns(spec: CandidateCreate, direction: str) -> dict[str, Any]:
     # The bench's own interval where wider (copystats.as_shown); the rank too where it was timed in
     # copies, whose t interval the rounds do not give (else it covers unresolved rounds: _estimates).
     shown = spec.metrics.get("score_interval")
-    copied = isinstance(spec.metrics.get("processes_per_side"), int) and spec.metrics["processes_per_side"] > 1
-    est, ranked = as_shown(est, shown), (as_shown(ranked, shown) if copied else ranked)
+    est, ranked = as_shown(est, shown), (as_shown(ranked, shown) if processes_of(spec.metrics) > 1 else ranked)
     score = est.value if est is not None else spec.score
     lo, hi = (est.lo, est.hi) if est is not None else (None, None)
     return {"code_hash": spec.code_hash, "n_measurements": 1, "contended_measurements": contended_count(spec),

@@ -75,10 +75,7 @@ def _side(evaluations: dict[str, Evaluation], label: str, count: int | None = No
     for other in copies.labels(label, count)[1:]:
         e = evaluations[other]
         if e.status != "PASSED":
-            return e.model_copy(update={
-                "message": copies.named(e.message, label), "flags": [copies.named(f, label) for f in e.flags],
-                "workloads": [w.model_copy(update={"message": copies.named(w.message, label)})
-                              for w in e.workloads]})
+            return copies.named_evaluation(e, label)
     return first
 
 

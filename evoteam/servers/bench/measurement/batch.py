@@ -322,7 +322,9 @@ def _stop_copies(failed_before: dict[str, bool], verdicts: dict[str, list[Worklo
     if len(stopped) == sum(map(len, groups)):
         stopped += base_copies
     elif failed(base_copies):
-        stopped += [*base_copies, *(x for group in groups for x in group[1:] if len(groups) == 1)]
+        stopped += base_copies
+        if len(groups) == 1:  # its other processes pair it with nothing
+            stopped += groups[0][1:]
     for label in stopped:
         failed_before[label] = True
 

@@ -98,6 +98,14 @@ def named(text: str | None, side: str) -> str | None:
     return text
 
 
+def named_evaluation(e, side: str):
+    """A side's evaluation (one of its other processes' that failed) with those processes' labels
+    said as the side (named): its message, flags and workloads' messages."""
+    return e.model_copy(update={"message": named(e.message, side), "flags": [named(f, side) for f in e.flags],
+                                "workloads": [w.model_copy(update={"message": named(w.message, side)})
+                                              for w in e.workloads]})
+
+
 def offsets(rounds: Rounds, a: Sequence[str], b: Sequence[str]) -> Offsets | None:
     """Each process's lasting offset on this workload (the median over the rounds every process
     timed of its log time less its side's mean log time); None where a side has one process or
