@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.claude_cli import claude_env, claude_mcp_list, claude_path
+from tests.support.claude_cli import claude_env, claude_mcp_list, claude_path, prepare_home
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVERS = ("knowledge", "team", "retrieval", "bench")
@@ -118,6 +118,9 @@ def test_mcp_only_route_registers_servers_and_skills(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for skill in ("evolve-team", "kernel-loop", "research"):
         assert (home / ".claude" / "skills" / skill / "SKILL.md").is_file()
+    # A folder the user trusts, as one they run claude in: Claude Code 2.x (claude-agent-sdk 0.2.190)
+    # no longer checks MCP servers from an untrusted one ("Not checked (folder not trusted)").
+    prepare_home(home, trusted_dirs=[tmp_path])
     listing = claude_mcp_list(home, cwd=tmp_path, timeout=90)
     for name in SERVERS:
         assert listing.is_connected(name), listing.raw
