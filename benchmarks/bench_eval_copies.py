@@ -8,8 +8,14 @@ evaluation by evaluation (a drift of the machine touches all three alike):
   until 2026-12-05);
 - **copies**: `evaluate` with `repeats: 3` as it stands: the candidate and the baseline in three
   processes each for the kit's rounds (measurement/copies.py, batch._grouped);
-- **copies r4**: three processes a side for 4 rounds, about a plain evaluation's number of timed
-  calls (a candidate for a steadier default; not what any tool does).
+- **copies r4**, **copies r6**: three processes a side for 4 or 6 rounds (4: about a plain
+  evaluation's number of timed calls; 6: the fewest rounds whose median interval covers 95%):
+  candidates for a steadier default, not what any tool does.
+
+With ``--spares N`` the process keeps up to N spare workers (measurement/sparepool.py), as the
+bench server does, and waits for them to be ready before each evaluation's clock starts (a team's
+evaluations come minutes apart, so the server's spares are ready): the wall time is then what an
+evaluation costs in the server rather than in a one-shot CLI call.
 
 For `examples/better.py` and for a copy of the baseline (whose true speedup is 1), it prints the
 score's median and its CV over the evaluations (the repeat-to-repeat spread a team sees), the
@@ -17,6 +23,7 @@ median interval width hi/lo, how many intervals exclude 1 (for the copy: false a
 1 in 20 or fewer) and the median wall time of one evaluation.
 
 Usage: python benchmarks/bench_eval_copies.py [--evaluations 10] [--kits a,b] [--busy 0|2]
+       [--ways plain,copies,...] [--spares 0|N]
 """
 
 from __future__ import annotations
@@ -36,21 +43,24 @@ from bench_noise import busy_loops  # noqa: E402
 from evoteam.config import load_settings  # noqa: E402
 from evoteam.servers.bench.evaluation.core import _noop, _run_kernel, evaluate_candidate, prepare_candidate  # noqa: E402
 from evoteam.servers.bench.confinement import scratch  # noqa: E402
+from evoteam.servers.bench.measurement import sparepool  # noqa: E402
 from evoteam.servers.bench.formats.kits import find_kit  # noqa: E402
 
-WAYS = ("plain", "3x rounds", "copies", "copies r4")
+WAYS = ("plain", "3x rounds", "copies", "copies r4", "copies r6")
 
 
 async def one(settings, kit, code: str, way: str):
     """(score, lo, hi, wall seconds) of one evaluation the given way."""
+    sparepool.settle()
     t = time.perf_counter()
     if way == "copies":
         e = await evaluate_candidate(settings, kit.name, code=code, repeats=3)
     else:
         cand = prepare_candidate(kit, None, code, settings)
         try:
-            rounds = {"3x rounds": 3 * kit.manifest.timing.rounds, "copies r4": 4}.get(way)
-            e = await _run_kernel(settings, kit, cand, "dev", _noop, True, rounds, copied=way == "copies r4")
+            rounds = {"3x rounds": 3 * kit.manifest.timing.rounds, "copies r4": 4, "copies r6": 6}.get(way)
+            e = await _run_kernel(settings, kit, cand, "dev", _noop, True, rounds,
+                                  copied=way.startswith("copies r"))
         finally:
             scratch.remove_folder(cand.folder)
     if e.status != "PASSED" or not e.score_interval:
@@ -61,8 +71,13 @@ async def one(settings, kit, code: str, way: str):
 async def main(args) -> None:
     settings = load_settings()
     kits = {name: find_kit(settings, name) for name in args.kits.split(",")}
+    ways = tuple(args.ways.split(","))
+    if args.spares:
+        sparepool.MAX_SPARES = args.spares
+        sparepool.keep()
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average {os.getloadavg()}; "
-          f"{args.evaluations} evaluations of each, the ways in a drawn order each time; busy loops {args.busy}")
+          f"{args.evaluations} evaluations of each, the ways in a drawn order each time; busy loops {args.busy}; "
+          f"spares {args.spares or 'off'}")
     print(f"{'kit':22} | {'code':6} | {'way':9} | {'score':>8} | {'CV %':>6} | {'hi/lo':>6} | {'excl. 1':>7} | "
           f"{'s/eval':>6}")
     for name in args.kits.split(","):
@@ -70,9 +85,9 @@ async def main(args) -> None:
         codes = {"better": kit.file(kit.manifest.examples["better"]).read_text(),
                  "copy": kit.starting_point().read_text() + "\n# a copy\n"}
         for what, code in codes.items():
-            found: dict[str, list] = {way: [] for way in WAYS}
+            found: dict[str, list] = {way: [] for way in ways}
             for _ in range(args.evaluations):
-                for way in random.sample(WAYS, len(WAYS)):
+                for way in random.sample(ways, len(ways)):
                     found[way].append(await one(settings, kit, code, way))
             for way, rows in found.items():
                 scores = [r[0] for r in rows]
@@ -88,6 +103,10 @@ if __name__ == "__main__":
     parser.add_argument("--evaluations", type=int, default=10)
     parser.add_argument("--kits", default="rmsnorm_cpu,pairwise_distance_cpu")
     parser.add_argument("--busy", type=int, default=0)
+    parser.add_argument("--ways", default=",".join(WAYS))
+    parser.add_argument("--spares", type=int, default=0, help="keep up to N spare workers, as the bench server does")
     args = parser.parse_args()
+    if unknown := set(args.ways.split(",")) - set(WAYS):
+        parser.error(f"unknown ways {sorted(unknown)}; known: {', '.join(WAYS)}")
     with busy_loops(args.busy):
         asyncio.run(main(args))

@@ -60,10 +60,19 @@ RULE = ("ordered by the pessimistic end of each finalist's 95% interval, before 
         "intervals that overlap")
 
 
+BUSY_NOTE = ("measured on a busy machine (contended): every finalist shared the same rounds, but the intervals are "
+             "wider, so within_noise_of_top may hold finalists a quiet batch would separate; call it again when the "
+             "machine is quieter: the new rounds pool with these")
+COPY_NOTE = "a copy of the kit's baseline timed as a finalist: an A/A check, whose interval holds 1 in a fair batch"
+
+
 class Remeasured(BaseModel):
     """One finalist measured again."""
 
     candidate_id: str = Field(description="a candidate id, or 'baseline' (a copy of the kit's baseline: an A/A check)")
+    # Said in the entry itself: only the output schema said what 'baseline' was, which a model
+    # does not see (mp42).
+    note: str | None = None
     team_version: int | None = None
     recorded_score: float | None = None
     recorded_interval: list[float] | None = None
@@ -145,8 +154,11 @@ class MeasurementSet(BaseModel):
         return self
 
     # Kept for programs and the report; the model reads the order they give (rank_before, rank_after).
+    # And the rule: ~330 characters in every reply, the same each time (mp42); the fields it decides
+    # (changed, within_noise_of_top) say what they hold.
     TEXT_OMIT: ClassVar[frozenset[str]] = frozenset({"entries.rank_score_before", "entries.rank_score_after",
-                                                    "entries.spread_unknown_before", "entries.spread_unknown_after"})
+                                                    "entries.spread_unknown_before", "entries.spread_unknown_after",
+                                                    "rule"})
 
 
 def judge(mset: MeasurementSet) -> None:
@@ -175,6 +187,22 @@ def judge(mset: MeasurementSet) -> None:
         t_lo, t_hi = (top.pooled_interval or top.score_interval or [top.score, top.score])
         mset.within_noise_of_top = [e.candidate_id for e in after[1:]
                                     if (iv := e.pooled_interval or e.score_interval) and iv[0] <= t_hi and iv[1] >= t_lo]
+
+
+def caveats(mset: MeasurementSet) -> None:
+    """What the batch itself says about how far its readings can be trusted, in the note: a busy
+    machine (``contended`` alone came with no advice, mp42), and a copy of the baseline whose
+    interval left out 1 (the batch leaned by about that much)."""
+    if mset.contended:
+        mset.add_note(BUSY_NOTE)
+    copy = next((e for e in mset.entries if e.candidate_id == BASELINE), None)
+    readings = [("dev", copy.score, copy.score_interval), ("held-out", copy.heldout_score, copy.heldout_interval)] \
+        if copy is not None else []
+    for split, score, iv in readings:
+        if score is not None and iv and not iv[0] <= 1 <= iv[1]:
+            mset.add_note(f"the baseline's copy read {score:.3g}x ({iv[0]:.3g}-{iv[1]:.3g}) on {split}, apart from 1: "
+                          "this batch leaned by about that much, so a difference of that size between finalists "
+                          "there is not established (bench.compare the two to settle it)")
 
 
 def _moved_pairs(cands: list[Remeasured]) -> set[frozenset[str]]:
@@ -276,7 +304,7 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
     codes = {c.id: c.code for c in chosen}
     start = kit.starting_point()
     if start is not None and kit.manifest.kind == "kernel":
-        entries.insert(0, Remeasured(candidate_id=BASELINE))
+        entries.insert(0, Remeasured(candidate_id=BASELINE, note=COPY_NOTE))
         codes[BASELINE] = start.read_text(encoding="utf-8")
     splits = ["dev", "heldout"] if split == "all" else [split]
     from evoteam.servers.bench.evaluation.binding import check_binding, timed_alike
@@ -301,9 +329,8 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
         heldout_set = heldout_choice(settings, kit).set_id
     contended, unkept, batches, added, per_side = False, [], 0, [], None
     for attempt in range(FINALIST_PASSES if "dev" in splits else 0):
-        contended, each = await _batch(settings, store, kit, run, entries, codes, "dev", rounds, pooled, progress,
-                                       unkept)
-        per_side = _fewest(per_side, each)
+        busy, each = await _batch(settings, store, kit, run, entries, codes, "dev", rounds, pooled, progress, unkept)
+        contended, per_side = contended or busy, _fewest(per_side, each)
         batches += 1
         if candidate_ids or not pooled or attempt == FINALIST_PASSES - 1:
             break
@@ -338,6 +365,7 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
         mset._kept = False
     judge(mset)
     apart_by_pairs(mset, records)
+    caveats(mset)
     # Stored as the bench (in process it holds the verifier capability; over a shared server the
     # token decides): an older set without paired rounds decides a busy version's gain (report/data.py).
     bench = store.with_actor(store.actor.model_copy(update={"verifier": True}))

@@ -368,3 +368,26 @@ def test_a_re_measurement_gives_its_finalists_in_a_drawn_order(monkeypatch, tmp_
         assert len({each[j] for each in tiers}) >= 4  # of the six orders: given in one every time, it would be one
     assert len({tuple(t.rstrip("'") for t in each[0] + each[1]) for each in tiers}) >= 10  # drawn anew a tier
     assert all(sorted(map(tuple, g)) == sorted(tuple(x + "'" * j for j in range(3)) for x in sides) for g in grouped)
+
+
+def test_a_leaning_copy_of_the_baseline_is_said_in_the_note():
+    """The A/A copy's interval leaving out 1 says the batch leaned: a difference that size between
+    finalists is not established; one that holds 1 adds nothing (and a program's set has no copy)."""
+    from datetime import UTC, datetime
+
+    from evoteam.report.remeasure import BASELINE, COPY_NOTE, MeasurementSet, Remeasured, caveats
+
+    def made(dev, heldout=None):
+        copy = Remeasured(candidate_id=BASELINE, note=COPY_NOTE, score=dev and sum(dev) / 2, score_interval=dev,
+                          heldout_score=heldout and sum(heldout) / 2, heldout_interval=heldout)
+        mset = MeasurementSet(run_id="r", kit="k", measured_at=datetime.now(UTC), rounds=10, splits=["dev"],
+                              entries=[copy, Remeasured(candidate_id="cand_a", score=2.0, score_interval=[1.9, 2.1])])
+        caveats(mset)
+        return mset.note
+
+    assert made([0.97, 1.03]) is None
+    assert made(None) is None
+    leaned = made([1.04, 1.08])
+    assert "1.06x (1.04-1.08) on dev, apart from 1" in leaned and "not established" in leaned
+    assert "on held-out" in made([0.98, 1.02], [0.90, 0.95])
+    assert made(None, [0.98, 1.01]) is None

@@ -99,6 +99,31 @@ async def test_remeasure_of_a_run_without_a_team_ranks_its_best_few(settings, st
     assert '"settled"' not in measured.content[0].text
     # No team, no version gains: the empty list is not in the text either.
     assert measured.structured_content["version_gains"] == [] and "version_gains" not in measured.content[0].text
+    # The rule is the same in every reply: programs get it, the text does not (~330 characters; mp42).
+    assert "pessimistic" in measured.structured_content["rule"] and '"rule"' not in measured.content[0].text
+    # The baseline's entry says what it is in the text, not only in the output schema (mp42).
+    shown = json.loads(measured.content[0].text)
+    assert "A/A" in next(e for e in shown["entries"] if e["candidate_id"] == "baseline")["note"]
+    assert all("note" not in e for e in shown["entries"] if e["candidate_id"] != "baseline")
+
+
+async def test_a_busy_remeasure_says_what_to_do(settings, store):
+    """`contended: true` came with no advice (mp42): the note says what a busy batch means for the
+    ranking and what to do."""
+    from evoteam.servers.bench.formats.kits import state_dir
+    from evoteam.servers.bench.measurement.method import TIMING_METHOD
+
+    run_id = await start_run(settings, store)
+    async with Client(bench_server(settings, store)) as bench:
+        done = await bench.call_tool("evaluate", {"kit": "rmsnorm_walk", "code": FLOAT32, "run_id": run_id})
+        assert done.structured_content["status"] == "PASSED", done.content[0].text
+        # As in test_compare_says_contention_once: every batch from now on reads as contended.
+        (state_dir(settings) / "call_path_floor.json").write_text(
+            json.dumps({f"cpu rmsnorm_walk method {TIMING_METHOD}": [0.001]}))
+        measured = await bench.call_tool("remeasure", {"run_id": run_id, "rounds": 2})
+    shown = json.loads(measured.content[0].text)
+    assert shown["contended"] is True, shown
+    assert "busy machine" in shown["note"] and "call it again when the machine is quieter" in shown["note"], shown
 
 
 async def test_a_role_is_sent_to_the_code_by_the_short_way(settings, store, tmp_path: Path):
