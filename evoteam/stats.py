@@ -424,17 +424,21 @@ def clears(new: Estimate, incumbent: Estimate, direction: Direction) -> bool:
 
 
 def sig3(x: float | None) -> str:
-    """Three significant digits, as human text shows numbers."""
+    """Three significant digits, as human text shows numbers: "3.20", not "3.2" beside "(3.09–3.33)"."""
     if x is None or not math.isfinite(x):
         return str(x)
-    return _sig(x, 3)
+    return _sig(x, 3, zeros=True)
 
 
-def _sig(x: float, digits: int) -> str:
+def _sig(x: float, digits: int, zeros: bool = False) -> str:
     """``digits`` significant digits; from 1,000 up with thousands separators and the digits
-    asked for ("1,000.4" at five, not "1e+03" or "1,000")."""
+    asked for ("1,000.4" at five, not "1e+03" or "1,000"). ``zeros``: trailing zeros kept, so every
+    number shown says how many digits it has ("3.20"); without, an exact point keeps only the
+    digits it has ("2.5022", not "2.50220")."""
     if abs(float(f"{x:.{digits}g}")) >= 1000:
         return f"{x:,.{max(0, digits - len(str(int(abs(x)))))}f}"
+    if zeros:
+        return f"{x:#.{digits}g}".rstrip(".").replace(".e", "e")
     return f"{x:.{digits}g}"
 
 
@@ -461,7 +465,9 @@ def describe(est: Estimate, unit: str = "") -> str:
     digits = next((d for d in range(3, 7) if len({_sig(x, d) for x in xs}) == len(set(xs))
                    and all(x == none or float(_sig(x, d).replace(",", "")) != none for x in (est.lo, est.hi))), 6)
     few = f", {est.n} runs: too few for a 95% interval" if spread_unknown(est) else ""
-    return f"{_sig(est.value, digits)}{unit} ({_sig(est.lo, digits)}–{_sig(est.hi, digits)}{few})"
+    zeros = digits == 3  # "3.20× (3.09–3.33)"; with more digits only where they tell numbers apart
+    return (f"{_sig(est.value, digits, zeros)}{unit} ({_sig(est.lo, digits, zeros)}–"
+            f"{_sig(est.hi, digits, zeros)}{few})")
 
 
 def describe_listed(value: float | None, interval: list[float] | None, runs: int | None, unit: str = "",

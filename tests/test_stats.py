@@ -143,5 +143,5 @@ def test_a_listed_zero_width_score_says_what_stands_behind_it():
     assert stats.describe_listed(0.3862, [0.3862, 0.3862], None, spread_unknown=True) == \
         "0.3862 (too few runs to know its spread)"
     assert stats.describe_listed(0.3862, [0.3862, 0.3862], 1) == stats.describe_score(0.3862, [0.3862, 0.3862], runs=1)
-    assert stats.describe_listed(4.4, [3.9, 5.0], None) == "4.4 (3.9–5)"
+    assert stats.describe_listed(4.4, [3.9, 5.0], None) == "4.40 (3.90–5.00)"  # three digits each, zeros kept
     assert stats.describe_listed(None, None, None) == "none"

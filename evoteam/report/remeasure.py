@@ -200,9 +200,10 @@ def caveats(mset: MeasurementSet) -> None:
         if copy is not None else []
     for split, score, iv in readings:
         if score is not None and iv and not iv[0] <= 1 <= iv[1]:
-            mset.add_note(f"the baseline's copy read {score:.3g}x ({iv[0]:.3g}-{iv[1]:.3g}) on {split}, apart from 1: "
-                          "this batch leaned by about that much, so a difference of that size between finalists "
-                          "there is not established (bench.compare the two to settle it)")
+            read = stats.describe(stats.Estimate(score, *iv, 10), "×")
+            mset.add_note(f"the baseline's copy read {read} on {split}, apart from 1: this batch leaned by about "
+                          "that much, so a difference of that size between finalists there is not established "
+                          "(bench.compare the two to settle it)")
 
 
 def _moved_pairs(cands: list[Remeasured]) -> set[frozenset[str]]:
@@ -242,6 +243,12 @@ def apart_by_pairs(mset: MeasurementSet, records: list) -> None:
             continue
         top_better = found.significant and stats.favours_b(found.estimate[0], found.kind, mset.direction)
         listed = listed - {c} if top_better else listed | {c}
+        if not found.significant and found.picked_of > 1 and (named := paired_verdict(records, c, top)) and \
+                named.significant and stats.favours_b(named.estimate[0], named.kind, mset.direction):
+            # "within noise" beside a version gain "worse, significant" from the same rounds (mp43)
+            mset.add_note(f"{c} is within noise of the top at the {stats.picked_confidence(found.picked_of):.1%} "
+                          f"a top picked of {found.picked_of} needs; at 95% (a comparison named beforehand, as a "
+                          f"version gain is) its paired rounds find {top} better")
         if found.significant and not top_better:  # said, not left as "within noise" (review 2026-12-04)
             better.add(c)
         # A new top that the paired rounds find better than the old one is a change, however the

@@ -168,8 +168,9 @@ def gain_text(v: VersionPoint, direction: str | None = None) -> str | None:
     if v.contended:  # reads worse, or no better, on a busy machine: no gain, and no more than that known
         # Counted as a stall, as any version that reads no better; paired rounds may still turn it
         # (a model read it as settled before any existed; model-play 2026-12-04).
-        return (f"{shown} over {_before(v)}: no gain (measured on a contended machine; bench.remeasure both "
-                "side by side to settle it)")
+        # "to settle it" read as unsettled beside significant_gain: false and the stall counted (mp43).
+        return (f"{shown} over {_before(v)}: no gain, counted as a stall (measured on a contended machine; "
+                "paired rounds of bench.remeasure both side by side can still turn it)")
     return f"{shown} over {_before(v)}: {verdict}"
 
 

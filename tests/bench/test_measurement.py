@@ -424,7 +424,7 @@ def test_medians_that_divide_far_from_the_speedup_are_explained():
     far = WorkloadOutcome(workload="b", status="PASSED", speedup=0.97, candidate_ms=8.04, baseline_ms=6.50)
     assert _ms_apart([near]) is None
     line = _ms_apart([near, far])
-    assert line.startswith("b: baseline_ms / candidate_ms is 0.808 but the speedup is 0.97:") and "rank by the speedup" in line
+    assert line.startswith("b: baseline_ms / candidate_ms is 0.808 but the speedup is 0.970:") and "rank by the speedup" in line
     # Under 10% apart, yet on the other side of 1x: a model read a baseline copy's ms as slower.
     across = WorkloadOutcome(workload="c", status="PASSED", speedup=1.04, candidate_ms=7.58, baseline_ms=7.18)
     assert _ms_apart([near, across]).startswith("c: baseline_ms / candidate_ms is 0.947 but the speedup is 1.04:")
@@ -439,31 +439,34 @@ def test_a_re_measurement_leads_with_what_the_pooled_candidate_is():
 
     def saved(**kw):
         return SimpleNamespace(**{"id": "cand_1", "n_measurements": 2, "status": "PASSED", "flagged": False,
-                                  "score": 2.05, "score_interval": [1.95, 2.14], "samples": None, "runs": None, **kw})
+                                  "score": 2.05, "score_interval": [1.95, 2.14], "samples": None, "runs": None,
+                                  "notes": "held-out check of cand_0", **kw})
 
-    ok = pooled_lead(saved(), "all 3 workloads correct", False, "kernel")
+    ok = pooled_lead(saved(), "all 3 workloads correct", "", "kernel")
     assert ok == ("same code as cand_1, now measured 2 times: it scores 2.05× (1.95–2.14) pooled (its rank and what "
                   "to report); this measurement: all 3 workloads correct")
-    failed = pooled_lead(saved(status="INCORRECT_NUMERICAL", score_interval=None), "w1: max abs err 3", True, "kernel")
+    failed = pooled_lead(saved(status="INCORRECT_NUMERICAL", score_interval=None), "w1: max abs err 3", "a blocked loop", "kernel")
     assert failed.startswith("same code as cand_1, now measured 2 times: it does not rank (a measurement "
                              "INCORRECT_NUMERICAL") and "2.05" not in failed and "notes were not stored" in failed
-    flagged = pooled_lead(saved(flagged=True), "FLAGGED, does not rank until reviewed", False, "kernel")
+    # Notes alike the kept ones lose nothing: a held-out check's own note, the same each time (mp43).
+    assert "notes were not stored" not in pooled_lead(saved(), "m", "held-out check of cand_0", "kernel")
+    flagged = pooled_lead(saved(flagged=True), "FLAGGED, does not rank until reviewed", "", "kernel")
     assert "it does not rank (flagged" in flagged and "pooled (its rank" not in flagged
     # A program's measurements may each be several runs: the lead counts both.
     runs = {"program": [2.0, 2.05, 2.1, 1.95, 2.14, 2.05, 2.0]}
-    assert pooled_lead(saved(samples=runs), "m", False, "program").startswith(
+    assert pooled_lead(saved(samples=runs), "m", "", "program").startswith(
         "same code as cand_1, now measured 2 times (7 runs): it scores 2.05 (1.95–2.14) pooled")
     # Exact once pooled: this measurement's own "too few to know its spread" is not said beside it (mp35).
     exact = pooled_lead(saved(samples={"program": [2.5] * 5}, score=2.5, score_interval=[2.5, 2.5]),
-                        "median of 4 runs 2.5 (4 runs alike: too few to know its spread)", False, "program")
+                        "median of 4 runs 2.5 (4 runs alike: too few to know its spread)", "", "program")
     assert "it scores 2.5 (exact: every run alike) pooled" in exact, exact
     assert exact.endswith("this measurement: median of 4 runs 2.5 (alike)") and "too few" not in exact, exact
     one = pooled_lead(saved(samples={"program": [2.5] * 6}, score=2.5, score_interval=[2.5, 2.5]),
-                      "sum_radii = 2.5; one run, so its spread is unknown", False, "program")
+                      "sum_radii = 2.5; one run, so its spread is unknown", "", "program")
     assert one.endswith("this measurement: sum_radii = 2.5") and "spread is unknown" not in one, one
     # Not exact yet: it is said.
     few = pooled_lead(saved(samples={"program": [2.5] * 3}, score=2.5, score_interval=[2.5, 2.5]),
-                      "median of 2 runs 2.5 (2 runs alike: too few to know its spread)", False, "program")
+                      "median of 2 runs 2.5 (2 runs alike: too few to know its spread)", "", "program")
     assert few.endswith("(2 runs alike: too few to know its spread)"), few
     # The runs it lacks come from a compare by id too (a model ran repeats first, then a compare that did it; mp35).
     from evoteam.servers.bench.evaluation.candidates import few_runs_note

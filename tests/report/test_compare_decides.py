@@ -553,8 +553,8 @@ def test_an_interval_end_near_no_change_is_not_shown_as_it():
     (a ratio) or 0 (a difference) gets the digits that tell it from them."""
     assert stats.describe(stats.Estimate(1.071, 1.0039, 1.136, 40), "×") == "1.071× (1.004–1.136)"
     assert stats.describe(stats.Estimate(1.071, 0.9986, 1.139, 40), "×") == "1.07× (0.999–1.14)"
-    assert stats.describe(stats.Estimate(4.4, 3.9, 5.0, 40), "×") == "4.4× (3.9–5)"
-    assert stats.describe(stats.Estimate(1.05, 1.0, 1.1, 40), "×") == "1.05× (1–1.1)"  # exactly 1 is 1
+    assert stats.describe(stats.Estimate(4.4, 3.9, 5.0, 40), "×") == "4.40× (3.90–5.00)"
+    assert stats.describe(stats.Estimate(1.05, 1.0, 1.1, 40), "×") == "1.05× (1.00–1.10)"  # exactly 1 is 1
     assert stats.picked_confidence(1) == stats.CONFIDENCE and stats.picked_confidence(2) == pytest.approx(0.975)
 
 
@@ -589,3 +589,33 @@ async def test_a_remeasures_top_picked_by_noise_is_no_change_and_stays_within_no
     told = mset()
     apart_by_pairs(told, [_record(before, own, 1.09)])
     assert told.within_noise_of_top == [] and told.changed == [before, own]
+
+
+def test_a_finalist_within_noise_only_at_the_picked_confidence_is_said_so():
+    """remeasure listed a finalist within noise of the top while its version gain, from the same
+    paired rounds read at 95%, said "worse, significant" (mp43): a top picked of two is read at
+    97.5%. Where only that keeps it listed, the note says both."""
+    from evoteam.report.remeasure import MeasurementSet, Remeasured, apart_by_pairs
+
+    def verdicts(center):
+        kept = [_record("cand_other", "cand_top", center)]  # B's speedup over A: above 1, the top is faster
+        return (paired_verdict(kept, "cand_other", "cand_top", picked_of=2),
+                paired_verdict(kept, "cand_other", "cand_top"), kept)
+
+    between = [c / 1000 for c in range(1000, 1100)
+               if not verdicts(c / 1000)[0].significant and verdicts(c / 1000)[1].significant]
+    assert between, "no effect size lies between the two confidences"
+    picked, named, kept = verdicts(between[len(between) // 2])
+    assert stats.favours_b(named.estimate[0], named.kind, "maximize")  # the top (B) faster than the other
+    mset = MeasurementSet(run_id="r", kit="k", measured_at=datetime.now(UTC), rounds=10, splits=["dev"],
+                          entries=[Remeasured(candidate_id=c) for c in ("cand_top", "cand_other")],
+                          order_after=["cand_top", "cand_other"], within_noise_of_top=["cand_other"])
+    apart_by_pairs(mset, kept)
+    assert mset.within_noise_of_top == ["cand_other"] and mset.better_than_top == []
+    assert "cand_other is within noise of the top at the 97.5%" in mset.note and "find cand_top better" in mset.note
+    # Apart at 97.5% too: not listed, and nothing to explain.
+    clear = MeasurementSet(run_id="r", kit="k", measured_at=datetime.now(UTC), rounds=10, splits=["dev"],
+                           entries=[Remeasured(candidate_id=c) for c in ("cand_top", "cand_other")],
+                           order_after=["cand_top", "cand_other"], within_noise_of_top=["cand_other"])
+    apart_by_pairs(clear, [_record("cand_other", "cand_top", 1.2)])
+    assert clear.within_noise_of_top == [] and clear.note is None

@@ -123,9 +123,12 @@ def test_texts_show_the_digits_that_tell_numbers_apart():
     # From 3 runs the interval covers 75%: said so (it read as a 95% one; review 2026-12-04).
     assert stats.describe(stats.Estimate(2.5, 2.5, 2.5022, 3, 0.75)) == \
         "2.5 (2.5–2.502, 3 runs: too few for a 95% interval)"
-    assert stats.describe(stats.Estimate(4.4, 3.9, 5.0, 10), "×") == "4.4× (3.9–5)"
+    assert stats.describe(stats.Estimate(4.4, 3.9, 5.0, 10), "×") == "4.40× (3.90–5.00)"
     assert stats.describe(stats.Estimate(1000.4, 1000.2, 1000.6, 10)) == "1,000.4 (1,000.2–1,000.6)"
     assert stats.sig3(999.7) == "1,000"
+    # Three digits each, trailing zeros kept: "3.2×" beside "(3.09–3.33)" read as a coarser number.
+    assert [stats.sig3(x) for x in (3.2, 0.1, 100.0, 12.0, 1e-5, -3.2)] == ["3.20", "0.100", "100", "12.0",
+                                                                          "1.00e-05", "-3.20"]
     # An exact score to all six: a program near its best known (2.63598) differs in the fourth.
     assert stats.describe(stats.score_estimate({"program": [2.626631] * 5}, "program")) == \
         "2.62663 (exact: every run alike)"
@@ -273,7 +276,7 @@ async def test_the_page_and_the_briefs_say_what_the_tools_say_of_runs(tmp_path: 
         assert f"The run's best, {report.best_candidate_id}, is not in this batch" in page
         got = await kb.get_run(run.id)
         line = score_line(got, await kb.get_candidate(got.best_candidate_id))
-        assert f"{lucky.id} 1.9 (1 run) read better from too few runs" in line, line
+        assert f"{lucky.id} 1.90 (1 run) read better from too few runs" in line, line
 
 
 async def test_single_runs_never_hold_the_stop_rule_for_ever(tmp_path: Path):

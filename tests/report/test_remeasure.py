@@ -106,7 +106,7 @@ def test_a_held_out_column_shows_only_for_a_batch_that_measured_held_out():
         mset = MeasurementSet(run_id="run_x", kit="k", measured_at=datetime.now(UTC), rounds=10, splits=splits,
                               entries=[entry])
         page = _remeasured(SimpleNamespace(remeasured=mset, best_candidate_id="cand_a"))
-        assert ("held-out (this batch)" in page) is shown and ("1.7 (1.5–1.9)" in page) is shown, page
+        assert ("held-out (this batch)" in page) is shown and ("1.70 (1.50–1.90)" in page) is shown, page
         assert page.count("<th") == page.count("<td")  # one cell per column (one entry)
 
 
@@ -388,6 +388,6 @@ def test_a_leaning_copy_of_the_baseline_is_said_in_the_note():
     assert made([0.97, 1.03]) is None
     assert made(None) is None
     leaned = made([1.04, 1.08])
-    assert "1.06x (1.04-1.08) on dev, apart from 1" in leaned and "not established" in leaned
+    assert "1.06× (1.04–1.08) on dev, apart from 1" in leaned and "not established" in leaned
     assert "on held-out" in made([0.98, 1.02], [0.90, 0.95])
     assert made(None, [0.98, 1.01]) is None

@@ -179,7 +179,8 @@ async def test_versions_that_read_worse_than_a_busy_best_still_count_as_stalls(t
         assert all(v.significant_gain is False and "not established" not in v.gain for v in summary.versions[1:])
         # Against a busy best the intervals do not hold: no gain, but not "worse, beyond noise" either.
         # ... and says what would settle it (a model read it as settled; model-play 2026-12-04).
-        assert all("no gain (measured on a contended machine; bench.remeasure both side by side" in v.gain
+        assert all("no gain, counted as a stall (measured on a contended machine; paired rounds of "
+                   "bench.remeasure both side by side" in v.gain
                    and "worse" not in v.gain
                    for v in summary.versions[1:]), [v.gain for v in summary.versions]
 

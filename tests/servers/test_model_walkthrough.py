@@ -188,3 +188,21 @@ async def test_compare_says_contention_once(settings, store):
         message = shown[side]["message"]
         # (a side may also be FLAGGED on a loaded machine, which its message then says first)
         assert "all 1 workloads correct" in message and "contended machine" not in message, message
+
+
+async def test_a_measurement_the_store_refuses_is_not_blamed_on_the_arguments(settings, store, monkeypatch):
+    """The store refused ranges the bench had computed, and the reply said "invalid arguments": a
+    model checked arguments that were exactly what the skill prescribed (held-out, repeats 5; mp43)."""
+    from evoteam.servers.bench.evaluation import core
+    from evoteam.servers.knowledge.models import CandidateCreate
+
+    def refused(**fields):  # what the store's own check raised there
+        return CandidateCreate(**{**fields, "samples": {"w": [2.0]}, "sample_ranges": {"w": ([2.1], [2.2])}})
+
+    monkeypatch.setattr(core, "CandidateCreate", refused)
+    run_id = await start_run(settings, store)
+    async with Client(bench_server(settings, store)) as bench:
+        result = await bench.call_tool("evaluate", {"kit": "rmsnorm_walk", "code": FLOAT32, "run_id": run_id})
+    text = result.content[0].text
+    assert result.is_error and "invalid arguments" not in text, text
+    assert "a bug in evoteam, not in the arguments" in text and "hold its sample" in text, text

@@ -84,7 +84,7 @@ async def test_the_brief_names_the_best_candidate_and_what_it_tried(kb, run, ser
     current = await kb.get_run(run.id)
     result = await service_factory().design_team(TeamDesign(**design(run.id, "Builder")))
     brief = brief_of(result)
-    assert f"Best so far: 1.5, candidate `{current.best_candidate_id}` (float32 accumulation)" in brief
+    assert f"Best so far: 1.50, candidate `{current.best_candidate_id}` (float32 accumulation)" in brief
     assert "__learnings`" in brief and "__best_candidates`" in brief
 
 
@@ -94,7 +94,7 @@ async def test_the_brief_gives_the_best_with_its_interval(kb, run, service_facto
     await bench.record_candidate(CandidateCreate(run_id=run.id, code="x = 2", status="PASSED", score=2.0,
                                                  verified=True, samples={"w": [1.9, 2.0, 2.1, 2.0, 1.95, 2.05]}))
     brief = brief_of(await service_factory().design_team(TeamDesign(**design(run.id, "Builder"))))
-    assert re.search(r"Best so far: 2 \(1\.\d+–2\.\d+\), candidate", brief), brief
+    assert re.search(r"Best so far: 2\.00 \(1\.\d+–2\.\d+\), candidate", brief), brief
     assert "only when its interval clears" in brief
 
 

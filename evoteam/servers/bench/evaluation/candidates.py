@@ -21,6 +21,8 @@ import re
 import stat
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from evoteam import stats
 from evoteam.config import Settings
 from evoteam.errors import DomainError, Missing
@@ -129,7 +131,7 @@ async def same_as_parent(store: KnowledgeStore, parent_id: str, saved) -> str:
             f"so this is a candidate of its own here")
 
 
-def pooled_lead(saved, message: str, noted: bool, kind: str) -> str:
+def pooled_lead(saved, message: str, notes: str, kind: str) -> str:
     """This measurement's message behind what the pooled candidate now is: its score, or why it
     does not rank (a failure or a flag of any measurement of the code is the candidate's)."""
     runs = stats.runs_of(saved.samples) if kind == "program" else None
@@ -144,8 +146,10 @@ def pooled_lead(saved, message: str, noted: bool, kind: str) -> str:
             # a doubt about the exact pooled score beside it (model-play mp35, 2026-12-05)
             message = re.sub(r" \(\d+ runs alike: too few to know its spread\)", " (alike)", message)
             message = message.replace("; one run, so its spread is unknown", "")
+    # Only notes that differ from the kept ones are lost: a held-out check's own note (route.py) said
+    # "your notes were not stored" to a model that had passed none (mp43).
     kept = (f"; your notes were not stored: {saved.id} keeps its first measurement's (say what this one tried "
-            f"with knowledge.add_learning, citing {saved.id})") if noted else ""
+            f"with knowledge.add_learning, citing {saved.id})") if notes and notes != saved.notes else ""
     return f"{head}; this measurement: {message}{kept}"
 
 
@@ -175,3 +179,11 @@ def few_runs_note(runs: int, candidate_id: str | None, samples: dict | None = No
             f"95% interval and nothing is established against it until its code has run {n} times (evaluate its "
             f"candidate_id with repeats {more}, remeasure, or compare it by id: the runs pool; worth it for one you "
             "build on or report)")
+
+
+def unrecorded(exc: ValidationError) -> DomainError:
+    """The store refused what the bench itself measured: said as the bench's failure, since the
+    generic "invalid arguments" sent a model to check arguments that were right (mp43)."""
+    why = "; ".join(e["msg"] for e in exc.errors(include_url=False, include_input=False))
+    return DomainError(f"evoteam could not record this measurement: a bug in evoteam, not in the arguments ({why}); "
+                       "evaluate again, and report it if it recurs")

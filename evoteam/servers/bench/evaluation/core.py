@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from evoteam.config import Settings
 from evoteam import stats
 from evoteam.codehash import code_hash
@@ -22,7 +24,7 @@ from evoteam.servers.bench.confinement import scratch
 from evoteam.servers.bench.formats import fib, openevolve, solutions
 from evoteam.servers.bench.measurement import copies, harness, redact
 from evoteam.servers.bench.measurement.batch import STATUS_ORDER, run_kernel_batch
-from evoteam.servers.bench.evaluation.candidates import (check_candidate_path, few_runs_note, pooled_lead,
+from evoteam.servers.bench.evaluation.candidates import (check_candidate_path, few_runs_note, pooled_lead, unrecorded,
                                                          record_measured, same_as_parent, state_paths)
 from evoteam.servers.bench.measurement.harness import WorkerFailure
 from evoteam.servers.bench.measurement.session import CANDIDATE, SideSpec, WorkloadSpec
@@ -31,21 +33,13 @@ from evoteam.servers.bench.formats.kit import Kit
 from evoteam.servers.bench.formats.kits import find_kit, heldout_choice, kit_dirs, state_dir
 from evoteam.servers.bench.models import Evaluation, Split, WorkloadOutcome
 from evoteam.errors import DomainError, Missing
-from evoteam.servers.knowledge.models import (
-    CandidateCreate,
-    RunCreate,
-    WorkloadResult,
-    normalised_discovery_gain,
-)
+from evoteam.servers.knowledge.models import CandidateCreate, RunCreate, WorkloadResult, normalised_discovery_gain
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.measurements import candidate_estimate
 from evoteam.servers.bench.evaluation.credit import credit_documents_used as _credit_documents
 
 Progress = Callable[[float, float, str], Awaitable[None]]
 MAX_CODE = 2_000_000
-
-
-# ---------------------------------------------------------------- candidates
 
 
 class PreparedCandidate:
@@ -465,16 +459,19 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
     the refusal is raised)."""
     _finish(settings, kit, result)
     rid, started = await _resolve_run(store, kit, run_id, owner, timing_method(result))
-    record = CandidateCreate(
-        run_id=rid, code=code, status=result.status, score=result.score, split=result.split,
-        metrics=dict(result.metrics, kit=kit.name, kit_hash=kit.content_hash, flags=result.flags[:10],
-                     message=(result.message or "")[:2000], score_interval=result.score_interval,
-                     **openevolve.stored_extras(result.artifacts, result.stages)),
-        workloads=[WorkloadResult(**o.model_dump(exclude={"flagged"})) for o in result.workloads],
-        parent_id=parent_id, documents_used=list(documents_used or []), notes=notes, flagged=result.flagged,
-        # Always a measurement ({} when it failed), so a failure of known code pools into it too.
-        code_hash=result.code_hash or code_hash(code), samples=result.samples or {},
-        sample_ranges={k: r for k, r in result.sample_ranges.items() if k in (result.samples or {})} or None)
+    try:  # the caller's notes and documents were checked before measuring (check_run): the bench's own figures
+        record = CandidateCreate(
+            run_id=rid, code=code, status=result.status, score=result.score, split=result.split,
+            metrics=dict(result.metrics, kit=kit.name, kit_hash=kit.content_hash, flags=result.flags[:10],
+                         message=(result.message or "")[:2000], score_interval=result.score_interval,
+                         **openevolve.stored_extras(result.artifacts, result.stages)),
+            workloads=[WorkloadResult(**o.model_dump(exclude={"flagged"})) for o in result.workloads],
+            parent_id=parent_id, documents_used=list(documents_used or []), notes=notes, flagged=result.flagged,
+            # Always a measurement ({} when it failed), so a failure of known code pools into it too.
+            code_hash=result.code_hash or code_hash(code), samples=result.samples or {},
+            sample_ranges={k: r for k, r in result.sample_ranges.items() if k in (result.samples or {})} or None)
+    except ValidationError as exc:
+        raise unrecorded(exc) from exc
     saved, note = await record_measured(store, record, claim)
     result.unverified = True if not saved.verified else None
     for line in (note, started):
@@ -489,7 +486,7 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
     result.n_measurements = saved.n_measurements
     if saved.n_measurements > 1:
         # Said first: a model read this measurement's score (the top-level `score`) as the candidate's.
-        result.message = pooled_lead(saved, result.message or result.status, bool(notes), kit.manifest.kind)
+        result.message = pooled_lead(saved, result.message or result.status, notes, kit.manifest.kind)
     elif parent_id is not None and (same := await same_as_parent(store, parent_id, saved)):
         result.message = (result.message or result.status) + same
     if saved.runs is not None and saved.status == "PASSED" and not saved.flagged and kit.manifest.kind == "program":

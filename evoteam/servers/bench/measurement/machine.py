@@ -252,8 +252,6 @@ def contention_line(c: dict, split: str = "dev") -> str | None:
     # Said of any score: the hint once read as a new best in the making beside a copy of the
     # baseline at 1.07x under a best of 3.6x (model-play 2026-12-04).
     # A run's first score has no best to compare with: its mark is the starting score x0 (mp26).
-    return (what + "; one that reads above the "
-            "run's best (or, in a run with none yet, above its starting score x0) becomes a new best only once "
-            "paired rounds find it better (or its interval, widened 3x for the load, clears the mark): "
-            "bench.compare it by id with the trajectory's last new_best, or bench.remeasure the run (which also "
-            "times a copy of the baseline)")
+    # Half its length: ~420 characters on every busy evaluation, read even far below the best (mp43).
+    return (what + "; a score above the run's best (or its starting score x0) is a new best only once paired "
+            "rounds find it better (bench.compare it by id with the best) or its interval, widened 3x, clears it")
