@@ -427,7 +427,7 @@ def sig3(x: float | None) -> str:
     """Three significant digits, as human text shows numbers: "3.20", not "3.2" beside "(3.09–3.33)"."""
     if x is None or not math.isfinite(x):
         return str(x)
-    return _sig(x, 3, zeros=True)
+    return _sig(x, 3, zeros=True) if x else "0"  # an exact zero (or -0.0) is not "0.00"
 
 
 def _sig(x: float, digits: int, zeros: bool = False) -> str:
@@ -495,8 +495,8 @@ def describe_score(value: float | None, interval: list[float] | None, unit: str 
     middle ones alike, or exact."""
     if value is None:
         return "none"
-    if not interval or len(interval) != 2:
-        return sig3(value) + unit
+    if not interval or len(interval) != 2:  # a bare value: the digits it has (a score given as 2 reads "2")
+        return _sig(value, 3) + unit if math.isfinite(value) else str(value) + unit
     if interval[0] == interval[1] and runs is None:  # all its digits: two such scores may differ in the fourth
         return f"{_sig(value, 6) if math.isfinite(value) else value}{unit} (no interval)"
     if isinstance(runs, int):  # a count: a range of under EXACT_MIN_RUNS runs covers what their order statistics do;
@@ -513,7 +513,7 @@ def describe_leads(leads: list | None) -> str:
     candidate_id, score and runs), said beside that best."""
     if not leads:
         return ""
-    named = ", ".join(x.candidate_id + (f" {sig3(x.score)}" if x.score is not None else "")
+    named = ", ".join(x.candidate_id + (f" {describe_score(x.score, None)}" if x.score is not None else "")
                       + (f" ({x.runs} run{'s' if x.runs != 1 else ''})" if x.runs is not None else "") for x in leads)
     return (f"; {named} read better from too few runs and rank after it until measured "
             f"{EXACT_MIN_RUNS} times (bench.remeasure with candidate_ids)")

@@ -60,9 +60,10 @@ RULE = ("ordered by the pessimistic end of each finalist's 95% interval, before 
         "intervals that overlap")
 
 
+BUSY_POOLING = ": the new rounds pool with these"
 BUSY_NOTE = ("measured on a busy machine (contended): every finalist shared the same rounds, but the intervals are "
              "wider, so within_noise_of_top may hold finalists a quiet batch would separate; call it again when the "
-             "machine is quieter: the new rounds pool with these")
+             "machine is quieter" + BUSY_POOLING)
 COPY_NOTE = "a copy of the kit's baseline timed as a finalist: an A/A check, whose interval holds 1 in a fair batch"
 
 
@@ -193,17 +194,17 @@ def caveats(mset: MeasurementSet) -> None:
     """What the batch itself says about how far its readings can be trusted, in the note: a busy
     machine (``contended`` alone came with no advice, mp42), and a copy of the baseline whose
     interval left out 1 (the batch leaned by about that much)."""
-    if mset.contended:
-        mset.add_note(BUSY_NOTE)
+    if mset.contended:  # (where nothing pools, the note already says so: the last clause would contradict it)
+        mset.add_note(BUSY_NOTE if mset.pooled else BUSY_NOTE.removesuffix(BUSY_POOLING))
     copy = next((e for e in mset.entries if e.candidate_id == BASELINE), None)
     readings = [("dev", copy.score, copy.score_interval), ("held-out", copy.heldout_score, copy.heldout_interval)] \
         if copy is not None else []
     for split, score, iv in readings:
         if score is not None and iv and not iv[0] <= 1 <= iv[1]:
             read = stats.describe(stats.Estimate(score, *iv, 10), "×")
-            mset.add_note(f"the baseline's copy read {read} on {split}, apart from 1: this batch leaned by about "
-                          "that much, so a difference of that size between finalists there is not established "
-                          "(bench.compare the two to settle it)")
+            mset.add_note(f"the baseline's copy read {read} on {split}, apart from 1: this batch may have leaned by "
+                          "about that much (or it is the 1 in 20 a fair batch gives), so a difference of that size "
+                          "between finalists there is not established (bench.compare the two to settle it)")
 
 
 def _moved_pairs(cands: list[Remeasured]) -> set[frozenset[str]]:
@@ -247,8 +248,8 @@ def apart_by_pairs(mset: MeasurementSet, records: list) -> None:
                 named.significant and stats.favours_b(named.estimate[0], named.kind, mset.direction):
             # "within noise" beside a version gain "worse, significant" from the same rounds (mp43)
             mset.add_note(f"{c} is within noise of the top at the {stats.picked_confidence(found.picked_of):.1%} "
-                          f"a top picked of {found.picked_of} needs; at 95% (a comparison named beforehand, as a "
-                          f"version gain is) its paired rounds find {top} better")
+                          f"a top picked of {found.picked_of} needs; at 95% (a comparison named beforehand) its "
+                          f"paired rounds find {top} better")
         if found.significant and not top_better:  # said, not left as "within noise" (review 2026-12-04)
             better.add(c)
         # A new top that the paired rounds find better than the old one is a change, however the

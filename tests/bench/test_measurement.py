@@ -450,6 +450,10 @@ def test_a_re_measurement_leads_with_what_the_pooled_candidate_is():
                              "INCORRECT_NUMERICAL") and "2.05" not in failed and "notes were not stored" in failed
     # Notes alike the kept ones lose nothing: a held-out check's own note, the same each time (mp43).
     assert "notes were not stored" not in pooled_lead(saved(), "m", "held-out check of cand_0", "kernel")
+    # ...nor the bench's own note of a held-out check, beside a record another call made (review, mp43).
+    made_by_remeasure = saved(notes="re-measured in one batch (10 rounds) by bench.remeasure")
+    assert "notes were not stored" not in pooled_lead(made_by_remeasure, "m", "held-out check of cand_0", "kernel")
+    assert "notes were not stored" in pooled_lead(made_by_remeasure, "m", "tried a blocked loop", "kernel")
     flagged = pooled_lead(saved(flagged=True), "FLAGGED, does not rank until reviewed", "", "kernel")
     assert "it does not rank (flagged" in flagged and "pooled (its rank" not in flagged
     # A program's measurements may each be several runs: the lead counts both.

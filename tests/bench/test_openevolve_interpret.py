@@ -22,6 +22,9 @@ from evoteam.servers.bench.formats.openevolve import evolve_block_problem, inter
     ({"combined_score": 0.5, "spread": math.inf}, "INCORRECT_NUMERICAL", "'spread' is inf"),
     ({"status": "INCORRECT_SHAPE", "error": "wrong shape"}, "INCORRECT_SHAPE", "wrong shape"),
     ({"note": "text only"}, "INCORRECT_NUMERICAL", "no number for 'combined_score'"),
+    # A "-inf" penalty the store cannot keep: it failed, rather than being refused after the run (review, mp43).
+    ({"combined_score": -1e308}, "INCORRECT_NUMERICAL", "a penalty or an overflow"),
+    ({"combined_score": -10 ** 400}, "INCORRECT_NUMERICAL", "a penalty or an overflow"),
 ])
 def test_failures(metrics, status, words):
     verdict = interpret(metrics, "combined_score", STATUS_ORDER)

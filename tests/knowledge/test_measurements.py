@@ -758,7 +758,7 @@ async def test_get_run_names_single_runs_that_read_beyond_its_measured_best(stor
     old = Run.model_validate(got.model_dump() | {"leads_from_too_few_runs": [lead.id]})
     assert old.leads_from_too_few_runs[0].candidate_id == lead.id and old.leads_from_too_few_runs[0].score is None
     _, _, context = await _summary(store, run.id, learnings_chars=0)
-    assert f"{lead.id} 0.400 (1 run), {closer.id} 0.430 (1 run) read better from too few runs" in context, context
+    assert f"{lead.id} 0.4 (1 run), {closer.id} 0.43 (1 run) read better from too few runs" in context, context
     # best_candidates names those it does not list (k=2 hid the run's true best; mp28, 2026-12-04).
     from mcp import Client
 

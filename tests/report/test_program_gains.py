@@ -276,7 +276,7 @@ async def test_the_page_and_the_briefs_say_what_the_tools_say_of_runs(tmp_path: 
         assert f"The run's best, {report.best_candidate_id}, is not in this batch" in page
         got = await kb.get_run(run.id)
         line = score_line(got, await kb.get_candidate(got.best_candidate_id))
-        assert f"{lucky.id} 1.90 (1 run) read better from too few runs" in line, line
+        assert f"{lucky.id} 1.9 (1 run) read better from too few runs" in line, line
 
 
 async def test_single_runs_never_hold_the_stop_rule_for_ever(tmp_path: Path):

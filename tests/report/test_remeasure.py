@@ -391,3 +391,20 @@ def test_a_leaning_copy_of_the_baseline_is_said_in_the_note():
     assert "1.06× (1.04–1.08) on dev, apart from 1" in leaned and "not established" in leaned
     assert "on held-out" in made([0.98, 1.02], [0.90, 0.95])
     assert made(None, [0.98, 1.01]) is None
+
+
+def test_a_busy_batch_that_pools_nothing_does_not_say_its_rounds_pool():
+    """A run timed by an earlier method pools nothing (its note says so): the busy note must not end
+    "the new rounds pool with these" beside it (review, mp43)."""
+    from datetime import UTC, datetime
+
+    from evoteam.report.remeasure import BUSY_NOTE, MeasurementSet, caveats
+
+    def noted(pooled: bool) -> str:
+        mset = MeasurementSet(run_id="r", kit="k", measured_at=datetime.now(UTC), rounds=10, splits=["dev"],
+                              entries=[], contended=True, pooled=pooled)
+        caveats(mset)
+        return mset.note
+
+    assert noted(True) == BUSY_NOTE and "pool with these" in BUSY_NOTE
+    assert "call it again when the machine is quieter" in noted(False) and "pool" not in noted(False)

@@ -205,4 +205,5 @@ async def test_a_measurement_the_store_refuses_is_not_blamed_on_the_arguments(se
         result = await bench.call_tool("evaluate", {"kit": "rmsnorm_walk", "code": FLOAT32, "run_id": run_id})
     text = result.content[0].text
     assert result.is_error and "invalid arguments" not in text, text
-    assert "a bug in evoteam, not in the arguments" in text and "hold its sample" in text, text
+    assert "the store refused this measurement's own figures" in text and "hold its sample" in text, text
+    assert "arguments were checked before it ran" in text and "Value error" not in text, text

@@ -84,7 +84,7 @@ async def test_the_brief_names_the_best_candidate_and_what_it_tried(kb, run, ser
     current = await kb.get_run(run.id)
     result = await service_factory().design_team(TeamDesign(**design(run.id, "Builder")))
     brief = brief_of(result)
-    assert f"Best so far: 1.50, candidate `{current.best_candidate_id}` (float32 accumulation)" in brief
+    assert f"Best so far: 1.5, candidate `{current.best_candidate_id}` (float32 accumulation)" in brief
     assert "__learnings`" in brief and "__best_candidates`" in brief
 
 

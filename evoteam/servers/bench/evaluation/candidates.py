@@ -131,6 +131,9 @@ async def same_as_parent(store: KnowledgeStore, parent_id: str, saved) -> str:
             f"so this is a candidate of its own here")
 
 
+HELDOUT_CHECK = "held-out check of "  # the notes of a held-out check of a recorded candidate, when given none
+
+
 def pooled_lead(saved, message: str, notes: str, kind: str) -> str:
     """This measurement's message behind what the pooled candidate now is: its score, or why it
     does not rank (a failure or a flag of any measurement of the code is the candidate's)."""
@@ -146,10 +149,12 @@ def pooled_lead(saved, message: str, notes: str, kind: str) -> str:
             # a doubt about the exact pooled score beside it (model-play mp35, 2026-12-05)
             message = re.sub(r" \(\d+ runs alike: too few to know its spread\)", " (alike)", message)
             message = message.replace("; one run, so its spread is unknown", "")
-    # Only notes that differ from the kept ones are lost: a held-out check's own note (route.py) said
-    # "your notes were not stored" to a model that had passed none (mp43).
+    # Only the caller's notes, and only where they differ from the kept ones, are lost: the bench's own
+    # note of a held-out check (route.py) said "your notes were not stored" to a model that had passed
+    # none (mp43).
+    lost = notes and notes != saved.notes and not notes.startswith(HELDOUT_CHECK)
     kept = (f"; your notes were not stored: {saved.id} keeps its first measurement's (say what this one tried "
-            f"with knowledge.add_learning, citing {saved.id})") if notes and notes != saved.notes else ""
+            f"with knowledge.add_learning, citing {saved.id})") if lost else ""
     return f"{head}; this measurement: {message}{kept}"
 
 
@@ -182,8 +187,9 @@ def few_runs_note(runs: int, candidate_id: str | None, samples: dict | None = No
 
 
 def unrecorded(exc: ValidationError) -> DomainError:
-    """The store refused what the bench itself measured: said as the bench's failure, since the
-    generic "invalid arguments" sent a model to check arguments that were right (mp43)."""
-    why = "; ".join(e["msg"] for e in exc.errors(include_url=False, include_input=False))
-    return DomainError(f"evoteam could not record this measurement: a bug in evoteam, not in the arguments ({why}); "
-                       "evaluate again, and report it if it recurs")
+    """The store refused what the bench itself measured: not said as "invalid arguments", which sent
+    a model to check arguments that were right (mp43); the arguments were checked before measuring."""
+    why = "; ".join(e["msg"].removeprefix("Value error, ") for e in exc.errors(include_url=False, include_input=False))
+    return DomainError(f"the store refused this measurement's own figures ({why}), so nothing was recorded; the "
+                       "arguments were checked before it ran: unless the kit's evaluator returned such values, this "
+                       "is a bug in evoteam (report it)")

@@ -130,7 +130,7 @@ def _verdict(ea: Evaluation, eb: Evaluation, est: stats.Estimate | None, kind: s
             return f"not established: {text}, too few {more} to call the difference exact"
         return f"not established: {text} is a {est.coverage:.0%} interval, too few {more} for a 95% one"
     if not stats.significant(est, kind):
-        return f"no significant difference: {text}; the interval includes {stats.sig3(stats.no_effect(kind))}"
+        return f"no significant difference: {text}; the interval includes {stats.no_effect(kind):g}"
     if kind == "kernel":
         return f"{'B' if est.value > 1 else 'A'} is faster: {text}, significant"
     better_b = stats.favours_b(est.value, "program", ea.direction)

@@ -371,6 +371,9 @@ def interpret(metrics: dict[str, Any], objective: str, statuses: list[str]) -> V
         note = " (no combined_score: the mean of the numeric metrics, as OpenEvolve ranks it)"
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return Verdict("INCORRECT_NUMERICAL", f"the evaluator gave no number for {objective!r} ({value!r})")
+    if not -1e300 < value < 1e300:  # a "-inf"-like penalty the store refuses (knowledge/models.py), an int past a float
+        return Verdict("INCORRECT_NUMERICAL", f"{objective} is beyond ±1e300: a penalty or an overflow, not a score "
+                                              "(an evaluator marks a failed program valid=0 or success=false)")
     return Verdict("PASSED", f"{objective} = {float(value):.6g}{note}", float(value))
 
 

@@ -253,5 +253,6 @@ def contention_line(c: dict, split: str = "dev") -> str | None:
     # baseline at 1.07x under a best of 3.6x (model-play 2026-12-04).
     # A run's first score has no best to compare with: its mark is the starting score x0 (mp26).
     # Half its length: ~420 characters on every busy evaluation, read even far below the best (mp43).
-    return (what + "; a score above the run's best (or its starting score x0) is a new best only once paired "
-            "rounds find it better (bench.compare it by id with the best) or its interval, widened 3x, clears it")
+    return (what + "; a score above the run's best (its starting score x0 in a run with none yet) is a new best "
+            "only once paired rounds find it better (bench.compare it by id with the best) or its interval, "
+            "widened 3x, clears that mark")

@@ -18,7 +18,7 @@ from pathlib import Path
 from evoteam.config import Settings
 from evoteam.errors import DomainError, first_leaf
 from evoteam.servers.bench.evaluation import core
-from evoteam.servers.bench.evaluation.candidates import check_candidate_path
+from evoteam.servers.bench.evaluation.candidates import HELDOUT_CHECK, check_candidate_path
 from evoteam.servers.bench.formats.kits import find_kit
 from evoteam.servers.bench.models import BASELINE_ID, Evaluation, Split
 from evoteam.servers.knowledge.store import KnowledgeStore
@@ -43,7 +43,7 @@ async def evaluate(settings: Settings, kit: str, *, candidate_path: str | None, 
     if candidate_id and split != "dev" and parent_id is None:
         # A held-out check of a recorded candidate is recorded apart (other workloads); it names
         # the candidate it checks, so listings and the report tie the two together.
-        parent_id, notes = candidate_id, notes or f"held-out check of {candidate_id}"
+        parent_id, notes = candidate_id, notes or f"{HELDOUT_CHECK}{candidate_id}"
     if in_service:
         if candidate_path:
             # A path would name a file on the service's host, not the caller's.
