@@ -46,6 +46,11 @@ BOOTSTRAP_RESAMPLES = 2000
 # ratio. Every ratio interval of a kernel kit (a speedup, a kit score, a contrast) is widened by
 # this much on each side for it (docs/bench.md).
 PROCESS_RESOLUTION = 0.03
+# Separate evaluations of the same code, one on a busy machine, have differed by up to 2.5x (39.5x
+# under load against 15.9x quiet, issue #21), and load can slow a baseline more than a candidate:
+# a busy kernel's interval counts against another evaluation's, or a starting score, only widened
+# by this factor each way (knowledge/measurements.widened_for_load; the bench's verdict alike).
+BUSY_SPREAD = 3.0
 
 Direction = Literal["maximize", "minimize"]
 Samples = Mapping[str, Sequence[float]]  # workload (or "program") -> one value per round / measurement

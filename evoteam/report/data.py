@@ -128,7 +128,7 @@ class RunReport(BaseModel):
     retrieval: RetrievalSeries = Field(default_factory=RetrievalSeries)
     direction: Literal["maximize", "minimize"] = "maximize"
     remeasured: MeasurementSet | None = Field(default=None, description="the newest `evoteam bench remeasure` "
-                                                                        "of this run, if any")
+                                              "of this run that ranked two finalists or more, else the newest")
 
     @property
     def interventions(self) -> list[VersionPoint]:

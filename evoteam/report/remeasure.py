@@ -192,10 +192,14 @@ def judge(mset: MeasurementSet) -> None:
 
 def caveats(mset: MeasurementSet) -> None:
     """What the batch itself says about how far its readings can be trusted, in the note: a busy
-    machine (``contended`` alone came with no advice, mp42), and a copy of the baseline whose
-    interval left out 1 (the batch leaned by about that much)."""
+    machine (``contended`` alone came with no advice, mp42), a top that swapped within noise, and a
+    copy of the baseline whose interval left out 1 (the batch may have leaned by that much)."""
     if mset.contended:  # (where nothing pools, the note already says so: the last clause would contradict it)
         mset.add_note(BUSY_NOTE if mset.pooled else BUSY_NOTE.removesuffix(BUSY_POOLING))
+    before, after = mset.order_before[:1], mset.order_after[:1]
+    if before and after and before != after and before[0] in mset.within_noise_of_top:  # swapped silently (mp44)
+        mset.add_note(f"the top moved within noise, {before[0]} to {after[0]}: not a change (changed leaves it out); "
+                      "report the two as one result, or bench.compare them by id to tell them apart")
     copy = next((e for e in mset.entries if e.candidate_id == BASELINE), None)
     readings = [("dev", copy.score, copy.score_interval), ("held-out", copy.heldout_score, copy.heldout_interval)] \
         if copy is not None else []
@@ -497,11 +501,17 @@ def _pairs(kit, results: dict, paired: PairedRounds | None, contended: bool) -> 
 
 
 async def latest_measurement_set(store: KnowledgeStore, run_id: str) -> MeasurementSet | None:
-    found = await all_artifacts(store, run_id, KIND)
-    if not found:
-        return None
-    newest = max(found, key=lambda a: (a.provenance.created_at, a.id))
-    try:
-        return MeasurementSet.model_validate_json((await store.get_artifact(newest.id)).text or "{}")
-    except ValueError:
-        return None  # a set stored by an older version: re-measure to get one the report can show
+    """The newest set that ranked two finalists or more, else the newest: a later call for one named
+    candidate (or held-out only) ranks nothing, and run_report lost the tie the set before had found
+    (mp44)."""
+    found = sorted(await all_artifacts(store, run_id, KIND), key=lambda a: (a.provenance.created_at, a.id),
+                   reverse=True)
+    sets = []
+    for artifact in found[:10]:
+        try:
+            sets.append(MeasurementSet.model_validate_json((await store.get_artifact(artifact.id)).text or "{}"))
+        except ValueError:
+            sets.append(None)  # a set stored by an older version: re-measure to get one the report can show
+        if sets[-1] is not None and len(sets[-1].order_after) >= 2:
+            return sets[-1]
+    return sets[0] if sets else None

@@ -75,14 +75,15 @@ class RunSummary(BaseModel):
                                          description="finalists whose place in the order by pessimistic bound the "
                                                      "newest re-measurement moved (`bench.remeasure`'s rule)")
     remeasure_within_noise_of_top: list[str] = Field(default_factory=list,
-                                                     description="finalists the newest remeasure could not tell "
-                                                                 "from its top, still the run's best")
+                                                     description="finalists the newest remeasure (ranking two or "
+                                                                 "more) could not tell from its top, still the "
+                                                                 "run's best")
     remeasure_better_than_top: list[str] = Field(default_factory=list,
                                                  description="of those, the ones its paired rounds find better "
                                                              "than that top")
     remeasure_missing: list[str] = Field(default_factory=list,
-                                         description="version bests the newest re-measurement of the dev split did "
-                                                     "not measure (found after it; every one while none ran): "
+                                         description="version bests the newest re-measurement (of two "
+                                                     "finalists or more) did not measure (found after it; every one while none ran): "
                                                      "bench.remeasure before crowning one or the held-out check")
     roles_not_ended: list[str] = Field(default_factory=list, description="roles of the newest team version whose "
                                        "sessions have not ended (planned or running): its result may still move "

@@ -493,13 +493,11 @@ def clears_start(own: stats.Estimate, x0: float, direction: str) -> bool:
     return stats.clears(own, stats.Estimate(x0, x0, x0, stats.EXACT_MIN_RUNS, 1.0), direction)
 
 
-# Separate evaluations of the same code, one on a busy machine, have differed by up to 2.5x (39.5x
-# under load against 15.9x quiet, issue #21; 19.7x against 16.3x, docs/bench.md), and load can
-# slow a baseline more than a candidate (a launch-bound one on a GPU, a threaded one here): a busy
-# kernel's interval counts against another evaluation's, or a starting score, only widened by this
-# factor each way. Load widens an interval; it does not place it. Ignored instead, a 4x first
-# version on a shared machine read "not established" for ever (model-play 2026-12-04).
-BUSY_SPREAD = 3.0
+# stats.BUSY_SPREAD (why: there; also 19.7x against 16.3x, docs/bench.md, and a launch-bound kernel
+# on a GPU or a threaded one here is slowed less than its baseline). Load widens an interval; it does
+# not place it. Ignored instead, a 4x first version on a shared machine read "not established" for
+# ever (model-play 2026-12-04).
+BUSY_SPREAD = stats.BUSY_SPREAD
 
 
 def widened_for_load(est: stats.Estimate | None, busy: bool, kernel: bool) -> stats.Estimate | None:

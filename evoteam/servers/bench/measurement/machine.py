@@ -255,4 +255,4 @@ def contention_line(c: dict, split: str = "dev") -> str | None:
     # Half its length: ~420 characters on every busy evaluation, read even far below the best (mp43).
     return (what + "; a score above the run's best (its starting score x0 in a run with none yet) is a new best "
             "only once paired rounds find it better (bench.compare it by id with the best) or its interval, "
-            "widened 3x, clears that mark")
+            "widened for the load (low /3, high x3), clears that mark")
