@@ -83,8 +83,9 @@ class RunSummary(BaseModel):
                                                              "than that top")
     remeasure_missing: list[str] = Field(default_factory=list,
                                          description="version bests the newest re-measurement (of two "
-                                                     "finalists or more) did not measure (found after it; every one while none ran): "
-                                                     "bench.remeasure before crowning one or the held-out check")
+                                                     "finalists or more) did not measure (found after it; every "
+                                                     "one while none ran): bench.remeasure before crowning one or "
+                                                     "the held-out check")
     roles_not_ended: list[str] = Field(default_factory=list, description="roles of the newest team version whose "
                                        "sessions have not ended (planned or running): its result may still move "
                                        "(without the hooks, team.record_role_result records an end)")

@@ -204,6 +204,13 @@ def test_the_verdict_against_the_baseline_is_what_the_interval_says():
     assert busy.startswith("not told apart from the baseline on a busy machine") and "0.810–8.73" in busy, busy
     assert _against_baseline(stats.Estimate(16.0, 15.0, 17.0, 10), busy=True) == \
         "faster than the baseline, beyond noise even widened for the load"
+    # A 3x kernel whose shortest workload could not be timed read "not distinguishable from the
+    # baseline" (2.12x (0.170-25.8); mp44): said as unresolved, with what to do.
+    unresolved = _against_baseline(stats.Estimate(2.12, 0.17, 25.8, 10), busy=True, unresolved=True)
+    assert unresolved.startswith("not told apart from the baseline: some workloads' times were not resolved")
+    assert "evaluate again when the machine is quieter" in unresolved and "distinguishable" not in unresolved
+    assert _against_baseline(stats.Estimate(2.12, 1.5, 3.0, 10), unresolved=True) == \
+        "faster than the baseline, beyond noise"  # a verdict the interval gives stands
 
 
 async def test_program_repeats_give_the_median_and_a_point_for_a_deterministic_evaluator(tmp_path):

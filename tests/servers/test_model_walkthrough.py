@@ -207,3 +207,21 @@ async def test_a_measurement_the_store_refuses_is_not_blamed_on_the_arguments(se
     assert result.is_error and "invalid arguments" not in text, text
     assert "the store refused this measurement's own figures" in text and "hold its sample" in text, text
     assert "arguments were checked before it ran" in text and "Value error" not in text, text
+
+
+async def test_a_held_out_record_is_not_compared_on_the_dev_split(settings, store):
+    """compare took a held-out record's id on the dev split without a word, and kept the rounds
+    under that record (mp44): it is refused before anything is timed, naming the dev candidate."""
+    from evoteam.servers.knowledge.models import CandidateCreate
+    from evoteam.servers.knowledge.store import Actor
+
+    run_id = await start_run(settings, store)
+    bench_store = store.with_actor(Actor(user="u", client="t", verifier=True))
+    dev = await bench_store.record_candidate(CandidateCreate(run_id=run_id, code=FLOAT32, status="PASSED", score=2.0))
+    held = await bench_store.record_candidate(CandidateCreate(run_id=run_id, code=FLOAT32, status="PASSED", score=1.9,
+                                                              split="heldout", parent_id=dev.id))
+    async with Client(bench_server(settings, store)) as bench:
+        result = await bench.call_tool("compare", {"kit": "rmsnorm_walk", "a_candidate_id": "baseline",
+                                                   "b_candidate_id": held.id})
+    text = result.content[0].text
+    assert result.is_error and f"{held.id} is a held-out record of {dev.id}: compare {dev.id}" in text, text

@@ -206,5 +206,5 @@ def _unresolved_note(rounds: timing.Rounds, label: str) -> str | None:
              (("the candidate", rounds.unresolved(label)), ("the baseline", rounds.unresolved(BASELINE))) if n]
     if not parts:
         return None
-    return (f"time not resolved above the call path's spread ({rounds.resolution / 1e3:.0f} us) for "
+    return (f"{timing.UNRESOLVED} above the call path's spread ({rounds.resolution / 1e3:.0f} us) for "
             + " and ".join(parts) + "; such rounds count it at that spread, so the speedup reads closer to 1")

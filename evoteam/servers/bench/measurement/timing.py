@@ -25,6 +25,7 @@ from evoteam import stats
 
 BASELINE = "baseline"
 FLOOR_NS = 1000  # 1 us: below the harness's resolution a time is not a time
+UNRESOLVED = "time not resolved"  # how a workload's note of unresolved rounds begins (interleave.py, batch.py)
 # The process-to-process widening of every kernel ratio interval lives in stats.py (one rule for
 # the bench and the store's pooling).
 

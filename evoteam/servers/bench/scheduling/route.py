@@ -78,9 +78,11 @@ def _held_out_said(result: Evaluation, checked: str | None) -> Evaluation:
     2026-12-04). Each split's candidates are apart: other workloads, another estimate."""
     if checked and result.recorded and result.split != "dev" and result.candidate_id not in (None, checked):
         held_out = result.split == "heldout"
+        # A second check pools into the record: "same code as <the record itself>" read as another (mp44).
+        said = (result.message or result.status).replace(f"same code as {result.candidate_id}, now ", "", 1)
         result.message = (f"{'held-out record' if held_out else 'record'} {result.candidate_id} of {checked} (the "
                           f"same code on {'the held-out workloads' if held_out else 'all workloads, dev and held-out'}"
-                          f", kept apart from its dev measurements): {result.message or result.status}")
+                          f", kept apart from its dev measurements): {said}")
     return result
 
 
