@@ -223,5 +223,10 @@ async def test_a_held_out_record_is_not_compared_on_the_dev_split(settings, stor
     async with Client(bench_server(settings, store)) as bench:
         result = await bench.call_tool("compare", {"kit": "rmsnorm_walk", "a_candidate_id": "baseline",
                                                    "b_candidate_id": held.id})
+        itself = await bench.call_tool("compare", {"kit": "rmsnorm_walk", "a_candidate_id": dev.id,
+                                                   "b_candidate_id": held.id})
     text = result.content[0].text
     assert result.is_error and f"{held.id} is a held-out record of {dev.id}: compare {dev.id}" in text, text
+    # Against its own dev candidate, "compare that one" would time one code against itself (mp45).
+    text = itself.content[0].text
+    assert itself.is_error and f"{dev.id} is the other side already: the same code" in text, text

@@ -169,8 +169,11 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
                 stored = await stored_candidate(store, spec["candidate_id"])
                 if stored.split == "heldout" and split == "dev":  # timed and kept under the wrong record (mp44)
                     of = stored.parent_id or "its dev candidate"
+                    other = (b if label == "A" else a).get("candidate_id")
+                    then = (f"{of} is the other side already: the same code" if other == stored.parent_id else
+                            f"compare {of} on the dev split")  # (both advices compared one code with itself; mp45)
                     raise DomainError(f"{stored.id} is a held-out record{' of ' + of if stored.parent_id else ''}: "
-                                      f"compare {of} on the dev split, or pass split 'heldout'")
+                                      f"{then}, or pass split 'heldout'")
                 code = codes[label] = stored.code
                 notes[label] = stored.notes
             cands[label] = prepare_candidate(the_kit, path, code, settings)

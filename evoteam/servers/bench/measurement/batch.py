@@ -357,26 +357,28 @@ async def _correctness(session: KernelSession, spec: WorkloadSpec, problem: str 
 
 def _against_baseline(est: stats.Estimate, busy: bool = False, unresolved: bool = False) -> str:
     """The verdict a speedup's interval gives, in words: a model read "1.02× (0.912–1.15)" as a gain.
-    On a busy machine as the store reads it against x0 (widened for the load, measurements.py): the
-    reply said "faster than the baseline, beyond noise" of a 2.6x the trajectory put within noise
-    of x0 (mp44)."""
+    On a busy machine it also says how the store reads the score against x0 (widened for the load,
+    measurements.py): a 2.6x "beyond noise" here sat "within noise of x0" in the trajectory (mp44),
+    and said alone, the widened reading was taken for a verdict on the paired rounds (mp45)."""
     if est.coverage == 0:
         return "one round: no verdict against the baseline (evaluate with repeats for an interval)"
     short = f" (a {est.coverage:.0%} interval: few rounds)" if est.coverage < stats.CONFIDENCE - 1e-9 else ""
-    lo, hi, load = (est.lo / stats.BUSY_SPREAD, est.hi * stats.BUSY_SPREAD, " even widened for the load") if busy else \
-        (est.lo, est.hi, "")
-    if lo > 1:
-        return f"faster than the baseline, beyond noise{load}" + short
-    if hi < 1:
-        return f"slower than the baseline, beyond noise{load}" + short
-    if unresolved:  # "not distinguishable" of a 3x kernel whose shortest workload could not be timed (mp44)
-        return ("not told apart from the baseline: some workloads' times were not resolved here (their messages "
-                "say which), which widens the interval; evaluate again when the machine is quieter" + short)
-    if busy:
-        return (f"not told apart from the baseline on a busy machine: the interval widened for the load (low /"
-                f"{stats.BUSY_SPREAD:g}, high x{stats.BUSY_SPREAD:g}: {stats.sig3(lo)}–{stats.sig3(hi)}) holds 1×"
-                + short)
-    return "not distinguishable from the baseline (the interval holds 1×)" + short
+    if est.lo <= 1 <= est.hi:
+        if unresolved:  # "not distinguishable" of a 3x kernel whose shortest workload could not be timed (mp44)
+            return ("not told apart from the baseline: some workloads' times were not resolved here (their "
+                    "messages say which), which widens the interval; evaluate again when the machine is quieter"
+                    + short)
+        return "not distinguishable from the baseline (the interval holds 1×)" + short
+    said = f"{'faster' if est.lo > 1 else 'slower'} than the baseline, beyond noise"
+    if not busy:
+        return said + short
+    lo, hi = est.lo / stats.BUSY_SPREAD, est.hi * stats.BUSY_SPREAD
+    if lo > 1 or hi < 1:
+        return said + " even widened for the load" + short
+    return (said + " in these paired rounds" + short + "; the run reads a busy score against x0 widened for the "
+            f"load (low /{stats.BUSY_SPREAD:g}, high x{stats.BUSY_SPREAD:g}: {stats.sig3(lo)}–{stats.sig3(hi)}), "
+            "which holds 1: it counts past x0 once a quiet evaluation or paired rounds with the run's best "
+            "(bench.compare) do")
 
 
 MS_CLAUSE = "baseline_ms / candidate_ms is"  # how _ms_apart's clause reads (compare leaves it out)
