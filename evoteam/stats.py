@@ -47,9 +47,11 @@ BOOTSTRAP_RESAMPLES = 2000
 # this much on each side for it (docs/bench.md).
 PROCESS_RESOLUTION = 0.03
 # Separate evaluations of the same code, one on a busy machine, have differed by up to 2.5x (39.5x
-# under load against 15.9x quiet, issue #21), and load can slow a baseline more than a candidate:
-# a busy kernel's interval counts against another evaluation's, or a starting score, only widened
-# by this factor each way (knowledge/measurements.widened_for_load; the bench's verdict alike).
+# under load against 15.9x quiet, issue #21; 19.7x against 16.3x, docs/bench.md), and load can
+# slow a baseline more than a candidate (a launch-bound one on a GPU, a threaded one here): a busy
+# kernel's interval counts against another evaluation's, or a starting score, only widened by this
+# factor each way (load_widened). Load widens an interval; it does not place it. Ignored instead,
+# a 4x first version on a shared machine read "not established" for ever (model-play 2026-12-04).
 BUSY_SPREAD = 3.0
 
 Direction = Literal["maximize", "minimize"]
@@ -84,8 +86,12 @@ def median(values: Sequence[float]) -> float:
 
 
 def geomean(values: Sequence[float]) -> float:
+    """The geometric mean; of one value, that value exactly (a round's ratio of one process a side
+    is then the ratio of its times, to the last bit, as its bounds are: timing.Rounds)."""
     if not values or any(v <= 0 or not math.isfinite(v) for v in values):
         raise ValueError("a geometric mean needs positive finite values")
+    if len(values) == 1:
+        return float(values[0])
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
@@ -426,6 +432,12 @@ def clears(new: Estimate, incumbent: Estimate, direction: Direction) -> bool:
     if spread_unknown(new) or spread_unknown(incumbent):
         return False
     return new.lo > incumbent.hi if direction == "maximize" else new.hi < incumbent.lo
+
+
+def load_widened(est: Estimate) -> Estimate:
+    """``est`` as a busy kernel's interval counts against another evaluation's or x0: low end
+    divided by BUSY_SPREAD, high end multiplied (the store's rankings and the bench's verdict)."""
+    return Estimate(est.value, est.lo / BUSY_SPREAD, est.hi * BUSY_SPREAD, est.n, est.coverage)
 
 
 def sig3(x: float | None) -> str:

@@ -281,7 +281,7 @@ async def test_a_busy_machine_never_announces_a_new_best(store, verifier):
     (point,) = (await store.trajectory(other.id)).points
     assert point.best_so_far_id == alone.id and point.contended and not point.new_best
     assert point.within_noise_of == "x0"
-    # ... but a busy kernel's interval counts widened 3x each way (measurements.BUSY_SPREAD): a
+    # ... but a busy kernel's interval counts widened 3x each way (stats.BUSY_SPREAD): a
     # first one at 10x clears x0 = 1 even so and is announced, and a busy copy of the baseline is
     # within noise of x0, not of a best it is far apart from.
     wide = await new_run(store)
@@ -555,7 +555,7 @@ async def test_a_busy_interval_is_compared_widened_not_ignored(store, verifier):
     is a new best (ignoring busy intervals, it read "within noise" of it, "decided by intervals";
     review 2026-12-04), a busy 1.6x is not, nor is a busy 4x; behind a busy best, a quiet copy of
     the baseline is worse than it, and a few-rounds 2x is too few, not within noise of x0."""
-    from evoteam.servers.knowledge.measurements import BUSY_SPREAD
+    from evoteam.stats import BUSY_SPREAD
 
     assert BUSY_SPREAD >= 2.5  # the largest gap measured between a busy and a quiet evaluation
     run = await new_run(store)

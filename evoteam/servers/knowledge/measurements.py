@@ -493,22 +493,15 @@ def clears_start(own: stats.Estimate, x0: float, direction: str) -> bool:
     return stats.clears(own, stats.Estimate(x0, x0, x0, stats.EXACT_MIN_RUNS, 1.0), direction)
 
 
-# stats.BUSY_SPREAD (why: there; also 19.7x against 16.3x, docs/bench.md, and a launch-bound kernel
-# on a GPU or a threaded one here is slowed less than its baseline). Load widens an interval; it does
-# not place it. Ignored instead, a 4x first version on a shared machine read "not established" for
-# ever (model-play 2026-12-04).
-BUSY_SPREAD = stats.BUSY_SPREAD
-
-
 def widened_for_load(est: stats.Estimate | None, busy: bool, kernel: bool) -> stats.Estimate | None:
     """An estimate as it counts against another evaluation: as it is where it was measured
-    quietly; a busy kernel's widened by BUSY_SPREAD; none for any other busy one (programs are not
+    quietly; a busy kernel's widened (stats.load_widened); none for any other busy one (programs are not
     timed: their scores are not marked busy)."""
     if est is None or not busy:
         return est
     if not kernel:
         return None
-    return stats.Estimate(est.value, est.lo / BUSY_SPREAD, est.hi * BUSY_SPREAD, est.n, est.coverage)
+    return stats.load_widened(est)
 
 
 def kernel_row(row) -> bool:

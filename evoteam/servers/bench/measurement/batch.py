@@ -357,8 +357,7 @@ async def _correctness(session: KernelSession, spec: WorkloadSpec, problem: str 
 
 def _against_baseline(est: stats.Estimate, busy: bool = False, unresolved: bool = False) -> str:
     """The verdict a speedup's interval gives, in words: a model read "1.02× (0.912–1.15)" as a gain.
-    On a busy machine it also says how the store reads the score against x0 (widened for the load,
-    measurements.py): a 2.6x "beyond noise" here sat "within noise of x0" in the trajectory (mp44),
+    On a busy machine it also says how the store reads the score against x0 (stats.load_widened): a 2.6x "beyond noise" here sat "within noise of x0" in the trajectory (mp44),
     and said alone, the widened reading was taken for a verdict on the paired rounds (mp45)."""
     if est.coverage == 0:
         return "one round: no verdict against the baseline (evaluate with repeats for an interval)"
@@ -372,7 +371,8 @@ def _against_baseline(est: stats.Estimate, busy: bool = False, unresolved: bool 
     said = f"{'faster' if est.lo > 1 else 'slower'} than the baseline, beyond noise"
     if not busy:
         return said + short
-    lo, hi = est.lo / stats.BUSY_SPREAD, est.hi * stats.BUSY_SPREAD
+    wide = stats.load_widened(est)  # as the store reads it against x0
+    lo, hi = wide.lo, wide.hi
     if lo > 1 or hi < 1:
         return said + " even widened for the load" + short
     return (said + " in these paired rounds" + short + "; the run reads a busy score against x0 widened for the "

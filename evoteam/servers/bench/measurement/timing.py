@@ -30,13 +30,6 @@ UNRESOLVED = "time not resolved"  # how a workload's note of unresolved rounds b
 # the bench and the store's pooling).
 
 
-def _geomean(values: Sequence[int | float]) -> float:
-    """The geometric mean (one value: itself, exactly)."""
-    if len(values) == 1:
-        return values[0]
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
 @dataclass
 class Rounds:
     """One workload's timed rounds: per round and side the fastest call (raw harness clock), and
@@ -113,7 +106,7 @@ class Rounds:
 
     def _mean_net(self, i: int, labels: Sequence[str]) -> float:
         """The geometric mean of these sides' net times in round ``i`` (one side: its time)."""
-        return _geomean([self._net(i, x) for x in labels])
+        return stats.geomean([self._net(i, x) for x in labels])
 
     def group_logs(self, labels: Sequence[str]) -> list[list[float]]:
         """Per round that timed every one of these sides: the logs of their net times, in order."""
@@ -130,7 +123,7 @@ class Rounds:
     def group_bounds(self, a: Sequence[str], b: Sequence[str]) -> tuple[list[float], list[float]]:
         """group_contrast's rounds as bounds() gives one side's: the smallest and largest ratio each
         round's measurements allow."""
-        # The same arithmetic as group_contrast's (_geomean of each side, then the ratio): every
+        # The same arithmetic as group_contrast's (stats.geomean of each side, then the ratio): every
         # step is monotone, so each round's ratio lies within its bounds to the last bit. Computed
         # another way (one exp of a difference of mean logs) a resolved round's bound came out an ulp
         # off its ratio, and the store refused the whole measurement (held-out, repeats 5; mp43).
@@ -140,7 +133,7 @@ class Rounds:
                 ends = {x: self._range(i, x) for x in (*a, *b)}
 
                 def mean(labels: Sequence[str], end: int) -> float:
-                    return _geomean([ends[x][end] for x in labels])
+                    return stats.geomean([ends[x][end] for x in labels])
 
                 lows.append(mean(a, 0) / mean(b, 1))
                 highs.append(mean(a, 1) / mean(b, 0))
