@@ -195,6 +195,8 @@ def print_evaluation(e: Evaluation, console: Console) -> None:
             console.print(f"pooled with earlier measurements of the same code: {e.candidate_id} "
                           f"{_with_interval(e.candidate_score, e.candidate_interval)} over "
                           f"{e.n_measurements} measurements")
+        if e.standing:
+            console.print(f"in run {e.run_id}: {escape(e.standing)}")
     elif e.message:
         console.print(f"[red]{escape(e.message[:1500])}[/red]")
     from evoteam.servers.bench.measurement.machine import contention_line

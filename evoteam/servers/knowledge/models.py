@@ -119,7 +119,7 @@ class Run(BaseModel):
                                                "candidate_ids)")
     ndg: float | None = Field(default=None, description="normalised discovery gain, 100 (best - x0) / (best_known "
                               "- x0): set where the run has x0, best_known and a best")
-    candidates: int = 0
+    candidates: int = Field(default=0, description="candidates recorded in the run, held-out checks included")
     learnings: int = 0
     current_version: int | None = None
     seeded_from: str | None = None

@@ -37,6 +37,7 @@ from evoteam.servers.knowledge.models import CandidateCreate, RunCreate, Workloa
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.measurements import candidate_estimate
 from evoteam.servers.bench.evaluation.credit import credit_documents_used as _credit_documents
+from evoteam.servers.bench.evaluation.standing import run_standing
 
 Progress = Callable[[float, float, str], Awaitable[None]]
 MAX_CODE = 2_000_000
@@ -484,6 +485,7 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
     if (shown := candidate_estimate(saved)) is not None and stats.spread_unknown(shown):
         result.candidate_interval = None  # too few runs for one: the message says so
     result.n_measurements = saved.n_measurements
+    result.standing = await run_standing(store, saved, kit.manifest.kind)
     if saved.n_measurements > 1:
         # Said first: a model read this measurement's score (the top-level `score`) as the candidate's.
         result.message = pooled_lead(saved, result.message or result.status, notes, kit.manifest.kind)
