@@ -136,14 +136,14 @@ class ChatPredictor(AnthropicPredictor):
 
 async def prepare_run(settings: Settings, kit: str) -> str:
     """The evoteam run an OpenEvolve run records into: the kit's newest active run, or a new one."""
-    from evoteam.servers.bench.evaluation.core import _resolve_run
+    from evoteam.servers.bench.evaluation.binding import resolve_run
     from evoteam.servers.bench.formats.kits import find_kit
     from evoteam.servers.knowledge.local import LocalKnowledgeStore
     from evoteam.servers.knowledge.store import Actor
 
     the_kit = find_kit(settings, kit)
     async with LocalKnowledgeStore.open(settings.db, Actor(user="openevolve", client="openevolve-adapter")) as s:
-        return (await _resolve_run(s, the_kit, None))[0]
+        return (await resolve_run(s, the_kit, None))[0]
 
 
 def attach_retrieval(config: Any, options: RetrievalOptions) -> Any:

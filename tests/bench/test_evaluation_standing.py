@@ -11,10 +11,11 @@ import pytest
 from mcp import Client
 
 from evoteam.config import SOURCE_ROOT, Settings
-from evoteam.servers.bench.evaluation.standing import standing_line
+from evoteam.codehash import code_hash
+from evoteam.servers.bench.evaluation.standing import run_standing, standing_line
 from evoteam.servers.bench.server import build_server
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
-from evoteam.servers.knowledge.models import Trajectory, TrajectoryPoint
+from evoteam.servers.knowledge.models import CandidateCreate, RunCreate, Trajectory, TrajectoryPoint
 from evoteam.servers.knowledge.store import Actor
 
 KITS = SOURCE_ROOT / "task_kits"
@@ -43,14 +44,15 @@ def test_each_standing_of_the_trajectory_is_said_in_one_line():
     assert lead.startswith("leads the run's ranking but is not a new best: within noise of cand_a (by their paired "
                            "rounds)") and "bench.compare the two by id" in lead, lead
     assert standing_line(run, "cand_c", "×") == \
-        "not a new best: below the run's best cand_b at 3.30× (3.10–3.50) (by their intervals)"
+        "not a new best: worse than the run's best cand_b at 3.30× (3.10–3.50) (by their intervals)"
     assert standing_line(run, "cand_d", "×") == \
-        "not a new best: within noise of the run's best cand_b at 3.30× (3.10–3.50) (by their intervals)"
+        "not a new best: within noise of the run's best cand_b at 3.30× (3.10–3.50) (by their intervals); " \
+        "bench.compare the two by id to tell them apart"
     # A later new best clears the run's earlier best, not x0; measured again, its lead is no news.
     e = point("cand_e", 4.4, 4.2, 4.6, "cand_e", new_best=True, decided_by="intervals")
     later = trajectory(a, b, c, d, e)
     assert standing_line(later, "cand_e", "×").startswith("new best of the run: beyond noise of the run's earlier best")
-    assert standing_line(later, "cand_e", "×", again=True).startswith("still the run's best: beyond noise")
+    assert standing_line(later, "cand_e", "×", again=True).startswith("the run's best: beyond noise")
     # Judged against a best that has since been overtaken: the verdict of then is not said as now's.
     stale = standing_line(later, "cand_c", "×")
     assert stale.startswith("not the run's best: that is cand_e at 4.40× (4.20–4.60); bench.compare the two by id"), stale
@@ -73,7 +75,7 @@ async def store(tmp_path: Path):
 
 async def test_evaluate_says_a_new_best_and_a_copy_of_the_baseline_below_it(tmp_path, store):
     """Over a real MCP client on rmsnorm_cpu: the faster example is the run's new best beyond noise
-    of x0; the baseline's code, evaluated next, is below it; a held-out check is not ranked here."""
+    of x0; the baseline's code, evaluated next, is worse than it; a held-out check is not ranked here."""
     settings = Settings(db=tmp_path / "kb.db", kits_dirs=[KITS])
     async with Client(build_server(settings, store)) as client:
         run = (await client.call_tool("evaluate", {"kit": "rmsnorm_cpu", "candidate_path": str(
@@ -88,9 +90,84 @@ async def test_evaluate_says_a_new_best_and_a_copy_of_the_baseline_below_it(tmp_
                                                     str(KITS / "rmsnorm_cpu" / "baseline.py")})).structured_content
         assert copy["status"] == "PASSED" and copy["candidate_id"] != run["candidate_id"]
         if not (run["contended"] or copy["contended"]):
-            assert copy["standing"].startswith(f"not a new best: below the run's best {run['candidate_id']} at "), copy
-        else:  # widened for the load: below the best, or not told apart from x0, never a lead
+            assert copy["standing"].startswith(f"not a new best: worse than the run's best {run['candidate_id']} at "), \
+                copy
+        else:  # widened for the load: worse than the best, or not told apart from x0, never a lead
             assert copy["standing"].startswith("not a new best: "), copy
         held = (await client.call_tool("evaluate", {"kit": "rmsnorm_cpu", "run_id": run["run_id"], "split": "heldout",
                                                     "candidate_id": run["candidate_id"]})).structured_content
         assert held["recorded"] and held.get("standing") is None, held
+
+
+# The store's own rule, read back (review 2026-12-06): the cases hand-made points above cannot show.
+
+def measured(run_id: str, code: str, speed: float, spread: float = 0.03, rounds: int = 10) -> CandidateCreate:
+    step = 2 * spread / (rounds - 1)
+    samples = {"w": [speed * (1 - spread + i * step) for i in range(rounds)]}
+    return CandidateCreate(run_id=run_id, code=code, code_hash=code_hash(code), status="PASSED", score=speed,
+                           samples=samples, verified=True)
+
+
+@pytest.fixture
+async def verifier(tmp_path: Path):
+    async with LocalKnowledgeStore.open(tmp_path / "v.db", Actor(user="tester", verifier=True)) as kb:
+        yield kb
+
+
+async def test_a_pooled_candidate_that_takes_the_lead_names_the_best_it_passed(verifier):
+    run = await verifier.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+    a = await verifier.record_candidate(measured(run.id, "a = 1\n", 1.5))
+    assert (await run_standing(verifier, a, "kernel")).startswith("new best of the run: beyond noise of x0")
+    b = await verifier.record_candidate(measured(run.id, "b = 1\n", 2.0))
+    assert (await run_standing(verifier, b, "kernel")).startswith(
+        "new best of the run: beyond noise of the run's earlier best")
+    prior = (await verifier.get_run(run.id)).best_candidate_id
+    assert prior == b.id
+    for _ in range(3):
+        a = await verifier.record_candidate(measured(run.id, "a = 1\n", 3.0))
+    assert a.n_measurements == 4 and (await verifier.get_run(run.id)).best_candidate_id == a.id
+    said = await run_standing(verifier, a, "kernel", prior_best=prior)
+    assert said.startswith(f"now leads the run's ranking, ahead of {b.id}, the best before this measurement"), said
+    assert "x0" not in said
+
+
+async def test_worded_for_a_minimised_score_and_a_run_without_x0(verifier):
+    low = await verifier.start_run(RunCreate(goal="g", kit="k", direction="minimize", x0=0.5))
+    best = await verifier.record_candidate(measured(low.id, "best = 1\n", 0.42, spread=0.01))
+    above = await verifier.record_candidate(measured(low.id, "above = 1\n", 0.46, spread=0.01))
+    said = await run_standing(verifier, above, "program")
+    assert said.startswith(f"not a new best: worse than the run's best {best.id}") and "below" not in said, said
+    bare = await verifier.start_run(RunCreate(goal="g", direction="maximize"))
+    first = await verifier.record_candidate(measured(bare.id, "first = 1\n", 2.0))
+    said = await run_standing(verifier, first, "kernel")
+    assert said == "new best of the run: the first ranked candidate of a run with no starting score x0", said
+
+
+async def test_a_leader_worse_than_x0_is_not_good_news(verifier):
+    run = await verifier.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+    slow = await verifier.record_candidate(measured(run.id, "slow = 1\n", 0.5, spread=0.02))
+    said = await run_standing(verifier, slow, "kernel")
+    assert said.startswith("leads the run's ranking but is worse than x0, the run's starting score"), said
+    assert said.endswith("not a new best")
+
+
+class FailingTrajectory:
+    """A store whose trajectory read fails after the record was made (a version skew over HTTP)."""
+
+    def __init__(self, error: Exception | None = None):
+        self.error, self.read = error, False
+
+    async def trajectory(self, run_id: str):
+        self.read = True
+        raise self.error or ValueError("a reply this client cannot parse")
+
+
+async def test_a_failed_read_costs_the_line_not_the_result_and_unranked_records_read_nothing(verifier):
+    run = await verifier.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+    saved = await verifier.record_candidate(measured(run.id, "c = 1\n", 2.0))
+    failing = FailingTrajectory()
+    assert await run_standing(failing, saved, "kernel") is None and failing.read
+    for update in ({"split": "heldout"}, {"status": "FAILED"}, {"flagged": True}, {"verified": False}):
+        untouched = FailingTrajectory()
+        assert await run_standing(untouched, saved.model_copy(update=update), "kernel") is None
+        assert not untouched.read, update

@@ -130,3 +130,5 @@ async def test_compare_and_remeasure_let_their_folders_go(fast_kit, fast_setting
     assert held() == before
     mset = await remeasure_run(fast_settings, store, e.run_id, rounds=2)
     assert mset.entries and held() == before
+    # A default batch of the run's one candidate says why there is no ranking to read (mp46).
+    assert "only the run's best was re-measured" in mset.note, mset.note

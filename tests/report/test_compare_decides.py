@@ -171,6 +171,8 @@ async def test_compare_of_two_bests_settles_a_real_program_kits_version_gain(tmp
                                        {"candidate_id": ids[2]}, store=kb)
         assert cmp.significant and cmp.verdict.startswith("B is better")
         assert f"kept in run {run.id}" in cmp.verdict
+        # Where B now stands in the run, by the run's rule (a compare that made B the best said nothing; mp46).
+        assert "; B in the run: " in cmp.verdict, cmp.verdict
         # Each side names the candidate it was given as (a model lost track of A and B over three compares).
         assert (cmp.a.candidate_id, cmp.b.candidate_id) == (ids[1], ids[2])
         summary = summarise(await gather(kb, run.id))
@@ -186,12 +188,15 @@ async def test_compare_of_two_bests_settles_a_real_program_kits_version_gain(tmp
         assert again.pooled is not None and again.pooled.batches == 2 and again.pooled.significant
         # Read as this call's B over A (the first batch turned round): -(B - A) of the first.
         assert again.pooled.b_speedup_over_a == pytest.approx(-cmp.b_speedup_over_a)
-        assert "pooled with the 1 earlier batch(es) of the two" in again.verdict
+        # The pool's verdict opens the reply, this batch's after it (said after, mp46 read one reply
+        # saying "no significant difference" and "A is faster").
+        assert again.verdict.startswith("all 2 batches of the two pooled, which the run reads: "), again.verdict
+        assert "; this batch alone: " in again.verdict
         # The first compare's runs pooled into both candidates (5 alike each): this one ran each once and
         # its own difference is exact too (before, 2 runs a side: "not established" beside the pool).
         assert again.significant and again.rounds == 1, again.verdict
         assert "A ran 1 time(s)" in again.verdict and "B ran 1 time(s)" in again.verdict, again.verdict
-        assert "not established" not in again.verdict.split("; kept")[0].split("pooled with")[1]
+        assert "not established" not in again.verdict.split("; this batch alone: ")[0]
 
 
 async def test_paired_rounds_outlast_a_newer_side_by_side_batch_and_a_busy_compare_decides(tmp_path: Path):
@@ -269,6 +274,7 @@ async def test_a_remeasure_batch_keeps_paired_rounds_that_settle_a_real_version_
         again = await remeasure_run(settings, kb, run.id, rounds=5)
         assert [(e.settled, e.runs) for e in again.entries] == [(True, 0), (True, 0)]  # exact already: not run
         assert again.order_after == first.order_after and again.changed == []
+        assert "only the run's best" not in (again.note or "")  # two finalists: a ranking to read
         assert len(await dev_comparisons(kb, run.id, "circle_packing_26")) == 1  # the first batch's pair, kept
         assert summarise(await gather(kb, run.id)).versions[1].gain == line.gain
 

@@ -458,11 +458,12 @@ class Comparison(BaseModel):
                                            "mean over workloads of the per-round paired ratios); program kits: "
                                            "B's score minus A's")
     interval: list[float] | None = Field(default=None, description="95% interval of b_speedup_over_a")
-    significant: bool = Field(default=False, description="true only when the interval excludes no difference "
-                              "(1 for a ratio, 0 for a difference)")
+    significant: bool = Field(default=False, description="this batch's: true only when the interval excludes no "
+                              "difference (1 for a ratio, 0 for a difference); where pooled is given, it decides")
     rounds: int | None = None
     workloads: list[WorkloadComparison]
-    verdict: str = Field(description="which is better, or 'no significant difference'")
+    verdict: str = Field(description="which is better, or 'no significant difference'; where the two were compared "
+                         "before, it opens with every batch pooled (what the run reads), then this batch alone")
     contended: bool = Field(default=False, description="the machine was busier than the timing tolerates: "
                             "intervals are wider (said here once, not in each side's message)")
     pooled: PooledComparison | None = Field(default=None, description="where the two were compared before (by "

@@ -415,7 +415,8 @@ class Candidate(CandidateSummary):
 class TrajectoryPoint(BaseModel):
     candidate_id: str
     at: datetime
-    score: float | None
+    score: float | None = Field(description="the candidate's score now, every measurement of its code pooled (not "
+                                "its score when made): points and verdicts move as measurements pool")
     score_interval: list[float] | None = None
     best_so_far: float | None = Field(description="score of the best candidate so far, ranked by the "
                                       "pessimistic end of each interval, a score with a 95% interval before "

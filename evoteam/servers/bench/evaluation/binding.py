@@ -13,7 +13,7 @@ from evoteam.servers.bench.evaluation.candidates import check_parent
 from evoteam.servers.bench.formats.kit import Kit
 from evoteam.servers.bench.measurement.method import TIMING_METHOD
 from evoteam.servers.bench.models import Evaluation
-from evoteam.servers.knowledge.models import CandidateCreate
+from evoteam.servers.knowledge.models import CandidateCreate, RunCreate
 from evoteam.servers.knowledge.store import KnowledgeStore
 
 
@@ -111,3 +111,43 @@ async def check_run(store: KnowledgeStore, kit: Kit, parent_id: str | None, run_
         await check_parent(store, parent_id, run_id)
     if run_id:
         await check_binding(store, kit, run_id, TIMING_METHOD if kit.manifest.kind == "kernel" else None)
+
+
+async def resolve_run(store: KnowledgeStore, kit: Kit, run_id: str | None, owner: str | None = None,
+                       method: int | None = None) -> tuple[str, str | None]:
+    """The run to record in: the one named, else the kit's newest active run (of `owner` when
+    given: on a shared store, never a colleague's run by default) measured like this one, else a
+    new one. With it, a line for the result when a run was started now or an active run of the kit
+    was skipped (None otherwise): a model that started a run of its own must learn its evaluations
+    went elsewhere, and why."""
+    if run_id:
+        await check_binding(store, kit, run_id, method)
+        return run_id, None
+    cursor = None
+    skipped: list[tuple[str, str]] = []
+    for _ in range(10):
+        page = await store.list_runs(status="active", limit=100, cursor=cursor)
+        for run in page.items:
+            if run.kit == kit.name and (owner is None or run.provenance.user == owner):
+                try:
+                    await check_binding(store, kit, run.id, method)
+                except BindingError as exc:
+                    skipped.append((run.id, exc.reason))
+                    continue  # bound to other content or timing: use (or start) a run for this one
+                return run.id, _skipped(f"recorded in {run.id}, your newest active run of this kit that can take "
+                                        "it", skipped) if skipped else None
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    m = kit.manifest
+    run = await store.start_run(RunCreate(goal=m.goal, kit=kit.name, direction=m.direction, x0=m.x0,
+                                          best_known=m.best_known))
+    return run.id, _skipped(f"recorded in {run.id}, a run started now", skipped)
+
+
+def _skipped(line: str, skipped: list[tuple[str, str]]) -> str:
+    """The line naming the run used and the active runs of the kit skipped, each with why."""
+    if not skipped:
+        return line
+    said = "; ".join(f"{rid}: {reason}" for rid, reason in skipped[:3]) + (" …" if len(skipped) > 3 else "")
+    return (f"{line}; skipped {said} (one started by mistake: knowledge.finish_run it with status failed)")

@@ -43,6 +43,7 @@ from evoteam.servers.bench.evaluation.core import (
     stored_candidate,
 )
 from evoteam.servers.bench.evaluation.settle import earlier_runs, settled
+from evoteam.servers.bench.evaluation.standing import run_standing
 from evoteam.servers.bench.formats.kits import find_kit
 from evoteam.servers.bench.models import (BASELINE_ID, ComparedSide, Comparison, Evaluation, PooledComparison, Split,
                                           WorkloadComparison)
@@ -239,9 +240,9 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
             verdict += await _pool_runs(settings, store, the_kit, pool_in, codes, runs)
         if not_pooled:
             verdict += f"; runs not pooled into the candidates: {not_pooled}"
-    kept, pooled = "", None
+    kept, pooled, lead = "", None, ""
     if est is not None and store is not None:
-        kept, pooled = await _keep(store, the_kit, a, b, split, kind, contended, samples, ranges, spread)
+        kept, pooled, lead = await _keep(store, the_kit, a, b, split, kind, contended, samples, ranges, spread)
     if contended:  # the sides' messages lose their contention clause (_brief): the verdict says it once
         # Load widens a paired interval, it does not make a difference appear (A/A with two busy
         # loops: 0 of 20 significant, docs/bench.md): only "no difference" is in doubt.
@@ -253,7 +254,7 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
                     f"{busy}: its wider interval can hide a small difference"
                     + ("; compares of the same two by id pool into a narrower one, quiet ones most"
                        if "; kept in run" in kept else ""))
-    verdict += kept
+    verdict = f"{lead}; this batch alone: {verdict}{kept}" if lead else verdict + kept
     return Comparison(kit=the_kit.name, split=split, a=_brief(ea, a.get("candidate_id"), notes.get("A"), styled),
                       b=_brief(eb, b.get("candidate_id"), notes.get("B"), styled),
                       b_speedup_over_a=est.value if est else None, interval=[est.lo, est.hi] if est else None,
@@ -263,38 +264,44 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
 
 async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, kind: str, contended: bool,
                 samples: dict, ranges: dict | None,
-                spread: tuple[float, float] | None) -> tuple[str, PooledComparison | None]:
+                spread: tuple[float, float] | None) -> tuple[str, PooledComparison | None, str]:
     """Keep the verdict and its rounds in the run both sides belong to; what the verdict adds
-    about it, and every kept batch of the two pooled where this is not the first."""
+    about it, every kept batch of the two pooled where this is not the first, and the pool's
+    verdict that opens the reply then."""
     ids = [side.get("candidate_id") for side in (a, b)]
     if not all(ids) or BASELINE_ID in ids or split != "dev":  # only dev rounds decide a version gain
-        return "", None
+        return "", None, ""
     first, second = [await store.get_candidate(i) for i in ids]
     if first.run_id != second.run_id:
         # Said: a compare with a colleague's best was read as pooling like one within a run (model-play 2026-12-04).
         return (f"; not kept: the two are of different runs ({first.run_id}, {second.run_id}), and only compares "
-                "within a run are kept and pooled"), None
+                "within a run are kept and pooled"), None, ""
     run = await store.get_run(first.run_id)
     if run.kit is not None and run.kit != kit.name:
-        return "", None
+        return "", None, ""
     record = record_of(first.id, second.id, kit=kit.name, split=split, kind=kind, samples=samples, ranges=ranges,
                        contended=contended, measured_at=datetime.now(UTC), kit_hash=kit.content_hash,
                        timing_method=TIMING_METHOD if kind == "kernel" else None, spread=spread)
     refused = await keep_comparison(store, run.id, record)
     if refused:
-        return f"; not kept in run {run.id}: {refused}", None
+        return f"; not kept in run {run.id}: {refused}", None, ""
     # Short: it ended each of a model's eight compares (190 characters each; mp33, 2026-12-04).
     kept = f"; kept in run {run.id}: its verdicts between these two pool every compare and re-measurement of them"
+    # Where B now stands in the run: a compare that made B the run's best said nothing of it (mp46).
+    if (line := await run_standing(store, second, kind, again=True)) is not None:
+        kept += f"; B in the run: {line}"
     # The pool is what decides; a model that compared again saw only the newest batch (model-play 2026-12-04).
     found = paired_verdict(await dev_comparisons(store, run.id, kit.name), first.id, second.id)
     if found is None or found.batches < 2:
-        return kept, None
-    clause, pooled = pooled_clause(found, run.direction)
-    return clause + kept, pooled
+        return kept, None, ""
+    lead, pooled = pooled_clause(found, run.direction)
+    return kept, pooled, lead
 
 
 def pooled_clause(found: PairedVerdict, direction: str = "maximize") -> tuple[str, PooledComparison]:
-    """What a compare's verdict says of every kept batch of its two candidates, pooled."""
+    """What a compare's verdict says first of every kept batch of its two candidates, pooled: what
+    the run's verdicts read. Said after this batch's, "no significant difference" here and
+    "significant: A is faster" there read as one reply contradicting itself (mp46, 2026-12-06)."""
     value, lo, hi = found.estimate
     pooled = PooledComparison(b_speedup_over_a=value, interval=[lo, hi], significant=found.significant,
                               batches=found.batches)
@@ -307,7 +314,7 @@ def pooled_clause(found: PairedVerdict, direction: str = "maximize") -> tuple[st
         f"not established: a {found.coverage:.0%} interval, too few rounds or runs for a 95% one"
     unit = "×" if found.kind == "kernel" else ""
     shown = stats.describe(stats.Estimate(value, lo, hi, found.runs, found.coverage), unit)  # as the batch's
-    return f"; pooled with the {found.batches - 1} earlier batch(es) of the two: {shown}, {said}", pooled
+    return f"all {found.batches} batches of the two pooled, which the run reads: {shown}, {said}", pooled
 
 
 async def _program_contrast(settings, kit, cands, split, progress, repeats, earlier: dict[str, list[float]]):

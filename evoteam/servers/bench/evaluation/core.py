@@ -28,12 +28,12 @@ from evoteam.servers.bench.evaluation.candidates import (check_candidate_path, f
                                                          record_measured, same_as_parent, state_paths)
 from evoteam.servers.bench.measurement.harness import WorkerFailure
 from evoteam.servers.bench.measurement.session import CANDIDATE, SideSpec, WorkloadSpec
-from evoteam.servers.bench.evaluation.binding import BindingError, check_binding, check_run, timing_method  # noqa: F401 - check_run: callers import it from here
+from evoteam.servers.bench.evaluation.binding import check_run, resolve_run, timing_method  # noqa: F401 - check_run: callers import it from here
 from evoteam.servers.bench.formats.kit import Kit
 from evoteam.servers.bench.formats.kits import find_kit, heldout_choice, kit_dirs, state_dir
 from evoteam.servers.bench.models import Evaluation, Split, WorkloadOutcome
 from evoteam.errors import DomainError, Missing
-from evoteam.servers.knowledge.models import CandidateCreate, RunCreate, WorkloadResult, normalised_discovery_gain
+from evoteam.servers.knowledge.models import CandidateCreate, WorkloadResult, normalised_discovery_gain
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.measurements import candidate_estimate
 from evoteam.servers.bench.evaluation.credit import credit_documents_used as _credit_documents
@@ -264,46 +264,6 @@ async def _run_program(settings: Settings, kit: Kit, cand: PreparedCandidate, sp
                       artifacts=artifacts, stages=stage_rows)
 
 
-async def _resolve_run(store: KnowledgeStore, kit: Kit, run_id: str | None, owner: str | None = None,
-                       method: int | None = None) -> tuple[str, str | None]:
-    """The run to record in: the one named, else the kit's newest active run (of `owner` when
-    given: on a shared store, never a colleague's run by default) measured like this one, else a
-    new one. With it, a line for the result when a run was started now or an active run of the kit
-    was skipped (None otherwise): a model that started a run of its own must learn its evaluations
-    went elsewhere, and why."""
-    if run_id:
-        await check_binding(store, kit, run_id, method)
-        return run_id, None
-    cursor = None
-    skipped: list[tuple[str, str]] = []
-    for _ in range(10):
-        page = await store.list_runs(status="active", limit=100, cursor=cursor)
-        for run in page.items:
-            if run.kit == kit.name and (owner is None or run.provenance.user == owner):
-                try:
-                    await check_binding(store, kit, run.id, method)
-                except BindingError as exc:
-                    skipped.append((run.id, exc.reason))
-                    continue  # bound to other content or timing: use (or start) a run for this one
-                return run.id, _skipped(f"recorded in {run.id}, your newest active run of this kit that can take "
-                                        "it", skipped) if skipped else None
-        cursor = page.next_cursor
-        if not cursor:
-            break
-    m = kit.manifest
-    run = await store.start_run(RunCreate(goal=m.goal, kit=kit.name, direction=m.direction, x0=m.x0,
-                                          best_known=m.best_known))
-    return run.id, _skipped(f"recorded in {run.id}, a run started now", skipped)
-
-
-def _skipped(line: str, skipped: list[tuple[str, str]]) -> str:
-    """The line naming the run used and the active runs of the kit skipped, each with why."""
-    if not skipped:
-        return line
-    said = "; ".join(f"{rid}: {reason}" for rid, reason in skipped[:3]) + (" …" if len(skipped) > 3 else "")
-    return (f"{line}; skipped {said} (one started by mistake: knowledge.finish_run it with status failed)")
-
-
 def median_run(kit: Kit, runs: list[Evaluation]) -> tuple[Evaluation, stats.Estimate]:
     """Passed runs of one program as one evaluation: the median of their scores with its interval.
     The run nearest the median speaks for the rest (metrics, message), with the objective and NDG
@@ -387,7 +347,8 @@ async def evaluate_candidate(settings: Settings, kit: str | Kit, *, candidate_pa
     result.code_hash = code_hash(cand.code)
     if store is not None:
         await record_evaluation(settings, store, kit, result, cand.code, run_id=run_id, parent_id=parent_id,
-                                documents_used=documents_used, notes=notes, credit=credit_documents, owner=owner)
+                                documents_used=documents_used, notes=notes, credit=credit_documents, owner=owner,
+                                standing=True)
     else:
         _finish(settings, kit, result)
         if kit.manifest.kind == "program" and result.samples and result.status == "PASSED":
@@ -453,13 +414,16 @@ async def stored_candidate(store: KnowledgeStore | None, candidate_id: str):
 async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit, result: Evaluation, code: str, *,
                             run_id: str | None = None, parent_id: str | None = None,
                             documents_used: list[str] | None = None, notes: str = "",
-                            credit: bool = True, owner: str | None = None, claim: bool = True) -> None:
+                            credit: bool = True, owner: str | None = None, claim: bool = True,
+                            standing: bool = False) -> None:
     """Record one evaluation as a verified measurement of its code in a run (pooled by the store
     with earlier measurements of the same code), and copy the pooled candidate's figures back.
     ``claim``: where the store refuses a verified record, keep it as an unverified claim (else
-    the refusal is raised)."""
+    the refusal is raised). ``standing``: say where it leaves the run (evaluate's reply only: a
+    trajectory read that compare's and remeasure's records would not show)."""
     _finish(settings, kit, result)
-    rid, started = await _resolve_run(store, kit, run_id, owner, timing_method(result))
+    rid, started = await resolve_run(store, kit, run_id, owner, timing_method(result))
+    prior_best = (await store.get_run(rid)).best_candidate_id if standing else None
     try:  # the caller's notes and documents were checked before measuring (check_run): the bench's own figures
         record = CandidateCreate(
             run_id=rid, code=code, status=result.status, score=result.score, split=result.split,
@@ -485,7 +449,6 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
     if (shown := candidate_estimate(saved)) is not None and stats.spread_unknown(shown):
         result.candidate_interval = None  # too few runs for one: the message says so
     result.n_measurements = saved.n_measurements
-    result.standing = await run_standing(store, saved, kit.manifest.kind)
     if saved.n_measurements > 1:
         # Said first: a model read this measurement's score (the top-level `score`) as the candidate's.
         result.message = pooled_lead(saved, result.message or result.status, notes, kit.manifest.kind)
@@ -497,3 +460,5 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
         await _credit_documents(store, rid, saved.id, list(documents_used), result.score, parent_id,
                                 timing_method(result), result.split, result.score_interval,
                                 stats.runs_of(result.samples) if result.samples else 1, bool(result.contended))
+    if standing:  # last: it reads the run as this record left it
+        result.standing = await run_standing(store, saved, kit.manifest.kind, prior_best=prior_best)

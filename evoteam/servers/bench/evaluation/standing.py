@@ -1,39 +1,53 @@
 """Where a recorded evaluation leaves its candidate in the run: a new best, within noise of the
-run's best, or below it, in one line of `bench.evaluate`'s reply.
+run's best, or worse than it, in one line of `bench.evaluate`'s reply (and of a compare's, for B).
 
 The store decides it (knowledge/standing.py, the rule of `knowledge.trajectory`); the bench only
 reads it back. Said in the reply because a model that evaluated a candidate otherwise compared
 the bare score with the last best it remembered, the maximum of noisy draws the rankings never
-take (model-play mp45, 2026-12-06: "an evaluation does not say new best yes or no").
+take (model-play mp45, 2026-12-06: "an evaluation does not say new best yes or no"). Worded for
+either direction ("worse", never "below": a minimised score above the best is the worse one).
 """
 
 from __future__ import annotations
 
+import logging
+
 from evoteam import stats
-from evoteam.servers.knowledge.errors import StoreError
 from evoteam.servers.knowledge.models import Candidate, Trajectory, TrajectoryPoint
 from evoteam.servers.knowledge.store import KnowledgeStore
 
+log = logging.getLogger(__name__)
+X0 = "x0, the run's starting score"
 
-async def run_standing(store: KnowledgeStore, saved: Candidate, kind: str) -> str | None:
+
+async def run_standing(store: KnowledgeStore, saved: Candidate, kind: str, again: bool | None = None,
+                       prior_best: str | None = None) -> str | None:
     """One line on the recorded candidate against the run's best dev candidate, or None where it
-    does not rank (held-out, failed, flagged, unverified) or the store cannot say."""
+    does not rank (held-out, failed, flagged, unverified) or the store cannot say. ``again``: it
+    was measured before (by default, where its code has more than one measurement);
+    ``prior_best``: the run's best before this measurement was recorded, where read."""
     if saved.split != "dev" or saved.status != "PASSED" or saved.flagged or not saved.verified:
         return None
     try:
         trajectory = await store.trajectory(saved.run_id)
-    except StoreError:  # recorded already: a store that cannot say (gone, busy) costs the line, not the result
+    except Exception:  # noqa: BLE001 - recorded already: a read that fails (a store gone, a version
+        # skew over HTTP) costs this line, never the result (a retry would pool a second measurement)
+        log.warning("no standing for %s", saved.id, exc_info=True)
         return None
-    return standing_line(trajectory, saved.id, "×" if kind == "kernel" else "", again=saved.n_measurements > 1)
+    again = saved.n_measurements > 1 if again is None else again
+    return standing_line(trajectory, saved.id, "×" if kind == "kernel" else "", again=again, prior_best=prior_best)
 
 
-def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", again: bool = False) -> str | None:
+def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", again: bool = False,
+                  prior_best: str | None = None) -> str | None:
     """The trajectory's verdict on ``candidate_id`` while the best it was judged against is still the
     run's best; else (measured again after others took the lead) the best, to compare by id.
-    ``again``: the candidate was measured before (its lead is not news)."""
+    ``again``: the candidate was measured before, so a lead of its point (judged in creation
+    order) may be over candidates made after it: one that took the lead from ``prior_best`` says
+    so rather than repeat a verdict on what came before it."""
     points = {p.candidate_id: p for p in trajectory.points}
     point = points.get(candidate_id)
-    if point is None or not trajectory.points:
+    if point is None:
         return None
     best_id = trajectory.points[-1].best_so_far_id
     if best_id is None:
@@ -43,33 +57,61 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
     if point.best_so_far_id != best_id:  # its point was judged against an earlier best
         return (f"not the run's best: that is {best_text}; bench.compare the two by id to tell them apart "
                 "(the trajectory ranks by each interval's pessimistic end)")
+    if again and best_id == candidate_id and prior_best and prior_best != candidate_id:
+        return (f"now leads the run's ranking, ahead of {prior_best}, the best before this measurement; "
+                "bench.compare the two by id to tell them apart")
     first = not any(p.new_best for p in trajectory.points[:trajectory.points.index(point)])
-    return _verdict(point, best_id == candidate_id, best_text, first, again)
+    if best_id == candidate_id:
+        return _lead(point, first, again)
+    return _behind(point, best_text)
 
 
-def _verdict(point: TrajectoryPoint, leads: bool, best_text: str, first: bool, again: bool) -> str:
-    how = f" (by their {point.decided_by})" if point.decided_by else ""
-    if leads:
-        if point.new_best:
-            cleared = "x0, the run's starting score" if first else "the run's earlier best"
-            head = "still the run's best" if again else "new best of the run"
-            return f"{head}: beyond noise of {cleared}{how}"
-        if point.within_noise_of == "x0":
-            return (f"leads the run's ranking but is not a new best: within noise of x0, the run's starting score"
-                    f"{how} (bench.compare it with a_candidate_id \"baseline\" to tell them apart)")
-        if point.within_noise_of:
-            return (f"leads the run's ranking but is not a new best: within noise of {point.within_noise_of}{how}; "
-                    "it is progress only once their paired rounds find it better (bench.compare the two by id)")
-        if point.too_few_runs:
-            return "leads the run's ranking, but from too few runs to be told apart from the last new best"
-        return "leads the run's ranking"
+def _how(point: TrajectoryPoint) -> str:
+    return f" (by their {point.decided_by})" if point.decided_by else ""
+
+
+def _lead(point: TrajectoryPoint, first: bool, again: bool) -> str:
+    """A candidate that leads the run's ranking: announced as a new best only where its point is."""
+    how = _how(point)
+    if point.new_best:
+        head = "the run's best" if again else "new best of the run"
+        if not first:
+            return f"{head}: beyond noise of the run's earlier best{how}"
+        if point.decided_by is None:  # nothing to clear: a run with no x0, its first ranked candidate
+            return f"{head}: the first ranked candidate of a run with no starting score x0"
+        if point.decided_by == "paired rounds":
+            return f"{head}: found better than the run's earlier leader by their paired rounds, and past x0"
+        return f"{head}: beyond noise of {X0}{how}"
+    # A leader worse than x0 (or than the best before it, side by side) is no good news (review 2026-12-06).
+    if point.worse_than:
+        target = X0 if point.worse_than == "x0" else point.worse_than
+        return f"leads the run's ranking but is worse than {target}{how}: not a new best"
+    if point.within_noise_of == "x0":
+        return (f"leads the run's ranking but is not a new best: within noise of {X0}{how} (bench.compare it "
+                "with a_candidate_id \"baseline\" to tell them apart)")
+    if point.within_noise_of:
+        return (f"leads the run's ranking but is not a new best: within noise of {point.within_noise_of}{how}; "
+                "it is progress only once their paired rounds find it better (bench.compare the two by id)")
+    if point.too_few_runs:
+        mark = X0 if first else "the last new best"
+        return f"leads the run's ranking, but from too few runs to be told apart from {mark}"
+    return "leads the run's ranking"
+
+
+def _behind(point: TrajectoryPoint, best_text: str) -> str:
+    """A candidate behind the run's best, which it was judged against."""
+    how = _how(point)
     if point.better_than:
-        return (f"ranks below the run's best {best_text} by its wider interval, though their paired rounds "
+        return (f"ranks behind the run's best {best_text} by its wider interval, though their paired rounds "
                 "find it better: bench.remeasure the two")
-    for said, what in ((point.worse_than, "below"), (point.within_noise_of, "within noise of")):
-        if said:
-            target = "x0, the run's starting score" if said == "x0" else f"the run's best {best_text}"
-            return f"not a new best: {what} {target}{how}"
+    if point.worse_than:
+        target = X0 if point.worse_than == "x0" else f"the run's best {best_text}"
+        return f"not a new best: worse than {target}{how}"
+    if point.within_noise_of == "x0":
+        return f"not a new best: within noise of {X0}{how}"
+    if point.within_noise_of:  # "within noise" read as "as good as the best" beside a compare that found it slower (mp46)
+        return (f"not a new best: within noise of the run's best {best_text}{how}; bench.compare the two by id to "
+                "tell them apart")
     if point.too_few_runs:
         return f"not told apart from the run's best {best_text}: too few runs"
     return f"not a new best: the run's best is {best_text}"

@@ -253,6 +253,8 @@ def contention_line(c: dict, split: str = "dev") -> str | None:
     # baseline at 1.07x under a best of 3.6x (model-play 2026-12-04).
     # A run's first score has no best to compare with: its mark is the starting score x0 (mp26).
     # Half its length: ~420 characters on every busy evaluation, read even far below the best (mp43).
+    # "(low /3, high x3) clears that mark" read as a bar no score could clear (mp46); the rule is
+    # applied in `standing` (evaluation/standing.py), which says the outcome.
     return (what + "; a score above the run's best (its starting score x0 in a run with none yet) is a new best "
-            "only once paired rounds find it better (bench.compare it by id with the best) or its interval, "
-            "widened for the load (low /3, high x3), clears that mark")
+            "only once paired rounds find it better (bench.compare it by id with the best) or its interval "
+            "clears the best's, each measured on a busy machine widened 3x each way (`standing` says which holds)")

@@ -130,7 +130,7 @@ async def evaluate_scheduled(settings: Settings, kit: str | Kit, *, candidate_pa
         async with _recording():
             await core.record_evaluation(settings, store, the_kit, result, source, run_id=run_id,
                                          parent_id=parent_id, documents_used=documents_used, notes=notes,
-                                         owner=owner, credit=credit_documents)
+                                         owner=owner, credit=credit_documents, standing=True)
     if progress is not None:
         await progress(1, 1, f"{result.status} on {result.metrics.get('placement', {}).get('device', '?')}")
     return result
