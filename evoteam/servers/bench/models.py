@@ -365,7 +365,7 @@ class Evaluation(BaseModel):
                                                    "(none from under 5 runs of a program: its spread is unknown)")
     n_measurements: int | None = Field(default=None, description="evaluations of this code pooled in the candidate")
     standing: str | None = Field(default=None, description="the recorded candidate against the run's best (dev): a new "
-                                 "best beyond noise, within noise of it, or below it (knowledge.trajectory's rule)")
+                                 "best beyond noise, within noise of it, or worse than it (knowledge.trajectory's rule)")
     score: float | None = Field(description="this evaluation's (the candidate's is candidate_score): kernel: "
                                 "geomean speedup over the baseline; program: the objective (the median of repeats)")
     score_interval: list[float] | None = Field(default=None, description="95% interval of this evaluation's score "

@@ -139,15 +139,15 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         run_id: Annotated[str | None, Field(description="default: your newest active run of this kit, else "
                                                           "new")] = None,
         parent_id: Annotated[str | None, Field(description="the candidate it derives from (none: the baseline)")] = None,
-        documents_used: Annotated[list[str] | None, Field(description="retrieved documents it was built from")] = None,
+        documents_used: Annotated[list[str] | None, Field(description="retrieved documents it used")] = None,
         notes: Annotated[str, Field(max_length=2000, description="what it tries")] = "",
         role: Annotated[str | None, Field()] = None,
         team_version: Annotated[int | None, Field(ge=0)] = None,
-        wait: Annotated[bool, Field(description="false: answer at once, PENDING with a ticket")] = True,
+        wait: Annotated[bool, Field(description="false: PENDING at once, a ticket")] = True,
     ) -> Evaluation:
         """Evaluate and record a candidate: sandboxed, checked, a kernel timed in rounds with
-        the baseline; 95% intervals. Same code is one candidate (pooled).
-        split='heldout' confirms a final one."""
+        the baseline; 95% intervals. Same code is one candidate (pooled); standing: new best or
+        not. split='heldout' checks a final one."""
         store = kb(role, team_version, ctx)
 
         def run(progress):
