@@ -41,8 +41,9 @@ def test_each_standing_of_the_trajectory_is_said_in_one_line():
     assert standing_line(trajectory(a), "cand_a", "×") == \
         "new best of the run: beyond noise of x0, the run's starting score (by their intervals)"
     lead = standing_line(run, "cand_b", "×")
-    assert lead.startswith("leads the run's ranking but is not a new best: within noise of cand_a (by their paired "
-                           "rounds)") and "bench.compare the two by id" in lead, lead
+    assert lead.startswith("leads the run's ranking (by its interval's pessimistic end) but is not a new best: "
+                           "within noise of cand_a, the last new best (by their paired rounds)") and \
+        "bench.compare the two by id" in lead, lead
     assert standing_line(run, "cand_c", "×") == \
         "not a new best: worse than the run's best cand_b at 3.30× (3.10–3.50) (by their intervals)"
     assert standing_line(run, "cand_d", "×") == \
@@ -171,3 +172,15 @@ async def test_a_failed_read_costs_the_line_not_the_result_and_unranked_records_
         untouched = FailingTrajectory()
         assert await run_standing(untouched, saved.model_copy(update=update), "kernel") is None
         assert not untouched.read, update
+
+
+def test_a_best_from_runs_all_alike_is_said_as_such_not_as_no_interval():
+    exact = TrajectoryPoint(candidate_id="cand_x", at=AT, score=0.382181, score_interval=[0.382181, 0.382181],
+                            best_so_far=None, best_so_far_id="cand_x", status="PASSED", verified=True,
+                            n_measurements=2, role=None, team_version=None, new_best=True, decided_by="intervals")
+    one = TrajectoryPoint(candidate_id="cand_y", at=AT, score=0.39, score_interval=[0.39, 0.39], best_so_far=None,
+                          best_so_far_id="cand_x", status="PASSED", verified=True, n_measurements=1, runs=1,
+                          role=None, team_version=None, too_few_runs=True)
+    said = standing_line(trajectory(exact, one), "cand_y")
+    assert said == "not told apart from the run's best cand_x at 0.382181 (5+ runs, the middle ones alike): this " \
+                   "one is from 1 run, too few for a 95% interval", said

@@ -55,7 +55,16 @@ async def test_a_second_active_run_of_ones_own_kit_is_pointed_out(tmp_path: Path
     async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
         first = await _start(kb, goal="faster", kit="rmsnorm_cpu")
         # Nothing before it, said in words (an empty list alone left a model unsure the lookup ran).
-        assert first.prior_work.runs == [] and first.prior_work.hint == NO_PRIOR
+        assert first.prior_work.runs == [] and first.prior_work.hint.endswith(NO_PRIOR)
+        # A kit this server cannot read: the default direction and the missing x0 are said (a
+        # minimising kit's run was started maximising, and only the first evaluate said so; mp47).
+        assert first.prior_work.hint.startswith("Kit 'rmsnorm_cpu' is not found on this server, so this run ranks "
+                                                "to be maximized by default and has no starting score x0"), \
+            first.prior_work.hint
+        known = await _start(kb, goal="faster", kit="fresh_kit", local_kit=_facts({"fresh_kit": "minimize"}))
+        assert known.direction == "minimize" and known.prior_work.hint == NO_PRIOR
+        given = await _start(kb, goal="faster", kit="fresh_kit_2", direction="minimize")
+        assert given.prior_work.hint == NO_PRIOR  # a direction given: nothing was defaulted
         second = await _start(kb, goal="faster", kit="rmsnorm_cpu")
         assert second.prior_work.hint.startswith(f"You already have an active run of this kit: {first.id}. "), \
             second.prior_work.hint
@@ -114,3 +123,16 @@ def test_a_broken_kit_folder_does_not_stop_the_direction_lookup(tmp_path: Path):
     assert facts("broken") is None and facts("no_such_kit") is None
     # A folder names the kit it holds: a run of it takes the kit's name, as the bench finds runs by it.
     assert facts(str(Path("task_kits") / "rmsnorm_cpu")).name == "rmsnorm_cpu"
+
+
+async def test_earlier_runs_that_rank_nothing_do_not_point_to_a_best(tmp_path: Path):
+    """The hint sent a model to "the best candidate" of earlier runs that held none (mp47)."""
+    from evoteam.servers.knowledge.prior import HINT, NO_BEST
+
+    directions = _facts({"rmsnorm_cpu": "maximize"})
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        empty = await _start(kb, goal="faster", kit="rmsnorm_cpu", local_kit=directions)
+        await kb.update_run(empty.id, status="failed", reason="started the wrong way")
+        after = await _start(kb, goal="faster", kit="rmsnorm_cpu", local_kit=directions)
+        assert [r.id for r in after.prior_work.runs] == [empty.id] and after.prior_work.best == []
+        assert after.prior_work.hint == NO_BEST and HINT not in after.prior_work.hint

@@ -190,7 +190,7 @@ async def test_compare_of_two_bests_settles_a_real_program_kits_version_gain(tmp
         assert again.pooled.b_speedup_over_a == pytest.approx(-cmp.b_speedup_over_a)
         # The pool's verdict opens the reply, this batch's after it (said after, mp46 read one reply
         # saying "no significant difference" and "A is faster").
-        assert again.verdict.startswith("all 2 batches of the two pooled, which the run reads: "), again.verdict
+        assert again.verdict.startswith("both batches of the two pooled, which the run reads: "), again.verdict
         assert "; this batch alone: " in again.verdict
         # The first compare's runs pooled into both candidates (5 alike each): this one ran each once and
         # its own difference is exact too (before, 2 runs a side: "not established" beside the pool).

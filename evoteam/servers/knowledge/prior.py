@@ -40,6 +40,9 @@ HINT = ("Start from the best candidate: get_candidate(id, include_code=true) ret
 # Said where there is nothing: an empty list alone left a model unsure whether the lookup ran.
 NO_PRIOR = ("No earlier run of this kit is visible to you in this store: start from the kit's starting "
             "point (bench.describe_kit).")
+# Said where earlier runs exist but rank nothing: HINT sent a model to a best that was not there (mp47).
+NO_BEST = ("The earlier runs of this kit hold no ranked candidate: start from the kit's starting point "
+           "(bench.describe_kit); what they learned still applies.")
 
 
 class PriorRun(BaseModel):
@@ -259,7 +262,7 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
     listed = {item.id for item in prior.dead_ends}
     for c in prior.best:
         c.dead_end = cited.get(c.id) if cited.get(c.id) in listed else None
-    prior.hint = HINT if prior.runs else NO_PRIOR if kit else None
+    prior.hint = (HINT if prior.best else NO_BEST) if prior.runs else NO_PRIOR if kit else None
     return _bounded(prior, max_chars)
 
 
@@ -341,16 +344,26 @@ async def start_run_with_prior(store: KnowledgeStore, *, goal: str | None, kit: 
     run = await store.start_run(RunCreate(goal=goal, kit=kit, direction=direction or "maximize", x0=x0,
                                           best_known=best_known, budget_usd=budget_usd, project=project,
                                           seeded_from=seed_from))
+    unknown = _unknown_kit(run) if kit and facts is None and asked is None and seed is None else None
     if run.kit is None and seed is None:
         prior = PriorWork(kit=None)  # no kit: nothing to compare with
     else:
         found = await _runs_of_kit(store, run.kit, {run.id}, seed_from)
         prior = await gather_prior_work(store, run.kit, seed=seed_from, direction=run.direction, found=found)
         hint = _own_active_runs(found, run, seed_from, sure=facts is not None)
-        if hint:
-            prior.hint = f"{hint} {prior.hint or ''}".strip()
+        if hint or unknown:
+            prior.hint = " ".join(filter(None, [hint, unknown, prior.hint]))
             prior = _bounded(prior, PRIOR_CHARS)
     return StartedRun(**run.model_dump(), prior_work=prior)
+
+
+def _unknown_kit(run: Run) -> str:
+    """Said where a run names a kit this server cannot read and was given no direction: it ranks by a
+    default that may be the kit's opposite (a minimising kit's run was started maximising, and
+    only the first evaluate said so; mp47, 2026-12-06)."""
+    return (f"Kit {run.kit!r} is not found on this server, so this run ranks to be {run.direction}d by default"
+            f"{' and has no starting score x0' if run.x0 is None else ''}: where bench.describe_kit says otherwise, "
+            "knowledge.finish_run it with status failed and start_run again with that direction and x0.")
 
 
 def _own_active_runs(found: list[Run], run: Run, seed_from: str | None, sure: bool) -> str | None:

@@ -314,7 +314,8 @@ def pooled_clause(found: PairedVerdict, direction: str = "maximize") -> tuple[st
         f"not established: a {found.coverage:.0%} interval, too few rounds or runs for a 95% one"
     unit = "×" if found.kind == "kernel" else ""
     shown = stats.describe(stats.Estimate(value, lo, hi, found.runs, found.coverage), unit)  # as the batch's
-    return f"all {found.batches} batches of the two pooled, which the run reads: {shown}, {said}", pooled
+    batches = "both batches" if found.batches == 2 else f"all {found.batches} batches"
+    return f"{batches} of the two pooled, which the run reads: {shown}, {said}", pooled
 
 
 async def _program_contrast(settings, kit, cands, split, progress, repeats, earlier: dict[str, list[float]]):

@@ -53,7 +53,9 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
     if best_id is None:
         return None
     best = points.get(best_id)
-    best_text = f"{best_id} at {stats.describe_score(best.score, best.score_interval, unit)}" if best else best_id
+    # As listings say a score: a zero-width interval from 5+ runs alike is not "(no interval)" (mp47).
+    best_text = f"{best_id} at {stats.describe_listed(best.score, best.score_interval, best.runs, unit)}" \
+        if best else best_id
     if point.best_so_far_id != best_id:  # its point was judged against an earlier best
         return (f"not the run's best: that is {best_text}; bench.compare the two by id to tell them apart "
                 "(the trajectory ranks by each interval's pessimistic end)")
@@ -89,9 +91,10 @@ def _lead(point: TrajectoryPoint, first: bool, again: bool) -> str:
     if point.within_noise_of == "x0":
         return (f"leads the run's ranking but is not a new best: within noise of {X0}{how} (bench.compare it "
                 "with a_candidate_id \"baseline\" to tell them apart)")
-    if point.within_noise_of:
-        return (f"leads the run's ranking but is not a new best: within noise of {point.within_noise_of}{how}; "
-                "it is progress only once their paired rounds find it better (bench.compare the two by id)")
+    if point.within_noise_of:  # the last new best, which a lead must clear: not the one it passed (mp47)
+        return (f"leads the run's ranking (by its interval's pessimistic end) but is not a new best: within noise "
+                f"of {point.within_noise_of}, the last new best{how}; it is progress only once their paired rounds "
+                "find it better (bench.compare the two by id)")
     if point.too_few_runs:
         mark = X0 if first else "the last new best"
         return f"leads the run's ranking, but from too few runs to be told apart from {mark}"
@@ -109,9 +112,12 @@ def _behind(point: TrajectoryPoint, best_text: str) -> str:
         return f"not a new best: worse than {target}{how}"
     if point.within_noise_of == "x0":
         return f"not a new best: within noise of {X0}{how}"
-    if point.within_noise_of:  # "within noise" read as "as good as the best" beside a compare that found it slower (mp46)
+    # "Within noise" read as "as good as the best" beside a compare that found it slower (mp46).
+    if point.within_noise_of:
         return (f"not a new best: within noise of the run's best {best_text}{how}; bench.compare the two by id to "
                 "tell them apart")
-    if point.too_few_runs:
-        return f"not told apart from the run's best {best_text}: too few runs"
+    if point.too_few_runs:  # which of the two lacks an interval: the best's read "(no interval)" (mp47)
+        who = (f"this one is from {point.runs} run{'s' if point.runs != 1 else ''}, too few for a 95% interval"
+               if point.runs else "the best is from too few runs for a 95% interval")
+        return f"not told apart from the run's best {best_text}: {who}"
     return f"not a new best: the run's best is {best_text}"
