@@ -34,7 +34,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import ClassVar
 
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import BaseModel, Field, PrivateAttr, computed_field
 
 from evoteam import stats
 from evoteam.config import Settings
@@ -49,6 +49,7 @@ from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.listing import all_artifacts
 from evoteam.servers.knowledge.errors import Forbidden, TooLarge
 from evoteam.servers.knowledge.comparisons import dev_comparisons, keep_comparisons, paired_verdict, record_of
+from evoteam.servers.knowledge.readsql import ranked_by
 from evoteam.servers.knowledge.verified import MEASUREMENT_SET
 
 KIND = MEASUREMENT_SET
@@ -148,6 +149,11 @@ class MeasurementSet(BaseModel):
     # Whether the run kept this call's paired rounds and the set itself: what a later read of the
     # run (run_report's version gains) decides from.
     _kept: bool = PrivateAttr(default=True)
+
+    @computed_field(description="what orders the finalists: why a higher score in this batch can rank lower")
+    @property
+    def ranked_by(self) -> str:  # a model read a finalist scoring higher here yet ranked second as a bug (mp47)
+        return ranked_by(self.direction)
 
     def add_note(self, said: str) -> MeasurementSet:
         """``said`` after whatever the note already says."""
