@@ -49,7 +49,6 @@ from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.listing import all_artifacts
 from evoteam.servers.knowledge.errors import Forbidden, TooLarge
 from evoteam.servers.knowledge.comparisons import dev_comparisons, keep_comparisons, paired_verdict, record_of
-from evoteam.servers.knowledge.readsql import ranked_by
 from evoteam.servers.knowledge.verified import MEASUREMENT_SET
 
 KIND = MEASUREMENT_SET
@@ -153,7 +152,9 @@ class MeasurementSet(BaseModel):
     @computed_field(description="what orders the finalists: why a higher score in this batch can rank lower")
     @property
     def ranked_by(self) -> str:  # a model read a finalist scoring higher here yet ranked second as a bug (mp47)
-        return ranked_by(self.direction)
+        end = "lower" if self.direction == "maximize" else "upper"
+        return (f"the {end} end of each finalist's pooled 95% interval (pooled_interval), so a higher score in this "
+                "batch can rank lower; one from too few runs for such an interval (pooled_runs) after every one with it")
 
     def add_note(self, said: str) -> MeasurementSet:
         """``said`` after whatever the note already says."""
@@ -315,6 +316,7 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
                               "(bench.compare measures a candidate of another run against one of yours)")
     else:
         chosen = [await store.get_candidate(c.id) for c in await default_sides(store, run_id)]
+    offered = len(chosen)
     chosen = [c for c in chosen if c.code]
     if not chosen:
         raise DomainError(f"run {run_id} has no ranked candidate with code to re-measure")
@@ -384,7 +386,7 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
     judge(mset)
     apart_by_pairs(mset, records)
     caveats(mset)
-    if not candidate_ids and sum(e.candidate_id != BASELINE for e in entries) == 1:  # a ranking of one (mp46)
+    if not candidate_ids and offered == 1 and not added:  # a ranking of one (mp46)
         mset.add_note("only the run's best was re-measured: no other ranked candidate could lead it (there is "
                       "none, or each is worse by paired rounds or apart by intervals); name candidate_ids to re-measure others beside it")
     # Stored as the bench (in process it holds the verifier capability; over a shared server the

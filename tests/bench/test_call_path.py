@@ -197,3 +197,18 @@ async def test_a_candidate_exact_only_on_its_first_call_is_held_to_the_tolerance
         [w.max_abs_error for w in off.workloads]
 
 
+
+
+def test_a_lead_the_output_style_alone_could_explain_is_said_so():
+    """A supervisor credited a significant 1.10x (1.07-1.13) of a destination-passing B over a
+    returning A to B's kernel, though the style alone was 1.08-1.13x (mp48)."""
+    from evoteam import stats
+    from evoteam.servers.bench.evaluation.compare import _styles_clause
+
+    share = "so the whole of B's lead here may be that style's share, not a faster kernel"
+    assert share in _styles_clause(True, stats.Estimate(1.10, 1.07, 1.13, 30))
+    assert share not in _styles_clause(True, stats.Estimate(1.40, 1.30, 1.50, 30))  # beyond the style's share
+    assert "may be that style's share" not in _styles_clause(True, stats.Estimate(0.80, 0.75, 0.85, 30))
+    # A writes into the slots and leads: read as A over B.
+    assert "the whole of A's lead here may be" in _styles_clause(False, stats.Estimate(0.92, 0.89, 0.95, 30))
+    assert "may be that style's share" not in _styles_clause(True)  # no estimate: the clause alone

@@ -184,3 +184,38 @@ def test_a_best_from_runs_all_alike_is_said_as_such_not_as_no_interval():
     said = standing_line(trajectory(exact, one), "cand_y")
     assert said == "not told apart from the run's best cand_x at 0.382181 (5+ runs, the middle ones alike): this " \
                    "one is from 1 run, too few for a 95% interval", said
+
+
+async def test_a_best_that_loses_the_lead_is_told_so(verifier):
+    """Re-measured slower, or failing once, the run's best is no longer it: said, not a bare
+    "within noise" or nothing (review 2026-12-06)."""
+    run = await verifier.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+    p = await verifier.record_candidate(measured(run.id, "p = 1\n", 3.0))
+    q = await verifier.record_candidate(measured(run.id, "q = 1\n", 2.9))
+    assert (await verifier.get_run(run.id)).best_candidate_id == p.id
+    for _ in range(3):
+        p = await verifier.record_candidate(measured(run.id, "p = 1\n", 2.0))
+    said = await run_standing(verifier, p, "kernel", prior_best=p.id)
+    assert (await verifier.get_run(run.id)).best_candidate_id == q.id
+    assert said.startswith(f"no longer the run's best: {q.id} at ") and " now leads" in said, said
+    failing = measured(run.id, "q = 1\n", 2.9).model_copy(update={"status": "RUNTIME_ERROR", "score": None,
+                                                                 "samples": {}})
+    q = await verifier.record_candidate(failing)
+    said = await run_standing(verifier, q, "kernel", prior_best=q.id)
+    assert said.startswith("no longer ranked: a measurement of its code RUNTIME_ERROR") and \
+        f"the run's best is now {p.id} at " in said, said
+    assert await run_standing(verifier, q, "kernel") is None  # not the best before: a failure is no news here
+
+
+async def test_a_pooled_lead_below_x0_and_a_compare_that_asks_about_the_same_two(verifier):
+    run = await verifier.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+    c = await verifier.record_candidate(measured(run.id, "c = 1\n", 0.5, spread=0.02))
+    p = await verifier.record_candidate(measured(run.id, "p = 1\n", 0.8, spread=0.02))
+    for _ in range(3):
+        c = await verifier.record_candidate(measured(run.id, "c = 1\n", 0.9, spread=0.02))
+    assert (await verifier.get_run(run.id)).best_candidate_id == c.id
+    said = await run_standing(verifier, c, "kernel", prior_best=p.id)
+    assert said.startswith(f"now leads the run's ranking, ahead of {p.id}, the best before this measurement; it is "
+                           "worse than x0, the run's starting score"), said
+    asked = await run_standing(verifier, c, "kernel", prior_best=p.id, compared_with=p.id)
+    assert "the verdict above is what their paired rounds say" in asked and "bench.compare" not in asked, asked

@@ -136,3 +136,36 @@ async def test_earlier_runs_that_rank_nothing_do_not_point_to_a_best(tmp_path: P
         after = await _start(kb, goal="faster", kit="rmsnorm_cpu", local_kit=directions)
         assert [r.id for r in after.prior_work.runs] == [empty.id] and after.prior_work.best == []
         assert after.prior_work.hint == NO_BEST and HINT not in after.prior_work.hint
+
+
+async def test_a_seed_of_another_kit_leaves_the_direction_defaulted_and_says_so(tmp_path: Path):
+    """The unknown-kit line asked whether a seed was given, not whether the direction was defaulted:
+    a seed of another kit lends no direction, and the run was defaulted silently (review 2026-12-06)."""
+    from evoteam.servers.knowledge.prior import beyond_generic
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        seed = await kb.start_run(RunCreate(goal="smaller overlap", kit="erdos_min_overlap", direction="minimize"))
+        other = await _start(kb, seed_from=seed.id, kit="some_other_kit")
+        assert other.direction == "maximize" and other.prior_work.hint.startswith(
+            "Kit 'some_other_kit' is not found on this server, so this run ranks to be maximized by default"), \
+            other.prior_work.hint
+        same = await _start(kb, seed_from=seed.id)  # the seed's own kit lends its direction: nothing defaulted
+        assert "not found on this server" not in (same.prior_work.hint or "")
+        # What the CLI prints on stderr: what is said of this start alone, without the generic advice.
+        assert beyond_generic(other.prior_work.hint).startswith("Kit 'some_other_kit' is not found")
+        assert beyond_generic(same.prior_work.hint) == beyond_generic(same.prior_work.hint).strip()
+
+
+async def test_no_best_among_the_listed_runs_counts_the_older_ones(tmp_path: Path):
+    from evoteam.servers.knowledge.prior import MAX_RUNS, beyond_generic
+
+    directions = _facts({"rmsnorm_cpu": "maximize"})
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        for _ in range(MAX_RUNS + 1):
+            run = await _start(kb, goal="faster", kit="rmsnorm_cpu", local_kit=directions)
+            await kb.update_run(run.id, status="failed", reason="nothing ranked")
+        after = await _start(kb, goal="faster", kit="rmsnorm_cpu", local_kit=directions)
+        assert after.prior_work.more_runs == 1
+        assert after.prior_work.hint.startswith("The earlier runs listed hold no ranked candidate (1 older run is "
+                                                "not listed: knowledge.list_runs):"), after.prior_work.hint
+        assert beyond_generic(after.prior_work.hint) == ""

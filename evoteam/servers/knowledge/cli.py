@@ -74,7 +74,7 @@ def runs_cmd(settings: Settings, status, as_json) -> None:
 def start_cmd(settings: Settings, goal, kit, direction, x0, best_known, budget_usd, seed_from) -> None:
     """Start a run and print its id (`evoteam kb prior KIT` shows what earlier runs found). A run
     of a kit found here is started as the MCP tool starts one: with the kit's direction."""
-    from evoteam.servers.knowledge.prior import HINT, NO_PRIOR, start_run_with_prior
+    from evoteam.servers.knowledge.prior import beyond_generic, start_run_with_prior
     from evoteam.servers.stdio import local_kit
 
     async def go():
@@ -84,8 +84,8 @@ def start_cmd(settings: Settings, goal, kit, direction, x0, best_known, budget_u
                                               seed_from=seed_from, local_kit=local_kit(settings))
 
     started = _run(go())
-    own = (started.prior_work.hint or "").replace(HINT, "").replace(NO_PRIOR, "").strip()
-    if own:  # the caller's other active runs of this kit (a second start by mistake?), on stderr
+    own = beyond_generic(started.prior_work.hint)
+    if own:  # the caller's other active runs of this kit (a second start by mistake?), a kit not found: on stderr
         click.echo(own, err=True)
     click.echo(started.id)
 

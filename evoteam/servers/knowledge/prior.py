@@ -13,6 +13,7 @@ server alike, and sees only what the caller's token may see.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import PurePath
@@ -40,9 +41,16 @@ HINT = ("Start from the best candidate: get_candidate(id, include_code=true) ret
 # Said where there is nothing: an empty list alone left a model unsure whether the lookup ran.
 NO_PRIOR = ("No earlier run of this kit is visible to you in this store: start from the kit's starting "
             "point (bench.describe_kit).")
-# Said where earlier runs exist but rank nothing: HINT sent a model to a best that was not there (mp47).
-NO_BEST = ("The earlier runs of this kit hold no ranked candidate: start from the kit's starting point "
+# Said where the earlier runs listed rank nothing: HINT sent a model to a best that was not there (mp47).
+NO_BEST = ("The earlier runs listed hold no ranked candidate: start from the kit's starting point "
            "(bench.describe_kit); what they learned still applies.")
+
+
+def beyond_generic(hint: str | None) -> str:
+    """A hint less its generic advice (HINT, NO_PRIOR, NO_BEST with its count of older runs): what is
+    said of this start alone (the CLI prints that on stderr)."""
+    text = (hint or "").replace(HINT, "").replace(NO_PRIOR, "")
+    return re.sub(r"The earlier runs listed hold no ranked candidate.*?still applies\.", "", text).strip()
 
 
 class PriorRun(BaseModel):
@@ -262,7 +270,10 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
     listed = {item.id for item in prior.dead_ends}
     for c in prior.best:
         c.dead_end = cited.get(c.id) if cited.get(c.id) in listed else None
-    prior.hint = (HINT if prior.best else NO_BEST) if prior.runs else NO_PRIOR if kit else None
+    n = prior.more_runs
+    older = f" ({n} older run{'s are' if n != 1 else ' is'} not listed: knowledge.list_runs)" if n else ""
+    prior.hint = (HINT if prior.best else NO_BEST.replace("candidate:", f"candidate{older}:", 1)) if prior.runs \
+        else NO_PRIOR if kit else None
     return _bounded(prior, max_chars)
 
 
@@ -341,10 +352,11 @@ async def start_run_with_prior(store: KnowledgeStore, *, goal: str | None, kit: 
         kit, direction = facts.name, facts.direction  # the bench finds a kit's runs by its name
         x0 = _kits_own(x0, facts.x0)
         best_known = _kits_own(best_known, facts.best_known)
+    defaulted = direction is None  # by nothing: not asked, not the kit's, not a seed's of this kit
     run = await store.start_run(RunCreate(goal=goal, kit=kit, direction=direction or "maximize", x0=x0,
                                           best_known=best_known, budget_usd=budget_usd, project=project,
                                           seeded_from=seed_from))
-    unknown = _unknown_kit(run) if kit and facts is None and asked is None and seed is None else None
+    unknown = _unknown_kit(run) if run.kit and defaulted else None
     if run.kit is None and seed is None:
         prior = PriorWork(kit=None)  # no kit: nothing to compare with
     else:

@@ -48,7 +48,7 @@ from evoteam.servers.bench.formats.kits import find_kit
 from evoteam.servers.bench.models import (BASELINE_ID, ComparedSide, Comparison, Evaluation, PooledComparison, Split,
                                           WorkloadComparison)
 from evoteam.servers.bench.measurement.machine import contention_line
-from evoteam.servers.bench.measurement.method import TIMING_METHOD, styles_clause
+from evoteam.servers.bench.measurement.method import STYLE_SHARE, TIMING_METHOD, styles_clause
 from evoteam.servers.bench.measurement.session import SideSpec
 from evoteam.servers.knowledge.comparisons import (PairedVerdict, dev_comparisons, keep_comparison, paired_verdict,
                                                    record_of)
@@ -233,7 +233,7 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
             scratch.remove_folder(c.folder)
     verdict = _verdict(ea, eb, est, kind)
     if styled:
-        verdict += _styles_clause(b_in_place)
+        verdict += _styles_clause(b_in_place, est)
     if kind == "program" and est is not None:
         verdict += _settled_clause(made, scores, repeats)
         if pool_in:
@@ -288,7 +288,7 @@ async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, kind: 
     # Short: it ended each of a model's eight compares (190 characters each; mp33, 2026-12-04).
     kept = f"; kept in run {run.id}: its verdicts between these two pool every compare and re-measurement of them"
     # Where B now stands in the run: a compare that made B the run's best said nothing of it (mp46).
-    if (line := await run_standing(store, second, kind, again=True)) is not None:
+    if (line := await run_standing(store, second, kind, again=True, compared_with=first.id)) is not None:
         kept += f"; B in the run: {line}"
     # The pool is what decides; a model that compared again saw only the newest batch (model-play 2026-12-04).
     found = paired_verdict(await dev_comparisons(store, run.id, kit.name), first.id, second.id)
@@ -400,10 +400,17 @@ async def _pool_runs(settings, store: KnowledgeStore, kit, targets: dict[str, st
     return f"; runs pooled as evaluations ({', '.join(pooled)})" if pooled else ""
 
 
-def _styles_clause(b_is_dps: bool) -> str:
-    """Said where one side writes into the harness's output slots and the other returns its outputs."""
+def _styles_clause(b_is_dps: bool, est: stats.Estimate | None = None) -> str:
+    """Said where one side writes into the harness's output slots and the other returns its outputs;
+    where the destination-passing side's lead could be that share alone, said too (a supervisor
+    credited a significant 1.10x (1.07-1.13) to a role's kernel; mp48)."""
     dps, other = ("B", "A") if b_is_dps else ("A", "B")
-    return "; " + styles_clause(dps, other) + " (docs/bench.md)"
+    said = "; " + styles_clause(dps, other) + " (docs/bench.md)"
+    if est is not None:
+        lo, hi = (est.lo, est.hi) if b_is_dps else (1 / est.hi, 1 / est.lo)  # the DPS side over the other
+        if lo <= STYLE_SHARE[1] and hi >= 1.0:
+            said += f", so the whole of {dps}'s lead here may be that style's share, not a faster kernel"
+    return said
 
 
 def _settled_clause(made: dict[str, int], scores: dict[str, list[float]], repeats: int) -> str:

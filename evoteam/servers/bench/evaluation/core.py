@@ -37,7 +37,7 @@ from evoteam.servers.knowledge.models import CandidateCreate, WorkloadResult, no
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.measurements import candidate_estimate
 from evoteam.servers.bench.evaluation.credit import credit_documents_used as _credit_documents
-from evoteam.servers.bench.evaluation.standing import run_standing
+from evoteam.servers.bench.evaluation.standing import best_before, run_standing
 
 Progress = Callable[[float, float, str], Awaitable[None]]
 MAX_CODE = 2_000_000
@@ -423,7 +423,7 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
     trajectory read that compare's and remeasure's records would not show)."""
     _finish(settings, kit, result)
     rid, started = await resolve_run(store, kit, run_id, owner, timing_method(result))
-    prior_best = (await store.get_run(rid)).best_candidate_id if standing else None
+    prior_best = await best_before(store, rid) if standing else None
     try:  # the caller's notes and documents were checked before measuring (check_run): the bench's own figures
         record = CandidateCreate(
             run_id=rid, code=code, status=result.status, score=result.score, split=result.split,

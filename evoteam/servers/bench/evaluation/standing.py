@@ -21,12 +21,17 @@ X0 = "x0, the run's starting score"
 
 
 async def run_standing(store: KnowledgeStore, saved: Candidate, kind: str, again: bool | None = None,
-                       prior_best: str | None = None) -> str | None:
+                       prior_best: str | None = None, compared_with: str | None = None) -> str | None:
     """One line on the recorded candidate against the run's best dev candidate, or None where it
     does not rank (held-out, failed, flagged, unverified) or the store cannot say. ``again``: it
     was measured before (by default, where its code has more than one measurement);
-    ``prior_best``: the run's best before this measurement was recorded, where read."""
-    if saved.split != "dev" or saved.status != "PASSED" or saved.flagged or not saved.verified:
+    ``prior_best``: the run's best before this measurement was recorded, where read (a best that a
+    failed or flagged measurement takes out of the ranking is said so); ``compared_with``: the
+    other side of the compare that asks (its verdict, not another compare, tells the two apart)."""
+    if saved.split != "dev" or not saved.verified:
+        return None
+    lost = prior_best == saved.id  # it was the run's best: a measurement that unranks it is news
+    if (saved.status != "PASSED" or saved.flagged) and not lost:
         return None
     try:
         trajectory = await store.trajectory(saved.run_id)
@@ -34,12 +39,37 @@ async def run_standing(store: KnowledgeStore, saved: Candidate, kind: str, again
         # skew over HTTP) costs this line, never the result (a retry would pool a second measurement)
         log.warning("no standing for %s", saved.id, exc_info=True)
         return None
+    unit = "×" if kind == "kernel" else ""
+    if saved.status != "PASSED" or saved.flagged:
+        why = "was flagged" if saved.status == "PASSED" else saved.status
+        best = _best_text(trajectory, unit)
+        return (f"no longer ranked: a measurement of its code {why}, and the candidate is every measurement of it; "
+                + (f"the run's best is now {best}" if best else "the run has no ranked candidate now"))
     again = saved.n_measurements > 1 if again is None else again
-    return standing_line(trajectory, saved.id, "×" if kind == "kernel" else "", again=again, prior_best=prior_best)
+    return standing_line(trajectory, saved.id, unit, again=again, prior_best=prior_best, compared_with=compared_with)
+
+
+async def best_before(store: KnowledgeStore, run_id: str) -> str | None:
+    """The run's best before a record, for its standing: a read that fails costs the line's news,
+    never the measurement about to be recorded."""
+    try:
+        return (await store.get_run(run_id)).best_candidate_id
+    except Exception:  # noqa: BLE001 - the record that follows raises what matters
+        return None
+
+
+def _best_text(trajectory: Trajectory, unit: str) -> str | None:
+    """The run's best as listings say a score: a zero-width interval from 5+ runs alike is not
+    "(no interval)" (mp47)."""
+    best_id = trajectory.points[-1].best_so_far_id if trajectory.points else None
+    best = next((p for p in trajectory.points if p.candidate_id == best_id), None)
+    if best_id is None:
+        return None
+    return f"{best_id} at {stats.describe_listed(best.score, best.score_interval, best.runs, unit)}" if best else best_id
 
 
 def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", again: bool = False,
-                  prior_best: str | None = None) -> str | None:
+                  prior_best: str | None = None, compared_with: str | None = None) -> str | None:
     """The trajectory's verdict on ``candidate_id`` while the best it was judged against is still the
     run's best; else (measured again after others took the lead) the best, to compare by id.
     ``again``: the candidate was measured before, so a lead of its point (judged in creation
@@ -52,20 +82,33 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
     best_id = trajectory.points[-1].best_so_far_id
     if best_id is None:
         return None
-    best = points.get(best_id)
-    # As listings say a score: a zero-width interval from 5+ runs alike is not "(no interval)" (mp47).
-    best_text = f"{best_id} at {stats.describe_listed(best.score, best.score_interval, best.runs, unit)}" \
-        if best else best_id
+    best, best_text = points.get(best_id), _best_text(trajectory, unit)
+    if prior_best == candidate_id != best_id:  # it led before this measurement (review 2026-12-06)
+        head = f"no longer the run's best: {best_text} now leads"
+        if point.best_so_far_id == best_id:
+            return f"{head}; {_behind(point, best_text).removeprefix('not a new best: ')}"
+        return head + _apart(compared_with, best_id)
     if point.best_so_far_id != best_id:  # its point was judged against an earlier best
-        return (f"not the run's best: that is {best_text}; bench.compare the two by id to tell them apart "
-                "(the trajectory ranks by each interval's pessimistic end)")
-    if again and best_id == candidate_id and prior_best and prior_best != candidate_id:
-        return (f"now leads the run's ranking, ahead of {prior_best}, the best before this measurement; "
-                "bench.compare the two by id to tell them apart")
+        if best is not None and best.worse_than == candidate_id:  # the best's own point: worse, side by side
+            return (f"ranks behind the run's best {best_text} by its wider interval, though their paired rounds "
+                    "find it better: bench.remeasure the two")
+        return f"not the run's best: that is {best_text}" + _apart(compared_with, best_id)
     first = not any(p.new_best for p in trajectory.points[:trajectory.points.index(point)])
+    if again and best_id == candidate_id and prior_best and prior_best != candidate_id:
+        # Its point is judged against what came before it; the best it passed may be newer (review 2026-12-06).
+        worse = f"; it is worse than {X0}" if point.worse_than == "x0" else ""
+        return (f"now leads the run's ranking, ahead of {prior_best}, the best before this measurement{worse}"
+                + _apart(compared_with, prior_best))
     if best_id == candidate_id:
         return _lead(point, first, again)
     return _behind(point, best_text)
+
+
+def _apart(compared_with: str | None, other: str) -> str:
+    """How to tell it from ``other``: never another compare of the two a compare's reply is about."""
+    if compared_with == other:
+        return "; the verdict above is what their paired rounds say (the ranking reads each interval's pessimistic end)"
+    return "; bench.compare the two by id to tell them apart (the ranking reads each interval's pessimistic end)"
 
 
 def _how(point: TrajectoryPoint) -> str:

@@ -37,10 +37,14 @@ def timing_method(kit: Kit) -> str:
             "(95% order-statistic interval); score: the geometric mean of the workloads' speedups (bootstrap interval).")
 
 
+STYLE_SHARE = (1.08, 1.13)  # destination passing over returning, the same arithmetic, memory-bound (docs/bench.md)
+
+
 def styles_clause(dps: str, other: str) -> str:
     """Said where one side writes into output slots allocated outside the clock (destination
     passing) and the other allocates the outputs it returns inside it: "B is faster, 1.15x" of
     the same arithmetic read as a faster kernel (mp37), and a candidate's evaluation read as a
     fusion's win what was its style's (mp41)."""
     return (f"{dps} writes its outputs into slots allocated outside the clock (destination passing), {other} "
-            "allocates the ones it returns inside it: on a memory-bound kernel that alone was 1.08-1.13x")
+            f"allocates the ones it returns inside it: on a memory-bound kernel that alone was "
+            f"{STYLE_SHARE[0]:.2f}-{STYLE_SHARE[1]:.2f}x")
