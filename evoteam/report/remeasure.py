@@ -388,7 +388,8 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
     caveats(mset)
     if not candidate_ids and offered == 1 and not added:  # a ranking of one (mp46)
         mset.add_note("only the run's best was re-measured: no other ranked candidate could lead it (there is "
-                      "none, or each is worse by paired rounds or apart by intervals); name candidate_ids to re-measure others beside it")
+                      "none, or each is worse by paired rounds or apart by intervals); name candidate_ids to "
+                      "re-measure others beside it")
     # Stored as the bench (in process it holds the verifier capability; over a shared server the
     # token decides): an older set without paired rounds decides a busy version's gain (report/data.py).
     bench = store.with_actor(store.actor.model_copy(update={"verifier": True}))
