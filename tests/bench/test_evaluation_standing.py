@@ -1,5 +1,5 @@
 """`bench.evaluate` says where the recorded candidate stands in its run: a new best beyond noise,
-within noise of the run's best, or below it, by the trajectory's own rule (a model compared bare
+within noise of the run's best, or worse than it, by the trajectory's own rule (a model compared bare
 scores with the last best it remembered; model-play mp45)."""
 
 from __future__ import annotations
