@@ -478,6 +478,13 @@ def test_a_re_measurement_leads_with_what_the_pooled_candidate_is():
     assert "notes were not stored" in pooled_lead(made_by_remeasure, "m", "tried a blocked loop", "kernel")
     flagged = pooled_lead(saved(flagged=True), "FLAGGED, does not rank until reviewed", "", "kernel")
     assert "it does not rank (flagged" in flagged and "pooled (its rank" not in flagged
+    # A quiet measurement whose interval leaves out the pooled score: the earlier ones read otherwise,
+    # which one evaluation's interval does not show (identical code 3.79 (3.50-4.92), then 2.69
+    # (2.53-3.01); mp47).
+    apart = pooled_lead(saved(score=3.24, score_interval=[2.86, 3.74]), "m", "", "kernel", own=[2.53, 3.01])
+    assert "this measurement's interval (2.53–3.01×) leaves out the pooled score: separate evaluations" in apart, apart
+    assert "leaves out" not in pooled_lead(saved(), "m", "", "kernel", own=[1.9, 2.2])  # holds the pooled 2.05
+    assert "leaves out" not in pooled_lead(saved(), "m", "", "kernel", own=None)  # busy, or too few runs
     # A program's measurements may each be several runs: the lead counts both.
     runs = {"program": [2.0, 2.05, 2.1, 1.95, 2.14, 2.05, 2.0]}
     assert pooled_lead(saved(samples=runs), "m", "", "program").startswith(

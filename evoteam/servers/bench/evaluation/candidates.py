@@ -134,9 +134,11 @@ async def same_as_parent(store: KnowledgeStore, parent_id: str, saved) -> str:
 HELDOUT_CHECK = "held-out check of "  # the notes of a held-out check of a recorded candidate, when given none
 
 
-def pooled_lead(saved, message: str, notes: str, kind: str) -> str:
+def pooled_lead(saved, message: str, notes: str, kind: str, own: list[float] | None = None) -> str:
     """This measurement's message behind what the pooled candidate now is: its score, or why it
-    does not rank (a failure or a flag of any measurement of the code is the candidate's)."""
+    does not rank (a failure or a flag of any measurement of the code is the candidate's).
+    ``own``: this measurement's interval, taken on a quiet machine; where it leaves out the pooled
+    score, the earlier measurements read otherwise, and that is said."""
     runs = stats.runs_of(saved.samples) if kind == "program" else None
     head = f"same code as {saved.id}, now measured {saved.n_measurements} times{f' ({runs} runs)' if runs else ''}: "
     if saved.status != "PASSED" or saved.flagged:
@@ -145,6 +147,12 @@ def pooled_lead(saved, message: str, notes: str, kind: str) -> str:
     else:
         pooled = _pooled_text(saved, '×' if kind == 'kernel' else '')
         head += f"it scores {pooled} pooled (its rank and what to report)"
+        if own and saved.score is not None and not own[0] <= saved.score <= own[1]:
+            # Identical code read 3.79 (3.50-4.92), then 2.69 (2.53-3.01) on a quiet machine (mp47).
+            unit = "×" if kind == "kernel" else ""
+            head += (f"; this measurement's interval ({stats.sig3(own[0])}–{stats.sig3(own[1])}{unit}) leaves out the "
+                     "pooled score: separate evaluations of this code differ by more than one evaluation's interval "
+                     "shows (the machine's state moves between them), so decide on pooled figures or paired rounds")
         if "(exact:" in pooled:  # "(4 runs alike: too few to know its spread)" of this measurement read as
             # a doubt about the exact pooled score beside it (model-play mp35, 2026-12-05)
             message = re.sub(r" \(\d+ runs alike: too few to know its spread\)", " (alike)", message)

@@ -451,7 +451,11 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
     result.n_measurements = saved.n_measurements
     if saved.n_measurements > 1:
         # Said first: a model read this measurement's score (the top-level `score`) as the candidate's.
-        result.message = pooled_lead(saved, result.message or result.status, notes, kit.manifest.kind)
+        # Its own interval, where it is one: quiet, with width, a program's from 5+ runs.
+        own = result.score_interval if not result.contended and result.score_interval and \
+            result.score_interval[0] < result.score_interval[1] and (kit.manifest.kind == "kernel" or (
+                stats.runs_of(result.samples) or 0) >= stats.EXACT_MIN_RUNS) else None
+        result.message = pooled_lead(saved, result.message or result.status, notes, kit.manifest.kind, own)
     elif parent_id is not None and (same := await same_as_parent(store, parent_id, saved)):
         result.message = (result.message or result.status) + same
     if saved.runs is not None and saved.status == "PASSED" and not saved.flagged and kit.manifest.kind == "program":
