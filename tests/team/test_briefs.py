@@ -147,6 +147,15 @@ async def test_a_plans_bare_tool_reference_is_not_listed_beside_the_briefs_own_l
     for kept in ("dead end lrn_0de5362dcc1b", "learnings from the last version about tiling", "cand_c6818857bc27",
                  "best_candidates split heldout", "his_0a1b2c3d4e5f"):  # an option or an id is news
         assert kept in body, (kept, body)
+    # Free text naming only what a built line reads: "run learnings" and "learnings of this run"
+    # after "The learnings document …", "kit description" after the kit line (mp48).
+    d["knowledge_plan"] = {"shared_reads": ["run learnings", "kit description", "the kit's README"]}
+    d["roles"][0]["reads_first"] = ["learnings of this run", "the last profile artifact"]
+    body = brief_of(await service_factory().design_team(TeamDesign(**d))).split("## The task", 1)[1]
+    for dropped in ("- run learnings", "- kit description", "- learnings of this run"):
+        assert dropped not in body, (dropped, body)
+    for kept in ("- the kit's README", "- the last profile artifact"):
+        assert kept in body, (kept, body)
 
 
 async def test_a_kernel_kits_brief_leaves_out_the_program_kits_rule(kb, run, service_factory):

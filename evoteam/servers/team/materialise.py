@@ -235,6 +235,11 @@ _SERVER_TOOL_REF = re.compile(r"^`?(?:mcp__\w+?__|\w+[.:])(\w+)`?((?:\s+[\w'-]+)
 _FILLER = frozenset("""a an the this its our my of for to on in and from with all run runs kit task team
 signature wins dead ends findings notes what""".split())
 _ID = re.compile(r"\b[a-z]{2,6}_[0-9a-f]{8,}\b")
+# Words of a free-text read ("run learnings", "kit description") and the tool whose built line
+# covers them: a brief listed "The learnings document …", then "- run learnings", then
+# "- learnings of this run" (mp48, 2026-12-06).
+_TOPICS = {"learnings": "learnings", "learning": "learnings", "history": "history", "description": "describe_kit",
+           "best": "best_candidates", "candidates": "best_candidates", "document": None}
 
 
 def _not_repeating(extra: list[str], built: list[str]) -> list[str]:
@@ -247,6 +252,10 @@ def _not_repeating(extra: list[str], built: list[str]) -> list[str]:
     def repeats(line: str) -> bool:
         if _ID.search(line):
             return False
+        words = re.findall(r"[a-z_.']+", line.lower())
+        if "`" not in line and "." not in line and 0 < len(words) <= 5:  # free text, not a tool's name
+            topics = {_TOPICS.get(w, "") for w in words if w not in _FILLER} - {None}
+            return bool(topics) and topics <= named
         if (m := _TOOL_REF.match(line)) or ((m := _SERVER_TOOL_REF.match(line))
                                             and set(m.group(2).lower().split()) <= _FILLER):
             return m.group(1) in named
