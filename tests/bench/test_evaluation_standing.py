@@ -52,7 +52,15 @@ def test_each_standing_of_the_trajectory_is_said_in_one_line():
     # A later new best clears the run's earlier best, not x0; measured again, its lead is no news.
     e = point("cand_e", 4.4, 4.2, 4.6, "cand_e", new_best=True, decided_by="intervals")
     later = trajectory(a, b, c, d, e)
-    assert standing_line(later, "cand_e", "×").startswith("new best of the run: beyond noise of the run's earlier best")
+    # ...named: the last new best, or the leader just before it, whichever the rule cleared (mp49).
+    assert standing_line(later, "cand_e", "×") == \
+        "new best of the run: beyond noise of the run's earlier best (cand_a or cand_b) (by their intervals)"
+    # Busy: within noise because a busy interval counts widened, which is said (a 2.3x gain read so; mp49).
+    busy = point("cand_h", 3.25, 3.0, 3.5, "cand_b", within_noise_of="cand_b", decided_by="intervals",
+                  contended=True)
+    assert "(measured on a busy machine: its interval counts widened 3x each way; compare the two by id)" in \
+        standing_line(trajectory(a, b, busy), "cand_h", "×")
+    assert "busy machine" not in standing_line(run, "cand_d", "×")
     assert standing_line(later, "cand_e", "×", again=True).startswith("the run's best: beyond noise")
     # Judged against a best that has since been overtaken: the verdict of then is not said as now's.
     stale = standing_line(later, "cand_c", "×")

@@ -13,14 +13,14 @@ view of the store:
   `best_candidates`, the trajectory's best so far, and everything built on them) orders by
   `rank_score`: the lower end of the score's interval when maximising, the upper end when
   minimising. A candidate without an interval (a claim, an old import) ranks by its score.
-- **A busy machine announces nothing.** Separate evaluations on a contended machine differ by
-  more than their intervals (the load comes and goes between them, not within one; measured in
+- **A busy machine's interval counts widened.** Separate evaluations on a contended machine differ
+  by more than their intervals (the load comes and goes between them, not within one; measured in
   docs/bench.md, "Intervals across evaluations"), so a candidate with any measurement taken on a
   contended machine (`contended_measurements > 0`: its pooled rounds hold that measurement's) can
-  still become the best so far, but is never announced as a new best by its interval, nor is
-  another announced for clearing its interval (only paired rounds announce either: _lead). The
-  mark stays with the candidate; whether it is better than another
-  is then a side-by-side question (`compare`, `bench.remeasure`, whose paired rounds decide team
+  still become the best so far, but counts against another evaluation, or x0, only with its
+  interval widened 3x each way (`widened_for_load`, stats.load_widened; knowledge/standing.py):
+  a 2.3x gain measured busy is "within noise" by intervals. The mark stays with the candidate;
+  whether it is better than another is then a side-by-side question (`compare`, `bench.remeasure`, whose paired rounds decide team
   versions' gains: knowledge/comparisons.py, report/data.py).
 """
 

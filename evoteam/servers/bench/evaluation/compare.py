@@ -249,7 +249,8 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
         busy = f"; measured on a busy machine (contended{': ' + busy_because if busy_because else ''})"
         # The pooling hint only where this compare was kept: beside "not kept: ... different runs" it
         # told a model to repeat a compare that could not pool (model-play mp34, 2026-12-05).
-        verdict += (f"{busy}: the wider interval still excludes no difference"
+        # "still excludes no difference" read as "excludes nothing" (mp49).
+        verdict += (f"{busy}: even the wider interval leaves out {'1' if kind == 'kernel' else '0'} (no difference)"
                     if est is not None and stats.significant(est, kind) else
                     f"{busy}: its wider interval can hide a small difference"
                     + ("; compares of the same two by id pool into a narrower one, quiet ones most"

@@ -93,15 +93,27 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
             return (f"ranks behind the run's best {best_text} by its wider interval, though their paired rounds "
                     "find it better: bench.remeasure the two")
         return f"not the run's best: that is {best_text}" + _apart(compared_with, best_id)
-    first = not any(p.new_best for p in trajectory.points[:trajectory.points.index(point)])
+    index = trajectory.points.index(point)
+    first = not any(p.new_best for p in trajectory.points[:index])
+    # Busy: a gain of 2.3x read "within noise" by intervals widened 3x each way, unsaid (mp49).
+    other = points.get(point.within_noise_of or "")
+    busy = BUSY if point.contended or (other is not None and other.contended) else ""
     if again and best_id == candidate_id and prior_best and prior_best != candidate_id:
         # Its point is judged against what came before it; the best it passed may be newer (review 2026-12-06).
         worse = f"; it is worse than {X0}" if point.worse_than == "x0" else ""
         return (f"now leads the run's ranking, ahead of {prior_best}, the best before this measurement{worse}"
                 + _apart(compared_with, prior_best))
     if best_id == candidate_id:
-        return _lead(point, first, again)
-    return _behind(point, best_text)
+        return _lead(point, first, again, _earlier(trajectory.points[:index]), busy)
+    return _behind(point, best_text, busy)
+
+
+def _earlier(before: list[TrajectoryPoint]) -> str:
+    """The candidates a new best clears, by the trajectory's rule: the last new best, or the leader
+    just before it ("beyond noise of the run's earlier best" named neither; mp49)."""
+    last_new = next((p.candidate_id for p in reversed(before) if p.new_best), None)
+    leader = before[-1].best_so_far_id if before else None
+    return " or ".join(dict.fromkeys(i for i in (last_new, leader) if i))
 
 
 def _apart(compared_with: str | None, other: str) -> str:
@@ -115,13 +127,19 @@ def _how(point: TrajectoryPoint) -> str:
     return f" (by their {point.decided_by})" if point.decided_by else ""
 
 
-def _lead(point: TrajectoryPoint, first: bool, again: bool) -> str:
-    """A candidate that leads the run's ranking: announced as a new best only where its point is."""
+BUSY = " (measured on a busy machine: its interval counts widened 3x each way; compare the two by id)"
+
+
+def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", busy: str = "") -> str:
+    """A candidate that leads the run's ranking: announced as a new best only where its point is.
+    ``earlier``: the ids a new best clears (_earlier); ``busy``: said where a busy measurement's
+    widened interval is why it is within noise."""
     how = _how(point)
     if point.new_best:
         head = "the run's best" if again else "new best of the run"
         if not first:
-            return f"{head}: beyond noise of the run's earlier best{how}"
+            named = f" ({earlier})" if earlier else ""
+            return f"{head}: beyond noise of the run's earlier best{named}{how}"
         if point.decided_by is None:  # nothing to clear: a run with no x0, its first ranked candidate
             return f"{head}: the first ranked candidate of a run with no starting score x0"
         if point.decided_by == "paired rounds":
@@ -132,19 +150,19 @@ def _lead(point: TrajectoryPoint, first: bool, again: bool) -> str:
         target = X0 if point.worse_than == "x0" else point.worse_than
         return f"leads the run's ranking but is worse than {target}{how}: not a new best"
     if point.within_noise_of == "x0":
-        return (f"leads the run's ranking but is not a new best: within noise of {X0}{how} (bench.compare it "
+        return (f"leads the run's ranking but is not a new best: within noise of {X0}{how}{busy} (bench.compare it "
                 "with a_candidate_id \"baseline\" to tell them apart)")
     if point.within_noise_of:  # the last new best, which a lead must clear: not the one it passed (mp47)
         return (f"leads the run's ranking (by its interval's pessimistic end) but is not a new best: within noise "
-                f"of {point.within_noise_of}, the last new best{how}; it is progress only once their paired rounds "
-                "find it better (bench.compare the two by id)")
+                f"of {point.within_noise_of}, the last new best{how}{busy}; it is progress only once their paired "
+                "rounds find it better (bench.compare the two by id)")
     if point.too_few_runs:
         mark = X0 if first else "the last new best"
         return f"leads the run's ranking, but from too few runs to be told apart from {mark}"
     return "leads the run's ranking"
 
 
-def _behind(point: TrajectoryPoint, best_text: str) -> str:
+def _behind(point: TrajectoryPoint, best_text: str, busy: str = "") -> str:
     """A candidate behind the run's best, which it was judged against."""
     how = _how(point)
     if point.better_than:
@@ -154,11 +172,11 @@ def _behind(point: TrajectoryPoint, best_text: str) -> str:
         target = X0 if point.worse_than == "x0" else f"the run's best {best_text}"
         return f"not a new best: worse than {target}{how}"
     if point.within_noise_of == "x0":
-        return f"not a new best: within noise of {X0}{how}"
+        return f"not a new best: within noise of {X0}{how}{busy}"
     # "Within noise" read as "as good as the best" beside a compare that found it slower (mp46).
     if point.within_noise_of:
-        return (f"not a new best: within noise of the run's best {best_text}{how}; bench.compare the two by id to "
-                "tell them apart")
+        return (f"not a new best: within noise of the run's best {best_text}{how}{busy}; bench.compare the two by "
+                "id to tell them apart")
     if point.too_few_runs:  # which of the two lacks an interval: the best's read "(no interval)" (mp47)
         who = (f"this one is from {point.runs} run{'s' if point.runs != 1 else ''}, too few for a 95% interval"
                if point.runs else "the best is from too few runs for a 95% interval")
