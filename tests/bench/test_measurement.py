@@ -485,6 +485,10 @@ def test_a_re_measurement_leads_with_what_the_pooled_candidate_is():
     assert "this measurement's interval (2.53–3.01×) leaves out the pooled score: separate evaluations" in apart, apart
     assert "leaves out" not in pooled_lead(saved(), "m", "", "kernel", own=[1.9, 2.2])  # holds the pooled 2.05
     assert "leaves out" not in pooled_lead(saved(), "m", "", "kernel", own=None)  # busy, or too few runs
+    # A parent given again is not stored: said, as notes are (mp49).
+    reparented = pooled_lead(saved(parent_id="cand_0"), "m", "", "kernel", parent_id="cand_9")
+    assert "parent_id cand_9 was not stored: cand_1 keeps its first measurement's lineage" in reparented
+    assert "parent_id" not in pooled_lead(saved(parent_id="cand_0"), "m", "", "kernel", parent_id="cand_0")
     # A program's measurements may each be several runs: the lead counts both.
     runs = {"program": [2.0, 2.05, 2.1, 1.95, 2.14, 2.05, 2.0]}
     assert pooled_lead(saved(samples=runs), "m", "", "program").startswith(

@@ -134,7 +134,8 @@ async def same_as_parent(store: KnowledgeStore, parent_id: str, saved) -> str:
 HELDOUT_CHECK = "held-out check of "  # the notes of a held-out check of a recorded candidate, when given none
 
 
-def pooled_lead(saved, message: str, notes: str, kind: str, own: list[float] | None = None) -> str:
+def pooled_lead(saved, message: str, notes: str, kind: str, own: list[float] | None = None,
+                parent_id: str | None = None) -> str:
     """This measurement's message behind what the pooled candidate now is: its score, or why it
     does not rank (a failure or a flag of any measurement of the code is the candidate's).
     ``own``: this measurement's interval, taken on a quiet machine; where it leaves out the pooled
@@ -163,6 +164,9 @@ def pooled_lead(saved, message: str, notes: str, kind: str, own: list[float] | N
     lost = notes and notes != saved.notes and not notes.startswith(HELDOUT_CHECK)
     kept = (f"; your notes were not stored: {saved.id} keeps its first measurement's (say what this one tried "
             f"with knowledge.add_learning, citing {saved.id})") if lost else ""
+    # A parent given again is not stored either: the candidate keeps its first lineage (mp49).
+    if parent_id and parent_id != getattr(saved, "parent_id", None):
+        kept += f"; parent_id {parent_id} was not stored: {saved.id} keeps its first measurement's lineage"
     return f"{head}; this measurement: {message}{kept}"
 
 

@@ -455,7 +455,7 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
         own = result.score_interval if not result.contended and result.score_interval and \
             result.score_interval[0] < result.score_interval[1] and (kit.manifest.kind == "kernel" or (
                 stats.runs_of(result.samples) or 0) >= stats.EXACT_MIN_RUNS) else None
-        result.message = pooled_lead(saved, result.message or result.status, notes, kit.manifest.kind, own)
+        result.message = pooled_lead(saved, result.message or result.status, notes, kit.manifest.kind, own, parent_id)
     elif parent_id is not None and (same := await same_as_parent(store, parent_id, saved)):
         result.message = (result.message or result.status) + same
     if saved.runs is not None and saved.status == "PASSED" and not saved.flagged and kit.manifest.kind == "program":

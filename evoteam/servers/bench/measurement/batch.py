@@ -36,7 +36,7 @@ from evoteam.servers.bench.measurement.sides import BASELINE, CANDIDATE
 
 Progress = Callable[[float, float, str], Awaitable[None]]
 # What a candidate writing into given outputs is told against a baseline that returns its own.
-IN_PLACE_CLAUSE = styles_clause("the candidate", "the baseline") + " of this speedup on its own"
+IN_PLACE_CLAUSE = styles_clause("the candidate", "the baseline") + " of this speedup"  # "alone ... on its own" read twice (mp49)
 STATUS_ORDER = ["COMPILE_ERROR", "TIMEOUT", "RUNTIME_ERROR", "INCORRECT_SHAPE", "INCORRECT_DTYPE",
                 "INCORRECT_NUMERICAL", "PASSED"]
 
