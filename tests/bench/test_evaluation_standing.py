@@ -58,8 +58,9 @@ def test_each_standing_of_the_trajectory_is_said_in_one_line():
     # Busy: within noise because a busy interval counts widened, which is said (a 2.3x gain read so; mp49).
     busy = point("cand_h", 3.25, 3.0, 3.5, "cand_b", within_noise_of="cand_b", decided_by="intervals",
                   contended=True)
-    assert "(measured on a busy machine: its interval counts widened 3x each way; compare the two by id)" in \
-        standing_line(trajectory(a, b, busy), "cand_h", "×")
+    said = standing_line(trajectory(a, b, busy), "cand_h", "×")
+    assert "(measured on a busy machine: its interval counts widened 3x each way); bench.compare the two by id" \
+        in said, said
     assert "busy machine" not in standing_line(run, "cand_d", "×")
     assert standing_line(later, "cand_e", "×", again=True).startswith("the run's best: beyond noise")
     # Judged against a best that has since been overtaken: the verdict of then is not said as now's.

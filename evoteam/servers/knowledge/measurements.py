@@ -20,8 +20,8 @@ view of the store:
   still become the best so far, but counts against another evaluation, or x0, only with its
   interval widened 3x each way (`widened_for_load`, stats.load_widened; knowledge/standing.py):
   a 2.3x gain measured busy is "within noise" by intervals. The mark stays with the candidate;
-  whether it is better than another is then a side-by-side question (`compare`, `bench.remeasure`, whose paired rounds decide team
-  versions' gains: knowledge/comparisons.py, report/data.py).
+  whether it is better than another is then a side-by-side question (`compare`, `bench.remeasure`,
+  whose paired rounds decide team versions' gains: knowledge/comparisons.py, report/data.py).
 """
 
 from __future__ import annotations

@@ -127,7 +127,7 @@ def _how(point: TrajectoryPoint) -> str:
     return f" (by their {point.decided_by})" if point.decided_by else ""
 
 
-BUSY = " (measured on a busy machine: its interval counts widened 3x each way; compare the two by id)"
+BUSY = " (measured on a busy machine: its interval counts widened 3x each way)"
 
 
 def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", busy: str = "") -> str:
