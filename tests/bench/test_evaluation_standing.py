@@ -62,7 +62,7 @@ def test_each_standing_of_the_trajectory_is_said_in_one_line():
     assert "(measured on a busy machine: its interval counts widened 3x each way); bench.compare the two by id" \
         in said, said
     assert "busy machine" not in standing_line(run, "cand_d", "×")
-    assert standing_line(later, "cand_e", "×", again=True).startswith("the run's best: beyond noise")
+    assert standing_line(later, "cand_e", "×", again=True).startswith("the run's best, beyond noise")
     # Judged against a best that has since been overtaken: the verdict of then is not said as now's.
     stale = standing_line(later, "cand_c", "×")
     assert stale.startswith("not the run's best: that is cand_e at 4.40× (4.20–4.60); bench.compare the two by id"), stale

@@ -491,7 +491,7 @@ def test_a_pool_too_small_for_a_95_percent_interval_is_not_called_a_tie():
                               measured_at=datetime.now(UTC) + timedelta(minutes=i),
                               samples={"a": [1.0] * 5, "b": [0.8] * 5}) for i in range(2)]
     assert pooled_clause(paired_verdict(lower, "a", "b"), "minimize")[0].endswith(
-        ": -0.2 (exact: every run alike), significant: B is better")  # as the batch's verdict says it
+        "reads: B minus A -0.2 (exact: every run alike), significant: B is better")  # as the batch's verdict says it
     assert pooled_clause(paired_verdict(lower, "a", "b"), "maximize")[0].endswith(", significant: A is better")
 
 

@@ -316,7 +316,8 @@ def pooled_clause(found: PairedVerdict, direction: str = "maximize") -> tuple[st
     unit = "×" if found.kind == "kernel" else ""
     shown = stats.describe(stats.Estimate(value, lo, hi, found.runs, found.coverage), unit)  # as the batch's
     batches = "both batches" if found.batches == 2 else f"all {found.batches} batches"
-    return f"{batches} of the two pooled, which the run reads: {shown}, {said}", pooled
+    what = "B over A" if found.kind == "kernel" else "B minus A"  # a bare -0.0008 said nothing (mp50)
+    return f"{batches} of the two pooled, which the run reads: {what} {shown}, {said}", pooled
 
 
 async def _program_contrast(settings, kit, cands, split, progress, repeats, earlier: dict[str, list[float]]):

@@ -136,15 +136,16 @@ def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", b
     widened interval is why it is within noise."""
     how = _how(point)
     if point.new_best:
-        head = "the run's best" if again else "new best of the run"
+        # "the run's best: beyond noise …" read awkwardly (mp50).
+        head = "the run's best," if again else "new best of the run:"
         if not first:
             named = f" ({earlier})" if earlier else ""
-            return f"{head}: beyond noise of the run's earlier best{named}{how}"
+            return f"{head} beyond noise of the run's earlier best{named}{how}"
         if point.decided_by is None:  # nothing to clear: a run with no x0, its first ranked candidate
-            return f"{head}: the first ranked candidate of a run with no starting score x0"
+            return f"{head} the first ranked candidate of a run with no starting score x0"
         if point.decided_by == "paired rounds":
-            return f"{head}: found better than the run's earlier leader by their paired rounds, and past x0"
-        return f"{head}: beyond noise of {X0}{how}"
+            return f"{head} found better than the run's earlier leader by their paired rounds, and past x0"
+        return f"{head} beyond noise of {X0}{how}"
     # A leader worse than x0 (or than the best before it, side by side) is no good news (review 2026-12-06).
     if point.worse_than:
         target = X0 if point.worse_than == "x0" else point.worse_than
