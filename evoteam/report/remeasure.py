@@ -154,7 +154,8 @@ class MeasurementSet(BaseModel):
     def ranked_by(self) -> str:  # a model read a finalist scoring higher here yet ranked second as a bug (mp47)
         end = "lower" if self.direction == "maximize" else "upper"
         return (f"the {end} end of each finalist's pooled 95% interval (pooled_interval), so a higher score in this "
-                "batch can rank lower; one from too few runs for such an interval (pooled_runs) after every one with it")
+                "batch can rank lower; one from too few runs for such an interval (pooled_runs) after every one "
+                "with it")
 
     def add_note(self, said: str) -> MeasurementSet:
         """``said`` after whatever the note already says."""

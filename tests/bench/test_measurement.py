@@ -462,7 +462,7 @@ def test_a_re_measurement_leads_with_what_the_pooled_candidate_is():
     def saved(**kw):
         return SimpleNamespace(**{"id": "cand_1", "n_measurements": 2, "status": "PASSED", "flagged": False,
                                   "score": 2.05, "score_interval": [1.95, 2.14], "samples": None, "runs": None,
-                                  "notes": "held-out check of cand_0", **kw})
+                                  "notes": "held-out check of cand_0", "parent_id": None, **kw})
 
     ok = pooled_lead(saved(), "all 3 workloads correct", "", "kernel")
     assert ok == ("same code as cand_1, now measured 2 times: it scores 2.05× (1.95–2.14) pooled (its rank and what "

@@ -42,15 +42,17 @@ HINT = ("Start from the best candidate: get_candidate(id, include_code=true) ret
 NO_PRIOR = ("No earlier run of this kit is visible to you in this store: start from the kit's starting "
             "point (bench.describe_kit).")
 # Said where the earlier runs listed rank nothing: HINT sent a model to a best that was not there (mp47).
-NO_BEST = ("The earlier runs listed hold no ranked candidate: start from the kit's starting point "
-           "(bench.describe_kit); what they learned still applies.")
+NO_BEST_HEAD, NO_BEST_TAIL = ("The earlier runs listed hold no ranked candidate",
+                              ": start from the kit's starting point (bench.describe_kit); what they learned still "
+                              "applies.")
+NO_BEST = NO_BEST_HEAD + NO_BEST_TAIL
 
 
 def beyond_generic(hint: str | None) -> str:
     """A hint less its generic advice (HINT, NO_PRIOR, NO_BEST with its count of older runs): what is
     said of this start alone (the CLI prints that on stderr)."""
     text = (hint or "").replace(HINT, "").replace(NO_PRIOR, "")
-    return re.sub(r"The earlier runs listed hold no ranked candidate.*?still applies\.", "", text).strip()
+    return re.sub(re.escape(NO_BEST_HEAD) + r".*?" + re.escape(NO_BEST_TAIL), "", text).strip()
 
 
 class PriorRun(BaseModel):
@@ -272,8 +274,8 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
         c.dead_end = cited.get(c.id) if cited.get(c.id) in listed else None
     n = prior.more_runs
     older = f" ({n} older run{'s are' if n != 1 else ' is'} not listed: knowledge.list_runs)" if n else ""
-    prior.hint = (HINT if prior.best else NO_BEST.replace("candidate:", f"candidate{older}:", 1)) if prior.runs \
-        else NO_PRIOR if kit else None
+    prior.hint = (HINT if prior.best else NO_BEST_HEAD + older + NO_BEST_TAIL) if prior.runs else \
+        NO_PRIOR if kit else None
     return _bounded(prior, max_chars)
 
 

@@ -239,7 +239,8 @@ _ID = re.compile(r"\b[a-z]{2,6}_[0-9a-f]{8,}\b")
 # covers them: a brief listed "The learnings document …", then "- run learnings", then
 # "- learnings of this run" (mp48, 2026-12-06).
 _TOPICS = {"learnings": "learnings", "learning": "learnings", "history": "history", "description": "describe_kit",
-           "best": "best_candidates", "candidates": "best_candidates", "document": None}
+           "best": "best_candidates", "candidates": "best_candidates"}
+_READ_FILLER = _FILLER | {"document"}  # "the learnings document" names the learnings read
 
 
 def _not_repeating(extra: list[str], built: list[str]) -> list[str]:
@@ -254,7 +255,7 @@ def _not_repeating(extra: list[str], built: list[str]) -> list[str]:
             return False
         words = re.findall(r"[a-z_.']+", line.lower())
         if "`" not in line and "." not in line and 0 < len(words) <= 5:  # free text, not a tool's name
-            topics = {_TOPICS.get(w, "") for w in words if w not in _FILLER} - {None}
+            topics = {_TOPICS.get(w, "") for w in words if w not in _READ_FILLER}  # "": a word no tool covers
             return bool(topics) and topics <= named
         if (m := _TOOL_REF.match(line)) or ((m := _SERVER_TOOL_REF.match(line))
                                             and set(m.group(2).lower().split()) <= _FILLER):

@@ -165,7 +165,7 @@ def pooled_lead(saved, message: str, notes: str, kind: str, own: list[float] | N
     kept = (f"; your notes were not stored: {saved.id} keeps its first measurement's (say what this one tried "
             f"with knowledge.add_learning, citing {saved.id})") if lost else ""
     # A parent given again is not stored either: the candidate keeps its first lineage (mp49).
-    if parent_id and parent_id != getattr(saved, "parent_id", None):
+    if parent_id and parent_id != saved.parent_id:
         kept += f"; parent_id {parent_id} was not stored: {saved.id} keeps its first measurement's lineage"
     return f"{head}; this measurement: {message}{kept}"
 

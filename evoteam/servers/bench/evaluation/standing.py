@@ -42,9 +42,9 @@ async def run_standing(store: KnowledgeStore, saved: Candidate, kind: str, again
     unit = "×" if kind == "kernel" else ""
     if saved.status != "PASSED" or saved.flagged:
         why = "was flagged" if saved.status == "PASSED" else saved.status
-        best = _best_text(trajectory, unit)
-        return (f"no longer ranked: a measurement of its code {why}, and the candidate is every measurement of it; "
-                + (f"the run's best is now {best}" if best else "the run has no ranked candidate now"))
+        best = _run_best(trajectory)
+        now = f"the run's best is now {_described(best, unit)}" if best else "the run has no ranked candidate now"
+        return f"no longer ranked: a measurement of its code {why}, and the candidate is every measurement of it; {now}"
     again = saved.n_measurements > 1 if again is None else again
     return standing_line(trajectory, saved.id, unit, again=again, prior_best=prior_best, compared_with=compared_with)
 
@@ -58,14 +58,16 @@ async def best_before(store: KnowledgeStore, run_id: str) -> str | None:
         return None
 
 
-def _best_text(trajectory: Trajectory, unit: str) -> str | None:
-    """The run's best as listings say a score: a zero-width interval from 5+ runs alike is not
-    "(no interval)" (mp47)."""
+def _run_best(trajectory: Trajectory) -> TrajectoryPoint | None:
+    """The run's best now: the point the trajectory's last best so far names."""
     best_id = trajectory.points[-1].best_so_far_id if trajectory.points else None
-    best = next((p for p in trajectory.points if p.candidate_id == best_id), None)
-    if best_id is None:
-        return None
-    return f"{best_id} at {stats.describe_listed(best.score, best.score_interval, best.runs, unit)}" if best else best_id
+    return next((p for p in trajectory.points if p.candidate_id == best_id), None)
+
+
+def _described(point: TrajectoryPoint, unit: str) -> str:
+    """A candidate and its score as listings say them: a zero-width interval from 5+ runs alike is
+    not "(no interval)" (mp47)."""
+    return f"{point.candidate_id} at {stats.describe_listed(point.score, point.score_interval, point.runs, unit)}"
 
 
 def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", again: bool = False,
@@ -79,17 +81,17 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
     point = points.get(candidate_id)
     if point is None:
         return None
-    best_id = trajectory.points[-1].best_so_far_id
-    if best_id is None:
+    best = _run_best(trajectory)
+    if best is None:
         return None
-    best, best_text = points.get(best_id), _best_text(trajectory, unit)
+    best_id, best_text = best.candidate_id, _described(best, unit)
     if prior_best == candidate_id != best_id:  # it led before this measurement (review 2026-12-06)
         head = f"no longer the run's best: {best_text} now leads"
         if point.best_so_far_id == best_id:
             return f"{head}; {_behind(point, best_text).removeprefix('not a new best: ')}"
         return head + _apart(compared_with, best_id)
     if point.best_so_far_id != best_id:  # its point was judged against an earlier best
-        if best is not None and best.worse_than == candidate_id:  # the best's own point: worse, side by side
+        if best.worse_than == candidate_id:  # the best's own point: worse, side by side
             return (f"ranks behind the run's best {best_text} by its wider interval, though their paired rounds "
                     "find it better: bench.remeasure the two")
         return f"not the run's best: that is {best_text}" + _apart(compared_with, best_id)

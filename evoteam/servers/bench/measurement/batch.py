@@ -36,7 +36,8 @@ from evoteam.servers.bench.measurement.sides import BASELINE, CANDIDATE
 
 Progress = Callable[[float, float, str], Awaitable[None]]
 # What a candidate writing into given outputs is told against a baseline that returns its own.
-IN_PLACE_CLAUSE = styles_clause("the candidate", "the baseline") + " of this speedup"  # "alone ... on its own" read twice (mp49)
+# ("... alone was 1.08-1.13x of this speedup on its own" said it twice; mp49.)
+IN_PLACE_CLAUSE = styles_clause("the candidate", "the baseline") + " of this speedup"
 STATUS_ORDER = ["COMPILE_ERROR", "TIMEOUT", "RUNTIME_ERROR", "INCORRECT_SHAPE", "INCORRECT_DTYPE",
                 "INCORRECT_NUMERICAL", "PASSED"]
 
@@ -357,8 +358,9 @@ async def _correctness(session: KernelSession, spec: WorkloadSpec, problem: str 
 
 def _against_baseline(est: stats.Estimate, busy: bool = False, unresolved: bool = False) -> str:
     """The verdict a speedup's interval gives, in words: a model read "1.02× (0.912–1.15)" as a gain.
-    On a busy machine it also says how the store reads the score against x0 (stats.load_widened): a 2.6x "beyond noise" here sat "within noise of x0" in the trajectory (mp44),
-    and said alone, the widened reading was taken for a verdict on the paired rounds (mp45)."""
+    On a busy machine it also says how the store reads the score against x0 (stats.load_widened):
+    a 2.6x "beyond noise" here sat "within noise of x0" in the trajectory (mp44), and said alone,
+    the widened reading was taken for a verdict on the paired rounds (mp45)."""
     if est.coverage == 0:
         return "one round: no verdict against the baseline (evaluate with repeats for an interval)"
     short = f" (a {est.coverage:.0%} interval: few rounds)" if est.coverage < stats.CONFIDENCE - 1e-9 else ""
