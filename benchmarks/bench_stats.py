@@ -5,7 +5,8 @@ The knowledge store computes a candidate's interval inside the write that pools 
 into it (up to MAX_ROUNDS_KEPT = 400 rounds per workload), and run_report computes one contrast per
 team version. Per size this prints the time of one kit score and one contrast (three workloads,
 2,000 resamples) both ways, median and range over the repeats, with the ratio; then the wall time
-of the pooled write itself on an embedded store, both ways, as a candidate's rounds grow.
+of the pooled write itself on an embedded store, both ways, as a candidate's rounds grow; then
+that write with the drift check between measurements (knowledge/pooling.py) and without it.
 
 Usage: python benchmarks/bench_stats.py [--repeats 7]
 """
@@ -108,7 +109,30 @@ async def main() -> None:
     for lo, hi in ((1, 5), (6, 15), (16, 40), (41, 45)):
         cells = [cell(results[k][lo - 1:hi]) for k in ("plain", "vectorised")]
         print(f"{f'{lo}-{hi}':>10} | {cells[0]:>22} | {cells[1]:>22}")
+    await drift_check_cost()
     print(f"\n(load average {open('/proc/loadavg').read().split()[:3]}; Python {sys.version.split()[0]})")
+
+
+async def drift_check_cost() -> None:
+    """The pooled write with the drift check between measurements (each measurement's own interval
+    estimated once more, then copystats.between_measurements) and with it switched off, run after run
+    in turn, so load touches both alike."""
+    from evoteam.servers.knowledge import pooling
+
+    real = (pooling._own_interval, pooling.drift_widened)
+    print("\nthe pooled write with the drift check between measurements and without it (switched off here "
+          "only), 10 rounds per workload each write, 45 writes a run, runs in turn: ms per write")
+    print(f"{'writes':>10} | {'with the check':>22} | {'without':>22}")
+    results: dict[str, list[list[float]]] = {"with": [], "without": []}
+    for _ in range(3):
+        for name in ("with", "without"):
+            pooling._own_interval, pooling.drift_widened = real if name == "with" else (
+                lambda spec: None, lambda est, samples, history: est)
+            results[name].append(await pooled_writes(10, 45))
+    pooling._own_interval, pooling.drift_widened = real
+    for lo, hi in ((1, 5), (6, 15), (16, 40), (41, 45)):
+        cells = [cell([ms for run in results[k] for ms in run[lo - 1:hi]]) for k in ("with", "without")]
+        print(f"{f'{lo}-{hi}':>10} | {cells[0]:>22} | {cells[1]:>22}")
 
 
 if __name__ == "__main__":

@@ -462,7 +462,7 @@ def test_a_re_measurement_leads_with_what_the_pooled_candidate_is():
     def saved(**kw):
         return SimpleNamespace(**{"id": "cand_1", "n_measurements": 2, "status": "PASSED", "flagged": False,
                                   "score": 2.05, "score_interval": [1.95, 2.14], "samples": None, "runs": None,
-                                  "notes": "held-out check of cand_0", "parent_id": None, **kw})
+                                  "notes": "held-out check of cand_0", "parent_id": None, "metrics": {}, **kw})
 
     ok = pooled_lead(saved(), "all 3 workloads correct", "", "kernel")
     assert ok == ("same code as cand_1, now measured 2 times: it scores 2.05× (1.95–2.14) pooled (its rank and what "
@@ -483,6 +483,19 @@ def test_a_re_measurement_leads_with_what_the_pooled_candidate_is():
     # (2.53-3.01); mp47).
     apart = pooled_lead(saved(score=3.24, score_interval=[2.86, 3.74]), "m", "", "kernel", own=[2.53, 3.01])
     assert "this measurement's interval (2.53–3.01×) leaves out the pooled score: separate evaluations" in apart, apart
+    assert "widened" not in apart  # the store did not widen this one: not said
+    widened = pooled_lead(saved(score=3.24, score_interval=[2.53, 4.43], metrics={"measurements_disagree": True}),
+                          "m", "", "kernel", own=[2.53, 3.01])
+    assert "when or where it runs; the pooled interval is widened for it), so decide on pooled figures or paired " \
+        "rounds (bench.compare by id, bench.remeasure)" in widened, widened
+    # Widened with this measurement's interval holding the pooled score: the wider interval is explained.
+    inside = pooled_lead(saved(score_interval=[1.7, 2.6], metrics={"measurements_disagree": True}), "m", "", "kernel",
+                         own=[1.9, 2.2])
+    assert "; its measurements differ by more than their own intervals allow (the machine's state between them, " \
+        "or code whose speed depends on when or where it runs), so the pooled interval is widened" in inside \
+        and "leaves out" not in inside, inside
+    program = pooled_lead(saved(metrics={"measurements_disagree": True}), "m", "", "program", own=[1.9, 2.2])
+    assert "widened" not in program  # a program's runs are never widened (a stale mark says nothing)
     assert "leaves out" not in pooled_lead(saved(), "m", "", "kernel", own=[1.9, 2.2])  # holds the pooled 2.05
     assert "leaves out" not in pooled_lead(saved(), "m", "", "kernel", own=None)  # busy, or too few runs
     # A parent given again is not stored: said, as notes are (mp49).

@@ -770,3 +770,91 @@ async def test_get_run_names_single_runs_that_read_beyond_its_measured_best(stor
             listed = (await client.call_tool("best_candidates", {"run_id": run.id, "k": k})).structured_content
             assert [c["id"] for c in listed["items"]][:1] == [best.id]
             assert [x["candidate_id"] for x in listed.get("leads_from_too_few_runs", [])] == hidden, (k, listed)
+
+
+async def test_measurements_of_one_code_that_drift_apart_widen_its_interval(store, verifier):
+    """Identical code read 3.79x (3.50-4.92), then 2.69x (2.53-3.01), on a quiet machine (mp47):
+    the rounds pooled as one sample gave an interval between the two that neither process showed,
+    and its lower end ranked the code. Separate measurements that differ by more than their own
+    intervals allow now widen the pooled interval to their random-effects interval, and the rank
+    follows it; a third that agrees with one of them narrows it again."""
+    from evoteam.servers.knowledge import measurements
+    run = await new_run(store)
+    fast = {"w1": rounds(3.8, 0.1, 20, seed=1), "w2": rounds(3.8, 0.1, 20, seed=2)}
+    slow = {"w1": rounds(2.7, 0.05, 20, seed=3), "w2": rounds(2.7, 0.05, 20, seed=4)}
+    first = await verifier.record_candidate(measured(run.id, CODE, fast))
+    assert first.score_interval[0] > 3.6  # its own, tight
+    both = await verifier.record_candidate(measured(run.id, CODE, slow))
+    full = await verifier.get_candidate(both.id)
+    as_one_sample = measurements.estimate(full.samples)
+    lo, hi = both.score_interval
+    assert both.n_measurements == 2 and lo < 2.7 and hi > 3.8, both.score_interval  # each read lies inside
+    assert lo < as_one_sample.lo and hi > as_one_sample.hi and both.score == pytest.approx(as_one_sample.value)
+    assert both.rank_score == pytest.approx(lo)
+    assert [h["interval"] is not None for h in full.metrics["measurements"]] == [True, True]
+    assert full.metrics["measurements_disagree"] is True  # the bench's reply says why the interval grew
+    third = await verifier.record_candidate(measured(run.id, CODE, {"w1": rounds(2.75, 0.05, 20, seed=5),
+                                                                     "w2": rounds(2.75, 0.05, 20, seed=6)}))
+    assert third.n_measurements == 3 and third.score_interval[1] - third.score_interval[0] < hi - lo
+
+
+async def test_measurements_that_agree_keep_the_pooled_rounds_interval(store, verifier):
+    """Within what each measurement's interval allows, separate measurements are one sample of
+    rounds, as before: their pooled interval is the rounds', not widened."""
+    from evoteam.servers.knowledge import measurements
+    run = await new_run(store)
+    for seed in range(3):
+        c = await verifier.record_candidate(measured(run.id, CODE, {"w1": rounds(4.0, 0.4, 20, seed=seed)}))
+    full = await verifier.get_candidate(c.id)
+    own = measurements.estimate(full.samples)
+    assert c.n_measurements == 3 and c.score_interval == pytest.approx([own.lo, own.hi])
+    assert "measurements_disagree" not in full.metrics
+
+
+async def test_a_programs_runs_pool_as_its_samples_however_they_differ(store, verifier):
+    """A program's runs are its scores, each one a draw already: measurements far apart are what
+    its interval over runs says, with nothing added."""
+    from evoteam.servers.knowledge import measurements
+    run = await new_run(store)
+    await verifier.record_candidate(measured(run.id, CODE, {"program": [0.40, 0.41, 0.40, 0.41, 0.40]}))
+    c = await verifier.record_candidate(measured(run.id, CODE, {"program": [0.60, 0.61, 0.60, 0.61, 0.60]}))
+    full = await verifier.get_candidate(c.id)
+    own = measurements.estimate(full.samples)
+    assert c.n_measurements == 2 and c.score_interval == pytest.approx([own.lo, own.hi])
+
+
+async def test_a_drifting_candidate_ranks_alike_after_export_and_import(tmp_path, verifier):
+    """The import re-ranks a candidate from its rounds: it reads the drift between its measurements
+    from their kept history too, so it does not rank above where it ranked at home."""
+    from evoteam.servers.knowledge.export import export_run, import_run
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.store import Actor
+
+    run = await new_run(verifier)
+    for center, seed in ((3.8, 1), (2.7, 2)):
+        c = await verifier.record_candidate(measured(run.id, CODE, {"w": rounds(center, 0.05, 20, seed=seed)}))
+    from evoteam.servers.knowledge import measurements
+    as_one_sample = measurements.estimate((await verifier.get_candidate(c.id)).samples)
+    assert c.rank_score < as_one_sample.lo  # widened for the drift at home
+    await export_run(verifier, run.id, tmp_path / "out")
+    async with LocalKnowledgeStore.open(tmp_path / "copy.db", Actor(user="x", verifier=True)) as other:
+        await import_run(other, tmp_path / "out", trust_scores=True)
+        got = await other.get_candidate(c.id)
+        assert got.rank_score == pytest.approx(c.rank_score) and got.score_interval == pytest.approx(c.score_interval)
+
+
+async def test_a_busy_measurement_does_not_place_the_drift_widening(store, verifier):
+    """Load widens a busy measurement's interval where it counts (3x each way); it does not pull
+    the pooled interval toward its reading: a busy 39.5x beside a quiet 15.9x is left out of the
+    drift between measurements, and two quiet ones that agree keep their rounds' interval."""
+    from evoteam.servers.knowledge import measurements
+    run = await new_run(store)
+    quiet = {"w": rounds(15.9, 0.2, 20, seed=1)}
+    await verifier.record_candidate(measured(run.id, CODE, quiet))
+    busy = measured(run.id, CODE, {"w": rounds(39.5, 0.5, 20, seed=2)}, metrics={"contention": {"contended": True}})
+    c = await verifier.record_candidate(busy)
+    full = await verifier.get_candidate(c.id)
+    own = measurements.estimate(full.samples)
+    assert c.n_measurements == 2 and c.score_interval == pytest.approx([own.lo, own.hi])
+    assert [bool(h["contended"]) for h in full.metrics["measurements"]] == [False, True]
+    assert "measurements_disagree" not in full.metrics

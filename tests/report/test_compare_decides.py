@@ -131,6 +131,25 @@ def test_what_a_pairs_compares_decide():
     assert pooled.batches == 1 and pooled.left_out == 1
 
 
+def test_batches_that_disagree_widen_their_pooled_verdict():
+    """Two paired batches of one pair, each significant and tight, one reading B 10% faster and the
+    other 10% slower: pooled as one sample of rounds they read a tight "no difference" about 1.0
+    that neither batch saw; widened for their disagreement, an interval that holds both readings.
+    Batches that agree pool as before."""
+    from evoteam import copystats
+    up, down = _record("a", "b", 1.1, seed=1), _record("a", "b", 1 / 1.1, seed=2, minutes=1)
+    assert up.significant and down.significant
+    apart = paired_verdict([up, down], "a", "b")
+    value, lo, hi = apart.estimate
+    assert lo < 1 / 1.1 and hi > 1.1 and not apart.significant, apart
+    alike = [_record("a", "b", 1.1, seed=s, minutes=s) for s in (3, 4)]
+    together = paired_verdict(alike, "a", "b")
+    rounds_only = stats.censored_score_estimate(
+        {w: alike[0].samples[w] + alike[1].samples[w] for w in alike[0].samples}, None, "kernel")
+    assert together.estimate[1:] == pytest.approx([rounds_only.lo, rounds_only.hi])
+    assert copystats.between_measurements(rounds_only, [(r.b_over_a, *r.interval) for r in alike]) == rounds_only
+
+
 def test_a_record_the_report_cannot_pool_is_refused_when_read():
     """A record with a ratio of zero, no rounds or a program side missing would crash run_report;
     it fails validation instead, and the report skips it like one of another format."""
@@ -233,8 +252,10 @@ async def test_paired_rounds_outlast_a_newer_side_by_side_batch_and_a_busy_compa
         assert summary.versions[1].significant_gain is None and summary.versions_without_significant_gain == 0
 
         # A busy compare decides too: one that found no difference is no gain (the stop rule counts
-        # it); pooled with one that found a clear difference, the two decide a gain.
-        await keep_comparison(kb, run.id, _record(ids[1], ids[2], 1.0, spread=0.15, contended=True, minutes=1))
+        # it); pooled with one that found a clear difference, the two decide a gain (a noisy one
+        # whose interval holds the clear one's: batches that disagree beyond their intervals widen
+        # the pool instead, test_batches_that_disagree_widen_their_pooled_verdict).
+        await keep_comparison(kb, run.id, _record(ids[1], ids[2], 1.0, spread=0.3, contended=True, minutes=1))
         summary = summarise(await gather(kb, run.id))
         assert summary.versions[1].significant_gain is False and summary.versions_without_significant_gain == 1
         await keep_comparison(kb, run.id, _record(ids[1], ids[2], 1.14, seed=2, contended=True, minutes=2))

@@ -10,9 +10,10 @@ so what they measured is what ``run_report``, ``reflect`` and the stop rule read
 Pooled, not the newest: a model that compares (or re-measures) again until one batch reads
 significant, or reads "not established", would otherwise get its way one time in a few (a true A/A
 pair is significant one time in twenty per look, and a newest re-measurement re-decided every
-version at once; review 2026-12-03). Pooled, each batch narrows one interval. A busy machine's
-batches pool like the others: load widens a paired interval, it does not make a difference appear
-(A/A compares with two busy loops running: 0 of 20 significant, docs/bench.md).
+version at once; review 2026-12-03). Pooled, each batch narrows one interval while they agree;
+batches further apart than their own intervals allow widen it (copystats.between_measurements).
+A busy machine's batches pool like the others: load widens a paired interval, it does not make a
+difference appear (A/A compares with two busy loops running: 0 of 20 significant, docs/bench.md).
 
 Like a measurement set, only the bench (a verifier) stores them.
 """
@@ -180,8 +181,11 @@ def _pooled(records: list[ComparisonRecord], confidence: float = stats.CONFIDENC
               r.spread_df or copystats.TWINS_DF) for r in records if r.spread is not None]
     # Widened as before for a batch of one process a side, or twins kept before copies (their
     # compare showed the widened interval).
-    return _estimate("kernel", samples, ranges, confidence, parts,
-                     measured=all(r.spread is not None and r.spread_df is not None for r in records))
+    est = _estimate("kernel", samples, ranges, confidence, parts,
+                    measured=all(r.spread is not None and r.spread_df is not None for r in records))
+    # And for batches that disagree by more than their own intervals allow, as a candidate's
+    # separate measurements (knowledge/measurements.py, drift_widened).
+    return copystats.between_measurements(est, [(r.b_over_a, *r.interval) for r in records], confidence)
 
 
 def paired_verdict(records: list[ComparisonRecord], before_id: str, own_id: str,

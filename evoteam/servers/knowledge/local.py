@@ -30,7 +30,7 @@ from evoteam.servers.knowledge.render import KIND_TITLES, LearningsDraft
 from evoteam.servers.knowledge.scope import missing
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
 from evoteam.servers.knowledge import (bundleimport, comparisons, historystore, hits, localsearch, measurements,
-                                      pgsearch, readsql)
+                                      pgsearch, pooling, readsql)
 from evoteam.servers.knowledge.verified import RANKED, check_may_store, check_may_verify
 from evoteam.servers.knowledge.rowmodels import (
     artifact_content,
@@ -428,9 +428,9 @@ class LocalKnowledgeStore(KnowledgeStore):
                 art = await self._get_artifact_info(conn, spec.artifact_id)
                 if art.run_id != spec.run_id:
                     raise Invalid(f"artifact {spec.artifact_id} belongs to another run")
-            same = await measurements.find_same_code(conn, spec, run["direction"])
+            same = await pooling.find_same_code(conn, spec, run["direction"])
             if same is not None:  # identical code: one more measurement of that candidate
-                await measurements.pool(conn, same, spec, run["direction"], self.provenance_values(run["project"]))
+                await pooling.pool(conn, same, spec, run["direction"], self.provenance_values(run["project"]))
                 await self._remember(conn, run, "candidate", spec, same["id"])
                 return await self._get_candidate(conn, same["id"])
             candidate_id = new_id("cand")
@@ -471,7 +471,7 @@ class LocalKnowledgeStore(KnowledgeStore):
                 where += " AND split = ?"
                 params.append(split or "dev")
             async with conn.execute(
-                f"SELECT * FROM candidates WHERE {where} ORDER BY {measurements.rank_order(run['direction'])} "
+                f"SELECT * FROM candidates WHERE {where} ORDER BY {readsql.rank_order(run['direction'])} "
                 "LIMIT ?", [*params, k]
             ) as cur:
                 return [self._summary(r) for r in await cur.fetchall()]

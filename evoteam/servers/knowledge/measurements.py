@@ -5,7 +5,9 @@ view of the store:
 
 - **Identical code is one candidate.** A verified measurement whose `code_hash` matches a
   candidate already measured in the same run and split adds its rounds to that candidate
-  (`n_measurements` grows, the score and its interval are re-estimated from all rounds) instead
+  (`n_measurements` grows, the score and its interval are re-estimated from all rounds, the
+  interval widened where the measurements differ by more than their own intervals allow:
+  drift_widened) instead
   of becoming a new candidate whose lucky draw could become the best. A measurement that fails
   turns the pooled candidate into a failure: code that is wrong or crashes some of the time
   does not rank.
@@ -26,22 +28,17 @@ view of the store:
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
+import math
 import sqlite3
 from typing import Any
 
-import aiosqlite
-
 from evoteam import stats
 from evoteam.codehash import code_hash
-from evoteam.copystats import as_shown, processes_of
+from evoteam.copystats import as_shown, between_measurements, processes_of
 from evoteam.servers.knowledge.migrations import register_migrations
-# The ORDER BY of every ranking lives with the other read SQL (readsql.py).
-from evoteam.servers.knowledge.readsql import RANKED, rank_order
-from evoteam.servers.knowledge.models import (Candidate, CandidateCreate, MeasurementSamples, SampleRanges,
-                                             WorkloadResult)
+from evoteam.servers.knowledge.models import Candidate, CandidateCreate, MeasurementSamples, SampleRanges
 
 REHASH_PAGE = 500  # candidate rows read per query when hashes are recomputed (code can be large)
 
@@ -136,6 +133,7 @@ register_migrations("knowledge.measurements", [
 
 MAX_ROUNDS_KEPT = 400  # per workload: a candidate measured very often keeps its newest rounds
 MAX_HISTORY = 20  # measurement summaries kept in a pooled candidate's metrics
+DISAGREE = "measurements_disagree"  # in a pooled candidate's metrics: its interval was widened for it
 
 
 
@@ -156,7 +154,7 @@ def estimate(samples: MeasurementSamples | None, ranges: SampleRanges | None = N
         return None
 
 
-def _estimates(samples: MeasurementSamples, ranges: SampleRanges) -> tuple[stats.Estimate | None, stats.Estimate | None]:
+def shown_and_ranked(samples: MeasurementSamples, ranges: SampleRanges) -> tuple[stats.Estimate | None, stats.Estimate | None]:
     """The interval shown (covering what unresolved rounds allow, as the bench's) and the one that
     ranks: the rounds' own, unresolved times counted at the resolution. Ranked by the covering
     one, a kernel the harness could not resolve under load fell below a resolved copy of the
@@ -166,18 +164,19 @@ def _estimates(samples: MeasurementSamples, ranges: SampleRanges) -> tuple[stats
 
 
 def rank_of(samples: MeasurementSamples | None, ranges: SampleRanges | None, direction: str,
-            shown: list[float] | None = None) -> float | None:
+            shown: list[float] | None = None, history: Any = None) -> float | None:
     """What a ranking compares for a measurement's rounds, as the store ranks its candidates: the
     pessimistic end of the rounds' own interval, or of ``shown`` where wider (a measurement in
-    copies: copystats.as_shown); None without rounds."""
+    copies: copystats.as_shown), widened for the drift between the measurements of ``history``
+    (drift_widened); None without rounds."""
     if not samples:
         return None
-    _shown, ranked = _estimates(samples, ranges or {})
-    ranked = as_shown(ranked, shown)  # unchanged without one
-    return None if ranked is None else _ranked(ranked.value, ranked, direction)
+    _shown, ranked = shown_and_ranked(samples, ranges or {})
+    ranked = drift_widened(as_shown(ranked, shown), samples, history)  # unchanged without either
+    return None if ranked is None else rank_from(ranked.value, ranked, direction)
 
 
-def _kept(samples: MeasurementSamples, ranges: SampleRanges) -> tuple[MeasurementSamples, SampleRanges]:
+def kept_rounds(samples: MeasurementSamples, ranges: SampleRanges) -> tuple[MeasurementSamples, SampleRanges]:
     """The newest MAX_ROUNDS_KEPT rounds per workload, their ranges alike; ranges only where some
     round's differ from its sample."""
     samples = {k: list(v)[-MAX_ROUNDS_KEPT:] for k, v in samples.items()}
@@ -192,17 +191,17 @@ def _kept(samples: MeasurementSamples, ranges: SampleRanges) -> tuple[Measuremen
 def columns(spec: CandidateCreate, direction: str) -> dict[str, Any]:
     """The measurement columns of a new candidate row: score, interval and rank from its rounds
     (the newest MAX_ROUNDS_KEPT per workload, as pooling keeps: the estimate runs inside the write)."""
-    samples, ranges = _kept(spec.samples or {}, spec.sample_ranges or {})
-    est, ranked = _estimates(samples, ranges) if spec.status == "PASSED" else (None, None)
+    samples, ranges = kept_rounds(spec.samples or {}, spec.sample_ranges or {})
+    est, ranked = shown_and_ranked(samples, ranges) if spec.status == "PASSED" else (None, None)
     # The bench's own interval where wider (copystats.as_shown); the rank too where it was timed in
-    # copies, whose t interval the rounds do not give (else it covers unresolved rounds: _estimates).
+    # copies, whose t interval the rounds do not give (else it covers unresolved rounds: shown_and_ranked).
     shown = spec.metrics.get("score_interval")
     est, ranked = as_shown(est, shown), (as_shown(ranked, shown) if processes_of(spec.metrics) > 1 else ranked)
     score = est.value if est is not None else spec.score
     lo, hi = (est.lo, est.hi) if est is not None else (None, None)
     return {"code_hash": spec.code_hash, "n_measurements": 1, "contended_measurements": contended_count(spec),
             "score": score, "score_lo": lo, "score_hi": hi,
-            "rank_score": _ranked(score, ranked, direction),
+            "rank_score": rank_from(score, ranked, direction),
             "spread_unknown": unknown_spread(score, lo, hi, samples, 1, ranges),
             "samples": json.dumps(samples) if samples else None,
             "sample_ranges": json.dumps(ranges) if ranges else None}
@@ -242,7 +241,7 @@ def _rank(score: float | None, lo: float | None, hi: float | None, direction: st
     return lo if direction == "maximize" else hi
 
 
-def _ranked(score: float | None, ranked: stats.Estimate | None, direction: str) -> float | None:
+def rank_from(score: float | None, ranked: stats.Estimate | None, direction: str) -> float | None:
     """A row's rank_score: the pessimistic end of its rounds' own interval (no rounds: the score)."""
     return _rank(score, ranked.lo if ranked else None, ranked.hi if ranked else None, direction)
 
@@ -354,7 +353,7 @@ def unknown_spread(score: float | None, lo: float | None, hi: float | None, grou
     # whose times were unresolved read [1.2, 4.0] and ranked first by its 2.3; review 2026-12-04).
     if groups and kind_of(groups) == "kernel" and (stats.runs_of(groups) or 0) < stats.EXACT_MIN_RUNS:
         try:
-            own = _estimates(groups, ranges or {})
+            own = shown_and_ranked(groups, ranges or {})
         except ValueError:
             return 1
         return int(any(e is None or stats.spread_unknown(e) for e in own))
@@ -382,91 +381,38 @@ def _point_groups(row) -> dict | None:
     return groups if isinstance(groups, dict) else None
 
 
-async def find_same_code(conn: aiosqlite.Connection, spec: CandidateCreate, direction: str) -> sqlite3.Row | None:
-    """The verified candidate of this run and split with the same code, if any. Where several
-    share it (twins from before a change of the hashing rule: rehash_candidates leaves them
-    apart), the one that ranks highest, a ranked one before a failed or flagged one: its lucky
-    draw is what more rounds must correct (into the earliest, a re-measurement of the best never
-    reached it, and it stayed the best; review 2026-12-04). Held-out rounds pool only within one
-    held-out set (``metrics.heldout_set``): two services' secrets draw other shapes under the same
-    workload names, and their rounds mixed into one interval (review 2026-12-04)."""
-    if not (spec.verified and spec.code_hash) or spec.samples is None:
-        return None  # only a measurement (the bench sends rounds, {} for a failure) pools
-    async with conn.execute(
-        "SELECT * FROM candidates WHERE run_id = ? AND code_hash = ? AND split = ? AND verified = 1 "
-        f"ORDER BY CASE WHEN {RANKED} THEN 0 ELSE 1 END, CASE WHEN rank_score IS NULL THEN 1 ELSE 0 END, "
-        f"{rank_order(direction)}{' LIMIT 1' if spec.split == 'dev' else ''}",
-        (spec.run_id, spec.code_hash, spec.split)) as cur:
-        if spec.split == "dev":
-            return await cur.fetchone()
-        rows = await cur.fetchall()
-    held_set = spec.metrics.get("heldout_set")
-    return next((r for r in rows if json.loads(r["metrics"] or "{}").get("heldout_set") == held_set), None)
+def drift_points(samples: MeasurementSamples, history: Any) -> list[tuple[float, float, float]]:
+    """The measurements in ``history`` (a pooled candidate's metrics["measurements"]) that the drift
+    between measurements counts, each ``(score, lo, hi)``: a kernel's quiet, passed ones with their
+    own interval. A kernel's rounds are one process pair's each time; a program's runs are its
+    scores, each a draw already, so none. A measurement on a contended machine is left out: load
+    widens its interval where it counts (widened_for_load), it does not place the pool (a busy
+    39.5x beside a quiet 15.9x would pull the interval's lower end down to 10)."""
+    if kind_of(samples) != "kernel" or not isinstance(history, list):
+        return []
+    measured = []
+    for h in history:
+        interval = interval_pair(*h["interval"]) if isinstance(h, dict) and isinstance(h.get("interval"), list) \
+            and len(h["interval"]) == 2 else None
+        if interval and h.get("status") == "PASSED" and isinstance(h.get("score"), (int, float)) \
+                and h.get("contended") is not True:
+            measured.append((float(h["score"]), *interval))
+    return measured
 
 
-def _pooled_workloads(old: list[dict], new: list[WorkloadResult], samples: MeasurementSamples,
-                      ranges: SampleRanges) -> list[dict]:
-    by_name = {w["workload"]: dict(w) for w in old}
-    for w in new:
-        merged = dict(by_name.get(w.workload, {}), **w.model_dump(exclude_none=True))
-        rounds = samples.get(w.workload)
-        # A program's runs are scores, not speedups: its score interval says what they give.
-        if rounds and w.status == "PASSED" and merged.get("status") == "PASSED" and kind_of(samples) == "kernel":
-            est = stats.censored_ratio_interval(rounds, *ranges.get(w.workload, (None, None)))
-            merged.update(speedup=est.value, speedup_interval=[est.lo, est.hi], rounds=len(rounds))
-        by_name[w.workload] = merged
-    return list(by_name.values())
+def drift_widened(est: stats.Estimate | None, samples: MeasurementSamples, history: Any) -> stats.Estimate | None:
+    """``est`` widened where the measurements in ``history`` differ by more than their own
+    intervals allow (drift_points, copystats.between_measurements)."""
+    return est if est is None else between_measurements(est, drift_points(samples, history))
 
 
-def _worse_status(a: str, b: str) -> str:
-    if a == "PASSED":
-        return b
-    return a
-
-
-async def pool(conn: aiosqlite.Connection, row: sqlite3.Row, spec: CandidateCreate, direction: str,
-               who: dict[str, Any]) -> None:
-    """Add one measurement (``spec``) to the candidate ``row`` with the same code."""
-    samples: dict[str, list[float]] = json.loads(row["samples"] or "null") or {}
-    ranges: dict[str, list[list[float]]] = json.loads(row["sample_ranges"] or "null") or {}
-    passed_now = spec.status == "PASSED"
-    if passed_now and spec.samples:
-        new_ranges = spec.sample_ranges or {}
-        for name, values in spec.samples.items():
-            old = samples.get(name, [])
-            if name in ranges or name in new_ranges:  # a resolved round's range is its own value
-                lows_old, highs_old = ranges.get(name, (old, old))
-                lows_new, highs_new = new_ranges.get(name, (values, values))
-                ranges[name] = [list(lows_old) + list(lows_new), list(highs_old) + list(highs_new)]
-            samples[name] = old + list(values)
-        samples, ranges = _kept(samples, ranges)
-    status = _worse_status(row["status"], spec.status)
-    flagged = bool(row["flagged"]) or spec.flagged
-    # Off the event loop: up to MAX_ROUNDS_KEPT rounds per workload bootstrap in ~40 ms.
-    est, ranked = await asyncio.to_thread(_estimates, samples, ranges) if status == "PASSED" else (None, None)
-    score = est.value if est is not None else row["score"]
-    lo, hi = (est.lo, est.hi) if est is not None else (None, None)
-    rank = _ranked(score, ranked, direction)
-    metrics = json.loads(row["metrics"] or "{}")
-    history = list(metrics.get("measurements") or [])
-    if not history:  # the first measurement, as it was recorded
-        history.append({"at": row["created_at"], "status": row["status"], "score": row["score"],
-                        "user": row["user"], "role": row["role"],
-                        "contended": was_contended(metrics)})
-    history.append({"at": who["created_at"], "status": spec.status, "score": spec.score,
-                    "user": who["user"], "role": who["role"], "contended": was_contended(spec.metrics)})
-    metrics["measurements"] = history[-MAX_HISTORY:]
-    if not passed_now:
-        metrics["failed_measurement"] = {"status": spec.status, "message": str(spec.metrics.get("message") or "")[:500]}
-    workloads = _pooled_workloads(json.loads(row["workloads"] or "[]"), spec.workloads, samples, ranges)
-    await conn.execute(
-        "UPDATE candidates SET status = ?, score = ?, score_lo = ?, score_hi = ?, rank_score = ?, spread_unknown = ?, "
-        "samples = ?, n_measurements = n_measurements + 1, contended_measurements = contended_measurements + ?, "
-        "flagged = ?, metrics = ?, workloads = ?, sample_ranges = ? WHERE id = ?",
-        (status, score, lo, hi, rank, unknown_spread(score, lo, hi, samples, (row["n_measurements"] or 1) + 1, ranges),
-         json.dumps(samples) if samples else None,
-         contended_count(spec), int(flagged), json.dumps(metrics, default=str), json.dumps(workloads),
-         json.dumps(ranges) if ranges else None, row["id"]))
+def interval_pair(lo: Any, hi: Any) -> list[float] | None:
+    """One measurement's interval as its history keeps it: two finite numbers, else None."""
+    try:
+        lo, hi = float(lo), float(hi)
+    except (TypeError, ValueError):
+        return None
+    return [lo, hi] if lo <= hi and all(map(math.isfinite, (lo, hi))) else None
 
 
 def was_contended(metrics: dict) -> bool | None:

@@ -360,7 +360,7 @@ class CandidateSummary(BaseModel):
                              "and it ranks after every candidate with a 95% interval until it has run 5 times "
                              "(bench.remeasure, or evaluate with repeats 5)")
     # Kept out of the text a model reads (CandidateSummary.TEXT_OMIT): it equals the shown interval's
-    # pessimistic end unless some round was unresolved (knowledge/measurements.py, _estimates).
+    # pessimistic end unless some round was unresolved (knowledge/measurements.py, shown_and_ranked).
     rank_score: float | None = Field(default=None, description="what every ranking compares: the pessimistic "
                                      "end of the rounds' own interval")
 

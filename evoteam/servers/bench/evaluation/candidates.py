@@ -28,6 +28,7 @@ from evoteam.config import Settings
 from evoteam.errors import DomainError, Missing
 from evoteam.servers.bench.formats.kits import state_dir
 from evoteam.servers.knowledge.errors import Forbidden
+from evoteam.servers.knowledge.measurements import DISAGREE
 from evoteam.servers.knowledge.models import Candidate, CandidateCreate
 from evoteam.servers.knowledge.store import KnowledgeStore
 
@@ -131,7 +132,11 @@ async def same_as_parent(store: KnowledgeStore, parent_id: str, saved) -> str:
             f"so this is a candidate of its own here")
 
 
-HELDOUT_CHECK = "held-out check of "  # the notes of a held-out check of a recorded candidate, when given none
+HELDOUT_CHECK = "held-out check of "
+# Why separate evaluations of one code can differ, and what decides then. "The machine's state" alone
+# blamed the machine for a candidate whose speed depended on the minute it was imported in (mp51).
+DRIFT_CAUSES = "the machine's state between them, or code whose speed depends on when or where it runs"
+DRIFT_ADVICE = "decide on pooled figures or paired rounds (bench.compare by id, bench.remeasure)"  # the notes of a held-out check of a recorded candidate, when given none
 
 
 def pooled_lead(saved, message: str, notes: str, kind: str, own: list[float] | None = None,
@@ -148,12 +153,19 @@ def pooled_lead(saved, message: str, notes: str, kind: str, own: list[float] | N
     else:
         pooled = _pooled_text(saved, '×' if kind == 'kernel' else '')
         head += f"it scores {pooled} pooled (its rank and what to report)"
+        # Widened where its measurements disagree (knowledge/measurements.py, drift_widened): a
+        # wider interval after one more measurement is said, not left to puzzle over.
+        widened = kind == "kernel" and bool((saved.metrics or {}).get(DISAGREE))
         if own and saved.score is not None and not own[0] <= saved.score <= own[1]:
             # Identical code read 3.79 (3.50-4.92), then 2.69 (2.53-3.01) on a quiet machine (mp47).
             unit = "×" if kind == "kernel" else ""
+            why = DRIFT_CAUSES + ("; the pooled interval is widened for it" if widened else "")
             head += (f"; this measurement's interval ({stats.sig3(own[0])}–{stats.sig3(own[1])}{unit}) leaves out the "
                      "pooled score: separate evaluations of this code differ by more than one evaluation's interval "
-                     "shows (the machine's state moves between them), so decide on pooled figures or paired rounds")
+                     f"shows ({why}), so {DRIFT_ADVICE}")
+        elif widened:
+            head += (f"; its measurements differ by more than their own intervals allow ({DRIFT_CAUSES}), so the "
+                     f"pooled interval is widened for it: {DRIFT_ADVICE}")
         if "(exact:" in pooled:  # "(4 runs alike: too few to know its spread)" of this measurement read as
             # a doubt about the exact pooled score beside it (model-play mp35, 2026-12-05)
             message = re.sub(r" \(\d+ runs alike: too few to know its spread\)", " (alike)", message)
