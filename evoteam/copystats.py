@@ -136,7 +136,7 @@ CHI2_95 = (3.841, 5.991, 7.815, 9.488, 11.070, 12.592, 14.067, 15.507, 16.919, 1
 def _log_points(measured: Iterable[tuple[float, float, float]]) -> tuple[list[tuple[float, float]],
                                                                        list[tuple[float, float]]]:
     """Each usable measurement's log score (kept within its interval) and the variance of that log
-    its 95% interval gives, with the log ends of the interval."""
+    its 95% interval gives, with the log ends of that interval."""
     z = _normal_quantile(stats.CONFIDENCE)
     points: list[tuple[float, float]] = []
     ends: list[tuple[float, float]] = []
@@ -175,7 +175,9 @@ def measurements_disagree(measured: Iterable[tuple[float, float, float]]) -> boo
     except ArithmeticError:
         return False
     df = len(points) - 1
-    return q > (CHI2_95[df - 1] if df <= len(CHI2_95) else df + 2.33 * math.sqrt(2 * df))
+    if df <= len(CHI2_95):
+        return q > CHI2_95[df - 1]
+    return q > df * (1 - 2 / (9 * df) + 1.645 * math.sqrt(2 / (9 * df))) ** 3  # Wilson-Hilferty
 
 
 def between_measurements(est: stats.Estimate | None, measured: Iterable[tuple[float, float, float]],
@@ -206,9 +208,13 @@ def between_measurements(est: stats.Estimate | None, measured: Iterable[tuple[fl
         spread = (q - (len(points) - 1)) / scale
         weights = [1.0 / (v + spread) for _, v in points]
         mean = sum(w * y for w, (y, _) in zip(weights, points)) / sum(weights)
-        half = _normal_quantile(confidence) / math.sqrt(sum(weights))
-        lo = math.exp(max(mean - half, min(low for low, _ in ends)))
-        hi = math.exp(min(mean + half, max(high for _, high in ends)))
+        z = _normal_quantile(confidence)
+        half = z / math.sqrt(sum(weights))
+        # The measurements' own ends, read at ``confidence`` (a pick of the best reads 97.5% or more:
+        # capped at their 95% ends, it read as 95%; review 2026-12-06).
+        stretch = z / _normal_quantile(stats.CONFIDENCE)
+        lo = math.exp(max(mean - half, min(y - (y - low) * stretch for (y, _), (low, _) in zip(points, ends))))
+        hi = math.exp(min(mean + half, max(y + (high - y) * stretch for (y, _), (_, high) in zip(points, ends))))
     except (ArithmeticError, ValueError):
         return est
     return stats.Estimate(est.value, min(est.lo, lo), max(est.hi, hi), est.n, est.coverage)

@@ -208,6 +208,11 @@ def caveats(mset: MeasurementSet) -> None:
     if before and after and before != after and before[0] in mset.within_noise_of_top:  # swapped silently (mp44)
         mset.add_note(f"the top moved within noise, {before[0]} to {after[0]}: not a change (changed leaves it out); "
                       "report the two as one result, or bench.compare them by id to tell them apart")
+    if len(after) == 1 and len(mset.order_after) > 1 and mset.order_before == mset.order_after and \
+            not (mset.changed or mset.within_noise_of_top or mset.better_than_top):
+        # The lists a reply leaves out when empty read as a promise it did not keep (mp51, mp52).
+        mset.add_note(f"the order held and {after[0]} leads the others beyond noise: changed, within_noise_of_top "
+                      "and better_than_top are empty")
     copy = next((e for e in mset.entries if e.candidate_id == BASELINE), None)
     readings = [("dev", copy.score, copy.score_interval), ("held-out", copy.heldout_score, copy.heldout_interval)] \
         if copy is not None else []

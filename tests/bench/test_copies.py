@@ -366,6 +366,11 @@ def test_the_drift_widening_never_narrows_and_needs_two_intervals():
     gain = copystats.between_measurements(stats.Estimate(1.2, 1.15, 1.25, 60),
                                           [(1.08, 1.045, 1.116), (1.35, 1.31, 1.40)])
     assert gain.lo == pytest.approx(1.045) and gain.hi > 1.35
+    # Read at a best-of-several's confidence, the cap is at the measurements' ends at that confidence:
+    # a batch whose 99% interval holds 1 no longer makes the pool significant (review 2026-12-06).
+    picked = copystats.between_measurements(stats.Estimate(1.2, 1.15, 1.25, 60),
+                                            [(1.048, 1.003, 1.093), (1.35, 1.31, 1.40)], 0.99)
+    assert picked.lo < 1.0 < picked.hi
     # Numbers it cannot weigh (ends a last bit apart, weights far apart, logs far apart) leave it
     # as it is or widen it; never raise.
     assert copystats.between_measurements(est, [(3.0, 3.0, math.nextafter(3.0, 4.0)), (2.0, 1.0, 4.0)]) == est

@@ -858,3 +858,43 @@ async def test_a_busy_measurement_does_not_place_the_drift_widening(store, verif
     assert c.n_measurements == 2 and c.score_interval == pytest.approx([own.lo, own.hi])
     assert [bool(h["contended"]) for h in full.metrics["measurements"]] == [False, True]
     assert "measurements_disagree" not in full.metrics
+
+
+async def test_the_disagreement_mark_follows_the_measurements_and_a_row_without_history_gives_none(store, verifier):
+    """The mark is read afresh at every pooled write: a failed measurement clears it (the candidate
+    no longer ranks), as does a history that no longer disagrees. A row measured more than once
+    whose history is gone (an older bundle) has no interval of its first measurement to weigh."""
+    import json
+
+    from evoteam.servers.knowledge import measurements
+    run = await new_run(store)
+    await verifier.record_candidate(measured(run.id, CODE, {"w": rounds(3.8, 0.05, 20, seed=1)}))
+    c = await verifier.record_candidate(measured(run.id, CODE, {"w": rounds(2.7, 0.05, 20, seed=2)}))
+    assert (await verifier.get_candidate(c.id)).metrics[measurements.DISAGREE] is True
+    c = await verifier.record_candidate(measured(run.id, CODE, {}, status="INCORRECT_NUMERICAL"))
+    assert measurements.DISAGREE not in (await verifier.get_candidate(c.id)).metrics
+
+    other = "def run(x):\n    return x + 1\n"
+    await verifier.record_candidate(measured(run.id, other, {"w": rounds(3.8, 0.05, 20, seed=3)}))
+    row = await verifier.record_candidate(measured(run.id, other, {"w": rounds(2.7, 0.05, 20, seed=4)}))
+    full = await verifier.get_candidate(row.id)
+    assert full.metrics[measurements.DISAGREE] is True
+    # What pooling makes of the same row once its history is gone: the first entry gets no interval.
+    from evoteam.servers.knowledge.pooling import pool
+    history_gone = dict(full.metrics)
+    history_gone.pop("measurements")
+    fake_row = {"samples": json.dumps(full.samples), "sample_ranges": None, "status": "PASSED", "flagged": 0,
+                "metrics": json.dumps(history_gone), "created_at": "2026-12-06T00:00:00", "score": full.score,
+                "score_lo": full.score_interval[0], "score_hi": full.score_interval[1], "n_measurements": 2,
+                "user": "u", "role": None, "workloads": "[]", "id": full.id}
+
+    class Capture:
+        async def execute(self, sql, params):
+            self.params = params
+
+    conn = Capture()
+    await pool(conn, fake_row, measured(run.id, other, {"w": rounds(2.7, 0.05, 20, seed=5)}), "maximize",
+               {"created_at": "2026-12-06T00:01:00", "user": "u", "role": None})
+    kept = json.loads(conn.params[9])["measurements"]
+    assert kept[0]["interval"] is None and kept[1]["interval"] is not None
+    assert measurements.DISAGREE not in json.loads(conn.params[9])  # one interval: nothing to weigh

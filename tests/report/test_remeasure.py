@@ -434,3 +434,8 @@ def test_a_top_that_swaps_within_noise_is_said_in_the_note():
     assert "the top moved within noise, cand_a to cand_b" in said and "one result" in said, said
     assert noted(["cand_a", "cand_b"], ["cand_a", "cand_b"], ["cand_b"]) is None  # the same top
     assert noted(["cand_a", "cand_b"], ["cand_b", "cand_a"], []) is None  # apart: `changed` says it
+    # Held, with nothing within noise of the top: said in one line, the empty lists named (mp51, mp52).
+    assert noted(["cand_a", "cand_b"], ["cand_a", "cand_b"], []) == (
+        "the order held and cand_a leads the others beyond noise: changed, within_noise_of_top and better_than_top "
+        "are empty")
+    assert noted(["cand_a"], ["cand_a"], []) is None  # one finalist: nothing to hold

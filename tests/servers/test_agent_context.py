@@ -75,9 +75,9 @@ async def test_result_text_is_compact_and_drops_empty_fields(settings, store):
         said = client.instructions
     # Said where the model reads how the servers work: remeasure's empty within_noise_of_top read as
     # a promise the reply did not keep (model-play mp51).
-    assert "leaves out empty and null fields: a list it does not show is empty" in said
+    assert "A reply's text leaves out empty and null fields." in said
     async with Client(bench_server(settings, store)) as client:
-        assert "within_noise_of_top, better_than_top) is empty" in client.instructions
+        assert "changed, within_noise_of_top and\nbetter_than_top, where absent, are empty" in client.instructions
     assert not result.is_error
     text = result.content[0].text
     assert "null" not in text and "\n" not in text and ": " not in text

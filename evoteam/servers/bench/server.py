@@ -43,8 +43,8 @@ whether B beats A significantly; remeasure measures a run's finalists again in o
 Every evaluation is recorded as a candidate in the knowledge store (pass run_id and parent_id).
 Use split='heldout' only to confirm a final candidate: which held-out shapes are drawn is secret.
 A long evaluation can run on a ticket: evaluate(wait=false), then evaluation_result(ticket, wait_s).
-A reply's text leaves out empty and null fields: a list it does not show (remeasure's changed,
-within_noise_of_top, better_than_top) is empty."""
+A reply's text leaves out empty and null fields: remeasure's changed, within_noise_of_top and
+better_than_top, where absent, are empty."""
 
 Limit = Annotated[int, Field(ge=1, le=100)]
 Cursor = Annotated[str | None, Field(description="the previous page's next_cursor")]

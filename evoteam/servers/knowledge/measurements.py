@@ -133,7 +133,8 @@ register_migrations("knowledge.measurements", [
 
 MAX_ROUNDS_KEPT = 400  # per workload: a candidate measured very often keeps its newest rounds
 MAX_HISTORY = 20  # measurement summaries kept in a pooled candidate's metrics
-DISAGREE = "measurements_disagree"  # in a pooled candidate's metrics: its interval was widened for it
+# In a pooled candidate's metrics: its measurements differ beyond chance (copystats.measurements_disagree).
+DISAGREE = "measurements_disagree"
 
 
 
@@ -154,7 +155,8 @@ def estimate(samples: MeasurementSamples | None, ranges: SampleRanges | None = N
         return None
 
 
-def shown_and_ranked(samples: MeasurementSamples, ranges: SampleRanges) -> tuple[stats.Estimate | None, stats.Estimate | None]:
+def shown_and_ranked(samples: MeasurementSamples,
+                     ranges: SampleRanges) -> tuple[stats.Estimate | None, stats.Estimate | None]:
     """The interval shown (covering what unresolved rounds allow, as the bench's) and the one that
     ranks: the rounds' own, unresolved times counted at the resolution. Ranked by the covering
     one, a kernel the harness could not resolve under load fell below a resolved copy of the

@@ -121,5 +121,3 @@ async def pool(conn: aiosqlite.Connection, row: sqlite3.Row, spec: CandidateCrea
          json.dumps(samples) if samples else None,
          contended_count(spec), int(flagged), json.dumps(metrics, default=str), json.dumps(workloads),
          json.dumps(ranges) if ranges else None, row["id"]))
-
-

@@ -54,7 +54,7 @@ and history, before you act;
 record what you learn with evidence (add_learning), keep files you produce (put_artifact), and
 record every evaluated candidate (record_candidate; bench.evaluate does it for you). Use search
 to find anything across learnings, history, artifacts and candidate notes. End a run with finish_run.
-A reply's text leaves out empty and null fields: a list it does not show is empty."""
+A reply's text leaves out empty and null fields."""
 
 Limit = Annotated[int, Field(ge=1, le=200)]
 Cursor = Annotated[str | None, Field(description="the previous page's next_cursor")]

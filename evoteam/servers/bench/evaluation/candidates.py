@@ -132,11 +132,11 @@ async def same_as_parent(store: KnowledgeStore, parent_id: str, saved) -> str:
             f"so this is a candidate of its own here")
 
 
-HELDOUT_CHECK = "held-out check of "
+HELDOUT_CHECK = "held-out check of "  # the notes of a held-out check of a recorded candidate, when given none
 # Why separate evaluations of one code can differ, and what decides then. "The machine's state" alone
 # blamed the machine for a candidate whose speed depended on the minute it was imported in (mp51).
 DRIFT_CAUSES = "the machine's state between them, or code whose speed depends on when or where it runs"
-DRIFT_ADVICE = "decide on pooled figures or paired rounds (bench.compare by id, bench.remeasure)"  # the notes of a held-out check of a recorded candidate, when given none
+DRIFT_ADVICE = "decide on pooled figures or paired rounds (bench.compare by id, bench.remeasure)"
 
 
 def pooled_lead(saved, message: str, notes: str, kind: str, own: list[float] | None = None,
@@ -158,11 +158,14 @@ def pooled_lead(saved, message: str, notes: str, kind: str, own: list[float] | N
         widened = kind == "kernel" and bool((saved.metrics or {}).get(DISAGREE))
         if own and saved.score is not None and not own[0] <= saved.score <= own[1]:
             # Identical code read 3.79 (3.50-4.92), then 2.69 (2.53-3.01) on a quiet machine (mp47).
-            unit = "×" if kind == "kernel" else ""
-            why = DRIFT_CAUSES + ("; the pooled interval is widened for it" if widened else "")
-            head += (f"; this measurement's interval ({stats.sig3(own[0])}–{stats.sig3(own[1])}{unit}) leaves out the "
-                     "pooled score: separate evaluations of this code differ by more than one evaluation's interval "
-                     f"shows ({why}), so {DRIFT_ADVICE}")
+            # The causes only where the measurements differ beyond chance: a narrow interval beside a
+            # wide one can leave out a pooled score that both allow (review 2026-12-06).
+            own_text = f"{stats.sig3(own[0])}–{stats.sig3(own[1])}{'×' if kind == 'kernel' else ''}"
+            head += (f"; this measurement's interval ({own_text}) leaves out the pooled score: separate evaluations "
+                     "of this code differ by more than one evaluation's interval shows "
+                     f"({DRIFT_CAUSES}; the pooled interval is widened for it), so {DRIFT_ADVICE}" if widened else
+                     f"; this measurement's interval ({own_text}) leaves out the pooled score, where its other "
+                     f"measurements put it: {DRIFT_ADVICE}")
         elif widened:
             head += (f"; its measurements differ by more than their own intervals allow ({DRIFT_CAUSES}), so the "
                      f"pooled interval is widened for it: {DRIFT_ADVICE}")
