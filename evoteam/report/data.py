@@ -4,6 +4,7 @@ report works on the embedded file and on a shared knowledge server alike."""
 from __future__ import annotations
 
 import bisect
+import math
 from datetime import datetime
 from typing import Literal
 
@@ -13,6 +14,7 @@ from evoteam import stats
 
 from evoteam.servers.knowledge.measurements import (any_contended, beyond, candidate_estimate, clears_start, kind_of,
                                                    widened_for_load)
+from evoteam.servers.knowledge.measurements import DISAGREE
 from evoteam.servers.knowledge.measurements import rank_key as measurements_rank_key
 from evoteam.servers.knowledge.models import Candidate, Run, WorkloadResult
 from evoteam.servers.knowledge.store import KnowledgeStore
@@ -169,6 +171,7 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
     except ValueError as exc:  # rounds recorded by a verifier other than the bench may be unusable
         vp.gain_note = f"not comparable: {exc}"
         return
+    est = _with_drift(est, a, b) if kind == "kernel" else est
     none = stats.no_effect(kind)
     up = direction == "maximize" or kind == "kernel"  # whether a larger gain is better (a ratio always is)
     better = est.lo > none if up else est.hi < none
@@ -203,6 +206,25 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
     vp.significant = None if undecided else bool(stats.confident(est) and better and clear)
     vp.worse = bool(not vp.contended and stats.confident(est) and worse and behind)  # busy: intervals do not hold
     vp.gain_is_ratio = kind == "kernel"
+
+
+def _with_drift(est: stats.Estimate, before: Candidate, own: Candidate) -> stats.Estimate:
+    """A kernel gain's interval, at least as wide as the two bests' own intervals combined (their
+    log half-widths in quadrature), where either's measurements differ beyond chance: its interval
+    was widened for that drift (knowledge/measurements.py), which the two bests' rounds, each
+    pooled as one sample, do not show (a gain shown narrower than either best's interval; review
+    2026-12-06). The two were measured in separate evaluations: an unpaired contrast."""
+    if not any((c.metrics or {}).get(DISAGREE) for c in (before, own)):
+        return est
+    halves = []
+    for c in (before, own):
+        lo, hi = c.score_interval if c.score_interval and len(c.score_interval) == 2 else (None, None)
+        if lo is None or hi is None or not 0 < lo <= hi:
+            return est
+        halves.append((math.log(hi) - math.log(lo)) / 2)
+    half = math.hypot(*halves)
+    return stats.Estimate(est.value, min(est.lo, est.value * math.exp(-half)), max(est.hi, est.value * math.exp(half)),
+                          est.n, est.coverage)
 
 
 def _short_of_start(vp: VersionPoint, own: Candidate, x0: float, direction: str) -> None:

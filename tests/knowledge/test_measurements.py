@@ -898,3 +898,20 @@ async def test_the_disagreement_mark_follows_the_measurements_and_a_row_without_
     kept = json.loads(conn.params[9])["measurements"]
     assert kept[0]["interval"] is None and kept[1]["interval"] is not None
     assert measurements.DISAGREE not in json.loads(conn.params[9])  # one interval: nothing to weigh
+
+
+async def test_a_pooled_workloads_times_say_which_measurement_they_are_from(store, verifier):
+    """A pooled workload's speedup is every measurement's rounds; its milliseconds are the newest
+    measurement's, and it says so (mp51 read them beside the pooled speedup as pooled times)."""
+    run = await new_run(store)
+
+    def with_ms(center: float, ms: float, seed: int) -> CandidateCreate:
+        spec = measured(run.id, CODE, {"w": rounds(center, 0.05, 20, seed=seed)})
+        return spec.model_copy(update={"workloads": [w.model_copy(update={"candidate_ms": ms, "baseline_ms": 3 * ms})
+                                                     for w in spec.workloads]})
+
+    first = await verifier.record_candidate(with_ms(3.0, 1.0, 1))
+    assert first.workloads[0].ms_from_measurement is None  # one measurement: nothing to tell apart
+    pooled = await verifier.record_candidate(with_ms(3.0, 1.2, 2))
+    (w,) = pooled.workloads
+    assert pooled.n_measurements == 2 and w.candidate_ms == 1.2 and w.ms_from_measurement == 2 and w.rounds == 40

@@ -4,6 +4,7 @@ and the count of versions in a row without a significant gain (the stop rule's i
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 from datetime import UTC, datetime
 from pathlib import Path
@@ -343,3 +344,29 @@ async def test_a_significant_gain_says_how_much_of_the_gap_to_the_best_known_it_
     assert line.significant_gain is True
     assert line.gap_closed == pytest.approx(1e-6 / (0.3831372 - 0.380859))
     assert "(it closed 0.04% of the gap to the best known 0.380859)" in line.gain, line.gain
+
+
+async def test_a_gain_over_a_best_whose_measurements_disagree_is_as_wide_as_the_two_bests(tmp_path: Path):
+    """A best whose measurements differ beyond chance has its interval widened for that drift; the
+    version's gain from the two bests' pooled rounds did not show it (review 2026-12-06): it is at
+    least the two intervals combined, and so it is no longer a narrow "gain" the bests' own
+    intervals do not support."""
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        plan = {1: (4.0, rounds(4.0, 1, 0.1, 20)), 2: (4.6, rounds(4.6, 2, 0.1, 20))}
+        run = await one_best_per_version(kb, tmp_path, plan)
+        plain = {v.version: v for v in (await gather(kb, run.id)).versions}[2]
+        v1 = {v.version: v for v in (await gather(kb, run.id)).versions}[1].best_candidate_id
+        bench = kb.with_actor(Actor(user="u", client="t", role="Role1", team_version=1, verifier=True))
+        code = "def run(x):\n    return x * 1\n"  # v1's best (one_best_per_version)
+        again = await bench.record_candidate(CandidateCreate(run_id=run.id, code=code, code_hash=code_hash(code),
+                                                             status="PASSED", score=2.8, verified=True,
+                                                             samples=rounds(2.8, 3, 0.1, 20)))
+        full = await kb.get_candidate(again.id)
+        assert again.id == v1 and full.metrics["measurements_disagree"] is True
+        v2 = {v.version: v for v in (await gather(kb, run.id)).versions}[2]
+        lo, hi = full.score_interval
+        own = (await kb.get_candidate(v2.best_candidate_id)).score_interval
+        half = ((math.log(hi / lo) / 2) ** 2 + (math.log(own[1] / own[0]) / 2) ** 2) ** 0.5
+        assert v2.gain_interval[0] <= v2.gain * math.exp(-half) + 1e-9
+        assert v2.gain_interval[1] >= v2.gain * math.exp(half) - 1e-9
+        assert v2.gain_interval[1] - v2.gain_interval[0] > plain.gain_interval[1] - plain.gain_interval[0]

@@ -264,6 +264,10 @@ class WorkloadResult(BaseModel):
     message: str | None = None
     speedup_interval: list[float] | None = None  # 95% interval from this workload's rounds (docs/bench.md)
     rounds: int | None = None  # paired baseline/candidate rounds behind the speedup
+    # In a candidate measured more than once: which measurement (1 = the first) candidate_ms and
+    # baseline_ms are from; the speedup and its interval pool every measurement's rounds. Read
+    # beside a pooled speedup, the newest measurement's times looked like the pooled ones (mp51).
+    ms_from_measurement: int | None = None
 
 
 # Per-round measurements a score is estimated from: workload -> one value per round (kernel kits:

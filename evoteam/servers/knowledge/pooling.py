@@ -43,10 +43,14 @@ async def find_same_code(conn: aiosqlite.Connection, spec: CandidateCreate, dire
 
 
 def _pooled_workloads(old: list[dict], new: list[WorkloadResult], samples: MeasurementSamples,
-                      ranges: SampleRanges) -> list[dict]:
+                      ranges: SampleRanges, measurement: int) -> list[dict]:
+    """The candidate's workloads with this measurement (its ``measurement``-th) merged in: speedups
+    from all the rounds, times from the newest measurement that gave them (said per workload)."""
     by_name = {w["workload"]: dict(w) for w in old}
     for w in new:
         merged = dict(by_name.get(w.workload, {}), **w.model_dump(exclude_none=True))
+        if w.candidate_ms is not None or w.baseline_ms is not None:
+            merged["ms_from_measurement"] = measurement
         rounds = samples.get(w.workload)
         # A program's runs are scores, not speedups: its score interval says what they give.
         if rounds and w.status == "PASSED" and merged.get("status") == "PASSED" and kind_of(samples) == "kernel":
@@ -112,7 +116,8 @@ async def pool(conn: aiosqlite.Connection, row: sqlite3.Row, spec: CandidateCrea
     rank = rank_from(score, ranked, direction)
     if not passed_now:
         metrics["failed_measurement"] = {"status": spec.status, "message": str(spec.metrics.get("message") or "")[:500]}
-    workloads = _pooled_workloads(json.loads(row["workloads"] or "[]"), spec.workloads, samples, ranges)
+    workloads = _pooled_workloads(json.loads(row["workloads"] or "[]"), spec.workloads, samples, ranges,
+                                  (row["n_measurements"] or 1) + 1)
     await conn.execute(
         "UPDATE candidates SET status = ?, score = ?, score_lo = ?, score_hi = ?, rank_score = ?, spread_unknown = ?, "
         "samples = ?, n_measurements = n_measurements + 1, contended_measurements = contended_measurements + ?, "
