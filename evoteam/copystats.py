@@ -14,6 +14,7 @@ random-effects interval of their logs (between_measurements).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 
@@ -133,15 +134,21 @@ CHI2_95 = (3.841, 5.991, 7.815, 9.488, 11.070, 12.592, 14.067, 15.507, 16.919, 1
            19.675, 21.026, 22.362, 23.685, 24.996, 26.296, 27.587, 28.869, 30.144)
 
 
-def _log_points(measured: Iterable[tuple[float, float, float]]) -> tuple[list[tuple[float, float]],
-                                                                       list[tuple[float, float]]]:
+Measured = tuple[float, float, float] | tuple[float, float, float, float | None]
+
+
+def _log_points(measured: Iterable[Measured]) -> tuple[list[tuple[float, float]],
+                                                       list[tuple[float, float, float | None]]]:
     """Each usable measurement's log score (kept within its interval) and the variance of that log
-    its 95% interval gives, with the log ends of that interval."""
+    its 95% interval gives, with the log ends of that interval and the degrees of freedom of a t
+    interval (a batch of copies: its fourth item), else None."""
     z = _normal_quantile(stats.CONFIDENCE)
     points: list[tuple[float, float]] = []
-    ends: list[tuple[float, float]] = []
-    for value, lo, hi in measured:
+    ends: list[tuple[float, float, float | None]] = []
+    for item in measured:
         try:
+            value, lo, hi = item[:3]
+            df = item[3] if len(item) > 3 and isinstance(item[3], (int, float)) and item[3] >= 1 else None
             if not (0 < lo < hi and math.isfinite(hi) and math.isfinite(value)):
                 continue
             low, high = math.log(lo), math.log(hi)
@@ -150,8 +157,16 @@ def _log_points(measured: Iterable[tuple[float, float, float]]) -> tuple[list[tu
             continue
         if variance > 0:  # ends a last bit apart have none to weigh by
             points.append((math.log(min(max(value, lo), hi)), variance))
-            ends.append((low, high))
+            ends.append((low, high, df))
     return points, ends
+
+
+@functools.lru_cache(maxsize=256)
+def _stretch(confidence: float, df: float | None) -> float:
+    """How much wider an interval is at ``confidence`` than at 95%: normal, or Student's t."""
+    if df is None:
+        return _normal_quantile(confidence) / _normal_quantile(stats.CONFIDENCE)
+    return t_quantile(confidence, df) / t_quantile(stats.CONFIDENCE, df)
 
 
 def _cochran_q(points: list[tuple[float, float]]) -> tuple[float, list[float], float]:
@@ -162,7 +177,7 @@ def _cochran_q(points: list[tuple[float, float]]) -> tuple[float, list[float], f
     return sum(w * (y - mean) ** 2 for w, (y, _) in zip(weights, points)), weights, total
 
 
-def measurements_disagree(measured: Iterable[tuple[float, float, float]]) -> bool:
+def measurements_disagree(measured: Iterable[Measured]) -> bool:
     """Whether separate measurements (as between_measurements takes them) differ by more than their
     own intervals allow at 95% (Cochran's Q beyond its chi-squared quantile): said to the model. Two
     that overlap can give a Q just over its degrees of freedom, which widens the pool a little but
@@ -180,10 +195,11 @@ def measurements_disagree(measured: Iterable[tuple[float, float, float]]) -> boo
     return q > df * (1 - 2 / (9 * df) + 1.645 * math.sqrt(2 / (9 * df))) ** 3  # Wilson-Hilferty
 
 
-def between_measurements(est: stats.Estimate | None, measured: Iterable[tuple[float, float, float]],
+def between_measurements(est: stats.Estimate | None, measured: Iterable[Measured],
                          confidence: float = stats.CONFIDENCE) -> stats.Estimate | None:
     """``est`` (a pooled candidate's interval, from all its rounds as one sample) widened where its
-    separate measurements, each ``(score, lo, hi)`` with its own 95% interval, differ by more than
+    separate measurements, each ``(score, lo, hi)`` with its own 95% interval (a fourth item: the
+    degrees of freedom of a t interval), differ by more than
     those intervals allow: the random-effects interval of their log scores (DerSimonian–Laird:
     the between-measurement variance from Cochran's Q beyond its degrees of freedom, each
     measurement's standard error from its interval's width), kept within the span of their own
@@ -208,13 +224,12 @@ def between_measurements(est: stats.Estimate | None, measured: Iterable[tuple[fl
         spread = (q - (len(points) - 1)) / scale
         weights = [1.0 / (v + spread) for _, v in points]
         mean = sum(w * y for w, (y, _) in zip(weights, points)) / sum(weights)
-        z = _normal_quantile(confidence)
-        half = z / math.sqrt(sum(weights))
-        # The measurements' own ends, read at ``confidence`` (a pick of the best reads 97.5% or more:
-        # capped at their 95% ends, it read as 95%; review 2026-12-06).
-        stretch = z / _normal_quantile(stats.CONFIDENCE)
-        lo = math.exp(max(mean - half, min(y - (y - low) * stretch for (y, _), (low, _) in zip(points, ends))))
-        hi = math.exp(min(mean + half, max(y + (high - y) * stretch for (y, _), (_, high) in zip(points, ends))))
+        half = _normal_quantile(confidence) / math.sqrt(sum(weights))
+        # The measurements' own ends, read at ``confidence`` about their middles (a pick of the best
+        # reads 97.5% or more: capped at their 95% ends, it read as 95%; review 2026-12-06).
+        caps = [((low + high) / 2, (high - low) / 2 * _stretch(confidence, df)) for low, high, df in ends]
+        lo = math.exp(max(mean - half, min(middle - width for middle, width in caps)))
+        hi = math.exp(min(mean + half, max(middle + width for middle, width in caps)))
     except (ArithmeticError, ValueError):
         return est
     return stats.Estimate(est.value, min(est.lo, lo), max(est.hi, hi), est.n, est.coverage)

@@ -171,7 +171,10 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
     except ValueError as exc:  # rounds recorded by a verifier other than the bench may be unusable
         vp.gain_note = f"not comparable: {exc}"
         return
-    est = _with_drift(est, a, b) if kind == "kernel" else est
+    # Shown as wide as the two bests' intervals where either drifted; read, as before, from the rounds
+    # (clearing decides): read from the widened one, a gain the bests' intervals left open counted as
+    # a stall, which `overlap` below keeps undecided (review 2026-12-06).
+    shown = _with_drift(est, a, b) if kind == "kernel" else est
     none = stats.no_effect(kind)
     up = direction == "maximize" or kind == "kernel"  # whether a larger gain is better (a ratio always is)
     better = est.lo > none if up else est.hi < none
@@ -179,7 +182,7 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
     # On a busy machine separate evaluations move by more than their intervals (knowledge/measurements.py):
     # undecided until a re-measurement times both side by side (_decide_side_by_side).
     vp.contended = any(any_contended(c.contended_measurements) for c in (a, b))
-    vp.gain, vp.gain_interval, vp.gain_exact = est.value, est.interval, est.coverage == 1.0
+    vp.gain, vp.gain_interval, vp.gain_exact = est.value, shown.interval, est.coverage == 1.0
     # Undecided only where it reads as a gain: a version that reads worse did not bring one, busy or not.
     reads_better = stats.favours_b(est.value, kind, direction)
     # Decided as the trajectory announces a new best: the version's best must clear the best before

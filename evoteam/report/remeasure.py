@@ -208,7 +208,11 @@ def caveats(mset: MeasurementSet) -> None:
     if before and after and before != after and before[0] in mset.within_noise_of_top:  # swapped silently (mp44)
         mset.add_note(f"the top moved within noise, {before[0]} to {after[0]}: not a change (changed leaves it out); "
                       "report the two as one result, or bench.compare them by id to tell them apart")
-    if len(after) == 1 and len(mset.order_after) > 1 and mset.order_before == mset.order_after and \
+    by_id = {e.candidate_id: e for e in mset.entries}
+    # Only where every finalist has an interval: one from too few runs is never listed within noise
+    # of the top, its place unknown (review 2026-12-06).
+    measured = all(c in by_id and _after(by_id[c]) and not by_id[c].spread_unknown_after for c in mset.order_after)
+    if len(after) == 1 and len(mset.order_after) > 1 and mset.order_before == mset.order_after and measured and \
             not (mset.changed or mset.within_noise_of_top or mset.better_than_top):
         # The lists a reply leaves out when empty read as a promise it did not keep (mp51, mp52).
         mset.add_note(f"the order held and {after[0]} leads the others beyond noise: changed, within_noise_of_top "

@@ -371,6 +371,15 @@ def test_the_drift_widening_never_narrows_and_needs_two_intervals():
     picked = copystats.between_measurements(stats.Estimate(1.2, 1.15, 1.25, 60),
                                             [(1.048, 1.003, 1.093), (1.35, 1.31, 1.40)], 0.99)
     assert picked.lo < 1.0 < picked.hi
+    # Stretched about each interval's middle, so a point at its interval's end stretches too; a batch
+    # of copies (a t interval with 2 degrees of freedom) by t's quantiles, far more than the normal's.
+    at_end = copystats.between_measurements(stats.Estimate(1.2, 1.15, 1.25, 60),
+                                            [(1.003, 1.003, 1.093), (1.35, 1.31, 1.40)], 0.99)
+    assert at_end.lo < 1.0
+    normal, t2 = (copystats.between_measurements(stats.Estimate(1.2, 1.15, 1.25, 60),
+                                                 [(1.05, 1.01, 1.09, df), (1.35, 1.31, 1.40, df)], 0.99)
+                  for df in (None, 2))
+    assert t2.lo < normal.lo and math.log(1.05 / t2.lo) > 1.5 * math.log(1.05 / normal.lo)
     # Numbers it cannot weigh (ends a last bit apart, weights far apart, logs far apart) leave it
     # as it is or widen it; never raise.
     assert copystats.between_measurements(est, [(3.0, 3.0, math.nextafter(3.0, 4.0)), (2.0, 1.0, 4.0)]) == est
@@ -389,6 +398,10 @@ def test_measurements_are_said_to_disagree_only_beyond_chance():
     assert copystats.measurements_disagree([(3.79, 3.50, 4.92), (2.69, 2.53, 3.01)])
     assert copystats.measurements_disagree([(1.93, 1.79, 2.07), (3.26, 2.97, 3.95), (1.87, 1.71, 2.13)])
     assert not copystats.measurements_disagree([(3.0, 2.8, 3.2)]) and not copystats.measurements_disagree([])
+    # Past the table (df 20 and more: Wilson-Hilferty's approximation of its quantile).
+    many = [(3.0 + 0.01 * (i % 3), 2.8, 3.2) for i in range(25)]
+    assert not copystats.measurements_disagree(many)
+    assert copystats.measurements_disagree(many + [(9.0, 8.9, 9.1)])
     # Under chance alone (ten measurements of one truth, each with its own 95% interval) it is said
     # about one time in twenty.
     rng, said = random.Random(3), 0

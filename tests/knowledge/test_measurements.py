@@ -915,3 +915,17 @@ async def test_a_pooled_workloads_times_say_which_measurement_they_are_from(stor
     pooled = await verifier.record_candidate(with_ms(3.0, 1.2, 2))
     (w,) = pooled.workloads
     assert pooled.n_measurements == 2 and w.candidate_ms == 1.2 and w.ms_from_measurement == 2 and w.rounds == 40
+    # A measurement that gives no times (a failure) keeps the last times and says whose they are; a
+    # first measurement's times kept so are marked as its own.
+    other = "def run(x):\n    return x - 1\n"
+    await verifier.record_candidate(with_ms(3.0, 1.0, 3).model_copy(update={"code": other,
+                                                                            "code_hash": code_hash(other)}))
+    failed = measured(run.id, other, {}, status="RUNTIME_ERROR")
+    kept = await verifier.record_candidate(failed)
+    (w,) = kept.workloads
+    assert kept.n_measurements == 2 and w.candidate_ms == 1.0 and w.ms_from_measurement == 1, w
+    # One time given alone does not pair with the other's older one.
+    half = with_ms(3.0, 1.4, 4)
+    half = half.model_copy(update={"workloads": [w.model_copy(update={"baseline_ms": None}) for w in half.workloads]})
+    (w,) = (await verifier.record_candidate(half)).workloads
+    assert w.candidate_ms == 1.4 and w.baseline_ms is None and w.ms_from_measurement == 3

@@ -370,3 +370,23 @@ async def test_a_gain_over_a_best_whose_measurements_disagree_is_as_wide_as_the_
         assert v2.gain_interval[0] <= v2.gain * math.exp(-half) + 1e-9
         assert v2.gain_interval[1] >= v2.gain * math.exp(half) - 1e-9
         assert v2.gain_interval[1] - v2.gain_interval[0] > plain.gain_interval[1] - plain.gain_interval[0]
+
+
+async def test_a_gain_left_open_by_drifting_bests_stays_undecided_not_a_stall(tmp_path: Path):
+    """Shown widened, read as before: where the two bests' intervals overlap and the rounds read a
+    gain, the version is undecided (not a stall the stop rule counts), though its widened interval
+    holds 1 (review 2026-12-06: it counted as a stall)."""
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        plan = {1: (4.0, rounds(4.0, 1, 0.1, 20)), 2: (4.1, rounds(4.1, 2, 0.1, 20))}
+        run = await one_best_per_version(kb, tmp_path, plan)
+        bench = kb.with_actor(Actor(user="u", client="t", role="Role1", team_version=1, verifier=True))
+        code = "def run(x):\n    return x * 1\n"  # v1's best (one_best_per_version)
+        again = await bench.record_candidate(CandidateCreate(run_id=run.id, code=code, code_hash=code_hash(code),
+                                                             status="PASSED", score=3.5, verified=True,
+                                                             samples=rounds(3.5, 3, 0.1, 20)))
+        assert (await kb.get_candidate(again.id)).metrics["measurements_disagree"] is True
+        report = await gather(kb, run.id)
+        v2 = {v.version: v for v in report.versions}[2]
+        assert v2.gain > 1 and v2.gain_interval[0] < 1, (v2.gain, v2.gain_interval)  # shown widened
+        assert v2.significant is None and v2.overlap, v2
+        assert summarise(report).versions_without_significant_gain == 0

@@ -47,10 +47,14 @@ def _pooled_workloads(old: list[dict], new: list[WorkloadResult], samples: Measu
     """The candidate's workloads with this measurement (its ``measurement``-th) merged in: speedups
     from all the rounds, times from the newest measurement that gave them (said per workload)."""
     by_name = {w["workload"]: dict(w) for w in old}
+    if measurement == 2:  # the first measurement's times, kept where this one gives none, say so too
+        for w in by_name.values():
+            if w.get("candidate_ms") is not None or w.get("baseline_ms") is not None:
+                w["ms_from_measurement"] = 1
     for w in new:
         merged = dict(by_name.get(w.workload, {}), **w.model_dump(exclude_none=True))
-        if w.candidate_ms is not None or w.baseline_ms is not None:
-            merged["ms_from_measurement"] = measurement
+        if w.candidate_ms is not None or w.baseline_ms is not None:  # both from this one: no mixed pair
+            merged.update(candidate_ms=w.candidate_ms, baseline_ms=w.baseline_ms, ms_from_measurement=measurement)
         rounds = samples.get(w.workload)
         # A program's runs are scores, not speedups: its score interval says what they give.
         if rounds and w.status == "PASSED" and merged.get("status") == "PASSED" and kind_of(samples) == "kernel":
