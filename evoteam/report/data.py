@@ -12,9 +12,8 @@ from pydantic import BaseModel, Field
 
 from evoteam import stats
 
-from evoteam.servers.knowledge.measurements import (any_contended, beyond, candidate_estimate, clears_start, kind_of,
-                                                   widened_for_load)
-from evoteam.servers.knowledge.measurements import DISAGREE
+from evoteam.servers.knowledge.measurements import (DISAGREE, any_contended, beyond, candidate_estimate, clears_start,
+                                                   kind_of, widened_for_load)
 from evoteam.servers.knowledge.measurements import rank_key as measurements_rank_key
 from evoteam.servers.knowledge.models import Candidate, Run, WorkloadResult
 from evoteam.servers.knowledge.store import KnowledgeStore
@@ -226,8 +225,8 @@ def _with_drift(est: stats.Estimate, before: Candidate, own: Candidate) -> stats
             return est
         halves.append((math.log(hi) - math.log(lo)) / 2)
     half = math.hypot(*halves)
-    return stats.Estimate(est.value, min(est.lo, est.value * math.exp(-half)), max(est.hi, est.value * math.exp(half)),
-                          est.n, est.coverage)
+    lo, hi = est.value * math.exp(-half), est.value * math.exp(half)
+    return stats.Estimate(est.value, min(est.lo, lo), max(est.hi, hi), est.n, est.coverage)
 
 
 def _short_of_start(vp: VersionPoint, own: Candidate, x0: float, direction: str) -> None:

@@ -103,7 +103,8 @@ async def import_bundle(store: LocalKnowledgeStore, bundle: RunBundle, project: 
 
 
 def _rank_of(c, direction: str) -> float | None:
-    ranked = measurements.rank_of(c.samples, c.sample_ranges, direction, history=(c.metrics or {}).get("measurements")) \
+    history = (c.metrics or {}).get("measurements")  # its measurements' own intervals: the drift between them
+    ranked = measurements.rank_of(c.samples, c.sample_ranges, direction, history=history) \
         if c.status == "PASSED" else None
     return ranked if ranked is not None else measurements.rank_value(c.score, c.score_interval, direction)
 

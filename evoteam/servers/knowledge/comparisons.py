@@ -184,8 +184,8 @@ def _pooled(records: list[ComparisonRecord], confidence: float = stats.CONFIDENC
     est = _estimate("kernel", samples, ranges, confidence, parts,
                     measured=all(r.spread is not None and r.spread_df is not None for r in records))
     # And for batches that disagree by more than their own intervals allow, as a candidate's
-    # separate measurements (knowledge/measurements.py, drift_widened).
-    # A batch of copies showed a t interval: its ends stretch to ``confidence`` by t's quantiles.
+    # separate measurements (knowledge/measurements.py, drift_widened); a batch of copies showed a
+    # t interval, so its ends stretch to ``confidence`` by t's quantiles.
     return copystats.between_measurements(
         est, [(r.b_over_a, *r.interval, (r.spread_df or copystats.TWINS_DF) if r.spread is not None else None)
               for r in records], confidence)
