@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel as PydanticModel
 from pydantic import ConfigDict, Field, computed_field, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 
 class BaseModel(PydanticModel):
@@ -22,16 +23,8 @@ RunStatus = Literal["active", "paused", "finished", "failed", "budget_spent"]
 LearningKind = Literal[
     "observation", "technique", "dead_end", "bug", "hypothesis", "workload", "process", "checkpoint"
 ]
-CandidateStatus = Literal[
-    "PASSED",
-    "INCORRECT_SHAPE",
-    "INCORRECT_DTYPE",
-    "INCORRECT_NUMERICAL",
-    "RUNTIME_ERROR",
-    "COMPILE_ERROR",
-    "TIMEOUT",
-    "PENDING",
-]
+CandidateStatus = Literal["PASSED", "INCORRECT_SHAPE", "INCORRECT_DTYPE", "INCORRECT_NUMERICAL", "RUNTIME_ERROR",
+                          "COMPILE_ERROR", "TIMEOUT", "PENDING"]
 SearchKind = Literal["learning", "history", "artifact", "candidate"]
 
 T = TypeVar("T")
@@ -264,10 +257,10 @@ class WorkloadResult(BaseModel):
     message: str | None = None
     speedup_interval: list[float] | None = None  # 95% interval from this workload's rounds (docs/bench.md)
     rounds: int | None = None  # paired baseline/candidate rounds behind the speedup
-    # In a candidate measured more than once: which measurement (1 = the first) candidate_ms and
-    # baseline_ms are from; the speedup and its interval pool every measurement's rounds. Read
-    # beside a pooled speedup, the newest measurement's times looked like the pooled ones (mp51).
-    ms_from_measurement: int | None = None
+    # Set by the store as measurements pool: which one (1 = the first) candidate_ms and baseline_ms
+    # are from, the speedup pooling them all (mp51 read the newest's times as pooled). Not an input:
+    # out of the tools' schemas, whose budget it would pass.
+    ms_from_measurement: SkipJsonSchema[int | None] = None
 
 
 # Per-round measurements a score is estimated from: workload -> one value per round (kernel kits:
