@@ -108,20 +108,25 @@ def processes_of(metrics: dict | None) -> int:
     return n if isinstance(n, int) and n > 1 else 1
 
 
+def interval_pair(lo: object, hi: object) -> list[float] | None:
+    """Two ends as an interval: two finite numbers, the lower first; else None (a record's shown
+    interval, a measurement's in a candidate's history)."""
+    try:
+        lo, hi = float(lo), float(hi)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return [lo, hi] if lo <= hi and math.isfinite(lo) and math.isfinite(hi) else None
+
+
 def as_shown(est: stats.Estimate | None, shown: object) -> stats.Estimate | None:
     """``est`` (a first measurement's interval as the store re-estimates it from the rounds) widened
     to the interval the bench showed for it, ``shown`` ([lo, hi], from its metrics), where that is
     wider: an evaluation in copies joins the processes' t interval to its rounds' (batch._grouped),
     which the rounds alone do not give. Never narrower, so a record cannot rank higher by it."""
-    if est is None or not isinstance(shown, (list, tuple)) or len(shown) != 2:
+    pair = interval_pair(*shown) if isinstance(shown, (list, tuple)) and len(shown) == 2 else None
+    if est is None or pair is None:
         return est
-    try:
-        lo, hi = float(shown[0]), float(shown[1])
-    except (TypeError, ValueError):
-        return est
-    if not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
-        return est
-    return stats.Estimate(est.value, min(est.lo, lo), max(est.hi, hi), est.n, est.coverage)
+    return stats.Estimate(est.value, min(est.lo, pair[0]), max(est.hi, pair[1]), est.n, est.coverage)
 
 
 def _normal_quantile(confidence: float) -> float:

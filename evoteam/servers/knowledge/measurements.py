@@ -30,13 +30,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import sqlite3
 from typing import Any
 
 from evoteam import stats
 from evoteam.codehash import code_hash
-from evoteam.copystats import as_shown, between_measurements, processes_of
+from evoteam.copystats import as_shown, between_measurements, interval_pair, processes_of
 from evoteam.servers.knowledge.migrations import register_migrations
 from evoteam.servers.knowledge.models import Candidate, CandidateCreate, MeasurementSamples, SampleRanges
 
@@ -406,15 +405,6 @@ def drift_widened(est: stats.Estimate | None, samples: MeasurementSamples, histo
     """``est`` widened where the measurements in ``history`` differ by more than their own
     intervals allow (drift_points, copystats.between_measurements)."""
     return est if est is None else between_measurements(est, drift_points(samples, history))
-
-
-def interval_pair(lo: Any, hi: Any) -> list[float] | None:
-    """One measurement's interval as its history keeps it: two finite numbers, else None."""
-    try:
-        lo, hi = float(lo), float(hi)
-    except (TypeError, ValueError):
-        return None
-    return [lo, hi] if lo <= hi and all(map(math.isfinite, (lo, hi))) else None
 
 
 def was_contended(metrics: dict) -> bool | None:

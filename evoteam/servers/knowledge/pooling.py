@@ -12,10 +12,10 @@ from typing import Any
 import aiosqlite
 
 from evoteam import stats
-from evoteam.copystats import measurements_disagree
+from evoteam.copystats import between_measurements, interval_pair, measurements_disagree
 from evoteam.servers.knowledge.measurements import (DISAGREE, MAX_HISTORY, columns, contended_count, drift_points,
-                                                    drift_widened, interval_pair, kept_rounds, kind_of, rank_from,
-                                                    shown_and_ranked, unknown_spread, was_contended)
+                                                    kept_rounds, kind_of, rank_from, shown_and_ranked, unknown_spread,
+                                                    was_contended)
 from evoteam.servers.knowledge.models import CandidateCreate, MeasurementSamples, SampleRanges, WorkloadResult
 from evoteam.servers.knowledge.readsql import RANKED, rank_order
 
@@ -108,12 +108,12 @@ async def pool(conn: aiosqlite.Connection, row: sqlite3.Row, spec: CandidateCrea
     metrics["measurements"] = history[-MAX_HISTORY:]
     # Off the event loop: up to MAX_ROUNDS_KEPT rounds per workload bootstrap in ~40 ms.
     est, ranked = await asyncio.to_thread(shown_and_ranked, samples, ranges) if status == "PASSED" else (None, None)
-    kept = metrics["measurements"]
-    est, ranked = drift_widened(est, samples, kept), drift_widened(ranked, samples, kept)
+    measured = drift_points(samples, metrics["measurements"])  # read once: widens both, and is said
+    est, ranked = between_measurements(est, measured), between_measurements(ranked, measured)
     # Said with the candidate (its evaluate reply), so a wider interval after one more measurement is
     # explained; only where they differ at 95%, not wherever the estimate widened a little.
     metrics.pop(DISAGREE, None)
-    if est is not None and measurements_disagree(drift_points(samples, kept)):
+    if est is not None and measurements_disagree(measured):
         metrics[DISAGREE] = True
     score = est.value if est is not None else row["score"]
     lo, hi = (est.lo, est.hi) if est is not None else (None, None)
