@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from evoteam import stats
 
-from evoteam.servers.knowledge.measurements import (DISAGREE, any_contended, beyond, candidate_estimate, clears_start,
+from evoteam.servers.knowledge.measurements import (any_contended, beyond, candidate_estimate, clears_start,
                                                    kind_of, widened_for_load)
 from evoteam.servers.knowledge.measurements import rank_key as measurements_rank_key
 from evoteam.servers.knowledge.models import Candidate, Run, WorkloadResult
@@ -170,10 +170,10 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
     except ValueError as exc:  # rounds recorded by a verifier other than the bench may be unusable
         vp.gain_note = f"not comparable: {exc}"
         return
-    # Shown as wide as the two bests' intervals where either drifted; read, as before, from the rounds
+    # Shown at least as wide as the two bests' intervals combined; read, as before, from the rounds
     # (clearing decides): read from the widened one, a gain the bests' intervals left open counted as
     # a stall, which `overlap` below keeps undecided (review 2026-12-06).
-    shown = _with_drift(est, a, b) if kind == "kernel" else est
+    shown = _as_wide_as_bests(est, a, b) if kind == "kernel" else est
     none = stats.no_effect(kind)
     up = direction == "maximize" or kind == "kernel"  # whether a larger gain is better (a ratio always is)
     better = est.lo > none if up else est.hi < none
@@ -210,14 +210,13 @@ async def _version_gain(store: KnowledgeStore, vp: VersionPoint, before_id: str,
     vp.gain_is_ratio = kind == "kernel"
 
 
-def _with_drift(est: stats.Estimate, before: Candidate, own: Candidate) -> stats.Estimate:
+def _as_wide_as_bests(est: stats.Estimate, before: Candidate, own: Candidate) -> stats.Estimate:
     """A kernel gain's interval, at least as wide as the two bests' own intervals combined (their
-    log half-widths in quadrature), where either's measurements differ beyond chance: its interval
-    was widened for that drift (knowledge/measurements.py), which the two bests' rounds, each
-    pooled as one sample, do not show (a gain shown narrower than either best's interval; review
-    2026-12-06). The two were measured in separate evaluations: an unpaired contrast."""
-    if not any((c.metrics or {}).get(DISAGREE) for c in (before, own)):
-        return est
+    log half-widths in quadrature): the two were measured in separate evaluations, an unpaired
+    contrast, and a best's interval may hold what its rounds, pooled as one sample, do not — the
+    drift between its measurements (knowledge/measurements.py), a copies' t interval. Applied
+    whatever widened them: on the disagreement mark alone a gain still read narrower than a best's
+    interval where the drift was below the mark's 95% but above chance (review 2026-12-06)."""
     halves = []
     for c in (before, own):
         lo, hi = c.score_interval if c.score_interval and len(c.score_interval) == 2 else (None, None)

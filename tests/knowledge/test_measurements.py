@@ -929,3 +929,25 @@ async def test_a_pooled_workloads_times_say_which_measurement_they_are_from(stor
     half = half.model_copy(update={"workloads": [w.model_copy(update={"baseline_ms": None}) for w in half.workloads]})
     (w,) = (await verifier.record_candidate(half)).workloads
     assert w.candidate_ms == 1.4 and w.baseline_ms is None and w.ms_from_measurement == 3
+
+
+async def test_a_measurement_in_copies_ranks_alike_after_export_and_import(tmp_path, verifier):
+    """One measurement timed in copies ranks at home by the bench's t interval where it is wider
+    than its rounds' (columns); the import re-ranked it from its rounds alone, so it ranked higher
+    abroad than at home."""
+    from evoteam.servers.knowledge.export import export_run, import_run
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.store import Actor
+
+    run = await new_run(verifier)
+    samples = {"w": rounds(3.0, 0.05, 20, seed=3)}
+    c = await verifier.record_candidate(measured(run.id, CODE, samples,
+                                                 metrics={"processes_per_side": 3, "score_interval": [2.2, 3.9]}))
+    from evoteam.servers.knowledge import measurements
+    own = measurements.estimate((await verifier.get_candidate(c.id)).samples)
+    assert c.rank_score == pytest.approx(2.2) and own.lo > 2.8  # ranked by the copies' t interval at home
+    await export_run(verifier, run.id, tmp_path / "out")
+    async with LocalKnowledgeStore.open(tmp_path / "copy.db", Actor(user="x", verifier=True)) as other:
+        await import_run(other, tmp_path / "out", trust_scores=True)
+        got = await other.get_candidate(c.id)
+        assert got.rank_score == pytest.approx(c.rank_score) and got.score_interval == pytest.approx([2.2, 3.9])

@@ -372,6 +372,32 @@ async def test_a_gain_over_a_best_whose_measurements_disagree_is_as_wide_as_the_
         assert v2.gain_interval[1] - v2.gain_interval[0] > plain.gain_interval[1] - plain.gain_interval[0]
 
 
+async def test_a_gain_over_a_best_timed_in_copies_is_as_wide_as_the_two_bests(tmp_path: Path):
+    """A best measured once in copies holds the processes' t interval, which its rounds do not
+    give; no measurements disagree, so the gain read from the rounds alone was shown narrower than
+    that best's own interval (the widening waited on the disagreement mark; review 2026-12-06)."""
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+        team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
+        copies = {"processes_per_side": 3, "score_interval": [3.0, 5.3]}
+        for v, center, metrics in ((1, 4.0, copies), (2, 4.6, {})):
+            await team.design_team(_design(run.id, f"diagnosis {v}", f"Role{v}"))
+            bench = kb.with_actor(Actor(user="u", client="t", role=f"Role{v}", team_version=v, verifier=True))
+            code = f"def run(x):\n    return x * {v}\n"
+            await bench.record_candidate(CandidateCreate(run_id=run.id, code=code, code_hash=code_hash(code),
+                                                         status="PASSED", score=center, verified=True,
+                                                         samples=rounds(center, v, 0.1, 20), metrics=metrics))
+        versions = {v.version: v for v in (await gather(kb, run.id)).versions}
+        bests = [await kb.get_candidate(versions[v].best_candidate_id) for v in (1, 2)]
+        assert bests[0].score_interval == pytest.approx([3.0, 5.3])
+        assert not any("measurements_disagree" in b.metrics for b in bests)
+        half = math.hypot(*(math.log(b.score_interval[1] / b.score_interval[0]) / 2 for b in bests))
+        v2 = versions[2]
+        assert v2.gain_interval[0] <= v2.gain * math.exp(-half) + 1e-9
+        assert v2.gain_interval[1] >= v2.gain * math.exp(half) - 1e-9
+        assert v2.significant is not True  # read from the rounds, the bests' intervals overlap: not cleared
+
+
 async def test_a_gain_left_open_by_drifting_bests_stays_undecided_not_a_stall(tmp_path: Path):
     """Shown widened, read as before: where the two bests' intervals overlap and the rounds read a
     gain, the version is undecided (not a stall the stop rule counts), though its widened interval

@@ -10,6 +10,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from evoteam.codehash import code_hash
+from evoteam.copystats import processes_of
 from evoteam.servers.knowledge import hits, measurements
 from evoteam.servers.knowledge.bundlecheck import existing_ids
 from evoteam.servers.knowledge.errors import Forbidden, Invalid
@@ -69,7 +70,7 @@ async def import_bundle(store: LocalKnowledgeStore, bundle: RunBundle, project: 
                                                       if c.contended_measurements is None
                                                       else c.contended_measurements)),
                 "score_lo": (c.score_interval or [None, None])[0], "score_hi": (c.score_interval or [None, None])[1],
-                # Ranked as the store ranks (its rounds' own interval), not by the interval shown.
+                # Ranked as the store ranks (its rounds' own interval, or a copies' t), not by the interval shown.
                 "rank_score": _rank_of(c, run.direction),
                 "spread_unknown": _spread_unknown(c),
                 "samples": json.dumps(c.samples) if c.samples else None,
@@ -104,7 +105,10 @@ async def import_bundle(store: LocalKnowledgeStore, bundle: RunBundle, project: 
 
 def _rank_of(c, direction: str) -> float | None:
     history = (c.metrics or {}).get("measurements")  # its measurements' own intervals: the drift between them
-    ranked = measurements.rank_of(c.samples, c.sample_ranges, direction, history=history) \
+    # One measurement timed in copies ranked at home by the bench's t interval where wider (columns).
+    shown = (c.metrics or {}).get("score_interval") \
+        if c.n_measurements == 1 and processes_of(c.metrics) > 1 else None
+    ranked = measurements.rank_of(c.samples, c.sample_ranges, direction, shown=shown, history=history) \
         if c.status == "PASSED" else None
     return ranked if ranked is not None else measurements.rank_value(c.score, c.score_interval, direction)
 
