@@ -4,6 +4,7 @@ report works on the embedded file and on a shared knowledge server alike."""
 from __future__ import annotations
 
 import bisect
+import json
 import math
 from datetime import datetime
 from typing import Literal
@@ -21,6 +22,10 @@ from evoteam.servers.knowledge.verified import ranks
 from evoteam.servers.knowledge.listing import all_candidates
 from evoteam.report.remeasure import MeasurementSet, apart_by_pairs, latest_measurement_set
 from evoteam.servers.knowledge.comparisons import ComparisonRecord, dev_comparisons, paired_verdict
+from evoteam.servers.knowledge.standing import BASELINE
+from evoteam.servers.bench.formats.solutions import declares_dps
+from evoteam.servers.bench.measurement.method import STYLE_SHARE
+from evoteam.servers.team.readsql import TERMINAL
 from evoteam.servers.retrieval.models import RetrievalSeries
 
 FAILED_SHOWN = 50  # failed candidates whose message the report reads and lists
@@ -100,6 +105,12 @@ class VersionPoint(BaseModel):
                                 "bench.remeasure) whose pooled rounds decide the gain (0: none decides it)")
     picked_of: int = Field(default=1, description="where paired batches decide: the version's best was the top of "
                            "this many of its candidates, and the gain's interval is read at 1 - 0.05/picked_of")
+    in_progress: bool = Field(default=False, description="the newest version, some of its roles not ended and "
+                              "nothing of theirs evaluated yet: no verdict, not a stall")
+    style_share: bool = Field(default=False, description="the version's best writes into output slots allocated "
+                              "outside the clock (destination passing), the best before it returns its outputs: "
+                              "a gain within that style's share is not established (significant None) and "
+                              "counts as a stall")
     contended: bool = Field(default=False, description="one of the two bests was measured on a contended "
                             "machine: the gain is decided only by rounds that timed both side by side (paired "
                             "batches of bench.compare or bench.remeasure); until then significant is None, and the "
@@ -267,12 +278,75 @@ def _first_gain(vp: VersionPoint, own: Candidate, x0: float, direction: str) -> 
         vp.significant, vp.gain_note = True, (f"first ranked result: clears the starting score x0 = {x0:.7g}"
                                               f"{_over_start(est, x0, kind_of(own.samples) == 'kernel')}")
     elif est is None or (reads_better and (vp.contended or vp.few_runs)):  # busy or unknown, reading better
-        why = "measured on a contended machine (bench.remeasure it when the machine is quiet)" if vp.contended \
-            else "too few runs (bench.remeasure it)"
+        # A quiet re-measurement pools with the busy rounds; paired rounds with the baseline decide (x0 = 1).
+        kernel = bool(own.samples) and kind_of(own.samples) == "kernel"
+        busy = "bench.compare it with a_candidate_id \"baseline\"" if x0 == 1.0 and kernel \
+            else "bench.remeasure it when the machine is quiet"
+        why = f"measured on a contended machine ({busy})" if vp.contended else "too few runs (bench.remeasure it)"
         vp.gain_note = f"first ranked result: not established against the starting score x0 = {x0:.7g}, {why}"
     else:
         vp.significant = False
         vp.gain_note = f"first ranked result: does not clear the starting score x0 = {x0:.7g}: no gain"
+
+
+def _python_file(code: str | None) -> bool:
+    if not code:
+        return False
+    try:
+        return not isinstance(json.loads(code), dict)
+    except ValueError:
+        return True
+
+
+async def _roles_running(team, run_id: str, version: int) -> bool:
+    """Whether a version has a role whose newest session has not ended (none started: planned)."""
+    latest = await team.latest_sessions(run_id, version)
+    return any(r.slug not in latest or latest[r.slug].status not in TERMINAL
+               for r in (await team.get_version(run_id, version)).roles)
+
+
+async def _within_style_share(store: KnowledgeStore, v: VersionPoint) -> None:
+    """A kernel gain of a version's best in destination passing style over a best that returns its
+    outputs, within what that style alone gained (its outputs allocated outside the clock): not
+    established as a faster kernel. A same-work rewrite into that style read as a significant 1.08x
+    version gain and counted as progress, where one plain process found 1.01 (mp54; compare's reply
+    said so, run_report did not)."""
+    if not (v.significant and v.gain_is_ratio and v.gain_interval and v.best_before_id and v.best_candidate_id):
+        return
+    own, before = await store.get_candidate(v.best_candidate_id), await store.get_candidate(v.best_before_id)
+    # Python files only: a Solution JSON says its style in its spec (destination passing by default),
+    # which this reading of the source would take for "returns" (review 2026-12-06).
+    if not (_python_file(own.code) and _python_file(before.code)):
+        return
+    if not (declares_dps(own.code) and not declares_dps(before.code)):
+        return
+    if v.gain_interval[0] <= STYLE_SHARE[1]:
+        v.significant, v.style_share = None, True
+
+
+def _first_by_baseline(report: RunReport, records: list[ComparisonRecord], x0: float | None) -> None:
+    """A first version's busy kernel best, which its widened interval leaves open against x0, by
+    its kept paired rounds with the baseline where they decide (x0 = 1, the baseline's own
+    speedup), as the trajectory reads it (knowledge/standing.py): the trajectory announced it
+    while run_report sent the model to a quiet re-measurement, which pools with the busy rounds
+    (review 2026-12-06)."""
+    if x0 != 1.0:
+        return
+    for v in report.versions:
+        if v.best_before_id or not v.best_candidate_id or not v.contended or v.significant is not None:
+            continue
+        found = paired_verdict(records, BASELINE, v.best_candidate_id)
+        if found is None or not found.decides or found.kind != "kernel":
+            continue
+        shown = stats.describe(stats.Estimate(*found.estimate, found.runs, found.coverage), "×")
+        if found.significant and found.estimate[0] > 1:
+            v.significant = True
+            v.gain_note = f"first ranked result: clears the starting score x0 = 1 by its paired rounds with the " \
+                          f"baseline, {shown}"
+        else:
+            v.significant = False
+            v.gain_note = f"first ranked result: its paired rounds with the baseline find it " \
+                          f"{'slower' if found.significant else 'no different'}, {shown}: no gain"
 
 
 async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
@@ -342,6 +416,9 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
             _first_gain(vp, await store.get_candidate(own.id), run.x0, direction)
         versions.append(vp)
 
+    if versions and not any(p.team_version == versions[-1].version for p in points):
+        versions[-1].in_progress = await _roles_running(team, run_id, versions[-1].version)
+
     # Why each failed: the message lives with the full candidate; the newest are enough to show.
     for p in [p for p in reversed(points) if p.status != "PASSED"][:FAILED_SHOWN]:
         full = await store.get_candidate(p.id)
@@ -371,14 +448,18 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
     report.retrieval = await retrieval.report_series(run_id)
     report.remeasured = await latest_measurement_set(store, run_id)
     _decide_side_by_side(report)
-    if any(v.best_before_id for v in versions) or report.remeasured:
+    first_busy = any(v.contended and v.significant is None and not v.best_before_id for v in versions)
+    if any(v.best_before_id for v in versions) or report.remeasured or first_busy:
         records = await dev_comparisons(store, run_id, run.kit)
+        _first_by_baseline(report, records, run.x0)
         _decide_by_compare(report, records)
         if report.remeasured:  # compares made after the set count too
             apart_by_pairs(report.remeasured, records)
     for v in versions if run.x0 is not None else []:
         if v.significant and v.best_before_id and v.best_candidate_id:
             _short_of_start(v, await store.get_candidate(v.best_candidate_id), run.x0, direction)
+    for v in versions:
+        await _within_style_share(store, v)
     for v in versions:
         _unmeasured_lead(v, points, run.x0, direction)
     return report

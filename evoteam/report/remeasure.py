@@ -158,8 +158,10 @@ class MeasurementSet(BaseModel):
                 "with it")
 
     def add_note(self, said: str) -> MeasurementSet:
-        """``said`` after whatever the note already says."""
-        self.note = " ".join(filter(None, [self.note, said]))
+        """``said`` after whatever the note already says, as a clause of its own (two ran together
+        unpunctuated: "the new rounds pool with these the order held"; mp53)."""
+        joint = " " if not self.note or self.note.rstrip().endswith((".", ";", ":")) else "; "
+        self.note = joint.join(filter(None, [self.note, said]))
         return self
 
     # Kept for programs and the report; the model reads the order they give (rank_before, rank_after).

@@ -11,6 +11,7 @@ from evoteam import stats
 from evoteam.config import Settings
 from evoteam.report.data import RunReport, VersionPoint, gather
 from evoteam.report.remeasure import MeasurementSet, remeasure_run
+from evoteam.servers.bench.measurement.method import STYLE_SHARE
 from evoteam.servers.knowledge.readsql import ranked_by
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.team.budget import costs_unrecorded, unrecorded_note
@@ -110,7 +111,9 @@ def gain_text(v: VersionPoint, direction: str | None = None) -> str | None:
     noise", "no gain", "not established" with what settles it; from paired rounds "significant",
     "worse, significant" or "no significant difference") — or why there is no gain to show."""
     if v.best_of_version is None:
-        return "no ranked candidate"
+        # Said why the stop rule leaves it out (a count that skipped it unsaid; review 2026-12-06).
+        return "no ranked candidate yet: its roles have not ended, so the stop rule does not count it" \
+            if v.in_progress else "no ranked candidate"
     if v.unmeasured_lead and v.significant is None:  # before the gain's own text: the lead is what decides
         lead = (f"not established: {v.unmeasured_lead}, from too few runs, reads better than the version's best "
                 "and the best before it, and ranks after them until it has run "
@@ -131,6 +134,12 @@ def gain_text(v: VersionPoint, direction: str | None = None) -> str | None:
     shown += _reads(v, direction)
     if v.short_of_start:
         return f"{shown} over {_before(v)}, but {v.gain_note}: no gain"
+    if v.style_share and v.significant is None:
+        return (f"{shown} over {_before(v)}: not established as a faster kernel: the version's best writes its "
+                f"outputs into slots allocated outside the clock (destination passing), the best before it "
+                f"allocates the ones it returns inside it, which alone was {STYLE_SHARE[0]:.2f}-{STYLE_SHARE[1]:.2f}x "
+                "on a memory-bound kernel (docs/bench.md): counted as a stall, as a faster kernel shows as a "
+                "gain over a best of its own style")
     # Three verdicts, never two: a version clearly worse than the best before it is not "within
     # noise" (a model reading that would take a regression for a tie).
     verdict = "significant" if v.significant else "worse, beyond noise" if v.worse else "within noise"
@@ -214,6 +223,8 @@ def stalled_versions(report: RunReport) -> int:
     ranked result)."""
     n = 0
     for v in reversed(report.versions):
+        if v.in_progress:
+            continue  # designed, its roles not ended, nothing evaluated yet: no verdict (counted one at design; mp54)
         if (v.contended or v.few_runs or v.overlap) and v.significant is None:
             continue  # busy, too few runs or overlapping bests, and not settled: no verdict either way
         if v.gain is None and v.gain_note and v.best_before is not None and v.best_of_version is not None:

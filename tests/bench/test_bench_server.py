@@ -60,6 +60,21 @@ async def test_list_and_describe(fast_settings, store):
         d = data(await client.call_tool("describe_kit", {"kit": "rmsnorm_fast"}))
         assert d["signature"].startswith("run(hidden_states") and d["dev_workloads"][0]["name"] == "t128_h1024"
         assert d.get("reference") is None
+        real = data(await client.call_tool("describe_kit", {"kit": "pairwise_distance_cpu"}))
+        # What the inputs are, in the generator's words, and where it is (near-duplicate points
+        # were to be learned only from a file no text named; mp53).
+        assert real["inputs"].startswith("Input generator for pairwise_distance_cpu: two clouds with an offset") \
+            and real["inputs"].endswith("pairwise_distance_cpu/inputs.py)"), real["inputs"]
+        # A trace set without a generator: where each input comes from, as its workloads say (a
+        # first version said "random tensors" of fixed index tensors; review 2026-12-06).
+        from evoteam.config import SOURCE_ROOT
+        from evoteam.servers.bench.evaluation.catalog import _inputs_said
+        from evoteam.servers.bench.formats import traceset
+
+        trace_kit = traceset.find_in_trace_set(SOURCE_ROOT / "task_kits/mla_paged_decode_h16_ckv512_kpe64_ps1/fib")
+        assert _inputs_said(trace_kit) == ("random, drawn afresh each round: q_nope, q_pe, ckv_cache, kpe_cache; "
+                                           "fixed tensors from the kit's files: kv_indptr, kv_indices; literal "
+                                           "values: sm_scale")
         full = data(await client.call_tool("describe_kit", {"kit": "rmsnorm_fast", "detail": True}))
         assert "def run" in full["reference"]
         missing = await client.call_tool("describe_kit", {"kit": "nope"})
@@ -90,6 +105,16 @@ async def test_evaluate_records_candidate_with_progress(fast_settings, store):
                                                        "run_id": run.id, "parent_id": cand.id,
                                                        "role": "Challenger"}))
         assert bad["status"] == "COMPILE_ERROR" and bad["score"] is None
+        # The candidate's line and its caret; not the harness's frames around them (~800 characters; mp53).
+        assert "candidate.py\", line 1" in bad["message"] and "^" in bad["message"], bad["message"]
+        assert "worker.py" not in bad["message"] and "importlib" not in bad["message"], bad["message"]
+        # A candidate that raises on every workload: its traceback is read once, not again per workload (mp54).
+        raised = await client.call_tool("evaluate", {"kit": "rmsnorm_fast", "run_id": run.id, "code":
+                                                     "def _helper(x):\n    raise ValueError('no such axis')\n\n"
+                                                     "def run(hidden_states, weight, eps):\n    return _helper(0)\n"})
+        text = raised.content[0].text
+        assert raised.structured_content["status"] == "RUNTIME_ERROR" and text.count("candidate output (untrusted") == 1, text
+        assert raised.structured_content["workloads"][0]["message"]  # kept for programs
         child = await store.get_candidate(bad["candidate_id"])
         assert child.parent_id == cand.id and child.provenance.role == "Challenger"
         nothing = await client.call_tool("evaluate", {"kit": "rmsnorm_fast"})
@@ -101,6 +126,12 @@ async def test_evaluate_without_run_uses_the_kits_run(fast_settings, store):
         ev = data(await client.call_tool("evaluate", {"kit": "rmsnorm_fast", "code": BETTER}))
     run = await store.get_run(ev["run_id"])
     assert run.kit == "rmsnorm_fast" and run.candidates == 1
+    assert "recorded in it all the same" not in ev["message"]
+    # Named, a finished run takes the record all the same, and the reply says so (mp53: nothing was said).
+    await store.update_run(run.id, status="finished", reason="done")
+    async with Client(build_server(fast_settings, store)) as client:
+        again = data(await client.call_tool("evaluate", {"kit": "rmsnorm_fast", "code": BETTER, "run_id": run.id}))
+    assert again["run_id"] == run.id and f"run {run.id} is finished: recorded in it all the same" in again["message"]
 
 
 async def test_compare(fast_settings, store, fast_kit):

@@ -770,6 +770,12 @@ async def test_get_run_names_single_runs_that_read_beyond_its_measured_best(stor
             listed = (await client.call_tool("best_candidates", {"run_id": run.id, "k": k})).structured_content
             assert [c["id"] for c in listed["items"]][:1] == [best.id]
             assert [x["candidate_id"] for x in listed.get("leads_from_too_few_runs", [])] == hidden, (k, listed)
+            assert listed.get("note") is None
+        # A run none of whose candidates ranks says so, not a bare {"run_id": ...} (mp53).
+        failed = await new_run(store)
+        await verifier.record_candidate(measured(failed.id, CODE, {"w": [1.0]}, status="RUNTIME_ERROR"))
+        empty = (await client.call_tool("best_candidates", {"run_id": failed.id})).structured_content
+        assert empty["items"] == [] and empty["note"].startswith("no candidate of this run ranks"), empty
 
 
 async def test_measurements_of_one_code_that_drift_apart_widen_its_interval(store, verifier):

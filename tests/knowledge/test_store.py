@@ -709,9 +709,9 @@ async def test_a_best_candidate_cited_by_a_dead_end_names_it(tmp_path):
                                                        text="blocking rows further than 256 KiB does not help"))
         work = await gather_prior_work(store, "k")
     entries = {c.id: c for c in work.best}
-    assert entries[cited.id].dead_end == dead.id and entries[other.id].dead_end is None
+    assert entries[cited.id].cited_by_dead_end == dead.id and entries[other.id].cited_by_dead_end is None
     text = render_prior(work)
     line = next(x for x in text.splitlines() if f"`{cited.id}`" in x)
     assert f"[cited by dead end `{dead.id}`]" in line, text
     assert "cited by dead end" not in next(x for x in text.splitlines() if f"`{other.id}`" in x)
-    assert "dead_end" not in entries[other.id].model_dump(exclude_none=True)
+    assert "cited_by_dead_end" not in entries[other.id].model_dump(exclude_none=True)

@@ -451,3 +451,16 @@ def test_a_top_that_swaps_within_noise_is_said_in_the_note():
                                 "within_noise_of_top and better_than_top are empty")
     assert held(None) is None and held([7.0, 7.0], b_unknown=True) is None
     assert noted(["cand_a"], ["cand_a"], []) is None  # one finalist: nothing to hold
+
+
+def test_a_remeasure_note_keeps_its_clauses_apart():
+    """Each thing a batch says is its own clause: two ran together unpunctuated ("the new rounds
+    pool with these the order held"; mp53)."""
+    from datetime import UTC, datetime
+
+    from evoteam.report.remeasure import BUSY_NOTE, MeasurementSet
+
+    mset = MeasurementSet(run_id="run_1", kit="k", measured_at=datetime.now(UTC), rounds=10, splits=["dev"],
+                          entries=[])
+    mset.add_note(BUSY_NOTE).add_note("the order held").add_note("a sentence.").add_note("another")
+    assert mset.note == f"{BUSY_NOTE}; the order held; a sentence. another", mset.note

@@ -54,8 +54,13 @@ async def test_version_gains_have_intervals_and_the_stop_rule_counts(tmp_path: P
         assert all(v.best_interval and v.best_interval[0] <= v.best_dev_score <= v.best_interval[1]
                    for v in summary.versions)
         assert summary.versions_without_significant_gain == 1
-        # One more version that finds nothing: the count grows, so "k in a row" can fire.
+        # One more version that finds nothing: the count grows, so "k in a row" can fire (once its
+        # roles evaluated something: designed and not yet run, it is in progress; mp54).
         await team.design_team(_design(run.id, "diagnosis 5", "Role5"))
+        assert summarise(await gather(kb, run.id)).versions_without_significant_gain == 1
+        role5 = kb.with_actor(Actor(user="u", client="t", role="Role5", team_version=5, verifier=True))
+        await role5.record_candidate(CandidateCreate(run_id=run.id, code="x(\n", code_hash=code_hash("x(\n"),
+                                                     status="COMPILE_ERROR", verified=True))
         assert summarise(await gather(kb, run.id)).versions_without_significant_gain == 2
 
 
@@ -416,3 +421,80 @@ async def test_a_gain_left_open_by_drifting_bests_stays_undecided_not_a_stall(tm
         assert v2.gain > 1 and v2.gain_interval[0] < 1, (v2.gain, v2.gain_interval)  # shown widened
         assert v2.significant is None and v2.overlap, v2
         assert summarise(report).versions_without_significant_gain == 0
+
+
+async def test_a_busy_first_best_is_decided_against_x0_by_its_compares_with_the_baseline(tmp_path: Path):
+    """The trajectory announces a busy kernel that its kept compares with the baseline find faster;
+    run_report left the first version "not established" and sent the model to a quiet re-measurement,
+    which pools with the busy rounds (review 2026-12-06). Now both read the baseline's paired rounds,
+    and one that finds no difference is no gain."""
+    from evoteam.servers.knowledge.comparisons import keep_comparison, record_of
+
+    for ratio, verdict in ((1.5, True), (1.0, False)):
+        async with LocalKnowledgeStore.open(tmp_path / f"kb{ratio}.db", Actor(user="u", client="t")) as kb:
+            run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+            team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
+            await team.design_team(_design(run.id, "diagnosis 1", "Role1"))
+            bench = kb.with_actor(Actor(user="u", client="t", role="Role1", team_version=1, verifier=True))
+            code = "def run(x):\n    return x\n"
+            c = await bench.record_candidate(CandidateCreate(run_id=run.id, code=code, code_hash=code_hash(code),
+                                                             status="PASSED", score=1.5, verified=True, metrics=BUSY,
+                                                             samples=rounds(1.5, 1, 0.1, 20)))
+            first = summarise(await gather(kb, run.id)).versions[0]
+            assert first.significant_gain is None and 'a_candidate_id "baseline"' in first.gain, first.gain
+            ratios = {"a": [ratio * (1 + (i % 5 - 2) / 200) for i in range(30)]}
+            await keep_comparison(bench, run.id, record_of("baseline", c.id, kit="k", split="dev", kind="kernel",
+                                                           samples=ratios, ranges=None, contended=True,
+                                                           measured_at=datetime.now(UTC)))
+            first = summarise(await gather(kb, run.id)).versions[0]
+            assert first.significant_gain is verdict and "paired rounds with the baseline" in first.gain, first.gain
+            point = (await kb.trajectory(run.id)).points[0]
+            assert point.new_best is verdict and point.decided_by == "paired rounds with the baseline", point
+
+
+async def test_a_version_with_nothing_evaluated_yet_is_not_a_stall(tmp_path: Path):
+    """Right after design_team the newest version had no candidate and the stop rule counted it as a
+    version without a gain (mp54); once its roles evaluate something that does not rank, it counts."""
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await one_best_per_version(kb, tmp_path, {1: (4.0, rounds(4.0, 1, 0.1, 20))})
+        team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
+        await team.design_team(_design(run.id, "diagnosis 2", "Role2"))
+        summary = summarise(await gather(kb, run.id))
+        assert summary.versions_without_significant_gain == 0 and summary.versions[1].gain.startswith(
+            "no ranked candidate yet: its roles have not ended, so the stop rule does not count it")
+        role = kb.with_actor(Actor(user="u", client="t", role="Role2", team_version=2, verifier=True))
+        await role.record_candidate(CandidateCreate(run_id=run.id, code="broken(\n", code_hash=code_hash("broken(\n"),
+                                                    status="COMPILE_ERROR", verified=True))
+        assert summarise(await gather(kb, run.id)).versions_without_significant_gain == 1
+
+
+async def test_a_gain_within_destination_passing_styles_share_is_not_a_kernels(tmp_path: Path):
+    """A same-work rewrite into destination passing style (its outputs allocated outside the clock)
+    read as a significant 1.08x version gain and counted as progress; one plain process found 1.01
+    (mp54). Within that style's own share the gain is not established and counts as a stall (nothing
+    else would ever settle it: a review found such versions skipped by the stop rule for good);
+    beyond it, it stands."""
+    returning = "def run(x):\n    return x * 2\n"
+    # A Solution JSON says its style in its spec (destination passing by default): not read as returning.
+    solution = '{"name": "s", "spec": {"language": "cuda"}, "sources": []}'
+    for i, (before_code, center, verdict) in enumerate(((returning, 4.4, None), (returning, 6.0, True),
+                                                        (solution, 4.4, True))):
+        async with LocalKnowledgeStore.open(tmp_path / f"kb{i}.db", Actor(user="u", client="t")) as kb:
+            run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+            team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
+            for v, score, code in ((1, 4.0, before_code),
+                                   (2, center, "DESTINATION_PASSING_STYLE = True\n\ndef run(x, out):\n"
+                                               "    out[:] = x * 2\n")):
+                await team.design_team(_design(run.id, f"diagnosis {v}", f"Role{v}"))
+                bench = kb.with_actor(Actor(user="u", client="t", role=f"Role{v}", team_version=v, verifier=True))
+                await bench.record_candidate(CandidateCreate(run_id=run.id, code=code, code_hash=code_hash(code),
+                                                             status="PASSED", score=score, verified=True,
+                                                             samples=rounds(score, v, 0.02, 20)))
+            summary = summarise(await gather(kb, run.id))
+            v2 = summary.versions[1]
+            assert v2.significant_gain is verdict, v2.gain
+            if verdict is None:
+                assert "not established as a faster kernel" in v2.gain and "destination passing" in v2.gain, v2.gain
+                assert "counted as a stall" in v2.gain and summary.versions_without_significant_gain == 1
+            else:
+                assert "significant" in v2.gain and summary.versions_without_significant_gain == 0

@@ -96,6 +96,8 @@ def print_detail(d, detail: bool) -> None:
             console.print(f"[bold]{label}:[/bold] {escape(str(value))}")
     if d.timing_note:
         console.print(f"[yellow]timing: {escape(d.timing_note)}[/yellow]")
+    if d.inputs:
+        console.print(f"[bold]inputs:[/bold] {escape(d.inputs)}")
     if d.timing_method:
         console.print(f"[bold]timing method:[/bold] {escape(d.timing_method)}")
     if d.solutions:

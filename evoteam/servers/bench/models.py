@@ -301,6 +301,8 @@ class KitDetail(BaseModel):
     solutions: list[str] = Field(default_factory=list, description="named FlashInfer-Bench solutions of a "
                                  "trace-set kit; pass one's name as the candidate to run it")
     timing_note: str | None = None
+    inputs: str | None = Field(default=None, description="what the kit's fresh inputs are, as its input "
+                               "generator says, and where to read it (held-out workloads use it too)")
     timing_method: str | None = Field(default=None, description="how candidates are timed: warm-ups, rounds, "
                                       "repetitions, fresh inputs, caches, what is inside the clock and what is "
                                       "subtracted")
@@ -350,7 +352,14 @@ class Evaluation(BaseModel):
 
     @classmethod
     def text_omit_for(cls, structured: dict[str, Any]) -> frozenset[str]:
-        return cls.PENDING_OMIT if structured.get("status") == "PENDING" else frozenset()
+        if structured.get("status") == "PENDING":
+            return cls.PENDING_OMIT
+        # Every workload failing alike says the message the top one already holds: a candidate that
+        # raised read its traceback four times, 4,082 characters (mp54).
+        said = {w.get("message") for w in structured.get("workloads") or [] if isinstance(w, dict)}
+        if len(said) == 1 and (only := said.pop()) and f": {only}" in str(structured.get("message") or ""):
+            return frozenset({"workloads.message"})
+        return frozenset()
 
     kit: str
     kind: KitKind

@@ -293,7 +293,7 @@ async def trajectory_with_pairs(store: KnowledgeStore, run_id: str, kit: str | N
     """standing.trajectory_points of a run's candidate rows, reading the run's kept paired
     rounds on the dev split where there are some: off the event loop then, each pair's verdict
     being a bootstrap (0.4-3.3 s for a run of many compares; review 2026-12-04)."""
-    records = await dev_comparisons(store, run_id, kit) if len(rows) > 1 else []
+    records = await dev_comparisons(store, run_id, kit) if rows else []  # one may be paired with the baseline
     if not records:
         return trajectory_points(rows, direction, x0)
     return await asyncio.to_thread(trajectory_points, rows, direction, x0, paired_sides(records, direction))

@@ -91,8 +91,10 @@ class PriorCandidate(BaseModel):
                              "interval: how many (it ranks after those with one)")
     exact_runs: int | None = Field(default=None, description="set where every run of this score is alike (an "
                                    "exact score): how many")
-    dead_end: str | None = Field(default=None, description="set where a listed dead end cites it as evidence: "
-                                 "that learning's id (read it before building on this candidate)")
+    # Named for what it is: "dead_end": "lrn_..." on a run's best read as "this best is a dead end" (mp53).
+    cited_by_dead_end: str | None = Field(default=None, description="set where a listed dead end cites it as "
+                                          "evidence (often as the reference it was measured against): that "
+                                          "learning's id, to read before building on this candidate")
     # What the store ranks it by (CandidateSummary.rank_score); used to order, never shown.
     rank_score: float | None = Field(default=None, exclude=True)
     kit_hash: str | None = Field(default=None, exclude=True)
@@ -271,7 +273,7 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
     # the entry names the dead end, which says what was tried on it.
     listed = {item.id for item in prior.dead_ends}
     for c in prior.best:
-        c.dead_end = cited.get(c.id) if cited.get(c.id) in listed else None
+        c.cited_by_dead_end = cited.get(c.id) if cited.get(c.id) in listed else None
     n = prior.more_runs
     older = f" ({n} older run{'s are' if n != 1 else ' is'} not listed: knowledge.list_runs)" if n else ""
     prior.hint = (HINT if prior.best else NO_BEST_HEAD + older + NO_BEST_TAIL) if prior.runs else \
@@ -430,7 +432,8 @@ def render_prior(prior: PriorWork, max_chars: int = PRIOR_CHARS) -> str:
                      if len(methods) > 1 and c.timing_method != newest else "")
                   + (" [on other kit content than the newest run: not comparable]" if c.other_kit_content else "")
                   + (f" — {c.note}" if c.note else "")
-                  + (f" [cited by dead end `{c.dead_end}`]" if c.dead_end else "") for c in prior.best if c.score is not None]
+                  + (f" [cited by dead end `{c.cited_by_dead_end}`]" if c.cited_by_dead_end else "")
+                  for c in prior.best if c.score is not None]
     learned = [f"- [{item.kind}, {item.owner}] {item.text} (`{item.id}`)" for item in prior.learnings]
     dead = [f"- {item.text} ({item.owner}, `{item.id}`)" for item in prior.dead_ends]
 

@@ -94,6 +94,8 @@ class CandidateList(BaseModel):
                                                "score, from too few runs for a 95% interval, reads beyond the "
                                                "best: they rank after it until measured 5 times (bench.remeasure "
                                                "with candidate_ids)")
+    # A bare {"run_id": ...} for a run whose candidates all failed said nothing (mp53).
+    note: str | None = None
 
     TEXT_OMIT: ClassVar[frozenset[str]] = frozenset({"items.rank_score"})
 
@@ -308,7 +310,11 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         items = await store.best_candidates(run_id, k=k, split=split)
         leads = (await store.get_run(run_id)).leads_from_too_few_runs if split in (None, "dev") else []
         listed = {c.id for c in items}
-        return CandidateList(run_id=run_id, items=items, leads_from_too_few_runs=[c for c in leads if c.candidate_id not in listed])
+        left = [c for c in leads if c.candidate_id not in listed]
+        note = None if items or left else (
+            "no candidate of this run ranks on this split: only passing, verified, unflagged ones do "
+            "(knowledge.trajectory lists every dev record with its status)")
+        return CandidateList(run_id=run_id, items=items, leads_from_too_few_runs=left, note=note)
 
     @server.tool()
     @tool_errors

@@ -122,7 +122,12 @@ async def resolve_run(store: KnowledgeStore, kit: Kit, run_id: str | None, owner
     went elsewhere, and why."""
     if run_id:
         await check_binding(store, kit, run_id, method)
-        return run_id, None
+        run = await store.get_run(run_id)
+        # Recorded all the same (a late re-measurement of a finished run's best is fair), but said:
+        # a model evaluated into a run it had finished and was told nothing (mp53).
+        done = f"run {run_id} is {run.status}: recorded in it all the same (omit run_id to use or start an " \
+               "active run for new work)" if run.status in ("finished", "failed", "budget_spent") else None
+        return run_id, done
     cursor = None
     skipped: list[tuple[str, str]] = []
     for _ in range(10):

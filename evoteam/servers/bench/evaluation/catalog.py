@@ -4,6 +4,7 @@ and how it is timed)."""
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib.util
 import json
@@ -108,6 +109,7 @@ def _describe(kit: Kit, detail: bool) -> KitDetail:
         out.heldout_count = m.heldout.count if m.heldout else 0
         out.baseline = label
         out.timing_note = m.timing_note
+        out.inputs = _inputs_said(kit)
         from evoteam.servers.bench.measurement.method import timing_method  # text only: no numpy
 
         out.timing_method = timing_method(kit)
@@ -124,6 +126,28 @@ def _describe(kit: Kit, detail: bool) -> KitDetail:
         out.signature = f"score = metric {m.objective!r} from the kit's evaluator ({m.direction})"
         out.heldout_count = m.program_heldout.count if m.program_heldout else 0
     return out
+
+
+def _inputs_said(kit: Kit) -> str | None:
+    """The input generator's own description and its file: whether held-out inputs could hold,
+    say, near-duplicate points was to be learned only from a file no text named (mp53). Without a
+    generator, where each input of the dev workloads comes from (a trace set's fixed tensors)."""
+    if not kit.manifest.inputs:
+        kinds: dict[str, list[str]] = {}
+        for w in kit.dev_workloads()[:1]:
+            for name, spec in w.inputs.items():
+                kinds.setdefault(spec.type, []).append(name)
+        said = [f"{label}: {', '.join(kinds[t])}" for t, label in
+                (("random", "random, drawn afresh each round"), ("safetensors", "fixed tensors from the kit's files"),
+                 ("scalar", "literal values")) if kinds.get(t)]
+        return "; ".join(said) or "drawn from the normal distribution (floats) or 0..99 (integers), afresh each round"
+    try:
+        path = kit.file(kit.manifest.inputs)
+        doc = ast.get_docstring(ast.parse(path.read_text()))
+    except (OSError, SyntaxError, ValueError, DomainError):
+        return None  # evaluating says what is wrong with it; a description does not guess
+    said = doc.strip().split("\n\n")[0].replace("\n", " ") if doc else "its generator has no description"
+    return f"{said} ({path})"
 
 
 def remember(settings: Settings, values: dict, before: kitindex.Snapshot, listing: KitList | None = None) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import random
 from datetime import UTC, datetime
+from pathlib import Path
 
 from evoteam import stats
 from evoteam.config import Settings
@@ -60,7 +61,15 @@ NOTE_LIMIT = 120
 
 
 def _baseline_file(kit) -> str:
-    start = kit.starting_point()
+    """The file of the baseline a kernel's speedups are over (the first usable entry: a GPU kit's
+    flashinfer one is skipped where flashinfer is missing), a program kit's starting program."""
+    if kit.manifest.kind == "kernel":
+        solution, _ = kit.baseline_solution()
+        if solution is not None and solution["function"] == (kit.manifest.entry or "run"):
+            return str(Path(solution["dir"]) / solution["file"])
+        start = None
+    else:
+        start = kit.starting_point()
     if start is None:
         raise DomainError(f"kit {kit.name} has no baseline file (its reference is the baseline): every evaluation's "
                           "speedup is already over it")
@@ -270,8 +279,12 @@ async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, kind: 
     about it, every kept batch of the two pooled where this is not the first, and the pool's
     verdict that opens the reply then."""
     ids = [side.get("candidate_id") for side in (a, b)]
-    if not all(ids) or BASELINE_ID in ids or split != "dev":  # only dev rounds decide a version gain
+    if not all(ids) or split != "dev" or ids.count(BASELINE_ID) == 2:  # only dev rounds decide a version gain
         return "", None, ""
+    if BASELINE_ID in ids:  # a kernel against the baseline: kept in the kernel's run, where it places it against x0
+        if kind != "kernel":
+            return "", None, ""
+        return await _keep_with_baseline(store, kit, ids, split, kind, contended, samples, ranges, spread)
     first, second = [await store.get_candidate(i) for i in ids]
     if first.run_id != second.run_id:
         # Said: a compare with a colleague's best was read as pooling like one within a run (model-play 2026-12-04).
@@ -280,6 +293,8 @@ async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, kind: 
     run = await store.get_run(first.run_id)
     if run.kit is not None and run.kit != kit.name:
         return "", None, ""
+    if refused := await _unbound(store, kit, run.id):
+        return refused, None, ""
     record = record_of(first.id, second.id, kit=kit.name, split=split, kind=kind, samples=samples, ranges=ranges,
                        contended=contended, measured_at=datetime.now(UTC), kit_hash=kit.content_hash,
                        timing_method=TIMING_METHOD if kind == "kernel" else None, spread=spread)
@@ -288,11 +303,59 @@ async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, kind: 
         return f"; not kept in run {run.id}: {refused}", None, ""
     # Short: it ended each of a model's eight compares (190 characters each; mp33, 2026-12-04).
     kept = f"; kept in run {run.id}: its verdicts between these two pool every compare and re-measurement of them"
+    kept += _finished(run)
     # Where B now stands in the run: a compare that made B the run's best said nothing of it (mp46).
     if (line := await run_standing(store, second, kind, again=True, compared_with=first.id)) is not None:
         kept += f"; B in the run: {line}"
     # The pool is what decides; a model that compared again saw only the newest batch (model-play 2026-12-04).
     found = paired_verdict(await dev_comparisons(store, run.id, kit.name), first.id, second.id)
+    if found is None or found.batches < 2:
+        return kept, None, ""
+    lead, pooled = pooled_clause(found, run.direction)
+    return kept, pooled, lead
+
+
+def _finished(run) -> str:
+    """Said where the run was ended: its verdicts still move with what is kept there (mp54: nothing said)."""
+    return f" (the run is {run.status}: its verdicts move all the same)" \
+        if run.status in ("finished", "failed", "budget_spent") else ""
+
+
+async def _unbound(store: KnowledgeStore, kit, run_id: str) -> str:
+    """Why a compare's rounds may not be kept in ``run_id`` (another kit's content or timing
+    method: evaluate refuses to record them there, so its verdicts must not read them), or ""."""
+    try:
+        await check_binding(store, kit, run_id, TIMING_METHOD if kit.manifest.kind == "kernel" else None)
+    except BindingError as exc:
+        return f"; not kept in run {run_id}: {exc.reason or exc}"
+    return ""
+
+
+async def _keep_with_baseline(store: KnowledgeStore, kit, ids: list[str], split: str, kind: str, contended: bool,
+                              samples: dict, ranges: dict | None,
+                              spread: tuple[float, float] | None) -> tuple[str, PooledComparison | None, str]:
+    """A kernel's paired rounds with the baseline, kept in its run: they place it against x0 (a
+    busy score's interval alone counts widened there, so a compare with the baseline, which the
+    texts advise, was the only way to tell and changed nothing; mp53)."""
+    own_id = next(i for i in ids if i != BASELINE_ID)
+    own = await store.get_candidate(own_id)
+    run = await store.get_run(own.run_id)
+    # Read only against x0 = 1, the baseline's own speedup (knowledge/standing.py): elsewhere kept for nothing.
+    if (run.kit is not None and run.kit != kit.name) or run.x0 is None or abs(run.x0 - 1.0) > 1e-12:
+        return "", None, ""
+    if refused := await _unbound(store, kit, run.id):
+        return refused, None, ""
+    record = record_of(ids[0], ids[1], kit=kit.name, split=split, kind=kind, samples=samples, ranges=ranges,
+                       contended=contended, measured_at=datetime.now(UTC), kit_hash=kit.content_hash,
+                       timing_method=TIMING_METHOD, spread=spread)
+    refused = await keep_comparison(store, run.id, record)
+    if refused:
+        return f"; not kept in run {run.id}: {refused}", None, ""
+    kept = (f"; kept in run {run.id}: its compares with the baseline pool, and place {own_id} against x0 where "
+            "a busy measurement's widened interval leaves it open") + _finished(run)
+    if (line := await run_standing(store, own, kind, again=True, compared_with=BASELINE_ID)) is not None:
+        kept += f"; {own_id} in the run: {line}"
+    found = paired_verdict(await dev_comparisons(store, run.id, kit.name), ids[0], ids[1])
     if found is None or found.batches < 2:
         return kept, None, ""
     lead, pooled = pooled_clause(found, run.direction)

@@ -14,6 +14,7 @@ import logging
 
 from evoteam import stats
 from evoteam.servers.knowledge.models import Candidate, Trajectory, TrajectoryPoint
+from evoteam.servers.knowledge.standing import PAIRS, WITH_BASELINE
 from evoteam.servers.knowledge.store import KnowledgeStore
 
 log = logging.getLogger(__name__)
@@ -99,14 +100,16 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
     first = not any(p.new_best for p in trajectory.points[:index])
     # Busy: a gain of 2.3x read "within noise" by intervals widened 3x each way, unsaid (mp49).
     other = points.get(point.within_noise_of or "")
-    busy = BUSY if point.contended or (other is not None and other.contended) else ""
+    busy = BUSY if (point.contended or (other is not None and other.contended)) and \
+        point.decided_by != WITH_BASELINE else ""  # paired rounds are not widened for load
     if again and best_id == candidate_id and prior_best and prior_best != candidate_id:
         # Its point is judged against what came before it; the best it passed may be newer (review 2026-12-06).
         worse = f"; it is worse than {X0}" if point.worse_than == "x0" else ""
         return (f"now leads the run's ranking, ahead of {prior_best}, the best before this measurement{worse}"
                 + _apart(compared_with, prior_best))
     if best_id == candidate_id:
-        return _lead(point, first, again, _earlier(trajectory.points[:index]), busy)
+        return _lead(point, first, again, _earlier(trajectory.points[:index]), busy,
+                     announced=other is not None and other.new_best)
     return _behind(point, best_text, busy)
 
 
@@ -126,16 +129,26 @@ def _apart(compared_with: str | None, other: str) -> str:
 
 
 def _how(point: TrajectoryPoint) -> str:
+    if point.decided_by == WITH_BASELINE:
+        return f" (by its {WITH_BASELINE})"
     return f" (by their {point.decided_by})" if point.decided_by else ""
+
+
+# Where paired rounds found no difference, another compare is no advice (mp53: said after two).
+NO_DIFFERENCE = "their paired rounds find no difference: report the two as one result (bench.compare with " \
+                "repeats above its default, 3 for a kernel kit, resolves a smaller difference)"
 
 
 BUSY = " (measured on a busy machine: its interval counts widened 3x each way)"
 
 
-def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", busy: str = "") -> str:
+def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", busy: str = "",
+          announced: bool = True) -> str:
     """A candidate that leads the run's ranking: announced as a new best only where its point is.
     ``earlier``: the ids a new best clears (_earlier); ``busy``: said where a busy measurement's
-    widened interval is why it is within noise."""
+    widened interval is why it is within noise; ``announced``: whether the one it is within noise
+    of was announced (before any is, it is the leader it passed: "the last new best" named one
+    that never was; mp54)."""
     how = _how(point)
     if point.new_best:
         # "the run's best: beyond noise …" read awkwardly (mp50).
@@ -153,12 +166,17 @@ def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", b
         target = X0 if point.worse_than == "x0" else point.worse_than
         return f"leads the run's ranking but is worse than {target}{how}: not a new best"
     if point.within_noise_of == "x0":
+        if point.decided_by == WITH_BASELINE:
+            return (f"leads the run's ranking but is not a new best: its {WITH_BASELINE} find no difference from "
+                    f"{X0} (bench.compare with repeats above its default, 3, resolves a smaller one)")
         return (f"leads the run's ranking but is not a new best: within noise of {X0}{how}{busy} (bench.compare it "
                 "with a_candidate_id \"baseline\" to tell them apart)")
     if point.within_noise_of:  # the last new best, which a lead must clear: not the one it passed (mp47)
+        then = (NO_DIFFERENCE.removeprefix("their paired rounds find no difference: ") if point.decided_by == PAIRS
+                else "it is progress only once their paired rounds find it better (bench.compare the two by id)")
+        which = "the last new best" if announced else "the leader before it (none is announced past x0 yet)"
         return (f"leads the run's ranking (by its interval's pessimistic end) but is not a new best: within noise "
-                f"of {point.within_noise_of}, the last new best{how}{busy}; it is progress only once their paired "
-                "rounds find it better (bench.compare the two by id)")
+                f"of {point.within_noise_of}, {which}{how}{busy}; {then}")
     if point.too_few_runs:
         mark = X0 if first else "the last new best"
         return f"leads the run's ranking, but from too few runs to be told apart from {mark}"
@@ -178,6 +196,8 @@ def _behind(point: TrajectoryPoint, best_text: str, busy: str = "") -> str:
         return f"not a new best: within noise of {X0}{how}{busy}"
     # "Within noise" read as "as good as the best" beside a compare that found it slower (mp46).
     if point.within_noise_of:
+        if point.decided_by == PAIRS:
+            return f"not a new best: within noise of the run's best {best_text}; {NO_DIFFERENCE}"
         return (f"not a new best: within noise of the run's best {best_text}{how}{busy}; bench.compare the two by "
                 "id to tell them apart")
     if point.too_few_runs:  # which of the two lacks an interval: the best's read "(no interval)" (mp47)

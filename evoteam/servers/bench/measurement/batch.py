@@ -379,8 +379,9 @@ def _against_baseline(est: stats.Estimate, busy: bool = False, unresolved: bool 
         return said + " even widened for the load" + short
     return (said + " in these paired rounds" + short + "; the run reads a busy score against x0 widened for the "
             f"load (low /{stats.BUSY_SPREAD:g}, high x{stats.BUSY_SPREAD:g}: {stats.sig3(lo)}–{stats.sig3(hi)}), "
-            f"which holds 1: it counts {'past' if est.lo > 1 else 'as below'} x0 once a quiet evaluation or paired "
-            "rounds with the run's best (bench.compare) do")
+            f"which holds 1: where x0 is 1 it counts {'past' if est.lo > 1 else 'as below'} it once paired rounds "
+            "with the baseline say so (bench.compare it by id with a_candidate_id \"baseline\"; a quiet evaluation "
+            "pools with these busy rounds)")
 
 
 MS_CLAUSE = "baseline_ms / candidate_ms is"  # how _ms_apart's clause reads (compare leaves it out)

@@ -305,7 +305,8 @@ def main() -> None:
         reply({"ok": False, "status": f.status, "message": f.message, "flagged": f.flagged})
         return
     except BaseException as exc:  # noqa: BLE001
-        reply({"ok": False, "status": "RUNTIME_ERROR", "message": "worker set-up failed: " + _exc_message(exc, None)})
+        reply({"ok": False, "status": "RUNTIME_ERROR",
+               "message": "worker set-up failed: " + _exc_message(exc, None, harness=True)})
         return
     handlers = {"check": worker.cmd_check, "stage": worker.cmd_stage, "arena": worker.cmd_arena,
                 "tcall": worker.cmd_tcall, "program": worker.cmd_program, "evaluate": worker.cmd_evaluate}

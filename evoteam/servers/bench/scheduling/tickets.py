@@ -118,8 +118,12 @@ class TicketBook:
         ticket = self._tickets.get(ticket_id)
         if ticket is None or not secrets.compare_digest(ticket.owner.encode(), owner.encode()):
             # The same answer for a ticket of another identity as for one that never existed.
+            # An evaluation still running when its server stopped died with it, unrecorded (mp53 was
+            # sent to the store for a candidate that was never there).
             raise DomainError(f"no ticket {ticket_id!r} of yours on this bench server (tickets last as long "
-                              "as the server process); evaluate again, or find the candidate in the store")
+                              "as the server process, and an evaluation still running when it stopped was not "
+                              "recorded); a finished one is in the store (knowledge.best_candidates), else "
+                              "evaluate again")
         return ticket
 
     async def result(self, owner: str, ticket_id: str, wait_s: float = 0.0) -> Evaluation:
