@@ -4,7 +4,6 @@ report works on the embedded file and on a shared knowledge server alike."""
 from __future__ import annotations
 
 import bisect
-import json
 import math
 from datetime import datetime
 from typing import Literal
@@ -21,10 +20,9 @@ from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.verified import ranks
 from evoteam.servers.knowledge.listing import all_candidates
 from evoteam.report.remeasure import MeasurementSet, apart_by_pairs, latest_measurement_set
+from evoteam.report.styles import dps_over_returning, drop_style_leads, within_share
 from evoteam.servers.knowledge.comparisons import ComparisonRecord, dev_comparisons, paired_verdict
 from evoteam.servers.knowledge.standing import BASELINE
-from evoteam.servers.bench.formats.solutions import declares_dps
-from evoteam.servers.bench.measurement.method import STYLE_SHARE
 from evoteam.servers.team.readsql import TERMINAL
 from evoteam.servers.retrieval.models import RetrievalSeries
 
@@ -109,8 +107,7 @@ class VersionPoint(BaseModel):
                               "nothing of theirs evaluated yet: no verdict, not a stall")
     style_share: bool = Field(default=False, description="the version's best writes into output slots allocated "
                               "outside the clock (destination passing), the best before it returns its outputs: "
-                              "a gain within that style's share is not established (significant None) and "
-                              "counts as a stall")
+                              "a gain within that style's share is no faster kernel (significant False): a stall")
     contended: bool = Field(default=False, description="one of the two bests was measured on a contended "
                             "machine: the gain is decided only by rounds that timed both side by side (paired "
                             "batches of bench.compare or bench.remeasure); until then significant is None, and the "
@@ -289,15 +286,6 @@ def _first_gain(vp: VersionPoint, own: Candidate, x0: float, direction: str) -> 
         vp.gain_note = f"first ranked result: does not clear the starting score x0 = {x0:.7g}: no gain"
 
 
-def _python_file(code: str | None) -> bool:
-    if not code:
-        return False
-    try:
-        return not isinstance(json.loads(code), dict)
-    except ValueError:
-        return True
-
-
 async def _roles_running(team, run_id: str, version: int) -> bool:
     """Whether a version has a role whose newest session has not ended (none started: planned)."""
     latest = await team.latest_sessions(run_id, version)
@@ -313,15 +301,10 @@ async def _within_style_share(store: KnowledgeStore, v: VersionPoint) -> None:
     said so, run_report did not)."""
     if not (v.significant and v.gain_is_ratio and v.gain_interval and v.best_before_id and v.best_candidate_id):
         return
-    own, before = await store.get_candidate(v.best_candidate_id), await store.get_candidate(v.best_before_id)
-    # Python files only: a Solution JSON says its style in its spec (destination passing by default),
-    # which this reading of the source would take for "returns" (review 2026-12-06).
-    if not (_python_file(own.code) and _python_file(before.code)):
-        return
-    if not (declares_dps(own.code) and not declares_dps(before.code)):
-        return
-    if v.gain_interval[0] <= STYLE_SHARE[1]:
-        v.significant, v.style_share = None, True
+    # Counted as no gain (significant False, a stall): left undecided, nothing could settle it and the
+    # stop rule skipped it (review 2026-12-06), or counted it not on a busy machine (mp55).
+    if within_share(v.gain_interval[0]) and await dps_over_returning(store, v.best_candidate_id, v.best_before_id):
+        v.significant, v.style_share = False, True
 
 
 def _first_by_baseline(report: RunReport, records: list[ComparisonRecord], x0: float | None) -> None:
@@ -455,6 +438,7 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
         _decide_by_compare(report, records)
         if report.remeasured:  # compares made after the set count too
             apart_by_pairs(report.remeasured, records)
+            await drop_style_leads(store, report.remeasured, records)
     for v in versions if run.x0 is not None else []:
         if v.significant and v.best_before_id and v.best_candidate_id:
             _short_of_start(v, await store.get_candidate(v.best_candidate_id), run.x0, direction)

@@ -41,6 +41,7 @@ from evoteam.config import Settings
 from evoteam.copystats import processes_of
 from evoteam.report.batchruns import PairedRounds, measure_sides, processes_per_side
 from evoteam.report.finalists import FINALIST_PASSES, MAX_CANDIDATES, default_sides, estimate_seconds, unmeasured_leaders
+from evoteam.report.styles import drop_style_leads
 from evoteam.servers.bench.evaluation.settle import earlier_runs, every_alike
 from evoteam.servers.bench.models import BASELINE_ID
 from evoteam.servers.knowledge.measurements import rank_key, rank_of, samples_spread_unknown
@@ -397,6 +398,7 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
         mset._kept = False
     judge(mset)
     apart_by_pairs(mset, records)
+    await drop_style_leads(store, mset, records)
     caveats(mset)
     if not candidate_ids and offered == 1 and not added:  # a ranking of one (mp46)
         mset.add_note("only the run's best was re-measured: no other ranked candidate could lead it (there is "

@@ -134,8 +134,8 @@ def gain_text(v: VersionPoint, direction: str | None = None) -> str | None:
     shown += _reads(v, direction)
     if v.short_of_start:
         return f"{shown} over {_before(v)}, but {v.gain_note}: no gain"
-    if v.style_share and v.significant is None:
-        return (f"{shown} over {_before(v)}: not established as a faster kernel: the version's best writes its "
+    if v.style_share:
+        return (f"{shown} over {_before(v)}: no faster kernel shown: the version's best writes its "
                 f"outputs into slots allocated outside the clock (destination passing), the best before it "
                 f"allocates the ones it returns inside it, which alone was {STYLE_SHARE[0]:.2f}-{STYLE_SHARE[1]:.2f}x "
                 "on a memory-bound kernel (docs/bench.md): counted as a stall, as a faster kernel shows as a "

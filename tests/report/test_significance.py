@@ -471,13 +471,12 @@ async def test_a_version_with_nothing_evaluated_yet_is_not_a_stall(tmp_path: Pat
 async def test_a_gain_within_destination_passing_styles_share_is_not_a_kernels(tmp_path: Path):
     """A same-work rewrite into destination passing style (its outputs allocated outside the clock)
     read as a significant 1.08x version gain and counted as progress; one plain process found 1.01
-    (mp54). Within that style's own share the gain is not established and counts as a stall (nothing
-    else would ever settle it: a review found such versions skipped by the stop rule for good);
-    beyond it, it stands."""
+    (mp54). Within that style's own share it is no gain, a stall (left undecided, nothing would ever
+    settle it: a review found such versions skipped by the stop rule for good); beyond it, it stands."""
     returning = "def run(x):\n    return x * 2\n"
     # A Solution JSON says its style in its spec (destination passing by default): not read as returning.
     solution = '{"name": "s", "spec": {"language": "cuda"}, "sources": []}'
-    for i, (before_code, center, verdict) in enumerate(((returning, 4.4, None), (returning, 6.0, True),
+    for i, (before_code, center, verdict) in enumerate(((returning, 4.4, False), (returning, 6.0, True),
                                                         (solution, 4.4, True))):
         async with LocalKnowledgeStore.open(tmp_path / f"kb{i}.db", Actor(user="u", client="t")) as kb:
             run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
@@ -493,8 +492,38 @@ async def test_a_gain_within_destination_passing_styles_share_is_not_a_kernels(t
             summary = summarise(await gather(kb, run.id))
             v2 = summary.versions[1]
             assert v2.significant_gain is verdict, v2.gain
-            if verdict is None:
-                assert "not established as a faster kernel" in v2.gain and "destination passing" in v2.gain, v2.gain
+            if verdict is False:  # no gain, whatever else holds (mp55: "counted as a stall" beside a count of 0)
+                assert "no faster kernel shown" in v2.gain and "destination passing" in v2.gain, v2.gain
                 assert "counted as a stall" in v2.gain and summary.versions_without_significant_gain == 1
             else:
                 assert "significant" in v2.gain and summary.versions_without_significant_gain == 0
+
+
+async def test_a_finalist_ahead_of_the_top_by_destination_passing_styles_share_is_not_better(tmp_path: Path):
+    """remeasure's better_than_top named a destination passing rewrite of the top, found faster side
+    by side by that style's share alone; the skill sends a model to re-measure the two, which found
+    the same again, in a loop (mp55). Left out, and said; a lead beyond the share stays."""
+    from evoteam.report.remeasure import MeasurementSet
+    from evoteam.report.styles import drop_style_leads
+    from evoteam.servers.knowledge.comparisons import record_of
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t", verifier=True)) as kb:
+        run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+        ids = {}
+        for name, code in (("top", "def run(x):\n    return x * 2\n"),
+                           ("dps", "DESTINATION_PASSING_STYLE = True\n\ndef run(x, out):\n    out[:] = x * 2\n"),
+                           ("far", "DESTINATION_PASSING_STYLE = True\n\ndef run(x, out):\n    out[:] = x + x\n")):
+            ids[name] = (await kb.record_candidate(CandidateCreate(
+                run_id=run.id, code=code, code_hash=code_hash(code), status="PASSED", score=3.0, verified=True,
+                samples=rounds(3.0, 1)))).id
+        records = [record_of(ids["top"], ids[name], kit="k", split="dev", kind="kernel",
+                             samples={"a": [ratio * (1 + (i % 5 - 2) / 200) for i in range(30)]}, ranges=None,
+                             contended=False, measured_at=datetime.now(UTC))
+                   for name, ratio in (("dps", 1.07), ("far", 1.5))]
+        mset = MeasurementSet(run_id=run.id, kit="k", measured_at=datetime.now(UTC), rounds=10, splits=["dev"],
+                              entries=[], order_after=[ids["top"], ids["dps"], ids["far"]],
+                              better_than_top=[ids["dps"], ids["far"]])
+        await drop_style_leads(kb, mset, records)
+        assert mset.better_than_top == [ids["far"]]
+        assert f"{ids['dps']} reads faster than {ids['top']} side by side by no more than destination passing" \
+            in mset.note, mset.note
