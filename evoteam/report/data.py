@@ -295,10 +295,10 @@ async def _roles_running(team, run_id: str, version: int) -> bool:
 
 async def _within_style_share(store: KnowledgeStore, v: VersionPoint) -> None:
     """A kernel gain of a version's best in destination passing style over a best that returns its
-    outputs, within what that style alone gained (its outputs allocated outside the clock): not
-    established as a faster kernel. A same-work rewrite into that style read as a significant 1.08x
-    version gain and counted as progress, where one plain process found 1.01 (mp54; compare's reply
-    said so, run_report did not)."""
+    outputs, within what that style alone gained (its outputs allocated outside the clock): no
+    faster kernel. A same-work rewrite into that style read as a significant 1.08x version gain
+    and counted as progress, where one plain process found 1.01 (mp54; compare's reply said so,
+    run_report did not)."""
     if not (v.significant and v.gain_is_ratio and v.gain_interval and v.best_before_id and v.best_candidate_id):
         return
     # Counted as no gain (significant False, a stall): left undecided, nothing could settle it and the

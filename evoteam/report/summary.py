@@ -135,11 +135,12 @@ def gain_text(v: VersionPoint, direction: str | None = None) -> str | None:
     if v.short_of_start:
         return f"{shown} over {_before(v)}, but {v.gain_note}: no gain"
     if v.style_share:
+        share = f"{STYLE_SHARE[0]:.2f}-{STYLE_SHARE[1]:.2f}x"
         return (f"{shown} over {_before(v)}: no faster kernel shown: the version's best writes its "
                 f"outputs into slots allocated outside the clock (destination passing), the best before it "
-                f"allocates the ones it returns inside it, which alone was {STYLE_SHARE[0]:.2f}-{STYLE_SHARE[1]:.2f}x "
-                "on a memory-bound kernel (docs/bench.md): counted as a stall, as a faster kernel shows as a "
-                "gain over a best of its own style")
+                f"allocates the ones it returns inside it, which alone was {share} on a memory-bound kernel "
+                "(docs/bench.md): counted as a stall, as a faster kernel shows as a gain over a best of its "
+                "own style")
     # Three verdicts, never two: a version clearly worse than the best before it is not "within
     # noise" (a model reading that would take a regression for a tie).
     verdict = "significant" if v.significant else "worse, beyond noise" if v.worse else "within noise"
