@@ -22,8 +22,7 @@ from evoteam.servers.knowledge.listing import all_candidates
 from evoteam.report.remeasure import MeasurementSet, apart_by_pairs, latest_measurement_set
 from evoteam.report.styles import dps_over_returning, drop_style_leads, within_share
 from evoteam.servers.knowledge.comparisons import ComparisonRecord, dev_comparisons, paired_verdict
-from evoteam.servers.knowledge.standing import BASELINE
-from evoteam.servers.team.readsql import TERMINAL
+from evoteam.servers.knowledge.standing import BASELINE, x0_is_baseline
 from evoteam.servers.retrieval.models import RetrievalSeries
 
 FAILED_SHOWN = 50  # failed candidates whose message the report reads and lists
@@ -277,20 +276,13 @@ def _first_gain(vp: VersionPoint, own: Candidate, x0: float, direction: str) -> 
     elif est is None or (reads_better and (vp.contended or vp.few_runs)):  # busy or unknown, reading better
         # A quiet re-measurement pools with the busy rounds; paired rounds with the baseline decide (x0 = 1).
         kernel = bool(own.samples) and kind_of(own.samples) == "kernel"
-        busy = "bench.compare it with a_candidate_id \"baseline\"" if x0 == 1.0 and kernel \
+        busy = "bench.compare it with a_candidate_id \"baseline\"" if x0_is_baseline(x0) and kernel \
             else "bench.remeasure it when the machine is quiet"
         why = f"measured on a contended machine ({busy})" if vp.contended else "too few runs (bench.remeasure it)"
         vp.gain_note = f"first ranked result: not established against the starting score x0 = {x0:.7g}, {why}"
     else:
         vp.significant = False
         vp.gain_note = f"first ranked result: does not clear the starting score x0 = {x0:.7g}: no gain"
-
-
-async def _roles_running(team, run_id: str, version: int) -> bool:
-    """Whether a version has a role whose newest session has not ended (none started: planned)."""
-    latest = await team.latest_sessions(run_id, version)
-    return any(r.slug not in latest or latest[r.slug].status not in TERMINAL
-               for r in (await team.get_version(run_id, version)).roles)
 
 
 async def _within_style_share(store: KnowledgeStore, v: VersionPoint) -> None:
@@ -313,7 +305,7 @@ def _first_by_baseline(report: RunReport, records: list[ComparisonRecord], x0: f
     speedup), as the trajectory reads it (knowledge/standing.py): the trajectory announced it
     while run_report sent the model to a quiet re-measurement, which pools with the busy rounds
     (review 2026-12-06)."""
-    if x0 != 1.0:
+    if not x0_is_baseline(x0):
         return
     for v in report.versions:
         if v.best_before_id or not v.best_candidate_id or not v.contended or v.significant is not None:
@@ -400,7 +392,7 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
         versions.append(vp)
 
     if versions and not any(p.team_version == versions[-1].version for p in points):
-        versions[-1].in_progress = await _roles_running(team, run_id, versions[-1].version)
+        versions[-1].in_progress = bool(await team.roles_not_ended(run_id, versions[-1].version))
 
     # Why each failed: the message lives with the full candidate; the newest are enough to show.
     for p in [p for p in reversed(points) if p.status != "PASSED"][:FAILED_SHOWN]:

@@ -171,6 +171,7 @@ def store_calls(i: Ids) -> dict[tuple[str, str], list[dict[str, Any]]]:
         ("team", "update_session"): [{"session_id": i["role_sessions"], "update": SessionUpdate(turns=3)}],
         ("team", "list_sessions"): [{"run_id": R}],
         ("team", "latest_sessions"): [{"run_id": R, "version": 1}],
+        ("team", "roles_not_ended"): [{"run_id": R, "version": 1}],
         ("team", "start_wake"): [{"run_id": R, "trigger": "bob", "version_before": None}],
         ("team", "end_wake"): [{"wake_id": i["supervisor_wakes"], "status": "failed", "error": "ended by bob"}],
         ("team", "list_wakes"): [{"run_id": R}],

@@ -61,13 +61,19 @@ def _against_start(own: stats.Estimate, x0: float, direction: str) -> Standing:
         Standing(within_noise_of=START, decided_by=INTERVALS)
 
 
+def x0_is_baseline(x0: float | None) -> bool:
+    """Whether a kernel run's starting score is the baseline's own speedup, 1: only there do paired
+    rounds with the baseline place a candidate against x0 (the trajectory, run_report, compare)."""
+    return x0 is not None and abs(x0 - 1.0) <= 1e-12
+
+
 def _against_baseline(paired: Paired | None, row: sqlite3.Row, x0: float | None) -> Standing | None:
     """Where paired rounds with the kit's baseline (a compare of the two, kept in the run) place a
     busy kernel against x0, where x0 is the baseline's own speedup, 1: a busy score's interval
     counts widened 3x each way against x0, so a 2x kernel timed on a busy machine stayed "within
     noise of x0" whatever the model did, while the texts sent it to compare with the baseline
     (mp53). Read only where the widened interval leaves it open (its callers)."""
-    if paired is None or x0 is None or not kernel_row(row) or abs(x0 - 1.0) > 1e-12:
+    if paired is None or not x0_is_baseline(x0) or not kernel_row(row):
         return None
     side = paired(BASELINE, row["id"])
     if side is None:

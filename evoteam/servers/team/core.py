@@ -497,11 +497,7 @@ class TeamService:
     async def roles_not_ended(self, run_id: str, version: int | None) -> list[str]:
         """The roles of a version whose newest session has not ended (a reflection on it is early:
         a model reflected on a version whose roles were all still planned; model-play 2026-12-04)."""
-        if version is None:
-            return []
-        latest = await self.team.latest_sessions(run_id, version)
-        return [role.name for role in (await self.team.get_version(run_id, version)).roles
-                if role.slug not in latest or latest[role.slug].status not in TERMINAL]
+        return [] if version is None else await self.team.roles_not_ended(run_id, version)
 
     async def budget(self, run_id: str) -> BudgetReport:
         return await budget_report(self.team, self.kb, run_id)

@@ -200,6 +200,13 @@ class TeamStore:
                 return [self._session(r) for r in await cur.fetchall()]
 
     @scoped(Ref("run_id", "runs"))
+    async def roles_not_ended(self, run_id: str, version: int) -> list[str]:
+        """The names of a version's roles whose newest session has not ended (none started: planned)."""
+        latest = await self.latest_sessions(run_id, version)
+        return [role.name for role in (await self.get_version(run_id, version)).roles
+                if role.slug not in latest or latest[role.slug].status not in TERMINAL]
+
+    @scoped(Ref("run_id", "runs"))
     async def latest_sessions(self, run_id: str, version: int) -> dict[str, RoleSession]:
         """Role slug -> its most recent session in this version."""
         latest: dict[str, RoleSession] = {}

@@ -54,6 +54,7 @@ from evoteam.servers.bench.measurement.session import SideSpec
 from evoteam.servers.knowledge.comparisons import (PairedVerdict, dev_comparisons, keep_comparison, paired_verdict,
                                                    record_of)
 from evoteam.servers.knowledge.errors import Forbidden
+from evoteam.servers.knowledge.standing import x0_is_baseline
 from evoteam.servers.knowledge.store import KnowledgeStore
 
 MESSAGE_LIMIT = 300
@@ -281,34 +282,46 @@ async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, kind: 
     ids = [side.get("candidate_id") for side in (a, b)]
     if not all(ids) or split != "dev" or ids.count(BASELINE_ID) == 2:  # only dev rounds decide a version gain
         return "", None, ""
-    if BASELINE_ID in ids:  # a kernel against the baseline: kept in the kernel's run, where it places it against x0
+    if BASELINE_ID in ids:
+        # A kernel against the baseline, kept in the kernel's run: its paired rounds place it against x0
+        # (a busy score's interval counts widened there, so a compare with the baseline, which the texts
+        # advise, was the only way to tell and changed nothing; mp53). Read only where x0 is the
+        # baseline's own speedup (knowledge/standing.py): elsewhere kept for nothing.
         if kind != "kernel":
             return "", None, ""
-        return await _keep_with_baseline(store, kit, ids, split, kind, contended, samples, ranges, spread)
-    first, second = [await store.get_candidate(i) for i in ids]
-    if first.run_id != second.run_id:
-        # Said: a compare with a colleague's best was read as pooling like one within a run (model-play 2026-12-04).
-        return (f"; not kept: the two are of different runs ({first.run_id}, {second.run_id}), and only compares "
-                "within a run are kept and pooled"), None, ""
-    run = await store.get_run(first.run_id)
+        shown = await store.get_candidate(next(i for i in ids if i != BASELINE_ID))
+        run = await store.get_run(shown.run_id)
+        if not x0_is_baseline(run.x0):
+            return "", None, ""
+        said = (f"its compares with the baseline pool, and place {shown.id} against x0 where a busy measurement's "
+                "widened interval leaves it open")
+        compared_with, who = BASELINE_ID, shown.id
+    else:
+        first, shown = [await store.get_candidate(i) for i in ids]
+        if first.run_id != shown.run_id:
+            # Said: a compare with a colleague's best was read as pooling like one within a run (model-play 2026-12-04).
+            return (f"; not kept: the two are of different runs ({first.run_id}, {shown.run_id}), and only "
+                    "compares within a run are kept and pooled"), None, ""
+        run = await store.get_run(first.run_id)
+        # Short: it ended each of a model's eight compares (190 characters each; mp33, 2026-12-04).
+        said = "its verdicts between these two pool every compare and re-measurement of them"
+        compared_with, who = first.id, "B"
     if run.kit is not None and run.kit != kit.name:
         return "", None, ""
     if refused := await _unbound(store, kit, run.id):
         return refused, None, ""
-    record = record_of(first.id, second.id, kit=kit.name, split=split, kind=kind, samples=samples, ranges=ranges,
+    record = record_of(ids[0], ids[1], kit=kit.name, split=split, kind=kind, samples=samples, ranges=ranges,
                        contended=contended, measured_at=datetime.now(UTC), kit_hash=kit.content_hash,
                        timing_method=TIMING_METHOD if kind == "kernel" else None, spread=spread)
     refused = await keep_comparison(store, run.id, record)
     if refused:
         return f"; not kept in run {run.id}: {refused}", None, ""
-    # Short: it ended each of a model's eight compares (190 characters each; mp33, 2026-12-04).
-    kept = f"; kept in run {run.id}: its verdicts between these two pool every compare and re-measurement of them"
-    kept += _finished(run)
+    kept = f"; kept in run {run.id}: {said}" + _finished(run)
     # Where B now stands in the run: a compare that made B the run's best said nothing of it (mp46).
-    if (line := await run_standing(store, second, kind, again=True, compared_with=first.id)) is not None:
-        kept += f"; B in the run: {line}"
+    if (line := await run_standing(store, shown, kind, again=True, compared_with=compared_with)) is not None:
+        kept += f"; {who} in the run: {line}"
     # The pool is what decides; a model that compared again saw only the newest batch (model-play 2026-12-04).
-    found = paired_verdict(await dev_comparisons(store, run.id, kit.name), first.id, second.id)
+    found = paired_verdict(await dev_comparisons(store, run.id, kit.name), ids[0], ids[1])
     if found is None or found.batches < 2:
         return kept, None, ""
     lead, pooled = pooled_clause(found, run.direction)
@@ -329,37 +342,6 @@ async def _unbound(store: KnowledgeStore, kit, run_id: str) -> str:
     except BindingError as exc:
         return f"; not kept in run {run_id}: {exc.reason or exc}"
     return ""
-
-
-async def _keep_with_baseline(store: KnowledgeStore, kit, ids: list[str], split: str, kind: str, contended: bool,
-                              samples: dict, ranges: dict | None,
-                              spread: tuple[float, float] | None) -> tuple[str, PooledComparison | None, str]:
-    """A kernel's paired rounds with the baseline, kept in its run: they place it against x0 (a
-    busy score's interval alone counts widened there, so a compare with the baseline, which the
-    texts advise, was the only way to tell and changed nothing; mp53)."""
-    own_id = next(i for i in ids if i != BASELINE_ID)
-    own = await store.get_candidate(own_id)
-    run = await store.get_run(own.run_id)
-    # Read only against x0 = 1, the baseline's own speedup (knowledge/standing.py): elsewhere kept for nothing.
-    if (run.kit is not None and run.kit != kit.name) or run.x0 is None or abs(run.x0 - 1.0) > 1e-12:
-        return "", None, ""
-    if refused := await _unbound(store, kit, run.id):
-        return refused, None, ""
-    record = record_of(ids[0], ids[1], kit=kit.name, split=split, kind=kind, samples=samples, ranges=ranges,
-                       contended=contended, measured_at=datetime.now(UTC), kit_hash=kit.content_hash,
-                       timing_method=TIMING_METHOD, spread=spread)
-    refused = await keep_comparison(store, run.id, record)
-    if refused:
-        return f"; not kept in run {run.id}: {refused}", None, ""
-    kept = (f"; kept in run {run.id}: its compares with the baseline pool, and place {own_id} against x0 where "
-            "a busy measurement's widened interval leaves it open") + _finished(run)
-    if (line := await run_standing(store, own, kind, again=True, compared_with=BASELINE_ID)) is not None:
-        kept += f"; {own_id} in the run: {line}"
-    found = paired_verdict(await dev_comparisons(store, run.id, kit.name), ids[0], ids[1])
-    if found is None or found.batches < 2:
-        return kept, None, ""
-    lead, pooled = pooled_clause(found, run.direction)
-    return kept, pooled, lead
 
 
 def pooled_clause(found: PairedVerdict, direction: str = "maximize") -> tuple[str, PooledComparison]:
