@@ -103,3 +103,77 @@ def test_python_without_docstrings_keeps_its_hash():
 
 def test_the_hash_format_is_kept():
     assert re.fullmatch(r"sha256:[0-9a-f]{16}", code_hash(MODULE))
+
+
+KERNEL = '''import numpy as np
+
+
+def run(hidden_states, weight, eps):
+    x = hidden_states
+    ss = np.einsum("ij,ij->i", x, x)
+    for j, row in enumerate(x):
+        pass
+    try:
+        import numpy.linalg as la
+    except ImportError as err:
+        raise RuntimeError("no linalg") from err
+    out = np.empty_like(x)
+    np.multiply(x, (1 / np.sqrt(ss / x.shape[-1] + eps))[:, None], out=out)
+    out *= weight
+    return out
+'''
+RENAMED = KERNEL.replace("    x = hidden_states", "    hs = hidden_states").replace(
+    "ss = np.einsum(\"ij,ij->i\", x, x)", "sumsq = np.einsum(\"ij,ij->i\", hs, hs)").replace(
+    "for j, row in enumerate(x)", "for k, r in enumerate(hs)").replace("as la", "as lin").replace(
+    "as err:", "as exc:").replace("from err", "from exc").replace("out = np.empty_like(x)", "res = np.empty_like(hs)").replace(
+    "np.multiply(x, (1 / np.sqrt(ss / x.shape", "np.multiply(hs, (1 / np.sqrt(sumsq / hs.shape").replace(
+    "out=out)", "out=res)").replace("out *= weight\n    return out", "res *= weight\n    return res")
+
+
+def test_a_functions_locals_renamed_are_the_same_code():
+    """A copy of a run's best with its local names changed was a second candidate whose draw became
+    the run's best (mp56): the names a function's locals are given do not count."""
+    import re as _re
+
+    assert not _re.search(r"\b(x|ss|out|row|la|err)\b(?!=)", RENAMED.split("def run")[1].replace("out=res", "")), RENAMED
+    assert code_hash(RENAMED) == code_hash(KERNEL)
+
+
+@pytest.mark.parametrize("old, new", [
+    ("def run(hidden_states, weight, eps):\n    x = hidden_states", "def run(h, weight, eps):\n    x = h"),  # a parameter
+    ("ss = np.einsum", "np = np.einsum"),  # a local that takes a global's name: another function
+    ("out *= weight", "out *= x"),  # one local read for another
+    ("import numpy.linalg as la", "import numpy.linalg"),  # binds the package, not the module
+    ("out = np.empty_like(x)", "out = np.empty_like(x)\n    ss = [v for v in ss]"),  # a comprehension's scope
+    ("out *= weight", "out *= weight\n    locals()"),  # reads its names
+    ("x = hidden_states", "global x\n    x = hidden_states"),  # a module's name, not a local
+])
+def test_what_the_names_change_still_counts(old, new):
+    """Parameters may be passed by name (a program kit's evaluator), so their names count; and
+    where the compiler resolves a name through another scope, the names stay as written, so each
+    of these is a change of code."""
+    assert old in KERNEL
+    changed = KERNEL.replace(old, new)
+    assert code_hash(changed) != code_hash(KERNEL)
+    if "locals()" in new or "global x" in new or "for v in" in new:  # names kept: a rename now counts too
+        assert code_hash(changed.replace("sumsq", "ss").replace("ss =", "sq =").replace("(ss", "(sq")) != \
+            code_hash(changed)
+
+
+@pytest.mark.parametrize("code", [
+    # A string that spells a local's name (numexpr.evaluate, a DataFrame query read names from text).
+    'import numexpr\n\ndef run(x, w):\n    y = x\n    return numexpr.evaluate("y * w")\n',
+    # Frames, code objects and getattr on the builtins read names at run time (review 2026-12-06).
+    "import sys\n\ndef run(x, w):\n    y = x\n    return sys._getframe().f_locals['y'] * w\n",
+    "import builtins\n\ndef run(x, w):\n    y = x\n    return getattr(builtins, 'ev' + 'al')('y') * w\n",
+    "L = locals\n\ndef run(x, w):\n    y = x\n    return L()['y'] * w\n",
+])
+def test_code_that_reads_its_local_names_keeps_them(code):
+    """Its copy with the local renamed and the text that names it left as it was fails where the
+    first passed: two codes, never one candidate, or the failing copy's measurement would fail the
+    passing best it pooled into."""
+    renamed = code.replace("    y = x", "    z = x")
+    assert renamed != code and code_hash(renamed) != code_hash(code)
+    # The same module with a plain kernel: renamed alike, one code (the rule still applies elsewhere).
+    plain = "def run(x, w):\n    y = x\n    return y * w\n"
+    assert code_hash(plain.replace("y", "z")) == code_hash(plain)

@@ -20,7 +20,9 @@ from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.verified import ranks
 from evoteam.servers.knowledge.listing import all_candidates
 from evoteam.report.remeasure import MeasurementSet, apart_by_pairs, latest_measurement_set
-from evoteam.report.styles import dps_over_returning, drop_style_leads, within_share
+from evoteam.passingstyle import within_share
+from evoteam.servers.bench.measurement.machine import QUIET_WHEN
+from evoteam.report.styles import dps_over_returning, drop_style_leads
 from evoteam.servers.knowledge.comparisons import ComparisonRecord, dev_comparisons, paired_verdict
 from evoteam.servers.knowledge.standing import BASELINE, x0_is_baseline
 from evoteam.servers.retrieval.models import RetrievalSeries
@@ -277,7 +279,7 @@ def _first_gain(vp: VersionPoint, own: Candidate, x0: float, direction: str) -> 
         # A quiet re-measurement pools with the busy rounds; paired rounds with the baseline decide (x0 = 1).
         kernel = bool(own.samples) and kind_of(own.samples) == "kernel"
         busy = "bench.compare it with a_candidate_id \"baseline\"" if x0_is_baseline(x0) and kernel \
-            else "bench.remeasure it when the machine is quiet"
+            else f"bench.remeasure it when the machine is quiet {QUIET_WHEN}"
         why = f"measured on a contended machine ({busy})" if vp.contended else "too few runs (bench.remeasure it)"
         vp.gain_note = f"first ranked result: not established against the starting score x0 = {x0:.7g}, {why}"
     else:

@@ -41,7 +41,8 @@ from evoteam.config import Settings
 from evoteam.copystats import processes_of
 from evoteam.report.batchruns import PairedRounds, measure_sides, processes_per_side
 from evoteam.report.finalists import FINALIST_PASSES, MAX_CANDIDATES, default_sides, estimate_seconds, unmeasured_leaders
-from evoteam.report.styles import drop_style_leads
+from evoteam.servers.bench.measurement.machine import QUIET_WHEN
+from evoteam.report.styles import drop_style_leads, note_style_top
 from evoteam.servers.bench.evaluation.settle import earlier_runs, every_alike
 from evoteam.servers.bench.models import BASELINE_ID
 from evoteam.servers.knowledge.measurements import rank_key, rank_of, samples_spread_unknown
@@ -64,7 +65,7 @@ RULE = ("ordered by the pessimistic end of each finalist's 95% interval, before 
 BUSY_POOLING = ": the new rounds pool with these"
 BUSY_NOTE = ("measured on a busy machine (contended): every finalist shared the same rounds, but the intervals are "
              "wider, so within_noise_of_top may hold finalists a quiet batch would separate; call it again when the "
-             "machine is quieter" + BUSY_POOLING)
+             f"machine is quieter {QUIET_WHEN}" + BUSY_POOLING)
 COPY_NOTE = "a copy of the kit's baseline timed as a finalist: an A/A check, whose interval holds 1 in a fair batch"
 
 
@@ -400,6 +401,7 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
     apart_by_pairs(mset, records)
     await drop_style_leads(store, mset, records)
     caveats(mset)
+    await note_style_top(store, mset, records)
     if not candidate_ids and offered == 1 and not added:  # a ranking of one (mp46)
         mset.add_note("only the run's best was re-measured: no other ranked candidate could lead it (there is "
                       "none, or each is worse by paired rounds or apart by intervals); name candidate_ids to "

@@ -11,7 +11,7 @@ from evoteam import stats
 from evoteam.config import Settings
 from evoteam.report.data import RunReport, VersionPoint, gather
 from evoteam.report.remeasure import MeasurementSet, remeasure_run
-from evoteam.servers.bench.measurement.method import STYLE_SHARE
+from evoteam.passingstyle import share_text
 from evoteam.servers.knowledge.readsql import ranked_by
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.team.budget import costs_unrecorded, unrecorded_note
@@ -135,10 +135,9 @@ def gain_text(v: VersionPoint, direction: str | None = None) -> str | None:
     if v.short_of_start:
         return f"{shown} over {_before(v)}, but {v.gain_note}: no gain"
     if v.style_share:
-        share = f"{STYLE_SHARE[0]:.2f}-{STYLE_SHARE[1]:.2f}x"
         return (f"{shown} over {_before(v)}: no faster kernel shown: the version's best writes its "
                 f"outputs into slots allocated outside the clock (destination passing), the best before it "
-                f"allocates the ones it returns inside it, which alone was {share} on a memory-bound kernel "
+                f"allocates the ones it returns inside it, which alone was {share_text()} "
                 "(docs/bench.md): counted as a stall, as a faster kernel shows as a gain over a best of its "
                 "own style")
     # Three verdicts, never two: a version clearly worse than the best before it is not "within

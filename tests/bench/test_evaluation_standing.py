@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
+from evoteam import stats
 from evoteam.config import SOURCE_ROOT, Settings
 from evoteam.codehash import code_hash
 from evoteam.servers.bench.evaluation.standing import run_standing, standing_line
@@ -44,7 +45,7 @@ def test_each_standing_of_the_trajectory_is_said_in_one_line():
     lead = standing_line(run, "cand_b", "×")
     assert lead.startswith("leads the run's ranking (by its interval's pessimistic end) but is not a new best: "
                            "within noise of cand_a, the last new best (by their paired rounds)") and \
-        "bench.compare the two by id" not in lead, lead  # they were compared: not advice to do it again (mp53)
+        "bench.compare cand_b and cand_a by id" not in lead, lead  # they were compared: not advice to do it again (mp53)
     assert lead.endswith("; report the two as one result (bench.compare with repeats above its default, 3 for a "
                          "kernel kit, resolves a smaller difference)"), lead
     tied = point("cand_t", 3.0, 2.8, 3.3, "cand_b", within_noise_of="cand_b", decided_by="paired rounds")
@@ -56,7 +57,7 @@ def test_each_standing_of_the_trajectory_is_said_in_one_line():
         "not a new best: worse than the run's best cand_b at 3.30× (3.10–3.50) (by their intervals)"
     assert standing_line(run, "cand_d", "×") == \
         "not a new best: within noise of the run's best cand_b at 3.30× (3.10–3.50) (by their intervals); " \
-        "bench.compare the two by id to tell them apart"
+        "bench.compare cand_d and cand_b by id to tell them apart"
     # A later new best clears the run's earlier best, not x0; measured again, its lead is no news.
     e = point("cand_e", 4.4, 4.2, 4.6, "cand_e", new_best=True, decided_by="intervals")
     later = trajectory(a, b, c, d, e)
@@ -67,15 +68,17 @@ def test_each_standing_of_the_trajectory_is_said_in_one_line():
     busy = point("cand_h", 3.25, 3.0, 3.5, "cand_b", within_noise_of="cand_b", decided_by="intervals",
                   contended=True)
     said = standing_line(trajectory(a, b, busy), "cand_h", "×")
-    assert "(measured on a busy machine: its interval counts widened 3x each way); bench.compare the two by id" \
-        in said, said
+    assert "(measured on a busy machine: its interval counts widened 3x each way); bench.compare cand_h and cand_b by " \
+        "id" in said, said
     assert "busy machine" not in standing_line(run, "cand_d", "×")
     assert standing_line(later, "cand_e", "×", again=True).startswith("the run's best, beyond noise")
     # Judged against a best that has since been overtaken: the verdict of then is not said as now's.
     stale = standing_line(later, "cand_c", "×")
-    assert stale.startswith("not the run's best: that is cand_e at 4.40× (4.20–4.60); bench.compare the two by id"), stale
+    # Both named: after a compare of A and B, "the two" in B's line read as A and B (mp55).
+    assert stale.startswith("not the run's best: that is cand_e at 4.40× (4.20–4.60); bench.compare cand_c and cand_e "
+                            "by id"), stale
     better = point("cand_f", 3.6, 2.0, 5.0, "cand_e", better_than="cand_e", decided_by="paired rounds")
-    assert "though their paired rounds find it better: bench.remeasure the two" in \
+    assert "though their paired rounds find it better: bench.remeasure with candidate_ids [cand_e, cand_f]" in \
         standing_line(trajectory(a, e, better), "cand_f", "×")
     # Within noise of x0 (no best beyond it yet): compared with the kit's baseline by name.
     start = point("cand_g", 1.02, 0.95, 1.1, "cand_g", within_noise_of="x0", decided_by="intervals")
@@ -285,6 +288,43 @@ async def test_a_busy_kernel_is_placed_against_x0_by_its_compares_with_the_basel
     if faster:
         assert f"{run['candidate_id']} in the run: the run's best, beyond noise of x0, the run's starting " \
                "score (by its paired rounds with the baseline)" in cmp["verdict"], cmp["verdict"]
+
+
+async def test_a_busy_evaluation_is_placed_against_x0_by_its_own_paired_rounds(tmp_path, store, monkeypatch):
+    """Its reply said "faster than the baseline, beyond noise in these paired rounds", then sent the
+    model to bench.compare it with the baseline for rounds of the same kind, which it read as a
+    contradiction and paid 14 s for (mp56). The evaluation's own rounds are kept in the run as that
+    compare's would be, and place it against x0; with repeats (copies) they are not (their interval
+    holds the processes' spread, which rounds alone do not)."""
+    from evoteam.servers.bench.measurement import machine
+    from evoteam.servers.knowledge.comparisons import dev_comparisons
+    from tests.bench.conftest import KITS, steady_kit_at
+
+    kit = steady_kit_at(tmp_path)  # ten rounds: a full 95% interval
+    settings = Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[kit.parent, KITS])
+    monkeypatch.setattr(machine.os, "getloadavg", lambda: (40.0, 40.0, 40.0))
+    async with Client(build_server(settings, store)) as client:
+        run = (await client.call_tool("evaluate", {"kit": "rmsnorm_steady", "code": EINSUM})).structured_content
+        assert run["status"] == "PASSED" and run["contended"] is True, run["message"]
+        kept = await dev_comparisons(store, run["run_id"], "rmsnorm_steady")
+        assert [(r.a_candidate_id, r.b_candidate_id, r.contended) for r in kept] == \
+            [("baseline", run["candidate_id"], True)], kept
+        assert abs(kept[0].b_over_a - run["score"]) <= 1e-6 * run["score"], (kept[0], run["score"])
+        point = next(p for p in (await store.trajectory(run["run_id"])).points
+                     if p.candidate_id == run["candidate_id"])
+        lo, hi = run["score_interval"]
+        if stats.load_widened(stats.Estimate(run["score"], lo, hi, 10)).lo <= 1 and (lo > 1 or hi < 1):
+            # what load left open, its own paired rounds decide, as the reply says
+            assert f"where x0 is 1 paired rounds with the baseline place it (these rounds, kept in {run['run_id']}, " \
+                "do: no compare needed" in run["message"], run["message"]
+            assert point.decided_by == "paired rounds with the baseline", point
+            assert point.new_best is (lo > 1), (point, run["score_interval"])
+            assert "bench.compare" not in run["standing"], run["standing"]
+        copied = (await client.call_tool("evaluate", {"kit": "rmsnorm_steady", "code": EINSUM + "\n# copies\n",
+                                                      "repeats": 2})).structured_content
+        assert copied["contended"] is True and copied["run_id"] == run["run_id"], copied["message"]
+        assert "kept in" not in copied["message"], copied["message"]  # nothing kept: not said
+    assert len(await dev_comparisons(store, run["run_id"], "rmsnorm_steady")) == 1
 
 
 async def test_compares_with_the_baseline_that_find_no_difference_or_a_slower_kernel_say_so(store):

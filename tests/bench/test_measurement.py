@@ -200,13 +200,16 @@ def test_the_verdict_against_the_baseline_is_what_the_interval_says():
     # widened reading alone for a verdict on rounds that timed the baseline too).
     assert busy.startswith("faster than the baseline, beyond noise in these paired rounds; the run reads a busy "
                            "score against x0 widened for the load") and "0.810–8.73" in busy, busy
-    # ...and what settles it: paired rounds with the baseline, kept in the run (a quiet evaluation, once
-    # named here, pools with the busy rounds and settles nothing; mp53).
-    assert "where x0 is 1 it counts past it once paired rounds with the baseline say so (bench.compare it by id " \
-           "with a_candidate_id \"baseline\"" in busy, busy
+    # ...and what settles it: paired rounds with the baseline (a quiet evaluation, once named here,
+    # pools with the busy rounds and settles nothing; mp53). Where the evaluation's own are kept in
+    # its run, record_evaluation says so instead (tests/bench/test_evaluation_standing.py).
+    assert "where x0 is 1 paired rounds with the baseline place it (bench.compare it by id with a_candidate_id " \
+           "\"baseline\")" in busy, busy
     slower = _against_baseline(stats.Estimate(0.8, 0.7, 0.9, 10), busy=True)
     assert slower.startswith("slower than the baseline, beyond noise in these paired rounds") and \
-        "where x0 is 1 it counts as below it once" in slower, slower
+        "paired rounds with the baseline place it" in slower, slower
+    copied = _against_baseline(stats.Estimate(2.6, 2.43, 2.91, 10), busy=True, copies=True)
+    assert "a_candidate_id \"baseline\"; rounds in copies are not kept)" in copied, copied
     assert _against_baseline(stats.Estimate(16.0, 15.0, 17.0, 10), busy=True) == \
         "faster than the baseline, beyond noise even widened for the load"
     # A 3x kernel whose shortest workload could not be timed read "not distinguishable from the

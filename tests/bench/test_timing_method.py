@@ -169,7 +169,7 @@ def test_describe_kit_says_how_a_kit_is_timed_in_one_short_paragraph(fast_settin
                    "destination passing style gets its outputs allocated outside the clock",
                    "less the call path", "order-statistic interval", "bootstrap interval",
                    # Where the inputs come from and what a destination-passing output saves (mp34, 2026-12-05):
-                   "inputs are written from another CPU", "~1.1x apart if memory-bound"):
+                   "inputs are written from another CPU", "up to 1.3x apart, memory-bound"):
         assert needed in text, needed
     assert len(text) <= 900, len(text)
 

@@ -140,3 +140,51 @@ async def test_the_store_hashes_code_by_its_own_rule_whatever_it_is_sent(tmp_pat
         assert (await b.get_candidate(sent.id)).code_hash == code_hash(CODE)
         again = await b.record_candidate(measured(run.id, RETYPED, 3.2))
         assert again.id == sent.id and again.n_measurements == 2
+
+
+async def test_stores_hashed_before_locals_stopped_counting_are_rehashed(new_location):
+    """The names of a function's locals stopped counting (codehash.py; mp56): a store written
+    before gets the new hashes when opened, so a renamed copy of its code pools into it."""
+    from evoteam.codehash import _without_docstrings
+
+    def before_hash(code: str) -> str:  # the rule before: the syntax tree without docstrings, names as written
+        tree = ast.dump(_without_docstrings(ast.parse(code)), annotate_fields=True, include_attributes=False)
+        return "sha256:" + hashlib.sha256(("python:" + tree).encode()).hexdigest()[:16]
+
+    code = "def run(x):\n    y = x * 2\n    return y\n"
+    renamed = code.replace("y", "doubled")
+    where = new_location("kb.db")
+    async with LocalKnowledgeStore.open(where, BENCH) as kb:
+        run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+        stored = await kb.record_candidate(measured(run.id, code, 3.0))
+    version = [("UPDATE schema_versions SET version = version - 1 WHERE component = 'knowledge.measurements'", ()),
+               ("UPDATE candidates SET code_hash = ? WHERE id = ?", (before_hash(code), stored.id))]
+    _run_sql(where, version)
+    assert hashes(where)[stored.id] == before_hash(code) != before_hash(renamed)
+    async with LocalKnowledgeStore.open(where, BENCH) as kb:
+        assert hashes(where)[stored.id] == code_hash(renamed) == code_hash(code)
+        again = CandidateCreate(run_id=run.id, code=renamed, status="PASSED", score=3.1, samples={"w": [3.1] * 5},
+                                verified=True)
+        assert (await kb.record_candidate(again)).id == stored.id
+        assert (await kb.get_candidate(stored.id)).n_measurements == 2
+
+
+def _run_sql(where, steps) -> None:
+    if isinstance(where, str):
+        import psycopg
+
+        from evoteam.servers.knowledge.dialect import to_postgres
+
+        with psycopg.connect(where, autocommit=True) as conn:
+            for sql, params in steps:
+                conn.execute(to_postgres(sql), params)
+        return
+    import sqlite3
+
+    conn = sqlite3.connect(where)
+    try:
+        with conn:
+            for sql, params in steps:
+                conn.execute(sql, params)
+    finally:
+        conn.close()

@@ -7,9 +7,11 @@ import pytest
 from evoteam.servers.knowledge.dialect import to_postgres
 
 
-def test_placeholders_and_percent_signs_outside_quotes_only():
+def test_placeholders_outside_quotes_only_and_every_percent_sign_doubled():
+    # psycopg reads a `%` inside a literal too: left single there, PostgreSQL alone refused the
+    # trajectory's LIKE '%DESTINATION_PASSING_STYLE%' ("only '%s', '%b', '%t' are allowed"; 2026-12-06).
     assert to_postgres("SELECT * FROM t WHERE a = ? AND b LIKE 'x?%' AND c = ?") == \
-        "SELECT * FROM t WHERE a = %s AND b LIKE 'x?%' AND c = %s"
+        "SELECT * FROM t WHERE a = %s AND b LIKE 'x?%%' AND c = %s"
     assert to_postgres("SELECT a % 2 FROM t WHERE b = ?") == "SELECT a %% 2 FROM t WHERE b = %s"
     # Without parameters the text goes as it is (psycopg does not read placeholders then).
     assert to_postgres("SELECT 50 % 7", params=False) == "SELECT 50 % 7"

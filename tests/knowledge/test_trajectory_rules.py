@@ -145,3 +145,23 @@ def test_a_score_with_a_95_percent_interval_stays_the_best_over_a_better_single_
     assert not points[1].new_best and points[0].new_best
     only_points = [_row(1, 0.42, 0.42, 0.42, direction="minimize", n=1), rows[1]]
     assert trajectory_points(only_points, "minimize", 0.5)[1]["id"] == "c2"
+
+
+def test_a_kernel_found_slower_than_the_last_new_best_stays_so_when_a_tie_takes_the_lead():
+    """c3 was found slower than c1 side by side; then c2, no different from c1 by their paired
+    rounds, took the lead by a hair of its interval's pessimistic end, and c3 read "within noise of
+    the run's best" (mp58). With no rounds of its own with c2, c3's rounds with c1 still decide."""
+    rows = [_row(1, 3.0, 2.9, 3.1), _row(2, 3.05, 2.95, 3.15), _row(3, 2.95, 2.85, 3.05)]
+    pairs = {("c1", "c2"): "tied", ("c1", "c3"): "worse"}
+    points, best = trajectory_points(rows, "maximize", 1.0, lambda a, b: pairs.get((a, b)))
+    by = {p.candidate_id: (p.new_best, p.within_noise_of, p.worse_than, p.decided_by) for p in points}
+    assert best["id"] == "c2" and by["c1"][0] and by["c2"] == (False, "c1", None, "paired rounds")
+    assert by["c3"] == (False, None, "c1", "paired rounds"), by
+    # Its line names the one it is worse than, and the best that ranks above it.
+    from evoteam.servers.bench.evaluation.standing import standing_line
+    from evoteam.servers.knowledge.models import Trajectory
+
+    run = Trajectory(run_id="r", direction="maximize", points=points, best_score=3.05, ndg=None)
+    line = standing_line(run, "c3", "×")
+    assert line.startswith("not a new best: worse than c1, the last new best, which the run's best c2 at 3.05× "
+                           "(2.95–3.15) ranks above (by their paired rounds)"), line

@@ -527,3 +527,30 @@ async def test_a_finalist_ahead_of_the_top_by_destination_passing_styles_share_i
         assert mset.better_than_top == [ids["far"]]
         assert f"{ids['dps']} reads faster than {ids['top']} side by side by no more than destination passing" \
             in mset.note, mset.note
+
+
+async def test_a_top_ahead_by_destination_passing_styles_share_alone_is_said_so(tmp_path: Path):
+    """"The order held and X leads the others beyond noise" crowned a same-work rewrite into
+    destination passing style, which run_report called a stall (mp57): said where the top's lead
+    over a finalist that returns its outputs is no more than that style's share."""
+    from evoteam.report.remeasure import MeasurementSet
+    from evoteam.report.styles import note_style_top
+    from evoteam.servers.knowledge.comparisons import record_of
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t", verifier=True)) as kb:
+        run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+        ids = {}
+        for name, code in (("returns", "def run(x):\n    return x * 2\n"),
+                           ("dps", "DESTINATION_PASSING_STYLE = True\n\ndef run(x, out):\n    out[:] = x * 2\n")):
+            ids[name] = (await kb.record_candidate(CandidateCreate(
+                run_id=run.id, code=code, code_hash=code_hash(code), status="PASSED", score=3.0, verified=True,
+                samples=rounds(3.0, 1)))).id
+        for ratio, said in ((1.07, True), (1.5, False)):
+            records = [record_of(ids["returns"], ids["dps"], kit="k", split="dev", kind="kernel",
+                                 samples={"a": [ratio * (1 + (i % 5 - 2) / 200) for i in range(30)]}, ranges=None,
+                                 contended=False, measured_at=datetime.now(UTC))]
+            mset = MeasurementSet(run_id=run.id, kit="k", measured_at=datetime.now(UTC), rounds=10, splits=["dev"],
+                                  entries=[], order_after=[ids["dps"], ids["returns"]])
+            await note_style_top(kb, mset, records)
+            assert (f"{ids['dps']} leads {ids['returns']} side by side by no more than destination passing style's "
+                    "share" in (mset.note or "")) is said, (ratio, mset.note)

@@ -471,7 +471,8 @@ class Comparison(BaseModel):
                               "difference (1 for a ratio, 0 for a difference); where pooled is given, it decides")
     rounds: int | None = None
     workloads: list[WorkloadComparison]
-    verdict: str = Field(description="which is better, or 'no significant difference'; where the two were compared "
+    verdict: str = Field(description="which is better, 'no significant difference', or 'no faster kernel shown' "
+                         "(a lead of destination passing style's share alone); where the two were compared "
                          "before, it opens with every batch pooled (what the run reads), then this batch alone")
     contended: bool = Field(default=False, description="the machine was busier than the timing tolerates: "
                             "intervals are wider (said here once, not in each side's message)")

@@ -23,14 +23,16 @@ from __future__ import annotations
 import asyncio
 import math
 from datetime import datetime
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError, model_validator
 
 from evoteam import copystats, stats
+from evoteam.passingstyle import within_share
 from evoteam.servers.knowledge.errors import Forbidden, TooLarge
 from evoteam.servers.knowledge.listing import all_artifacts
-from evoteam.servers.knowledge.standing import Paired, Side, trajectory_points
+from evoteam.servers.knowledge.standing import Paired, Side, row_style, trajectory_points
 from evoteam.servers.knowledge.models import ArtifactCreate, TrajectoryPoint
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.verified import COMPARISON
@@ -261,13 +263,16 @@ async def dev_comparisons(store: KnowledgeStore, run_id: str, kit: str | None) -
     return found
 
 
-def paired_sides(records: list[ComparisonRecord], direction: str) -> Paired:
+def paired_sides(records: list[ComparisonRecord], direction: str,
+                 styles: Mapping[str, str | None] | None = None) -> Paired:
     """How the trajectory reads two candidates' paired rounds (standing.trajectory_points):
     B better, worse or tied with A where their pooled batches decide (a full 95% interval), else
     None. Separate evaluations keep a difference between processes their intervals do not, so two
     close bests, and any measured on a busy machine, were never announced while run_report called
     the same gain significant from these rounds (two model-plays read "the best never moved";
-    2026-12-03). Each pair is read once (a bootstrap each)."""
+    2026-12-03). Each pair is read once (a bootstrap each). ``styles``: each candidate's output style
+    (standing.row_style), where known: a kernel passing destination style found better than one
+    returning its outputs by no more than that style's share reads "style" (no faster kernel; mp56)."""
     seen: dict[tuple[str, str], Side | None] = {}
     by_pair: dict[frozenset[str], list[ComparisonRecord]] = {}
     for r in records:  # each lookup reads its own pair's, not every record of the run
@@ -283,6 +288,9 @@ def paired_sides(records: list[ComparisonRecord], direction: str) -> Paired:
             else:
                 better = stats.favours_b(verdict.estimate[0], verdict.kind, direction)
                 seen[a_id, b_id] = "better" if better else "worse"
+                if better and verdict.kind == "kernel" and styles and styles.get(b_id) == "dps" and \
+                        styles.get(a_id) == "returns" and within_share(verdict.estimate[1]):
+                    seen[a_id, b_id] = "style"
         return seen[a_id, b_id]
 
     return side
@@ -294,6 +302,8 @@ async def trajectory_with_pairs(store: KnowledgeStore, run_id: str, kit: str | N
     rounds on the dev split where there are some: off the event loop then, each pair's verdict
     being a bootstrap (0.4-3.3 s for a run of many compares; review 2026-12-04)."""
     records = await dev_comparisons(store, run_id, kit) if rows else []  # one may be paired with the baseline
+    styles = {r["id"]: row_style(r) for r in rows}
     if not records:
-        return trajectory_points(rows, direction, x0)
-    return await asyncio.to_thread(trajectory_points, rows, direction, x0, paired_sides(records, direction))
+        return trajectory_points(rows, direction, x0, styles=styles)
+    return await asyncio.to_thread(trajectory_points, rows, direction, x0, paired_sides(records, direction, styles),
+                                   styles)

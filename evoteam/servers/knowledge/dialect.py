@@ -1,8 +1,8 @@
 """The store's SQL is written once, in the SQLite dialect; this module turns it into PostgreSQL's.
 
 The rewrite is mechanical and only touches text outside quotes:
-- `?` placeholders become `%s`, `:name` ones `%(name)s` (and a literal `%` becomes `%%`) when the
-  statement has parameters;
+- `?` placeholders become `%s`, `:name` ones `%(name)s` (and every `%`, in a string literal too,
+  becomes `%%`) when the statement has parameters;
 - the column name `user`, a reserved word in PostgreSQL (it means `current_user` there), is quoted;
 - `INSERT OR IGNORE INTO ...` becomes `INSERT INTO ... ON CONFLICT DO NOTHING`;
 - in schema text (`ddl=True`): `REAL` is a double (PostgreSQL's `real` is single precision),
@@ -38,7 +38,9 @@ def to_postgres(sql: str, params: bool = True, ddl: bool = False, named: bool = 
     ignore = False
     for piece in _TOKEN.findall(sql):
         if piece[0] in "'\"" or piece.startswith(("$$", "--")):
-            out.append(piece)
+            # psycopg reads every `%` of a statement with parameters, inside a literal too (a
+            # `LIKE '%...%'` failed on PostgreSQL alone).
+            out.append(piece.replace("%", "%%") if params and piece[0] == "'" else piece)
             continue
         if _OR_IGNORE.search(piece):
             piece, ignore = _OR_IGNORE.sub("INSERT INTO", piece), True

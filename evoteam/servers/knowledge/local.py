@@ -483,7 +483,7 @@ class LocalKnowledgeStore(KnowledgeStore):
             async with conn.execute(
                 "SELECT id, created_at, score, score_lo, score_hi, rank_score, spread_unknown, n_measurements, "
                 "contended_measurements, code_hash, notes, status, verified, flagged, role, team_version, "
-                f"{readsql.POINT_SAMPLES}, {readsql.KERNEL_ROUNDS} FROM candidates "
+                f"{readsql.POINT_SAMPLES}, {readsql.KERNEL_ROUNDS}, {readsql.STYLE_CODE} FROM candidates "
                 "WHERE run_id = ? AND split = 'dev' ORDER BY created_at, id", (run_id,)
             ) as cur:
                 rows = await cur.fetchall()

@@ -128,6 +128,8 @@ register_migrations("knowledge.measurements", [
     ALTER TABLE candidates ADD COLUMN spread_unknown INTEGER NOT NULL DEFAULT 0;
     """,
     mark_unknown_spread,
+    # code_hash stopped counting the names of a function's locals (codehash.py): the stored hashes follow.
+    rehash_candidates,
 ])
 
 MAX_ROUNDS_KEPT = 400  # per workload: a candidate measured very often keeps its newest rounds

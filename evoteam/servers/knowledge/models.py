@@ -436,11 +436,13 @@ class TrajectoryPoint(BaseModel):
     better_than: str | None = Field(default=None, description="the best it ranks below (its interval is wider) "
                                     "though their paired rounds find it better: bench.remeasure the two, whose "
                                     "rounds pool into both scores and settle the ranking")
-    decided_by: Literal["paired rounds", "paired rounds with the baseline", "intervals"] | None = Field(
+    decided_by: Literal["paired rounds", "paired rounds with the baseline", "intervals",
+                        "destination passing style's share"] | None = Field(
         default=None, description="what decided new_best, within_noise_of or worse_than: the two candidates' kept "
         "paired rounds (bench.compare by id, bench.remeasure; pooled), against x0 a kernel's with the baseline "
-        "(bench.compare with a_candidate_id \"baseline\"), or their separate intervals; none beside "
-        "within_noise_of: apart, but measured on a busy machine, which keeps them from being told apart")
+        "(bench.compare with a_candidate_id \"baseline\"), or their separate intervals; \"destination passing "
+        "style's share\": faster side by side than a best returning its outputs by no more than that style's share, "
+        "no faster kernel; none beside within_noise_of: apart, but measured on a busy machine")
     too_few_runs: bool | None = Field(default=None, description="it leads but does not clear the last new best "
                                       "(none yet: the starting score x0), or trails the best with a different "
                                       "score, and one of the two "

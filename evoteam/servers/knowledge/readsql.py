@@ -17,6 +17,12 @@ RANKED = "status = 'PASSED' AND score IS NOT NULL AND verified = 1 AND flagged =
 POINT_SAMPLES = ("CASE WHEN score_lo = score_hi OR substr(samples, 1, 11) = '{\"program\":' THEN samples END "
                  "AS point_samples")
 
+# A row's source where it may say its output style (knowledge/standing.py row_style): the code
+# where it names destination passing style or is a Solution JSON, '' for a Python file that does
+# not (it returns its outputs), NULL for none. Not every code: a trajectory is read on every evaluation.
+STYLE_CODE = ("CASE WHEN code IS NULL THEN NULL WHEN code LIKE '%DESTINATION_PASSING_STYLE%' "
+              "OR ltrim(code, ' \t\n\r') LIKE '{%' THEN code ELSE '' END AS style_code")
+
 # Whether a row's rounds are a kernel's (timed: a busy one's interval counts widened), read without
 # its rounds: measurements.kernel_row, widened_for_load.
 KERNEL_ROUNDS = "(samples IS NOT NULL AND substr(samples, 1, 11) <> '{\"program\":') AS kernel_rounds"

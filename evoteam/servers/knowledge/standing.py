@@ -10,18 +10,22 @@ from collections.abc import Callable
 from typing import Literal, NamedTuple
 
 from evoteam import stats
+from evoteam.passingstyle import STYLE_NAME, style_of, within_share
 from evoteam.servers.knowledge.measurements import (beyond, clears_start, estimate_of,
                                                    contended_row, first_line, interval_of, kernel_row, overlaps,
                                                    row_rank_key, runs_if_unknown, widened_for_load)
 from evoteam.servers.knowledge.models import TrajectoryPoint
 from evoteam.servers.knowledge.verified import ranks
 
-# How the paired rounds of two candidates read (B over A): None where they do not decide.
-Side = Literal["better", "worse", "tied"]
+# How the paired rounds of two candidates read (B over A): None where they do not decide; "style":
+# better, by no more than destination passing style's share, B passing it and A returning its
+# outputs (evoteam/passingstyle.py): no faster kernel.
+Side = Literal["better", "worse", "tied", "style"]
 Paired = Callable[[str, str], "Side | None"]
 START = "x0"  # what within_noise_of / worse_than name for the run's starting score
 PAIRS, INTERVALS = "paired rounds", "intervals"  # what decided a point's standing
 WITH_BASELINE = "paired rounds with the baseline"  # what decided a kernel's standing against x0, where they do
+STYLE = STYLE_NAME  # what decided that a lead found by paired rounds is no faster kernel
 BASELINE = "baseline"  # a kept compare's side that is the kit's baseline (bench.models.BASELINE_ID)
 
 
@@ -32,8 +36,17 @@ class Standing(NamedTuple):
     within_noise_of: str | None = None
     worse_than: str | None = None
     too_few_runs: bool = False
-    decided_by: Literal["paired rounds", "paired rounds with the baseline", "intervals"] | None = None
+    decided_by: Literal["paired rounds", "paired rounds with the baseline", "intervals",
+                        "destination passing style's share"] | None = None
     better_than: str | None = None
+
+
+def row_style(row: sqlite3.Row) -> str | None:
+    """"dps" or "returns" for a trajectory row's Python file (readsql.STYLE_CODE), else None."""
+    code = row["style_code"] if "style_code" in row.keys() else None
+    if code is None:
+        return None
+    return "returns" if code == "" else style_of(code)
 
 
 def _side(paired: Paired | None, ref: sqlite3.Row | None, row: sqlite3.Row) -> Side | None:
@@ -46,6 +59,8 @@ def _by_pair(side: Side | None, ref_id: str) -> Standing | None:
     """What decided paired rounds with ``ref_id`` say, None where they decide nothing."""
     if side is None:
         return None
+    if side == "style":
+        return Standing(within_noise_of=ref_id, decided_by=STYLE)
     return Standing(new_best=side == "better", within_noise_of=ref_id if side == "tied" else None,
                     worse_than=ref_id if side == "worse" else None, decided_by=PAIRS)
 
@@ -102,8 +117,18 @@ def _interval_verdict(own: stats.Estimate | None, ref: stats.Estimate | None) ->
     return INTERVALS if overlaps(own, ref) else None
 
 
+def _style_only(row: sqlite3.Row, ref: sqlite3.Row, styles: dict[str, str | None]) -> bool:
+    """Whether ``row`` passes destination style, ``ref`` returns its outputs, and the lead their
+    intervals allow at worst is no more than that style's share (report/data.py reads a version
+    gain so: the trajectory announced by intervals what run_report called a stall; review 2026-12-06)."""
+    if styles.get(row["id"]) != "dps" or styles.get(ref["id"]) != "returns" or not kernel_row(row):
+        return False
+    own, other = comparable(row), comparable(ref)
+    return own is not None and other is not None and other.hi > 0 and within_share(own.lo / other.hi)
+
+
 def _lead(row: sqlite3.Row, announced: sqlite3.Row | None, incumbent: sqlite3.Row | None, x0: float | None,
-          direction: str, paired: Paired | None) -> Standing:
+          direction: str, paired: Paired | None, styles: dict[str, str | None] | None = None) -> Standing:
     """How a candidate that took the lead stands.
 
     A new best clears the last one announced, or, once one has been, the best just before it
@@ -137,13 +162,21 @@ def _lead(row: sqlite3.Row, announced: sqlite3.Row | None, incumbent: sqlite3.Ro
             return start
         if stats.spread_unknown(own) and beyond(own.value, x0, direction):
             return Standing(too_few_runs=True)
+        if side == "style":  # short of x0, and ahead of the leader by the style's share alone
+            return Standing(within_noise_of=before["id"], decided_by=STYLE)
         if before is not None and (side == "tied" or contended_row(before) or overlaps(own, estimate_of(before))):
             return Standing(within_noise_of=before["id"],
                             decided_by=PAIRS if side == "tied" else _interval_verdict(own, estimate_of(before)))
         return _against_start(wide, x0, direction)
+    if side == "style":  # no faster kernel, however the intervals stand (mp56)
+        return Standing(within_noise_of=before["id"], decided_by=STYLE)
     if side == "better":
         return Standing(new_best=True, decided_by=PAIRS)
-    if _clears(row, announced, direction) or _clears(row, before, direction):
+    cleared = [r for r in (announced, before) if _clears(row, r, direction)]
+    if cleared:
+        style = [r for r in cleared if _style_only(row, r, styles or {})]
+        if len(style) == len(cleared):
+            return Standing(within_noise_of=style[0]["id"], decided_by=STYLE)
         return Standing(new_best=True, decided_by=INTERVALS)
     if side == "tied":
         return Standing(within_noise_of=before["id"], decided_by=PAIRS)
@@ -157,9 +190,16 @@ def _lead(row: sqlite3.Row, announced: sqlite3.Row | None, incumbent: sqlite3.Ro
 
 
 def _behind(row: sqlite3.Row, best: sqlite3.Row, paired: Paired | None, x0: float | None,
-            direction: str) -> Standing:
-    """How a candidate behind the best stands: within its noise, or told apart and worse."""
+            direction: str, announced: sqlite3.Row | None = None) -> Standing:
+    """How a candidate behind the best stands: within its noise, or told apart and worse. Where it
+    has no paired rounds with the best but some with the last announced best, which find it worse,
+    it is worse than that one: a kernel found slower side by side read "within noise" of a best
+    that took the lead later, within noise (mp58)."""
     side = _side(paired, best, row)
+    if side is None and announced is not None and _side(paired, announced, row) == "worse":
+        return Standing(worse_than=announced["id"], decided_by=PAIRS)
+    if side == "style":
+        return Standing(within_noise_of=best["id"], decided_by=STYLE)
     if side is not None:
         # Ranked below by its wider interval, yet found better side by side: said, not left blank
         # beside a version gain run_report calls significant from the same rounds (review 2026-12-04).
@@ -193,24 +233,26 @@ def _behind(row: sqlite3.Row, best: sqlite3.Row, paired: Paired | None, x0: floa
 
 
 def trajectory_points(rows: list[sqlite3.Row], direction: str, x0: float | None = None,
-                      paired: Paired | None = None) -> tuple[list[TrajectoryPoint], sqlite3.Row | None]:
+                      paired: Paired | None = None,
+                      styles: dict[str, str | None] | None = None) -> tuple[list[TrajectoryPoint], sqlite3.Row | None]:
     """The trajectory of candidate rows in creation order, and the best row: the best so far by
     `rank_score`; ``new_best`` only where the new best clears the last announced best (_lead);
     ``within_noise_of`` names the best a ranked candidate cannot be told apart from. ``paired``
     reads two candidates' kept paired rounds (knowledge/comparisons.py), where there are some."""
     best = announced = stepping = None
     points = []
+    styles = styles if styles is not None else {r["id"]: row_style(r) for r in rows}
     for r in rows:
         standing = Standing()
         if ranks(r["status"], r["score"], bool(r["verified"]), bool(r["flagged"])):
             if best is None or row_rank_key(r, direction) > row_rank_key(best, direction):
-                standing = _lead(r, announced, stepping, x0, direction, paired)
+                standing = _lead(r, announced, stepping, x0, direction, paired, styles)
                 best = r
                 announced = r if standing.new_best else announced
                 # A lead found worse than a best is no step for the next to clear (review 2026-12-04).
                 stepping = stepping if standing.worse_than else r
             else:
-                standing = _behind(r, best, paired, x0, direction)
+                standing = _behind(r, best, paired, x0, direction, announced)
         points.append(TrajectoryPoint(
             candidate_id=r["id"], at=r["created_at"], score=r["score"], score_interval=interval_of(r),
             best_so_far=best["score"] if best is not None else None,

@@ -178,7 +178,8 @@ def role_brief(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming |
     score = "\n" + score_line(run, best)
     # Models read a busy machine's score as any other (model-play 2026-12-04): one line says how not to.
     busy = (f"- A score marked `contended` (taken on a busy machine) can be off by more than its interval: call "
-            f"it better than another only once `{k('bench', 'compare')}` of the two by id says so.\n"
+            f"it better than another candidate only once `{k('bench', 'compare')}` of the two by id says so "
+            "(its `standing` says where it stands against x0).\n"
             if bench else "")
     # A kernel kit's brief carried the program kits' line too, read for nothing (mp38): said unless
     # the run's best shows a kernel kit's rounds (nothing measured yet: the kind is not known here).

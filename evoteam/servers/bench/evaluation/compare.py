@@ -49,7 +49,8 @@ from evoteam.servers.bench.formats.kits import find_kit
 from evoteam.servers.bench.models import (BASELINE_ID, ComparedSide, Comparison, Evaluation, PooledComparison, Split,
                                           WorkloadComparison)
 from evoteam.servers.bench.measurement.machine import contention_line
-from evoteam.servers.bench.measurement.method import STYLE_SHARE, TIMING_METHOD, styles_clause
+from evoteam.passingstyle import within_share
+from evoteam.servers.bench.measurement.method import TIMING_METHOD, styles_clause
 from evoteam.servers.bench.measurement.session import SideSpec
 from evoteam.servers.knowledge.comparisons import (PairedVerdict, dev_comparisons, keep_comparison, paired_verdict,
                                                    record_of)
@@ -242,8 +243,9 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
         for c in cands.values():
             scratch.remove_folder(c.folder)
     verdict = _verdict(ea, eb, est, kind)
+    ids = (a.get("candidate_id"), b.get("candidate_id"))
     if styled:
-        verdict += _styles_clause(b_in_place, est)
+        verdict = _style_lead(verdict, b_in_place, est, ids) + _styles_clause(b_in_place, est)
     if kind == "program" and est is not None:
         verdict += _settled_clause(made, scores, repeats)
         if pool_in:
@@ -260,11 +262,15 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
         # The pooling hint only where this compare was kept: beside "not kept: ... different runs" it
         # told a model to repeat a compare that could not pool (model-play mp34, 2026-12-05).
         # "still excludes no difference" read as "excludes nothing" (mp49).
-        verdict += (f"{busy}: even the wider interval leaves out {'1' if kind == 'kernel' else '0'} (no difference)"
+        # "leaves out 1 (no difference)" read as "no difference" (mp58).
+        verdict += (f"{busy}: even the wider interval leaves out {'1' if kind == 'kernel' else '0'}, so the "
+                    "difference holds"
                     if est is not None and stats.significant(est, kind) else
                     f"{busy}: its wider interval can hide a small difference"
                     + ("; compares of the same two by id pool into a narrower one, quiet ones most"
                        if "; kept in run" in kept else ""))
+    if lead and styled and pooled is not None:
+        lead = _style_lead(lead, b_in_place, stats.Estimate(pooled.b_speedup_over_a, *pooled.interval, 0), ids)
     verdict = f"{lead}; this batch alone: {verdict}{kept}" if lead else verdict + kept
     return Comparison(kit=the_kit.name, split=split, a=_brief(ea, a.get("candidate_id"), notes.get("A"), styled),
                       b=_brief(eb, b.get("candidate_id"), notes.get("B"), styled),
@@ -447,6 +453,23 @@ async def _pool_runs(settings, store: KnowledgeStore, kit, targets: dict[str, st
     return f"; runs pooled as evaluations ({', '.join(pooled)})" if pooled else ""
 
 
+def _style_lead(verdict: str, b_is_dps: bool, est: stats.Estimate | None,
+                ids: tuple[str | None, str | None] = (None, None)) -> str:
+    """A verdict that names the destination passing side faster by no more than that style's share,
+    said as no faster kernel: "B is faster: ..., significant" led a model to crown a same-work
+    rewrite by the skill's own rule, while the trajectory and run_report called it no gain (mp57).
+    Not against the baseline (``ids``): the run reads speedups over it as measured, style and all
+    (x0, the trajectory), and the clause after the verdict tells the style's share (review 2026-12-06)."""
+    if est is None or BASELINE_ID in ids:
+        return verdict
+    dps = "B" if b_is_dps else "A"
+    lo = est.lo if b_is_dps else 1 / est.hi  # the destination passing side over the other
+    if not within_share(lo) or lo <= 1.0:
+        return verdict
+    return verdict.replace(f"{dps} is faster: ", "no faster kernel shown: ", 1).replace(
+        f"significant: {dps} is faster", "significant, no faster kernel shown", 1)
+
+
 def _styles_clause(b_is_dps: bool, est: stats.Estimate | None = None) -> str:
     """Said where one side writes into the harness's output slots and the other returns its outputs;
     where the destination-passing side's lead could be that share alone, said too (a supervisor
@@ -454,8 +477,10 @@ def _styles_clause(b_is_dps: bool, est: stats.Estimate | None = None) -> str:
     dps, other = ("B", "A") if b_is_dps else ("A", "B")
     said = "; " + styles_clause(dps, other) + " (docs/bench.md)"
     if est is not None:
-        lo, hi = (est.lo, est.hi) if b_is_dps else (1 / est.hi, 1 / est.lo)  # the DPS side over the other
-        if lo <= STYLE_SHARE[1] and hi >= 1.0:
+        lo, value = (est.lo, est.value) if b_is_dps else (1 / est.hi, 1 / est.value)  # the DPS side over the other
+        # Only where it reads ahead: beside 1.00x and 0.989x, "the whole of B's lead" spoke of a lead
+        # that was not there (mp58).
+        if within_share(lo) and value > 1.0:
             said += f", so the whole of {dps}'s lead here may be that style's share, not a faster kernel"
     return said
 

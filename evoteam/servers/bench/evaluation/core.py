@@ -23,7 +23,7 @@ from evoteam.codehash import code_hash
 from evoteam.servers.bench.confinement import scratch
 from evoteam.servers.bench.formats import fib, openevolve, solutions
 from evoteam.servers.bench.measurement import copies, harness, redact
-from evoteam.servers.bench.measurement.batch import STATUS_ORDER, run_kernel_batch
+from evoteam.servers.bench.measurement.batch import BUSY_SETTLE, STATUS_ORDER, run_kernel_batch
 from evoteam.servers.bench.evaluation.candidates import (check_candidate_path, few_runs_note, pooled_lead, unrecorded,
                                                          record_measured, same_as_parent, state_paths)
 from evoteam.servers.bench.measurement.harness import WorkerFailure
@@ -37,6 +37,7 @@ from evoteam.servers.knowledge.models import CandidateCreate, WorkloadResult, no
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.measurements import candidate_estimate
 from evoteam.servers.bench.evaluation.credit import credit_documents_used as _credit_documents
+from evoteam.servers.bench.evaluation.busypairs import keep_busy_pairs
 from evoteam.servers.bench.evaluation.standing import best_before, run_standing
 
 Progress = Callable[[float, float, str], Awaitable[None]]
@@ -464,5 +465,10 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
         await _credit_documents(store, rid, saved.id, list(documents_used), result.score, parent_id,
                                 timing_method(result), result.split, result.score_interval,
                                 stats.runs_of(result.samples) if result.samples else 1, bool(result.contended))
+    if result.contended and saved.verified and result.status == "PASSED" and result.split == "dev" and \
+            await keep_busy_pairs(store, kit, rid, saved.id, result) and result.message:
+        result.message = result.message.replace(BUSY_SETTLE, f"these rounds, kept in {rid}, do: no compare needed; "
+                                                "`standing` says where it stands")
     if standing:  # last: it reads the run as this record left it
         result.standing = await run_standing(store, saved, kit.manifest.kind, prior_best=prior_best)
+

@@ -13,8 +13,9 @@ from __future__ import annotations
 import logging
 
 from evoteam import stats
+from evoteam.passingstyle import share_text, style_of
 from evoteam.servers.knowledge.models import Candidate, Trajectory, TrajectoryPoint
-from evoteam.servers.knowledge.standing import PAIRS, WITH_BASELINE
+from evoteam.servers.knowledge.standing import PAIRS, STYLE, WITH_BASELINE
 from evoteam.servers.knowledge.store import KnowledgeStore
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,23 @@ async def run_standing(store: KnowledgeStore, saved: Candidate, kind: str, again
         now = f"the run's best is now {_described(best, unit)}" if best else "the run has no ranked candidate now"
         return f"no longer ranked: a measurement of its code {why}, and the candidate is every measurement of it; {now}"
     again = saved.n_measurements > 1 if again is None else again
-    return standing_line(trajectory, saved.id, unit, again=again, prior_best=prior_best, compared_with=compared_with)
+    return standing_line(trajectory, saved.id, unit, again=again, prior_best=prior_best, compared_with=compared_with,
+                         styles=await _styles(store, saved, trajectory))
+
+
+async def _styles(store: KnowledgeStore, saved: Candidate, trajectory: Trajectory) -> dict[str, str | None]:
+    """The output styles of ``saved`` and of the best it is within noise of, where ``saved`` passes
+    destination style (the only case a line says anything of them)."""
+    if style_of(saved.code) != "dps":
+        return {}
+    point = next((p for p in trajectory.points if p.candidate_id == saved.id), None)
+    other = point.within_noise_of if point is not None else None
+    if not other or other == "x0":
+        return {}
+    try:
+        return {saved.id: "dps", other: style_of((await store.get_candidate(other)).code)}
+    except Exception:  # noqa: BLE001 - a read that fails costs the clause, never the line
+        return {}
 
 
 async def best_before(store: KnowledgeStore, run_id: str) -> str | None:
@@ -72,12 +89,16 @@ def _described(point: TrajectoryPoint, unit: str) -> str:
 
 
 def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", again: bool = False,
-                  prior_best: str | None = None, compared_with: str | None = None) -> str | None:
+                  prior_best: str | None = None, compared_with: str | None = None,
+                  styles: dict[str, str | None] | None = None) -> str | None:
     """The trajectory's verdict on ``candidate_id`` while the best it was judged against is still the
     run's best; else (measured again after others took the lead) the best, to compare by id.
     ``again``: the candidate was measured before, so a lead of its point (judged in creation
     order) may be over candidates made after it: one that took the lead from ``prior_best`` says
-    so rather than repeat a verdict on what came before it."""
+    so rather than repeat a verdict on what came before it. ``styles``: candidates' output styles
+    where known (a lead of destination passing style over a returning best needs more than that
+    style's share, which a line promising "progress once their paired rounds find it better" left
+    out; mp57)."""
     points = {p.candidate_id: p for p in trajectory.points}
     point = points.get(candidate_id)
     if point is None:
@@ -89,13 +110,15 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
     if prior_best == candidate_id != best_id:  # it led before this measurement (review 2026-12-06)
         head = f"no longer the run's best: {best_text} now leads"
         if point.best_so_far_id == best_id:
-            return f"{head}; {_behind(point, best_text).removeprefix('not a new best: ')}"
-        return head + _apart(compared_with, best_id)
+            return f"{head}; {_behind(point, best_text, best_id=best_id).removeprefix('not a new best: ')}"
+        return head + _apart(compared_with, candidate_id, best_id)
     if point.best_so_far_id != best_id:  # its point was judged against an earlier best
         if best.worse_than == candidate_id:  # the best's own point: worse, side by side
             return (f"ranks behind the run's best {best_text} by its wider interval, though their paired rounds "
-                    "find it better: bench.remeasure the two")
-        return f"not the run's best: that is {best_text}" + _apart(compared_with, best_id)
+                    f"find it better: {_remeasure(candidate_id, best_id)}")
+        before = trajectory.points[:trajectory.points.index(best)]
+        return f"not the run's best: that is {best_text}" + (_paired_already(best, candidate_id, before)
+                                                              or _apart(compared_with, candidate_id, best_id))
     index = trajectory.points.index(point)
     first = not any(p.new_best for p in trajectory.points[:index])
     # Busy: a gain of 2.3x read "within noise" by intervals widened 3x each way, unsaid (mp49).
@@ -106,11 +129,11 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
         # Its point is judged against what came before it; the best it passed may be newer (review 2026-12-06).
         worse = f"; it is worse than {X0}" if point.worse_than == "x0" else ""
         return (f"now leads the run's ranking, ahead of {prior_best}, the best before this measurement{worse}"
-                + _apart(compared_with, prior_best))
+                + _apart(compared_with, candidate_id, prior_best))
     if best_id == candidate_id:
         return _lead(point, first, again, _earlier(trajectory.points[:index]), busy,
-                     announced=other is not None and other.new_best)
-    return _behind(point, best_text, busy)
+                     announced=other is not None and other.new_best, styles=styles or {})
+    return _behind(point, best_text, busy, best_id)
 
 
 def _earlier(before: list[TrajectoryPoint]) -> str:
@@ -121,11 +144,51 @@ def _earlier(before: list[TrajectoryPoint]) -> str:
     return " or ".join(dict.fromkeys(i for i in (last_new, leader) if i))
 
 
-def _apart(compared_with: str | None, other: str) -> str:
-    """How to tell it from ``other``: never another compare of the two a compare's reply is about."""
+def _paired_already(best: TrajectoryPoint, own: str, before: list[TrajectoryPoint]) -> str:
+    """What the best's own point says of ``own`` where their paired rounds decided it, else "": a
+    measurement of a code compared with the best before was told to compare the two (mp56)."""
+    if best.decided_by == STYLE and best.within_noise_of == own:
+        return ", faster than it side by side by no more than destination passing style's share (no faster kernel)"
+    if best.decided_by == PAIRS and best.within_noise_of == own:
+        return "; " + NO_DIFFERENCE
+    if best.decided_by == PAIRS and best.new_best and own in _earlier(before).split(" or "):
+        return ", found better than it by their paired rounds"
+    return ""
+
+
+def _apart(compared_with: str | None, own: str, other: str) -> str:
+    """How to tell ``own`` from ``other``: never another compare of the two a compare's reply is about."""
     if compared_with == other:
         return "; the verdict above is what their paired rounds say (the ranking reads each interval's pessimistic end)"
-    return "; bench.compare the two by id to tell them apart (the ranking reads each interval's pessimistic end)"
+    return f"; {_compare(own, other)} to tell them apart (the ranking reads each interval's pessimistic end)"
+
+
+def _compare(own: str, other: str) -> str:
+    """The compare that tells two candidates apart, both named: after a compare of A and B, "the two"
+    in B's standing meant B and the run's best and read as A and B (mp55)."""
+    return f"bench.compare {own} and {other} by id"
+
+
+def _beyond_share(point: TrajectoryPoint, styles: dict[str, str | None] | None) -> str:
+    """Said where ``point`` passes destination style and the best it must beat returns its outputs."""
+    other = point.within_noise_of
+    if not styles or styles.get(point.candidate_id) != "dps" or styles.get(other or "") != "returns":
+        return ""
+    return (f" by more than destination passing style's share ({point.candidate_id} writes into outputs it is "
+            f"given, {other} returns its own: {share_text()})")
+
+
+def _style_share(own: str, other: str) -> str:
+    """A lead that is no more than destination passing style's share (evoteam/passingstyle.py): the
+    trajectory announced a same-work rewrite into that style as a new best while run_report called
+    its version a stall (mp56)."""
+    return (f"their paired rounds find it faster than {other} by no more than destination passing style's share "
+            f"({own} writes into outputs it is given, {other} returns its own: {share_text()}), so no faster "
+            "kernel is shown; a lead over a best of its own style shows one")
+
+
+def _remeasure(own: str, best: str) -> str:
+    return f"bench.remeasure with candidate_ids [{best}, {own}]"
 
 
 def _how(point: TrajectoryPoint) -> str:
@@ -143,7 +206,7 @@ BUSY = " (measured on a busy machine: its interval counts widened 3x each way)"
 
 
 def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", busy: str = "",
-          announced: bool = True) -> str:
+          announced: bool = True, styles: dict[str, str | None] | None = None) -> str:
     """A candidate that leads the run's ranking: announced as a new best only where its point is.
     ``earlier``: the ids a new best clears (_earlier); ``busy``: said where a busy measurement's
     widened interval is why it is within noise; ``announced``: whether the one it is within noise
@@ -171,9 +234,12 @@ def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", b
                     f"{X0} (bench.compare with repeats above its default, 3, resolves a smaller one)")
         return (f"leads the run's ranking but is not a new best: within noise of {X0}{how}{busy} (bench.compare it "
                 "with a_candidate_id \"baseline\" to tell them apart)")
+    if point.decided_by == STYLE:
+        return f"leads the run's ranking but is not a new best: {_style_share(point.candidate_id, point.within_noise_of)}"
     if point.within_noise_of:  # the last new best, which a lead must clear: not the one it passed (mp47)
         then = (NO_DIFFERENCE.removeprefix("their paired rounds find no difference: ") if point.decided_by == PAIRS
-                else "it is progress only once their paired rounds find it better (bench.compare the two by id)")
+                else f"it is progress only once their paired rounds find it better{_beyond_share(point, styles)} "
+                f"({_compare(point.candidate_id, point.within_noise_of)})")
         which = "the last new best" if announced else "the leader before it (none is announced past x0 yet)"
         return (f"leads the run's ranking (by its interval's pessimistic end) but is not a new best: within noise "
                 f"of {point.within_noise_of}, {which}{how}{busy}; {then}")
@@ -183,23 +249,26 @@ def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", b
     return "leads the run's ranking"
 
 
-def _behind(point: TrajectoryPoint, best_text: str, busy: str = "") -> str:
-    """A candidate behind the run's best, which it was judged against."""
+def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str = "") -> str:
+    """A candidate behind the run's best (``best_id``), which it was judged against."""
     how = _how(point)
     if point.better_than:
         return (f"ranks behind the run's best {best_text} by its wider interval, though their paired rounds "
-                "find it better: bench.remeasure the two")
+                f"find it better: {_remeasure(point.candidate_id, best_id)}")
     if point.worse_than:
-        target = X0 if point.worse_than == "x0" else f"the run's best {best_text}"
+        target = X0 if point.worse_than == "x0" else f"the run's best {best_text}" if point.worse_than == best_id \
+            or not best_id else f"{point.worse_than}, the last new best, which the run's best {best_text} ranks above"
         return f"not a new best: worse than {target}{how}"
     if point.within_noise_of == "x0":
         return f"not a new best: within noise of {X0}{how}{busy}"
+    if point.decided_by == STYLE:
+        return f"not a new best: {_style_share(point.candidate_id, point.within_noise_of)}"
     # "Within noise" read as "as good as the best" beside a compare that found it slower (mp46).
     if point.within_noise_of:
         if point.decided_by == PAIRS:
             return f"not a new best: within noise of the run's best {best_text}; {NO_DIFFERENCE}"
-        return (f"not a new best: within noise of the run's best {best_text}{how}{busy}; bench.compare the two by "
-                "id to tell them apart")
+        return (f"not a new best: within noise of the run's best {best_text}{how}{busy}; "
+                f"{_compare(point.candidate_id, best_id or point.within_noise_of)} to tell them apart")
     if point.too_few_runs:  # which of the two lacks an interval: the best's read "(no interval)" (mp47)
         who = (f"this one is from {point.runs} run{'s' if point.runs != 1 else ''}, too few for a 95% interval"
                if point.runs else "the best is from too few runs for a 95% interval")

@@ -12,7 +12,6 @@ without a CUDA GPU fails with a plain "needs CUDA".
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import os
@@ -72,6 +71,7 @@ def from_candidate(code: str, *, definition: str, name: str, author: str, entry:
     else a Python solution with the candidate's file as ``main.py``."""
     from pydantic import ValidationError
 
+    from evoteam.passingstyle import declares_dps
     from evoteam.servers.bench.models import Solution
 
     text = code.lstrip()
@@ -85,19 +85,6 @@ def from_candidate(code: str, *, definition: str, name: str, author: str, entry:
         "language": "python", "target_hardware": ["cuda" if device.startswith("cuda") else "cpu"],
         "entry_point": f"main.py::{entry}", "destination_passing_style": declares_dps(code)},
         sources=[{"path": "main.py", "content": code}])
-
-
-def declares_dps(code: str) -> bool:
-    """Whether a candidate file sets DESTINATION_PASSING_STYLE = True at module level (read, not run)."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return False
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "DESTINATION_PASSING_STYLE"
-                                                for t in node.targets):
-            return isinstance(node.value, ast.Constant) and bool(node.value.value)
-    return False
 
 
 # ---------------------------------------------------------------- worker side

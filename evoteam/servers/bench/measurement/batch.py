@@ -37,7 +37,7 @@ from evoteam.servers.bench.measurement.sides import BASELINE, CANDIDATE
 Progress = Callable[[float, float, str], Awaitable[None]]
 # What a candidate writing into given outputs is told against a baseline that returns its own.
 # ("... alone was 1.08-1.13x of this speedup on its own" said it twice; mp49.)
-IN_PLACE_CLAUSE = styles_clause("the candidate", "the baseline") + " of this speedup"
+IN_PLACE_CLAUSE = styles_clause("the candidate", "the baseline", " of this speedup")
 STATUS_ORDER = ["COMPILE_ERROR", "TIMEOUT", "RUNTIME_ERROR", "INCORRECT_SHAPE", "INCORRECT_DTYPE",
                 "INCORRECT_NUMERICAL", "PASSED"]
 
@@ -356,11 +356,15 @@ async def _correctness(session: KernelSession, spec: WorkloadSpec, problem: str 
         raise DomainError(f"kit is broken: {exc}") from None
 
 
-def _against_baseline(est: stats.Estimate, busy: bool = False, unresolved: bool = False) -> str:
+def _against_baseline(est: stats.Estimate, busy: bool = False, unresolved: bool = False, copies: bool = False) -> str:
     """The verdict a speedup's interval gives, in words: a model read "1.02× (0.912–1.15)" as a gain.
     On a busy machine it also says how the store reads the score against x0 (stats.load_widened):
     a 2.6x "beyond noise" here sat "within noise of x0" in the trajectory (mp44), and said alone,
-    the widened reading was taken for a verdict on the paired rounds (mp45)."""
+    the widened reading was taken for a verdict on the paired rounds (mp45). The rounds are kept in
+    the run (evaluation/core.py): sent to compare with the baseline for rounds of the same kind, a
+    model read a contradiction (mp56): record_evaluation says so where it keeps them. ``copies``:
+    each side in several processes, whose rounds are not kept (their interval holds the processes'
+    spread, which rounds alone do not)."""
     if est.coverage == 0:
         return "one round: no verdict against the baseline (evaluate with repeats for an interval)"
     short = f" (a {est.coverage:.0%} interval: few rounds)" if est.coverage < stats.CONFIDENCE - 1e-9 else ""
@@ -379,11 +383,13 @@ def _against_baseline(est: stats.Estimate, busy: bool = False, unresolved: bool 
         return said + " even widened for the load" + short
     return (said + " in these paired rounds" + short + "; the run reads a busy score against x0 widened for the "
             f"load (low /{stats.BUSY_SPREAD:g}, high x{stats.BUSY_SPREAD:g}: {stats.sig3(lo)}–{stats.sig3(hi)}), "
-            f"which holds 1: where x0 is 1 it counts {'past' if est.lo > 1 else 'as below'} it once paired rounds "
-            "with the baseline say so (bench.compare it by id with a_candidate_id \"baseline\"; a quiet evaluation "
-            "pools with these busy rounds)")
+            f"which holds 1; where x0 is 1 paired rounds with the baseline place it ({BUSY_SETTLE}"
+            + ("; rounds in copies are not kept)" if copies else ")"))
 
 
+# What settles a busy kernel against x0, as evaluate's message names it; where the evaluation's own
+# rounds were kept in its run and decide, record_evaluation says so instead (evaluation/core.py).
+BUSY_SETTLE = "bench.compare it by id with a_candidate_id \"baseline\""
 MS_CLAUSE = "baseline_ms / candidate_ms is"  # how _ms_apart's clause reads (compare leaves it out)
 
 
@@ -466,10 +472,12 @@ def _evaluation(kit: Kit, split: Split, outcomes: list[WorkloadOutcome], verdict
         # a model reads (model-play 2026-12-05).
         k = metrics.get("processes_per_side", 1)
         unresolved = any(o.message and timing.UNRESOLVED in o.message for o in outcomes)
-        busy = bool((metrics.get("contention") or {}).get("contended"))
+        # A held-out record is placed against nothing: its busy reading against x0 sent a model to a
+        # dev-split compare that refused it (mp58); its contention line says what to do instead.
+        busy = bool((metrics.get("contention") or {}).get("contended")) and split == "dev"
         each = f", each side in {k} processes" if k > 1 else ""
         message = (f"all {passed} workloads correct; geomean speedup {stats.describe(est, '×')} over {baseline_label}"
-                   f"{each}: {_against_baseline(est, busy, unresolved)}")
+                   f"{each}: {_against_baseline(est, busy, unresolved, copies=k > 1)}")
     else:
         message = None
     apart = _ms_apart(outcomes) if est is not None else None

@@ -31,6 +31,8 @@ from evoteam.servers.bench.measurement.method import TIMING_METHOD
 MAX_FLOOR_RATIO = 2.0  # the call path's median floor this evaluation over the kit's best median here
 MAX_STEAL = 0.05  # share of CPU time stolen by the hypervisor
 MAX_LOAD_PER_CORE = 1.0  # runnable processes per usable core (1-minute load average)
+# How to tell a quieter machine: "when the machine is quieter" left a model nothing to check (mp57).
+QUIET_WHEN = "(quiet: a 1-minute load average below one per core, as `uptime` shows, with no other job running)"
 RECENT_FLOORS = 20  # the kit's best floor is the lowest of its last this many evaluations
 
 
@@ -247,8 +249,8 @@ def contention_line(c: dict, split: str = "dev") -> str | None:
     if split == "heldout":
         # Still the one held-out check: the same candidate's rounds pool into this record (mp40
         # read "again" against the skill's "once").
-        return what + ("; evaluate the same candidate on the held-out split again when the machine is quiet: its "
-                       "rounds pool into this record")
+        return what + (f"; evaluate the same candidate on the held-out split again when the machine is quiet "
+                       f"{QUIET_WHEN}: its rounds pool into this record")
     # Said of any score: the hint once read as a new best in the making beside a copy of the
     # baseline at 1.07x under a best of 3.6x (model-play 2026-12-04).
     # A run's first score has no best to compare with: its mark is the starting score x0 (mp26).

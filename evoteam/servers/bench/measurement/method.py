@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from evoteam.passingstyle import STYLE_SHARE, share_text
+
 if TYPE_CHECKING:
     from evoteam.servers.bench.formats.kit import Kit
 
@@ -32,19 +34,16 @@ def timing_method(kit: Kit) -> str:
             "their own; caches are warm, but inputs are written from another CPU. Timed: the call as the harness "
             "sees it (less the worker's waits for a CPU, where it has a cgroup), less the call path (median of each round's "
             "fastest empty call); a candidate in destination passing style gets its outputs allocated outside the "
-            "clock, a returning one inside it (~1.1x apart if memory-bound). Per round each side's fastest call; "
+            f"clock, a returning one inside it (up to {STYLE_SHARE[1]:.1f}x apart, memory-bound). Per round each "
+            "side's fastest call; "
             "a time below the path's spread counts at that spread and the intervals cover it. Speedup: the median of the rounds' paired ratios "
             "(95% order-statistic interval); score: the geometric mean of the workloads' speedups (bootstrap interval).")
 
 
-STYLE_SHARE = (1.08, 1.13)  # destination passing over returning, the same arithmetic, memory-bound (docs/bench.md)
-
-
-def styles_clause(dps: str, other: str) -> str:
+def styles_clause(dps: str, other: str, of: str = "") -> str:
     """Said where one side writes into output slots allocated outside the clock (destination
     passing) and the other allocates the outputs it returns inside it: "B is faster, 1.15x" of
     the same arithmetic read as a faster kernel (mp37), and a candidate's evaluation read as a
     fusion's win what was its style's (mp41)."""
     return (f"{dps} writes its outputs into slots allocated outside the clock (destination passing), {other} "
-            f"allocates the ones it returns inside it: on a memory-bound kernel that alone was "
-            f"{STYLE_SHARE[0]:.2f}-{STYLE_SHARE[1]:.2f}x")
+            f"allocates the ones it returns inside it: that alone was {share_text(of)}")
