@@ -47,9 +47,11 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.
 # Ways code reads a function's local names at run time: where the module spells any of them, as a
 # name or an attribute, names are kept as written (a renamed copy that failed through one pooled into,
 # and failed, the run's passing best; review 2026-12-06).
-_READS_NAMES = {"locals", "vars", "eval", "exec", "globals", "dir", "f_locals", "f_back", "f_globals", "_getframe",
-                "currentframe", "getframeinfo", "stack", "co_varnames", "__dict__", "builtins", "__builtins__",
-                "inspect", "getattr", "__import__", "compile", "__code__"}
+_READS_NAMES = {"locals", "vars", "eval", "exec", "globals", "dir", "builtins", "__builtins__", "inspect", "getattr",
+                "__import__", "compile"}
+# ...and as attributes (frames, code objects), which np.stack, re.compile or model.eval() are not.
+_READS_ATTRIBUTES = {"f_locals", "f_back", "f_globals", "_getframe", "currentframe", "getframeinfo", "co_varnames",
+                     "__dict__", "__code__"}
 
 
 def _parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.arg]:
@@ -79,8 +81,11 @@ def _bound(node: ast.AST) -> str | None:
 def _reads_names(tree: ast.Module) -> bool:
     """Whether the module spells any way of reading local names at run time (_READS_NAMES)."""
     return any((isinstance(n, ast.Name) and n.id in _READS_NAMES) or
-               (isinstance(n, ast.Attribute) and n.attr in _READS_NAMES) or
-               (isinstance(n, ast.alias) and (n.asname or n.name).split(".")[-1] in _READS_NAMES)
+               (isinstance(n, ast.Attribute) and n.attr in _READS_ATTRIBUTES) or
+               # `from builtins import locals as L`: the name imported, whatever it is bound to
+               (isinstance(n, ast.alias) and ({n.name.split(".")[0], n.name.split(".")[-1], n.asname} &
+                                              (_READS_NAMES | _READS_ATTRIBUTES))) or
+               (isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] in {"builtins", "inspect", "sys"})
                for n in ast.walk(tree))
 
 

@@ -6,11 +6,11 @@ its outputs allocates them inside it. On a memory-bound kernel the same arithmet
 faster in DPS through the bench, the more the shorter its call: 1.02-1.19x over rmsnorm_cpu's
 workloads (geometric mean), 1.20-1.29x on its calls of 0.3-0.4 ms, about 1.0x on those of 2 ms
 (docs/bench.md, *Outputs given or allocated*; 1.08-1.13x was a dev-workload mean, and a rewrite
-read 1.16x (1.12-1.21) on held-out shapes, mp56). A lead of a DPS candidate
-over a returning one within that share is not a faster kernel, and every reading of a lead says
-so alike: run_report's version gain, remeasure's better_than_top, and the trajectory's new best
-(which announced a same-work rewrite into DPS as the run's new best while run_report called it a
-stall; mp56). Read from the source, never run: the store and the report use it too.
+read 1.16x (1.12-1.21) on held-out shapes, mp56). A lead of a DPS candidate over a returning one
+within that share is not a faster kernel, and every reading of a lead says so alike: run_report's
+version gain, remeasure's better_than_top and note, compare's verdict, and the trajectory's new
+best (which announced a same-work rewrite into DPS as the run's new best while run_report called
+it a stall; mp56). Read from the source, never run: the store and the report use it too.
 """
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ import json
 
 STYLE_SHARE = (1.02, 1.30)  # destination passing over returning, the same arithmetic, memory-bound (docs/bench.md)
 STYLE_NAME = "destination passing style's share"  # what decided a lead that is no more than it
-
-
 FLAG = "DESTINATION_PASSING_STYLE"
 
 

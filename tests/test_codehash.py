@@ -167,6 +167,8 @@ def test_what_the_names_change_still_counts(old, new):
     "import sys\n\ndef run(x, w):\n    y = x\n    return sys._getframe().f_locals['y'] * w\n",
     "import builtins\n\ndef run(x, w):\n    y = x\n    return getattr(builtins, 'ev' + 'al')('y') * w\n",
     "L = locals\n\ndef run(x, w):\n    y = x\n    return L()['y'] * w\n",
+    "from builtins import locals as L\n\ndef run(x, w):\n    y = x\n    return max(L())\n",  # no string to see
+    "from sys import _getframe as here\n\ndef run(x, w):\n    y = x\n    return here().f_locals['y'] * w\n",
 ])
 def test_code_that_reads_its_local_names_keeps_them(code):
     """Its copy with the local renamed and the text that names it left as it was fails where the
@@ -177,3 +179,11 @@ def test_code_that_reads_its_local_names_keeps_them(code):
     # The same module with a plain kernel: renamed alike, one code (the rule still applies elsewhere).
     plain = "def run(x, w):\n    y = x\n    return y * w\n"
     assert code_hash(plain.replace("y", "z")) == code_hash(plain)
+
+
+def test_common_library_calls_do_not_keep_the_names():
+    """np.stack, re.compile or model.eval() read no local names: a kernel using them still has its
+    locals' names read as their places (an attribute list once matched them; review 2026-12-06)."""
+    code = ("import re\nimport numpy as np\n\nPATTERN = re.compile('a')\n\n\ndef run(x, model):\n"
+            "    parts = np.stack((x, x))\n    model.eval()\n    return parts\n")
+    assert code_hash(code.replace("parts", "both")) == code_hash(code)

@@ -165,3 +165,38 @@ def test_a_kernel_found_slower_than_the_last_new_best_stays_so_when_a_tie_takes_
     line = standing_line(run, "c3", "×")
     assert line.startswith("not a new best: worse than c1, the last new best, which the run's best c2 at 3.05× "
                            "(2.95–3.15) ranks above (by their paired rounds)"), line
+
+
+DPS_CODE = "DESTINATION_PASSING_STYLE = True\n\ndef run(x, out):\n    out[:] = x\n"
+
+
+def _kernel(i: int, score: float, lo: float, hi: float, dps: bool, busy: int = 0) -> dict:
+    """A kernel kit's row (timed rounds) in destination passing style or returning its outputs."""
+    return dict(_row(i, score, lo, hi, busy=busy), kernel_rounds=1, style_code=DPS_CODE if dps else "")
+
+
+def test_a_busy_kernel_far_ahead_is_no_styles_share():
+    """A busy destination-passing 5x over a quiet returning 1.5x read as the style's share alone,
+    its interval widened for the load (review 2026-12-06): the share is read as measured."""
+    rows = [_kernel(1, 1.5, 1.45, 1.55, dps=False), _kernel(2, 5.0, 4.9, 5.1, dps=True, busy=1)]
+    points, _ = trajectory_points(rows, "maximize", 1.0)
+    assert points[1].new_best and points[1].decided_by == "intervals", points[1]
+
+
+def test_a_leader_by_the_styles_share_alone_does_not_hide_a_later_step():
+    """B (destination passing) leads A (returning) by the style's share alone; C, returning, found
+    better than A side by side, ranks below B and read "worse than the run's best B" (review
+    2026-12-06). Behind a leader that is no faster kernel, C is the new best; the best stays B's by rank."""
+    rows = [_kernel(1, 1.5, 1.45, 1.55, dps=False), _kernel(2, 1.8, 1.75, 1.85, dps=True),
+            _kernel(3, 1.70, 1.68, 1.72, dps=False)]
+    points, best = trajectory_points(rows, "maximize", 1.0, lambda a, b: "better" if (a, b) == ("c1", "c3") else None)
+    by = {p.candidate_id: (p.new_best, p.within_noise_of, p.decided_by) for p in points}
+    assert by["c2"] == (False, "c1", "destination passing style's share"), by
+    assert by["c3"] == (True, None, "paired rounds") and best["id"] == "c2", by
+    from evoteam.servers.bench.evaluation.standing import standing_line
+    from evoteam.servers.knowledge.models import Trajectory
+
+    run = Trajectory(run_id="r", direction="maximize", points=points, best_score=1.8, ndg=None)
+    line = standing_line(run, "c3", "×")
+    assert line.startswith("new best of the run: beyond noise of the last new best (by their paired rounds); the run's "
+                           "best c2 at 1.80× (1.75–1.85) ranks above it by destination passing style's share alone"), line

@@ -60,14 +60,14 @@ async def test_a_lead_within_the_styles_share_is_no_new_best(store, verifier):
     assert points[rewrite].decided_by == STYLE == "destination passing style's share"
     trajectory = await store.trajectory(run.id)
     line = standing_line(trajectory, rewrite, "×")
-    assert line.startswith("leads the run's ranking but is not a new best: their paired rounds find it faster than "
-                           f"{top} by no more than destination passing style's share"), line
+    assert line.startswith(f"leads the run's ranking but is not a new best: it is ahead of {top} by no more than "
+                           "destination passing style's share"), line
     # No advice that the tools could not follow up: a compare with some third candidate decides nothing here.
     assert line.endswith("so no faster kernel is shown; a lead over a best of its own style shows one"), line
     # The one it passed, measured again: no advice to compare what was compared (mp56).
     again = standing_line(trajectory, top, "×")
     assert again.startswith(f"not the run's best: that is {rewrite}") and "bench.compare" not in again, again
-    assert "by no more than destination passing style's share (no faster kernel)" in again, again
+    assert "ahead of it by no more than destination passing style's share (no faster kernel)" in again, again
 
     # Beyond the share, a rewrite in that style is a faster kernel, and announced.
     faster = await _record(verifier, run.id, DPS_FASTER, 4.5, 3)

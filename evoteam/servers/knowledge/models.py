@@ -441,7 +441,7 @@ class TrajectoryPoint(BaseModel):
         default=None, description="what decided new_best, within_noise_of or worse_than: the two candidates' kept "
         "paired rounds (bench.compare by id, bench.remeasure; pooled), against x0 a kernel's with the baseline "
         "(bench.compare with a_candidate_id \"baseline\"), or their separate intervals; \"destination passing "
-        "style's share\": faster side by side than a best returning its outputs by no more than that style's share, "
+        "style's share\": ahead of a best returning its outputs, by either, by no more than that style's share: "
         "no faster kernel; none beside within_noise_of: apart, but measured on a busy machine")
     too_few_runs: bool | None = Field(default=None, description="it leads but does not clear the last new best "
                                       "(none yet: the starting score x0), or trails the best with a different "

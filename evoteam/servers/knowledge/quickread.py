@@ -28,11 +28,11 @@ from evoteam.configsource import is_store_url
 from evoteam.servers.knowledge import readsql
 
 # The schema version of every component this evoteam writes (db.py's registered migrations).
-# tests/knowledge/test_quickread.py keeps it equal to the registry; a file at other versions
+# tests/test_cli_quick.py keeps it equal to the registry; a file at other versions
 # takes the normal path, so a stale entry costs speed, never a wrong answer.
 SCHEMA_VERSIONS = {
     "knowledge": 1, "knowledge.counters": 1, "knowledge.idempotency": 2, "knowledge.lineage": 1,
-    "knowledge.measurements": 7, "knowledge.search": 2, "knowledge.sessions": 1, "knowledge.verified": 3,
+    "knowledge.measurements": 8, "knowledge.search": 2, "knowledge.sessions": 1, "knowledge.verified": 3,
     "retrieval": 1, "retrieval.search": 1, "team": 1,
 }
 

@@ -123,7 +123,8 @@ def _style_only(row: sqlite3.Row, ref: sqlite3.Row, styles: dict[str, str | None
     gain so: the trajectory announced by intervals what run_report called a stall; review 2026-12-06)."""
     if styles.get(row["id"]) != "dps" or styles.get(ref["id"]) != "returns" or not kernel_row(row):
         return False
-    own, other = comparable(row), comparable(ref)
+    # As measured, not widened for load: a busy 5x over a quiet 1.5x read as the style's share (review).
+    own, other = estimate_of(row), estimate_of(ref)
     return own is not None and other is not None and other.hi > 0 and within_share(own.lo / other.hi)
 
 
@@ -240,6 +241,7 @@ def trajectory_points(rows: list[sqlite3.Row], direction: str, x0: float | None 
     ``within_noise_of`` names the best a ranked candidate cannot be told apart from. ``paired``
     reads two candidates' kept paired rounds (knowledge/comparisons.py), where there are some."""
     best = announced = stepping = None
+    style_leader = False  # the best leads by destination passing style's share alone: no faster kernel
     points = []
     styles = styles if styles is not None else {r["id"]: row_style(r) for r in rows}
     for r in rows:
@@ -247,12 +249,19 @@ def trajectory_points(rows: list[sqlite3.Row], direction: str, x0: float | None 
         if ranks(r["status"], r["score"], bool(r["verified"]), bool(r["flagged"])):
             if best is None or row_rank_key(r, direction) > row_rank_key(best, direction):
                 standing = _lead(r, announced, stepping, x0, direction, paired, styles)
-                best = r
+                best, style_leader = r, standing.decided_by == STYLE
                 announced = r if standing.new_best else announced
                 # A lead found worse than a best is no step for the next to clear (review 2026-12-04).
                 stepping = stepping if standing.worse_than else r
             else:
-                standing = _behind(r, best, paired, x0, direction, announced)
+                # Behind a leader that is no faster kernel, a step past the last announced best is one
+                # (a returning kernel found better than it side by side read "worse than the run's best"; review).
+                step = _lead(r, announced, announced, x0, direction, paired, styles) \
+                    if style_leader and announced is not None else None
+                if step is not None and step.new_best:
+                    standing, announced = step, r
+                else:
+                    standing = _behind(r, best, paired, x0, direction, announced)
         points.append(TrajectoryPoint(
             candidate_id=r["id"], at=r["created_at"], score=r["score"], score_interval=interval_of(r),
             best_so_far=best["score"] if best is not None else None,

@@ -148,7 +148,7 @@ def _paired_already(best: TrajectoryPoint, own: str, before: list[TrajectoryPoin
     """What the best's own point says of ``own`` where their paired rounds decided it, else "": a
     measurement of a code compared with the best before was told to compare the two (mp56)."""
     if best.decided_by == STYLE and best.within_noise_of == own:
-        return ", faster than it side by side by no more than destination passing style's share (no faster kernel)"
+        return ", ahead of it by no more than destination passing style's share (no faster kernel)"
     if best.decided_by == PAIRS and best.within_noise_of == own:
         return "; " + NO_DIFFERENCE
     if best.decided_by == PAIRS and best.new_best and own in _earlier(before).split(" or "):
@@ -181,10 +181,10 @@ def _beyond_share(point: TrajectoryPoint, styles: dict[str, str | None] | None) 
 def _style_share(own: str, other: str) -> str:
     """A lead that is no more than destination passing style's share (evoteam/passingstyle.py): the
     trajectory announced a same-work rewrite into that style as a new best while run_report called
-    its version a stall (mp56)."""
-    return (f"their paired rounds find it faster than {other} by no more than destination passing style's share "
-            f"({own} writes into outputs it is given, {other} returns its own: {share_text()}), so no faster "
-            "kernel is shown; a lead over a best of its own style shows one")
+    its version a stall (mp56). Decided by paired rounds or by intervals: said as neither (review)."""
+    return (f"it is ahead of {other} by no more than destination passing style's share ({own} writes into outputs "
+            f"it is given, {other} returns its own: {share_text()}), so no faster kernel is shown; a lead over a "
+            "best of its own style shows one")
 
 
 def _remeasure(own: str, best: str) -> str:
@@ -252,6 +252,9 @@ def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", b
 def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str = "") -> str:
     """A candidate behind the run's best (``best_id``), which it was judged against."""
     how = _how(point)
+    if point.new_best:  # past the last new best, behind a leader ahead by the style's share alone
+        return (f"new best of the run: beyond noise of the last new best{how}; the run's best {best_text} ranks "
+                "above it by destination passing style's share alone, no faster kernel")
     if point.better_than:
         return (f"ranks behind the run's best {best_text} by its wider interval, though their paired rounds "
                 f"find it better: {_remeasure(point.candidate_id, best_id)}")
