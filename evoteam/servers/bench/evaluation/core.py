@@ -471,4 +471,3 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
                                                 "`standing` says where it stands")
     if standing:  # last: it reads the run as this record left it
         result.standing = await run_standing(store, saved, kit.manifest.kind, prior_best=prior_best)
-
