@@ -69,9 +69,15 @@ def style_of(code: str | None) -> str | None:
     return None if flag is None else "dps" if flag else "returns"
 
 
+def passes_over_returns(own_style: str | None, other_style: str | None) -> bool:
+    """Whether ``own_style`` is destination passing and ``other_style`` returns (style_of's words):
+    the one pair of styles whose lead may be the style's share alone."""
+    return own_style == "dps" and other_style == "returns"
+
+
 def dps_over_returning(own_code: str | None, other_code: str | None) -> bool:
     """Whether ``own_code`` passes destination style and ``other_code`` returns its outputs."""
-    return style_of(own_code) == "dps" and style_of(other_code) == "returns"
+    return passes_over_returns(style_of(own_code), style_of(other_code))
 
 
 def share_text(of: str = "") -> str:

@@ -19,6 +19,15 @@ async def dps_over_returning(store: KnowledgeStore, own_id: str, other_id: str) 
     return codes_dps_over_returning(own.code, other.code)
 
 
+async def _ahead_by_share(store: KnowledgeStore, records: list, ahead: str, behind: str) -> bool:
+    """Whether ``ahead`` leads ``behind`` side by side (their kept paired rounds, pooled) by a
+    significant lead no more than destination passing style's share, ``ahead`` passing that style
+    and ``behind`` returning its outputs."""
+    found = paired_verdict(records, behind, ahead)
+    return found is not None and found.kind == "kernel" and found.significant and found.estimate[1] > 1 and \
+        within_share(found.estimate[1]) and await dps_over_returning(store, ahead, behind)
+
+
 async def drop_style_leads(store: KnowledgeStore, mset, records: list) -> None:
     """Leave out of ``better_than_top`` a finalist whose paired lead over the top is no more than
     destination passing style's share, and say why in the note."""
@@ -26,9 +35,7 @@ async def drop_style_leads(store: KnowledgeStore, mset, records: list) -> None:
         return
     top, kept = mset.order_after[0], []
     for c in mset.better_than_top:
-        found = paired_verdict(records, top, c)
-        if found is not None and found.kind == "kernel" and within_share(found.estimate[1]) and \
-                await dps_over_returning(store, c, top):
+        if await _ahead_by_share(store, records, c, top):
             mset.add_note(f"{c} reads faster than {top} side by side by no more than destination passing style's "
                           f"share ({c} writes into given outputs, {top} returns its own: {share_text()}, "
                           "docs/bench.md), so it is not listed in "
@@ -46,8 +53,6 @@ async def note_style_top(store: KnowledgeStore, mset, records: list) -> None:
         return
     top = mset.order_after[0]
     for c in mset.order_after[1:]:
-        found = paired_verdict(records, c, top)
-        if found is not None and found.kind == "kernel" and found.significant and found.estimate[1] > 1 and \
-                within_share(found.estimate[1]) and await dps_over_returning(store, top, c):
+        if await _ahead_by_share(store, records, top, c):
             mset.add_note(f"{top} leads {c} side by side by no more than destination passing style's share ({top} "
                           f"writes into given outputs, {c} returns its own: {share_text()}): no faster kernel")

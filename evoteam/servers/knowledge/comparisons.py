@@ -29,7 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError, model_validator
 
 from evoteam import copystats, stats
-from evoteam.passingstyle import within_share
+from evoteam.passingstyle import passes_over_returns, within_share
 from evoteam.servers.knowledge.errors import Forbidden, TooLarge
 from evoteam.servers.knowledge.listing import all_artifacts
 from evoteam.servers.knowledge.standing import Paired, Side, row_style, trajectory_points
@@ -288,8 +288,8 @@ def paired_sides(records: list[ComparisonRecord], direction: str,
             else:
                 better = stats.favours_b(verdict.estimate[0], verdict.kind, direction)
                 seen[a_id, b_id] = "better" if better else "worse"
-                if better and verdict.kind == "kernel" and styles and styles.get(b_id) == "dps" and \
-                        styles.get(a_id) == "returns" and within_share(verdict.estimate[1]):
+                if better and verdict.kind == "kernel" and styles and \
+                        passes_over_returns(styles.get(b_id), styles.get(a_id)) and within_share(verdict.estimate[1]):
                     seen[a_id, b_id] = "style"
         return seen[a_id, b_id]
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Literal, NamedTuple
 
 from evoteam import stats
-from evoteam.passingstyle import STYLE_NAME, style_of, within_share
+from evoteam.passingstyle import STYLE_NAME, passes_over_returns, style_of, within_share
 from evoteam.servers.knowledge.measurements import (beyond, clears_start, estimate_of,
                                                    contended_row, first_line, interval_of, kernel_row, overlaps,
                                                    row_rank_key, runs_if_unknown, widened_for_load)
@@ -121,7 +121,7 @@ def _style_only(row: sqlite3.Row, ref: sqlite3.Row, styles: dict[str, str | None
     """Whether ``row`` passes destination style, ``ref`` returns its outputs, and the lead their
     intervals allow at worst is no more than that style's share (report/data.py reads a version
     gain so: the trajectory announced by intervals what run_report called a stall; review 2026-12-06)."""
-    if styles.get(row["id"]) != "dps" or styles.get(ref["id"]) != "returns" or not kernel_row(row):
+    if not passes_over_returns(styles.get(row["id"]), styles.get(ref["id"])) or not kernel_row(row):
         return False
     # As measured, not widened for load: a busy 5x over a quiet 1.5x read as the style's share (review).
     own, other = estimate_of(row), estimate_of(ref)

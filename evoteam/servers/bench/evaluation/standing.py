@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from evoteam import stats
-from evoteam.passingstyle import share_text, style_of
+from evoteam.passingstyle import passes_over_returns, share_text, style_of
 from evoteam.servers.knowledge.models import Candidate, Trajectory, TrajectoryPoint
 from evoteam.servers.knowledge.standing import PAIRS, STYLE, WITH_BASELINE
 from evoteam.servers.knowledge.store import KnowledgeStore
@@ -172,7 +172,7 @@ def _compare(own: str, other: str) -> str:
 def _beyond_share(point: TrajectoryPoint, styles: dict[str, str | None] | None) -> str:
     """Said where ``point`` passes destination style and the best it must beat returns its outputs."""
     other = point.within_noise_of
-    if not styles or styles.get(point.candidate_id) != "dps" or styles.get(other or "") != "returns":
+    if not styles or not passes_over_returns(styles.get(point.candidate_id), styles.get(other or "")):
         return ""
     return (f" by more than destination passing style's share ({point.candidate_id} writes into outputs it is "
             f"given, {other} returns its own: {share_text()})")
