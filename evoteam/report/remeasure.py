@@ -156,8 +156,8 @@ class MeasurementSet(BaseModel):
     def ranked_by(self) -> str:  # a model read a finalist scoring higher here yet ranked second as a bug (mp47)
         end = "lower" if self.direction == "maximize" else "upper"
         return (f"the {end} end of each finalist's pooled 95% interval (pooled_interval), so a higher score in this "
-                "batch can rank lower; one from too few runs for such an interval (pooled_runs) after every one "
-                "with it")
+                "batch can rank lower; one from too few runs for such an interval (pooled_runs, shown then) after "
+                "every one with it")
 
     def add_note(self, said: str) -> MeasurementSet:
         """``said`` after whatever the note already says, as a clause of its own (two ran together
@@ -380,6 +380,7 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
         entries += [_entry(c) for c in newer]
         codes.update({c.id: c.code for c in newer})
         added += [c.id for c in newer]
+    short = [e.candidate_id for e in entries if e.settled is False and (e.runs or rounds) < rounds]  # dev's (mp59)
     if "heldout" in splits:  # once, on the finalists the dev batches settled
         busy, each = await _batch(settings, store, kit, run, entries, codes, "heldout", rounds, pooled, progress)
         contended, per_side = contended or busy, _fewest(per_side, each)
@@ -392,6 +393,9 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
                               f"method {TIMING_METHOD}; docs/bench.md, Rounds): the recorded scores and these rounds "
                               "are not comparable, so the new rounds were not pooled into the finalists; compare the "
                               "finalists by this batch's scores (now), and start a new run to go on"))
+    if short:
+        mset.add_note(f"{', '.join(short)} ran fewer times than rounds ({rounds}) on dev: its earlier runs count "
+                      "toward them; a larger rounds runs more")
     records = await dev_comparisons(store, run_id, kit.name)
     if unkept:  # the rounds still pooled into the candidates; only the version gains cannot use them
         mset.add_note(f"the finalists' paired rounds were not kept: {unkept[-1][0]}")
@@ -484,7 +488,7 @@ async def _batch(settings: Settings, store: KnowledgeStore, kit, run, entries: l
                                          r.score_interval if processes_of(r.metrics) > 1 else None)
             e.spread_unknown_after = samples_spread_unknown(r.samples)
     if split == "dev":
-        records = _pairs(kit, results, paired, contended)
+        records = _pairs(kit, results, paired, contended, earlier if pooled else None)
         if (why := await keep_comparisons(store, run.id, records, "remeasure")) and unkept is not None:
             unkept.append((why, records))
     # As the sides were scored: one that fell back to its first process (a baseline copy failed) says 1.
@@ -505,10 +509,9 @@ async def _earlier_runs(store: KnowledgeStore, entries: list[Remeasured], kit) -
     return {e.candidate_id: await earlier_runs(store, e.candidate_id, kit) for e in entries if e.candidate_id != BASELINE}
 
 
-def _pairs(kit, results: dict, paired: PairedRounds | None, contended: bool) -> list:
-    """Every two passing finalists' paired rounds of this dev batch: kept in the run, a version
-    gain pools them with its bests' compares (knowledge/comparisons.py), so a batch decides no
-    version alone and a newer one cannot flip it."""
+def _pairs(kit, results: dict, paired: PairedRounds | None, contended: bool, earlier: dict | None) -> list:
+    """Every two passing finalists' paired rounds of this dev batch (a program's: every run of each
+    code, with ``earlier``), kept in the run: a version gain pools them with its bests' compares."""
     from evoteam.servers.bench.measurement.method import TIMING_METHOD
 
     ids = [cid for cid, r in results.items() if cid != BASELINE and r.status == "PASSED" and r.samples]
@@ -516,15 +519,17 @@ def _pairs(kit, results: dict, paired: PairedRounds | None, contended: bool) -> 
     for i, a in enumerate(ids):
         for b in ids[i + 1:]:
             spread = None
-            if paired is None:  # a program: each side's runs, in the rotating order they ran
-                samples, ranges = {"a": results[a].samples["program"], "b": results[b].samples["program"]}, None
+            if paired is None:  # a program: every run of each side's code (ComparisonRecord.cumulative)
+                samples, ranges = {side: [*(earlier or {}).get(c, []), *results[c].samples["program"]]
+                                   for side, c in (("a", a), ("b", b))}, None
             else:  # in copies: their processes' contrasts and spread, as a compare keeps them
                 samples, ranges, spread = paired.samples(a, b), paired.ranges(a, b), paired.spread(a, b)
             if not all(samples.values()):
                 continue
             records.append(record_of(a, b, kit=kit.name, split="dev", kind=kit.manifest.kind, samples=samples,
                                      ranges=ranges, contended=contended, measured_at=at, kit_hash=kit.content_hash,
-                                     timing_method=TIMING_METHOD if paired is not None else None, spread=spread))
+                                     timing_method=TIMING_METHOD if paired is not None else None, spread=spread,
+                                     cumulative=paired is None and earlier is not None))
     return records
 
 

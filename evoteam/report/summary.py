@@ -148,12 +148,16 @@ def gain_text(v: VersionPoint, direction: str | None = None) -> str | None:
         verdict = "within noise (the two bests' intervals overlap)"
     if v.paired_batches:  # paired rounds of the two bests settled it, whatever their own intervals said
         said = "significant" if v.significant else "worse, significant" if v.worse else "no significant difference"
-        batches = "a paired batch" if v.paired_batches == 1 else f"{v.paired_batches} paired batches pooled"
+        # A program's runs are not paired, nor timed: "timed side by side (a paired batch)" read as a
+        # kernel's words on a program kit (mp59).
+        kind = "paired " if v.gain_is_ratio else ""
+        batches = f"a {kind}batch" if v.paired_batches == 1 else f"{v.paired_batches} {kind}batches pooled"
         if v.picked_of > 1:  # why a gain read beyond 1 in one batch may still be no significant one
             batches += f"; its best picked from {v.picked_of} candidates, so a {_picked_interval(v.picked_of)} interval"
         busy = ", on a busy machine: more compares of the two narrow it" if v.paired_busy and not (
             v.significant or v.worse) else ""  # a difference found holds; a busy "none" may hide a small one
-        return f"{shown} over {_before(v)}, timed side by side ({batches}{busy}): {said}"
+        side_by_side = "timed side by side" if v.gain_is_ratio else "run side by side"
+        return f"{shown} over {_before(v)}, {side_by_side} ({batches}{busy}): {said}"
     if v.few_runs and not v.side_by_side:  # no 95% interval of the gain: nothing is within noise or beyond it
         if v.significant is None:
             return (f"{shown} over {_before(v)}: not established, too few runs for a 95% interval "

@@ -208,6 +208,10 @@ def test_a_lead_the_output_style_alone_could_explain_is_said_so():
 
     share = "so the whole of B's lead here may be that style's share, not a faster kernel"
     assert share in _styles_clause(True, stats.Estimate(1.10, 1.07, 1.13, 30))
+    # How to tell the kernel's own gain, said with it (mp60 found it alone: 1.29x behind a 1.38x).
+    assert _styles_clause(True, stats.Estimate(1.10, 1.07, 1.13, 30)).endswith(
+        "(compare A with B rewritten to return its outputs: one style; where A is that already, this is the "
+        "style's own share here)")
     # Beyond the style's share (up to 1.30x on short calls, mp56): said as a lead of B's own.
     assert share not in _styles_clause(True, stats.Estimate(1.45, 1.35, 1.55, 30))
     assert share in _styles_clause(True, stats.Estimate(1.16, 1.12, 1.21, 30))  # mp56's held-out rewrite

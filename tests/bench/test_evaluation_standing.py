@@ -46,13 +46,13 @@ def test_each_standing_of_the_trajectory_is_said_in_one_line():
     assert lead.startswith("leads the run's ranking (by its interval's pessimistic end) but is not a new best: "
                            "within noise of cand_a, the last new best (by their paired rounds)") and \
         "bench.compare cand_b and cand_a by id" not in lead, lead  # they were compared: not advice to do it again (mp53)
-    assert lead.endswith("; report the two as one result (bench.compare with repeats above its default, 3 for a "
-                         "kernel kit, resolves a smaller difference)"), lead
+    assert lead.endswith("; report the two as one result (each further bench.compare of the two by id pools with "
+                         "these rounds and resolves a smaller difference)"), lead
     tied = point("cand_t", 3.0, 2.8, 3.3, "cand_b", within_noise_of="cand_b", decided_by="paired rounds")
     assert standing_line(trajectory(a, b, tied), "cand_t", "×") == \
         "not a new best: within noise of the run's best cand_b at 3.30× (3.10–3.50); their paired rounds find no " \
-        "difference: report the two as one result (bench.compare with repeats above its default, 3 for a kernel kit, " \
-        "resolves a smaller difference)"
+        "difference: report the two as one result (each further bench.compare of the two by id pools with these " \
+        "rounds and resolves a smaller difference)"
     assert standing_line(run, "cand_c", "×") == \
         "not a new best: worse than the run's best cand_b at 3.30× (3.10–3.50) (by their intervals)"
     assert standing_line(run, "cand_d", "×") == \
@@ -222,6 +222,48 @@ def test_a_best_from_runs_all_alike_is_said_as_such_not_as_no_interval():
     said = standing_line(trajectory(exact, one), "cand_y")
     assert said == "not told apart from the run's best cand_x at 0.382181 (5+ runs, the middle ones alike): this " \
                    "one is from 1 run, too few for a 95% interval", said
+
+
+def test_a_program_measured_again_past_the_best_it_cleared_is_not_sent_to_compare():
+    """A program measured again (5 runs) took the lead from the best its point cleared by their
+    intervals, an exact 2.54 over 2.51-2.52, and its line said to compare the two "to tell them
+    apart" (mp59): the point's verdict is the news. Only a best newer than its point is compared."""
+    lattice = point("cand_l", 2.5, 2.5, 2.5, "cand_l", new_best=True, decided_by="intervals")
+    rows = point("cand_r", 2.537692, 2.537692, 2.537692, "cand_r", new_best=True, decided_by="intervals")
+    said = standing_line(trajectory(lattice, rows), "cand_r", again=True, prior_best="cand_l")
+    assert said == "the run's best, beyond noise of the run's earlier best (cand_l) (by their intervals)", said
+    # made after it, the best until this measurement pooled into cand_r
+    newer = point("cand_n", 2.52, 2.51, 2.53, "cand_r", worse_than="cand_r", decided_by="intervals")
+    rows = point("cand_r", 2.537692, 2.537692, 2.537692, "cand_r", new_best=True, decided_by="intervals")
+    said = standing_line(trajectory(lattice, rows, newer), "cand_r", again=True, prior_best="cand_n")
+    assert said.startswith("now leads the run's ranking, ahead of cand_n, the best before this measurement; "
+                           "bench.compare cand_r and cand_n by id"), said
+    # A new best past the last announced one that overlaps the leader before this measurement: compared.
+    first = point("cand_l", 2.0, 1.98, 2.02, "cand_l", new_best=True, decided_by="intervals")
+    leader = point("cand_n", 2.05, 2.0, 2.1, "cand_n", within_noise_of="cand_l", decided_by="intervals")
+    close = point("cand_c", 2.08, 2.03, 2.13, "cand_c", new_best=True, decided_by="intervals")
+    said = standing_line(trajectory(first, leader, close), "cand_c", again=True, prior_best="cand_n")
+    assert said.startswith("now leads the run's ranking, ahead of cand_n") and "bench.compare cand_c and cand_n" \
+        in said, said
+
+
+def test_the_same_exact_score_as_the_best_is_one_result_not_a_compare():
+    """A rewrite of a deterministic program scored the best's exact 2.5 and was told to compare the
+    two to tell them apart, which a compare of runs all alike cannot (mp59)."""
+    best = point("cand_b", 2.5, 2.5, 2.5, "cand_b", new_best=True, decided_by="intervals")
+    for decided_by in ("intervals", "paired rounds"):
+        same = TrajectoryPoint(candidate_id="cand_s", at=AT, score=2.5, score_interval=None, best_so_far=None,
+                               best_so_far_id="cand_b", status="PASSED", verified=True, n_measurements=1, runs=1,
+                               role=None, team_version=None, within_noise_of="cand_b", decided_by=decided_by)
+        said = standing_line(trajectory(best, same), "cand_s")
+        # One run at the exact best's score: a stochastic program's may (review): not one result yet.
+        assert said == "not a new best: the same score as the run's best cand_b at 2.5 (5+ runs, the middle ones " \
+                       "alike), from one run (repeats 4 tell whether every run gives it)", said
+        alike = same.model_copy(update={"score_interval": [2.5, 2.5], "runs": None, "n_measurements": 2})
+        assert standing_line(trajectory(best, alike), "cand_s") == "not a new best: the same score as the run's " \
+            "best cand_b at 2.5 (5+ runs, the middle ones alike): report the two as one result"
+    near = point("cand_s", 2.5, 2.49, 2.51, "cand_b", within_noise_of="cand_b", decided_by="intervals")
+    assert "to tell them apart" in standing_line(trajectory(best, near), "cand_s")  # a spread: a compare can
 
 
 async def test_a_best_that_loses_the_lead_is_told_so(verifier):

@@ -395,6 +395,24 @@ def test_load_that_began_during_the_evaluation_marks_it(tmp_path, quiet_machine,
         assert c["contended"] is contended, (runnable, c["reasons"])
 
 
+def test_the_quiet_machine_the_texts_describe_is_one_the_rule_finds_quiet(tmp_path, quiet_machine, monkeypatch):
+    """"A load average below one per core" read 1.1 on 2 cores as quiet while one other busy process
+    marked every evaluation contended (mp60): the texts' test is the rule's, machine by machine."""
+    import re
+
+    from evoteam.servers.bench.measurement import machine
+
+    for cores in (2, 16):
+        monkeypatch.setattr(machine.os, "cpu_count", lambda cores=cores: cores)
+        said = machine.quiet_when()
+        fewer = re.search(r"fewer than (\d+) other busy processes", said)
+        allowed = int(fewer.group(1)) - 1 if fewer else 0
+        assert fewer or "no other busy process at all" in said, said
+        at = machine.Contention(tmp_path, "cpu", "k").finish([50_000] * 4, [allowed] * 4, pinned=1)
+        over = machine.Contention(tmp_path, "cpu", "k").finish([50_000] * 4, [allowed + 1] * 4, pinned=1)
+        assert at["contended"] is False and over["contended"] is True, (cores, said, at, over)
+
+
 def test_runnable_others_reads_this_machine():
     """On Linux the count is there and does not count the thread asking: a machine with a busy
     loop per CPU shows at least one other runnable process."""

@@ -124,6 +124,10 @@ async def test_remeasure_runs_a_program_until_its_runs_settle(tmp_path: Path):
         # ran ten (a model's 104 s call that moved nothing; mp36, 2026-12-05).
         again = await remeasure_run(settings, kb, run.id, rounds=10, candidate_ids=[varying.candidate_id])
         assert again.entries[0].runs == 1 and not again.entries[0].settled
+        # Said: one run under "rounds: 10" read as a batch that stopped short (mp59).
+        assert f"{varying.candidate_id} ran fewer times than rounds (10) on dev: its earlier runs count toward " \
+               "them; a larger rounds runs more" in (again.note or ""), again.note
+        assert "ran fewer times" not in (mset.note or ""), mset.note  # ran every round: nothing to say
         assert len((await kb.get_candidate(varying.candidate_id)).samples["program"]) == 10
 
 
@@ -331,3 +335,37 @@ async def test_only_a_passing_dev_record_of_this_kits_content_settles(tmp_path: 
                                      {"metrics": {"kit": kit.name, "kit_hash": "older"}},
                                      {"metrics": {"kit": "erdos_min_overlap"}}), start=2):
             assert await earlier_runs(kb, await recorded(n, **changes), kit) == [], changes
+
+
+async def test_a_programs_compare_counts_every_run_of_its_code(tmp_path: Path, monkeypatch):
+    """Five runs of a stochastic program in one compare, all from its high mode, read "B is better,
+    significant" over an exact program its pooled interval held (mp61): a program's runs are not
+    paired with the other side's, so a compare counts every run of each code, and the verdict the
+    run keeps (and reads in the trajectory, remeasure and run_report) is that one."""
+    from evoteam.servers.bench.evaluation import compare, core
+    from evoteam.servers.knowledge.comparisons import dev_comparisons, paired_verdict
+
+    settings = Settings(db=tmp_path / "kb.db")
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run = await kb.start_run(RunCreate(goal="circles", kit="circle_packing_26", direction="maximize"))
+        a = await evaluate_candidate(settings, "circle_packing_26", code=SEEDED, store=kb, run_id=run.id, repeats=5)
+        assert a.candidate_score == pytest.approx(1.625)
+        # The program's own runs, scripted around A's exact score: three of its first five low.
+        scores, real = iter([1.50, 1.51, 1.52, 1.70, 1.71] + [1.70, 1.71, 1.72, 1.71, 1.70]), core._run_program
+
+        async def scripted(*args, **kwargs):
+            e = await real(*args, **kwargs)  # A's runs as they are (its exact score); B's scripted
+            return e if e.score == pytest.approx(1.625) else e.model_copy(update={"score": next(scores)})
+
+        monkeypatch.setattr(core, "_run_program", scripted)
+        monkeypatch.setattr(compare, "_run_program", scripted)
+        b = await evaluate_candidate(settings, "circle_packing_26", code=UNSEEDED, store=kb, run_id=run.id,
+                                     repeats=5)
+        cmp = await compare.compare_candidates(settings, "circle_packing_26", {"candidate_id": a.candidate_id},
+                                               {"candidate_id": b.candidate_id}, store=kb)
+        assert "B ran 5 time(s)" not in cmp.verdict and not cmp.significant, cmp.verdict  # ten runs, three low
+        assert cmp.b.score == pytest.approx(1.70) and cmp.b.score_interval[0] <= 1.52, cmp.b  # B's ten runs
+        assert (await kb.get_candidate(b.candidate_id)).samples["program"] == \
+            [1.50, 1.51, 1.52, 1.70, 1.71, 1.70, 1.71, 1.72, 1.71, 1.70]
+        kept = paired_verdict(await dev_comparisons(kb, run.id, "circle_packing_26"), a.candidate_id, b.candidate_id)
+        assert kept is not None and kept.runs == 6 and not kept.significant, kept  # A's six runs, the fewer side

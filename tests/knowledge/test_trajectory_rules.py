@@ -192,7 +192,8 @@ def test_a_leader_by_the_styles_share_alone_does_not_hide_a_later_step():
     points, best = trajectory_points(rows, "maximize", 1.0, lambda a, b: "better" if (a, b) == ("c1", "c3") else None)
     by = {p.candidate_id: (p.new_best, p.within_noise_of, p.decided_by) for p in points}
     assert by["c2"] == (False, "c1", "destination passing style's share"), by
-    assert by["c3"] == (True, None, "paired rounds") and best["id"] == "c2", by
+    # Beside new_best, the best it trails (a new best that is not best_so_far_id read as a contradiction; mp60).
+    assert by["c3"] == (True, "c2", "paired rounds") and best["id"] == "c2", by
     from evoteam.servers.bench.evaluation.standing import standing_line
     from evoteam.servers.knowledge.models import Trajectory
 
@@ -200,3 +201,8 @@ def test_a_leader_by_the_styles_share_alone_does_not_hide_a_later_step():
     line = standing_line(run, "c3", "×")
     assert line.startswith("new best of the run: beyond noise of the last new best (by their paired rounds); the run's "
                            "best c2 at 1.80× (1.75–1.85) ranks above it by destination passing style's share alone"), line
+    # The leader's own line names the new best made since, not only the one it passed ("ahead of c1"; mp60).
+    lead = standing_line(run, "c2", "×", compared_with="c3")
+    assert lead.startswith("leads the run's ranking but is not a new best: it is ahead of c1 by no more than "
+                           "destination passing style's share"), lead
+    assert lead.endswith("; the last new best is c3, made since, which it leads by no more than that share"), lead

@@ -115,3 +115,40 @@ async def test_the_style_is_read_as_the_worker_reads_it(store, verifier):
     for before_code in (annotated, "\n" + SOLUTION):
         point = await _lead_over(store, verifier, before_code, DPS_FASTER, 1.07)
         assert point.new_best and point.decided_by == "paired rounds", (before_code, point)
+
+
+async def test_a_returning_kernel_behind_a_passing_best_by_the_share_alone_is_not_worse(store, verifier):
+    """A returning kernel behind a destination-passing best by no more than that style's share read
+    "worse_than" the best by paired rounds, beside remeasure's "no faster kernel" for the same two
+    (mp61): read either way round, it is within noise of the best, and a wider gap is worse."""
+    for ratio, worse in ((1 / 1.07, False), (1 / 1.45, True)):
+        run = await store.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+        best = await _record(verifier, run.id, DPS, 3.3, 1)
+        behind = await _record(verifier, run.id, RETURNING, 3.3 * ratio, 2)
+        await _paired(verifier, run.id, best, behind, ratio)
+        point = next(p for p in (await store.trajectory(run.id)).points if p.candidate_id == behind)
+        if worse:
+            assert point.worse_than == best and point.decided_by == "paired rounds", point
+        else:
+            assert point.within_noise_of == best and point.worse_than is None and point.decided_by == STYLE, point
+            line = await run_standing(verifier, await verifier.get_candidate(behind), "kernel")
+            assert line == (f"not a new best: {best} is ahead of it by no more than destination passing style's "
+                            f"share ({best} writes into outputs it is given, {behind} returns its own: 1.02-1.30x, "
+                            "most on short calls), so no slower kernel is shown"), line
+
+
+async def test_a_returning_best_that_loses_the_lead_to_a_passing_one_reads_the_right_way_round(store, verifier):
+    """A returning kernel measured again falls behind a destination-passing best by the style's share:
+    its line said the returning one "writes into outputs it is given" (review 2026-12-06)."""
+    run = await store.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+    best = await _record(verifier, run.id, DPS, 3.3, 1)
+    behind = await _record(verifier, run.id, RETURNING, 3.6, 2)
+    await _paired(verifier, run.id, best, behind, 1 / 1.07)
+    assert (await verifier.get_run(run.id)).best_candidate_id == behind  # by its interval, before
+    again = await _record(verifier, run.id, RETURNING, 2.6, 3)  # pooled: now behind
+    assert again == behind and (await verifier.get_run(run.id)).best_candidate_id == best
+    line = await run_standing(verifier, await verifier.get_candidate(behind), "kernel", prior_best=behind)
+    assert line == (f"no longer the run's best: {best} at " + line.split(" at ", 1)[1].split(" now leads")[0]
+                    + f" now leads; {best} is ahead of it by no more than destination passing style's share ({best} "
+                    f"writes into outputs it is given, {behind} returns its own: 1.02-1.30x, most on short calls), "
+                    "so no slower kernel is shown"), line

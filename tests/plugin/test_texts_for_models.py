@@ -66,3 +66,9 @@ async def test_kernel_loop_names_evaluates_arguments_as_the_tool_spells_them(tmp
     takes = tools["evaluate"].input_schema["properties"]
     for name in ("kit", "candidate_path", "run_id", "parent_id", "notes"):
         assert f"`{name}`" in step and name in takes, name
+    # A file in /tmp was refused on the first evaluate (mp60): the step says where the file goes.
+    flat = " ".join(step.split())
+    assert "inside your project" in flat and "`code`" in flat and "code" in takes
+    # Asked to measure against one of the kit's examples, a model had no way but reading it (mp60).
+    compares = tools["compare"].input_schema["properties"]
+    assert "`a_path`), unread" in flat and "a_path" in compares

@@ -24,6 +24,7 @@ from evoteam.servers.knowledge.comparisons import (
     dev_comparisons,
     keep_comparison,
     paired_verdict,
+    record_of,
 )
 from evoteam.servers.knowledge.connect import component_store
 from evoteam.servers.knowledge.errors import Forbidden
@@ -173,7 +174,7 @@ async def test_a_programs_kept_compare_reads_as_a_difference_in_the_kits_directi
         assert point.gain == pytest.approx(0.23) and line.significant_gain is True
         # It names the best it is over (a model could not tell which "the best before it" was).
         assert line.gain.startswith(f"0.23 (exact: every run alike) over the best before it ({point.best_before_id}), "
-                                    "timed side by side")
+                                    "run side by side (a batch)")
 
 
 async def test_compare_of_two_bests_settles_a_real_program_kits_version_gain(tmp_path: Path):
@@ -196,7 +197,8 @@ async def test_compare_of_two_bests_settles_a_real_program_kits_version_gain(tmp
         assert (cmp.a.candidate_id, cmp.b.candidate_id) == (ids[1], ids[2])
         summary = summarise(await gather(kb, run.id))
         line = summary.versions[1]
-        assert line.significant_gain is True and "timed side by side (a paired batch)" in line.gain, line.gain
+        # A program's runs are neither paired nor timed (mp59): said in a program's words.
+        assert line.significant_gain is True and "run side by side (a batch)" in line.gain, line.gain
         # The programs are deterministic: five runs alike a side make the difference exact.
         assert line.gain.startswith(f"{cmp.b_speedup_over_a:.6g} (exact: every run alike)"), line.gain
         assert summary.versions_without_significant_gain == 0
@@ -289,9 +291,10 @@ async def test_a_remeasure_batch_keeps_paired_rounds_that_settle_a_real_version_
         assert first.version_gains[1].startswith("v2: ") and first.version_gains[1].endswith(": significant")
         assert [(e.settled, e.runs) for e in first.entries] == [(True, 4), (True, 4)]
         point, line = await _v2(kb, run.id)
-        assert line.significant_gain is True and point.paired_batches == 0  # four runs a side pair too few
-        assert line.gain.endswith(f"(exact: every run alike) over the best before it ({point.best_before_id}): "
-                                  "significant"), line.gain
+        # The pair kept holds every run of each code (four here and the one before): it decides (mp61).
+        assert line.significant_gain is True and point.paired_batches == 1
+        assert line.gain.endswith(f"(exact: every run alike) over the best before it ({point.best_before_id}), "
+                                  "run side by side (a batch): significant"), line.gain
         again = await remeasure_run(settings, kb, run.id, rounds=5)
         assert [(e.settled, e.runs) for e in again.entries] == [(True, 0), (True, 0)]  # exact already: not run
         assert again.order_after == first.order_after and again.changed == []
@@ -432,7 +435,7 @@ async def test_a_minimising_programs_paired_gain_and_a_significantly_worse_one(t
         points = {v.version: v for v in report.versions}
         assert points[2].gain == pytest.approx(-1.0) and lines[2].significant_gain is True
         assert points[3].gain == pytest.approx(0.5) and points[3].worse
-        assert lines[3].significant_gain is False and lines[3].gain.endswith("(a paired batch): worse, significant")
+        assert lines[3].significant_gain is False and lines[3].gain.endswith("(a batch): worse, significant")
 
 
 async def test_batches_of_another_kit_content_or_timing_method_pool_apart_and_unusable_sets_are_skipped(tmp_path):
@@ -646,3 +649,22 @@ def test_a_finalist_within_noise_only_at_the_picked_confidence_is_said_so():
                            order_after=["cand_top", "cand_other"], within_noise_of_top=["cand_other"])
     apart_by_pairs(clear, [_record("cand_other", "cand_top", 1.2)])
     assert clear.within_noise_of_top == [] and clear.note is None
+
+
+def test_a_programs_newest_record_of_every_run_decides_and_older_batches_still_pool():
+    """A program's record holds every run of each code since 2026-12-06 (cumulative): the newest
+    one decides the two, not it pooled with older ones whose runs it holds (they would count twice).
+    Records kept before, each a batch's runs alone, pool as they did."""
+    at = datetime(2026, 12, 6, tzinfo=UTC)
+
+    def kept(a: list[float], b: list[float], minutes: int, cumulative: bool) -> ComparisonRecord:
+        return record_of("cand_a", "cand_b", kit="circle_packing_26", split="dev", kind="program",
+                         samples={"a": a, "b": b}, ranges=None, contended=False,
+                         measured_at=at + timedelta(minutes=minutes), cumulative=cumulative)
+
+    first, second = [2.0] * 5, [2.0] * 5
+    older = [kept(first, [2.1, 2.2, 2.1, 2.2, 2.1], 0, False), kept(second, [2.2, 2.1, 2.2, 2.1, 2.2], 1, False)]
+    assert paired_verdict(older, "cand_a", "cand_b").runs == 10  # each batch's runs, pooled
+    whole = kept(first + second + [2.0], [2.1, 2.2, 2.1, 2.2, 2.1, 2.2, 2.1, 2.2, 2.1, 2.2, 1.9], 2, True)
+    found = paired_verdict([*older, whole], "cand_a", "cand_b")
+    assert found.runs == 11 and found.estimate[0] == pytest.approx(whole.b_over_a), found  # the newest's, once

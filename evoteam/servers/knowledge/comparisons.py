@@ -66,6 +66,11 @@ class ComparisonRecord(BaseModel):
     # record of twins, kept before they were counted: 2); None for one process a side.
     spread: float | None = None
     spread_df: float | None = None
+    # A program's, kept since 2026-12-06: each side's scores are every run of its code (the runs its
+    # candidate pooled before included), so the newest such record holds every earlier one's. A
+    # batch's runs alone made a compare "B is better, significant" from five lucky runs of a program
+    # whose pooled interval held the other's score (mp61): runs of a program are not paired.
+    cumulative: bool = False
 
     @model_validator(mode="after")
     def _usable(self) -> ComparisonRecord:
@@ -118,7 +123,8 @@ class ComparisonSet(BaseModel):
 
 def record_of(a_id: str, b_id: str, *, kit: str, split: str, kind: str, samples: dict, ranges: dict | None,
               contended: bool, measured_at: datetime, kit_hash: str | None = None,
-              timing_method: int | None = None, spread: tuple[float, float] | None = None) -> ComparisonRecord:
+              timing_method: int | None = None, spread: tuple[float, float] | None = None,
+              cumulative: bool = False) -> ComparisonRecord:
     """A record from one batch's paired rounds of A and B, its verdict computed as compare does
     (with ``spread``, its copies' variance and degrees of freedom: the interval it showed). Kept
     whole (the bootstrap is seeded from the values: ratios cut to 7 digits moved a compare's kept
@@ -131,7 +137,7 @@ def record_of(a_id: str, b_id: str, *, kit: str, split: str, kind: str, samples:
     return ComparisonRecord(a_candidate_id=a_id, b_candidate_id=b_id, kit=kit, split=split, kind=kind,
                             kit_hash=kit_hash, timing_method=timing_method, b_over_a=est.value, interval=[est.lo, est.hi],
                             significant=stats.significant(est, kind), contended=contended, measured_at=measured_at,
-                            samples=samples, ranges=ranges, spread=variance, spread_df=df)
+                            samples=samples, ranges=ranges, spread=variance, spread_df=df, cumulative=cumulative)
 
 
 def _estimate(kind: str, samples: dict, ranges: dict | None, confidence: float = stats.CONFIDENCE,
@@ -167,7 +173,10 @@ class PairedVerdict(BaseModel):
 
 def _pooled(records: list[ComparisonRecord], confidence: float = stats.CONFIDENCE) -> stats.Estimate:
     if records[0].kind == "program":
-        return _estimate("program", {side: [x for r in records for x in r.samples[side]] for side in ("a", "b")},
+        # The newest record of every run (ComparisonRecord.cumulative) and batches' runs kept since.
+        newest = max((i for i, r in enumerate(records) if r.cumulative), default=0)
+        whole = records[newest:]
+        return _estimate("program", {side: [x for r in whole for x in r.samples[side]] for side in ("a", "b")},
                          None, confidence)
     samples: dict[str, list[float]] = {}
     ranges: dict[str, tuple[list[float], list[float]]] = {}
@@ -272,7 +281,8 @@ def paired_sides(records: list[ComparisonRecord], direction: str,
     the same gain significant from these rounds (two model-plays read "the best never moved";
     2026-12-03). Each pair is read once (a bootstrap each). ``styles``: each candidate's output style
     (standing.row_style), where known: a kernel passing destination style found better than one
-    returning its outputs by no more than that style's share reads "style" (no faster kernel; mp56)."""
+    returning its outputs by no more than that style's share reads "style" (no faster kernel; mp56),
+    whichever of the two is B."""
     seen: dict[tuple[str, str], Side | None] = {}
     by_pair: dict[frozenset[str], list[ComparisonRecord]] = {}
     for r in records:  # each lookup reads its own pair's, not every record of the run
@@ -288,8 +298,12 @@ def paired_sides(records: list[ComparisonRecord], direction: str,
             else:
                 better = stats.favours_b(verdict.estimate[0], verdict.kind, direction)
                 seen[a_id, b_id] = "better" if better else "worse"
-                if better and verdict.kind == "kernel" and styles and \
-                        passes_over_returns(styles.get(b_id), styles.get(a_id)) and within_share(verdict.estimate[1]):
+                # Either way round: a returning kernel behind a passing one by the share alone read
+                # "worse_than" it by paired rounds beside remeasure's "no faster kernel" (mp61).
+                ahead, behind, lead = (b_id, a_id, verdict.estimate[1]) if better else \
+                    (a_id, b_id, 1 / verdict.estimate[2] if verdict.estimate[2] > 0 else float("inf"))
+                if verdict.kind == "kernel" and styles and \
+                        passes_over_returns(styles.get(ahead), styles.get(behind)) and within_share(lead):
                     seen[a_id, b_id] = "style"
         return seen[a_id, b_id]
 

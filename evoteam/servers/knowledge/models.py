@@ -419,17 +419,17 @@ class TrajectoryPoint(BaseModel):
                                       "pessimistic end of each interval, a score with a 95% interval before "
                                       "one from too few runs (runs)")
     best_so_far_id: str | None = None
-    new_best: bool = Field(default=False, description="it took the lead and clears the last new best or, once "
+    new_best: bool = Field(default=False, description="it took the lead (or trails, within_noise_of, a best ahead "
+                           "by destination passing style's share alone) and clears the last new best or, once "
                            "there is one, the best just before it (none yet: the run's starting score x0): interval "
                            "against interval (one measured on a busy machine widened 3x each way, against x0 "
-                           "too), or by the paired rounds of the "
-                           "two (bench.compare by id, bench.remeasure; pooled), which decide where they exist: "
-                           "progress, not noise")
+                           "too), or by the paired rounds of the two (bench.compare by id, bench.remeasure; "
+                           "pooled), which decide where they exist: progress, not noise")
     within_noise_of: str | None = Field(default=None, description="the best it cannot be told apart from (\"x0\": "
                                         "the run's starting score): their paired rounds find no significant "
                                         "difference, or, where none decide, their intervals overlap, a busy one's "
-                                        "(contended) widened 3x each way: separate evaluations on a busy machine "
-                                        "move by more than their intervals")
+                                        "(contended) widened 3x each way; or it is apart from it by output style "
+                                        "alone (decided_by), as beside new_best")
     worse_than: str | None = Field(default=None, description="the best (\"x0\": the starting score) it is told apart "
                                    "from and below: by their paired rounds, or intervals that do not overlap (a busy one's "
                                    "widened 3x each way)")

@@ -319,9 +319,9 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @server.tool()
     @tool_errors
     async def trajectory(ctx: Context, run_id: str) -> Trajectory:
-        """Dev candidates, best so far. new_best: beat the last new best (or x0); else within_noise_of
-        (not told apart), worse_than (below), better_than (below, better side by side) or
-        too_few_runs (unknown)."""
+        """Dev candidates, best so far. new_best: beat the last new best (or x0); else
+        within_noise_of, worse_than, better_than (below, better side by side) or too_few_runs.
+        Both new_best and within_noise_of: it trails a best ahead by output style alone."""
         return await kb(ctx).trajectory(run_id)
 
     # ------------------------------------------------------------ search

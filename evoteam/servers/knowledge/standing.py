@@ -141,10 +141,16 @@ def _lead(row: sqlite3.Row, announced: sqlite3.Row | None, incumbent: sqlite3.Ro
     the best before it that they find no different from the announced one is no new best here,
     though run_report's version gain, which asks about the version's best against the best before
     it, may call it significant."""
-    if announced is not None and (decided := _by_pair(_side(paired, announced, row), announced["id"])):
+    def side_of(ref: sqlite3.Row | None) -> Side | None:
+        # The style's share read either way round (comparisons.paired_sides); a lead is the style's
+        # only where the leader passes destination style: a returning one behind is worse, as before.
+        side = _side(paired, ref, row)
+        return "worse" if side == "style" and (styles or {}).get(row["id"]) != "dps" else side
+
+    if announced is not None and (decided := _by_pair(side_of(announced), announced["id"])):
         return decided
     before = incumbent if incumbent is not None and incumbent is not announced else None
-    side = _side(paired, before, row)
+    side = side_of(before)
     if side == "worse":
         return Standing(worse_than=before["id"], decided_by=PAIRS)
     busy, own = contended_row(row), estimate_of(row)
@@ -259,7 +265,8 @@ def trajectory_points(rows: list[sqlite3.Row], direction: str, x0: float | None 
                 step = _lead(r, announced, announced, x0, direction, paired, styles) \
                     if style_leader and announced is not None else None
                 if step is not None and step.new_best:
-                    standing, announced = step, r
+                    # Said beside new_best: a new best that is not best_so_far_id read as a contradiction (mp60).
+                    standing, announced = step._replace(within_noise_of=best["id"]), r
                 else:
                     standing = _behind(r, best, paired, x0, direction, announced)
         points.append(TrajectoryPoint(

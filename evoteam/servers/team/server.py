@@ -170,8 +170,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @server.tool()
     @tool_errors
     async def get_team(run_id: str, version: Version = None, plan: bool = False) -> TeamView:
-        """A stored team version (roles, coordination, knowledge plan, diagnosis, rationale);
-        plan=true adds its spawn plan."""
+        """A stored team version, as designed; plan=true adds its spawn plan."""
         team = await svc().get_team(run_id, version)
         return TeamView(team=team, plan=await svc().spawn_plan(run_id, team.version) if plan else None)
 

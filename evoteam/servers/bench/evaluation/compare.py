@@ -236,8 +236,8 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
             made = {label: len(evals) for label, evals in runs.items()}
             rows, n_rounds, contended, kind, busy_because = [], max(made.values()), False, "program", ""
             spread = None
-            # Kept with the earlier runs a settled side counted: the same number, so pooling them
-            # again moves no estimate, and a kept batch of one run a side would decide nothing.
+            # Kept with every earlier run of each side where both pool (cumulative, below): a kept
+            # batch of one run a side would decide nothing, and five lucky runs would decide alone.
             samples, ranges = {"a": scores["A"], "b": scores["B"]}, None
     finally:
         for c in cands.values():
@@ -246,15 +246,18 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
     ids = (a.get("candidate_id"), b.get("candidate_id"))
     if styled:
         verdict = _style_lead(verdict, b_in_place, est, ids) + _styles_clause(b_in_place, est)
+    whole = False  # a program's record of every run of both codes (ComparisonRecord.cumulative)
     if kind == "program" and est is not None:
         verdict += _settled_clause(made, scores, repeats)
-        if pool_in:
-            verdict += await _pool_runs(settings, store, the_kit, pool_in, codes, runs)
-        if not_pooled:
-            verdict += f"; runs not pooled into the candidates: {not_pooled}"
+        said = await _pool_runs(settings, store, the_kit, pool_in, codes, runs) if pool_in else ""
+        verdict += said + (f"; runs not pooled into the candidates: {not_pooled}" if not_pooled else "")
+        whole = len(pool_in) == 2 and "not pooled" not in said
+        if not whole:  # this batch's runs alone: a later record's earlier runs will not hold them
+            samples = {side.lower(): [e.score for e in runs[side]] for side in ("A", "B")}
     kept, pooled, lead = "", None, ""
     if est is not None and store is not None:
-        kept, pooled, lead = await _keep(store, the_kit, a, b, split, kind, contended, samples, ranges, spread)
+        kept, pooled, lead = await _keep(store, the_kit, a, b, split, kind, contended, samples, ranges, spread,
+                                         whole)
     if contended:  # the sides' messages lose their contention clause (_brief): the verdict says it once
         # Load widens a paired interval, it does not make a difference appear (A/A with two busy
         # loops: 0 of 20 significant, docs/bench.md): only "no difference" is in doubt.
@@ -280,8 +283,8 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
 
 
 async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, kind: str, contended: bool,
-                samples: dict, ranges: dict | None,
-                spread: tuple[float, float] | None) -> tuple[str, PooledComparison | None, str]:
+                samples: dict, ranges: dict | None, spread: tuple[float, float] | None,
+                cumulative: bool = False) -> tuple[str, PooledComparison | None, str]:
     """Keep the verdict and its rounds in the run both sides belong to; what the verdict adds
     about it, every kept batch of the two pooled where this is not the first, and the pool's
     verdict that opens the reply then."""
@@ -318,7 +321,8 @@ async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, kind: 
         return refused, None, ""
     record = record_of(ids[0], ids[1], kit=kit.name, split=split, kind=kind, samples=samples, ranges=ranges,
                        contended=contended, measured_at=datetime.now(UTC), kit_hash=kit.content_hash,
-                       timing_method=TIMING_METHOD if kind == "kernel" else None, spread=spread)
+                       timing_method=TIMING_METHOD if kind == "kernel" else None, spread=spread,
+                       cumulative=cumulative)
     refused = await keep_comparison(store, run.id, record)
     if refused:
         return f"; not kept in run {run.id}: {refused}", None, ""
@@ -396,9 +400,8 @@ async def _program_contrast(settings, kit, cands, split, progress, repeats, earl
     # Each side as its runs' median (its message's figure too: a side's score read 0.383826 beside
     # "overlap = 0.383873", its last run's; mp32, 2026-12-04), on copies: the runs may be recorded.
     ea, eb = (median_run(kit, [e.model_copy(deep=True) for e in runs[label]])[0] for label in ("A", "B"))
-    for label in scores:
-        if len(runs[label]) < repeats:  # settled early: its earlier runs count, every one the same number
-            scores[label] = list(earlier[label]) + scores[label]
+    for label in scores:  # every run of its code: a program's runs are not paired (mp61)
+        scores[label] = list(earlier[label]) + scores[label]
     for e, label in ((ea, "A"), (eb, "B")):
         own = stats.score_estimate({"program": scores[label]}, "program")
         e.score, e.score_interval = own.value, [own.lo, own.hi]
@@ -481,7 +484,11 @@ def _styles_clause(b_is_dps: bool, est: stats.Estimate | None = None) -> str:
         # Only where it reads ahead: beside 1.00x and 0.989x, "the whole of B's lead" spoke of a lead
         # that was not there (mp58).
         if within_share(lo) and value > 1.0:
-            said += f", so the whole of {dps}'s lead here may be that style's share, not a faster kernel"
+            # What tells the kernel's own gain: the share is a range measured on other kernels, and a
+            # model wrote the same-style copy itself to find 1.29x behind a 1.38x (mp60).
+            said += (f", so the whole of {dps}'s lead here may be that style's share, not a faster kernel "
+                     f"(compare {other} with {dps} rewritten to return its outputs: one style; where {other} is "
+                     f"that already, this is the style's own share here)")
     return said
 
 

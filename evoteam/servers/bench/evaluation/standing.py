@@ -54,15 +54,15 @@ async def run_standing(store: KnowledgeStore, saved: Candidate, kind: str, again
 
 async def _styles(store: KnowledgeStore, saved: Candidate, trajectory: Trajectory) -> dict[str, str | None]:
     """The output styles of ``saved`` and of the best it is within noise of, where ``saved`` passes
-    destination style (the only case a line says anything of them)."""
-    if style_of(saved.code) != "dps":
-        return {}
+    destination style or that best leads it by the style's share (the cases a line says them)."""
+    own = style_of(saved.code)
     point = next((p for p in trajectory.points if p.candidate_id == saved.id), None)
     other = point.within_noise_of if point is not None else None
-    if not other or other == "x0":
+    # A returning one is said only behind a passing best ahead by the style's share (mp61).
+    if not other or other == "x0" or (own != "dps" and point.decided_by != STYLE):
         return {}
     try:
-        return {saved.id: "dps", other: style_of((await store.get_candidate(other)).code)}
+        return {saved.id: own, other: style_of((await store.get_candidate(other)).code)}
     except Exception:  # noqa: BLE001 - a read that fails costs the clause, never the line
         return {}
 
@@ -110,7 +110,8 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
     if prior_best == candidate_id != best_id:  # it led before this measurement (review 2026-12-06)
         head = f"no longer the run's best: {best_text} now leads"
         if point.best_so_far_id == best_id:
-            return f"{head}; {_behind(point, best_text, best_id=best_id).removeprefix('not a new best: ')}"
+            behind = _behind(point, best_text, best_id=best_id, best=best, styles=styles)
+            return f"{head}; {behind.removeprefix('not a new best: ')}"
         return head + _apart(compared_with, candidate_id, best_id)
     if point.best_so_far_id != best_id:  # its point was judged against an earlier best
         if best.worse_than == candidate_id:  # the best's own point: worse, side by side
@@ -125,15 +126,25 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
     other = points.get(point.within_noise_of or "")
     busy = BUSY if (point.contended or (other is not None and other.contended)) and \
         point.decided_by != WITH_BASELINE else ""  # paired rounds are not widened for load
-    if again and best_id == candidate_id and prior_best and prior_best != candidate_id:
-        # Its point is judged against what came before it; the best it passed may be newer (review 2026-12-06).
+    prior = points.get(prior_best or "")  # judged in its point only if made before it
+    cleared = point.new_best and prior in trajectory.points[:index] and _clears(point, prior, trajectory.direction)
+    if again and best_id == candidate_id and prior_best and prior_best != candidate_id and not cleared:
+        # Its point is judged against what came before it; the best it passed may be newer (review
+        # 2026-12-06). Where its point cleared that very best, the point's verdict is the news: an
+        # exact 2.54 over 2.51-2.52 was told to compare the two "to tell them apart" (mp59).
         worse = f"; it is worse than {X0}" if point.worse_than == "x0" else ""
         return (f"now leads the run's ranking, ahead of {prior_best}, the best before this measurement{worse}"
                 + _apart(compared_with, candidate_id, prior_best))
     if best_id == candidate_id:
-        return _lead(point, first, again, _earlier(trajectory.points[:index]), busy,
+        line = _lead(point, first, again, _earlier(trajectory.points[:index]), busy,
                      announced=other is not None and other.new_best, styles=styles or {})
-    return _behind(point, best_text, busy, best_id)
+        # A new best made since, which this one leads by the style's share alone: the one to name
+        # now ("ahead of c1" read as stale after c3 passed c1; mp60).
+        step = next((p.candidate_id for p in reversed(trajectory.points[index + 1:])
+                     if p.new_best and p.within_noise_of == candidate_id), None)
+        return line + (f"; the last new best is {step}, made since, which it leads by no more than that share"
+                       if step and point.decided_by == STYLE else "")
+    return _behind(point, best_text, busy, best_id, best, styles)
 
 
 def _earlier(before: list[TrajectoryPoint]) -> str:
@@ -187,6 +198,25 @@ def _style_share(own: str, other: str) -> str:
             "best of its own style shows one")
 
 
+def _same_score(point: TrajectoryPoint, best: TrajectoryPoint) -> str | None:
+    """"exact": both the same score from 5+ runs alike, which no compare tells apart; "one run": this
+    one's single run gave the exact best's score (a stochastic program's may, on a coarse score)."""
+    def exact(p: TrajectoryPoint) -> bool:
+        return p.runs is None and p.score_interval is not None and p.score_interval[0] == p.score_interval[1]
+    if point.score is None or point.score != best.score or not exact(best):
+        return None
+    return "exact" if exact(point) else "one run" if point.runs == 1 else None
+
+
+def _clears(point: TrajectoryPoint, other: TrajectoryPoint | None, direction: str) -> bool:
+    """Whether ``point``'s quiet interval clears ``other``'s quiet one (a new best may clear the last
+    announced best and still overlap the leader before this measurement; review)."""
+    if other is None or point.contended or other.contended or not point.score_interval or not other.score_interval:
+        return False
+    return point.score_interval[0] > other.score_interval[1] if direction == "maximize" \
+        else point.score_interval[1] < other.score_interval[0]
+
+
 def _remeasure(own: str, best: str) -> str:
     return f"bench.remeasure with candidate_ids [{best}, {own}]"
 
@@ -198,8 +228,10 @@ def _how(point: TrajectoryPoint) -> str:
 
 
 # Where paired rounds found no difference, another compare is no advice (mp53: said after two).
-NO_DIFFERENCE = "their paired rounds find no difference: report the two as one result (bench.compare with " \
-                "repeats above its default, 3 for a kernel kit, resolves a smaller difference)"
+# "with repeats above its default" came right after a compare with twice the default (mp60): more
+# rounds of the two by id are what resolves less, whatever repeats gave these.
+NO_DIFFERENCE = "their paired rounds find no difference: report the two as one result (each further bench.compare " \
+                "of the two by id pools with these rounds and resolves a smaller difference)"
 
 
 BUSY = " (measured on a busy machine: its interval counts widened 3x each way)"
@@ -249,8 +281,9 @@ def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", b
     return "leads the run's ranking"
 
 
-def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str = "") -> str:
-    """A candidate behind the run's best (``best_id``), which it was judged against."""
+def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str = "",
+            best: TrajectoryPoint | None = None, styles: dict[str, str | None] | None = None) -> str:
+    """A candidate behind the run's best (``best_id``, its point ``best``), which it was judged against."""
     how = _how(point)
     if point.new_best:  # past the last new best, behind a leader ahead by the style's share alone
         return (f"new best of the run: beyond noise of the last new best{how}; the run's best {best_text} ranks "
@@ -265,7 +298,19 @@ def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str
     if point.within_noise_of == "x0":
         return f"not a new best: within noise of {X0}{how}{busy}"
     if point.decided_by == STYLE:
-        return f"not a new best: {_style_share(point.candidate_id, point.within_noise_of)}"
+        if passes_over_returns((styles or {}).get(point.within_noise_of), (styles or {}).get(point.candidate_id)):
+            return (f"not a new best: {point.within_noise_of} is ahead of it by no more than destination passing "
+                    f"style's share ({point.within_noise_of} writes into outputs it is given, {point.candidate_id} "
+                    f"returns its own: {share_text()}), so no slower kernel is shown")
+        if passes_over_returns((styles or {}).get(point.candidate_id), (styles or {}).get(point.within_noise_of)):
+            return f"not a new best: {_style_share(point.candidate_id, point.within_noise_of)}"
+        return (f"not a new best: within noise of {point.within_noise_of} by destination passing style's share "
+                f"({share_text()}): one of the two writes into outputs it is given, so no faster kernel either way")
+    same = _same_score(point, best) if best is not None and point.within_noise_of == best_id else None
+    if same:  # a program's exact 2.5 beside the best's exact 2.5 was told to compare the two (mp59)
+        return f"not a new best: the same score as the run's best {best_text}" + (
+            ": report the two as one result" if same == "exact" else ", from one run (repeats 4 tell whether every run "
+            "gives it)")
     # "Within noise" read as "as good as the best" beside a compare that found it slower (mp46).
     if point.within_noise_of:
         if point.decided_by == PAIRS:

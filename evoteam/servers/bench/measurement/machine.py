@@ -31,8 +31,21 @@ from evoteam.servers.bench.measurement.method import TIMING_METHOD
 MAX_FLOOR_RATIO = 2.0  # the call path's median floor this evaluation over the kit's best median here
 MAX_STEAL = 0.05  # share of CPU time stolen by the hypervisor
 MAX_LOAD_PER_CORE = 1.0  # runnable processes per usable core (1-minute load average)
-# How to tell a quieter machine: "when the machine is quieter" left a model nothing to check (mp57).
-QUIET_WHEN = "(quiet: a 1-minute load average below one per core, as `uptime` shows, with no other job running)"
+
+
+def quiet_when(cores: int | None = None) -> str:
+    """How to tell a quiet machine, by the rule `Contention.finish` marks with: "when the machine is
+    quieter" left a model nothing to check (mp57), and "a load average below one per core" read
+    1.1 on 2 cores as quiet while one other busy process marked every evaluation contended (mp60)."""
+    cores = cores or os.cpu_count() or 1
+    if cores <= 2:  # one CPU pinned for timing leaves the harness and any other process one
+        return ("(quiet: no other busy process at all while it measures, as `top` shows: on 2 cores a single one "
+                "marks it contended)")
+    return (f"(quiet: fewer than {cores - 1} other busy processes and a 1-minute load average below {cores} "
+            "while it measures, as `top` and `uptime` show)")
+
+
+QUIET_WHEN = quiet_when()
 RECENT_FLOORS = 20  # the kit's best floor is the lowest of its last this many evaluations
 
 
