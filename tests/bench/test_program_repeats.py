@@ -364,6 +364,10 @@ async def test_a_programs_compare_counts_every_run_of_its_code(tmp_path: Path, m
         cmp = await compare.compare_candidates(settings, "circle_packing_26", {"candidate_id": a.candidate_id},
                                                {"candidate_id": b.candidate_id}, store=kb)
         assert "B ran 5 time(s)" not in cmp.verdict and not cmp.significant, cmp.verdict  # ten runs, three low
+        # In a program's words: no "paired rounds", and no difference found is not one score (mp62).
+        assert "paired" not in cmp.verdict and "report the two as one result" not in cmp.verdict, cmp.verdict
+        assert "their runs find no significant difference, not shown to be one score: each further " \
+               "bench.compare of the two by id adds runs to both and narrows it" in cmp.verdict, cmp.verdict
         assert cmp.b.score == pytest.approx(1.70) and cmp.b.score_interval[0] <= 1.52, cmp.b  # B's ten runs
         assert (await kb.get_candidate(b.candidate_id)).samples["program"] == \
             [1.50, 1.51, 1.52, 1.70, 1.71, 1.70, 1.71, 1.72, 1.71, 1.70]

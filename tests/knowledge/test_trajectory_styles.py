@@ -152,3 +152,22 @@ async def test_a_returning_best_that_loses_the_lead_to_a_passing_one_reads_the_r
                     + f" now leads; {best} is ahead of it by no more than destination passing style's share ({best} "
                     f"writes into outputs it is given, {behind} returns its own: 1.02-1.30x, most on short calls), "
                     "so no slower kernel is shown"), line
+
+
+async def test_a_returning_kernel_within_noise_of_a_passing_best_is_sent_to_one_of_its_own_style(store, verifier):
+    """Within noise of a destination-passing best by intervals, a returning kernel was told to
+    compare the two, whose verdict could only say "no faster kernel shown" either way (mp62)."""
+    run = await store.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+    best = await _record(verifier, run.id, DPS, 3.3, 1)
+    close = await _record(verifier, run.id, RETURNING, 3.28, 2)
+    line = await run_standing(verifier, await verifier.get_candidate(close), "kernel")
+    assert line.startswith(f"not a new best: within noise of the run's best {best} at ") and line.endswith(
+        f", which writes into outputs it is given while {close} returns its own: a compare of the two cannot tell "
+        "kernels apart within destination passing style's share (1.02-1.30x, most on short calls); compare it "
+        "with a kernel of its own style"), line
+    # Two of one style: the compare of the two is the advice, as before.
+    run = await store.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+    best = await _record(verifier, run.id, RETURNING.replace("x * 2", "x + x"), 3.3, 1)
+    close = await _record(verifier, run.id, RETURNING, 3.28, 2)
+    line = await run_standing(verifier, await verifier.get_candidate(close), "kernel")
+    assert line.endswith(f"bench.compare {close} and {best} by id to tell them apart"), line

@@ -332,7 +332,7 @@ async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, kind: 
         kept += f"; {who} in the run: {line}"
     # The pool is what decides; a model that compared again saw only the newest batch (model-play 2026-12-04).
     found = paired_verdict(await dev_comparisons(store, run.id, kit.name), ids[0], ids[1])
-    if found is None or found.batches < 2:
+    if found is None or found.batches < 2 or cumulative:  # a program's verdict is over every run: the pool
         return kept, None, ""
     lead, pooled = pooled_clause(found, run.direction)
     return kept, pooled, lead

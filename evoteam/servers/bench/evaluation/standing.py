@@ -48,18 +48,28 @@ async def run_standing(store: KnowledgeStore, saved: Candidate, kind: str, again
         now = f"the run's best is now {_described(best, unit)}" if best else "the run has no ranked candidate now"
         return f"no longer ranked: a measurement of its code {why}, and the candidate is every measurement of it; {now}"
     again = saved.n_measurements > 1 if again is None else again
-    return standing_line(trajectory, saved.id, unit, again=again, prior_best=prior_best, compared_with=compared_with,
+    line = standing_line(trajectory, saved.id, unit, again=again, prior_best=prior_best, compared_with=compared_with,
                          styles=await _styles(store, saved, trajectory))
+    return program_words(line) if kind == "program" and line else line
+
+
+def program_words(line: str) -> str:
+    """A standing line in a program's words: its runs are not paired with the other side's ("paired
+    rounds" beside a compare whose code counts every run; mp62), and a difference its runs do not
+    find is no proof of one score (a program that lost 0.5 in half its runs read "report the two as
+    one result"; mp62)."""
+    return line.replace(NO_DIFFERENCE, PROGRAM_NO_DIFFERENCE).replace(
+        NO_DIFFERENCE.removeprefix(NO_DIFFERENCE_HEAD), PROGRAM_THEN).replace(
+        "their paired rounds", "their runs side by side")
 
 
 async def _styles(store: KnowledgeStore, saved: Candidate, trajectory: Trajectory) -> dict[str, str | None]:
-    """The output styles of ``saved`` and of the best it is within noise of, where ``saved`` passes
-    destination style or that best leads it by the style's share (the cases a line says them)."""
+    """The output styles of ``saved`` and of the best it is within noise of (read where ``saved``
+    passes destination style or returns its outputs: a line says them where the two differ)."""
     own = style_of(saved.code)
     point = next((p for p in trajectory.points if p.candidate_id == saved.id), None)
     other = point.within_noise_of if point is not None else None
-    # A returning one is said only behind a passing best ahead by the style's share (mp61).
-    if not other or other == "x0" or (own != "dps" and point.decided_by != STYLE):
+    if not other or other == "x0" or own is None:
         return {}
     try:
         return {saved.id: own, other: style_of((await store.get_candidate(other)).code)}
@@ -230,8 +240,11 @@ def _how(point: TrajectoryPoint) -> str:
 # Where paired rounds found no difference, another compare is no advice (mp53: said after two).
 # "with repeats above its default" came right after a compare with twice the default (mp60): more
 # rounds of the two by id are what resolves less, whatever repeats gave these.
-NO_DIFFERENCE = "their paired rounds find no difference: report the two as one result (each further bench.compare " \
-                "of the two by id pools with these rounds and resolves a smaller difference)"
+NO_DIFFERENCE_HEAD = "their paired rounds find no difference: "
+NO_DIFFERENCE = NO_DIFFERENCE_HEAD + "report the two as one result (each further bench.compare of the two by id " \
+    "pools with these rounds and resolves a smaller difference)"
+PROGRAM_THEN = "not shown to be one score: each further bench.compare of the two by id adds runs to both and narrows it"
+PROGRAM_NO_DIFFERENCE = "their runs find no significant difference, " + PROGRAM_THEN
 
 
 BUSY = " (measured on a busy machine: its interval counts widened 3x each way)"
@@ -269,7 +282,7 @@ def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", b
     if point.decided_by == STYLE:
         return f"leads the run's ranking but is not a new best: {_style_share(point.candidate_id, point.within_noise_of)}"
     if point.within_noise_of:  # the last new best, which a lead must clear: not the one it passed (mp47)
-        then = (NO_DIFFERENCE.removeprefix("their paired rounds find no difference: ") if point.decided_by == PAIRS
+        then = (NO_DIFFERENCE.removeprefix(NO_DIFFERENCE_HEAD) if point.decided_by == PAIRS
                 else f"it is progress only once their paired rounds find it better{_beyond_share(point, styles)} "
                 f"({_compare(point.candidate_id, point.within_noise_of)})")
         which = "the last new best" if announced else "the leader before it (none is announced past x0 yet)"
@@ -315,8 +328,16 @@ def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str
     if point.within_noise_of:
         if point.decided_by == PAIRS:
             return f"not a new best: within noise of the run's best {best_text}; {NO_DIFFERENCE}"
+        other = best_id or point.within_noise_of
+        if passes_over_returns((styles or {}).get(other), (styles or {}).get(point.candidate_id)):
+            # Sent to compare a returning kernel with a passing best, whose verdict could only say
+            # "no faster kernel shown" either way (mp62).
+            return (f"not a new best: within noise of the run's best {best_text}{how}{busy}, which writes into "
+                    f"outputs it is given while {point.candidate_id} returns its own: a compare of the two cannot "
+                    f"tell kernels apart within destination passing style's share ({share_text()}); compare it "
+                    "with a kernel of its own style")
         return (f"not a new best: within noise of the run's best {best_text}{how}{busy}; "
-                f"{_compare(point.candidate_id, best_id or point.within_noise_of)} to tell them apart")
+                f"{_compare(point.candidate_id, other)} to tell them apart")
     if point.too_few_runs:  # which of the two lacks an interval: the best's read "(no interval)" (mp47)
         who = (f"this one is from {point.runs} run{'s' if point.runs != 1 else ''}, too few for a 95% interval"
                if point.runs else "the best is from too few runs for a 95% interval")
