@@ -510,8 +510,7 @@ async def _earlier_runs(store: KnowledgeStore, entries: list[Remeasured], kit) -
 
 
 def _pairs(kit, results: dict, paired: PairedRounds | None, contended: bool, earlier: dict | None) -> list:
-    """Every two passing finalists' paired rounds of this dev batch (a program's: every run of each
-    code, with ``earlier``), kept in the run: a version gain pools them with its bests' compares."""
+    """Every two passing finalists' paired rounds of this dev batch, kept: a version gain pools them."""
     from evoteam.servers.bench.measurement.method import TIMING_METHOD
 
     ids = [cid for cid, r in results.items() if cid != BASELINE and r.status == "PASSED" and r.samples]
@@ -519,8 +518,9 @@ def _pairs(kit, results: dict, paired: PairedRounds | None, contended: bool, ear
     for i, a in enumerate(ids):
         for b in ids[i + 1:]:
             spread = None
-            if paired is None:  # a program: every run of each side's code (ComparisonRecord.cumulative)
-                samples, ranges = {side: [*(earlier or {}).get(c, []), *results[c].samples["program"]]
+            whole = paired is None and earlier is not None and bool(earlier.get(a)) and bool(earlier.get(b))
+            if paired is None:  # a program: every run of each code where both have earlier ones (cumulative)
+                samples, ranges = {side: [*(earlier[c] if whole else []), *results[c].samples["program"]]
                                    for side, c in (("a", a), ("b", b))}, None
             else:  # in copies: their processes' contrasts and spread, as a compare keeps them
                 samples, ranges, spread = paired.samples(a, b), paired.ranges(a, b), paired.spread(a, b)
@@ -529,7 +529,7 @@ def _pairs(kit, results: dict, paired: PairedRounds | None, contended: bool, ear
             records.append(record_of(a, b, kit=kit.name, split="dev", kind=kit.manifest.kind, samples=samples,
                                      ranges=ranges, contended=contended, measured_at=at, kit_hash=kit.content_hash,
                                      timing_method=TIMING_METHOD if paired is not None else None, spread=spread,
-                                     cumulative=paired is None and earlier is not None))
+                                     cumulative=whole))
     return records
 
 

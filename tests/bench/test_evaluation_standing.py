@@ -468,3 +468,17 @@ def test_compare_times_the_baseline_that_speedups_are_over():
     if importlib.util.find_spec("flashinfer") is None:
         assert Path(_baseline_file(find_kit(settings, "mla_paged_decode_h16_ckv512_kpe64_ps1"))).name != \
             "baseline_flashinfer.py"
+
+
+def test_only_a_returning_kernel_behind_a_passing_best_is_sent_to_its_own_style():
+    """A returning kernel that reads ahead of a destination-passing best, within noise, may still be
+    found faster by a compare of the two (the style's share only flatters the passing side): its
+    advice stays that compare; one that reads behind is sent to a kernel of its own style (review)."""
+    best = point("c1", 3.3, 3.0, 3.5, "c1", new_best=True, decided_by="intervals")
+    styles = {"c1": "dps", "c2": "returns"}
+    ahead = point("c2", 3.4, 2.9, 3.8, "c1", within_noise_of="c1", decided_by="intervals")
+    said = standing_line(trajectory(best, ahead), "c2", "×", styles=styles)
+    assert said.endswith("bench.compare c2 and c1 by id to tell them apart"), said
+    behind = point("c2", 3.2, 2.9, 3.5, "c1", within_noise_of="c1", decided_by="intervals")
+    said = standing_line(trajectory(best, behind), "c2", "×", styles=styles)
+    assert said.endswith("compare it with a kernel of its own style"), said

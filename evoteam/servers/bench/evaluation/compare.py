@@ -251,7 +251,7 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
         verdict += _settled_clause(made, scores, repeats)
         said = await _pool_runs(settings, store, the_kit, pool_in, codes, runs) if pool_in else ""
         verdict += said + (f"; runs not pooled into the candidates: {not_pooled}" if not_pooled else "")
-        whole = len(pool_in) == 2 and "not pooled" not in said
+        whole = len(pool_in) == 2 and "not pooled" not in said and all(earlier.values())
         if not whole:  # this batch's runs alone: a later record's earlier runs will not hold them
             samples = {side.lower(): [e.score for e in runs[side]] for side in ("A", "B")}
     kept, pooled, lead = "", None, ""
@@ -274,7 +274,8 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
                        if "; kept in run" in kept else ""))
     if lead and styled and pooled is not None:
         lead = _style_lead(lead, b_in_place, stats.Estimate(pooled.b_speedup_over_a, *pooled.interval, 0), ids)
-    verdict = f"{lead}; this batch alone: {verdict}{kept}" if lead else verdict + kept
+    alone = "this batch alone" if kind == "kernel" else "these runs, each side's earlier ones too"
+    verdict = f"{lead}; {alone}: {verdict}{kept}" if lead else verdict + kept
     return Comparison(kit=the_kit.name, split=split, a=_brief(ea, a.get("candidate_id"), notes.get("A"), styled),
                       b=_brief(eb, b.get("candidate_id"), notes.get("B"), styled),
                       b_speedup_over_a=est.value if est else None, interval=[est.lo, est.hi] if est else None,

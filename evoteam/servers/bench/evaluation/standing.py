@@ -49,7 +49,7 @@ async def run_standing(store: KnowledgeStore, saved: Candidate, kind: str, again
         return f"no longer ranked: a measurement of its code {why}, and the candidate is every measurement of it; {now}"
     again = saved.n_measurements > 1 if again is None else again
     line = standing_line(trajectory, saved.id, unit, again=again, prior_best=prior_best, compared_with=compared_with,
-                         styles=await _styles(store, saved, trajectory))
+                         styles=await _styles(store, saved, trajectory) if kind == "kernel" else None)
     return program_words(line) if kind == "program" and line else line
 
 
@@ -154,7 +154,7 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
                      if p.new_best and p.within_noise_of == candidate_id), None)
         return line + (f"; the last new best is {step}, made since, which it leads by no more than that share"
                        if step and point.decided_by == STYLE else "")
-    return _behind(point, best_text, busy, best_id, best, styles)
+    return _behind(point, best_text, busy, best_id, best, styles, trajectory.direction)
 
 
 def _earlier(before: list[TrajectoryPoint]) -> str:
@@ -243,8 +243,9 @@ def _how(point: TrajectoryPoint) -> str:
 NO_DIFFERENCE_HEAD = "their paired rounds find no difference: "
 NO_DIFFERENCE = NO_DIFFERENCE_HEAD + "report the two as one result (each further bench.compare of the two by id " \
     "pools with these rounds and resolves a smaller difference)"
-PROGRAM_THEN = "not shown to be one score: each further bench.compare of the two by id adds runs to both and narrows it"
-PROGRAM_NO_DIFFERENCE = "their runs find no significant difference, " + PROGRAM_THEN
+PROGRAM_TAIL = "not shown to be one score: each further bench.compare of the two by id adds runs to both and narrows it"
+PROGRAM_NO_DIFFERENCE = "their runs find no significant difference, " + PROGRAM_TAIL
+PROGRAM_THEN = "no significant difference, " + PROGRAM_TAIL
 
 
 BUSY = " (measured on a busy machine: its interval counts widened 3x each way)"
@@ -295,7 +296,8 @@ def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", b
 
 
 def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str = "",
-            best: TrajectoryPoint | None = None, styles: dict[str, str | None] | None = None) -> str:
+            best: TrajectoryPoint | None = None, styles: dict[str, str | None] | None = None,
+            direction: str = "maximize") -> str:
     """A candidate behind the run's best (``best_id``, its point ``best``), which it was judged against."""
     how = _how(point)
     if point.new_best:  # past the last new best, behind a leader ahead by the style's share alone
@@ -329,9 +331,11 @@ def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str
         if point.decided_by == PAIRS:
             return f"not a new best: within noise of the run's best {best_text}; {NO_DIFFERENCE}"
         other = best_id or point.within_noise_of
-        if passes_over_returns((styles or {}).get(other), (styles or {}).get(point.candidate_id)):
-            # Sent to compare a returning kernel with a passing best, whose verdict could only say
-            # "no faster kernel shown" either way (mp62).
+        behind = best is not None and None not in (point.score, best.score) and point.score != best.score and \
+            (point.score < best.score) == (direction == "maximize")
+        if behind and passes_over_returns((styles or {}).get(other), (styles or {}).get(point.candidate_id)):
+            # Sent to compare a returning kernel behind a passing best, whose verdict could only
+            # say "no faster kernel shown" (mp62); one that reads ahead may still show a faster one.
             return (f"not a new best: within noise of the run's best {best_text}{how}{busy}, which writes into "
                     f"outputs it is given while {point.candidate_id} returns its own: a compare of the two cannot "
                     f"tell kernels apart within destination passing style's share ({share_text()}); compare it "
