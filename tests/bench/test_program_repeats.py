@@ -309,6 +309,14 @@ async def test_made_up_runs_never_settle_a_program(tmp_path: Path):
         cmp = await compare_candidates(settings, "circle_packing_26", {"candidate_id": real.candidate_id},
                                        {"candidate_id": forged.id}, store=kb, repeats=5)
         assert "B ran" not in cmp.verdict and cmp.b.score == pytest.approx(real.score), cmp.verdict
+        # Kept as this batch's runs alone, not as every run of both codes: the forged side's runs do
+        # not count, so a record of "every run" would lack the runs later pooled into it (review).
+        from evoteam.servers.knowledge.comparisons import dev_comparisons
+
+        kept = [r for r in await dev_comparisons(kb, run.id, "circle_packing_26")
+                if {r.a_candidate_id, r.b_candidate_id} == {real.candidate_id, forged.id}]
+        assert kept and not kept[-1].cumulative, kept
+        assert kept[-1].samples["b"] == [pytest.approx(real.score)] * 5, kept[-1]  # its five runs here, no 2.9
 
 
 async def test_only_a_passing_dev_record_of_this_kits_content_settles(tmp_path: Path):
