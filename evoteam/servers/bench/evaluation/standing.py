@@ -14,6 +14,7 @@ import logging
 
 from evoteam import stats
 from evoteam.passingstyle import passes_over_returns, share_text, style_of
+from evoteam.servers.knowledge.measurements import beyond
 from evoteam.servers.knowledge.models import Candidate, Trajectory, TrajectoryPoint
 from evoteam.servers.knowledge.standing import PAIRS, STYLE, WITH_BASELINE
 from evoteam.servers.knowledge.store import KnowledgeStore
@@ -219,12 +220,22 @@ def _same_score(point: TrajectoryPoint, best: TrajectoryPoint) -> str | None:
 
 
 def _clears(point: TrajectoryPoint, other: TrajectoryPoint | None, direction: str) -> bool:
-    """Whether ``point``'s quiet interval clears ``other``'s quiet one (a new best may clear the last
-    announced best and still overlap the leader before this measurement; review)."""
-    if other is None or point.contended or other.contended or not point.score_interval or not other.score_interval:
+    """Whether ``point``'s quiet interval clears ``other``'s quiet one, by the store's rule
+    (stats.clears): a new best may clear the last announced best and still overlap the leader
+    before this measurement (review)."""
+    if other is None or point.contended or other.contended:
         return False
-    return point.score_interval[0] > other.score_interval[1] if direction == "maximize" \
-        else point.score_interval[1] < other.score_interval[0]
+    new, incumbent = _estimate(point), _estimate(other)
+    return new is not None and incumbent is not None and stats.clears(new, incumbent, direction)
+
+
+def _estimate(point: TrajectoryPoint) -> stats.Estimate | None:
+    """A point's score as an estimate: from too few runs (``runs``), one whose spread is unknown."""
+    if point.score is None or not point.score_interval:
+        return None
+    few = point.runs is not None
+    return stats.Estimate(point.score, *point.score_interval, point.runs if few else stats.EXACT_MIN_RUNS,
+                          0.0 if few else stats.CONFIDENCE)
 
 
 def _remeasure(own: str, best: str) -> str:
@@ -299,7 +310,7 @@ def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str
             best: TrajectoryPoint | None = None, styles: dict[str, str | None] | None = None,
             direction: str = "maximize") -> str:
     """A candidate behind the run's best (``best_id``, its point ``best``), which it was judged against."""
-    how = _how(point)
+    how, styles = _how(point), styles or {}
     if point.new_best:  # past the last new best, behind a leader ahead by the style's share alone
         return (f"new best of the run: beyond noise of the last new best{how}; the run's best {best_text} ranks "
                 "above it by destination passing style's share alone, no faster kernel")
@@ -313,11 +324,11 @@ def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str
     if point.within_noise_of == "x0":
         return f"not a new best: within noise of {X0}{how}{busy}"
     if point.decided_by == STYLE:
-        if passes_over_returns((styles or {}).get(point.within_noise_of), (styles or {}).get(point.candidate_id)):
+        if passes_over_returns(styles.get(point.within_noise_of), styles.get(point.candidate_id)):
             return (f"not a new best: {point.within_noise_of} is ahead of it by no more than destination passing "
                     f"style's share ({point.within_noise_of} writes into outputs it is given, {point.candidate_id} "
                     f"returns its own: {share_text()}), so no slower kernel is shown")
-        if passes_over_returns((styles or {}).get(point.candidate_id), (styles or {}).get(point.within_noise_of)):
+        if passes_over_returns(styles.get(point.candidate_id), styles.get(point.within_noise_of)):
             return f"not a new best: {_style_share(point.candidate_id, point.within_noise_of)}"
         return (f"not a new best: within noise of {point.within_noise_of} by destination passing style's share "
                 f"({share_text()}): one of the two writes into outputs it is given, so no faster kernel either way")
@@ -331,9 +342,9 @@ def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str
         if point.decided_by == PAIRS:
             return f"not a new best: within noise of the run's best {best_text}; {NO_DIFFERENCE}"
         other = best_id or point.within_noise_of
-        behind = best is not None and None not in (point.score, best.score) and point.score != best.score and \
-            (point.score < best.score) == (direction == "maximize")
-        if behind and passes_over_returns((styles or {}).get(other), (styles or {}).get(point.candidate_id)):
+        behind = best is not None and None not in (point.score, best.score) and beyond(best.score, point.score,
+                                                                                        direction)
+        if behind and passes_over_returns(styles.get(other), styles.get(point.candidate_id)):
             # Sent to compare a returning kernel behind a passing best, whose verdict could only
             # say "no faster kernel shown" (mp62); one that reads ahead may still show a faster one.
             return (f"not a new best: within noise of the run's best {best_text}{how}{busy}, which writes into "
