@@ -8,7 +8,7 @@ import math
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from evoteam import stats
 
@@ -22,7 +22,7 @@ from evoteam.servers.knowledge.listing import all_candidates
 from evoteam.report.remeasure import MeasurementSet, apart_by_pairs, latest_measurement_set
 from evoteam.passingstyle import within_share
 from evoteam.servers.bench.measurement.machine import QUIET_WHEN
-from evoteam.report.styles import dps_over_returning, drop_style_leads
+from evoteam.report.styles import dps_over_returning, drop_style_leads, over_own_style
 from evoteam.servers.knowledge.comparisons import ComparisonRecord, dev_comparisons, paired_verdict
 from evoteam.servers.knowledge.standing import BASELINE, x0_is_baseline
 from evoteam.servers.retrieval.models import RetrievalSeries
@@ -109,6 +109,11 @@ class VersionPoint(BaseModel):
     style_share: bool = Field(default=False, description="the version's best writes into output slots allocated "
                               "outside the clock (destination passing), the best before it returns its outputs: "
                               "a gain within that style's share is no faster kernel (significant False): a stall")
+    own_style: str | None = Field(default=None, description="the version's best returns its outputs and the best "
+                                  "before it passes destination style: its gain over the best before it of its own "
+                                  "style, by their paired rounds, or the compare that decides it")
+    # significant and worse over the best before it, where own_style's gain overrode them (said as they were)
+    _over_before: tuple[bool | None, bool] | None = PrivateAttr(default=None)
     contended: bool = Field(default=False, description="one of the two bests was measured on a contended "
                             "machine: the gain is decided only by rounds that timed both side by side (paired "
                             "batches of bench.compare or bench.remeasure); until then significant is None, and the "
@@ -369,6 +374,7 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
             if held is None or rank_key(p, direction) > rank_key(held, direction):
                 best_of[p.team_version] = p
     ranked_dev = [p for p in points if _ranks(p) and p.split == "dev"]
+    earlier_ids: dict[int, list[str]] = {}  # each version's ranked candidates before it, best first
     for v in await team.list_versions(run_id):
         # The best before a version: of what was measured before it was designed, and of what the
         # earlier versions' roles measured after (an evaluation landing late): a v2 best worse than a
@@ -376,6 +382,7 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
         earlier = [p for p in ranked_dev if p.at <= v.created_at
                    or (p.team_version is not None and p.team_version < v.version)]
         before = max(earlier, key=lambda p: rank_key(p, direction)) if earlier else None
+        earlier_ids[v.version] = [p.id for p in sorted(earlier, key=lambda p: rank_key(p, direction), reverse=True)]
         own = best_of.get(v.version)
         vp = VersionPoint(
             version=v.version, at=v.created_at, roles=v.roles, diagnosis=v.diagnosis,
@@ -426,6 +433,7 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
     report.remeasured = await latest_measurement_set(store, run_id)
     _decide_side_by_side(report)
     first_busy = any(v.contended and v.significant is None and not v.best_before_id for v in versions)
+    records: list[ComparisonRecord] = []
     if any(v.best_before_id for v in versions) or report.remeasured or first_busy:
         records = await dev_comparisons(store, run_id, run.kit)
         _first_by_baseline(report, records, run.x0)
@@ -438,6 +446,8 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
             _short_of_start(v, await store.get_candidate(v.best_candidate_id), run.x0, direction)
     for v in versions:
         await _within_style_share(store, v)
+        picked = sum(1 for p in ranked_dev if p.team_version == v.version)
+        await over_own_style(store, v, earlier_ids.get(v.version, []), records, picked)
     for v in versions:
         _unmeasured_lead(v, points, run.x0, direction)
     return report

@@ -7,7 +7,8 @@ gain as none (data.py), and `bench.remeasure` does not list such a finalist as b
 
 from __future__ import annotations
 
-from evoteam.passingstyle import share_text, within_share
+from evoteam import stats
+from evoteam.passingstyle import passes_over_returns, share_text, style_of, within_share
 from evoteam.passingstyle import dps_over_returning as codes_dps_over_returning
 from evoteam.servers.knowledge.comparisons import paired_verdict
 from evoteam.servers.knowledge.store import KnowledgeStore
@@ -17,6 +18,45 @@ async def dps_over_returning(store: KnowledgeStore, own_id: str, other_id: str) 
     """Whether ``own_id`` passes destination style and ``other_id`` returns its outputs (Python files)."""
     own, other = await store.get_candidate(own_id), await store.get_candidate(other_id)
     return codes_dps_over_returning(own.code, other.code)
+
+
+async def over_own_style(store: KnowledgeStore, v, earlier: list[str], records: list, picked_of: int) -> None:
+    """A version gain not found over a best in destination passing style, where the version's best
+    returns its outputs: read again over the best before it that returns its outputs too (``earlier``:
+    the ranked ids before the version, best first), by the two's kept paired rounds. That style's
+    share let a destination-passing v1 kernel rank first, and a v2 kernel 1.21x (1.09-1.33) faster
+    than v1's returning one, side by side, read "no significant difference" over it (mp63). A
+    faster kernel of the version's own style is a gain (significant); none decided says how to
+    decide it (``v.own_style``)."""
+    if v.significant or not v.gain_is_ratio or not v.best_before_id or not v.best_candidate_id:
+        return
+    # A best before it that leads by more than the style's share is a faster kernel: nothing to read again.
+    if v.gain_interval and v.gain_interval[1] > 0 and not within_share(1 / v.gain_interval[1]):
+        return
+    own, before = await store.get_candidate(v.best_candidate_id), await store.get_candidate(v.best_before_id)
+    if not passes_over_returns(style_of(before.code), style_of(own.code)):
+        return
+    same = None
+    for cid in earlier:
+        if cid not in (v.best_before_id, own.id) and style_of((await store.get_candidate(cid)).code) == "returns":
+            same = cid
+            break
+    if same is None:
+        return
+    why = (f"the best before it writes into outputs allocated outside the clock (destination passing), which "
+           f"alone was {share_text()}; over {same}, the best before it that returns its outputs as the "
+           "version's best does")
+    found = paired_verdict(records, same, own.id, picked_of=picked_of)
+    if found is None or not found.decides or found.kind != "kernel":
+        v.own_style = f"{why}: bench.compare {same} and {own.id} by id (a lead over it is a faster kernel)"
+        return
+    shown = stats.describe(stats.Estimate(*found.estimate, found.runs, found.coverage), "×")
+    if found.significant and found.estimate[0] > 1:
+        v._over_before, v.significant, v.worse = (v.significant, v.worse), True, False
+        v.own_style = f"{why}: {shown}, timed side by side: significant, a faster kernel"
+    else:
+        said = "slower" if found.significant else "no significant difference"
+        v.own_style = f"{why}: {shown}, timed side by side: {said}"
 
 
 async def _ahead_by_share(store: KnowledgeStore, records: list, ahead: str, behind: str) -> bool:

@@ -107,6 +107,14 @@ def _reads(v: VersionPoint, direction: str | None) -> str:
 
 
 def gain_text(v: VersionPoint, direction: str | None = None) -> str | None:
+    """_gain_text, and where the version's best returns its outputs and the best before it passes
+    destination style, its gain over the best before it of its own style (report/styles.py)."""
+    said = v if v._over_before is None else v.model_copy(update=dict(zip(("significant", "worse"), v._over_before)))
+    text = _gain_text(said, direction)
+    return f"{text}; {v.own_style}" if text and v.own_style else text
+
+
+def _gain_text(v: VersionPoint, direction: str | None = None) -> str | None:
     """"1.06× (0.98–1.15) over the best before it: within noise" (or "significant", "worse, beyond
     noise", "no gain", "not established" with what settles it; from paired rounds "significant",
     "worse, significant" or "no significant difference") — or why there is no gain to show."""

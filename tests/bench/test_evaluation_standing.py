@@ -43,7 +43,8 @@ def test_each_standing_of_the_trajectory_is_said_in_one_line():
     assert standing_line(trajectory(a), "cand_a", "×") == \
         "new best of the run: beyond noise of x0, the run's starting score (by their intervals)"
     lead = standing_line(run, "cand_b", "×")
-    assert lead.startswith("leads the run's ranking (by its interval's pessimistic end) but is not a new best: "
+    assert lead.startswith("leads the run's ranking (by the pessimistic end of its interval over all its runs) but "
+                           "is not a new best: "
                            "within noise of cand_a, the last new best (by their paired rounds)") and \
         "bench.compare cand_b and cand_a by id" not in lead, lead  # they were compared: not advice to do it again (mp53)
     assert lead.endswith("; report the two as one result (each further bench.compare of the two by id pools with "

@@ -68,6 +68,8 @@ async def test_a_lead_within_the_styles_share_is_no_new_best(store, verifier):
     again = standing_line(trajectory, top, "×")
     assert again.startswith(f"not the run's best: that is {rewrite}") and "bench.compare" not in again, again
     assert "ahead of it by no more than destination passing style's share (no faster kernel)" in again, again
+    # The leader was never announced: said, beside its own "not a new best" (mp63).
+    assert ", which leads the run's ranking but is not a new best, ahead of it" in again, again
 
     # Beyond the share, a rewrite in that style is a faster kernel, and announced.
     faster = await _record(verifier, run.id, DPS_FASTER, 4.5, 3)

@@ -46,6 +46,10 @@ async def test_without_git_a_role_is_never_told_it_has_a_worktree(kb, run, tmp_p
     assert "worktree" not in brief.split("## Coordination", 1)[1]
     assert "do not commit" in brief
     assert any("shared tree" in w and "not a git repository" in w for w in result.warnings)
+    # Two roles without a worktree for one reason: one warning naming both, not the sentence twice (mp63).
+    both = await svc.design_team(TeamDesign(**design(run.id, "Builder", "Tester", isolation="worktree")))
+    shared = [w for w in both.warnings if "shared tree" in w]
+    assert len(shared) == 1 and shared[0].startswith("Builder and Tester work in the shared tree: "), both.warnings
 
 
 async def test_the_brief_says_what_to_call_and_with_which_ids(kb, run, service_factory):
@@ -177,3 +181,18 @@ async def test_a_kernel_kits_brief_leaves_out_the_program_kits_rule(kb, run, ser
                                                  verified=True, samples={"program": [9.0]}))
     d = design(programs.id, "Builder", mcp_servers=["knowledge", "bench"])
     assert rule in brief_of(await service_factory().design_team(TeamDesign(**d)))
+
+
+async def test_a_later_stage_of_the_first_version_reads_no_history(kb, run, service_factory):
+    """The history has an entry per reflected version: none while v1 works, in any stage. A
+    second-stage role of v1 was sent to read it and got "_No history yet._" (mp63); its teammates'
+    learnings and candidates may exist by then, so those reads stay. Its working rules name the
+    compare's `verdict`, which a compare's reply has (a brief named a `standing` it lacks; mp63)."""
+    d = design(run.id, "Scout", "Builder", stages=[["Scout"], ["Builder"]], mcp_servers=["knowledge", "bench"])
+    result = await service_factory().design_team(TeamDesign(**d))
+    later = brief_of(result, 1)
+    assert "You are in stage 2 of 2" in later
+    reads = later.split("## Read before you act", 1)[1].split("## Deliver", 1)[0]
+    assert "__history`" not in reads and "__learnings`" in reads and "__best_candidates`" in reads, reads
+    rules = later.split("## Working rules", 1)[1]
+    assert "its `verdict` says where B stands in the run" in rules and "`standing`" not in rules, rules

@@ -45,10 +45,25 @@ async def place_roles(team: TeamVersion, run: Run, project_dir: Path) -> dict[st
         try:
             path, branch = await ensure_worktree(project_dir, run.id, team.version, role.slug)
         except DomainError as exc:
-            places[role.slug] = Place(note=shared_place(role), warning=f"{role.name} works in the shared tree: {exc}")
+            places[role.slug] = Place(note=shared_place(role), warning=str(exc))
             continue
         places[role.slug] = Place(note=worktree_note(path, branch), worktree=str(path), branch=branch)
     return places
+
+
+def shared_tree_warnings(team: TeamVersion, places: dict[str, Place]) -> list[str]:
+    """One warning per reason a role got no worktree, naming every role it holds for: the same
+    sentence once per role read twice, word for word, in a design reply (mp63)."""
+    names: dict[str, list[str]] = {}
+    for role in team.roles:
+        if (place := places.get(role.slug)) is not None and place.warning:
+            names.setdefault(place.warning, []).append(role.name)
+    return [f"{_listed(who)} {'works' if len(who) == 1 else 'work'} in the shared tree: {why}"
+            for why, who in names.items()]
+
+
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 async def best_candidate(kb: KnowledgeStore, run: Run) -> Candidate | None:

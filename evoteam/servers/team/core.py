@@ -23,7 +23,7 @@ from evoteam.servers.knowledge.listing import newest_history
 from evoteam.servers.knowledge.models import HistoryEntry, HistoryEntryCreate, Run
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.team.budget import budget_report
-from evoteam.servers.team.briefing import best_candidate, place_roles, worktree_note
+from evoteam.servers.team.briefing import best_candidate, place_roles, shared_tree_warnings, worktree_note
 from evoteam.servers.team.cost import PriceTable, find_transcript, record_cost_as, record_transcript_cost
 from evoteam.plugin.gitexclude import keep_out_of_git
 from evoteam.servers.team.launch import proc_file
@@ -136,7 +136,7 @@ class TeamService:
                             f"before v{team.version}'s roles start (their brief has them read the history first)")
         stages = stage_of(team)
         places = await place_roles(team, run, self.project_dir)
-        warnings += [p.warning for p in places.values() if p.warning]
+        warnings += shared_tree_warnings(team, places)
         for role in team.roles:
             session = await self.team.create_session(run.id, team.version, role.name, role.slug, "subagent",
                                                      status="planned", stage=stages[role.slug])

@@ -124,8 +124,9 @@ def role_brief(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming |
     # Reads of what cannot exist yet are left out: a first-stage role of a run with nothing
     # recorded would spend three calls on empty answers. Later stages read everything.
     first = my_stage == 0
+    # The history has an entry per reflected version, so none while v1 works, in any stage (mp63).
     no_learnings, no_candidates, no_history = (first and run.learnings == 0, first and run.candidates == 0,
-                                               first and team.version == 1)
+                                               team.version == 1)
     built_reads = [
         *([] if no_learnings else [
             f"The learnings document of run `{run.id}` (`{k('knowledge', 'learnings')}`): what earlier teams "
@@ -179,7 +180,7 @@ def role_brief(team: TeamVersion, role: RoleSpec, run: Run, naming: ToolNaming |
     # Models read a busy machine's score as any other (model-play 2026-12-04): one line says how not to.
     busy = (f"- A score marked `contended` (taken on a busy machine) can be off by more than its interval: call "
             f"it better than another candidate only once `{k('bench', 'compare')}` of the two by id says so "
-            "(its `standing` says where it stands against x0).\n"
+            "(its `verdict` says where B stands in the run).\n"
             if bench else "")
     # A kernel kit's brief carried the program kits' line too, read for nothing (mp38): said unless
     # the run's best shows a kernel kit's rounds (nothing measured yet: the kind is not known here).

@@ -129,7 +129,9 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
             return (f"ranks behind the run's best {best_text} by its wider interval, though their paired rounds "
                     f"find it better: {_remeasure(candidate_id, best_id)}")
         before = trajectory.points[:trajectory.points.index(best)]
-        return f"not the run's best: that is {best_text}" + (_paired_already(best, candidate_id, before)
+        # A leader never announced read as the run's announced best, beside its own "not a new best" (mp63).
+        unannounced = ", which leads the run's ranking but is not a new best" if not best.new_best else ""
+        return f"not the run's best: that is {best_text}{unannounced}" + (_paired_already(best, candidate_id, before)
                                                               or _apart(compared_with, candidate_id, best_id))
     index = trajectory.points.index(point)
     first = not any(p.new_best for p in trajectory.points[:index])
@@ -181,8 +183,12 @@ def _paired_already(best: TrajectoryPoint, own: str, before: list[TrajectoryPoin
 def _apart(compared_with: str | None, own: str, other: str) -> str:
     """How to tell ``own`` from ``other``: never another compare of the two a compare's reply is about."""
     if compared_with == other:
-        return "; the verdict above is what their paired rounds say (the ranking reads each interval's pessimistic end)"
-    return f"; {_compare(own, other)} to tell them apart (the ranking reads each interval's pessimistic end)"
+        return f"; the verdict above is what their paired rounds say {RANKING}"
+    return f"; {_compare(own, other)} to tell them apart {RANKING}"
+
+
+# The ranking reads every run of a candidate, not the batch a compare's reply shows the intervals of (mp63).
+RANKING = "(the ranking reads the pessimistic end of each one's interval over all its runs)"
 
 
 def _compare(own: str, other: str) -> str:
@@ -298,8 +304,8 @@ def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", b
                 else f"it is progress only once their paired rounds find it better{_beyond_share(point, styles)} "
                 f"({_compare(point.candidate_id, point.within_noise_of)})")
         which = "the last new best" if announced else "the leader before it (none is announced past x0 yet)"
-        return (f"leads the run's ranking (by its interval's pessimistic end) but is not a new best: within noise "
-                f"of {point.within_noise_of}, {which}{how}{busy}; {then}")
+        return (f"leads the run's ranking (by the pessimistic end of its interval over all its runs) but is not a "
+                f"new best: within noise of {point.within_noise_of}, {which}{how}{busy}; {then}")
     if point.too_few_runs:
         mark = X0 if first else "the last new best"
         return f"leads the run's ranking, but from too few runs to be told apart from {mark}"

@@ -1,0 +1,90 @@
+"""A version's best that returns its outputs, over a best before it in destination passing style
+(its outputs allocated outside the clock): the gain is read again over the best before it that
+returns its outputs too. mp63: a v2 kernel 1.21x faster than v1's returning best, side by side,
+read "no significant difference" over a destination-passing v1 kernel that ranked first by that
+style's share, and the version counted as a stall."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from evoteam.codehash import code_hash
+from evoteam.report.data import gather
+from evoteam.report.summary import summarise
+from evoteam.servers.knowledge.comparisons import keep_comparison, record_of
+from evoteam.servers.knowledge.connect import component_store
+from evoteam.servers.knowledge.local import LocalKnowledgeStore
+from evoteam.servers.knowledge.models import CandidateCreate, RunCreate
+from evoteam.servers.knowledge.store import Actor
+from evoteam.servers.team.core import TeamService
+from tests.report.conftest import _design
+
+RETURNS_1 = "def run(x):\n    return x * 2\n"
+DPS_1 = "DESTINATION_PASSING_STYLE = True\n\ndef run(x, out):\n    out[:] = x * 2\n"
+RETURNS_2 = "def run(x):\n    return x + x\n"
+
+
+def rounds(center: float, seed: int, spread: float) -> dict[str, list[float]]:
+    rng = random.Random(seed)
+    return {w: [center * (1 + rng.uniform(-spread, spread) / 4) for _ in range(20)] for w in ("a", "b", "c")}
+
+
+async def _run(kb, tmp_path: Path, dps_score: float, dps_spread: float) -> tuple[str, dict[str, str]]:
+    run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+    team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
+    ids = {}
+    plan = {1: (("r1", RETURNS_1, 2.6, 0.02), ("d1", DPS_1, dps_score, dps_spread)),
+            2: (("r2", RETURNS_2, 3.55, 0.6),)}
+    for v, entries in plan.items():
+        await team.design_team(_design(run.id, f"diagnosis {v}", f"Role{v}"))
+        bench = kb.with_actor(Actor(user="u", client="t", role=f"Role{v}", team_version=v, verifier=True))
+        for name, code, score, spread in entries:
+            ids[name] = (await bench.record_candidate(CandidateCreate(
+                run_id=run.id, code=code, code_hash=code_hash(code), status="PASSED", score=score, verified=True,
+                samples=rounds(score, len(ids) + 1, spread)))).id
+    return run.id, ids
+
+
+async def _keep(kb, run_id: str, a: str, b: str, ratio: float) -> None:
+    bench = kb.with_actor(Actor(user="u", client="t", verifier=True))
+    await keep_comparison(bench, run_id, record_of(a, b, kit="k", split="dev", kind="kernel", ranges=None,
+                                                   samples={"a": [ratio * (1 + (i % 5 - 2) / 200) for i in range(30)]},
+                                                   contended=False, measured_at=datetime.now(UTC)))
+
+
+@pytest.mark.parametrize("ratio, significant, said", [
+    (1.35, True, "timed side by side: significant, a faster kernel"),
+    (1.0, False, "timed side by side: no significant difference"),
+    (None, False, "by id (a lead over it is a faster kernel)"),
+])
+async def test_a_returning_best_is_read_over_the_returning_best_before_it(tmp_path: Path, ratio, significant, said):
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run_id, ids = await _run(kb, tmp_path, 3.5, 0.6)
+        if ratio is not None:
+            await _keep(kb, run_id, ids["r1"], ids["r2"], ratio)
+        summary = summarise(await gather(kb, run_id))
+        v2 = summary.versions[1]
+        # The best before it is the destination-passing kernel, and over it the gain is not one.
+        assert f"over the best before it ({ids['d1']})" in v2.gain and ": within noise" in v2.gain, v2.gain
+        assert v2.significant_gain is significant, v2.gain
+        assert summary.versions_without_significant_gain == (0 if significant else 1)
+        assert f"over {ids['r1']}, the best before it that returns its outputs as the version's best does" \
+            in v2.gain, v2.gain
+        assert said in v2.gain and "destination passing" in v2.gain, v2.gain
+        if ratio is None:
+            assert f"bench.compare {ids['r1']} and {ids['r2']} by id" in v2.gain, v2.gain
+
+
+async def test_a_best_before_ahead_by_more_than_the_styles_share_stays_the_measure(tmp_path: Path):
+    """A destination-passing best before it that leads by more than that style's share is a faster
+    kernel: the version's best is behind it, whatever it gained over a returning one."""
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run_id, ids = await _run(kb, tmp_path, 6.0, 0.02)
+        await _keep(kb, run_id, ids["r1"], ids["r2"], 1.35)
+        v2 = summarise(await gather(kb, run_id)).versions[1]
+        assert v2.significant_gain is False and "worse, beyond noise" in v2.gain, v2.gain
+        assert ids["r1"] not in v2.gain, v2.gain
