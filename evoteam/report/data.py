@@ -8,7 +8,7 @@ import math
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import BaseModel, Field
 
 from evoteam import stats
 
@@ -22,7 +22,7 @@ from evoteam.servers.knowledge.listing import all_candidates
 from evoteam.report.remeasure import MeasurementSet, apart_by_pairs, latest_measurement_set
 from evoteam.passingstyle import within_share
 from evoteam.servers.bench.measurement.machine import QUIET_WHEN
-from evoteam.report.styles import dps_over_returning, drop_style_leads, over_own_style
+from evoteam.report.styles import dps_over_returning, drop_style_leads, over_own_style, paired_top
 from evoteam.servers.knowledge.comparisons import ComparisonRecord, dev_comparisons, paired_verdict
 from evoteam.servers.knowledge.standing import BASELINE, x0_is_baseline
 from evoteam.servers.retrieval.models import RetrievalSeries
@@ -112,8 +112,9 @@ class VersionPoint(BaseModel):
     own_style: str | None = Field(default=None, description="the version's best returns its outputs and the best "
                                   "before it passes destination style: its gain over the best before it of its own "
                                   "style, by their paired rounds, or the compare that decides it")
-    # significant and worse over the best before it, where own_style's gain overrode them (said as they were)
-    _over_before: tuple[bool | None, bool] | None = PrivateAttr(default=None)
+    over_before: tuple[bool | None, bool] | None = Field(default=None, description="set where own_style's gain "
+                                                         "decided significant and worse: the two as they read over "
+                                                         "the best before it, whose gain and interval these are")
     contended: bool = Field(default=False, description="one of the two bests was measured on a contended "
                             "machine: the gain is decided only by rounds that timed both side by side (paired "
                             "batches of bench.compare or bench.remeasure); until then significant is None, and the "
@@ -367,23 +368,23 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
     for c in costs:
         if c.provenance.team_version is not None:
             by_version[c.provenance.team_version] = by_version.get(c.provenance.team_version, 0.0) + c.usd
-    best_of: dict[int, CandidatePoint] = {}
-    for p in points:
-        if _ranks(p) and p.split == "dev" and p.team_version is not None:
-            held = best_of.get(p.team_version)
-            if held is None or rank_key(p, direction) > rank_key(held, direction):
-                best_of[p.team_version] = p
     ranked_dev = [p for p in points if _ranks(p) and p.split == "dev"]
     earlier_ids: dict[int, list[str]] = {}  # each version's ranked candidates before it, best first
-    for v in await team.list_versions(run_id):
+    team_versions = await team.list_versions(run_id)
+    # Which candidate is a version's best, or the best before it: paired rounds decide over intervals (paired_top).
+    records: list[ComparisonRecord] = await dev_comparisons(store, run_id, run.kit) if len(team_versions) > 1 else []
+    by_id = {p.id: p for p in ranked_dev}
+    for v in team_versions:
         # The best before a version: of what was measured before it was designed, and of what the
         # earlier versions' roles measured after (an evaluation landing late): a v2 best worse than a
         # late v1 best read as a significant gain over the v1 best at design time (review 2026-12-04).
         earlier = [p for p in ranked_dev if p.at <= v.created_at
                    or (p.team_version is not None and p.team_version < v.version)]
-        before = max(earlier, key=lambda p: rank_key(p, direction)) if earlier else None
         earlier_ids[v.version] = [p.id for p in sorted(earlier, key=lambda p: rank_key(p, direction), reverse=True)]
-        own = best_of.get(v.version)
+        before = by_id.get(await paired_top(store, earlier_ids[v.version], records, direction) or "")
+        mine = sorted((p for p in ranked_dev if p.team_version == v.version), key=lambda p: rank_key(p, direction),
+                      reverse=True)
+        own = by_id.get(await paired_top(store, [p.id for p in mine], records, direction) or "")
         vp = VersionPoint(
             version=v.version, at=v.created_at, roles=v.roles, diagnosis=v.diagnosis,
             spent_usd=spent_at(v.created_at), best_before=before.score if before else None,
@@ -433,9 +434,8 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
     report.remeasured = await latest_measurement_set(store, run_id)
     _decide_side_by_side(report)
     first_busy = any(v.contended and v.significant is None and not v.best_before_id for v in versions)
-    records: list[ComparisonRecord] = []
     if any(v.best_before_id for v in versions) or report.remeasured or first_busy:
-        records = await dev_comparisons(store, run_id, run.kit)
+        records = records or await dev_comparisons(store, run_id, run.kit)
         _first_by_baseline(report, records, run.x0)
         _decide_by_compare(report, records)
         if report.remeasured:  # compares made after the set count too
@@ -446,10 +446,13 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
             _short_of_start(v, await store.get_candidate(v.best_candidate_id), run.x0, direction)
     for v in versions:
         await _within_style_share(store, v)
-        picked = sum(1 for p in ranked_dev if p.team_version == v.version)
-        await over_own_style(store, v, earlier_ids.get(v.version, []), records, picked)
     for v in versions:
         _unmeasured_lead(v, points, run.x0, direction)
+        picked = sum(1 for p in ranked_dev if p.team_version == v.version)
+        await over_own_style(store, v, earlier_ids.get(v.version, []), records, picked, run.x0, direction)
+        if v.over_before is not None:  # a gain now: an earlier lead from too few runs leaves it open, as any
+            _unmeasured_lead(v, points, run.x0, direction)
+            v.over_before = None if v.unmeasured_lead else v.over_before
     return report
 
 

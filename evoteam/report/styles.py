@@ -11,6 +11,7 @@ from evoteam import stats
 from evoteam.passingstyle import passes_over_returns, share_text, style_of, within_share
 from evoteam.passingstyle import dps_over_returning as codes_dps_over_returning
 from evoteam.servers.knowledge.comparisons import paired_verdict
+from evoteam.servers.knowledge.measurements import candidate_estimate, clears_start
 from evoteam.servers.knowledge.store import KnowledgeStore
 
 
@@ -20,18 +21,22 @@ async def dps_over_returning(store: KnowledgeStore, own_id: str, other_id: str) 
     return codes_dps_over_returning(own.code, other.code)
 
 
-async def over_own_style(store: KnowledgeStore, v, earlier: list[str], records: list, picked_of: int) -> None:
+async def over_own_style(store: KnowledgeStore, v, earlier: list[str], records: list, picked_of: int,
+                         x0: float | None = None, direction: str = "maximize") -> None:
     """A version gain not found over a best in destination passing style, where the version's best
     returns its outputs: read again over the best before it that returns its outputs too (``earlier``:
     the ranked ids before the version, best first), by the two's kept paired rounds. That style's
-    share let a destination-passing v1 kernel rank first, and a v2 kernel 1.21x (1.09-1.33) faster
+    share let a destination-passing v1 kernel rank first, and a v2 kernel 1.14x (1.02-1.28) faster
     than v1's returning one, side by side, read "no significant difference" over it (mp63). A
     faster kernel of the version's own style is a gain (significant); none decided says how to
-    decide it (``v.own_style``)."""
-    if v.significant or not v.gain_is_ratio or not v.best_before_id or not v.best_candidate_id:
+    decide it (``v.own_style``). Only where the gain over the best before it has an interval whose
+    lower end leaves that best's lead within the style's share (ahead by more, it is a faster
+    kernel), where nothing else left the version without one (short of x0, an unmeasured lead), and
+    where the version's best clears x0 (review)."""
+    if v.significant or v.short_of_start or v.unmeasured_lead or not v.gain_is_ratio or not v.gain_interval \
+            or not v.best_before_id or not v.best_candidate_id or not v.gain or v.gain_interval[0] <= 0:
         return
-    # A best before it that leads by more than the style's share is a faster kernel: nothing to read again.
-    if v.gain_interval and v.gain_interval[1] > 0 and not within_share(1 / v.gain_interval[1]):
+    if not within_share(1 / v.gain_interval[0]):  # its lead's upper end: how far ahead it may be
         return
     own, before = await store.get_candidate(v.best_candidate_id), await store.get_candidate(v.best_before_id)
     if not passes_over_returns(style_of(before.code), style_of(own.code)):
@@ -43,20 +48,51 @@ async def over_own_style(store: KnowledgeStore, v, earlier: list[str], records: 
             break
     if same is None:
         return
-    why = (f"the best before it writes into outputs allocated outside the clock (destination passing), which "
-           f"alone was {share_text()}; over {same}, the best before it that returns its outputs as the "
-           "version's best does")
+    which = f"{same}, the best before it that returns its outputs as the version's best does"
     found = paired_verdict(records, same, own.id, picked_of=picked_of)
     if found is None or not found.decides or found.kind != "kernel":
-        v.own_style = f"{why}: bench.compare {same} and {own.id} by id (a lead over it is a faster kernel)"
+        v.own_style = f"over {which}: bench.compare {same} and {own.id} by id (a lead over it is a faster kernel)"
         return
     shown = stats.describe(stats.Estimate(*found.estimate, found.runs, found.coverage), "×")
-    if found.significant and found.estimate[0] > 1:
-        v._over_before, v.significant, v.worse = (v.significant, v.worse), True, False
-        v.own_style = f"{why}: {shown}, timed side by side: significant, a faster kernel"
+    est = candidate_estimate(own)
+    past_x0 = x0 is None or (est is not None and clears_start(est, x0, direction))
+    if found.significant and found.estimate[0] > 1 and past_x0:
+        v.over_before, v.significant, v.worse = (v.significant, v.worse), True, False
+        v.own_style = f"{shown} over {which}, timed side by side: significant, a faster kernel"
+    elif found.significant and found.estimate[0] > 1:
+        v.own_style = f"over {which}: {shown}, timed side by side: faster, but short of the starting score x0: no gain"
     else:
         said = "slower" if found.significant else "no significant difference"
-        v.own_style = f"{why}: {shown}, timed side by side: {said}"
+        v.own_style = f"over {which}: {shown}, timed side by side: {said}"
+
+
+async def paired_top(store: KnowledgeStore, ranked: list[str], records: list, direction: str) -> str | None:
+    """The first of ``ranked`` (best first by intervals), or the one the kept paired rounds find
+    better than it, followed as far as they go: v3's gain was read over the best before it by
+    intervals, which a v2 kernel had beaten side by side, significantly (mp64; on a busy machine a
+    wider interval keeps a faster kernel below). A lead of destination passing style's share alone
+    over one returning its outputs is no better kernel."""
+    if not ranked:
+        return None
+    top, seen, moved = ranked[0], {ranked[0]}, True
+    while moved:
+        moved = False
+        for c in ranked:
+            found = paired_verdict(records, top, c) if c not in seen else None
+            if found is None or not found.decides or not found.significant \
+                    or not stats.favours_b(found.estimate[0], found.kind, direction):
+                continue
+            if found.kind == "kernel" and within_share(found.estimate[1]) and await dps_over_returning(store, c, top):
+                continue
+            top, moved = c, True
+            seen.add(c)
+            break
+    return top
+
+
+# Why a gain over a destination-passing best before it is read again (gain_text says it beside the gain).
+DPS_BEFORE = f"the best before it writes into outputs allocated outside the clock (destination passing), " \
+    f"which alone was {share_text()}"
 
 
 async def _ahead_by_share(store: KnowledgeStore, records: list, ahead: str, behind: str) -> bool:

@@ -12,6 +12,7 @@ from evoteam.config import Settings
 from evoteam.report.data import RunReport, VersionPoint, gather
 from evoteam.report.remeasure import MeasurementSet, remeasure_run
 from evoteam.passingstyle import share_text
+from evoteam.report.styles import DPS_BEFORE
 from evoteam.servers.knowledge.readsql import ranked_by
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.team.budget import costs_unrecorded, unrecorded_note
@@ -109,9 +110,13 @@ def _reads(v: VersionPoint, direction: str | None) -> str:
 def gain_text(v: VersionPoint, direction: str | None = None) -> str | None:
     """_gain_text, and where the version's best returns its outputs and the best before it passes
     destination style, its gain over the best before it of its own style (report/styles.py)."""
-    said = v if v._over_before is None else v.model_copy(update=dict(zip(("significant", "worse"), v._over_before)))
-    text = _gain_text(said, direction)
-    return f"{text}; {v.own_style}" if text and v.own_style else text
+    if not v.own_style:
+        return _gain_text(v, direction)
+    if v.over_before is None:
+        return f"{_gain_text(v, direction)} ({DPS_BEFORE}); {v.own_style}"
+    # The deciding verdict first: two verdicts side by side read as either (review).
+    said = v.model_copy(update=dict(zip(("significant", "worse"), v.over_before)))
+    return f"{v.own_style}; {_gain_text(said, direction)} ({DPS_BEFORE})"
 
 
 def _gain_text(v: VersionPoint, direction: str | None = None) -> str | None:
@@ -210,7 +215,8 @@ def _compare_call(v: VersionPoint) -> str:
 
 
 def version_line(v: VersionPoint, direction: str, best_known: float | None = None) -> VersionLine:
-    gain, closed = gain_text(v, direction), gap_closed(v, best_known)
+    # Where the gain is over a best of the version's own style, the gap from the best before it is no measure.
+    gain, closed = gain_text(v, direction), None if v.over_before else gap_closed(v, best_known)
     if gain and closed is not None and v.significant:
         # An exact evaluator calls every difference significant: a model kept a run going on gains of
         # 0.04% of the gap, the stop rule never firing (model-play 2026-12-04). Said, for it to weigh.
@@ -305,6 +311,11 @@ def _tied_best(report: RunReport) -> str | None:
     the top of several equal draws reads high: its headline score was reported as the run's result
     while a finalist with the same operations read 8% lower (mp39)."""
     tied = _within_noise_of_top(report)
+    better = [c for c in (report.remeasured.better_than_top if report.remeasured else []) if c in tied]
+    if better:  # "report them as one result" beside a finalist found faster side by side (mp64)
+        return (f"ranks first by intervals, but the paired rounds find {better[0]} better than it "
+                f"(remeasure_better_than_top): crown {better[0]}, with that paired verdict; its wider interval "
+                "ranks it below (bench.remeasure of the two on a quiet machine lets the ranking follow)")
     if not tied:
         return None
     return (f"not told apart from {len(tied)} other finalist(s) (remeasure_within_noise_of_top): the top of "

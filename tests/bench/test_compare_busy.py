@@ -69,6 +69,9 @@ async def test_a_compare_of_a_returning_and_a_destination_passing_side_says_so(f
     assert cmp.a.note == "the kit's baseline" and cmp.b.note is None
     # Said once, in the verdict: B's own message against the baseline leaves its clause out.
     assert "destination passing" not in (cmp.b.message or "") and "destination passing" not in (cmp.a.message or "")
+    # Each side's speedup is this batch's, not the candidate's own score, which pools its evaluations:
+    # a model read a compare's side interval beside its remeasure interval as a contradiction (mp63).
+    assert cmp.a.message.startswith("in this batch, ") and cmp.b.message.startswith("in this batch, "), cmp.b.message
     same = await compare_candidates(fast_settings, str(fast_kit), {"code": RMSNORM}, {"code": RENAMED}, repeats=1)
     assert "destination passing" not in same.verdict, same.verdict
     # Both in destination passing style: alike, so the verdict has no such clause.

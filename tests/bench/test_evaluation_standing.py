@@ -72,6 +72,12 @@ def test_each_standing_of_the_trajectory_is_said_in_one_line():
     assert "(measured on a busy machine: its interval counts widened 3x each way); bench.compare cand_h and cand_b by " \
         "id" in said, said
     assert "busy machine" not in standing_line(run, "cand_d", "×")
+    # A quiet evaluation within noise of a busy best: the busy interval named, not "its" (mp64).
+    busy_b = point("cand_b", 3.3, 3.1, 3.5, "cand_b", within_noise_of="cand_a", decided_by="paired rounds",
+                   contended=True)
+    quiet = point("cand_q", 3.25, 3.0, 3.5, "cand_b", within_noise_of="cand_b", decided_by="intervals")
+    said = standing_line(trajectory(a, busy_b, quiet), "cand_q", "×")
+    assert "(cand_b measured on a busy machine: its interval counts widened 3x each way)" in said, said
     assert standing_line(later, "cand_e", "×", again=True).startswith("the run's best, beyond noise")
     # Judged against a best that has since been overtaken: the verdict of then is not said as now's.
     stale = standing_line(later, "cand_c", "×")
@@ -79,7 +85,8 @@ def test_each_standing_of_the_trajectory_is_said_in_one_line():
     assert stale.startswith("not the run's best: that is cand_e at 4.40× (4.20–4.60); bench.compare cand_c and cand_e "
                             "by id"), stale
     better = point("cand_f", 3.6, 2.0, 5.0, "cand_e", better_than="cand_e", decided_by="paired rounds")
-    assert "though their paired rounds find it better: bench.remeasure with candidate_ids [cand_e, cand_f]" in \
+    assert "though their paired rounds find it better: it is the better of the two; bench.remeasure with " \
+        "candidate_ids [cand_e, cand_f] on a quiet machine lets the ranking follow" in \
         standing_line(trajectory(a, e, better), "cand_f", "×")
     # Within noise of x0 (no best beyond it yet): compared with the kit's baseline by name.
     start = point("cand_g", 1.02, 0.95, 1.1, "cand_g", within_noise_of="x0", decided_by="intervals")

@@ -404,6 +404,16 @@ async def test_within_noise_of_top_heeds_the_paired_rounds_and_is_dropped_once_t
             # A best tied with finalists says what its score then is (mp39: a top of equals reported alone).
             assert (summary.best_dev_note or "").startswith("not told apart from 1 other") == (order[0] == own)
             await asyncio.sleep(0.01)
+        # Paired rounds that find a finalist better than the top: the note crowns it, not "report them as
+        # one result" beside remeasure_better_than_top naming it (mp64).
+        await keep_comparison(bench, run.id, _record(before, own, 0.9))
+        await bench.put_artifact(ArtifactCreate(run_id=run.id, kind="measurement_set", name="set-upside.json",
+                                                text=mset([own, before]).model_dump_json()))
+        summary = summarise(await gather(kb, run.id))
+        assert summary.best_candidate_id == own and summary.remeasure_better_than_top == [before]
+        assert summary.best_dev_note.startswith(f"ranks first by intervals, but the paired rounds find {before} "
+                                                f"better than it (remeasure_better_than_top): crown {before}"), \
+            summary.best_dev_note
 
 
 async def test_a_minimising_programs_paired_gain_and_a_significantly_worse_one(tmp_path: Path):

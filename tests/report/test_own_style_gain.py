@@ -88,3 +88,74 @@ async def test_a_best_before_ahead_by_more_than_the_styles_share_stays_the_measu
         v2 = summarise(await gather(kb, run_id)).versions[1]
         assert v2.significant_gain is False and "worse, beyond noise" in v2.gain, v2.gain
         assert ids["r1"] not in v2.gain, v2.gain
+
+
+BUSY = {"contention": {"load_average": 5.0, "contended": True, "reasons": ["load"]}}
+
+
+async def _plan(kb, tmp_path: Path, plan: dict, x0: float = 1.0) -> tuple[str, dict[str, str]]:
+    """plan: version -> [(name, code, score, samples, metrics)]."""
+    run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=x0))
+    team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
+    ids = {}
+    for v, entries in plan.items():
+        await team.design_team(_design(run.id, f"diagnosis {v}", f"Role{v}"))
+        bench = kb.with_actor(Actor(user="u", client="t", role=f"Role{v}", team_version=v, verifier=True))
+        for name, code, score, samples, metrics in entries:
+            ids[name] = (await bench.record_candidate(CandidateCreate(
+                run_id=run.id, code=code, code_hash=code_hash(code), status="PASSED", score=score, verified=True,
+                samples=samples, metrics=metrics or {}))).id
+    return run.id, ids
+
+
+def _few(center: float, seed: int, spread: float, n: int, workloads=("a", "b", "c")) -> dict[str, list[float]]:
+    rng = random.Random(seed)
+    return {w: [center * (1 + rng.uniform(-spread, spread) / 4) for _ in range(n)] for w in workloads}
+
+
+async def test_what_the_rule_leaves_alone(tmp_path: Path):
+    """Review of the rule: a version's best behind a destination-passing best by more than the style's
+    share (by the gain interval's worst end, or with no interval: decided by a re-measurement's two
+    batch intervals), short of x0, or not comparable with the best before it is never made a gain by
+    a lead over a returning best; an earlier lead from too few runs leaves it open, as any gain."""
+    from evoteam.report.remeasure import KIND, MeasurementSet, Remeasured
+    from evoteam.servers.knowledge.models import ArtifactCreate
+
+    cases = {
+        # Side by side on a busy machine, 2x behind the destination-passing best: no interval, no rule.
+        "busy": ({1: [("r1", RETURNS_1, 2.0, _few(2.0, 1, .02, 20), None), ("d1", DPS_1, 8.0, _few(8.0, 2, .02, 20), BUSY)],
+                  2: [("r2", RETURNS_2, 4.0, _few(4.0, 3, .02, 20), BUSY)]}, 1.0, False),
+        # Its lead's interval reaches past the share (1.21-1.96x at 1.60x): a faster kernel.
+        "ahead": ({1: [("r1", RETURNS_1, 2.6, _few(2.6, 1, .02, 20), None), ("d1", DPS_1, 5.0, _few(5.0, 2, 1.6, 6), None)],
+                   2: [("r2", RETURNS_2, 3.55, _few(3.55, 3, .02, 20), None)]}, 1.0, False),
+        "short of x0": ({1: [("r1", RETURNS_1, .4, _few(.4, 1, .02, 20), None), ("d1", DPS_1, .45, _few(.45, 2, .02, 20), None)],
+                         2: [("r2", RETURNS_2, .6, _few(.6, 3, .02, 20), None)]}, 1.0, False),
+        "other workloads": ({1: [("r1", RETURNS_1, 2.6, _few(2.6, 1, .02, 20), None),
+                                 ("d1", DPS_1, 3.3, _few(3.3, 2, .6, 20), None)],
+                             2: [("r2", RETURNS_2, 3.2, _few(3.2, 3, .02, 20, ("a", "b")), None)]}, 1.0, None),
+        "unmeasured lead": ({1: [("r1", RETURNS_1, 2.6, _few(2.6, 1, .02, 20), None),
+                                 ("d1", DPS_1, 3.5, _few(3.5, 2, .6, 20), None),
+                                 ("u1", "def run(x):\n    return x * 3\n", 9.0, _few(9.0, 4, .02, 2), None)],
+                             2: [("r2", RETURNS_2, 3.55, _few(3.55, 3, .6, 20), None)]}, 1.0, None),
+    }
+    for i, (name, (plan, x0, verdict)) in enumerate(cases.items()):
+        async with LocalKnowledgeStore.open(tmp_path / f"kb{i}.db", Actor(user="u", client="t")) as kb:
+            run_id, ids = await _plan(kb, tmp_path, plan, x0)
+            if name == "busy":  # a re-measurement timed both side by side: its two batch intervals decide
+                bench = kb.with_actor(Actor(user="u", client="t", verifier=True))
+                mset = MeasurementSet(run_id=run_id, kit="k", measured_at=datetime.now(UTC), rounds=10, splits=["dev"],
+                                      entries=[Remeasured(candidate_id=ids["d1"], score=8.0, score_interval=[7.8, 8.2]),
+                                               Remeasured(candidate_id=ids["r2"], score=4.0, score_interval=[3.9, 4.1])])
+                await bench.put_artifact(ArtifactCreate(run_id=run_id, kind=KIND, name="set.json",
+                                                        text=mset.model_dump_json()))
+            await _keep(kb, run_id, ids["r1"], ids["r2"], 1.35)
+            report = await gather(kb, run_id)
+            summary = summarise(report)
+            v2 = summary.versions[1]
+            assert v2.significant_gain is verdict, (name, v2.gain)
+            assert report.versions[1].over_before is None, name
+            assert "significant, a faster kernel" not in v2.gain or name == "unmeasured lead", (name, v2.gain)
+            stalls = 2 if name == "short of x0" else 1 if verdict is False else 0  # there v1 is short of x0 too
+            assert summary.versions_without_significant_gain == stalls, (name, v2.gain)
+            if name == "unmeasured lead":
+                assert "not established: " in v2.gain and ids["u1"] in v2.gain, v2.gain

@@ -153,10 +153,13 @@ async def test_a_plans_bare_tool_reference_is_not_listed_beside_the_briefs_own_l
         assert kept in body, (kept, body)
     # Free text naming only what a built line reads: "run learnings" and "learnings of this run"
     # after "The learnings document …", "kit description" after the kit line (mp48).
-    d["knowledge_plan"] = {"shared_reads": ["run learnings", "kit description", "the kit's README"]}
-    d["roles"][0]["reads_first"] = ["learnings of this run", "the last profile artifact"]
+    # ...and "the kit description (bench.describe_kit)", "the run's learnings" (mp64).
+    d["knowledge_plan"] = {"shared_reads": ["run learnings", "kit description", "the kit's README",
+                                            "the kit description (bench.describe_kit)"]}
+    d["roles"][0]["reads_first"] = ["learnings of this run", "the last profile artifact", "the run's learnings"]
     body = brief_of(await service_factory().design_team(TeamDesign(**d))).split("## The task", 1)[1]
-    for dropped in ("- run learnings", "- kit description", "- learnings of this run"):
+    for dropped in ("- run learnings", "- kit description", "- learnings of this run", "- the kit description (",
+                    "- the run's learnings"):
         assert dropped not in body, (dropped, body)
     for kept in ("- the kit's README", "- the last profile artifact"):
         assert kept in body, (kept, body)

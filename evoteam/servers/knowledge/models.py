@@ -434,8 +434,8 @@ class TrajectoryPoint(BaseModel):
                                    "from and below: by their paired rounds, or intervals that do not overlap (a busy one's "
                                    "widened 3x each way)")
     better_than: str | None = Field(default=None, description="the best it ranks below (its interval is wider) "
-                                    "though their paired rounds find it better: bench.remeasure the two, whose "
-                                    "rounds pool into both scores and settle the ranking")
+                                    "though their paired rounds find it better: the better of the two (bench.remeasure "
+                                    "of both on a quiet machine lets the ranking follow)")
     decided_by: Literal["paired rounds", "paired rounds with the baseline", "intervals",
                         "destination passing style's share"] | None = Field(
         default=None, description="what decided new_best, within_noise_of or worse_than: the two candidates' kept "

@@ -32,17 +32,8 @@ from evoteam.servers.bench.evaluation.binding import BindingError, check_binding
 from evoteam.servers.bench.confinement import scratch
 from evoteam.servers.bench.measurement import copies, timing
 from evoteam.servers.bench.measurement.batch import IN_PLACE_CLAUSE, MS_CLAUSE, ms_disagree, run_kernel_batch
-from evoteam.servers.bench.evaluation.core import (
-    Progress,
-    _deny_roots,
-    _noop,
-    _run_program,
-    _workload_specs,
-    median_run,
-    prepare_candidate,
-    record_evaluation,
-    stored_candidate,
-)
+from evoteam.servers.bench.evaluation.core import (Progress, _deny_roots, _noop, _run_program, _workload_specs,
+                                                   median_run, prepare_candidate, record_evaluation, stored_candidate)
 from evoteam.servers.bench.evaluation.settle import earlier_runs, settled
 from evoteam.servers.bench.evaluation.standing import run_standing
 from evoteam.servers.bench.formats.kits import find_kit
@@ -92,7 +83,7 @@ def _side(evaluations: dict[str, Evaluation], label: str, count: int | None = No
 
 
 def _brief(e: Evaluation, candidate_id: str | None = None, note: str | None = None,
-           styles_in_verdict: bool = False) -> ComparedSide:
+           styles_in_verdict: bool = False, batch: bool = False) -> ComparedSide:
     msg = e.message
     # The comparison's `contended` says it once; each side repeated the same long clause (and
     # lost its end to the limit).
@@ -107,7 +98,9 @@ def _brief(e: Evaluation, candidate_id: str | None = None, note: str | None = No
     if msg and len(msg) > MESSAGE_LIMIT:  # whole clauses only: a cut "paired ratios (..." read as garbled
         cut = msg.rfind("; ", 0, MESSAGE_LIMIT)
         msg = (msg[:cut] if cut > 0 else msg[:MESSAGE_LIMIT].rsplit(" ", 1)[0]) + "; …"
-    # Its note's start: with ids alone a model swapped two candidates' learnings (mp34, 2026-12-05).
+    # Its note's start: with ids alone a model swapped two candidates' learnings (mp34, 2026-12-05); a
+    # kernel side's score is this batch's, not the candidate's, which pools its evaluations (mp63).
+    msg = f"in this batch, {msg}" if msg and batch else msg
     note = " ".join((note or "").split())
     note = (note[:NOTE_LIMIT].rsplit(" ", 1)[0] + " …" if len(note) > NOTE_LIMIT else note) or None
     return ComparedSide(candidate_id=candidate_id, note=note, status=e.status, score=e.score,
@@ -276,8 +269,9 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
         lead = _style_lead(lead, b_in_place, stats.Estimate(pooled.b_speedup_over_a, *pooled.interval, 0), ids)
     alone = "this batch alone" if kind == "kernel" else "these runs, each side's earlier ones too"
     verdict = f"{lead}; {alone}: {verdict}{kept}" if lead else verdict + kept
-    return Comparison(kit=the_kit.name, split=split, a=_brief(ea, a.get("candidate_id"), notes.get("A"), styled),
-                      b=_brief(eb, b.get("candidate_id"), notes.get("B"), styled),
+    batch = kind == "kernel"
+    return Comparison(kit=the_kit.name, split=split, a=_brief(ea, a.get("candidate_id"), notes.get("A"), styled, batch),
+                      b=_brief(eb, b.get("candidate_id"), notes.get("B"), styled, batch),
                       b_speedup_over_a=est.value if est else None, interval=[est.lo, est.hi] if est else None,
                       significant=bool(est and stats.significant(est, kind)), rounds=n_rounds, workloads=rows,
                       verdict=verdict, contended=contended, pooled=pooled)

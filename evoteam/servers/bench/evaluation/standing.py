@@ -137,8 +137,10 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
     first = not any(p.new_best for p in trajectory.points[:index])
     # Busy: a gain of 2.3x read "within noise" by intervals widened 3x each way, unsaid (mp49).
     other = points.get(point.within_noise_of or "")
-    busy = BUSY if (point.contended or (other is not None and other.contended)) and \
-        point.decided_by != WITH_BASELINE else ""  # paired rounds are not widened for load
+    # Paired rounds are not widened for load; "its interval" beside a quiet evaluation read as its own (mp64).
+    busy = "" if point.decided_by == WITH_BASELINE else BUSY if point.contended else \
+        f" ({other.candidate_id} measured on a busy machine: its interval counts widened 3x each way)" \
+        if other is not None and other.contended else ""
     prior = points.get(prior_best or "")  # judged in its point only if made before it
     cleared = point.new_best and prior in trajectory.points[:index] and _clears(point, prior, trajectory.direction)
     if again and best_id == candidate_id and prior_best and prior_best != candidate_id and not cleared:
@@ -245,7 +247,10 @@ def _estimate(point: TrajectoryPoint) -> stats.Estimate | None:
 
 
 def _remeasure(own: str, best: str) -> str:
-    return f"bench.remeasure with candidate_ids [{best}, {own}]"
+    # On a busy machine a re-measurement may leave the intervals as wide, and the ranking as it was
+    # (mp64): the paired verdict is what decides the faster kernel meanwhile.
+    return (f"it is the better of the two; bench.remeasure with candidate_ids [{best}, {own}] on a quiet "
+            "machine lets the ranking follow")
 
 
 def _how(point: TrajectoryPoint) -> str:
