@@ -109,6 +109,8 @@ class VersionPoint(BaseModel):
     style_share: bool = Field(default=False, description="the version's best writes into output slots allocated "
                               "outside the clock (destination passing), the best before it returns its outputs: "
                               "a gain within that style's share is no faster kernel (significant False): a stall")
+    promoted_over: str | None = Field(default=None, description="the top by intervals before the version, which "
+                                      "the best before it beats side by side (paired rounds)")
     own_style: str | None = Field(default=None, description="the version's best returns its outputs and the best "
                                   "before it passes destination style: its gain over the best before it of its own "
                                   "style, by their paired rounds, or the compare that decides it")
@@ -143,6 +145,8 @@ class RunReport(BaseModel):
     spend_by_version: list[SpendSlice] = Field(default_factory=list)
     retrieval: RetrievalSeries = Field(default_factory=RetrievalSeries)
     direction: Literal["maximize", "minimize"] = "maximize"
+    paired_best: str | None = Field(default=None, description="the dev top by intervals, or the candidate the kept "
+                                    "paired rounds find better than it (styles.paired_top)")
     remeasured: MeasurementSet | None = Field(default=None, description="the newest `evoteam bench remeasure` "
                                               "of this run that ranked two finalists or more, else the newest")
 
@@ -371,8 +375,8 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
     ranked_dev = [p for p in points if _ranks(p) and p.split == "dev"]
     earlier_ids: dict[int, list[str]] = {}  # each version's ranked candidates before it, best first
     team_versions = await team.list_versions(run_id)
-    # Which candidate is a version's best, or the best before it: paired rounds decide over intervals (paired_top).
-    records: list[ComparisonRecord] = await dev_comparisons(store, run_id, run.kit) if len(team_versions) > 1 else []
+    # Which candidate is the best before a version: paired rounds decide over intervals (paired_top).
+    records: list[ComparisonRecord] = await dev_comparisons(store, run_id, run.kit) if ranked_dev else []
     by_id = {p.id: p for p in ranked_dev}
     for v in team_versions:
         # The best before a version: of what was measured before it was designed, and of what the
@@ -382,9 +386,8 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
                    or (p.team_version is not None and p.team_version < v.version)]
         earlier_ids[v.version] = [p.id for p in sorted(earlier, key=lambda p: rank_key(p, direction), reverse=True)]
         before = by_id.get(await paired_top(store, earlier_ids[v.version], records, direction) or "")
-        mine = sorted((p for p in ranked_dev if p.team_version == v.version), key=lambda p: rank_key(p, direction),
-                      reverse=True)
-        own = by_id.get(await paired_top(store, [p.id for p in mine], records, direction) or "")
+        mine = [p for p in ranked_dev if p.team_version == v.version]
+        own = max(mine, key=lambda p: rank_key(p, direction)) if mine else None
         vp = VersionPoint(
             version=v.version, at=v.created_at, roles=v.roles, diagnosis=v.diagnosis,
             spent_usd=spent_at(v.created_at), best_before=before.score if before else None,
@@ -396,6 +399,7 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
             vp.best_exact = bool(samples) and stats.every_run_alike(samples)
         if own is not None and before is not None and before.id != own.id:
             vp.best_before_id = before.id
+            vp.promoted_over = earlier_ids[v.version][0] if before.id != earlier_ids[v.version][0] else None
             await _version_gain(store, vp, before.id, own.id, direction)
         elif own is not None and before is None and run.x0 is not None:
             _first_gain(vp, await store.get_candidate(own.id), run.x0, direction)
@@ -435,7 +439,6 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
     _decide_side_by_side(report)
     first_busy = any(v.contended and v.significant is None and not v.best_before_id for v in versions)
     if any(v.best_before_id for v in versions) or report.remeasured or first_busy:
-        records = records or await dev_comparisons(store, run_id, run.kit)
         _first_by_baseline(report, records, run.x0)
         _decide_by_compare(report, records)
         if report.remeasured:  # compares made after the set count too
@@ -452,7 +455,14 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
         await over_own_style(store, v, earlier_ids.get(v.version, []), records, picked, run.x0, direction)
         if v.over_before is not None:  # a gain now: an earlier lead from too few runs leaves it open, as any
             _unmeasured_lead(v, points, run.x0, direction)
-            v.over_before = None if v.unmeasured_lead else v.over_before
+            v.over_before, v.own_style = (None, None) if v.unmeasured_lead else (v.over_before, v.own_style)
+        # Over a best before it that beats the top by intervals side by side, intervals that cannot tell the
+        # two apart leave the gain open, not a stall: a compare that found a better kernel made one (review).
+        if v.promoted_over and v.significant is False and not (v.worse or v.paired_batches or v.style_share
+                                                               or v.short_of_start):
+            v.significant = None
+    report.paired_best = await paired_top(store, [p.id for p in sorted(ranked_dev, key=lambda p: rank_key(
+        p, direction), reverse=True)], records, direction)
     return report
 
 

@@ -74,18 +74,27 @@ async def paired_top(store: KnowledgeStore, ranked: list[str], records: list, di
     over one returning its outputs is no better kernel."""
     if not ranked:
         return None
-    top, seen, moved = ranked[0], {ranked[0]}, True
+
+    async def beats(winner: str, loser: str) -> bool:
+        found = paired_verdict(records, loser, winner)
+        if found is None or not found.decides or not found.significant \
+                or not stats.favours_b(found.estimate[0], found.kind, direction):
+            return False
+        return not (found.kind == "kernel" and within_share(found.estimate[1])
+                    and await dps_over_returning(store, winner, loser))
+
+    top, seen, moved = ranked[0], [ranked[0]], True
     while moved:
         moved = False
         for c in ranked:
-            found = paired_verdict(records, top, c) if c not in seen else None
-            if found is None or not found.decides or not found.significant \
-                    or not stats.favours_b(found.estimate[0], found.kind, direction):
+            if c in seen or not await beats(c, top):
                 continue
-            if found.kind == "kernel" and within_share(found.estimate[1]) and await dps_over_returning(store, c, top):
-                continue
+            # Verdicts in a circle (B > A, C > B, A > C) name no best: the top by intervals stays (review).
+            for s in seen:
+                if s != top and await beats(s, c):
+                    return ranked[0]
             top, moved = c, True
-            seen.add(c)
+            seen.append(c)
             break
     return top
 

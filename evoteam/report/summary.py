@@ -147,6 +147,10 @@ def _gain_text(v: VersionPoint, direction: str | None = None) -> str | None:
     shown += _reads(v, direction)
     if v.short_of_start:
         return f"{shown} over {_before(v)}, but {v.gain_note}: no gain"
+    if v.promoted_over and v.significant is None and not v.paired_batches and not v.contended:
+        return (f"{shown} over {_before(v)}: not established: that best beats {v.promoted_over}, the top by "
+                f"intervals, side by side, and the intervals cannot tell the version's best from it "
+                f"({_compare_call(v)}: its paired verdict decides)")
     if v.style_share:
         return (f"{shown} over {_before(v)}: no faster kernel shown: the version's best writes its "
                 f"outputs into slots allocated outside the clock (destination passing), the best before it "
@@ -243,7 +247,7 @@ def stalled_versions(report: RunReport) -> int:
     for v in reversed(report.versions):
         if v.in_progress:
             continue  # designed, its roles not ended, nothing evaluated yet: no verdict (counted one at design; mp54)
-        if (v.contended or v.few_runs or v.overlap) and v.significant is None:
+        if (v.contended or v.few_runs or v.overlap or v.promoted_over) and v.significant is None:
             continue  # busy, too few runs or overlapping bests, and not settled: no verdict either way
         if v.gain is None and v.gain_note and v.best_before is not None and v.best_of_version is not None:
             continue  # two bests the report cannot compare (gain_note says why): no verdict either (review 2026-12-04)
@@ -312,9 +316,11 @@ def _tied_best(report: RunReport) -> str | None:
     while a finalist with the same operations read 8% lower (mp39)."""
     tied = _within_noise_of_top(report)
     better = [c for c in (report.remeasured.better_than_top if report.remeasured else []) if c in tied]
+    if report.paired_best and report.paired_best != report.best_candidate_id:  # by a compare alone too (review)
+        better = [report.paired_best]
     if better:  # "report them as one result" beside a finalist found faster side by side (mp64)
         return (f"ranks first by intervals, but the paired rounds find {better[0]} better than it "
-                f"(remeasure_better_than_top): crown {better[0]}, with that paired verdict; its wider interval "
+                f"(bench.compare, bench.remeasure): crown {better[0]}, with that paired verdict; its wider interval "
                 "ranks it below (bench.remeasure of the two on a quiet machine lets the ranking follow)")
     if not tied:
         return None

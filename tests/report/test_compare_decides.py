@@ -412,7 +412,7 @@ async def test_within_noise_of_top_heeds_the_paired_rounds_and_is_dropped_once_t
         summary = summarise(await gather(kb, run.id))
         assert summary.best_candidate_id == own and summary.remeasure_better_than_top == [before]
         assert summary.best_dev_note.startswith(f"ranks first by intervals, but the paired rounds find {before} "
-                                                f"better than it (remeasure_better_than_top): crown {before}"), \
+                                                f"better than it (bench.compare, bench.remeasure): crown {before}"), \
             summary.best_dev_note
 
 

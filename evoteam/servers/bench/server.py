@@ -137,7 +137,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         candidate_id: Annotated[str | None, Field(description="a recorded candidate to measure again")] = None,
         split: Split = "dev",
         repeats: Annotated[int, Field(ge=1, le=20, description="kernel: 2+ = 3 processes a side, N/3× the rounds "
-                                                               "(≥1×); program: N runs (median)")] = 1,
+                                                               "(≥1×); program: N runs, median")] = 1,
         run_id: Annotated[str | None, Field(description="default: your newest active run of this kit, else "
                                                           "new")] = None,
         parent_id: Annotated[str | None, Field(description="the candidate it derives from (none: the baseline)")] = None,
@@ -184,11 +184,11 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         a_candidate_id: Annotated[str | None, Field(description="a recorded candidate (cand_...) or baseline")] = None,
         b_path: str | None = None, b_code: str | None = None, b_candidate_id: str | None = None,
         split: Split = "dev",
-        repeats: Annotated[int | None, Field(ge=1, le=20, description="kernel: N× the rounds (3); program: ≤N "
-                                                                      "runs a side, 2+ (5)")] = None,
+        repeats: Annotated[int | None, Field(ge=1, le=20, description="kernel: N× the kit's rounds (default "
+                                                                      "3); program: ≤N runs a side, 2+ (5)")] = None,
     ) -> Comparison:
         """Is B better than A, or noise? One interleaved batch: b_speedup_over_a (program kits:
-        B's score minus A's), its 95% interval, significant if it excludes no change, a verdict."""
+        B's score minus A's), its 95% interval, significant if it excludes no change."""
         def spec(path, code, cid, label):
             given = [x for x in (path, code, cid) if x]
             if len(given) != 1:

@@ -243,6 +243,7 @@ _ID = re.compile(r"\b[a-z]{2,6}_[0-9a-f]{8,}\b")
 _TOPICS = {"learnings": "learnings", "learning": "learnings", "history": "history", "description": "describe_kit",
            "best": "best_candidates", "candidates": "best_candidates"}
 _READ_FILLER = _FILLER | {"document"}  # "the learnings document" names the learnings read
+_REF_FILLER = _READ_FILLER - {"dead", "ends", "wins", "findings", "notes"}  # "(dead ends of the kit)" is news
 _ANY_TOOL_REF = re.compile(r"`?(?:mcp__\w+?__|\b(?:knowledge|bench|team|retrieval)[.:])(\w+)`?")
 
 
@@ -259,7 +260,8 @@ def _not_repeating(extra: list[str], built: list[str]) -> list[str]:
         # "the kit description (bench.describe_kit)": tools the brief names, in words that add nothing (mp64).
         refs = _ANY_TOOL_REF.findall(line)
         rest = [w.removesuffix("'s") for w in re.findall(r"[a-z_']+", _ANY_TOOL_REF.sub(" ", line).lower())]
-        if refs and set(refs) <= named and len(rest) <= 6 and all(w in _READ_FILLER or w in _TOPICS for w in rest):
+        if refs and set(refs) <= named and len(rest) <= 6 and all(w in _REF_FILLER or w in _TOPICS for w in rest) \
+                and {_TOPICS[w] for w in rest if w in _TOPICS} <= named:  # "and the history": a read of its own
             return True
         words = [w.removesuffix("'s") for w in re.findall(r"[a-z_.']+", line.lower())]  # "the run's learnings"
         if "`" not in line and "." not in line and 0 < len(words) <= 5:  # free text, not a tool's name
