@@ -131,7 +131,26 @@ def test_a_candidate_ranked_below_the_best_but_better_side_by_side_says_so():
     second = points[1]
     assert best["id"] == "c1" and second.best_so_far_id == "c1"
     assert second.better_than == "c1" and second.decided_by == "paired rounds"
-    assert not second.new_best and second.within_noise_of is None and second.worse_than is None
+    assert second.within_noise_of is None and second.worse_than is None
+    # ...and it is progress: a new best, which a later lead must clear. A later leader tied with c1 read
+    # "within noise of c1, the last new best" after a compare had found c2 better than c1 (mp65).
+    assert second.new_best
+    from evoteam.servers.bench.evaluation.standing import standing_line
+    from evoteam.servers.knowledge.models import Trajectory
+
+    run = Trajectory(run_id="r", direction="maximize", points=points, best_score=1.5, ndg=None)
+    assert standing_line(run, "c2", "×").startswith("new best of the run: ranks behind the run's best c1 at "), \
+        standing_line(run, "c2", "×")
+    leader = standing_line(run, "c1", "×", again=True)
+    assert "; c2, made since, is found better than it by their paired rounds and is the last new best" in leader, leader
+    third = _row(3, 1.56, 1.50, 1.62)
+    pairs = {("c1", "c2"): "better", ("c2", "c3"): "tied"}
+    points, best = trajectory_points(rows + [third], "maximize", 1.0, lambda a, b: pairs.get((a, b)))
+    assert best["id"] == "c3" and points[2].within_noise_of == "c2" and not points[2].new_best, points[2]
+    # Before any best is announced past x0, a lead side by side is not one yet.
+    below = trajectory_points([_row(1, 0.9, 0.89, 0.91), _row(2, 0.95, 0.8, 1.1)], "maximize", 1.0,
+                              lambda a, b: "better" if (a, b) == ("c1", "c2") else None)[0]
+    assert not below[1].new_best and below[1].better_than == "c1", below[1]
 
 
 def test_a_score_with_a_95_percent_interval_stays_the_best_over_a_better_single_run():
@@ -206,3 +225,41 @@ def test_a_leader_by_the_styles_share_alone_does_not_hide_a_later_step():
     assert lead.startswith("leads the run's ranking but is not a new best: it is ahead of c1 by no more than "
                            "destination passing style's share"), lead
     assert lead.endswith("; the last new best is c3, made since, which it leads by no more than that share"), lead
+
+
+def test_a_lead_side_by_side_over_the_leader_is_announced_only_as_a_lead_would_be():
+    """Review of the rule above: found better than the leader side by side, a candidate is a new best
+    only where the lead rule would announce it too: the last announced best's paired rounds, and a
+    leader found worse, decide first."""
+    def standings(rows, pairs):
+        points, _ = trajectory_points(rows, "maximize", 1.0, lambda a, b: pairs.get((a, b)))
+        return {p.candidate_id: p for p in points}
+
+    # The leader c2 was found worse than c1, the announced best: beating it side by side is no step.
+    got = standings([_row(1, 1.5, 1.3, 1.7), _row(2, 1.5, 1.35, 1.6), _row(3, 1.5, 1.2, 1.8)],
+                    {("c1", "c2"): "worse", ("c2", "c3"): "better"})
+    assert not got["c3"].new_best and got["c3"].better_than == "c2", got["c3"]
+    # Better than the leader, but tied with or worse than the announced best: no new best either.
+    for side in ("tied", "worse"):
+        got = standings([_row(1, 1.5, 1.4, 1.6), _row(2, 1.55, 1.45, 1.65), _row(3, 1.55, 1.3, 1.8)],
+                        {("c2", "c3"): "better", ("c1", "c3"): side})
+        assert not got["c3"].new_best, (side, got["c3"])
+    # Two found better than the leader, the second worse than the first: only the first is announced.
+    got = standings([_row(1, 1.5, 1.49, 1.51), _row(2, 1.65, 1.40, 1.90), _row(3, 1.57, 1.38, 1.76)],
+                    {("c1", "c2"): "better", ("c1", "c3"): "better", ("c2", "c3"): "worse"})
+    assert got["c2"].new_best and not got["c3"].new_best, (got["c2"], got["c3"])
+
+
+def test_a_leader_within_noise_of_an_earlier_best_names_the_last_new_best():
+    """c3 leads, tied side by side with c1, while c2 (found better than c1) is the last new best: its
+    line called c1 "the last new best" (review)."""
+    from evoteam.servers.bench.evaluation.standing import standing_line
+    from evoteam.servers.knowledge.models import Trajectory
+
+    rows = [_row(1, 1.50, 1.49, 1.51), _row(2, 1.55, 1.40, 1.70), _row(3, 1.52, 1.50, 1.54)]
+    pairs = {("c1", "c2"): "better", ("c1", "c3"): "tied"}
+    points, best = trajectory_points(rows, "maximize", 1.0, lambda a, b: pairs.get((a, b)))
+    assert best["id"] == "c3" and points[1].new_best and points[2].within_noise_of == "c1", points[2]
+    run = Trajectory(run_id="r", direction="maximize", points=points, best_score=1.52, ndg=None)
+    line = standing_line(run, "c3", "×")
+    assert "within noise of c1, an earlier new best; the last new best is c2 (bench.compare c3 and c2 by id" in line, line

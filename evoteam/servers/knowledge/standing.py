@@ -269,6 +269,14 @@ def trajectory_points(rows: list[sqlite3.Row], direction: str, x0: float | None 
                     standing, announced = step._replace(within_noise_of=best["id"]), r
                 else:
                     standing = _behind(r, best, paired, x0, direction, announced)
+                    # ...where the lead rule would announce it too: the last announced best's paired
+                    # rounds, and a lead found worse, decide first (review).
+                    if standing.better_than and announced is not None and \
+                            _lead(r, announced, stepping, x0, direction, paired, styles).new_best:
+                        # Found better than the leader side by side: progress, which the next must clear,
+                        # though its wider interval ranks it below (later leads read "within noise of" a
+                        # leader a compare had beaten; mp65).
+                        standing, announced = standing._replace(new_best=True), r
         points.append(TrajectoryPoint(
             candidate_id=r["id"], at=r["created_at"], score=r["score"], score_interval=interval_of(r),
             best_so_far=best["score"] if best is not None else None,

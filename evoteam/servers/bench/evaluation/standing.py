@@ -151,14 +151,20 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
         return (f"now leads the run's ranking, ahead of {prior_best}, the best before this measurement{worse}"
                 + _apart(compared_with, candidate_id, prior_best))
     if best_id == candidate_id:
+        last_new = next((p.candidate_id for p in reversed(trajectory.points[:index]) if p.new_best), None)
         line = _lead(point, first, again, _earlier(trajectory.points[:index]), busy,
-                     announced=other is not None and other.new_best, styles=styles or {})
+                     announced=other is not None and other.new_best, styles=styles or {}, last_new=last_new)
         # A new best made since, which this one leads by the style's share alone: the one to name
         # now ("ahead of c1" read as stale after c3 passed c1; mp60).
         step = next((p.candidate_id for p in reversed(trajectory.points[index + 1:])
                      if p.new_best and p.within_noise_of == candidate_id), None)
-        return line + (f"; the last new best is {step}, made since, which it leads by no more than that share"
-                       if step and point.decided_by == STYLE else "")
+        if step and point.decided_by == STYLE:
+            return line + f"; the last new best is {step}, made since, which it leads by no more than that share"
+        # One made since that the paired rounds find better than this leader: the better of the two (mp65).
+        better = next((p.candidate_id for p in reversed(trajectory.points[index + 1:])
+                       if p.new_best and p.better_than == candidate_id), None)
+        return line + (f"; {better}, made since, is found better than it by their paired rounds and is the last new "
+                       "best, though this one ranks above it by its narrower interval" if better else "")
     return _behind(point, best_text, busy, best_id, best, styles, trajectory.direction)
 
 
@@ -177,7 +183,8 @@ def _paired_already(best: TrajectoryPoint, own: str, before: list[TrajectoryPoin
         return ", ahead of it by no more than destination passing style's share (no faster kernel)"
     if best.decided_by == PAIRS and best.within_noise_of == own:
         return "; " + NO_DIFFERENCE
-    if best.decided_by == PAIRS and best.new_best and own in _earlier(before).split(" or "):
+    # Only where it cleared ``own`` alone: "c2 or c1" does not say which its paired rounds were with (review).
+    if best.decided_by == PAIRS and best.new_best and own == _earlier(before):
         return ", found better than it by their paired rounds"
     return ""
 
@@ -274,7 +281,7 @@ BUSY = " (measured on a busy machine: its interval counts widened 3x each way)"
 
 
 def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", busy: str = "",
-          announced: bool = True, styles: dict[str, str | None] | None = None) -> str:
+          announced: bool = True, styles: dict[str, str | None] | None = None, last_new: str | None = None) -> str:
     """A candidate that leads the run's ranking: announced as a new best only where its point is.
     ``earlier``: the ids a new best clears (_earlier); ``busy``: said where a busy measurement's
     widened interval is why it is within noise; ``announced``: whether the one it is within noise
@@ -308,7 +315,10 @@ def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", b
         then = (NO_DIFFERENCE.removeprefix(NO_DIFFERENCE_HEAD) if point.decided_by == PAIRS
                 else f"it is progress only once their paired rounds find it better{_beyond_share(point, styles)} "
                 f"({_compare(point.candidate_id, point.within_noise_of)})")
-        which = "the last new best" if announced else "the leader before it (none is announced past x0 yet)"
+        which = "the last new best" if announced and last_new in (None, point.within_noise_of) else \
+            (f"an earlier new best; the last new best is {last_new} ({_compare(point.candidate_id, last_new)} to "
+             "tell them apart)") if announced \
+            else "the leader before it (none is announced past x0 yet)"
         return (f"leads the run's ranking (by the pessimistic end of its interval over all its runs) but is not a "
                 f"new best: within noise of {point.within_noise_of}, {which}{how}{busy}; {then}")
     if point.too_few_runs:
@@ -322,12 +332,12 @@ def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str
             direction: str = "maximize") -> str:
     """A candidate behind the run's best (``best_id``, its point ``best``), which it was judged against."""
     how, styles = _how(point), styles or {}
+    if point.better_than:
+        return (f"{'new best of the run: ' if point.new_best else ''}ranks behind the run's best {best_text} by its "
+                f"wider interval, though their paired rounds find it better: {_remeasure(point.candidate_id, best_id)}")
     if point.new_best:  # past the last new best, behind a leader ahead by the style's share alone
         return (f"new best of the run: beyond noise of the last new best{how}; the run's best {best_text} ranks "
                 "above it by destination passing style's share alone, no faster kernel")
-    if point.better_than:
-        return (f"ranks behind the run's best {best_text} by its wider interval, though their paired rounds "
-                f"find it better: {_remeasure(point.candidate_id, best_id)}")
     if point.worse_than:
         target = X0 if point.worse_than == "x0" else f"the run's best {best_text}" if point.worse_than == best_id \
             or not best_id else f"{point.worse_than}, the last new best, which the run's best {best_text} ranks above"
