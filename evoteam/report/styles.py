@@ -66,39 +66,6 @@ async def over_own_style(store: KnowledgeStore, v, earlier: list[str], records: 
         v.own_style = f"over {which}: {shown}, timed side by side: {said}"
 
 
-async def paired_top(store: KnowledgeStore, ranked: list[str], records: list, direction: str) -> str | None:
-    """The first of ``ranked`` (best first by intervals), or the one the kept paired rounds find
-    better than it, followed as far as they go: v3's gain was read over the best before it by
-    intervals, which a v2 kernel had beaten side by side, significantly (mp64; on a busy machine a
-    wider interval keeps a faster kernel below). A lead of destination passing style's share alone
-    over one returning its outputs is no better kernel."""
-    if not ranked:
-        return None
-
-    async def beats(winner: str, loser: str) -> bool:
-        found = paired_verdict(records, loser, winner)
-        if found is None or not found.decides or not found.significant \
-                or not stats.favours_b(found.estimate[0], found.kind, direction):
-            return False
-        return not (found.kind == "kernel" and within_share(found.estimate[1])
-                    and await dps_over_returning(store, winner, loser))
-
-    top, seen, moved = ranked[0], [ranked[0]], True
-    while moved:
-        moved = False
-        for c in ranked:
-            if c in seen or not await beats(c, top):
-                continue
-            # Verdicts in a circle (B > A, C > B, A > C) name no best: the top by intervals stays (review).
-            for s in seen:
-                if s != top and await beats(s, c):
-                    return ranked[0]
-            top, moved = c, True
-            seen.append(c)
-            break
-    return top
-
-
 # Why a gain over a destination-passing best before it is read again (gain_text says it beside the gain).
 DPS_BEFORE = f"the best before it writes into outputs allocated outside the clock (destination passing), " \
     f"which alone was {share_text()}"
