@@ -324,8 +324,10 @@ def _tied_best(report: RunReport) -> str | None:
                 "ranks it below (bench.remeasure of the two on a quiet machine lets the ranking follow)")
     if not tied:
         return None
-    return (f"not told apart from {len(tied)} other finalist(s) (remeasure_within_noise_of_top): the top of "
-            "equals reads high, so report them as one result; a held-out score is the best's independent measure")
+    # "the top of equals reads high" was cryptic (mp66).
+    return (f"not told apart from {len(tied)} other finalist(s) (remeasure_within_noise_of_top): the highest "
+            "of scores equal within noise is high by luck, so report them as one result; a held-out score is the "
+            "best's independent measure")
 
 
 async def summarise_run(store: KnowledgeStore, run_id: str) -> RunSummary:

@@ -78,6 +78,11 @@ def test_each_standing_of_the_trajectory_is_said_in_one_line():
     quiet = point("cand_q", 3.25, 3.0, 3.5, "cand_b", within_noise_of="cand_b", decided_by="intervals")
     said = standing_line(trajectory(a, busy_b, quiet), "cand_q", "×")
     assert "(cand_b measured on a busy machine: its interval counts widened 3x each way)" in said, said
+    # Apart only by load's widening: not "within noise", which read as a tie of 2.75x with 4.12x (mp66).
+    far = point("cand_f", 2.75, 2.43, 3.03, "cand_b", within_noise_of="cand_b", contended=True)
+    said = standing_line(trajectory(a, b, far), "cand_f", "×")
+    assert said.startswith("not a new best: not told apart from the run's best cand_b at 3.30× (3.10–3.50) (measured "
+                           "on a busy machine: its interval counts widened 3x each way)") and "within noise" not in said, said
     assert standing_line(later, "cand_e", "×", again=True).startswith("the run's best, beyond noise")
     # Judged against a best that has since been overtaken: the verdict of then is not said as now's.
     stale = standing_line(later, "cand_c", "×")

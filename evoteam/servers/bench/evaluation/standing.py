@@ -372,6 +372,9 @@ def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str
                     f"outputs it is given while {point.candidate_id} returns its own: a compare of the two cannot "
                     f"tell kernels apart within destination passing style's share ({share_text()}); compare it "
                     "with a kernel of its own style")
+        if busy and not point.decided_by:  # apart only by load's widening: "within noise" read as a tie (mp66)
+            return (f"not a new best: not told apart from the run's best {best_text}{busy}; "
+                    f"{_compare(point.candidate_id, other)} to tell them apart (side by side, load touches both)")
         return (f"not a new best: within noise of the run's best {best_text}{how}{busy}; "
                 f"{_compare(point.candidate_id, other)} to tell them apart")
     if point.too_few_runs:  # which of the two lacks an interval: the best's read "(no interval)" (mp47)
