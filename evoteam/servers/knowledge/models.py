@@ -419,9 +419,9 @@ class TrajectoryPoint(BaseModel):
                                       "pessimistic end of each interval, a score with a 95% interval before "
                                       "one from too few runs (runs)")
     best_so_far_id: str | None = None
-    new_best: bool = Field(default=False, description="it took the lead (or trails, within_noise_of, a best ahead "
-                           "by destination passing style's share alone) and clears the last new best or, once "
-                           "there is one, the best just before it (none yet: the run's starting score x0): interval "
+    new_best: bool = Field(default=False, description="it took the lead (or trails a best ahead by destination "
+                           "passing style's share alone, or one its paired rounds beat: better_than) and clears the "
+                           "last new best or, once there is one, the best just before it (none: x0): interval "
                            "against interval (one measured on a busy machine widened 3x each way, against x0 "
                            "too), or by the paired rounds of the two (bench.compare by id, bench.remeasure; "
                            "pooled), which decide where they exist: progress, not noise")
