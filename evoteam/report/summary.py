@@ -132,7 +132,7 @@ def _gain_text(v: VersionPoint, direction: str | None = None) -> str | None:
                 "and the best before it, and ranks after them until it has run "
                 f"{stats.EXACT_MIN_RUNS} times (bench.remeasure with candidate_ids)")
         return lead if v.gain is None or v.best_before is None else \
-            f"{stats.sig3(v.gain)}{_reads(v, direction)} over {_before(v)}; {lead}"
+            f"{stats.sig3(v.gain)}{'×' if v.gain_is_ratio else ''}{_reads(v, direction)} over {_before(v)}; {lead}"
     if v.best_before is None:
         return v.gain_note or "first ranked result"
     if v.gain is None:

@@ -159,3 +159,4 @@ async def test_what_the_rule_leaves_alone(tmp_path: Path):
             assert summary.versions_without_significant_gain == stalls, (name, v2.gain)
             if name == "unmeasured lead":
                 assert "not established: " in v2.gain and ids["u1"] in v2.gain, v2.gain
+                assert v2.gain.startswith("1.01× over the best before it"), v2.gain  # a ratio says so
