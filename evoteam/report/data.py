@@ -374,7 +374,9 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
         if c.provenance.team_version is not None:
             by_version[c.provenance.team_version] = by_version.get(c.provenance.team_version, 0.0) + c.usd
     ranked_dev = [p for p in points if _ranks(p) and p.split == "dev"]
+    by_rank = sorted(ranked_dev, key=lambda p: rank_key(p, direction), reverse=True)  # best first, sorted once
     earlier_ids: dict[int, list[str]] = {}  # each version's ranked candidates before it, best first
+    picked: dict[int, int] = {}  # each version's ranked candidates: its best is the top of that many
     team_versions = await team.list_versions(run_id)
     # Which candidate is the best before a version: paired rounds decide over intervals (paired_top).
     records: list[ComparisonRecord] = await dev_comparisons(store, run_id, run.kit) if ranked_dev else []
@@ -383,12 +385,11 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
         # The best before a version: of what was measured before it was designed, and of what the
         # earlier versions' roles measured after (an evaluation landing late): a v2 best worse than a
         # late v1 best read as a significant gain over the v1 best at design time (review 2026-12-04).
-        earlier = [p for p in ranked_dev if p.at <= v.created_at
-                   or (p.team_version is not None and p.team_version < v.version)]
-        earlier_ids[v.version] = [p.id for p in sorted(earlier, key=lambda p: rank_key(p, direction), reverse=True)]
+        earlier_ids[v.version] = [p.id for p in by_rank if p.at <= v.created_at
+                                  or (p.team_version is not None and p.team_version < v.version)]
         before = by_id.get(await paired_top(store, earlier_ids[v.version], records, direction) or "")
-        mine = [p for p in ranked_dev if p.team_version == v.version]
-        own = max(mine, key=lambda p: rank_key(p, direction)) if mine else None
+        mine = [p for p in by_rank if p.team_version == v.version]
+        own, picked[v.version] = (mine[0] if mine else None), len(mine)
         vp = VersionPoint(
             version=v.version, at=v.created_at, roles=v.roles, diagnosis=v.diagnosis,
             spent_usd=spent_at(v.created_at), best_before=before.score if before else None,
@@ -452,8 +453,8 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
         await _within_style_share(store, v)
     for v in versions:
         _unmeasured_lead(v, points, run.x0, direction)
-        picked = sum(1 for p in ranked_dev if p.team_version == v.version)
-        await over_own_style(store, v, earlier_ids.get(v.version, []), records, picked, run.x0, direction)
+        await over_own_style(store, v, earlier_ids.get(v.version, []), records, picked.get(v.version, 1), run.x0,
+                             direction)
         if v.over_before is not None:  # a gain now: an earlier lead from too few runs leaves it open, as any
             _unmeasured_lead(v, points, run.x0, direction)
             v.over_before, v.own_style = (None, None) if v.unmeasured_lead else (v.over_before, v.own_style)
@@ -462,8 +463,7 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
         if v.promoted_over and v.significant is False and not (v.worse or v.paired_batches or v.style_share
                                                                or v.short_of_start):
             v.significant = None
-    report.paired_best = await paired_top(store, [p.id for p in sorted(ranked_dev, key=lambda p: rank_key(
-        p, direction), reverse=True)], records, direction)
+    report.paired_best = await paired_top(store, [p.id for p in by_rank], records, direction)
     return report
 
 
