@@ -60,7 +60,9 @@ def _fmt(x: float | None) -> str:
 
 
 async def _summary(store, run_id: str, learnings_chars: int = LEARNINGS_CHARS) -> tuple[Any, Any, str]:
-    run = await store.get_run(run_id)
+    from evoteam.servers.knowledge.pairedbest import paired_best_clause, with_paired_best
+
+    run = await with_paired_best(store, await store.get_run(run_id))
     spend = await store.spend(run_id)
     budget = ("no budget set" if spend.budget_usd is None
               else f"${spend.spent_usd:.2f} of ${spend.budget_usd:.2f} spent, ${max(spend.left_usd or 0, 0):.2f} left")
@@ -69,7 +71,8 @@ async def _summary(store, run_id: str, learnings_chars: int = LEARNINGS_CHARS) -
         f"evoteam run `{run.id}` ({run.status}): {_clip(run.goal.splitlines()[0], 200)}",
         f"- kit: {run.kit or 'none'}; score is {run.direction}d; x0 {_fmt(run.x0)}, best-known "
         f"{_fmt(run.best_known)}; best so far {describe_score(run.best_score, run.best_interval, runs=run.best_runs, exact=run.best_exact)}{ndg} "
-        f"(candidate {run.best_candidate_id or 'none'}){describe_leads(getattr(run, 'leads_from_too_few_runs', None))}",
+        f"(candidate {run.best_candidate_id or 'none'}){describe_leads(getattr(run, 'leads_from_too_few_runs', None))}"
+        f"{paired_best_clause(run)}",
         f"- team version: {run.current_version or 'none yet'}; {run.candidates} candidates, "
         f"{run.learnings} learnings; budget: {budget}",
     ]

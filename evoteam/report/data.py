@@ -22,7 +22,7 @@ from evoteam.servers.knowledge.listing import all_candidates
 from evoteam.report.remeasure import MeasurementSet, apart_by_pairs, latest_measurement_set
 from evoteam.passingstyle import within_share
 from evoteam.servers.bench.measurement.machine import QUIET_WHEN
-from evoteam.report.paired import paired_top
+from evoteam.servers.knowledge.pairedbest import paired_top
 from evoteam.report.styles import dps_over_returning, drop_style_leads, over_own_style
 from evoteam.servers.knowledge.comparisons import ComparisonRecord, dev_comparisons, paired_verdict
 from evoteam.servers.knowledge.standing import BASELINE, x0_is_baseline
@@ -147,7 +147,7 @@ class RunReport(BaseModel):
     retrieval: RetrievalSeries = Field(default_factory=RetrievalSeries)
     direction: Literal["maximize", "minimize"] = "maximize"
     paired_best: str | None = Field(default=None, description="the dev top by intervals, or the candidate the kept "
-                                    "paired rounds find better than it (paired.paired_top)")
+                                    "paired rounds find better than it (knowledge.pairedbest.paired_top)")
     remeasured: MeasurementSet | None = Field(default=None, description="the newest `evoteam bench remeasure` "
                                               "of this run that ranked two finalists or more, else the newest")
 

@@ -60,7 +60,7 @@ async def test_the_runs_best_names_a_candidate_found_better_side_by_side(tmp_pat
 async def test_verdicts_in_a_circle_name_no_best():
     from datetime import UTC, datetime
 
-    from evoteam.report.paired import paired_top
+    from evoteam.servers.knowledge.pairedbest import paired_top
     from evoteam.servers.knowledge.comparisons import record_of
 
     def kept(a: str, b: str, ratio: float):

@@ -210,10 +210,17 @@ def paired_verdict(records: list[ComparisonRecord], before_id: str, own_id: str,
     the best of that many candidates, and the interval is read at stats.picked_confidence of it
     (a 97.5% one for the best of two), so that picking the luckiest does not make a tie read as a
     gain."""
-    pair = sorted((r.turned(own_id) for r in records if {r.a_candidate_id, r.b_candidate_id} == {before_id, own_id}),
-                  key=lambda r: r.measured_at)
-    if not pair:
+    mine = [r for r in records if {r.a_candidate_id, r.b_candidate_id} == {before_id, own_id}]
+    if not mine:
         return None
+    # A kept batch never changes, and its bootstrap is seeded by its data (stats): the same batches
+    # give the same verdict, which get_run, the briefs and the report read again and again.
+    key = (before_id, own_id, picked_of, tuple(sorted((r.measured_at.isoformat(), r.a_candidate_id, r.kit,
+                                                       r.kit_hash, r.timing_method, r.b_over_a, *r.interval)
+                                                      for r in mine)))
+    if key in _VERDICTS:
+        return _VERDICTS[key].model_copy(deep=True)  # a caller may change what it is handed
+    pair = sorted((r.turned(own_id) for r in mine), key=lambda r: r.measured_at)
     newest = pair[-1]
 
     def what(r: ComparisonRecord) -> tuple:
@@ -221,10 +228,18 @@ def paired_verdict(records: list[ComparisonRecord], before_id: str, own_id: str,
 
     same = [r for r in pair if what(r) == what(newest)]
     est = _pooled(same, stats.picked_confidence(picked_of))
-    return PairedVerdict(kind=newest.kind, estimate=[est.value, est.lo, est.hi], coverage=est.coverage, runs=est.n,
-                         significant=stats.significant(est, newest.kind), batches=len(same),
-                         contended=any(r.contended for r in same), left_out=len(pair) - len(same),
-                         picked_of=max(1, picked_of))
+    found = PairedVerdict(kind=newest.kind, estimate=[est.value, est.lo, est.hi], coverage=est.coverage, runs=est.n,
+                          significant=stats.significant(est, newest.kind), batches=len(same),
+                          contended=any(r.contended for r in same), left_out=len(pair) - len(same),
+                          picked_of=max(1, picked_of))
+    while len(_VERDICTS) >= _KEEP_VERDICTS:
+        _VERDICTS.pop(next(iter(_VERDICTS)))
+    _VERDICTS[key] = found
+    return found.model_copy(deep=True)
+
+
+_VERDICTS: dict[tuple, PairedVerdict] = {}  # paired_verdict's, newest last
+_KEEP_VERDICTS = 4096
 
 
 def _name(tag: str, split: str, at: datetime) -> str:

@@ -20,9 +20,8 @@ class BaseModel(PydanticModel):
 
 Direction = Literal["maximize", "minimize"]
 RunStatus = Literal["active", "paused", "finished", "failed", "budget_spent"]
-LearningKind = Literal[
-    "observation", "technique", "dead_end", "bug", "hypothesis", "workload", "process", "checkpoint"
-]
+LearningKind = Literal["observation", "technique", "dead_end", "bug", "hypothesis", "workload", "process",
+                       "checkpoint"]
 CandidateStatus = Literal["PASSED", "INCORRECT_SHAPE", "INCORRECT_DTYPE", "INCORRECT_NUMERICAL", "RUNTIME_ERROR",
                           "COMPILE_ERROR", "TIMEOUT", "PENDING"]
 SearchKind = Literal["learning", "history", "artifact", "candidate"]
@@ -75,8 +74,7 @@ class RunCreate(BaseModel):
 
 
 class Lead(BaseModel):
-    """A candidate whose score, from too few runs for a 95% interval, reads beyond a run's best
-    (bare ids cost a model a get_candidate each; mp29, 2026-12-04)."""
+    """A candidate whose score, from too few runs for a 95% interval, reads beyond a run's best."""
 
     candidate_id: str
     score: float | None = None  # None only as read from an older store or bundle (a bare id)
@@ -106,6 +104,8 @@ class Run(BaseModel):
     best_exact: bool | None = Field(default=None, description="true where every one of those runs is alike: the "
                                     "best is exact (absent otherwise)")
     best_candidate_id: str | None = None
+    paired_best: str | None = Field(default=None, description="a candidate the kept paired rounds (bench.compare, "
+                                    "bench.remeasure) find better than best_candidate_id side by side: crown it")
     leads_from_too_few_runs: list[Lead] = Field(default_factory=list, description="candidates from too few runs "
                                                "for a 95% interval whose score reads beyond that best: they rank "
                                                "after it until measured 5 times (bench.remeasure with "

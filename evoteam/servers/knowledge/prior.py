@@ -25,6 +25,7 @@ from evoteam.stats import describe_listed
 from evoteam.servers.knowledge.errors import Invalid
 from evoteam.servers.knowledge.measurements import rank_key
 from evoteam.servers.knowledge.models import Direction, Run, RunCreate
+from evoteam.servers.knowledge.pairedbest import with_paired_best
 from evoteam.servers.knowledge.store import KnowledgeStore
 
 PRIOR_CHARS = 4000  # the JSON of a PriorWork stays within this
@@ -69,6 +70,8 @@ class PriorRun(BaseModel):
     best_exact_runs: int | None = Field(default=None, description="set where every run of that best is alike "
                                         "(an exact score): how many")
     best_candidate_id: str | None = None
+    paired_best: str | None = Field(default=None, description="a candidate the run's kept paired rounds find "
+                                    "better than that best side by side (Run.paired_best)")
     candidates: int = 0
     learnings: int = 0
     started_at: datetime
@@ -201,13 +204,14 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
     learned: list[PriorLearning] = []
     cited: dict[str, str] = {}  # candidate id -> the dead end that cites it
     for run in runs:
+        run = await with_paired_best(store, run)
         top = await store.best_candidates(run.id, k=3, split="dev")
         exact = await _exact_runs(store, run.id, top[0]) if top else None
         prior.runs.append(PriorRun(
             id=run.id, kit=run.kit, owner=run.provenance.user, status=run.status, status_reason=run.status_reason,
             best_score=run.best_score, best_interval=_interval(top[0]) if top else None,
             best_runs=top[0].runs if top else None, best_exact_runs=exact,
-            best_candidate_id=run.best_candidate_id,
+            best_candidate_id=run.best_candidate_id, paired_best=run.paired_best,
             candidates=run.candidates, learnings=run.learnings, started_at=run.provenance.created_at))
         for summary in top:
             full = await store.get_candidate(summary.id)
@@ -419,7 +423,8 @@ def render_prior(prior: PriorWork, max_chars: int = PRIOR_CHARS) -> str:
     for r in prior.runs:
         best = "no ranked score yet" if r.best_score is None else \
             f"best {describe_listed(r.best_score, r.best_interval, r.best_runs, exact_runs=r.best_exact_runs)}" + \
-            (f" ({r.best_candidate_id})" if r.best_candidate_id else "")
+            (f" ({r.best_candidate_id})" if r.best_candidate_id else "") + \
+            (f", but its paired rounds find `{r.paired_best}` better than it side by side" if r.paired_best else "")
         why = f" — {_clip(r.status_reason, 120)}" if r.status_reason else ""
         kit = f" ({r.kit})" if r.kit and not prior.kit else ""
         runs.append(f"- `{r.id}`{kit} by {r.owner}, {r.status}{why}: {best}; {r.candidates} candidates, "

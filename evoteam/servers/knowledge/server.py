@@ -42,6 +42,7 @@ from evoteam.servers.knowledge.models import (
     Trajectory,
     WorkloadResult,
 )
+from evoteam.servers.knowledge.pairedbest import with_paired_best
 from evoteam.servers.knowledge.prior import KitFacts, StartedRun, start_run_with_prior
 from evoteam.servers.knowledge.services import guard
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
@@ -171,7 +172,7 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
     @tool_errors
     async def get_run(ctx: Context, run_id: str) -> Run:
         """A run's state: goal, direction, budget, spend, best, counts; NDG where best_known is set."""
-        return await kb(ctx).get_run(run_id)
+        return await with_paired_best(kb(ctx), await kb(ctx).get_run(run_id))
 
     @server.tool()
     @tool_errors

@@ -15,6 +15,7 @@ from pathlib import Path
 from evoteam.errors import DomainError
 from evoteam.servers.knowledge.errors import StoreError
 from evoteam.servers.knowledge.models import BaseModel, Candidate, Run  # BaseModel: built on first use
+from evoteam.servers.knowledge.pairedbest import with_paired_best
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.team.materialise import shared_place
 from evoteam.servers.team.models import TeamVersion
@@ -67,11 +68,12 @@ def _listed(names: list[str]) -> str:
 
 
 async def best_candidate(kb: KnowledgeStore, run: Run) -> Candidate | None:
-    """The run's best candidate without its code, or None when nothing ranks yet."""
+    """The run's best candidate without its code, or None when nothing ranks yet: the one the kept
+    paired rounds find better than the top by intervals, where they do (score_line says so)."""
     if not run.best_candidate_id:
         return None
     try:
-        best = await kb.get_candidate(run.best_candidate_id)
+        best = await kb.get_candidate((await with_paired_best(kb, run)).paired_best or run.best_candidate_id)
     except StoreError:  # gone or not visible: the brief then gives the score alone
         return None
     return best.model_copy(update={"code": None})

@@ -289,6 +289,9 @@ def score_line(run: Run, best: Candidate | None) -> str:
     if best is not None and best.score is not None:
         note = " ".join((best.notes or "").split())
         tried = f" ({_clip(note, 200)})" if note else ""
+        if run.best_candidate_id and best.id != run.best_candidate_id:  # briefing.best_candidate
+            tried += (f", which the paired rounds (bench.compare, bench.remeasure) find better than "
+                      f"`{run.best_candidate_id}` side by side; that one ranks first by its narrower interval")
         shown = candidate_estimate(best)
         if shown is not None and stats.spread_unknown(shown):  # a program run once: nothing can clear it yet
             noise = ("; from too few runs to know its spread: a new candidate is established as better only "

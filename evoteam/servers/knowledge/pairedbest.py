@@ -1,0 +1,95 @@
+"""Which of a run's candidates the kept paired rounds find best, where they decide over intervals.
+
+Every ranking reads each candidate's interval (its pessimistic end); paired rounds of two, from
+compares and re-measurements, say which of them is faster side by side. On a busy machine, or
+after two quiet measurements that disagree, a faster kernel can keep a wider interval and rank
+below. `run_report` takes the best before each team version by the paired rounds and says where
+they find a candidate better than the run's top by intervals; ``get_run`` (the tool), the role
+briefs and the hooks' summary say it too, as ``Run.paired_best``: a brief said "Best so far: A"
+to a team whose compare had found B faster than A, significantly, and the roles aimed at A."""
+
+from __future__ import annotations
+
+from evoteam import stats
+from evoteam.passingstyle import dps_over_returning, within_share
+from evoteam.servers.knowledge.comparisons import dev_comparisons, paired_verdict
+from evoteam.servers.knowledge.errors import NotFound, StoreError
+from evoteam.servers.knowledge.measurements import rank_key
+from evoteam.servers.knowledge.models import Run
+from evoteam.servers.knowledge.standing import BASELINE
+from evoteam.servers.knowledge.store import KnowledgeStore
+
+
+async def paired_top(store: KnowledgeStore, ranked: list[str], records: list, direction: str) -> str | None:
+    """The first of ``ranked`` (best first by intervals), or the one the kept paired rounds find
+    better than it, followed as far as they go: v3's gain was read over the best before it by
+    intervals, which a v2 kernel had beaten side by side, significantly (mp64; on a busy machine a
+    wider interval keeps a faster kernel below). A lead of destination passing style's share alone
+    over one returning its outputs is no better kernel."""
+    # Only a candidate in a kept pair can beat another: a run of many thousands has few pairs.
+    involved = {i for r in records for i in (r.a_candidate_id, r.b_candidate_id)}
+    if not ranked or ranked[0] not in involved:
+        return ranked[0] if ranked else None
+    ranked = [ranked[0]] + [c for c in ranked[1:] if c in involved]
+
+    async def beats(winner: str, loser: str) -> bool:
+        found = paired_verdict(records, loser, winner)
+        if found is None or not found.decides or not found.significant \
+                or not stats.favours_b(found.estimate[0], found.kind, direction):
+            return False
+        if found.kind != "kernel" or not within_share(found.estimate[1]):
+            return True
+        own, other = await store.get_candidate(winner), await store.get_candidate(loser)
+        return not dps_over_returning(own.code, other.code)
+
+    top, seen, moved = ranked[0], [ranked[0]], True
+    while moved:
+        moved = False
+        for c in ranked:
+            if c in seen or not await beats(c, top):
+                continue
+            # Verdicts in a circle (B > A, C > B, A > C) name no best: the top by intervals stays (review).
+            for s in seen:
+                if s != top and await beats(s, c):
+                    return ranked[0]
+            top, moved = c, True
+            seen.append(c)
+            break
+    return top
+
+
+async def with_paired_best(store: KnowledgeStore, run: Run) -> Run:
+    """``run`` with ``paired_best`` set where the run's kept paired rounds on the dev split find a
+    candidate better than its best by intervals (paired_top). Its best stays the top by intervals,
+    as every listing ranks; a read that fails leaves the run as it was (what it shows is news, never
+    a condition of the reply)."""
+    if not run.best_candidate_id:
+        return run
+    try:
+        records = await dev_comparisons(store, run.id, run.kit)
+        involved = {i for r in records for i in (r.a_candidate_id, r.b_candidate_id)}
+        if run.best_candidate_id not in involved:
+            return run
+        keyed = []
+        for cid in sorted(involved - {run.best_candidate_id, BASELINE}):
+            try:
+                c = await store.get_candidate(cid)
+            except NotFound:  # the baseline's side, or one gone: it ranks nowhere
+                continue
+            key = rank_key(c.rank_score, c.score, c.score_interval, run.direction, c.runs is not None) \
+                if c.status == "PASSED" and c.verified and not c.flagged and c.split == "dev" else None
+            if key is not None:
+                keyed.append((key, cid))
+        ranked = [run.best_candidate_id] + [cid for _, cid in sorted(keyed, reverse=True)]
+        top = await paired_top(store, ranked, records, run.direction)
+    except StoreError:  # see the docstring
+        return run
+    return run.model_copy(update={"paired_best": top}) if top and top != run.best_candidate_id else run
+
+
+def paired_best_clause(run: Run) -> str:
+    """Said after the run's best (candidate and score) where the paired rounds find another better."""
+    if not run.paired_best:
+        return ""
+    return (f"; the paired rounds (bench.compare, bench.remeasure) find {run.paired_best} better than it side by "
+            f"side: {run.paired_best} is the one to beat and to crown, ranked below by its wider interval")

@@ -1,0 +1,125 @@
+"""Where the kept paired rounds find a candidate better than the run's top by intervals, every
+place that names the run's best says so, not run_report alone: get_run (Run.paired_best), the
+roles' brief ("Best so far") and the hooks' run summary. A brief named the top by intervals as the
+one to beat after a compare had found another kernel faster than it, significantly."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+from mcp import Client
+
+from evoteam.config import Settings
+from evoteam.plugin.hooks import _summary
+from evoteam.servers.knowledge.comparisons import keep_comparison, record_of
+from evoteam.servers.knowledge.local import LocalKnowledgeStore
+from evoteam.servers.knowledge.pairedbest import with_paired_best
+from evoteam.servers.knowledge.server import build_server
+from evoteam.servers.knowledge.store import Actor
+from evoteam.servers.team.briefing import best_candidate
+from evoteam.servers.team.materialise import score_line
+from tests.report.test_own_style_gain import DPS_1, RETURNS_1, RETURNS_2, _few, _keep, _plan
+
+
+async def _two(kb, tmp_path: Path, wide_code: str = RETURNS_2) -> tuple[str, dict[str, str]]:
+    # "narrow" ranks first by its interval's pessimistic end; "wide" reads higher with a wider interval.
+    return await _plan(kb, tmp_path, {1: [("narrow", RETURNS_1, 4.0, _few(4.0, 1, .02, 20), None),
+                                          ("wide", wide_code, 4.3, _few(4.2, 2, 2.4, 8), None)]})
+
+
+async def _get_run(kb, tmp_path: Path, run_id: str) -> dict:
+    async with Client(build_server(Settings(db=tmp_path / "kb.db"), kb)) as client:
+        result = await client.call_tool("get_run", {"run_id": run_id})
+    assert not result.is_error, result.content[0].text
+    return json.loads(result.content[0].text)
+
+
+async def test_every_place_naming_the_best_names_the_one_found_better_side_by_side(tmp_path: Path):
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run_id, ids = await _two(kb, tmp_path)
+        shown = await _get_run(kb, tmp_path, run_id)
+        assert shown["best_candidate_id"] == ids["narrow"] and "paired_best" not in shown, shown
+        _, _, said = await _summary(kb, run_id, learnings_chars=0)
+        assert "paired rounds" not in said, said
+        await _keep(kb, run_id, ids["narrow"], ids["wide"], 1.08)
+
+        shown = await _get_run(kb, tmp_path, run_id)
+        # The ranking stays the intervals' (as best_candidates lists); the paired verdict is said beside it.
+        assert shown["best_candidate_id"] == ids["narrow"] and shown["paired_best"] == ids["wide"], shown
+        _, _, said = await _summary(kb, run_id, learnings_chars=0)
+        assert f"(candidate {ids['narrow']}); the paired rounds (bench.compare, bench.remeasure) find {ids['wide']} " \
+               f"better than it side by side: {ids['wide']} is the one to beat" in said, said
+        run = await kb.get_run(run_id)
+        best = await best_candidate(kb, run)
+        assert best.id == ids["wide"] and best.code is None
+        line = score_line(run, best)
+        assert line.startswith(f"Best so far: {best.score:.3g} ("), line
+        assert f"candidate `{ids['wide']}`" in line and f"find better than `{ids['narrow']}` side by side; that one " \
+               "ranks first by its narrower interval" in line, line
+
+
+async def test_no_paired_best_where_the_rounds_do_not_decide_it(tmp_path: Path):
+    """Not significant, the other way round, a destination-passing lead of that style's share alone,
+    or pairs that leave the top out: the run's best is said alone."""
+    cases = {"tie": (RETURNS_2, 1.0), "worse": (RETURNS_2, 0.9), "style share": (DPS_1, 1.08)}
+    for name, (code, ratio) in cases.items():
+        async with LocalKnowledgeStore.open(tmp_path / f"{name}.db", Actor(user="u", client="t")) as kb:
+            run_id, ids = await _two(kb, tmp_path, code)
+            await _keep(kb, run_id, ids["narrow"], ids["wide"], ratio)
+            run = await with_paired_best(kb, await kb.get_run(run_id))
+            assert run.best_candidate_id == ids["narrow"] and run.paired_best is None, name
+            assert (await best_candidate(kb, run)).id == ids["narrow"], name
+    async with LocalKnowledgeStore.open(tmp_path / "far.db", Actor(user="u", client="t")) as kb:
+        run_id, ids = await _two(kb, tmp_path)
+        # A pair with the baseline, and one of the top's rivals with the baseline: nothing beats the top.
+        bench = kb.with_actor(Actor(user="u", client="t", verifier=True))
+        for a, b in (("baseline", ids["narrow"]), ("baseline", ids["wide"])):
+            await keep_comparison(bench, run_id, record_of(a, b, kit="k", split="dev", kind="kernel", ranges=None,
+                                                           samples={"a": [4.0 + i / 1000 for i in range(30)]},
+                                                           contended=False, measured_at=datetime.now(UTC)))
+        run = await with_paired_best(kb, await kb.get_run(run_id))
+        assert run.paired_best is None and run.best_candidate_id == ids["narrow"]
+
+
+async def test_a_second_engineer_starting_from_the_run_reads_the_one_found_better(tmp_path: Path):
+    """Prior work (the session start's context, start_run's prior) names it beside the run's best."""
+    from evoteam.servers.knowledge.prior import gather_prior_work, render_prior
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run_id, ids = await _two(kb, tmp_path)
+        await _keep(kb, run_id, ids["narrow"], ids["wide"], 1.08)
+        prior = await gather_prior_work(kb.with_actor(Actor(user="second", client="t")), "k")
+        assert prior.runs[0].best_candidate_id == ids["narrow"] and prior.runs[0].paired_best == ids["wide"]
+        text = render_prior(prior)
+        said = f"({ids['narrow']}), but its paired rounds find `{ids['wide']}` better than it side by side"
+        assert said in text, text
+
+
+def test_the_same_kept_batches_are_bootstrapped_once(monkeypatch):
+    """get_run reads the paired rounds each time: a pair's verdict is reused while its batches are
+    the same (each bootstrap is seeded by its data), and read anew once another batch is kept."""
+    import pytest
+
+    from evoteam.servers.knowledge import comparisons
+
+    def kept(ratio: float, at: datetime):
+        return record_of("A", "B", kit="k", split="dev", kind="kernel", ranges=None, contended=False,
+                         samples={"w": [ratio * (1 + (i % 5 - 2) / 200) for i in range(30)]}, measured_at=at)
+
+    records = [kept(1.1, datetime(2026, 12, 6, 1, tzinfo=UTC))]
+    first = comparisons.paired_verdict(records, "A", "B")
+    turned = comparisons.paired_verdict(records, "B", "A")
+    assert first.significant and first.estimate[0] > 1 > turned.estimate[0]
+
+    def no_bootstrap(*args, **kwargs):
+        raise AssertionError("bootstrapped again")
+
+    monkeypatch.setattr(comparisons, "_estimate", no_bootstrap)
+    again = comparisons.paired_verdict(records, "A", "B")
+    assert again == first and again is not first
+    again.estimate[0] = 0.0  # a caller's change stays its own
+    assert comparisons.paired_verdict(records, "A", "B") == first
+    with pytest.raises(AssertionError, match="bootstrapped again"):
+        comparisons.paired_verdict(records + [kept(1.0, datetime(2026, 12, 6, 2, tzinfo=UTC))], "A", "B")
