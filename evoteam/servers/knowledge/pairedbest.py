@@ -10,52 +10,69 @@ to a team whose compare had found B faster than A, significantly, and the roles 
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Mapping
+
 from evoteam import stats
 from evoteam.passingstyle import dps_over_returning, within_share
-from evoteam.servers.knowledge.comparisons import dev_comparisons, paired_verdict
+from evoteam.servers.knowledge.comparisons import dev_comparisons, paired_verdict, rivals
 from evoteam.servers.knowledge.errors import NotFound, StoreError
 from evoteam.servers.knowledge.measurements import rank_key
 from evoteam.servers.knowledge.models import Run
 from evoteam.servers.knowledge.standing import BASELINE
 from evoteam.servers.knowledge.store import KnowledgeStore
 
+log = logging.getLogger(__name__)
 
-async def paired_top(store: KnowledgeStore, ranked: list[str], records: list, direction: str) -> str | None:
-    """The first of ``ranked`` (best first by intervals), or the one the kept paired rounds find
-    better than it, followed as far as they go: v3's gain was read over the best before it by
-    intervals, which a v2 kernel had beaten side by side, significantly (mp64; on a busy machine a
-    wider interval keeps a faster kernel below). A lead of destination passing style's share alone
-    over one returning its outputs is no better kernel."""
-    # Only a candidate in a kept pair can beat another: a run of many thousands has few pairs.
-    involved = {i for r in records for i in (r.a_candidate_id, r.b_candidate_id)}
-    if not ranked or ranked[0] not in involved:
-        return ranked[0] if ranked else None
-    ranked = [ranked[0]] + [c for c in ranked[1:] if c in involved]
 
-    async def beats(winner: str, loser: str) -> bool:
-        found = paired_verdict(records, loser, winner)
+def _top(ranked: list[str], records: list, direction: str, codes: Mapping[str, str | None]) -> str | None:
+    """paired_top's walk, with each candidate's code at hand (``codes``; one absent passes no style)."""
+    looks = rivals(records)
+
+    def beats(winner: str, loser: str) -> bool:
+        found = paired_verdict(records, loser, winner, picked_of=len(looks.get(loser, ())))
         if found is None or not found.decides or not found.significant \
                 or not stats.favours_b(found.estimate[0], found.kind, direction):
             return False
-        if found.kind != "kernel" or not within_share(found.estimate[1]):
-            return True
-        own, other = await store.get_candidate(winner), await store.get_candidate(loser)
-        return not dps_over_returning(own.code, other.code)
+        return not (found.kind == "kernel" and within_share(found.estimate[1])
+                    and dps_over_returning(codes.get(winner), codes.get(loser)))
 
     top, seen, moved = ranked[0], [ranked[0]], True
     while moved:
         moved = False
         for c in ranked:
-            if c in seen or not await beats(c, top):
+            if c in seen or not beats(c, top):
                 continue
             # Verdicts in a circle (B > A, C > B, A > C) name no best: the top by intervals stays (review).
-            for s in seen:
-                if s != top and await beats(s, c):
-                    return ranked[0]
+            if any(s != top and beats(s, c) for s in seen):
+                return ranked[0]
             top, moved = c, True
             seen.append(c)
             break
     return top
+
+
+async def paired_top(store: KnowledgeStore | None, ranked: list[str], records: list, direction: str,
+                     codes: Mapping[str, str | None] | None = None) -> str | None:
+    """The first of ``ranked`` (best first by intervals), or the one the kept paired rounds find
+    better than it, followed as far as they go: v3's gain was read over the best before it by
+    intervals, which a v2 kernel had beaten side by side, significantly (mp64; on a busy machine a
+    wider interval keeps a faster kernel below). A lead of destination passing style's share alone
+    over one returning its outputs is no better kernel. Each verdict is read at the confidence the
+    number of the loser's rivals needs (comparisons.rivals). ``codes``: the candidates' code where
+    the caller has read it (the others are read from ``store``). The verdicts are bootstraps: they
+    run off the event loop (a re-measurement of many finalists made the next read hold it ~1-3 s)."""
+    # Only a candidate in a kept pair can beat another: a run of many thousands has few pairs.
+    involved = {i for r in records for i in (r.a_candidate_id, r.b_candidate_id)}
+    if not ranked or ranked[0] not in involved:
+        return ranked[0] if ranked else None
+    ranked = [ranked[0]] + [c for c in ranked[1:] if c in involved]
+    codes = dict(codes or {})
+    for cid in ranked:
+        if cid not in codes and store is not None:
+            codes[cid] = (await store.get_candidate(cid)).code
+    return await asyncio.to_thread(_top, ranked, records, direction, codes)
 
 
 async def with_paired_best(store: KnowledgeStore, run: Run) -> Run:
@@ -70,26 +87,29 @@ async def with_paired_best(store: KnowledgeStore, run: Run) -> Run:
         involved = {i for r in records for i in (r.a_candidate_id, r.b_candidate_id)}
         if run.best_candidate_id not in involved:
             return run
-        keyed = []
-        for cid in sorted(involved - {run.best_candidate_id, BASELINE}):
+        keyed, codes = [], {}
+        for cid in involved - {BASELINE}:
             try:
                 c = await store.get_candidate(cid)
-            except NotFound:  # the baseline's side, or one gone: it ranks nowhere
+            except NotFound:  # one gone, or of another project: it ranks nowhere
                 continue
+            codes[cid] = c.code
             key = rank_key(c.rank_score, c.score, c.score_interval, run.direction, c.runs is not None) \
                 if c.status == "PASSED" and c.verified and not c.flagged and c.split == "dev" else None
-            if key is not None:
-                keyed.append((key, cid))
-        ranked = [run.best_candidate_id] + [cid for _, cid in sorted(keyed, reverse=True)]
-        top = await paired_top(store, ranked, records, run.direction)
+            if key is not None and cid != run.best_candidate_id:
+                # As the store ranks (readsql.rank_order): ties go to the earlier, as in run_report.
+                keyed.append(((-key[0], -key[1], c.provenance.created_at, cid), cid))
+        ranked = [run.best_candidate_id] + [cid for _, cid in sorted(keyed)]
+        top = await paired_top(store, ranked, records, run.direction, codes)
     except StoreError:  # see the docstring
+        log.warning("the paired rounds of run %s were not read", run.id, exc_info=True)
         return run
     return run.model_copy(update={"paired_best": top}) if top and top != run.best_candidate_id else run
 
 
 def paired_best_clause(run: Run) -> str:
-    """Said after the run's best (candidate and score) where the paired rounds find another better."""
+    """Said after the run's best (candidate and score) where the run's compares find another better."""
     if not run.paired_best:
         return ""
-    return (f"; the paired rounds (bench.compare, bench.remeasure) find {run.paired_best} better than it side by "
-            f"side: {run.paired_best} is the one to beat and to crown, ranked below by its wider interval")
+    return (f"; the run's compares (bench.compare, bench.remeasure) find {run.paired_best} better than it: "
+            f"{run.paired_best} is the one to beat and to crown, though it ranks below by intervals")

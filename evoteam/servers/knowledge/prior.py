@@ -424,7 +424,7 @@ def render_prior(prior: PriorWork, max_chars: int = PRIOR_CHARS) -> str:
         best = "no ranked score yet" if r.best_score is None else \
             f"best {describe_listed(r.best_score, r.best_interval, r.best_runs, exact_runs=r.best_exact_runs)}" + \
             (f" ({r.best_candidate_id})" if r.best_candidate_id else "") + \
-            (f", but its paired rounds find `{r.paired_best}` better than it side by side" if r.paired_best else "")
+            (f", but its compares find `{r.paired_best}` better than it" if r.paired_best else "")
         why = f" — {_clip(r.status_reason, 120)}" if r.status_reason else ""
         kit = f" ({r.kit})" if r.kit and not prior.kit else ""
         runs.append(f"- `{r.id}`{kit} by {r.owner}, {r.status}{why}: {best}; {r.candidates} candidates, "

@@ -289,9 +289,12 @@ def score_line(run: Run, best: Candidate | None) -> str:
     if best is not None and best.score is not None:
         note = " ".join((best.notes or "").split())
         tried = f" ({_clip(note, 200)})" if note else ""
+        leads = run.leads_from_too_few_runs
         if run.best_candidate_id and best.id != run.best_candidate_id:  # briefing.best_candidate
-            tried += (f", which the paired rounds (bench.compare, bench.remeasure) find better than "
-                      f"`{run.best_candidate_id}` side by side; that one ranks first by its narrower interval")
+            leads = [x for x in leads if x.candidate_id != best.id]  # said here: no lead over itself (review)
+            why = "its runs are too few for a 95% interval" if best.runs is not None else "its interval is wider"
+            tried += (f", which the run's compares (bench.compare, bench.remeasure) find better than "
+                      f"`{run.best_candidate_id}`, the first by intervals ({why})")
         shown = candidate_estimate(best)
         if shown is not None and stats.spread_unknown(shown):  # a program run once: nothing can clear it yet
             noise = ("; from too few runs to know its spread: a new candidate is established as better only "
@@ -302,7 +305,7 @@ def score_line(run: Run, best: Candidate | None) -> str:
                      "`pooled` one where the reply has it; the run pools every compare of the same two, so "
                      "comparing again adds rounds to that verdict rather than a second chance)") if shown else ""
         return (f"Best so far: {describe_score(best.score, best.score_interval, runs=best.samples or best.n_measurements)}, candidate `{best.id}`{tried}"
-                f"{noise}{stats.describe_leads(run.leads_from_too_few_runs)}; {start}; the score is to be {run.direction}d.")
+                f"{noise}{stats.describe_leads(leads)}; {start}; the score is to be {run.direction}d.")
     if run.best_score is not None:
         which = f", candidate `{run.best_candidate_id}`" if run.best_candidate_id else ""
         return (f"Best so far: {describe_score(run.best_score, run.best_interval, runs=run.best_runs, exact=run.best_exact)}{which}"
