@@ -105,6 +105,8 @@ class VersionPoint(BaseModel):
                                 "bench.remeasure) whose pooled rounds decide the gain (0: none decides it)")
     picked_of: int = Field(default=1, description="where paired batches decide: the version's best was the top of "
                            "this many of its candidates, and the gain's interval is read at 1 - 0.05/picked_of")
+    better_as_pair: bool = Field(default=False, description="not a significant gain at that level, but at 95%, "
+                                 "as one named pair (compare's verdict, the run's paired_best), found better")
     in_progress: bool = Field(default=False, description="the newest version, some of its roles not ended and "
                               "nothing of theirs evaluated yet: no verdict, not a stall")
     style_share: bool = Field(default=False, description="the version's best writes into output slots allocated "
@@ -542,3 +544,6 @@ def _decide_by_compare(report: RunReport, records: list[ComparisonRecord]) -> No
         v.worse = found.significant and not better
         v.gain_exact, v.paired_batches, v.paired_busy = found.coverage == 1.0 and lo == hi, found.batches, found.contended
         v.overlap = v.few_runs = v.side_by_side = False  # what left it open no longer applies
+        if found.picked_of > 1 and not found.significant:  # "crown it" beside "no difference" (mp67)
+            named = paired_verdict(records, v.best_before_id, v.best_candidate_id)
+            v.better_as_pair = named.significant and stats.favours_b(named.estimate[0], named.kind, report.direction)

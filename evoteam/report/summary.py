@@ -165,6 +165,9 @@ def _gain_text(v: VersionPoint, direction: str | None = None) -> str | None:
         verdict = "within noise (the two bests' intervals overlap)"
     if v.paired_batches:  # paired rounds of the two bests settled it, whatever their own intervals said
         said = "significant" if v.significant else "worse, significant" if v.worse else "no significant difference"
+        if v.better_as_pair:  # the crown and compare's verdict read 95%: why this line does not (mp67)
+            said += (f" as the best of {v.picked_of}; at 95%, as one named pair (compare's verdict, which the run's "
+                     "crown follows), they find it better: not yet a significant gain for the version")
         # A program's runs are not paired, nor timed: "timed side by side (a paired batch)" read as a
         # kernel's words on a program kit (mp59).
         kind = "paired " if v.gain_is_ratio else ""

@@ -102,3 +102,11 @@ def test_a_sides_own_style_clause_is_left_to_the_verdict_and_the_advice_kept():
     returning = _brief(side(False, True), styles_in_verdict=True).message
     assert returning.endswith("gives that back") and "the baseline writes its outputs" in returning
 
+
+
+def test_a_compare_reply_opens_with_its_verdict_and_the_pooled_one():
+    """mp67 read this batch's `significant: false`, near the top of the reply, as the answer where
+    the pooled rounds (what the run reads, in `pooled` and the verdict) were significant."""
+    from evoteam.servers.bench.models import Comparison
+
+    assert list(Comparison.model_fields)[:4] == ["kit", "split", "verdict", "pooled"]

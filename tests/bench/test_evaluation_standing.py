@@ -64,7 +64,8 @@ def test_each_standing_of_the_trajectory_is_said_in_one_line():
     later = trajectory(a, b, c, d, e)
     # ...named: the last new best, or the leader just before it, whichever the rule cleared (mp49).
     assert standing_line(later, "cand_e", "×") == \
-        "new best of the run: beyond noise of the run's earlier best (cand_a or cand_b) (by their intervals)"
+        "new best of the run: beyond noise of the run's earlier best (cand_a, the last new best, or cand_b, the " \
+        "leader before it) (by their intervals)"
     # Busy: within noise because a busy interval counts widened, which is said (a 2.3x gain read so; mp49).
     busy = point("cand_h", 3.25, 3.0, 3.5, "cand_b", within_noise_of="cand_b", decided_by="intervals",
                   contended=True)

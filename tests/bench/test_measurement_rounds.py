@@ -220,3 +220,17 @@ def test_a_held_out_workload_keeps_the_note_that_explains_a_wide_interval():
                "printed: shape (96, 5120)"]
     redact_heldout(v)
     assert v.notes == [v.notes[0]] and v.notes[0].startswith("time not resolved")
+
+
+def test_the_unresolved_rounds_note_explains_the_wide_upper_end():
+    """mp67 read "reads closer to 1" beside an interval of 3.08-15,867x: the note says both."""
+    from types import SimpleNamespace
+
+    from evoteam.servers.bench.measurement.interleave import _unresolved_note
+
+    rounds = SimpleNamespace(per_round=[{}] * 10, resolution=3_856_000.0,
+                             unresolved=lambda label: 8 if label != "baseline" else 0)
+    note = _unresolved_note(rounds, "cand")
+    assert "(3856 us) for the candidate in 8 of 10 rounds" in note, note
+    assert "reads closer to 1 while its interval's upper end stretches to what a time near zero would give" in note
+    assert _unresolved_note(SimpleNamespace(per_round=[{}] * 10, resolution=1e5, unresolved=lambda _: 0), "c") is None

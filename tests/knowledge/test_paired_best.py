@@ -6,7 +6,6 @@ one to beat after a compare had found another kernel faster than it, significant
 from __future__ import annotations
 
 import json
-import random
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -185,27 +184,6 @@ def test_verdicts_read_in_threads_beside_a_full_cache(monkeypatch):
     assert not errors, errors[:3]
 
 
-async def test_a_candidate_compared_with_many_is_beaten_only_past_all_those_looks():
-    """A top compared with four candidates, one of them found better at 95% only: the best of four
-    looks (98.75%) is no paired best, as the version gain of that candidate read "no significant
-    difference" beside "crown it" (mp67). Compared with that one alone, it is."""
-    from evoteam.servers.knowledge.comparisons import paired_verdict
-    from evoteam.servers.knowledge.pairedbest import paired_top
-
-    at = datetime(2026, 12, 6, 5, tzinfo=UTC)
-    rng = random.Random(1)
-    marginal = record_of("A", "B", kit="k", split="dev", kind="kernel", ranges=None, contended=False, measured_at=at,
-                         samples={"w": [1.04 * (1 + rng.gauss(0, 0.03)) for _ in range(30)]})
-    ties = [_kept("A", c, 1.0, at) for c in ("C", "D", "E")]
-    at_95, at_4 = paired_verdict([marginal], "A", "B"), paired_verdict([marginal], "A", "B", picked_of=4)
-    assert at_95.significant and not at_4.significant, (at_95, at_4)
-    assert await paired_top(None, ["A", "B"], [marginal], "maximize") == "B"
-    assert await paired_top(None, ["A", "C", "D", "B", "E"], [marginal, *ties], "maximize") == "A"
-    # The baseline's pairs place scores against x0: they are no rival of the top.
-    with_baseline = [marginal, _kept("baseline", "A", 3.0, at), _kept("baseline", "B", 3.1, at)]
-    assert await paired_top(None, ["A", "B"], with_baseline, "maximize") == "B"
-
-
 async def test_get_run_and_run_report_name_the_same_of_two_equal_rivals(tmp_path: Path):
     """Two candidates that rank alike, both found better than the top: the earlier, as the store
     ranks ties (review: get_run took the larger id, run_report the earlier)."""
@@ -235,3 +213,32 @@ async def test_a_paired_best_from_too_few_runs_is_no_lead_over_itself(tmp_path: 
         line = score_line(run, best)
         assert best.id == ids["few"] and "(its runs are too few for a 95% interval)" in line, line
         assert "read better from too few runs" not in line, line
+
+
+async def test_a_version_gain_at_the_level_of_its_picking_says_why_the_crown_differs(tmp_path: Path):
+    """mp67: get_run and run_report said "crown B" (B better than v1's best side by side, at 95% as
+    compare's verdict) while B's version gain, B picked from 4 candidates and so read at 98.75%,
+    said "no significant difference" in the same reply, with nothing to reconcile the two."""
+    import random
+
+    from evoteam.report.data import gather
+    from evoteam.report.summary import summarise
+
+    codes = [f"def run(x):\n    return x * {k}\n" for k in range(2, 7)]
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run_id, ids = await _plan(kb, tmp_path, {
+            1: [("narrow", RETURNS_1, 4.0, _few(4.0, 1, .02, 20), None)],
+            2: [(f"v2_{k}", code, 3.9, _few(3.9, 10 + k, 2.4, 8), None) for k, code in enumerate(codes)]})
+        rng = random.Random(1)  # a marginal pair: significant at 95%, not at the 98.75% of a best of 4
+        bench = kb.with_actor(Actor(user="u", client="t", verifier=True))
+        v2_best = (await gather(kb, run_id)).versions[1].best_candidate_id
+        await keep_comparison(bench, run_id, record_of(
+            ids["narrow"], v2_best, kit="k", split="dev", kind="kernel", ranges=None, contended=False,
+            samples={"w": [1.035 * (1 + rng.gauss(0, 0.03)) for _ in range(30)]}, measured_at=datetime.now(UTC)))
+        run = await with_paired_best(kb, await kb.get_run(run_id))
+        assert run.best_candidate_id == ids["narrow"] and run.paired_best == v2_best, run
+        line = summarise(await gather(kb, run_id)).versions[1]
+        assert line.significant_gain is False, line.gain
+        assert "picked from 4 candidates" in line.gain, line.gain
+        assert "no significant difference as the best of 4; at 95%, as one named pair (compare's verdict, which " \
+               "the run's crown follows), they find it better: not yet a significant gain" in line.gain, line.gain

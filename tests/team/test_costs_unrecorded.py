@@ -28,6 +28,8 @@ async def test_without_recorded_costs_the_budget_says_so_and_still_runs_out(kb, 
     # Nothing done yet: no warning, but not a bare "recorded" either (a model read it as the hooks
     # at work, model-play 2026-12-03): the note says none is recorded yet and when that means none.
     assert fresh.costs_recorded and "no cost recorded yet" in fresh.note and "turns false" in fresh.note
+    # ...and what then ends the run, from the first reply: the skill has the model tell the user now (mp67).
+    assert f"exhausted then counts finished team versions instead: {VERSIONS_WITHOUT_COSTS}" in fresh.note
     await kb.record_candidate(CandidateCreate(run_id=run.id, code="x = 1", status="PASSED", score=1.2))
     for n in range(VERSIONS_WITHOUT_COSTS):
         report = await svc.budget(run.id)

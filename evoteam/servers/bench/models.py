@@ -461,6 +461,14 @@ class Comparison(BaseModel):
 
     kit: str
     split: Split
+    # The verdict and the pooled one first: a model read this batch's significant: false as the
+    # answer where the pooled rounds, what the run reads, were significant (mp67).
+    verdict: str = Field(description="which is better, 'no significant difference', or 'no faster kernel shown' "
+                         "(B ahead only by what writing into outputs it is given saves); where the two were compared "
+                         "before, it opens with every batch pooled (what the run reads), then this batch alone")
+    pooled: PooledComparison | None = Field(default=None, description="where the two were compared before (by "
+                                            "id, in the run): every such batch pooled, what the trajectory and "
+                                            "version gains read")
     a: ComparedSide
     b: ComparedSide
     b_speedup_over_a: float | None = Field(default=None, description="kernel kits: B's speedup over A (geometric "
@@ -471,11 +479,5 @@ class Comparison(BaseModel):
                               "difference (1 for a ratio, 0 for a difference); where pooled is given, it decides")
     rounds: int | None = None
     workloads: list[WorkloadComparison]
-    verdict: str = Field(description="which is better, 'no significant difference', or 'no faster kernel shown' "
-                         "(a lead of destination passing style's share alone); where the two were compared "
-                         "before, it opens with every batch pooled (what the run reads), then this batch alone")
     contended: bool = Field(default=False, description="the machine was busier than the timing tolerates: "
                             "intervals are wider (said here once, not in each side's message)")
-    pooled: PooledComparison | None = Field(default=None, description="where the two were compared before (by "
-                                            "id, in the run): every such batch pooled, what the trajectory and "
-                                            "version gains read")

@@ -34,7 +34,7 @@ from evoteam import copystats, stats
 from evoteam.passingstyle import passes_over_returns, within_share
 from evoteam.servers.knowledge.errors import Forbidden, TooLarge
 from evoteam.servers.knowledge.listing import all_artifacts
-from evoteam.servers.knowledge.standing import BASELINE, Paired, Side, row_style, trajectory_points
+from evoteam.servers.knowledge.standing import Paired, Side, row_style, trajectory_points
 from evoteam.servers.knowledge.models import ArtifactCreate, TrajectoryPoint
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.verified import COMPARISON
@@ -294,21 +294,6 @@ async def dev_comparisons(store: KnowledgeStore, run_id: str, kit: str | None) -
     return found
 
 
-def rivals(records: list[ComparisonRecord]) -> dict[str, set[str]]:
-    """Each candidate's rivals: the others it has kept paired rounds with (the baseline's pairs
-    place a score against x0 and count for none). A candidate found better than one with k rivals
-    is the best of k looks at it, so the verdict is read at stats.picked_confidence(k): "crown B"
-    at 95% beside "no significant difference" at the 98.75% the version gain of B, picked from 4,
-    reads (mp67), and a model that compares each new candidate with the best would, at 95% each,
-    find one better by chance one time in twenty per look."""
-    found: dict[str, set[str]] = {}
-    for r in records:
-        if BASELINE not in (r.a_candidate_id, r.b_candidate_id) and r.a_candidate_id != r.b_candidate_id:
-            found.setdefault(r.a_candidate_id, set()).add(r.b_candidate_id)
-            found.setdefault(r.b_candidate_id, set()).add(r.a_candidate_id)
-    return found
-
-
 def paired_sides(records: list[ComparisonRecord], direction: str,
                  styles: Mapping[str, str | None] | None = None) -> Paired:
     """How the trajectory reads two candidates' paired rounds (standing.trajectory_points):
@@ -324,12 +309,10 @@ def paired_sides(records: list[ComparisonRecord], direction: str,
     by_pair: dict[frozenset[str], list[ComparisonRecord]] = {}
     for r in records:  # each lookup reads its own pair's, not every record of the run
         by_pair.setdefault(frozenset((r.a_candidate_id, r.b_candidate_id)), []).append(r)
-    looks = rivals(records)
 
     def side(a_id: str, b_id: str) -> Side | None:
         if (a_id, b_id) not in seen:
-            verdict = paired_verdict(by_pair.get(frozenset((a_id, b_id)), []), a_id, b_id,
-                                     picked_of=len(looks.get(a_id, ())))
+            verdict = paired_verdict(by_pair.get(frozenset((a_id, b_id)), []), a_id, b_id)
             if verdict is None or not verdict.decides:
                 seen[a_id, b_id] = None
             elif not verdict.significant:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from evoteam import stats
 from evoteam.passingstyle import dps_over_returning, within_share
-from evoteam.servers.knowledge.comparisons import dev_comparisons, paired_verdict, rivals
+from evoteam.servers.knowledge.comparisons import dev_comparisons, paired_verdict
 from evoteam.servers.knowledge.errors import NotFound, StoreError
 from evoteam.servers.knowledge.measurements import rank_key
 from evoteam.servers.knowledge.models import Run
@@ -28,10 +28,9 @@ log = logging.getLogger(__name__)
 
 def _top(ranked: list[str], records: list, direction: str, codes: Mapping[str, str | None]) -> str | None:
     """paired_top's walk, with each candidate's code at hand (``codes``; one absent passes no style)."""
-    looks = rivals(records)
 
     def beats(winner: str, loser: str) -> bool:
-        found = paired_verdict(records, loser, winner, picked_of=len(looks.get(loser, ())))
+        found = paired_verdict(records, loser, winner)
         if found is None or not found.decides or not found.significant \
                 or not stats.favours_b(found.estimate[0], found.kind, direction):
             return False
@@ -59,8 +58,8 @@ async def paired_top(store: KnowledgeStore | None, ranked: list[str], records: l
     better than it, followed as far as they go: v3's gain was read over the best before it by
     intervals, which a v2 kernel had beaten side by side, significantly (mp64; on a busy machine a
     wider interval keeps a faster kernel below). A lead of destination passing style's share alone
-    over one returning its outputs is no better kernel. Each verdict is read at the confidence the
-    number of the loser's rivals needs (comparisons.rivals). ``codes``: the candidates' code where
+    over one returning its outputs is no better kernel. Each verdict is read at 95%, as compare's
+    (a comparison named beforehand) and the trajectory's are. ``codes``: the candidates' code where
     the caller has read it (the others are read from ``store``). The verdicts are bootstraps: they
     run off the event loop (a re-measurement of many finalists made the next read hold it ~1-3 s)."""
     # Only a candidate in a kept pair can beat another: a run of many thousands has few pairs.

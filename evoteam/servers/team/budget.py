@@ -57,8 +57,10 @@ async def budget_report(team: TeamStore, kb: KnowledgeStore, run_id: str) -> Bud
     recorded, note = True, None
     has_work = bool(run.candidates or run.current_version)
     if not spend.lines and not has_work:  # nothing to tell yet: "recorded" alone read as hooks at work
+        # The version count said now, as the skill has the model tell the user (mp67 read it only later).
         note = ("no cost recorded yet: the evoteam hooks record each session's spend; where none run, "
-                "costs_recorded turns false once the run has candidates or a team")
+                "costs_recorded turns false once the run has candidates or a team, and exhausted then counts "
+                f"finished team versions instead: {VERSIONS_WITHOUT_COSTS} (more only when the user asks for them)")
     if costs_unrecorded(len(spend.lines), has_work):
         done = await finished_versions(team, run)
         recorded, note = False, unrecorded_note(done)

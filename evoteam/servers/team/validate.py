@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+import re
+
 from evoteam.errors import DomainError
 from evoteam.servers.team.models import TeamDesign, slugify
 
@@ -57,9 +60,53 @@ def validate_design(design: TeamDesign, budget_left: float | None = None) -> lis
         if capped > budget_left:
             warnings.append(f"the roles' caps add up to ${capped:.2f} but only ${budget_left:.2f} is left; "
                             f"headless roles will be capped at what is left")
+    problems += unknown_tools(design)
     if problems:
         raise TeamDesignError("the team design was not stored:\n- " + "\n- ".join(problems))
     return warnings
+
+
+# Every tool of the four servers: a role's text that names another sends the role to a tool that
+# does not exist (mp67 wrote knowledge.record_learning; the brief copied it beside add_learning).
+# tests/team/test_tool_names.py keeps this equal to what the servers register.
+SERVER_TOOL_NAMES: dict[str, frozenset[str]] = {
+    "knowledge": frozenset({"add_history", "add_learning", "best_candidates", "finish_run", "get_artifact",
+                            "get_candidate", "get_run", "history", "learnings", "list_artifacts", "list_runs",
+                            "put_artifact", "record_candidate", "search", "start_run", "trajectory"}),
+    "team": frozenset({"budget", "design_team", "get_team", "list_versions", "record_role_result", "reflect",
+                       "run_report", "spawn_role", "stop_role", "team_status"}),
+    "retrieval": frozenset({"gate", "lookup", "record_outcome", "retrieval_stats", "score_documents", "search"}),
+    "bench": frozenset({"compare", "describe_kit", "evaluate", "evaluation_result", "list_kits", "remeasure"}),
+}
+# `knowledge.add_learning`, `mcp__bench__evaluate`, `mcp__plugin_evoteam_team__budget`; a path's
+# `docs/knowledge.md` is no tool (a name with no underscore is read only where it is close to one).
+_TOOL_REF = re.compile(r"(?<![\w/.-])(?:mcp__(?:plugin_\w+?_)?(knowledge|bench|team|retrieval)__|"
+                       r"(knowledge|bench|team|retrieval)[.:])([A-Za-z]\w*)")
+
+
+def unknown_tools(design: TeamDesign) -> list[str]:
+    """The tools a design's texts name on a server that has none of that name, each with the
+    nearest of that server's tools: refused before anything is stored (said after, a fix would
+    have cost a team version)."""
+    texts = {"the knowledge plan": [*design.knowledge_plan.shared_reads, *design.knowledge_plan.shared_writes,
+                                    design.knowledge_plan.notes]}
+    for role in design.roles:
+        texts[f"role {role.name!r}"] = [role.mandate, *role.deliverables, *role.reads_first, *role.writes_to]
+    found: dict[tuple[str, str], list[str]] = {}
+    for where, parts in texts.items():
+        for m in _TOOL_REF.finditer("\n".join(parts)):
+            server, tool = m.group(1) or m.group(2), m.group(3)
+            known = SERVER_TOOL_NAMES[server]
+            if tool not in known and ("_" in tool or difflib.get_close_matches(tool, known, n=1, cutoff=0.75)):
+                places = found.setdefault((server, tool), [])
+                places += [] if where in places else [where]
+    said = []
+    for (server, tool), where in found.items():
+        near = difflib.get_close_matches(tool, sorted(SERVER_TOOL_NAMES[server]), n=2, cutoff=0.6)
+        guess = f" (did you mean {' or '.join(f'{server}.{n}' for n in near)}?)" if near else ""
+        said.append(f"{', '.join(where)} {'names' if len(where) == 1 else 'name'} {server}.{tool}, which the "
+                    f"{server} server does not have{guess}: the brief would send the role to it")
+    return said
 
 
 def _handoff_order(giver: str, receiver: str, staged: dict[str, int]) -> list[str]:

@@ -173,7 +173,9 @@ def _earlier(before: list[TrajectoryPoint]) -> str:
     just before it ("beyond noise of the run's earlier best" named neither; mp49)."""
     last_new = next((p.candidate_id for p in reversed(before) if p.new_best), None)
     leader = before[-1].best_so_far_id if before else None
-    return " or ".join(dict.fromkeys(i for i in (last_new, leader) if i))
+    if last_new and leader and last_new != leader:  # "(c1 or c3)" did not say which was which (mp68)
+        return f"{last_new}, the last new best, or {leader}, the leader before it"
+    return last_new or leader or ""
 
 
 def _paired_already(best: TrajectoryPoint, own: str, before: list[TrajectoryPoint]) -> str:

@@ -201,10 +201,14 @@ class InterleavedRounds:
 def _unresolved_note(rounds: timing.Rounds, label: str) -> str | None:
     """One line when a side's or the baseline's net time was below the resolution in some rounds
     (timing.Rounds.resolution): those rounds count it at the resolution, which pulls the speedup
-    toward 1; it is never a point from the 1 us floor."""
+    toward 1, while the interval's upper end reaches what a time near zero would give (15,867x
+    beside "reads closer to 1" read as a contradiction; mp67). It is never a point from the 1 us
+    floor."""
     parts = [f"{who} in {n} of {len(rounds.per_round)} rounds" for who, n in
              (("the candidate", rounds.unresolved(label)), ("the baseline", rounds.unresolved(BASELINE))) if n]
     if not parts:
         return None
     return (f"{timing.UNRESOLVED} above the call path's spread ({rounds.resolution / 1e3:.0f} us) for "
-            + " and ".join(parts) + "; such rounds count it at that spread, so the speedup reads closer to 1")
+            + " and ".join(parts) + "; such rounds count it at that spread, so the speedup reads closer to 1 "
+            "while its interval's upper end stretches to what a time near zero would give (a busy machine "
+            "widens that spread: bench.remeasure on a quiet one resolves it)")
