@@ -23,7 +23,7 @@ from evoteam.report.remeasure import MeasurementSet, apart_by_pairs, latest_meas
 from evoteam.passingstyle import within_share
 from evoteam.servers.bench.measurement.machine import QUIET_WHEN
 from evoteam.servers.knowledge.pairedbest import paired_top
-from evoteam.report.styles import dps_over_returning, drop_style_leads, over_own_style
+from evoteam.report.styles import better_as_pair, dps_over_returning, drop_style_leads, over_own_style
 from evoteam.servers.knowledge.comparisons import ComparisonRecord, dev_comparisons, paired_verdict
 from evoteam.servers.knowledge.standing import BASELINE, x0_is_baseline
 from evoteam.servers.retrieval.models import RetrievalSeries
@@ -382,14 +382,14 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
     team_versions = await team.list_versions(run_id)
     # Which candidate is the best before a version: paired rounds decide over intervals (paired_top).
     records: list[ComparisonRecord] = await dev_comparisons(store, run_id, run.kit) if ranked_dev else []
-    by_id = {p.id: p for p in ranked_dev}
+    by_id, codes = {p.id: p for p in ranked_dev}, {}  # codes: read once for every paired_top
     for v in team_versions:
         # The best before a version: of what was measured before it was designed, and of what the
         # earlier versions' roles measured after (an evaluation landing late): a v2 best worse than a
         # late v1 best read as a significant gain over the v1 best at design time (review 2026-12-04).
         earlier_ids[v.version] = [p.id for p in by_rank if p.at <= v.created_at
                                   or (p.team_version is not None and p.team_version < v.version)]
-        before = by_id.get(await paired_top(store, earlier_ids[v.version], records, direction) or "")
+        before = by_id.get(await paired_top(store, earlier_ids[v.version], records, direction, codes) or "")
         mine = [p for p in by_rank if p.team_version == v.version]
         own, picked[v.version] = (mine[0] if mine else None), len(mine)
         vp = VersionPoint(
@@ -465,7 +465,8 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
         if v.promoted_over and v.significant is False and not (v.worse or v.paired_batches or v.style_share
                                                                or v.short_of_start):
             v.significant = None
-    report.paired_best = await paired_top(store, [p.id for p in by_rank], records, direction)
+        v.better_as_pair = await better_as_pair(store, v, records, direction)
+    report.paired_best = await paired_top(store, [p.id for p in by_rank], records, direction, codes)
     return report
 
 
@@ -544,6 +545,3 @@ def _decide_by_compare(report: RunReport, records: list[ComparisonRecord]) -> No
         v.worse = found.significant and not better
         v.gain_exact, v.paired_batches, v.paired_busy = found.coverage == 1.0 and lo == hi, found.batches, found.contended
         v.overlap = v.few_runs = v.side_by_side = False  # what left it open no longer applies
-        if found.picked_of > 1 and not found.significant:  # "crown it" beside "no difference" (mp67)
-            named = paired_verdict(records, v.best_before_id, v.best_candidate_id)
-            v.better_as_pair = named.significant and stats.favours_b(named.estimate[0], named.kind, report.direction)

@@ -9,6 +9,8 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from mcp import Client
 
 from evoteam.config import Settings
@@ -215,16 +217,19 @@ async def test_a_paired_best_from_too_few_runs_is_no_lead_over_itself(tmp_path: 
         assert "read better from too few runs" not in line, line
 
 
-async def test_a_version_gain_at_the_level_of_its_picking_says_why_the_crown_differs(tmp_path: Path):
+@pytest.mark.parametrize("style", ["returns", "destination passing"])
+async def test_a_version_gain_at_the_level_of_its_picking_says_why_the_crown_differs(tmp_path: Path, style):
     """mp67: get_run and run_report said "crown B" (B better than v1's best side by side, at 95% as
     compare's verdict) while B's version gain, B picked from 4 candidates and so read at 98.75%,
-    said "no significant difference" in the same reply, with nothing to reconcile the two."""
+    said "no significant difference" in the same reply, with nothing to reconcile the two. A lead of
+    destination passing style's share alone, which no crown follows, says no such thing (review)."""
     import random
 
     from evoteam.report.data import gather
     from evoteam.report.summary import summarise
 
-    codes = [f"def run(x):\n    return x * {k}\n" for k in range(2, 7)]
+    codes = [f"def run(x):\n    return x * {k}\n" if style == "returns" else
+             f"DESTINATION_PASSING_STYLE = True\n\ndef run(x, out):\n    out[:] = x * {k}\n" for k in range(2, 7)]
     async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
         run_id, ids = await _plan(kb, tmp_path, {
             1: [("narrow", RETURNS_1, 4.0, _few(4.0, 1, .02, 20), None)],
@@ -236,9 +241,13 @@ async def test_a_version_gain_at_the_level_of_its_picking_says_why_the_crown_dif
             ids["narrow"], v2_best, kit="k", split="dev", kind="kernel", ranges=None, contended=False,
             samples={"w": [1.035 * (1 + rng.gauss(0, 0.03)) for _ in range(30)]}, measured_at=datetime.now(UTC)))
         run = await with_paired_best(kb, await kb.get_run(run_id))
-        assert run.best_candidate_id == ids["narrow"] and run.paired_best == v2_best, run
         line = summarise(await gather(kb, run_id)).versions[1]
         assert line.significant_gain is False, line.gain
+        if style != "returns":
+            assert "picked from" in line.gain and run.paired_best is None, (run.paired_best, line.gain)
+            assert "as one named pair" not in line.gain, line.gain
+            return
         assert "picked from 4 candidates" in line.gain, line.gain
+        assert run.best_candidate_id == ids["narrow"] and run.paired_best == v2_best, run
         assert "no significant difference as the best of 4; at 95%, as one named pair (compare's verdict, which " \
                "the run's crown follows), they find it better: not yet a significant gain" in line.gain, line.gain

@@ -33,11 +33,16 @@ async def test_the_list_of_tool_names_is_what_the_servers_register(tmp_path: Pat
      "bench.evaluation_result?)"),
     ("mandate", "read `mcp__knowledge__learning` first", "role 'Profiler' names knowledge.learning, which the "
      "knowledge server does not have (did you mean knowledge.learnings"),
+    ("handoff", "the profile, stored with knowledge.put_artefact", "the coordination names knowledge.put_artefact, "
+     "which the knowledge server does not have (did you mean knowledge.put_artifact or knowledge.get_artifact?): "
+     "the brief would send the role to it; if it is no tool, write it without `knowledge.`"),
 ])
 def test_a_tool_no_server_has_is_refused_with_the_nearest(where, text, said):
     d = design("run_x", "Profiler", "Implementer")
     if where == "mandate":
         d["roles"][0]["mandate"] += f"; {text}"
+    elif where == "handoff":  # the coordination reaches every brief too (review)
+        d["coordination"]["handoffs"] = [{"from_role": "Profiler", "to_role": "Implementer", "what": text}]
     else:
         d["knowledge_plan"] = {where: [text]}
     with pytest.raises(TeamDesignError) as err:
@@ -49,6 +54,7 @@ def test_real_tools_paths_and_words_pass():
     d = design("run_x", "Profiler")
     d["roles"][0]["mandate"] += ("; read docs/knowledge.md and team.md, call knowledge.add_learning, "
                                  "`mcp__bench__evaluate`, mcp__plugin_evoteam_team__budget, bench: compare by id, "
-                                 "each team.version's notes, the knowledge.search tool")
+                                 "each team.version's notes, the knowledge.search tool, knowledge.run_id, "
+                                 "bench.split_dev")
     d["knowledge_plan"] = {"shared_reads": ["knowledge.learnings", "bench.describe_kit rmsnorm_cpu"]}
     assert validate_design(TeamDesign(**d)) == []

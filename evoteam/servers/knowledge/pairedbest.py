@@ -53,21 +53,21 @@ def _top(ranked: list[str], records: list, direction: str, codes: Mapping[str, s
 
 
 async def paired_top(store: KnowledgeStore | None, ranked: list[str], records: list, direction: str,
-                     codes: Mapping[str, str | None] | None = None) -> str | None:
+                     codes: dict[str, str | None] | None = None) -> str | None:
     """The first of ``ranked`` (best first by intervals), or the one the kept paired rounds find
     better than it, followed as far as they go: v3's gain was read over the best before it by
     intervals, which a v2 kernel had beaten side by side, significantly (mp64; on a busy machine a
     wider interval keeps a faster kernel below). A lead of destination passing style's share alone
     over one returning its outputs is no better kernel. Each verdict is read at 95%, as compare's
     (a comparison named beforehand) and the trajectory's are. ``codes``: the candidates' code where
-    the caller has read it (the others are read from ``store``). The verdicts are bootstraps: they
+    the caller has read it (the others are read from ``store`` and added to it). The verdicts are bootstraps: they
     run off the event loop (a re-measurement of many finalists made the next read hold it ~1-3 s)."""
     # Only a candidate in a kept pair can beat another: a run of many thousands has few pairs.
     involved = {i for r in records for i in (r.a_candidate_id, r.b_candidate_id)}
     if not ranked or ranked[0] not in involved:
         return ranked[0] if ranked else None
     ranked = [ranked[0]] + [c for c in ranked[1:] if c in involved]
-    codes = dict(codes or {})
+    codes = {} if codes is None else codes  # the caller's, filled in: read once across calls
     for cid in ranked:
         if cid not in codes and store is not None:
             codes[cid] = (await store.get_candidate(cid)).code

@@ -89,23 +89,25 @@ def unknown_tools(design: TeamDesign) -> list[str]:
     nearest of that server's tools: refused before anything is stored (said after, a fix would
     have cost a team version)."""
     texts = {"the knowledge plan": [*design.knowledge_plan.shared_reads, *design.knowledge_plan.shared_writes,
-                                    design.knowledge_plan.notes]}
+                                    design.knowledge_plan.notes],
+             "the coordination": [design.coordination.notes, *(h.what for h in design.coordination.handoffs)]}
     for role in design.roles:
         texts[f"role {role.name!r}"] = [role.mandate, *role.deliverables, *role.reads_first, *role.writes_to]
     found: dict[tuple[str, str], list[str]] = {}
     for where, parts in texts.items():
         for m in _TOOL_REF.finditer("\n".join(parts)):
             server, tool = m.group(1) or m.group(2), m.group(3)
+            # Near a real tool's name: a typo or a guess ("knowledge.run_id" is a field, sent to no tool).
             known = SERVER_TOOL_NAMES[server]
-            if tool not in known and ("_" in tool or difflib.get_close_matches(tool, known, n=1, cutoff=0.75)):
+            if tool not in known and difflib.get_close_matches(tool, known, n=1, cutoff=0.6 if "_" in tool else 0.75):
                 places = found.setdefault((server, tool), [])
                 places += [] if where in places else [where]
     said = []
     for (server, tool), where in found.items():
         near = difflib.get_close_matches(tool, sorted(SERVER_TOOL_NAMES[server]), n=2, cutoff=0.6)
-        guess = f" (did you mean {' or '.join(f'{server}.{n}' for n in near)}?)" if near else ""
         said.append(f"{', '.join(where)} {'names' if len(where) == 1 else 'name'} {server}.{tool}, which the "
-                    f"{server} server does not have{guess}: the brief would send the role to it")
+                    f"{server} server does not have (did you mean {' or '.join(f'{server}.{n}' for n in near)}?): "
+                    f"the brief would send the role to it; if it is no tool, write it without `{server}.`")
     return said
 
 
