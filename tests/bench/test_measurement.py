@@ -198,9 +198,9 @@ def test_the_verdict_against_the_baseline_is_what_the_interval_says():
     busy = _against_baseline(stats.Estimate(2.6, 2.43, 2.91, 10), busy=True)
     # ...the paired verdict said as measured, and how the run reads it beside it (mp45 took the
     # widened reading alone for a verdict on rounds that timed the baseline too).
-    assert busy.startswith("faster than the baseline, beyond noise in these paired rounds; widened for the load, "
-                           "as the run reads a busy score against x0 (low /3, high x3: 0.810–8.73), it would not "
-                           "be;"), busy
+    assert busy.startswith("faster than the baseline, beyond noise in these paired rounds; a busy score alone would "
+                           "not show it (widened for the load, as the run reads it against x0, low /3, high x3: "
+                           "0.810–8.73), so where x0 is 1 paired rounds"), busy
     # ...and what settles it: paired rounds with the baseline (a quiet evaluation, once named here,
     # pools with the busy rounds and settles nothing; mp53). Where the evaluation's own are kept in
     # its run, record_evaluation says so instead (tests/bench/test_evaluation_standing.py).

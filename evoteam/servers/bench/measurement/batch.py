@@ -381,11 +381,11 @@ def _against_baseline(est: stats.Estimate, busy: bool = False, unresolved: bool 
     lo, hi = wide.lo, wide.hi
     if lo > 1 or hi < 1:
         return said + " even widened for the load" + short
-    # The verdict, then why the run needs more ("beyond noise ..., which holds 1" read as a contradiction; mp68).
-    return (said + " in these paired rounds" + short + "; widened for the load, as the run reads a busy score "
-            f"against x0 (low /{stats.BUSY_SPREAD:g}, high x{stats.BUSY_SPREAD:g}: {stats.sig3(lo)}–"
-            f"{stats.sig3(hi)}), it would not be; where x0 is 1 paired rounds with the baseline place it ({BUSY_SETTLE}"
-            + ("; rounds in copies are not kept)" if copies else ")"))
+    # The verdict, then why the run needs more ("..., which holds 1" read as a contradiction; mp68, mp69).
+    return (said + " in these paired rounds" + short + "; a busy score alone would not show it (widened for the "
+            f"load, as the run reads it against x0, low /{stats.BUSY_SPREAD:g}, high x{stats.BUSY_SPREAD:g}: "
+            f"{stats.sig3(lo)}–{stats.sig3(hi)}), so where x0 is 1 paired rounds with the baseline place it "
+            f"({BUSY_SETTLE}" + ("; rounds in copies are not kept)" if copies else ")"))
 
 
 # What settles a busy kernel against x0, as evaluate's message names it; where the evaluation's own
