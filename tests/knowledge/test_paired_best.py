@@ -59,7 +59,7 @@ async def test_every_place_naming_the_best_names_the_one_found_better_side_by_si
         line = score_line(run, best)
         assert line.startswith(f"Best so far: {best.score:.3g} ("), line
         assert f"candidate `{ids['wide']}`" in line and f"find better than `{ids['narrow']}`, the first by " \
-               "intervals (its interval is wider)" in line, line
+               "intervals (measured apart, their intervals rank this one lower)" in line, line
 
 
 async def test_no_paired_best_where_the_rounds_do_not_decide_it(tmp_path: Path):

@@ -60,8 +60,9 @@ async def paired_top(store: KnowledgeStore | None, ranked: list[str], records: l
     wider interval keeps a faster kernel below). A lead of destination passing style's share alone
     over one returning its outputs is no better kernel. Each verdict is read at 95%, as compare's
     (a comparison named beforehand) and the trajectory's are. ``codes``: the candidates' code where
-    the caller has read it (the others are read from ``store`` and added to it). The verdicts are bootstraps: they
-    run off the event loop (a re-measurement of many finalists made the next read hold it ~1-3 s)."""
+    the caller has read it (the others are read from ``store`` and added to it). The verdicts are
+    bootstraps: they run off the event loop (a re-measurement of many finalists made the next read
+    hold it ~1-3 s)."""
     # Only a candidate in a kept pair can beat another: a run of many thousands has few pairs.
     involved = {i for r in records for i in (r.a_candidate_id, r.b_candidate_id)}
     if not ranked or ranked[0] not in involved:

@@ -292,7 +292,9 @@ def score_line(run: Run, best: Candidate | None) -> str:
         leads = run.leads_from_too_few_runs
         if run.best_candidate_id and best.id != run.best_candidate_id:  # briefing.best_candidate
             leads = [x for x in leads if x.candidate_id != best.id]  # said here: no lead over itself (review)
-            why = "its runs are too few for a 95% interval" if best.runs is not None else "its interval is wider"
+            # Not "its interval is wider": measured apart, a narrower interval placed lower ranks it below too.
+            why = "its runs are too few for a 95% interval" if best.runs is not None else \
+                "measured apart, their intervals rank this one lower"
             tried += (f", which the run's compares (bench.compare, bench.remeasure) find better than "
                       f"`{run.best_candidate_id}`, the first by intervals ({why})")
         shown = candidate_estimate(best)
