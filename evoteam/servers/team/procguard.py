@@ -105,7 +105,11 @@ def main(argv: list[str]) -> int:
     if proc_file:
         with contextlib.suppress(OSError):
             Path(proc_file).parent.mkdir(parents=True, exist_ok=True)
-            Path(proc_file).write_text(json.dumps({"pid": os.getpid(), "pgid": child, "start": start_time(child)}))
+            # Whole or not at all: a reader between create and write read an empty file as no record
+            # (a CI run's test of the guard, 2026-12-06).
+            partial = Path(f"{proc_file}.{os.getpid()}.tmp")
+            partial.write_text(json.dumps({"pid": os.getpid(), "pgid": child, "start": start_time(child)}))
+            os.replace(partial, proc_file)
     # the CLI talks to the SDK over the inherited pipes; the guard keeps none of them open
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
