@@ -12,6 +12,7 @@ from evoteam.passingstyle import passes_over_returns, share_text, style_of, with
 from evoteam.passingstyle import dps_over_returning as codes_dps_over_returning
 from evoteam.servers.knowledge.comparisons import paired_verdict
 from evoteam.servers.knowledge.measurements import candidate_estimate, clears_start
+from evoteam.servers.knowledge.pairedbest import paired_top
 from evoteam.servers.knowledge.store import KnowledgeStore
 
 
@@ -114,12 +115,10 @@ async def better_as_pair(store: KnowledgeStore, v, records: list, direction: str
     """Whether a version gain that is no significant one at its picking's level (``v.picked_of``)
     is one as a named pair at 95%, as compare's verdict and the run's crown (get_run's paired_best)
     read it: the gain line then says both (mp67 read "crown B" beside "no significant difference").
-    Not for a lead of destination passing style's share alone, which no crown follows (review)."""
+    By the crown's own rule (paired_top of the two), so not for a lead of destination passing
+    style's share alone, which no crown follows (review)."""
     if v.significant is not False or v.worse or not v.paired_batches or v.picked_of <= 1 \
             or v.over_before is not None or v.style_share or v.short_of_start or v.unmeasured_lead:
         return False
-    named = paired_verdict(records, v.best_before_id, v.best_candidate_id)
-    if named is None or not named.significant or not stats.favours_b(named.estimate[0], named.kind, direction):
-        return False
-    return not (named.kind == "kernel" and within_share(named.estimate[1])
-                and await dps_over_returning(store, v.best_candidate_id, v.best_before_id))
+    return await paired_top(store, [v.best_before_id, v.best_candidate_id], records, direction) == \
+        v.best_candidate_id

@@ -22,6 +22,7 @@ from evoteam.servers.knowledge.measurements import rank_key
 from evoteam.servers.knowledge.models import Run
 from evoteam.servers.knowledge.standing import BASELINE
 from evoteam.servers.knowledge.store import KnowledgeStore
+from evoteam.servers.knowledge.verified import ranks
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ async def with_paired_best(store: KnowledgeStore, run: Run) -> Run:
                 continue
             codes[cid] = c.code
             key = rank_key(c.rank_score, c.score, c.score_interval, run.direction, c.runs is not None) \
-                if c.status == "PASSED" and c.verified and not c.flagged and c.split == "dev" else None
+                if ranks(c.status, c.score, c.verified, c.flagged) and c.split == "dev" else None
             if key is not None and cid != run.best_candidate_id:
                 # As the store ranks (readsql.rank_order): ties go to the earlier, as in run_report.
                 keyed.append(((-key[0], -key[1], c.provenance.created_at, cid), cid))
