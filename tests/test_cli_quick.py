@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -153,7 +154,8 @@ def test_the_listings_show_what_was_stored(store_env, tmp_path):
     assert "- tiles of 64 rows keep the cache" in doc and "by Profiling Scientist · v2 · tags: cache, tiling" in doc
     assert "fuse it" in doc and "vectorise the reduction" not in doc  # superseded
     team = _cli(env, tmp_path, "team", "status").stdout.splitlines()
-    assert team[0].startswith(f"run {ids['run']} (active)  team v2  best 2  spent $1.75 of $5.00  working")
+    assert re.match(rf"run {ids['run']} \(active\)  team v2  best 2 cand_[0-9a-f]+  spent \$1\.75 of \$5\.00  working",
+                    team[0]), team[0]
     assert "Workload Analyst" in team[1] and "running" in team[1] and "12 turns  $0.75  … " in team[1]
     assert "Challenger" in team[2] and "failed" in team[2] and "codex is not installed" in team[2]
     assert "Knowledge Integrator" in team[3] and "planned" in team[3] and "subagent" in team[3]

@@ -17,7 +17,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-from evoteam.stats import describe_leads, describe_score
 from evoteam.plugin import state as st
 from evoteam.plugin.codex import tool_response as codex_tool_response
 from evoteam.plugin.roles import assistant_turns, role_in_text, role_of_call, session_mode, wait_for_last_message
@@ -60,7 +59,7 @@ def _fmt(x: float | None) -> str:
 
 
 async def _summary(store, run_id: str, learnings_chars: int = LEARNINGS_CHARS) -> tuple[Any, Any, str]:
-    from evoteam.servers.knowledge.pairedbest import paired_best_clause, with_paired_best
+    from evoteam.servers.knowledge.pairedbest import describe_best, with_paired_best
 
     run = await with_paired_best(store, await store.get_run(run_id))
     spend = await store.spend(run_id)
@@ -70,9 +69,7 @@ async def _summary(store, run_id: str, learnings_chars: int = LEARNINGS_CHARS) -
     lines = [
         f"evoteam run `{run.id}` ({run.status}): {_clip(run.goal.splitlines()[0], 200)}",
         f"- kit: {run.kit or 'none'}; score is {run.direction}d; x0 {_fmt(run.x0)}, best-known "
-        f"{_fmt(run.best_known)}; best so far {describe_score(run.best_score, run.best_interval, runs=run.best_runs, exact=run.best_exact)}{ndg} "
-        f"(candidate {run.best_candidate_id or 'none'}){describe_leads(getattr(run, 'leads_from_too_few_runs', None))}"
-        f"{paired_best_clause(run)}",
+        f"{_fmt(run.best_known)}{ndg}; best so far {describe_best(run)}",
         f"- team version: {run.current_version or 'none yet'}; {run.candidates} candidates, "
         f"{run.learnings} learnings; budget: {budget}",
     ]
@@ -367,6 +364,11 @@ def stop(hook_input: dict[str, Any]) -> dict[str, Any] | None:
             if run.status == "active" and spend.left_usd is not None and spend.left_usd <= 0:
                 run = await store.update_run(run.id, status="budget_spent")
             history = await newest_history(store, state["run_id"])
+            if run.status == "active" and spend.budget_usd is not None and (spend.left_usd or 0) > 0:
+                # Only for the reason below: a hook that lets the session stop reads no paired rounds.
+                from evoteam.servers.knowledge.pairedbest import with_paired_best
+
+                run = await with_paired_best(store, run)
             return run, spend, history
 
     run, spend, history = _run(go())
@@ -401,8 +403,10 @@ def stop(hook_input: dict[str, Any]) -> dict[str, Any] | None:
     else:
         todo = (f"Check team v{run.current_version} (team.team_status): start any role that has not run, or, if "
                 f"every role has ended, reflect and design the next version.")
+    from evoteam.servers.knowledge.pairedbest import describe_best  # loaded by go's paired read already
+
     reason = (f"evoteam: run {run.id} is active with ${spend.left_usd:.2f} of ${spend.budget_usd:.2f} left, "
-              f"best score {describe_score(run.best_score, run.best_interval, runs=run.best_runs, exact=run.best_exact)}. "
+              f"best so far {describe_best(run)}. "
               f"{'Keep optimising.' if state.get('mode') == 'solo' else 'Continue the supervisor loop.'} {todo} "
               f"(To end the run: knowledge.get_run shows it; mark it finished, or the user can run "
               f"`evoteam hook pause` / set EVOTEAM_AUTOCONTINUE=0.)")

@@ -24,6 +24,7 @@ from starlette.routing import Route
 
 from evoteam.report.data import gather
 from evoteam.report.page import render_report
+from evoteam.servers.knowledge.bestline import listed_best, listed_interval
 from evoteam.servers.knowledge.errors import StoreError
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
 
@@ -121,12 +122,16 @@ def dashboard_routes(store: KnowledgeStore, verify: Verify, secure_cookie: bool 
                 return HTMLResponse(f"<p>{html.escape(str(exc))}</p>", status_code=404)
         return endpoint
 
+    def _best(r) -> str:
+        return "" if r.best_score is None else listed_best(r.best_score, listed_interval(r.best_interval,
+                                                                                      r.best_runs is not None))
+
     async def runs(_request: Request, scoped: KnowledgeStore) -> Response:
         page_ = await scoped.list_runs(limit=100)
         rows = "".join(
             f'<tr><td><a href="/runs/{html.escape(r.id)}">{html.escape(r.id)}</a></td>'
             f"<td>{html.escape(r.status)}</td><td>{html.escape(r.kit or '')}</td>"
-            f"<td>{html.escape(r.goal[:120])}</td><td>{'' if r.best_score is None else f'{r.best_score:.4g}'}</td>"
+            f"<td>{html.escape(r.goal[:120])}</td><td>{html.escape(_best(r))}</td>"
             f"<td>${r.spent_usd:.2f}</td></tr>" for r in page_.items)
         body = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>evoteam runs</title>"
                 f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}"></head><body style="font:14px system-ui">'

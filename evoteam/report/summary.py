@@ -21,7 +21,8 @@ from evoteam.servers.team.budget import costs_unrecorded, unrecorded_note
 class VersionLine(BaseModel):
     version: int
     roles: list[str]
-    best_dev_score: float | None
+    best_dev_score: float | None = Field(description="its best's score, every measurement of its code pooled: it "
+                                         "moves as evaluations and re-measurements add rounds")
     best_interval: list[float] | None = None
     best_runs: int | None = Field(default=None, description="set where the best is from too few runs for a 95% "
                                   "interval: how many")
@@ -41,7 +42,8 @@ class VersionLine(BaseModel):
 class RunSummary(BaseModel):
     run_id: str
     direction: str
-    best_dev_score: float | None
+    best_dev_score: float | None = Field(description="the run's best, every measurement of its code pooled (it moves "
+                                         "as rounds are added)")
     best_dev_interval: list[float] | None = None
     best_dev_runs: int | None = Field(default=None, description="set where the best is from too few runs for a "
                                      "95% interval: how many")

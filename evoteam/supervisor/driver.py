@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from evoteam.errors import DomainError
 from evoteam.report.summary import summarise_run
 from evoteam.servers.knowledge.models import Run
+from evoteam.servers.knowledge.pairedbest import describe_best
 from evoteam.servers.team.core import SUPERVISOR_ROLE, TeamService
 from evoteam.servers.team.cost import record_cost_as
 from evoteam.servers.team.models import TERMINAL, RoleSpec, SessionUpdate, TeamStatus
@@ -338,7 +339,9 @@ class SupervisorDriver:
         spend = await self.kb.spend(self.run_id)
         return render(read_prompt("wake"), seq=seq, trigger=trigger, reason=REASONS[trigger], run_id=run.id,
                       goal=run.goal.strip().splitlines()[0][:300] if run.goal.strip() else "", kit=run.kit or "none",
-                      direction=run.direction, x0=run.x0, best_known=run.best_known, best_score=run.best_score,
+                      direction=run.direction, x0=run.x0, best_known=run.best_known,
+                      best=describe_best(run.model_copy(update={"paired_best": status.paired_best if (
+                          status.best_candidate_id == run.best_candidate_id) else None})),  # read by status already
                       ndg=None if run.ndg is None else f"{run.ndg:.1f}", candidates=run.candidates,
                       learnings=run.learnings, spent_usd=f"{spend.spent_usd:.2f}",
                       budget="no budget" if spend.budget_usd is None else f"${spend.budget_usd:.2f}",

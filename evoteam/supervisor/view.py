@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evoteam.servers.team.models import TeamStatus
+from evoteam.servers.team.sentences import describe_spend, describe_team_best
 from evoteam.supervisor.driver import DriverEvent
 
 STATUS_STYLE = {
@@ -24,13 +25,12 @@ def render_status(status: TeamStatus | None, events: list[DriverEvent], title: s
     """A rich renderable of the run's state (pure: used by the live view and by tests)."""
     if status is None:
         return Panel(Text("starting…"), title=title)
-    budget = "no budget" if status.budget_usd is None else f"${status.budget_usd:.2f}"
     head = Text.assemble(
         ("run ", "dim"), (status.run_id, "bold"), ("  status ", "dim"), (status.run_status, "bold"),
         ("  team ", "dim"), (f"v{status.version}" if status.version else "none yet", "bold"),
-        ("  best ", "dim"), (f"{status.best_score}" if status.best_score is not None else "-", "bold green"),
+        ("  best ", "dim"), (describe_team_best(status), "bold green"),
         ("  NDG ", "dim"), (f"{status.ndg:.1f}" if status.ndg is not None else "-", ""),
-        ("  spent ", "dim"), (f"${status.spent_usd:.2f} of {budget}", "bold"),
+        ("  spent ", "dim"), (describe_spend(status), "bold"),
         ("  candidates ", "dim"), (str(status.candidates), ""), ("  learnings ", "dim"), (str(status.learnings), ""),
     )
     table = Table(expand=True, show_edge=False, pad_edge=False)
@@ -76,6 +76,6 @@ class LiveView:
         else:
             extra = ""
             if self.status is not None:
-                extra = (f" [v{self.status.version} best={self.status.best_score} "
+                extra = (f" [v{self.status.version} best={describe_team_best(self.status)} "
                          f"spent=${self.status.spent_usd:.2f}]")
             self.console.print(f"{event.at:%H:%M:%S} {event.kind}: {event.text}{extra}", highlight=False, markup=False)

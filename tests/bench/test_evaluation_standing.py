@@ -82,8 +82,18 @@ def test_each_standing_of_the_trajectory_is_said_in_one_line():
     # Apart only by load's widening: not "within noise", which read as a tie of 2.75x with 4.12x (mp66).
     far = point("cand_f", 2.75, 2.43, 3.03, "cand_b", within_noise_of="cand_b", contended=True)
     said = standing_line(trajectory(a, b, far), "cand_f", "×")
+    # Below the best by its own interval, kept from "worse" by the widening alone: set aside with no compare
+    # asked for (a 1.5x under a 14.9x best was sent to one the model saw no need for; mp70).
+    assert said == ("not a new best: it reads below the run's best cand_b at 3.30× (3.10–3.50) (measured on a busy "
+                    "machine: its interval counts widened 3x each way), by less than that widening allows, so it is not "
+                    "shown worse; no compare is needed to set it aside (bench.compare cand_f and cand_b by id only to "
+                    "know how much slower it is)"), said
+    # Reading above the best, apart only by that widening: a compare tells them apart.
+    above = point("cand_g", 4.0, 3.8, 4.2, "cand_b", within_noise_of="cand_b", contended=True)
+    said = standing_line(trajectory(a, b, above), "cand_g", "×")
     assert said.startswith("not a new best: not told apart from the run's best cand_b at 3.30× (3.10–3.50) (measured "
-                           "on a busy machine: its interval counts widened 3x each way)") and "within noise" not in said, said
+                           "on a busy machine: its interval counts widened 3x each way); bench.compare cand_g and cand_b "
+                           "by id to tell them apart") and "within noise" not in said, said
     assert standing_line(later, "cand_e", "×", again=True).startswith("the run's best, beyond noise")
     # Judged against a best that has since been overtaken: the verdict of then is not said as now's.
     stale = standing_line(later, "cand_c", "×")
@@ -496,3 +506,33 @@ def test_only_a_returning_kernel_behind_a_passing_best_is_sent_to_its_own_style(
     behind = point("c2", 3.2, 2.9, 3.5, "c1", within_noise_of="c1", decided_by="intervals")
     said = standing_line(trajectory(best, behind), "c2", "×", styles=styles)
     assert said.endswith("compare it with a kernel of its own style"), said
+
+
+def test_a_returning_kernel_far_behind_a_passing_best_is_not_sent_to_a_style_compare():
+    """A busy 1.65x behind a 4.31x best that passes destination style was told "a compare of the two
+    cannot tell kernels apart within destination passing style's share; compare it with a kernel of
+    its own style" (mp71): its gap, by their intervals as measured, is far beyond that share (1.30x
+    at most). Within the share, the style's words stay."""
+    a = point("cand_a", 4.31, 3.88, 4.75, "cand_a", new_best=True, decided_by="intervals")
+    styles = {"cand_a": "dps", "cand_far": "returns", "cand_near": "returns"}
+    far = point("cand_far", 1.65, 1.44, 1.86, "cand_a", within_noise_of="cand_a", contended=True)
+    said = standing_line(trajectory(a, far), "cand_far", "×", styles=styles)
+    assert said.startswith("not a new best: it reads below the run's best cand_a at 4.31× (3.88–4.75)") and \
+        "style" not in said and "no compare is needed" in said, said
+    near = point("cand_near", 3.9, 3.5, 4.3, "cand_a", within_noise_of="cand_a", decided_by="intervals")
+    said = standing_line(trajectory(a, near), "cand_near", "×", styles=styles)
+    assert "a compare of the two cannot tell kernels apart within destination passing style's share" in said, said
+
+
+def test_where_b_stands_in_the_run_is_not_read_as_the_pairs_verdict():
+    """After "no significant difference", "B in the run: the run's best, beyond noise of the run's
+    earlier best (cand_c)" read as B winning the pair (mp70): a line about others says it is not this
+    pair's verdict; one about A, or against the baseline, is that verdict and says nothing more."""
+    from evoteam.servers.bench.evaluation.standing import stands_in_run
+
+    assert stands_in_run("B", "cand_a", "the run's best, beyond noise of the run's earlier best (cand_c)") == \
+        "; B in the run, from all its measurements, not this pair's verdict: the run's best, beyond noise of the " \
+        "run's earlier best (cand_c)"
+    about_a = "not a new best: within noise of the run's best cand_a; their paired rounds find no difference"
+    assert stands_in_run("B", "cand_a", about_a) == f"; B in the run: {about_a}"
+    assert stands_in_run("cand_b", "baseline", "the run's best") == "; cand_b in the run: the run's best"

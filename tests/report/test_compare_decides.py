@@ -192,7 +192,9 @@ async def test_compare_of_two_bests_settles_a_real_program_kits_version_gain(tmp
         assert cmp.significant and cmp.verdict.startswith("B is better")
         assert f"kept in run {run.id}" in cmp.verdict
         # Where B now stands in the run, by the run's rule (a compare that made B the best said nothing; mp46).
-        assert "; B in the run: " in cmp.verdict, cmp.verdict
+        # Here against A itself, by these runs: this pair's verdict, said as such (review of mp70's words).
+        assert f"; B in the run: the run's best, beyond noise of the run's earlier best ({ids[1]})" in cmp.verdict, \
+            cmp.verdict
         # Each side names the candidate it was given as (a model lost track of A and B over three compares).
         assert (cmp.a.candidate_id, cmp.b.candidate_id) == (ids[1], ids[2])
         summary = summarise(await gather(kb, run.id))

@@ -3,6 +3,9 @@ that keeps the token out of URLs and scripts, and one project's runs invisible t
 
 from __future__ import annotations
 
+import asyncio
+import html
+import re
 import shutil
 import subprocess
 import sys
@@ -11,6 +14,9 @@ import time
 import httpx
 import pytest
 
+from evoteam.servers.knowledge.bestline import listed_best, listed_interval
+from evoteam.servers.knowledge.local import LocalKnowledgeStore
+from evoteam.servers.knowledge.store import Actor
 from tests.knowledge.conftest import KnowledgeServer, free_port, make_token
 
 
@@ -26,8 +32,19 @@ def server(filled_db, tmp_path):
     srv.kill()
 
 
-def test_live_pages_need_a_token_and_keep_projects_apart(server):
+def _listed(db, run_id: str) -> str:
+    async def read():
+        async with LocalKnowledgeStore.open(db, Actor(user="tester", client="test")) as store:
+            return await store.get_run(run_id)
+
+    run = asyncio.run(read())
+    assert run.best_interval and run.best_interval[0] < run.best_interval[1], run  # a 95% interval to show
+    return listed_best(run.best_score, listed_interval(run.best_interval, run.best_runs is not None))
+
+
+def test_live_pages_need_a_token_and_keep_projects_apart(server, filled_db):
     srv, run_id, alice, bob = server
+    db = filled_db[0]
     base = f"http://127.0.0.1:{srv.port}"
     # No token: 401 and a login form, with nothing from the store on it.
     for path in ("/runs", f"/runs/{run_id}"):
@@ -46,6 +63,9 @@ def test_live_pages_need_a_token_and_keep_projects_apart(server):
     with httpx.Client(base_url=base, cookies={"evoteam_session": session}, timeout=60) as browser:
         listing = browser.get("/runs")
         assert listing.status_code == 200 and run_id in listing.text and alice not in listing.text
+        listed = _listed(db, run_id)
+        assert re.fullmatch(r"[\d.]+ \([\d.]+–[\d.]+\)", listed), listed  # the best with its interval
+        assert f"<td>{html.escape(listed)}</td>" in listing.text
         page = browser.get(f"/runs/{run_id}")
         assert page.status_code == 200 and "Score vs cumulative spend" in page.text
         assert 'http-equiv="refresh"' in page.text  # the run is active: the page refreshes

@@ -199,3 +199,32 @@ async def test_a_later_stage_of_the_first_version_reads_no_history(kb, run, serv
     assert "__history`" not in reads and "__learnings`" in reads and "__best_candidates`" in reads, reads
     rules = later.split("## Working rules", 1)[1]
     assert "its `verdict` says where B stands in the run" in rules and "`standing`" not in rules, rules
+
+
+async def test_a_read_that_is_no_file_in_the_project_is_named_to_the_supervisor(kb, run, project, service_factory):
+    """A brief listed `baseline.py` and `task_kits/<kit>/baseline.py` as reads, neither a file where
+    the role starts (mp70): design_team names them once; tools, files that are there and prose pass."""
+    (project / "notes").mkdir()
+    (project / "notes" / "profile.md").write_text("where the time goes\n")
+    d = design(run.id, "Builder", "Tester", mcp_servers=["knowledge", "bench"])
+    d["knowledge_plan"] = {"shared_reads": ["baseline.py", "team.budget", "the kit's README"]}
+    d["roles"][0]["reads_first"] = ["task_kits/toy/baseline.py", "notes/profile.md", "knowledge.search",
+                                    f"`{project / 'README.md'}`", "np.einsum", "docs.nvidia.com", "cuda.h"]
+    # A file an earlier stage writes is not there yet, and is no mistake (review).
+    d["roles"][0]["writes_to"] = ["notes/plan.md"]
+    d["roles"][1]["reads_first"] = ["baseline.py", "bench.describe_kit toy", "notes/plan.md", "`profile.txt`"]
+    d["roles"][1]["deliverables"] = ["profile.txt"]
+    result = await service_factory().design_team(TeamDesign(**d))
+    named = [w for w in result.warnings if "no file" in w]
+    assert named == [f"the reads `baseline.py`, `task_kits/toy/baseline.py` are no files under the project folder "
+                     f"{project}: the briefs say so beside them (no new version is needed); where a role must read a "
+                     "kit's file, bench.describe_kit gives its absolute path"], result.warnings
+    # ...and each brief says it beside the read, where the role reads it (a new version only to fix a read: mp71).
+    note = ("(no such file under the project folder when the team was designed: bench.describe_kit gives a kit's "
+            "files)")
+    first, second = brief_of(result, 0), brief_of(result, 1)
+    assert f"- task_kits/toy/baseline.py {note}" in first and f"- baseline.py {note}" in first, first
+    assert "- notes/profile.md\n" in first and "- notes/plan.md\n" in second and "- `profile.txt`\n" in second
+    d["knowledge_plan"] = {}
+    d["roles"][0]["reads_first"] = d["roles"][1]["reads_first"] = ["notes/profile.md"]
+    assert not [w for w in (await service_factory().design_team(TeamDesign(**d))).warnings if "no file" in w]

@@ -62,7 +62,7 @@ async def test_view_renders_roles_and_spend(kb, run, project):
     view = LiveView(Console(file=out, width=200), live=False)
     with view:
         view.event(events[0], status)
-    assert "design: team v1 designed [v1 best=None spent=$0.00]" in out.getvalue()
+    assert "design: team v1 designed [v1 best=none spent=$0.00]" in out.getvalue()
 
 
 def test_team_cli(project, tmp_path):

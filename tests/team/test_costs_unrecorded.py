@@ -14,6 +14,7 @@ from evoteam.servers.knowledge.models import CandidateCreate, CostCreate
 from evoteam.servers.team.budget import VERSIONS_WITHOUT_COSTS
 from evoteam.servers.team.models import TeamDesign
 from evoteam.servers.team.server import build_server
+from evoteam.servers.team.sentences import describe_spend
 from tests.team.conftest import design
 
 
@@ -35,9 +36,17 @@ async def test_without_recorded_costs_the_budget_says_so_and_still_runs_out(kb, 
         report = await svc.budget(run.id)
         assert not report.costs_recorded and "costs unrecorded" in report.note
         assert not report.exhausted and report.left_usd is None, n  # what is left is not known
+        # The count is the default: a user's own number of versions is theirs to stop at (mp70 read "2 of 3
+        # (more only when the user asks)" as one more to run after the two the user asked for).
+        assert n == 0 or f"{n} of {VERSIONS_WITHOUT_COSTS}, the default (where the user named a number of versions, " \
+            "stop at theirs" in report.note, report.note
         await finish_version(svc, run.id, f"Role {n}")
     report = await svc.budget(run.id)
     assert report.exhausted and report.spent_usd == 0
+    # team_status says it too: "left_usd: 10.0" beside the budget's "costs unrecorded" read as money left (mp71).
+    status = await svc.team_status(run.id)
+    assert not status.costs_recorded and status.left_usd is None and status.budget_usd == 10.0
+    assert describe_spend(status) == "$0.00 of $10.00 (costs unrecorded: team budget counts versions)"
     assert await svc.roles_not_ended(run.id, 1) == []  # its role ended: a reflection on v1 is not early
     summary = await summarise_run(kb, run.id)
     assert summary.costs and "costs unrecorded" in summary.costs
@@ -51,6 +60,9 @@ async def test_a_recorded_cost_turns_the_dollar_budget_back_on(kb, run, service_
     report = await svc.budget(run.id)
     assert report.costs_recorded and report.note is None and not report.exhausted  # $1 of $10
     assert report.left_usd == pytest.approx(9.0)
+    status = await svc.team_status(run.id)
+    assert status.costs_recorded and status.left_usd == pytest.approx(9.0)
+    assert describe_spend(status) == "$1.00 of $10.00"
     assert (await summarise_run(kb, run.id)).costs is None
 
 

@@ -184,3 +184,34 @@ def test_shipped_team_member_agent_parses():
     assert front["name"] == "team-member" and front["description"]
     assert "tools" not in front  # inherits every tool, whatever the MCP prefix
     assert "brief" in body
+
+
+async def test_a_reflection_on_a_version_whose_best_was_not_remeasured_says_to_remeasure(client_factory, kb, run):
+    """A model reflected on v1's gain as significant with v1's best in run_report's remeasure_missing,
+    unsure whether the re-measurement was per version or once at the end (mp70)."""
+    import random
+
+    from evoteam.codehash import code_hash
+    from evoteam.report.summary import VersionLine
+    from evoteam.servers.knowledge.models import CandidateCreate
+    from evoteam.servers.knowledge.store import Actor
+    from evoteam.servers.team.reflection import remeasure_first
+
+    rng = random.Random(3)
+    async with client_factory() as client:
+        await client.call_tool("design_team", design(run.id, "Builder"))
+        bench = kb.with_actor(Actor(user="u", client="t", role="Builder", team_version=1, verifier=True))
+        best = (await bench.record_candidate(CandidateCreate(
+            run_id=run.id, code="a = 2\n", code_hash=code_hash("a = 2\n"), status="PASSED", score=2.0, verified=True,
+            samples={w: [2.0 * (1 + rng.uniform(-.05, .05)) for _ in range(10)] for w in "ab"}))).id
+        entry = data(await client.call_tool("reflect", {"run_id": run.id, "outcome": "2x"}))
+        report = data(await client.call_tool("run_report", {"run_id": run.id}))
+    assert report["remeasure_missing"] == [best], report
+    assert entry["remeasure_first"] == (
+        f"the newest re-measurement did not measure v1's best {best}: bench.remeasure on the run (it measures every "
+        "version's best) before you crown it or design the next version on its gain, which is read here from "
+        "separate evaluations"), entry
+    # Measured by the newest re-measurement, or no best yet: nothing to say.
+    line = VersionLine.model_validate(entry["version_result"])
+    assert remeasure_first(line, []) is None and remeasure_first(line.model_copy(update={"best_candidate_id": None}),
+                                                                [best]) is None

@@ -18,8 +18,10 @@ if TYPE_CHECKING:  # `evoteam kb --help` must not import pydantic (tests/test_cl
 
 def _set_status(settings: Settings, run_id: str, status: str, reason: str | None):
     async def go():
+        from evoteam.servers.knowledge.pairedbest import with_paired_best
+
         async with open_store(settings) as store:
-            return await store.update_run(run_id, status=status, reason=reason)
+            return await with_paired_best(store, await store.update_run(run_id, status=status, reason=reason))
 
     return _run(go())
 
@@ -38,7 +40,10 @@ def finish_cmd(settings: Settings, run_id, reason, status, as_json) -> None:
     if as_json:
         click.echo(run.model_dump_json(indent=2))
         return
-    best = "-" if run.best_score is None else f"{run.best_score:.6g}"
+    from evoteam.servers.knowledge.bestline import listed_interval, named_best
+
+    best = named_best(run.best_score, listed_interval(run.best_interval, run.best_runs is not None),
+                      run.best_candidate_id, run.paired_best)
     click.echo(f"{run.id} {run.status}: {run.status_reason} (best {best})")
 
 

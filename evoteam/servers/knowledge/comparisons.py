@@ -37,9 +37,10 @@ from evoteam.servers.knowledge.listing import all_artifacts
 from evoteam.servers.knowledge.standing import Paired, Side, row_style, trajectory_points
 from evoteam.servers.knowledge.models import ArtifactCreate, TrajectoryPoint
 from evoteam.servers.knowledge.store import KnowledgeStore
+from evoteam.servers.knowledge.readsql import COMPARE_PREFIX
 from evoteam.servers.knowledge.verified import COMPARISON
 
-PREFIX = "compare-"
+PREFIX = COMPARE_PREFIX
 
 
 class ComparisonRecord(BaseModel):

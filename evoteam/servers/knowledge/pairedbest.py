@@ -108,6 +108,15 @@ async def with_paired_best(store: KnowledgeStore, run: Run) -> Run:
     return run.model_copy(update={"paired_best": top}) if top and top != run.best_candidate_id else run
 
 
+def describe_best(run: Run) -> str:
+    """The run's best as a summary says it: its score with the interval, the candidate, leads from
+    too few runs and the paired best (``run`` from with_paired_best). The headless supervisor's wake
+    said "Best score: 4.35123" with no interval, no candidate and no compare's verdict."""
+    return (f"{stats.describe_score(run.best_score, run.best_interval, runs=run.best_runs, exact=run.best_exact)} "
+            f"(candidate {run.best_candidate_id or 'none'}){stats.describe_leads(run.leads_from_too_few_runs)}"
+            f"{paired_best_clause(run)}")
+
+
 def paired_best_clause(run: Run) -> str:
     """Said after the run's best (candidate and score) where the run's compares find another better."""
     if not run.paired_best:

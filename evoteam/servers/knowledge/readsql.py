@@ -11,6 +11,16 @@ from __future__ import annotations
 # self-reported scores never rank (verified.py says who may verify).
 RANKED = "status = 'PASSED' AND score IS NOT NULL AND verified = 1 AND flagged = 0"
 
+# Paired rounds of two of a run's candidates, from bench.compare or a re-measurement's batch, are
+# artifacts of this kind, named with this prefix and their split (knowledge/comparisons.py). Where
+# the run's best is in a kept pair on the dev split, those rounds may crown another (pairedbest.py):
+# this finds such a batch (its JSON names the best; the parameter is the id in double quotes).
+COMPARISON = "comparison"
+COMPARE_PREFIX = "compare-"
+BEST_IN_DEV_PAIRED_ROUNDS = (
+    f"SELECT 1 FROM artifacts a JOIN blobs b ON b.sha256 = a.sha256 WHERE a.run_id = ? AND a.kind = '{COMPARISON}' "
+    f"AND a.name LIKE '{COMPARE_PREFIX}dev-%' AND instr(CAST(b.data AS TEXT), ?) > 0 LIMIT 1")
+
 # A zero-width score's rounds, and a program's (one short list), so a reader can count the runs
 # behind it (measurements.estimate_of): one run, a few alike, exact, or too few for a
 # 95% interval. A kernel's rounds (every workload's) are left unread.

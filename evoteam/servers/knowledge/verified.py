@@ -15,7 +15,7 @@ from __future__ import annotations
 from evoteam.servers.knowledge.migrations import register_migrations
 from evoteam.servers.knowledge.errors import Forbidden
 # The SQL condition of a candidate that may rank, kept with the other read SQL (readsql.py).
-from evoteam.servers.knowledge.readsql import RANKED  # noqa: F401 - re-exported
+from evoteam.servers.knowledge.readsql import COMPARISON, RANKED  # noqa: F401 - re-exported
 
 register_migrations("knowledge.verified", [
     """
@@ -55,7 +55,6 @@ def check_may_verify(verified: bool, actor_is_verifier: bool) -> None:
 MEASUREMENT_SET = "measurement_set"
 # Paired rounds of two of a run's candidates, from bench.compare or a re-measurement's batch
 # (knowledge/comparisons.py): pooled, they decide a version's gain, so they too are the bench's.
-COMPARISON = "comparison"
 _BENCH_KINDS = {MEASUREMENT_SET: "bench.remeasure", COMPARISON: "bench.compare"}
 
 

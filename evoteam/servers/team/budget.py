@@ -14,22 +14,21 @@ from __future__ import annotations
 from evoteam.servers.knowledge.models import Run
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.team.models import TERMINAL, BudgetLine, BudgetReport
+from evoteam.servers.team.readsql import costs_unrecorded  # also imported from here (report/summary.py)
 from evoteam.servers.team.store import TeamStore
 
 # Team versions a run may finish while no cost is recorded before the budget reports it
 # exhausted; a user who wants more says so, and the supervisor designs on.
 VERSIONS_WITHOUT_COSTS = 3
 
-
-def costs_unrecorded(cost_lines: int, has_work: bool) -> bool:
-    """True when the run has done work (candidates, team versions) and no cost was recorded."""
-    return has_work and cost_lines == 0
+# A user who asked for two versions read "2 of 3 (more only when the user asks)" as one more to run (mp70).
+_THEIRS = " (where the user named a number of versions, stop at theirs: exhausted does not know it)"
 
 
 def unrecorded_note(versions_done: int | None = None) -> str:
     counted = "" if versions_done is None else (
-        f"; exhausted counts finished team versions instead: {versions_done} of {VERSIONS_WITHOUT_COSTS} (more "
-        "only when the user asks for them)")
+        f"; exhausted counts finished team versions instead: {versions_done} of {VERSIONS_WITHOUT_COSTS}, the "
+        f"default{_THEIRS}")
     return ("costs unrecorded (no evoteam hooks here): spent_usd is not what was spent; record_role_result's "
             "cost_usd records a role's" + counted)
 
@@ -60,7 +59,7 @@ async def budget_report(team: TeamStore, kb: KnowledgeStore, run_id: str) -> Bud
         # The version count said now, as the skill has the model tell the user (mp67 read it only later).
         note = ("no cost recorded yet: the evoteam hooks record each session's spend; where none run, "
                 "costs_recorded turns false once the run has candidates or a team, and exhausted then counts "
-                f"finished team versions instead: {VERSIONS_WITHOUT_COSTS} (more only when the user asks for them)")
+                f"finished team versions instead: {VERSIONS_WITHOUT_COSTS}, the default{_THEIRS}")
     if costs_unrecorded(len(spend.lines), has_work):
         done = await finished_versions(team, run)
         recorded, note = False, unrecorded_note(done)

@@ -91,14 +91,11 @@ def status_cmd(settings: Settings, run_id, version, as_json) -> None:
         if as_json:
             click.echo(status.model_dump_json(indent=2))
             return
-    budget = "no budget" if status.budget_usd is None else f"${status.budget_usd:.2f}"
-    from evoteam.stats import describe_score
+    from evoteam.servers.team.sentences import describe_spend, describe_team_best
 
-    # Without a 95% interval, all its digits: an exact program best moves in its fourth (review 2026-12-04).
-    best = describe_score(status.best_score, status.best_interval) if status.best_interval else \
-        "none" if status.best_score is None else f"{status.best_score:.7g}"
+    best = describe_team_best(status)
     click.echo(f"run {status.run_id} ({status.run_status})  team v{status.version}  best {best}  "
-               f"spent ${status.spent_usd:.2f} of {budget}  {status_word(status)}")
+               f"spent {describe_spend(status)}  {status_word(status)}")
     for r in status.roles:
         note = r.error or r.last_message.replace("\n", " ")[:80]
         click.echo(f"  {r.role:<28} {r.status:<12} {r.runner:<8} {r.turns:>4} turns  ${r.cost_usd:.2f}  {note}")

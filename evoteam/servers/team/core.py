@@ -19,11 +19,22 @@ from typing import Any, Literal
 from evoteam.errors import DomainError
 from evoteam.evalqueue import summarise
 from evoteam.report.summary import RunSummary, summarise_run
+from evoteam.servers.knowledge.bestline import listed_interval
 from evoteam.servers.knowledge.listing import newest_history
 from evoteam.servers.knowledge.models import HistoryEntry, HistoryEntryCreate, Run
+from evoteam.servers.knowledge.pairedbest import with_paired_best
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.team.budget import budget_report
-from evoteam.servers.team.briefing import best_candidate, place_roles, shared_tree_warnings, worktree_note
+from evoteam.servers.team.readsql import costs_unrecorded
+from evoteam.servers.team.briefing import (
+    best_candidate,
+    missing_read_warnings,
+    missing_reads,
+    place_roles,
+    shared_tree_warnings,
+    with_missing_noted,
+    worktree_note,
+)
 from evoteam.servers.team.cost import PriceTable, find_transcript, record_cost_as, record_transcript_cost
 from evoteam.plugin.gitexclude import keep_out_of_git
 from evoteam.servers.team.launch import proc_file
@@ -52,7 +63,6 @@ from evoteam.servers.team.models import (
     TeamVersion,
     TeamVersionSummary,
 )
-from evoteam.servers.team import readsql
 from evoteam.servers.team.plan import spawn_plan
 from evoteam.servers.team.runners import Progress, RoleJob, RoleOutcome, RunnerFactory, default_runner_factory
 from evoteam.servers.team.sentences import sentence_tail
@@ -123,7 +133,8 @@ class TeamService:
         warnings = validate_design(design, spend.left_usd)
         if run.status in ("finished", "failed", "budget_spent"):
             raise DomainError(f"run {run.id} is {run.status}; start a new run to design more teams")
-        team = await self.team.create_version(design)
+        missing = missing_reads(design, self.project_dir)
+        team = await self.team.create_version(with_missing_noted(design, missing))
         superseded = await self._supersede(run.id, team.version)
         if superseded:
             warnings.append(f"stopped {len(superseded)} role session(s) of earlier versions: "
@@ -137,6 +148,7 @@ class TeamService:
         stages = stage_of(team)
         places = await place_roles(team, run, self.project_dir)
         warnings += shared_tree_warnings(team, places)
+        warnings += missing_read_warnings(missing, self.project_dir)
         for role in team.roles:
             session = await self.team.create_session(run.id, team.version, role.name, role.slug, "subagent",
                                                      status="planned", stage=stages[role.slug])
@@ -465,11 +477,16 @@ class TeamService:
                                        branch=s.branch))
             finished = all(r.status in TERMINAL for r in roles)
         spend = await self.kb.spend(run_id)
+        run = await with_paired_best(self.kb, run)
+        # "left_usd: 10.0" beside team.budget's "costs unrecorded" read as money left (mp71).
+        unrecorded = costs_unrecorded(len(spend.lines), bool(run.candidates or run.current_version))
         return TeamStatus(run_id=run_id, run_status=run.status, version=version, finished=finished, roles=roles,
-                          best_score=run.best_score, ndg=run.ndg,
-                          best_interval=readsql.team_interval(run.best_interval, run.best_runs is not None),
+                          best_score=run.best_score, ndg=run.ndg, best_candidate_id=run.best_candidate_id,
+                          paired_best=run.paired_best,
+                          best_interval=listed_interval(run.best_interval, run.best_runs is not None),
                           candidates=run.candidates, learnings=run.learnings,
-                          spent_usd=spend.spent_usd, budget_usd=spend.budget_usd, left_usd=spend.left_usd,
+                          spent_usd=spend.spent_usd, budget_usd=spend.budget_usd, costs_recorded=not unrecorded,
+                          left_usd=None if unrecorded else spend.left_usd,
                           evaluations=summarise(self.queue_dir, run_id) if self.queue_dir is not None else None)
 
     async def reflect(self, run_id: str, observed_behaviour: str = "", diagnosis: str = "", design_change: str = "",

@@ -279,12 +279,18 @@ class TeamStatus(BaseModel):
     best_score: float | None
     best_interval: list[float] | None = Field(default=None, description="the best's 95% interval (none where "
                                               "its runs are too few for one, or all alike: knowledge.get_run)")
+    best_candidate_id: str | None = None
+    paired_best: str | None = Field(default=None, description="a candidate the run's compares find better than "
+                                    "best_candidate_id side by side: the one to beat and to crown (get_run's)")
     ndg: float | None
     candidates: int
     learnings: int
     spent_usd: float
     budget_usd: float | None
     left_usd: float | None
+    costs_recorded: bool = Field(default=True, description="false where the run has work and no cost was "
+                                 "recorded (no evoteam hooks here): spent_usd is not what was spent, left_usd is "
+                                 "unknown (null), and team.budget says what ends the run instead")
     evaluations: QueueSummary | None = Field(default=None, description="this run's evaluations on this host's "
                                              "device pool or Ray queue (running, waiting, slots busy); null when "
                                              "no pool or Ray queue is active (evaluations then run in turn)")

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 from evoteam.servers.knowledge import quickread
 from evoteam.servers.knowledge import readsql as kb_sql
+from evoteam.servers.knowledge.bestline import listed_interval
 from evoteam.servers.team import readsql
 from evoteam.servers.team.sentences import sentence_tail
 
@@ -30,6 +31,9 @@ def team_status(values: dict, run_id: str | None, version: int | None) -> Simple
         else:
             row = quickread.run_row(conn, run_id)
         run = quickread.run_view(conn, row)
+        if run.best_candidate_id and conn.execute(kb_sql.BEST_IN_DEV_PAIRED_ROUNDS,
+                                                  (run.id, f'"{run.best_candidate_id}"')).fetchone():
+            raise quickread.NotQuick  # paired rounds may crown another (pairedbest.py): the store reads them
         shown = version if version is not None else run.current_version
         roles, finished = [], False
         if shown is not None:
@@ -51,8 +55,11 @@ def team_status(values: dict, run_id: str | None, version: int | None) -> Simple
                                              error=s["error"]))
             finished = all(r.status in readsql.TERMINAL for r in roles)
         return SimpleNamespace(run_id=run.id, run_status=run.status, version=shown, finished=finished, roles=roles,
-                               best_score=run.best_score, best_interval=readsql.team_interval(run.best_interval, run.best_spread_unknown), ndg=run.ndg,
-                               spent_usd=quickread.spent(conn, run.id),
-                               budget_usd=run.budget_usd)
+                               best_score=run.best_score, best_candidate_id=run.best_candidate_id, paired_best=None,
+                               best_interval=listed_interval(run.best_interval, run.best_spread_unknown), ndg=run.ndg,
+                               spent_usd=quickread.spent(conn, run.id), budget_usd=run.budget_usd,
+                               costs_recorded=not readsql.costs_unrecorded(
+                                   len(conn.execute(kb_sql.SPEND_LINES, (run.id,)).fetchall()),
+                                   bool(run.candidates or run.current_version)))
 
     return quickread.read(values, body)

@@ -27,7 +27,7 @@ def sessions(where: str) -> str:
     return f"SELECT * FROM role_sessions WHERE {where} ORDER BY created_at, id"
 
 
-def team_interval(interval: list[float] | None, unknown: bool) -> list[float] | None:
-    """The best's interval as team_status gives it: only a 95% one (a range of too few runs, or a
-    zero-width point, is not one; knowledge.get_run says what it is)."""
-    return interval if interval and not unknown and interval[0] != interval[1] else None
+def costs_unrecorded(cost_lines: int, has_work: bool) -> bool:
+    """True when the run has done work (candidates, team versions) and no cost was recorded
+    (team.budget and team_status; here so the quick `team status` read has it without the store)."""
+    return has_work and cost_lines == 0

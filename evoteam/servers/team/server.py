@@ -22,7 +22,7 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from evoteam.report.summary import RunSummary, summarise_run
-from evoteam.servers.team.reflection import Reflection
+from evoteam.servers.team.reflection import Reflection, remeasure_first
 from evoteam.servers.guard import EvoServer
 from evoteam.config import Settings
 from evoteam.servers.common import DomainError, session_actor, tool_errors
@@ -234,7 +234,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         line = next((v for v in summary.versions if v.version == entry.provenance.team_version), None)
         return Reflection(**entry.model_dump(), version_result=line,
                           versions_without_significant_gain=summary.versions_without_significant_gain,
-                          roles_not_ended=await svc().roles_not_ended(run_id, entry.provenance.team_version))
+                          roles_not_ended=await svc().roles_not_ended(run_id, entry.provenance.team_version),
+                          remeasure_first=remeasure_first(line, summary.remeasure_missing))
 
     @server.tool()
     @tool_errors

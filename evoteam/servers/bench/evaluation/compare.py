@@ -35,7 +35,7 @@ from evoteam.servers.bench.measurement.batch import IN_PLACE_CLAUSE, MS_CLAUSE, 
 from evoteam.servers.bench.evaluation.core import (Progress, _deny_roots, _noop, _run_program, _workload_specs,
                                                    median_run, prepare_candidate, record_evaluation, stored_candidate)
 from evoteam.servers.bench.evaluation.settle import earlier_runs, settled
-from evoteam.servers.bench.evaluation.standing import run_standing
+from evoteam.servers.bench.evaluation.standing import run_standing, stands_in_run
 from evoteam.servers.bench.formats.kits import find_kit
 from evoteam.servers.bench.models import (BASELINE_ID, ComparedSide, Comparison, Evaluation, PooledComparison, Split,
                                           WorkloadComparison)
@@ -324,7 +324,9 @@ async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, kind: 
     kept = f"; kept in run {run.id}: {said}" + _finished(run)
     # Where B now stands in the run: a compare that made B the run's best said nothing of it (mp46).
     if (line := await run_standing(store, shown, kind, again=True, compared_with=compared_with)) is not None:
-        kept += f"; {who} in the run: {line}"
+        # Named as no part of this pair's verdict: "B in the run: the run's best" after "no significant
+        # difference" read as B winning the pair (mp70).
+        kept += stands_in_run(who, compared_with, line)
     # The pool is what decides; a model that compared again saw only the newest batch (model-play 2026-12-04).
     found = paired_verdict(await dev_comparisons(store, run.id, kit.name), ids[0], ids[1])
     if found is None or found.batches < 2 or cumulative:  # a program's verdict is over every run: the pool

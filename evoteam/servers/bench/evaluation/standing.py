@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from evoteam import stats
-from evoteam.passingstyle import passes_over_returns, share_text, style_of
+from evoteam.passingstyle import passes_over_returns, share_text, style_of, within_share
 from evoteam.servers.knowledge.measurements import beyond
 from evoteam.servers.knowledge.models import Candidate, Trajectory, TrajectoryPoint
 from evoteam.servers.knowledge.standing import PAIRS, STYLE, WITH_BASELINE
@@ -329,6 +329,16 @@ def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", b
     return "leads the run's ranking"
 
 
+def _gap_within_share(point: TrajectoryPoint, best: TrajectoryPoint | None, direction: str) -> bool:
+    """Whether the lead of a passing best over a returning kernel behind it could be the style's share
+    alone, by their intervals as measured (a busy one's unwidened): a 1.65x behind a 4.31x was told
+    "a compare cannot tell kernels apart within the style's share" (mp71). Unknown: it could."""
+    own, top = point.score_interval, best.score_interval if best is not None else None
+    if not own or not top or min(own[0], top[0]) <= 0:
+        return True
+    return within_share(top[0] / own[1] if direction == "maximize" else own[0] / top[1])
+
+
 def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str = "",
             best: TrajectoryPoint | None = None, styles: dict[str, str | None] | None = None,
             direction: str = "maximize") -> str:
@@ -367,13 +377,20 @@ def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str
         other = best_id or point.within_noise_of
         behind = best is not None and None not in (point.score, best.score) and beyond(best.score, point.score,
                                                                                         direction)
-        if behind and passes_over_returns(styles.get(other), styles.get(point.candidate_id)):
+        if behind and passes_over_returns(styles.get(other), styles.get(point.candidate_id)) and \
+                _gap_within_share(point, best, direction):
             # Sent to compare a returning kernel behind a passing best, whose verdict could only
             # say "no faster kernel shown" (mp62); one that reads ahead may still show a faster one.
             return (f"not a new best: within noise of the run's best {best_text}{how}{busy}, which writes into "
                     f"outputs it is given while {point.candidate_id} returns its own: a compare of the two cannot "
                     f"tell kernels apart within destination passing style's share ({share_text()}); compare it "
                     "with a kernel of its own style")
+        if busy and not point.decided_by and behind:
+            # Below the best by its own interval, kept from "worse" by load's widening alone: a 1.5x
+            # under a 14.9x best was sent to a compare the model saw no need for (mp70).
+            return (f"not a new best: it reads below the run's best {best_text}{busy}, by less than that widening "
+                    f"allows, so it is not shown worse; no compare is needed to set it aside "
+                    f"({_compare(point.candidate_id, other)} only to know how much slower it is)")
         if busy and not point.decided_by:  # apart only by load's widening: "within noise" read as a tie (mp66)
             return (f"not a new best: not told apart from the run's best {best_text}{busy}; "
                     f"{_compare(point.candidate_id, other)} to tell them apart (side by side, load touches both)")
@@ -384,3 +401,12 @@ def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str
                if point.runs else "the best is from too few runs for a 95% interval")
         return f"not told apart from the run's best {best_text}: {who}"
     return f"not a new best: the run's best is {best_text}"
+
+
+def stands_in_run(who: str, compared_with: str, line: str) -> str:
+    """"; B in the run: …", where B now stands among the run's candidates, named as no part of this
+    pair's verdict where it is about others: after "no significant difference", "B in the run: the
+    run's best" read as B winning the pair (mp70). Where the line names A, or is against the
+    baseline, it is this pair's verdict (review)."""
+    apart = ", from all its measurements, not this pair's verdict" if who == "B" and compared_with not in line else ""
+    return f"; {who} in the run{apart}: {line}"
