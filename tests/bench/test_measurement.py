@@ -328,12 +328,15 @@ def test_contention_is_marked_when_the_call_path_floor_rises(tmp_path, quiet_mac
     assert busy["call_path_best_us"] == 51.0  # the kit's best is kept across evaluations
     assert "contended machine" in contention_line(busy)
     # A held-out check is not ranked: it is told to confirm itself, not to compare with the run's best.
-    assert "new best" in contention_line(busy) and "bench.compare" in contention_line(busy)
+    assert "against the run's best" in contention_line(busy) and "bench.compare" in contention_line(busy)
+    # The rule, not the case of a score above the best, which read on every busy evaluation (mp70, mp71).
+    assert "a score above the run's best" not in contention_line(busy) and "widened 3x each way" in \
+        contention_line(busy) and "`standing` says where this one stands" in contention_line(busy)
     # A run's first score has no best: the line names the mark it has, the starting score x0.
     assert "starting score x0" in contention_line(busy)
     heldout = contention_line(busy, "heldout")
     assert "contended machine" in heldout and "held-out split again" in heldout and "pool into this record" in heldout
-    assert "new best" not in heldout and "compare" not in heldout
+    assert "run's best" not in heldout and "compare" not in heldout
 
 
 def test_one_evaluations_own_spread_of_floors_is_not_contention(tmp_path, quiet_machine):

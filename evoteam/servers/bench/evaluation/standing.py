@@ -388,9 +388,10 @@ def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str
         if busy and not point.decided_by and behind:
             # Below the best by its own interval, kept from "worse" by load's widening alone: a 1.5x
             # under a 14.9x best was sent to a compare the model saw no need for (mp70).
-            return (f"not a new best: it reads below the run's best {best_text}{busy}, by less than that widening "
-                    f"allows, so it is not shown worse; no compare is needed to set it aside "
-                    f"({_compare(point.candidate_id, other)} only to know how much slower it is)")
+            # The action first: "not shown worse ... set it aside" was read twice (mp72).
+            return (f"not a new best: it reads below the run's best {best_text}; set it aside, no compare needed "
+                    f"(on a busy machine separate scores count widened 3x each way, so how much slower it is stays "
+                    f"open: {_compare(point.candidate_id, other)} measures that)")
         if busy and not point.decided_by:  # apart only by load's widening: "within noise" read as a tie (mp66)
             return (f"not a new best: not told apart from the run's best {best_text}{busy}; "
                     f"{_compare(point.candidate_id, other)} to tell them apart (side by side, load touches both)")

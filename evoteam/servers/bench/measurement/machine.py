@@ -269,7 +269,8 @@ def contention_line(c: dict, split: str = "dev") -> str | None:
     # A run's first score has no best to compare with: its mark is the starting score x0 (mp26).
     # Half its length: ~420 characters on every busy evaluation, read even far below the best (mp43).
     # "(low /3, high x3) clears that mark" read as a bar no score could clear (mp46); the rule is
-    # applied in `standing` (evaluation/standing.py), which says the outcome.
-    return (what + "; a score above the run's best (its starting score x0 in a run with none yet) is a new best "
-            "only once paired rounds find it better (bench.compare it by id with the best) or its interval "
-            "clears the best's, each measured on a busy machine widened 3x each way (`standing` says which holds)")
+    # applied in `standing` (evaluation/standing.py), which says the outcome. Its rule only, not the
+    # case of a score above the best: read on every busy evaluation, far below the best too (mp70, mp71).
+    return (what + "; against the run's best (its starting score x0 in a run with none yet) a busy score counts "
+            "widened 3x each way, and paired rounds (bench.compare by id) settle what that leaves open: "
+            "`standing` says where this one stands")
