@@ -323,6 +323,11 @@ def _fingerprint(run, spend) -> list:
     return [run.candidates, run.learnings, run.current_version, run.best_score, round(others, 6)]
 
 
+def _keeps_going(run, spend) -> bool:
+    """Whether the Stop hook may keep the session going: an active run with budget left."""
+    return run.status == "active" and spend.budget_usd is not None and (spend.left_usd or 0) > 0
+
+
 @not_in_own_sessions
 def stop(hook_input: dict[str, Any]) -> dict[str, Any] | None:
     """Keep an active supervisor going while the run's budget remains.
@@ -364,7 +369,7 @@ def stop(hook_input: dict[str, Any]) -> dict[str, Any] | None:
             if run.status == "active" and spend.left_usd is not None and spend.left_usd <= 0:
                 run = await store.update_run(run.id, status="budget_spent")
             history = await newest_history(store, state["run_id"])
-            if run.status == "active" and spend.budget_usd is not None and (spend.left_usd or 0) > 0:
+            if _keeps_going(run, spend):
                 # Only for the reason below: a hook that lets the session stop reads no paired rounds.
                 from evoteam.servers.knowledge.pairedbest import with_paired_best
 
@@ -376,7 +381,7 @@ def stop(hook_input: dict[str, Any]) -> dict[str, Any] | None:
         st.update_state(project, budget_told=True)
         return {"systemMessage": f"evoteam: run {run.id} has spent its budget (${spend.spent_usd:.2f} of "
                                  f"${spend.budget_usd:.2f}, the supervisor included); it is now budget_spent."}
-    if run.status != "active" or spend.budget_usd is None or (spend.left_usd or 0) <= 0:
+    if not _keeps_going(run, spend):
         return None
     fingerprint = _fingerprint(run, spend)
     try:

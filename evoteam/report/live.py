@@ -24,7 +24,7 @@ from starlette.routing import Route
 
 from evoteam.report.data import gather
 from evoteam.report.page import render_report
-from evoteam.servers.knowledge.bestline import listed_best, listed_interval
+from evoteam.servers.knowledge.bestline import listed_best, run_interval
 from evoteam.servers.knowledge.errors import StoreError
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
 
@@ -123,8 +123,7 @@ def dashboard_routes(store: KnowledgeStore, verify: Verify, secure_cookie: bool 
         return endpoint
 
     def _best(r) -> str:
-        return "" if r.best_score is None else listed_best(r.best_score, listed_interval(r.best_interval,
-                                                                                      r.best_runs is not None))
+        return "" if r.best_score is None else listed_best(r.best_score, run_interval(r))
 
     async def runs(_request: Request, scoped: KnowledgeStore) -> Response:
         page_ = await scoped.list_runs(limit=100)

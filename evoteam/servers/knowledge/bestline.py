@@ -15,6 +15,13 @@ def listed_interval(interval: list[float] | None, unknown: bool) -> list[float] 
     return interval if interval and not unknown and interval[0] != interval[1] else None
 
 
+def run_interval(run) -> list[float] | None:
+    """listed_interval of a run's best, from the store's Run (``best_runs`` set where its runs are
+    too few or it has no width) or a quick read's view of it (``best_spread_unknown``)."""
+    unknown = getattr(run, "best_spread_unknown", None)
+    return listed_interval(run.best_interval, run.best_runs is not None if unknown is None else unknown)
+
+
 def listed_best(value: float | None, interval: list[float] | None) -> str:
     """"4.4 (3.9–5.0)" from a 95% interval (listed_interval's), else all the value's digits: an
     exact program best moves in its fourth (review 2026-12-04); "none" where nothing ranks."""

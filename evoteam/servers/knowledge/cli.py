@@ -40,7 +40,7 @@ def kb() -> None:
 @click.pass_obj
 def runs_cmd(settings: Settings, status, as_json) -> None:
     """List runs, newest first."""
-    from evoteam.servers.knowledge.bestline import listed_best, listed_interval
+    from evoteam.servers.knowledge.bestline import listed_best, run_interval
 
     # A local file is read without the store's machinery (quickread.py), with the same output.
     items = None if as_json else quick(settings, lambda values: quickread.runs(values, status=status, limit=200))
@@ -57,9 +57,7 @@ def runs_cmd(settings: Settings, status, as_json) -> None:
     if not items:
         click.echo("no runs yet: start one with `evoteam kb start GOAL` or /evolve-team")
     for run in items:
-        unknown = getattr(run, "best_spread_unknown", None)  # a quick read's view, or the store's Run
-        best = "-" if run.best_score is None else listed_best(run.best_score, listed_interval(
-            run.best_interval, run.best_runs is not None if unknown is None else unknown))
+        best = "-" if run.best_score is None else listed_best(run.best_score, run_interval(run))
         ndg = "" if run.ndg is None else f"  NDG {run.ndg:.1f}"
         click.echo(f"{run.id}  {run.status:<8} {run.provenance.user:<12} best {best}{ndg}  {run.candidates} "
                    f"candidates  {run.learnings} learnings  {run.kit or '-'}  {run.goal[:60]}")

@@ -40,10 +40,9 @@ def finish_cmd(settings: Settings, run_id, reason, status, as_json) -> None:
     if as_json:
         click.echo(run.model_dump_json(indent=2))
         return
-    from evoteam.servers.knowledge.bestline import listed_interval, named_best
+    from evoteam.servers.knowledge.bestline import named_best, run_interval
 
-    best = named_best(run.best_score, listed_interval(run.best_interval, run.best_runs is not None),
-                      run.best_candidate_id, run.paired_best)
+    best = named_best(run.best_score, run_interval(run), run.best_candidate_id, run.paired_best)
     click.echo(f"{run.id} {run.status}: {run.status_reason} (best {best})")
 
 

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from evoteam.errors import DomainError
 from evoteam.evalqueue import summarise
 from evoteam.report.summary import RunSummary, summarise_run
-from evoteam.servers.knowledge.bestline import listed_interval
+from evoteam.servers.knowledge.bestline import run_interval
 from evoteam.servers.knowledge.listing import newest_history
 from evoteam.servers.knowledge.models import HistoryEntry, HistoryEntryCreate, Run
 from evoteam.servers.knowledge.pairedbest import with_paired_best
@@ -483,7 +483,7 @@ class TeamService:
         return TeamStatus(run_id=run_id, run_status=run.status, version=version, finished=finished, roles=roles,
                           best_score=run.best_score, ndg=run.ndg, best_candidate_id=run.best_candidate_id,
                           paired_best=run.paired_best,
-                          best_interval=listed_interval(run.best_interval, run.best_runs is not None),
+                          best_interval=run_interval(run),
                           candidates=run.candidates, learnings=run.learnings,
                           spent_usd=spend.spent_usd, budget_usd=spend.budget_usd, costs_recorded=not unrecorded,
                           left_usd=None if unrecorded else spend.left_usd,

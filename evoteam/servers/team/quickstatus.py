@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 from evoteam.servers.knowledge import quickread
 from evoteam.servers.knowledge import readsql as kb_sql
-from evoteam.servers.knowledge.bestline import listed_interval
+from evoteam.servers.knowledge.bestline import run_interval
 from evoteam.servers.team import readsql
 from evoteam.servers.team.sentences import sentence_tail
 
@@ -56,7 +56,7 @@ def team_status(values: dict, run_id: str | None, version: int | None) -> Simple
             finished = all(r.status in readsql.TERMINAL for r in roles)
         return SimpleNamespace(run_id=run.id, run_status=run.status, version=shown, finished=finished, roles=roles,
                                best_score=run.best_score, best_candidate_id=run.best_candidate_id, paired_best=None,
-                               best_interval=listed_interval(run.best_interval, run.best_spread_unknown), ndg=run.ndg,
+                               best_interval=run_interval(run), ndg=run.ndg,
                                spent_usd=quickread.spent(conn, run.id), budget_usd=run.budget_usd,
                                costs_recorded=not readsql.costs_unrecorded(
                                    len(conn.execute(kb_sql.SPEND_LINES, (run.id,)).fetchall()),
