@@ -210,7 +210,7 @@ def caveats(mset: MeasurementSet) -> None:
         mset.add_note(BUSY_NOTE if mset.pooled else BUSY_NOTE.removesuffix(BUSY_POOLING))
     before, after = mset.order_before[:1], mset.order_after[:1]
     if before and after and before != after and before[0] in mset.within_noise_of_top:  # swapped silently (mp44)
-        mset.add_note(f"the top moved within noise, {before[0]} to {after[0]}: not a change (changed leaves it out); "
+        mset.add_note(f"the top moved within noise, {before[0]} to {after[0]}: not a change; "
                       "report the two as one result, or bench.compare them by id to tell them apart")
     by_id = {e.candidate_id: e for e in mset.entries}
     # Only where every finalist has an interval: one from too few runs is never listed within noise

@@ -62,37 +62,40 @@ def test_each_standing_of_the_trajectory_is_said_in_one_line():
     # A later new best clears the run's earlier best, not x0; measured again, its lead is no news.
     e = point("cand_e", 4.4, 4.2, 4.6, "cand_e", new_best=True, decided_by="intervals")
     later = trajectory(a, b, c, d, e)
-    # ...named: the last new best, or the leader just before it, whichever the rule cleared (mp49).
+    # ...named: the last new best and the leader just before it, both cleared (mp49; "or" read as either, mp73).
     assert standing_line(later, "cand_e", "×") == \
-        "new best of the run: beyond noise of the run's earlier best (cand_a, the last new best, or cand_b, the " \
+        "new best of the run: beyond noise of the run's earlier best (cand_a, the last new best, and cand_b, the " \
         "leader before it) (by their intervals)"
     # Busy: within noise because a busy interval counts widened, which is said (a 2.3x gain read so; mp49).
     busy = point("cand_h", 3.25, 3.0, 3.5, "cand_b", within_noise_of="cand_b", decided_by="intervals",
                   contended=True)
     said = standing_line(trajectory(a, b, busy), "cand_h", "×")
-    assert "(measured on a busy machine: its interval counts widened 3x each way); bench.compare cand_h and cand_b by " \
-        "id" in said, said
+    # With the interval as it counts: "widened 3x each way" alone could not be checked (mp73).
+    assert "(this one measured on a busy machine: its interval counts widened 3x each way, to 1.00–10.5); bench.compare " \
+        "cand_h and cand_b by id" in said, said
     assert "busy machine" not in standing_line(run, "cand_d", "×")
     # A quiet evaluation within noise of a busy best: the busy interval named, not "its" (mp64).
     busy_b = point("cand_b", 3.3, 3.1, 3.5, "cand_b", within_noise_of="cand_a", decided_by="paired rounds",
                    contended=True)
     quiet = point("cand_q", 3.25, 3.0, 3.5, "cand_b", within_noise_of="cand_b", decided_by="intervals")
     said = standing_line(trajectory(a, busy_b, quiet), "cand_q", "×")
-    assert "(cand_b measured on a busy machine: its interval counts widened 3x each way)" in said, said
+    assert "(cand_b measured on a busy machine: its interval counts widened 3x each way, to 1.03–10.5)" in said, said
     # Apart only by load's widening: not "within noise", which read as a tie of 2.75x with 4.12x (mp66).
     far = point("cand_f", 2.75, 2.43, 3.03, "cand_b", within_noise_of="cand_b", contended=True)
     said = standing_line(trajectory(a, b, far), "cand_f", "×")
     # Below the best by its own interval, kept from "worse" by the widening alone: set aside with no compare
     # asked for (a 1.5x under a 14.9x best was sent to one the model saw no need for; mp70).
+    # And no compare named in it either: "no compare needed (... bench.compare measures that)" read as a
+    # contradiction (mp73).
     assert said == ("not a new best: it reads below the run's best cand_b at 3.30× (3.10–3.50); set it aside, no "
-                    "compare needed (on a busy machine separate scores count widened 3x each way, so how much slower "
-                    "it is stays open: bench.compare cand_f and cand_b by id measures that)"), said
+                    "compare needed (separate scores on a busy machine count widened 3x each way, so it is not "
+                    "called worse)"), said
     # Reading above the best, apart only by that widening: a compare tells them apart.
     above = point("cand_g", 4.0, 3.8, 4.2, "cand_b", within_noise_of="cand_b", contended=True)
     said = standing_line(trajectory(a, b, above), "cand_g", "×")
-    assert said.startswith("not a new best: not told apart from the run's best cand_b at 3.30× (3.10–3.50) (measured "
-                           "on a busy machine: its interval counts widened 3x each way); bench.compare cand_g and cand_b "
-                           "by id to tell them apart") and "within noise" not in said, said
+    assert said.startswith("not a new best: not told apart from the run's best cand_b at 3.30× (3.10–3.50) (this one "
+                           "measured on a busy machine: its interval counts widened 3x each way, to 1.27–12.6); "
+                           "bench.compare cand_g and cand_b by id to tell them apart") and "within noise" not in said, said
     assert standing_line(later, "cand_e", "×", again=True).startswith("the run's best, beyond noise")
     # Judged against a best that has since been overtaken: the verdict of then is not said as now's.
     stale = standing_line(later, "cand_c", "×")

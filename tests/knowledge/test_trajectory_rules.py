@@ -263,3 +263,67 @@ def test_a_leader_within_noise_of_an_earlier_best_names_the_last_new_best():
     run = Trajectory(run_id="r", direction="maximize", points=points, best_score=1.52, ndg=None)
     line = standing_line(run, "c3", "×")
     assert "within noise of c1, an earlier new best; the last new best is c2 (bench.compare c3 and c2 by id" in line, line
+
+
+def test_a_new_best_says_which_of_the_two_bests_it_is_not_shown_better_than():
+    """c2 led c1 within its noise; c6 cleared c1's interval but overlapped c2's almost wholly, and its
+    line, "beyond noise of the run's earlier best (c1, the last new best, or c2, the leader before
+    it)", read as beating c2, which a compare then found faster (mp73). Still a new best (a chain of
+    leads within noise cannot hide a gain over c1), and the one it is not shown better than is named."""
+    from evoteam.servers.bench.evaluation.standing import standing_line
+    from evoteam.servers.knowledge.models import Trajectory
+
+    rows = [_row(1, 13.8, 12.5, 15.198), _row(2, 16.26, 15.06, 17.83), _row(6, 16.4, 15.207, 17.2)]
+
+    def points_with(pairs):
+        points, best = trajectory_points(rows, "maximize", 1.0, lambda a, b: pairs.get((a, b)))
+        return {p.candidate_id: p for p in points}, Trajectory(run_id="r", direction="maximize", points=points,
+                                                               best_score=best["score"], ndg=None)
+
+    by, run = points_with({})
+    assert by["c2"].within_noise_of == "c1" and by["c6"].new_best and by["c6"].not_shown_better_than == "c2", by["c6"]
+    line = standing_line(run, "c6", "×")
+    assert line == ("new best of the run: beyond noise of c1, the last new best (by their intervals), but not shown "
+                    "better than c2, the leader before it: bench.compare c6 and c2 by id before building on either"), line
+    # Shown better than both: nothing left open, both named as before.
+    by, run = points_with({("c2", "c6"): "better"})
+    assert by["c6"].new_best and by["c6"].not_shown_better_than is None, by["c6"]
+    # Found better than c1 side by side, and within noise of c2 by intervals: c2 is left open.
+    by, run = points_with({("c1", "c6"): "better"})
+    assert by["c6"].new_best and by["c6"].not_shown_better_than == "c2", by["c6"]
+    assert "beyond noise of c1, the last new best (by their paired rounds), but not shown better than c2" in \
+        standing_line(run, "c6", "×")
+    # Clearing the leader before it but not c1's wide interval: c1 is the one left open.
+    wide = [_row(1, 1.5, 1.1, 2.0), _row(2, 1.25, 1.2, 1.3), _row(3, 1.4, 1.35, 1.45)]
+    points, _ = trajectory_points(wide, "maximize", 1.0)
+    assert points[2].new_best and points[2].not_shown_better_than == "c1", points[2]
+    # Where the two are one candidate, nothing is left open.
+    points, _ = trajectory_points([_row(1, 1.5, 1.45, 1.55), _row(2, 1.7, 1.65, 1.75)], "maximize", 1.0)
+    assert points[1].new_best and points[1].not_shown_better_than is None, points[1]
+
+
+def test_a_leader_found_worse_side_by_side_sends_others_to_the_one_found_better():
+    """c6 leads the ranking by a hair of its interval, but a compare found c2 faster; c2 and c5 were
+    compared next, and c5's line said "not the run's best: that is c6 …; bench.compare c5 and c6 by
+    id", a compare of two both found slower than c2 (mp73). The lines name c2 and send to it."""
+    from evoteam.servers.bench.evaluation.standing import standing_line
+    from evoteam.servers.knowledge.models import Trajectory
+
+    rows = [_row(1, 13.8, 12.5, 15.198), _row(2, 16.26, 15.06, 17.83), _row(5, 15.1, 14.0, 16.2),
+            _row(6, 16.4, 15.207, 17.2), _row(9, 16.0, 14.9, 17.1)]
+    pairs = {("c2", "c6"): "worse", ("c2", "c5"): "worse"}
+    points, best = trajectory_points(rows, "maximize", 1.0, lambda a, b: pairs.get((a, b)))
+    by = {p.candidate_id: p for p in points}
+    assert best["id"] == "c6" and by["c6"].worse_than == "c2" and by["c6"].decided_by == "paired rounds", by["c6"]
+    run = Trajectory(run_id="r", direction="maximize", points=points, best_score=16.4, ndg=None)
+    line = standing_line(run, "c5", "×", compared_with="c2")
+    assert line.startswith("not the run's best: that is c6 at 16.4× (15.2–17.2), which leads the run's ranking, "
+                           "though its paired rounds find c2 better; the verdict above is what their paired rounds "
+                           "say"), line
+    assert "bench.compare c5 and c6" not in standing_line(run, "c5", "×"), standing_line(run, "c5", "×")
+    # One made after the leader, within its noise: sent to c2, not to c6.
+    line = standing_line(run, "c9", "×")
+    assert line == ("not a new best: within noise of the run's best c6 at 16.4× (15.2–17.2) (by their intervals), "
+                    "though its paired rounds find c2 better; bench.compare c9 and c2 by id to tell them apart"), line
+    # c2's own line: the better of the two side by side, as before.
+    assert "though their paired rounds find it better" in standing_line(run, "c2", "×")

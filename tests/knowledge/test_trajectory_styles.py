@@ -64,6 +64,12 @@ async def test_a_lead_within_the_styles_share_is_no_new_best(store, verifier):
                            "destination passing style's share"), line
     # No advice that the tools could not follow up: a compare with some third candidate decides nothing here.
     assert line.endswith("so no faster kernel is shown; a lead over a best of its own style shows one"), line
+    # In a compare of the two, whose reply says the styles and the share already: said short (three times in
+    # one reply, 2,645 characters; mp73).
+    short = standing_line(trajectory, rewrite, "×", compared_with=top)
+    assert short == (f"leads the run's ranking but is not a new best: it is ahead of {top} by no more than destination "
+                     "passing style's share: no faster kernel is shown; a lead over a best of its own style shows "
+                     "one"), short
     # The one it passed, measured again: no advice to compare what was compared (mp56).
     again = standing_line(trajectory, top, "×")
     assert again.startswith(f"not the run's best: that is {rewrite}") and "bench.compare" not in again, again

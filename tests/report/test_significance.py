@@ -554,3 +554,35 @@ async def test_a_top_ahead_by_destination_passing_styles_share_alone_is_said_so(
             await note_style_top(kb, mset, records)
             assert (f"{ids['dps']} leads {ids['returns']} side by side by no more than destination passing style's "
                     "share" in (mset.note or "")) is said, (ratio, mset.note)
+
+
+async def test_no_styles_share_note_where_a_returning_finalist_shows_the_kernel_faster(tmp_path: Path):
+    """The top (destination passing) led c2 by 1.17x, within that style's share, and remeasure said
+    "no faster kernel"; but c8, the top's returning twin, was found 1.13x faster than c2 side by side
+    (mp73). Said only of the twin, whose lead the style alone may be."""
+    from evoteam.report.remeasure import MeasurementSet
+    from evoteam.report.styles import note_style_top
+    from evoteam.servers.knowledge.comparisons import record_of
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t", verifier=True)) as kb:
+        run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+        ids = {}
+        for name, code in (("c2", "def run(x):\n    return x * 2\n"), ("c8", "def run(x):\n    return x + x\n"),
+                           ("c7", "DESTINATION_PASSING_STYLE = True\n\ndef run(x, out):\n    out[:] = x + x\n")):
+            ids[name] = (await kb.record_candidate(CandidateCreate(
+                run_id=run.id, code=code, code_hash=code_hash(code), status="PASSED", score=3.0, verified=True,
+                samples=rounds(3.0, 1)))).id
+
+        def pair(a, b, ratio):
+            return record_of(ids[a], ids[b], kit="k", split="dev", kind="kernel",
+                             samples={"a": [ratio * (1 + (i % 5 - 2) / 200) for i in range(30)]}, ranges=None,
+                             contended=False, measured_at=datetime.now(UTC))
+
+        for c2_to_c8, twin_said in ((1.13, False), (1.0, True)):
+            records = [pair("c2", "c7", 1.17), pair("c2", "c8", c2_to_c8), pair("c8", "c7", 1.04)]
+            mset = MeasurementSet(run_id=run.id, kit="k", measured_at=datetime.now(UTC), rounds=10, splits=["dev"],
+                                  entries=[], order_after=[ids["c7"], ids["c8"], ids["c2"]])
+            await note_style_top(kb, mset, records)
+            assert f"{ids['c7']} leads {ids['c8']} side by side by no more than" in mset.note, mset.note
+            # c8 no faster than c2: the top's lead over c2 may be the style's alone, and is said so.
+            assert (f"{ids['c7']} leads {ids['c2']} side by side by no more than" in mset.note) is twin_said, mset.note

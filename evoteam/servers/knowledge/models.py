@@ -412,8 +412,8 @@ class Candidate(CandidateSummary):
 class TrajectoryPoint(BaseModel):
     candidate_id: str
     at: datetime
-    score: float | None = Field(description="the candidate's score now, every measurement of its code pooled (not "
-                                "its score when made): points and verdicts move as measurements pool")
+    score: float | None = Field(description="the candidate's score now, every measurement of its code pooled: "
+                                "points and verdicts move as measurements pool")
     score_interval: list[float] | None = None
     best_so_far: float | None = Field(description="score of the best candidate so far, ranked by the "
                                       "pessimistic end of each interval, a score with a 95% interval before "
@@ -421,10 +421,9 @@ class TrajectoryPoint(BaseModel):
     best_so_far_id: str | None = None
     new_best: bool = Field(default=False, description="it took the lead (or trails a best ahead by destination "
                            "passing style's share alone, or one its paired rounds beat: better_than) and clears the "
-                           "last new best or, once there is one, the best just before it (none: x0): interval "
-                           "against interval (one measured on a busy machine widened 3x each way, against x0 "
-                           "too), or by the paired rounds of the two (bench.compare by id, bench.remeasure; "
-                           "pooled), which decide where they exist: progress, not noise")
+                           "last new best or, once there is one, the best just before it (none: x0): by intervals "
+                           "(a busy one's widened 3x each way, against x0 too), or by the two's paired rounds "
+                           "(bench.compare, bench.remeasure; pooled), which decide where they exist")
     within_noise_of: str | None = Field(default=None, description="the best it cannot be told apart from (\"x0\": "
                                         "the run's starting score): their paired rounds find no significant "
                                         "difference, or, where none decide, their intervals overlap, a busy one's "
@@ -433,6 +432,8 @@ class TrajectoryPoint(BaseModel):
     worse_than: str | None = Field(default=None, description="the best (\"x0\": the starting score) it is told apart "
                                    "from and below: by their paired rounds, or intervals that do not overlap (a busy one's "
                                    "widened 3x each way)")
+    not_shown_better_than: str | None = Field(default=None, description="beside new_best: the other of those two, "
+                                              "which it is not shown better than (bench.compare the two by id)")
     better_than: str | None = Field(default=None, description="the best it ranks below (its interval is wider) "
                                     "though their paired rounds find it better: the better of the two (bench.remeasure "
                                     "of both on a quiet machine lets the ranking follow)")
@@ -445,11 +446,9 @@ class TrajectoryPoint(BaseModel):
         "no faster kernel; none beside within_noise_of: apart, but measured on a busy machine")
     too_few_runs: bool | None = Field(default=None, description="it leads but does not clear the last new best "
                                       "(none yet: the starting score x0), or trails the best with a different "
-                                      "score, and one of the two "
-                                      "is a score from under 5 runs (a program's, or one recorded without "
-                                      "an interval), whose spread is unknown: "
-                                      "whether it beat that best, or is worse, is not known until both have run "
-                                      "5 times (bench.remeasure)")
+                                      "score, and one of the two is a score from under 5 runs (a program's, or one "
+                                      "recorded without an interval), whose spread is unknown: whether it beat that "
+                                      "best, or is worse, is not known until both have run 5 times (bench.remeasure)")
     status: CandidateStatus
     verified: bool = False
     n_measurements: int = 1

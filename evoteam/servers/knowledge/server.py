@@ -308,13 +308,15 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         """The k best passing candidates of a run, best first (direction-aware); split: dev by
         default (all: both, on different workloads)."""
         store = kb(ctx)
-        items = await store.best_candidates(run_id, k=k, split=split)
+        items = await store.best_candidates(run_id, k=k + 1, split=split)  # one more: whether any was left out
+        more, items = len(items) > k, items[:k]
         leads = (await store.get_run(run_id)).leads_from_too_few_runs if split in (None, "dev") else []
         listed = {c.id for c in items}
         left = [c for c in leads if c.candidate_id not in listed]
-        note = None if items or left else (
-            "no candidate of this run ranks on this split: only passing, verified, unflagged ones do "
-            "(knowledge.trajectory lists every dev record with its status)")
+        # Five of seven came back with nothing to say two were left out (mp73).
+        note = (f"the {k} best; more rank below them (k up to 50 lists them)" if more else None) if items or left \
+            else ("no candidate of this run ranks on this split: only passing, verified, unflagged ones do "
+                  "(knowledge.trajectory lists every dev record with its status)")
         return CandidateList(run_id=run_id, items=items, leads_from_too_few_runs=left, note=note)
 
     @server.tool()

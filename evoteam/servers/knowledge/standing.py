@@ -39,6 +39,7 @@ class Standing(NamedTuple):
     decided_by: Literal["paired rounds", "paired rounds with the baseline", "intervals",
                         "destination passing style's share"] | None = None
     better_than: str | None = None
+    open_with: str | None = None  # a new best's: TrajectoryPoint.not_shown_better_than
 
 
 def row_style(row: sqlite3.Row) -> str | None:
@@ -147,9 +148,10 @@ def _lead(row: sqlite3.Row, announced: sqlite3.Row | None, incumbent: sqlite3.Ro
         side = _side(paired, ref, row)
         return "worse" if side == "style" and (styles or {}).get(row["id"]) != "dps" else side
 
-    if announced is not None and (decided := _by_pair(side_of(announced), announced["id"])):
-        return decided
     before = incumbent if incumbent is not None and incumbent is not announced else None
+    if announced is not None and (decided := _by_pair(side_of(announced), announced["id"])):
+        return decided._replace(open_with=_left_open(row, [before], direction, side_of)) if decided.new_best \
+            else decided
     side = side_of(before)
     if side == "worse":
         return Standing(worse_than=before["id"], decided_by=PAIRS)
@@ -178,13 +180,14 @@ def _lead(row: sqlite3.Row, announced: sqlite3.Row | None, incumbent: sqlite3.Ro
     if side == "style":  # no faster kernel, however the intervals stand (mp56)
         return Standing(within_noise_of=before["id"], decided_by=STYLE)
     if side == "better":
-        return Standing(new_best=True, decided_by=PAIRS)
+        return Standing(new_best=True, decided_by=PAIRS, open_with=_left_open(row, [announced], direction, side_of))
     cleared = [r for r in (announced, before) if _clears(row, r, direction)]
     if cleared:
         style = [r for r in cleared if _style_only(row, r, styles or {})]
         if len(style) == len(cleared):
             return Standing(within_noise_of=style[0]["id"], decided_by=STYLE)
-        return Standing(new_best=True, decided_by=INTERVALS)
+        return Standing(new_best=True, decided_by=INTERVALS,
+                        open_with=_left_open(row, [announced, before], direction, side_of))
     if side == "tied":
         return Standing(within_noise_of=before["id"], decided_by=PAIRS)
     # A program's point from too few runs is not noise, just not known: said as such (a model read
@@ -194,6 +197,15 @@ def _lead(row: sqlite3.Row, announced: sqlite3.Row | None, incumbent: sqlite3.Ro
     if not busy and unknown and beyond(own.value, ref.value, direction):
         return Standing(too_few_runs=True)
     return Standing(within_noise_of=announced["id"], decided_by=_interval_verdict(own, ref))
+
+
+def _left_open(row: sqlite3.Row, refs: list[sqlite3.Row | None], direction: str,
+               side_of: Callable[[sqlite3.Row | None], Side | None]) -> str | None:
+    """Of the two bests a new best may clear (the last announced, the leader just before it), the
+    one it is not shown better than, by their paired rounds or its interval: "beyond noise of c1 or
+    c3" read as beating the leader c3, which a compare then found faster (mp73)."""
+    return next((r["id"] for r in refs if r is not None and side_of(r) != "better"
+                 and not _clears(row, r, direction)), None)
 
 
 def _behind(row: sqlite3.Row, best: sqlite3.Row, paired: Paired | None, x0: float | None,
@@ -283,6 +295,7 @@ def trajectory_points(rows: list[sqlite3.Row], direction: str, x0: float | None 
             best_so_far_id=best["id"] if best is not None else None, new_best=standing.new_best,
             within_noise_of=standing.within_noise_of, worse_than=standing.worse_than,
             better_than=standing.better_than, decided_by=standing.decided_by,
+            not_shown_better_than=standing.open_with if standing.new_best else None,
             too_few_runs=True if standing.too_few_runs else None,
             status=r["status"], verified=bool(r["verified"]), n_measurements=r["n_measurements"] or 1,
             runs=runs_if_unknown(r),

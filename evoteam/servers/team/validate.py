@@ -78,9 +78,10 @@ SERVER_TOOL_NAMES: dict[str, frozenset[str]] = {
     "retrieval": frozenset({"gate", "lookup", "record_outcome", "retrieval_stats", "score_documents", "search"}),
     "bench": frozenset({"compare", "describe_kit", "evaluate", "evaluation_result", "list_kits", "remeasure"}),
 }
-# `knowledge.add_learning`, `mcp__bench__evaluate`, `mcp__plugin_evoteam_team__budget`; a path's
-# `docs/knowledge.md` is no tool (a name with no underscore is read only where it is close to one).
-_TOOL_REF = re.compile(r"(?<![\w/.-])(?:mcp__(?:plugin_\w+?_)?(knowledge|bench|team|retrieval)__|"
+# `knowledge.add_learning`, `mcp__bench__evaluate`, `mcp__plugin_evoteam_team__budget`, and any other
+# EVOTEAM_TOOL_PREFIX's `mcp__<prefix>_bench__evaluate`; a path's `docs/knowledge.md` is no tool (a
+# name with no underscore is read only where it is close to one).
+_TOOL_REF = re.compile(r"(?<![\w/.-])(?:mcp__(?:\w*?_)?(knowledge|bench|team|retrieval)__|"
                        r"(knowledge|bench|team|retrieval)[.:])([A-Za-z]\w*)")
 
 

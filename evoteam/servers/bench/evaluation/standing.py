@@ -118,6 +118,10 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
     if best is None:
         return None
     best_id, best_text = best.candidate_id, _described(best, unit)
+    # A leader by rank whose paired rounds find another better: that other is the one to tell a
+    # candidate apart from (two both found slower than it were sent to compare each other; mp73).
+    rival = best.worse_than if best.decided_by == PAIRS and best.worse_than not in (None, "x0", candidate_id) \
+        else None
     if prior_best == candidate_id != best_id:  # it led before this measurement (review 2026-12-06)
         head = f"no longer the run's best: {best_text} now leads"
         if point.best_so_far_id == best_id:
@@ -128,6 +132,9 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
         if best.worse_than == candidate_id:  # the best's own point: worse, side by side
             return (f"ranks behind the run's best {best_text} by its wider interval, though their paired rounds "
                     f"find it better: {_remeasure(candidate_id, best_id)}")
+        if rival:
+            return (f"not the run's best: that is {best_text}, which leads the run's ranking{_found_worse(rival)}"
+                    + _apart(compared_with, candidate_id, rival))
         before = trajectory.points[:trajectory.points.index(best)]
         # A leader never announced read as the run's announced best, beside its own "not a new best" (mp63).
         unannounced = ", which leads the run's ranking but is not a new best" if not best.new_best else ""
@@ -138,9 +145,8 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
     # Busy: a gain of 2.3x read "within noise" by intervals widened 3x each way, unsaid (mp49).
     other = points.get(point.within_noise_of or "")
     # Paired rounds are not widened for load; "its interval" beside a quiet evaluation read as its own (mp64).
-    busy = "" if point.decided_by == WITH_BASELINE else BUSY if point.contended else \
-        f" ({other.candidate_id} measured on a busy machine: its interval counts widened 3x each way)" \
-        if other is not None and other.contended else ""
+    busy = "" if point.decided_by == WITH_BASELINE else _busy(point, own=True) if point.contended else \
+        _busy(other, own=False) if other is not None and other.contended else ""
     prior = points.get(prior_best or "")  # judged in its point only if made before it
     cleared = point.new_best and prior in trajectory.points[:index] and _clears(point, prior, trajectory.direction)
     if again and best_id == candidate_id and prior_best and prior_best != candidate_id and not cleared:
@@ -153,7 +159,9 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
     if best_id == candidate_id:
         last_new = next((p.candidate_id for p in reversed(trajectory.points[:index]) if p.new_best), None)
         line = _lead(point, first, again, _earlier(trajectory.points[:index]), busy,
-                     announced=other is not None and other.new_best, styles=styles or {}, last_new=last_new)
+                     announced=other is not None and other.new_best, styles=styles or {}, last_new=last_new,
+                     split=_shown_and_not(trajectory.points[:index], point.not_shown_better_than),
+                     compared_with=compared_with)
         # A new best made since, which this one leads by the style's share alone: the one to name
         # now ("ahead of c1" read as stale after c3 passed c1; mp60).
         step = next((p.candidate_id for p in reversed(trajectory.points[index + 1:])
@@ -165,17 +173,38 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
                        if p.new_best and p.better_than == candidate_id), None)
         return line + (f"; {better}, made since, is found better than it by their paired rounds and is the last new "
                        "best, though this one ranks above it by its narrower interval" if better else "")
-    return _behind(point, best_text, busy, best_id, best, styles, trajectory.direction)
+    return _behind(point, best_text, busy, best_id, best, styles, trajectory.direction, rival, compared_with)
+
+
+def _found_worse(rival: str) -> str:
+    return f", though its paired rounds find {rival} better"
 
 
 def _earlier(before: list[TrajectoryPoint]) -> str:
-    """The candidates a new best clears, by the trajectory's rule: the last new best, or the leader
-    just before it ("beyond noise of the run's earlier best" named neither; mp49)."""
-    last_new = next((p.candidate_id for p in reversed(before) if p.new_best), None)
-    leader = before[-1].best_so_far_id if before else None
+    """The candidates a new best clears, by the trajectory's rule: the last new best and the leader
+    just before it ("beyond noise of the run's earlier best" named neither; mp49). Both: where it is
+    not shown better than one, _shown_and_not says which ("c1 or c3" read as beating both; mp73)."""
+    last_new, leader = _last_new_and_leader(before)
     if last_new and leader and last_new != leader:  # "(c1 or c3)" did not say which was which (mp68)
-        return f"{last_new}, the last new best, or {leader}, the leader before it"
+        return f"{last_new}, the last new best, and {leader}, the leader before it"
     return last_new or leader or ""
+
+
+def _last_new_and_leader(before: list[TrajectoryPoint]) -> tuple[str | None, str | None]:
+    last_new = next((p.candidate_id for p in reversed(before) if p.new_best), None)
+    return last_new, (before[-1].best_so_far_id if before else None)
+
+
+def _shown_and_not(before: list[TrajectoryPoint], not_shown: str | None) -> tuple[str, str] | None:
+    """Where a new best is not shown better than one of the two it may clear (``not_shown``), the
+    other and that one, each with its role: "c1 or c3" read as beating the leader c3, which a
+    compare then found faster (mp73)."""
+    last_new, leader = _last_new_and_leader(before)
+    if not (last_new and leader and last_new != leader and not_shown in (last_new, leader)):
+        return None
+    if not_shown == leader:
+        return f"{last_new}, the last new best", f"{leader}, the leader before it"
+    return f"{leader}, the leader before it", f"{last_new}, the last new best"
 
 
 def _paired_already(best: TrajectoryPoint, own: str, before: list[TrajectoryPoint]) -> str:
@@ -217,10 +246,13 @@ def _beyond_share(point: TrajectoryPoint, styles: dict[str, str | None] | None) 
             f"given, {other} returns its own: {share_text()})")
 
 
-def _style_share(own: str, other: str) -> str:
+def _style_share(own: str, other: str, compared_with: str | None = None) -> str:
     """A lead that is no more than destination passing style's share (evoteam/passingstyle.py): the
     trajectory announced a same-work rewrite into that style as a new best while run_report called
     its version a stall (mp56). Decided by paired rounds or by intervals: said as neither (review)."""
+    if compared_with == other:  # in a compare of the two, whose reply says the styles and the share (mp73)
+        return (f"it is ahead of {other} by no more than destination passing style's share: no faster kernel is "
+                "shown; a lead over a best of its own style shows one")
     return (f"it is ahead of {other} by no more than destination passing style's share ({own} writes into outputs "
             f"it is given, {other} returns its own: {share_text()}), so no faster kernel is shown; a lead over a "
             "best of its own style shows one")
@@ -279,21 +311,34 @@ PROGRAM_NO_DIFFERENCE = "their runs find no significant difference, " + PROGRAM_
 PROGRAM_THEN = "no significant difference, " + PROGRAM_TAIL
 
 
-BUSY = " (measured on a busy machine: its interval counts widened 3x each way)"
+def _busy(point: TrajectoryPoint, own: bool) -> str:
+    """Why a busy measurement is within noise, with the interval as it counts: "widened 3x each way"
+    alone could not be checked (mp73)."""
+    est = _estimate(point)
+    wide = stats.load_widened(est) if est is not None and est.lo > 0 else None
+    shown = f", to {stats.sig3(wide.lo)}–{stats.sig3(wide.hi)}" if wide is not None else ""
+    # "this one": placed after the best's score, a bare "its interval" read as the best's (mp73).
+    return f" ({'this one' if own else point.candidate_id} measured on a busy machine: its interval counts widened 3x " \
+        f"each way{shown})"
 
 
 def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", busy: str = "",
-          announced: bool = True, styles: dict[str, str | None] | None = None, last_new: str | None = None) -> str:
+          announced: bool = True, styles: dict[str, str | None] | None = None, last_new: str | None = None,
+          split: tuple[str, str] | None = None, compared_with: str | None = None) -> str:
     """A candidate that leads the run's ranking: announced as a new best only where its point is.
     ``earlier``: the ids a new best clears (_earlier); ``busy``: said where a busy measurement's
     widened interval is why it is within noise; ``announced``: whether the one it is within noise
     of was announced (before any is, it is the leader it passed: "the last new best" named one
-    that never was; mp54)."""
+    that never was; mp54); ``split``: the one of those a new best is shown better than, and the one it
+    is not (_shown_and_not)."""
     how = _how(point)
     if point.new_best:
         # "the run's best: beyond noise …" read awkwardly (mp50).
         head = "the run's best," if again else "new best of the run:"
         if not first:
+            if split:
+                return (f"{head} beyond noise of {split[0]}{how}, but not shown better than {split[1]}: "
+                        f"{_compare(point.candidate_id, point.not_shown_better_than)} before building on either")
             named = f" ({earlier})" if earlier else ""
             return f"{head} beyond noise of the run's earlier best{named}{how}"
         if point.decided_by is None:  # nothing to clear: a run with no x0, its first ranked candidate
@@ -312,7 +357,8 @@ def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", b
         return (f"leads the run's ranking but is not a new best: within noise of {X0}{how}{busy} (bench.compare it "
                 "with a_candidate_id \"baseline\" to tell them apart)")
     if point.decided_by == STYLE:
-        return f"leads the run's ranking but is not a new best: {_style_share(point.candidate_id, point.within_noise_of)}"
+        return ("leads the run's ranking but is not a new best: "
+                + _style_share(point.candidate_id, point.within_noise_of, compared_with))
     if point.within_noise_of:  # the last new best, which a lead must clear: not the one it passed (mp47)
         then = (NO_DIFFERENCE.removeprefix(NO_DIFFERENCE_HEAD) if point.decided_by == PAIRS
                 else f"it is progress only once their paired rounds find it better{_beyond_share(point, styles)} "
@@ -341,8 +387,9 @@ def _gap_within_share(point: TrajectoryPoint, best: TrajectoryPoint | None, dire
 
 def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str = "",
             best: TrajectoryPoint | None = None, styles: dict[str, str | None] | None = None,
-            direction: str = "maximize") -> str:
-    """A candidate behind the run's best (``best_id``, its point ``best``), which it was judged against."""
+            direction: str = "maximize", rival: str | None = None, compared_with: str | None = None) -> str:
+    """A candidate behind the run's best (``best_id``, its point ``best``), which it was judged against;
+    ``rival``: one the best's paired rounds find better, to tell this one apart from instead."""
     how, styles = _how(point), styles or {}
     if point.better_than:
         return (f"{'new best of the run: ' if point.new_best else ''}ranks behind the run's best {best_text} by its "
@@ -362,7 +409,7 @@ def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str
                     f"style's share ({point.within_noise_of} writes into outputs it is given, {point.candidate_id} "
                     f"returns its own: {share_text()}), so no slower kernel is shown")
         if passes_over_returns(styles.get(point.candidate_id), styles.get(point.within_noise_of)):
-            return f"not a new best: {_style_share(point.candidate_id, point.within_noise_of)}"
+            return f"not a new best: {_style_share(point.candidate_id, point.within_noise_of, compared_with)}"
         return (f"not a new best: within noise of {point.within_noise_of} by destination passing style's share "
                 f"({share_text()}): one of the two writes into outputs it is given, so no faster kernel either way")
     same = _same_score(point, best) if best is not None and point.within_noise_of == best_id else None
@@ -389,12 +436,15 @@ def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str
             # Below the best by its own interval, kept from "worse" by load's widening alone: a 1.5x
             # under a 14.9x best was sent to a compare the model saw no need for (mp70).
             # The action first: "not shown worse ... set it aside" was read twice (mp72).
+            # No compare in it: "no compare needed (... bench.compare measures that)" read as a contradiction (mp73).
             return (f"not a new best: it reads below the run's best {best_text}; set it aside, no compare needed "
-                    f"(on a busy machine separate scores count widened 3x each way, so how much slower it is stays "
-                    f"open: {_compare(point.candidate_id, other)} measures that)")
+                    "(separate scores on a busy machine count widened 3x each way, so it is not called worse)")
         if busy and not point.decided_by:  # apart only by load's widening: "within noise" read as a tie (mp66)
             return (f"not a new best: not told apart from the run's best {best_text}{busy}; "
                     f"{_compare(point.candidate_id, other)} to tell them apart (side by side, load touches both)")
+        if rival:
+            return (f"not a new best: within noise of the run's best {best_text}{how}{busy}{_found_worse(rival)}; "
+                    f"{_compare(point.candidate_id, rival)} to tell them apart")
         return (f"not a new best: within noise of the run's best {best_text}{how}{busy}; "
                 f"{_compare(point.candidate_id, other)} to tell them apart")
     if point.too_few_runs:  # which of the two lacks an interval: the best's read "(no interval)" (mp47)
