@@ -60,15 +60,22 @@ def _leaders(direction: str, keyed: dict, measured: set[str]) -> list[CandidateS
 def _bests(keyed: dict, per_group: int | None = None, paired: Paired | None = None) -> list[CandidateSummary]:
     """The best ranked candidates of each group (``per_group``; default: one, a run of one group
     its best few), groups by version (no version last); after the best, only those that could be
-    it (_may_lead), and none whose kept paired rounds with it find it worse (``paired``: a default
-    batch re-timed a candidate a compare had found significantly slower than its version's best;
-    model-play mp31, 2026-12-04)."""
+    it (_may_lead), and none whose kept paired rounds with another of its group find it worse
+    (``paired``: a default batch re-timed a candidate a compare had found significantly slower than
+    its version's best, mp31; and one found slower than the third, which it left out, mp74), the
+    next in rank taking its place."""
     per_group = per_group or (SINGLE_GROUP_FINALISTS if len(keyed) == 1 else 1)
     out = []
     for k in sorted(keyed, key=lambda v: (v is None, v or 0)):
         ranked = [c for _, c in sorted(keyed[k], key=lambda kc: kc[0], reverse=True)]
-        out += ranked[:1] + [c for c in ranked[1:per_group] if _may_lead(c, ranked[0])
-                             and not (paired and paired(ranked[0].id, c.id) == "worse")]
+        picked = ranked[:1]
+        for c in ranked[1:]:
+            if len(picked) >= per_group:
+                break
+            if _may_lead(c, ranked[0]) and not (paired and any(paired(o.id, c.id) == "worse"
+                                                               for o in ranked if o is not c)):
+                picked.append(c)
+        out += picked
     return out
 
 

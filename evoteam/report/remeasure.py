@@ -64,7 +64,7 @@ RULE = ("ordered by the pessimistic end of each finalist's 95% interval, before 
 
 BUSY_POOLING = ": the new rounds pool with these"
 BUSY_NOTE = ("measured on a busy machine (contended): every finalist shared the same rounds, but the intervals are "
-             "wider, so within_noise_of_top may hold finalists a quiet batch would separate; call it again when the "
+             "wider, so a quiet batch may tell apart finalists this one does not; call it again when the "
              f"machine is quieter {QUIET_WHEN}" + BUSY_POOLING)
 COPY_NOTE = "a copy of the kit's baseline timed as a finalist: an A/A check, whose interval holds 1 in a fair batch"
 

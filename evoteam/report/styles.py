@@ -106,15 +106,20 @@ async def note_style_top(store: KnowledgeStore, mset, records: list) -> None:
         return
     top = mset.order_after[0]
     for c in mset.order_after[1:]:
-        if await _ahead_by_share(store, records, top, c) and not await _beaten_in_its_style(store, records, mset, c):
+        if await _ahead_by_share(store, records, top, c):
+            faster = await _faster_in_its_style(store, records, mset, c)
+            also = f"; {faster}, which returns its outputs as {c} does, is found faster than {c} side by side: a " \
+                "faster kernel" if faster else ""
             mset.add_note(f"{top} leads {c} side by side by no more than destination passing style's share ({top} "
-                          f"writes into given outputs, {c} returns its own: {share_text()}): no faster kernel")
+                          f"writes into given outputs, {c} returns its own: {share_text()}): no faster kernel shown "
+                          f"by these two{also}")
 
 
-async def _beaten_in_its_style(store: KnowledgeStore, records: list, mset, behind: str) -> bool:
-    """Whether another finalist returning its outputs, as ``behind`` does, is found better than it side
-    by side: a faster kernel shown without the style, so the top's lead over ``behind`` is not the
-    style's share alone ("no faster kernel" beside a returning twin of the top found 1.13x faster; mp73)."""
+async def _faster_in_its_style(store: KnowledgeStore, records: list, mset, behind: str) -> str | None:
+    """Another finalist returning its outputs, as ``behind`` does, that is found better than it side
+    by side: a faster kernel shown without the style. Said beside "no faster kernel", not in its place:
+    a returning twin of the top was found 1.13x faster than ``behind`` (mp73), but an unrelated one
+    says nothing of the top's own kernel (review)."""
     own = await store.get_candidate(behind)
     for other in mset.order_after:
         if other in (behind, mset.order_after[0]):
@@ -122,8 +127,8 @@ async def _beaten_in_its_style(store: KnowledgeStore, records: list, mset, behin
         found = paired_verdict(records, behind, other)
         if found is not None and found.kind == "kernel" and found.significant and found.estimate[0] > 1 and \
                 style_of((await store.get_candidate(other)).code) == "returns" == style_of(own.code):
-            return True
-    return False
+            return other
+    return None
 
 
 async def better_as_pair(store: KnowledgeStore, v, records: list, direction: str) -> bool:

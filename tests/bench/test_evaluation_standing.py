@@ -74,6 +74,11 @@ def test_each_standing_of_the_trajectory_is_said_in_one_line():
     assert "(this one measured on a busy machine: its interval counts widened 3x each way, to 1.00–10.5); bench.compare " \
         "cand_h and cand_b by id" in said, said
     assert "busy machine" not in standing_line(run, "cand_d", "×")
+    # A score from too few runs is never widened (measurements.widened_for_load): no numbers said for it.
+    few = point("cand_h", 3.25, 3.0, 3.5, "cand_b", within_noise_of="cand_b", decided_by="intervals",
+                contended=True, runs=2)
+    said = standing_line(trajectory(a, b, few), "cand_h", "×")
+    assert "(this one measured on a busy machine: its interval counts widened 3x each way);" in said, said
     # A quiet evaluation within noise of a busy best: the busy interval named, not "its" (mp64).
     busy_b = point("cand_b", 3.3, 3.1, 3.5, "cand_b", within_noise_of="cand_a", decided_by="paired rounds",
                    contended=True)

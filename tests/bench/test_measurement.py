@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -393,6 +395,20 @@ def test_load_that_began_during_the_evaluation_marks_it(tmp_path, quiet_machine,
     assert pinned["contended"] is True, pinned
     assert "1 other process runnable on 2 cores (1 pinned for timing)" in pinned["reasons"], pinned["reasons"]
     assert machine.Contention(tmp_path, "cpu", "k").finish([50_000] * 4, [0, 0, 5, 0], pinned=1)["contended"] is False
+    # The processes counted are named, so `top` can find them (mp74 looked and saw none).
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass", "evoteam-test-spinner"])
+    try:
+        deadline = time.monotonic() + 5
+        while not any(f"(pid {spinner.pid})" in n for n in machine.busy_processes(limit=50)) \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        named = [n for n in machine.busy_processes(limit=50) if f"(pid {spinner.pid})" in n]
+        assert named and named[0].startswith(os.path.basename(sys.executable) + " -c"), named
+    finally:
+        spinner.kill()
+        spinner.wait()
+    pinned = machine.Contention(tmp_path, "cpu", "k").finish([50_000] * 4, [1, 1, 0, 1], pinned=1)
+    assert pinned["reasons"][0].startswith("1 other process runnable on 2 cores (1 pinned for timing)")
     monkeypatch.setattr(machine.os, "cpu_count", lambda: 16)  # a larger machine has CPUs to spare
     for runnable, contended in (([1, 1, 1, 1], False), ([14, 14, 14, 14], False), ([15, 15, 16, 15], True)):
         c = machine.Contention(tmp_path, "cpu", "k").finish([50_000] * 4, runnable, pinned=1)

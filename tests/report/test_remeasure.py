@@ -290,6 +290,18 @@ async def test_a_default_batch_leaves_out_what_could_not_be_its_versions_best(tm
         for record in (slower, tied):
             assert not await keep_comparison(verifier, run_id, record)
         assert [c.id for c in await default_sides(kb, run_id)] == [ids["best"], ids["close"]]
+        # One found slower than another below it is left out too, and the next in rank takes its place: a
+        # control with an extra pass, second by one lucky evaluation and found slower than the third side
+        # by side, was measured, and the third was not (mp74).
+        sides, ids = await sides_of(kb, (("best", 4.5, {}), ("extra", 4.46, {}), ("third", 4.4, {}),
+                                         ("fourth", 4.35, {})))
+        assert sides == [ids["best"], ids["extra"], ids["third"]], (sides, ids)
+        run_id = (await kb.get_candidate(ids["best"])).run_id
+        assert not await keep_comparison(verifier, run_id, record_of(
+            ids["third"], ids["extra"], kit="k", split="dev", kind="kernel",
+            samples={"w": [0.88 + rng.uniform(-0.01, 0.01) for _ in range(10)]}, ranges=None, contended=False,
+            measured_at=datetime.now(UTC)))
+        assert [c.id for c in await default_sides(kb, run_id)] == [ids["best"], ids["third"], ids["fourth"]]
 
 
 async def test_run_report_names_the_version_bests_the_newest_remeasure_did_not_measure(tmp_path):

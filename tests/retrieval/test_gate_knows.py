@@ -62,6 +62,8 @@ async def test_the_store_answers_before_the_web(store, run, corpus_dir):
         assert learning.id in gate["reason"]
         # Only stored knowledge, no documents: the next step says how to build on it, not how to credit docs.
         assert "parent_id" in gate["next_step"] and "doc_" not in gate["next_step"]
+        # The argument that gives the code, not detail's raw rounds (3,250 characters read; mp74).
+        assert "include_code=true" in gate["next_step"] and "detail=true" not in gate["next_step"], gate["next_step"]
         # A question the store does not answer still goes to the corpus.
         other = await call(client, "gate", {"run_id": run.id, "open_questions": ["is the L2 flush covering buffers"]})
         assert other["decision"] == "retrieve"

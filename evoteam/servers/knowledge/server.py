@@ -314,7 +314,8 @@ def build_server(settings: Settings, store: KnowledgeStore | None = None, *,
         listed = {c.id for c in items}
         left = [c for c in leads if c.candidate_id not in listed]
         # Five of seven came back with nothing to say two were left out (mp73).
-        note = (f"the {k} best; more rank below them (k up to 50 lists them)" if more else None) if items or left \
+        where = "knowledge.trajectory lists every one" if k >= 50 else "k up to 50 lists them"
+        note = (f"the {k} best; more rank below them ({where})" if more else None) if items or left \
             else ("no candidate of this run ranks on this split: only passing, verified, unflagged ones do "
                   "(knowledge.trajectory lists every dev record with its status)")
         return CandidateList(run_id=run_id, items=items, leads_from_too_few_runs=left, note=note)

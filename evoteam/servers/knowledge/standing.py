@@ -141,7 +141,9 @@ def _lead(row: sqlite3.Row, announced: sqlite3.Row | None, incumbent: sqlite3.Ro
     it (review 2026-12-04). Paired rounds with the last announced best decide first: a step over
     the best before it that they find no different from the announced one is no new best here,
     though run_report's version gain, which asks about the version's best against the best before
-    it, may call it significant."""
+    it, may call it significant. A lead that the best before it finds better side by side is worse
+    than that one, whatever the announced best's rounds say (c6, found better than c1 and worse than
+    c2, stayed "new best" and others were sent to compare with it; review of mp73)."""
     def side_of(ref: sqlite3.Row | None) -> Side | None:
         # The style's share read either way round (comparisons.paired_sides); a lead is the style's
         # only where the leader passes destination style: a returning one behind is worse, as before.
@@ -149,12 +151,12 @@ def _lead(row: sqlite3.Row, announced: sqlite3.Row | None, incumbent: sqlite3.Ro
         return "worse" if side == "style" and (styles or {}).get(row["id"]) != "dps" else side
 
     before = incumbent if incumbent is not None and incumbent is not announced else None
-    if announced is not None and (decided := _by_pair(side_of(announced), announced["id"])):
-        return decided._replace(open_with=_left_open(row, [before], direction, side_of)) if decided.new_best \
-            else decided
     side = side_of(before)
     if side == "worse":
         return Standing(worse_than=before["id"], decided_by=PAIRS)
+    if announced is not None and (decided := _by_pair(side_of(announced), announced["id"])):
+        return decided._replace(open_with=_left_open(row, [before], direction, side_of)) if decided.new_best \
+            else decided
     busy, own = contended_row(row), estimate_of(row)
     if announced is None:
         # Beyond a best side by side counts only past x0 (its own paired rounds against the baseline).
@@ -203,9 +205,12 @@ def _left_open(row: sqlite3.Row, refs: list[sqlite3.Row | None], direction: str,
                side_of: Callable[[sqlite3.Row | None], Side | None]) -> str | None:
     """Of the two bests a new best may clear (the last announced, the leader just before it), the
     one it is not shown better than, by their paired rounds or its interval: "beyond noise of c1 or
-    c3" read as beating the leader c3, which a compare then found faster (mp73)."""
-    return next((r["id"] for r in refs if r is not None and side_of(r) != "better"
-                 and not _clears(row, r, direction)), None)
+    c3" read as beating the leader c3, which a compare then found faster (mp73). Paired rounds that
+    decide it otherwise than "better" leave it open however the intervals stand (review)."""
+    def open_(r: sqlite3.Row) -> bool:
+        side = side_of(r)
+        return side != "better" if side is not None else not _clears(row, r, direction)
+    return next((r["id"] for r in refs if r is not None and open_(r)), None)
 
 
 def _behind(row: sqlite3.Row, best: sqlite3.Row, paired: Paired | None, x0: float | None,

@@ -216,8 +216,9 @@ class RetrievalService:
         if decision == "look-up":
             sources = []
             if known:
+                # include_code, not detail: detail gave 3,250 characters of raw rounds beside the code (mp74).
                 sources.append("the learnings and candidates in `knowledge` (knowledge.get_candidate(id, "
-                               "detail=true) for a candidate's code)")
+                               "include_code=true) for a candidate's code)")
             if docs:
                 sources.append("the documents (full text: lookup(document_id))")
             if not sources:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 import re
 
 from evoteam.errors import DomainError
@@ -78,11 +79,17 @@ SERVER_TOOL_NAMES: dict[str, frozenset[str]] = {
     "retrieval": frozenset({"gate", "lookup", "record_outcome", "retrieval_stats", "score_documents", "search"}),
     "bench": frozenset({"compare", "describe_kit", "evaluate", "evaluation_result", "list_kits", "remeasure"}),
 }
-# `knowledge.add_learning`, `mcp__bench__evaluate`, `mcp__plugin_evoteam_team__budget`, and any other
-# EVOTEAM_TOOL_PREFIX's `mcp__<prefix>_bench__evaluate`; a path's `docs/knowledge.md` is no tool (a
+# `knowledge.add_learning`, `mcp__bench__evaluate`, `mcp__plugin_evoteam_team__budget`, and names under
+# the user's EVOTEAM_TOOL_PREFIX (materialise.ToolNaming), not another MCP server's that happens to end
+# in one of ours (`mcp__github_retrieval__search_code`); a path's `docs/knowledge.md` is no tool (a
 # name with no underscore is read only where it is close to one).
-_TOOL_REF = re.compile(r"(?<![\w/.-])(?:mcp__(?:\w*?_)?(knowledge|bench|team|retrieval)__|"
-                       r"(knowledge|bench|team|retrieval)[.:])([A-Za-z]\w*)")
+_SERVERS = "(knowledge|bench|team|retrieval)"
+
+
+def _tool_ref() -> re.Pattern[str]:
+    prefixes = {"mcp__", "mcp__plugin_evoteam_", os.environ.get("EVOTEAM_TOOL_PREFIX") or "mcp__"}
+    either = "|".join(re.escape(p) for p in sorted(prefixes, key=len, reverse=True))
+    return re.compile(rf"(?<![\w/.-])(?:(?:{either}){_SERVERS}__|{_SERVERS}[.:])([A-Za-z]\w*)")
 
 
 def unknown_tools(design: TeamDesign) -> list[str]:
@@ -95,8 +102,9 @@ def unknown_tools(design: TeamDesign) -> list[str]:
     for role in design.roles:
         texts[f"role {role.name!r}"] = [role.mandate, *role.deliverables, *role.reads_first, *role.writes_to]
     found: dict[tuple[str, str], list[str]] = {}
+    ref = _tool_ref()
     for where, parts in texts.items():
-        for m in _TOOL_REF.finditer("\n".join(parts)):
+        for m in ref.finditer("\n".join(parts)):
             server, tool = m.group(1) or m.group(2), m.group(3)
             # Near a real tool's name: a typo or a guess ("knowledge.run_id" is a field, sent to no tool).
             known = SERVER_TOOL_NAMES[server]

@@ -475,12 +475,14 @@ def _styles_clause(b_is_dps: bool, est: stats.Estimate | None = None) -> str:
     where the destination-passing side's lead could be that share alone, said too (a supervisor
     credited a significant 1.10x (1.07-1.13) to a role's kernel; mp48)."""
     dps, other = ("B", "A") if b_is_dps else ("A", "B")
-    said = "; " + styles_clause(dps, other) + " (docs/bench.md)"
+    said = "; " + styles_clause(dps, other)
     if est is not None:
-        lo, value = (est.lo, est.value) if b_is_dps else (1 / est.hi, 1 / est.value)  # the DPS side over the other
-        # Only where it reads ahead: beside 1.00x and 0.989x, "the whole of B's lead" spoke of a lead
-        # that was not there (mp58).
-        if within_share(lo) and value > 1.0:
+        lo, hi = (est.lo, est.hi) if b_is_dps else (1 / est.hi, 1 / est.lo)  # the DPS side over the other
+        # Only where it leads, significantly: beside 1.00x, 0.989x (mp58) and 1.01x (0.975-1.05) (mp74)
+        # "the whole of B's lead" spoke of a lead that was not there.
+        if hi < 1.0:  # the returning side leads, though the style favoured the other (mp74 left it to the reader)
+            said += f", which favoured {dps}: {other}'s lead is a faster kernel"
+        elif within_share(lo) and lo > 1.0:
             # What tells the kernel's own gain: the share is a range measured on other kernels, and a
             # model wrote the same-style copy itself to find 1.29x behind a 1.38x (mp60).
             said += (f", so the whole of {dps}'s lead here may be that style's share, not a faster kernel "

@@ -133,8 +133,8 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
             return (f"ranks behind the run's best {best_text} by its wider interval, though their paired rounds "
                     f"find it better: {_remeasure(candidate_id, best_id)}")
         if rival:
-            return (f"not the run's best: that is {best_text}, which leads the run's ranking{_found_worse(rival)}"
-                    + _apart(compared_with, candidate_id, rival))
+            return (f"not the run's best: that is {best_text}, which leads the run's ranking"
+                    f"{_found_worse(best_id, rival)}" + _toward_rival(point, points.get(rival), rival, compared_with))
         before = trajectory.points[:trajectory.points.index(best)]
         # A leader never announced read as the run's announced best, beside its own "not a new best" (mp63).
         unannounced = ", which leads the run's ranking but is not a new best" if not best.new_best else ""
@@ -176,8 +176,25 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
     return _behind(point, best_text, busy, best_id, best, styles, trajectory.direction, rival, compared_with)
 
 
-def _found_worse(rival: str) -> str:
-    return f", though its paired rounds find {rival} better"
+def _found_worse(best_id: str, rival: str) -> str:
+    # "its paired rounds" after "(this one measured on a busy machine …)" read as this one's (review).
+    return f", though {rival} is found better than {best_id} side by side"
+
+
+def _toward_rival(point: TrajectoryPoint, rival: TrajectoryPoint | None, rival_id: str,
+                  compared_with: str | None) -> str:
+    """What the paired rounds of this one and ``rival`` said, where the point of either was judged
+    against the other; else the compare that tells the two apart (a candidate found worse than it was
+    sent to compare with it; review of mp73)."""
+    own = point.candidate_id
+    if point.decided_by == PAIRS and point.worse_than == rival_id:
+        return f"; it is worse than {rival_id} too, by their paired rounds"
+    if rival is not None and rival.decided_by == PAIRS and rival.worse_than == own:
+        return f"; {rival_id} is worse than it, by their paired rounds"
+    if point.decided_by == PAIRS and point.within_noise_of == rival_id or \
+            rival is not None and rival.decided_by == PAIRS and rival.within_noise_of == own:
+        return f"; with {rival_id}, {NO_DIFFERENCE}"
+    return _apart(compared_with, own, rival_id)
 
 
 def _earlier(before: list[TrajectoryPoint]) -> str:
@@ -191,8 +208,13 @@ def _earlier(before: list[TrajectoryPoint]) -> str:
 
 
 def _last_new_and_leader(before: list[TrajectoryPoint]) -> tuple[str | None, str | None]:
+    """The last new best and the leader a new lead is judged against, as the store's rule reads them
+    (standing.trajectory_points): the last that took the lead and was not found worse than a best
+    (a lead found worse side by side is no step to clear; the rank leader read in its place; review)."""
     last_new = next((p.candidate_id for p in reversed(before) if p.new_best), None)
-    return last_new, (before[-1].best_so_far_id if before else None)
+    leader = next((p.candidate_id for p in reversed(before) if p.best_so_far_id == p.candidate_id
+                   and not p.worse_than), None)
+    return last_new, leader
 
 
 def _shown_and_not(before: list[TrajectoryPoint], not_shown: str | None) -> tuple[str, str] | None:
@@ -314,8 +336,8 @@ PROGRAM_THEN = "no significant difference, " + PROGRAM_TAIL
 def _busy(point: TrajectoryPoint, own: bool) -> str:
     """Why a busy measurement is within noise, with the interval as it counts: "widened 3x each way"
     alone could not be checked (mp73)."""
-    est = _estimate(point)
-    wide = stats.load_widened(est) if est is not None and est.lo > 0 else None
+    est = _estimate(point)  # only a full interval is widened (measurements.widened_for_load; review)
+    wide = stats.load_widened(est) if est is not None and point.runs is None and est.lo > 0 else None
     shown = f", to {stats.sig3(wide.lo)}–{stats.sig3(wide.hi)}" if wide is not None else ""
     # "this one": placed after the best's score, a bare "its interval" read as the best's (mp73).
     return f" ({'this one' if own else point.candidate_id} measured on a busy machine: its interval counts widened 3x " \
@@ -337,8 +359,10 @@ def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", b
         head = "the run's best," if again else "new best of the run:"
         if not first:
             if split:
-                return (f"{head} beyond noise of {split[0]}{how}, but not shown better than {split[1]}: "
-                        f"{_compare(point.candidate_id, point.not_shown_better_than)} before building on either")
+                then = ": the verdict above is what their paired rounds say" \
+                    if compared_with == point.not_shown_better_than else \
+                    f": {_compare(point.candidate_id, point.not_shown_better_than)} before building on either"
+                return f"{head} beyond noise of {split[0]}{how}, but not shown better than {split[1]}{then}"
             named = f" ({earlier})" if earlier else ""
             return f"{head} beyond noise of the run's earlier best{named}{how}"
         if point.decided_by is None:  # nothing to clear: a run with no x0, its first ranked candidate
@@ -439,12 +463,14 @@ def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str
             # No compare in it: "no compare needed (... bench.compare measures that)" read as a contradiction (mp73).
             return (f"not a new best: it reads below the run's best {best_text}; set it aside, no compare needed "
                     "(separate scores on a busy machine count widened 3x each way, so it is not called worse)")
+        if rival:  # the one the best is found worse than is the one to tell this one apart from (mp73)
+            then = "the verdict above is what their paired rounds say" if compared_with == rival else \
+                f"{_compare(point.candidate_id, rival)} to tell them apart"
+            return f"not a new best: within noise of the run's best {best_text}{how}{busy}" \
+                f"{_found_worse(best_id, rival)}; {then}"
         if busy and not point.decided_by:  # apart only by load's widening: "within noise" read as a tie (mp66)
             return (f"not a new best: not told apart from the run's best {best_text}{busy}; "
                     f"{_compare(point.candidate_id, other)} to tell them apart (side by side, load touches both)")
-        if rival:
-            return (f"not a new best: within noise of the run's best {best_text}{how}{busy}{_found_worse(rival)}; "
-                    f"{_compare(point.candidate_id, rival)} to tell them apart")
         return (f"not a new best: within noise of the run's best {best_text}{how}{busy}; "
                 f"{_compare(point.candidate_id, other)} to tell them apart")
     if point.too_few_runs:  # which of the two lacks an interval: the best's read "(no interval)" (mp47)

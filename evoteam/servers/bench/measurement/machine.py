@@ -166,6 +166,33 @@ def runnable_others() -> int | None:
     return None
 
 
+def busy_processes(limit: int = 2, proc: Path = Path("/proc")) -> list[str]:
+    """Up to ``limit`` other processes running or runnable now, as "NAME (pid N)", the command line's
+    program and first word after it: "1 other process runnable" left a model looking at `top` for a
+    process it could not find (mp74). Read only once an evaluation is marked for them."""
+    found = []
+    own = os.getpid()
+    try:
+        entries = [e for e in os.listdir(proc) if e.isdigit() and int(e) != own]
+    except OSError:
+        return []
+    for pid in entries:
+        try:
+            stat = (proc / pid / "stat").read_text()
+            if stat[stat.rindex(")") + 2:][:1] != "R":
+                continue
+            words = (proc / pid / "cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue  # gone meanwhile, or not ours to read
+        named = [w.decode(errors="replace") for w in words if w][:2]
+        if named:
+            named[0] = os.path.basename(named[0])
+            found.append(f"{' '.join(named)[:60]} (pid {pid})")
+        if len(found) >= limit:
+            break
+    return found
+
+
 class Contention:
     """Started before the timed rounds of an evaluation, finished after them."""
 
@@ -239,8 +266,10 @@ class Contention:
         # read 9.09x (8.15-10.2), then 13.4x (10.2-16.7), both unmarked (model-play mp31, 2026-12-04).
         crowded = max(1, machine_cores - pinned) if pinned else machine_cores * MAX_LOAD_PER_CORE
         if others is not None and others >= crowded:
+            names = busy_processes()
             reasons.append(f"{others:g} other process{'es' if others != 1 else ''} runnable on {machine_cores} cores"
-                           + (f" ({pinned} pinned for timing)" if pinned else ""))
+                           + (f" ({pinned} pinned for timing)" if pinned else "")
+                           + (f", e.g. {', '.join(names)}" if names else ""))
         if steal is not None and steal > MAX_STEAL:
             reasons.append(f"{steal:.0%} of CPU time stolen")
         if ratio is not None and ratio > MAX_FLOOR_RATIO:
