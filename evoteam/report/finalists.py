@@ -5,7 +5,9 @@ batch of them takes."""
 from __future__ import annotations
 
 from evoteam import stats
+from evoteam.passingstyle import style_of
 from evoteam.servers.knowledge.comparisons import dev_comparisons, paired_sides
+from evoteam.servers.knowledge.errors import StoreError
 from evoteam.servers.knowledge.listing import all_candidates
 from evoteam.servers.knowledge.measurements import any_contended, beyond, rank_key, widened_for_load
 from evoteam.servers.knowledge.models import CandidateSummary
@@ -72,8 +74,10 @@ def _bests(keyed: dict, per_group: int | None = None, paired: Paired | None = No
         for c in ranked[1:]:
             if len(picked) >= per_group:
                 break
-            if _may_lead(c, ranked[0]) and not (paired and any(paired(o.id, c.id) == "worse"
-                                                               for o in ranked if o is not c)):
+            # Never one found better than the top: better_than_top is there to confirm it (a cycle of
+            # noisy compares dropped it for losing to a third; review).
+            if _may_lead(c, ranked[0]) and (not paired or paired(ranked[0].id, c.id) == "better" or
+                                            not any(paired(o.id, c.id) == "worse" for o in ranked if o is not c)):
                 picked.append(c)
         out += picked
     return out
@@ -102,13 +106,27 @@ async def default_sides(store: KnowledgeStore, run_id: str) -> list[CandidateSum
     from too few runs that read beyond their version's measured best (LEAD_SIDES). One read of the
     run's candidates for both."""
     direction, keyed = await _ranked_groups(store, run_id)
-    paired = paired_sides(await dev_comparisons(store, run_id, (await store.get_run(run_id)).kit), direction)
+    records = await dev_comparisons(store, run_id, (await store.get_run(run_id)).kit)
+    paired = paired_sides(records, direction, await _styles_compared(store, records))
     # Each version's best few while they fit: a version's best picked by one busy evaluation was
     # its slower candidate, and its gain, "worse, significant", spoke of that one (model-play 2026-12-04).
     room = MAX_CANDIDATES - LEAD_SIDES
     per_group = max(1, min(SINGLE_GROUP_FINALISTS, room // max(1, len(keyed))))
     tops = _bests(keyed, per_group, paired)[-room:]
     return [*tops, *_leaders(direction, keyed, {c.id for c in tops})[:LEAD_SIDES]]
+
+
+async def _styles_compared(store: KnowledgeStore, records: list) -> dict[str, str | None]:
+    """The output style of each candidate the kept compares name: a returning twin behind a
+    destination-passing best by that style's share alone read "worse" and was left out, so the
+    default batch timed the best alone (mp75)."""
+    styles: dict[str, str | None] = {}
+    for cid in dict.fromkeys(i for r in records for i in (r.a_candidate_id, r.b_candidate_id)):
+        try:
+            styles[cid] = style_of((await store.get_candidate(cid)).code)
+        except StoreError:  # the kit's baseline side, or one gone: no style read
+            styles[cid] = None
+    return styles
 
 
 async def finalists(store: KnowledgeStore, run_id: str) -> list[CandidateSummary]:

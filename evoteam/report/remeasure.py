@@ -42,6 +42,7 @@ from evoteam.copystats import processes_of
 from evoteam.report.batchruns import PairedRounds, measure_sides, processes_per_side
 from evoteam.report.finalists import FINALIST_PASSES, MAX_CANDIDATES, default_sides, estimate_seconds, unmeasured_leaders
 from evoteam.servers.bench.measurement.machine import QUIET_WHEN
+from evoteam.report.pairorder import note_order_against_pairs
 from evoteam.report.styles import drop_style_leads, note_style_top
 from evoteam.servers.bench.evaluation.settle import earlier_runs, every_alike
 from evoteam.servers.bench.models import BASELINE_ID
@@ -73,8 +74,7 @@ class Remeasured(BaseModel):
     """One finalist measured again."""
 
     candidate_id: str = Field(description="a candidate id, or 'baseline' (a copy of the kit's baseline: an A/A check)")
-    # Said in the entry itself: only the output schema said what 'baseline' was, which a model
-    # does not see (mp42).
+    # Said in the entry itself: only the output schema, unseen by a model, said what 'baseline' was (mp42).
     note: str | None = None
     team_version: int | None = None
     recorded_score: float | None = None
@@ -147,8 +147,7 @@ class MeasurementSet(BaseModel):
                                      "version whose best, or the best before it, was measured, as run_report's "
                                      "versions[].gain")
 
-    # Whether the run kept this call's paired rounds and the set itself: what a later read of the
-    # run (run_report's version gains) decides from.
+    # Whether the run kept this call's paired rounds and the set: what run_report's version gains read.
     _kept: bool = PrivateAttr(default=True)
 
     @computed_field(description="what orders the finalists: why a higher score in this batch can rank lower")
@@ -406,6 +405,7 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
     await drop_style_leads(store, mset, records)
     caveats(mset)
     await note_style_top(store, mset, records)
+    note_order_against_pairs(mset, records)
     if not candidate_ids and offered == 1 and not added:  # a ranking of one (mp46)
         mset.add_note("only the run's best was re-measured: no other ranked candidate could lead it (there is "
                       "none, or each is worse by paired rounds or apart by intervals); name candidate_ids to "

@@ -513,6 +513,14 @@ def test_only_a_returning_kernel_behind_a_passing_best_is_sent_to_its_own_style(
     behind = point("c2", 3.2, 2.9, 3.5, "c1", within_noise_of="c1", decided_by="intervals")
     said = standing_line(trajectory(best, behind), "c2", "×", styles=styles)
     assert said.endswith("compare it with a kernel of its own style"), said
+    # In the reply to that very compare (A returns its outputs too): not asked again (mp75).
+    said = standing_line(trajectory(best, behind), "c2", "×", styles={**styles, "c0": "returns"}, compared_with="c0")
+    assert said.endswith("; the compare above, with a kernel of its own style, is what tells its kernel"), said
+    # Busy and apart as measured: it reads below the best, not "within noise" of it (mp75).
+    busy = point("c2", 2.5, 2.4, 2.6, "c1", within_noise_of="c1", contended=True)
+    said = standing_line(trajectory(best, busy), "c2", "×", styles=styles)
+    assert said.startswith("not a new best: it reads below the run's best c1 at 3.30× (3.00–3.50) (this one measured "
+                           "on a busy machine"), said
 
 
 def test_a_returning_kernel_far_behind_a_passing_best_is_not_sent_to_a_style_compare():

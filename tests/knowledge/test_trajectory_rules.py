@@ -338,7 +338,7 @@ def test_a_leader_found_worse_side_by_side_sends_others_to_the_one_found_better(
         # c5 was itself found worse than c2: no compare asked of it.
         line = standing_line(run, "c5", "×", compared_with="c2")
         assert line == ("not the run's best: that is c6 at 16.4× (15.2–17.2), which leads the run's ranking, though "
-                        "c2 is found better than c6 side by side; it is worse than c2 too, by their paired rounds"), line
+                        "c2 is found better than c6 side by side; it is worse than c2 too (by their paired rounds)"), line
         # One made after the leader, within its noise: sent to c2, not to c6; in a compare with c2, not again.
         line = standing_line(run, "c9", "×")
         assert line == ("not a new best: within noise of the run's best c6 at 16.4× (15.2–17.2) (by their intervals), "
@@ -353,10 +353,35 @@ def test_a_leader_found_worse_side_by_side_sends_others_to_the_one_found_better(
     line = standing_line(run, "c1", "×")
     assert "; with c2, their paired rounds find no difference: report the two as one result" in line and \
         "bench.compare c1 and c2" not in line, line
+    # Found worse than c2 by its interval, not side by side: no compare asked of it either (review).
+    low = [_row(1, 13.8, 12.5, 15.198), _row(2, 16.26, 15.06, 17.83), _row(5, 13.0, 12.6, 13.4),
+           _row(6, 16.4, 15.207, 17.2)]
+    points, best = trajectory_points(low, "maximize", 1.0, lambda a, b: {("c2", "c6"): "worse"}.get((a, b)))
+    run_low = Trajectory(run_id="r", direction="maximize", points=points, best_score=16.4, ndg=None)
+    assert standing_line(run_low, "c5", "×").endswith("; it is worse than c2 too (by their intervals)"), \
+        standing_line(run_low, "c5", "×")
     # A later lead that clears c1 but not c2 names c2, the lead it is judged against, not c6, the rank
-    # leader found worse (review: "beyond noise of c1 and c6" was said, and 15.3 < 17.2).
+    # leader found worse (review: "beyond noise of c1 and c6" was said, and 15.3 < 17.2), and says why
+    # listings show c6 before it.
     by, run = run_with({("c2", "c6"): "worse"}, [_row(10, 16.5, 15.3, 17.7)])
     assert by["c10"].new_best and by["c10"].not_shown_better_than == "c2", by["c10"]
     line = standing_line(run, "c10", "×")
     assert line.startswith("new best of the run: beyond noise of c1, the last new best (by their intervals), but not "
-                           "shown better than c2, the leader before it"), line
+                           "shown better than c2, the leader before it by paired rounds (c6, which ranked first, was "
+                           "found worse than it): bench.compare c10 and c2 by id"), line
+
+
+def test_one_found_better_than_the_leader_and_worse_than_another_names_that_other():
+    """c4, found better than the leader c3 side by side but worse than c2, was told "it is the better
+    of the two; remeasure", with no word of c2, which beat both (review of mp73's fixes)."""
+    from evoteam.servers.bench.evaluation.standing import standing_line
+    from evoteam.servers.knowledge.models import Trajectory
+
+    rows = [_row(1, 1.5, 1.45, 1.55), _row(2, 1.8, 1.7, 1.9), _row(3, 1.85, 1.75, 1.95), _row(4, 1.8, 1.6, 2.0)]
+    pairs = {("c2", "c3"): "worse", ("c3", "c4"): "better", ("c2", "c4"): "worse"}
+    points, best = trajectory_points(rows, "maximize", 1.0, lambda a, b: pairs.get((a, b)))
+    by = {p.candidate_id: p for p in points}
+    assert best["id"] == "c3" and by["c3"].worse_than == "c2" and by["c4"].better_than == "c3", by["c4"]
+    run = Trajectory(run_id="r", direction="maximize", points=points, best_score=1.85, ndg=None)
+    line = standing_line(run, "c4", "×")
+    assert line.endswith("; c2 is found better than c3 too: bench.compare c4 and c2 by id to tell those two apart"), line

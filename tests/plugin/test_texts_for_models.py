@@ -72,3 +72,22 @@ async def test_kernel_loop_names_evaluates_arguments_as_the_tool_spells_them(tmp
     # Asked to measure against one of the kit's examples, a model had no way but reading it (mp60).
     compares = tools["compare"].input_schema["properties"]
     assert "`a_path`), unread" in flat and "a_path" in compares
+
+
+async def test_kernel_loop_names_add_learnings_arguments_as_the_tool_takes_them(tmp_path):
+    """Step 4 named `text`, evidence, kind and confidence but not `run_id`, which the tool requires:
+    three failed calls (mp73). Every argument the tool requires is named, as the tool spells it."""
+    from mcp import Client
+
+    from evoteam.config import Settings
+    from evoteam.servers.knowledge.local import LocalKnowledgeStore
+    from evoteam.servers.knowledge.server import build_server
+
+    step = " ".join(text("skills/kernel-loop/SKILL.md").split("4. **Record", 1)[1].split("5. **", 1)[0].split())
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db") as store:
+        async with Client(build_server(Settings(db=tmp_path / "kb.db"), store)) as client:
+            schema = {t.name: t for t in (await client.list_tools()).tools}["add_learning"].input_schema
+    assert set(schema["required"]) == {"run_id", "text"}, schema["required"]
+    for name in schema["required"]:
+        assert f"`{name}`" in step, name
+    assert "`kind`" in step and "kind" in schema["properties"]

@@ -302,6 +302,32 @@ async def test_a_default_batch_leaves_out_what_could_not_be_its_versions_best(tm
             samples={"w": [0.88 + rng.uniform(-0.01, 0.01) for _ in range(10)]}, ranges=None, contended=False,
             measured_at=datetime.now(UTC)))
         assert [c.id for c in await default_sides(kb, run_id)] == [ids["best"], ids["third"], ids["fourth"]]
+        # One found better than the top stays, whatever a cycle of noisy compares says of it and a third:
+        # better_than_top is there to confirm it (review).
+        sides, ids = await sides_of(kb, (("top", 4.5, {}), ("c2", 4.42, {}), ("c3", 4.38, {})))
+        run_id = (await kb.get_candidate(ids["top"])).run_id
+        for a, b, ratio in (("top", "c2", 1.12), ("c2", "c3", 1.12), ("c3", "top", 1.12)):
+            assert not await keep_comparison(verifier, run_id, record_of(
+                ids[a], ids[b], kit="k", split="dev", kind="kernel",
+                samples={"w": [ratio + rng.uniform(-0.01, 0.01) for _ in range(10)]}, ranges=None, contended=False,
+                measured_at=datetime.now(UTC)))
+        got = [c.id for c in await default_sides(kb, run_id)]
+        assert got == [ids["top"], ids["c2"]], ({v: k for k, v in ids.items()}, got)
+        # A returning twin behind a destination-passing best by that style's share alone is no slower
+        # kernel: kept, or the default batch timed the best alone (mp75).
+        run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+        bench = kb.with_actor(Actor(user="u", client="t", team_version=1, verifier=True))
+        twins = {}
+        for name, code, center in (("dps", "DESTINATION_PASSING_STYLE = True\n\ndef run(x, out):\n    out[:] = x\n", 4.5),
+                                   ("returns", "def run(x):\n    return x.copy()\n", 4.15)):
+            twins[name] = (await bench.record_candidate(CandidateCreate(
+                run_id=run.id, code=code, code_hash=code_hash(code), status="PASSED", score=center,
+                samples={"w": [center * (1 + rng.uniform(-0.02, 0.02)) for _ in range(10)]}, verified=True))).id
+        assert not await keep_comparison(verifier, run.id, record_of(
+            twins["returns"], twins["dps"], kit="k", split="dev", kind="kernel",
+            samples={"w": [1.08 + rng.uniform(-0.01, 0.01) for _ in range(10)]}, ranges=None, contended=False,
+            measured_at=datetime.now(UTC)))
+        assert [c.id for c in await default_sides(kb, run.id)] == [twins["dps"], twins["returns"]]
 
 
 async def test_run_report_names_the_version_bests_the_newest_remeasure_did_not_measure(tmp_path):

@@ -590,3 +590,25 @@ async def test_the_styles_share_note_names_a_returning_finalist_found_faster(tmp
             also = (f"no faster kernel shown by these two; {ids['c8']}, which returns its outputs as {ids['c2']} "
                     f"does, is found faster than {ids['c2']} side by side: a faster kernel")
             assert (also in mset.note) is c8_faster, mset.note
+
+
+def test_a_finalist_ranked_below_one_its_paired_rounds_find_slower_is_said():
+    """A batch ranked c7 above c4 right after a compare had found c4 1.03x faster side by side, and
+    nothing in the reply said so (better_than_top covers the top alone; mp75)."""
+    from evoteam.report.pairorder import note_order_against_pairs
+    from evoteam.report.remeasure import MeasurementSet
+    from evoteam.servers.knowledge.comparisons import record_of
+
+    def pair(a, b, ratio):
+        return record_of(a, b, kit="k", split="dev", kind="kernel",
+                         samples={"a": [ratio * (1 + (i % 5 - 2) / 300) for i in range(30)]}, ranges=None,
+                         contended=False, measured_at=datetime.now(UTC))
+
+    for c7_over_c4, said in ((0.93, True), (1.0, False), (1.07, False)):
+        mset = MeasurementSet(run_id="r", kit="k", measured_at=datetime.now(UTC), rounds=10, splits=["dev"],
+                              entries=[], order_after=["c5", "c7", "c4"])
+        note_order_against_pairs(mset, [pair("c4", "c7", c7_over_c4), pair("c4", "c5", 1.09)])
+        assert ("c4 ranks below c7 by its interval, though their paired rounds find c4 better (1.08× " in
+                (mset.note or "")) is said, (c7_over_c4, mset.note)
+        # The top is better_than_top's: never named here.
+        assert "c5" not in (mset.note or ""), mset.note

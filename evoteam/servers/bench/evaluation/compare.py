@@ -480,7 +480,9 @@ def _styles_clause(b_is_dps: bool, est: stats.Estimate | None = None) -> str:
         lo, hi = (est.lo, est.hi) if b_is_dps else (1 / est.hi, 1 / est.lo)  # the DPS side over the other
         # Only where it leads, significantly: beside 1.00x, 0.989x (mp58) and 1.01x (0.975-1.05) (mp74)
         # "the whole of B's lead" spoke of a lead that was not there.
-        if hi < 1.0:  # the returning side leads, though the style favoured the other (mp74 left it to the reader)
+        # The returning side leads, though the style favoured the other (mp74 left it to the reader); not
+        # beside "not established" (a 75% interval; review).
+        if hi < 1.0 and stats.significant(est, "kernel"):
             said += f", which favoured {dps}: {other}'s lead is a faster kernel"
         elif within_share(lo) and lo > 1.0:
             # What tells the kernel's own gain: the share is a range measured on other kernels, and a

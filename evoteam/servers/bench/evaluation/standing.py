@@ -14,6 +14,7 @@ import logging
 
 from evoteam import stats
 from evoteam.passingstyle import passes_over_returns, share_text, style_of, within_share
+from evoteam.servers.bench.evaluation.leaders import earlier, shown_and_not
 from evoteam.servers.knowledge.measurements import beyond
 from evoteam.servers.knowledge.models import Candidate, Trajectory, TrajectoryPoint
 from evoteam.servers.knowledge.standing import PAIRS, STYLE, WITH_BASELINE
@@ -158,9 +159,9 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
                 + _apart(compared_with, candidate_id, prior_best))
     if best_id == candidate_id:
         last_new = next((p.candidate_id for p in reversed(trajectory.points[:index]) if p.new_best), None)
-        line = _lead(point, first, again, _earlier(trajectory.points[:index]), busy,
+        line = _lead(point, first, again, earlier(trajectory.points[:index]), busy,
                      announced=other is not None and other.new_best, styles=styles or {}, last_new=last_new,
-                     split=_shown_and_not(trajectory.points[:index], point.not_shown_better_than),
+                     split=shown_and_not(trajectory.points[:index], point.not_shown_better_than),
                      compared_with=compared_with)
         # A new best made since, which this one leads by the style's share alone: the one to name
         # now ("ahead of c1" read as stale after c3 passed c1; mp60).
@@ -187,46 +188,12 @@ def _toward_rival(point: TrajectoryPoint, rival: TrajectoryPoint | None, rival_i
     against the other; else the compare that tells the two apart (a candidate found worse than it was
     sent to compare with it; review of mp73)."""
     own = point.candidate_id
-    if point.decided_by == PAIRS and point.worse_than == rival_id:
-        return f"; it is worse than {rival_id} too, by their paired rounds"
-    if rival is not None and rival.decided_by == PAIRS and rival.worse_than == own:
-        return f"; {rival_id} is worse than it, by their paired rounds"
+    if point.worse_than == rival_id:  # by paired rounds or by intervals: no compare asked either way (review)
+        return f"; it is worse than {rival_id} too{_how(point)}"
     if point.decided_by == PAIRS and point.within_noise_of == rival_id or \
             rival is not None and rival.decided_by == PAIRS and rival.within_noise_of == own:
         return f"; with {rival_id}, {NO_DIFFERENCE}"
     return _apart(compared_with, own, rival_id)
-
-
-def _earlier(before: list[TrajectoryPoint]) -> str:
-    """The candidates a new best clears, by the trajectory's rule: the last new best and the leader
-    just before it ("beyond noise of the run's earlier best" named neither; mp49). Both: where it is
-    not shown better than one, _shown_and_not says which ("c1 or c3" read as beating both; mp73)."""
-    last_new, leader = _last_new_and_leader(before)
-    if last_new and leader and last_new != leader:  # "(c1 or c3)" did not say which was which (mp68)
-        return f"{last_new}, the last new best, and {leader}, the leader before it"
-    return last_new or leader or ""
-
-
-def _last_new_and_leader(before: list[TrajectoryPoint]) -> tuple[str | None, str | None]:
-    """The last new best and the leader a new lead is judged against, as the store's rule reads them
-    (standing.trajectory_points): the last that took the lead and was not found worse than a best
-    (a lead found worse side by side is no step to clear; the rank leader read in its place; review)."""
-    last_new = next((p.candidate_id for p in reversed(before) if p.new_best), None)
-    leader = next((p.candidate_id for p in reversed(before) if p.best_so_far_id == p.candidate_id
-                   and not p.worse_than), None)
-    return last_new, leader
-
-
-def _shown_and_not(before: list[TrajectoryPoint], not_shown: str | None) -> tuple[str, str] | None:
-    """Where a new best is not shown better than one of the two it may clear (``not_shown``), the
-    other and that one, each with its role: "c1 or c3" read as beating the leader c3, which a
-    compare then found faster (mp73)."""
-    last_new, leader = _last_new_and_leader(before)
-    if not (last_new and leader and last_new != leader and not_shown in (last_new, leader)):
-        return None
-    if not_shown == leader:
-        return f"{last_new}, the last new best", f"{leader}, the leader before it"
-    return f"{leader}, the leader before it", f"{last_new}, the last new best"
 
 
 def _paired_already(best: TrajectoryPoint, own: str, before: list[TrajectoryPoint]) -> str:
@@ -237,7 +204,7 @@ def _paired_already(best: TrajectoryPoint, own: str, before: list[TrajectoryPoin
     if best.decided_by == PAIRS and best.within_noise_of == own:
         return "; " + NO_DIFFERENCE
     # Only where it cleared ``own`` alone: "c2 or c1" does not say which its paired rounds were with (review).
-    if best.decided_by == PAIRS and best.new_best and own == _earlier(before):
+    if best.decided_by == PAIRS and best.new_best and own == earlier(before):
         return ", found better than it by their paired rounds"
     return ""
 
@@ -348,11 +315,11 @@ def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", b
           announced: bool = True, styles: dict[str, str | None] | None = None, last_new: str | None = None,
           split: tuple[str, str] | None = None, compared_with: str | None = None) -> str:
     """A candidate that leads the run's ranking: announced as a new best only where its point is.
-    ``earlier``: the ids a new best clears (_earlier); ``busy``: said where a busy measurement's
+    ``earlier``: the ids a new best clears (leaders.earlier); ``busy``: said where a busy measurement's
     widened interval is why it is within noise; ``announced``: whether the one it is within noise
     of was announced (before any is, it is the leader it passed: "the last new best" named one
     that never was; mp54); ``split``: the one of those a new best is shown better than, and the one it
-    is not (_shown_and_not)."""
+    is not (leaders.shown_and_not)."""
     how = _how(point)
     if point.new_best:
         # "the run's best: beyond noise …" read awkwardly (mp50).
@@ -416,8 +383,11 @@ def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str
     ``rival``: one the best's paired rounds find better, to tell this one apart from instead."""
     how, styles = _how(point), styles or {}
     if point.better_than:
+        also = f"; {rival} is found better than {best_id} too: {_compare(point.candidate_id, rival)} to tell those two " \
+            "apart" if rival else ""  # c2, which beat both, was not named (review)
         return (f"{'new best of the run: ' if point.new_best else ''}ranks behind the run's best {best_text} by its "
-                f"wider interval, though their paired rounds find it better: {_remeasure(point.candidate_id, best_id)}")
+                f"wider interval, though their paired rounds find it better: {_remeasure(point.candidate_id, best_id)}"
+                + also)
     if point.new_best:  # past the last new best, behind a leader ahead by the style's share alone
         return (f"new best of the run: beyond noise of the last new best{how}; the run's best {best_text} ranks "
                 "above it by destination passing style's share alone, no faster kernel")
@@ -452,10 +422,15 @@ def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str
                 _gap_within_share(point, best, direction):
             # Sent to compare a returning kernel behind a passing best, whose verdict could only
             # say "no faster kernel shown" (mp62); one that reads ahead may still show a faster one.
-            return (f"not a new best: within noise of the run's best {best_text}{how}{busy}, which writes into "
+            # Apart as measured, busy: "within noise" of a best its own interval did not reach (mp75).
+            where = "it reads below" if busy and not point.decided_by else "within noise of"
+            # In a compare with a kernel of its own style, that compare is the advice (mp75: asked again).
+            then = "the compare above, with a kernel of its own style, is what tells its kernel" \
+                if compared_with and styles.get(compared_with) == styles.get(point.candidate_id) \
+                else "compare it with a kernel of its own style"
+            return (f"not a new best: {where} the run's best {best_text}{how}{busy}, which writes into "
                     f"outputs it is given while {point.candidate_id} returns its own: a compare of the two cannot "
-                    f"tell kernels apart within destination passing style's share ({share_text()}); compare it "
-                    "with a kernel of its own style")
+                    f"tell kernels apart within destination passing style's share ({share_text()}); {then}")
         if busy and not point.decided_by and behind:
             # Below the best by its own interval, kept from "worse" by load's widening alone: a 1.5x
             # under a 14.9x best was sent to a compare the model saw no need for (mp70).

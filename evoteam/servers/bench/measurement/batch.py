@@ -37,7 +37,7 @@ from evoteam.servers.bench.measurement.sides import BASELINE, CANDIDATE
 Progress = Callable[[float, float, str], Awaitable[None]]
 # What a candidate writing into given outputs is told against a baseline that returns its own.
 # ("... alone was 1.08-1.13x of this speedup on its own" said it twice; mp49.)
-IN_PLACE_CLAUSE = styles_clause("the candidate", "the baseline", " of this speedup")
+IN_PLACE_CLAUSE = styles_clause("the candidate", "the baseline", " of such a speedup")
 STATUS_ORDER = ["COMPILE_ERROR", "TIMEOUT", "RUNTIME_ERROR", "INCORRECT_SHAPE", "INCORRECT_DTYPE",
                 "INCORRECT_NUMERICAL", "PASSED"]
 
@@ -431,7 +431,7 @@ def _styles_apart(styles: dict[str, bool], label: str) -> str | None:
         return None
     if styles[label]:
         return IN_PLACE_CLAUSE
-    return styles_clause("the baseline", "the candidate") + "; writing into the given outputs (destination passing) gives that back"
+    return styles_clause("the baseline", "the candidate") + "; writing into given outputs gives that back"
 
 
 def _evaluation(kit: Kit, split: Split, outcomes: list[WorkloadOutcome], verdicts: list[WorkloadVerdict],

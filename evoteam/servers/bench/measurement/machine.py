@@ -20,6 +20,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -166,10 +167,14 @@ def runnable_others() -> int | None:
     return None
 
 
+_PLAIN = re.compile(r"[^\w.,:/=+-]")
+
+
 def busy_processes(limit: int = 2, proc: Path = Path("/proc")) -> list[str]:
-    """Up to ``limit`` other processes running or runnable now, as "NAME (pid N)", the command line's
-    program and first word after it: "1 other process runnable" left a model looking at `top` for a
-    process it could not find (mp74). Read only once an evaluation is marked for them."""
+    """Up to ``limit`` other processes running or runnable now, as "NAME (pid N)", NAME the one `top`
+    shows (/proc/PID/comm): "1 other process runnable" left a model looking at `top` for a process
+    it could not find (mp74). Never the command line: another user's arguments may hold a password
+    (review). Read only once an evaluation is marked for them."""
     found = []
     own = os.getpid()
     try:
@@ -181,13 +186,10 @@ def busy_processes(limit: int = 2, proc: Path = Path("/proc")) -> list[str]:
             stat = (proc / pid / "stat").read_text()
             if stat[stat.rindex(")") + 2:][:1] != "R":
                 continue
-            words = (proc / pid / "cmdline").read_bytes().split(b"\0")
+            name = _PLAIN.sub("_", (proc / pid / "comm").read_text(errors="replace").strip())[:16]
         except (OSError, ValueError):
             continue  # gone meanwhile, or not ours to read
-        named = [w.decode(errors="replace") for w in words if w][:2]
-        if named:
-            named[0] = os.path.basename(named[0])
-            found.append(f"{' '.join(named)[:60]} (pid {pid})")
+        found.append(f"{name or '?'} (pid {pid})")
         if len(found) >= limit:
             break
     return found

@@ -47,5 +47,4 @@ def styles_clause(dps: str, other: str, of: str = "") -> str:
     fusion's win what was its style's (mp41). The share is the docs' measurement, said so: "that
     alone was 1.02-1.30x" read as measured on these two (mp74)."""
     return (f"{dps} writes its outputs into slots allocated outside the clock (destination passing), {other} "
-            f"allocates the ones it returns inside it: on the kernels docs/bench.md measured, that alone gave "
-            f"{share_text(of)}")
+            f"allocates the ones it returns inside it: that alone gave, in docs/bench.md, {share_text(of)}")
