@@ -88,3 +88,16 @@ def share_text(of: str = "") -> str:
 def within_share(low: float) -> bool:
     """Whether a lead whose interval starts at ``low`` could be the style's share alone."""
     return low <= STYLE_SHARE[1]
+
+
+async def styles_of(store, ids, missing: tuple[type[BaseException], ...] = (Exception,)) -> dict[str, str | None]:
+    """The output style of each of ``ids`` from its code in ``store`` (anything with an async
+    ``get_candidate``), None where the read raises one of ``missing`` (the kit's baseline side, one
+    gone; by default any failure: a read that fails costs a line's style clause, never the reply)."""
+    styles: dict[str, str | None] = {}
+    for cid in dict.fromkeys(ids):
+        try:
+            styles[cid] = style_of((await store.get_candidate(cid)).code)
+        except missing:
+            styles[cid] = None
+    return styles

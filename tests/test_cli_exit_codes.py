@@ -22,7 +22,7 @@ from click.testing import CliRunner
 
 from evoteam.cli import main
 from evoteam.exitcodes import BAD_INPUT, NOT_FOUND
-from evoteam.servers.team.materialise import SERVER_TOOLS
+from evoteam.servers.team.toolnaming import SERVER_TOOLS
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "task_kits" / "rmsnorm_cpu" / "examples" / "better.py"

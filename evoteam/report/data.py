@@ -20,10 +20,9 @@ from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.verified import ranks
 from evoteam.servers.knowledge.listing import all_candidates
 from evoteam.report.remeasure import MeasurementSet, apart_by_pairs, latest_measurement_set
-from evoteam.passingstyle import within_share
 from evoteam.servers.bench.measurement.machine import QUIET_WHEN
 from evoteam.servers.knowledge.pairedbest import paired_top
-from evoteam.report.styles import better_as_pair, dps_over_returning, drop_style_leads, over_own_style
+from evoteam.report.styles import better_as_pair, drop_style_leads, over_own_style, within_style_share
 from evoteam.servers.knowledge.comparisons import ComparisonRecord, dev_comparisons, paired_verdict
 from evoteam.servers.knowledge.standing import BASELINE, x0_is_baseline
 from evoteam.servers.retrieval.models import RetrievalSeries
@@ -109,9 +108,10 @@ class VersionPoint(BaseModel):
                                  "as one named pair (compare's verdict, the run's paired_best), found better")
     in_progress: bool = Field(default=False, description="the newest version, some of its roles not ended and "
                               "nothing of theirs evaluated yet: no verdict, not a stall")
-    style_share: bool = Field(default=False, description="the version's best writes into output slots allocated "
-                              "outside the clock (destination passing), the best before it returns its outputs: "
-                              "a gain within that style's share is no faster kernel (significant False): a stall")
+    style_share: bool = Field(default=False, description="one of the version's best and the best before it writes "
+                              "into output slots allocated outside the clock (destination passing), the other returns "
+                              "its outputs, and they are apart by no more than that style's share: no faster (or "
+                              "slower) kernel either way (significant False, not worse): a stall")
     promoted_over: str | None = Field(default=None, description="the top by intervals before the version, which "
                                       "the best before it beats side by side (paired rounds)")
     own_style: str | None = Field(default=None, description="the version's best returns its outputs and the best "
@@ -300,20 +300,6 @@ def _first_gain(vp: VersionPoint, own: Candidate, x0: float, direction: str) -> 
         vp.gain_note = f"first ranked result: does not clear the starting score x0 = {x0:.7g}: no gain"
 
 
-async def _within_style_share(store: KnowledgeStore, v: VersionPoint) -> None:
-    """A kernel gain of a version's best in destination passing style over a best that returns its
-    outputs, within what that style alone gained (its outputs allocated outside the clock): no
-    faster kernel. A same-work rewrite into that style read as a significant 1.08x version gain
-    and counted as progress, where one plain process found 1.01 (mp54; compare's reply said so,
-    run_report did not)."""
-    if not (v.significant and v.gain_is_ratio and v.gain_interval and v.best_before_id and v.best_candidate_id):
-        return
-    # Counted as no gain (significant False, a stall): left undecided, nothing could settle it and the
-    # stop rule skipped it (review 2026-12-06), or counted it not on a busy machine (mp55).
-    if within_share(v.gain_interval[0]) and await dps_over_returning(store, v.best_candidate_id, v.best_before_id):
-        v.significant, v.style_share = False, True
-
-
 def _first_by_baseline(report: RunReport, records: list[ComparisonRecord], x0: float | None) -> None:
     """A first version's busy kernel best, which its widened interval leaves open against x0, by
     its kept paired rounds with the baseline where they decide (x0 = 1, the baseline's own
@@ -452,7 +438,7 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
         if v.significant and v.best_before_id and v.best_candidate_id:
             _short_of_start(v, await store.get_candidate(v.best_candidate_id), run.x0, direction)
     for v in versions:
-        await _within_style_share(store, v)
+        await within_style_share(store, v)
     for v in versions:
         _unmeasured_lead(v, points, run.x0, direction)
         await over_own_style(store, v, earlier_ids.get(v.version, []), records, picked.get(v.version, 1), run.x0,

@@ -5,9 +5,9 @@ batch of them takes."""
 from __future__ import annotations
 
 from evoteam import stats
-from evoteam.passingstyle import style_of
-from evoteam.servers.knowledge.comparisons import dev_comparisons, paired_sides
+from evoteam.passingstyle import styles_of
 from evoteam.servers.knowledge.errors import StoreError
+from evoteam.servers.knowledge.comparisons import dev_comparisons, paired_sides
 from evoteam.servers.knowledge.listing import all_candidates
 from evoteam.servers.knowledge.measurements import any_contended, beyond, rank_key, widened_for_load
 from evoteam.servers.knowledge.models import CandidateSummary
@@ -120,13 +120,8 @@ async def _styles_compared(store: KnowledgeStore, records: list) -> dict[str, st
     """The output style of each candidate the kept compares name: a returning twin behind a
     destination-passing best by that style's share alone read "worse" and was left out, so the
     default batch timed the best alone (mp75)."""
-    styles: dict[str, str | None] = {}
-    for cid in dict.fromkeys(i for r in records for i in (r.a_candidate_id, r.b_candidate_id)):
-        try:
-            styles[cid] = style_of((await store.get_candidate(cid)).code)
-        except StoreError:  # the kit's baseline side, or one gone: no style read
-            styles[cid] = None
-    return styles
+    # Only a side that is no candidate reads as no style: a store away raises, as a read of the run would.
+    return await styles_of(store, (i for r in records for i in (r.a_candidate_id, r.b_candidate_id)), (StoreError,))
 
 
 async def finalists(store: KnowledgeStore, run_id: str) -> list[CandidateSummary]:

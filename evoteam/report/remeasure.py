@@ -405,7 +405,7 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
     await drop_style_leads(store, mset, records)
     caveats(mset)
     await note_style_top(store, mset, records)
-    note_order_against_pairs(mset, records)
+    await note_order_against_pairs(store, mset, records)
     if not candidate_ids and offered == 1 and not added:  # a ranking of one (mp46)
         mset.add_note("only the run's best was re-measured: no other ranked candidate could lead it (there is "
                       "none, or each is worse by paired rounds or apart by intervals); name candidate_ids to "

@@ -8,9 +8,10 @@ gain as none (data.py), and `bench.remeasure` does not list such a finalist as b
 from __future__ import annotations
 
 from evoteam import stats
-from evoteam.passingstyle import passes_over_returns, share_text, style_of, within_share
+from evoteam.passingstyle import passes_over_returns, share_text, style_of, styles_of, within_share
 from evoteam.passingstyle import dps_over_returning as codes_dps_over_returning
 from evoteam.servers.knowledge.comparisons import paired_verdict
+from evoteam.servers.knowledge.errors import StoreError
 from evoteam.servers.knowledge.measurements import candidate_estimate, clears_start
 from evoteam.servers.knowledge.pairedbest import paired_top
 from evoteam.servers.knowledge.store import KnowledgeStore
@@ -20,6 +21,26 @@ async def dps_over_returning(store: KnowledgeStore, own_id: str, other_id: str) 
     """Whether ``own_id`` passes destination style and ``other_id`` returns its outputs (Python files)."""
     own, other = await store.get_candidate(own_id), await store.get_candidate(other_id)
     return codes_dps_over_returning(own.code, other.code)
+
+
+async def within_style_share(store: KnowledgeStore, v) -> None:
+    """A version's kernel gain over the best before it, where one of the two passes destination style
+    and the other returns its outputs, within what that style alone gains (its outputs allocated
+    outside the clock): no faster kernel, and no slower one. A same-work rewrite into that style read
+    as a significant 1.08x version gain and counted as progress, where one plain process found 1.01
+    (mp54); its returning twin as the version's best read "worse, significant" beside the
+    trajectory's "no slower kernel" (rev76). Counted as no gain (significant False, a stall): left
+    undecided, nothing could settle it and the stop rule skipped it (review 2026-12-06)."""
+    # Behind by the share, only as paired rounds find it (comparisons.paired_sides): by intervals the
+    # trajectory reads the style's share one way round alone (standing._style_only).
+    if not (v.gain_is_ratio and v.gain_interval and v.best_before_id and v.best_candidate_id) or \
+            v.gain_interval[0] <= 0 or not (v.significant or v.worse and v.paired_batches):
+        return
+    # The lower end of the leader's lead, as comparisons.paired_sides reads the style's share.
+    ahead, behind, lead = (v.best_candidate_id, v.best_before_id, v.gain_interval[0]) if v.significant else \
+        (v.best_before_id, v.best_candidate_id, 1 / v.gain_interval[1])
+    if within_share(lead) and await dps_over_returning(store, ahead, behind):
+        v.significant, v.worse, v.style_share = False, False, True
 
 
 async def over_own_style(store: KnowledgeStore, v, earlier: list[str], records: list, picked_of: int,
@@ -120,13 +141,12 @@ async def _faster_in_its_style(store: KnowledgeStore, records: list, mset, behin
     by side: a faster kernel shown without the style. Said beside "no faster kernel", not in its place:
     a returning twin of the top was found 1.13x faster than ``behind`` (mp73), but an unrelated one
     says nothing of the top's own kernel (review)."""
-    own = await store.get_candidate(behind)
     for other in mset.order_after:
         if other in (behind, mset.order_after[0]):
             continue
         found = paired_verdict(records, behind, other)
         if found is not None and found.kind == "kernel" and found.significant and found.estimate[0] > 1 and \
-                style_of((await store.get_candidate(other)).code) == "returns" == style_of(own.code):
+                set((await styles_of(store, [behind, other], (StoreError,))).values()) == {"returns"}:
             return other
     return None
 

@@ -153,9 +153,11 @@ def _gain_text(v: VersionPoint, direction: str | None = None) -> str | None:
         return (f"{shown} over {_before(v)}: not established: that best beats {v.promoted_over}, the top by "
                 f"intervals, side by side, and the intervals cannot tell the version's best from it "
                 f"({_compare_call(v)}: its paired verdict decides)")
-    if v.style_share:
-        return (f"{shown} over {_before(v)}: no faster kernel shown: the version's best writes its "
-                f"outputs into slots allocated outside the clock (destination passing), the best before it "
+    if v.style_share:  # either way round: which one passes is read from the gain (styles.within_style_share)
+        ahead, behind = ("the version's best", "the best before it") if v.gain > 1 else \
+            ("the best before it", "the version's best")
+        return (f"{shown} over {_before(v)}: no {'faster' if v.gain > 1 else 'slower'} kernel shown: {ahead} "
+                f"writes its outputs into slots allocated outside the clock (destination passing), {behind} "
                 f"allocates the ones it returns inside it, which alone was {share_text()} "
                 "(docs/bench.md): counted as a stall, as a faster kernel shows as a gain over a best of its "
                 "own style")

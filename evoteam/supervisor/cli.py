@@ -129,7 +129,7 @@ async def supervise_async(settings: Settings, target: str | None, *, budget_usd:
                           team_file: Path | None = None, stall_versions: int | None = 3) -> int:
     from evoteam.servers.team.core import TeamService, new_owner, role_env
     from evoteam.servers.team.cost import load_price_table
-    from evoteam.servers.team.materialise import ToolNaming
+    from evoteam.servers.team.toolnaming import ToolNaming
     from evoteam.servers.team.runners import default_runner_factory
     from evoteam.supervisor.driver import DriverConfig, SupervisorDriver
     from evoteam.supervisor.view import LiveView

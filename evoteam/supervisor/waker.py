@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from evoteam.servers.team.launch import guarded_cli, session_env
-from evoteam.servers.team.materialise import ToolNaming
+from evoteam.servers.team.toolnaming import ToolNaming
 from evoteam.servers.team.runners import EVOTEAM_SERVERS, Progress, _aclose, mcp_server_config
 
 

@@ -152,6 +152,14 @@ async def test_compare(fast_settings, store, fast_kit):
     # decision deserves a narrower interval than one evaluation), and the result stays compact.
     assert cmp["rounds"] == 6 and len(json.dumps(cmp)) < 2000
     assert cmp["verdict"].startswith(("B is faster", "no significant difference"))
+    assert cmp.get("heldout_set") is None  # dev: no held-out set
+    # On held-out inputs the set is named, as an evaluation's metrics name it: two held-out scores rank
+    # only within one set, and a compare's reply did not say which (mp77).
+    async with Client(build_server(fast_settings, store)) as client:
+        held = data(await client.call_tool("compare", {"kit": "rmsnorm_fast", "a_path": str(slow), "b_code": BETTER,
+                                                       "split": "heldout"}))
+        one = data(await client.call_tool("evaluate", {"kit": "rmsnorm_fast", "code": BETTER, "split": "heldout"}))
+    assert held["heldout_set"] == one["metrics"]["heldout_set"] and held["heldout_set"].startswith("hs_"), held
 
 
 async def test_compare_takes_the_kits_baseline_by_name_and_repeats_for_kernels(fast_settings, store, fast_kit):

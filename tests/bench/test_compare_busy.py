@@ -66,7 +66,9 @@ async def test_a_compare_of_a_returning_and_a_destination_passing_side_says_so(f
     assert cmp.b.status == "PASSED", cmp.b.message
     assert "; B writes its outputs into slots allocated outside the clock (destination passing), A allocates" \
         in cmp.verdict, cmp.verdict
-    assert cmp.a.note == "the kit's baseline" and cmp.b.note is None
+    # Its score is over the baseline's own rounds: an A/A check, said so (1.08x read as a gain; mp76).
+    assert cmp.a.note == ("the kit's baseline, timed beside its own rounds: an A/A check, whose interval holds 1 "
+                          "in a fair batch") and cmp.b.note is None
     # Said once, in the verdict: B's own message against the baseline leaves its clause out.
     assert "destination passing" not in (cmp.b.message or "") and "destination passing" not in (cmp.a.message or "")
     # Each side's speedup is this batch's, not the candidate's own score, which pools its evaluations:

@@ -16,7 +16,8 @@ from evoteam.codehash import code_hash
 from evoteam.servers.bench.evaluation.standing import run_standing, standing_line
 from evoteam.servers.bench.server import build_server
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
-from evoteam.servers.knowledge.models import CandidateCreate, RunCreate, Trajectory, TrajectoryPoint
+from evoteam.servers.knowledge.models import CandidateCreate, RunCreate
+from evoteam.servers.knowledge.trajectory import Trajectory, TrajectoryPoint
 from evoteam.servers.knowledge.store import Actor
 from tests.bench.test_bench_server import BETTER as EINSUM  # a kernel about 2x the baseline
 
@@ -551,3 +552,76 @@ def test_where_b_stands_in_the_run_is_not_read_as_the_pairs_verdict():
     about_a = "not a new best: within noise of the run's best cand_a; their paired rounds find no difference"
     assert stands_in_run("B", "cand_a", about_a) == f"; B in the run: {about_a}"
     assert stands_in_run("cand_b", "baseline", "the run's best") == "; cand_b in the run: the run's best"
+
+
+async def test_two_named_to_tell_apart_are_told_what_their_kept_paired_rounds_found(verifier):
+    """c2 measured again was told "bench.compare c2 and c4 by id to tell them apart" minutes after a
+    compare of the two had found no difference: neither's point was judged against the other, so the
+    trajectory's verdicts did not hold it (mp76). The line reads the run's kept rounds of the two it
+    names, and says what they found; with none kept, the compare is still the advice."""
+    from evoteam.servers.knowledge.comparisons import keep_comparison, record_of
+
+    run = await verifier.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+    a = await verifier.record_candidate(measured(run.id, "a = 1\n", 2.0))
+    await verifier.record_candidate(measured(run.id, "r = 1\n", 3.0))
+    t = await verifier.record_candidate(measured(run.id, "t = 1\n", 3.05))
+    assert (await verifier.get_run(run.id)).best_candidate_id == t.id
+    a = await verifier.record_candidate(measured(run.id, "a = 1\n", 2.1))  # measured again, behind t
+    plain = await run_standing(verifier, a, "kernel", again=True, prior_best=t.id)
+    assert plain.startswith(f"not the run's best: that is {t.id}") and \
+        f"bench.compare {a.id} and {t.id} by id to tell them apart" in plain, plain
+
+    async def kept(ratio: float) -> None:  # t over a, 30 paired rounds of each workload
+        record = record_of(a.id, t.id, kit="k", split="dev", kind="kernel",
+                           samples={"w": [ratio * (1 + (i % 5 - 2) / 200) for i in range(30)]}, ranges=None,
+                           contended=False, measured_at=datetime.now(timezone.utc))
+        assert await keep_comparison(verifier, run.id, record) is None
+
+    await kept(1.0)
+    tied = await run_standing(verifier, a, "kernel", again=True, prior_best=t.id)
+    assert tied.startswith(f"not the run's best: that is {t.id}") and f"; with {t.id}, their paired rounds find no " \
+        "difference: report the two as one result" in tied and "to tell them apart" not in tied, tied
+    # In a program's words, its runs are not paired: said so.
+    assert "their runs find no significant difference" in \
+        (await run_standing(verifier, a, "program", again=True, prior_best=t.id)), "program"
+    # Pooled with a second batch that finds t faster: a is worse than t, said as such.
+    for _ in range(3):
+        await kept(1.3)
+    worse = await run_standing(verifier, a, "kernel", again=True, prior_best=t.id)
+    assert worse.endswith(f"; their paired rounds find it worse than {t.id}"), worse
+
+
+def test_the_styles_share_between_the_best_and_a_passing_one_is_said_the_way_round_it_is():
+    """A returning leader whose paired rounds find a passing candidate ahead of it by destination
+    passing style's share alone (within its noise by that share): the passing one's line read "that
+    is R, ahead of it by no more than that share", the other way round (rev76)."""
+    d = point("cand_d", 3.7, 3.4, 4.1, "cand_d", new_best=True, decided_by="intervals")
+    r = point("cand_r", 3.8, 3.5, 4.0, "cand_r", within_noise_of="cand_d",
+              decided_by="destination passing style's share")
+    run = trajectory(d, r)
+    line = standing_line(run, "cand_d", "×", again=True, styles={"cand_d": "dps", "cand_r": "returns"})
+    assert line.startswith("not the run's best: that is cand_r") and line.endswith(
+        "; it is ahead of that one side by side by no more than destination passing style's share (no faster "
+        "kernel)"), line
+    line = standing_line(run, "cand_d", "×", again=True, styles={"cand_d": "returns", "cand_r": "dps"})
+    assert line.endswith(", ahead of it by no more than destination passing style's share (no faster kernel)"), line
+    assert "bench.compare" not in line, line
+
+
+def test_one_that_took_the_lead_is_told_what_kept_rounds_found_with_the_best_it_passed():
+    """Measured again, c1 took the lead from c2: kept rounds that find it better said "c2, which ranks
+    above it" and asked for a re-measurement; ones that find it worse did not say c2 is the better of
+    the two (rev76)."""
+    from evoteam.servers.knowledge.standing import trajectory_points
+    from tests.knowledge.test_trajectory_rules import _row
+
+    rows = [_row(1, 1.6, 1.5, 1.7), _row(2, 1.55, 1.45, 1.65)]
+    for side, then in (("better", "; their paired rounds find it better than c2 too"),
+                       ("worse", "; their paired rounds find it worse than c2, the better of the two: bench.remeasure "
+                                 "with candidate_ids [c1, c2] on a quiet machine lets the ranking follow")):
+        pairs = {("c2", "c1"): side, ("c1", "c2"): {"better": "worse", "worse": "better"}[side]}
+        points, best = trajectory_points(rows, "maximize", 1.0, lambda a, b: pairs.get((a, b)))
+        run = Trajectory(run_id="r", direction="maximize", points=points, best_score=best["score"], ndg=None)
+        line = standing_line(run, "c1", "×", again=True, prior_best="c2", paired=lambda a, b: pairs.get((a, b)))
+        assert line == "now leads the run's ranking, ahead of c2, the best before this measurement" + then, line
+

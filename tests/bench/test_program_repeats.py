@@ -266,6 +266,8 @@ async def test_a_programs_compare_runs_pool_into_its_candidates(tmp_path: Path):
         vs_base = await compare_candidates(settings, "circle_packing_26", {"candidate_id": "baseline"},
                                            {"candidate_id": c.candidate_id}, store=kb)
         assert f"B's 4 into {c.candidate_id}" in vs_base.verdict, vs_base.verdict
+        # A program's baseline is its starting program, whose score is no ratio: no A/A check said (rev76).
+        assert vs_base.a.note == "the kit's baseline", vs_base.a.note
         assert (await kb.get_run(run.id)).best_candidate_id == c.candidate_id  # 5 alike: it ranks, and leads
         calls = []
 

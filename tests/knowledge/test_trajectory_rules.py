@@ -136,7 +136,7 @@ def test_a_candidate_ranked_below_the_best_but_better_side_by_side_says_so():
     # "within noise of c1, the last new best" after a compare had found c2 better than c1 (mp65).
     assert second.new_best
     from evoteam.servers.bench.evaluation.standing import standing_line
-    from evoteam.servers.knowledge.models import Trajectory
+    from evoteam.servers.knowledge.trajectory import Trajectory
 
     run = Trajectory(run_id="r", direction="maximize", points=points, best_score=1.5, ndg=None)
     assert standing_line(run, "c2", "×").startswith("new best of the run: ranks behind the run's best c1 at "), \
@@ -178,7 +178,7 @@ def test_a_kernel_found_slower_than_the_last_new_best_stays_so_when_a_tie_takes_
     assert by["c3"] == (False, None, "c1", "paired rounds"), by
     # Its line names the one it is worse than, and the best that ranks above it.
     from evoteam.servers.bench.evaluation.standing import standing_line
-    from evoteam.servers.knowledge.models import Trajectory
+    from evoteam.servers.knowledge.trajectory import Trajectory
 
     run = Trajectory(run_id="r", direction="maximize", points=points, best_score=3.05, ndg=None)
     line = standing_line(run, "c3", "×")
@@ -214,14 +214,15 @@ def test_a_leader_by_the_styles_share_alone_does_not_hide_a_later_step():
     # Beside new_best, the best it trails (a new best that is not best_so_far_id read as a contradiction; mp60).
     assert by["c3"] == (True, "c2", "paired rounds") and best["id"] == "c2", by
     from evoteam.servers.bench.evaluation.standing import standing_line
-    from evoteam.servers.knowledge.models import Trajectory
+    from evoteam.servers.knowledge.trajectory import Trajectory
 
     run = Trajectory(run_id="r", direction="maximize", points=points, best_score=1.8, ndg=None)
     line = standing_line(run, "c3", "×")
     assert line.startswith("new best of the run: beyond noise of the last new best (by their paired rounds); the run's "
                            "best c2 at 1.80× (1.75–1.85) ranks above it by destination passing style's share alone"), line
     # The leader's own line names the new best made since, not only the one it passed ("ahead of c1"; mp60).
-    lead = standing_line(run, "c2", "×", compared_with="c3")
+    # With the styles run_standing reads (c2's and c1's): which of the two is ahead is said (mp76).
+    lead = standing_line(run, "c2", "×", compared_with="c3", styles={"c2": "dps", "c1": "returns"})
     assert lead.startswith("leads the run's ranking but is not a new best: it is ahead of c1 by no more than "
                            "destination passing style's share"), lead
     assert lead.endswith("; the last new best is c3, made since, which it leads by no more than that share"), lead
@@ -254,7 +255,7 @@ def test_a_leader_within_noise_of_an_earlier_best_names_the_last_new_best():
     """c3 leads, tied side by side with c1, while c2 (found better than c1) is the last new best: its
     line called c1 "the last new best" (review)."""
     from evoteam.servers.bench.evaluation.standing import standing_line
-    from evoteam.servers.knowledge.models import Trajectory
+    from evoteam.servers.knowledge.trajectory import Trajectory
 
     rows = [_row(1, 1.50, 1.49, 1.51), _row(2, 1.55, 1.40, 1.70), _row(3, 1.52, 1.50, 1.54)]
     pairs = {("c1", "c2"): "better", ("c1", "c3"): "tied"}
@@ -271,7 +272,7 @@ def test_a_new_best_says_which_of_the_two_bests_it_is_not_shown_better_than():
     it)", read as beating c2, which a compare then found faster (mp73). Still a new best (a chain of
     leads within noise cannot hide a gain over c1), and the one it is not shown better than is named."""
     from evoteam.servers.bench.evaluation.standing import standing_line
-    from evoteam.servers.knowledge.models import Trajectory
+    from evoteam.servers.knowledge.trajectory import Trajectory
 
     rows = [_row(1, 13.8, 12.5, 15.198), _row(2, 16.26, 15.06, 17.83), _row(6, 16.4, 15.207, 17.2)]
 
@@ -312,13 +313,138 @@ def test_a_new_best_says_which_of_the_two_bests_it_is_not_shown_better_than():
     assert points[1].new_best and points[1].not_shown_better_than is None, points[1]
 
 
+def test_a_new_best_tied_side_by_side_with_the_other_says_so_rather_than_ask_for_a_compare():
+    """A new best whose paired rounds with the leader before it find no difference was told "not shown
+    better than c2: bench.compare c6 and c2 by id before building on either", a compare already made
+    (rev75 M3). The point says why it is left open (not_shown_by), and the line says what the rounds
+    found; an overlap of intervals alone still asks for the compare, and a lead by the style's share
+    alone says so."""
+    from evoteam.servers.bench.evaluation.standing import program_words, standing_line
+    from evoteam.servers.knowledge.trajectory import Trajectory
+
+    rows = [_row(1, 13.8, 12.5, 15.198), _row(2, 16.26, 15.06, 17.0), _row(6, 17.5, 17.1, 17.9)]
+
+    def line_for(pairs, styles=None, compared_with=None):
+        points, best = trajectory_points(rows, "maximize", 1.0, lambda a, b: pairs.get((a, b)), styles)
+        run = Trajectory(run_id="r", direction="maximize", points=points, best_score=best["score"], ndg=None)
+        return points[2], standing_line(run, "c6", "×", compared_with=compared_with, styles=styles)
+
+    point, line = line_for({("c2", "c6"): "tied"})
+    assert point.new_best and (point.not_shown_better_than, point.not_shown_by) == ("c2", "paired rounds"), point
+    assert line.startswith("new best of the run: beyond noise of c1, the last new best (by their intervals), but not "
+                           "shown better than c2, the leader before it: their paired rounds find no difference: "
+                           "report the two as one result"), line
+    assert "before building on either" not in line and "bench.compare c6 and c2 by id" not in line, line
+    # The same in a program's words: its runs are not paired.
+    assert "their runs find no significant difference" in program_words(line), program_words(line)
+    # Also where the new best was decided by paired rounds with c1.
+    point, line = line_for({("c2", "c6"): "tied", ("c1", "c6"): "better"})
+    assert point.not_shown_by == "paired rounds" and "(by their paired rounds), but not shown better than c2, the " \
+        "leader before it: their paired rounds find no difference" in line, line
+    # Found better than c1, and over a returning c2 by destination passing style's share alone: no
+    # faster kernel than c2 shown.
+    styles = {"c1": "returns", "c2": "returns", "c6": "dps"}
+    point, line = line_for({("c2", "c6"): "style", ("c1", "c6"): "better"}, styles)
+    assert point.new_best and (point.not_shown_better_than, point.not_shown_by) == \
+        ("c2", "destination passing style's share"), point
+    assert "but not shown better than c2, the leader before it: it is ahead of c2 by no more than destination " \
+        "passing style's share" in line and "bench.compare" not in line, line
+    # Intervals that overlap, with no paired rounds: the compare is still what tells them apart.
+    overlap = [_row(1, 13.8, 12.5, 15.198), _row(2, 16.26, 15.06, 17.83), _row(6, 16.4, 15.207, 17.2)]
+    points, _ = trajectory_points(overlap, "maximize", 1.0)
+    assert (points[2].not_shown_better_than, points[2].not_shown_by) == ("c2", "intervals"), points[2]
+    # Nothing left open: no reason given either.
+    points, _ = trajectory_points(rows, "maximize", 1.0)
+    assert points[2].not_shown_better_than is None and points[2].not_shown_by is None, points[2]
+
+
+def test_a_returning_lead_behind_a_passing_best_by_the_styles_share_is_no_slower_kernel():
+    """c2 passes destination style; c3, the same kernel returning its outputs, took the lead by its
+    interval, and their paired rounds find c2 ahead by 1.03x: within that style's share. c3 read
+    "worse_than c2 (paired rounds)" while remeasure said no faster kernel is shown (rev75 L2, mp76).
+    It is no slower kernel than c2: what it clears otherwise is a kernel's, and what it does not, it
+    is within noise of. Beyond the share, paired rounds that find it slower still make it worse. A
+    returning leader is no leader by the style's share: one ranked below it is not announced for
+    trailing it (rev76)."""
+    from evoteam.servers.bench.evaluation.standing import standing_line
+    from evoteam.servers.knowledge.trajectory import Trajectory
+
+    rows = [_row(1, 3.2, 2.9, 3.67), _row(2, 3.73, 3.41, 4.08), _row(3, 3.76, 3.53, 3.99)]
+    styles = {"c1": "returns", "c2": "dps", "c3": "returns"}
+
+    def run_of(pairs, styles_, rows_=rows):
+        points, best = trajectory_points(rows_, "maximize", 1.0, lambda a, b: pairs.get((a, b)), styles_)
+        return {p.candidate_id: p for p in points}, Trajectory(run_id="r", direction="maximize", points=points,
+                                                               best_score=best["score"], ndg=None)
+
+    # The pairs as comparisons.paired_sides reads them: "style" either way round. c3 does not clear c1.
+    by, run = run_of({("c2", "c3"): "style", ("c1", "c2"): "style"}, styles)
+    assert by["c3"].worse_than is None and not by["c3"].new_best, by["c3"]
+    assert (by["c3"].within_noise_of, by["c3"].decided_by) == ("c1", "intervals"), by["c3"]
+    # A returning leader: the candidate ranked below it, overlapping it, is no new best for trailing it.
+    more = [_row(1, 1.3, 1.25, 1.35), _row(2, 1.5, 1.3, 1.7), _row(3, 1.6, 1.5, 1.7), _row(4, 1.45, 1.4, 1.5)]
+    by, run = run_of({("c2", "c3"): "style"}, {**styles, "c4": "returns"}, more)
+    # c3 clears c1 by intervals, both returning: a faster kernel than c1, and open with c2 by the style.
+    assert by["c3"].new_best and (by["c3"].not_shown_better_than, by["c3"].not_shown_by) == \
+        ("c2", "destination passing style's share"), by["c3"]
+    assert not by["c4"].new_best and by["c4"].within_noise_of == "c3", by["c4"]
+    line = standing_line(run, "c3", "×", styles=styles)
+    assert line.startswith("new best of the run: beyond noise of c1, the last new best (by their intervals), but not "
+                           "shown better than c2, the leader before it: c2 is ahead of it by no more than destination "
+                           "passing style's share (c2 writes into outputs it is given, c3 returns its own"), line
+    # Worse by more than the share (paired_sides reads "worse"): worse, as before.
+    by, _ = run_of({("c2", "c3"): "worse", ("c1", "c3"): "better"}, styles)
+    assert by["c3"].worse_than == "c2" and by["c3"].decided_by == "paired rounds", by["c3"]
+    # Found better than c1 side by side (a faster kernel than c1: c2 led it by the style's share alone,
+    # mp76's c2r) and behind c2 by the share alone: a new best, open with c2 by the style, said in the
+    # direction the styles give.
+    by, run = run_of({("c1", "c2"): "style", ("c2", "c3"): "style", ("c1", "c3"): "better"}, styles)
+    assert by["c3"].new_best and (by["c3"].not_shown_better_than, by["c3"].not_shown_by) == \
+        ("c2", "destination passing style's share"), by["c3"]
+    line = standing_line(run, "c3", "×", styles=styles)
+    assert "but not shown better than c2, the leader before it: c2 is ahead of it by no more than destination " \
+        "passing style's share" in line, line
+
+
+def test_a_lead_whose_paired_rounds_do_not_find_it_ahead_of_the_leader_before_it_does_not_clear_it():
+    """c3 returns its outputs and leads c2, which passes destination style, by a clear interval;
+    their paired rounds find c2 ahead by that style's share (or no difference). c3 was announced
+    "beyond noise of c2" while c2's line said it was ahead of c3 (rev77): paired rounds decide where
+    they exist, so the leader before it is not cleared, and c1's wide interval is not either."""
+    rows = [_kernel(1, 1.5, 1.2, 1.8, dps=False), _kernel(2, 1.55, 1.50, 1.60, dps=True),
+            _kernel(3, 1.7, 1.62, 1.78, dps=False)]
+    for side in ("style", "tied"):
+        points, _ = trajectory_points(rows, "maximize", 1.0, lambda a, b: side if {a, b} == {"c2", "c3"} else None)
+        c3 = points[2]
+        assert not c3.new_best and c3.worse_than is None, (side, c3)
+        assert c3.within_noise_of in ("c1", "c2") and c3.best_so_far_id == "c3", (side, c3)
+    # With no paired rounds, the same intervals clear c2: a new best, open with c1's wide interval.
+    points, _ = trajectory_points(rows, "maximize", 1.0)
+    assert points[2].new_best and (points[2].not_shown_better_than, points[2].not_shown_by) == ("c1", "intervals")
+
+
+def test_a_leader_tied_with_the_leader_before_it_names_the_last_new_best_where_there_is_one():
+    """c3 leads c2 by rank and their paired rounds find no difference; c2 was never announced, but c1
+    was. c3's line said "the leader before it (none is announced past x0 yet)" (rev77)."""
+    from evoteam.servers.bench.evaluation.standing import standing_line
+    from evoteam.servers.knowledge.trajectory import Trajectory
+
+    rows = [_row(1, 1.5, 1.2, 1.8), _row(2, 1.55, 1.50, 1.60), _row(3, 1.58, 1.51, 1.65)]
+    points, best = trajectory_points(rows, "maximize", 1.0, lambda a, b: "tied" if {a, b} == {"c2", "c3"} else None)
+    assert points[0].new_best and not points[1].new_best and points[2].within_noise_of == "c2", points
+    line = standing_line(Trajectory(run_id="r", direction="maximize", points=points, best_score=best["score"],
+                                    ndg=None), "c3", "×")
+    assert "within noise of c2, the leader before it; the last new best is c1 (bench.compare c3 and c1 by id to " \
+        "tell them apart)" in line and "none is announced" not in line, line
+
+
 def test_a_leader_found_worse_side_by_side_sends_others_to_the_one_found_better():
     """c6 leads the ranking by a hair of its interval, but a compare found c2 faster; c2 and c5 were
     compared next, and c5's line said "not the run's best: that is c6 …; bench.compare c5 and c6 by
     id", a compare of two both found slower than c2 (mp73). The lines name c2, and send to it only
     where nothing has told the two apart yet."""
     from evoteam.servers.bench.evaluation.standing import standing_line
-    from evoteam.servers.knowledge.models import Trajectory
+    from evoteam.servers.knowledge.trajectory import Trajectory
 
     rows = [_row(1, 13.8, 12.5, 15.198), _row(2, 16.26, 15.06, 17.83), _row(5, 15.1, 14.0, 16.2),
             _row(6, 16.4, 15.207, 17.2), _row(9, 16.0, 14.9, 17.1)]
@@ -375,7 +501,7 @@ def test_one_found_better_than_the_leader_and_worse_than_another_names_that_othe
     """c4, found better than the leader c3 side by side but worse than c2, was told "it is the better
     of the two; remeasure", with no word of c2, which beat both (review of mp73's fixes)."""
     from evoteam.servers.bench.evaluation.standing import standing_line
-    from evoteam.servers.knowledge.models import Trajectory
+    from evoteam.servers.knowledge.trajectory import Trajectory
 
     rows = [_row(1, 1.5, 1.45, 1.55), _row(2, 1.8, 1.7, 1.9), _row(3, 1.85, 1.75, 1.95), _row(4, 1.8, 1.6, 2.0)]
     pairs = {("c2", "c3"): "worse", ("c3", "c4"): "better", ("c2", "c4"): "worse"}

@@ -53,27 +53,41 @@ async def test_a_lead_within_the_styles_share_is_no_new_best(store, verifier):
     assert f"within noise of {top}" in before and "it is progress only once their paired rounds find it better by " \
         f"more than destination passing style's share ({rewrite} writes into outputs it is given, {top} returns " \
         "its own: 1.02-1.30x, most on short calls) (bench.compare" in before, before
+    # Within the share, the compare it names cannot tell its kernel: one of its own style can (mp77).
+    assert before.endswith("; within that share, a compare with a kernel of its own style tells whether its kernel "
+                           "is faster"), before
     await _paired(verifier, run.id, top, rewrite, 1.07)  # significant, and no more than the style's share
     points = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}
     assert points[top].new_best
     assert not points[rewrite].new_best and points[rewrite].within_noise_of == top, points[rewrite]
     assert points[rewrite].decided_by == STYLE == "destination passing style's share"
     trajectory = await store.trajectory(run.id)
-    line = standing_line(trajectory, rewrite, "×")
+    # The styles as run_standing reads them: which of the two is ahead by the share is said by them (a
+    # returning lead behind a passing best is within noise of it too; mp76). Unknown, neither is named.
+    unknown = standing_line(trajectory, rewrite, "×")
+    assert unknown.endswith(f"within noise of {top} by destination passing style's share (1.02-1.30x, most on "
+                            "short calls): one of the two writes into outputs it is given, so no faster kernel "
+                            "either way"), unknown
+    styles = {rewrite: "dps", top: "returns"}
+    line = standing_line(trajectory, rewrite, "×", styles=styles)
     assert line.startswith(f"leads the run's ranking but is not a new best: it is ahead of {top} by no more than "
                            "destination passing style's share"), line
     # No advice that the tools could not follow up: a compare with some third candidate decides nothing here.
     assert line.endswith("so no faster kernel is shown; a lead over a best of its own style shows one"), line
     # In a compare of the two, whose reply says the styles and the share already: said short (three times in
     # one reply, 2,645 characters; mp73).
-    short = standing_line(trajectory, rewrite, "×", compared_with=top)
+    short = standing_line(trajectory, rewrite, "×", compared_with=top, styles=styles)
     assert short == (f"leads the run's ranking but is not a new best: it is ahead of {top} by no more than destination "
                      "passing style's share: no faster kernel is shown; a lead over a best of its own style shows "
                      "one"), short
     # The one it passed, measured again: no advice to compare what was compared (mp56).
-    again = standing_line(trajectory, top, "×")
+    again = standing_line(trajectory, top, "×", styles=styles)
     assert again.startswith(f"not the run's best: that is {rewrite}") and "bench.compare" not in again, again
     assert "ahead of it by no more than destination passing style's share (no faster kernel)" in again, again
+    # As run_standing reads the styles (its own, the run's best's), and unknown: neither named ahead.
+    assert again == await run_standing(verifier, await verifier.get_candidate(top), "kernel", again=True)
+    assert "apart from it by no more than destination passing style's share (no faster kernel either way)" in \
+        standing_line(trajectory, top, "×")
     # The leader was never announced: said, beside its own "not a new best" (mp63).
     assert ", which leads the run's ranking but is not a new best, ahead of it" in again, again
 

@@ -91,3 +91,19 @@ async def test_kernel_loop_names_add_learnings_arguments_as_the_tool_takes_them(
     for name in schema["required"]:
         assert f"`{name}`" in step, name
     assert "`kind`" in step and "kind" in schema["properties"]
+
+
+def test_kernel_loop_quotes_the_compare_a_standing_names_and_when_none_is_needed():
+    """mp76 and mp77 followed "compare the parent" while the standing named another pair, and ran
+    compares whose answer the replies already gave (a pair already compared; against the baseline,
+    after an evaluation already paired with it). The skill quotes
+    the standing's own words for the compare, which sides they are, and when none is needed."""
+    from evoteam.servers.bench.evaluation.pairwords import compare_two
+
+    flat = " ".join(text("skills/kernel-loop/SKILL.md").split())
+    step = flat[flat.index("**Did it help?**"):flat.index("**Its cost and reach.**")]
+    assert f"`{compare_two('X', 'Y')}`, X the child: B is X, A is Y" in step, step
+    assert "what the two's paired rounds found" in step and "needs no compare with the baseline" in step
+    # Not a style-share verdict by intervals: side by side, a compare can still show a faster kernel (rev77).
+    assert "style's share alone" not in step.split("Otherwise")[0], step
+    assert "A is its parent instead" in step  # what the change alone gained, asked apart from progress

@@ -499,6 +499,42 @@ async def test_a_gain_within_destination_passing_styles_share_is_not_a_kernels(t
                 assert "significant" in v2.gain and summary.versions_without_significant_gain == 0
 
 
+async def test_a_returning_best_behind_a_passing_best_by_the_styles_share_is_no_slower_kernel(tmp_path: Path):
+    """v1's best passes destination style; v2's best returns its outputs and ranks first; their paired
+    rounds find v1's ahead by 1.04x, within that style's share. The trajectory and the standing line
+    say no slower kernel is shown, and run_report said "worse, significant" (rev76): it reads the
+    style's share either way round, as paired rounds decide it. Beyond the share it is worse."""
+    from evoteam.servers.knowledge.comparisons import keep_comparison, record_of
+
+    dps = "DESTINATION_PASSING_STYLE = True\n\ndef run(x, out):\n    out[:] = x * 2\n"
+    returning = "def run(x):\n    return x * 2\n"
+    for i, (ratio, worse) in enumerate(((0.96, False), (0.6, True))):
+        async with LocalKnowledgeStore.open(tmp_path / f"kb{i}.db", Actor(user="u", client="t")) as kb:
+            run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
+            team = TeamService(component_store("team", kb), kb=kb, write_agent_files=False, project_dir=tmp_path)
+            ids = []
+            for v, score, code, spread in ((1, 4.0, dps, 0.3), (2, 4.1, returning, 0.02)):
+                await team.design_team(_design(run.id, f"diagnosis {v}", f"Role{v}"))
+                bench = kb.with_actor(Actor(user="u", client="t", role=f"Role{v}", team_version=v, verifier=True))
+                ids.append((await bench.record_candidate(CandidateCreate(
+                    run_id=run.id, code=code, code_hash=code_hash(code), status="PASSED", score=score,
+                    verified=True, samples=rounds(score, v, spread, 20)))).id)
+            record = record_of(ids[0], ids[1], kit="k", split="dev", kind="kernel",
+                               samples={"w": [ratio * (1 + (k % 5 - 2) / 300) for k in range(30)]}, ranges=None,
+                               contended=False, measured_at=datetime.now(UTC))
+            assert await keep_comparison(kb, run.id, record) is None
+            points = {p.candidate_id: p for p in (await kb.trajectory(run.id)).points}
+            v2 = summarise(await gather(kb, run.id)).versions[1]
+            assert v2.significant_gain is False, v2.gain
+            if worse:
+                assert points[ids[1]].worse_than == ids[0] and "worse, significant" in v2.gain, v2.gain
+            else:
+                assert points[ids[1]].within_noise_of == ids[0] and points[ids[1]].worse_than is None, points[ids[1]]
+                assert "no slower kernel shown: the best before it writes its outputs into slots allocated outside " \
+                    "the clock (destination passing), the version's best allocates the ones it returns" in v2.gain \
+                    and "worse" not in v2.gain, v2.gain
+
+
 async def test_a_finalist_ahead_of_the_top_by_destination_passing_styles_share_is_not_better(tmp_path: Path):
     """remeasure's better_than_top named a destination passing rewrite of the top, found faster side
     by side by that style's share alone; the skill sends a model to re-measure the two, which found
@@ -604,11 +640,43 @@ def test_a_finalist_ranked_below_one_its_paired_rounds_find_slower_is_said():
                          samples={"a": [ratio * (1 + (i % 5 - 2) / 300) for i in range(30)]}, ranges=None,
                          contended=False, measured_at=datetime.now(UTC))
 
+    class Codes:
+        """A store that holds each candidate's code (one absent reads as gone)."""
+
+        def __init__(self, codes):
+            self.codes = codes
+
+        async def get_candidate(self, cid):
+            from evoteam.servers.knowledge.errors import NotFound
+
+            if cid not in self.codes:  # as the store answers one that is gone
+                raise NotFound(f"no candidate {cid}")
+            return type("C", (), {"code": self.codes[cid]})()
+
+    returns = "def run(x):\n    return x * 2\n"
+    plain = Codes({"c4": returns, "c5": returns, "c7": returns})
     for c7_over_c4, said in ((0.93, True), (1.0, False), (1.07, False)):
         mset = MeasurementSet(run_id="r", kit="k", measured_at=datetime.now(UTC), rounds=10, splits=["dev"],
                               entries=[], order_after=["c5", "c7", "c4"])
-        note_order_against_pairs(mset, [pair("c4", "c7", c7_over_c4), pair("c4", "c5", 1.09)])
+        asyncio.run(note_order_against_pairs(plain, mset, [pair("c4", "c7", c7_over_c4), pair("c4", "c5", 1.09)]))
         assert ("c4 ranks below c7 by its interval, though their paired rounds find c4 better (1.08× " in
                 (mset.note or "")) is said, (c7_over_c4, mset.note)
         # The top is better_than_top's: never named here.
         assert "c5" not in (mset.note or ""), mset.note
+    # c4 writes into outputs it is given and c7 returns its own: a lead within that style's share is
+    # no faster kernel ("of the two, c2 is the faster kernel" of a 1.03x over its returning twin; mp76).
+    dps = "DESTINATION_PASSING_STYLE = True\n\ndef run(x, out):\n    out[:] = x * 2\n"
+    for codes, faster in (({"c4": dps, "c7": returns}, False), ({"c4": returns, "c7": dps}, True),
+                          ({"c4": dps}, True)):  # c7 gone: no style read, said as before
+        mset = MeasurementSet(run_id="r", kit="k", measured_at=datetime.now(UTC), rounds=10, splits=["dev"],
+                              entries=[], order_after=["c5", "c7", "c4"])
+        asyncio.run(note_order_against_pairs(Codes(codes), mset, [pair("c4", "c7", 0.93)]))
+        assert ("of the two, c4 is the faster kernel" in mset.note) is faster, (codes, mset.note)
+        assert ("their paired rounds find c4 ahead (1.08× " in mset.note and "by no more than destination passing "
+                "style's share (c4 writes into outputs it is given, c7 returns its own): no faster kernel is shown"
+                in mset.note) is not faster, (codes, mset.note)
+    # Beyond the share (1.5x): the faster kernel, whatever the styles.
+    mset = MeasurementSet(run_id="r", kit="k", measured_at=datetime.now(UTC), rounds=10, splits=["dev"],
+                          entries=[], order_after=["c5", "c7", "c4"])
+    asyncio.run(note_order_against_pairs(Codes({"c4": dps, "c7": returns}), mset, [pair("c4", "c7", 0.66)]))
+    assert "of the two, c4 is the faster kernel" in mset.note, mset.note

@@ -7,12 +7,12 @@ from pydantic import ValidationError
 
 from evoteam.servers.knowledge.errors import NotFound
 from evoteam.servers.team.materialise import (
-    ToolNaming,
     agent_file_text,
     parse_frontmatter,
     parse_role_marker,
     role_from_transcript,
 )
+from evoteam.servers.team.toolnaming import ToolNaming
 from evoteam.servers.team.models import TeamDesign, slugify
 from evoteam.servers.team.plan import spawn_plan
 from evoteam.servers.team.validate import TeamDesignError, validate_design

@@ -61,7 +61,7 @@ def test_real_tools_paths_and_words_pass():
 
 
 def test_names_under_the_users_tool_prefix_are_checked_and_other_servers_tools_are_not(monkeypatch):
-    """Under an EVOTEAM_TOOL_PREFIX of the user's own (materialise.ToolNaming) a typo is caught as
+    """Under an EVOTEAM_TOOL_PREFIX of the user's own (toolnaming.ToolNaming) a typo is caught as
     under the two built-in prefixes; another MCP server's tool whose name ends like one of ours
     (`mcp__github_retrieval__search_code`) is none of ours, and passes (review)."""
     monkeypatch.setenv("EVOTEAM_TOOL_PREFIX", "mcp__acme_tools_")

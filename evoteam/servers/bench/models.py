@@ -481,3 +481,5 @@ class Comparison(BaseModel):
     workloads: list[WorkloadComparison]
     contended: bool = Field(default=False, description="the machine was busier than the timing tolerates: "
                             "intervals are wider (said here once, not in each side's message)")
+    heldout_set: str | None = Field(default=None, description="split heldout: the held-out set both were timed on "
+                                    "(an evaluation's metrics.heldout_set); held-out compares are not kept in a run")

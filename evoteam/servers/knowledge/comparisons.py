@@ -35,7 +35,8 @@ from evoteam.passingstyle import passes_over_returns, within_share
 from evoteam.servers.knowledge.errors import Forbidden, TooLarge
 from evoteam.servers.knowledge.listing import all_artifacts
 from evoteam.servers.knowledge.standing import Paired, Side, row_style, trajectory_points
-from evoteam.servers.knowledge.models import ArtifactCreate, TrajectoryPoint
+from evoteam.servers.knowledge.models import ArtifactCreate
+from evoteam.servers.knowledge.trajectory import TrajectoryPoint
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.readsql import COMPARE_PREFIX
 from evoteam.servers.knowledge.verified import COMPARISON

@@ -24,11 +24,13 @@ from evoteam.servers.knowledge.models import (
     Artifact, ArtifactCreate, ArtifactInfo, Candidate, CandidateCreate, CandidateSummary, CostCreate, CostEntry,
     HistoryDocument, HistoryEntry, HistoryEntryCreate, Lead, Learning, LearningCreate, LearningKind,
     LearningsDocument, Page, Provenance, Run, RunBundle, RunCreate, RunStatus, SearchPage, SearchKind, Spend,
-    SpendLine, Trajectory, normalised_discovery_gain,
+    SpendLine,
 )
+from evoteam.servers.knowledge.readsql import normalised_discovery_gain
 from evoteam.servers.knowledge.render import KIND_TITLES, LearningsDraft
 from evoteam.servers.knowledge.scope import missing
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
+from evoteam.servers.knowledge.trajectory import Trajectory
 from evoteam.servers.knowledge import (bundleimport, comparisons, historystore, hits, localsearch, measurements,
                                       pgsearch, pooling, readsql)
 from evoteam.servers.knowledge.verified import RANKED, check_may_store, check_may_verify

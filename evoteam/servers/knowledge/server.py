@@ -39,13 +39,13 @@ from evoteam.servers.knowledge.models import (
     RunStatus,
     SearchPage,
     SearchKind,
-    Trajectory,
     WorkloadResult,
 )
 from evoteam.servers.knowledge.pairedbest import with_paired_best
 from evoteam.servers.knowledge.prior import KitFacts, StartedRun, start_run_with_prior
 from evoteam.servers.knowledge.services import guard
 from evoteam.servers.knowledge.store import Actor, KnowledgeStore
+from evoteam.servers.knowledge.trajectory import Trajectory
 
 INSTRUCTIONS = """\
 The evoteam knowledge store: the shared memory of an optimisation run (the team's file system K).

@@ -14,7 +14,7 @@ from evoteam.passingstyle import STYLE_NAME, passes_over_returns, style_of, with
 from evoteam.servers.knowledge.measurements import (beyond, clears_start, estimate_of,
                                                    contended_row, first_line, interval_of, kernel_row, overlaps,
                                                    row_rank_key, runs_if_unknown, widened_for_load)
-from evoteam.servers.knowledge.models import TrajectoryPoint
+from evoteam.servers.knowledge.trajectory import TrajectoryPoint
 from evoteam.servers.knowledge.verified import ranks
 
 # How the paired rounds of two candidates read (B over A): None where they do not decide; "style":
@@ -40,6 +40,7 @@ class Standing(NamedTuple):
                         "destination passing style's share"] | None = None
     better_than: str | None = None
     open_with: str | None = None  # a new best's: TrajectoryPoint.not_shown_better_than
+    open_by: str | None = None  # what leaves it open: TrajectoryPoint.not_shown_by
 
 
 def row_style(row: sqlite3.Row) -> str | None:
@@ -145,18 +146,20 @@ def _lead(row: sqlite3.Row, announced: sqlite3.Row | None, incumbent: sqlite3.Ro
     than that one, whatever the announced best's rounds say (c6, found better than c1 and worse than
     c2, stayed "new best" and others were sent to compare with it; review of mp73)."""
     def side_of(ref: sqlite3.Row | None) -> Side | None:
-        # The style's share read either way round (comparisons.paired_sides); a lead is the style's
-        # only where the leader passes destination style: a returning one behind is worse, as before.
-        side = _side(paired, ref, row)
-        return "worse" if side == "style" and (styles or {}).get(row["id"]) != "dps" else side
+        # The style's share read either way round (comparisons.paired_sides): a returning lead behind a
+        # passing best by that share alone is no slower kernel, as behind the best (_behind); read
+        # "worse" here, it made a returning twin worse_than the kernel it is (rev75 L2, mp76).
+        return _side(paired, ref, row)
 
     before = incumbent if incumbent is not None and incumbent is not announced else None
     side = side_of(before)
+    # Ahead of a returning leader by the style's share alone: no faster kernel. A returning row behind
+    # a passing leader by it is no slower one, and what it clears otherwise is a kernel's (rev76).
+    style_lead = side == "style" and (styles or {}).get(row["id"]) == "dps"
     if side == "worse":
         return Standing(worse_than=before["id"], decided_by=PAIRS)
     if announced is not None and (decided := _by_pair(side_of(announced), announced["id"])):
-        return decided._replace(open_with=_left_open(row, [before], direction, side_of)) if decided.new_best \
-            else decided
+        return decided._replace(**_left_open(row, [before], direction, side_of)) if decided.new_best else decided
     busy, own = contended_row(row), estimate_of(row)
     if announced is None:
         # Beyond a best side by side counts only past x0 (its own paired rounds against the baseline).
@@ -173,23 +176,24 @@ def _lead(row: sqlite3.Row, announced: sqlite3.Row | None, incumbent: sqlite3.Ro
             return start
         if stats.spread_unknown(own) and beyond(own.value, x0, direction):
             return Standing(too_few_runs=True)
-        if side == "style":  # short of x0, and ahead of the leader by the style's share alone
+        if style_lead:  # short of x0, and ahead of the leader by the style's share alone
             return Standing(within_noise_of=before["id"], decided_by=STYLE)
         if before is not None and (side == "tied" or contended_row(before) or overlaps(own, estimate_of(before))):
             return Standing(within_noise_of=before["id"],
                             decided_by=PAIRS if side == "tied" else _interval_verdict(own, estimate_of(before)))
         return _against_start(wide, x0, direction)
-    if side == "style":  # no faster kernel, however the intervals stand (mp56)
+    if style_lead:  # no faster kernel, however the intervals stand (mp56)
         return Standing(within_noise_of=before["id"], decided_by=STYLE)
     if side == "better":
-        return Standing(new_best=True, decided_by=PAIRS, open_with=_left_open(row, [announced], direction, side_of))
-    cleared = [r for r in (announced, before) if _clears(row, r, direction)]
+        return Standing(new_best=True, decided_by=PAIRS, **_left_open(row, [announced], direction, side_of))
+    # Paired rounds decide where they exist: a ref they find tied with it, or ahead by the style's
+    # share, is not cleared however the intervals stand (rev77).
+    cleared = [r for r in (announced, before) if r is not None and side_of(r) is None and _clears(row, r, direction)]
     if cleared:
         style = [r for r in cleared if _style_only(row, r, styles or {})]
         if len(style) == len(cleared):
             return Standing(within_noise_of=style[0]["id"], decided_by=STYLE)
-        return Standing(new_best=True, decided_by=INTERVALS,
-                        open_with=_left_open(row, [announced, before], direction, side_of))
+        return Standing(new_best=True, decided_by=INTERVALS, **_left_open(row, [announced, before], direction, side_of))
     if side == "tied":
         return Standing(within_noise_of=before["id"], decided_by=PAIRS)
     # A program's point from too few runs is not noise, just not known: said as such (a model read
@@ -202,15 +206,22 @@ def _lead(row: sqlite3.Row, announced: sqlite3.Row | None, incumbent: sqlite3.Ro
 
 
 def _left_open(row: sqlite3.Row, refs: list[sqlite3.Row | None], direction: str,
-               side_of: Callable[[sqlite3.Row | None], Side | None]) -> str | None:
+               side_of: Callable[[sqlite3.Row | None], Side | None]) -> dict[str, str | None]:
     """Of the two bests a new best may clear (the last announced, the leader just before it), the
-    one it is not shown better than, by their paired rounds or its interval: "beyond noise of c1 or
-    c3" read as beating the leader c3, which a compare then found faster (mp73). Paired rounds that
-    decide it otherwise than "better" leave it open however the intervals stand (review)."""
-    def open_(r: sqlite3.Row) -> bool:
+    one it is not shown better than (open_with), by their paired rounds or its interval: "beyond
+    noise of c1 or c3" read as beating the leader c3, which a compare then found faster (mp73).
+    Paired rounds that decide it otherwise than "better" leave it open however the intervals stand
+    (review), and open_by says which did: a tie side by side was sent to compare the two again
+    (review of rev75)."""
+    for r in refs:
+        if r is None:
+            continue
         side = side_of(r)
-        return side != "better" if side is not None else not _clears(row, r, direction)
-    return next((r["id"] for r in refs if r is not None and open_(r)), None)
+        if side is None and not _clears(row, r, direction):
+            return {"open_with": r["id"], "open_by": INTERVALS}
+        if side not in (None, "better"):
+            return {"open_with": r["id"], "open_by": STYLE if side == "style" else PAIRS}
+    return {}
 
 
 def _behind(row: sqlite3.Row, best: sqlite3.Row, paired: Paired | None, x0: float | None,
@@ -272,7 +283,9 @@ def trajectory_points(rows: list[sqlite3.Row], direction: str, x0: float | None 
         if ranks(r["status"], r["score"], bool(r["verified"]), bool(r["flagged"])):
             if best is None or row_rank_key(r, direction) > row_rank_key(best, direction):
                 standing = _lead(r, announced, stepping, x0, direction, paired, styles)
-                best, style_leader = r, standing.decided_by == STYLE
+                # A passing leader only: a returning one behind a passing best by the share is an
+                # ordinary leader (it leads nothing by the style; rev76).
+                best, style_leader = r, standing.decided_by == STYLE and styles.get(r["id"]) == "dps"
                 announced = r if standing.new_best else announced
                 # A lead found worse than a best is no step for the next to clear (review 2026-12-04).
                 stepping = stepping if standing.worse_than else r
@@ -301,6 +314,7 @@ def trajectory_points(rows: list[sqlite3.Row], direction: str, x0: float | None 
             within_noise_of=standing.within_noise_of, worse_than=standing.worse_than,
             better_than=standing.better_than, decided_by=standing.decided_by,
             not_shown_better_than=standing.open_with if standing.new_best else None,
+            not_shown_by=standing.open_by if standing.new_best else None,
             too_few_runs=True if standing.too_few_runs else None,
             status=r["status"], verified=bool(r["verified"]), n_measurements=r["n_measurements"] or 1,
             runs=runs_if_unknown(r),

@@ -37,8 +37,8 @@ from evoteam.servers.knowledge.models import (
     SearchPage,
     SearchKind,
     Spend,
-    Trajectory,
 )
+from evoteam.servers.knowledge.trajectory import Trajectory
 from evoteam.servers.knowledge.scope import Ref, ServerChosen, scoped
 
 RUN = Ref("run_id", "runs")  # the run a method works on

@@ -140,7 +140,7 @@ def budget_cmd(settings: Settings, run_id, as_json) -> None:
 @click.option("--plugin", is_flag=True, help="Tool names as installed through the plugin.")
 def prompt_cmd(mode, run_id, plugin) -> None:
     """Print the supervisor prompt (the /evolve-team skill and the headless driver share it)."""
-    from evoteam.servers.team.materialise import ToolNaming
+    from evoteam.servers.team.toolnaming import ToolNaming
     from evoteam.supervisor.prompts import supervisor_prompt
 
     naming = ToolNaming(prefix="mcp__plugin_evoteam_") if plugin else ToolNaming.from_env()

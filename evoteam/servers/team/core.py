@@ -40,13 +40,13 @@ from evoteam.plugin.gitexclude import keep_out_of_git
 from evoteam.servers.team.launch import proc_file
 from evoteam.servers.team.materialise import (
     GENERIC_AGENT,
-    ToolNaming,
     materialise,
     role_brief,
     role_description,
     role_marker,
     role_tools,
 )
+from evoteam.servers.team.toolnaming import ToolNaming
 from evoteam.servers.team.models import (
     ACTIVE,
     TERMINAL,

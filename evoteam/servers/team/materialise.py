@@ -4,7 +4,6 @@ marker line by which hooks recognise which role a subagent played."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -17,45 +16,14 @@ from evoteam.stats import describe_score
 from evoteam.servers.knowledge.measurements import candidate_estimate, kind_of
 from evoteam.servers.knowledge.models import Candidate, Run
 from evoteam.servers.team.models import RoleSpec, TeamVersion
+from evoteam.servers.team.toolnaming import ToolNaming
 from evoteam.servers.team.validate import stage_of
 
 GENERIC_AGENT = "team-member"
 # Claude Code 2.1.x offers no Glob/Grep/TodoWrite tools (search goes through Bash).
 BASE_TOOLS = ["Read", "Write", "Edit", "Bash"]
 
-# Tools of each evoteam server that a role may need. Kept here (not discovered) so that the
-# agent files are deterministic; a server's newer tools can be added by a role's `tools`.
-SERVER_TOOLS: dict[str, list[str]] = {
-    "knowledge": ["get_run", "list_runs", "add_learning", "learnings", "history", "put_artifact", "get_artifact",
-                  "list_artifacts", "record_candidate", "get_candidate", "best_candidates", "trajectory", "search"],
-    "bench": ["list_kits", "describe_kit", "evaluate", "evaluation_result", "compare", "remeasure"],
-    "retrieval": ["gate", "search", "lookup", "score_documents", "record_outcome", "retrieval_stats"],
-    "team": ["team_status", "budget"],
-}
-
 _MARKER = re.compile(r"\[evoteam role=(?P<slug>[a-z0-9-]+) version=(?P<version>\d+) run=(?P<run>[A-Za-z0-9_-]+)\]")
-
-
-class ToolNaming(BaseModel):
-    """How MCP tools are named in the client: `mcp__<server>__<tool>` when the servers are
-    registered directly, `mcp__plugin_evoteam_<server>__<tool>` when installed as a plugin."""
-
-    prefix: str = "mcp__"
-
-    @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> ToolNaming:
-        env = dict(os.environ if env is None else env)
-        if env.get("EVOTEAM_TOOL_PREFIX"):
-            return cls(prefix=env["EVOTEAM_TOOL_PREFIX"])
-        if env.get("EVOTEAM_PLUGIN") in ("1", "true", "yes"):
-            return cls(prefix="mcp__plugin_evoteam_")
-        return cls()
-
-    def tool(self, server: str, tool: str) -> str:
-        return f"{self.prefix}{server}__{tool}"
-
-    def server_tools(self, server: str) -> list[str]:
-        return [self.tool(server, t) for t in SERVER_TOOLS.get(server, [])]
 
 
 def role_marker(run_id: str, version: int, slug: str) -> str:

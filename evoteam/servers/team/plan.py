@@ -15,7 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from evoteam.servers.knowledge.models import Candidate, Run
-from evoteam.servers.team.materialise import GENERIC_AGENT, ToolNaming, role_brief, role_marker
+from evoteam.servers.team.materialise import GENERIC_AGENT, role_brief, role_marker
+from evoteam.servers.team.toolnaming import ToolNaming
 from evoteam.servers.team.models import AgentCall, SpawnPlan, SpawnStep, TeamVersion
 from evoteam.servers.team.validate import stage_of
 

@@ -31,7 +31,8 @@ from evoteam.servers.knowledge.rows import decode_cursor, encode_cursor
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.team.core import TeamService, role_env
 from evoteam.servers.team.cost import load_price_table
-from evoteam.servers.team.materialise import GENERIC_AGENT, ToolNaming
+from evoteam.servers.team.materialise import GENERIC_AGENT
+from evoteam.servers.team.toolnaming import ToolNaming
 from evoteam.servers.team.models import (
     BudgetReport,
     Coordination,

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import difflib
-import os
 import re
 
 from evoteam.errors import DomainError
 from evoteam.servers.team.models import TeamDesign, slugify
+from evoteam.servers.team.toolnaming import ToolNaming
 
 
 class TeamDesignError(DomainError):
@@ -80,15 +80,14 @@ SERVER_TOOL_NAMES: dict[str, frozenset[str]] = {
     "bench": frozenset({"compare", "describe_kit", "evaluate", "evaluation_result", "list_kits", "remeasure"}),
 }
 # `knowledge.add_learning`, `mcp__bench__evaluate`, `mcp__plugin_evoteam_team__budget`, and names under
-# the user's EVOTEAM_TOOL_PREFIX (materialise.ToolNaming), not another MCP server's that happens to end
+# the user's EVOTEAM_TOOL_PREFIX (toolnaming.ToolNaming), not another MCP server's that happens to end
 # in one of ours (`mcp__github_retrieval__search_code`); a path's `docs/knowledge.md` is no tool (a
 # name with no underscore is read only where it is close to one).
 _SERVERS = "(knowledge|bench|team|retrieval)"
 
 
 def _tool_ref() -> re.Pattern[str]:
-    prefixes = {"mcp__", "mcp__plugin_evoteam_", os.environ.get("EVOTEAM_TOOL_PREFIX") or "mcp__"}
-    either = "|".join(re.escape(p) for p in sorted(prefixes, key=len, reverse=True))
+    either = "|".join(re.escape(p) for p in sorted(ToolNaming.prefixes(), key=len, reverse=True))
     return re.compile(rf"(?<![\w/.-])(?:(?:{either}){_SERVERS}__|{_SERVERS}[.:])([A-Za-z]\w*)")
 
 

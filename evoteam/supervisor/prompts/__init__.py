@@ -18,7 +18,7 @@ import re
 from importlib import resources
 from typing import Literal
 
-from evoteam.servers.team.materialise import ToolNaming
+from evoteam.servers.team.toolnaming import ToolNaming
 
 Mode = Literal["session", "headless"]
 _TOOL = re.compile(r"\{tool:([a-z]+)\.([a-z_]+)\}")

@@ -13,10 +13,9 @@ a recorded side only until its runs, with its earlier ones, are 5+ alike (settle
 is B's median score minus A's. On the dev split a side given as a recorded candidate has its runs
 pooled into it, as remeasure's are (_pool_runs).
 
-When both sides are recorded candidates of one run, compared on the dev split, the paired rounds
-are kept in that run (knowledge/comparisons.py): a version gain between the two pools them with
-every other paired batch of the two (compares, re-measurements) in ``run_report``, ``reflect``
-and the report page.
+When both sides are recorded candidates of one run, compared on the dev split, the paired rounds are
+kept in that run (knowledge/comparisons.py): a version gain between the two pools them with every
+other paired batch of the two (compares, re-measurements) in ``run_report``, ``reflect`` and the report page.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ from evoteam.servers.bench.evaluation.core import (Progress, _deny_roots, _noop,
                                                    median_run, prepare_candidate, record_evaluation, stored_candidate)
 from evoteam.servers.bench.evaluation.settle import earlier_runs, settled
 from evoteam.servers.bench.evaluation.standing import run_standing, stands_in_run
-from evoteam.servers.bench.formats.kits import find_kit
+from evoteam.servers.bench.formats.kits import find_kit, heldout_choice
 from evoteam.servers.bench.models import (BASELINE_ID, ComparedSide, Comparison, Evaluation, PooledComparison, Split,
                                           WorkloadComparison)
 from evoteam.servers.bench.measurement.machine import contention_line
@@ -49,8 +48,8 @@ from evoteam.servers.knowledge.errors import Forbidden
 from evoteam.servers.knowledge.standing import x0_is_baseline
 from evoteam.servers.knowledge.store import KnowledgeStore
 
-MESSAGE_LIMIT = 300
-NOTE_LIMIT = 120
+MESSAGE_LIMIT, NOTE_LIMIT = 300, 120
+AA_NOTE = "the kit's baseline, timed beside its own rounds: an A/A check, whose interval holds 1 in a fair batch"
 
 
 def _baseline_file(kit) -> str:
@@ -169,7 +168,7 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
             code, path = spec.get("code"), spec.get("candidate_path")
             if spec.get("candidate_id") == BASELINE_ID:
                 code, path = None, _baseline_file(the_kit)
-                notes[label] = "the kit's baseline"
+                notes[label] = AA_NOTE if kernel else "the kit's baseline"  # a speedup over itself (mp76)
             elif spec.get("candidate_id"):
                 stored = await stored_candidate(store, spec["candidate_id"])
                 if stored.split == "heldout" and split == "dev":  # timed and kept under the wrong record (mp44)
@@ -274,7 +273,8 @@ async def compare_candidates(settings: Settings, kit: str, a: dict, b: dict, spl
                       b=_brief(eb, b.get("candidate_id"), notes.get("B"), styled, batch),
                       b_speedup_over_a=est.value if est else None, interval=[est.lo, est.hi] if est else None,
                       significant=bool(est and stats.significant(est, kind)), rounds=n_rounds, workloads=rows,
-                      verdict=verdict, contended=contended, pooled=pooled)
+                      verdict=verdict, contended=contended, pooled=pooled,
+                      heldout_set=heldout_choice(settings, the_kit).set_id if split != "dev" else None)
 
 
 async def _keep(store: KnowledgeStore, kit, a: dict, b: dict, split: str, kind: str, contended: bool,

@@ -33,7 +33,8 @@ from evoteam.servers.bench.formats.kit import Kit
 from evoteam.servers.bench.formats.kits import find_kit, heldout_choice, kit_dirs, state_dir
 from evoteam.servers.bench.models import Evaluation, Split, WorkloadOutcome
 from evoteam.errors import DomainError, Missing
-from evoteam.servers.knowledge.models import CandidateCreate, WorkloadResult, normalised_discovery_gain
+from evoteam.servers.knowledge.models import CandidateCreate, WorkloadResult
+from evoteam.servers.knowledge.readsql import normalised_discovery_gain
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.measurements import candidate_estimate
 from evoteam.servers.bench.evaluation.credit import credit_documents_used as _credit_documents

@@ -4,7 +4,7 @@ the roles the lines give each."""
 
 from __future__ import annotations
 
-from evoteam.servers.knowledge.models import TrajectoryPoint
+from evoteam.servers.knowledge.trajectory import TrajectoryPoint
 
 
 def earlier(before: list[TrajectoryPoint]) -> str:

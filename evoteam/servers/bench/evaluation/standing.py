@@ -10,15 +10,21 @@ either direction ("worse", never "below": a minimised score above the best is th
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from evoteam import stats
-from evoteam.passingstyle import passes_over_returns, share_text, style_of, within_share
+from evoteam.passingstyle import passes_over_returns, share_text, style_of, styles_of, within_share
 from evoteam.servers.bench.evaluation.leaders import earlier, shown_and_not
+from evoteam.servers.bench.evaluation.pairwords import (NO_DIFFERENCE, NO_DIFFERENCE_HEAD, RANKING, apart, by_share,
+                                                       compare_two, program_words, remeasure_two,
+                                                       verdict_or_compare)
+from evoteam.servers.knowledge.comparisons import dev_comparisons, paired_sides
 from evoteam.servers.knowledge.measurements import beyond
-from evoteam.servers.knowledge.models import Candidate, Trajectory, TrajectoryPoint
-from evoteam.servers.knowledge.standing import PAIRS, STYLE, WITH_BASELINE
+from evoteam.servers.knowledge.models import Candidate
+from evoteam.servers.knowledge.standing import PAIRS, STYLE, WITH_BASELINE, Paired
 from evoteam.servers.knowledge.store import KnowledgeStore
+from evoteam.servers.knowledge.trajectory import Trajectory, TrajectoryPoint
 
 log = logging.getLogger(__name__)
 X0 = "x0, the run's starting score"
@@ -50,33 +56,43 @@ async def run_standing(store: KnowledgeStore, saved: Candidate, kind: str, again
         now = f"the run's best is now {_described(best, unit)}" if best else "the run has no ranked candidate now"
         return f"no longer ranked: a measurement of its code {why}, and the candidate is every measurement of it; {now}"
     again = saved.n_measurements > 1 if again is None else again
+    styles = await _styles(store, saved, trajectory, prior_best) if kind == "kernel" else None
     line = standing_line(trajectory, saved.id, unit, again=again, prior_best=prior_best, compared_with=compared_with,
-                         styles=await _styles(store, saved, trajectory) if kind == "kernel" else None)
+                         styles=styles)
+    if line and RANKING in line and "bench.compare" in line:  # it asks for a compare of two: read only then,
+        # their kept rounds may answer it. Bootstraps: off the event loop (pairedbest.paired_top's reason).
+        try:
+            paired = await _kept_pairs(store, saved, kind, trajectory.direction, line)
+            line = await asyncio.to_thread(standing_line, trajectory, saved.id, unit, again=again,
+                                           prior_best=prior_best, compared_with=compared_with, styles=styles,
+                                           paired=paired) or line
+        except Exception:  # noqa: BLE001 - recorded already: the read costs the clause, never the result
+            log.warning("no kept rounds read for %s", saved.id, exc_info=True)
     return program_words(line) if kind == "program" and line else line
 
 
-def program_words(line: str) -> str:
-    """A standing line in a program's words: its runs are not paired with the other side's ("paired
-    rounds" beside a compare whose code counts every run; mp62), and a difference its runs do not
-    find is no proof of one score (a program that lost 0.5 in half its runs read "report the two as
-    one result"; mp62)."""
-    return line.replace(NO_DIFFERENCE, PROGRAM_NO_DIFFERENCE).replace(
-        NO_DIFFERENCE.removeprefix(NO_DIFFERENCE_HEAD), PROGRAM_THEN).replace(
-        "their paired rounds", "their runs side by side")
+async def _kept_pairs(store: KnowledgeStore, saved: Candidate, kind: str, direction: str, line: str) -> Paired:
+    """The run's kept paired rounds as the trajectory reads them (comparisons.paired_sides), with the
+    styles of the candidates the line names."""
+    records = await dev_comparisons(store, saved.run_id, None)  # a run times one kit
+    named = [i for r in records for i in (r.a_candidate_id, r.b_candidate_id) if i in line]
+    return paired_sides(records, direction, await styles_of(store, named) if kind == "kernel" else None)
 
 
-async def _styles(store: KnowledgeStore, saved: Candidate, trajectory: Trajectory) -> dict[str, str | None]:
-    """The output styles of ``saved`` and of the best it is within noise of (read where ``saved``
-    passes destination style or returns its outputs: a line says them where the two differ)."""
+async def _styles(store: KnowledgeStore, saved: Candidate, trajectory: Trajectory,
+                  prior_best: str | None = None) -> dict[str, str | None]:
+    """The output styles of ``saved``, of the best it is within noise of or not shown better than, of
+    the run's best and of the best before this measurement (read where ``saved`` passes destination style or returns its outputs: a line says
+    them where the two differ, and which of the two is ahead by that style's share)."""
     own = style_of(saved.code)
     point = next((p for p in trajectory.points if p.candidate_id == saved.id), None)
-    other = point.within_noise_of if point is not None else None
-    if not other or other == "x0" or own is None:
+    best = _run_best(trajectory)
+    named = (point.within_noise_of, point.not_shown_better_than, best and best.candidate_id, prior_best) \
+        if point else ()
+    others = [o for o in named if o and o != "x0" and o != saved.id]
+    if not others or own is None:
         return {}
-    try:
-        return {saved.id: own, other: style_of((await store.get_candidate(other)).code)}
-    except Exception:  # noqa: BLE001 - a read that fails costs the clause, never the line
-        return {}
+    return {saved.id: own, **await styles_of(store, others)}
 
 
 async def best_before(store: KnowledgeStore, run_id: str) -> str | None:
@@ -102,7 +118,7 @@ def _described(point: TrajectoryPoint, unit: str) -> str:
 
 def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", again: bool = False,
                   prior_best: str | None = None, compared_with: str | None = None,
-                  styles: dict[str, str | None] | None = None) -> str | None:
+                  styles: dict[str, str | None] | None = None, paired: Paired | None = None) -> str | None:
     """The trajectory's verdict on ``candidate_id`` while the best it was judged against is still the
     run's best; else (measured again after others took the lead) the best, to compare by id.
     ``again``: the candidate was measured before, so a lead of its point (judged in creation
@@ -128,19 +144,21 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
         if point.best_so_far_id == best_id:
             behind = _behind(point, best_text, best_id=best_id, best=best, styles=styles)
             return f"{head}; {behind.removeprefix('not a new best: ')}"
-        return head + _apart(compared_with, candidate_id, best_id)
+        return head + apart(compared_with, candidate_id, best_id, paired, styles=styles)
     if point.best_so_far_id != best_id:  # its point was judged against an earlier best
         if best.worse_than == candidate_id:  # the best's own point: worse, side by side
             return (f"ranks behind the run's best {best_text} by its wider interval, though their paired rounds "
-                    f"find it better: {_remeasure(candidate_id, best_id)}")
+                    f"find it better: {remeasure_two(candidate_id, best_id)}")
         if rival:
             return (f"not the run's best: that is {best_text}, which leads the run's ranking"
-                    f"{_found_worse(best_id, rival)}" + _toward_rival(point, points.get(rival), rival, compared_with))
+                    f"{_found_worse(best_id, rival)}"
+                    + _toward_rival(point, points.get(rival), rival, compared_with, paired))
         before = trajectory.points[:trajectory.points.index(best)]
         # A leader never announced read as the run's announced best, beside its own "not a new best" (mp63).
         unannounced = ", which leads the run's ranking but is not a new best" if not best.new_best else ""
-        return f"not the run's best: that is {best_text}{unannounced}" + (_paired_already(best, candidate_id, before)
-                                                              or _apart(compared_with, candidate_id, best_id))
+        return f"not the run's best: that is {best_text}{unannounced}" + (
+            _paired_already(best, candidate_id, before, styles or {})
+            or apart(compared_with, candidate_id, best_id, paired, styles=styles))
     index = trajectory.points.index(point)
     first = not any(p.new_best for p in trajectory.points[:index])
     # Busy: a gain of 2.3x read "within noise" by intervals widened 3x each way, unsaid (mp49).
@@ -156,7 +174,7 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
         # exact 2.54 over 2.51-2.52 was told to compare the two "to tell them apart" (mp59).
         worse = f"; it is worse than {X0}" if point.worse_than == "x0" else ""
         return (f"now leads the run's ranking, ahead of {prior_best}, the best before this measurement{worse}"
-                + _apart(compared_with, candidate_id, prior_best))
+                + apart(compared_with, candidate_id, prior_best, paired, leads=True, styles=styles))
     if best_id == candidate_id:
         last_new = next((p.candidate_id for p in reversed(trajectory.points[:index]) if p.new_best), None)
         line = _lead(point, first, again, earlier(trajectory.points[:index]), busy,
@@ -183,7 +201,7 @@ def _found_worse(best_id: str, rival: str) -> str:
 
 
 def _toward_rival(point: TrajectoryPoint, rival: TrajectoryPoint | None, rival_id: str,
-                  compared_with: str | None) -> str:
+                  compared_with: str | None, paired: Paired | None = None) -> str:
     """What the paired rounds of this one and ``rival`` said, where the point of either was judged
     against the other; else the compare that tells the two apart (a candidate found worse than it was
     sent to compare with it; review of mp73)."""
@@ -193,37 +211,28 @@ def _toward_rival(point: TrajectoryPoint, rival: TrajectoryPoint | None, rival_i
     if point.decided_by == PAIRS and point.within_noise_of == rival_id or \
             rival is not None and rival.decided_by == PAIRS and rival.within_noise_of == own:
         return f"; with {rival_id}, {NO_DIFFERENCE}"
-    return _apart(compared_with, own, rival_id)
+    return apart(compared_with, own, rival_id, paired)
 
 
-def _paired_already(best: TrajectoryPoint, own: str, before: list[TrajectoryPoint]) -> str:
+def _paired_already(best: TrajectoryPoint, own: str, before: list[TrajectoryPoint],
+                    styles: dict[str, str | None]) -> str:
     """What the best's own point says of ``own`` where their paired rounds decided it, else "": a
-    measurement of a code compared with the best before was told to compare the two (mp56)."""
+    measurement of a code compared with the best before was told to compare the two (mp56). Which of
+    the two the style's share puts ahead, by their styles (a returning best read "ahead" of the
+    passing one its rounds found ahead of it; rev76)."""
     if best.decided_by == STYLE and best.within_noise_of == own:
-        return ", ahead of it by no more than destination passing style's share (no faster kernel)"
+        if passes_over_returns(styles.get(best.candidate_id), styles.get(own)):
+            return ", ahead of it by no more than destination passing style's share (no faster kernel)"
+        if passes_over_returns(styles.get(own), styles.get(best.candidate_id)):
+            return "; it is ahead of that one side by side by no more than destination passing style's share (no " \
+                "faster kernel)"
+        return ", apart from it by no more than destination passing style's share (no faster kernel either way)"
     if best.decided_by == PAIRS and best.within_noise_of == own:
         return "; " + NO_DIFFERENCE
     # Only where it cleared ``own`` alone: "c2 or c1" does not say which its paired rounds were with (review).
     if best.decided_by == PAIRS and best.new_best and own == earlier(before):
         return ", found better than it by their paired rounds"
     return ""
-
-
-def _apart(compared_with: str | None, own: str, other: str) -> str:
-    """How to tell ``own`` from ``other``: never another compare of the two a compare's reply is about."""
-    if compared_with == other:
-        return f"; the verdict above is what their paired rounds say {RANKING}"
-    return f"; {_compare(own, other)} to tell them apart {RANKING}"
-
-
-# The ranking reads every run of a candidate, not the batch a compare's reply shows the intervals of (mp63).
-RANKING = "(the ranking reads the pessimistic end of each one's interval over all its runs)"
-
-
-def _compare(own: str, other: str) -> str:
-    """The compare that tells two candidates apart, both named: after a compare of A and B, "the two"
-    in B's standing meant B and the run's best and read as A and B (mp55)."""
-    return f"bench.compare {own} and {other} by id"
 
 
 def _beyond_share(point: TrajectoryPoint, styles: dict[str, str | None] | None) -> str:
@@ -233,18 +242,6 @@ def _beyond_share(point: TrajectoryPoint, styles: dict[str, str | None] | None) 
         return ""
     return (f" by more than destination passing style's share ({point.candidate_id} writes into outputs it is "
             f"given, {other} returns its own: {share_text()})")
-
-
-def _style_share(own: str, other: str, compared_with: str | None = None) -> str:
-    """A lead that is no more than destination passing style's share (evoteam/passingstyle.py): the
-    trajectory announced a same-work rewrite into that style as a new best while run_report called
-    its version a stall (mp56). Decided by paired rounds or by intervals: said as neither (review)."""
-    if compared_with == other:  # in a compare of the two, whose reply says the styles and the share (mp73)
-        return (f"it is ahead of {other} by no more than destination passing style's share: no faster kernel is "
-                "shown; a lead over a best of its own style shows one")
-    return (f"it is ahead of {other} by no more than destination passing style's share ({own} writes into outputs "
-            f"it is given, {other} returns its own: {share_text()}), so no faster kernel is shown; a lead over a "
-            "best of its own style shows one")
 
 
 def _same_score(point: TrajectoryPoint, best: TrajectoryPoint) -> str | None:
@@ -276,28 +273,10 @@ def _estimate(point: TrajectoryPoint) -> stats.Estimate | None:
                           0.0 if few else stats.CONFIDENCE)
 
 
-def _remeasure(own: str, best: str) -> str:
-    # On a busy machine a re-measurement may leave the intervals as wide, and the ranking as it was
-    # (mp64): the paired verdict is what decides the faster kernel meanwhile.
-    return (f"it is the better of the two; bench.remeasure with candidate_ids [{best}, {own}] on a quiet "
-            "machine lets the ranking follow")
-
-
 def _how(point: TrajectoryPoint) -> str:
     if point.decided_by == WITH_BASELINE:
         return f" (by its {WITH_BASELINE})"
     return f" (by their {point.decided_by})" if point.decided_by else ""
-
-
-# Where paired rounds found no difference, another compare is no advice (mp53: said after two).
-# "with repeats above its default" came right after a compare with twice the default (mp60): more
-# rounds of the two by id are what resolves less, whatever repeats gave these.
-NO_DIFFERENCE_HEAD = "their paired rounds find no difference: "
-NO_DIFFERENCE = NO_DIFFERENCE_HEAD + "report the two as one result (each further bench.compare of the two by id " \
-    "pools with these rounds and resolves a smaller difference)"
-PROGRAM_TAIL = "not shown to be one score: each further bench.compare of the two by id adds runs to both and narrows it"
-PROGRAM_NO_DIFFERENCE = "their runs find no significant difference, " + PROGRAM_TAIL
-PROGRAM_THEN = "no significant difference, " + PROGRAM_TAIL
 
 
 def _busy(point: TrajectoryPoint, own: bool) -> str:
@@ -326,10 +305,8 @@ def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", b
         head = "the run's best," if again else "new best of the run:"
         if not first:
             if split:
-                then = ": the verdict above is what their paired rounds say" \
-                    if compared_with == point.not_shown_better_than else \
-                    f": {_compare(point.candidate_id, point.not_shown_better_than)} before building on either"
-                return f"{head} beyond noise of {split[0]}{how}, but not shown better than {split[1]}{then}"
+                return f"{head} beyond noise of {split[0]}{how}, but not shown better than {split[1]}: " \
+                    + _not_shown_text(point, compared_with, styles or {})
             named = f" ({earlier})" if earlier else ""
             return f"{head} beyond noise of the run's earlier best{named}{how}"
         if point.decided_by is None:  # nothing to clear: a run with no x0, its first ranked candidate
@@ -349,21 +326,38 @@ def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", b
                 "with a_candidate_id \"baseline\" to tell them apart)")
     if point.decided_by == STYLE:
         return ("leads the run's ranking but is not a new best: "
-                + _style_share(point.candidate_id, point.within_noise_of, compared_with))
+                + by_share(point.candidate_id, point.within_noise_of, styles or {}, compared_with))
     if point.within_noise_of:  # the last new best, which a lead must clear: not the one it passed (mp47)
+        share = _beyond_share(point, styles)
+        # Within the share, only a kernel of its own style tells its kernel (mp77: the twin it beat unnamed).
         then = (NO_DIFFERENCE.removeprefix(NO_DIFFERENCE_HEAD) if point.decided_by == PAIRS
-                else f"it is progress only once their paired rounds find it better{_beyond_share(point, styles)} "
-                f"({_compare(point.candidate_id, point.within_noise_of)})")
+                else f"it is progress only once their paired rounds find it better{share} "
+                f"({compare_two(point.candidate_id, point.within_noise_of)})" + (
+                    "; within that share, a compare with a kernel of its own style tells whether its kernel is "
+                    "faster" if share else ""))
         which = "the last new best" if announced and last_new in (None, point.within_noise_of) else \
-            (f"an earlier new best; the last new best is {last_new} ({_compare(point.candidate_id, last_new)} to "
+            (f"an earlier new best; the last new best is {last_new} ({compare_two(point.candidate_id, last_new)} to "
              "tell them apart)") if announced \
-            else "the leader before it (none is announced past x0 yet)"
+            else "the leader before it (none is announced past x0 yet)" if last_new is None else \
+            (f"the leader before it; the last new best is {last_new} ({compare_two(point.candidate_id, last_new)} to "
+             "tell them apart)")  # "none is announced" read beside an announced c1 (rev77)
         return (f"leads the run's ranking (by the pessimistic end of its interval over all its runs) but is not a "
                 f"new best: within noise of {point.within_noise_of}, {which}{how}{busy}; {then}")
     if point.too_few_runs:
         mark = X0 if first else "the last new best"
         return f"leads the run's ranking, but from too few runs to be told apart from {mark}"
     return "leads the run's ranking"
+
+
+def _not_shown_text(point: TrajectoryPoint, compared_with: str | None, styles: dict[str, str | None]) -> str:
+    """What a new best's not_shown_by says of the one it is not shown better than: a tie side by side
+    was sent to compare the two again (review of rev75)."""
+    other = point.not_shown_better_than or ""
+    if point.not_shown_by == PAIRS:
+        return NO_DIFFERENCE
+    if point.not_shown_by == STYLE:
+        return by_share(point.candidate_id, other, styles, compared_with)
+    return verdict_or_compare(compared_with, point.candidate_id, other, "before building on either")
 
 
 def _gap_within_share(point: TrajectoryPoint, best: TrajectoryPoint | None, direction: str) -> bool:
@@ -383,10 +377,10 @@ def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str
     ``rival``: one the best's paired rounds find better, to tell this one apart from instead."""
     how, styles = _how(point), styles or {}
     if point.better_than:
-        also = f"; {rival} is found better than {best_id} too: {_compare(point.candidate_id, rival)} to tell those two " \
+        also = f"; {rival} is found better than {best_id} too: {compare_two(point.candidate_id, rival)} to tell those two " \
             "apart" if rival else ""  # c2, which beat both, was not named (review)
         return (f"{'new best of the run: ' if point.new_best else ''}ranks behind the run's best {best_text} by its "
-                f"wider interval, though their paired rounds find it better: {_remeasure(point.candidate_id, best_id)}"
+                f"wider interval, though their paired rounds find it better: {remeasure_two(point.candidate_id, best_id)}"
                 + also)
     if point.new_best:  # past the last new best, behind a leader ahead by the style's share alone
         return (f"new best of the run: beyond noise of the last new best{how}; the run's best {best_text} ranks "
@@ -398,14 +392,7 @@ def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str
     if point.within_noise_of == "x0":
         return f"not a new best: within noise of {X0}{how}{busy}"
     if point.decided_by == STYLE:
-        if passes_over_returns(styles.get(point.within_noise_of), styles.get(point.candidate_id)):
-            return (f"not a new best: {point.within_noise_of} is ahead of it by no more than destination passing "
-                    f"style's share ({point.within_noise_of} writes into outputs it is given, {point.candidate_id} "
-                    f"returns its own: {share_text()}), so no slower kernel is shown")
-        if passes_over_returns(styles.get(point.candidate_id), styles.get(point.within_noise_of)):
-            return f"not a new best: {_style_share(point.candidate_id, point.within_noise_of, compared_with)}"
-        return (f"not a new best: within noise of {point.within_noise_of} by destination passing style's share "
-                f"({share_text()}): one of the two writes into outputs it is given, so no faster kernel either way")
+        return f"not a new best: {by_share(point.candidate_id, point.within_noise_of, styles, compared_with)}"
     same = _same_score(point, best) if best is not None and point.within_noise_of == best_id else None
     if same:  # a program's exact 2.5 beside the best's exact 2.5 was told to compare the two (mp59)
         return f"not a new best: the same score as the run's best {best_text}" + (
@@ -439,15 +426,13 @@ def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str
             return (f"not a new best: it reads below the run's best {best_text}; set it aside, no compare needed "
                     "(separate scores on a busy machine count widened 3x each way, so it is not called worse)")
         if rival:  # the one the best is found worse than is the one to tell this one apart from (mp73)
-            then = "the verdict above is what their paired rounds say" if compared_with == rival else \
-                f"{_compare(point.candidate_id, rival)} to tell them apart"
             return f"not a new best: within noise of the run's best {best_text}{how}{busy}" \
-                f"{_found_worse(best_id, rival)}; {then}"
+                f"{_found_worse(best_id, rival)}; {verdict_or_compare(compared_with, point.candidate_id, rival)}"
         if busy and not point.decided_by:  # apart only by load's widening: "within noise" read as a tie (mp66)
             return (f"not a new best: not told apart from the run's best {best_text}{busy}; "
-                    f"{_compare(point.candidate_id, other)} to tell them apart (side by side, load touches both)")
+                    f"{compare_two(point.candidate_id, other)} to tell them apart (side by side, load touches both)")
         return (f"not a new best: within noise of the run's best {best_text}{how}{busy}; "
-                f"{_compare(point.candidate_id, other)} to tell them apart")
+                f"{compare_two(point.candidate_id, other)} to tell them apart")
     if point.too_few_runs:  # which of the two lacks an interval: the best's read "(no interval)" (mp47)
         who = (f"this one is from {point.runs} run{'s' if point.runs != 1 else ''}, too few for a 95% interval"
                if point.runs else "the best is from too few runs for a 95% interval")
