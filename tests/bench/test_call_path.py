@@ -229,6 +229,14 @@ def test_a_lead_the_output_style_alone_could_explain_is_said_so():
     assert "faster kernel" not in _styles_clause(False, stats.Estimate(1.02, 0.98, 1.06, 30))
     # Not beside "not established": an interval of too little coverage decides nothing (review).
     assert "faster kernel" not in _styles_clause(False, stats.Estimate(1.08, 1.04, 1.12, 30, 0.75))
+    # A passing side's lead whose lower end is past the share is a faster kernel, said so (mp78 did the
+    # arithmetic itself beside 1.72x (1.64-1.80)); either side passing; not from too little coverage.
+    assert _styles_clause(True, stats.Estimate(1.72, 1.64, 1.80, 30)).endswith(
+        "; B's lead, at least 1.64x, is more than that: a faster kernel")
+    assert _styles_clause(False, stats.Estimate(0.58, 0.55, 0.61, 30)).endswith(
+        "; A's lead, at least 1.64x, is more than that: a faster kernel")
+    assert "faster kernel" not in _styles_clause(True, stats.Estimate(1.72, 1.64, 1.80, 30, 0.75))
+    assert "is more than that" not in _styles_clause(True, stats.Estimate(1.45, 1.25, 1.65, 30))  # within the share
 
 
 def test_a_significant_lead_of_the_styles_share_alone_is_not_said_faster():

@@ -478,12 +478,12 @@ def _styles_clause(b_is_dps: bool, est: stats.Estimate | None = None) -> str:
     said = "; " + styles_clause(dps, other)
     if est is not None:
         lo, hi = (est.lo, est.hi) if b_is_dps else (1 / est.hi, 1 / est.lo)  # the DPS side over the other
-        # Only where it leads, significantly: beside 1.00x, 0.989x (mp58) and 1.01x (0.975-1.05) (mp74)
-        # "the whole of B's lead" spoke of a lead that was not there.
-        # The returning side leads, though the style favoured the other (mp74 left it to the reader); not
-        # beside "not established" (a 75% interval; review).
+        # Only a significant lead: "the whole of B's lead" was said beside 1.00x and 1.01x (mp58, mp74); a
+        # returning side ahead leads despite the style (mp74), a lead past the share is a kernel's (mp78).
         if hi < 1.0 and stats.significant(est, "kernel"):
             said += f", which favoured {dps}: {other}'s lead is a faster kernel"
+        elif not within_share(lo) and stats.significant(est, "kernel"):
+            said += f"; {dps}'s lead, at least {stats.sig3(lo)}x, is more than that: a faster kernel"
         elif within_share(lo) and lo > 1.0:
             # What tells the kernel's own gain: the share is a range measured on other kernels, and a
             # model wrote the same-style copy itself to find 1.29x behind a 1.38x (mp60).
