@@ -141,12 +141,14 @@ async def _faster_in_its_style(store: KnowledgeStore, records: list, mset, behin
     by side: a faster kernel shown without the style. Said beside "no faster kernel", not in its place:
     a returning twin of the top was found 1.13x faster than ``behind`` (mp73), but an unrelated one
     says nothing of the top's own kernel (review)."""
+    own = (await styles_of(store, [behind], (StoreError,)))[behind]  # read once, not per finalist
     for other in mset.order_after:
         if other in (behind, mset.order_after[0]):
             continue
         found = paired_verdict(records, behind, other)
-        if found is not None and found.kind == "kernel" and found.significant and found.estimate[0] > 1 and \
-                set((await styles_of(store, [behind, other], (StoreError,))).values()) == {"returns"}:
+        if found is None or found.kind != "kernel" or not found.significant or found.estimate[0] <= 1:
+            continue
+        if own == "returns" == (await styles_of(store, [other], (StoreError,)))[other]:
             return other
     return None
 

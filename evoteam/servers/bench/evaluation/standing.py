@@ -62,7 +62,7 @@ async def run_standing(store: KnowledgeStore, saved: Candidate, kind: str, again
     if line and RANKING in line and "bench.compare" in line:  # it asks for a compare of two: read only then,
         # their kept rounds may answer it. Bootstraps: off the event loop (pairedbest.paired_top's reason).
         try:
-            paired = await _kept_pairs(store, saved, kind, trajectory.direction, line)
+            paired = await _kept_pairs(store, saved, kind, trajectory.direction, line, styles or {})
             line = await asyncio.to_thread(standing_line, trajectory, saved.id, unit, again=again,
                                            prior_best=prior_best, compared_with=compared_with, styles=styles,
                                            paired=paired) or line
@@ -71,12 +71,15 @@ async def run_standing(store: KnowledgeStore, saved: Candidate, kind: str, again
     return program_words(line) if kind == "program" and line else line
 
 
-async def _kept_pairs(store: KnowledgeStore, saved: Candidate, kind: str, direction: str, line: str) -> Paired:
+async def _kept_pairs(store: KnowledgeStore, saved: Candidate, kind: str, direction: str, line: str,
+                      known: dict[str, str | None]) -> Paired:
     """The run's kept paired rounds as the trajectory reads them (comparisons.paired_sides), with the
-    styles of the candidates the line names."""
+    styles of the candidates the line names (``known``: those _styles read already)."""
     records = await dev_comparisons(store, saved.run_id, None)  # a run times one kit
-    named = [i for r in records for i in (r.a_candidate_id, r.b_candidate_id) if i in line]
-    return paired_sides(records, direction, await styles_of(store, named) if kind == "kernel" else None)
+    if kind != "kernel":
+        return paired_sides(records, direction, None)
+    named = [i for r in records for i in (r.a_candidate_id, r.b_candidate_id) if i in line and i not in known]
+    return paired_sides(records, direction, {**known, **await styles_of(store, named)})
 
 
 async def _styles(store: KnowledgeStore, saved: Candidate, trajectory: Trajectory,
