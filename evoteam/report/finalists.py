@@ -30,6 +30,8 @@ LEAD_SIDES = 4
 # measured can become a version's best, and its gain was again read from separate measurements
 # (model-play, 2026-12-03). The next batch measures the finalists so far with the new ones.
 FINALIST_PASSES = 3
+# Candidates the note names of each kind, picked or left out (a long run has many within busy noise).
+LEFT_SAID = 3
 
 
 async def _ranked_groups(store: KnowledgeStore, run_id: str) -> tuple[str, dict[int | None, list[tuple[tuple, CandidateSummary]]]]:
@@ -100,11 +102,12 @@ async def unmeasured_leaders(store: KnowledgeStore, run_id: str, measured: set[s
     return _leaders(*await _ranked_groups(store, run_id), measured)
 
 
-async def default_sides(store: KnowledgeStore, run_id: str) -> list[CandidateSummary]:
+async def default_sides(store: KnowledgeStore, run_id: str) -> tuple[list[CandidateSummary], str | None]:
     """What a call without named candidates measures: the newest versions' best few (the stop rule
     reads from the newest; up to 3 each while 8 sides hold them), with room kept for candidates
     from too few runs that read beyond their version's measured best (LEAD_SIDES). One read of the
-    run's candidates for both."""
+    run's candidates for both. With them, why each beside its version's best was picked, and which
+    were left out for their paired rounds (picked_why)."""
     direction, keyed = await _ranked_groups(store, run_id)
     records = await dev_comparisons(store, run_id, (await store.get_run(run_id)).kit)
     paired = paired_sides(records, direction, await _styles_compared(store, records))
@@ -113,7 +116,57 @@ async def default_sides(store: KnowledgeStore, run_id: str) -> list[CandidateSum
     room = MAX_CANDIDATES - LEAD_SIDES
     per_group = max(1, min(SINGLE_GROUP_FINALISTS, room // max(1, len(keyed))))
     tops = _bests(keyed, per_group, paired)[-room:]
-    return [*tops, *_leaders(direction, keyed, {c.id for c in tops})[:LEAD_SIDES]]
+    leaders = _leaders(direction, keyed, {c.id for c in tops})[:LEAD_SIDES]
+    return [*tops, *leaders], picked_why(keyed, tops, leaders, paired, per_group)
+
+
+def picked_why(keyed: dict, tops: list[CandidateSummary], leaders: list[CandidateSummary], paired: Paired,
+               per_group: int) -> str | None:
+    """Why each default finalist beside its version's best was picked, as the run stood before the
+    batch (which keeps its own paired rounds), and which candidates a version had room for, or that
+    ranked above its last pick, its paired rounds left out: the batch took a deliberately slow
+    control, within noise of the best only widened for a busy machine and never paired with it, and
+    left out the previous leader, which a compare had found slower (mp78 read "within noise" as the
+    reason for both)."""
+    picked, said, left = {c.id for c in tops}, [], []
+    for items in keyed.values():
+        ranked = [c for _, c in sorted(items, key=lambda kc: kc[0], reverse=True)]
+        if not ranked or ranked[0].id not in picked:
+            continue
+        best, room = ranked[0], sum(c.id in picked for c in ranked) < per_group
+        last = max(i for i, c in enumerate(ranked) if c.id in picked)
+        for i, c in enumerate(ranked[1:], 1):
+            if c.id in picked:
+                said.append(f"{c.id} ({_why_beside(c, best, paired(best.id, c.id))})")
+            elif (room or i < last) and _may_lead(c, best) and paired(best.id, c.id) != "better" and (
+                    slower := next((o for o in ranked if o is not c and paired(o.id, c.id) == "worse"), None)):
+                left.append(f"{c.id} (paired rounds find it slower than {slower.id})")
+    said += [f"{c.id} (" + ("from too few runs, it reads beyond" if c.runs is not None else "it ranks with") +
+             " its version's measured best)" for c in leaders]
+    if not said and not left:
+        return None
+    head = "before this batch, besides " + ("the run's best" if len(keyed) == 1 else "each team version's best")
+    return head + (f", picked: {_some(said)}" if said else "") + (f"; left out: {_some(left)}" if left else "")
+
+
+def _some(items: list[str]) -> str:
+    """The first LEFT_SAID of ``items``, and how many more (a batch of 12 read ~1,000 characters; rev78)."""
+    more = f" and {len(items) - LEFT_SAID} more" if len(items) > LEFT_SAID else ""
+    return ", ".join(items[:LEFT_SAID]) + more
+
+
+def _why_beside(c: CandidateSummary, best: CandidateSummary, side: str | None) -> str:
+    """Why ``c`` is measured beside its version's ``best`` (_bests picked it; ``side``: their paired
+    rounds' verdict on ``c``; "style" either way round, rev78)."""
+    if side == "better":
+        return f"paired rounds find it better than {best.id}, which ranks above it"
+    if c.runs is not None or best.runs is not None:
+        return f"too few runs to tell it from {best.id}"
+    own, top = c.score_interval, best.score_interval
+    widened = bool(own and top) and (own[1] < top[0] or top[1] < own[0])
+    return f"within noise of {best.id}" + (" only as widened for a busy machine" if widened else "") + (
+        ", no paired verdict with it" if side is None else ", paired rounds find no difference" if side == "tied" else
+        ", the two apart side by side by destination passing style's share alone")
 
 
 async def _styles_compared(store: KnowledgeStore, records: list) -> dict[str, str | None]:

@@ -14,33 +14,31 @@ dev batch also keeps every two finalists' paired rounds (kind ``comparison``,
 knowledge/comparisons.py): version gains pool them with compares of the same two.
 
 **The rule that says a ranking changed.** Finalists are ordered as the store ranks them (the
-pessimistic end of their rounds' own interval: the lower bound when maximising) before the batch
-(as recorded) and after it (pooled with the new rounds). Two finalists whose order reversed are
-listed in ``changed`` when their intervals were apart before or are apart after: a clear ranking
-that no longer holds, or one that now is clear; a new top is also a change where the paired rounds
-of the two find it better (``apart_by_pairs``). (Without named candidates, where pooling the
-batch's rounds makes a candidate that was not measured a version's best, the call measures a
-batch again with it added, up to FINALIST_PASSES batches: the set is the last batch, and "before"
-is before the call.) Finalists whose intervals overlap both times can
-trade places on noise alone (three equally fast ones did in more than half of re-measurements,
-review of 2026-12-03), and that is not a change. ``within_noise_of_top`` lists the finalists
-the top is not established as better than: as the paired rounds of the two decide it where they
-do (``apart_by_pairs``), else those whose interval after the batch overlaps the top one's.
+pessimistic end of their rounds' own interval: the lower bound when maximising) before the batch (as
+recorded) and after it (pooled with the new rounds). Two finalists whose order reversed are listed
+in ``changed`` when their intervals were apart before or are apart after: a clear ranking that no
+longer holds, or one that now is clear; a new top is also a change where the paired rounds of the
+two find it better (``apart_by_pairs``). (Without named candidates, where pooling the batch's rounds
+makes a candidate that was not measured a version's best, the call measures a batch again with it
+added, up to FINALIST_PASSES batches: the set is the last batch, and "before" is before the call.)
+Finalists whose intervals overlap both times can trade places on noise alone (three equally fast
+ones did in more than half of re-measurements, review of 2026-12-03), and that is not a change.
+``within_noise_of_top`` lists the finalists the top is not established as better than: as the paired
+rounds of the two decide it where they do (``apart_by_pairs``), else those whose interval after the
+batch overlaps the top one's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import ClassVar
-
-from pydantic import BaseModel, Field, PrivateAttr, computed_field
 
 from evoteam import stats
 from evoteam.config import Settings
 from evoteam.copystats import processes_of
 from evoteam.report.batchruns import PairedRounds, measure_sides, processes_per_side
 from evoteam.report.finalists import FINALIST_PASSES, MAX_CANDIDATES, default_sides, estimate_seconds, unmeasured_leaders
+from evoteam.report.measurementset import MeasurementSet, Remeasured
 from evoteam.servers.bench.measurement.machine import QUIET_WHEN
 from evoteam.report.pairorder import note_order_against_pairs
 from evoteam.report.styles import drop_style_leads, note_style_top
@@ -56,121 +54,11 @@ from evoteam.servers.knowledge.verified import MEASUREMENT_SET
 
 KIND = MEASUREMENT_SET
 BASELINE = BASELINE_ID  # the kit's baseline in a set's entries
-# Half its length: it ended every remeasure reply, 640 characters read for nothing (mp36, 2026-12-05).
-RULE = ("ordered by the pessimistic end of each finalist's 95% interval, before (as recorded) and after (pooled); "
-        "a reversed order is a change only where the intervals were apart before or are after, or the paired "
-        "rounds find the new top better; within noise of the top: as the two's paired rounds decide, else "
-        "intervals that overlap")
-
-
 BUSY_POOLING = ": the new rounds pool with these"
 BUSY_NOTE = ("measured on a busy machine (contended): every finalist shared the same rounds, but the intervals are "
              "wider, so a quiet batch may tell apart finalists this one does not; call it again when the "
              f"machine is quieter {QUIET_WHEN}" + BUSY_POOLING)
 COPY_NOTE = "a copy of the kit's baseline timed as a finalist: an A/A check, whose interval holds 1 in a fair batch"
-
-
-class Remeasured(BaseModel):
-    """One finalist measured again."""
-
-    candidate_id: str = Field(description="a candidate id, or 'baseline' (a copy of the kit's baseline: an A/A check)")
-    # Said in the entry itself: only the output schema, unseen by a model, said what 'baseline' was (mp42).
-    note: str | None = None
-    team_version: int | None = None
-    recorded_score: float | None = None
-    recorded_interval: list[float] | None = None
-    recorded_runs: int | None = Field(default=None, description="set where the recorded score was from too few "
-                                      "runs for a 95% interval: how many")
-    status: str = "PASSED"
-    score: float | None = Field(default=None, description="this batch's score")
-    score_interval: list[float] | None = None
-    heldout_score: float | None = None
-    heldout_interval: list[float] | None = None
-    # Named: a model found held-out records in best_candidates that no reply had given (mp42).
-    heldout_candidate_id: str | None = Field(default=None, description="the held-out record this batch made of "
-                                             "it (held-out rounds pool apart from dev ones)")
-    pooled_score: float | None = Field(default=None, description="the candidate's score from all its measurements")
-    pooled_interval: list[float] | None = None
-    runs: int | None = Field(default=None, description="program kits: the runs made here (`rounds`; fewer once "
-                             "exact, or with 5+ earlier runs, up to `rounds` with them)")
-    pooled_runs: int | None = Field(default=None, description="set where the candidate's pooled runs are too "
-                                    "few for a 95% interval: how many")
-    n_measurements: int | None = None
-    # Absent for a kernel kit's entries (a model asked what `settled: false` meant on each; mp31).
-    settled: bool | None = Field(default=None, description="program kits: true where its runs, with its earlier "
-                                 "ones, are 5+ all alike (exact): it ran no more (runs: how many it made here; 0: "
-                                 "exact before)")
-    rank_before: int | None = None
-    rank_after: int | None = None
-    # What the order compares (the store's rank_score, before and after): the pessimistic end of the
-    # rounds' own interval, which can differ from the interval shown where rounds were unresolved.
-    rank_score_before: float | None = None
-    rank_score_after: float | None = None
-    # And whether the score was from too few runs for a 95% interval: it ranks after those with one.
-    spread_unknown_before: bool = False
-    spread_unknown_after: bool = False
-
-
-class MeasurementSet(BaseModel):
-    run_id: str
-    kit: str
-    measured_at: datetime
-    rounds: int
-    splits: list[str]
-    direction: str = "maximize"
-    entries: list[Remeasured]
-    order_before: list[str] = Field(default_factory=list, description="finalists by pessimistic bound, as recorded")
-    order_after: list[str] = Field(default_factory=list, description="the same after pooling the new rounds")
-    changed: list[str] = Field(default_factory=list, description="finalists whose order reversed with one whose "
-                               "interval was apart from theirs before or is after (not a swap within noise)")
-    within_noise_of_top: list[str] = Field(default_factory=list, description="finalists the top is not "
-                                           "established as better than (rule)")
-    batches: int = Field(default=1, description="dev batches run: after one, pooling may make a candidate not "
-                         "measured a version's best, and the next batch measures every finalist again with it")
-    added_after_pooling: list[str] = Field(default_factory=list, description="the candidates those later batches "
-                                           "added")
-    better_than_top: list[str] = Field(default_factory=list, description="of those, the ones the paired rounds "
-                                       "find significantly better than the top, which leads by the unpaired "
-                                       "bounds only (its interval is narrower)")
-    rule: str = RULE
-    contended: bool = False
-    processes_per_side: int | None = Field(default=None, description="a kernel kit's: each side, the baseline's "
-                                           "included, timed in this many processes (3 in a batch of up to 6 "
-                                           "sides, 3 on a GPU)")
-    pooled: bool = Field(default=True, description="whether the new rounds were recorded as measurements of the "
-                         "finalists; false when the run was timed by an earlier timing method, whose scores these "
-                         "rounds cannot be pooled with (note says so)")
-    heldout_set: str | None = Field(default=None, description="the held-out set measured (as evaluate's "
-                                    "metrics.heldout_set): one per evaluation service")
-    note: str | None = None
-    version_gains: list[str] = Field(default_factory=list, description="after pooling: the gain of each team "
-                                     "version whose best, or the best before it, was measured, as run_report's "
-                                     "versions[].gain")
-
-    # Whether the run kept this call's paired rounds and the set: what run_report's version gains read.
-    _kept: bool = PrivateAttr(default=True)
-
-    @computed_field(description="what orders the finalists: why a higher score in this batch can rank lower")
-    @property
-    def ranked_by(self) -> str:  # a model read a finalist scoring higher here yet ranked second as a bug (mp47)
-        end = "lower" if self.direction == "maximize" else "upper"
-        return (f"the {end} end of each finalist's pooled 95% interval (pooled_interval), so a higher score in this "
-                "batch can rank lower; one from too few runs for such an interval (pooled_runs, shown then) after "
-                "every one with it")
-
-    def add_note(self, said: str) -> MeasurementSet:
-        """``said`` after whatever the note already says, as a clause of its own (two ran together
-        unpunctuated: "the new rounds pool with these the order held"; mp53)."""
-        joint = " " if not self.note or self.note.rstrip().endswith((".", ";", ":")) else "; "
-        self.note = joint.join(filter(None, [self.note, said]))
-        return self
-
-    # Kept for programs and the report; the model reads the order they give (rank_before, rank_after).
-    # And the rule: ~330 characters in every reply, the same each time (mp42); the fields it decides
-    # (changed, within_noise_of_top) say what they hold.
-    TEXT_OMIT: ClassVar[frozenset[str]] = frozenset({"entries.rank_score_before", "entries.rank_score_after",
-                                                    "entries.spread_unknown_before", "entries.spread_unknown_after",
-                                                    "rule"})
 
 
 def judge(mset: MeasurementSet) -> None:
@@ -218,11 +106,13 @@ def caveats(mset: MeasurementSet) -> None:
     if len(after) == 1 and len(mset.order_after) > 1 and mset.order_before == mset.order_after and measured and \
             not (mset.changed or mset.within_noise_of_top or mset.better_than_top):
         # The lists a reply leaves out when empty read as a promise it did not keep (mp51, mp52).
-        mset.add_note(f"the order held and {after[0]} leads the others beyond noise: changed, within_noise_of_top "
-                      "and better_than_top are empty")
+        mset.add_note(f"the order held and {after[0]} leads the others beyond noise: no rank changed, none is within "
+                      "noise of the top or better than it (changed, within_noise_of_top, better_than_top: absent)")
     copy = next((e for e in mset.entries if e.candidate_id == BASELINE), None)
     readings = [("dev", copy.score, copy.score_interval), ("held-out", copy.heldout_score, copy.heldout_interval)] \
         if copy is not None else []
+    if held := [split for split, score, iv in readings if score is not None and iv and iv[0] <= 1 <= iv[1]]:
+        copy.note = f"{COPY_NOTE}: it held 1 on {' and '.join(held)}"  # said, not left to the reader (mp78)
     for split, score, iv in readings:
         if score is not None and iv and not iv[0] <= 1 <= iv[1]:
             read = stats.describe(stats.Estimate(score, *iv, 10), "×")
@@ -322,13 +212,15 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
     if candidate_ids and len(candidate_ids) > MAX_CANDIDATES:  # one batch times every side in every round
         raise DomainError(f"remeasure takes at most {MAX_CANDIDATES} candidates in one batch, not "
                           f"{len(candidate_ids)}: name the finalists (default: each version's best)")
+    why = None  # why the default finalists beside each version's best (finalists.picked_why)
     if candidate_ids:
         chosen = [await store.get_candidate(cid) for cid in dict.fromkeys(candidate_ids)]  # each once
         if other := next((c for c in chosen if c.run_id != run_id), None):
             raise DomainError(f"every candidate must belong to run {run_id}; {other.id} is of run {other.run_id} "
                               "(bench.compare measures a candidate of another run against one of yours)")
     else:
-        chosen = [await store.get_candidate(c.id) for c in await default_sides(store, run_id)]
+        sides, why = await default_sides(store, run_id)
+        chosen = [await store.get_candidate(c.id) for c in sides]
     offered = len(chosen)
     chosen = [c for c in chosen if c.code]
     if not chosen:
@@ -392,6 +284,8 @@ async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, 
                               f"method {TIMING_METHOD}; docs/bench.md, Rounds): the recorded scores and these rounds "
                               "are not comparable, so the new rounds were not pooled into the finalists; compare the "
                               "finalists by this batch's scores (now), and start a new run to go on"))
+    if why and offered > 1:  # one alone: the note below says why
+        mset.add_note(why)
     if short:
         mset.add_note(f"{', '.join(short)} ran fewer times than rounds ({rounds}) on dev: its earlier runs count "
                       "toward them; a larger rounds runs more")

@@ -173,7 +173,7 @@ async def test_an_evaluation_with_repeats_runs_both_sides_in_three_processes(tmp
                           "candidate''": "candidate's third", "baseline'": "baseline's second",
                           "baseline''": "baseline's third"}
     assert e.score_interval[0] < e.score < e.score_interval[1] and "scored by one process" not in e.message
-    assert "over baseline.py::run, each side in 3 processes: " in e.message, e.message
+    assert "over baseline.py::run, each side in 3 processes of 10 rounds each (plain: one of 10): " in e.message, e.message
     assert len([f for f in made if "-cand-" in f.name]) == 3 and len([f for f in made if "-baseline-" in f.name]) == 4
     assert not [f for f in made if f.exists()]
 

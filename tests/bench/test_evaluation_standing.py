@@ -4,6 +4,8 @@ scores with the last best it remembered; model-play mp45)."""
 
 from __future__ import annotations
 
+import json
+
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -378,8 +380,14 @@ async def test_a_busy_evaluation_is_placed_against_x0_by_its_own_paired_rounds(t
     settings = Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[kit.parent, KITS])
     monkeypatch.setattr(machine.os, "getloadavg", lambda: (40.0, 40.0, 40.0))
     async with Client(build_server(settings, store)) as client:
-        run = (await client.call_tool("evaluate", {"kit": "rmsnorm_steady", "code": EINSUM})).structured_content
+        reply = await client.call_tool("evaluate", {"kit": "rmsnorm_steady", "code": EINSUM})
+        run = reply.structured_content
         assert run["status"] == "PASSED" and run["contended"] is True, run["message"]
+        # The reasons are the message's contention line: the text a model reads holds them once (mp78).
+        reasons = run["metrics"]["contention"]["reasons"]
+        assert reasons and all(r in run["message"] for r in reasons), (reasons, run["message"])
+        shown = json.loads(reply.content[0].text)
+        assert "reasons" not in shown["metrics"]["contention"] and shown["metrics"]["contention"]["contended"], shown
         kept = await dev_comparisons(store, run["run_id"], "rmsnorm_steady")
         assert [(r.a_candidate_id, r.b_candidate_id, r.contended) for r in kept] == \
             [("baseline", run["candidate_id"], True)], kept
@@ -389,8 +397,8 @@ async def test_a_busy_evaluation_is_placed_against_x0_by_its_own_paired_rounds(t
         lo, hi = run["score_interval"]
         if stats.load_widened(stats.Estimate(run["score"], lo, hi, 10)).lo <= 1 and (lo > 1 or hi < 1):
             # what load left open, its own paired rounds decide, as the reply says
-            assert f"where x0 is 1 paired rounds with the baseline place it (these rounds, kept in {run['run_id']}, " \
-                "do: no compare needed" in run["message"], run["message"]
+            assert f"; these rounds, kept in {run['run_id']}, place it against x0 too: no compare with the baseline " \
+                "needed" in run["message"], run["message"]
             assert point.decided_by == "paired rounds with the baseline", point
             assert point.new_best is (lo > 1), (point, run["score_interval"])
             assert "bench.compare" not in run["standing"], run["standing"]
@@ -398,6 +406,11 @@ async def test_a_busy_evaluation_is_placed_against_x0_by_its_own_paired_rounds(t
                                                       "repeats": 2})).structured_content
         assert copied["contended"] is True and copied["run_id"] == run["run_id"], copied["message"]
         assert "kept in" not in copied["message"], copied["message"]  # nothing kept: not said
+        # The busy rule is the standing's to apply: each recorded reply says it no more, and points to it once.
+        for reply in (run, copied):
+            assert reply["standing"] and machine.BUSY_RULE not in reply["message"], reply["message"]
+            assert reply["message"].count("`standing` says where") == 1, reply["message"]
+            assert "contended machine (" in reply["message"], reply["message"]
     assert len(await dev_comparisons(store, run["run_id"], "rmsnorm_steady")) == 1
 
 

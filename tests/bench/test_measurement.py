@@ -225,6 +225,29 @@ def test_the_verdict_against_the_baseline_is_what_the_interval_says():
         "faster than the baseline, beyond noise"  # a verdict the interval gives stands
 
 
+def test_kept_rounds_replace_the_busy_placement_whole():
+    """Where a busy kernel's own rounds are kept in its run, they place it: the widened range and the
+    compare that would settle it go, the clauses after them stay (mp78 read ~600 characters of it
+    on each busy evaluation)."""
+    from evoteam.servers.bench.evaluation.core import placed_by_kept_rounds
+    from evoteam.servers.bench.measurement.batch import _against_baseline
+
+    for copies in (False, True):
+        said = _against_baseline(stats.Estimate(2.6, 2.43, 2.91, 10), busy=True, copies=copies)
+        message = f"all 3 workloads correct; geomean speedup 2.6x: {said}; contended machine (load 3.0)"
+        placed = placed_by_kept_rounds(message, "run_1")
+        assert placed == ("all 3 workloads correct; geomean speedup 2.6x: faster than the baseline, beyond noise in "
+                          "these paired rounds; these rounds, kept in run_1, place it against x0 too: no compare with "
+                          "the baseline needed; contended machine (load 3.0)"), placed
+        assert len(placed) < len(message), (len(placed), len(message))
+    # Nothing to place (a quiet or a clear busy verdict): the message is left as it was.
+    for said in ("faster than the baseline, beyond noise", "faster than the baseline, beyond noise even widened"):
+        assert placed_by_kept_rounds(said + "; contended machine (x)", "run_1") == said + "; contended machine (x)"
+    # A message that names the clause's head but not its compare is not cut at a stray parenthesis.
+    odd = "x; a busy score alone would not show it (y) z"
+    assert placed_by_kept_rounds(odd, "run_1") == odd
+
+
 async def test_program_repeats_give_the_median_and_a_point_for_a_deterministic_evaluator(tmp_path):
     data = Path(__file__).parent / "openevolve_data"
     settings = Settings(db=tmp_path / "state" / "kb.db", kits_dirs=[data])

@@ -107,3 +107,13 @@ def test_kernel_loop_quotes_the_compare_a_standing_names_and_when_none_is_needed
     # Not a style-share verdict by intervals: side by side, a compare can still show a faster kernel (rev77).
     assert "style's share alone" not in step.split("Otherwise")[0], step
     assert "A is its parent instead" in step  # what the change alone gained, asked apart from progress
+    # A decision list in the order a model takes it: mp78 read the paragraph three times to order two
+    # compares, and ran a twins' compare that could only measure the style's share.
+    marks = ["1. *No compare*", "2. Otherwise *the compare the standing names*, that one alone", "3. *Only for a question of "
+             "your own:*", "4. *Read it.*"]
+    assert all(m in step for m in marks) and [step.index(m) for m in marks] == sorted(step.index(m) for m in marks)
+    third = step[step.index(marks[2]):step.index(marks[3])]
+    assert "A is its parent instead" in third, third
+    # A twin of the one named is a no-compare case, not an afterthought: mp79 ran two twins' compares by rule 2.
+    first = step[step.index(marks[0]):step.index(marks[1])]
+    assert "twin of the one the standing names" in first and "measures that style's share only" in first, first

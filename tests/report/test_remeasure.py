@@ -228,11 +228,11 @@ async def test_a_default_batch_measures_each_versions_best_few_while_they_fit(tm
 
     async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
         run_id, ids = await run_of(kb, 2, 4)
-        sides = [c.id for c in await default_sides(kb, run_id)]
+        sides = [c.id for c in (await default_sides(kb, run_id))[0]]
         # Two versions: the best 3 of each (their best, the highest centres), v1's first.
         assert sides == [*reversed(ids[1][1:]), *reversed(ids[2][1:])], sides
         run_id, ids = await run_of(kb, 5, 3)
-        sides = [c.id for c in await default_sides(kb, run_id)]
+        sides = [c.id for c in (await default_sides(kb, run_id))[0]]
         assert sides == [ids[v][-1] for v in range(1, 6)]  # five versions: one each
         assert len(sides) <= MAX_CANDIDATES - LEAD_SIDES
 
@@ -250,6 +250,13 @@ async def test_a_default_batch_leaves_out_what_could_not_be_its_versions_best(tm
     from evoteam.servers.knowledge.store import Actor
 
     rng = random.Random(5)
+    whys: list[str | None] = []  # why each default batch took what it took beside the best (mp78)
+
+    async def picked(kb, run_id: str) -> list[str]:
+        sides, why = await default_sides(kb, run_id)
+        whys.append(why)
+        return [c.id for c in sides]
+
     busy = {"contention": {"contended": True, "reasons": ["load average 9 on 2 cores"]}}
 
     async def sides_of(kb, plan) -> tuple[list[str], dict[str, str]]:
@@ -262,15 +269,19 @@ async def test_a_default_batch_leaves_out_what_could_not_be_its_versions_best(tm
             ids[name] = (await bench.record_candidate(CandidateCreate(
                 run_id=run.id, code=code, code_hash=code_hash(code), status="PASSED", score=center,
                 samples=samples, verified=True, metrics=metrics))).id
-        return [c.id for c in await default_sides(kb, run.id)], ids
+        return await picked(kb, run.id), ids
 
     async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
         # The copy ranks third of three: far below the best, it is left out; the near one is kept.
         sides, ids = await sides_of(kb, (("best", 4.5, {}), ("copy", 1.0, {}), ("near", 4.4, {})))
         assert sides == [ids["best"], ids["near"]], (sides, ids)
+        assert whys[-1] == f"before this batch, besides the run's best, picked: {ids['near']} (within noise of {ids['best']}, " \
+            "no paired verdict with it)", whys
         # Measured on a busy machine, 2.5 widened 3x could be the best: kept; the copy still not.
         sides, ids = await sides_of(kb, (("best", 4.5, {}), ("copy", 1.0, {}), ("busy", 2.5, busy)))
         assert sides == [ids["best"], ids["busy"]], (sides, ids)
+        assert f"{ids['busy']} (within noise of {ids['best']} only as widened for a busy machine, no paired " \
+            "verdict with it)" in whys[-1], whys
         # A near one whose kept paired rounds with the best find it slower is left out too (a default
         # batch re-timed a candidate a compare had found significantly slower; mp31, 2026-12-04).
         from datetime import UTC, datetime
@@ -289,7 +300,10 @@ async def test_a_default_batch_leaves_out_what_could_not_be_its_versions_best(tm
         verifier = kb.with_actor(Actor(user="u", client="t", verifier=True))
         for record in (slower, tied):
             assert not await keep_comparison(verifier, run_id, record)
-        assert [c.id for c in await default_sides(kb, run_id)] == [ids["best"], ids["close"]]
+        assert await picked(kb, run_id) == [ids["best"], ids["close"]]
+        assert whys[-1] == (f"before this batch, besides the run's best, picked: {ids['close']} (within noise of {ids['best']}, "
+                            f"paired rounds find no difference); left out: {ids['near']} (paired rounds find it "
+                            f"slower than {ids['best']})"), whys
         # One found slower than another below it is left out too, and the next in rank takes its place: a
         # control with an extra pass, second by one lucky evaluation and found slower than the third side
         # by side, was measured, and the third was not (mp74).
@@ -301,7 +315,17 @@ async def test_a_default_batch_leaves_out_what_could_not_be_its_versions_best(tm
             ids["third"], ids["extra"], kit="k", split="dev", kind="kernel",
             samples={"w": [0.88 + rng.uniform(-0.01, 0.01) for _ in range(10)]}, ranges=None, contended=False,
             measured_at=datetime.now(UTC)))
-        assert [c.id for c in await default_sides(kb, run_id)] == [ids["best"], ids["third"], ids["fourth"]]
+        assert await picked(kb, run_id) == [ids["best"], ids["third"], ids["fourth"]]
+        assert f"left out: {ids['extra']} (paired rounds find it slower than {ids['third']})" in whys[-1], whys
+        # One below a full group's last pick was not left out by its paired rounds: not said so (rev78 M3).
+        sides, ids = await sides_of(kb, (("best", 4.5, {}), ("b", 4.0, busy), ("c", 3.6, busy), ("d", 3.0, busy)))
+        run_id = (await kb.get_candidate(ids["best"])).run_id
+        assert not await keep_comparison(verifier, run_id, record_of(
+            ids["best"], ids["d"], kit="k", split="dev", kind="kernel",
+            samples={"w": [0.9 + rng.uniform(-0.01, 0.01) for _ in range(10)]}, ranges=None, contended=False,
+            measured_at=datetime.now(UTC)))
+        assert await picked(kb, run_id) == [ids["best"], ids["b"], ids["c"]]
+        assert "left out" not in whys[-1] and ids["d"] not in whys[-1], whys
         # One found better than the top stays, whatever a cycle of noisy compares says of it and a third:
         # better_than_top is there to confirm it (review).
         sides, ids = await sides_of(kb, (("top", 4.5, {}), ("c2", 4.42, {}), ("c3", 4.38, {})))
@@ -311,8 +335,9 @@ async def test_a_default_batch_leaves_out_what_could_not_be_its_versions_best(tm
                 ids[a], ids[b], kit="k", split="dev", kind="kernel",
                 samples={"w": [ratio + rng.uniform(-0.01, 0.01) for _ in range(10)]}, ranges=None, contended=False,
                 measured_at=datetime.now(UTC)))
-        got = [c.id for c in await default_sides(kb, run_id)]
+        got = await picked(kb, run_id)
         assert got == [ids["top"], ids["c2"]], ({v: k for k, v in ids.items()}, got)
+        assert f"{ids['c2']} (paired rounds find it better than {ids['top']}, which ranks above it)" in whys[-1], whys
         # A returning twin behind a destination-passing best by that style's share alone is no slower
         # kernel: kept, or the default batch timed the best alone (mp75).
         run = await kb.start_run(RunCreate(goal="g", kit="k", direction="maximize", x0=1.0))
@@ -327,7 +352,9 @@ async def test_a_default_batch_leaves_out_what_could_not_be_its_versions_best(tm
             twins["returns"], twins["dps"], kit="k", split="dev", kind="kernel",
             samples={"w": [1.08 + rng.uniform(-0.01, 0.01) for _ in range(10)]}, ranges=None, contended=False,
             measured_at=datetime.now(UTC)))
-        assert [c.id for c in await default_sides(kb, run.id)] == [twins["dps"], twins["returns"]]
+        assert await picked(kb, run.id) == [twins["dps"], twins["returns"]]
+        assert f"{twins['returns']} (within noise of {twins['dps']}, the two apart side by side by destination " \
+            "passing style's share alone)" in whys[-1], whys
 
 
 async def test_run_report_names_the_version_bests_the_newest_remeasure_did_not_measure(tmp_path):
@@ -429,14 +456,20 @@ def test_a_leaning_copy_of_the_baseline_is_said_in_the_note():
         mset = MeasurementSet(run_id="r", kit="k", measured_at=datetime.now(UTC), rounds=10, splits=["dev"],
                               entries=[copy, Remeasured(candidate_id="cand_a", score=2.0, score_interval=[1.9, 2.1])])
         caveats(mset)
+        copies.append(copy.note)
         return mset.note
 
+    copies: list[str] = []
     assert made([0.97, 1.03]) is None
-    assert made(None) is None
+    # ...and the copy's own entry says whether it held, on each split it did (mp78 checked 0.93-1.04 by hand).
+    assert copies[-1] == COPY_NOTE + ": it held 1 on dev", copies
+    assert made(None) is None and copies[-1] == COPY_NOTE
     leaned = made([1.04, 1.08])
     assert "1.06× (1.04–1.08) on dev, apart from 1" in leaned and "not established" in leaned
-    assert "on held-out" in made([0.98, 1.02], [0.90, 0.95])
-    assert made(None, [0.98, 1.01]) is None
+    assert copies[-1] == COPY_NOTE, copies
+    assert "on held-out" in made([0.98, 1.02], [0.90, 0.95]) and copies[-1] == COPY_NOTE + ": it held 1 on dev"
+    assert made(None, [0.98, 1.01]) is None and copies[-1] == COPY_NOTE + ": it held 1 on held-out"
+    assert made([0.99, 1.01], [0.98, 1.01]) is None and copies[-1] == COPY_NOTE + ": it held 1 on dev and held-out"
 
 
 def test_a_busy_batch_that_pools_nothing_does_not_say_its_rounds_pool():
@@ -486,8 +519,9 @@ def test_a_top_that_swaps_within_noise_is_said_in_the_note():
         caveats(mset)
         return mset.note
 
-    assert held([6.5, 7.5]) == ("the order held and cand_a leads the others beyond noise: changed, "
-                                "within_noise_of_top and better_than_top are empty")
+    assert held([6.5, 7.5]) == ("the order held and cand_a leads the others beyond noise: no rank changed, none is "
+                                "within noise of the top or better than it (changed, within_noise_of_top, "
+                                "better_than_top: absent)")
     assert held(None) is None and held([7.0, 7.0], b_unknown=True) is None
     assert noted(["cand_a"], ["cand_a"], []) is None  # one finalist: nothing to hold
 

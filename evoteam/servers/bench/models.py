@@ -331,6 +331,9 @@ class HeldoutChoice(BaseModel):
     instances: list[int] = Field(default_factory=list, description="program kits: the held-out instances")
 
 
+CONTENDED_HEAD = "contended machine ("  # how machine.contention_line opens: a reply that holds it says the reasons
+
+
 class Evaluation(BaseModel):
     """The result of evaluating one candidate on one split of a kit."""
 
@@ -356,10 +359,13 @@ class Evaluation(BaseModel):
             return cls.PENDING_OMIT
         # Every workload failing alike says the message the top one already holds: a candidate that
         # raised read its traceback four times, 4,082 characters (mp54).
+        message, omit = str(structured.get("message") or ""), set()
         said = {w.get("message") for w in structured.get("workloads") or [] if isinstance(w, dict)}
-        if len(said) == 1 and (only := said.pop()) and f": {only}" in str(structured.get("message") or ""):
-            return frozenset({"workloads.message"})
-        return frozenset()
+        if len(said) == 1 and (only := said.pop()) and f": {only}" in message:
+            omit.add("workloads.message")
+        if CONTENDED_HEAD in message:  # the message's contention line names the reasons (mp78 read them twice)
+            omit.add("metrics.contention.reasons")
+        return frozenset(omit)
 
     kit: str
     kind: KitKind

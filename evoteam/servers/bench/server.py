@@ -26,7 +26,7 @@ from evoteam.servers.bench.measurement import sparepool
 from evoteam.servers.bench.scheduling import route
 from evoteam.servers.bench.scheduling.tickets import Ticket, TicketBook
 from evoteam.servers.bench.evaluation.compare import compare_candidates
-from evoteam.report.remeasure import MeasurementSet
+from evoteam.report.measurementset import MeasurementSet
 from evoteam.report.summary import remeasure_with_gains
 from evoteam.servers.bench.models import Comparison, Evaluation, KitDetail, KitList, Split
 from evoteam.servers.common import DomainError, ServerStore, tool_errors

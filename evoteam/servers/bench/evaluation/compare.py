@@ -84,8 +84,7 @@ def _side(evaluations: dict[str, Evaluation], label: str, count: int | None = No
 def _brief(e: Evaluation, candidate_id: str | None = None, note: str | None = None,
            styles_in_verdict: bool = False, batch: bool = False) -> ComparedSide:
     msg = e.message
-    # The comparison's `contended` says it once; each side repeated the same long clause (and
-    # lost its end to the limit).
+    # The comparison's `contended` says it once; each side repeated the same long clause (and lost its end).
     line = contention_line(e.metrics.get("contention") or {}, e.split)
     if msg and line:
         msg = msg.replace("; " + line, "")
@@ -455,11 +454,11 @@ async def _pool_runs(settings, store: KnowledgeStore, kit, targets: dict[str, st
 
 def _style_lead(verdict: str, b_is_dps: bool, est: stats.Estimate | None,
                 ids: tuple[str | None, str | None] = (None, None)) -> str:
-    """A verdict that names the destination passing side faster by no more than that style's share,
-    said as no faster kernel: "B is faster: ..., significant" led a model to crown a same-work
-    rewrite by the skill's own rule, while the trajectory and run_report called it no gain (mp57).
-    Not against the baseline (``ids``): the run reads speedups over it as measured, style and all
-    (x0, the trajectory), and the clause after the verdict tells the style's share (review 2026-12-06)."""
+    """A verdict that names the destination passing side faster by no more than that style's share, said
+    as no faster kernel: "B is faster: ..., significant" led a model to crown a same-work rewrite by the
+    skill's own rule, while the trajectory and run_report called it no gain (mp57). Not against the baseline
+    (``ids``): the run reads speedups over it as measured, style and all (x0, the trajectory), and the
+    clause after the verdict tells the style's share (review 2026-12-06)."""
     if est is None or BASELINE_ID in ids:
         return verdict
     dps = "B" if b_is_dps else "A"
@@ -478,10 +477,11 @@ def _styles_clause(b_is_dps: bool, est: stats.Estimate | None = None) -> str:
     said = "; " + styles_clause(dps, other)
     if est is not None:
         lo, hi = (est.lo, est.hi) if b_is_dps else (1 / est.hi, 1 / est.lo)  # the DPS side over the other
-        # Only a significant lead: "the whole of B's lead" was said beside 1.00x and 1.01x (mp58, mp74); a
-        # returning side ahead leads despite the style (mp74), a lead past the share is a kernel's (mp78).
+        # Only a significant lead: "the whole of B's lead" was said beside 1.00x and 1.01x (mp58, mp74); a returning
+        # side ahead leads despite the style (mp74; twins read 0.89x, the style's cost: mp79); past the share, a kernel's.
         if hi < 1.0 and stats.significant(est, "kernel"):
-            said += f", which favoured {dps}: {other}'s lead is a faster kernel"
+            said += (f", which favoured {dps} there; {other} leads here even so: a faster kernel, unless the two are "
+                     "the same arithmetic (then it is what that style costs here)")
         elif not within_share(lo) and stats.significant(est, "kernel"):
             said += f"; {dps}'s lead, at least {stats.sig3(lo)}x, is more than that: a faster kernel"
         elif within_share(lo) and lo > 1.0:

@@ -23,7 +23,8 @@ from evoteam.codehash import code_hash
 from evoteam.servers.bench.confinement import scratch
 from evoteam.servers.bench.formats import fib, openevolve, solutions
 from evoteam.servers.bench.measurement import copies, harness, redact
-from evoteam.servers.bench.measurement.batch import BUSY_SETTLE, STATUS_ORDER, run_kernel_batch
+from evoteam.servers.bench.measurement.batch import BUSY_SETTLE, BUSY_UNSHOWN, STATUS_ORDER, run_kernel_batch
+from evoteam.servers.bench.measurement.machine import BUSY_RULE, STANDING_SAYS
 from evoteam.servers.bench.evaluation.candidates import (check_candidate_path, few_runs_note, pooled_lead, unrecorded,
                                                          record_measured, same_as_parent, state_paths)
 from evoteam.servers.bench.measurement.harness import WorkerFailure
@@ -468,7 +469,23 @@ async def record_evaluation(settings: Settings, store: KnowledgeStore, kit: Kit,
                                 stats.runs_of(result.samples) if result.samples else 1, bool(result.contended))
     if result.contended and saved.verified and result.status == "PASSED" and result.split == "dev" and \
             await keep_busy_pairs(store, kit, rid, saved.id, result) and result.message:
-        result.message = result.message.replace(BUSY_SETTLE, f"these rounds, kept in {rid}, do: no compare needed; "
-                                                "`standing` says where it stands")
+        result.message = placed_by_kept_rounds(result.message, rid)
     if standing:  # last: it reads the run as this record left it
         result.standing = await run_standing(store, saved, kit.manifest.kind, prior_best=prior_best)
+        if result.standing and result.message:  # the standing applies the busy rule and says its outcome
+            result.message = result.message.replace(BUSY_RULE, STANDING_SAYS)
+
+
+def placed_by_kept_rounds(message: str, rid: str) -> str:
+    """A busy kernel's message once its own rounds with the baseline are kept in run ``rid``: they
+    place it against x0, so the widened range and the compare that would have settled it go (mp56
+    read a contradiction in both; mp78 read ~600 characters of it on each busy evaluation)."""
+    start = message.find(BUSY_UNSHOWN)
+    settle = message.find(BUSY_SETTLE, start) if start >= 0 else -1
+    end = message.find(")", settle) + 1 if settle >= 0 else 0
+    if end <= 0:
+        return message
+    # "(no compare needed)" read as about the best the standing named a compare with; "widened for the load, as
+    # the run reads ..., it would not show it" did not parse (mp79).
+    return message[:start] + f"; these rounds, kept in {rid}, place it against x0 too: no compare with the " \
+        "baseline needed" + message[end:]

@@ -382,15 +382,15 @@ def _against_baseline(est: stats.Estimate, busy: bool = False, unresolved: bool 
     if lo > 1 or hi < 1:
         return said + " even widened for the load" + short
     # The verdict, then why the run needs more ("..., which holds 1" read as a contradiction; mp68, mp69).
-    return (said + " in these paired rounds" + short + "; a busy score alone would not show it (widened for the "
+    return (said + " in these paired rounds" + short + BUSY_UNSHOWN + " (widened for the "
             f"load, as the run reads it against x0, low /{stats.BUSY_SPREAD:g}, high x{stats.BUSY_SPREAD:g}: "
             f"{stats.sig3(lo)}–{stats.sig3(hi)}), so where x0 is 1 paired rounds with the baseline place it "
             f"({BUSY_SETTLE}" + ("; rounds in copies are not kept)" if copies else ")"))
 
 
-# What settles a busy kernel against x0, as evaluate's message names it; where the evaluation's own
-# rounds were kept in its run and decide, record_evaluation says so instead (evaluation/core.py).
-BUSY_SETTLE = "bench.compare it by id with a_candidate_id \"baseline\""
+# What settles a busy kernel against x0, as evaluate's message names it (after BUSY_UNSHOWN); where the
+# evaluation's own rounds were kept in its run and decide, record_evaluation says so instead (evaluation/core.py).
+BUSY_UNSHOWN, BUSY_SETTLE = "; a busy score alone would not show it", 'bench.compare it by id with a_candidate_id "baseline"'
 MS_CLAUSE = "baseline_ms / candidate_ms is"  # how _ms_apart's clause reads (compare leaves it out)
 
 
@@ -469,14 +469,14 @@ def _evaluation(kit: Kit, split: Split, outcomes: list[WorkloadOutcome], verdict
     if first_bad:
         message = f"{first_bad.workload}: {first_bad.message}"
     elif est is not None:
-        # Said where repeats put each side in several processes (copies.py): the reply showed it nowhere else
-        # a model reads (model-play 2026-12-05).
-        k = metrics.get("processes_per_side", 1)
+        # Said where repeats put each side in several processes (copies.py), with their rounds: the reply showed it
+        # nowhere else a model reads (model-play 2026-12-05), and 17 rounds for repeats 5 read unexplained (mp78).
+        k, r = metrics.get("processes_per_side", 1), max((o.rounds or 0 for o in outcomes), default=0)
         unresolved = any(o.message and timing.UNRESOLVED in o.message for o in outcomes)
-        # A held-out record is placed against nothing: its busy reading against x0 sent a model to a
-        # dev-split compare that refused it (mp58); its contention line says what to do instead.
+        # A held-out record is placed against nothing (mp58: sent to a dev-split compare that refused it).
         busy = bool((metrics.get("contention") or {}).get("contended")) and split == "dev"
-        each = f", each side in {k} processes" if k > 1 else ""
+        each = (f", each side in {k} processes" + f" of {r} rounds each (plain: one of {m.timing.rounds})" * (r > 0)) \
+            * (k > 1)
         message = (f"all {passed} workloads correct; geomean speedup {stats.describe(est, '×')} over {baseline_label}"
                    f"{each}: {_against_baseline(est, busy, unresolved, copies=k > 1)}")
     else:

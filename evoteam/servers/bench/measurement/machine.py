@@ -27,6 +27,7 @@ from pathlib import Path
 
 from evoteam import stats
 from evoteam.servers.bench.measurement.method import TIMING_METHOD
+from evoteam.servers.bench.models import CONTENDED_HEAD
 
 # What the timing tolerates before an evaluation is marked contended.
 MAX_FLOOR_RATIO = 2.0  # the call path's median floor this evaluation over the kit's best median here
@@ -288,7 +289,7 @@ def contention_line(c: dict, split: str = "dev") -> str | None:
     held-out check with the run's best)."""
     if not c.get("contended"):
         return None
-    what = "contended machine (" + "; ".join(c.get("reasons") or []) + "): scores taken separately here can " \
+    what = CONTENDED_HEAD + "; ".join(c.get("reasons") or []) + "): scores taken separately here can " \
         "differ by more than their intervals"
     if split == "heldout":
         # Still the one held-out check: the same candidate's rounds pool into this record (mp40
@@ -302,6 +303,12 @@ def contention_line(c: dict, split: str = "dev") -> str | None:
     # "(low /3, high x3) clears that mark" read as a bar no score could clear (mp46); the rule is
     # applied in `standing` (evaluation/standing.py), which says the outcome. Its rule only, not the
     # case of a score above the best: read on every busy evaluation, far below the best too (mp70, mp71).
-    return (what + "; against the run's best (its starting score x0 in a run with none yet) a busy score counts "
-            "widened 3x each way, and paired rounds (bench.compare by id) settle what that leaves open: "
-            "`standing` says where this one stands")
+    return what + BUSY_RULE
+
+
+# The rule of contention_line's last clause, which a recorded evaluation's `standing` applies and
+# says the outcome of: there it is left out (evaluation/core.py; read five times over in mp78).
+BUSY_RULE = ("; against the run's best (its starting score x0 in a run with none yet) a busy score counts widened 3x "
+             "each way, and paired rounds (bench.compare by id) settle what that leaves open: `standing` says where "
+             "this one stands")
+STANDING_SAYS = "; `standing` says where this one stands"
