@@ -108,6 +108,11 @@ def caveats(mset: MeasurementSet) -> None:
         # The lists a reply leaves out when empty read as a promise it did not keep (mp51, mp52).
         mset.add_note(f"the order held and {after[0]} leads the others beyond noise: no rank changed, none is within "
                       "noise of the top or better than it (changed, within_noise_of_top, better_than_top: absent)")
+    elif mset.within_noise_of_top:  # the rest of the order said, not left to an absence (mp79)
+        below = [c for c in mset.order_after[1:] if c not in mset.within_noise_of_top + mset.better_than_top and
+                 c in by_id and _after(by_id[c]) and not by_id[c].spread_unknown_after]
+        if below:
+            mset.add_note(f"{', '.join(below)} rank behind the top beyond noise")  # either direction (rev79)
     copy = next((e for e in mset.entries if e.candidate_id == BASELINE), None)
     readings = [("dev", copy.score, copy.score_interval), ("held-out", copy.heldout_score, copy.heldout_interval)] \
         if copy is not None else []

@@ -104,6 +104,23 @@ def test_each_standing_of_the_trajectory_is_said_in_one_line():
     assert said.startswith("not a new best: not told apart from the run's best cand_b at 3.30× (3.10–3.50) (this one "
                            "measured on a busy machine: its interval counts widened 3x each way, to 1.27–12.6); "
                            "bench.compare cand_g and cand_b by id to tell them apart") and "within noise" not in said, said
+    # Leading so, apart as measured: "not told apart" too, not "within noise" beside two intervals apart (mp79);
+    # overlapping as measured, it is within noise.
+    lead = point("cand_l", 4.0, 3.8, 4.2, "cand_l", within_noise_of="cand_b", contended=True)
+    said = standing_line(trajectory(a, b, lead), "cand_l", "×")
+    assert said.startswith("leads the run's ranking (by the pessimistic end of its interval over all its runs) but is "
+                           "not a new best: not told apart from cand_b, ") and "within noise" not in said, said
+    near = point("cand_l", 3.6, 3.4, 3.8, "cand_l", within_noise_of="cand_b", decided_by="intervals", contended=True)
+    assert "not a new best: within noise of cand_b, " in standing_line(trajectory(a, b, near), "cand_l", "×")
+    # By the intervals as measured, not by a missing decided_by: a busy run with no x0 has none either way (rev79).
+    meets = point("cand_l", 3.6, 3.4, 3.8, "cand_l", within_noise_of="cand_b", contended=True)
+    assert "not a new best: within noise of cand_b, " in standing_line(trajectory(a, b, meets), "cand_l", "×")
+    # A former best measured again on a busy machine, now below the leader as measured: set aside as any other
+    # (it read "within noise ... to tell them apart" where the ordinary path said "reads below"; rev79).
+    was = point("cand_w", 2.4, 2.3, 2.5, "cand_b", within_noise_of="cand_b", contended=True)
+    said = standing_line(trajectory(a, b, was), "cand_w", "×", again=True, prior_best="cand_w")
+    assert said.startswith("no longer the run's best: cand_b at 3.30× (3.10–3.50) now leads; it reads below the run's "
+                           "best cand_b at 3.30× (3.10–3.50); set it aside, no compare needed"), said
     assert standing_line(later, "cand_e", "×", again=True).startswith("the run's best, beyond noise")
     # Judged against a best that has since been overtaken: the verdict of then is not said as now's.
     stale = standing_line(later, "cand_c", "×")

@@ -117,3 +117,9 @@ def test_kernel_loop_quotes_the_compare_a_standing_names_and_when_none_is_needed
     # A twin of the one named is a no-compare case, not an afterthought: mp79 ran two twins' compares by rule 2.
     first = step[step.index(marks[0]):step.index(marks[1])]
     assert "twin of the one the standing names" in first and "measures that style's share only" in first, first
+    # ...skipped, not "run it only to ..." (mp80 read that as maybe required); step 6 says twins are one result,
+    # and a machine that stays busy has a rule of its own (mp80 could follow no "when it is quieter").
+    assert "skip it" in first, first
+    six = flat[flat.index("6. **Re-measure"):flat.index("7. **End the run**")]
+    assert "Two twins (one arithmetic in both styles) are always one result" in six, six
+    assert "the machine stays busy, go on with paired rounds" in flat

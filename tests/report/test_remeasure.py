@@ -523,6 +523,18 @@ def test_a_top_that_swaps_within_noise_is_said_in_the_note():
                                 "within noise of the top or better than it (changed, within_noise_of_top, "
                                 "better_than_top: absent)")
     assert held(None) is None and held([7.0, 7.0], b_unknown=True) is None
+    # One within noise of the top: the others, below beyond noise, are said so too, not left to their absence
+    # from the list (mp79 read a slow control's 2.99 (2.74-3.31) under a 3.92-4.52 top as unsaid).
+    three = MeasurementSet(run_id="r", kit="k", measured_at=datetime.now(UTC), rounds=10, splits=["dev"],
+                           entries=[Remeasured(candidate_id="cand_a", score=10.0, score_interval=[9.5, 11.0]),
+                                    Remeasured(candidate_id="cand_b", score=9.8, score_interval=[9.0, 10.5]),
+                                    Remeasured(candidate_id="cand_c", score=7.0, score_interval=[6.5, 7.5]),
+                                    Remeasured(candidate_id="cand_d", score=6.0, score_interval=[5.5, 6.5],
+                                               spread_unknown_after=True)],
+                           order_before=["cand_a", "cand_b", "cand_c", "cand_d"],
+                           order_after=["cand_a", "cand_b", "cand_c", "cand_d"], within_noise_of_top=["cand_b"])
+    caveats(three)
+    assert three.note == "cand_c rank behind the top beyond noise", three.note  # cand_d: its place unknown
     assert noted(["cand_a"], ["cand_a"], []) is None  # one finalist: nothing to hold
 
 

@@ -142,10 +142,16 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
     # candidate apart from (two both found slower than it were sent to compare each other; mp73).
     rival = best.worse_than if best.decided_by == PAIRS and best.worse_than not in (None, "x0", candidate_id) \
         else None
+    # Busy: a gain of 2.3x read "within noise" by intervals widened 3x each way, unsaid (mp49).
+    other = points.get(point.within_noise_of or "")
+    # Paired rounds are not widened for load; "its interval" beside a quiet evaluation read as its own (mp64).
+    busy = "" if point.decided_by == WITH_BASELINE else _busy(point, own=True) if point.contended else \
+        _busy(other, own=False) if other is not None and other.contended else ""
     if prior_best == candidate_id != best_id:  # it led before this measurement (review 2026-12-06)
         head = f"no longer the run's best: {best_text} now leads"
-        if point.best_so_far_id == best_id:
-            behind = _behind(point, best_text, best_id=best_id, best=best, styles=styles)
+        if point.best_so_far_id == best_id:  # busy too: "within noise" of a busy leader it reads below (rev79)
+            behind = _behind(point, best_text, busy, best_id=best_id, best=best, styles=styles,
+                             direction=trajectory.direction)
             return f"{head}; {behind.removeprefix('not a new best: ')}"
         return head + apart(compared_with, candidate_id, best_id, paired, styles=styles)
     if point.best_so_far_id != best_id:  # its point was judged against an earlier best
@@ -164,11 +170,6 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
             or apart(compared_with, candidate_id, best_id, paired, styles=styles))
     index = trajectory.points.index(point)
     first = not any(p.new_best for p in trajectory.points[:index])
-    # Busy: a gain of 2.3x read "within noise" by intervals widened 3x each way, unsaid (mp49).
-    other = points.get(point.within_noise_of or "")
-    # Paired rounds are not widened for load; "its interval" beside a quiet evaluation read as its own (mp64).
-    busy = "" if point.decided_by == WITH_BASELINE else _busy(point, own=True) if point.contended else \
-        _busy(other, own=False) if other is not None and other.contended else ""
     prior = points.get(prior_best or "")  # judged in its point only if made before it
     cleared = point.new_best and prior in trajectory.points[:index] and _clears(point, prior, trajectory.direction)
     if again and best_id == candidate_id and prior_best and prior_best != candidate_id and not cleared:
@@ -181,6 +182,7 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
     if best_id == candidate_id:
         last_new = next((p.candidate_id for p in reversed(trajectory.points[:index]) if p.new_best), None)
         line = _lead(point, first, again, earlier(trajectory.points[:index]), busy,
+                     apart_as_measured=_apart_as_measured(point, other),
                      announced=other is not None and other.new_best, styles=styles or {}, last_new=last_new,
                      split=shown_and_not(trajectory.points[:index], point.not_shown_better_than),
                      compared_with=compared_with)
@@ -282,6 +284,13 @@ def _how(point: TrajectoryPoint) -> str:
     return f" (by their {point.decided_by})" if point.decided_by else ""
 
 
+def _apart_as_measured(point: TrajectoryPoint, other: TrajectoryPoint | None) -> bool:
+    """Whether the two intervals, as measured (unwidened), leave each other out: "within noise" beside
+    two such read as a contradiction (mp79); where they meet, it is within noise (rev79)."""
+    own, ref = point.score_interval, other.score_interval if other is not None else None
+    return bool(own and ref) and (own[1] < ref[0] or ref[1] < own[0])
+
+
 def _busy(point: TrajectoryPoint, own: bool) -> str:
     """Why a busy measurement is within noise, with the interval as it counts: "widened 3x each way"
     alone could not be checked (mp73)."""
@@ -295,13 +304,14 @@ def _busy(point: TrajectoryPoint, own: bool) -> str:
 
 def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", busy: str = "",
           announced: bool = True, styles: dict[str, str | None] | None = None, last_new: str | None = None,
-          split: tuple[str, str] | None = None, compared_with: str | None = None) -> str:
+          split: tuple[str, str] | None = None, compared_with: str | None = None,
+          apart_as_measured: bool = False) -> str:
     """A candidate that leads the run's ranking: announced as a new best only where its point is.
     ``earlier``: the ids a new best clears (leaders.earlier); ``busy``: said where a busy measurement's
-    widened interval is why it is within noise; ``announced``: whether the one it is within noise
-    of was announced (before any is, it is the leader it passed: "the last new best" named one
-    that never was; mp54); ``split``: the one of those a new best is shown better than, and the one it
-    is not (leaders.shown_and_not)."""
+    widened interval is why it is within noise (``apart_as_measured``: not told apart, then);
+    ``announced``: whether the one it is within noise of was announced (before any is, it is the
+    leader it passed: "the last new best" named one that never was; mp54); ``split``: the one of
+    those a new best is shown better than, and the one it is not (leaders.shown_and_not)."""
     how = _how(point)
     if point.new_best:
         # "the run's best: beyond noise …" read awkwardly (mp50).
@@ -344,8 +354,10 @@ def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", b
             else "the leader before it (none is announced past x0 yet)" if last_new is None else \
             (f"the leader before it; the last new best is {last_new} ({compare_two(point.candidate_id, last_new)} to "
              "tell them apart)")  # "none is announced" read beside an announced c1 (rev77)
+        # Busy, by intervals: "within noise" beside two intervals apart as measured read as a contradiction (mp79).
+        near = "not told apart from" if busy and apart_as_measured else "within noise of"
         return (f"leads the run's ranking (by the pessimistic end of its interval over all its runs) but is not a "
-                f"new best: within noise of {point.within_noise_of}, {which}{how}{busy}; {then}")
+                f"new best: {near} {point.within_noise_of}, {which}{how}{busy}; {then}")
     if point.too_few_runs:
         mark = X0 if first else "the last new best"
         return f"leads the run's ranking, but from too few runs to be told apart from {mark}"

@@ -469,16 +469,16 @@ def _evaluation(kit: Kit, split: Split, outcomes: list[WorkloadOutcome], verdict
     if first_bad:
         message = f"{first_bad.workload}: {first_bad.message}"
     elif est is not None:
-        # Said where repeats put each side in several processes (copies.py), with their rounds: the reply showed it
-        # nowhere else a model reads (model-play 2026-12-05), and 17 rounds for repeats 5 read unexplained (mp78).
+        # Repeats' processes and rounds said: shown nowhere else a model reads (2026-12-05); 17 unexplained (mp78).
         k, r = metrics.get("processes_per_side", 1), max((o.rounds or 0 for o in outcomes), default=0)
-        unresolved = any(o.message and timing.UNRESOLVED in o.message for o in outcomes)
-        # A held-out record is placed against nothing (mp58: sent to a dev-split compare that refused it).
-        busy = bool((metrics.get("contention") or {}).get("contended")) and split == "dev"
+        unresolved = [o.workload for o in outcomes if o.message and timing.UNRESOLVED in o.message]
+        busy = bool((metrics.get("contention") or {}).get("contended")) and split == "dev"  # held-out: placed nowhere
         each = (f", each side in {k} processes" + f" of {r} rounds each (plain: one of {m.timing.rounds})" * (r > 0)) \
             * (k > 1)
         message = (f"all {passed} workloads correct; geomean speedup {stats.describe(est, '×')} over {baseline_label}"
-                   f"{each}: {_against_baseline(est, busy, unresolved, copies=k > 1)}")
+                   f"{each}: {_against_baseline(est, busy, bool(unresolved), copies=k > 1)}") + (
+            f"; {', '.join(unresolved)}: {timing.UNRESOLVED_SAID}"  # dev only: a held-out record ranks nothing (rev79)
+            if unresolved and split == "dev" and est.coverage > 0 and not est.lo <= 1 <= est.hi else "")
     else:
         message = None
     apart = _ms_apart(outcomes) if est is not None else None

@@ -26,6 +26,10 @@ from evoteam import stats
 BASELINE = "baseline"
 FLOOR_NS = 1000  # 1 us: below the harness's resolution a time is not a time
 UNRESOLVED = "time not resolved"  # how a workload's note of unresolved rounds begins (interleave.py, batch.py)
+# Said in the message where such a workload's score still has a verdict: only its own note said so, and a
+# 16x kernel at 15.9x (14.3-223) ranked below a slower control (mp80).
+UNRESOLVED_SAID = ("time not resolved in some rounds (its message says why): its speedup reads closer to 1 and the "
+                   "score's interval stretches, so the score's rank is loose; bench.compare by id settles a ranking")
 # The process-to-process widening of every kernel ratio interval lives in stats.py (one rule for
 # the bench and the store's pooling).
 
