@@ -233,4 +233,6 @@ def test_the_unresolved_rounds_note_explains_the_wide_upper_end():
     note = _unresolved_note(rounds, "cand")
     assert "(3856 us) for the candidate in 8 of 10 rounds" in note, note
     assert "reads closer to 1 while its interval's upper end stretches to what a time near zero would give" in note
+    # Its ms, a median of such rounds, is then the spread itself: said, not read as a timing (mp81).
+    assert "such rounds count it at that spread (its ms may then be that spread, not a timing)" in note, note
     assert _unresolved_note(SimpleNamespace(per_round=[{}] * 10, resolution=1e5, unresolved=lambda _: 0), "c") is None

@@ -209,6 +209,7 @@ def _unresolved_note(rounds: timing.Rounds, label: str) -> str | None:
     if not parts:
         return None
     return (f"{timing.UNRESOLVED} above the call path's spread ({rounds.resolution / 1e3:.0f} us) for "
-            + " and ".join(parts) + "; such rounds count it at that spread, so the speedup reads closer to 1 "
+            + " and ".join(parts) + "; such rounds count it at that spread (its ms may then be that spread, not a "
+            "timing), so the speedup reads closer to 1 "
             "while its interval's upper end stretches to what a time near zero would give (a busy machine "
             "widens that spread: bench.remeasure on a quiet one resolves it)")
