@@ -9,7 +9,8 @@ from evoteam.passingstyle import styles_of
 from evoteam.servers.knowledge.errors import StoreError
 from evoteam.servers.knowledge.comparisons import dev_comparisons, paired_sides
 from evoteam.servers.knowledge.listing import all_candidates
-from evoteam.servers.knowledge.measurements import any_contended, beyond, rank_key, widened_for_load
+from evoteam.servers.knowledge.measurements import (any_contended, beyond, intervals_apart, rank_key,
+                                                    widened_for_load)
 from evoteam.servers.knowledge.models import CandidateSummary
 from evoteam.servers.knowledge.standing import Paired
 from evoteam.servers.knowledge.store import KnowledgeStore
@@ -61,28 +62,39 @@ def _leaders(direction: str, keyed: dict, measured: set[str]) -> list[CandidateS
     return sorted(found, key=lambda c: c.score if direction == "maximize" else -c.score, reverse=True)
 
 
-def _bests(keyed: dict, per_group: int | None = None, paired: Paired | None = None) -> list[CandidateSummary]:
+def _bests(keyed: dict, per_group: int | None = None,
+           paired: Paired | None = None) -> tuple[list[CandidateSummary], dict[str, str]]:
     """The best ranked candidates of each group (``per_group``; default: one, a run of one group
     its best few), groups by version (no version last); after the best, only those that could be
     it (_may_lead), and none whose kept paired rounds with another of its group find it worse
     (``paired``: a default batch re-timed a candidate a compare had found significantly slower than
     its version's best, mp31; and one found slower than the third, which it left out, mp74), the
-    next in rank taking its place."""
+    next in rank taking its place. With them, each one so left out and the one found faster than it."""
     per_group = per_group or (SINGLE_GROUP_FINALISTS if len(keyed) == 1 else 1)
-    out = []
+    out, left = [], {}
     for k in sorted(keyed, key=lambda v: (v is None, v or 0)):
-        ranked = [c for _, c in sorted(keyed[k], key=lambda kc: kc[0], reverse=True)]
+        ranked = _in_rank_order(keyed[k])
         picked = ranked[:1]
         for c in ranked[1:]:
             if len(picked) >= per_group:
                 break
+            if not _may_lead(c, ranked[0]):
+                continue
             # Never one found better than the top: better_than_top is there to confirm it (a cycle of
             # noisy compares dropped it for losing to a third; review).
-            if _may_lead(c, ranked[0]) and (not paired or paired(ranked[0].id, c.id) == "better" or
-                                            not any(paired(o.id, c.id) == "worse" for o in ranked if o is not c)):
+            slower = None if not paired or paired(ranked[0].id, c.id) == "better" else \
+                next((o for o in ranked if o is not c and paired(o.id, c.id) == "worse"), None)
+            if slower is None:
                 picked.append(c)
+            else:
+                left[c.id] = slower.id
         out += picked
-    return out
+    return out, left
+
+
+def _in_rank_order(items: list[tuple[tuple, CandidateSummary]]) -> list[CandidateSummary]:
+    """A group's candidates, best rank key first."""
+    return [c for _, c in sorted(items, key=lambda kc: kc[0], reverse=True)]
 
 
 def _may_lead(c: CandidateSummary, best: CandidateSummary) -> bool:
@@ -115,38 +127,36 @@ async def default_sides(store: KnowledgeStore, run_id: str) -> tuple[list[Candid
     # its slower candidate, and its gain, "worse, significant", spoke of that one (model-play 2026-12-04).
     room = MAX_CANDIDATES - LEAD_SIDES
     per_group = max(1, min(SINGLE_GROUP_FINALISTS, room // max(1, len(keyed))))
-    tops = _bests(keyed, per_group, paired)[-room:]
+    tops, left = _bests(keyed, per_group, paired)
+    tops = tops[-room:]
     leaders = _leaders(direction, keyed, {c.id for c in tops})[:LEAD_SIDES]
-    return [*tops, *leaders], picked_why(keyed, tops, leaders, paired, per_group)
+    return [*tops, *leaders], picked_why(keyed, tops, leaders, paired, left)
 
 
 def picked_why(keyed: dict, tops: list[CandidateSummary], leaders: list[CandidateSummary], paired: Paired,
-               per_group: int) -> str | None:
+               left: dict[str, str]) -> str | None:
     """Why each default finalist beside its version's best was picked, as the run stood before the
-    batch (which keeps its own paired rounds), and which candidates a version had room for, or that
-    ranked above its last pick, its paired rounds left out: the batch took a deliberately slow
-    control, within noise of the best only widened for a busy machine and never paired with it, and
-    left out the previous leader, which a compare had found slower (mp78 read "within noise" as the
-    reason for both)."""
-    picked, said, left = {c.id for c in tops}, [], []
+    batch (which keeps its own paired rounds), and which ones _bests left out for their paired rounds
+    (``left``: each, and the one found faster than it): the batch took a deliberately slow control,
+    within noise of the best only widened for a busy machine and never paired with it, and left out
+    the previous leader, which a compare had found slower (mp78 read "within noise" as the reason
+    for both)."""
+    picked, said, out = {c.id for c in tops}, [], []
     for items in keyed.values():
-        ranked = [c for _, c in sorted(items, key=lambda kc: kc[0], reverse=True)]
+        ranked = _in_rank_order(items)
         if not ranked or ranked[0].id not in picked:
             continue
-        best, room = ranked[0], sum(c.id in picked for c in ranked) < per_group
-        last = max(i for i, c in enumerate(ranked) if c.id in picked)
-        for i, c in enumerate(ranked[1:], 1):
+        for c in ranked[1:]:
             if c.id in picked:
-                said.append(f"{c.id} ({_why_beside(c, best, paired(best.id, c.id))})")
-            elif (room or i < last) and _may_lead(c, best) and paired(best.id, c.id) != "better" and (
-                    slower := next((o for o in ranked if o is not c and paired(o.id, c.id) == "worse"), None)):
-                left.append(f"{c.id} (paired rounds find it slower than {slower.id})")
+                said.append(f"{c.id} ({_why_beside(c, ranked[0], paired(ranked[0].id, c.id))})")
+            elif c.id in left:
+                out.append(f"{c.id} (paired rounds find it slower than {left[c.id]})")
     said += [f"{c.id} (" + ("from too few runs, it reads beyond" if c.runs is not None else "it ranks with") +
              " its version's measured best)" for c in leaders]
-    if not said and not left:
+    if not said and not out:
         return None
     head = "before this batch, besides " + ("the run's best" if len(keyed) == 1 else "each team version's best")
-    return head + (f", picked: {_some(said)}" if said else "") + (f"; left out: {_some(left)}" if left else "")
+    return head + (f", picked: {_some(said)}" if said else "") + (f"; left out: {_some(out)}" if out else "")
 
 
 def _some(items: list[str]) -> str:
@@ -162,8 +172,7 @@ def _why_beside(c: CandidateSummary, best: CandidateSummary, side: str | None) -
         return f"paired rounds find it better than {best.id}, which ranks above it"
     if c.runs is not None or best.runs is not None:
         return f"too few runs to tell it from {best.id}"
-    own, top = c.score_interval, best.score_interval
-    widened = bool(own and top) and (own[1] < top[0] or top[1] < own[0])
+    widened = intervals_apart(c.score_interval, best.score_interval)
     return f"within noise of {best.id}" + (" only as widened for a busy machine" if widened else "") + (
         ", no paired verdict with it" if side is None else ", paired rounds find no difference" if side == "tied" else
         ", the two apart side by side by destination passing style's share alone")
@@ -180,7 +189,7 @@ async def _styles_compared(store: KnowledgeStore, records: list) -> dict[str, st
 async def finalists(store: KnowledgeStore, run_id: str) -> list[CandidateSummary]:
     """The best ranked candidate of each team version (candidates of no version count as one group),
     best by the pessimistic end of its interval; a run of one group gives its best few."""
-    return _bests((await _ranked_groups(store, run_id))[1])
+    return _bests((await _ranked_groups(store, run_id))[1])[0]
 
 
 START_S = {False: 0.3, True: 1.5}  # a timed worker's start, CPU and GPU (a CUDA context), roughly

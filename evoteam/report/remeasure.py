@@ -44,7 +44,7 @@ from evoteam.report.pairorder import note_order_against_pairs
 from evoteam.report.styles import drop_style_leads, note_style_top
 from evoteam.servers.bench.evaluation.settle import earlier_runs, every_alike
 from evoteam.servers.bench.models import BASELINE_ID
-from evoteam.servers.knowledge.measurements import rank_key, rank_of, samples_spread_unknown
+from evoteam.servers.knowledge.measurements import intervals_apart, rank_key, rank_of, samples_spread_unknown
 from evoteam.servers.knowledge.models import ArtifactCreate, Candidate
 from evoteam.servers.knowledge.store import KnowledgeStore
 from evoteam.servers.knowledge.listing import all_artifacts
@@ -136,9 +136,9 @@ def _moved_pairs(cands: list[Remeasured]) -> set[frozenset[str]]:
             reversed_ = (x.rank_before < y.rank_before) != (x.rank_after < y.rank_after)
             # A score from too few runs has no interval to be apart by: two single runs' points were
             # "apart before" and their swap read as a change (model-play 2026-12-04).
-            apart = (_apart(x.recorded_interval, y.recorded_interval)
+            apart = (intervals_apart(x.recorded_interval, y.recorded_interval)
                      and not (x.spread_unknown_before or y.spread_unknown_before)) or \
-                    (_apart(_after(x), _after(y)) and not (x.spread_unknown_after or y.spread_unknown_after))
+                    (intervals_apart(_after(x), _after(y)) and not (x.spread_unknown_after or y.spread_unknown_after))
             if reversed_ and apart:
                 moved.add(frozenset((x.candidate_id, y.candidate_id)))
     return moved
@@ -190,9 +190,6 @@ def _after(e: Remeasured) -> list[float] | None:
     return e.pooled_interval if e.pooled_score is not None else e.score_interval
 
 
-def _apart(a: list[float] | None, b: list[float] | None) -> bool:
-    """Whether two intervals do not overlap (a missing one never is apart)."""
-    return bool(a and b) and (a[1] < b[0] or b[1] < a[0])
 
 
 async def remeasure_run(settings: Settings, store: KnowledgeStore, run_id: str, *, rounds: int = 10,

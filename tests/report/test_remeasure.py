@@ -291,15 +291,17 @@ async def test_a_default_batch_leaves_out_what_could_not_be_its_versions_best(tm
         sides, ids = await sides_of(kb, (("best", 4.5, {}), ("near", 4.4, {}), ("close", 4.45, {})))
         assert sides == [ids["best"], ids["close"], ids["near"]], (sides, ids)
         run_id = (await kb.get_candidate(ids["best"])).run_id
-        slower = record_of(ids["best"], ids["near"], kit="k", split="dev", kind="kernel",
-                           samples={"w": [0.9 + rng.uniform(-0.01, 0.01) for _ in range(10)]}, ranges=None,
-                           contended=False, measured_at=datetime.now(UTC))
-        tied = record_of(ids["best"], ids["close"], kit="k", split="dev", kind="kernel",
-                         samples={"w": [1.0 + rng.uniform(-0.05, 0.05) for _ in range(10)]}, ranges=None,
-                         contended=False, measured_at=datetime.now(UTC))
         verifier = kb.with_actor(Actor(user="u", client="t", verifier=True))
-        for record in (slower, tied):
-            assert not await keep_comparison(verifier, run_id, record)
+
+        async def keep(run_id: str, a: str, b: str, ratio: float, spread: float = 0.01) -> None:
+            """Paired rounds of a and b (b over a about ``ratio``) kept in the run, as a compare keeps them."""
+            assert not await keep_comparison(verifier, run_id, record_of(
+                a, b, kit="k", split="dev", kind="kernel",
+                samples={"w": [ratio + rng.uniform(-spread, spread) for _ in range(10)]}, ranges=None,
+                contended=False, measured_at=datetime.now(UTC)))
+
+        await keep(run_id, ids["best"], ids["near"], 0.9)  # slower
+        await keep(run_id, ids["best"], ids["close"], 1.0, spread=0.05)  # tied
         assert await picked(kb, run_id) == [ids["best"], ids["close"]]
         assert whys[-1] == (f"before this batch, besides the run's best, picked: {ids['close']} (within noise of {ids['best']}, "
                             f"paired rounds find no difference); left out: {ids['near']} (paired rounds find it "
@@ -311,19 +313,13 @@ async def test_a_default_batch_leaves_out_what_could_not_be_its_versions_best(tm
                                          ("fourth", 4.35, {})))
         assert sides == [ids["best"], ids["extra"], ids["third"]], (sides, ids)
         run_id = (await kb.get_candidate(ids["best"])).run_id
-        assert not await keep_comparison(verifier, run_id, record_of(
-            ids["third"], ids["extra"], kit="k", split="dev", kind="kernel",
-            samples={"w": [0.88 + rng.uniform(-0.01, 0.01) for _ in range(10)]}, ranges=None, contended=False,
-            measured_at=datetime.now(UTC)))
+        await keep(run_id, ids["third"], ids["extra"], 0.88)
         assert await picked(kb, run_id) == [ids["best"], ids["third"], ids["fourth"]]
         assert f"left out: {ids['extra']} (paired rounds find it slower than {ids['third']})" in whys[-1], whys
         # One below a full group's last pick was not left out by its paired rounds: not said so (rev78 M3).
         sides, ids = await sides_of(kb, (("best", 4.5, {}), ("b", 4.0, busy), ("c", 3.6, busy), ("d", 3.0, busy)))
         run_id = (await kb.get_candidate(ids["best"])).run_id
-        assert not await keep_comparison(verifier, run_id, record_of(
-            ids["best"], ids["d"], kit="k", split="dev", kind="kernel",
-            samples={"w": [0.9 + rng.uniform(-0.01, 0.01) for _ in range(10)]}, ranges=None, contended=False,
-            measured_at=datetime.now(UTC)))
+        await keep(run_id, ids["best"], ids["d"], 0.9)
         assert await picked(kb, run_id) == [ids["best"], ids["b"], ids["c"]]
         assert "left out" not in whys[-1] and ids["d"] not in whys[-1], whys
         # One found better than the top stays, whatever a cycle of noisy compares says of it and a third:
@@ -331,10 +327,7 @@ async def test_a_default_batch_leaves_out_what_could_not_be_its_versions_best(tm
         sides, ids = await sides_of(kb, (("top", 4.5, {}), ("c2", 4.42, {}), ("c3", 4.38, {})))
         run_id = (await kb.get_candidate(ids["top"])).run_id
         for a, b, ratio in (("top", "c2", 1.12), ("c2", "c3", 1.12), ("c3", "top", 1.12)):
-            assert not await keep_comparison(verifier, run_id, record_of(
-                ids[a], ids[b], kit="k", split="dev", kind="kernel",
-                samples={"w": [ratio + rng.uniform(-0.01, 0.01) for _ in range(10)]}, ranges=None, contended=False,
-                measured_at=datetime.now(UTC)))
+            await keep(run_id, ids[a], ids[b], ratio)
         got = await picked(kb, run_id)
         assert got == [ids["top"], ids["c2"]], ({v: k for k, v in ids.items()}, got)
         assert f"{ids['c2']} (paired rounds find it better than {ids['top']}, which ranks above it)" in whys[-1], whys
@@ -348,10 +341,7 @@ async def test_a_default_batch_leaves_out_what_could_not_be_its_versions_best(tm
             twins[name] = (await bench.record_candidate(CandidateCreate(
                 run_id=run.id, code=code, code_hash=code_hash(code), status="PASSED", score=center,
                 samples={"w": [center * (1 + rng.uniform(-0.02, 0.02)) for _ in range(10)]}, verified=True))).id
-        assert not await keep_comparison(verifier, run.id, record_of(
-            twins["returns"], twins["dps"], kit="k", split="dev", kind="kernel",
-            samples={"w": [1.08 + rng.uniform(-0.01, 0.01) for _ in range(10)]}, ranges=None, contended=False,
-            measured_at=datetime.now(UTC)))
+        await keep(run.id, twins["returns"], twins["dps"], 1.08)
         assert await picked(kb, run.id) == [twins["dps"], twins["returns"]]
         assert f"{twins['returns']} (within noise of {twins['dps']}, the two apart side by side by destination " \
             "passing style's share alone)" in whys[-1], whys

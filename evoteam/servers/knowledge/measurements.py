@@ -427,6 +427,11 @@ def overlaps(a: stats.Estimate | None, b: stats.Estimate | None) -> bool:
     return a is not None and b is not None and a.lo <= b.hi and b.lo <= a.hi
 
 
+def intervals_apart(a: list[float] | None, b: list[float] | None) -> bool:
+    """Whether two [lo, hi] intervals, as shown, leave each other out (a missing one never is apart)."""
+    return bool(a and b) and (a[1] < b[0] or b[1] < a[0])
+
+
 def clears_start(own: stats.Estimate, x0: float, direction: str) -> bool:
     """Whether a score's interval clears the run's starting score x0, a known number (not a point
     of unknown spread): the trajectory's first new best and run_report's first version alike."""

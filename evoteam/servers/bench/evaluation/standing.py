@@ -20,7 +20,7 @@ from evoteam.servers.bench.evaluation.pairwords import (NO_DIFFERENCE, NO_DIFFER
                                                        compare_two, program_words, remeasure_two,
                                                        verdict_or_compare)
 from evoteam.servers.knowledge.comparisons import dev_comparisons, paired_sides
-from evoteam.servers.knowledge.measurements import beyond
+from evoteam.servers.knowledge.measurements import beyond, intervals_apart
 from evoteam.servers.knowledge.models import Candidate
 from evoteam.servers.knowledge.standing import PAIRS, STYLE, WITH_BASELINE, Paired
 from evoteam.servers.knowledge.store import KnowledgeStore
@@ -182,7 +182,7 @@ def standing_line(trajectory: Trajectory, candidate_id: str, unit: str = "", aga
     if best_id == candidate_id:
         last_new = next((p.candidate_id for p in reversed(trajectory.points[:index]) if p.new_best), None)
         line = _lead(point, first, again, earlier(trajectory.points[:index]), busy,
-                     apart_as_measured=_apart_as_measured(point, other),
+                     apart_as_measured=intervals_apart(point.score_interval, other and other.score_interval),
                      announced=other is not None and other.new_best, styles=styles or {}, last_new=last_new,
                      split=shown_and_not(trajectory.points[:index], point.not_shown_better_than),
                      compared_with=compared_with)
@@ -284,13 +284,6 @@ def _how(point: TrajectoryPoint) -> str:
     return f" (by their {point.decided_by})" if point.decided_by else ""
 
 
-def _apart_as_measured(point: TrajectoryPoint, other: TrajectoryPoint | None) -> bool:
-    """Whether the two intervals, as measured (unwidened), leave each other out: "within noise" beside
-    two such read as a contradiction (mp79); where they meet, it is within noise (rev79)."""
-    own, ref = point.score_interval, other.score_interval if other is not None else None
-    return bool(own and ref) and (own[1] < ref[0] or ref[1] < own[0])
-
-
 def _busy(point: TrajectoryPoint, own: bool) -> str:
     """Why a busy measurement is within noise, with the interval as it counts: "widened 3x each way"
     alone could not be checked (mp73)."""
@@ -354,7 +347,8 @@ def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", b
             else "the leader before it (none is announced past x0 yet)" if last_new is None else \
             (f"the leader before it; the last new best is {last_new} ({compare_two(point.candidate_id, last_new)} to "
              "tell them apart)")  # "none is announced" read beside an announced c1 (rev77)
-        # Busy, by intervals: "within noise" beside two intervals apart as measured read as a contradiction (mp79).
+        # Busy, by intervals: "within noise" beside two intervals apart as measured read as a contradiction (mp79);
+        # where they meet as measured, it is within noise (rev79).
         near = "not told apart from" if busy and apart_as_measured else "within noise of"
         return (f"leads the run's ranking (by the pessimistic end of its interval over all its runs) but is not a "
                 f"new best: {near} {point.within_noise_of}, {which}{how}{busy}; {then}")

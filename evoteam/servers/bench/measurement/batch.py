@@ -473,8 +473,8 @@ def _evaluation(kit: Kit, split: Split, outcomes: list[WorkloadOutcome], verdict
         k, r = metrics.get("processes_per_side", 1), max((o.rounds or 0 for o in outcomes), default=0)
         unresolved = [o.workload for o in outcomes if o.message and timing.UNRESOLVED in o.message]
         busy = bool((metrics.get("contention") or {}).get("contended")) and split == "dev"  # held-out: placed nowhere
-        each = (f", each side in {k} processes" + f" of {r} rounds each (plain: one of {m.timing.rounds})" * (r > 0)) \
-            * (k > 1)
+        each = "" if k <= 1 else f", each side in {k} processes" + (
+            f" of {r} rounds each (plain: one of {m.timing.rounds})" if r else "")
         message = (f"all {passed} workloads correct; geomean speedup {stats.describe(est, '×')} over {baseline_label}"
                    f"{each}: {_against_baseline(est, busy, bool(unresolved), copies=k > 1)}") + (
             f"; {', '.join(unresolved)}: {timing.UNRESOLVED_SAID}"  # dev only: a held-out record ranks nothing (rev79)
