@@ -53,6 +53,8 @@ PROCESS_RESOLUTION = 0.03
 # factor each way (load_widened). Load widens an interval; it does not place it. Ignored instead,
 # a 4x first version on a shared machine read "not established" for ever (model-play 2026-12-04).
 BUSY_SPREAD = 3.0
+# How that widening is said: "widened 3x each way" read as its half-width tripled (mp82).
+BUSY_COUNTS = f"its low end ÷{BUSY_SPREAD:g} to its high end ×{BUSY_SPREAD:g}"
 
 Direction = Literal["maximize", "minimize"]
 Samples = Mapping[str, Sequence[float]]  # workload (or "program") -> one value per round / measurement

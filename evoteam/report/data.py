@@ -448,8 +448,9 @@ async def gather(store: KnowledgeStore, run_id: str) -> RunReport:
             v.over_before, v.own_style = (None, None) if v.unmeasured_lead else (v.over_before, v.own_style)
         # Over a best before it that beats the top by intervals side by side, intervals that cannot tell the
         # two apart leave the gain open, not a stall: a compare that found a better kernel made one (review).
+        # Nor where its own style's paired rounds decided it (over_before: no gain side by side; rev80).
         if v.promoted_over and v.significant is False and not (v.worse or v.paired_batches or v.style_share
-                                                               or v.short_of_start):
+                                                               or v.short_of_start or v.over_before is not None):
             v.significant = None
         v.better_as_pair = await better_as_pair(store, v, records, direction)
     report.paired_best = await paired_top(store, [p.id for p in by_rank], records, direction, codes)

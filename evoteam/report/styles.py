@@ -86,6 +86,12 @@ async def over_own_style(store: KnowledgeStore, v, earlier: list[str], records: 
     else:
         said = "slower" if found.significant else "no significant difference"
         v.own_style = f"over {which}: {shown}, timed side by side: {said}"
+        # No faster kernel than one before it, side by side: no gain, however the busy bests read
+        # (mp82); not where only the picking level hid a lead significant at 95% (rev80).
+        plain = paired_verdict(records, same, own.id) if picked_of > 1 else found
+        if plain is None or not (plain.significant and plain.estimate[0] > 1):
+            v.over_before, v.significant, v.worse = (v.significant, v.worse), False, False
+            v.own_style += ", so no gain"
 
 
 # Why a gain over a destination-passing best before it is read again (gain_text says it beside the gain).

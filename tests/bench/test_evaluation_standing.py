@@ -74,20 +74,20 @@ def test_each_standing_of_the_trajectory_is_said_in_one_line():
                   contended=True)
     said = standing_line(trajectory(a, b, busy), "cand_h", "×")
     # With the interval as it counts: "widened 3x each way" alone could not be checked (mp73).
-    assert "(this one measured on a busy machine: its interval counts widened 3x each way, to 1.00–10.5); bench.compare " \
+    assert "(this one measured on a busy machine: its interval counts as its low end ÷3 to its high end ×3, 1.00–10.5); bench.compare " \
         "cand_h and cand_b by id" in said, said
     assert "busy machine" not in standing_line(run, "cand_d", "×")
     # A score from too few runs is never widened (measurements.widened_for_load): no numbers said for it.
     few = point("cand_h", 3.25, 3.0, 3.5, "cand_b", within_noise_of="cand_b", decided_by="intervals",
                 contended=True, runs=2)
     said = standing_line(trajectory(a, b, few), "cand_h", "×")
-    assert "(this one measured on a busy machine: its interval counts widened 3x each way);" in said, said
+    assert "(this one measured on a busy machine: its interval counts as its low end ÷3 to its high end ×3);" in said, said
     # A quiet evaluation within noise of a busy best: the busy interval named, not "its" (mp64).
     busy_b = point("cand_b", 3.3, 3.1, 3.5, "cand_b", within_noise_of="cand_a", decided_by="paired rounds",
                    contended=True)
     quiet = point("cand_q", 3.25, 3.0, 3.5, "cand_b", within_noise_of="cand_b", decided_by="intervals")
     said = standing_line(trajectory(a, busy_b, quiet), "cand_q", "×")
-    assert "(cand_b measured on a busy machine: its interval counts widened 3x each way, to 1.03–10.5)" in said, said
+    assert "(cand_b measured on a busy machine: its interval counts as its low end ÷3 to its high end ×3, 1.03–10.5)" in said, said
     # Apart only by load's widening: not "within noise", which read as a tie of 2.75x with 4.12x (mp66).
     far = point("cand_f", 2.75, 2.43, 3.03, "cand_b", within_noise_of="cand_b", contended=True)
     said = standing_line(trajectory(a, b, far), "cand_f", "×")
@@ -96,13 +96,13 @@ def test_each_standing_of_the_trajectory_is_said_in_one_line():
     # And no compare named in it either: "no compare needed (... bench.compare measures that)" read as a
     # contradiction (mp73).
     assert said == ("not a new best: it reads below the run's best cand_b at 3.30× (3.10–3.50); set it aside, no "
-                    "compare needed (separate scores on a busy machine count widened 3x each way, so it is not "
-                    "called worse)"), said
+                    "compare needed (a separate score's interval on a busy machine counts as its low end ÷3 to its high "
+                    "end ×3, so it is not called worse)"), said
     # Reading above the best, apart only by that widening: a compare tells them apart.
     above = point("cand_g", 4.0, 3.8, 4.2, "cand_b", within_noise_of="cand_b", contended=True)
     said = standing_line(trajectory(a, b, above), "cand_g", "×")
     assert said.startswith("not a new best: not told apart from the run's best cand_b at 3.30× (3.10–3.50) (this one "
-                           "measured on a busy machine: its interval counts widened 3x each way, to 1.27–12.6); "
+                           "measured on a busy machine: its interval counts as its low end ÷3 to its high end ×3, 1.27–12.6); "
                            "bench.compare cand_g and cand_b by id to tell them apart") and "within noise" not in said, said
     # Leading so, apart as measured: "not told apart" too, not "within noise" beside two intervals apart (mp79);
     # overlapping as measured, it is within noise.
@@ -540,7 +540,8 @@ def test_only_a_returning_kernel_behind_a_passing_best_is_sent_to_its_own_style(
     styles = {"c1": "dps", "c2": "returns"}
     ahead = point("c2", 3.4, 2.9, 3.8, "c1", within_noise_of="c1", decided_by="intervals")
     said = standing_line(trajectory(best, ahead), "c2", "×", styles=styles)
-    assert said.endswith("bench.compare c2 and c1 by id to tell them apart"), said
+    assert said.endswith("bench.compare c2 and c1 by id to tell them apart; if c2 and c1 are twins (one arithmetic "
+                         "in both output styles), they are one result: no compare"), said
     behind = point("c2", 3.2, 2.9, 3.5, "c1", within_noise_of="c1", decided_by="intervals")
     said = standing_line(trajectory(best, behind), "c2", "×", styles=styles)
     assert said.endswith("compare it with a kernel of its own style"), said
@@ -552,6 +553,32 @@ def test_only_a_returning_kernel_behind_a_passing_best_is_sent_to_its_own_style(
     said = standing_line(trajectory(best, busy), "c2", "×", styles=styles)
     assert said.startswith("not a new best: it reads below the run's best c1 at 3.30× (3.00–3.50) (this one measured "
                            "on a busy machine"), said
+
+
+def test_a_compare_named_between_two_styles_is_none_for_twins():
+    """A passing twin of a returning best, within noise of it, was sent to "bench.compare c2 and c1 by
+    id to tell them apart", which kernel-loop's rule 1 says to skip for twins: a model following rule 2
+    ("the compare the standing names") ran it (mp81). Every compare the standing names between two of
+    different styles says the twins' case; one between two of the same style, or of a style unknown,
+    says nothing of twins."""
+    # Conditional, the two named: a bare "no compare for twins" read as said of every such pair (mp83).
+    twins = "; if c2 and c1 are twins (one arithmetic in both output styles), they are one result: no compare"
+    best = point("c1", 2.36, 2.22, 2.64, "c1", new_best=True, decided_by="intervals")
+    for styles, said_twins in (({"c1": "returns", "c2": "dps"}, True), ({"c1": "dps", "c2": "dps"}, False),
+                               ({"c1": "returns"}, False)):
+        child = point("c2", 2.32, 2.12, 2.60, "c1", within_noise_of="c1", decided_by="intervals")
+        said = standing_line(trajectory(best, child), "c2", "×", styles=styles)
+        assert said.startswith("not a new best: within noise of the run's best c1") and \
+            said.endswith("bench.compare c2 and c1 by id to tell them apart" + (twins if said_twins else "")), said
+        busy = point("c2", 2.40, 2.30, 2.50, "c1", within_noise_of="c1", contended=True)
+        said = standing_line(trajectory(best, busy), "c2", "×", styles=styles)
+        assert said.startswith("not a new best: not told apart from the run's best c1") and \
+            said.endswith("(side by side, load touches both)" + (twins if said_twins else "")), said
+        # Leading the ranking, within noise of the last new best: its compare says the twins' case too.
+        ahead = point("c2", 2.70, 2.50, 2.90, "c2", within_noise_of="c1", decided_by="intervals")
+        said = standing_line(trajectory(best, ahead), "c2", "×", styles=styles)
+        assert said.startswith("leads the run's ranking") and "(bench.compare c2 and c1 by id)" in said \
+            and said.endswith(twins) == said_twins, said
 
 
 def test_a_returning_kernel_far_behind_a_passing_best_is_not_sent_to_a_style_compare():

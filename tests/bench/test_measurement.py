@@ -355,7 +355,7 @@ def test_contention_is_marked_when_the_call_path_floor_rises(tmp_path, quiet_mac
     # A held-out check is not ranked: it is told to confirm itself, not to compare with the run's best.
     assert "against the run's best" in contention_line(busy) and "bench.compare" in contention_line(busy)
     # The rule, not the case of a score above the best, which read on every busy evaluation (mp70, mp71).
-    assert "a score above the run's best" not in contention_line(busy) and "widened 3x each way" in \
+    assert "a score above the run's best" not in contention_line(busy) and "a busy score's interval counts as its low end ÷3 to its high end ×3" in \
         contention_line(busy) and "`standing` says where this one stands" in contention_line(busy)
     # A run's first score has no best: the line names the mark it has, the starting score x0.
     assert "starting score x0" in contention_line(busy)

@@ -17,7 +17,7 @@ from evoteam.config import Settings
 from evoteam.plugin.hooks import _summary
 from evoteam.servers.knowledge.comparisons import keep_comparison, record_of
 from evoteam.servers.knowledge.local import LocalKnowledgeStore
-from evoteam.servers.knowledge.pairedbest import with_paired_best
+from evoteam.servers.knowledge.pairedbest import tie_clause, with_paired_best
 from evoteam.servers.knowledge.server import build_server
 from evoteam.servers.knowledge.store import Actor
 from evoteam.servers.team.briefing import best_candidate
@@ -53,8 +53,7 @@ async def test_every_place_naming_the_best_names_the_one_found_better_side_by_si
         _, _, said = await _summary(kb, run_id, learnings_chars=0)
         assert f"(candidate {ids['narrow']}); the run's compares (bench.compare, bench.remeasure) find {ids['wide']} " \
                f"better than it: {ids['wide']} is the one to beat" in said, said
-        run = await kb.get_run(run_id)
-        best = await best_candidate(kb, run)
+        run, best = await best_candidate(kb, await kb.get_run(run_id))
         assert best.id == ids["wide"] and best.code is None
         line = score_line(run, best)
         assert line.startswith(f"Best so far: {best.score:.3g} ("), line
@@ -72,7 +71,7 @@ async def test_no_paired_best_where_the_rounds_do_not_decide_it(tmp_path: Path):
             await _keep(kb, run_id, ids["narrow"], ids["wide"], ratio)
             run = await with_paired_best(kb, await kb.get_run(run_id))
             assert run.best_candidate_id == ids["narrow"] and run.paired_best is None, name
-            assert (await best_candidate(kb, run)).id == ids["narrow"], name
+            assert (await best_candidate(kb, run))[1].id == ids["narrow"], name
     async with LocalKnowledgeStore.open(tmp_path / "far.db", Actor(user="u", client="t")) as kb:
         run_id, ids = await _two(kb, tmp_path)
         # A pair with the baseline, and one of the top's rivals with the baseline: nothing beats the top.
@@ -83,6 +82,53 @@ async def test_no_paired_best_where_the_rounds_do_not_decide_it(tmp_path: Path):
                                                            contended=False, measured_at=datetime.now(UTC)))
         run = await with_paired_best(kb, await kb.get_run(run_id))
         assert run.paired_best is None and run.best_candidate_id == ids["narrow"]
+
+
+async def test_a_best_within_noise_of_the_last_new_best_is_said_one_result_with_it(tmp_path: Path):
+    """A best ranked first by its interval's low end, not a new best, within noise of a last new best
+    that reads higher: get_run named the lower 3.50 as the run's best beside a 3.62, and a team read
+    the version's "best" as progress (mp82). get_run, the hooks' summary, the brief and team status
+    say the two are one result; a best that is a new best says nothing of the kind."""
+    from evoteam.servers.team.core import TeamService
+    from evoteam.servers.team.store import TeamStore
+
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run_id, ids = await _two(kb, tmp_path)  # narrow, first, is the new best: no tie said
+        assert "best_within_noise_of" not in await _get_run(kb, tmp_path, run_id)
+    async with LocalKnowledgeStore.open(tmp_path / "tie.db", Actor(user="u", client="t")) as kb:
+        # The wide one first: the narrow one leads by its low end, within noise of it.
+        run_id, ids = await _plan(kb, tmp_path, {1: [("wide", RETURNS_2, 4.3, _few(4.2, 2, 2.4, 8), None),
+                                                     ("narrow", RETURNS_1, 4.0, _few(4.0, 1, .02, 20), None)]})
+        shown = await _get_run(kb, tmp_path, run_id)
+        assert shown["best_candidate_id"] == ids["narrow"] and shown["best_within_noise_of"] == ids["wide"], shown
+        _, _, said = await _summary(kb, run_id, learnings_chars=0)
+        assert f"(candidate {ids['narrow']}); not told apart from {ids['wide']}, the last new best: the two are " \
+               "one result" in said, said
+        run, best = await best_candidate(kb, await kb.get_run(run_id))
+        line = score_line(run, best)
+        assert f"candidate `{ids['narrow']}`; not told apart from {ids['wide']}, the last new best: the two are one " \
+               "result" in line, line
+        status = await TeamService(TeamStore(kb), project_dir=tmp_path).team_status(run_id)
+        assert status.best_within_noise_of == ids["wide"], status
+        from evoteam.servers.knowledge.prior import gather_prior_work, render_prior  # the next engineer's start
+        text = render_prior(await gather_prior_work(kb.with_actor(Actor(user="second", client="t")), "k"))
+        assert f"({ids['narrow']}), one result with `{ids['wide']}`, the last new best" in text, text
+        # A compare that finds no difference leaves them one result, with nothing more to compare.
+        await _keep(kb, run_id, ids["narrow"], ids["wide"], 1.0)
+        run, best = await best_candidate(kb, await kb.get_run(run_id))
+        assert run.best_within_noise_of == ids["wide"] and "bench.compare" not in tie_clause(ids["wide"])
+        # Found better side by side: the paired best is said, not the tie.
+        for _ in range(3):  # pooled with the tie above
+            await _keep(kb, run_id, ids["narrow"], ids["wide"], 1.08)
+        run = await with_paired_best(kb, await kb.get_run(run_id))
+        assert run.paired_best == ids["wide"] and run.best_within_noise_of is None, run
+    async with LocalKnowledgeStore.open(tmp_path / "x0.db", Actor(user="u", client="t")) as kb:
+        # Within noise of a leader never announced (no new best past x0): not "the last new best" (rev80).
+        run_id, ids = await _plan(kb, tmp_path, {1: [("wide", RETURNS_2, 4.3, _few(4.2, 2, 2.4, 8), None),
+                                                     ("narrow", RETURNS_1, 4.0, _few(4.0, 1, .02, 20), None)]},
+                                  x0=4.1)
+        shown = await _get_run(kb, tmp_path, run_id)
+        assert shown["best_candidate_id"] == ids["narrow"] and "best_within_noise_of" not in shown, shown
 
 
 async def test_a_second_engineer_starting_from_the_run_reads_the_one_found_better(tmp_path: Path):
@@ -209,9 +255,8 @@ async def test_a_paired_best_from_too_few_runs_is_no_lead_over_itself(tmp_path: 
         run_id, ids = await _plan(kb, tmp_path, {1: [("narrow", RETURNS_1, 4.0, _few(4.0, 1, .02, 20), None),
                                                      ("few", RETURNS_2, 4.3, _few(4.3, 2, .02, 2), None)]})
         await _keep(kb, run_id, ids["narrow"], ids["few"], 1.08)
-        run = await kb.get_run(run_id)
+        run, best = await best_candidate(kb, await kb.get_run(run_id))
         assert [x.candidate_id for x in run.leads_from_too_few_runs] == [ids["few"]]
-        best = await best_candidate(kb, run)
         line = score_line(run, best)
         assert best.id == ids["few"] and "(its runs are too few for a 95% interval)" in line, line
         assert "read better from too few runs" not in line, line

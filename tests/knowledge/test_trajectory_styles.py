@@ -55,7 +55,8 @@ async def test_a_lead_within_the_styles_share_is_no_new_best(store, verifier):
         "its own: 1.02-1.30x, most on short calls) (bench.compare" in before, before
     # Within the share, the compare it names cannot tell its kernel: one of its own style can (mp77).
     assert before.endswith("; within that share, a compare with a kernel of its own style tells whether its kernel "
-                           "is faster"), before
+                           f"is faster; if {rewrite} and {top} are twins (one arithmetic in both output styles), they "
+                           "are one result: no compare"), before
     await _paired(verifier, run.id, top, rewrite, 1.07)  # significant, and no more than the style's share
     points = {p.candidate_id: p for p in (await store.trajectory(run.id)).points}
     assert points[top].new_best

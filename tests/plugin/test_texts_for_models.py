@@ -123,3 +123,24 @@ def test_kernel_loop_quotes_the_compare_a_standing_names_and_when_none_is_needed
     six = flat[flat.index("6. **Re-measure"):flat.index("7. **End the run**")]
     assert "Two twins (one arithmetic in both styles) are always one result" in six, six
     assert "the machine stays busy, go on with paired rounds" in flat
+
+
+def test_evolve_team_says_whom_to_crown_after_the_held_out_check_and_what_to_do_on_a_busy_machine():
+    """mp82 ended its held-out check with a compare that found the runner-up faster on held-out, and
+    no text said whom to crown; its first held-out compare was with a runner-up of the other output
+    style, which could only say "no faster kernel shown"; and "measure again on a quiet machine" had
+    no rule where the machine stays busy. The skill says all three, and says a busy interval's
+    widening as its two ends move (mp82 read "3x each way" as its half-width tripled)."""
+    flat = " ".join(text("skills/evolve-team/SKILL.md").split())
+    held = flat[flat.index("3. The held-out check"):flat.index("Stop when the budget is spent")]
+    assert "the runner-up of its own output style" in held, held
+    assert "Where it finds the runner-up faster: if on dev the two are one result" in held and \
+        "crown the runner-up" in held and "report both, a trade-off between shapes" in held, held
+    assert "the machine stays busy, go on with paired rounds" in flat
+    assert "counts as its low end ÷3 to its high end ×3" in flat and "3× each way" not in flat
+    # mp83 read "report them as one result" only in run_report's best_dev_note, after finishing; and
+    # when to re-measure only from remeasure_missing: the loop and the crowning steps say both.
+    crown = flat[flat.index("**Before you crown a best"):flat.index("3. The held-out check")]
+    assert "`within_noise_of_top` names finalists, the top and those are one result" in crown, crown
+    loop = flat[flat.index("## Step 2: the loop"):flat.index("4. **Design**")]
+    assert "`remeasure_missing` names the version's best, `bench.remeasure`" in loop, loop

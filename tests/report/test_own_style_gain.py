@@ -160,3 +160,42 @@ async def test_what_the_rule_leaves_alone(tmp_path: Path):
             if name == "unmeasured lead":
                 assert "not established: " in v2.gain and ids["u1"] in v2.gain, v2.gain
                 assert v2.gain.startswith("1.01× over the best before it"), v2.gain  # a ratio says so
+
+
+@pytest.mark.parametrize("ratio, said", [(1.0, "no significant difference"), (0.8, "slower")])
+async def test_no_faster_kernel_than_one_before_it_side_by_side_is_no_gain(tmp_path: Path, ratio, said):
+    """v2's best over a busy destination-passing best before it read "not established (bench.remeasure
+    both side by side)", and v2 counted as no stall, though its paired rounds with v1's returning best
+    had found no difference (mp82; a re-measurement then said 1.00x, no gain). Side by side with a
+    best before it of its own style, a tie or a slower kernel is no gain, said first."""
+    plan = {1: [("r1", RETURNS_1, 3.5, _few(3.5, 1, .02, 20), None), ("d1", DPS_1, 3.6, _few(3.6, 2, .02, 20), BUSY)],
+            2: [("r2", RETURNS_2, 3.9, _few(3.9, 3, .02, 20), BUSY)]}
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run_id, ids = await _plan(kb, tmp_path, plan)
+        before = summarise(await gather(kb, run_id))
+        assert before.versions[1].significant_gain is None and "not established" in before.versions[1].gain, \
+            before.versions[1].gain
+        await _keep(kb, run_id, ids["r1"], ids["r2"], ratio)
+        summary = summarise(await gather(kb, run_id))
+        v2 = summary.versions[1]
+        assert v2.significant_gain is False and summary.versions_without_significant_gain == 1, v2.gain
+        assert v2.gain.startswith(f"over {ids['r1']}, the best before it that returns its outputs as the version's "
+                                  "best does: ") and f"timed side by side: {said}, so no gain; " in v2.gain, v2.gain
+
+
+async def test_no_gain_side_by_side_holds_over_a_best_before_it_promoted_by_a_compare(tmp_path: Path):
+    """rev80: where the best before the version beat the top by intervals side by side (promoted_over),
+    a gain its intervals could not tell was set back to "not established" after the own-style paired
+    rounds had found no difference: the text said "so no gain" and the stop rule did not count it."""
+    plan = {1: [("r1", RETURNS_1, 3.75, _few(3.75, 1, .02, 20), None), ("d1", DPS_1, 3.8, _few(3.8, 2, 1.6, 20), None)],
+            2: [("r2", RETURNS_2, 3.74, _few(3.74, 3, .02, 20), None)]}
+    async with LocalKnowledgeStore.open(tmp_path / "kb.db", Actor(user="u", client="t")) as kb:
+        run_id, ids = await _plan(kb, tmp_path, plan)
+        await _keep(kb, run_id, ids["r1"], ids["d1"], 1.35)
+        await _keep(kb, run_id, ids["r1"], ids["r2"], 1.0)
+        report = await gather(kb, run_id)
+        summary = summarise(report)
+        v2 = summary.versions[1]
+        assert report.versions[1].promoted_over == ids["r1"], report.versions[1]
+        assert v2.significant_gain is False and "so no gain" in v2.gain, v2.gain
+        assert summary.versions_without_significant_gain == 1, v2.gain

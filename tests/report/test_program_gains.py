@@ -148,7 +148,8 @@ async def test_a_roles_brief_says_a_one_run_best_cannot_be_cleared_yet(tmp_path:
         line = score_line(await kb.get_run(run.id), best)
         # Clearing is not the only way: a role told only that would not credit a gain its compare
         # found (two close bests overlap, yet compare's paired rounds tell them apart).
-        assert "exact" in line and "clears that one, or when the paired rounds of the two say so" in line
+        assert "exact" in line and "clears that one as its evaluation's `standing` counts it (it says new best; a " \
+            "busy kernel's interval counts widened), or when the paired rounds of the two say so" in line, line
         # When a compare is enough, and why comparing again is no second chance ("one lucky compare
         # does not decide" left a model unsure whether one compare ever could; mp41, 2026-12-05).
         assert "one significant verdict is enough" in line and "rather than a second chance" in line

@@ -31,11 +31,12 @@ def listed_best(value: float | None, interval: list[float] | None) -> str:
 
 
 def named_best(value: float | None, interval: list[float] | None, candidate_id: str | None,
-               paired_best: str | None = None) -> str:
+               paired_best: str | None = None, tied: str | None = None) -> str:
     """listed_best, the candidate, and the one the run's compares find better where they do
     (Run.paired_best): `team status` said "crown it" where `kb finish`, where a model crowns, named
     neither (review)."""
     text = listed_best(value, interval)
     if candidate_id:
-        text += f" {candidate_id}" + (f" (compares find {paired_best} better: crown it)" if paired_best else "")
+        text += f" {candidate_id}" + (f" (compares find {paired_best} better: crown it)" if paired_best else
+                                      f" (one result with {tied}, the last new best)" if tied else "")
     return text

@@ -42,7 +42,8 @@ def finish_cmd(settings: Settings, run_id, reason, status, as_json) -> None:
         return
     from evoteam.servers.knowledge.bestline import named_best, run_interval
 
-    best = named_best(run.best_score, run_interval(run), run.best_candidate_id, run.paired_best)
+    best = named_best(run.best_score, run_interval(run), run.best_candidate_id, run.paired_best,
+                      run.best_within_noise_of)
     click.echo(f"{run.id} {run.status}: {run.status_reason} (best {best})")
 
 

@@ -106,6 +106,9 @@ class Run(BaseModel):
     best_candidate_id: str | None = None
     paired_best: str | None = Field(default=None, description="a candidate the kept paired rounds (bench.compare, "
                                     "bench.remeasure) find better than best_candidate_id side by side: crown it")
+    best_within_noise_of: str | None = Field(default=None, description="the last new best, which best_candidate_id "
+                                             "(first by the pessimistic end of its interval) is not told apart from: "
+                                             "the two are one result, whichever score reads higher")
     leads_from_too_few_runs: list[Lead] = Field(default_factory=list, description="candidates from too few runs "
                                                "for a 95% interval whose score reads beyond that best: they rank "
                                                "after it until measured 5 times (bench.remeasure with "

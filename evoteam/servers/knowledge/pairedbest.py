@@ -78,11 +78,19 @@ async def paired_top(store: KnowledgeStore | None, ranked: list[str], records: l
 
 async def with_paired_best(store: KnowledgeStore, run: Run) -> Run:
     """``run`` with ``paired_best`` set where the run's kept paired rounds on the dev split find a
-    candidate better than its best by intervals (paired_top). Its best stays the top by intervals,
+    candidate better than its best by intervals (paired_top), else with ``best_within_noise_of`` where
+    that best is within noise of the last new best (_with_tie). Its best stays the top by intervals,
     as every listing ranks; a read that fails leaves the run as it was (what it shows is news, never
     a condition of the reply)."""
     if not run.best_candidate_id:
         return run
+    paired = await _with_paired(store, run)
+    # The tie only where no paired best is said instead (a trajectory read less; review rev80).
+    return paired if paired.paired_best else await _with_tie(store, run)
+
+
+async def _with_paired(store: KnowledgeStore, run: Run) -> Run:
+    """with_paired_best's paired half."""
     try:
         records = await dev_comparisons(store, run.id, run.kit)
         involved = {i for r in records for i in (r.a_candidate_id, r.b_candidate_id)}
@@ -108,6 +116,25 @@ async def with_paired_best(store: KnowledgeStore, run: Run) -> Run:
     return run.model_copy(update={"paired_best": top}) if top and top != run.best_candidate_id else run
 
 
+async def _with_tie(store: KnowledgeStore, run: Run) -> Run:
+    """``run`` with ``best_within_noise_of`` set where its best leads the ranking without being a new
+    best: get_run named a 3.50 best, ranked first by its interval's low end, beside a 3.62 one it was
+    within noise of, and a version's "best" read as a gain (mp82). The trajectory's words, read once."""
+    try:
+        points = (await store.trajectory(run.id)).points
+    except StoreError:  # see with_paired_best
+        log.warning("the trajectory of run %s was not read", run.id, exc_info=True)
+        return run
+    point = next((p for p in points if p.candidate_id == run.best_candidate_id), None)
+    tied = point.within_noise_of if point is not None and not point.new_best else None
+    # Only the last one announced: a leader before it, never a new best (a run with none past x0),
+    # said as "the last new best" read as progress (review rev80).
+    last_new = next((p.candidate_id for p in reversed(points) if p.new_best), None)
+    if not tied or tied != last_new or tied == run.best_candidate_id:
+        return run
+    return run.model_copy(update={"best_within_noise_of": tied})
+
+
 def describe_best(run: Run) -> str:
     """The run's best as a summary says it: its score with the interval, the candidate, leads from
     too few runs and the paired best (``run`` from with_paired_best). The headless supervisor's wake
@@ -118,8 +145,16 @@ def describe_best(run: Run) -> str:
 
 
 def paired_best_clause(run: Run) -> str:
-    """Said after the run's best (candidate and score) where the run's compares find another better."""
+    """Said after the run's best (candidate and score) where the run's compares find another better,
+    or where it is within noise of the last new best (one result with it)."""
     if not run.paired_best:
-        return ""
+        return tie_clause(run.best_within_noise_of)
     return (f"; the run's compares (bench.compare, bench.remeasure) find {run.paired_best} better than it: "
             f"{run.paired_best} is the one to beat and to crown, though it ranks below by intervals")
+
+
+def tie_clause(tied: str | None) -> str:
+    """Run.best_within_noise_of, said after the run's best."""
+    # No compare advised: their paired rounds may have found no difference already, or the two be
+    # apart by output style alone or twins, where a compare tells nothing (review rev80).
+    return f"; not told apart from {tied}, the last new best: the two are one result" if tied else ""

@@ -72,6 +72,8 @@ class PriorRun(BaseModel):
     best_candidate_id: str | None = None
     paired_best: str | None = Field(default=None, description="a candidate the run's kept paired rounds find "
                                     "better than that best side by side (Run.paired_best)")
+    best_within_noise_of: str | None = Field(default=None, description="the last new best, which that best is not "
+                                             "told apart from (Run.best_within_noise_of)")
     candidates: int = 0
     learnings: int = 0
     started_at: datetime
@@ -212,7 +214,8 @@ async def gather_prior_work(store: KnowledgeStore, kit: str | None, *, exclude: 
             best_score=run.best_score, best_interval=_interval(top[0]) if top else None,
             best_runs=top[0].runs if top else None, best_exact_runs=exact,
             best_candidate_id=run.best_candidate_id, paired_best=run.paired_best,
-            candidates=run.candidates, learnings=run.learnings, started_at=run.provenance.created_at))
+            best_within_noise_of=run.best_within_noise_of, candidates=run.candidates, learnings=run.learnings,
+            started_at=run.provenance.created_at))
         for summary in top:
             full = await store.get_candidate(summary.id)
             hashes[summary.id] = summary.code_hash
@@ -424,7 +427,8 @@ def render_prior(prior: PriorWork, max_chars: int = PRIOR_CHARS) -> str:
         best = "no ranked score yet" if r.best_score is None else \
             f"best {describe_listed(r.best_score, r.best_interval, r.best_runs, exact_runs=r.best_exact_runs)}" + \
             (f" ({r.best_candidate_id})" if r.best_candidate_id else "") + \
-            (f", but its compares find `{r.paired_best}` better than it" if r.paired_best else "")
+            (f", but its compares find `{r.paired_best}` better than it" if r.paired_best else
+             f", one result with `{r.best_within_noise_of}`, the last new best" if r.best_within_noise_of else "")
         why = f" — {_clip(r.status_reason, 120)}" if r.status_reason else ""
         kit = f" ({r.kit})" if r.kit and not prior.kit else ""
         runs.append(f"- `{r.id}`{kit} by {r.owner}, {r.status}{why}: {best}; {r.candidates} candidates, "

@@ -25,16 +25,16 @@ class TrajectoryPoint(BaseModel):
     new_best: bool = Field(default=False, description="it took the lead (or trails a best ahead by destination "
                            "passing style's share alone, or one its paired rounds beat: better_than) and clears the "
                            "last new best or, once there is one, the best just before it (none: x0): by intervals "
-                           "(a busy one's widened 3x each way, against x0 too), or by the two's paired rounds "
-                           "(bench.compare, bench.remeasure; pooled), which decide where they exist")
+                           "(a busy one's widened, its low end ÷3 and high end ×3, against x0 too), or by the two's "
+                           "paired rounds (bench.compare, bench.remeasure; pooled), which decide where they exist")
     within_noise_of: str | None = Field(default=None, description="the best it cannot be told apart from (\"x0\": "
                                         "the run's starting score): their paired rounds find no significant "
                                         "difference, or, where none decide, their intervals overlap, a busy one's "
-                                        "(contended) widened 3x each way; or it is apart from it by output style "
-                                        "alone (decided_by), as beside new_best")
+                                        "(contended) widened, its low end ÷3 and high end ×3; or it is apart from it by "
+                                        "output style alone (decided_by), as beside new_best")
     worse_than: str | None = Field(default=None, description="the best (\"x0\": the starting score) it is told apart "
                                    "from and below: by their paired rounds, or intervals that do not overlap (a busy one's "
-                                   "widened 3x each way)")
+                                   "widened, its low end ÷3 and high end ×3)")
     not_shown_better_than: str | None = Field(default=None, description="beside new_best: the other of those two, "
                                               "which it is not shown better than (not_shown_by says why)")
     not_shown_by: Literal["paired rounds", "intervals", "destination passing style's share"] | None = Field(
@@ -64,7 +64,7 @@ class TrajectoryPoint(BaseModel):
                              "interval: how many (score_interval is just their range)")
     contended: bool | None = Field(default=None, description="measured on a busy machine: a new_best only by "
                                    "paired rounds (bench.remeasure it beside the best), by an interval clear even "
-                                   "widened 3x each way")
+                                   "widened, its low end ÷3 and high end ×3")
     code_hash: str | None = None
     note: str | None = None
     role: str | None

@@ -129,13 +129,15 @@ def _listed(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
-async def best_candidate(kb: KnowledgeStore, run: Run) -> Candidate | None:
-    """The run's best candidate without its code, or None when nothing ranks yet: the one the kept
-    paired rounds find better than the top by intervals, where they do (score_line says so)."""
+async def best_candidate(kb: KnowledgeStore, run: Run) -> tuple[Run, Candidate | None]:
+    """The run as a brief says it (with_paired_best) and its best candidate without its code, or None
+    when nothing ranks yet: the one the kept paired rounds find better than the top by intervals,
+    where they do (score_line says so, and a best within noise of the last new best)."""
     if not run.best_candidate_id:
-        return None
+        return run, None
+    run = await with_paired_best(kb, run)
     try:
-        best = await kb.get_candidate((await with_paired_best(kb, run)).paired_best or run.best_candidate_id)
+        best = await kb.get_candidate(run.paired_best or run.best_candidate_id)
     except StoreError:  # gone or not visible: the brief then gives the score alone
-        return None
-    return best.model_copy(update={"code": None})
+        return run, None
+    return run, best.model_copy(update={"code": None})

@@ -156,7 +156,7 @@ class TeamService:
                 await self.team.update_session(session.id, SessionUpdate(worktree=places[role.slug].worktree,
                                                                          branch=places[role.slug].branch))
         notes = {slug: place.note for slug, place in places.items()}
-        best = await best_candidate(self.kb, run)
+        run, best = await best_candidate(self.kb, run)
         files: list[str] = []
         if self.write_agent_files:
             try:
@@ -198,9 +198,9 @@ class TeamService:
                                   f"{', '.join(r.name for r in team.roles)}")
         sessions = await self.team.latest_sessions(run_id, team.version)
         notes = {slug: worktree_note(s.worktree, s.branch) for slug, s in sessions.items() if s.worktree and s.branch}
+        run, best = await best_candidate(self.kb, run)
         return spawn_plan(team, run, self.naming, self.subagent_type, only=roles,
-                          project_dir=self.project_dir if self.write_agent_files else None, notes=notes,
-                          best=await best_candidate(self.kb, run))
+                          project_dir=self.project_dir if self.write_agent_files else None, notes=notes, best=best)
 
     # ------------------------------------------------------------ headless roles
 
@@ -272,9 +272,10 @@ class TeamService:
                     cwd, branch = await ensure_worktree(self.project_dir, run.id, team.version, spec.slug)
                     note = worktree_note(cwd, branch)
                     await self.team.update_session(session.id, SessionUpdate(worktree=str(cwd), branch=branch))
+                said, best = await best_candidate(self.kb, run)
                 job = RoleJob(
                     run_id=run.id, version=team.version, role=spec.name, slug=spec.slug,
-                    brief=role_brief(team, spec, run, self.naming, note, await best_candidate(self.kb, run)),
+                    brief=role_brief(team, spec, said, self.naming, note, best),
                     kickoff=(f"{role_marker(run.id, team.version, spec.slug)}\nBegin your work as the {spec.name} "
                              f"of team v{team.version} now. Do the mandatory reads first, then work on your mandate "
                              f"until your deliverables are done or you are clearly blocked, recording as you go. "
@@ -482,7 +483,7 @@ class TeamService:
         unrecorded = costs_unrecorded(len(spend.lines), bool(run.candidates or run.current_version))
         return TeamStatus(run_id=run_id, run_status=run.status, version=version, finished=finished, roles=roles,
                           best_score=run.best_score, ndg=run.ndg, best_candidate_id=run.best_candidate_id,
-                          paired_best=run.paired_best,
+                          paired_best=run.paired_best, best_within_noise_of=run.best_within_noise_of,
                           best_interval=run_interval(run),
                           candidates=run.candidates, learnings=run.learnings,
                           spent_usd=spend.spent_usd, budget_usd=spend.budget_usd, costs_recorded=not unrecorded,

@@ -15,6 +15,7 @@ from evoteam.stats import describe_score
 
 from evoteam.servers.knowledge.measurements import candidate_estimate, kind_of
 from evoteam.servers.knowledge.models import Candidate, Run
+from evoteam.servers.knowledge.pairedbest import tie_clause
 from evoteam.servers.team.models import RoleSpec, TeamVersion
 from evoteam.servers.team.toolnaming import ToolNaming
 from evoteam.servers.team.validate import stage_of
@@ -258,7 +259,9 @@ def score_line(run: Run, best: Candidate | None) -> str:
         note = " ".join((best.notes or "").split())
         tried = f" ({_clip(note, 200)})" if note else ""
         leads = run.leads_from_too_few_runs
-        if run.best_candidate_id and best.id != run.best_candidate_id:  # briefing.best_candidate
+        if best.id == run.best_candidate_id:  # one result with the last new best (mp82: two targets)
+            tried += tie_clause(run.best_within_noise_of)
+        elif run.best_candidate_id:  # briefing.best_candidate
             leads = [x for x in leads if x.candidate_id != best.id]  # said here: no lead over itself (review)
             # Not "its interval is wider": measured apart, a narrower interval placed lower ranks it below too.
             why = "its runs are too few for a 95% interval" if best.runs is not None else \
@@ -270,8 +273,11 @@ def score_line(run: Run, best: Candidate | None) -> str:
             noise = ("; from too few runs to know its spread: a new candidate is established as better only "
                      "once both have run 5 times (bench.remeasure, or bench.evaluate with repeats 5)")
         else:
-            noise = ("; a new candidate beats it only when its interval clears that one, or when the paired "
-                     "rounds of the two say so (bench.compare by id: one significant verdict is enough, the "
+            # "Clears" read on bare intervals, where a busy one counts widened: a role would have claimed a
+            # win its standing denied (mp83). The standing is the one reading of it.
+            noise = ("; a new candidate beats it only when its interval clears that one as its evaluation's "
+                     "`standing` counts it (it says new best; a busy kernel's interval counts widened), or when the "
+                     "paired rounds of the two say so (bench.compare by id: one significant verdict is enough, the "
                      "`pooled` one where the reply has it; the run pools every compare of the same two, so "
                      "comparing again adds rounds to that verdict rather than a second chance)") if shown else ""
         return (f"Best so far: {describe_score(best.score, best.score_interval, runs=best.samples or best.n_measurements)}, candidate `{best.id}`{tried}"

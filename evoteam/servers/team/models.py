@@ -282,6 +282,8 @@ class TeamStatus(BaseModel):
     best_candidate_id: str | None = None
     paired_best: str | None = Field(default=None, description="a candidate the run's compares find better than "
                                     "best_candidate_id side by side: the one to beat and to crown (get_run's)")
+    best_within_noise_of: str | None = Field(default=None, description="the last new best, which the best is not "
+                                             "told apart from: one result (get_run's)")
     ndg: float | None
     candidates: int
     learnings: int

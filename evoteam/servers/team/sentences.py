@@ -30,7 +30,7 @@ def describe_team_best(status) -> str:
     from evoteam.servers.knowledge.bestline import named_best
 
     return named_best(status.best_score, status.best_interval, getattr(status, "best_candidate_id", None),
-                      getattr(status, "paired_best", None))
+                      getattr(status, "paired_best", None), getattr(status, "best_within_noise_of", None))
 
 
 def describe_spend(status) -> str:

@@ -60,6 +60,18 @@ def compare_two(own: str, other: str) -> str:
     return f"bench.compare {own} and {other} by id"
 
 
+def twin_aside(own: str, other: str, styles: dict[str, str | None] | None) -> str:
+    """Said after a compare named between two of different output styles: where one is the other's
+    twin, their compare measures that style's share only, and a model sent to it by the standing ran
+    it against kernel-loop's rule to skip it (mp81). Whether they are twins only their author knows
+    (the same arithmetic). Either's style unknown: nothing said."""
+    mine, theirs = (styles or {}).get(own), (styles or {}).get(other)
+    if mine is None or theirs is None or mine == theirs:
+        return ""
+    # Conditional, the two named: a bare "no compare for twins" read as said of every such pair (mp83).
+    return f"; if {own} and {other} are twins (one arithmetic in both output styles), they are one result: no compare"
+
+
 def by_share(own: str, other: str, styles: dict[str, str | None], compared_with: str | None = None) -> str:
     """Two apart by destination passing style's share alone, in the direction their styles give (a
     returning lead behind a passing best read "it is ahead of" that best; mp76)."""

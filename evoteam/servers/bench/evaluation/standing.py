@@ -18,7 +18,7 @@ from evoteam.passingstyle import passes_over_returns, share_text, style_of, styl
 from evoteam.servers.bench.evaluation.leaders import earlier, shown_and_not
 from evoteam.servers.bench.evaluation.pairwords import (NO_DIFFERENCE, NO_DIFFERENCE_HEAD, RANKING, apart, by_share,
                                                        compare_two, program_words, remeasure_two,
-                                                       verdict_or_compare)
+                                                       twin_aside, verdict_or_compare)
 from evoteam.servers.knowledge.comparisons import dev_comparisons, paired_sides
 from evoteam.servers.knowledge.measurements import beyond, intervals_apart
 from evoteam.servers.knowledge.models import Candidate
@@ -289,10 +289,10 @@ def _busy(point: TrajectoryPoint, own: bool) -> str:
     alone could not be checked (mp73)."""
     est = _estimate(point)  # only a full interval is widened (measurements.widened_for_load; review)
     wide = stats.load_widened(est) if est is not None and point.runs is None and est.lo > 0 else None
-    shown = f", to {stats.sig3(wide.lo)}–{stats.sig3(wide.hi)}" if wide is not None else ""
+    shown = f", {stats.sig3(wide.lo)}–{stats.sig3(wide.hi)}" if wide is not None else ""
     # "this one": placed after the best's score, a bare "its interval" read as the best's (mp73).
-    return f" ({'this one' if own else point.candidate_id} measured on a busy machine: its interval counts widened 3x " \
-        f"each way{shown})"
+    return f" ({'this one' if own else point.candidate_id} measured on a busy machine: its interval counts as " \
+        f"{stats.BUSY_COUNTS}{shown})"
 
 
 def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", busy: str = "",
@@ -340,7 +340,7 @@ def _lead(point: TrajectoryPoint, first: bool, again: bool, earlier: str = "", b
                 else f"it is progress only once their paired rounds find it better{share} "
                 f"({compare_two(point.candidate_id, point.within_noise_of)})" + (
                     "; within that share, a compare with a kernel of its own style tells whether its kernel is "
-                    "faster" if share else ""))
+                    "faster" if share else "") + twin_aside(point.candidate_id, point.within_noise_of, styles))
         which = "the last new best" if announced and last_new in (None, point.within_noise_of) else \
             (f"an earlier new best; the last new best is {last_new} ({compare_two(point.candidate_id, last_new)} to "
              "tell them apart)") if announced \
@@ -433,15 +433,18 @@ def _behind(point: TrajectoryPoint, best_text: str, busy: str = "", best_id: str
             # The action first: "not shown worse ... set it aside" was read twice (mp72).
             # No compare in it: "no compare needed (... bench.compare measures that)" read as a contradiction (mp73).
             return (f"not a new best: it reads below the run's best {best_text}; set it aside, no compare needed "
-                    "(separate scores on a busy machine count widened 3x each way, so it is not called worse)")
+                    f"(a separate score's interval on a busy machine counts as {stats.BUSY_COUNTS}, so it is not "
+                    "called worse)")
         if rival:  # the one the best is found worse than is the one to tell this one apart from (mp73)
             return f"not a new best: within noise of the run's best {best_text}{how}{busy}" \
                 f"{_found_worse(best_id, rival)}; {verdict_or_compare(compared_with, point.candidate_id, rival)}"
         if busy and not point.decided_by:  # apart only by load's widening: "within noise" read as a tie (mp66)
             return (f"not a new best: not told apart from the run's best {best_text}{busy}; "
-                    f"{compare_two(point.candidate_id, other)} to tell them apart (side by side, load touches both)")
+                    f"{compare_two(point.candidate_id, other)} to tell them apart (side by side, load touches both)"
+                    + twin_aside(point.candidate_id, other, styles))
         return (f"not a new best: within noise of the run's best {best_text}{how}{busy}; "
-                f"{compare_two(point.candidate_id, other)} to tell them apart")
+                f"{compare_two(point.candidate_id, other)} to tell them apart"
+                + twin_aside(point.candidate_id, other, styles))
     if point.too_few_runs:  # which of the two lacks an interval: the best's read "(no interval)" (mp47)
         who = (f"this one is from {point.runs} run{'s' if point.runs != 1 else ''}, too few for a 95% interval"
                if point.runs else "the best is from too few runs for a 95% interval")

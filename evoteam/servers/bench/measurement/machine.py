@@ -308,7 +308,7 @@ def contention_line(c: dict, split: str = "dev") -> str | None:
 
 # The rule of contention_line's last clause, which a recorded evaluation's `standing` applies and
 # says the outcome of: there it is left out (evaluation/core.py; read five times over in mp78).
-BUSY_RULE = ("; against the run's best (its starting score x0 in a run with none yet) a busy score counts widened 3x "
-             "each way, and paired rounds (bench.compare by id) settle what that leaves open: `standing` says where "
-             "this one stands")
+BUSY_RULE = ("; against the run's best (its starting score x0 in a run with none yet) a busy score's interval counts "
+             f"as {stats.BUSY_COUNTS}, and paired rounds (bench.compare by id) settle what that leaves open: "
+             "`standing` says where this one stands")
 STANDING_SAYS = "; `standing` says where this one stands"

@@ -45,6 +45,7 @@ def styles_clause(dps: str, other: str, of: str = "") -> str:
     passing) and the other allocates the outputs it returns inside it: "B is faster, 1.15x" of
     the same arithmetic read as a faster kernel (mp37), and a candidate's evaluation read as a
     fusion's win what was its style's (mp41). The share is the docs' measurement, said so: "that
-    alone was 1.02-1.30x" read as measured on these two (mp74)."""
+    alone was 1.02-1.30x" read as measured on these two (mp74); "in docs/bench.md" named a file the
+    roles are never told to read (mp82)."""
     return (f"{dps} writes its outputs into slots allocated outside the clock (destination passing), {other} "
-            f"allocates the ones it returns inside it: that alone gave, in docs/bench.md, {share_text(of)}")
+            f"allocates the ones it returns inside it: that alone gave other kernels {share_text(of)}")
